@@ -1,0 +1,3 @@
+from tflm_mcubert.cli import main
+
+raise SystemExit(main())

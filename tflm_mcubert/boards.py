@@ -1,0 +1,184 @@
+"""The microcontroller boards we target: their SRAM regions, Flash and core, and the fit check.
+
+The tensor arena is one contiguous buffer, so what matters is the largest contiguous SRAM region, not the
+total: the STM32H7A3's 1.4 MB is split over several buses and address ranges, the largest 1 MB (AXI SRAM).
+On the F7 parts DTCM, SRAM1 and SRAM2 are adjacent in the address map, so a linker script can place one
+buffer across them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from tflm_mcubert.errors import UserError
+
+KB = 1024
+MB = 1024 * 1024
+
+# SRAM kept out of the arena for the stack, the TFLM interpreter object, the op resolver and the
+# application's own data. 16 KB is a typical bare-metal stack + runtime budget; override with --reserve.
+DEFAULT_SRAM_RESERVE = 16 * KB
+# Flash kept for code: the TFLM interpreter with the ops a BERT needs, our kernels, the HAL and startup
+# (a Cortex-M7 -O2 TFLM build of this size is typically 100-150 KB); override with --flash-reserve.
+DEFAULT_FLASH_RESERVE = 160 * KB
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRegion:
+    name: str
+    address: int
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    name: str
+    mcu: str
+    core: str
+    clock_hz: int
+    flash_bytes: int
+    sram_regions: tuple[MemoryRegion, ...]
+
+    @property
+    def sram_bytes(self) -> int:
+        return sum(r.size for r in self.sram_regions)
+
+    @property
+    def largest_contiguous_sram(self) -> MemoryRegion:
+        """The largest run of address-adjacent regions (merged), where one arena can live."""
+        runs: list[MemoryRegion] = []
+        for region in sorted(self.sram_regions, key=lambda r: r.address):
+            if runs and runs[-1].address + runs[-1].size == region.address:
+                last = runs.pop()
+                region = MemoryRegion(f"{last.name}+{region.name}", last.address, last.size + region.size)
+            runs.append(region)
+        return max(runs, key=lambda r: r.size)
+
+    def to_json(self) -> dict:
+        largest = self.largest_contiguous_sram
+        return {
+            "name": self.name,
+            "mcu": self.mcu,
+            "core": self.core,
+            "clock_hz": self.clock_hz,
+            "flash_bytes": self.flash_bytes,
+            "sram_bytes": self.sram_bytes,
+            "sram_regions": [dataclasses.asdict(r) for r in self.sram_regions],
+            "largest_sram_region": {"name": largest.name, "bytes": largest.size},
+        }
+
+
+# Memory maps from the STM32F74x/F76x/H7A3 reference manuals (RM0385, RM0410, RM0455).
+BOARDS: dict[str, Board] = {
+    "nucleo-f746zg": Board(
+        name="nucleo-f746zg", mcu="STM32F746ZG", core="cortex-m7", clock_hz=216_000_000, flash_bytes=1 * MB,
+        sram_regions=(
+            MemoryRegion("DTCM", 0x2000_0000, 64 * KB),
+            MemoryRegion("SRAM1", 0x2001_0000, 240 * KB),
+            MemoryRegion("SRAM2", 0x2004_C000, 16 * KB),
+        )),
+    "nucleo-f767zi": Board(
+        name="nucleo-f767zi", mcu="STM32F767ZI", core="cortex-m7", clock_hz=216_000_000, flash_bytes=2 * MB,
+        sram_regions=(
+            MemoryRegion("DTCM", 0x2000_0000, 128 * KB),
+            MemoryRegion("SRAM1", 0x2002_0000, 368 * KB),
+            MemoryRegion("SRAM2", 0x2007_C000, 16 * KB),
+        )),
+    "nucleo-h7a3zi-q": Board(
+        name="nucleo-h7a3zi-q", mcu="STM32H7A3ZIT6Q", core="cortex-m7", clock_hz=280_000_000, flash_bytes=2 * MB,
+        sram_regions=(
+            MemoryRegion("DTCM", 0x2000_0000, 128 * KB),
+            MemoryRegion("AXI-SRAM", 0x2400_0000, 1024 * KB),
+            MemoryRegion("AHB-SRAM1+2", 0x3000_0000, 128 * KB),
+            MemoryRegion("SRD-SRAM", 0x3800_0000, 32 * KB),
+            MemoryRegion("ITCM", 0x0000_0000, 64 * KB),
+        )),
+}
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?I?B?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": KB, "KB": KB, "KIB": KB, "M": MB, "MB": MB, "MIB": MB, "G": 1024 * MB,
+          "GB": 1024 * MB, "GIB": 1024 * MB}
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """'512KB', '2MB', '1.5M', '327680' → bytes (binary units: 1 KB = 1024 B, as MCU datasheets use)."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE_RE.match(str(text))
+        unit = (match.group(2) or "").upper() if match else None
+        if not match or unit not in _UNITS:
+            raise UserError(f"{what}: cannot read {text!r} as a size (examples: 512KB, 2MB, 327680)")
+        value = int(float(match.group(1)) * _UNITS[unit])
+    if value <= 0:
+        raise UserError(f"{what}: must be positive, got {text!r}")
+    return value
+
+
+def get_board(name: str) -> Board:
+    try:
+        return BOARDS[name.lower()]
+    except KeyError:
+        raise UserError(f"unknown board {name!r} (choose from: {', '.join(BOARDS)}, "
+                        f"or give --sram and --flash for any other MCU)") from None
+
+
+def custom_board(sram: str | int, flash: str | int) -> Board:
+    """A board known only by its sizes: one contiguous SRAM region and its Flash."""
+    sram_bytes = parse_size(sram, what="--sram")
+    flash_bytes = parse_size(flash, what="--flash")
+    return Board(name="custom", mcu="custom", core="cortex-m7", clock_hz=216_000_000, flash_bytes=flash_bytes,
+                 sram_regions=(MemoryRegion("SRAM", 0x2000_0000, sram_bytes),))
+
+
+@dataclasses.dataclass(frozen=True)
+class FitReport:
+    """Whether a model's arena and Flash image fit a board, and by how much they miss."""
+
+    arena_bytes: int
+    arena_budget: int
+    flash_bytes: int
+    flash_budget: int
+    sram_reserve: int
+    flash_reserve: int
+    region: str
+
+    @property
+    def sram_ok(self) -> bool:
+        return self.arena_bytes <= self.arena_budget
+
+    @property
+    def flash_ok(self) -> bool:
+        return self.flash_bytes <= self.flash_budget
+
+    @property
+    def ok(self) -> bool:
+        return self.sram_ok and self.flash_ok
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "sram": {"ok": self.sram_ok, "arena_bytes": self.arena_bytes, "budget_bytes": self.arena_budget,
+                     "region": self.region, "reserve_bytes": self.sram_reserve,
+                     "miss_bytes": max(0, self.arena_bytes - self.arena_budget)},
+            "flash": {"ok": self.flash_ok, "model_bytes": self.flash_bytes, "budget_bytes": self.flash_budget,
+                      "code_reserve_bytes": self.flash_reserve,
+                      "miss_bytes": max(0, self.flash_bytes - self.flash_budget)},
+        }
+
+
+def check_fit(board: Board, *, arena_bytes: int, flash_bytes: int, sram_reserve: int = DEFAULT_SRAM_RESERVE,
+              flash_reserve: int = DEFAULT_FLASH_RESERVE) -> FitReport:
+    region = board.largest_contiguous_sram
+    return FitReport(arena_bytes=arena_bytes, arena_budget=max(0, region.size - sram_reserve),
+                     flash_bytes=flash_bytes, flash_budget=max(0, board.flash_bytes - flash_reserve),
+                     sram_reserve=sram_reserve, flash_reserve=flash_reserve, region=region.name)
+
+
+def human_bytes(n: int) -> str:
+    if n >= MB:
+        return f"{n / MB:.2f} MB"
+    if n >= KB:
+        return f"{n / KB:.1f} KB"
+    return f"{n} B"

@@ -1,0 +1,13 @@
+"""Errors that reach the user as one clear line (the CLI prints them without a traceback)."""
+
+
+class UserError(Exception):
+    """Bad input from the user: a checkpoint, a flag, a data file. The message names the problem."""
+
+    exit_code = 2
+
+
+class DoesNotFitError(UserError):
+    """The exported model does not fit the board; the files were still written for inspection."""
+
+    exit_code = 3

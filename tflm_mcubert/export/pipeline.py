@@ -1,0 +1,173 @@
+"""`export`: checkpoint (or preset) → .tflite + firmware files + report.json, with the board fit check."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+from tflm_mcubert import __version__
+from tflm_mcubert.boards import Board, FitReport, check_fit, human_bytes
+from tflm_mcubert.errors import DoesNotFitError, UserError
+
+SCHEDULES = ("stock",)
+PRECISIONS = ("int8", "int16x8", "float32")
+DEFAULT_SEED = 0
+
+
+@dataclasses.dataclass
+class ExportRequest:
+    out_dir: Path
+    board: Board
+    checkpoint: str | None = None
+    preset: str = "bert-tiny"
+    num_labels: int | None = 2
+    seq_len: int = 128
+    schedule: str = "stock"
+    precision: str = "int8"
+    calibration: str | None = None
+    calibration_count: int = 32
+    seed: int = DEFAULT_SEED
+    sram_reserve: int | None = None
+    flash_reserve: int | None = None
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def load_model(request: ExportRequest):
+    """The model to export and a description of where it came from. Heavy imports stay inside."""
+    from tflm_mcubert.model.bert import build_model
+    from tflm_mcubert.model.config import preset
+
+    if request.checkpoint:
+        from tflm_mcubert.model.hf_import import load_checkpoint
+
+        loaded = load_checkpoint(request.checkpoint)
+        return loaded.model, loaded.tokenizer, {"checkpoint": loaded.source, "architecture": loaded.architecture}
+    config = preset(request.preset, num_labels=request.num_labels)
+    log(f"no --checkpoint: using the {request.preset} preset with seeded random weights (seed {request.seed}); "
+        f"accuracy is meaningless, memory and size figures are real")
+    model = build_model(config, seed=request.seed)
+    return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
+
+
+def _check_request(request: ExportRequest, config) -> None:
+    if request.schedule not in SCHEDULES:
+        raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
+    if request.precision not in PRECISIONS:
+        raise UserError(f"--precision {request.precision!r} is not supported (choose from: {', '.join(PRECISIONS)})")
+    if request.seq_len < 1:
+        raise UserError(f"--seq-len must be at least 1, got {request.seq_len}")
+    if request.seq_len > config.max_position_embeddings:
+        raise UserError(f"--seq-len {request.seq_len} exceeds the model's {config.max_position_embeddings} "
+                        f"position embeddings")
+
+
+def _stock_artifacts(model, seq_len: int, precision: str, calibration):
+    from tflm_mcubert.export.stock import export_stock
+    from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
+
+    tflite = export_stock(model, seq_len=seq_len, precision=precision, calibration=calibration)
+    return tflite, min_arena_bytes(tflite)
+
+
+def _largest_fitting_seq_len(model, request: ExportRequest, calibration_for, budget: int) -> int | None:
+    """Halve the sequence length until the measured stock arena fits (each try is a real conversion)."""
+    seq_len = request.seq_len // 2
+    while seq_len >= 8:
+        log(f"  trying --seq-len {seq_len} ...")
+        _, arena = _stock_artifacts(model, seq_len, request.precision, calibration_for(seq_len))
+        if arena <= budget:
+            return seq_len
+        seq_len //= 2
+    return None
+
+
+def _misfit_message(fit: FitReport, config, request: ExportRequest, fitting_seq_len: int | None) -> str:
+    parts = []
+    if not fit.flash_ok:
+        embedding_bytes = config.vocab_size * config.hidden_size  # int8 word-embedding table
+        parts.append(
+            f"Flash: the model needs {human_bytes(fit.flash_bytes)} but {request.board.name} has "
+            f"{human_bytes(fit.flash_budget)} for it (misses by {human_bytes(fit.flash_bytes - fit.flash_budget)}); "
+            f"the word-embedding table alone is {human_bytes(embedding_bytes)}: the uncompressed model fits no "
+            f"board's Flash, which is the problem MCUBERT's embedding compression solves")
+    if not fit.sram_ok:
+        hint = (f"--seq-len {fitting_seq_len} fits" if fitting_seq_len else
+                "no sequence length of 8 or more fits this schedule")
+        parts.append(
+            f"SRAM: the arena needs {human_bytes(fit.arena_bytes)} but the largest region ({fit.region}) leaves "
+            f"{human_bytes(fit.arena_budget)} (misses by {human_bytes(fit.arena_bytes - fit.arena_budget)}); "
+            f"{hint}")
+    return f"the model does not fit {request.board.name}: " + "; ".join(parts)
+
+
+def run_export(request: ExportRequest) -> dict:
+    """Writes model.tflite, model_data.cc/.h and report.json into `request.out_dir`; returns the report.
+
+    Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
+    """
+    from tflm_mcubert.data.calibration import calibration_samples
+    from tflm_mcubert.export.c_array import write_c_array
+    from tflm_mcubert.runtime.tflm_runner import describe_ops
+
+    started = time.time()
+    model, tokenizer, source = load_model(request)
+    config = model.config
+    _check_request(request, config)
+
+    def calibration_for(seq_len):
+        return calibration_samples(request.calibration, tokenizer=tokenizer, vocab_size=config.vocab_size,
+                                   seq_len=seq_len, count=request.calibration_count, seed=request.seed)
+
+    calibration, calibration_source = calibration_for(request.seq_len)
+    log(f"converting ({request.schedule} schedule, {request.precision}, seq {request.seq_len}, "
+        f"calibration: {calibration_source}) ...")
+    tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, calibration)
+
+    out_dir = Path(request.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "model.tflite").write_bytes(tflite)
+    write_c_array(tflite, out_dir, name="model_data")
+
+    reserves = {k: v for k, v in (("sram_reserve", request.sram_reserve),
+                                  ("flash_reserve", request.flash_reserve)) if v is not None}
+    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **reserves)
+    report = {
+        "tool": f"tflm-mcubert {__version__}",
+        "schedule": request.schedule,
+        "board": request.board.to_json(),
+        "seq_len": request.seq_len,
+        "precision": request.precision,
+        "arena_bytes": arena_bytes,
+        "arena_note": ("smallest tensor arena the tflite-micro Python interpreter accepts for this model "
+                       "(it fails at one byte less), measured on this 64-bit host: TFLM's own bookkeeping uses "
+                       "8-byte pointers here, so a 32-bit MCU needs slightly less"),
+        "flash_bytes": len(tflite),
+        "flash_note": "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash",
+        "params": {"embedding": config.embedding_param_count(), "total": config.param_count()},
+        "fits": fit.to_json(),
+        "ops": describe_ops(tflite),
+        "model": {**source, "config": config.to_hf_dict()},
+        "calibration": calibration_source,
+        "files": ["model.tflite", "model_data.cc", "model_data.h", "report.json"],
+        "seconds": None,
+    }
+    fitting_seq_len = None
+    if not fit.ok and not fit.sram_ok:
+        log("the arena does not fit; measuring shorter sequence lengths ...")
+        fitting_seq_len = _largest_fitting_seq_len(model, request, lambda s: calibration_for(s)[0],
+                                                   fit.arena_budget)
+        report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
+    report["seconds"] = round(time.time() - started, 1)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, report.json; "
+        f"arena {arena_bytes:,} B")
+    if not fit.ok:
+        raise DoesNotFitError(_misfit_message(fit, config, request, fitting_seq_len)
+                              + f" (files written to {out_dir} for inspection)")
+    return report

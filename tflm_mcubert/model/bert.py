@@ -1,0 +1,235 @@
+"""BERT in Keras 3 (TensorFlow backend), written so that one model serves training, HF parity and export.
+
+Every layer is ours rather than Keras' stock one because the stock layers convert badly to TFLite Micro:
+`keras.layers.Embedding` adds a SELECT for negative ids (we gather), `LayerNormalization` leaves float
+islands in an int8 graph (we decompose it), and Keras' GELU becomes a GELU builtin that TFLM lacks
+(the export variant uses x*sigmoid(1.5957691*(x + 0.044715x^3)), i.e. tanh-GELU, which converts to LOGISTIC).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tflm_mcubert.model.config import BertConfig  # noqa: E402
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+# How the activation is computed. "exact" follows the config (erf GELU for HF "gelu", tanh-GELU for
+# "gelu_new"/"gelu_pytorch_tanh"); "sigmoid" forces the tanh-GELU written with a LOGISTIC, for export.
+GELU_MODES = ("exact", "sigmoid")
+
+_SQRT_2_OVER_PI_X2 = 2.0 * math.sqrt(2.0 / math.pi)  # 1.5957691...
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def gelu_sigmoid(x):
+    """tanh-GELU in its sigmoid form: 0.5x(1+tanh(u)) == x*sigmoid(2u)."""
+    return x * tf.sigmoid(_SQRT_2_OVER_PI_X2 * (x + 0.044715 * x * x * x))
+
+
+def activation_fn(hidden_act: str, gelu_mode: str):
+    if gelu_mode not in GELU_MODES:
+        raise ValueError(f"gelu_mode must be one of {GELU_MODES}, got {gelu_mode!r}")
+    if hidden_act == "relu":
+        return tf.nn.relu
+    if gelu_mode == "sigmoid" or hidden_act in ("gelu_new", "gelu_pytorch_tanh"):
+        return gelu_sigmoid
+    return gelu_erf
+
+
+class LayerNorm(keras.layers.Layer):
+    """LayerNorm over the last axis, decomposed into mean / sub / mul / rsqrt so int8 export stays integer."""
+
+    def __init__(self, epsilon: float, **kwargs):
+        super().__init__(**kwargs)
+        self.epsilon = float(epsilon)
+
+    def build(self, input_shape):
+        dim = int(input_shape[-1])
+        self.gamma = self.add_weight(name="gamma", shape=(dim,), initializer="ones")
+        self.beta = self.add_weight(name="beta", shape=(dim,), initializer="zeros")
+
+    def call(self, x):
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
+        return centered * tf.math.rsqrt(variance + self.epsilon) * self.gamma + self.beta
+
+
+class BertEmbeddings(keras.layers.Layer):
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
+
+    def build(self, input_shape):
+        c = self.config
+        init = keras.initializers.TruncatedNormal(stddev=0.02)
+        self.word_embeddings = self.add_weight(name="word_embeddings", shape=(c.vocab_size, c.hidden_size),
+                                               initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size), initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init)
+        self.layer_norm.build((None, None, c.hidden_size))
+
+    def call(self, input_ids, token_type_ids):
+        seq_len = tf.shape(input_ids)[1]
+        words = tf.gather(self.word_embeddings, input_ids)
+        positions = self.position_embeddings[:seq_len][tf.newaxis]
+        types = tf.gather(self.token_type_embeddings, token_type_ids)
+        return self.layer_norm(words + positions + types)
+
+
+class BertSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention + output projection + residual + LayerNorm (HF's BertAttention)."""
+
+    def __init__(self, config: BertConfig, mask_value: float, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.mask_value = float(mask_value)
+        d = config.hidden_size
+        self.query = keras.layers.Dense(d, name="query")
+        self.key = keras.layers.Dense(d, name="key")
+        self.value = keras.layers.Dense(d, name="value")
+        self.output_dense = keras.layers.Dense(d, name="output_dense")
+        self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
+
+    def build(self, input_shape):
+        d = self.config.hidden_size
+        for dense in (self.query, self.key, self.value, self.output_dense):
+            dense.build((None, None, d))
+        self.layer_norm.build((None, None, d))
+
+    def _split_heads(self, x):
+        c = self.config
+        x = tf.reshape(x, (-1, tf.shape(x)[1], c.num_attention_heads, c.head_size))
+        return tf.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
+
+    def call(self, hidden, mask_bias):
+        c = self.config
+        q = self._split_heads(self.query(hidden))
+        k = self._split_heads(self.key(hidden))
+        v = self._split_heads(self.value(hidden))
+        # transpose_b: converts to BATCH_MATMUL(adj_y=True), which TFLM runs without a transposed copy.
+        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(c.head_size))
+        probs = tf.nn.softmax(scores + mask_bias, axis=-1)
+        context = tf.matmul(probs, v)  # [batch, heads, seq, head_size]
+        context = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (-1, tf.shape(hidden)[1], c.hidden_size))
+        return self.layer_norm(self.output_dense(context) + hidden)
+
+
+class BertFeedForward(keras.layers.Layer):
+    """FC1 + activation + FC2 + residual + LayerNorm (HF's BertIntermediate + BertOutput)."""
+
+    def __init__(self, config: BertConfig, gelu_mode: str, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.act = activation_fn(config.hidden_act, gelu_mode)
+        self.intermediate = keras.layers.Dense(config.intermediate_size, name="intermediate")
+        self.output_dense = keras.layers.Dense(config.hidden_size, name="output_dense")
+        self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
+
+    def build(self, input_shape):
+        c = self.config
+        self.intermediate.build((None, None, c.hidden_size))
+        self.output_dense.build((None, None, c.intermediate_size))
+        self.layer_norm.build((None, None, c.hidden_size))
+
+    def call(self, hidden):
+        return self.layer_norm(self.output_dense(self.act(self.intermediate(hidden))) + hidden)
+
+
+class BertLayer(keras.layers.Layer):
+    def __init__(self, config: BertConfig, gelu_mode: str, mask_value: float, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = BertSelfAttention(config, mask_value, name="attention")
+        self.feed_forward = BertFeedForward(config, gelu_mode, name="feed_forward")
+
+    def build(self, input_shape):
+        self.attention.build(input_shape)
+        self.feed_forward.build(input_shape)
+
+    def call(self, hidden, mask_bias):
+        return self.feed_forward(self.attention(hidden, mask_bias))
+
+
+class BertModel(keras.Model):
+    """BERT encoder + pooler, with a sequence-classification head when `config.num_labels` is set.
+
+    Call with a dict of int32 tensors `input_ids`, `attention_mask`, `token_type_ids` ([batch, seq];
+    the last two optional). Returns a dict: `last_hidden_state`, `pooler_output` and, for a
+    classifier, `logits`.
+
+    `gelu_mode="sigmoid"` swaps in the LOGISTIC-based tanh-GELU for stock TFLite export. `mask_value` is
+    the additive bias of masked keys: HF semantics for any very negative value; export passes a small one
+    so that the int8 score scale is not spent on the mask.
+    """
+
+    def __init__(self, config: BertConfig, *, gelu_mode: str = "exact", mask_value: float = -1e9, **kwargs):
+        kwargs.setdefault("name", "bert")
+        super().__init__(**kwargs)
+        self.config = config.validate()
+        self.gelu_mode = gelu_mode
+        self.mask_value = float(mask_value)
+        self.embeddings = BertEmbeddings(config, name="embeddings")
+        self.encoder_layers = [BertLayer(config, gelu_mode, mask_value, name=f"layer_{i}")
+                               for i in range(config.num_hidden_layers)]
+        self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh", name="pooler")
+        self.classifier = (keras.layers.Dense(config.num_labels, name="classifier")
+                           if config.num_labels else None)
+        self._build_all()
+
+    def _build_all(self):
+        d = self.config.hidden_size
+        self.embeddings.build((None, None))
+        for layer in self.encoder_layers:
+            layer.build((None, None, d))
+        self.pooler.build((None, d))
+        if self.classifier is not None:
+            self.classifier.build((None, d))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        input_ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
+        attention_mask = inputs.get("attention_mask")
+        token_type_ids = inputs.get("token_type_ids")
+        if token_type_ids is None:
+            token_type_ids = tf.zeros_like(input_ids)
+        hidden = self.embeddings(input_ids, tf.convert_to_tensor(token_type_ids, tf.int32))
+        if attention_mask is None:
+            mask_bias = tf.zeros((1, 1, 1, 1), hidden.dtype)
+        else:
+            keep = tf.cast(tf.convert_to_tensor(attention_mask), hidden.dtype)
+            mask_bias = ((1.0 - keep) * self.mask_value)[:, tf.newaxis, tf.newaxis, :]
+        for layer in self.encoder_layers:
+            hidden = layer(hidden, mask_bias)
+        pooled = self.pooler(hidden[:, 0])
+        out = {"last_hidden_state": hidden, "pooler_output": pooled}
+        if self.classifier is not None:
+            out["logits"] = self.classifier(pooled)
+        return out
+
+    def with_options(self, *, gelu_mode: str | None = None, mask_value: float | None = None) -> "BertModel":
+        """A twin of this model sharing nothing but copied weights, with other graph options (for export)."""
+        twin = BertModel(self.config,
+                         gelu_mode=self.gelu_mode if gelu_mode is None else gelu_mode,
+                         mask_value=self.mask_value if mask_value is None else mask_value)
+        twin.set_weights(self.get_weights())
+        return twin
+
+
+def build_model(config: BertConfig, *, seed: int | None = None, **options) -> BertModel:
+    """A freshly initialised model (seeded, so the default random bert-tiny is reproducible)."""
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    return BertModel(config, **options)
