@@ -25,6 +25,7 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 GELU_MODES = ("exact", "sigmoid")
 
 _SQRT_2_OVER_PI_X2 = 2.0 * math.sqrt(2.0 / math.pi)  # 1.5957691...
+_CUBIC_COEFF_X2 = 0.044715 * _SQRT_2_OVER_PI_X2  # 0.0713548...
 
 
 def gelu_erf(x):
@@ -32,8 +33,12 @@ def gelu_erf(x):
 
 
 def gelu_sigmoid(x):
-    """tanh-GELU in its sigmoid form: 0.5x(1+tanh(u)) == x*sigmoid(2u)."""
-    return x * tf.sigmoid(_SQRT_2_OVER_PI_X2 * (x + 0.044715 * x * x * x))
+    """tanh-GELU in its sigmoid form: 0.5x(1+tanh(u)) == x*sigmoid(2u).
+
+    2u = 2*sqrt(2/pi)*(x + 0.044715x^3) is written x*(a + b*x^2): in an int8 graph every intermediate is
+    requantized, and x^2 keeps far more resolution than x^3 (whose range is cubed), with one MUL fewer.
+    """
+    return x * tf.sigmoid(x * (_SQRT_2_OVER_PI_X2 + _CUBIC_COEFF_X2 * (x * x)))
 
 
 def activation_fn(hidden_act: str, gelu_mode: str):
@@ -66,16 +71,26 @@ class LayerNorm(keras.layers.Layer):
 
 
 class BertEmbeddings(keras.layers.Layer):
-    def __init__(self, config: BertConfig, **kwargs):
+    """Word + position + token-type embeddings, then LayerNorm.
+
+    `word_lookup`, when given, replaces the dense word table: any layer mapping int32 ids [batch, seq] to
+    [batch, seq, hidden] (the compressed embeddings of `tflm_mcubert.compress` plug in here).
+    """
+
+    def __init__(self, config: BertConfig, word_lookup: keras.layers.Layer | None = None, **kwargs):
         super().__init__(**kwargs)
         self.config = config
+        self.word_lookup = word_lookup
         self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
 
     def build(self, input_shape):
         c = self.config
         init = keras.initializers.TruncatedNormal(stddev=0.02)
-        self.word_embeddings = self.add_weight(name="word_embeddings", shape=(c.vocab_size, c.hidden_size),
-                                               initializer=init)
+        if self.word_lookup is None:
+            self.word_embeddings = self.add_weight(name="word_embeddings", shape=(c.vocab_size, c.hidden_size),
+                                                   initializer=init)
+        elif not self.word_lookup.built:
+            self.word_lookup.build((None, None))
         self.position_embeddings = self.add_weight(
             name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size), initializer=init)
         self.token_type_embeddings = self.add_weight(
@@ -84,7 +99,10 @@ class BertEmbeddings(keras.layers.Layer):
 
     def call(self, input_ids, token_type_ids):
         seq_len = tf.shape(input_ids)[1]
-        words = tf.gather(self.word_embeddings, input_ids)
+        if self.word_lookup is None:
+            words = tf.gather(self.word_embeddings, input_ids)
+        else:
+            words = self.word_lookup(input_ids)
         positions = self.position_embeddings[:seq_len][tf.newaxis]
         types = tf.gather(self.token_type_embeddings, token_type_ids)
         return self.layer_norm(words + positions + types)
@@ -110,20 +128,23 @@ class BertSelfAttention(keras.layers.Layer):
             dense.build((None, None, d))
         self.layer_norm.build((None, None, d))
 
-    def _split_heads(self, x):
+    def _split_heads(self, x, perm=(0, 2, 1, 3)):
         c = self.config
         x = tf.reshape(x, (-1, tf.shape(x)[1], c.num_attention_heads, c.head_size))
-        return tf.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
+        return tf.transpose(x, perm)  # default: [batch, heads, seq, head_size]
 
     def call(self, hidden, mask_bias):
         c = self.config
-        q = self._split_heads(self.query(hidden))
+        # The 1/sqrt(head_size) scale sits on q, where the converter folds it into the query weights,
+        # rather than on the [heads, seq, seq] scores, where it would be one more op and tensor.
+        q = self._split_heads(self.query(hidden) * (1.0 / math.sqrt(c.head_size)))
         k = self._split_heads(self.key(hidden))
-        v = self._split_heads(self.value(hidden))
-        # transpose_b: converts to BATCH_MATMUL(adj_y=True), which TFLM runs without a transposed copy.
-        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(c.head_size))
+        v_t = self._split_heads(self.value(hidden), perm=(0, 2, 3, 1))  # [batch, heads, head_size, seq]
+        # Both products use transpose_b: they convert to BATCH_MATMUL(adj_y=True), which TFLM runs in
+        # place; with adj_y=False it keeps a transposed copy of the right operand in persistent arena.
+        scores = tf.matmul(q, k, transpose_b=True)
         probs = tf.nn.softmax(scores + mask_bias, axis=-1)
-        context = tf.matmul(probs, v)  # [batch, heads, seq, head_size]
+        context = tf.matmul(probs, v_t, transpose_b=True)  # [batch, heads, seq, head_size]
         context = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (-1, tf.shape(hidden)[1], c.hidden_size))
         return self.layer_norm(self.output_dense(context) + hidden)
 
@@ -175,13 +196,14 @@ class BertModel(keras.Model):
     so that the int8 score scale is not spent on the mask.
     """
 
-    def __init__(self, config: BertConfig, *, gelu_mode: str = "exact", mask_value: float = -1e9, **kwargs):
+    def __init__(self, config: BertConfig, *, gelu_mode: str = "exact", mask_value: float = -1e9,
+                 word_lookup: keras.layers.Layer | None = None, **kwargs):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         self.config = config.validate()
         self.gelu_mode = gelu_mode
         self.mask_value = float(mask_value)
-        self.embeddings = BertEmbeddings(config, name="embeddings")
+        self.embeddings = BertEmbeddings(config, word_lookup, name="embeddings")
         self.encoder_layers = [BertLayer(config, gelu_mode, mask_value, name=f"layer_{i}")
                                for i in range(config.num_hidden_layers)]
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh", name="pooler")
@@ -209,8 +231,11 @@ class BertModel(keras.Model):
         if attention_mask is None:
             mask_bias = tf.zeros((1, 1, 1, 1), hidden.dtype)
         else:
-            keep = tf.cast(tf.convert_to_tensor(attention_mask), hidden.dtype)
-            mask_bias = ((1.0 - keep) * self.mask_value)[:, tf.newaxis, tf.newaxis, :]
+            # A lookup of (mask_value, 0) by the 0/1 mask, rather than (1 - mask) * mask_value: it
+            # converts to one GATHER, where the arithmetic needs a CAST and QUANTIZE in an int8 graph.
+            keep = tf.cast(tf.convert_to_tensor(attention_mask), tf.int32)
+            bias_of = tf.constant([self.mask_value, 0.0], hidden.dtype)
+            mask_bias = tf.reshape(tf.gather(bias_of, keep), (-1, 1, 1, tf.shape(keep)[1]))
         for layer in self.encoder_layers:
             hidden = layer(hidden, mask_bias)
         pooled = self.pooler(hidden[:, 0])
@@ -221,10 +246,27 @@ class BertModel(keras.Model):
 
     def with_options(self, *, gelu_mode: str | None = None, mask_value: float | None = None) -> "BertModel":
         """A twin of this model sharing nothing but copied weights, with other graph options (for export)."""
+        lookup = self.embeddings.word_lookup
         twin = BertModel(self.config,
                          gelu_mode=self.gelu_mode if gelu_mode is None else gelu_mode,
-                         mask_value=self.mask_value if mask_value is None else mask_value)
+                         mask_value=self.mask_value if mask_value is None else mask_value,
+                         word_lookup=None if lookup is None else type(lookup).from_config(lookup.get_config()))
         twin.set_weights(self.get_weights())
+        return twin
+
+    def with_word_lookup(self, word_lookup: keras.layers.Layer | None) -> "BertModel":
+        """A twin whose word embeddings come from `word_lookup` (used as is, not copied; None: a fresh dense
+        table) and whose other weights are copied: how a compressed embedding replaces the dense one."""
+        twin = BertModel(self.config, gelu_mode=self.gelu_mode, mask_value=self.mask_value, word_lookup=word_lookup)
+        ours, theirs = self.embeddings, twin.embeddings
+        theirs.position_embeddings.assign(ours.position_embeddings)
+        theirs.token_type_embeddings.assign(ours.token_type_embeddings)
+        pairs = [(ours.layer_norm, theirs.layer_norm), (self.pooler, twin.pooler),
+                 *zip(self.encoder_layers, twin.encoder_layers)]
+        if self.classifier is not None:
+            pairs.append((self.classifier, twin.classifier))
+        for source, target in pairs:
+            target.set_weights(source.get_weights())
         return twin
 
 
