@@ -1,0 +1,38 @@
+"""SPEC.md stays in step with the code: its hash, version and hashed contract text are current."""
+
+from pathlib import Path
+
+import pytest
+
+from tflm_mcubert.model.config import PRESETS
+from tflm_mcubert.ops import contract, registry
+from tflm_mcubert.schedule import planner
+from tflm_mcubert.schedule.planner import KIB
+
+SPEC = Path(registry.__file__).with_name("SPEC.md").read_text()
+
+
+def test_spec_quotes_the_current_hash_and_version():
+    assert f"**`0x{registry.SPEC_HASH:08x}`** (`SPEC_VERSION = {registry.SPEC_VERSION}`)" in SPEC
+
+
+def test_spec_contains_the_hashed_contract_text_verbatim():
+    block = SPEC.split("## 8. Contract text (hashed)", 1)[1].split("```\n", 2)[1]
+    assert block == registry.contract_text(), "regenerate section 8 from registry.contract_text()"
+
+
+def test_every_option_field_is_documented():
+    for spec in contract.CONTRACTS.values():
+        for field in spec.options:
+            mentions = (f"`{field.name}", f" {field.name},", f" {field.name}`")
+            assert any(m in SPEC for m in mentions), field.name
+
+
+@pytest.mark.parametrize("preset,s,budget,row", [
+    ("bert-tiny", 128, 44 * KIB, "| BERT-tiny @ 128, 44 KiB | {bytes} ("),
+    ("bert-tiny", 512, 170 * KIB, "| BERT-tiny @ 512, 170 KiB | {bytes} ("),
+    ("bert-mini", 512, 298 * KIB, "| BERT-mini @ 512, 298 KiB | {bytes} ("),
+])
+def test_the_planned_bytes_table_is_current(preset, s, budget, row):
+    plan = planner.plan_model(PRESETS[preset], s, budget)
+    assert row.format(bytes=plan.planned_bytes) in SPEC

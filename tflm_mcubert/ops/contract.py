@@ -1,0 +1,229 @@
+"""The serialized interface of the MCUBERT custom ops: option fields, tensor signatures, constants.
+
+Data only (no numerics), so the op modules, the options codec and the docs all read one table. The
+canonical text of this table, plus each op's scratch size at sample shapes, is hashed into
+SPEC_HASH (ops/registry.py): a kernel built against another contract rejects the model at Prepare
+instead of silently computing different bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from tflm_mcubert.ops import fixed_point, layernorm, linear
+
+SPEC_VERSION = 1
+
+MAX_SEQ_LEN = 1024      # exp sums and P.V accumulators are bounded for s <= 1024 (fixed_point.EXP_ONE)
+MAX_HIDDEN = layernorm.MAX_DIM
+MAX_FFN = linear.MAX_IN_FEATURES
+MAX_HEADS = 64
+MAX_CLUSTERS = 8
+MAX_TYPE_VOCAB = 1024
+INT32_MAX = fixed_point.INT32_MAX
+
+EMBEDDING = "MCUBERT_EMBEDDING"
+ATTENTION = "MCUBERT_ATTENTION"
+MLP = "MCUBERT_MLP"
+
+MASK_MODE_KEY_MASK = 0     # input 1 is int8[s]: 0 = masked key, anything else = attend
+MASK_MODE_VALID_LENGTH = 1 # input 1 is int32[1]: keys [0, L) attend, L in [0, s]
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionField:
+    name: str
+    lo: int
+    hi: int
+    doc: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSig:
+    name: str
+    dtype: str
+    shape: str
+    doc: str
+
+
+CrossCheck = Callable[[dict[str, int]], "tuple[str, str] | None"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpContract:
+    name: str
+    options: tuple[OptionField, ...]
+    inputs: tuple[TensorSig, ...]
+    outputs: tuple[TensorSig, ...]
+    cross_check: CrossCheck
+
+    def field(self, name: str) -> OptionField:
+        for f in self.options:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+# Every op's options start with these two; decoding checks them before anything else.
+HEADER_FIELDS = (
+    OptionField("spec_version", 0, INT32_MAX, "must equal SPEC_VERSION"),
+    OptionField("spec_hash", 0, (1 << 32) - 1, "must equal SPEC_HASH (FNV-1a 32 of the contract)"),
+)
+
+_EPS = OptionField("ln_eps", 0, layernorm.EPS_MAX, "LayerNorm eps in D units: round(eps*d^2/s_z^2)")
+_SEQ = OptionField("seq_len", 1, MAX_SEQ_LEN, "tokens s (static)")
+_HIDDEN = OptionField("hidden", 1, MAX_HIDDEN, "hidden size d")
+_TILE = OptionField("tile", 1, MAX_SEQ_LEN, "query/token tile t, 1 <= t <= s")
+_IN_ZP = OptionField("input_zero_point", -128, 127, "zero point of the incoming hidden state")
+_RES = OptionField("residual_shift", 0, 7, "R: pre-norm sum scale s_z = s_x / 2^R")
+
+
+def _multiplier_ok(values: dict[str, int], mult: str, shift: str):
+    problem = fixed_point.check_multipliers(values[mult], values[shift])
+    return (mult, problem) if problem else None
+
+
+def _check_embedding(v: dict[str, int]):
+    if v["cluster_count"] > v["vocab_size"]:
+        return "cluster_count", f"{v['cluster_count']} clusters for a vocabulary of {v['vocab_size']}"
+    return None
+
+
+def _check_attention(v: dict[str, int]):
+    if v["hidden"] % v["heads"]:
+        return "heads", f"hidden {v['hidden']} is not a multiple of heads {v['heads']}"
+    if v["tile"] > v["seq_len"]:
+        return "tile", f"tile {v['tile']} exceeds seq_len {v['seq_len']}"
+    return (_multiplier_ok(v, "score_multiplier", "score_shift")
+            or _multiplier_ok(v, "context_multiplier", "context_shift"))
+
+
+def _check_mlp(v: dict[str, int]):
+    if v["tile"] > v["seq_len"]:
+        return "tile", f"tile {v['tile']} exceeds seq_len {v['seq_len']}"
+    return None
+
+
+_REQUANT_D = "int32", "[d, 2]"
+_LN = TensorSig("layer_norm", "int32", "[d, 2]", "gamma_q, beta_q (Q16 output units)")
+_HIDDEN_IO = TensorSig("hidden", "int8", "[s, d]", "hidden state, updated in place")
+
+CONTRACTS: dict[str, OpContract] = {
+    EMBEDDING: OpContract(
+        EMBEDDING,
+        options=(
+            _SEQ, _HIDDEN,
+            OptionField("vocab_size", 1, INT32_MAX, "v; ids outside [0, v) are an error"),
+            OptionField("cluster_count", 1, MAX_CLUSTERS, "c"),
+            OptionField("type_vocab_size", 1, MAX_TYPE_VOCAB, "token types; others are an error"),
+            _EPS,
+        ),
+        inputs=(
+            TensorSig("input_ids", "int32", "[s]", "token ids in the permuted vocabulary"),
+            TensorSig("token_type_ids", "int32", "[s]", "segment ids"),
+            TensorSig("clusters", "int32", "[c, 2]", "(end_id exclusive, rank r_i); r_0 = d"),
+            TensorSig("word_rows", "int8", "[sum n_i*r_i]", "U_0 | U_1 | ... row-major, concatenated"),
+            TensorSig("word_projections", "int8", "[sum_{i>0} packed(d, r_i)]",
+                      "V_i (d out, r_i in) in pair4 layout, concatenated"),
+            TensorSig("word_requant", "int32", "[c, d, 2]", "(multiplier, shift) per cluster, channel"),
+            TensorSig("position_table", "int8", "[s, d]", "rows 0..s-1 only"),
+            TensorSig("position_requant", *_REQUANT_D, "(multiplier, shift) per channel"),
+            TensorSig("token_type_table", "int8", "[T, d]", ""),
+            TensorSig("token_type_requant", *_REQUANT_D, "(multiplier, shift) per channel"),
+            _LN,
+        ),
+        outputs=(TensorSig("hidden", "int8", "[s, d]", "embedded, normalized hidden state"),),
+        cross_check=_check_embedding,
+    ),
+    ATTENTION: OpContract(
+        ATTENTION,
+        options=(
+            _SEQ, _HIDDEN,
+            OptionField("heads", 1, MAX_HEADS, "h, divides d"),
+            _TILE,
+            OptionField("mask_mode", 0, 1, "0: int8[s] key mask; 1: int32[1] valid length"),
+            _IN_ZP, _RES,
+            OptionField("score_multiplier", 0, INT32_MAX, "q.k -> int16 score (1/sqrt(dh) folded)"),
+            OptionField("score_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
+            OptionField("context_multiplier", 0, INT32_MAX, "Q16 mean of V -> int8 context"),
+            OptionField("context_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
+            _EPS,
+        ),
+        inputs=(
+            _HIDDEN_IO,
+            TensorSig("mask", "int8|int32", "[s]|[1]", "mask_mode 0: int8[s]; 1: int32[1] valid length"),
+            TensorSig("query_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("query_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("key_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("key_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("value_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("value_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("output_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("output_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
+            TensorSig("exp_lut", "int16", "[256]", "EXP_ONE*exp(-k*s_score); [0] = EXP_ONE"),
+            _LN,
+        ),
+        outputs=(_HIDDEN_IO,),
+        cross_check=_check_attention,
+    ),
+    MLP: OpContract(
+        MLP,
+        options=(
+            _SEQ, _HIDDEN,
+            OptionField("ffn", 1, MAX_FFN, "intermediate size"),
+            _TILE, _IN_ZP,
+            OptionField("fc1_output_zero_point", -128, 127, "zero point of the GELU table's input"),
+            _RES, _EPS,
+        ),
+        inputs=(
+            _HIDDEN_IO,
+            TensorSig("fc1_weights", "int8", "[packed(ffn, d)]", "pair4"),
+            TensorSig("fc1_channels", "int32", "[ffn, 3]", "bias, multiplier, shift"),
+            TensorSig("activation_lut", "int8", "[256]", "GELU: entry q+128 for input q"),
+            TensorSig("fc2_weights", "int8", "[packed(d, ffn)]", "pair4"),
+            TensorSig("fc2_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
+            _LN,
+        ),
+        outputs=(_HIDDEN_IO,),
+        cross_check=_check_mlp,
+    ),
+}
+
+
+def constants_text() -> list[str]:
+    """The numeric constants of the contract, one per line (hashed; listed in SPEC.md)."""
+    return [
+        f"spec_version={SPEC_VERSION}",
+        "rounding=half_up:(x+2^(n-1))>>n",
+        "requantize=(acc*M+2^(30-shift))>>(31-shift);M in {0}u[2^30,2^31);shift in [-31,30]",
+        f"weights=pair4:[ceil(N/2)][ceil(K/4)][{linear.PACK_CHANNELS}][{linear.PACK_DEPTH}];"
+        f"zero padding;|w|<={linear.WEIGHT_MAX};|bias|<=2^30",
+        f"exp_one={fixed_point.EXP_ONE};lut_size={fixed_point.LUT_SIZE}",
+        "scores=int16;exp_index=min(rowmax-score,255);masked_e=0;all_masked_recip=0",
+        f"softmax_recip_bits={SOFTMAX_RECIP_BITS};softmax_mean_frac_bits={SOFTMAX_MEAN_FRAC_BITS}",
+        f"layernorm=inv_sqrt_bits:{fixed_point.INV_SQRT_BITS};norm_frac_bits:{layernorm.NORM_FRAC_BITS};"
+        f"param_frac_bits:{layernorm.PARAM_FRAC_BITS}",
+        f"max_seq_len={MAX_SEQ_LEN};max_hidden={MAX_HIDDEN};max_ffn={MAX_FFN}",
+        f"embedding_rows={EMBEDDING_ROWS};dsp_rows={DSP_ROWS};alignment=16",
+    ]
+
+
+# Softmax normalization (attention): recip = floor(2^44 / sum_e), mean = (acc*recip + 2^27) >> 28 (Q16).
+SOFTMAX_RECIP_BITS = 44
+SOFTMAX_MEAN_FRAC_BITS = 16
+# Rows the embedding kernel may normalize at once, and rows the DSP micro-kernel widens (its M).
+EMBEDDING_ROWS = 4
+DSP_ROWS = 4
+
+
+def contract_lines() -> list[str]:
+    lines = constants_text()
+    for contract in CONTRACTS.values():
+        for f in HEADER_FIELDS + contract.options:
+            lines.append(f"{contract.name}.option.{f.name}=int[{f.lo},{f.hi}]")
+        for i, t in enumerate(contract.inputs):
+            lines.append(f"{contract.name}.input{i}.{t.name}={t.dtype}{t.shape}")
+        for i, t in enumerate(contract.outputs):
+            lines.append(f"{contract.name}.output{i}.{t.name}={t.dtype}{t.shape}")
+    return lines

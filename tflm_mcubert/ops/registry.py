@@ -1,0 +1,50 @@
+"""The op table, and SPEC_HASH: the fingerprint of the numerics contract.
+
+SPEC_HASH = FNV-1a 32 of contract_text(): the constants, every option field and range, every tensor
+signature, and each op's scratch size at a few sample shapes (so a change of scratch layout, which
+the planner and the kernel must agree on, changes the hash too). It is written into every op's
+options; SPEC.md quotes it, and a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from tflm_mcubert.ops import attention, contract, embedding, mlp
+
+OPS: dict[str, ModuleType] = {
+    contract.EMBEDDING: embedding,
+    contract.ATTENTION: attention,
+    contract.MLP: mlp,
+}
+
+# (s, d, h or max_rank or ffn, t) sample shapes; odd ones catch alignment changes.
+_SCRATCH_SAMPLES = ((128, 128, 2, 8), (77, 256, 4, 5), (512, 256, 4, 8))
+
+
+def _scratch_lines() -> list[str]:
+    lines = []
+    for s, d, h, t in _SCRATCH_SAMPLES:
+        lines.append(f"{contract.EMBEDDING}.scratch({s},{d})={embedding.scratch_bytes(s, d)}")
+        lines.append(f"{contract.ATTENTION}.scratch({s},{d},{h},{t})={attention.scratch_bytes(s, d, h, t)}")
+        lines.append(f"{contract.MLP}.scratch({s},{d},{4 * d},{t})={mlp.scratch_bytes(s, d, 4 * d, t)}")
+    return lines
+
+
+def contract_text() -> str:
+    return "\n".join(contract.contract_lines() + _scratch_lines()) + "\n"
+
+
+def fnv1a32(data: bytes) -> int:
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+SPEC_VERSION = contract.SPEC_VERSION
+SPEC_HASH = fnv1a32(contract_text().encode("ascii"))
+
+if __name__ == "__main__":   # python -m tflm_mcubert.ops.registry: the text for SPEC.md section 8
+    print(f"SPEC_VERSION {SPEC_VERSION}  SPEC_HASH 0x{SPEC_HASH:08x}")
+    print(contract_text(), end="")

@@ -1,0 +1,250 @@
+"""Tile choice and arena offsets for a whole MCUBERT model.
+
+plan_model(config, seq_len, sram_budget) picks, per op kind, the cheapest tile whose step fits the
+budget (cost from a pluggable CostModel), then places every arena buffer — model inputs, the
+hidden state, one scratch block per op — at an offset, TFLM-style (greedy by size, first fit among
+buffers whose lifetimes overlap). Buffers are 16-byte aligned; `planned_bytes` is the exact arena
+size those offsets need. Steps: 0 = embedding, 2l+1 = attention of layer l, 2l+2 = its MLP.
+
+The budget for a board (tflm_mcubert.boards) is its largest contiguous SRAM region minus a reserve
+for everything that is not the tensor arena (boards.DEFAULT_SRAM_RESERVE, 16 KiB by default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, get_board
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.ops import attention, contract, embedding, mlp
+from tflm_mcubert.ops.scratch import align_up
+from tflm_mcubert.schedule.memory import Dims, mask_bytes
+
+KIB = 1024
+
+
+def board_budget(board: Board | str, reserve: int = DEFAULT_SRAM_RESERVE) -> int:
+    """Arena budget on a board: its largest contiguous SRAM region minus `reserve` (stack, runtime)."""
+    board = get_board(board) if isinstance(board, str) else board
+    return board.largest_contiguous_sram.size - reserve
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost models
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class OpShape:
+    kind: str          # "attention" or "mlp"
+    seq_len: int
+    dims: Dims
+    tile: int
+
+
+class CostModel(Protocol):
+    """Relative cost of running one op with a given tile (lower is better; units are the model's)."""
+
+    def cost(self, shape: OpShape) -> float: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxyCostModel:
+    """MAC slots issued by a micro-kernel that computes `rows_per_block` rows at once (a ragged tile
+    pays for padded rows), plus a fixed overhead per tile per matmul stage (loop setup, pointer and
+    requantization-parameter reloads, softmax row passes). A stand-in until the kernels are measured.
+    """
+
+    rows_per_block: int = contract.DSP_ROWS
+    tile_overhead: float = 2000.0
+
+    def _padded(self, rows: int) -> int:
+        return -(-rows // self.rows_per_block) * self.rows_per_block
+
+    def _tiles(self, s: int, t: int) -> list[int]:
+        return [t] * (s // t) + ([s % t] if s % t else [])
+
+    def cost(self, shape: OpShape) -> float:
+        s, d, t = shape.seq_len, shape.dims.hidden, shape.tile
+        tiles = self._tiles(s, t)
+        if shape.kind == "attention":
+            h, dh = shape.dims.heads, shape.dims.head_size
+            per_row = d * dh + 2 * s * dh          # Q projection, scores, P.V
+            macs = h * (2 * self._padded(s) * d * dh + sum(self._padded(n) * per_row for n in tiles))
+            macs += sum(self._padded(n) * d * d for n in tiles)     # output projection, last head
+            return macs + self.tile_overhead * len(tiles) * (3 * h + 1)
+        if shape.kind == "mlp":
+            f = shape.dims.ffn
+            macs = sum(self._padded(n) * 2 * d * f for n in tiles)
+            return macs + self.tile_overhead * len(tiles) * 2
+        raise ValueError(f"no cost for op kind {shape.kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    name: str
+    nbytes: int         # aligned size
+    first_step: int
+    last_step: int
+    offset: int = -1
+
+    def overlaps_in_time(self, other: "Buffer") -> bool:
+        return self.first_step <= other.last_step and other.first_step <= self.last_step
+
+    def overlaps_in_space(self, other: "Buffer") -> bool:
+        return self.offset < other.offset + other.nbytes and other.offset < self.offset + self.nbytes
+
+
+@dataclasses.dataclass(frozen=True)
+class OpPlan:
+    name: str            # "embedding", "layer0.attention", ...
+    kind: str            # "embedding" | "attention" | "mlp"
+    step: int
+    tile: int | None
+    scratch: str         # name of its scratch buffer
+    scratch_bytes: int   # exact bytes the op asks for (unaligned)
+    live_bytes: int      # arena bytes live during this op (aligned buffers)
+    cost: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    seq_len: int
+    dims: Dims
+    budget: int
+    planned_bytes: int
+    ops: tuple[OpPlan, ...]
+    buffers: tuple[Buffer, ...]
+
+    @property
+    def tiles(self) -> dict[str, int]:
+        return {op.kind: op.tile for op in self.ops if op.tile is not None}
+
+    @property
+    def offsets(self) -> dict[str, int]:
+        return {b.name: b.offset for b in self.buffers}
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def op(self, name: str) -> OpPlan:
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+    def summary(self) -> str:
+        lines = [f"s={self.seq_len} d={self.dims.hidden} h={self.dims.heads} ffn={self.dims.ffn} "
+                 f"layers={self.dims.layers}: {self.planned_bytes} bytes "
+                 f"({self.planned_bytes / KIB:.1f} KiB) of budget {self.budget / KIB:.1f} KiB, "
+                 f"tiles {self.tiles}"]
+        lines += [f"  {b.name:<28} @{b.offset:>8}  {b.nbytes:>8} B  steps {b.first_step}..{b.last_step}"
+                  for b in sorted(self.buffers, key=lambda b: (b.first_step, b.offset))]
+        return "\n".join(lines)
+
+
+class BudgetExceededError(UserError):
+    """No tile makes an op fit the SRAM budget."""
+
+    def __init__(self, message: str, minimum_bytes: int):
+        super().__init__(message)
+        self.minimum_bytes = minimum_bytes
+
+
+def _resident(s: int, d: int) -> list[tuple[str, int]]:
+    return [("hidden", align_up(s * d)), ("attention_mask", align_up(mask_bytes(s)))]
+
+
+def _scratch_bytes(kind: str, s: int, dims: Dims, tile: int) -> int:
+    if kind == "attention":
+        return attention.scratch_bytes(s, dims.hidden, dims.heads, tile)
+    return mlp.scratch_bytes(s, dims.hidden, dims.ffn, tile)
+
+
+def choose_tile(kind: str, s: int, dims: Dims, budget: int, cost_model: CostModel) -> tuple[int, float]:
+    """The cheapest tile t in [1, s] whose step fits `budget` (ties: the smaller footprint)."""
+    resident = sum(n for _, n in _resident(s, dims.hidden))
+    best = None
+    for t in range(1, s + 1):
+        live = resident + align_up(_scratch_bytes(kind, s, dims, t))
+        if live > budget:
+            continue
+        key = (cost_model.cost(OpShape(kind, s, dims, t)), live)
+        if best is None or key < best[0]:
+            best = (key, t)
+    if best is None:
+        minimum = resident + align_up(_scratch_bytes(kind, s, dims, 1))
+        raise BudgetExceededError(
+            f"{kind} at seq_len {s} needs {minimum} bytes even with tile 1 "
+            f"(budget {budget}); shorten the sequence or choose a larger board", minimum)
+    return best[1], best[0][0]
+
+
+def assign_offsets(buffers: list[Buffer]) -> list[Buffer]:
+    """Greedy by size (then by first step), lowest offset that clears every time-overlapping buffer."""
+    placed: list[Buffer] = []
+    for buf in sorted(buffers, key=lambda b: (-b.nbytes, b.first_step, b.name)):
+        conflicts = sorted((p for p in placed if p.overlaps_in_time(buf)), key=lambda p: p.offset)
+        offset = 0
+        for p in conflicts:
+            if offset + buf.nbytes <= p.offset:
+                break
+            offset = max(offset, p.offset + p.nbytes)
+        placed.append(dataclasses.replace(buf, offset=offset))
+    order = {b.name: i for i, b in enumerate(buffers)}
+    return sorted(placed, key=lambda b: order[b.name])
+
+
+def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel | None = None,
+               tiles: dict[str, int] | None = None) -> Plan:
+    """Plan the arena of a whole model. `tiles` forces a tile per kind ("attention", "mlp")."""
+    dims = Dims.of(config)
+    s, d = seq_len, dims.hidden
+    if not 1 <= s <= contract.MAX_SEQ_LEN:
+        raise UserError(f"seq_len {s} is outside [1, {contract.MAX_SEQ_LEN}]")
+    if d % dims.heads:
+        raise UserError(f"hidden {d} is not a multiple of heads {dims.heads}")
+    cost_model = cost_model or ProxyCostModel()
+    last = 2 * dims.layers
+    buffers = [Buffer("input_ids", align_up(4 * s), 0, 0),
+               Buffer("token_type_ids", align_up(4 * s), 0, 0),
+               Buffer("attention_mask", align_up(mask_bytes(s)), 0, max(last - 1, 0)),
+               Buffer("hidden", align_up(s * d), 0, last)]
+    emb_scratch = embedding.scratch_bytes(s, d)
+    buffers.append(Buffer("embedding.scratch", align_up(emb_scratch), 0, 0))
+    chosen: dict[str, tuple[int, float]] = {}
+    for kind in ("attention", "mlp"):
+        if tiles and kind in tiles:
+            t = tiles[kind]
+            if not 1 <= t <= s:
+                raise UserError(f"{kind} tile {t} is outside [1, {s}]")
+            chosen[kind] = (t, cost_model.cost(OpShape(kind, s, dims, t)))
+        else:
+            chosen[kind] = choose_tile(kind, s, dims, sram_budget, cost_model)
+    op_specs = [("embedding", "embedding", 0, None, emb_scratch, 0.0)]
+    for layer in range(dims.layers):
+        for offset, kind in ((1, "attention"), (2, "mlp")):
+            t, cost = chosen[kind]
+            step = 2 * layer + offset
+            nbytes = _scratch_bytes(kind, s, dims, t)
+            buffers.append(Buffer(f"layer{layer}.{kind}.scratch", align_up(nbytes), step, step))
+            op_specs.append((f"layer{layer}.{kind}", kind, step, t, nbytes, cost))
+    placed = assign_offsets(buffers)
+    planned = max(b.offset + b.nbytes for b in placed)
+    ops = tuple(OpPlan(name, kind, step, t, f"{name}.scratch", nbytes,
+                       sum(b.nbytes for b in placed if b.first_step <= step <= b.last_step), cost)
+                for name, kind, step, t, nbytes, cost in op_specs)
+    return Plan(s, dims, sram_budget, planned, ops, tuple(placed))
+
+
+def live_peak(buffers) -> int:
+    """Brute force: the largest sum of sizes of buffers live at one step."""
+    steps = range(min(b.first_step for b in buffers), max(b.last_step for b in buffers) + 1)
+    return max(sum(b.nbytes for b in buffers if b.first_step <= st <= b.last_step) for st in steps)
