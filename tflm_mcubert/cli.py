@@ -1,100 +1,54 @@
-"""Command line: `python -m tflm_mcubert export ...`. Bad input ends in one clear line, never a traceback."""
+"""Command line: `python -m tflm_mcubert <command> ...`. Bad input ends in one clear line, never a traceback.
+
+Each command lives next to the stage it drives, as a module with `add_parser(subparsers)` and `run(args)`;
+this file only dispatches, so the pipeline reads from the command list below.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from pathlib import Path
 
 from tflm_mcubert.errors import UserError
 
 # Keep TensorFlow's start-up chatter out of the user's terminal unless they asked for it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# In pipeline order.
+COMMAND_MODULES = (
+    "tflm_mcubert.export.command",
+)
 
-class _Parser(argparse.ArgumentParser):
+
+class Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: same one-line style and exit code as ours
         self.print_usage(sys.stderr)
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(UserError.exit_code)
 
 
-def _add_board_args(parser: argparse.ArgumentParser) -> None:
-    from tflm_mcubert.boards import BOARDS
-
-    group = parser.add_argument_group("target")
-    group.add_argument("--board", default=None,
-                       help=f"one of {', '.join(BOARDS)} (default nucleo-f746zg)")
-    group.add_argument("--sram", help="any other MCU: its largest contiguous SRAM region, e.g. 512KB")
-    group.add_argument("--flash", help="any other MCU: its Flash, e.g. 2MB")
-    group.add_argument("--reserve", help="SRAM kept for stack and runtime (default 16KB)")
-    group.add_argument("--flash-reserve", help="Flash kept for code (default 160KB)")
-
-
-def _board_from_args(args):
-    from tflm_mcubert.boards import custom_board, get_board
-
-    if args.sram or args.flash:
-        if args.board:
-            raise UserError("give either --board or --sram/--flash, not both")
-        if not (args.sram and args.flash):
-            raise UserError("--sram and --flash go together (sizes like 512KB, 2MB or bytes)")
-        return custom_board(args.sram, args.flash)
-    return get_board(args.board or "nucleo-f746zg")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES
-
-    parser = _Parser(prog="python -m tflm_mcubert",
-                     description="BERT on microcontrollers with TensorFlow Lite Micro (MCUBERT).")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    export = commands.add_parser("export", help="checkpoint → .tflite + C array + report.json")
-    export.add_argument("--checkpoint", help="Hugging Face BERT checkpoint: a directory or a hub id "
-                                             "(default: the --preset with seeded random weights)")
-    export.add_argument("--preset", default="bert-tiny", help="bert-tiny or bert-mini (without --checkpoint)")
-    export.add_argument("--num-labels", type=int, default=2,
-                        help="classifier outputs of the random preset model (default 2)")
-    export.add_argument("--seq-len", type=int, default=128, help="tokens per inference (default 128)")
-    export.add_argument("--schedule", default="stock", choices=SCHEDULES,
-                        help="stock: int8 TFLite builtins as today's TFLM users deploy them")
-    export.add_argument("--precision", default="int8", choices=PRECISIONS,
-                        help="int8 (default), int16x8 (int16 activations, int8 weights) or float32")
-    export.add_argument("--calibration", help="text file (one sentence a line, or a CSV/TSV with a text "
-                                              "column) or 'random' (default: built-in sentences if the "
-                                              "checkpoint has a tokenizer, else random ids)")
-    export.add_argument("--calibration-samples", type=int, default=32)
-    export.add_argument("--seed", type=int, default=0)
-    export.add_argument("--out", required=True, help="output directory")
-    _add_board_args(export)
-    return parser
-
-
-def _export(args) -> int:
-    from tflm_mcubert.boards import parse_size
-    from tflm_mcubert.export.pipeline import ExportRequest, run_export
-
-    request = ExportRequest(
-        out_dir=Path(args.out), board=_board_from_args(args), checkpoint=args.checkpoint, preset=args.preset,
-        num_labels=args.num_labels, seq_len=args.seq_len, schedule=args.schedule, precision=args.precision,
-        calibration=args.calibration, calibration_count=args.calibration_samples, seed=args.seed,
-        sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
-        flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None)
-    report = run_export(request)
-    fits = report["fits"]
-    print(f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
-          f"model {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits")
-    return 0
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    parser = Parser(prog="python -m tflm_mcubert",
+                    description="BERT on microcontrollers with TensorFlow Lite Micro (MCUBERT).")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    runners = {}
+    for module_name in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.add_parser(subparsers):
+            runners[name] = module.run
+    return parser, runners
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        if args.command == "export":
-            return _export(args)
-        raise AssertionError(f"unhandled command {args.command}")
+        parser, runners = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, or a usage error already printed by Parser.error
+            return int(exc.code or 0)
+        return runners[args.command](args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

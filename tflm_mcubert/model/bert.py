@@ -8,6 +8,7 @@ islands in an int8 graph (we decompose it), and Keras' GELU becomes a GELU built
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -244,6 +245,21 @@ class BertModel(keras.Model):
             out["logits"] = self.classifier(pooled)
         return out
 
+    def with_classifier(self, num_labels: int, *, seed: int | None = None) -> "BertModel":
+        """A twin with a freshly initialised (seeded) `num_labels`-way classifier and every other weight
+        copied: a bare encoder checkpoint made ready for fine-tuning on a task."""
+        if seed is not None:
+            keras.utils.set_random_seed(seed)
+        lookup = self.embeddings.word_lookup
+        twin = BertModel(dataclasses.replace(self.config, num_labels=num_labels), gelu_mode=self.gelu_mode,
+                         mask_value=self.mask_value,
+                         word_lookup=None if lookup is None else type(lookup).from_config(lookup.get_config()))
+        ours, theirs = self.embeddings, twin.embeddings
+        theirs.set_weights(ours.get_weights())
+        for source, target in [*zip(self.encoder_layers, twin.encoder_layers), (self.pooler, twin.pooler)]:
+            target.set_weights(source.get_weights())
+        return twin
+
     def with_options(self, *, gelu_mode: str | None = None, mask_value: float | None = None) -> "BertModel":
         """A twin of this model sharing nothing but copied weights, with other graph options (for export)."""
         lookup = self.embeddings.word_lookup
@@ -254,10 +270,16 @@ class BertModel(keras.Model):
         twin.set_weights(self.get_weights())
         return twin
 
-    def with_word_lookup(self, word_lookup: keras.layers.Layer | None) -> "BertModel":
+    def with_word_lookup(self, word_lookup: keras.layers.Layer | None, *,
+                         config: BertConfig | None = None) -> "BertModel":
         """A twin whose word embeddings come from `word_lookup` (used as is, not copied; None: a fresh dense
-        table) and whose other weights are copied: how a compressed embedding replaces the dense one."""
-        twin = BertModel(self.config, gelu_mode=self.gelu_mode, mask_value=self.mask_value, word_lookup=word_lookup)
+        table) and whose other weights are copied: how a compressed embedding replaces the dense one.
+        `config` may replace the configuration where it does not change a shape (e.g. the pad id of a
+        permuted vocabulary)."""
+        config = self.config if config is None else config
+        if dataclasses.replace(config, pad_token_id=self.config.pad_token_id) != self.config:
+            raise ValueError("with_word_lookup: the new config may only change pad_token_id")
+        twin = BertModel(config, gelu_mode=self.gelu_mode, mask_value=self.mask_value, word_lookup=word_lookup)
         ours, theirs = self.embeddings, twin.embeddings
         theirs.position_embeddings.assign(ours.position_embeddings)
         theirs.token_type_embeddings.assign(ours.token_type_embeddings)
