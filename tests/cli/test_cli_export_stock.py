@@ -7,7 +7,7 @@ import pytest
 
 from tflm_mcubert.cli import main
 from tflm_mcubert.errors import DoesNotFitError
-from tflm_mcubert.runtime.tflm_runner import run_tflm
+from tflm_mcubert.runtime.tflm_runner import TflmError, run_tflm
 
 STOCK_ARENA_CEILING = 260_000  # BERT-tiny, seq 128, int8: a careful stock graph needs ~251,488 B
 
@@ -35,7 +35,7 @@ def test_stock_export_arena_is_exact_and_small(capsys, tmp_path):
               "token_type_ids": np.zeros_like(ids)}
     outputs = run_tflm(model, inputs, arena_bytes=arena)
     assert np.all(np.isfinite(np.asarray(list(outputs.values())[0], np.float32)))
-    with pytest.raises(Exception):
+    with pytest.raises(TflmError):
         run_tflm(model, inputs, arena_bytes=arena - 1)
 
     header = (out / "model_data.h").read_text()
