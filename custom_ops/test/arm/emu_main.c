@@ -1,0 +1,34 @@
+/*
+ * The kernel library linked into an image for the unicorn runner
+ * (tflm_mcubert/runtime/arm_emulator.py), which loads the ELF and calls the API functions
+ * directly; main() is never run there. `mcubert_emu_api` keeps every entry point through
+ * --gc-sections (main references it), and calls return to `mcubert_emu_stop`, where the runner halts.
+ */
+#include "mcubert/mcubert_ops.h"
+
+void mcubert_emu_stop(void);
+
+__attribute__((noinline)) void mcubert_emu_stop(void)
+{
+    for (;;) {
+        __asm__ volatile("bkpt 0");
+    }
+}
+
+typedef void (*entry_point)(void);
+__attribute__((used)) const entry_point mcubert_emu_api[] = {
+    (entry_point)mcubert_embedding_s8, (entry_point)mcubert_embedding_validate,
+    (entry_point)mcubert_embedding_get_buffer_size,
+    (entry_point)mcubert_attention_s8, (entry_point)mcubert_attention_validate,
+    (entry_point)mcubert_attention_get_buffer_size,
+    (entry_point)mcubert_mlp_s8, (entry_point)mcubert_mlp_validate,
+    (entry_point)mcubert_mlp_get_buffer_size,
+    (entry_point)mcubert_uses_dsp_path, mcubert_emu_stop,
+};
+
+int main(void)
+{
+    /* Reaching the table from the reset path is what keeps it (and the API) in the image. */
+    const entry_point *volatile table = mcubert_emu_api;
+    return table[0] != 0 ? 0 : 1;
+}

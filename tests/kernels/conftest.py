@@ -1,0 +1,66 @@
+"""Builds of custom_ops/ for the kernel tests, made once per session into a temporary directory.
+
+Host tests need gcc (with libasan/libubsan); Cortex-M tests need arm-none-eabi-gcc with newlib
+(Debian: gcc-arm-none-eabi, libnewlib-arm-none-eabi) and the `unicorn` Python package; firmware
+tests need qemu-system-arm (Debian: qemu-system-arm). Each skips with the reason when its tool is
+missing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))   # kernel_cases.py, kernel_host.py, kernel_golden.py
+
+from kernel_build import make, need_arm_toolchain, need_tool  # noqa: E402,F401 (re-exported)
+from kernel_host import HostRunner  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def build_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("custom_ops_build")
+
+
+@pytest.fixture(scope="session")
+def host_runners(build_dir):
+    """{"plain": HostRunner, "dsp": HostRunner}: ASan/UBSan drivers of both kernel paths."""
+    need_tool("gcc", "host kernel tests")
+    runners = {}
+    for variant, dsp in (("plain", "plain"), ("dsp", "emulate")):
+        make(build_dir, "host-runner", f"DSP={dsp}")
+        runners[variant] = HostRunner(build_dir / f"host-{dsp}-asan" / "mcubert_runner")
+    yield runners
+    for runner in runners.values():
+        runner.close()
+
+
+@pytest.fixture(params=["plain", "dsp"])
+def runner(request, host_runners) -> HostRunner:
+    """Each host test runs on the plain C path and on the DSP path (emulated intrinsics)."""
+    return host_runners[request.param]
+
+
+@pytest.fixture(scope="session")
+def host_library(build_dir) -> Path:
+    need_tool("gcc", "host library")
+    make(build_dir, "host")
+    return build_dir / "host" / "libmcubert.so"
+
+
+@pytest.fixture(scope="session")
+def arm_images(build_dir):
+    """Factory: arm_images(cpu, plain=False) -> path of mcubert_emu.elf (built once)."""
+    need_arm_toolchain()
+    built: dict[tuple[str, bool], Path] = {}
+
+    def get(cpu: str, plain: bool = False) -> Path:
+        key = (cpu, plain)
+        if key not in built:
+            make(build_dir, "emu", f"CPU={cpu}", f"PLAIN={int(plain)}")
+            built[key] = build_dir / (cpu + ("-plain" if plain else "")) / "mcubert_emu.elf"
+        return built[key]
+
+    return get

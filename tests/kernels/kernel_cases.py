@@ -1,0 +1,126 @@
+"""Kernel test cases: a KernelCall plus the numpy reference's expected output bytes.
+
+Two parameter kinds (ops/testing.py): "realistic" layers quantized through the offline path, and
+"extreme" ones with every integer drawn from the full range the contract allows (saturation,
+largest biases/multipliers/shifts, any LayerNorm table and eps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from pathlib import Path
+
+import numpy as np
+
+from tflm_mcubert.ops import attention, embedding, mlp, testing
+from tflm_mcubert.ops.attention import AttentionParams
+from tflm_mcubert.ops.mlp import MLPParams
+from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.runtime.kernel_abi import KernelCall
+
+
+HEADER = Path(__file__).resolve().parents[2] / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"
+# The contract hash the C build implements. Calls carry it, so the byte-exactness tests check the
+# numerics even while the contract text changes elsewhere; test_kernels_api checks that it equals
+# ops.registry.SPEC_HASH.
+HEADER_SPEC_HASH = int(re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", HEADER.read_text()).group(1), 16)
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    call: KernelCall
+    expected: np.ndarray   # int8, flattened result tensor
+
+    @property
+    def expected_bytes(self) -> bytes:
+        return self.expected.tobytes()
+
+
+def _mask(rng, s: int, kind: str) -> np.ndarray:
+    """int8[s] key mask: "all", "none" (every key masked), "tail" (padding), "random"."""
+    if kind == "all":
+        return np.ones(s, np.int8)
+    if kind == "none":
+        return np.zeros(s, np.int8)
+    if kind == "tail":
+        return (np.arange(s) < s - s // 5).astype(np.int8)
+    mask = rng.integers(-128, 128, s).astype(np.int8)   # any non-zero byte attends
+    mask[rng.random(s) < 0.3] = 0
+    return mask
+
+
+@functools.lru_cache(maxsize=None)
+def _realistic_attention(s, d, h, seed):
+    rng = np.random.default_rng(seed)
+    fa = testing.float_attention(rng, d, h, sharpness=2.0)
+    x = rng.normal(size=(s, d))
+    inq = TensorQuant.observe(x, symmetric=False)
+    xq = inq.quantize(x)
+    valid = np.ones(s, bool)
+    quant = fa.calibrate(inq.dequantize(xq), valid, inq)
+    return AttentionParams.quantize(fa, quant, seq_len=s, tile=1), xq
+
+
+def attention_case(s: int, d: int, h: int, t: int, *, kind: str = "extreme", mask: str = "random",
+                   mask_mode: int = 0, seed: int = 0, saturate_rows: bool = True) -> Case:
+    rng = np.random.default_rng(seed * 7919 + s * 31 + d)
+    if kind == "extreme":
+        params = testing.extreme_attention(rng, s, d, h, t, mask_mode)
+        hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
+        if saturate_rows and s > 1:
+            hidden[0] = -128
+            hidden[-1] = 127
+    else:
+        base, xq = _realistic_attention(s, d, h, seed)
+        params = dataclasses.replace(base, tile=t, mask_mode=mask_mode).validate()
+        hidden = xq.copy()
+    if mask_mode == 0:
+        key_mask = _mask(rng, s, mask)
+    else:
+        length = {"all": s, "none": 0, "tail": s - s // 5}.get(mask, int(rng.integers(0, s + 1)))
+        key_mask = np.array([length], np.int32)
+    expected = attention.run(params, hidden.copy(), key_mask)
+    call = kernel_abi.attention_call(params, hidden, key_mask, HEADER_SPEC_HASH)
+    name = f"attention-{kind}-s{s}-d{d}-h{h}-t{t}-{mask}-m{mask_mode}"
+    return Case(name, call, expected.reshape(-1))
+
+
+def mlp_case(s: int, d: int, f: int, t: int, *, kind: str = "extreme", seed: int = 0) -> Case:
+    rng = np.random.default_rng(seed * 7919 + s * 31 + d + f)
+    if kind == "extreme":
+        params = testing.extreme_mlp(rng, s, d, f, t)
+        hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
+        if s > 1:
+            hidden[0] = -128
+            hidden[-1] = 127
+    else:
+        fm = testing.float_mlp(rng, d, f)
+        x = rng.normal(size=(s, d))
+        inq = TensorQuant.observe(x, symmetric=False)
+        hidden = inq.quantize(x)
+        params = MLPParams.quantize(fm, fm.calibrate(inq.dequantize(hidden), inq), seq_len=s, tile=t)
+    expected = mlp.run(params, hidden.copy())
+    return Case(f"mlp-{kind}-s{s}-d{d}-f{f}-t{t}", kernel_abi.mlp_call(params, hidden, HEADER_SPEC_HASH),
+                expected.reshape(-1))
+
+
+def embedding_case(s: int, d: int, *, kind: str = "extreme", seed: int = 0,
+                   cluster_sizes=(3, 4, 5), ranks=(None, 2, 5), type_vocab: int = 2) -> Case:
+    rng = np.random.default_rng(seed * 7919 + s * 31 + d)
+    if kind == "extreme":
+        params = testing.extreme_embedding(rng, s, d, cluster_sizes, ranks, type_vocab)
+    else:
+        from tflm_mcubert.ops.embedding import EmbeddingParams
+        fe = testing.float_embedding(rng, d, s, cluster_sizes, ranks, type_vocab)
+        ids0 = rng.integers(0, sum(cluster_sizes), s).astype(np.int32)
+        out = TensorQuant.observe(fe.forward(ids0, np.zeros(s, np.int32)), symmetric=False)
+        params = EmbeddingParams.quantize(fe, out)
+    ids = rng.integers(0, params.vocab_size, s).astype(np.int32)
+    types = rng.integers(0, params.type_vocab_size, s).astype(np.int32)
+    expected = embedding.run(params, ids, types, np.zeros((s, d), np.int8))
+    return Case(f"embedding-{kind}-s{s}-d{d}", kernel_abi.embedding_call(params, ids, types, HEADER_SPEC_HASH),
+                expected.reshape(-1))

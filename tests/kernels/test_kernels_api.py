@@ -1,0 +1,427 @@
+"""The C API around the kernels: validate error paths and messages, buffer sizes, struct layouts.
+
+Every error path of mcubert_<op>_validate and of the kernels' own run-time checks is triggered
+here (through the ASan host driver, both build variants). Option errors must read exactly like
+the Python options codec's (ops/options.py), so a user sees the same text from either side.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import itertools
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_build import CUSTOM_OPS, need_arm_toolchain
+from kernel_cases import HEADER, HEADER_SPEC_HASH, attention_case, embedding_case, mlp_case
+from kernel_host import TensorSpec, tensor_specs
+from tflm_mcubert.model.config import PRESETS
+from tflm_mcubert.ops import attention, contract, embedding, mlp, options as options_codec
+from tflm_mcubert.ops.registry import SPEC_VERSION
+from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.schedule import planner
+from tflm_mcubert.schedule.memory import Dims
+
+ATTN, MLP, EMB = contract.ATTENTION, contract.MLP, contract.EMBEDDING
+SPEC_MD = Path(attention.__file__).with_name("SPEC.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return {ATTN: attention_case(9, 12, 3, 4, seed=1), MLP: mlp_case(9, 12, 20, 4, seed=1),
+            EMB: embedding_case(9, 12, seed=1)}
+
+
+def _python_option_error(op: str, values: dict[str, int]) -> str:
+    """The Python codec's message for these option values (version/hash taken as valid)."""
+    fields = {f.name for f in contract.CONTRACTS[op].options}
+    with pytest.raises(options_codec.OptionsError) as err:
+        options_codec.encode_options(op, {k: v for k, v in values.items() if k in fields})
+    return str(err.value)
+
+
+# ---- the contract the header implements -------------------------------------------------------
+
+def test_header_implements_the_contract_spec_md_documents():
+    """MCUBERT_SPEC_HASH / VERSION equal the values SPEC.md quotes (which tests/ops keeps equal
+    to ops/registry.py): change the contract, and this names the header as the next stop."""
+    quoted = re.search(r"Spec hash of this version: \*\*`(0x[0-9a-f]{8})`\*\* \(`SPEC_VERSION = (\d+)`\)",
+                       SPEC_MD)
+    assert quoted, "SPEC.md no longer quotes the hash in the expected form"
+    text = HEADER.read_text()
+    assert f"#define MCUBERT_SPEC_VERSION {quoted.group(2)}" in text
+    assert int(quoted.group(1), 16) == HEADER_SPEC_HASH, (
+        f"custom_ops/include/mcubert/mcubert_ops.h implements 0x{HEADER_SPEC_HASH:08x}, SPEC.md "
+        f"documents {quoted.group(1)}: update MCUBERT_SPEC_HASH (and the kernels, if the numerics changed)")
+    assert int(quoted.group(2)) == SPEC_VERSION
+
+
+def test_header_limits_equal_the_contract():
+    text = HEADER.read_text()
+    for name, value in (("MAX_SEQ_LEN", contract.MAX_SEQ_LEN), ("MAX_HIDDEN", contract.MAX_HIDDEN),
+                        ("MAX_FFN", contract.MAX_FFN), ("MAX_HEADS", contract.MAX_HEADS),
+                        ("MAX_CLUSTERS", contract.MAX_CLUSTERS),
+                        ("MAX_TYPE_VOCAB", contract.MAX_TYPE_VOCAB)):
+        assert f"#define MCUBERT_{name} {value}" in text, name
+
+
+def _layout_asserts() -> str:
+    """C11 static assertions that the C structs have exactly kernel_abi's ctypes layout."""
+    lines = ["#include <stddef.h>", '#include "mcubert/mcubert_ops.h"']
+    for op, struct in kernel_abi.PARAMS_STRUCTS.items():
+        c_name = f"mcubert_{op.split('_', 1)[1].lower()}_params"
+        lines.append(f"_Static_assert(sizeof({c_name}) == {ctypes.sizeof(struct)}, \"{c_name} size\");")
+        for field, _ in struct._fields_:
+            offset = getattr(struct, field).offset
+            lines.append(f"_Static_assert(offsetof({c_name}, {field}) == {offset}, \"{c_name}.{field}\");")
+        fields = kernel_abi.weight_fields(op)
+        w_name = c_name.replace("_params", "_weights")
+        lines.append(f"_Static_assert(sizeof({w_name}) == {len(fields)} * sizeof(void *), \"{w_name}\");")
+        for i, field in enumerate(fields):
+            lines.append(f"_Static_assert(offsetof({w_name}, {field}) == {i} * sizeof(void *), \"{w_name}.{field}\");")
+    for op, names in kernel_abi.TENSOR_NAMES.items():
+        prefix = f"MCUBERT_{op.split('_', 1)[1]}"
+        lines.append(f"_Static_assert({prefix}_NUM_TENSORS == {len(names)}, \"{prefix} tensors\");")
+        for i, name in enumerate(names):
+            enum = f"{prefix}_{name.upper()}" if name != "output" else f"{prefix}_OUTPUT"
+            lines.append(f"_Static_assert({enum} == {i}, \"{enum}\");")
+    lines.append("_Static_assert(sizeof(mcubert_tensor_view) == sizeof(void *) + 8, \"view\");")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "arm-none-eabi-gcc"])
+def test_structs_match_the_python_mirror_on_host_and_arm(tmp_path, compiler):
+    if compiler == "arm-none-eabi-gcc":
+        need_arm_toolchain()
+    source = tmp_path / "layout.c"
+    source.write_text(_layout_asserts())
+    flags = ["-mcpu=cortex-m7", "-mthumb"] if compiler.startswith("arm") else []
+    proc = subprocess.run([compiler, "-std=c11", "-c", *flags, f"-I{CUSTOM_OPS / 'include'}", str(source),
+                           "-o", str(tmp_path / "layout.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+# ---- buffer sizes -------------------------------------------------------------------------------
+
+def _grid():
+    for s, d, t in itertools.product([1, 2, 3, 4, 5, 7, 16, 77, 128, 300, 512, 1024],
+                                     [1, 3, 16, 64, 128, 256, 768, 1024], [1, 2, 3, 4, 5, 8, 28, 64, 1024]):
+        if t <= s:
+            yield s, d, t
+
+
+def test_buffer_sizes_equal_the_reference_layouts_over_a_grid(host_library):
+    """get_buffer_size == the ops' scratch_bytes (which the planner reserves) for every shape."""
+    lib = ctypes.CDLL(str(host_library))
+    for fn in ("mcubert_attention_get_buffer_size", "mcubert_mlp_get_buffer_size"):
+        getattr(lib, fn).argtypes = [ctypes.c_int32] * 4
+    lib.mcubert_embedding_get_buffer_size.argtypes = [ctypes.c_int32] * 2
+    checked = 0
+    for s, d, t in _grid():
+        assert lib.mcubert_embedding_get_buffer_size(s, d) == embedding.scratch_bytes(s, d)
+        for h in sorted({1, 2, 3, 4, 12, 64} & {h for h in range(1, 65) if d % h == 0}):
+            assert lib.mcubert_attention_get_buffer_size(s, d, h, t) == attention.scratch_bytes(s, d, h, t), (s, d, h, t)
+            checked += 1
+        for f in (1, 37, 4 * d if 4 * d <= contract.MAX_FFN else contract.MAX_FFN, contract.MAX_FFN):
+            assert lib.mcubert_mlp_get_buffer_size(s, d, f, t) == mlp.scratch_bytes(s, d, f, t), (s, d, f, t)
+    assert checked > 1000
+
+
+@pytest.mark.parametrize("preset,s,budget_kib", [("bert-tiny", 128, 44), ("bert-tiny", 512, 170),
+                                                  ("bert-mini", 512, 298), ("bert-tiny", 77, 40)])
+def test_buffer_sizes_equal_what_the_planner_reserves(host_library, preset, s, budget_kib):
+    lib = ctypes.CDLL(str(host_library))
+    plan = planner.plan_model(PRESETS[preset], s, budget_kib * planner.KIB)
+    dims = Dims.of(PRESETS[preset])
+    for op in plan.ops:
+        if op.kind == "embedding":
+            got = lib.mcubert_embedding_get_buffer_size(s, dims.hidden)
+        elif op.kind == "attention":
+            got = lib.mcubert_attention_get_buffer_size(s, dims.hidden, dims.heads, op.tile)
+        elif op.kind == "mlp":
+            got = lib.mcubert_mlp_get_buffer_size(s, dims.hidden, dims.ffn, op.tile)
+        else:
+            continue   # ops without a kernel here yet
+        assert got == op.scratch_bytes, op.name
+        assert plan.buffer(op.scratch).nbytes >= got
+
+
+@pytest.mark.parametrize("op,dims", [
+    (EMB, (0, 8)), (EMB, (1025, 8)), (EMB, (8, 0)), (EMB, (8, 1025)),
+    (ATTN, (8, 16, 3, 4)), (ATTN, (8, 16, 2, 9)), (ATTN, (8, 16, 2, 0)), (ATTN, (8, 16, 0, 1)),
+    (ATTN, (8, 128, 128, 1)), (ATTN, (0, 16, 2, 1)),
+    (MLP, (8, 16, 0, 1)), (MLP, (8, 16, 4097, 1)), (MLP, (8, 16, 32, 9)), (MLP, (8, 1025, 32, 1)),
+])
+def test_buffer_size_of_invalid_dims_is_minus_one(runner, op, dims):
+    assert runner.buffer_size(op, dims) == -1
+
+
+# ---- option errors ------------------------------------------------------------------------------
+
+def _option_cases():
+    """(op, field, bad value) for every range end an int32 field can express, plus cross rules."""
+    for op, spec in contract.CONTRACTS.items():
+        if op not in kernel_abi.PARAMS_STRUCTS:
+            continue
+        for f in spec.options:
+            c_type = dict(kernel_abi.PARAMS_STRUCTS[op]._fields_)[f.name]
+            limit = (1 << 63) - 1 if c_type is ctypes.c_int64 else (1 << 31) - 1
+            if f.lo - 1 >= -limit - 1:
+                yield op, f.name, f.lo - 1
+            if f.hi + 1 <= limit:
+                yield op, f.name, f.hi + 1
+
+
+@pytest.mark.parametrize("op,field,value", list(_option_cases()))
+def test_every_option_range_is_checked_with_the_python_wording(runner, cases, op, field, value):
+    call = cases[op].call
+    values = {**call.options, field: value}
+    params = kernel_abi.make_params(op, values, HEADER_SPEC_HASH)
+    result = runner.validate(op, params, [])
+    assert result.status == kernel_abi.ERROR_OPTION
+    assert result.message == _python_option_error(op, values)
+
+
+@pytest.mark.parametrize("op,changes,field", [
+    (ATTN, {"heads": 5}, "heads"),
+    (ATTN, {"tile": 10}, "tile"),
+    (ATTN, {"score_multiplier": (1 << 30) - 1}, "score_multiplier"),
+    (ATTN, {"context_multiplier": 1}, "context_multiplier"),
+    (MLP, {"tile": 10}, "tile"),
+    (EMB, {"cluster_count": 3, "vocab_size": 2}, "cluster_count"),
+])
+def test_cross_field_rules_with_the_python_wording(runner, cases, op, changes, field):
+    values = {**cases[op].call.options, **changes}
+    result = runner.validate(op, kernel_abi.make_params(op, values, HEADER_SPEC_HASH), [])
+    assert result.status == kernel_abi.ERROR_OPTION
+    assert result.message.startswith(f"{op}: {field}: ")
+    assert result.message == _python_option_error(op, values)
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP, EMB])
+def test_spec_version_and_hash_are_checked_first(runner, cases, op):
+    values = dict(cases[op].call.options)
+    bad_version = kernel_abi.make_params(op, {**values, "spec_version": 2, "tile": 0}, HEADER_SPEC_HASH)
+    result = runner.validate(op, bad_version, [])
+    assert result.status == kernel_abi.ERROR_SPEC
+    assert result.message == f"{op}: spec_version: unsupported version 2 (this build implements 1)"
+    bad_hash = kernel_abi.make_params(op, values, 0x12345678)
+    result = runner.validate(op, bad_hash, [])
+    assert result.status == kernel_abi.ERROR_SPEC
+    assert result.message == (f"{op}: spec_hash: 0x12345678 does not match this build's contract "
+                              f"0x{HEADER_SPEC_HASH:08x}")
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP, EMB])
+def test_kernels_check_their_options_even_without_validate(runner, cases, op):
+    call = cases[op].call
+    bad = dataclasses.replace(call, params=kernel_abi.make_params(op, {**call.options, "seq_len": 0},
+                                                                  HEADER_SPEC_HASH))
+    result = runner.run(bad, validate=False, scratch_size=4096)
+    assert result.status == kernel_abi.ERROR_OPTION
+    assert result.message == f"{op}: seq_len: 0 is outside [1, 1024]"
+
+
+# ---- tensor errors ------------------------------------------------------------------------------
+
+def _validate(runner, call, specs):
+    return runner.validate(call.op, call.params, specs)
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP, EMB])
+def test_valid_tensors_pass_with_and_without_data(runner, cases, op):
+    call = cases[op].call
+    assert _validate(runner, call, tensor_specs(call)).ok
+    everything_null = tensor_specs(call, null_views=kernel_abi.TENSOR_NAMES[op])
+    assert _validate(runner, call, everything_null).ok
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP, EMB])
+def test_tensor_count_dtype_size_and_alignment_of_every_tensor(runner, cases, op):
+    call = cases[op].call
+    good = tensor_specs(call)
+    result = _validate(runner, call, good[:-1])
+    assert result.status == kernel_abi.ERROR_TENSOR and f"{op}: tensors: expected {len(good)}" in result.message
+    for i, name in enumerate(kernel_abi.TENSOR_NAMES[op]):
+        field = name
+        specs = [dataclasses.replace(s) for s in good]
+        wrong = kernel_abi.DTYPE_INT16 if specs[i].dtype != kernel_abi.DTYPE_INT16 else kernel_abi.DTYPE_INT8
+        specs[i].dtype = wrong
+        result = _validate(runner, call, specs)
+        assert result.status == kernel_abi.ERROR_TENSOR, name
+        assert result.message.startswith(f"{op}: {field}: expected dtype "), result.message
+        specs = [dataclasses.replace(s) for s in good]
+        specs[i].elements += 1
+        result = _validate(runner, call, specs)
+        assert result.status == kernel_abi.ERROR_TENSOR, name
+        assert result.message == f"{op}: {field}: expected {good[i].elements} elements, got {good[i].elements + 1}"
+        if good[i].dtype != kernel_abi.DTYPE_INT8 and good[i].data:
+            specs = [dataclasses.replace(s) for s in good]
+            specs[i].misalign = 2 if good[i].dtype == kernel_abi.DTYPE_INT32 else 1
+            result = _validate(runner, call, specs)
+            size = 4 if good[i].dtype == kernel_abi.DTYPE_INT32 else 2
+            assert result.message == f"{op}: {field}: data is not {size}-byte aligned", name
+
+
+def test_unknown_dtype_is_named_by_number(runner, cases):
+    call = cases[MLP].call
+    specs = tensor_specs(call)
+    specs[0].dtype = 1   # kTfLiteFloat32
+    result = _validate(runner, call, specs)
+    assert result.message == f"{MLP}: hidden: expected dtype int8, got type 1"
+
+
+def _with(call, name: str, array: np.ndarray):
+    specs = tensor_specs(call)
+    i = kernel_abi.TENSOR_NAMES[call.op].index(name)
+    specs[i] = TensorSpec(kernel_abi.DTYPE_CODES[array.dtype], array.size, array.tobytes())
+    return specs
+
+
+@pytest.mark.parametrize("weights", ["query_weights", "key_weights", "value_weights", "output_weights"])
+def test_attention_weights_must_be_symmetric_int8(runner, cases, weights):
+    call = cases[ATTN].call      # d = 12: no padding lanes, so -128 is the only content error
+    packed = call.tensors[weights].copy()
+    packed[3] = -128
+    result = _validate(runner, call, _with(call, weights, packed))
+    assert result.status == kernel_abi.ERROR_TENSOR
+    assert result.message == f"{ATTN}: {weights}: weights must be in [-127, 127] (symmetric int8)"
+
+
+def test_pair4_padding_must_be_zero(runner):
+    case = mlp_case(5, 7, 13, 2)      # K = 7 (one padded lane per group row), N = 13 (a padded channel)
+    call = case.call
+    for name, (n, k) in (("fc1_weights", (13, 7)), ("fc2_weights", (7, 13))):
+        packed = call.tensors[name].copy()
+        grouped = packed.reshape(-(-n // 2), -(-k // 4), 2, 4)
+        grouped[0, -1, 0, 3] = 5           # a padded K lane of the first pair
+        result = _validate(runner, call, _with(call, name, grouped.reshape(-1)))
+        assert result.message == f"{MLP}: {name}: padding bytes of the pair4 layout must be zero"
+        packed = call.tensors[name].copy()
+        grouped = packed.reshape(-(-n // 2), -(-k // 4), 2, 4)
+        if n % 2:
+            grouped[-1, 0, 1, 0] = 1       # the missing channel of the last pair
+            result = _validate(runner, call, _with(call, name, grouped.reshape(-1)))
+            assert result.message == f"{MLP}: {name}: padding bytes of the pair4 layout must be zero"
+
+
+@pytest.mark.parametrize("op,name", [(ATTN, "query_channels"), (ATTN, "output_channels"),
+                                     (MLP, "fc1_channels"), (MLP, "fc2_channels")])
+def test_channel_rows(runner, cases, op, name):
+    call = cases[op].call
+    base = call.tensors[name].reshape(-1, 3)
+    for column, value, problem in (
+            (0, (1 << 30) + 1, "bias exceeds +-2^30 (accumulator bound)"),
+            (0, -(1 << 30) - 1, "bias exceeds +-2^30 (accumulator bound)"),
+            (1, 12345, "multiplier 12345 is neither 0 nor in [2^30, 2^31)"),
+            (1, -5, "multiplier -5 is neither 0 nor in [2^30, 2^31)"),
+            (2, 31, "shift 31 is outside [-31, 30]"),
+            (2, -32, "shift -32 is outside [-31, 30]")):
+        rows = base.copy()
+        rows[-1, column] = value
+        result = _validate(runner, call, _with(call, name, rows.reshape(-1)))
+        assert result.status == kernel_abi.ERROR_TENSOR
+        assert result.message == f"{op}: {name}: {problem}"
+
+
+def test_exp_lut_contents(runner, cases):
+    call = cases[ATTN].call
+    lut = call.tensors["exp_lut"].copy()
+    lut[9] = -1
+    assert _validate(runner, call, _with(call, "exp_lut", lut)).message == \
+        f"{ATTN}: exp_lut: entry 9 is outside [0, 16384]"
+    lut = call.tensors["exp_lut"].copy()
+    lut[200] = 16385
+    assert _validate(runner, call, _with(call, "exp_lut", lut)).message == \
+        f"{ATTN}: exp_lut: entry 200 is outside [0, 16384]"
+    lut = call.tensors["exp_lut"].copy()
+    lut[0] = 100
+    assert _validate(runner, call, _with(call, "exp_lut", lut)).message == (
+        f"{ATTN}: exp_lut: entry 0 must be EXP_ONE = 16384 (the row max contributes exactly one), got 100")
+
+
+def test_embedding_cluster_table_and_the_sizes_it_implies(runner, cases):
+    call = cases[EMB].call     # clusters (3, 4, 5) -> ends 3, 7, 12; ranks d=12, 2, 5
+    clusters = call.tensors["clusters"].reshape(-1, 2)
+    ends_message = f"{EMB}: clusters: cluster ends must increase strictly and the last must equal vocab_size 12"
+    rank_message = f"{EMB}: clusters: rank of cluster 0 must be d=12; others in [1, d]"
+    for edit, message in (((1, 0, 3), ends_message), ((0, 0, 0), ends_message), ((2, 0, 11), ends_message),
+                          ((0, 1, 11), rank_message), ((1, 1, 0), rank_message), ((2, 1, 13), rank_message)):
+        table = clusters.copy()
+        table[edit[0], edit[1]] = edit[2]
+        result = _validate(runner, call, _with(call, "clusters", table.reshape(-1)))
+        assert result.status == kernel_abi.ERROR_TENSOR and result.message == message, edit
+    for name in ("word_rows", "word_projections"):
+        longer = np.concatenate([call.tensors[name], np.zeros(1, np.int8)])
+        result = _validate(runner, call, _with(call, name, longer))
+        assert result.message == (f"{EMB}: {name}: expected {call.tensors[name].size} elements, "
+                                  f"got {longer.size}")
+    projections = call.tensors["word_projections"].copy()
+    projections[2] = 1    # V_1 has rank 2: K lanes 2, 3 of every group are padding
+    result = _validate(runner, call, _with(call, "word_projections", projections))
+    assert result.message == f"{EMB}: word_projections: padding bytes of the pair4 layout must be zero"
+    for name in ("word_requant", "position_requant", "token_type_requant"):
+        table = call.tensors[name].reshape(-1, 2).copy()
+        table[-1, 0] = 7
+        result = _validate(runner, call, _with(call, name, table.reshape(-1)))
+        assert result.message == f"{EMB}: {name}: multiplier 7 is neither 0 nor in [2^30, 2^31)"
+
+
+# ---- run-time errors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field,value,position,limit", [
+    ("input_ids", -1, 3, 12), ("input_ids", 12, 8, 12), ("token_type_ids", 2, 0, 2),
+    ("token_type_ids", -7, 5, 2)])
+def test_embedding_ids_out_of_range_write_nothing(runner, cases, field, value, position, limit):
+    call = cases[EMB].call
+    ids = call.tensors[field].copy()
+    ids[position] = value
+    sentinel = np.full(call.tensors["output"].shape, 77, np.int8)
+    bad = dataclasses.replace(call, tensors={**call.tensors, field: ids, "output": sentinel})
+    result = runner.run(bad)
+    assert result.status == kernel_abi.ERROR_INPUT
+    assert result.message == f"{EMB}: {field}: id {value} at position {position} is outside [0, {limit})"
+    assert np.all(result.output == 77)
+
+
+@pytest.mark.parametrize("length", [-1, 10, 1 << 30])
+def test_attention_valid_length_out_of_range_writes_nothing(runner, length):
+    case = attention_case(9, 12, 3, 4, mask_mode=1, seed=2)
+    call = case.call
+    bad = dataclasses.replace(call, tensors={**call.tensors, "mask": np.array([length], np.int32)})
+    result = runner.run(bad)
+    assert result.status == kernel_abi.ERROR_INPUT
+    assert result.message == f"{ATTN}: mask: valid length {length} is outside [0, 9]"
+    assert np.array_equal(result.output, call.tensors["hidden"])
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP, EMB])
+def test_null_pointers_and_bad_scratch_are_argument_errors(runner, cases, op):
+    call = cases[op].call
+    need = runner.buffer_size(op, call.dims())
+    for name in kernel_abi.TENSOR_NAMES[op][:-1]:
+        if op == EMB and name == "word_projections":
+            continue   # may be NULL when there is a single cluster
+        result = runner.run(call, validate=False, null_data=(name,))
+        assert result.status == kernel_abi.ERROR_ARGUMENT, name
+        assert result.message.endswith("NULL pointer"), result.message
+    result = runner.run(call, null_scratch=True)
+    assert (result.status, result.message) == (kernel_abi.ERROR_ARGUMENT, f"{op}: scratch: no scratch buffer")
+    result = runner.run(call, scratch_misalign=2)
+    assert (result.status, result.message) == (kernel_abi.ERROR_ARGUMENT,
+                                               f"{op}: scratch: buffer is not 4-byte aligned")
+    result = runner.run(call, scratch_size=need - 16)
+    assert result.message == f"{op}: scratch: {need - 16} bytes given, {need} needed"
+    assert runner.run(call, scratch_misalign=4).ok   # any 4-byte aligned buffer works
+
+
+def test_status_names(host_library):
+    lib = ctypes.CDLL(str(host_library))
+    lib.mcubert_status_name.restype = ctypes.c_char_p
+    names = [lib.mcubert_status_name(i).decode() for i in range(7)]
+    assert names == [kernel_abi.STATUS_NAMES[i] for i in range(6)] + ["unknown"]

@@ -1,0 +1,101 @@
+"""The arm-none-eabi builds on emulated Cortex-M7 and Cortex-M4 cores (unicorn).
+
+The kernels are called directly (tflm_mcubert/runtime/arm_emulator.py): the DSP path as built for
+each core, and on the M7 also the plain C path (MCUBERT_FORCE_PLAIN), bit-exact against the numpy
+reference on a representative subset; every call's stack use is checked against the documented
+bound, and instruction counts (the later benchmark's measure) are exercised.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kernel_cases import HEADER, Case, attention_case, embedding_case, mlp_case
+from tflm_mcubert.ops import attention, embedding, mlp
+from tflm_mcubert.runtime import kernel_abi
+
+unicorn = pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
+
+from tflm_mcubert.runtime.arm_emulator import ArmEmulator, ElfImage, run_kernel  # noqa: E402
+
+STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
+BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
+
+
+@pytest.fixture(scope="module", params=BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
+def emulator(request, arm_images):
+    cpu, plain = request.param
+    return ArmEmulator(arm_images(cpu, plain), cpu)
+
+
+def _subset() -> list[tuple[Case, dict[str, int]]]:
+    return [
+        (attention_case(77, 64, 4, 5, kind="realistic", mask="tail"), {"hidden": 1, "query_weights": 3}),
+        (attention_case(9, 20, 4, 4), {}),                        # dh = 5: split groups, K tails
+        (attention_case(13, 12, 3, 13, mask_mode=1), {"key_weights": 2}),
+        (attention_case(6, 8, 2, 3, mask="none"), {}),            # every key masked
+        (attention_case(4, 64, 2, 3, seed=4), {"hidden": 3}),
+        (mlp_case(33, 36, 100, 7, kind="realistic"), {"fc1_weights": 1, "fc2_weights": 2}),
+        (mlp_case(9, 7, 13, 4), {"hidden": 2}),
+        (embedding_case(13, 24, kind="realistic"), {"word_rows": 1, "word_projections": 3}),
+        (embedding_case(11, 20, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 20)), {"output": 1}),
+    ]
+
+
+SUBSET = _subset()
+
+
+@pytest.mark.parametrize("index", range(len(SUBSET)), ids=[case.name for case, _ in SUBSET])
+def test_bit_exact_on_the_core(emulator, index):
+    case, misalign = SUBSET[index]
+    run = run_kernel(emulator, case.call, misalign=misalign)
+    assert run.validate_status == kernel_abi.OK and run.status == kernel_abi.OK, run.message
+    mismatches = np.flatnonzero(run.output != case.expected)
+    assert mismatches.size == 0, f"{case.name}: {mismatches.size} bytes differ"
+    assert run.stack_bytes <= STACK_BOUND, f"{case.name}: {run.stack_bytes} bytes of stack"
+
+
+@pytest.mark.parametrize("cpu,plain", BUILDS)
+def test_each_image_runs_its_path_and_agrees_on_buffer_sizes(arm_images, cpu, plain):
+    emu = ArmEmulator(arm_images(cpu, plain), cpu)
+    assert emu.call("mcubert_uses_dsp_path").value == (0 if plain else 1)
+    for dims in ((128, 128, 512, 28), (77, 256, 1024, 5), (1, 1, 1, 1)):
+        assert emu.call("mcubert_mlp_get_buffer_size", *dims).value == mlp.scratch_bytes(*dims)
+    for dims in ((128, 128, 2, 4), (77, 64, 4, 5), (512, 256, 4, 8)):
+        assert emu.call("mcubert_attention_get_buffer_size", *dims).value == attention.scratch_bytes(*dims)
+    assert emu.call("mcubert_embedding_get_buffer_size", 300, 96).value == embedding.scratch_bytes(300, 96)
+
+
+def test_errors_come_back_with_their_message(emulator):
+    case = attention_case(9, 12, 3, 4, mask_mode=1, seed=2)
+    call = case.call
+    call.tensors["mask"] = np.array([10], np.int32)
+    run = run_kernel(emulator, call)
+    assert run.status == kernel_abi.ERROR_INPUT
+    assert run.message == "MCUBERT_ATTENTION: mask: valid length 10 is outside [0, 9]"
+
+
+def test_instruction_counts(arm_images):
+    """Counts are deterministic, scale with the work, and the DSP path needs fewer than plain C."""
+    case = mlp_case(16, 64, 256, 8, kind="realistic")
+    small = mlp_case(8, 64, 256, 8, kind="realistic")
+    counts = {}
+    for plain in (False, True):
+        emu = ArmEmulator(arm_images("cortex-m7", plain), "cortex-m7")
+        runs = [run_kernel(emu, case.call, count_instructions=True) for _ in range(2)]
+        assert runs[0].instructions == runs[1].instructions > 0
+        assert np.array_equal(runs[0].output, case.expected)
+        half = run_kernel(emu, small.call, count_instructions=True).instructions
+        assert 0.4 < half / runs[0].instructions < 0.6
+        counts[plain] = runs[0].instructions
+    assert counts[False] < 0.75 * counts[True], counts
+
+
+def test_elf_reader_finds_the_api(arm_images):
+    image = ElfImage.read(arm_images("cortex-m4"))
+    for symbol in list(kernel_abi.KERNEL_SYMBOLS.values()) + list(kernel_abi.VALIDATE_SYMBOLS.values()):
+        assert symbol in image.symbols
+    assert any(address == 0 for address, _, _ in image.segments)   # the vector table

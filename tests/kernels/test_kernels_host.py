@@ -1,0 +1,261 @@
+"""C kernels on the host, bit-exact against the numpy reference, under ASan + UBSan.
+
+Every test runs twice through the `runner` fixture: the plain C path and the DSP path (compiled
+on the host with portable emulations of SXTB16/SMLAD, MCUBERT_EMULATE_DSP), so the micro-kernel,
+widening and tail logic of the DSP path run under the sanitizers too. Each tensor is its own
+exact-size allocation and the scratch is exactly get_buffer_size() bytes of garbage, so an
+out-of-bounds access or a read of unwritten scratch shows up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from kernel_cases import HEADER_SPEC_HASH, Case, attention_case, embedding_case, mlp_case
+from tflm_mcubert.ops import attention, contract, testing
+from tflm_mcubert.ops.linear import Linear, pack_weights
+from tflm_mcubert.runtime import kernel_abi
+
+
+def check(runner, case: Case, **run_options):
+    result = runner.run(case.call, **run_options)
+    assert result.status == kernel_abi.OK, result.message
+    mismatches = np.flatnonzero(result.output != case.expected)
+    assert mismatches.size == 0, (f"{case.name}: {mismatches.size} bytes differ, first at "
+                                  f"{mismatches[0]}: {result.output[mismatches[0]]} != "
+                                  f"{case.expected[mismatches[0]]}")
+    return result
+
+
+# ---- attention ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
+@pytest.mark.parametrize("dh", [16, 32, 64])
+def test_attention_extreme_parameters(runner, s, dh):
+    """Full-range parameters (saturation everywhere), two heads, a tile that does not divide s."""
+    t = min(s, 7)
+    check(runner, attention_case(s, 2 * dh, 2, t, seed=dh))
+
+
+@pytest.mark.parametrize("s,d,h,t,mask", [
+    (128, 128, 2, 4, "tail"),      # BERT-tiny at the planner's tile
+    (77, 64, 4, 5, "random"),
+    (300, 32, 2, 16, "tail"),
+    (1, 16, 2, 1, "all"),
+])
+def test_attention_realistic_layer(runner, s, d, h, t, mask):
+    check(runner, attention_case(s, d, h, t, kind="realistic", mask=mask))
+
+
+@pytest.mark.parametrize("s,d,h,t", [
+    (9, 6, 2, 4),     # dh = 3: head boundaries inside a channel pair, K tails everywhere
+    (11, 20, 4, 3),   # dh = 5: the output projection's two segments straddle a 4-group
+    (10, 9, 3, 10),   # odd d
+    (5, 4, 4, 2),     # dh = 1
+    (6, 64, 64, 5),   # the most heads
+    (13, 1, 1, 13),   # d = 1
+])
+def test_attention_odd_geometry(runner, s, d, h, t):
+    check(runner, attention_case(s, d, h, t, seed=d))
+
+
+@pytest.mark.parametrize("mask", ["all", "none", "tail", "random"])
+def test_attention_key_masks(runner, mask):
+    """"none": every key masked, so the context is exactly zero (SPEC 3.4)."""
+    check(runner, attention_case(77, 32, 2, 6, mask=mask))
+
+
+@pytest.mark.parametrize("length", ["none", "all", "tail", "random"])
+def test_attention_valid_length_mode(runner, length):
+    check(runner, attention_case(41, 24, 3, 5, mask=length, mask_mode=1))
+
+
+def test_attention_every_tile_size(runner):
+    """Every tile the planner may choose for s = 77 (1..77; most do not divide 77) gives the
+    reference's bytes (the reference itself is tile-invariant: tests/ops)."""
+    base = attention_case(77, 32, 2, 77, seed=5)
+    for t in range(1, 78):
+        call = dataclasses.replace(base.call, params=kernel_abi.make_params(
+            contract.ATTENTION, {**base.call.options, "tile": t}))
+        check(runner, dataclasses.replace(base, call=call, name=f"{base.name}-tile{t}"))
+
+
+def test_attention_saturated_inputs(runner):
+    for value in (-128, 127):
+        case = attention_case(19, 16, 2, 4, seed=value & 0xFF)
+        hidden = np.full(case.call.tensors["hidden"].shape, value, np.int8)
+        params = _attention_params(case)
+        expected = attention.run(params, hidden.reshape(19, 16).copy(), case.call.tensors["mask"])
+        call = kernel_abi.attention_call(params, hidden.reshape(19, 16), case.call.tensors["mask"],
+                                         HEADER_SPEC_HASH)
+        check(runner, Case(f"saturated{value}", call, expected.reshape(-1)))
+
+
+def test_attention_longest_sequence_reaches_the_accumulator_bound(runner):
+    """s = 1024, every score equal, every value -128: sum_k e v = -2^31 exactly (SPEC 3.4)."""
+    s, d, h = contract.MAX_SEQ_LEN, 8, 1
+    rng = np.random.default_rng(1)
+    base = testing.extreme_attention(rng, s, d, h, 64)
+    zero = pack_weights(np.zeros((d, d), np.int8))
+    plain = np.tile(np.array([[0, 1 << 30, 0]], np.int32), (d, 1))
+    most_negative = np.tile(np.array([[-(1 << 30), 1 << 30, 0]], np.int32), (d, 1))
+    params = dataclasses.replace(base, query=Linear(d, d, zero, plain), key=Linear(d, d, zero, plain),
+                                 value=Linear(d, d, zero, most_negative)).validate()
+    hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
+    mask = np.ones(s, np.int8)
+    expected = attention.run(params, hidden.copy(), mask)
+    check(runner, Case("accumulator-bound", kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
+                       expected.reshape(-1)))
+
+
+def _attention_params(case: Case):
+    """Rebuild the reference params of a case from its serialized call (round trip)."""
+    options = {k: v for k, v in case.call.options.items() if k not in ("spec_version", "spec_hash")}
+    tensors = {k: v for k, v in case.call.tensors.items()
+               if k not in kernel_abi.RUNTIME_INPUTS[contract.ATTENTION] and k != "output"}
+    shaped = dict(tensors)
+    d = options["hidden"]
+    for name in ("query", "key", "value", "output"):
+        shaped[f"{name}_channels"] = tensors[f"{name}_channels"].reshape(d, 3)
+    shaped["layer_norm"] = tensors["layer_norm"].reshape(d, 2)
+    return attention.AttentionParams.from_serialized(options, shaped)
+
+
+# ---- MLP ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
+@pytest.mark.parametrize("d,f", [(16, 64), (32, 128), (64, 256)])
+def test_mlp_extreme_parameters(runner, s, d, f):
+    check(runner, mlp_case(s, d, f, min(s, 9), seed=d))
+
+
+@pytest.mark.parametrize("s,d,f,t", [(128, 128, 512, 28), (77, 64, 256, 5), (300, 32, 128, 64)])
+def test_mlp_realistic_layer(runner, s, d, f, t):
+    check(runner, mlp_case(s, d, f, t, kind="realistic"))
+
+
+@pytest.mark.parametrize("s,d,f,t", [(7, 7, 13, 3), (5, 5, 3, 5), (6, 1, 1, 4), (9, 3, 4096, 2),
+                                     (3, 1024, 6, 2)])
+def test_mlp_odd_geometry(runner, s, d, f, t):
+    """Odd K and N everywhere, the largest ffn (accumulator bound) and the largest hidden."""
+    check(runner, mlp_case(s, d, f, t, seed=f))
+
+
+def test_mlp_every_tile_size(runner):
+    base = mlp_case(77, 24, 40, 77, seed=3)
+    for t in range(1, 78):
+        call = dataclasses.replace(base.call, params=kernel_abi.make_params(
+            contract.MLP, {**base.call.options, "tile": t}))
+        check(runner, dataclasses.replace(base, call=call, name=f"{base.name}-tile{t}"))
+
+
+# ---- embedding ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
+@pytest.mark.parametrize("d", [16, 32, 64])
+def test_embedding_extreme_parameters(runner, s, d):
+    check(runner, embedding_case(s, d, seed=d))
+
+
+@pytest.mark.parametrize("sizes,ranks", [
+    ((30,), (None,)),                                       # one cluster: plain lookup
+    ((5, 7, 3, 9, 4, 6, 2, 8), (None, 1, 2, 3, 5, 16, 31, 32)),   # 8 clusters, ranks up to d
+])
+def test_embedding_cluster_layouts(runner, sizes, ranks):
+    check(runner, embedding_case(50, 32, cluster_sizes=sizes, ranks=ranks, type_vocab=3))
+
+
+@pytest.mark.parametrize("s,d", [(13, 24), (128, 128)])
+def test_embedding_realistic(runner, s, d):
+    check(runner, embedding_case(s, d, kind="realistic", cluster_sizes=(40, 60, 100), ranks=(None, 16, 4)))
+
+
+def test_embedding_hidden_of_one(runner):
+    check(runner, embedding_case(9, 1, cluster_sizes=(3, 4), ranks=(None, 1)))
+
+
+# ---- memory behaviour -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A])
+def test_results_do_not_depend_on_scratch_contents(runner, fill):
+    for case in (attention_case(21, 20, 4, 6), mlp_case(21, 20, 44, 6), embedding_case(21, 20)):
+        check(runner, case, scratch_fill=fill)
+
+
+def test_int8_tensors_may_be_misaligned(runner):
+    """int8 tensors (weights, hidden, rows) at every address residue: only LDR-sized reads."""
+    for offset in (1, 2, 3):
+        every = {name: offset for name in kernel_abi.TENSOR_NAMES[contract.ATTENTION]}
+        case = attention_case(14, 12, 3, 5, seed=offset)
+        misalign = {n: o for n, o in every.items() if case.call.tensors[n].dtype == np.int8}
+        check(runner, case, misalign=misalign)
+        case = mlp_case(10, 12, 20, 3, seed=offset)
+        check(runner, case, misalign={n: offset for n in ("hidden", "fc1_weights", "fc2_weights",
+                                                          "activation_lut")})
+        case = embedding_case(10, 12, seed=offset)
+        check(runner, case, misalign={n: offset for n in ("word_rows", "word_projections",
+                                                          "position_table", "token_type_table",
+                                                          "output")})
+
+
+def test_scratch_one_byte_short_is_refused_and_exact_size_suffices(runner):
+    case = mlp_case(8, 16, 32, 3)
+    need = runner.buffer_size(case.call.op, case.call.dims())
+    check(runner, case, scratch_size=need)
+    short = runner.run(case.call, scratch_size=need - 1)
+    assert short.status == kernel_abi.ERROR_ARGUMENT
+    assert short.message == f"MCUBERT_MLP: scratch: {need - 1} bytes given, {need} needed"
+
+
+def test_the_build_variant_is_the_expected_path(host_runners):
+    assert host_runners["plain"].uses_dsp_path() is False
+    assert host_runners["dsp"].uses_dsp_path() is True
+
+
+# ---- random shapes and a whole encoder ------------------------------------------------------
+
+def _random_shapes(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        s = int(rng.choice([1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 150]))
+        h = int(rng.choice([1, 2, 3, 4, 6]))
+        d = h * int(rng.integers(1, 24))
+        t = int(rng.integers(1, s + 1))
+        f = int(rng.integers(1, 200))
+        yield s, d, h, t, f, int(rng.integers(0, 1 << 16))
+
+
+@pytest.mark.parametrize("shape", list(_random_shapes(2024, 40)), ids=lambda p: "s{}-d{}-h{}-t{}-f{}".format(*p[:5]))
+def test_random_shapes(runner, shape):
+    s, d, h, t, f, seed = shape
+    mask_mode = seed % 2
+    mask = ("all", "none", "tail", "random")[seed % 4]
+    check(runner, attention_case(s, d, h, t, seed=seed, mask=mask, mask_mode=mask_mode))
+    check(runner, mlp_case(s, d, f, t, seed=seed))
+    check(runner, embedding_case(s, d, seed=seed, cluster_sizes=(4, 5, 6), ranks=(None, 1, min(d, 7))))
+
+
+def test_whole_encoder_chained_through_the_kernels(runner):
+    """Embedding, then two layers of attention + MLP, each kernel consuming the previous one's
+    bytes: the final hidden state equals the reference encoder's."""
+    rng = np.random.default_rng(11)
+    s = 77
+    valid = np.arange(s) < 60
+    encoder, _, ids, types, _ = testing.quantized_encoder(
+        rng, hidden=64, heads=2, ffn=256, layers=2, seq_len=s, tiles={"attention": 5, "mlp": 12},
+        valid=valid)
+    mask = valid.astype(np.int8)
+    want = encoder.run(ids, types, mask)
+    result = runner.run(kernel_abi.embedding_call(encoder.embedding, ids, types, HEADER_SPEC_HASH))
+    assert result.ok, result.message
+    hidden = result.output.reshape(s, 64)
+    for attn, ffn in encoder.layers:
+        result = runner.run(kernel_abi.attention_call(attn, hidden, mask, HEADER_SPEC_HASH))
+        assert result.ok, result.message
+        result = runner.run(kernel_abi.mlp_call(ffn, result.output.reshape(s, 64), HEADER_SPEC_HASH))
+        assert result.ok, result.message
+        hidden = result.output.reshape(s, 64)
+    assert np.array_equal(hidden, want)
