@@ -11,6 +11,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never touch the network
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The numpy reference runs many small matrix products; OpenBLAS threads spinning against
+# TensorFlow's make them ~10x slower than one thread (set before numpy is first imported).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402

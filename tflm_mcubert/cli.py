@@ -15,10 +15,15 @@ from tflm_mcubert.errors import UserError
 
 # Keep TensorFlow's start-up chatter out of the user's terminal unless they asked for it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The numpy reference runs many small matrix products: OpenBLAS threads spinning against TensorFlow's
+# (and on a 2-core machine against each other) make them ~10x slower than one thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # In pipeline order.
 COMMAND_MODULES = (
+    "tflm_mcubert.schedule.command",
     "tflm_mcubert.export.command",
+    "tflm_mcubert.evaluate.command",
 )
 
 

@@ -18,6 +18,12 @@ def builtin_sentences() -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+def evaluation_sentences() -> list[str]:
+    """Held-out English sentences (none is a calibration sentence): the default fidelity texts."""
+    text = resources.files("tflm_mcubert.data").joinpath("evaluation_sentences.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def read_sentences(path: str | Path) -> list[str]:
     """One text per line (a .txt), or the first text-like column of a .csv/.tsv."""
     path = Path(path)

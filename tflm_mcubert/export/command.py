@@ -41,8 +41,15 @@ def add_parser(subparsers) -> list[str]:
     export.add_argument("--num-labels", type=int, default=2,
                         help="classifier outputs of the random preset model (default 2)")
     export.add_argument("--seq-len", type=int, default=128, help="tokens per inference (default 128)")
-    export.add_argument("--schedule", default="stock", choices=SCHEDULES,
-                        help="stock: int8 TFLite builtins as today's TFLM users deploy them")
+    export.add_argument("--schedule", default="mcubert", choices=SCHEDULES,
+                        help="mcubert (default): the MCUBERT custom ops with a planned arena; "
+                             "stock: int8 TFLite builtins as today's TFLM users deploy them")
+    export.add_argument("--embedding", default="auto", choices=("auto", "dense"),
+                        help="mcubert: 'auto' (default) compresses an uncompressed word embedding with the "
+                             "adaptive-embedding baseline so that it fits Flash; 'dense' keeps it as is")
+    export.add_argument("--qat-steps", type=int, default=0,
+                        help="mcubert: steps of a quantization-aware fine-tune by distillation from the "
+                             "float model on the calibration samples, before calibration (default 0: PTQ only)")
     export.add_argument("--precision", default="int8", choices=PRECISIONS,
                         help="int8 (default), int16x8 (int16 activations, int8 weights) or float32")
     export.add_argument("--calibration", help="text file (one sentence a line, or a CSV/TSV with a text "
@@ -62,11 +69,18 @@ def run(args) -> int:
     request = ExportRequest(
         out_dir=Path(args.out), board=board_from_args(args), checkpoint=args.checkpoint, preset=args.preset,
         num_labels=args.num_labels, seq_len=args.seq_len, schedule=args.schedule, precision=args.precision,
+        embedding=args.embedding, qat_steps=args.qat_steps,
         calibration=args.calibration, calibration_count=args.calibration_samples, seed=args.seed,
         sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
         flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None)
     report = run_export(request)
     fits = report["fits"]
+    if report.get("compression"):
+        where = (f"tokenize with {args.out}/tokenizer" if "tokenizer/" in report["files"]
+                 else "map ids through the permutation")
+        print(f"embedding compressed by default: {report['compression']['params']:,} parameters "
+              f"(dense: {report['compression']['dense_params']:,}); input ids are in the permuted "
+              f"vocabulary ({where})")
     print(f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
           f"model {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits")
     return 0

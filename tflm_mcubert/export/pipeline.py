@@ -1,4 +1,10 @@
-"""`export`: checkpoint (or preset) → .tflite + firmware files + report.json, with the board fit check."""
+"""`export`: checkpoint (or preset) → .tflite + firmware files + report.json, with the board fit check.
+
+Two schedules share the front door (model loading, calibration data, files, the fit check):
+
+  mcubert  (default) the four MCUBERT custom ops with an offline arena plan (export/mcubert_export.py)
+  stock    int8 TFLite builtins from tf.lite.TFLiteConverter, as stock TFLM users deploy BERT
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from tflm_mcubert import __version__
 from tflm_mcubert.boards import Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.errors import DoesNotFitError, UserError
 
-SCHEDULES = ("stock",)
+SCHEDULES = ("mcubert", "stock")
 PRECISIONS = ("int8", "int16x8", "float32")
 DEFAULT_SEED = 0
 
@@ -25,8 +31,10 @@ class ExportRequest:
     preset: str = "bert-tiny"
     num_labels: int | None = 2
     seq_len: int = 128
-    schedule: str = "stock"
+    schedule: str = "mcubert"
     precision: str = "int8"
+    embedding: str = "auto"             # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
+    qat_steps: int = 0                  # mcubert: steps of the optional KD quantization-aware fine-tune
     calibration: str | None = None
     calibration_count: int = 32
     seed: int = DEFAULT_SEED
@@ -60,6 +68,13 @@ def _check_request(request: ExportRequest, config) -> None:
         raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
     if request.precision not in PRECISIONS:
         raise UserError(f"--precision {request.precision!r} is not supported (choose from: {', '.join(PRECISIONS)})")
+    if request.qat_steps < 0:
+        raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
+    if request.qat_steps and request.schedule != "mcubert":
+        raise UserError("--qat-steps applies to --schedule mcubert")
+    if request.schedule == "mcubert" and request.precision != "int8":
+        raise UserError(f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
+                        f"{request.precision} needs --schedule stock")
     if request.seq_len < 1:
         raise UserError(f"--seq-len must be at least 1, got {request.seq_len}")
     if request.seq_len > config.max_position_embeddings:
@@ -112,8 +127,6 @@ def run_export(request: ExportRequest) -> dict:
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
     from tflm_mcubert.data.calibration import calibration_samples
-    from tflm_mcubert.export.c_array import write_c_array
-    from tflm_mcubert.runtime.tflm_runner import describe_ops
 
     started = time.time()
     model, tokenizer, source = load_model(request)
@@ -124,19 +137,41 @@ def run_export(request: ExportRequest) -> dict:
         return calibration_samples(request.calibration, tokenizer=tokenizer, vocab_size=config.vocab_size,
                                    seq_len=seq_len, count=request.calibration_count, seed=request.seed)
 
+    out_dir = Path(request.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if request.schedule == "stock":
+        return _run_stock(request, model, source, calibration_for, out_dir, started)
+    return _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir, started)
+
+
+def _write_model(tflite: bytes, out_dir: Path) -> None:
+    from tflm_mcubert.export.c_array import write_c_array
+
+    (out_dir / "model.tflite").write_bytes(tflite)
+    write_c_array(tflite, out_dir, name="model_data")
+
+
+def _reserves(request: ExportRequest) -> dict:
+    return {k: v for k, v in (("sram_reserve", request.sram_reserve),
+                              ("flash_reserve", request.flash_reserve)) if v is not None}
+
+
+def _finish(report: dict, out_dir: Path, started: float) -> None:
+    report["seconds"] = round(time.time() - started, 1)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def _run_stock(request, model, source, calibration_for, out_dir: Path, started: float) -> dict:
+    from tflm_mcubert.runtime.tflm_runner import describe_ops
+
+    config = model.config
     calibration, calibration_source = calibration_for(request.seq_len)
     log(f"converting ({request.schedule} schedule, {request.precision}, seq {request.seq_len}, "
         f"calibration: {calibration_source}) ...")
     tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, calibration)
+    _write_model(tflite, out_dir)
 
-    out_dir = Path(request.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "model.tflite").write_bytes(tflite)
-    write_c_array(tflite, out_dir, name="model_data")
-
-    reserves = {k: v for k, v in (("sram_reserve", request.sram_reserve),
-                                  ("flash_reserve", request.flash_reserve)) if v is not None}
-    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **reserves)
+    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
     report = {
         "tool": f"tflm-mcubert {__version__}",
         "schedule": request.schedule,
@@ -163,11 +198,109 @@ def run_export(request: ExportRequest) -> dict:
         fitting_seq_len = _largest_fitting_seq_len(model, request, lambda s: calibration_for(s)[0],
                                                    fit.arena_budget)
         report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
-    report["seconds"] = round(time.time() - started, 1)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    _finish(report, out_dir, started)
     log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, report.json; "
         f"arena {arena_bytes:,} B")
     if not fit.ok:
         raise DoesNotFitError(_misfit_message(fit, config, request, fitting_seq_len)
                               + f" (files written to {out_dir} for inspection)")
     return report
+
+
+def _calibration_sentences(request: ExportRequest, tokenizer) -> list[str] | None:
+    """The calibration text (for token frequencies), or None for random ids."""
+    from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
+
+    if request.calibration == "random" or tokenizer is None:
+        return None
+    return builtin_sentences() if request.calibration is None else read_sentences(request.calibration)
+
+
+def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
+    from tflm_mcubert.export.mcubert_export import export_mcubert
+    from tflm_mcubert.export.mcubert_tflite import constant_bytes_by_op
+
+    samples, calibration_source = calibration_for(request.seq_len)
+    reserves = _reserves(request)
+    budget = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves).arena_budget
+    from tflm_mcubert.quantize.qat import QatSettings
+
+    result = export_mcubert(model, tokenizer, seq_len=request.seq_len, arena_budget=budget, samples=samples,
+                            sentences=_calibration_sentences(request, tokenizer), embedding=request.embedding,
+                            qat=QatSettings(steps=request.qat_steps, seed=request.seed))
+    tflite, plan, arena = result.tflite, result.plan, result.arena
+    _write_model(tflite, out_dir)
+    files = ["model.tflite", "model_data.cc", "model_data.h", "report.json"]
+    if result.permutation is not None and tokenizer is not None:
+        from tflm_mcubert.compress.clustered_embedding import write_permuted_tokenizer
+
+        write_permuted_tokenizer(tokenizer, result.permutation, out_dir / "tokenizer")
+        files.append("tokenizer/")
+    config = model.config
+    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves)
+    constants = {row.name: row.constant_bytes for row in constant_bytes_by_op(result.quantized)}
+    report = {
+        "tool": f"tflm-mcubert {__version__}",
+        "schedule": request.schedule,
+        "board": request.board.to_json(),
+        "seq_len": request.seq_len,
+        "precision": request.precision,
+        "arena_bytes": arena.arena_bytes,
+        "arena_note": ("what a 32-bit firmware must give TFLM: the offline plan (planned_bytes: every tensor "
+                       "and scratch at its offset, as the reference ran it) plus TFLM's own arena use for "
+                       "this graph (arena.tail: allocator objects, eval tensors, nodes, I/O tensors, the "
+                       "kernels' OpData; modelled from the TFLM source in export/tflm_arena.py)"),
+        "planned_bytes": plan.planned_bytes,
+        "arena": arena.to_json(),
+        "tiles": plan.tiles,
+        "flash_bytes": len(tflite),
+        "flash_note": "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash",
+        "params": {"embedding": config.embedding_param_count(), "total": config.param_count(),
+                   "stored_embedding": (result.compression or {}).get("params")},
+        "compression": result.compression,
+        "fits": fit.to_json(),
+        "ops": [{"name": op.name, "op": op.kind, "tile": op.tile, "scratch_bytes": op.scratch_bytes,
+                 "live_bytes": op.live_bytes, "constant_bytes": constants.get(op.name, 0)} for op in plan.ops],
+        "model": {**source, "config": config.to_hf_dict()},
+        "calibration": calibration_source,
+        "calibration_fidelity": result.fidelity,
+        "files": files,
+        "seconds": None,
+    }
+    if not result.choice.fits:
+        report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
+    _finish(report, out_dir, started)
+    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, report.json; "
+        f"arena {arena.arena_bytes:,} B (plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
+        f"tiles {plan.tiles}")
+    if not fit.ok:
+        raise DoesNotFitError(_mcubert_misfit(fit, request, result) + f" (files written to {out_dir} for inspection)")
+    return report
+
+
+def _mcubert_misfit(fit: FitReport, request: ExportRequest, result) -> str:
+    parts = []
+    if not fit.flash_ok:
+        from tflm_mcubert.export.mcubert_tflite import constant_bytes_by_op
+
+        rows = constant_bytes_by_op(result.quantized)
+        embedding = sum(r.constant_bytes for r in rows if r.name == "embedding")
+        rest = fit.flash_bytes - embedding
+        if rest > fit.flash_budget:
+            hint = (f"the encoder and head alone take {human_bytes(rest)} (the embedding "
+                    f"{human_bytes(embedding)}): a smaller model or a board with more Flash is needed")
+        elif request.embedding == "dense":
+            hint = "drop --embedding dense to compress the embedding"
+        else:
+            hint = (f"the embedding takes {human_bytes(embedding)}: compress it further "
+                    f"(python -m tflm_mcubert compress) or choose a board with more Flash")
+        parts.append(f"Flash: the model needs {human_bytes(fit.flash_bytes)} but {request.board.name} has "
+                     f"{human_bytes(fit.flash_budget)} for it (misses by "
+                     f"{human_bytes(fit.flash_bytes - fit.flash_budget)}); {hint}")
+    if not fit.sram_ok:
+        longest = result.choice.largest_fitting_seq_len
+        hint = (f"--seq-len {longest} fits" if longest else "no sequence length fits this board's SRAM")
+        parts.append(f"SRAM: the arena needs {human_bytes(fit.arena_bytes)} even with the smallest tiles but the "
+                     f"largest region ({fit.region}) leaves {human_bytes(fit.arena_budget)} (misses by "
+                     f"{human_bytes(fit.arena_bytes - fit.arena_budget)}); {hint}")
+    return f"the model does not fit {request.board.name}: " + "; ".join(parts)

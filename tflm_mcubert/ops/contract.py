@@ -21,11 +21,13 @@ MAX_FFN = linear.MAX_IN_FEATURES
 MAX_HEADS = 64
 MAX_CLUSTERS = 8
 MAX_TYPE_VOCAB = 1024
+MAX_LABELS = 1024
 INT32_MAX = fixed_point.INT32_MAX
 
 EMBEDDING = "MCUBERT_EMBEDDING"
 ATTENTION = "MCUBERT_ATTENTION"
 MLP = "MCUBERT_MLP"
+CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
 
 MASK_MODE_KEY_MASK = 0     # input 1 is int8[s]: 0 = masked key, anything else = attend
 MASK_MODE_VALID_LENGTH = 1 # input 1 is int32[1]: keys [0, L) attend, L in [0, s]
@@ -103,6 +105,10 @@ def _check_mlp(v: dict[str, int]):
     if v["tile"] > v["seq_len"]:
         return "tile", f"tile {v['tile']} exceeds seq_len {v['seq_len']}"
     return None
+
+
+def _no_cross_field_rules(v: dict[str, int]):
+    return None   # the classifier head's fields are independent of each other
 
 
 _REQUANT_D = "int32", "[d, 2]"
@@ -188,6 +194,25 @@ CONTRACTS: dict[str, OpContract] = {
         outputs=(_HIDDEN_IO,),
         cross_check=_check_mlp,
     ),
+    CLASSIFIER_HEAD: OpContract(
+        CLASSIFIER_HEAD,
+        options=(
+            _SEQ, _HIDDEN,
+            OptionField("labels", 1, MAX_LABELS, "classifier outputs n"),
+            OptionField("pooler_zero_point", -128, 127, "zero point of the tanh table's input"),
+            OptionField("logits_zero_point", -128, 127, "zero point of the int8 logits"),
+        ),
+        inputs=(
+            TensorSig("hidden", "int8", "[s, d]", "final hidden state; only row 0 ([CLS]) is read"),
+            TensorSig("pooler_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("pooler_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("tanh_lut", "int8", "[256]", "tanh: entry q+128 for input q"),
+            TensorSig("classifier_weights", "int8", "[packed(labels, d)]", "pair4"),
+            TensorSig("classifier_channels", "int32", "[labels, 3]", "bias, multiplier, shift"),
+        ),
+        outputs=(TensorSig("logits", "int8", "[labels]", "quantized logits"),),
+        cross_check=_no_cross_field_rules,
+    ),
 }
 
 
@@ -206,6 +231,7 @@ def constants_text() -> list[str]:
         f"param_frac_bits:{layernorm.PARAM_FRAC_BITS}",
         f"max_seq_len={MAX_SEQ_LEN};max_hidden={MAX_HIDDEN};max_ffn={MAX_FFN}",
         f"embedding_rows={EMBEDDING_ROWS};dsp_rows={DSP_ROWS};alignment=16",
+        "graph=scratch:last_output:int8[scratch_bytes]:offline_offset;leading_batch_dims=1",
     ]
 
 

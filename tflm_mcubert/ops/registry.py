@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tflm_mcubert.ops import attention, contract, embedding, mlp
+from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 
 OPS: dict[str, ModuleType] = {
     contract.EMBEDDING: embedding,
     contract.ATTENTION: attention,
     contract.MLP: mlp,
+    contract.CLASSIFIER_HEAD: classifier_head,
 }
 
 # (s, d, h or max_rank or ffn, t) sample shapes; odd ones catch alignment changes.
@@ -28,6 +29,7 @@ def _scratch_lines() -> list[str]:
         lines.append(f"{contract.EMBEDDING}.scratch({s},{d})={embedding.scratch_bytes(s, d)}")
         lines.append(f"{contract.ATTENTION}.scratch({s},{d},{h},{t})={attention.scratch_bytes(s, d, h, t)}")
         lines.append(f"{contract.MLP}.scratch({s},{d},{4 * d},{t})={mlp.scratch_bytes(s, d, 4 * d, t)}")
+        lines.append(f"{contract.CLASSIFIER_HEAD}.scratch({d})={classifier_head.scratch_bytes(d)}")
     return lines
 
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, get_board
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.ops import attention, contract, embedding, mlp
+from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.schedule.memory import Dims, mask_bytes
 
@@ -203,8 +203,11 @@ def assign_offsets(buffers: list[Buffer]) -> list[Buffer]:
 
 
 def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel | None = None,
-               tiles: dict[str, int] | None = None) -> Plan:
-    """Plan the arena of a whole model. `tiles` forces a tile per kind ("attention", "mlp")."""
+               tiles: dict[str, int] | None = None, classifier_labels: int | None = None) -> Plan:
+    """Plan the arena of a whole model. `tiles` forces a tile per kind ("attention", "mlp").
+
+    `classifier_labels`: the model ends in MCUBERT_CLASSIFIER_HEAD (step 2L+1: its scratch and
+    the int8 logits; the hidden state lives until then)."""
     dims = Dims.of(config)
     s, d = seq_len, dims.hidden
     if not 1 <= s <= contract.MAX_SEQ_LEN:
@@ -213,10 +216,11 @@ def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel 
         raise UserError(f"hidden {d} is not a multiple of heads {dims.heads}")
     cost_model = cost_model or ProxyCostModel()
     last = 2 * dims.layers
+    head_step = last + 1 if classifier_labels else None
     buffers = [Buffer("input_ids", align_up(4 * s), 0, 0),
                Buffer("token_type_ids", align_up(4 * s), 0, 0),
                Buffer("attention_mask", align_up(mask_bytes(s)), 0, max(last - 1, 0)),
-               Buffer("hidden", align_up(s * d), 0, last)]
+               Buffer("hidden", align_up(s * d), 0, head_step or last)]
     emb_scratch = embedding.scratch_bytes(s, d)
     buffers.append(Buffer("embedding.scratch", align_up(emb_scratch), 0, 0))
     chosen: dict[str, tuple[int, float]] = {}
@@ -236,6 +240,11 @@ def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel 
             nbytes = _scratch_bytes(kind, s, dims, t)
             buffers.append(Buffer(f"layer{layer}.{kind}.scratch", align_up(nbytes), step, step))
             op_specs.append((f"layer{layer}.{kind}", kind, step, t, nbytes, cost))
+    if head_step:
+        head_scratch = classifier_head.scratch_bytes(d)
+        buffers += [Buffer("head.scratch", align_up(head_scratch), head_step, head_step),
+                    Buffer("logits", align_up(classifier_labels), head_step, head_step)]
+        op_specs.append(("head", "head", head_step, None, head_scratch, 0.0))
     placed = assign_offsets(buffers)
     planned = max(b.offset + b.nbytes for b in placed)
     ops = tuple(OpPlan(name, kind, step, t, f"{name}.scratch", nbytes,

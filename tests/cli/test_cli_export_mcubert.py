@@ -1,0 +1,90 @@
+"""The front door with the default schedule: `export` (mcubert), its refusals, `plan` and `evaluate`."""
+
+import json
+
+import numpy as np
+
+from tflm_mcubert.cli import main
+from tflm_mcubert.errors import DoesNotFitError
+from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
+from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.model.config import preset
+from tflm_mcubert.runtime.reference import run_reference
+
+
+def test_default_export_fits_the_default_board(capsys, tmp_path):
+    out = tmp_path / "default"
+    code = main(["export", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["schedule"] == "mcubert" and report["board"]["name"] == "nucleo-f746zg"
+    assert report["fits"]["ok"] is True
+    assert report["compression"]["default"] is True and report["compression"]["ranks"] == [32, 8, 2]
+    assert "embedding compressed by default" in captured.out
+    model = (out / "model.tflite").read_bytes()
+    assert report["flash_bytes"] == len(model) <= report["fits"]["flash"]["budget_bytes"]
+    assert report["arena_bytes"] == report["planned_bytes"] + report["arena"]["overhead_bytes"]
+    assert [op["name"] for op in report["ops"]][-1] == "head"
+    assert all({"tile", "scratch_bytes", "live_bytes", "constant_bytes"} <= set(op) for op in report["ops"])
+    parsed = read_model(model)
+    assert parsed.planned_bytes == report["planned_bytes"]
+    ids = np.zeros((1, 128), np.int32)
+    ids[0, :6] = [0, 17, 999, 30000, 5, 1]
+    run = run_reference(parsed, {"input_ids": ids, "attention_mask": (np.arange(128) < 6)[None].astype(np.int8)})
+    assert run.outputs["logits"].shape == (1, 2) and run.touched_bytes == report["planned_bytes"]
+    assert "g_model_data" in (out / "model_data.h").read_text()
+
+
+def test_a_model_that_cannot_fit_is_refused_with_the_longest_fitting_length(capsys, tmp_path):
+    out = tmp_path / "small-sram"
+    code = main(["export", "--seq-len", "512", "--sram", "56KB", "--flash", "2MB", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == DoesNotFitError.exit_code
+    last = err.strip().splitlines()[-1]
+    longest = largest_fitting_seq_len(preset("bert-tiny", num_labels=2), 512, 40 * 1024, 2)
+    assert last.startswith("error: ") and f"--seq-len {longest} fits" in last and "SRAM" in last
+    report = json.loads((out / "report.json").read_text())
+    assert report["fits"]["sram"]["largest_fitting_seq_len"] == longest
+    assert (out / "model.tflite").is_file()
+
+
+def test_mcubert_refuses_other_precisions(capsys, tmp_path):
+    code = main(["export", "--precision", "int16x8", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--schedule stock" in capsys.readouterr().err
+
+
+def test_plan_prints_a_table_and_draws_it(capsys, tmp_path):
+    png = tmp_path / "plan.png"
+    code = main(["plan", "--seq-lens", "32,128,512", "--out", str(png)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "mcubert" in out and "cmsis-nn" in out and "burrello" in out and "flash" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "128", "512")]
+    assert [r[0] for r in rows] == ["32", "128", "512"]
+    assert float(rows[1][1]) == 42.7                       # SPEC.md section 6: BERT-tiny @ 128, t = 4
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_reports_accuracy_of_float_int8_and_stock(capsys, tmp_path, make_hf_checkpoint):
+    ckpt = make_hf_checkpoint(tmp_path, classifier=True)
+    results = tmp_path / "eval.json"
+    dump = tmp_path / "dump"
+    code = main(["evaluate", "--checkpoint", str(ckpt), "--task", "rotten_tomatoes", "--samples", "8",
+                 "--seq-len", "16", "--calibration-samples", "8", "--stock", "--dump", str(dump),
+                 "--json", str(results)])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads(results.read_text())
+    for name in ("float", "int8", "stock"):
+        assert 0.0 <= data[f"{name}_accuracy"] <= 1.0
+    assert data["int8_cosine"]["min"] > 0.9
+    sample = np.load(dump / "sample_0000.npz")
+    assert {"float/layer0.attention", "int8/layer0.attention", "int8_dequantized/layer1.mlp",
+            "float/head", "int8/head"} <= set(sample.files)
+
+
+def test_a_model_too_big_for_flash_says_which_part(capsys, tmp_path):
+    code = main(["export", "--preset", "bert-mini", "--seq-len", "32", "--out", str(tmp_path / "mini")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == DoesNotFitError.exit_code
+    assert "Flash" in last and "the encoder and head alone take" in last

@@ -1,0 +1,1 @@
+"""`evaluate`: accuracy or fidelity of the float, int8 (MCUBERT reference) and stock TFLM models."""

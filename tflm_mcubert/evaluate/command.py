@@ -1,0 +1,204 @@
+"""`evaluate`: how good are the deployable models? Float vs MCUBERT int8 (numpy reference) vs stock TFLM.
+
+Two measures, on the same inputs for every model:
+
+  --task NAME   accuracy on the task's test split (a classifier checkpoint: argmax of the logits)
+  (default)     fidelity: cosine of the mean-pooled last hidden state against the float model, per
+                text (20 held-out built-in sentences, or --text FILE), as min and mean; for a classifier,
+                also the agreement of argmax(logits) with the float model
+
+The int8 model is calibrated exactly as `export --schedule mcubert` does (same calibration data and
+settings; tiles do not change its bytes). `--stock` also converts the stock int8 .tflite and runs it
+in the tflite-micro interpreter. `--dump DIR` writes, per evaluated text, an npz with every layer's
+float output and int8 output (raw and dequantized) for debugging.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tflm_mcubert.errors import UserError
+
+DEFAULT_SAMPLES = 200
+
+
+def add_parser(subparsers) -> list[str]:
+    ev = subparsers.add_parser("evaluate", help="accuracy / fidelity of float, int8 reference and stock models")
+    ev.add_argument("--checkpoint", help="Hugging Face BERT checkpoint (default: --preset, random weights)")
+    ev.add_argument("--preset", default="bert-tiny")
+    ev.add_argument("--num-labels", type=int, default=2, help="classifier outputs of the random preset model")
+    ev.add_argument("--task", help="accuracy on this task's test split (e.g. rotten_tomatoes, sst2, a file)")
+    ev.add_argument("--text", help="fidelity on these texts (one a line; default: built-in sentences)")
+    ev.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="texts evaluated (default 200)")
+    ev.add_argument("--seq-len", type=int, default=128)
+    ev.add_argument("--embedding", default="dense", choices=("dense", "auto"),
+                    help="dense (default): evaluate the checkpoint as is; auto: compress an uncompressed "
+                         "embedding first, as export does (the float reference is then the compressed model)")
+    ev.add_argument("--calibration", help="as for export (text file or 'random')")
+    ev.add_argument("--calibration-samples", type=int, default=32)
+    ev.add_argument("--stock", action="store_true", help="also evaluate the stock int8 .tflite in TFLM")
+    ev.add_argument("--dump", help="directory for per-text, per-layer tensors (npz)")
+    ev.add_argument("--json", help="also write the results as JSON here")
+    ev.add_argument("--seed", type=int, default=0)
+    return ["evaluate"]
+
+
+def _texts(args, tokenizer):
+    """(texts or pairs, labels or None, source description)."""
+    if args.task:
+        from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, load_task
+
+        test = load_task(args.task, seed=args.seed)["test"]
+        rows = test.select(range(min(args.samples, len(test))))
+        pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
+        texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
+        return texts, np.asarray(rows["label"]), f"{args.task} test split ({len(texts)} rows)"
+    from tflm_mcubert.data.calibration import evaluation_sentences, read_sentences
+
+    texts = read_sentences(args.text) if args.text else evaluation_sentences()
+    return texts[:args.samples], None, (args.text or "held-out built-in sentences") + f" ({min(len(texts), args.samples)})"
+
+
+def _tokenize(tokenizer, texts, seq_len: int, vocab_size: int, seed: int) -> list[dict]:
+    if tokenizer is None:
+        from tflm_mcubert.data.calibration import random_samples
+
+        return random_samples(vocab_size, seq_len, len(texts), seed=seed + 1)
+    samples = []
+    for text in texts:
+        first, second = text if isinstance(text, tuple) else (text, None)
+        enc = tokenizer(first, second, max_length=seq_len, truncation=True, padding="max_length",
+                        return_tensors="np")
+        samples.append({"input_ids": enc["input_ids"].astype(np.int32),
+                        "attention_mask": enc["attention_mask"].astype(np.int32),
+                        "token_type_ids": enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int32)})
+    return samples
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+
+
+def run(args) -> int:
+    from tflm_mcubert.boards import get_board
+    from tflm_mcubert.data.calibration import calibration_samples
+    from tflm_mcubert.export.mcubert_export import default_compression
+    from tflm_mcubert.export.pipeline import ExportRequest, _calibration_sentences, load_model
+    from tflm_mcubert.model.pooling import mean_pool
+    from tflm_mcubert.quantize.calibrate import calibrate, model_inputs
+    from tflm_mcubert.quantize.float_model import FloatBert
+
+    if args.samples < 1:
+        raise UserError(f"--samples must be at least 1, got {args.samples}")
+    request = ExportRequest(out_dir=Path("."), board=get_board("nucleo-f746zg"), checkpoint=args.checkpoint,
+                            preset=args.preset, num_labels=args.num_labels, seq_len=args.seq_len,
+                            calibration=args.calibration, calibration_count=args.calibration_samples,
+                            seed=args.seed)
+    model, tokenizer, source = load_model(request)
+    config = model.config
+    if not 1 <= args.seq_len <= config.max_position_embeddings:
+        raise UserError(f"--seq-len must be within 1..{config.max_position_embeddings}")
+    if args.task and not config.num_labels:
+        raise UserError("--task needs a classifier (BertForSequenceClassification) checkpoint")
+    dense_model, compressed_here = model, None
+    if args.embedding == "auto":
+        model, compressed_here = default_compression(model, tokenizer, _calibration_sentences(request, tokenizer))
+
+    texts, labels, text_source = _texts(args, tokenizer)
+    samples = _tokenize(tokenizer, texts, args.seq_len, config.vocab_size, args.seed)
+    calibration, calibration_source = calibration_samples(
+        args.calibration, tokenizer=tokenizer, vocab_size=config.vocab_size, seq_len=args.seq_len,
+        count=args.calibration_samples, seed=args.seed)
+    float_model = FloatBert.from_keras(model)
+    # The tokenizer emits the model's ids unless the embedding was compressed just now.
+    remap = float_model.permutation if compressed_here else None
+    quantized, _ = calibrate(float_model, model_inputs(calibration, args.seq_len, remap), seq_len=args.seq_len)
+    inputs = model_inputs(samples, args.seq_len, remap)
+
+    stock_runner = stock_graph = None
+    if args.stock:
+        from tflm_mcubert.export.stock import export_stock
+        from tflm_mcubert.runtime.tflm_runner import TflmRunner
+
+        stock = export_stock(dense_model, seq_len=args.seq_len, precision="int8", calibration=calibration)
+        stock_runner = TflmRunner(stock)
+
+    dump = Path(args.dump) if args.dump else None
+    if dump:
+        dump.mkdir(parents=True, exist_ok=True)
+    scores: dict[str, list] = {"int8": [], "stock": []}
+    predictions: dict[str, list] = {"float": [], "int8": [], "stock": []}
+    for n, (x, sample) in enumerate(zip(inputs, samples)):
+        float_layers: dict[str, np.ndarray] = {}
+        int8_layers: dict[str, np.ndarray] = {}
+        want = _traced_float(float_model, x, float_layers) if dump else \
+            float_model.forward(x.input_ids, x.token_type_ids, x.valid)
+        got_q = quantized.run(x.input_ids, x.token_type_ids, x.mask(0),
+                              trace=(lambda name, v: int8_layers.__setitem__(name, v)) if dump else None)
+        got = quantized.dequantized(got_q)
+        pooled = mean_pool(want["last_hidden_state"][None], x.valid[None])[0]
+        scores["int8"].append(_cosine(pooled, mean_pool(got["last_hidden_state"][None], x.valid[None])[0]))
+        if "logits" in want:
+            predictions["float"].append(int(np.argmax(want["logits"])))
+            predictions["int8"].append(int(np.argmax(got["logits"])))
+        if stock_runner is not None:
+            out = stock_runner.run(sample)
+            if "logits" in out:
+                predictions["stock"].append(int(np.argmax(out["logits"])))
+            if "last_hidden_state" in out:
+                stock_pooled = mean_pool(np.asarray(out["last_hidden_state"]), sample["attention_mask"])[0]
+                scores["stock"].append(_cosine(pooled, stock_pooled))
+        if dump:
+            arrays = {f"float/{k}": v for k, v in float_layers.items()}
+            arrays.update({f"int8/{k}": v for k, v in int8_layers.items()})
+            for k, (name, v) in enumerate(int8_layers.items()):
+                q = quantized.hidden_quant[k] if name != "head" else quantized.logits_quant
+                arrays[f"int8_dequantized/{name}"] = q.dequantize(v)
+            np.savez_compressed(dump / f"sample_{n:04d}.npz", input_ids=x.input_ids, valid=x.valid, **arrays)
+
+    results = {"model": {**source, "config": config.to_hf_dict()}, "texts": text_source,
+               "calibration": calibration_source, "seq_len": args.seq_len}
+    print(f"{len(inputs)} texts from {text_source}; seq_len {args.seq_len}")
+    if labels is not None:
+        for name in ("float", "int8", "stock"):
+            if predictions[name]:
+                accuracy = float(np.mean(np.asarray(predictions[name]) == labels[:len(predictions[name])]))
+                results[f"{name}_accuracy"] = round(accuracy, 4)
+                print(f"  {name:6s} accuracy {accuracy:.4f}")
+    for name in ("int8", "stock"):
+        if scores[name]:
+            results[f"{name}_cosine"] = {"min": round(min(scores[name]), 5), "mean": round(float(np.mean(scores[name])), 5)}
+            print(f"  {name:6s} mean-pooled cosine vs float: min {min(scores[name]):.4f} "
+                  f"mean {np.mean(scores[name]):.4f}")
+        if predictions[name] and predictions["float"] and labels is None:
+            agree = float(np.mean(np.asarray(predictions[name]) == np.asarray(predictions["float"])))
+            results[f"{name}_argmax_agreement"] = round(agree, 4)
+            print(f"  {name:6s} argmax agreement with float {agree:.4f}")
+    if dump:
+        print(f"  per-layer tensors in {dump}/sample_*.npz")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def _traced_float(float_model, x, layers: dict) -> dict:
+    """The float forward, keeping every op's output under the int8 trace's names."""
+    from tflm_mcubert.quantize.float_model import attention_forward, mlp_forward
+
+    ignore = lambda name, values: None  # noqa: E731
+    h = float_model.embedding.forward(x.input_ids, x.token_type_ids)
+    layers["embedding"] = h
+    for i, (fa, fm) in enumerate(float_model.layers):
+        h = attention_forward(fa, h, x.valid, "", ignore)
+        layers[f"layer{i}.attention"] = h
+        h = mlp_forward(fm, h, x.valid, "", ignore)
+        layers[f"layer{i}.mlp"] = h
+    out = {"last_hidden_state": h}
+    if float_model.head is not None:
+        out["logits"] = float_model.head.forward(h[:1])[0]
+        layers["head"] = out["logits"]
+    return out
+

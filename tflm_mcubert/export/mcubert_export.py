@@ -1,0 +1,248 @@
+"""`export --schedule mcubert`: compressed embedding, arena plan, int8 calibration, .tflite, report.
+
+    model      the checkpoint; an uncompressed embedding is compressed with the adaptive-embedding
+               baseline (paper's cut-offs 1000/4000/10000, ranks d/4^i, SVD) unless told not to
+    plan       tiles for the board's budget less TFLM's own arena overhead (export/tflm_arena.py);
+               offsets for every tensor and scratch (schedule/planner.py)
+    quantize   PTQ calibration (quantize/calibrate.py), optionally a short QAT fine-tune first
+    write      .tflite (export/mcubert_tflite.py), read back and verified (export/mcubert_reader.py),
+               run once in one planned arena (runtime/reference.py) and compared byte for byte
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import numpy as np
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.mcubert_reader import RUNTIME_INPUTS
+from tflm_mcubert.export.tflm_arena import (
+    ArenaEstimate, GraphShape, IoTensor, estimate_arena, kernel_op_data_bytes,
+)
+from tflm_mcubert.ops import contract
+from tflm_mcubert.schedule.planner import BudgetExceededError, Plan, plan_model
+
+EMBEDDING_MODES = ("auto", "dense")
+UNBOUNDED = 1 << 40
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Graph shape (what TFLM's overhead depends on), from the contracts alone
+# ---------------------------------------------------------------------------------------------
+
+def _op_tensors(op: str) -> tuple[int, int, int]:
+    """(inputs, outputs incl. scratch, options incl. header) of an op in the exported graph."""
+    spec = contract.CONTRACTS[op]
+    return len(spec.inputs), len(spec.outputs) + 1, len(spec.options) + len(contract.HEADER_FIELDS)
+
+
+def graph_shape(layers: int, classifier: bool) -> GraphShape:
+    ops = [contract.EMBEDDING] + [contract.ATTENTION, contract.MLP] * layers
+    if classifier:
+        ops.append(contract.CLASSIFIER_HEAD)
+    constants = sum(_op_tensors(op)[0] - len(RUNTIME_INPUTS[op]) for op in ops)
+    outputs = sum(_op_tensors(op)[1] for op in ops)          # hidden/logits + scratch per op
+    inputs = 3                                                # input_ids, attention_mask, token_type_ids
+    kernel_data = tuple(kernel_op_data_bytes(_op_tensors(op)[2], _op_tensors(op)[0], _op_tensors(op)[1])
+                        for op in ops)
+    return GraphShape(tensors=inputs + outputs + constants, ops=len(ops),
+                      inputs=(IoTensor(False), IoTensor(False), IoTensor(False)),
+                      outputs=(IoTensor(True),), planned_buffers=inputs + outputs,
+                      kernel_data=kernel_data)
+
+
+def arena_overhead(layers: int, classifier: bool) -> int:
+    """TFLM's bytes on top of a (large) plan: what the tile budget must leave free."""
+    return estimate_arena(graph_shape(layers, classifier), UNBOUNDED).overhead_bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PlanChoice:
+    plan: Plan
+    fits: bool                   # the tiles fit the budget
+    largest_fitting_seq_len: int | None
+    overhead: int
+
+
+def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> PlanChoice:
+    overhead = arena_overhead(config.num_hidden_layers, bool(labels))
+    try:
+        plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels)
+        return PlanChoice(plan, plan.planned_bytes + overhead <= arena_budget, None, overhead)
+    except BudgetExceededError:
+        pass
+    # Does not fit: plan the smallest arena (tile 1) so the files can still be written, and find the
+    # longest sequence that would fit (planning is cheap: no conversion needed).
+    plan = plan_model(config, seq_len, UNBOUNDED, tiles={"attention": 1, "mlp": 1}, classifier_labels=labels)
+    return PlanChoice(plan, False, largest_fitting_seq_len(config, seq_len, arena_budget, labels), overhead)
+
+
+def _fits(config, seq_len: int, arena_budget: int, labels: int | None, overhead: int) -> bool:
+    try:
+        plan = plan_model(config, seq_len, arena_budget - overhead, tiles={"attention": 1, "mlp": 1},
+                          classifier_labels=labels)
+    except UserError:
+        return False
+    return plan.planned_bytes + overhead <= arena_budget
+
+
+def largest_fitting_seq_len(config, seq_len: int, arena_budget: int, labels: int | None) -> int | None:
+    """The largest s < seq_len whose smallest plan fits (memory grows with s: bisect)."""
+    overhead = arena_overhead(config.num_hidden_layers, bool(labels))
+    lo, hi = 0, seq_len - 1           # lo fits (0 = none yet), hi is the largest candidate
+    if hi < 1 or not _fits(config, 1, arena_budget, labels, overhead):
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits(config, mid, arena_budget, labels, overhead):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding compression (default)
+# ---------------------------------------------------------------------------------------------
+
+def token_frequency(tokenizer, sentences: list[str] | None, vocab_size: int) -> tuple[np.ndarray, str]:
+    """Counts of each token id in the (calibration) text, or vocabulary order when there is none."""
+    if tokenizer is None or not sentences:
+        return -np.arange(vocab_size, dtype=np.float64), "vocabulary order (no text to count tokens in)"
+    counts = np.zeros(vocab_size, np.float64)
+    for ids in tokenizer(sentences)["input_ids"]:
+        ids = np.asarray(ids)
+        ids = ids[(ids >= 0) & (ids < vocab_size)]
+        counts += np.bincount(ids, minlength=vocab_size)
+    # Ties (every unseen token) keep vocabulary order (frequency_ranking is stable).
+    return counts, f"token counts of {len(sentences)} calibration texts"
+
+
+def default_compression(model, tokenizer, sentences: list[str] | None):
+    """(model with the adaptive-embedding baseline, description), or (model, None) if compressed."""
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding
+
+    if model.embeddings.word_lookup is not None:
+        return model, None
+    config = model.config
+    if config.vocab_size <= ADAPTIVE_CUTOFFS[-1]:
+        return model, None
+    frequency, source = token_frequency(tokenizer, sentences, config.vocab_size)
+    layer = adaptive_embedding(model.embeddings.word_embeddings.numpy(), frequency)
+    description = {k: v for k, v in layer.describe().items() if k != "clusters"}
+    description.update(default=True, frequencies=source,
+                       note="the checkpoint's embedding was uncompressed: compressed with the adaptive-"
+                            "embedding baseline (paper Table 1: cut-offs 1000/4000/10000, ranks d/4^i, "
+                            "low rank by SVD); input ids are in the permuted vocabulary (see tokenizer/)")
+    return model.with_word_lookup(layer), description
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole export
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class McubertExport:
+    tflite: bytes
+    quantized: "QuantizedBert"
+    plan: Plan
+    choice: PlanChoice
+    arena: ArenaEstimate
+    compression: dict | None
+    permutation: np.ndarray | None    # original id -> model id, when this export compressed the embedding
+    fidelity: dict
+
+
+def export_mcubert(model, tokenizer, *, seq_len: int, arena_budget: int, samples: list[dict],
+                   sentences: list[str] | None, embedding: str = "auto",
+                   settings=None, qat=None) -> McubertExport:
+    """Everything `export --schedule mcubert` computes; the caller writes files and checks the fit.
+
+    `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
+    """
+    from tflm_mcubert.export.mcubert_reader import read_model
+    from tflm_mcubert.export.mcubert_tflite import model_to_tflite
+    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
+    from tflm_mcubert.quantize.float_model import FloatBert
+    from tflm_mcubert.runtime.reference import run_reference
+
+    if embedding not in EMBEDDING_MODES:
+        raise UserError(f"--embedding {embedding!r} (choose from {', '.join(EMBEDDING_MODES)})")
+    compression = None
+    if embedding == "auto":
+        model, compression = default_compression(model, tokenizer, sentences)
+        if compression:
+            log(f"compressed the embedding: {compression['params']:,} parameters instead of "
+                f"{compression['dense_params']:,} (adaptive embedding, {compression['frequencies']})")
+    config = model.config
+    labels = config.num_labels
+    choice = choose_plan(config, seq_len, arena_budget, labels)
+    float_model = FloatBert.from_keras(model)
+    # Samples come from the checkpoint's tokenizer: a compressed checkpoint ships the permuted one,
+    # while an embedding compressed here still needs its ids mapped.
+    remap = float_model.permutation if compression else None
+    inputs = model_inputs(samples, seq_len, remap)
+    log(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
+    settings = settings or CalibrationSettings()
+    quantized, ranges = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
+    teacher = float_model
+    qat_report = None
+    if qat is not None and qat.steps > 0:
+        from tflm_mcubert.quantize.qat import distill
+
+        log(f"quantization-aware fine-tune: {qat.steps} steps of distillation from the float model ...")
+        model_samples = [{"input_ids": x.input_ids[None], "attention_mask": x.valid[None].astype(np.int32),
+                          "token_type_ids": x.token_type_ids[None]} for x in inputs]
+        student, losses = distill(model, model_samples, ranges, qat)
+        float_model = FloatBert.from_keras(student)
+        quantized, _ = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
+        qat_report = {"steps": qat.steps, "learning_rate": qat.learning_rate, "batch_size": qat.batch_size,
+                      "first_loss": round(losses[0], 6), "last_loss": round(losses[-1], 6)}
+    fidelity = calibration_fidelity(teacher, quantized, inputs[:8])
+    if qat_report:
+        fidelity["qat"] = qat_report
+    quantized = quantized.with_tiles(choice.plan.tiles["attention"], choice.plan.tiles["mlp"])
+
+    tflite = model_to_tflite(quantized, choice.plan)
+    parsed = read_model(tflite)                      # the reader's checks, on what we just wrote
+    probe = inputs[0]
+    in_arena = run_reference(parsed, {"input_ids": probe.input_ids, "attention_mask": probe.mask(0),
+                                      "token_type_ids": probe.token_type_ids})
+    separate = quantized.run(probe.input_ids, probe.token_type_ids, probe.mask(0))
+    key = "logits" if labels else "last_hidden_state"
+    if not np.array_equal(in_arena.outputs[key].reshape(-1), separate[key].reshape(-1)) \
+            or in_arena.touched_bytes != choice.plan.planned_bytes:
+        raise AssertionError("the exported model does not reproduce the in-memory model in its arena")
+    arena = estimate_arena(graph_shape(config.num_hidden_layers, bool(labels)), choice.plan.planned_bytes)
+    return McubertExport(tflite, quantized, choice.plan, choice, arena, compression, remap, fidelity)
+
+
+def calibration_fidelity(float_model, quantized, inputs) -> dict:
+    """Float vs int8 on (some of) the calibration samples: a sanity figure, not an evaluation."""
+    from tflm_mcubert.model.pooling import mean_pool
+
+    cosines, agree = [], []
+    for x in inputs:
+        want = float_model.forward(x.input_ids, x.token_type_ids, x.valid)
+        got = quantized.dequantized(quantized.run(x.input_ids, x.token_type_ids, x.mask(0)))
+        a = mean_pool(want["last_hidden_state"][None], x.valid[None])[0]
+        b = mean_pool(got["last_hidden_state"][None], x.valid[None])[0]
+        cosines.append(float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30)))
+        if "logits" in want:
+            agree.append(int(np.argmax(want["logits"]) == np.argmax(got["logits"])))
+    out = {"samples": len(inputs), "mean_pooled_cosine_min": round(min(cosines), 5),
+           "mean_pooled_cosine_mean": round(float(np.mean(cosines)), 5)}
+    if agree:
+        out["logits_argmax_agreement"] = round(float(np.mean(agree)), 4)
+    return out

@@ -1,0 +1,332 @@
+"""Read an MCUBERT .tflite back into op parameters, verifying everything a kernel would rely on.
+
+The reader trusts nothing: the flatbuffer, every custom options buffer (ops/options.py), every
+tensor's type, shape and size against the op contracts, the op sequence and how tensors chain, the
+quantization of the hidden states, and the offline memory plan — present, the right length, aligned,
+hidden states sharing one offset, and no two buffers that are alive together overlapping. Errors
+name the op (and the op's field or tensor): "layer1.attention: MCUBERT_ATTENTION: tile: ...".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.mcubert_tflite import (
+    FILE_IDENTIFIER, INPUT_NAMES, OFFLINE_PLAN_METADATA, OFFLINE_PLAN_VERSION, ONLINE_PLANNED,
+)
+from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
+from tflm_mcubert.ops.attention import AttentionParams
+from tflm_mcubert.ops.classifier_head import ClassifierHeadParams
+from tflm_mcubert.ops.embedding import EmbeddingParams
+from tflm_mcubert.ops.mlp import MLPParams
+from tflm_mcubert.ops.options import decode_options
+from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.ops.scratch import ALIGNMENT, align_up
+from tflm_mcubert.ops.validation import OpSpecError
+from tflm_mcubert.quantize.quantized_model import QuantizedBert
+
+_DTYPES = {schema.TensorType.INT8: np.dtype(np.int8), schema.TensorType.INT16: np.dtype(np.int16),
+           schema.TensorType.INT32: np.dtype(np.int32)}
+_PARAMS = {contract.EMBEDDING: EmbeddingParams, contract.ATTENTION: AttentionParams,
+           contract.MLP: MLPParams, contract.CLASSIFIER_HEAD: ClassifierHeadParams}
+# Inputs that come from the arena (not the flatbuffer), per op.
+RUNTIME_INPUTS = {contract.EMBEDDING: ("input_ids", "token_type_ids"), contract.ATTENTION: ("hidden", "mask"),
+                  contract.MLP: ("hidden",), contract.CLASSIFIER_HEAD: ("hidden",)}
+
+
+class ModelFormatError(UserError):
+    """The .tflite is not a valid MCUBERT model (corrupt, truncated, or from another contract)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ArenaTensor:
+    index: int
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int            # offline arena offset; -1 for constants
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class OpNode:
+    name: str              # "embedding", "layer0.attention", ..., "head"
+    op: str                # custom code
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]   # (hidden or logits, scratch)
+
+    @property
+    def scratch(self) -> int:
+        return self.outputs[1]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class McubertModel:
+    quantized: QuantizedBert
+    tensors: tuple[ArenaTensor, ...]
+    nodes: tuple[OpNode, ...]
+    inputs: dict[str, int]
+    outputs: dict[str, int]
+    planned_bytes: int
+
+    def tensor(self, index: int) -> ArenaTensor:
+        return self.tensors[index]
+
+
+def _fail(where: str, problem: str) -> ModelFormatError:
+    return ModelFormatError(f"{where}: {problem}")
+
+
+def _unpack(model_bytes: bytes):
+    data = bytes(model_bytes)
+    if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
+        raise _fail("model", f"not a .tflite flatbuffer (file identifier {data[4:8]!r}, expected TFL3)")
+    try:
+        return schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    except Exception as exc:   # the generated reader indexes wherever corrupt offsets point
+        raise _fail("model", f"corrupt flatbuffer ({type(exc).__name__}: {exc})") from None
+
+
+def _name(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+def _offline_offsets(model, tensor_count: int) -> list[int]:
+    for meta in model.metadata or []:
+        if _name(meta.name) != OFFLINE_PLAN_METADATA:
+            continue
+        if not 0 <= meta.buffer < len(model.buffers or []):
+            raise _fail(OFFLINE_PLAN_METADATA, f"buffer index {meta.buffer} is out of range")
+        raw = model.buffers[meta.buffer].data
+        raw = np.zeros(0, np.uint8) if raw is None else np.asarray(raw, np.uint8)
+        if raw.size % 4 or raw.size < 12:
+            raise _fail(OFFLINE_PLAN_METADATA, f"{raw.size} bytes is not a [version, subgraphs, n, ...] int32 list")
+        words = raw.view("<i4")
+        if words[0] != OFFLINE_PLAN_VERSION:
+            raise _fail(OFFLINE_PLAN_METADATA, f"version {words[0]} (expected {OFFLINE_PLAN_VERSION})")
+        if words[1] != 1:
+            raise _fail(OFFLINE_PLAN_METADATA, f"{words[1]} subgraphs (expected 1)")
+        if words[2] != tensor_count or words.size != 3 + tensor_count:
+            raise _fail(OFFLINE_PLAN_METADATA, f"{words[2]} offsets in {words.size - 3} words for "
+                        f"{tensor_count} tensors")
+        return [int(w) for w in words[3:]]
+    raise _fail(OFFLINE_PLAN_METADATA, "missing: an MCUBERT model carries its arena plan")
+
+
+def _tensor_table(model, subgraph, offsets) -> tuple[list[ArenaTensor], dict[int, np.ndarray]]:
+    tensors, constants = [], {}
+    buffers = model.buffers or []
+    for i, t in enumerate(subgraph.tensors or []):
+        name = _name(t.name) or f"tensor {i}"
+        if t.type not in _DTYPES:
+            raise _fail(name, f"tensor type {t.type} is not int8, int16 or int32")
+        dtype = _DTYPES[t.type]
+        shape = tuple(int(n) for n in (t.shape if t.shape is not None else ()))
+        if any(n < 0 for n in shape):
+            raise _fail(name, f"negative dimension in shape {shape}")
+        tensor = ArenaTensor(i, name, dtype, shape, offsets[i])
+        if not 0 <= t.buffer < len(buffers):
+            raise _fail(name, f"buffer index {t.buffer} is out of range")
+        data = buffers[t.buffer].data if t.buffer > 0 else None
+        if tensor.nbytes == 0 and offsets[i] == ONLINE_PLANNED:   # an empty table (no low-rank cluster)
+            constants[i] = np.zeros(shape, dtype)
+        elif data is not None and len(data):
+            if len(data) != tensor.nbytes:
+                raise _fail(name, f"{len(data)} data bytes for shape {shape} of {dtype.name}")
+            if offsets[i] != ONLINE_PLANNED:
+                raise _fail(name, "a constant tensor must not have an arena offset")
+            constants[i] = np.frombuffer(np.asarray(data, np.uint8).tobytes(), dtype.newbyteorder("<")
+                                         ).astype(dtype).reshape(shape)
+        elif offsets[i] < 0 or offsets[i] % ALIGNMENT:
+            raise _fail(name, f"arena offset {offsets[i]} is not a non-negative multiple of {ALIGNMENT}")
+        tensors.append(tensor)
+    return tensors, constants
+
+
+def _quant(subgraph, index: int, where: str) -> TensorQuant:
+    q = subgraph.tensors[index].quantization
+    scale = [] if q is None or q.scale is None else list(q.scale)
+    zero = [] if q is None or q.zeroPoint is None else list(q.zeroPoint)
+    if len(scale) != 1 or len(zero) != 1:
+        raise _fail(where, "expected per-tensor quantization (one scale, one zero point)")
+    try:
+        return TensorQuant(float(scale[0]), int(zero[0]))
+    except ValueError as exc:
+        raise _fail(where, str(exc)) from None
+
+
+def _expect(tensor: ArenaTensor, where: str, dtype, elements: int) -> None:
+    if tensor.dtype != np.dtype(dtype) or int(np.prod(tensor.shape)) != elements:
+        raise _fail(where, f"tensor {tensor.name!r} is {tensor.dtype.name}{list(tensor.shape)}, expected "
+                    f"{np.dtype(dtype).name} with {elements} elements")
+
+
+def read_model(model_bytes: bytes) -> McubertModel:
+    """Parse and verify an MCUBERT .tflite (see the module docstring)."""
+    model = _unpack(model_bytes)
+    if not model.subgraphs or len(model.subgraphs) != 1:
+        raise _fail("model", f"{len(model.subgraphs or [])} subgraphs (expected 1)")
+    subgraph = model.subgraphs[0]
+    offsets = _offline_offsets(model, len(subgraph.tensors or []))
+    tensors, constants = _tensor_table(model, subgraph, offsets)
+    codes = model.operatorCodes or []
+
+    nodes, params = [], []
+    counts = {"attention": 0, "mlp": 0}
+    for position, operator in enumerate(subgraph.operators or []):
+        if not 0 <= operator.opcodeIndex < len(codes):
+            raise _fail(f"operator {position}", f"opcode index {operator.opcodeIndex} is out of range")
+        code = codes[operator.opcodeIndex]
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        op = _name(code.customCode)
+        if builtin != schema.BuiltinOperator.CUSTOM or op not in _PARAMS:
+            raise _fail(f"operator {position}", f"{op or f'builtin {builtin}'} is not an MCUBERT op")
+        name = {contract.EMBEDDING: "embedding", contract.CLASSIFIER_HEAD: "head"}.get(op)
+        if op in (contract.ATTENTION, contract.MLP):
+            kind = "attention" if op == contract.ATTENTION else "mlp"
+            name = f"layer{counts[kind]}.{kind}"
+            counts[kind] += 1
+        spec = contract.CONTRACTS[op]
+        inputs = [int(i) for i in (operator.inputs if operator.inputs is not None else [])]
+        outputs = [int(i) for i in (operator.outputs if operator.outputs is not None else [])]
+        if len(inputs) != len(spec.inputs) or len(outputs) != len(spec.outputs) + 1:
+            raise _fail(f"{name}: {op}", f"{len(inputs)} inputs and {len(outputs)} outputs, expected "
+                        f"{len(spec.inputs)} and {len(spec.outputs) + 1} (the last output is the scratch)")
+        if any(not 0 <= i < len(tensors) for i in inputs + outputs):
+            raise _fail(f"{name}: {op}", "tensor index out of range")
+        options_raw = operator.customOptions
+        options_bytes = b"" if options_raw is None else np.asarray(options_raw, np.uint8).tobytes()
+        try:
+            options = decode_options(op, options_bytes)
+        except OpSpecError as exc:
+            raise _fail(name, str(exc)) from None
+        arrays = {}
+        for sig, index in zip(spec.inputs, inputs):
+            runtime = sig.name in RUNTIME_INPUTS[op]
+            if runtime == (index in constants):
+                raise _fail(f"{name}: {op}: {sig.name}", "must be " + ("computed at run time, not constant"
+                                                                       if runtime else "a constant tensor"))
+            if not runtime:
+                arrays[sig.name] = constants[index]
+        try:
+            params.append(_PARAMS[op].from_serialized(options, arrays))
+        except (OpSpecError, KeyError, ValueError) as exc:
+            raise _fail(name, str(exc)) from None
+        nodes.append(OpNode(name, op, tuple(inputs), tuple(outputs)))
+
+    quantized = _assemble(nodes, params, tensors, subgraph)
+    graph_inputs, graph_outputs = _io(model, subgraph, nodes, tensors)
+    planned = _check_plan(nodes, tensors, graph_inputs, graph_outputs)
+    return McubertModel(quantized, tuple(tensors), tuple(nodes), graph_inputs, graph_outputs, planned)
+
+
+def _assemble(nodes, params, tensors, subgraph) -> QuantizedBert:
+    """Op sequence and tensor chaining: EMBEDDING, (ATTENTION, MLP) x L, optional HEAD."""
+    ops = [n.op for n in nodes]
+    layers = (len(ops) - 1 - (ops[-1:] == [contract.CLASSIFIER_HEAD])) // 2 if ops else 0
+    expected = [contract.EMBEDDING] + [contract.ATTENTION, contract.MLP] * layers
+    if ops and ops[-1] == contract.CLASSIFIER_HEAD:
+        expected.append(contract.CLASSIFIER_HEAD)
+    if ops != expected or not layers:
+        raise _fail("model", f"op sequence {ops} is not EMBEDDING, (ATTENTION, MLP) x L >= 1, optional "
+                    f"CLASSIFIER_HEAD")
+    first = params[0]
+    s, d = first.seq_len, first.hidden
+    mask = nodes[1].inputs[1]
+    hidden_quant = []
+    for k, (node, p) in enumerate(zip(nodes, params)):
+        if (p.seq_len, p.hidden) != (s, d):
+            raise _fail(node.name, f"seq_len/hidden {p.seq_len}/{p.hidden} differ from the embedding's {s}/{d}")
+        scratch_bytes = _scratch_bytes(node.op, p)
+        _expect(tensors[node.scratch], f"{node.name}: scratch", np.int8, scratch_bytes)
+        if node.op == contract.EMBEDDING:
+            _expect(tensors[node.inputs[0]], f"{node.name}: input_ids", np.int32, s)
+            _expect(tensors[node.inputs[1]], f"{node.name}: token_type_ids", np.int32, s)
+        else:
+            previous = nodes[k - 1].outputs[0]
+            if node.inputs[0] != previous:
+                raise _fail(f"{node.name}: hidden", "input 0 is not the previous op's output")
+        if node.op == contract.ATTENTION:
+            if p.mask_mode != contract.MASK_MODE_KEY_MASK:
+                raise _fail(f"{node.name}: mask_mode", "this runtime reads key-mask models (mask_mode 0)")
+            if node.inputs[1] != mask:
+                raise _fail(f"{node.name}: mask", "every attention must read the same mask tensor")
+            _expect(tensors[mask], f"{node.name}: mask", np.int8, s)
+        if node.op == contract.CLASSIFIER_HEAD:
+            _expect(tensors[node.outputs[0]], f"{node.name}: logits", np.int8, p.labels)
+        else:
+            _expect(tensors[node.outputs[0]], f"{node.name}: hidden", np.int8, s * d)
+            hidden_quant.append(_quant(subgraph, node.outputs[0], f"{node.name}: hidden"))
+    head = params[-1] if nodes[-1].op == contract.CLASSIFIER_HEAD else None
+    logits_quant = _quant(subgraph, nodes[-1].outputs[0], "head: logits") if head else None
+    layer_params = tuple((params[1 + 2 * i], params[2 + 2 * i]) for i in range(layers))
+    return QuantizedBert(params[0], layer_params, head, tuple(hidden_quant), logits_quant)
+
+
+def _scratch_bytes(op: str, p) -> int:
+    if op == contract.EMBEDDING:
+        return embedding.scratch_bytes(p.seq_len, p.hidden)
+    if op == contract.ATTENTION:
+        return attention.scratch_bytes(p.seq_len, p.hidden, p.heads, p.tile)
+    if op == contract.MLP:
+        return mlp.scratch_bytes(p.seq_len, p.hidden, p.ffn, p.tile)
+    return classifier_head.scratch_bytes(p.hidden)
+
+
+def _io(model, subgraph, nodes, tensors) -> tuple[dict[str, int], dict[str, int]]:
+    graph_inputs = [int(i) for i in (subgraph.inputs if subgraph.inputs is not None else [])]
+    expected_inputs = [nodes[0].inputs[0], nodes[1].inputs[1], nodes[0].inputs[1]]
+    if graph_inputs != expected_inputs:
+        raise _fail("model", f"graph inputs {graph_inputs} are not (input_ids, attention_mask, "
+                    f"token_type_ids) = {expected_inputs}")
+    graph_outputs = [int(i) for i in (subgraph.outputs if subgraph.outputs is not None else [])]
+    if graph_outputs != [nodes[-1].outputs[0]]:
+        raise _fail("model", f"graph outputs {graph_outputs} are not the last op's output")
+    output_name = "logits" if nodes[-1].op == contract.CLASSIFIER_HEAD else "last_hidden_state"
+    return dict(zip(INPUT_NAMES, graph_inputs)), {output_name: graph_outputs[0]}
+
+
+def _check_plan(nodes, tensors, graph_inputs, graph_outputs) -> int:
+    """Lifetimes (op steps) of every arena buffer; buffers alive together must not overlap, except
+    the hidden states, which are one buffer updated in place."""
+    hidden = {n.outputs[0] for n in nodes if n.op != contract.CLASSIFIER_HEAD}
+    life: dict[object, list[int]] = {}
+
+    def touch(index: int, step: int):
+        key = "hidden" if index in hidden else index
+        span = life.setdefault(key, [step, step])
+        span[0], span[1] = min(span[0], step), max(span[1], step)
+
+    for index in graph_inputs.values():
+        touch(index, 0)
+    for step, node in enumerate(nodes):
+        for index in node.inputs + node.outputs:
+            if tensors[index].offset != ONLINE_PLANNED:
+                touch(index, step)
+    for index in graph_outputs.values():
+        touch(index, len(nodes) - 1)
+    offsets = {tensors[i].offset for i in hidden}
+    if len(offsets) != 1:
+        raise _fail(OFFLINE_PLAN_METADATA, f"the hidden states must share one arena offset (found {sorted(offsets)})")
+    extent = {}
+    for key in life:
+        index = next(iter(hidden)) if key == "hidden" else key
+        t = tensors[index]
+        extent[key] = (t.offset, t.offset + align_up(t.nbytes))
+    keys = list(life)
+    for a_pos, a in enumerate(keys):
+        for b in keys[a_pos + 1:]:
+            alive_together = life[a][0] <= life[b][1] and life[b][0] <= life[a][1]
+            overlap = extent[a][0] < extent[b][1] and extent[b][0] < extent[a][1]
+            if alive_together and overlap:
+                names = [("hidden states" if k == "hidden" else tensors[k].name) for k in (a, b)]
+                raise _fail(OFFLINE_PLAN_METADATA, f"{names[0]} and {names[1]} are alive together but "
+                            f"overlap in the arena")
+    return max(end for _, end in extent.values())

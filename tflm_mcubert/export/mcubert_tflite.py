@@ -1,0 +1,252 @@
+"""Write the MCUBERT int8 model as a .tflite: four custom ops, an offline memory plan, aligned buffers.
+
+Graph (one subgraph):
+
+    inputs   input_ids int32[1, s], attention_mask int8[1, s] (0 = padding), token_type_ids int32[1, s]
+    MCUBERT_EMBEDDING        (input_ids, token_type_ids, tables...)   -> hidden_0, scratch
+    MCUBERT_ATTENTION  x L   (hidden_2l, attention_mask, weights...)  -> hidden_2l+1, scratch
+    MCUBERT_MLP        x L   (hidden_2l+1, weights...)                -> hidden_2l+2, scratch
+    MCUBERT_CLASSIFIER_HEAD  (hidden_2L, weights...)                  -> logits int8[1, n], scratch
+    outputs  logits (a classifier) or last_hidden_state int8[1, s, d]
+
+Every hidden_k is its own tensor (with its own scale and zero point, so a reader can dequantize any
+of them), but all share one arena offset: the ops work in place. Each op's scratch is an extra
+output tensor (int8[scratch bytes]) at an offline offset, rather than a RequestScratchBufferInArena:
+TFLM's planner places offline buffers first and plans requested scratch online around them, which
+could only cost memory. The offsets of every non-constant tensor are the planner's
+(schedule/planner.py), stored as TFLM's "OfflineMemoryAllocation" metadata
+([version 1, subgraphs 1, tensor count, offset per tensor], -1 for constants).
+
+Buffers are 16-byte aligned inside the flatbuffer (TFLM reads weights in place; the Python
+flatbuffers builder ignores the schema's force_align, so buffers are packed here with an explicit
+alignment). The bytes depend only on the model: packing is deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flatbuffers
+import numpy as np
+from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.options import encode_options
+from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.quantize.quantized_model import QuantizedBert
+from tflm_mcubert.schedule.planner import Plan
+
+FILE_IDENTIFIER = b"TFL3"
+SCHEMA_VERSION = 3
+BUFFER_ALIGNMENT = 16
+OFFLINE_PLAN_METADATA = "OfflineMemoryAllocation"
+OFFLINE_PLAN_VERSION = 1
+ONLINE_PLANNED = -1
+SIGNATURE_KEY = "serving_default"
+DESCRIPTION = "MCUBERT int8 BERT (tflm-mcubert)"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+TENSOR_TYPES = {np.dtype(np.int8): schema.TensorType.INT8, np.dtype(np.int16): schema.TensorType.INT16,
+                np.dtype(np.int32): schema.TensorType.INT32}
+
+
+class _AlignedBufferT(schema.BufferT):
+    """A Buffer whose data vector starts on a BUFFER_ALIGNMENT boundary of the final file."""
+
+    def Pack(self, builder):
+        data = None
+        if self.data is not None:
+            raw = np.ascontiguousarray(self.data).reshape(-1).view(np.uint8).tobytes()
+            builder.StartVector(1, len(raw), BUFFER_ALIGNMENT)
+            builder.head -= len(raw)
+            builder.Bytes[builder.head:builder.head + len(raw)] = raw
+            data = builder.EndVector()
+        schema.BufferStart(builder)
+        if data is not None:
+            schema.BufferAddData(builder, data)
+        return schema.BufferEnd(builder)
+
+
+class _GraphBuilder:
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.tensors: list[schema.TensorT] = []
+        self.buffers: list[schema.BufferT] = [_AlignedBufferT()]   # buffer 0: the empty sentinel
+        self.offsets: list[int] = []
+        self.operators: list[schema.OperatorT] = []
+        self.opcodes: dict[str, int] = {}
+        self.codes: list[schema.OperatorCodeT] = []
+
+    def _tensor(self, name: str, dtype, shape, buffer: int, offset: int,
+                quant: TensorQuant | None = None) -> int:
+        tensor = schema.TensorT()
+        tensor.name = name
+        tensor.type = TENSOR_TYPES[np.dtype(dtype)]
+        tensor.shape = [int(n) for n in shape]
+        tensor.buffer = buffer
+        if quant is not None:
+            params = schema.QuantizationParametersT()
+            params.scale = [float(quant.scale)]
+            params.zeroPoint = [int(quant.zero_point)]
+            tensor.quantization = params
+        self.tensors.append(tensor)
+        self.offsets.append(offset)
+        return len(self.tensors) - 1
+
+    def constant(self, name: str, array: np.ndarray) -> int:
+        buffer = _AlignedBufferT()
+        buffer.data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False)
+        self.buffers.append(buffer)
+        return self._tensor(name, array.dtype, array.shape, len(self.buffers) - 1, ONLINE_PLANNED)
+
+    def activation(self, name: str, dtype, shape, arena_buffer: str, quant=None) -> int:
+        planned = self.plan.buffer(arena_buffer)
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if nbytes > planned.nbytes:
+            raise AssertionError(f"{name}: {nbytes} bytes do not fit planned buffer {arena_buffer}")
+        return self._tensor(name, dtype, shape, 0, planned.offset, quant)
+
+    def scratch(self, op_name: str) -> int:
+        op = self.plan.op(op_name)
+        return self.activation(f"{op_name}/scratch", np.int8, (op.scratch_bytes,), op.scratch)
+
+    def operator(self, op: str, options: dict[str, int], inputs: list[int], outputs: list[int]):
+        if op not in self.opcodes:
+            code = schema.OperatorCodeT()
+            code.builtinCode = schema.BuiltinOperator.CUSTOM
+            code.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
+            code.customCode = op
+            code.version = 1
+            self.opcodes[op] = len(self.opcodes)
+            self.codes.append(code)
+        operator = schema.OperatorT()
+        operator.opcodeIndex = self.opcodes[op]
+        operator.inputs = inputs
+        operator.outputs = outputs
+        operator.customOptions = np.frombuffer(encode_options(op, options), np.uint8)
+        operator.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
+        self.operators.append(operator)
+
+
+def _constants(graph: _GraphBuilder, op_name: str, op: str, tensors: dict[str, np.ndarray],
+               runtime: list[int]) -> list[int]:
+    """The op's input tensor indices in contract order: run-time ones given, constants created."""
+    indices, runtime = [], list(runtime)
+    for sig in contract.CONTRACTS[op].inputs:
+        if sig.name in tensors:
+            indices.append(graph.constant(f"{op_name}/{sig.name}", tensors[sig.name]))
+        else:
+            indices.append(runtime.pop(0))
+    assert not runtime, "every run-time input has a slot in the contract"
+    return indices
+
+
+def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
+    """The .tflite bytes of `model`, its activations at the offsets of `plan`."""
+    if model.mask_mode != contract.MASK_MODE_KEY_MASK:
+        raise ValueError("the exporter writes key-mask models (mask_mode 0)")
+    s, d = model.seq_len, model.hidden
+    if plan.seq_len != s or plan.dims.hidden != d:
+        raise ValueError(f"plan is for s={plan.seq_len}, d={plan.dims.hidden}; model s={s}, d={d}")
+    for att, ffn in model.layers:
+        if (att.tile, ffn.tile) != (plan.tiles["attention"], plan.tiles["mlp"]):
+            raise ValueError("model tiles differ from the plan's")
+    graph = _GraphBuilder(plan)
+    ids = graph.activation("input_ids", np.int32, (1, s), "input_ids")
+    mask = graph.activation("attention_mask", np.int8, (1, s), "attention_mask")
+    types = graph.activation("token_type_ids", np.int32, (1, s), "token_type_ids")
+
+    def hidden(name: str, index: int) -> int:
+        return graph.activation(f"{name}/hidden", np.int8, (1, s, d), "hidden",
+                                model.hidden_quant[index])
+
+    p = model.embedding
+    inputs = _constants(graph, "embedding", contract.EMBEDDING, p.tensors(), [ids, types])
+    current = hidden("embedding", 0)
+    graph.operator(contract.EMBEDDING, p.options(), inputs, [current, graph.scratch("embedding")])
+    for layer, (att, ffn) in enumerate(model.layers):
+        name = f"layer{layer}.attention"
+        inputs = _constants(graph, name, contract.ATTENTION, att.tensors(), [current, mask])
+        current = hidden(name, 2 * layer + 1)
+        graph.operator(contract.ATTENTION, att.options(), inputs, [current, graph.scratch(name)])
+        name = f"layer{layer}.mlp"
+        inputs = _constants(graph, name, contract.MLP, ffn.tensors(), [current])
+        current = hidden(name, 2 * layer + 2)
+        graph.operator(contract.MLP, ffn.options(), inputs, [current, graph.scratch(name)])
+    outputs = {"last_hidden_state": current}
+    if model.head is not None:
+        head = model.head
+        inputs = _constants(graph, "head", contract.CLASSIFIER_HEAD, head.tensors(), [current])
+        logits = graph.activation("logits", np.int8, (1, head.labels), "logits", model.logits_quant)
+        graph.operator(contract.CLASSIFIER_HEAD, head.options(), inputs, [logits, graph.scratch("head")])
+        outputs = {"logits": logits}
+    return _pack(graph, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, outputs)
+
+
+def offline_plan_buffer(offsets: list[int]) -> np.ndarray:
+    return np.array([OFFLINE_PLAN_VERSION, 1, len(offsets), *offsets], dtype="<i4")
+
+
+def _pack(graph: _GraphBuilder, inputs: dict[str, int], outputs: dict[str, int]) -> bytes:
+    subgraph = schema.SubGraphT()
+    subgraph.tensors = graph.tensors
+    subgraph.inputs = [inputs[name] for name in INPUT_NAMES]
+    subgraph.outputs = list(outputs.values())
+    subgraph.operators = graph.operators
+    subgraph.name = "main"
+
+    plan_buffer = _AlignedBufferT()
+    plan_buffer.data = offline_plan_buffer(graph.offsets)
+    graph.buffers.append(plan_buffer)
+    metadata = schema.MetadataT()
+    metadata.name = OFFLINE_PLAN_METADATA
+    metadata.buffer = len(graph.buffers) - 1
+
+    signature = schema.SignatureDefT()
+    signature.signatureKey = SIGNATURE_KEY
+    signature.subgraphIndex = 0
+    signature.inputs = [_tensor_map(name, index) for name, index in inputs.items()]
+    signature.outputs = [_tensor_map(name, index) for name, index in outputs.items()]
+
+    model = schema.ModelT()
+    model.version = SCHEMA_VERSION
+    model.description = DESCRIPTION
+    model.operatorCodes = graph.codes
+    model.subgraphs = [subgraph]
+    model.buffers = graph.buffers
+    model.metadata = [metadata]
+    model.signatureDefs = [signature]
+    builder = flatbuffers.Builder(1 << 20)
+    builder.Finish(model.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())
+
+
+def _tensor_map(name: str, index: int) -> schema.TensorMapT:
+    entry = schema.TensorMapT()
+    entry.name = name
+    entry.tensorIndex = index
+    return entry
+
+
+@dataclasses.dataclass(frozen=True)
+class OpBytes:
+    """Flash (constant) bytes of each op, for the report."""
+
+    name: str
+    op: str
+    constant_bytes: int
+
+
+def constant_bytes_by_op(model: QuantizedBert) -> list[OpBytes]:
+    rows = [OpBytes("embedding", contract.EMBEDDING, _nbytes(model.embedding.tensors()))]
+    for layer, (att, ffn) in enumerate(model.layers):
+        rows.append(OpBytes(f"layer{layer}.attention", contract.ATTENTION, _nbytes(att.tensors())))
+        rows.append(OpBytes(f"layer{layer}.mlp", contract.MLP, _nbytes(ffn.tensors())))
+    if model.head is not None:
+        rows.append(OpBytes("head", contract.CLASSIFIER_HEAD, _nbytes(model.head.tensors())))
+    return rows
+
+
+def _nbytes(tensors: dict[str, np.ndarray]) -> int:
+    return sum(int(a.nbytes) for a in tensors.values())
+

@@ -1,0 +1,128 @@
+"""Optional quantization-aware fine-tune by knowledge distillation (`export --qat-steps N`).
+
+A short, simple QAT on the calibration samples, before the final PTQ calibration:
+
+  student   a copy of the float model whose forward fake-quantizes (int8, straight-through gradient)
+            every tensor the MCUBERT ops quantize: hidden states after each LayerNorm (asymmetric),
+            Q, K, V and the attention context (symmetric), FC1 output and activation (asymmetric),
+            with the ranges of a first PTQ calibration (fixed during the fine-tune)
+  teacher   the float model itself (frozen)
+  loss      mean squared error of the last hidden state over real tokens (plus of the logits for a
+            classifier), student vs teacher
+  then      the fine-tuned float weights are calibrated again (quantize/calibrate.py)
+
+Scores, the exp table, LayerNorm arithmetic and the pre-norm sums are left in float: the spec
+computes them in 14-16 bits or exactly, so they add little error. Steps are few and the learning
+rate small: the student should learn to live with int8 activations, not to forget the teacher.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from tflm_mcubert.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class QatSettings:
+    steps: int = 0
+    learning_rate: float = 1e-5
+    batch_size: int = 8
+    seed: int = 0
+
+
+def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
+    """name -> (lo, hi, symmetric) from a calibration RangeSet."""
+    out = {}
+    for name, r in ranges.ranges.items():
+        kind = name.rsplit(".", 1)[-1]
+        if kind in ("query", "key", "value", "context"):
+            out[name] = (-r.max_abs, r.max_abs, True)
+        elif kind in ("output", "fc1_output", "activation"):
+            out[name] = (min(r.lo, 0.0), max(r.hi, 0.0), False)
+    return out
+
+
+def fake_quant_forward(model, inputs: dict, ranges: dict):
+    """The BertModel forward with int8 fake quantization where the MCUBERT ops quantize."""
+    import tensorflow as tf
+
+    def fq(name, x):
+        if name not in ranges:
+            return x
+        lo, hi, symmetric = ranges[name]
+        if hi <= lo:
+            return x
+        return tf.quantization.fake_quant_with_min_max_args(x, min=lo, max=hi, num_bits=8,
+                                                            narrow_range=symmetric)
+
+    config = model.config
+    ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
+    keep = tf.cast(tf.convert_to_tensor(inputs["attention_mask"]), tf.float32)
+    types = tf.convert_to_tensor(inputs["token_type_ids"], tf.int32)
+    h = fq("embedding.output", model.embeddings(ids, types))
+    bias = tf.reshape((1.0 - keep) * -1e9, (-1, 1, 1, tf.shape(keep)[1]))
+    heads, dh = config.num_attention_heads, config.head_size
+
+    def split(x):
+        return tf.transpose(tf.reshape(x, (-1, tf.shape(x)[1], heads, dh)), (0, 2, 1, 3))
+
+    for i, layer in enumerate(model.encoder_layers):
+        att, ff = layer.attention, layer.feed_forward
+        name = f"layer{i}.attention"
+        q, k, v = (fq(f"{name}.{t}", dense(h)) for t, dense in
+                   (("query", att.query), ("key", att.key), ("value", att.value)))
+        scores = tf.matmul(split(q), split(k), transpose_b=True) / math.sqrt(dh)
+        context = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), split(v))
+        context = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (-1, tf.shape(h)[1], config.hidden_size))
+        h = fq(f"{name}.output", att.layer_norm(att.output_dense(fq(f"{name}.context", context)) + h))
+        name = f"layer{i}.mlp"
+        f1 = fq(f"{name}.fc1_output", ff.intermediate(h))
+        h = fq(f"{name}.output", ff.layer_norm(ff.output_dense(fq(f"{name}.activation", ff.act(f1))) + h))
+    out = {"last_hidden_state": h}
+    if model.classifier is not None:
+        out["logits"] = model.classifier(model.pooler(h[:, 0]))
+    return out
+
+
+def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[object, list[float]]:
+    """(fine-tuned copy of `model`, loss per step). `samples`: int32 [1, s] dicts in the model's ids."""
+    import keras
+    import tensorflow as tf
+
+    if settings.steps < 1:
+        raise UserError(f"--qat-steps must be at least 1, got {settings.steps}")
+    if not samples:
+        raise UserError("QAT needs calibration samples")
+    student = model.with_options()
+    batch = {k: np.concatenate([s[k] for s in samples]).astype(np.int32)
+             for k in ("input_ids", "attention_mask", "token_type_ids")}
+    teacher = {k: tf.constant(v) for k, v in model(batch).items() if k in ("last_hidden_state", "logits")}
+    fq_ranges = _fake_quant_ranges(ranges)
+    optimizer = keras.optimizers.Adam(settings.learning_rate)
+    variables = student.trainable_variables
+    hidden = float(model.config.hidden_size)
+
+    @tf.function
+    def step(inputs, rows):
+        keep = tf.cast(inputs["attention_mask"][..., None], tf.float32)
+        with tf.GradientTape() as tape:
+            out = fake_quant_forward(student, inputs, fq_ranges)
+            diff = (out["last_hidden_state"] - tf.gather(teacher["last_hidden_state"], rows)) * keep
+            loss = tf.reduce_sum(diff * diff) / (tf.reduce_sum(keep) * hidden)
+            if "logits" in out:
+                loss += tf.reduce_mean((out["logits"] - tf.gather(teacher["logits"], rows)) ** 2)
+        grads = tape.gradient(loss, variables)
+        optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        return loss
+
+    rng = np.random.default_rng(settings.seed)
+    size = min(settings.batch_size, len(samples))
+    losses = []
+    for _ in range(settings.steps):
+        rows = rng.choice(len(samples), size, replace=False)
+        losses.append(float(step({k: tf.constant(v[rows]) for k, v in batch.items()}, tf.constant(rows))))
+    return student, losses
