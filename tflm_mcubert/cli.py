@@ -27,6 +27,28 @@ COMMAND_MODULES = (
 )
 
 
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow and initialise its devices with C-level stderr muted.
+
+    TF's native start-up lines (oneDNN notices, "no CUDA drivers", cuInit errors) are written through
+    absl before any log-level setting applies; on a CPU machine they are pure noise around our messages.
+    Python exceptions are unaffected. TFLM_MCUBERT_VERBOSE=1 shows them.
+    """
+    if os.environ.get("TFLM_MCUBERT_VERBOSE"):
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: same one-line style and exit code as ours
         self.print_usage(sys.stderr)
@@ -48,6 +70,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        import_tensorflow_quietly()  # before the command modules, some of which import it
         parser, runners = build_parser()
         try:
             args = parser.parse_args(argv)
