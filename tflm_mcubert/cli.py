@@ -21,6 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # In pipeline order.
 COMMAND_MODULES = (
+    "tflm_mcubert.compress.command",
     "tflm_mcubert.schedule.command",
     "tflm_mcubert.export.command",
     "tflm_mcubert.evaluate.command",

@@ -108,3 +108,24 @@ def test_gradients_reach_architecture_and_weights_through_bert(make, small_confi
     for variable, grad in zip(arch + search.weight_variables(), grads):
         assert grad is not None, variable.path
         assert np.any(tf.convert_to_tensor(grad).numpy() != 0), variable.path
+
+
+def test_conversion_is_the_best_rank_r_fit_of_what_the_search_computed(random_table):
+    # β strictly between 0 and 1: the dropped singular values still contributed during the search.
+    table = random_table(V, D)
+    assignment = np.random.default_rng(5).integers(0, 3, size=V)
+    stage2 = RankSearch.from_assignment(table, assignment, num_clusters=3, beta_threshold=0.5)
+    rng = np.random.default_rng(6)
+    for beta in stage2.betas:
+        beta.assign(rng.uniform(0.05, 0.95, size=beta.shape).astype(np.float32))
+    final = stage2.to_clustered_embedding()
+    assert list(final.ranks) == stage2.ranks()
+    ids = np.arange(V)
+    searched, converted = embed(stage2, ids), embed(final, final.remap(ids))
+    for i, (u, vt, beta) in enumerate(zip(stage2.us, stage2.vts, stage2.betas), start=1):
+        rows = assignment == i
+        kept = beta.numpy() > 0.5
+        subset = (u.numpy()[:, kept] * beta.numpy()[kept]) @ vt.numpy()[kept]  # keep the top-β components
+        # (the layer's cluster rows are in new-id order, which within a cluster is the original id order)
+        error = np.linalg.norm(converted[rows] - searched[rows])
+        assert error <= np.linalg.norm(subset - searched[rows]) + 1e-5

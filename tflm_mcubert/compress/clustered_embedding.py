@@ -114,20 +114,30 @@ def cluster_boundaries(vocab_size: int, cutoffs) -> list[int]:
 
 
 def clustered_lookup(new_ids, boundaries, embed_cluster, dim: int):
-    """Embed permuted ids cluster by cluster: `embed_cluster(i, local_ids)` gives cluster i's vectors
-    ([..., dim]) or None for a cluster that embeds everything to zero. Ids outside cluster i are clamped
-    into it for the gather and masked out after, so their rows get no gradient."""
-    out = tf.zeros(tf.concat([tf.shape(new_ids), [dim]], 0), tf.float32)
+    """Embed permuted ids cluster by cluster and sum: `embed_cluster(i, local)` gives cluster i's vectors
+    ([..., dim]) for `local` indices into its rows PADDED with one zero row on each side (`pad_rows`), or
+    None for a cluster that embeds everything to zero.
+
+    An id of cluster i has local index id - start_i + 1; ids below or above the cluster clamp onto the
+    zero rows, so they contribute nothing (and no gradient). Only integer SUB/MAXIMUM/MINIMUM, GATHER,
+    a matmul and ADD: the graph converts to stock TFLite ops, where masking with a select would not.
+    """
+    out = None
     for i, (start, end) in enumerate(zip(boundaries[:-1], boundaries[1:])):
         if end == start:
             continue
-        local = tf.clip_by_value(new_ids - start, 0, end - start - 1)
+        local = tf.clip_by_value(new_ids - (start - 1), 0, end - start + 1)
         vectors = embed_cluster(i, local)
-        if vectors is None:
-            continue
-        inside = (new_ids >= start) & (new_ids < end)
-        out += tf.where(inside[..., tf.newaxis], vectors, 0.0)
+        if vectors is not None:
+            out = vectors if out is None else out + vectors
+    if out is None:  # every cluster embeds to zero
+        out = tf.zeros(tf.concat([tf.shape(new_ids), [dim]], 0), tf.float32)
     return out
+
+
+def pad_rows(table):
+    """`table` [n, k] with a zero row before and after: the rows `clustered_lookup` indexes."""
+    return tf.pad(table, [[1, 1], [0, 0]])
 
 
 class ClusteredLowRankEmbedding(keras.layers.Layer):
@@ -184,10 +194,10 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
 
         def embed_cluster(i, local):
             if i == 0:
-                return tf.gather(self.table, local)
+                return tf.gather(pad_rows(self.table), local)
             if self.ranks[i - 1] == 0:
                 return None
-            return tf.matmul(tf.gather(self.us[i - 1], local), self.vts[i - 1])
+            return tf.matmul(tf.gather(pad_rows(self.us[i - 1]), local), self.vts[i - 1])
 
         return clustered_lookup(ids, self.boundaries, embed_cluster, self.dim)
 

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from tflm_mcubert.compress.clustered_embedding import (
-    ClusteredLowRankEmbedding, clustered_lookup, cluster_boundaries, check_permutation, invert_permutation,
+    ClusteredLowRankEmbedding, clustered_lookup, cluster_boundaries, check_permutation, invert_permutation, pad_rows,
     permutation_from_assignment)
 from tflm_mcubert.compress.lowrank import low_rank_factorization
 from tflm_mcubert.errors import UserError
@@ -66,12 +66,21 @@ def _thresholds(beta_threshold, num_clusters: int) -> list[float]:
     return values
 
 
-def _kept_factors(a: np.ndarray, b: np.ndarray, beta: np.ndarray, threshold: float):
-    """Keep singular values with β > β*, folding the trained β into both factors (as √β each), so the
-    kept part computes exactly what it computed during the search."""
-    kept = beta > threshold
-    root = np.sqrt(beta[kept])
-    return a[:, kept] * root, root[:, None] * b[kept]
+def _kept_ranks(betas, thresholds, keep) -> list[int]:
+    """Alg. 3's ratios: per cluster, how many β_il exceed β*_i (or how many `keep` marks)."""
+    keep = keep or [None] * len(betas)
+    return [int(np.sum(b > t)) if k is None else int(np.sum(k)) for b, t, k in zip(betas, thresholds, keep)]
+
+
+def _searched_factors(a: np.ndarray, b: np.ndarray, beta: np.ndarray, rank: int):
+    """The deployable factors of one cluster: Alg. 2 at the searched rank, applied to the table the search
+    computed, A·diag(β)·B. That is its best rank-r approximation, which keeping the r components of
+    largest β is not: β ranks importance, while the approximation error depends on σ·β, and the trained
+    factors are no longer exactly orthogonal. With β in {0, 1} both agree exactly."""
+    rank = min(rank, a.shape[0], b.shape[1])
+    if rank == 0:
+        return np.zeros((a.shape[0], 0), np.float32), np.zeros((0, b.shape[1]), np.float32)
+    return low_rank_factorization((a * beta) @ b, rank)
 
 
 class _SearchLayer(keras.layers.Layer):
@@ -115,10 +124,17 @@ class TokenClusteringSearch(_SearchLayer):
     starting at 0 (α = 1/c). U_0, U_i, Vᵀ_i are weights w.
     """
 
-    def __init__(self, vocab_size: int, dim: int, num_clusters: int = 4, div: float = 4, **kwargs):
+    def __init__(self, vocab_size: int, dim: int, num_clusters: int = 4, div: float = 4, ranks=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size, self.dim, self.num_clusters, self.div = int(vocab_size), int(dim), int(num_clusters), div
-        self.ranks = fixed_ranks(self.dim, self.num_clusters, div)
+        if ranks is None:  # a rank above the vocabulary size would be no different from the vocabulary size
+            self.ranks = [min(r, self.vocab_size) for r in fixed_ranks(self.dim, self.num_clusters, div)]
+        else:  # given ranks (the ratio-then-clustering ablation searches them first)
+            self.ranks = [int(r) for r in ranks]
+            if len(self.ranks) != self.num_clusters - 1 or any(not 0 <= r <= min(self.dim, self.vocab_size)
+                                                                for r in self.ranks):
+                raise UserError(f"{self.num_clusters} clusters need {self.num_clusters - 1} ranks within "
+                                f"0..{min(self.dim, self.vocab_size)}, got {list(ranks)}")
 
     def build(self, input_shape=None):
         self.table = self._table("table_0", (self.vocab_size, self.dim))
@@ -128,9 +144,9 @@ class TokenClusteringSearch(_SearchLayer):
         super().build(input_shape)
 
     @classmethod
-    def from_dense(cls, table: np.ndarray, num_clusters: int = 4, div: float = 4, **kwargs):
+    def from_dense(cls, table: np.ndarray, num_clusters: int = 4, div: float = 4, ranks=None, **kwargs):
         table = np.asarray(table, np.float32)
-        layer = cls(table.shape[0], table.shape[1], num_clusters, div, **kwargs)
+        layer = cls(table.shape[0], table.shape[1], num_clusters, div, ranks=ranks, **kwargs)
         layer.build()
         layer.table.assign(table)
         # Alg. 2 at rank r keeps the leading r columns/rows of the factors at any larger rank: one SVD serves all.
@@ -164,16 +180,20 @@ class TokenClusteringSearch(_SearchLayer):
         """The (trained) full table U_0: the Emb that Stage 2 divides into clusters."""
         return np.asarray(self.table.numpy())
 
-    def to_clustered_embedding(self, **kwargs) -> ClusteredLowRankEmbedding:
-        """The searched clustering with the trained fixed-rank factors (the clustering-only NAS model)."""
+    def to_clustered_embedding(self, assignment=None, **kwargs) -> ClusteredLowRankEmbedding:
+        """The searched clustering (or `assignment`, e.g. projected onto a budget) with the trained
+        fixed-rank factors (the clustering-only NAS model)."""
+        assignment = self.clustering() if assignment is None else np.asarray(assignment)
         table_0, factors, cutoffs, permutation = _assignment_factors(
-            self.clustering(), self.dense_table(), [(u.numpy(), vt.numpy()) for u, vt in zip(self.us, self.vts)])
+            assignment, self.dense_table(), [(u.numpy(), vt.numpy()) for u, vt in zip(self.us, self.vts)])
+        kwargs.setdefault("origin", "nas-clustering")
         return ClusteredLowRankEmbedding.from_factors(table_0, factors, cutoffs=cutoffs, permutation=permutation,
-                                                      origin="nas-clustering", **kwargs)
+                                                      **kwargs)
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, dim=self.dim, num_clusters=self.num_clusters, div=self.div)
+        config.update(vocab_size=self.vocab_size, dim=self.dim, num_clusters=self.num_clusters, div=self.div,
+                      ranks=list(self.ranks))
         return config
 
 
@@ -235,10 +255,10 @@ class RankSearch(_SearchLayer):
 
         def embed_cluster(i, local):
             if i == 0:
-                return tf.gather(self.table, local)
+                return tf.gather(pad_rows(self.table), local)
             if self.full_ranks[i - 1] == 0:
                 return None
-            return tf.matmul(tf.gather(self.us[i - 1], local) * self.betas[i - 1], self.vts[i - 1])
+            return tf.matmul(tf.gather(pad_rows(self.us[i - 1]), local) * self.betas[i - 1], self.vts[i - 1])
 
         return clustered_lookup(new_ids, self.boundaries, embed_cluster, self.dim)
 
@@ -252,12 +272,14 @@ class RankSearch(_SearchLayer):
         """Alg. 3's ratios: per cluster i > 0, how many β_il exceed β*_i."""
         return [int(np.sum(beta.numpy() > t)) for beta, t in zip(self.betas, self.thresholds)]
 
-    def to_clustered_embedding(self, **kwargs) -> ClusteredLowRankEmbedding:
-        factors = [_kept_factors(u.numpy(), vt.numpy(), beta.numpy(), t)
-                   for u, vt, beta, t in zip(self.us, self.vts, self.betas, self.thresholds)]
+    def to_clustered_embedding(self, keep=None, **kwargs) -> ClusteredLowRankEmbedding:
+        """The deployable embedding; `keep` (one boolean mask per cluster i > 0) overrides β > β*."""
+        ranks = _kept_ranks([b.numpy() for b in self.betas], self.thresholds, keep)
+        factors = [_searched_factors(u.numpy(), vt.numpy(), beta.numpy(), r)
+                   for u, vt, beta, r in zip(self.us, self.vts, self.betas, ranks)]
         return ClusteredLowRankEmbedding.from_factors(
             self.table.numpy(), factors, cutoffs=self.boundaries[1:-1], permutation=self.permutation,
-            origin="nas-two-stage", **kwargs)
+            **{"origin": "nas-two-stage", **kwargs})
 
     def get_config(self):
         config = super().get_config()
@@ -327,12 +349,17 @@ class JointSearch(_SearchLayer):
     def ranks(self) -> list[int]:
         return [int(np.sum(beta.numpy() > t)) for beta, t in zip(self.betas, self.thresholds)]
 
-    def to_clustered_embedding(self, **kwargs) -> ClusteredLowRankEmbedding:
-        kept = [_kept_factors(u.numpy(), vt.numpy(), beta.numpy(), t)
-                for u, vt, beta, t in zip(self.us, self.vts, self.betas, self.thresholds)]
-        table_0, factors, cutoffs, permutation = _assignment_factors(self.clustering(), self.table.numpy(), kept)
+    def to_clustered_embedding(self, assignment=None, keep=None, **kwargs) -> ClusteredLowRankEmbedding:
+        """The deployable embedding of `assignment` (default argmax α) keeping β > β* (or the `keep` masks)."""
+        ranks = _kept_ranks([b.numpy() for b in self.betas], self.thresholds, keep)
+        assignment = self.clustering() if assignment is None else np.asarray(assignment)
+        permutation, cutoffs = permutation_from_assignment(assignment, self.num_clusters)
+        members = [np.flatnonzero(assignment == i) for i in range(self.num_clusters)]
+        factors = [_searched_factors(u.numpy()[members[i]], vt.numpy(), beta.numpy(), r)
+                   for i, (u, vt, beta, r) in enumerate(zip(self.us, self.vts, self.betas, ranks), start=1)]
+        table_0 = self.table.numpy()[members[0]]
         return ClusteredLowRankEmbedding.from_factors(table_0, factors, cutoffs=cutoffs, permutation=permutation,
-                                                      origin="nas-one-stage", **kwargs)
+                                                      **{"origin": "nas-one-stage", **kwargs})
 
     def get_config(self):
         config = super().get_config()

@@ -65,19 +65,38 @@ def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
     ckpt_dir = resolve_checkpoint_dir(source)
     config = BertConfig.from_json_file(ckpt_dir / CONFIG_FILE)
     weights = normalise_hf_names(read_hf_weights(ckpt_dir), source=str(ckpt_dir))
-    model = BertModel(config)
+    compression = compression_block(ckpt_dir)
+    word_lookup = None
+    if compression is not None:
+        word_lookup = _clustered_embedding_from(weights, compression, config, source=str(ckpt_dir))
+    model = BertModel(config, word_lookup=word_lookup)
     assign_hf_weights(model, weights, source=str(ckpt_dir))
     return LoadedCheckpoint(model=model, config=config, tokenizer=load_tokenizer(ckpt_dir, config),
                             source=str(source), architecture=_declared_architecture(ckpt_dir, config))
 
 
-def save_checkpoint(model: BertModel, out_dir: str | Path, tokenizer=None) -> Path:
-    """Write an HF-layout directory that `load_checkpoint` and `transformers.*.from_pretrained` both read."""
+def save_checkpoint(model: BertModel, out_dir: str | Path, tokenizer=None, *,
+                    compression_info: dict | None = None) -> Path:
+    """Write an HF-layout directory that `load_checkpoint` and `transformers.*.from_pretrained` both read.
+
+    A model whose word lookup is a `ClusteredLowRankEmbedding` is written in the compressed format (see
+    `COMPRESSION_KEY`); `tokenizer` must then be the one that emits the layer's (permuted) ids, e.g. from
+    `write_permuted_tokenizer`, and `compression_info` is recorded alongside (search settings, metrics).
+    """
     from safetensors.numpy import save_file
 
     out = Path(out_dir)
+    config_dict = model.config.to_hf_dict()
+    lookup = model.embeddings.word_lookup
+    if lookup is not None:
+        if tokenizer is not None and tokenizer.pad_token_id != model.config.pad_token_id:
+            raise ValueError(f"the tokenizer's [PAD] id {tokenizer.pad_token_id} is not the model's "
+                             f"{model.config.pad_token_id}: pass the tokenizer of the permuted vocabulary")
+        config_dict[COMPRESSION_KEY] = {**(compression_info or {}), **_compression_structure(lookup)}
+    elif compression_info:
+        raise ValueError("compression_info describes a compressed word embedding, and this model has none")
     out.mkdir(parents=True, exist_ok=True)
-    config_text = json.dumps(model.config.to_hf_dict(), indent=2) + "\n"
+    config_text = json.dumps(config_dict, indent=2) + "\n"
     _write_atomically(out / CONFIG_FILE, lambda tmp: tmp.write_text(config_text))
     # transformers refuses safetensors files without a "format" entry in their metadata.
     tensors = to_hf_state_dict(model)
@@ -265,9 +284,9 @@ def hf_weight_slots(model: BertModel) -> dict[str, WeightSlot]:
         slots[f"{hf_name}.bias"] = WeightSlot(layer.beta, transpose=False)
 
     emb = model.embeddings
-    if not hasattr(emb, "word_embeddings"):  # a model whose word lookup was swapped for a compressed one
-        raise ValueError("this model has no dense word-embedding table, so it has no HF equivalent")
-    for table in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+    # A model whose word lookup replaces the dense table has every slot but that one.
+    tables = ("position_embeddings", "token_type_embeddings")
+    for table in (tables if emb.word_lookup is not None else ("word_embeddings", *tables)):
         slots[f"embeddings.{table}.weight"] = WeightSlot(getattr(emb, table), transpose=False)
     layer_norm("embeddings.LayerNorm", emb.layer_norm)
     for i, layer in enumerate(model.encoder_layers):
@@ -315,15 +334,107 @@ def assign_hf_weights(model: BertModel, weights: dict[str, np.ndarray], *, sourc
 
 
 def to_hf_state_dict(model: BertModel) -> dict[str, np.ndarray]:
-    """The model's weights under the names `transformers` itself would save them with."""
+    """The model's weights under the names `transformers` itself would save them with; a clustered
+    low-rank word embedding adds its arrays under `embeddings.word_embeddings.clustered.*` (and the
+    vocabulary permutation under `mcubert.vocab_permutation`)."""
     # BertForSequenceClassification nests the encoder under `bert.`; a bare BertModel has no prefix.
     prefix = "bert." if model.classifier is not None else ""
+    lookup = model.embeddings.word_lookup
+    if lookup is not None and not _is_clustered(lookup):
+        raise ValueError(f"the word lookup {type(lookup).__name__} has no checkpoint format; convert the search "
+                         f"layer to a ClusteredLowRankEmbedding first")
     state = {}
     for name, slot in hf_weight_slots(model).items():
         value = keras.ops.convert_to_numpy(slot.variable)
         hf_name = name if name.startswith("classifier.") else prefix + name
         state[hf_name] = np.ascontiguousarray(value.T if slot.transpose else value, dtype=np.float32)
+    if lookup is not None:
+        for key, value in _clustered_arrays(lookup).items():
+            state[prefix + CLUSTERED_PREFIX + key] = np.ascontiguousarray(value, dtype=np.float32)
+        if lookup.permutation is not None:
+            state[PERMUTATION_KEY] = np.ascontiguousarray(lookup.permutation, dtype=np.int32)
     return state
+
+
+# --- Compressed checkpoints --------------------------------------------------------------------------
+#
+# `search --out DIR` writes a complete checkpoint whose word embedding is a ClusteredLowRankEmbedding:
+# - config.json: the usual BERT config (pad_token_id in the permuted vocabulary) plus a COMPRESSION_KEY
+#   block: the structure (cut-offs = clusters as id ranges, ranks, parameter counts) that the arrays need,
+#   and whatever the writer adds (search settings, metrics);
+# - model.safetensors: every dense weight under its HF name, and instead of the word table the arrays
+#   `embeddings.word_embeddings.clustered.table_0` [n_0, d], `.u_i` [n_i, r_i], `.vt_i` [r_i, d] (with the
+#   `bert.` prefix of a classifier), plus the int32 `mcubert.vocab_permutation` (original id -> new id);
+# - vocab.txt / tokenizer files of the PERMUTED vocabulary, so the tokenizer emits the ids the model takes.
+# transformers cannot run it (it has no clustered embedding); `load_checkpoint` and `export` can.
+
+COMPRESSION_KEY = "mcubert_compression"
+COMPRESSION_FORMAT = 1
+CLUSTERED_PREFIX = "embeddings.word_embeddings.clustered."
+PERMUTATION_KEY = "mcubert.vocab_permutation"
+
+
+def _is_clustered(layer) -> bool:
+    from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+
+    return isinstance(layer, ClusteredLowRankEmbedding)
+
+
+def _clustered_arrays(layer) -> dict[str, np.ndarray]:
+    arrays = {"table_0": np.asarray(layer.table.numpy())}
+    for i, (u, vt) in enumerate(zip(layer.us, layer.vts), start=1):
+        arrays[f"u_{i}"], arrays[f"vt_{i}"] = np.asarray(u.numpy()), np.asarray(vt.numpy())
+    return arrays
+
+
+def _compression_structure(layer) -> dict:
+    description = layer.describe()
+    return {"format": COMPRESSION_FORMAT, "embedding": description, "cutoffs": layer.cutoffs,
+            "ranks": list(layer.ranks), "tensors": sorted(CLUSTERED_PREFIX + k for k in _clustered_arrays(layer))}
+
+
+def compression_block(ckpt_dir: Path) -> dict | None:
+    """The COMPRESSION_KEY block of config.json, or None for an ordinary checkpoint."""
+    raw = json.loads((ckpt_dir / CONFIG_FILE).read_text())
+    block = raw.get(COMPRESSION_KEY)
+    if block is None:
+        return None
+    source = ckpt_dir / CONFIG_FILE
+    if not isinstance(block, dict) or block.get("format") != COMPRESSION_FORMAT:
+        raise UserError(f"{source}: {COMPRESSION_KEY} is not format {COMPRESSION_FORMAT} of this tool")
+    try:
+        block["cutoffs"] = [int(c) for c in block["cutoffs"]]
+        block["ranks"] = [int(r) for r in block["ranks"]]
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{source}: {COMPRESSION_KEY} needs integer lists 'cutoffs' and 'ranks'") from None
+    return block
+
+
+def _clustered_embedding_from(weights: dict[str, np.ndarray], block: dict, config: BertConfig, *, source: str):
+    """Pop the clustered arrays (and permutation) out of `weights` and build the layer they describe."""
+    from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+
+    layer = ClusteredLowRankEmbedding(config.vocab_size, config.hidden_size, block["cutoffs"], block["ranks"],
+                                      permutation=weights.pop(PERMUTATION_KEY, None),
+                                      origin=str(block.get("embedding", {}).get("origin", "")))
+    layer.build()
+    expected = {"table_0": layer.table, **{f"u_{i}": u for i, u in enumerate(layer.us, 1)},
+                **{f"vt_{i}": vt for i, vt in enumerate(layer.vts, 1)}}
+    arrays = {}
+    for key, variable in expected.items():
+        name = CLUSTERED_PREFIX + key
+        if name not in weights:
+            raise UserError(f"{source}: compressed checkpoint lacks {name}")
+        array = weights.pop(name)
+        if tuple(array.shape) != tuple(variable.shape):
+            raise UserError(f"{source}: {name} has shape {list(array.shape)}, but the cut-offs and ranks in "
+                            f"config.json imply {list(variable.shape)}")
+        arrays[key] = array
+    stray = sorted(k for k in weights if k.startswith(CLUSTERED_PREFIX))
+    if stray:
+        raise UserError(f"{source}: clustered tensors unknown to its {layer.num_clusters} clusters: {_preview(stray)}")
+    layer.set_arrays(arrays["table_0"], [(arrays[f"u_{i}"], arrays[f"vt_{i}"]) for i in range(1, layer.num_clusters)])
+    return layer
 
 
 # --- Tokenizer ---------------------------------------------------------------------------------------

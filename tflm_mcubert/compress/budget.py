@@ -1,0 +1,147 @@
+"""Embedding-parameter budgets: counting deployable parameters and projecting a searched architecture
+onto a budget (`search --target-embedding-params N`).
+
+The search itself is steered toward N by adjusting λ online (`nas.SizePenalty`); what the soft search
+ends with may still overshoot a little, so each decision is then projected onto the budget, using the
+search's own preferences wherever it has them:
+
+1. clustering (after Stage 1 / the joint search): move tokens to cheaper clusters, those that lose the
+   least α-preference per parameter saved first (`demote_to_budget`);
+2. ranks (after Stage 2 / the joint search): count the singular values of largest β that fit, which
+   prunes an over-budget search and fills an under-budget one (`betas_for_budget`); the factors are
+   then the best fit of the searched table at those ranks (`search_space._searched_factors`);
+3. last resort on the final embedding, for anything still over (e.g. a ratio-then-clustering
+   model whose searched ranks are too large): drop the singular components carrying the least energy
+   per parameter (`truncate_to_budget`).
+
+The smallest embedding any mode may be asked for is v + d: every token at rank 1, the least that keeps
+tokens distinguishable. Anything smaller is refused as infeasible (`check_target`).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+from tflm_mcubert.compress.lowrank import low_rank_factorization, svd
+from tflm_mcubert.errors import UserError
+
+
+def smallest_embedding(vocab_size: int, dim: int) -> int:
+    return vocab_size + dim
+
+
+def check_target(target: int, vocab_size: int, dim: int) -> None:
+    floor = smallest_embedding(vocab_size, dim)
+    if target < floor:
+        raise UserError(f"--target-embedding-params {target:,} is infeasible: the smallest embedding the "
+                        f"search can build (every token at rank 1) has v + d = {vocab_size:,} + {dim} = "
+                        f"{floor:,} parameters")
+
+
+def deployable_params(counts, ranks, dim: int) -> int:
+    """n_0·d + Σ_{i≥1} r_i·(n_i + d) over non-empty clusters, a rank above n_i counting as n_i (as
+    `ClusteredLowRankEmbedding` stores it)."""
+    counts = [int(n) for n in counts]
+    total = counts[0] * dim
+    for n, r in zip(counts[1:], ranks):
+        r = min(int(r), n)
+        total += r * (n + dim) if n else 0
+    return total
+
+
+def assignment_params(assignment: np.ndarray, ranks, dim: int) -> int:
+    return deployable_params(np.bincount(assignment, minlength=len(ranks) + 1), ranks, dim)
+
+
+def demote_to_budget(assignment: np.ndarray, logits: np.ndarray, ranks, dim: int, budget: int) -> np.ndarray:
+    """Move tokens to cheaper clusters until the clustering fits `budget` at the given ranks (or every token
+    is in a cheapest cluster). Greedy over single moves: each token's next move is to the cheaper cluster
+    it prefers most, and the move losing the least α-preference (logit gap) per parameter saved goes first.
+    """
+    assignment = np.asarray(assignment).copy()
+    logits = np.asarray(logits, np.float64)
+    cost = np.asarray([dim, *ranks], np.float64)  # per-token parameters of each cluster
+
+    def next_move(token):
+        cheaper = np.flatnonzero(cost < cost[assignment[token]])
+        if cheaper.size == 0:
+            return None
+        target = int(cheaper[np.argmax(logits[token, cheaper])])
+        saving = cost[assignment[token]] - cost[target]
+        return (logits[token, assignment[token]] - logits[token, target]) / saving, token, target
+
+    counts = np.bincount(assignment, minlength=len(cost)).tolist()
+    all_ranks = [dim, *ranks]
+
+    def params(cluster, n):  # what one cluster stores with n tokens (as `deployable_params` counts it)
+        return n * dim if cluster == 0 else min(all_ranks[cluster], n) * (n + dim) if n else 0
+
+    size = sum(params(i, n) for i, n in enumerate(counts))
+    heap = [move for move in map(next_move, range(len(assignment))) if move is not None]
+    heapq.heapify(heap)
+    while size > budget and heap:
+        _, token, target = heapq.heappop(heap)
+        source = assignment[token]
+        size -= params(source, counts[source]) + params(target, counts[target])
+        counts[source] -= 1
+        counts[target] += 1
+        size += params(source, counts[source]) + params(target, counts[target])
+        assignment[token] = target
+        if (move := next_move(token)) is not None:
+            heapq.heappush(heap, move)
+    return assignment
+
+
+def betas_for_budget(counts, betas: list[np.ndarray], dim: int, budget: int) -> list[np.ndarray]:
+    """The singular values a budget keeps: the largest β first, each kept if it still fits.
+
+    β already weighs importance against cost (the size penalty pushes β_il down in proportion to its
+    n_i + d parameters), so its order is the search's own ranking; with a budget it replaces the fixed
+    threshold β*, in both directions (pruning an over-budget search, filling an under-budget one).
+    Returns one boolean mask per cluster i > 0 (counts[0] is the dense cluster).
+    """
+    counts = [int(n) for n in counts]
+    keep = [np.zeros(len(b), bool) for b in betas]
+    size = counts[0] * dim
+    candidates = sorted(((float(b[l]), i, l) for i, b in enumerate(betas) for l in range(len(b))),
+                        key=lambda item: (-item[0], item[1], item[2]))
+    for _, i, l in candidates:
+        n = counts[i + 1]
+        rank = int(keep[i].sum())
+        if n == 0 or rank >= n:
+            continue
+        cost = n + dim  # a column of U_i and a row of Vᵀ_i
+        if size + cost <= budget:
+            keep[i][l] = True
+            size += cost
+    return keep
+
+
+def truncate_to_budget(embedding: ClusteredLowRankEmbedding, budget: int) -> ClusteredLowRankEmbedding:
+    """Lower ranks until `embedding` fits: drop the singular components of U_i·Vᵀ_i with the least
+    energy (σ²) per parameter saved (n_i + d), one at a time. Returns `embedding` itself if it fits."""
+    if embedding.stored_params() <= budget:
+        return embedding
+    sizes, dim = embedding.cluster_sizes, embedding.dim
+    products = [np.asarray(u.numpy(), np.float64) @ np.asarray(vt.numpy(), np.float64)
+                for u, vt in zip(embedding.us, embedding.vts)]
+    spectra = [svd(p)[1] if r else np.zeros(0) for p, r in zip(products, embedding.ranks)]
+    ranks = list(embedding.ranks)
+    heap = [(spectra[i][r - 1] ** 2 / (sizes[i + 1] + dim), i) for i, r in enumerate(ranks) if r]
+    heapq.heapify(heap)
+    while deployable_params(sizes, ranks, dim) > budget:
+        if not heap:
+            raise UserError(f"the dense cluster alone ({sizes[0]:,} tokens x {dim}) exceeds the budget of "
+                            f"{budget:,} parameters")
+        _, i = heapq.heappop(heap)
+        ranks[i] -= 1
+        if ranks[i]:
+            heapq.heappush(heap, (spectra[i][ranks[i] - 1] ** 2 / (sizes[i + 1] + dim), i))
+    factors = [low_rank_factorization(p, r) if r else (np.zeros((p.shape[0], 0)), np.zeros((0, dim)))
+               for p, r in zip(products, ranks)]
+    return ClusteredLowRankEmbedding.from_factors(np.asarray(embedding.table.numpy()), factors,
+                                                  cutoffs=embedding.cutoffs, permutation=embedding.permutation,
+                                                  origin=embedding.origin)

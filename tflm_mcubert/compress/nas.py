@@ -1,0 +1,335 @@
+"""MCUBERT's embedding search (paper §3.2), its ablations (Fig. 4) and the baselines (Table 1), each
+ending in the same KD fine-tune of the compressed model.
+
+Modes:
+- two-stage (the paper): Stage 1 (Alg. 1) searches the clustering α at fixed ranks d/div^i, alternating
+  w and α updates; argmax α gives the clusters. Stage 2 (Alg. 3) searches the ranks β of that clustering,
+  alternating w and β; singular values with β > β* are kept.
+- one-stage: α and β together (DARTS); ratio-then-clustering: β first (on the frequency clustering of
+  adaptive embedding), then α at those ranks; clustering-only: Stage 1 alone.
+- adaptive, svd, fwsvd: the baselines, no search.
+
+The size penalty is λ·Σ_i Size(Emb_i) / (v·d): the soft embedding size as a FRACTION of the dense table,
+so λ is "loss worth removing the whole table" and means the same for BERT-tiny and BERT-base (the
+paper's λ multiplies a raw parameter count and must be re-tuned per model).
+
+`target_params` replaces a fixed λ by a budget: after every step λ is multiplied by
+(params / target)^η, params being the deployable size of the architecture the search would output now
+(argmax α, β > β*), so λ rises while the search is over budget and falls while under; the decisions are
+then projected onto the budget (`budget.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from tflm_mcubert.compress import budget as budgets
+from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding
+from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
+from tflm_mcubert.compress.batches import EncodedSplit, evaluation_batches
+from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
+from tflm_mcubert.compress.distill import Objective
+from tflm_mcubert.compress.lowrank import fisher_rows
+from tflm_mcubert.compress.search_space import (
+    JointSearch, RankSearch, TokenClusteringSearch, fixed_ranks, split_trainable_variables)
+from tflm_mcubert.compress.train import Stage, StageRecord, Trainer, UpdateRule, accuracy, predict_logits
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.bert import BertModel
+
+NAS_MODES = ("two-stage", "one-stage", "ratio-then-clustering", "clustering-only")
+BASELINE_MODES = ("adaptive", "svd", "fwsvd")
+MODES = NAS_MODES + BASELINE_MODES
+
+# λ control: at most a factor e^0.05 per step, and λ kept within a range where it stays meaningful.
+LAMBDA_RATE, LAMBDA_MIN, LAMBDA_MAX = 0.05, 1e-4, 1e4
+DEFAULT_LAMBDA = 1.0
+
+
+@dataclasses.dataclass
+class SearchOptions:
+    mode: str = "two-stage"
+    num_clusters: int = 4
+    div: float = 4.0  # Stage 1's fixed ranks d/div^i
+    lambda_: float | None = None  # fixed λ; with target_params, λ's starting value
+    target_params: int | None = None
+    epochs: float = 1.0  # per search stage
+    finetune_epochs: float = 1.0
+    lr: float = 5e-5  # weights w (the paper's AdamW, no weight decay)
+    arch_lr: float = 1e-3  # α and β
+    beta_threshold: float = 0.5
+    cutoffs: tuple[int, ...] | None = None  # adaptive embedding (default: Baevski & Auli's, scaled)
+    ranks: tuple[int, ...] | None = None  # adaptive embedding (default: d/div^i)
+
+    def validate(self, vocab_size: int, dim: int) -> "SearchOptions":
+        if self.mode not in MODES:
+            raise UserError(f"unknown --mode {self.mode!r} (choose from: {', '.join(MODES)})")
+        fixed_ranks(dim, self.num_clusters, self.div)  # checks clusters >= 2 and div > 1
+        if self.target_params is not None:
+            budgets.check_target(self.target_params, vocab_size, dim)
+        if self.lambda_ is not None and self.lambda_ < 0:
+            raise UserError(f"--lambda must be non-negative, got {self.lambda_}")
+        if self.mode in NAS_MODES and self.lambda_ is None and self.target_params is None:
+            raise UserError(f"--mode {self.mode} needs --lambda or --target-embedding-params")
+        if self.mode in ("svd", "fwsvd") and self.target_params is None:
+            raise UserError(f"--mode {self.mode} needs --target-embedding-params (it sets the rank)")
+        if self.mode == "adaptive" and self.target_params is not None:
+            raise UserError("--mode adaptive has the size its --cutoffs and --ranks give; "
+                            "drop --target-embedding-params")
+        if not 0.0 <= self.beta_threshold < 1.0:
+            raise UserError(f"--beta-threshold must be in [0, 1), got {self.beta_threshold}")
+        for name in ("epochs", "finetune_epochs", "lr", "arch_lr"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        return self
+
+
+@dataclasses.dataclass
+class SearchJob:
+    """What a search runs on: the uncompressed fine-tuned classifier and its training data (original ids)."""
+
+    trainer: Trainer
+    strategy: tf.distribute.Strategy
+    model: BertModel
+    train: EncodedSplit
+    objective: Objective
+    teacher_logits: np.ndarray | None
+    batch_size: int = 32
+    validation: EncodedSplit | None = None  # when given, accuracy before and after conversion is recorded
+
+
+@dataclasses.dataclass
+class SearchOutcome:
+    embedding: ClusteredLowRankEmbedding
+    model: BertModel  # compressed and fine-tuned; takes permuted ids
+    records: list[StageRecord]
+    details: dict
+
+
+class SizePenalty:
+    """λ·Size/(v·d) for an arch update rule, with λ fixed or steered toward a target (module docstring)."""
+
+    def __init__(self, soft_size, deployable_size, dense_params: int, *, lambda_: float, target: int | None):
+        self.soft_size, self.deployable_size = soft_size, deployable_size
+        self.dense_params, self.target = float(dense_params), target
+        self.lam = tf.Variable(float(lambda_), trainable=False, dtype=tf.float32, name="size_lambda")
+
+    def __call__(self) -> tf.Tensor:
+        return self.lam * self.soft_size() / self.dense_params
+
+    def after_step(self) -> dict:
+        params = int(self.deployable_size())
+        if self.target is not None:
+            pressure = float(np.clip(math.log(max(params, 1) / self.target), -1.0, 1.0))
+            self.lam.assign(float(np.clip(float(self.lam.numpy()) * math.exp(LAMBDA_RATE * pressure),
+                                          LAMBDA_MIN, LAMBDA_MAX)))
+        return {"params": params, "lambda": f"{float(self.lam.numpy()):.3g}"}
+
+
+def search_rules(model: BertModel, penalty: SizePenalty, *, lr: float, arch_lr: float) -> list[UpdateRule]:
+    """Alg. 1/3's alternation: w on the task loss, then α/β on the task loss + the size penalty."""
+    weights, architecture = split_trainable_variables(model)
+    return [UpdateRule("weights", weights, lr), UpdateRule("architecture", architecture, arch_lr, penalty)]
+
+
+def adaptive_cutoffs(vocab_size: int, num_clusters: int) -> list[int]:
+    """Baevski & Auli's cut-offs (1000, 4000, 10000 for BERT's 30522 tokens) as fractions of the
+    vocabulary; for other cluster counts, log-spaced between the same first and last fractions."""
+    base = 30522
+    if num_clusters == len(ADAPTIVE_CUTOFFS) + 1:
+        fractions = np.asarray(ADAPTIVE_CUTOFFS) / base
+    else:
+        fractions = np.geomspace(ADAPTIVE_CUTOFFS[0] / base, ADAPTIVE_CUTOFFS[-1] / base, num_clusters - 1)
+    return [int(round(f * vocab_size)) for f in fractions]
+
+
+def frequency_assignment(token_frequency: np.ndarray, cutoffs) -> np.ndarray:
+    """Cluster of each token when tokens are ranked by frequency and cut at `cutoffs`."""
+    assignment = np.empty(len(token_frequency), np.int64)
+    assignment[frequency_ranking(token_frequency)] = np.searchsorted(cutoffs, np.arange(len(token_frequency)),
+                                                                     side="right")
+    return assignment
+
+
+def token_frequency(split: EncodedSplit, vocab_size: int) -> np.ndarray:
+    ids = np.concatenate(split.input_ids) if len(split) else np.zeros(0, np.int32)
+    return np.bincount(ids, minlength=vocab_size)
+
+
+def embedding_fisher(model: BertModel, split: EncodedSplit, objective: Objective, teacher_logits, *,
+                     batch_size: int) -> np.ndarray:
+    """FWSVD's per-token importance: Σ over one pass of the squared task-loss gradient of each word row."""
+    table = model.embeddings.word_embeddings
+    fisher = np.zeros(table.shape[0], np.float64)
+
+    @tf.function(reduce_retracing=True)
+    def gradient(batch):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(objective.per_example_loss(model, batch))
+        return tape.gradient(loss, table.value)
+
+    for batch in evaluation_batches(split, batch_size):
+        if teacher_logits is not None:
+            batch["teacher_logits"] = np.asarray(teacher_logits[batch["index"]], np.float32)
+        batch.pop("index")
+        fisher += fisher_rows(gradient({k: tf.constant(v) for k, v in batch.items()}))
+    return fisher
+
+
+# --- the search ------------------------------------------------------------------------------------------
+
+def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
+    config = job.model.config
+    opts.validate(config.vocab_size, config.hidden_size)
+    if job.model.embeddings.word_lookup is not None:
+        raise UserError("the checkpoint's word embedding is already compressed; search from an uncompressed one")
+    with job.strategy.scope():
+        search = _Search(job, opts)
+        embedding, searched_model, details = getattr(search, "_" + opts.mode.replace("-", "_"))()
+        if opts.target_params is not None and embedding.stored_params() > opts.target_params:
+            details["truncated_from_params"] = embedding.stored_params()
+            embedding = budgets.truncate_to_budget(embedding, opts.target_params)
+        model = search.finetune(searched_model, embedding, details)
+    details["lambda"] = search.final_lambda
+    return SearchOutcome(embedding, model, search.records, details)
+
+
+class _Search:
+    def __init__(self, job: SearchJob, opts: SearchOptions):
+        self.job, self.opts = job, opts
+        self.vocab_size, self.dim = job.model.config.vocab_size, job.model.config.hidden_size
+        self.table = np.asarray(job.model.embeddings.word_embeddings.numpy())
+        self.records: list[StageRecord] = []
+        self.final_lambda: dict[str, float] = {}
+
+    # -- helpers --
+    def _fit(self, name: str, model: BertModel, layer, deployable_size):
+        """Train one alternating search stage of `layer` inside `model`."""
+        opts = self.opts
+        penalty = SizePenalty(layer.embedding_size, deployable_size, self.vocab_size * self.dim,
+                              lambda_=DEFAULT_LAMBDA if opts.lambda_ is None else opts.lambda_,
+                              target=opts.target_params)
+        stage = Stage(name, model, search_rules(model, penalty, lr=opts.lr, arch_lr=opts.arch_lr), self.job.train,
+                      opts.epochs, self.job.objective, self.job.teacher_logits, extra_state=[penalty.lam],
+                      after_step=penalty.after_step)
+        self.records.append(self.job.trainer.fit(stage))
+        self.final_lambda[name] = float(penalty.lam.numpy())
+
+    def _demote(self, assignment, logits, ranks):
+        if self.opts.target_params is None:
+            return assignment
+        return budgets.demote_to_budget(assignment, logits, ranks, self.dim, self.opts.target_params)
+
+    def _kept(self, counts, layer):
+        """β > β*, or with a target the largest β that fit it (`budget.betas_for_budget`)."""
+        if self.opts.target_params is None:
+            return None
+        return budgets.betas_for_budget(counts, [b.numpy() for b in layer.betas], self.dim, self.opts.target_params)
+
+    def _stage1(self, model: BertModel, table: np.ndarray, ranks=None, name: str = "stage1-clustering"):
+        layer = TokenClusteringSearch.from_dense(table, self.opts.num_clusters, self.opts.div, ranks=ranks)
+        searched = model.with_word_lookup(layer)
+        self._fit(name, searched, layer,
+                  lambda: budgets.assignment_params(layer.clustering(), layer.ranks, self.dim))
+        assignment = self._demote(layer.clustering(), layer.alpha_logits.numpy(), layer.ranks)
+        return layer, searched, assignment
+
+    def _rank_search(self, model: BertModel, table: np.ndarray, assignment, name: str):
+        layer = RankSearch.from_assignment(table, assignment, self.opts.num_clusters, self.opts.beta_threshold)
+        searched = model.with_word_lookup(layer)
+        self._fit(name, searched, layer, lambda: budgets.deployable_params(layer.cluster_sizes, layer.ranks(), self.dim))
+        return layer, searched, self._kept(layer.cluster_sizes, layer)
+
+    @staticmethod
+    def _clusters(assignment, num_clusters) -> list[int]:
+        return np.bincount(assignment, minlength=num_clusters).tolist()
+
+    # -- modes --
+    def _two_stage(self):
+        layer1, model1, assignment = self._stage1(self.job.model, self.table)
+        layer2, model2, keep = self._rank_search(model1, layer1.dense_table(), assignment, "stage2-ranks")
+        embedding = layer2.to_clustered_embedding(keep)
+        details = {"stage1": {"clusters": self._clusters(assignment, self.opts.num_clusters),
+                              "ranks": layer1.ranks},
+                   "stage2": {"ranks_above_threshold": layer2.ranks(), "ranks": list(embedding.ranks)}}
+        return embedding, model2, details
+
+    def _clustering_only(self):
+        layer, model, assignment = self._stage1(self.job.model, self.table)
+        details = {"stage1": {"clusters": self._clusters(assignment, self.opts.num_clusters), "ranks": layer.ranks}}
+        return layer.to_clustered_embedding(assignment), model, details
+
+    def _one_stage(self):
+        layer = JointSearch.from_dense(self.table, self.opts.num_clusters, self.opts.beta_threshold)
+        model = self.job.model.with_word_lookup(layer)
+        self._fit("joint-search", model, layer,
+                  lambda: budgets.assignment_params(layer.clustering(), layer.ranks(), self.dim))
+        assignment = self._demote(layer.clustering(), layer.alpha_logits.numpy(), layer.ranks())
+        embedding = layer.to_clustered_embedding(assignment, self._kept(self._clusters(assignment,
+                                                                                     self.opts.num_clusters), layer))
+        details = {"joint": {"clusters": self._clusters(assignment, self.opts.num_clusters),
+                             "ranks_above_threshold": layer.ranks(), "ranks": list(embedding.ranks)}}
+        return embedding, model, details
+
+    def _ratio_then_clustering(self):
+        c = self.opts.num_clusters
+        frequency = token_frequency(self.job.train, self.vocab_size)
+        by_frequency = frequency_assignment(frequency, adaptive_cutoffs(self.vocab_size, c))
+        layer_a, model_a, keep = self._rank_search(self.job.model, self.table, by_frequency, "ratio-search")
+        ranks = layer_a.ranks() if keep is None else [int(k.sum()) for k in keep]
+        # Stage B starts from the table the ratio search ended with, each token as the model saw it.
+        table = np.asarray(layer_a(np.arange(self.vocab_size, dtype=np.int32)[np.newaxis])[0])
+        layer_b, model_b, assignment = self._stage1(model_a, table, ranks=ranks, name="clustering-search")
+        details = {"ratio_search": {"clusters": self._clusters(by_frequency, c), "ranks": ranks},
+                   "clustering_search": {"clusters": self._clusters(assignment, c)}}
+        return layer_b.to_clustered_embedding(assignment, origin="nas-ratio-then-clustering"), model_b, details
+
+    def _adaptive(self):
+        c = self.opts.num_clusters
+        cutoffs = list(self.opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
+        ranks = list(self.opts.ranks or fixed_ranks(self.dim, c, self.opts.div))
+        if len(cutoffs) != c - 1 or len(ranks) != c - 1:
+            raise UserError(f"--clusters {c} needs {c - 1} --cutoffs and {c - 1} --ranks")
+        frequency = token_frequency(self.job.train, self.vocab_size)
+        embedding = adaptive_embedding(self.table, frequency, cutoffs=cutoffs, ranks=ranks)
+        return embedding, self.job.model, {"cutoffs": cutoffs, "ranks": ranks}
+
+    def _svd(self):
+        rank = rank_for_budget(self.vocab_size, self.dim, self.opts.target_params)
+        return svd_embedding(self.table, rank), self.job.model, {"rank": rank}
+
+    def _fwsvd(self):
+        rank = rank_for_budget(self.vocab_size, self.dim, self.opts.target_params)
+        fisher = self.job.trainer.run.cached(
+            "fisher", f"{self.job.train.fingerprint()}",
+            lambda: embedding_fisher(self.job.model, self.job.train, self.job.objective, self.job.teacher_logits,
+                                     batch_size=self.job.batch_size))
+        return fwsvd_embedding(self.table, rank, fisher), self.job.model, {"rank": rank}
+
+    # -- the last stage --
+    def finetune(self, searched: BertModel, embedding: ClusteredLowRankEmbedding, details: dict) -> BertModel:
+        """KD fine-tune of the compressed model on permuted ids (what its tokenizer will produce)."""
+        config = searched.config
+        permutation = embedding.permutation
+        if permutation is None:
+            permutation = np.arange(config.vocab_size, dtype=np.int32)
+        pad = int(permutation[config.pad_token_id])
+        model = searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad))
+        validation = self.job.validation
+        if validation is not None:  # how much the search itself and the conversion to hard choices cost
+            details["validation_accuracy_searched"] = accuracy(
+                predict_logits(searched, validation, self.job.batch_size), validation)
+            converted = validation.remapped(permutation)
+            details["validation_accuracy_converted"] = accuracy(
+                predict_logits(model, converted, self.job.batch_size), converted)
+        objective = self.job.objective
+        if objective.hidden_weight > 0:  # the teacher still reads original ids
+            objective = dataclasses.replace(objective, teacher_ids=invert_permutation(permutation))
+        stage = Stage("finetune", model, [UpdateRule("weights", model.trainable_variables, self.opts.lr)],
+                      self.job.train.remapped(permutation), self.opts.finetune_epochs, objective,
+                      self.job.teacher_logits)
+        self.records.append(self.job.trainer.fit(stage))
+        return model

@@ -1,0 +1,293 @@
+"""`finetune`, `distill` and `search` as functions (the CLI in `command.py` only parses into these).
+
+Each one: loads checkpoints and the task, opens its run directory (OUT/run: settings, cached teacher
+logits, stage checkpoints; see `train.RunDirectory`), trains, evaluates on validation and test, and writes
+a checkpoint to OUT with `metrics.json` next to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tflm_mcubert.compress.batches import EncodedSplit, encode_split
+from tflm_mcubert.compress.distill import Objective, student_config, student_from_teacher
+from tflm_mcubert.compress.nas import SearchJob, SearchOptions, run_search
+from tflm_mcubert.compress.train import (
+    RunDirectory, Stage, Trainer, UpdateRule, accuracy, enable_determinism, is_chief, make_strategy, predict_logits)
+from tflm_mcubert.errors import UserError
+
+METRICS_FILE = "metrics.json"
+SPLITS = ("train", "validation", "test")
+
+
+@dataclasses.dataclass
+class DataOptions:
+    task: str
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    max_seq_len: int = 128
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    epochs: float = 1.0
+    batch_size: int = 32
+    lr: float = 5e-5
+    seed: int = 0
+    kd_weight: float = 0.0
+    temperature: float = 2.0
+    hidden_kd: float = 0.0
+    checkpoint_every: int = 200
+    strategy: str = "default"
+    resume: bool = False
+    progress: bool = True
+
+
+@dataclasses.dataclass
+class TaskData:
+    splits: dict[str, EncodedSplit]
+    num_labels: int
+    label_names: list[str]
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256("".join(self.splits[s].fingerprint() for s in SPLITS).encode()).hexdigest()
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- shared steps ----------------------------------------------------------------------------------------
+
+def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
+    from tflm_mcubert.data import tasks
+
+    if opts.max_seq_len < 2:
+        raise UserError(f"--max-seq-len must be at least 2, got {opts.max_seq_len}")
+    for name in ("max_train_examples", "max_eval_examples"):
+        value = getattr(opts, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if tokenizer is None:
+        raise UserError("the checkpoint has no tokenizer files (vocab.txt or tokenizer.json): cannot read text")
+    dataset = tasks.load_task(opts.task, text_column=opts.text_column, text_pair_column=opts.text_pair_column,
+                              label_column=opts.label_column)
+    count = tasks.num_labels(dataset)
+    splits = {}
+    for split in SPLITS:
+        rows = dataset[split]
+        limit = opts.max_train_examples if split == "train" else opts.max_eval_examples
+        if limit is not None and len(rows) > limit:
+            rows = rows.select(range(limit))  # splits are already shuffled: a random subset
+        splits[split] = encode_split(rows, tokenizer, name=split, max_seq_len=opts.max_seq_len, num_labels=count,
+                                     vocab_size=vocab_size)
+    return TaskData(splits, count, tasks.label_names(dataset))
+
+
+def checkpoint_fingerprint(source: str) -> str:
+    """A digest of a checkpoint's config and weight files (what a resumed run must find unchanged)."""
+    from tflm_mcubert.model.hf_import import resolve_checkpoint_dir
+
+    ckpt = resolve_checkpoint_dir(source)
+    digest = hashlib.sha256()
+    for path in sorted(ckpt.iterdir()):
+        if path.is_file() and (path.name == "config.json" or path.suffix in (".safetensors", ".bin")):
+            digest.update(path.name.encode())
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_classifier(source: str, *, what: str = "--checkpoint"):
+    """A checkpoint that must already be a classifier (a fine-tuned teacher or student)."""
+    from tflm_mcubert.model.hf_import import load_checkpoint
+
+    loaded = load_checkpoint(source)
+    if loaded.model.classifier is None:
+        raise UserError(f"{what} {source}: has no classifier; fine-tune it first (the finetune command)")
+    return loaded.model, loaded.tokenizer
+
+
+def open_run(out: Path, settings: dict, opts: TrainOptions, strategy, on_step_end=None) -> tuple[RunDirectory, Trainer]:
+    run = RunDirectory(out / "run", settings, resume=opts.resume, writer=is_chief(strategy))
+    if run.resumed:
+        log(f"resuming the run in {out}")
+    trainer = Trainer(run, strategy, batch_size=opts.batch_size, seed=opts.seed,
+                      checkpoint_every=opts.checkpoint_every, progress=opts.progress, on_step_end=on_step_end)
+    return run, trainer
+
+
+def teacher_logits(run: RunDirectory, teacher, teacher_fingerprint: str, data: TaskData,
+                   batch_size: int) -> dict[str, np.ndarray]:
+    """The teacher's logits on every split, computed once and cached in the run directory."""
+    out = {}
+    for split in SPLITS:
+        key = f"{teacher_fingerprint}:{data.splits[split].fingerprint()}"
+        out[split] = run.cached(f"teacher-logits-{split}", key,
+                                lambda s=split: predict_logits(teacher, data.splits[s], batch_size))
+    return out
+
+
+def evaluate(model, data: TaskData, batch_size: int, remap: Callable[[EncodedSplit], EncodedSplit] | None = None):
+    scores = {}
+    for split in ("validation", "test"):
+        encoded = data.splits[split] if remap is None else remap(data.splits[split])
+        scores[f"{split}_accuracy"] = accuracy(predict_logits(model, encoded, batch_size), encoded)
+    return scores
+
+
+def settings_of(command: str, data_opts: DataOptions, train_opts: TrainOptions, data: TaskData, **extra) -> dict:
+    """What a resumed run must share with the original: everything that changes the result."""
+    train = {k: v for k, v in dataclasses.asdict(train_opts).items()
+             if k not in ("checkpoint_every", "strategy", "resume", "progress")}
+    return {"command": command, **dataclasses.asdict(data_opts), **train, **extra, "data": data.fingerprint()}
+
+
+def write_metrics(out: Path, metrics: dict, writer: bool) -> None:
+    if writer:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=float) + "\n")
+
+
+def _start(opts: TrainOptions):
+    strategy = make_strategy(opts.strategy)
+    enable_determinism(opts.seed)
+    return strategy, time.monotonic()
+
+
+# --- the commands ----------------------------------------------------------------------------------------
+
+def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, on_step_end=None) -> dict:
+    """A checkpoint fine-tuned on the task (labels only): the teacher of the later stages."""
+    from tflm_mcubert.model.hf_import import load_checkpoint, save_checkpoint
+
+    strategy, began = _start(opts)
+    with strategy.scope():
+        loaded = load_checkpoint(checkpoint)
+        tokenizer, model = loaded.tokenizer, loaded.model
+        data = load_task_data(data_opts, tokenizer, model.config.vocab_size)
+        if model.classifier is None:  # a bare encoder (e.g. a sentence-transformers BERT): add a fresh head
+            model = model.with_classifier(data.num_labels, seed=opts.seed)
+        _check_labels(model, data, "--checkpoint")
+        settings = settings_of("finetune", data_opts, opts, data, checkpoint=checkpoint_fingerprint(checkpoint))
+        run, trainer = open_run(out, settings, opts, strategy, on_step_end)
+        record = trainer.fit(Stage("finetune", model, [UpdateRule("weights", model.trainable_variables, opts.lr)],
+                                   data.splits["train"], opts.epochs, Objective()))
+    scores = evaluate(model, data, opts.batch_size)
+    if run.writer:
+        save_checkpoint(model, out, tokenizer)
+    metrics = {"command": "finetune", "checkpoint": checkpoint, **scores, "stages": [record.to_dict()],
+               "seconds": round(time.monotonic() - began, 1)}
+    write_metrics(out, metrics, run.writer)
+    return metrics
+
+
+def distill(teacher_source: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, preset: str,
+            on_step_end=None) -> dict:
+    """A `preset`-shaped student of the teacher (same vocabulary), trained by task KD."""
+    from tflm_mcubert.model.config import preset as preset_config
+    from tflm_mcubert.model.hf_import import save_checkpoint
+
+    strategy, began = _start(opts)
+    shape = preset_config(preset)
+    with strategy.scope():
+        teacher, tokenizer = load_classifier(teacher_source, what="--teacher")
+        data = load_task_data(data_opts, tokenizer, teacher.config.vocab_size)
+        _check_labels(teacher, data, "--teacher")
+        objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature)
+        if opts.hidden_kd:
+            raise UserError("distill: hidden-state KD needs equal widths; the student is narrower (use --hidden-kd 0)")
+        student, init = student_from_teacher(teacher, student_config(teacher.config, shape), seed=opts.seed)
+        teacher_fp = checkpoint_fingerprint(teacher_source)
+        settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset)
+        run, trainer = open_run(out, settings, opts, strategy, on_step_end)
+        logits = teacher_logits(run, teacher, teacher_fp, data, opts.batch_size)
+        record = trainer.fit(Stage("distill", student, [UpdateRule("weights", student.trainable_variables, opts.lr)],
+                                   data.splits["train"], opts.epochs, objective, logits["train"]))
+    scores = evaluate(student, data, opts.batch_size)
+    teacher_scores = {f"teacher_{split}_accuracy": accuracy(logits[split], data.splits[split])
+                      for split in ("validation", "test")}
+    if run.writer:
+        save_checkpoint(student, out, tokenizer)
+    metrics = {"command": "distill", "teacher": teacher_source, "preset": preset, "init": init, **scores,
+               **teacher_scores, "params": student.config.param_count(), "stages": [record.to_dict()],
+               "seconds": round(time.monotonic() - began, 1)}
+    write_metrics(out, metrics, run.writer)
+    return metrics
+
+
+def search(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOptions, search_opts: SearchOptions, *,
+           teacher_source: str | None = None, on_step_end=None) -> dict:
+    """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
+    write the compressed checkpoint (permuted vocabulary) to `out`."""
+    from tflm_mcubert.compress.clustered_embedding import write_permuted_tokenizer
+    from tflm_mcubert.model.hf_import import save_checkpoint
+
+    strategy, began = _start(opts)
+    teacher_source = teacher_source or checkpoint
+    with strategy.scope():
+        model, tokenizer = load_classifier(checkpoint)
+        config = model.config
+        search_opts.validate(config.vocab_size, config.hidden_size)
+        if tokenizer is not None and len(tokenizer) != config.vocab_size:
+            raise UserError(f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} tokens and config.json "
+                            f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id")
+        data = load_task_data(data_opts, tokenizer, config.vocab_size)
+        _check_labels(model, data, "--checkpoint")
+        # The teacher: the uncompressed model itself by default (the paper's "trained full model"). A
+        # separate frozen copy, as the searched model's weights move; logits alone would not need one.
+        teacher, _ = load_classifier(teacher_source, what="--teacher")
+        _check_labels(teacher, data, "--teacher")
+        if opts.hidden_kd and teacher.config.hidden_size != config.hidden_size:
+            raise UserError(f"--hidden-kd needs a teacher as wide as the model ({config.hidden_size}); "
+                            f"--teacher has {teacher.config.hidden_size}")
+        objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature, hidden_weight=opts.hidden_kd,
+                              hidden_teacher=teacher if opts.hidden_kd else None)
+        teacher_fp = checkpoint_fingerprint(teacher_source)
+        settings = settings_of("search", data_opts, opts, data, checkpoint=checkpoint_fingerprint(checkpoint),
+                               teacher=teacher_fp, search=dataclasses.asdict(search_opts))
+        run, trainer = open_run(out, settings, opts, strategy, on_step_end)
+        logits = teacher_logits(run, teacher, teacher_fp, data, opts.batch_size)
+        uncompressed = evaluate(model, data, opts.batch_size)
+        job = SearchJob(trainer, strategy, model, data.splits["train"], objective,
+                        logits["train"] if objective.uses_teacher_logits else None, opts.batch_size,
+                        validation=data.splits["validation"])
+        outcome = run_search(job, search_opts)
+    permutation = outcome.embedding.permutation
+    remap = (lambda split: split) if permutation is None else (lambda split: split.remapped(permutation))
+    scores = evaluate(outcome.model, data, opts.batch_size, remap)
+    description = outcome.embedding.describe()
+    dense = config.vocab_size * config.hidden_size
+    metrics = {"command": "search", "checkpoint": checkpoint, "teacher": teacher_source, "mode": search_opts.mode,
+               **scores, "embedding_params": description["params"], "dense_embedding_params": dense,
+               "embedding_fraction": description["params"] / dense, "int8_embedding_bytes": description["int8_bytes"],
+               **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
+               **{f"teacher_{s}_accuracy": accuracy(logits[s], data.splits[s]) for s in ("validation", "test")},
+               "model_params": outcome.model.count_params(), "details": outcome.details,
+               "stages": [r.to_dict() for r in outcome.records], "seconds": round(time.monotonic() - began, 1)}
+    if run.writer:
+        permuted = write_permuted_tokenizer(tokenizer, permutation if permutation is not None
+                                            else np.arange(config.vocab_size), out)
+        info = {"mode": search_opts.mode, "search": dataclasses.asdict(search_opts), "details": outcome.details,
+                "metrics": {k: metrics[k] for k in ("validation_accuracy", "test_accuracy", "embedding_params",
+                                                     "embedding_fraction")}}
+        save_checkpoint(outcome.model, out, permuted, compression_info=info)
+    write_metrics(out, metrics, run.writer)
+    return metrics
+
+
+def _check_labels(model, data: TaskData, what: str) -> None:
+    if model.config.num_labels != data.num_labels:
+        raise UserError(f"{what}: its classifier has {model.config.num_labels} labels, the task {data.num_labels}")
