@@ -6,23 +6,11 @@ import random
 import numpy as np
 import pytest
 
-from tflm_mcubert.cli import main
+from .cli_helpers import assert_one_clean_error, run_cli
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "is", "was", "movie", "film", "and", "it", "this"]
 
 
-def run_cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def assert_one_clean_error(err, *fragments):
-    assert "Traceback" not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: ")
-    for fragment in fragments:
-        assert fragment in last, (fragment, last)
 
 
 def write_reviews(path, count=96, seed=0, labels=(0, 1), header="text,label"):

@@ -4,21 +4,9 @@ import json
 
 import pytest
 
-from tflm_mcubert.cli import main
+from .cli_helpers import assert_one_clean_error, run_cli
 
 
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def assert_one_clean_error(err, *fragments):
-    assert "Traceback" not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: ")
-    for fragment in fragments:
-        assert fragment in last, (fragment, last)
 
 
 @pytest.mark.parametrize("argv, fragments", [
