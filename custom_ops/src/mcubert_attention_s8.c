@@ -19,7 +19,6 @@
 #include "mcubert_internal.h"
 
 #define OP "MCUBERT_ATTENTION"
-#define MEAN_SHIFT 28 /* recip has 44 fractional bits, the weighted mean keeps 16 */
 
 void mcubert_attention_layout_of(int32_t s, int32_t d, int32_t h, int32_t t, mcubert_attention_layout *layout)
 {
@@ -217,38 +216,84 @@ MCUBERT_NOINLINE static void project_keys_values(const attention_state *a, int8_
     }
 }
 
-/* Q rows of tile rows [t0, t0 + n) for one head, and their int16 scores against every visited key. */
-MCUBERT_NOINLINE static void query_scores(const attention_state *a, const int8_t *hidden, int32_t head,
-                                          int32_t t0, int32_t n)
+/* Scores of one key pair for the block's rows: row r's scores at block + r * s + j (and j + 1
+ * when `both`). Scores are clamped to int16; in the fast case |y| < 2^30, so no int32 clamp
+ * first, and a full block with both keys (shift <= -2, the usual) is straight-line code. */
+static inline void store_scores(const int32_t acc[2][MCUBERT_BLOCK_ROWS], int32_t count, int32_t both,
+                                const mcubert_requant *q, int16_t *block, int32_t s)
 {
-    const mcubert_attention_params *p = a->params;
+    int32_t r;
+    if (q->fast && q->scale == 1 && count == MCUBERT_BLOCK_ROWS && both) {
+        int16_t *row = block;
+        for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, row += s) {
+            row[0] = mcubert_clamp16_i32(mcubert_requant_fast_unbiased(acc[0][r], q));
+            row[1] = mcubert_clamp16_i32(mcubert_requant_fast_unbiased(acc[1][r], q));
+        }
+        return;
+    }
+    for (r = 0; r < count; ++r) {
+        block[r * s] = mcubert_clamp16(mcubert_requant_apply(acc[0][r], q));
+        if (both) {
+            block[r * s + 1] = mcubert_clamp16(mcubert_requant_apply(acc[1][r], q));
+        }
+    }
+}
+
+/* Q rows of tile rows [t0, t0 + n) for one head. (Apart from the scores below so that the
+ * deepest call chain, through the linear stage, does not carry the scores loop's frame.) */
+MCUBERT_NOINLINE static void project_queries(const attention_state *a, const int8_t *hidden, int32_t head,
+                                             int32_t t0, int32_t n)
+{
     const mcubert_linear query = layer(a->weights->query_weights, a->weights->query_channels, a->d);
     const int32_t c0 = head * a->dh;
     int32_t r0;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
-        const int32_t count = mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0);
         mcubert_rows rows;
-        int32_t j;
-        mcubert_rows_init_s8(&rows, hidden + (t0 + r0) * a->d, a->d, count, a->d);
+        mcubert_rows_init_s8(&rows, hidden + (t0 + r0) * a->d, a->d, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), a->d);
         mcubert_rows_widen(&rows, a->widened);
         mcubert_linear_to_s8(&rows, &query, c0, c0 + a->dh, 0, NULL, a->query_rows + r0 * a->dh, a->dh, 1);
+    }
+}
 
+/* int16 scores of the tile's n Q rows against every visited key. */
+MCUBERT_NOINLINE static void query_scores(const attention_state *a, int32_t n)
+{
+    const mcubert_attention_params *p = a->params;
+    const mcubert_requant score = mcubert_requant_of(0, p->score_multiplier, p->score_shift);
+    const int32_t keys = a->keys.count;
+    int32_t r0;
+    for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
+        const int32_t count = mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0);
+        int16_t *block = a->scores + r0 * a->s;
+        mcubert_rows rows;
+        int32_t j;
         mcubert_rows_init_s8(&rows, a->query_rows + r0 * a->dh, a->dh, count, a->dh);
         mcubert_rows_widen(&rows, a->widened);
-        for (j = 0; j < a->keys.count; j += 2) {
+        for (j = 0; j < keys; j += 2) {
             const int8_t *k0 = a->key_rows + j * a->dh;
-            const int8_t *k1 = j + 1 < a->keys.count ? k0 + a->dh : k0;
-            int32_t acc[MCUBERT_BLOCK_ROWS][2];
-            int32_t r;
-            mcubert_gemm_4x2_rows(&rows, k0, k1, acc);
-            for (r = 0; r < count; ++r) {
-                int16_t *row = a->scores + (r0 + r) * a->s;
-                row[j] = mcubert_clamp16(mcubert_requantize(acc[r][0], p->score_multiplier, p->score_shift));
-                if (j + 1 < a->keys.count) {
-                    row[j + 1] = mcubert_clamp16(mcubert_requantize(acc[r][1], p->score_multiplier, p->score_shift));
-                }
-            }
+            const int32_t both = j + 1 < keys;
+            int32_t acc[2][MCUBERT_BLOCK_ROWS];
+            mcubert_gemm_4x2_rows(&rows, k0, both ? k0 + a->dh : k0, acc);
+            store_scores((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, count, both, &score, block + j, a->s);
         }
+    }
+}
+
+/* Context values of one channel for the block's rows: dst[r * stride] = clamp8(requantize(mean)). */
+static inline void store_context(const int32_t *acc, const int32_t *recip, int32_t count,
+                                 const mcubert_requant *q, int8_t *dst, int32_t stride)
+{
+    int32_t r;
+    if (q->fast && q->scale == 1 && count == MCUBERT_BLOCK_ROWS) {
+        dst[0] = mcubert_clamp8(mcubert_requant_fast_unbiased(mcubert_weighted_mean(acc[0], recip[0]), q));
+        dst[stride] = mcubert_clamp8(mcubert_requant_fast_unbiased(mcubert_weighted_mean(acc[1], recip[1]), q));
+        dst += 2 * stride;
+        dst[0] = mcubert_clamp8(mcubert_requant_fast_unbiased(mcubert_weighted_mean(acc[2], recip[2]), q));
+        dst[stride] = mcubert_clamp8(mcubert_requant_fast_unbiased(mcubert_weighted_mean(acc[3], recip[3]), q));
+        return;
+    }
+    for (r = 0; r < count; ++r) {
+        dst[r * stride] = mcubert_clamp8(mcubert_requant_apply(mcubert_weighted_mean(acc[r], recip[r]), q));
     }
 }
 
@@ -258,9 +303,11 @@ MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, 
                                            int32_t target_stride)
 {
     const mcubert_attention_params *p = a->params;
+    const mcubert_requant context = mcubert_requant_of(0, p->context_multiplier, p->context_shift);
     int32_t r0;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
         const int32_t count = mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0);
+        int8_t *block = target + r0 * target_stride;
         int32_t recip[MCUBERT_BLOCK_ROWS];
         mcubert_rows rows;
         int32_t r, c;
@@ -271,17 +318,11 @@ MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, 
         mcubert_rows_widen(&rows, a->widened);
         for (c = 0; c < a->dh; c += 2) {
             const int8_t *v0 = a->value_t + c * a->s;
-            const int8_t *v1 = c + 1 < a->dh ? v0 + a->s : v0;
-            int32_t acc[MCUBERT_BLOCK_ROWS][2];
-            int32_t j;
-            mcubert_gemm_4x2_rows(&rows, v0, v1, acc);
-            for (j = 0; j < 2 && c + j < a->dh; ++j) {
-                for (r = 0; r < count; ++r) {
-                    /* Q16 weighted mean (|mean| <= 2^23), then to the int8 context scale. */
-                    const int32_t mean = (int32_t)mcubert_rsh64((int64_t)acc[r][j] * recip[r], MEAN_SHIFT);
-                    target[(r0 + r) * target_stride + c + j] =
-                        mcubert_clamp8(mcubert_requantize(mean, p->context_multiplier, p->context_shift));
-                }
+            int32_t acc[2][MCUBERT_BLOCK_ROWS];
+            mcubert_gemm_4x2_rows(&rows, v0, c + 1 < a->dh ? v0 + a->s : v0, acc);
+            store_context(acc[0], recip, count, &context, block + c, target_stride);
+            if (c + 1 < a->dh) {
+                store_context(acc[1], recip, count, &context, block + c + 1, target_stride);
             }
         }
     }
@@ -402,7 +443,8 @@ mcubert_status mcubert_attention_s8(const mcubert_attention_params *params,
         project_keys_values(&a, hidden, head);
         for (t0 = 0; t0 < a.s; t0 += a.t) {
             const int32_t n = mcubert_min_i32(a.t, a.s - t0);
-            query_scores(&a, hidden, head, t0, n);
+            project_queries(&a, hidden, head, t0, n);
+            query_scores(&a, n);
             if (!last) {
                 const int32_t earlier = (a.h - 1) * a.dh;
                 attend_values(&a, n, a.context + t0 * earlier + head * a.dh, earlier);

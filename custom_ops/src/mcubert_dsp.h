@@ -5,23 +5,42 @@
  * <arm_acle.h> on cores with __ARM_FEATURE_DSP, or (test builds only, MCUBERT_EMULATE_DSP)
  * through portable C that computes the same 32-bit results, so the DSP code path runs under
  * host sanitizers. Values are handled as uint32_t words of two int16 halves (low half first).
+ *
+ * MCUBERT_DSP_ASM is 1 when the 4 x 2 micro-kernel comes from the Thumb-2 assembly file
+ * (mcubert_gemm_dsp_s8.S; GNU assembler syntax: GCC, Clang, Arm Compiler 6). Otherwise — host
+ * emulation, other toolchains, or -DMCUBERT_DSP_NO_ASM — the same sweeps are C with the
+ * intrinsics below (mcubert_gemm_s8.c), which is also the readable statement of what the
+ * assembly computes. This part of the header is plain preprocessor so the .S file can include it.
  */
 #ifndef MCUBERT_DSP_H
 #define MCUBERT_DSP_H
 
-#include <stdint.h>
-
 #if defined(MCUBERT_FORCE_PLAIN)
 #define MCUBERT_DSP 0
+#define MCUBERT_DSP_NATIVE 0
 #elif defined(__ARM_FEATURE_DSP)
 #define MCUBERT_DSP 1
 #define MCUBERT_DSP_NATIVE 1
-#include <arm_acle.h>
 #elif defined(MCUBERT_EMULATE_DSP)
 #define MCUBERT_DSP 1
 #define MCUBERT_DSP_NATIVE 0
 #else
 #define MCUBERT_DSP 0
+#define MCUBERT_DSP_NATIVE 0
+#endif
+
+#if MCUBERT_DSP && MCUBERT_DSP_NATIVE && defined(__GNUC__) && !defined(MCUBERT_DSP_NO_ASM)
+#define MCUBERT_DSP_ASM 1
+#else
+#define MCUBERT_DSP_ASM 0
+#endif
+
+#ifndef __ASSEMBLER__
+
+#include <stdint.h>
+
+#if MCUBERT_DSP_NATIVE
+#include <arm_acle.h>
 #endif
 
 #if MCUBERT_DSP
@@ -44,6 +63,21 @@ static inline uint32_t mcubert_sxtb16_ror8(uint32_t x)
 static inline int32_t mcubert_smlad(uint32_t a, uint32_t b, int32_t acc)
 {
     return __smlad((int32_t)a, (int32_t)b, acc);
+}
+
+/* SMLALD: acc + lo(a) * lo(b) + hi(a) * hi(b) in 64 bits. */
+static inline int64_t mcubert_smlald(uint32_t a, uint32_t b, int64_t acc)
+{
+    return __smlald((int32_t)a, (int32_t)b, acc);
+}
+
+/* Per-half signed maximum: SSUB16 sets the GE flags where a >= b, SEL picks. One asm statement,
+ * so nothing can come between the flags and their use. */
+static inline uint32_t mcubert_max16x2(uint32_t a, uint32_t b)
+{
+    uint32_t result;
+    __asm__("ssub16 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(result) : "r"(a), "r"(b) : "cc");
+    return result;
 }
 
 #else /* portable emulation (MCUBERT_EMULATE_DSP) */
@@ -71,6 +105,19 @@ static inline int32_t mcubert_smlad(uint32_t a, uint32_t b, int32_t acc)
     return (int32_t)((uint32_t)acc + (uint32_t)lo + (uint32_t)hi);
 }
 
+static inline uint32_t mcubert_max16x2(uint32_t a, uint32_t b)
+{
+    const int16_t a_lo = (int16_t)(uint16_t)a, b_lo = (int16_t)(uint16_t)b;
+    const int16_t a_hi = (int16_t)(uint16_t)(a >> 16), b_hi = (int16_t)(uint16_t)(b >> 16);
+    return (uint32_t)(uint16_t)(a_lo >= b_lo ? a_lo : b_lo) | ((uint32_t)(uint16_t)(a_hi >= b_hi ? a_hi : b_hi) << 16);
+}
+
+static inline int64_t mcubert_smlald(uint32_t a, uint32_t b, int64_t acc)
+{
+    return acc + (int64_t)(int16_t)(uint16_t)a * (int16_t)(uint16_t)b +
+           (int64_t)(int16_t)(uint16_t)(a >> 16) * (int16_t)(uint16_t)(b >> 16);
+}
+
 #endif /* MCUBERT_DSP_NATIVE */
 
 /* (lo(a), lo(b)) and (hi(a), hi(b)): PKHBT / PKHTB, which GCC emits for these expressions. */
@@ -85,5 +132,7 @@ static inline uint32_t mcubert_pack_high_halves(uint32_t a, uint32_t b)
 }
 
 #endif /* MCUBERT_DSP */
+
+#endif /* !__ASSEMBLER__ */
 
 #endif /* MCUBERT_DSP_H */

@@ -251,7 +251,7 @@ MCUBERT_NOINLINE static void word_full_rows(const embedding_state *e, int32_t p0
 /* z of channels c0, c0 + 1 for the m gathered tokens (block rows member[g]) of one cluster. */
 MCUBERT_NOINLINE static void store_low_rank_pair(const embedding_state *e, int32_t p0, const int32_t *member,
                                                  int32_t m, const int32_t *requant, int32_t c0,
-                                                 int32_t acc[MCUBERT_BLOCK_ROWS][2])
+                                                 int32_t acc[2][MCUBERT_BLOCK_ROWS])
 {
     const mcubert_embedding_weights *w = e->weights;
     const int32_t d = e->params->hidden;
@@ -260,7 +260,7 @@ MCUBERT_NOINLINE static void store_low_rank_pair(const embedding_state *e, int32
         const int32_t c = c0 + j;
         for (g = 0; g < m; ++g) {
             const int32_t token = p0 + member[g];
-            const int32_t word = mcubert_requantize(acc[g][j], requant[2 * c], requant[2 * c + 1]);
+            const int32_t word = mcubert_requantize(acc[j][g], requant[2 * c], requant[2 * c + 1]);
             e->z[member[g] * d + c] = pre_norm(word, w, w->position_table + token * d,
                                                w->token_type_table + e->token_type_ids[token] * d, c);
         }
@@ -299,7 +299,7 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     mcubert_rows_init_gather_s8(&rows, row_pointers, m, cluster.rank);
     mcubert_rows_widen(&rows, e->widened);
     for (pair = 0; 2 * pair < d; ++pair) {
-        int32_t acc[MCUBERT_BLOCK_ROWS][2];
+        int32_t acc[2][MCUBERT_BLOCK_ROWS];
         mcubert_gemm_4x2_pair4(&rows, projection + pair * pair_bytes, acc);
         store_low_rank_pair(e, p0, member, m, requant, 2 * pair, acc);
     }

@@ -14,14 +14,6 @@
 #include "mcubert_dsp.h"
 #include "mcubert_fixed_point.h"
 
-/* The micro-kernel is inlined into each wrapper so that its weight addressing (offset and step)
- * becomes constants; GCC's heuristics would otherwise keep one generic out-of-line copy. */
-#if defined(__GNUC__)
-#define MCUBERT_ALWAYS_INLINE __attribute__((always_inline)) inline
-#else
-#define MCUBERT_ALWAYS_INLINE inline
-#endif
-
 static void rows_clear(mcubert_rows *rows, mcubert_rows_kind kind, int32_t count, int32_t length)
 {
     rows->kind = kind;
@@ -104,10 +96,23 @@ int32_t mcubert_uses_dsp_path(void) { return MCUBERT_DSP; }
 
 /* ---- DSP path -------------------------------------------------------------------------- */
 
-static inline void widen_word(uint32_t *dst, uint32_t x)
+/* Widens `groups` 4-groups of an int8 segment into row r's slots of the widened block (every
+ * 8th word pair). Two groups per iteration: the loop is a tenth of a linear layer's work at
+ * most, but it runs once per row block and K. */
+static void widen_s8(const int8_t *src, uint32_t *dst, int32_t groups)
 {
-    dst[0] = mcubert_sxtb16(x);      /* (x0, x2) */
-    dst[1] = mcubert_sxtb16_ror8(x); /* (x1, x3) */
+    for (; groups >= 2; groups -= 2, src += 8, dst += 16) {
+        const uint32_t x = mcubert_read_u32(src), y = mcubert_read_u32(src + 4);
+        dst[0] = mcubert_sxtb16(x);      /* (x0, x2) */
+        dst[1] = mcubert_sxtb16_ror8(x); /* (x1, x3) */
+        dst[8] = mcubert_sxtb16(y);
+        dst[9] = mcubert_sxtb16_ror8(y);
+    }
+    if (groups != 0) {
+        const uint32_t x = mcubert_read_u32(src);
+        dst[0] = mcubert_sxtb16(x);
+        dst[1] = mcubert_sxtb16_ror8(x);
+    }
 }
 
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
@@ -127,21 +132,14 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
             }
             continue;
         }
-        {
-            const int32_t first_groups = rows->split >> 2;
-            const int8_t *src = row_s8(rows, r);
-            for (; g < first_groups; ++g, src += 4, dst += 8) {
-                widen_word(dst, mcubert_read_u32(src));
-            }
-        }
+        g = mcubert_min_i32(rows->split >> 2, groups);
+        widen_s8(row_s8(rows, r), dst, g);
+        dst += 8 * g;
         if (g == groups) {
             continue; /* single segment, or the second one is shorter than a group */
         }
         if ((rows->split & 3) == 0) {
-            const int8_t *src = second_s8(rows, r);
-            for (; g < groups; ++g, src += 4, dst += 8) {
-                widen_word(dst, mcubert_read_u32(src));
-            }
+            widen_s8(second_s8(rows, r), dst, groups - g);
         } else {
             /* A group straddles the two segments (only when a head size is not a multiple of
              * 4): assemble the remaining groups byte by byte. */
@@ -151,109 +149,79 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
                 for (i = 0; i < 4; ++i) {
                     x |= (uint32_t)(uint8_t)activation_at(rows, r, 4 * g + i) << (8 * i);
                 }
-                widen_word(dst, x);
+                dst[0] = mcubert_sxtb16(x);
+                dst[1] = mcubert_sxtb16_ror8(x);
             }
         }
     }
     rows->widened = widened;
 }
 
-/* One 4-value group of the 4 x 2 micro-kernel: channel 0's weight word is sign-extended once
- * (SXTB16, SXTB16 ROR 8) and used for all four rows, then channel 1's. Channel by channel keeps
- * 8 accumulators + 2 weight halves + 2 activation words + 3 pointers within the 14 usable
- * registers (both channels' weights at once would spill accumulators); the activation words are
- * reloaded for channel 1 instead, from `x` = the group's 8 widened words, (x0,x2),(x1,x3) per row.
- * Accumulates into the caller's a00..a31 (row, channel). */
-#define MCUBERT_GROUP_4X2(w0_word, w1_word, x)                                                   \
-    do {                                                                                        \
-        uint32_t even_ = mcubert_sxtb16(w0_word), odd_ = mcubert_sxtb16_ror8(w0_word);           \
-        a00 = mcubert_smlad(even_, (x)[0], a00); a00 = mcubert_smlad(odd_, (x)[1], a00);         \
-        a10 = mcubert_smlad(even_, (x)[2], a10); a10 = mcubert_smlad(odd_, (x)[3], a10);         \
-        a20 = mcubert_smlad(even_, (x)[4], a20); a20 = mcubert_smlad(odd_, (x)[5], a20);         \
-        a30 = mcubert_smlad(even_, (x)[6], a30); a30 = mcubert_smlad(odd_, (x)[7], a30);         \
-        even_ = mcubert_sxtb16(w1_word);                                                        \
-        odd_ = mcubert_sxtb16_ror8(w1_word);                                                    \
-        a01 = mcubert_smlad(even_, (x)[0], a01); a01 = mcubert_smlad(odd_, (x)[1], a01);         \
-        a11 = mcubert_smlad(even_, (x)[2], a11); a11 = mcubert_smlad(odd_, (x)[3], a11);         \
-        a21 = mcubert_smlad(even_, (x)[4], a21); a21 = mcubert_smlad(odd_, (x)[5], a21);         \
-        a31 = mcubert_smlad(even_, (x)[6], a31); a31 = mcubert_smlad(odd_, (x)[7], a31);         \
-    } while (0)
-
-/* The micro-kernel over the full groups. Weight word of channel 0 at w, of channel 1 at
- * w + w1_offset, both advancing by w_step per group (pair4: 4 and 8, one pointer; rows: the row
- * distance and 4). 16 SMLADs = 32 MACs per group; the reduction loop is unrolled by two groups. */
-static MCUBERT_ALWAYS_INLINE void dsp_groups(const mcubert_rows *rows, const int8_t *w, int32_t w1_offset,
-                              int32_t w_step, int32_t acc[4][2])
+#if !MCUBERT_DSP_ASM
+/* One sweep of the micro-kernel: acc[r] = row r (of 4) against one channel, whose weight word
+ * g is at w + step * g. The weight word is sign-extended once (SXTB16, SXTB16 ROR 8) and used
+ * for all four rows: 2 SMLADs per row consume the group. The assembly version
+ * (mcubert_gemm_dsp_s8.S) is this loop with the rows' 8 words loaded by two LDMs. */
+static void dsp_sweep(const uint32_t *x, int32_t groups, const int8_t *w, int32_t step, int32_t acc[4])
 {
-    const int32_t groups = rows->length >> 2;
-    const uint32_t *x = rows->widened;
-    int32_t g;
-    if (rows->count == MCUBERT_BLOCK_ROWS) {
-        int32_t a00 = 0, a01 = 0, a10 = 0, a11 = 0, a20 = 0, a21 = 0, a30 = 0, a31 = 0;
-        for (g = 0; g + 2 <= groups; g += 2) {
-            const uint32_t w0 = mcubert_read_u32(w), w1 = mcubert_read_u32(w + w1_offset);
-            const uint32_t v0 = mcubert_read_u32(w + w_step), v1 = mcubert_read_u32(w + w_step + w1_offset);
-            MCUBERT_GROUP_4X2(w0, w1, x);
-            MCUBERT_GROUP_4X2(v0, v1, x + 8);
-            w += 2 * w_step;
-            x += 16;
-        }
-        if (g < groups) {
-            const uint32_t w0 = mcubert_read_u32(w), w1 = mcubert_read_u32(w + w1_offset);
-            MCUBERT_GROUP_4X2(w0, w1, x);
-        }
-        acc[0][0] = a00; acc[0][1] = a01; acc[1][0] = a10; acc[1][1] = a11;
-        acc[2][0] = a20; acc[2][1] = a21; acc[3][0] = a30; acc[3][1] = a31;
-    } else {
-        /* A block of 1..3 rows (ragged tile end): one row at a time, same layout. */
-        int32_t r;
-        for (r = 0; r < rows->count; ++r) {
-            const int8_t *wr = w;
-            const uint32_t *xr = x + 2 * r;
-            int32_t a0 = 0, a1 = 0;
-            for (g = 0; g < groups; ++g) {
-                const uint32_t w0 = mcubert_read_u32(wr);
-                const uint32_t w1 = mcubert_read_u32(wr + w1_offset);
-                wr += w_step;
-                a0 = mcubert_smlad(mcubert_sxtb16(w0), xr[0], a0);
-                a0 = mcubert_smlad(mcubert_sxtb16_ror8(w0), xr[1], a0);
-                a1 = mcubert_smlad(mcubert_sxtb16(w1), xr[0], a1);
-                a1 = mcubert_smlad(mcubert_sxtb16_ror8(w1), xr[1], a1);
-                xr += 8;
-            }
-            acc[r][0] = a0;
-            acc[r][1] = a1;
-        }
+    int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (; groups > 0; --groups, x += 8, w += step) {
+        const uint32_t word = mcubert_read_u32(w);
+        const uint32_t even = mcubert_sxtb16(word), odd = mcubert_sxtb16_ror8(word);
+        a0 = mcubert_smlad(even, x[0], a0); a0 = mcubert_smlad(odd, x[1], a0);
+        a1 = mcubert_smlad(even, x[2], a1); a1 = mcubert_smlad(odd, x[3], a1);
+        a2 = mcubert_smlad(even, x[4], a2); a2 = mcubert_smlad(odd, x[5], a2);
+        a3 = mcubert_smlad(even, x[6], a3); a3 = mcubert_smlad(odd, x[7], a3);
     }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
 }
 
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[4][2])
+/* The 4 x 2 block as two sweeps, one per channel (see the .S file for why not one pass). */
+void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4])
+{
+    dsp_sweep(x, groups, w0, 8, acc[0]);
+    dsp_sweep(x, groups, w1, 8, acc[1]);
+}
+
+void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4])
+{
+    dsp_sweep(x, groups, w0, 4, acc[0]);
+    dsp_sweep(x, groups, w1, 4, acc[1]);
+}
+#endif /* !MCUBERT_DSP_ASM */
+
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4])
 {
     const int32_t full = rows->length & ~3;
     int32_t r, k;
-    dsp_groups(rows, group, 4, 8, acc);
+    mcubert_dsp_4x2_step8(rows->widened, rows->length >> 2, group, group + 4, acc);
     /* K % 4 tail: the last group's lanes, read in place (its padding lanes are never used). */
     for (k = full; k < rows->length; ++k) {
         const int8_t *w = group + 2 * k - (k & 3);
         for (r = 0; r < rows->count; ++r) {
             const int32_t x = activation_at(rows, r, k);
-            acc[r][0] += x * w[0];
-            acc[r][1] += x * w[4];
+            acc[0][r] += x * w[0];
+            acc[1][r] += x * w[4];
         }
     }
 }
 
 void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[4][2])
+                           int32_t acc[2][4])
 {
     const int32_t full = rows->length & ~3;
     int32_t r, k;
-    dsp_groups(rows, w0, (int32_t)(w1 - w0), 4, acc);
+    mcubert_dsp_4x2_step4(rows->widened, rows->length >> 2, w0, w1, acc);
     for (k = full; k < rows->length; ++k) {
         for (r = 0; r < rows->count; ++r) {
             const int32_t x = activation_at(rows, r, k);
-            acc[r][0] += x * w0[k];
-            acc[r][1] += x * w1[k];
+            acc[0][r] += x * w0[k];
+            acc[1][r] += x * w1[k];
         }
     }
 }
@@ -295,7 +263,7 @@ static inline void pair4_segment(const int8_t *x, int32_t k_begin, int32_t k_end
     *acc1 = s1;
 }
 
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[4][2])
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4])
 {
     int32_t r;
     for (r = 0; r < rows->count; ++r) {
@@ -304,13 +272,13 @@ void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32
         if (rows->split < rows->length) {
             pair4_segment(second_s8(rows, r), rows->split, rows->length, group, &a0, &a1);
         }
-        acc[r][0] = a0;
-        acc[r][1] = a1;
+        acc[0][r] = a0;
+        acc[1][r] = a1;
     }
 }
 
 void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[4][2])
+                           int32_t acc[2][4])
 {
     int32_t r, k;
     for (r = 0; r < rows->count; ++r) {
@@ -334,8 +302,8 @@ void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int
                 a1 += x * w1[k];
             }
         }
-        acc[r][0] = a0;
-        acc[r][1] = a1;
+        acc[0][r] = a0;
+        acc[1][r] = a1;
     }
 }
 

@@ -13,9 +13,10 @@
  * DSP path (MCUBERT_DSP): mcubert_rows_widen() converts the block's full 4-element groups once
  * per row block into `widened`, laid out [K/4][4 rows][2 words] with each word an int16 pair
  * (x0,x2) then (x1,x3) — the order SXTB16 produces from a weight word (bytes 0,2 and, after
- * ROR 8, bytes 1,3), so two SMLADs per row and channel consume 4 K. One pointer walks all four
- * rows with immediate offsets. The K % 4 tail (at most 3 values) is done in scalar code, so
- * widening never needs more than the spec's int16[4][K] region.
+ * ROR 8, bytes 1,3), so two SMLADs per row and channel consume 4 K, and one group of all four
+ * rows is 8 consecutive words (two LDMs). The micro-kernel (mcubert_dsp_4x2_*) sweeps K once
+ * per output channel with the four rows in registers. The K % 4 tail (at most 3 values) is
+ * done in scalar code, so widening never needs more than the spec's int16[4][K] region.
  *
  * Plain path: no widening; straightforward loops over the same operands.
  */
@@ -61,13 +62,22 @@ void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stri
  * aligned). Plain path: nothing to do. Call once per row block, before the gemm calls. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 
-/* acc[r][c] = sum_k x_r[k] * W[2p + c][k]: `group` is pair p's first 8-byte group in the
- * pair4 tensor (packed + p * ceil(K/4) * 8). int8 rows only. */
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[4][2]);
+/* acc[c][r] = sum_k x_r[k] * W[2p + c][k]: `group` is pair p's first 8-byte group in the
+ * pair4 tensor (packed + p * ceil(K/4) * 8). int8 rows only. Entries of rows >= count are
+ * unspecified (the DSP micro-kernel always computes four rows). */
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4]);
 
-/* acc[r][c] = sum_k x_r[k] * w_c[k] for two int8 weight rows (w1 may equal w0 when the
- * second channel does not exist). int8 or int16 activation rows. */
+/* acc[c][r] = sum_k x_r[k] * w_c[k] for two int8 weight rows (w1 may equal w0 when the
+ * second channel does not exist). int8 or int16 activation rows. Rows >= count: as above. */
 void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[4][2]);
+                           int32_t acc[2][4]);
+
+/* The micro-kernel proper (DSP path): acc[c][r] over the `groups` full 4-groups of the widened
+ * block x; channel c's weight word g is at w_c + step * g. Thumb-2 assembly
+ * (mcubert_gemm_dsp_s8.S) or the equivalent C (mcubert_gemm_s8.c). */
+void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4]);
+void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4]);
 
 #endif /* MCUBERT_GEMM_S8_H */

@@ -72,6 +72,16 @@ typedef struct {
  * keys) and returns recip = floor(2^44 / sum e), or 0 when no key is valid. */
 int32_t mcubert_softmax_weights_s16(int16_t *row, const mcubert_keys *keys, const int16_t *exp_lut);
 
+#define MCUBERT_MEAN_SHIFT 28 /* recip has 44 fractional bits, the weighted mean keeps 16 */
+
+/* Q16 weighted mean rsh(acc * recip, 28) of SPEC 3.4 (acc = sum_k e[k] v[k][c]): |mean| <= 2^23,
+ * so the 64-bit sum shifted by 28 is (low word >> 28) | (high word << 4) — no 64-bit shift. */
+static inline int32_t mcubert_weighted_mean(int32_t acc, int32_t recip)
+{
+    const uint64_t t = (uint64_t)((int64_t)acc * recip + ((int64_t)1 << (MCUBERT_MEAN_SHIFT - 1)));
+    return (int32_t)(((uint32_t)t >> MCUBERT_MEAN_SHIFT) | ((uint32_t)(t >> 32) << (32 - MCUBERT_MEAN_SHIFT)));
+}
+
 /* ---- scratch layouts ---------------------------------------------------------------------- */
 
 typedef struct {

@@ -52,15 +52,18 @@ def host_library(build_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def arm_images(build_dir):
-    """Factory: arm_images(cpu, plain=False) -> path of mcubert_emu.elf (built once)."""
+    """Factory: arm_images(cpu, plain=False, asm=True) -> path of mcubert_emu.elf (built once).
+    plain: the portable C path (MCUBERT_FORCE_PLAIN); asm=False: the DSP path with the C
+    version of the micro-kernel instead of the Thumb-2 assembly (MCUBERT_DSP_NO_ASM)."""
     need_arm_toolchain()
-    built: dict[tuple[str, bool], Path] = {}
+    built: dict[tuple[str, bool, bool], Path] = {}
 
-    def get(cpu: str, plain: bool = False) -> Path:
-        key = (cpu, plain)
+    def get(cpu: str, plain: bool = False, asm: bool = True) -> Path:
+        key = (cpu, plain, asm)
         if key not in built:
-            make(build_dir, "emu", f"CPU={cpu}", f"PLAIN={int(plain)}")
-            built[key] = build_dir / (cpu + ("-plain" if plain else "")) / "mcubert_emu.elf"
+            make(build_dir, "emu", f"CPU={cpu}", f"PLAIN={int(plain)}", f"NO_ASM={int(not asm)}")
+            suffix = "-plain" if plain else ("" if asm else "-noasm")
+            built[key] = build_dir / (cpu + suffix) / "mcubert_emu.elf"
         return built[key]
 
     return get

@@ -16,6 +16,7 @@ import numpy as np
 
 from tflm_mcubert.ops import attention, embedding, mlp, testing
 from tflm_mcubert.ops.attention import AttentionParams
+from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.mlp import MLPParams
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.runtime import kernel_abi
@@ -124,3 +125,35 @@ def embedding_case(s: int, d: int, *, kind: str = "extreme", seed: int = 0,
     expected = embedding.run(params, ids, types, np.zeros((s, d), np.int8))
     return Case(f"embedding-{kind}-s{s}-d{d}", kernel_abi.embedding_call(params, ids, types, HEADER_SPEC_HASH),
                 expected.reshape(-1))
+
+
+def _with_shift(lin: Linear, shift: int) -> Linear:
+    channels = lin.channels.copy()
+    channels[:, 2] = shift
+    channels[channels[:, 1] == 0, 2] = 0   # a zero multiplier carries shift 0
+    return Linear(lin.in_features, lin.out_features, lin.packed_weights, channels)
+
+
+def shift_boundary_cases(shift: int, seed: int = 0) -> list[Case]:
+    """An attention and an MLP case with every requantization at one shift: the kernels' output
+    stages have a fast form for shift <= -2 (SMMLA + ASR) and the exact form otherwise, so the
+    shifts around -2 test projections, transposed V, scores, context, residual sums, FC1 with its
+    table and FC2 on both sides of that boundary."""
+    rng = np.random.default_rng(40 + shift + 100 * seed)
+    s, d, h = 13, 16, 2
+    params = testing.extreme_attention(rng, s, d, h, 4)
+    params = dataclasses.replace(
+        params, query=_with_shift(params.query, shift), key=_with_shift(params.key, shift),
+        value=_with_shift(params.value, shift), output=_with_shift(params.output, shift),
+        score_shift=shift, context_shift=shift).validate()
+    hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
+    mask = (rng.random(s) < 0.8).astype(np.int8)
+    cases = [Case(f"attention-shift{shift}",
+                  kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
+                  attention.run(params, hidden.copy(), mask).reshape(-1))]
+    mlp_params = testing.extreme_mlp(rng, s, d, 40, 4)
+    mlp_params = dataclasses.replace(mlp_params, fc1=_with_shift(mlp_params.fc1, shift),
+                                     fc2=_with_shift(mlp_params.fc2, shift)).validate()
+    cases.append(Case(f"mlp-shift{shift}", kernel_abi.mlp_call(mlp_params, hidden, HEADER_SPEC_HASH),
+                      mlp.run(mlp_params, hidden.copy()).reshape(-1)))
+    return cases

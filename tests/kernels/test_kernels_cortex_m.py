@@ -1,9 +1,10 @@
 """The arm-none-eabi builds on emulated Cortex-M7 and Cortex-M4 cores (unicorn).
 
 The kernels are called directly (tflm_mcubert/runtime/arm_emulator.py): the DSP path as built for
-each core, and on the M7 also the plain C path (MCUBERT_FORCE_PLAIN), bit-exact against the numpy
-reference on a representative subset; every call's stack use is checked against the documented
-bound, and instruction counts (the later benchmark's measure) are exercised.
+each core (Thumb-2 assembly micro-kernel), and on the M7 also the DSP path with the C version of
+the micro-kernel (MCUBERT_DSP_NO_ASM) and the plain C path (MCUBERT_FORCE_PLAIN), bit-exact
+against the numpy reference on a representative subset; every call's stack use is checked against
+the documented bound, and instruction counts (the benchmark's measure) are exercised.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from kernel_cases import HEADER, Case, attention_case, embedding_case, mlp_case
+from kernel_cases import HEADER, Case, attention_case, embedding_case, mlp_case, shift_boundary_cases
 from tflm_mcubert.ops import attention, embedding, mlp
 from tflm_mcubert.runtime import kernel_abi
 
@@ -22,13 +23,15 @@ unicorn = pytest.importorskip("unicorn", reason="the `unicorn` package runs the 
 from tflm_mcubert.runtime.arm_emulator import ArmEmulator, ElfImage, run_kernel  # noqa: E402
 
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
-BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
+BUILDS = [("cortex-m7", False, True), ("cortex-m4", False, True), ("cortex-m7", True, True),
+          ("cortex-m7", False, False)]
+BUILD_IDS = ["m7-dsp", "m4-dsp", "m7-plain", "m7-dsp-c"]
 
 
-@pytest.fixture(scope="module", params=BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
+@pytest.fixture(scope="module", params=BUILDS, ids=BUILD_IDS)
 def emulator(request, arm_images):
-    cpu, plain = request.param
-    return ArmEmulator(arm_images(cpu, plain), cpu)
+    cpu, plain, asm = request.param
+    return ArmEmulator(arm_images(cpu, plain, asm), cpu)
 
 
 def _subset() -> list[tuple[Case, dict[str, int]]]:
@@ -42,7 +45,7 @@ def _subset() -> list[tuple[Case, dict[str, int]]]:
         (mlp_case(9, 7, 13, 4), {"hidden": 2}),
         (embedding_case(13, 24, kind="realistic"), {"word_rows": 1, "word_projections": 3}),
         (embedding_case(11, 20, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 20)), {"output": 1}),
-    ]
+    ] + [(case, {}) for shift in (-2, -1) for case in shift_boundary_cases(shift)]
 
 
 SUBSET = _subset()
@@ -58,9 +61,9 @@ def test_bit_exact_on_the_core(emulator, index):
     assert run.stack_bytes <= STACK_BOUND, f"{case.name}: {run.stack_bytes} bytes of stack"
 
 
-@pytest.mark.parametrize("cpu,plain", BUILDS)
-def test_each_image_runs_its_path_and_agrees_on_buffer_sizes(arm_images, cpu, plain):
-    emu = ArmEmulator(arm_images(cpu, plain), cpu)
+@pytest.mark.parametrize("cpu,plain,asm", BUILDS, ids=BUILD_IDS)
+def test_each_image_runs_its_path_and_agrees_on_buffer_sizes(arm_images, cpu, plain, asm):
+    emu = ArmEmulator(arm_images(cpu, plain, asm), cpu)
     assert emu.call("mcubert_uses_dsp_path").value == (0 if plain else 1)
     for dims in ((128, 128, 512, 28), (77, 256, 1024, 5), (1, 1, 1, 1)):
         assert emu.call("mcubert_mlp_get_buffer_size", *dims).value == mlp.scratch_bytes(*dims)
@@ -92,6 +95,31 @@ def test_instruction_counts(arm_images):
         assert 0.4 < half / runs[0].instructions < 0.6
         counts[plain] = runs[0].instructions
     assert counts[False] < 0.75 * counts[True], counts
+
+
+def test_native_and_python_block_counters_agree(arm_images):
+    """The compiled block hook and the Python fallback count the same executions."""
+    case = attention_case(21, 16, 2, 5, kind="realistic", mask="tail")
+    runs = []
+    for native in (True, False):
+        emu = ArmEmulator(arm_images("cortex-m7"), "cortex-m7", native_counter=native)
+        runs.append(run_kernel(emu, case.call, count_instructions=True))
+        assert emu.native_counter == native or not native
+        assert np.array_equal(runs[-1].output, case.expected)
+    assert runs[0].instructions == runs[1].instructions
+    assert runs[0].blocks == runs[1].blocks
+
+
+def test_micro_kernel_every_reduction_length(emulator):
+    """K = 0..19 in both linear layers: every count of 4-groups modulo the assembly loop's unroll
+    (its TBB entry points), no group at all, and every K % 4 tail; plus ragged row blocks."""
+    for d, f, s, t in ((1, 3, 5, 5), (2, 4, 6, 3), (3, 5, 7, 7), (4, 8, 9, 4), (5, 12, 8, 8),
+                       (6, 16, 6, 2), (7, 19, 10, 5), (8, 17, 5, 5), (11, 13, 9, 9), (12, 9, 4, 4),
+                       (13, 10, 5, 3), (15, 18, 6, 6), (16, 14, 7, 7)):
+        case = mlp_case(s, d, f, t, seed=d)
+        run = run_kernel(emulator, case.call)
+        assert run.status == kernel_abi.OK, run.message
+        assert np.array_equal(run.output, case.expected), case.name
 
 
 def test_elf_reader_finds_the_api(arm_images):

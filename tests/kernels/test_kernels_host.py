@@ -14,7 +14,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from kernel_cases import HEADER_SPEC_HASH, Case, attention_case, embedding_case, mlp_case
+from kernel_cases import (HEADER_SPEC_HASH, Case, attention_case, embedding_case, mlp_case,
+                          shift_boundary_cases)
 from tflm_mcubert.ops import attention, contract, testing
 from tflm_mcubert.ops.linear import Linear, pack_weights
 from tflm_mcubert.runtime import kernel_abi
@@ -122,6 +123,14 @@ def _attention_params(case: Case):
         shaped[f"{name}_channels"] = tensors[f"{name}_channels"].reshape(d, 3)
     shaped["layer_norm"] = tensors["layer_norm"].reshape(d, 2)
     return attention.AttentionParams.from_serialized(options, shaped)
+
+
+@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1])
+def test_requantization_on_both_sides_of_the_fast_form(runner, shift):
+    """Every output stage requantizes shift <= -2 as SMMLA + ASR (mcubert_requant_fast) and other
+    shifts exactly as the spec writes it: each stage with every channel on one side."""
+    for case in shift_boundary_cases(shift):
+        check(runner, case)
 
 
 # ---- MLP ------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 * no recursion: the call graph is acyclic;
 * fixed stack: every frame is static (no VLA, no alloca), and the worst path from every public
-  entry point, libgcc's 64-bit division included, fits MCUBERT_STACK_BOUND_BYTES;
+  entry point, libgcc's 64-bit division included, fits MCUBERT_STACK_BOUND_BYTES; the assembly
+  micro-kernel's frames come from its disassembly (leaf functions: registers pushed plus any
+  SP adjustment);
 * no dependencies but libgcc's 64-bit division (no libc, no libm), and no FPU instruction.
 (test_kernels_cortex_m measures the same stack bound dynamically.)
 """
@@ -48,6 +50,38 @@ def call_graph(obj_dir):
     return graph
 
 
+_ASM_FUNCTION = re.compile(r"^[0-9a-f]+ <(\w+)>:$")
+_PUSH = re.compile(r"\t(?:push|stmdb\tsp!,)\s*\{([^}]*)\}")
+_SUB_SP = re.compile(r"\tsub(?:\.w)?\tsp, #(\d+)")
+
+
+def asm_frames(obj_dir):
+    """{function: frame bytes} of the objects assembled from .S files (DSP builds only)."""
+    frames = {}
+    for obj in sorted(obj_dir.glob("*.o")):
+        if obj.with_suffix(".ci").exists():
+            continue   # compiled C: in the call graph already
+        disassembly = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True,
+                                     text=True, check=True).stdout
+        function = None
+        for line in disassembly.splitlines():
+            match = _ASM_FUNCTION.match(line)
+            if match:
+                function = match.group(1)
+                frames[function] = 0
+                continue
+            if function is None:
+                continue
+            assert not re.search(r"\tblx?\s", line), f"{function} calls out: {line}"
+            push = _PUSH.search(line)
+            if push:
+                frames[function] += 4 * len(push.group(1).split(","))
+            sub = _SUB_SP.search(line)
+            if sub:
+                frames[function] += int(sub.group(1))
+    return frames
+
+
 def worst_path(graph, function, active=()):
     if function in active:
         raise AssertionError(f"recursion: {' -> '.join(active + (function,))}")
@@ -74,10 +108,19 @@ def library(request, build_dir):
 
 def test_no_recursion_and_the_stack_bound_holds_statically(library):
     graph = call_graph(library / "obj")
+    graph.update({name: (size, []) for name, size in asm_frames(library / "obj").items()})
     for entry in ENTRY_POINTS:
         key = next(k for k in graph if k.endswith(":" + entry))
         depth, path = worst_path(graph, key)
         assert depth <= STACK_BOUND, f"{entry}: {depth} bytes via {' -> '.join(path)}"
+
+
+def test_the_dsp_builds_use_the_assembly_micro_kernel(library):
+    frames = asm_frames(library / "obj")
+    if library.name.endswith("-plain"):
+        assert not frames
+    else:
+        assert frames == {"mcubert_dsp_4x2_step8": 40, "mcubert_dsp_4x2_step4": 40}
 
 
 def test_only_libgcc_division_is_needed_and_no_fpu_code(library):

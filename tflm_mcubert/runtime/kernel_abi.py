@@ -155,3 +155,69 @@ def embedding_call(params, input_ids: np.ndarray, token_type_ids: np.ndarray, sp
 def output_elements(call: KernelCall) -> int:
     """Element count of the output tensor (validate checks it; attention/MLP alias hidden)."""
     return call.params.seq_len * call.params.hidden
+
+
+# ---------------------------------------------------------------------------------------------
+# MCUBERT_CLASSIFIER_HEAD (SPEC 4.4). Kept out of the per-op tables above for now (OP_IDS,
+# PARAMS_STRUCTS, TENSOR_NAMES, ...), which the existing kernel tests iterate with cases of the
+# three encoder ops only; tests/kernels/test_kernels_classifier_head.py uses the names below.
+# ---------------------------------------------------------------------------------------------
+
+CLASSIFIER_HEAD_OP_ID = 3   # host_runner.c OP_CLASSIFIER_HEAD
+CLASSIFIER_HEAD_SYMBOLS = {"s8": "mcubert_classifier_head_s8",
+                           "validate": "mcubert_classifier_head_validate",
+                           "get_buffer_size": "mcubert_classifier_head_get_buffer_size"}
+
+
+class ClassifierHeadParamsC(ctypes.Structure):
+    _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
+                ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32), ("labels", ctypes.c_int32),
+                ("pooler_zero_point", ctypes.c_int32), ("logits_zero_point", ctypes.c_int32)]
+
+
+# validate's tensor list (MCUBERT_CLASSIFIER_HEAD_* enum): the contract's inputs, then the output.
+CLASSIFIER_HEAD_TENSOR_NAMES = [t.name for t in contract.CONTRACTS[contract.CLASSIFIER_HEAD].inputs] + ["output"]
+# mcubert_classifier_head_weights, in struct order (every input but the run-time `hidden`).
+CLASSIFIER_HEAD_WEIGHT_FIELDS = [n for n in CLASSIFIER_HEAD_TENSOR_NAMES[:-1] if n != "hidden"]
+
+
+def make_classifier_head_params(options: dict[str, int], spec_hash: int | None = None,
+                                **overrides) -> ClassifierHeadParamsC:
+    values = {"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **options, **overrides}
+    if spec_hash is not None:
+        values["spec_hash"] = spec_hash
+    struct = ClassifierHeadParamsC()
+    for name, _ in struct._fields_:
+        setattr(struct, name, int(values[name]))
+    return struct
+
+
+@dataclasses.dataclass
+class ClassifierHeadCall:
+    """One mcubert_classifier_head_s8 invocation (KernelCall's shape; the result is `output`)."""
+
+    params: ClassifierHeadParamsC
+    tensors: dict[str, np.ndarray]    # by contract name; "output" (int8[labels]) last
+
+    op = contract.CLASSIFIER_HEAD
+    result_name = "output"
+
+    @property
+    def tensor_list(self) -> list[tuple[str, np.ndarray]]:
+        return [(name, self.tensors[name]) for name in CLASSIFIER_HEAD_TENSOR_NAMES]
+
+    @property
+    def options(self) -> dict[str, int]:
+        return {name: getattr(self.params, name) for name, _ in self.params._fields_}
+
+    def dims(self) -> tuple[int, int, int]:
+        """Arguments of mcubert_classifier_head_get_buffer_size."""
+        return (self.params.seq_len, self.params.hidden, self.params.labels)
+
+
+def classifier_head_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> ClassifierHeadCall:
+    """From ops.classifier_head.ClassifierHeadParams (validated) and hidden int8[s, d]."""
+    tensors = {"hidden": _contiguous(hidden, np.int8)}
+    tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
+    tensors["output"] = np.zeros(params.labels, np.int8)
+    return ClassifierHeadCall(make_classifier_head_params(params.options(), spec_hash), tensors)

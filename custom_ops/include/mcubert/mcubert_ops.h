@@ -20,7 +20,9 @@
  * Tensors may be at any address their element type allows (int8 data at any byte).
  *
  * Build variants (one source, selected at compile time):
- *   __ARM_FEATURE_DSP defined (Cortex-M4/M7/M33...): the DSP path (SXTB16/SMLAD micro-kernel).
+ *   __ARM_FEATURE_DSP defined (Cortex-M4/M7/M33...): the DSP path (SXTB16/SMLAD micro-kernel,
+ *                        from src/mcubert_gemm_dsp_s8.S with GCC-compatible toolchains).
+ *   MCUBERT_DSP_NO_ASM:  the DSP path with the micro-kernel's C version instead of the assembly.
  *   otherwise: the plain C path (any core, host).
  *   MCUBERT_FORCE_PLAIN: the plain path even on a DSP core (for comparisons).
  *   MCUBERT_EMULATE_DSP: test only — the DSP path on any compiler, with portable C
@@ -40,8 +42,9 @@ extern "C" {
 #define MCUBERT_SPEC_HASH 0x5de6d70cu
 
 /* Upper bound of the stack any mcubert_* entry point uses, helpers and libgcc included.
- * With arm-none-eabi-gcc 12.2 -O2 the deepest path is 528 bytes (Cortex-M7, DSP path, from
- * GCC's call graph; the same under emulation); the bound leaves ~20% for other compilers and
+ * With arm-none-eabi-gcc 12.2 -O2 the deepest path is 488 bytes (embedding and attention,
+ * Cortex-M4/M7 DSP path and plain path, from GCC's call graph plus the assembly micro-kernel's
+ * 40-byte frame; the same under emulation); the bound leaves ~25% for other compilers and
  * flags. tests/kernels check it statically (call graph, no recursion) and dynamically (painted
  * stack under emulation, Cortex-M4 and M7, both paths). */
 #define MCUBERT_STACK_BOUND_BYTES 640
@@ -239,6 +242,54 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params,
 mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
                               int8_t *hidden, const mcubert_context *context,
                               mcubert_message *message);
+
+/* ------------------------------------------------------------------------------------------
+ * MCUBERT_CLASSIFIER_HEAD (SPEC 4.4): BERT's pooler (dense + tanh table) and the sequence
+ * classifier (dense) on the [CLS] row: hidden[0][d] -> int8 logits[labels]. Not in place.
+ * ---------------------------------------------------------------------------------------- */
+
+#define MCUBERT_MAX_LABELS 1024
+
+typedef struct {
+    int32_t spec_version;
+    uint32_t spec_hash;
+    int32_t seq_len;           /* s, [1, 1024]; only row 0 of hidden is read */
+    int32_t hidden;            /* d, [1, 1024] */
+    int32_t labels;            /* n, [1, 1024] */
+    int32_t pooler_zero_point; /* [-128, 127]: zero point of the tanh table's input */
+    int32_t logits_zero_point; /* [-128, 127] */
+} mcubert_classifier_head_params;
+
+typedef struct {                        /* constant inputs 1..5, contract order */
+    const int8_t *pooler_weights;       /* pair4, packed(d, d) */
+    const int32_t *pooler_channels;     /* [d][3]: bias, multiplier, shift */
+    const int8_t *tanh_lut;             /* [256]: entry q + 128 for input q */
+    const int8_t *classifier_weights;   /* pair4, packed(n, d) */
+    const int32_t *classifier_channels; /* [n][3] */
+} mcubert_classifier_head_weights;
+
+enum {
+    MCUBERT_CLASSIFIER_HEAD_HIDDEN, MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS,
+    MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS, MCUBERT_CLASSIFIER_HEAD_TANH_LUT,
+    MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS, MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS,
+    MCUBERT_CLASSIFIER_HEAD_OUTPUT, MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS
+};
+
+/* A(d) + A(2d) bytes (independent of seq_len and labels, which are range-checked); -1 for
+ * dimensions outside the contract. */
+int32_t mcubert_classifier_head_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t labels);
+
+mcubert_status mcubert_classifier_head_validate(const mcubert_classifier_head_params *params,
+                                                const mcubert_tensor_view *tensors, int32_t count,
+                                                mcubert_message *message);
+
+/* logits[n] from hidden[0][0..d) (hidden is int8[s][d]; logits must not overlap it). */
+mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *params,
+                                          const mcubert_classifier_head_weights *weights,
+                                          const int8_t *hidden, int8_t *logits,
+                                          const mcubert_context *context, mcubert_message *message);
+
+/* ---- end of MCUBERT_CLASSIFIER_HEAD ------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------
  * Build information.

@@ -23,6 +23,8 @@ __attribute__((used)) const entry_point mcubert_emu_api[] = {
     (entry_point)mcubert_attention_get_buffer_size,
     (entry_point)mcubert_mlp_s8, (entry_point)mcubert_mlp_validate,
     (entry_point)mcubert_mlp_get_buffer_size,
+    (entry_point)mcubert_classifier_head_s8, (entry_point)mcubert_classifier_head_validate,
+    (entry_point)mcubert_classifier_head_get_buffer_size,
     (entry_point)mcubert_uses_dsp_path, mcubert_emu_stop,
 };
 

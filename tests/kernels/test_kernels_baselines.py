@@ -1,0 +1,123 @@
+"""The re-implemented baselines of custom_ops/baselines/ against the numpy reference, on an
+emulated Cortex-M7 (they are DSP-path code: `make baselines` builds them with the library into one
+image; runtime/baseline_abi.py calls them).
+
+* cmsis (untiled graph of 1x2x4 per-token ops) and burrello (per-head, untiled) attention and the
+  shared untiled MLP produce the reference's bytes: same numerics, other schedule and loop nest.
+* flash rescales its running sums when a row's maximum grows, which rounds differently from the
+  reference's single lookup against the final maximum: with one key block (tile >= s) there is
+  no rescale and it is bit-exact; with streamed blocks it is compared within a tolerance.
+* both linear-layer kernels of the benchmark's comparison (the library's row-block kernel alone,
+  and 1x2x4 per token) equal the reference's requantized outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from kernel_build import make, need_arm_toolchain
+from kernel_cases import Case, attention_case, mlp_case
+from tflm_mcubert.ops import contract, testing
+from tflm_mcubert.ops.fixed_point import saturate
+from tflm_mcubert.runtime import kernel_abi
+
+pytest.importorskip("unicorn", reason="the `unicorn` package runs the baselines")
+
+from tflm_mcubert.runtime.arm_emulator import ArmEmulator, run_kernel  # noqa: E402
+from tflm_mcubert.runtime.baseline_abi import row_major_call, run_baseline, run_linear  # noqa: E402
+
+# Flash vs reference on realistic layers: every byte within this many LSBs, and few bytes off.
+FLASH_MAX_ABS_DIFF = 1
+FLASH_MAX_FRACTION_DIFFERENT = 0.03
+
+
+@pytest.fixture(scope="module")
+def emu(build_dir):
+    need_arm_toolchain()
+    make(build_dir, "baselines", "CPU=cortex-m7")
+    return ArmEmulator(build_dir / "cortex-m7" / "mcubert_baselines_emu.elf", "cortex-m7")
+
+
+def with_tile(case: Case, tile: int) -> Case:
+    params = kernel_abi.make_params(case.call.op, {**case.call.options, "tile": tile})
+    return dataclasses.replace(case, call=dataclasses.replace(case.call, params=params),
+                               name=f"{case.name}-tile{tile}")
+
+
+ATTENTION_CASES = [
+    lambda: attention_case(32, 64, 2, 4, kind="realistic", mask="tail"),
+    lambda: attention_case(19, 24, 3, 5),                               # extreme parameters
+    lambda: attention_case(11, 20, 4, 3, mask="random"),                # dh = 5: odd pairs, K tails
+    lambda: attention_case(9, 6, 2, 4, mask="none"),                    # every key masked
+    lambda: attention_case(13, 12, 3, 13, mask_mode=1),                 # valid length
+    lambda: attention_case(17, 16, 1, 17, mask="all", mask_mode=1),
+]
+
+
+@pytest.mark.parametrize("schedule", ["cmsis", "burrello"])
+@pytest.mark.parametrize("index", range(len(ATTENTION_CASES)))
+def test_untiled_attention_schedules_are_bit_exact(emu, schedule, index):
+    case = ATTENTION_CASES[index]()
+    run = run_baseline(emu, schedule, case.call)
+    assert run.status == kernel_abi.OK, run.message
+    assert np.array_equal(run.output, case.expected), f"{schedule} {case.name}"
+
+
+@pytest.mark.parametrize("index", range(len(ATTENTION_CASES)))
+def test_flash_with_one_key_block_is_bit_exact(emu, index):
+    """tile >= s: a single key block, so the running maximum is the final one and nothing is
+    rescaled — the schedule then computes exactly the reference's weights."""
+    case = ATTENTION_CASES[index]()
+    case = with_tile(case, case.call.params.seq_len)
+    run = run_baseline(emu, "flash", case.call)
+    assert run.status == kernel_abi.OK, run.message
+    assert np.array_equal(run.output, case.expected), case.name
+
+
+@pytest.mark.parametrize("s,d,h,t,mask", [(64, 64, 2, 8, "all"), (77, 64, 4, 16, "tail"),
+                                          (40, 32, 2, 5, "random"), (128, 128, 2, 32, "all")])
+def test_flash_with_streamed_key_blocks_is_within_tolerance(emu, s, d, h, t, mask):
+    """Realistic layers: the rescaled running sums move a few outputs by a rounding step."""
+    case = with_tile(attention_case(s, d, h, 1, kind="realistic", mask=mask, seed=3), t)
+    run = run_baseline(emu, "flash", case.call)
+    assert run.status == kernel_abi.OK, run.message
+    diff = np.abs(run.output.astype(np.int32) - case.expected.astype(np.int32))
+    assert diff.max() <= FLASH_MAX_ABS_DIFF, (case.name, int(diff.max()))
+    assert np.mean(diff > 0) <= FLASH_MAX_FRACTION_DIFFERENT, (case.name, float(np.mean(diff > 0)))
+
+
+@pytest.mark.parametrize("make_case", [
+    lambda: mlp_case(32, 64, 256, 8, kind="realistic"),
+    lambda: mlp_case(9, 7, 13, 4),
+    lambda: mlp_case(13, 20, 44, 13, seed=2),
+], ids=["realistic", "odd", "extreme"])
+def test_untiled_mlp_is_bit_exact(emu, make_case):
+    case = make_case()
+    for schedule in ("cmsis", "flash"):   # every schedule runs the same untiled MLP
+        run = run_baseline(emu, schedule, case.call)
+        assert run.status == kernel_abi.OK, run.message
+        assert np.array_equal(run.output, case.expected), f"{schedule} {case.name}"
+
+
+@pytest.mark.parametrize("tokens,k,n", [(9, 12, 10), (5, 7, 3), (4, 128, 64), (13, 33, 17)])
+def test_both_linear_kernels_match_the_reference(emu, tokens, k, n):
+    rng = np.random.default_rng(tokens * k + n)
+    linear = testing._linear(rng, n, k)
+    x = rng.integers(-128, 128, (tokens, k)).astype(np.int8)
+    expected = saturate(linear.requantized(x), -128, 127, np.int8)
+    for kind in ("ours", "cmsis"):
+        y, _ = run_linear(emu, kind, x, linear)
+        assert np.array_equal(y, expected), kind
+
+
+def test_baselines_refuse_a_short_scratch(emu):
+    case = attention_case(9, 8, 2, 3)
+    assert case.call.op == contract.ATTENTION
+    size = emu.call("mcubert_baseline_cmsis_attention_get_buffer_size", *case.call.dims()).value
+    for scratch, status in ((size, kernel_abi.OK), (size - 4, kernel_abi.ERROR_ARGUMENT)):
+        run = run_kernel(emu, row_major_call(case.call), validate=False, scratch_size=scratch,
+                         symbol="mcubert_baseline_cmsis_attention_s8")
+        assert run.status == status
