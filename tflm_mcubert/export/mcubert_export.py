@@ -22,6 +22,7 @@ from tflm_mcubert.export.tflm_arena import (
     ArenaEstimate, GraphShape, IoTensor, estimate_arena, kernel_op_data_bytes,
 )
 from tflm_mcubert.ops import contract
+from tflm_mcubert.schedule.kernel_cost import KernelCostModel
 from tflm_mcubert.schedule.planner import BudgetExceededError, Plan, plan_model
 
 EMBEDDING_MODES = ("auto", "dense")
@@ -77,7 +78,9 @@ class PlanChoice:
 def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> PlanChoice:
     overhead = arena_overhead(config.num_hidden_layers, bool(labels))
     try:
-        plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels)
+        # Measured kernel costs: among tiles as fast to within the model's resolution, the smallest.
+        plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels,
+                          cost_model=KernelCostModel())
         return PlanChoice(plan, plan.planned_bytes + overhead <= arena_budget, None, overhead)
     except BudgetExceededError:
         pass

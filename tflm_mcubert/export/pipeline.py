@@ -156,6 +156,23 @@ def _reserves(request: ExportRequest) -> dict:
                               ("flash_reserve", request.flash_reserve)) if v is not None}
 
 
+def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict:
+    """Predicted encoder latency per board at its clock: an ESTIMATE from instruction counts measured under
+    emulation and an instruction-class cycle model (schedule/kernel_cost.py), not a board measurement."""
+    from tflm_mcubert.boards import BOARDS
+    from tflm_mcubert.schedule.kernel_cost import predict_latency
+
+    boards = dict(BOARDS)
+    boards.setdefault(target.name, target)
+    return {
+        "note": ("estimate, not a measurement: encoder layers only (embedding and classifier head excluded), "
+                 "cycles from emulated instruction counts and a Cortex-M7 instruction-class cost model, "
+                 "zero-wait-state memory assumed (a lower bound where weights stream from Flash)"),
+        "boards": {name: predict_latency(config, seq_len, board, tiles=tiles).to_json()
+                   for name, board in boards.items()},
+    }
+
+
 def _finish(report: dict, out_dir: Path, started: float) -> None:
     report["seconds"] = round(time.time() - started, 1)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -259,7 +276,9 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
                    "stored_embedding": (result.compression or {}).get("params")},
         "compression": result.compression,
         "fits": fit.to_json(),
-        "ops": [{"name": op.name, "op": op.kind, "tile": op.tile, "scratch_bytes": op.scratch_bytes,
+        "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
+        "ops": [{"name": op.name, "op": op.kind, "bytes": constants.get(op.name, 0), "tile": op.tile,
+                 "scratch_bytes": op.scratch_bytes,
                  "live_bytes": op.live_bytes, "constant_bytes": constants.get(op.name, 0)} for op in plan.ops],
         "model": {**source, "config": config.to_hf_dict()},
         "calibration": calibration_source,
