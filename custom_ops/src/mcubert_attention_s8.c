@@ -55,24 +55,20 @@ int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32
 static mcubert_status validate_options(const mcubert_attention_params *p, mcubert_message *m)
 {
     mcubert_status st;
-    if (p == NULL) {
-        st = mcubert_fail(m, MCUBERT_ERROR_ARGUMENT, OP, "params");
-        mcubert_append(m, "NULL");
+    if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_spec(OP, p->spec_version, p->spec_hash, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "seq_len", p->seq_len, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "heads", p->heads, 1, MCUBERT_MAX_HEADS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "mask_mode", p->mask_mode, 0, 1, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "input_zero_point", p->input_zero_point, -128, 127, m)) != MCUBERT_OK ||
+        (st = mcubert_check_zero_point(OP, "input_zero_point", p->input_zero_point, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "residual_shift", p->residual_shift, 0, 7, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "score_multiplier", p->score_multiplier, 0, INT32_MAX, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "score_shift", p->score_shift, -31, 30, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "context_multiplier", p->context_multiplier, 0, INT32_MAX, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "context_shift", p->context_shift, -31, 30, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "ln_eps", p->ln_eps, 0, (int64_t)1 << 50, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
     if (p->hidden % p->heads != 0) {
@@ -83,12 +79,7 @@ static mcubert_status validate_options(const mcubert_attention_params *p, mcuber
         mcubert_append_int(m, p->heads);
         return st;
     }
-    if (p->tile > p->seq_len) {
-        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "tile");
-        mcubert_append(m, "tile ");
-        mcubert_append_int(m, p->tile);
-        mcubert_append(m, " exceeds seq_len ");
-        mcubert_append_int(m, p->seq_len);
+    if ((st = mcubert_check_tile(OP, p->tile, p->seq_len, m)) != MCUBERT_OK) {
         return st;
     }
     if ((st = mcubert_check_multiplier(OP, "score_multiplier", p->score_multiplier, p->score_shift, m)) != MCUBERT_OK) {
@@ -136,10 +127,7 @@ mcubert_status mcubert_attention_validate(const mcubert_attention_params *params
     if (st != MCUBERT_OK || tensors == NULL) {
         return st;
     }
-    if (count != MCUBERT_ATTENTION_NUM_TENSORS) {
-        st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, OP, "tensors");
-        mcubert_append(message, "expected 13 (12 inputs, 1 output), got ");
-        mcubert_append_int(message, count);
+    if ((st = mcubert_check_count(OP, count, MCUBERT_ATTENTION_NUM_TENSORS, message)) != MCUBERT_OK) {
         return st;
     }
     s = params->seq_len;
@@ -154,12 +142,10 @@ mcubert_status mcubert_attention_validate(const mcubert_attention_params *params
         return st;
     }
     for (i = 0; i < 4; ++i) {
-        const mcubert_tensor_view *w = &t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i];
-        const mcubert_tensor_view *ch = &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i];
-        if ((st = mcubert_check_tensor(OP, linear_names[i][0], w, MCUBERT_DTYPE_INT8, mcubert_packed_size(d, d), message)) != MCUBERT_OK ||
-            (st = mcubert_check_pair4(OP, linear_names[i][0], (const int8_t *)w->data, (int32_t)d, (int32_t)d, message)) != MCUBERT_OK ||
-            (st = mcubert_check_tensor(OP, linear_names[i][1], ch, MCUBERT_DTYPE_INT32, 3 * d, message)) != MCUBERT_OK ||
-            (st = mcubert_check_channels(OP, linear_names[i][1], (const int32_t *)ch->data, (int32_t)d, message)) != MCUBERT_OK) {
+        st = mcubert_check_linear(OP, linear_names[i][0], &t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i],
+                                  linear_names[i][1], &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i],
+                                  (int32_t)d, (int32_t)d, message);
+        if (st != MCUBERT_OK) {
             return st;
         }
     }
@@ -367,9 +353,7 @@ static mcubert_status check_pointers(const mcubert_attention_weights *w, const i
         missing = "mask";
     }
     if (missing != NULL) {
-        mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_ARGUMENT, OP, missing);
-        mcubert_append(m, "NULL pointer");
-        return st;
+        return mcubert_fail_text(m, MCUBERT_ERROR_ARGUMENT, OP, missing, "NULL pointer");
     }
     return MCUBERT_OK;
 }

@@ -51,17 +51,13 @@ int32_t mcubert_classifier_head_get_buffer_size(int32_t seq_len, int32_t hidden,
 static mcubert_status validate_options(const mcubert_classifier_head_params *p, mcubert_message *m)
 {
     mcubert_status st;
-    if (p == NULL) {
-        st = mcubert_fail(m, MCUBERT_ERROR_ARGUMENT, OP, "params");
-        mcubert_append(m, "NULL");
+    if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_spec(OP, p->spec_version, p->spec_hash, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "seq_len", p->seq_len, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "labels", p->labels, 1, MCUBERT_MAX_LABELS, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "pooler_zero_point", p->pooler_zero_point, -128, 127, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "logits_zero_point", p->logits_zero_point, -128, 127, m)) != MCUBERT_OK) {
+        (st = mcubert_check_zero_point(OP, "pooler_zero_point", p->pooler_zero_point, m)) != MCUBERT_OK ||
+        (st = mcubert_check_zero_point(OP, "logits_zero_point", p->logits_zero_point, m)) != MCUBERT_OK) {
         return st;
     }
     return MCUBERT_OK; /* no cross-field rules (contract: _no_cross_field_rules) */
@@ -77,25 +73,16 @@ mcubert_status mcubert_classifier_head_validate(const mcubert_classifier_head_pa
     if (st != MCUBERT_OK || tensors == NULL) {
         return st;
     }
-    if (count != MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS) {
-        st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, OP, "tensors");
-        mcubert_append(message, "expected 7 (6 inputs, 1 output), got ");
-        mcubert_append_int(message, count);
+    if ((st = mcubert_check_count(OP, count, MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS, message)) != MCUBERT_OK) {
         return st;
     }
     s = params->seq_len;
     d = params->hidden;
     n = params->labels;
     if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_CLASSIFIER_HEAD_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "pooler_weights", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS], MCUBERT_DTYPE_INT8, mcubert_packed_size(d, d), message)) != MCUBERT_OK ||
-        (st = mcubert_check_pair4(OP, "pooler_weights", (const int8_t *)t[MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS].data, (int32_t)d, (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "pooler_channels", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS], MCUBERT_DTYPE_INT32, 3 * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_channels(OP, "pooler_channels", (const int32_t *)t[MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS].data, (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "pooler_weights", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS], "pooler_channels", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS], (int32_t)d, (int32_t)d, message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "tanh_lut", &t[MCUBERT_CLASSIFIER_HEAD_TANH_LUT], MCUBERT_DTYPE_INT8, 256, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "classifier_weights", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS], MCUBERT_DTYPE_INT8, mcubert_packed_size(n, d), message)) != MCUBERT_OK ||
-        (st = mcubert_check_pair4(OP, "classifier_weights", (const int8_t *)t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS].data, (int32_t)n, (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "classifier_channels", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS], MCUBERT_DTYPE_INT32, 3 * n, message)) != MCUBERT_OK ||
-        (st = mcubert_check_channels(OP, "classifier_channels", (const int32_t *)t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS].data, (int32_t)n, message)) != MCUBERT_OK) {
+        (st = mcubert_check_linear(OP, "classifier_weights", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS], "classifier_channels", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS], (int32_t)n, (int32_t)d, message)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_CLASSIFIER_HEAD_OUTPUT], MCUBERT_DTYPE_INT8, n, message);
@@ -218,10 +205,8 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
     if (weights == NULL || weights->pooler_weights == NULL || weights->pooler_channels == NULL ||
         weights->tanh_lut == NULL || weights->classifier_weights == NULL ||
         weights->classifier_channels == NULL || hidden == NULL || logits == NULL) {
-        st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, OP,
-                          hidden == NULL ? "hidden" : logits == NULL ? "logits" : "weights");
-        mcubert_append(message, "NULL pointer");
-        return st;
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP,
+                                 hidden == NULL ? "hidden" : logits == NULL ? "logits" : "weights", "NULL pointer");
     }
     layout_of(params->hidden, &layout);
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK) {

@@ -40,18 +40,14 @@ int32_t mcubert_embedding_get_buffer_size(int32_t seq_len, int32_t hidden)
 static mcubert_status validate_options(const mcubert_embedding_params *p, mcubert_message *m)
 {
     mcubert_status st;
-    if (p == NULL) {
-        st = mcubert_fail(m, MCUBERT_ERROR_ARGUMENT, OP, "params");
-        mcubert_append(m, "NULL");
+    if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_spec(OP, p->spec_version, p->spec_hash, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "seq_len", p->seq_len, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "vocab_size", p->vocab_size, 1, INT32_MAX, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "type_vocab_size", p->type_vocab_size, 1, MCUBERT_MAX_TYPE_VOCAB, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "ln_eps", p->ln_eps, 0, (int64_t)1 << 50, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
     if (p->cluster_count > p->vocab_size) {
@@ -139,10 +135,7 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
     if (st != MCUBERT_OK || tensors == NULL) {
         return st;
     }
-    if (count != MCUBERT_EMBEDDING_NUM_TENSORS) {
-        st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, OP, "tensors");
-        mcubert_append(message, "expected 12 (11 inputs, 1 output), got ");
-        mcubert_append_int(message, count);
+    if ((st = mcubert_check_count(OP, count, MCUBERT_EMBEDDING_NUM_TENSORS, message)) != MCUBERT_OK) {
         return st;
     }
     s = params->seq_len;
@@ -173,14 +166,11 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
             }
         }
     }
-    if ((st = mcubert_check_tensor(OP, "word_requant", &t[MCUBERT_EMBEDDING_WORD_REQUANT], MCUBERT_DTYPE_INT32, 2 * c * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_requant(OP, "word_requant", (const int32_t *)t[MCUBERT_EMBEDDING_WORD_REQUANT].data, (int32_t)(c * d), message)) != MCUBERT_OK ||
+    if ((st = mcubert_check_requant_tensor(OP, "word_requant", &t[MCUBERT_EMBEDDING_WORD_REQUANT], (int32_t)(c * d), message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "position_table", &t[MCUBERT_EMBEDDING_POSITION_TABLE], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "position_requant", &t[MCUBERT_EMBEDDING_POSITION_REQUANT], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_requant(OP, "position_requant", (const int32_t *)t[MCUBERT_EMBEDDING_POSITION_REQUANT].data, (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_requant_tensor(OP, "position_requant", &t[MCUBERT_EMBEDDING_POSITION_REQUANT], (int32_t)d, message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "token_type_table", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_TABLE], MCUBERT_DTYPE_INT8, params->type_vocab_size * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "token_type_requant", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_requant(OP, "token_type_requant", (const int32_t *)t[MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT].data, (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_requant_tensor(OP, "token_type_requant", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT], (int32_t)d, message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_EMBEDDING_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK) {
         return st;
     }
@@ -323,9 +313,8 @@ MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert
         weights->position_requant == NULL || weights->token_type_table == NULL ||
         weights->token_type_requant == NULL || weights->layer_norm == NULL ||
         input_ids == NULL || token_type_ids == NULL || hidden == NULL) {
-        st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, OP, weights == NULL ? "weights" : "inputs");
-        mcubert_append(message, "NULL pointer");
-        return st;
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, weights == NULL ? "weights" : "inputs",
+                                 "NULL pointer");
     }
     mcubert_embedding_layout_of(params->seq_len, params->hidden, &layout);
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK ||

@@ -107,6 +107,9 @@ void mcubert_embedding_layout_of(int32_t s, int32_t d, mcubert_embedding_layout 
  * reads `return mcubert_fail(m, st, OP, "tile", ...)`-style through the helpers below. */
 mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op,
                             const char *field);
+/* mcubert_fail, then `text` as the whole problem: "OP: field: text". */
+mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op,
+                                 const char *field, const char *text);
 void mcubert_append(mcubert_message *message, const char *text);
 void mcubert_append_int(mcubert_message *message, int64_t value);
 void mcubert_append_hex(mcubert_message *message, uint32_t value);
@@ -117,6 +120,16 @@ mcubert_status mcubert_check_range(const char *op, const char *field, int64_t va
                                    int64_t hi, mcubert_message *message);
 mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier,
                                         int32_t shift, mcubert_message *message);
+/* The preamble of every op's options: params not NULL ("params: NULL"), then spec_version,
+ * spec_hash, seq_len in [1, MAX_SEQ_LEN], hidden in [1, MAX_HIDDEN], in that order. */
+mcubert_status mcubert_check_params(const char *op, const void *params, mcubert_message *message);
+mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash,
+                                            int32_t seq_len, int32_t hidden, mcubert_message *message);
+/* field in [-128, 127]; ln_eps in [0, 2^50]; tile <= seq_len (the ranges checked before). */
+mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point,
+                                        mcubert_message *message);
+mcubert_status mcubert_check_ln_eps(const char *op, int64_t ln_eps, mcubert_message *message);
+mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len, mcubert_message *message);
 
 /* Tensor checks (validate with tensor views). */
 mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
@@ -130,6 +143,17 @@ mcubert_status mcubert_check_channels(const char *op, const char *field, const i
 /* [n][2] (multiplier, shift) rows. */
 mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table,
                                      int32_t n, mcubert_message *message);
+
+/* "tensors": count == expected (expected - 1 inputs, 1 output). */
+mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expected, mcubert_message *message);
+/* One linear layer: pair4 int8 weights [out][in] (check_tensor, check_pair4), then int32
+ * channels [out][3] (check_tensor, check_channels). */
+mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
+                                    const char *channels_field, const mcubert_tensor_view *channels,
+                                    int32_t out_features, int32_t in_features, mcubert_message *message);
+/* An int32 [n][2] (multiplier, shift) tensor: check_tensor, then check_requant. */
+mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                            int32_t n, mcubert_message *message);
 
 /* Kernel entry: NULL checks on the context, its alignment and size. */
 mcubert_status mcubert_check_context(const char *op, const mcubert_context *context, int32_t needed,

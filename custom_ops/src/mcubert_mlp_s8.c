@@ -38,31 +38,19 @@ int32_t mcubert_mlp_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t ffn
 static mcubert_status validate_options(const mcubert_mlp_params *p, mcubert_message *m)
 {
     mcubert_status st;
-    if (p == NULL) {
-        st = mcubert_fail(m, MCUBERT_ERROR_ARGUMENT, OP, "params");
-        mcubert_append(m, "NULL");
+    if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_spec(OP, p->spec_version, p->spec_hash, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "seq_len", p->seq_len, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "ffn", p->ffn, 1, MCUBERT_MAX_FFN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "input_zero_point", p->input_zero_point, -128, 127, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "fc1_output_zero_point", p->fc1_output_zero_point, -128, 127, m)) != MCUBERT_OK ||
+        (st = mcubert_check_zero_point(OP, "input_zero_point", p->input_zero_point, m)) != MCUBERT_OK ||
+        (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "residual_shift", p->residual_shift, 0, 7, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "ln_eps", p->ln_eps, 0, (int64_t)1 << 50, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
-    if (p->tile > p->seq_len) {
-        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "tile");
-        mcubert_append(m, "tile ");
-        mcubert_append_int(m, p->tile);
-        mcubert_append(m, " exceeds seq_len ");
-        mcubert_append_int(m, p->seq_len);
-        return st;
-    }
-    return MCUBERT_OK;
+    return mcubert_check_tile(OP, p->tile, p->seq_len, m);
 }
 
 mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcubert_tensor_view *tensors,
@@ -74,25 +62,16 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
     if (st != MCUBERT_OK || tensors == NULL) {
         return st;
     }
-    if (count != MCUBERT_MLP_NUM_TENSORS) {
-        st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, OP, "tensors");
-        mcubert_append(message, "expected 8 (7 inputs, 1 output), got ");
-        mcubert_append_int(message, count);
+    if ((st = mcubert_check_count(OP, count, MCUBERT_MLP_NUM_TENSORS, message)) != MCUBERT_OK) {
         return st;
     }
     s = params->seq_len;
     d = params->hidden;
     f = params->ffn;
     if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_MLP_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], MCUBERT_DTYPE_INT8, mcubert_packed_size(f, d), message)) != MCUBERT_OK ||
-        (st = mcubert_check_pair4(OP, "fc1_weights", (const int8_t *)t[MCUBERT_MLP_FC1_WEIGHTS].data, (int32_t)f, (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "fc1_channels", &t[MCUBERT_MLP_FC1_CHANNELS], MCUBERT_DTYPE_INT32, 3 * f, message)) != MCUBERT_OK ||
-        (st = mcubert_check_channels(OP, "fc1_channels", (const int32_t *)t[MCUBERT_MLP_FC1_CHANNELS].data, (int32_t)f, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels", &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8, 256, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], MCUBERT_DTYPE_INT8, mcubert_packed_size(d, f), message)) != MCUBERT_OK ||
-        (st = mcubert_check_pair4(OP, "fc2_weights", (const int8_t *)t[MCUBERT_MLP_FC2_WEIGHTS].data, (int32_t)d, (int32_t)f, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "fc2_channels", &t[MCUBERT_MLP_FC2_CHANNELS], MCUBERT_DTYPE_INT32, 3 * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_channels(OP, "fc2_channels", (const int32_t *)t[MCUBERT_MLP_FC2_CHANNELS].data, (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels", &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK) {
         return st;
     }
@@ -149,9 +128,8 @@ mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_ml
     if (weights == NULL || weights->fc1_weights == NULL || weights->fc1_channels == NULL ||
         weights->activation_lut == NULL || weights->fc2_weights == NULL ||
         weights->fc2_channels == NULL || weights->layer_norm == NULL || hidden == NULL) {
-        st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, OP, hidden == NULL ? "hidden" : "weights");
-        mcubert_append(message, "NULL pointer");
-        return st;
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, hidden == NULL ? "hidden" : "weights",
+                                 "NULL pointer");
     }
     mcubert_mlp_layout_of(params->seq_len, params->hidden, params->ffn, params->tile, &layout);
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK) {

@@ -69,6 +69,14 @@ mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, con
     return status;
 }
 
+mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op,
+                                 const char *field, const char *text)
+{
+    mcubert_fail(message, status, op, field);
+    mcubert_append(message, text);
+    return status;
+}
+
 const char *mcubert_status_name(mcubert_status status)
 {
     switch (status) {
@@ -115,6 +123,47 @@ mcubert_status mcubert_check_range(const char *op, const char *field, int64_t va
         mcubert_append(message, ", ");
         mcubert_append_int(message, hi);
         mcubert_append(message, "]");
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_params(const char *op, const void *params, mcubert_message *message)
+{
+    return params == NULL ? mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "params", "NULL")
+                          : MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash,
+                                            int32_t seq_len, int32_t hidden, mcubert_message *message)
+{
+    mcubert_status st;
+    if ((st = mcubert_check_spec(op, spec_version, spec_hash, message)) != MCUBERT_OK ||
+        (st = mcubert_check_range(op, "seq_len", seq_len, 1, MCUBERT_MAX_SEQ_LEN, message)) != MCUBERT_OK) {
+        return st;
+    }
+    return mcubert_check_range(op, "hidden", hidden, 1, MCUBERT_MAX_HIDDEN, message);
+}
+
+mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point,
+                                        mcubert_message *message)
+{
+    return mcubert_check_range(op, field, zero_point, -128, 127, message);
+}
+
+mcubert_status mcubert_check_ln_eps(const char *op, int64_t ln_eps, mcubert_message *message)
+{
+    return mcubert_check_range(op, "ln_eps", ln_eps, 0, (int64_t)1 << 50, message);
+}
+
+mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len, mcubert_message *message)
+{
+    if (tile > seq_len) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, "tile");
+        mcubert_append(message, "tile ");
+        mcubert_append_int(message, tile);
+        mcubert_append(message, " exceeds seq_len ");
+        mcubert_append_int(message, seq_len);
         return st;
     }
     return MCUBERT_OK;
@@ -209,16 +258,27 @@ mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8
         const int32_t channel = 2 * (i / (groups * 8)) + (i % 8) / 4;
         const int32_t k = 4 * ((i / 8) % groups) + i % 4;
         if ((channel >= out_features || k >= in_features) && packed[i] != 0) {
-            mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
-            mcubert_append(message, "padding bytes of the pair4 layout must be zero");
-            return st;
+            return mcubert_fail_text(message, MCUBERT_ERROR_TENSOR, op, field,
+                                     "padding bytes of the pair4 layout must be zero");
         }
     }
     for (i = 0; i < total; ++i) {
         if (packed[i] == -128) {
-            mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
-            mcubert_append(message, "weights must be in [-127, 127] (symmetric int8)");
-            return st;
+            return mcubert_fail_text(message, MCUBERT_ERROR_TENSOR, op, field,
+                                     "weights must be in [-127, 127] (symmetric int8)");
+        }
+    }
+    return MCUBERT_OK;
+}
+
+/* n rows of `stride` words, each starting with a (multiplier, shift) pair. */
+static mcubert_status check_multiplier_rows(const char *op, const char *field, const int32_t *pairs,
+                                            int32_t n, int32_t stride, mcubert_message *message)
+{
+    int32_t c;
+    for (c = 0; c < n; ++c) {
+        if (multiplier_problem(pairs[stride * c], pairs[stride * c + 1], message, MCUBERT_ERROR_TENSOR, op, field)) {
+            return MCUBERT_ERROR_TENSOR;
         }
     }
     return MCUBERT_OK;
@@ -233,47 +293,65 @@ mcubert_status mcubert_check_channels(const char *op, const char *field, const i
     }
     for (c = 0; c < n; ++c) {
         if (channels[3 * c] > BIAS_LIMIT || channels[3 * c] < -BIAS_LIMIT) {
-            mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
-            mcubert_append(message, "bias exceeds +-2^30 (accumulator bound)");
-            return st;
+            return mcubert_fail_text(message, MCUBERT_ERROR_TENSOR, op, field,
+                                     "bias exceeds +-2^30 (accumulator bound)");
         }
     }
-    for (c = 0; c < n; ++c) {
-        if (multiplier_problem(channels[3 * c + 1], channels[3 * c + 2], message,
-                               MCUBERT_ERROR_TENSOR, op, field)) {
-            return MCUBERT_ERROR_TENSOR;
-        }
-    }
-    return MCUBERT_OK;
+    return check_multiplier_rows(op, field, channels + 1, n, 3, message);
 }
 
 mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table,
                                      int32_t n, mcubert_message *message)
 {
-    int32_t c;
-    if (table == NULL) {
-        return MCUBERT_OK;
-    }
-    for (c = 0; c < n; ++c) {
-        if (multiplier_problem(table[2 * c], table[2 * c + 1], message, MCUBERT_ERROR_TENSOR, op, field)) {
-            return MCUBERT_ERROR_TENSOR;
-        }
+    return table == NULL ? MCUBERT_OK : check_multiplier_rows(op, field, table, n, 2, message);
+}
+
+mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expected, mcubert_message *message)
+{
+    if (count != expected) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, "tensors");
+        mcubert_append(message, "expected ");
+        mcubert_append_int(message, expected);
+        mcubert_append(message, " (");
+        mcubert_append_int(message, expected - 1);
+        mcubert_append(message, " inputs, 1 output), got ");
+        mcubert_append_int(message, count);
+        return st;
     }
     return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
+                                    const char *channels_field, const mcubert_tensor_view *channels,
+                                    int32_t out_features, int32_t in_features, mcubert_message *message)
+{
+    mcubert_status st;
+    if ((st = mcubert_check_tensor(op, weights_field, weights, MCUBERT_DTYPE_INT8,
+                                   mcubert_packed_size(out_features, in_features), message)) != MCUBERT_OK ||
+        (st = mcubert_check_pair4(op, weights_field, (const int8_t *)weights->data, out_features, in_features,
+                                  message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(op, channels_field, channels, MCUBERT_DTYPE_INT32, 3 * (int64_t)out_features,
+                                   message)) != MCUBERT_OK) {
+        return st;
+    }
+    return mcubert_check_channels(op, channels_field, (const int32_t *)channels->data, out_features, message);
+}
+
+mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                            int32_t n, mcubert_message *message)
+{
+    mcubert_status st = mcubert_check_tensor(op, field, view, MCUBERT_DTYPE_INT32, 2 * (int64_t)n, message);
+    return st != MCUBERT_OK ? st : mcubert_check_requant(op, field, (const int32_t *)view->data, n, message);
 }
 
 mcubert_status mcubert_check_context(const char *op, const mcubert_context *context, int32_t needed,
                                      mcubert_message *message)
 {
     if (context == NULL || context->buf == NULL) {
-        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, op, "scratch");
-        mcubert_append(message, "no scratch buffer");
-        return st;
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "scratch", "no scratch buffer");
     }
     if (((uintptr_t)context->buf & 3u) != 0u) {
-        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, op, "scratch");
-        mcubert_append(message, "buffer is not 4-byte aligned");
-        return st;
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "scratch", "buffer is not 4-byte aligned");
     }
     if (context->size < needed) {
         mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, op, "scratch");
