@@ -173,6 +173,15 @@ def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict
     }
 
 
+FLASH_NOTE = "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash"
+
+
+def _report_head(request: ExportRequest) -> dict:
+    """The keys every report starts with, whatever the schedule."""
+    return {"tool": f"tflm-mcubert {__version__}", "schedule": request.schedule,
+            "board": request.board.to_json(), "seq_len": request.seq_len, "precision": request.precision}
+
+
 def _finish(report: dict, out_dir: Path, started: float) -> None:
     report["seconds"] = round(time.time() - started, 1)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -190,17 +199,13 @@ def _run_stock(request, model, source, calibration_for, out_dir: Path, started: 
 
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
     report = {
-        "tool": f"tflm-mcubert {__version__}",
-        "schedule": request.schedule,
-        "board": request.board.to_json(),
-        "seq_len": request.seq_len,
-        "precision": request.precision,
+        **_report_head(request),
         "arena_bytes": arena_bytes,
         "arena_note": ("smallest tensor arena the tflite-micro Python interpreter accepts for this model "
                        "(it fails at one byte less), measured on this 64-bit host: TFLM's own bookkeeping uses "
                        "8-byte pointers here, so a 32-bit MCU needs slightly less"),
         "flash_bytes": len(tflite),
-        "flash_note": "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash",
+        "flash_note": FLASH_NOTE,
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count()},
         "fits": fit.to_json(),
         "ops": describe_ops(tflite),
@@ -257,11 +262,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
     fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves)
     constants = {row.name: row.constant_bytes for row in constant_bytes_by_op(result.quantized)}
     report = {
-        "tool": f"tflm-mcubert {__version__}",
-        "schedule": request.schedule,
-        "board": request.board.to_json(),
-        "seq_len": request.seq_len,
-        "precision": request.precision,
+        **_report_head(request),
         "arena_bytes": arena.arena_bytes,
         "arena_note": ("what a 32-bit firmware must give TFLM: the offline plan (planned_bytes: every tensor "
                        "and scratch at its offset, as the reference ran it) plus TFLM's own arena use for "
@@ -271,7 +272,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
         "arena": arena.to_json(),
         "tiles": plan.tiles,
         "flash_bytes": len(tflite),
-        "flash_note": "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash",
+        "flash_note": FLASH_NOTE,
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count(),
                    "stored_embedding": (result.compression or {}).get("params")},
         "compression": result.compression,
