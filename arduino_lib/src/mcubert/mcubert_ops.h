@@ -1,0 +1,310 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/include/mcubert/mcubert_ops.h by tools/sync_arduino_lib.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * MCUBERT custom-op kernels: portable C99 with an Arm DSP (SMLAD) path.
+ *
+ * The numerics are defined by tflm_mcubert/ops/SPEC.md (version MCUBERT_SPEC_VERSION, hash
+ * MCUBERT_SPEC_HASH); a kernel is correct when it produces the same bytes as the numpy
+ * reference in tflm_mcubert/ops/ for every valid input. There is no TFLM dependency here: the
+ * TFLM binding is a thin layer that decodes the options into the params structs below, fills
+ * the weights struct from the constant input tensors and calls, in order,
+ *
+ *   Prepare:  mcubert_<op>_validate(params, tensors, count, &message)   (options, dtypes, shapes,
+ *                                                                         constant-tensor contents)
+ *             mcubert_<op>_get_buffer_size(...)                          (scratch to request)
+ *   Eval:     mcubert_<op>_s8(params, weights, ..., &context, &message)
+ *
+ * Memory: the caller owns everything (as in CMSIS-NN). No kernel allocates, recurses or uses
+ * a variable-length array; stack use is bounded by MCUBERT_STACK_BOUND_BYTES. The scratch
+ * buffer passed in `mcubert_context` must be at least get_buffer_size() bytes and 4-byte
+ * aligned (TFLM's arena gives 16); its layout is the spec's, so the size is the same for the
+ * plain and the DSP build and equals what the planner (tflm_mcubert/schedule) reserves.
+ * Tensors may be at any address their element type allows (int8 data at any byte).
+ *
+ * Build variants (one source, selected at compile time):
+ *   __ARM_FEATURE_DSP defined (Cortex-M4/M7/M33...): the DSP path (SXTB16/SMLAD micro-kernel,
+ *                        from src/mcubert_gemm_dsp_s8.S with GCC-compatible toolchains).
+ *   MCUBERT_DSP_NO_ASM:  the DSP path with the micro-kernel's C version instead of the assembly.
+ *   otherwise: the plain C path (any core, host).
+ *   MCUBERT_FORCE_PLAIN: the plain path even on a DSP core (for comparisons).
+ *   MCUBERT_EMULATE_DSP: test only — the DSP path on any compiler, with portable C
+ *                        emulations of the intrinsics (so host sanitizers cover that code).
+ */
+#ifndef MCUBERT_OPS_H
+#define MCUBERT_OPS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The contract these kernels implement (SPEC.md section 8). Every op's options carry both. */
+#define MCUBERT_SPEC_VERSION 1
+#define MCUBERT_SPEC_HASH 0x5de6d70cu
+
+/* Upper bound of the stack any mcubert_* entry point uses, helpers and libgcc included.
+ * With arm-none-eabi-gcc 12.2 -O2 the deepest path is 488 bytes (embedding and attention,
+ * Cortex-M4/M7 DSP path and plain path, from GCC's call graph plus the assembly micro-kernel's
+ * 40-byte frame; the same under emulation); the bound leaves ~25% for other compilers and
+ * flags. tests/kernels check it statically (call graph, no recursion) and dynamically (painted
+ * stack under emulation, Cortex-M4 and M7, both paths). */
+#define MCUBERT_STACK_BOUND_BYTES 640
+
+typedef enum {
+    MCUBERT_OK = 0,
+    MCUBERT_ERROR_ARGUMENT = 1, /* NULL pointer, misaligned or too small buffer */
+    MCUBERT_ERROR_SPEC = 2,     /* spec_version or spec_hash of another contract */
+    MCUBERT_ERROR_OPTION = 3,   /* an option out of range, or options inconsistent */
+    MCUBERT_ERROR_TENSOR = 4,   /* tensor count, dtype, element count or constant contents */
+    MCUBERT_ERROR_INPUT = 5     /* run-time input out of range: token id, type, mask length */
+} mcubert_status;
+
+/* Error text "OP: field: problem", NUL-terminated, truncated to fit. */
+#define MCUBERT_MESSAGE_CAPACITY 128
+typedef struct {
+    char text[MCUBERT_MESSAGE_CAPACITY];
+} mcubert_message;
+
+/* Caller-owned scratch (like cmsis_nn_context). */
+typedef struct {
+    void *buf;    /* 4-byte aligned */
+    int32_t size; /* bytes available, >= mcubert_<op>_get_buffer_size(...) */
+} mcubert_context;
+
+/* Element types, numbered as TfLiteType so a binding can pass tensor->type through. */
+typedef enum {
+    MCUBERT_DTYPE_INT32 = 2,
+    MCUBERT_DTYPE_INT16 = 7,
+    MCUBERT_DTYPE_INT8 = 9
+} mcubert_dtype;
+
+/* What a binding knows about one tensor at Prepare. `data` is NULL for tensors without data
+ * yet (activations); constant tensors pass their data and get their contents checked. */
+typedef struct {
+    const void *data;
+    int32_t dtype;    /* mcubert_dtype */
+    int32_t elements; /* product of the dims */
+} mcubert_tensor_view;
+
+/* Limits of the contract (SPEC.md section 7). */
+#define MCUBERT_MAX_SEQ_LEN 1024
+#define MCUBERT_MAX_HIDDEN 1024
+#define MCUBERT_MAX_FFN 4096
+#define MCUBERT_MAX_HEADS 64
+#define MCUBERT_MAX_CLUSTERS 8
+#define MCUBERT_MAX_TYPE_VOCAB 1024
+#define MCUBERT_EXP_ONE 16384 /* exp_lut[0] */
+
+/* ------------------------------------------------------------------------------------------
+ * MCUBERT_EMBEDDING: clustered low-rank word lookup + position + token type, then LayerNorm.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t spec_version; /* MCUBERT_SPEC_VERSION */
+    uint32_t spec_hash;   /* MCUBERT_SPEC_HASH */
+    int32_t seq_len;      /* s, [1, 1024] */
+    int32_t hidden;       /* d, [1, 1024] */
+    int32_t vocab_size;   /* [1, 2^31 - 1]; ids outside [0, vocab_size) are an input error */
+    int32_t cluster_count;   /* c, [1, 8] */
+    int32_t type_vocab_size; /* T, [1, 1024] */
+    int32_t reserved;        /* 0; keeps ln_eps 8-byte aligned on every ABI */
+    int64_t ln_eps;          /* [0, 2^50] */
+} mcubert_embedding_params;
+
+typedef struct {                      /* constant inputs 2..10, contract order */
+    const int32_t *clusters;          /* [c][2]: end id (exclusive), rank (rank_0 = d) */
+    const int8_t *word_rows;          /* U_0 | U_1 | ... row-major */
+    const int8_t *word_projections;   /* V_i (d outputs x r_i inputs), pair4, concatenated */
+    const int32_t *word_requant;      /* [c][d][2]: multiplier, shift */
+    const int8_t *position_table;     /* [s][d] */
+    const int32_t *position_requant;  /* [d][2] */
+    const int8_t *token_type_table;   /* [T][d] */
+    const int32_t *token_type_requant; /* [d][2] */
+    const int32_t *layer_norm;        /* [d][2]: gamma_q, beta_q */
+} mcubert_embedding_weights;
+
+enum { /* tensor order of mcubert_embedding_validate: inputs then the output */
+    MCUBERT_EMBEDDING_INPUT_IDS, MCUBERT_EMBEDDING_TOKEN_TYPE_IDS, MCUBERT_EMBEDDING_CLUSTERS,
+    MCUBERT_EMBEDDING_WORD_ROWS, MCUBERT_EMBEDDING_WORD_PROJECTIONS, MCUBERT_EMBEDDING_WORD_REQUANT,
+    MCUBERT_EMBEDDING_POSITION_TABLE, MCUBERT_EMBEDDING_POSITION_REQUANT,
+    MCUBERT_EMBEDDING_TOKEN_TYPE_TABLE, MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT,
+    MCUBERT_EMBEDDING_LAYER_NORM, MCUBERT_EMBEDDING_OUTPUT, MCUBERT_EMBEDDING_NUM_TENSORS
+};
+
+int32_t mcubert_embedding_get_buffer_size(int32_t seq_len, int32_t hidden);
+
+mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params,
+                                          const mcubert_tensor_view *tensors, int32_t count,
+                                          mcubert_message *message);
+
+/* hidden[s][d] = LayerNorm(word + position + token type). Errors: MCUBERT_ERROR_INPUT for an
+ * id or type out of range (nothing is written then). */
+mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params,
+                                    const mcubert_embedding_weights *weights,
+                                    const int32_t *input_ids, const int32_t *token_type_ids,
+                                    int8_t *hidden, const mcubert_context *context,
+                                    mcubert_message *message);
+
+/* ------------------------------------------------------------------------------------------
+ * MCUBERT_ATTENTION: the attention sub-layer, in place on the hidden state [s][d].
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t spec_version;
+    uint32_t spec_hash;
+    int32_t seq_len;            /* s, [1, 1024] */
+    int32_t hidden;             /* d, [1, 1024], multiple of heads */
+    int32_t heads;              /* h, [1, 64] */
+    int32_t tile;               /* t, [1, s] query rows per tile */
+    int32_t mask_mode;          /* 0: mask is int8[s] (0 = masked key); 1: int32[1] valid length */
+    int32_t input_zero_point;   /* [-128, 127] */
+    int32_t residual_shift;     /* R, [0, 7] */
+    int32_t score_multiplier;   /* 0 or [2^30, 2^31) */
+    int32_t score_shift;        /* [-31, 30] */
+    int32_t context_multiplier; /* 0 or [2^30, 2^31) */
+    int32_t context_shift;      /* [-31, 30] */
+    int64_t ln_eps;             /* [0, 2^50] */
+} mcubert_attention_params;
+
+typedef struct {                  /* constant inputs 2..11, contract order */
+    const int8_t *query_weights;  /* pair4, packed(d, d) */
+    const int32_t *query_channels; /* [d][3]: bias, multiplier, shift */
+    const int8_t *key_weights;
+    const int32_t *key_channels;
+    const int8_t *value_weights;
+    const int32_t *value_channels;
+    const int8_t *output_weights;
+    const int32_t *output_channels;
+    const int16_t *exp_lut;       /* [256], exp_lut[0] = MCUBERT_EXP_ONE */
+    const int32_t *layer_norm;    /* [d][2] */
+} mcubert_attention_weights;
+
+enum {
+    MCUBERT_ATTENTION_HIDDEN, MCUBERT_ATTENTION_MASK, MCUBERT_ATTENTION_QUERY_WEIGHTS,
+    MCUBERT_ATTENTION_QUERY_CHANNELS, MCUBERT_ATTENTION_KEY_WEIGHTS, MCUBERT_ATTENTION_KEY_CHANNELS,
+    MCUBERT_ATTENTION_VALUE_WEIGHTS, MCUBERT_ATTENTION_VALUE_CHANNELS,
+    MCUBERT_ATTENTION_OUTPUT_WEIGHTS, MCUBERT_ATTENTION_OUTPUT_CHANNELS, MCUBERT_ATTENTION_EXP_LUT,
+    MCUBERT_ATTENTION_LAYER_NORM, MCUBERT_ATTENTION_OUTPUT, MCUBERT_ATTENTION_NUM_TENSORS
+};
+
+int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
+                                          int32_t tile);
+
+mcubert_status mcubert_attention_validate(const mcubert_attention_params *params,
+                                          const mcubert_tensor_view *tensors, int32_t count,
+                                          mcubert_message *message);
+
+/* In place on hidden[s][d]. `mask`: int8[s] (mask_mode 0) or int32[1] (mask_mode 1; a length
+ * outside [0, s] is MCUBERT_ERROR_INPUT and nothing is written). */
+mcubert_status mcubert_attention_s8(const mcubert_attention_params *params,
+                                    const mcubert_attention_weights *weights, int8_t *hidden,
+                                    const void *mask, const mcubert_context *context,
+                                    mcubert_message *message);
+
+/* ------------------------------------------------------------------------------------------
+ * MCUBERT_MLP: FC1 + activation table + FC2 + residual + LayerNorm, in place, tiled.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t spec_version;
+    uint32_t spec_hash;
+    int32_t seq_len;               /* s, [1, 1024] */
+    int32_t hidden;                /* d, [1, 1024] */
+    int32_t ffn;                   /* f, [1, 4096] */
+    int32_t tile;                  /* t, [1, s] tokens per tile */
+    int32_t input_zero_point;      /* [-128, 127] */
+    int32_t fc1_output_zero_point; /* [-128, 127] */
+    int32_t residual_shift;        /* R, [0, 7] */
+    int32_t reserved;              /* 0 */
+    int64_t ln_eps;                /* [0, 2^50] */
+} mcubert_mlp_params;
+
+typedef struct {                   /* constant inputs 1..6, contract order */
+    const int8_t *fc1_weights;     /* pair4, packed(f, d) */
+    const int32_t *fc1_channels;   /* [f][3] */
+    const int8_t *activation_lut;  /* [256]: entry q + 128 for input q */
+    const int8_t *fc2_weights;     /* pair4, packed(d, f) */
+    const int32_t *fc2_channels;   /* [d][3] */
+    const int32_t *layer_norm;     /* [d][2] */
+} mcubert_mlp_weights;
+
+enum {
+    MCUBERT_MLP_HIDDEN, MCUBERT_MLP_FC1_WEIGHTS, MCUBERT_MLP_FC1_CHANNELS,
+    MCUBERT_MLP_ACTIVATION_LUT, MCUBERT_MLP_FC2_WEIGHTS, MCUBERT_MLP_FC2_CHANNELS,
+    MCUBERT_MLP_LAYER_NORM, MCUBERT_MLP_OUTPUT, MCUBERT_MLP_NUM_TENSORS
+};
+
+int32_t mcubert_mlp_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t ffn, int32_t tile);
+
+mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params,
+                                    const mcubert_tensor_view *tensors, int32_t count,
+                                    mcubert_message *message);
+
+mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
+                              int8_t *hidden, const mcubert_context *context,
+                              mcubert_message *message);
+
+/* ------------------------------------------------------------------------------------------
+ * MCUBERT_CLASSIFIER_HEAD (SPEC 4.4): BERT's pooler (dense + tanh table) and the sequence
+ * classifier (dense) on the [CLS] row: hidden[0][d] -> int8 logits[labels]. Not in place.
+ * ---------------------------------------------------------------------------------------- */
+
+#define MCUBERT_MAX_LABELS 1024
+
+typedef struct {
+    int32_t spec_version;
+    uint32_t spec_hash;
+    int32_t seq_len;           /* s, [1, 1024]; only row 0 of hidden is read */
+    int32_t hidden;            /* d, [1, 1024] */
+    int32_t labels;            /* n, [1, 1024] */
+    int32_t pooler_zero_point; /* [-128, 127]: zero point of the tanh table's input */
+    int32_t logits_zero_point; /* [-128, 127] */
+} mcubert_classifier_head_params;
+
+typedef struct {                        /* constant inputs 1..5, contract order */
+    const int8_t *pooler_weights;       /* pair4, packed(d, d) */
+    const int32_t *pooler_channels;     /* [d][3]: bias, multiplier, shift */
+    const int8_t *tanh_lut;             /* [256]: entry q + 128 for input q */
+    const int8_t *classifier_weights;   /* pair4, packed(n, d) */
+    const int32_t *classifier_channels; /* [n][3] */
+} mcubert_classifier_head_weights;
+
+enum {
+    MCUBERT_CLASSIFIER_HEAD_HIDDEN, MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS,
+    MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS, MCUBERT_CLASSIFIER_HEAD_TANH_LUT,
+    MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS, MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS,
+    MCUBERT_CLASSIFIER_HEAD_OUTPUT, MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS
+};
+
+/* A(d) + A(2d) bytes (independent of seq_len and labels, which are range-checked); -1 for
+ * dimensions outside the contract. */
+int32_t mcubert_classifier_head_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t labels);
+
+mcubert_status mcubert_classifier_head_validate(const mcubert_classifier_head_params *params,
+                                                const mcubert_tensor_view *tensors, int32_t count,
+                                                mcubert_message *message);
+
+/* logits[n] from hidden[0][0..d) (hidden is int8[s][d]; logits must not overlap it). */
+mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *params,
+                                          const mcubert_classifier_head_weights *weights,
+                                          const int8_t *hidden, int8_t *logits,
+                                          const mcubert_context *context, mcubert_message *message);
+
+/* ---- end of MCUBERT_CLASSIFIER_HEAD ------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------------------------
+ * Build information.
+ * ---------------------------------------------------------------------------------------- */
+
+/* 1 when this build runs the DSP micro-kernel (native or emulated), 0 for the plain C path. */
+int32_t mcubert_uses_dsp_path(void);
+
+/* "ok", "argument", "spec", "option", "tensor", "input" or "unknown". */
+const char *mcubert_status_name(mcubert_status status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCUBERT_OPS_H */

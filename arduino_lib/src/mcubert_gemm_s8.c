@@ -1,0 +1,312 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_gemm_s8.c by tools/sync_arduino_lib.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * 4 x 2 x 4 micro-kernels (4 activation rows x 2 output channels x K in steps of 4) and the
+ * row widening they consume. See mcubert_gemm_s8.h for the layouts.
+ *
+ * Bounds: int8 x int8 products are <= 2^14 and K <= 4096, int16 softmax weights (<= 2^14) x
+ * int8 values over s <= 1024 keys stay within [-2^31, 2^31) (SPEC 3.4), so int32 accumulators
+ * never overflow. SMLAD wraps modulo 2^32 anyway, so its partial sums need no bound at all.
+ */
+#include "mcubert_gemm_s8.h"
+
+#include <stddef.h>
+
+#include "mcubert/mcubert_ops.h"
+#include "mcubert_dsp.h"
+#include "mcubert_fixed_point.h"
+
+static void rows_clear(mcubert_rows *rows, mcubert_rows_kind kind, int32_t count, int32_t length)
+{
+    rows->kind = kind;
+    rows->count = count;
+    rows->length = length;
+    rows->split = length;
+    rows->second = NULL;
+    rows->second_stride = 0;
+    rows->widened = NULL;
+}
+
+void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride, int32_t count,
+                          int32_t length)
+{
+    int32_t r;
+    rows_clear(rows, MCUBERT_ROWS_S8, count, length);
+    for (r = 0; r < count; ++r) {
+        rows->row[r] = base + r * stride;
+    }
+}
+
+void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, int32_t first_stride,
+                                int32_t split, const int8_t *second_base, int32_t second_stride,
+                                int32_t count, int32_t length)
+{
+    mcubert_rows_init_s8(rows, first_base, first_stride, count, length);
+    rows->split = split;
+    rows->second = second_base;
+    rows->second_stride = second_stride;
+}
+
+void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count,
+                                 int32_t length)
+{
+    int32_t r;
+    rows_clear(rows, MCUBERT_ROWS_S8, count, length);
+    for (r = 0; r < count; ++r) {
+        rows->row[r] = row_pointers[r];
+    }
+}
+
+void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count,
+                           int32_t length)
+{
+    int32_t r;
+    rows_clear(rows, MCUBERT_ROWS_S16, count, length);
+    for (r = 0; r < count; ++r) {
+        rows->row[r] = base + r * stride;
+    }
+}
+
+static inline const int8_t *row_s8(const mcubert_rows *rows, int32_t r)
+{
+    return (const int8_t *)rows->row[r];
+}
+
+static inline const int16_t *row_s16(const mcubert_rows *rows, int32_t r)
+{
+    return (const int16_t *)rows->row[r];
+}
+
+/* int8 row r's second segment (K values [split, K)). */
+static inline const int8_t *second_s8(const mcubert_rows *rows, int32_t r)
+{
+    return rows->second + r * rows->second_stride;
+}
+
+/* Activation k of row r, whatever its storage (scalar paths: tails, odd splits). */
+static inline int32_t activation_at(const mcubert_rows *rows, int32_t r, int32_t k)
+{
+    if (rows->kind == MCUBERT_ROWS_S16) {
+        return row_s16(rows, r)[k];
+    }
+    return k < rows->split ? row_s8(rows, r)[k] : second_s8(rows, r)[k - rows->split];
+}
+
+int32_t mcubert_uses_dsp_path(void) { return MCUBERT_DSP; }
+
+#if MCUBERT_DSP
+
+/* ---- DSP path -------------------------------------------------------------------------- */
+
+/* Widens `groups` 4-groups of an int8 segment into row r's slots of the widened block (every
+ * 8th word pair). Two groups per iteration: the loop is a tenth of a linear layer's work at
+ * most, but it runs once per row block and K. */
+static void widen_s8(const int8_t *src, uint32_t *dst, int32_t groups)
+{
+    for (; groups >= 2; groups -= 2, src += 8, dst += 16) {
+        const uint32_t x = mcubert_read_u32(src), y = mcubert_read_u32(src + 4);
+        dst[0] = mcubert_sxtb16(x);      /* (x0, x2) */
+        dst[1] = mcubert_sxtb16_ror8(x); /* (x1, x3) */
+        dst[8] = mcubert_sxtb16(y);
+        dst[9] = mcubert_sxtb16_ror8(y);
+    }
+    if (groups != 0) {
+        const uint32_t x = mcubert_read_u32(src);
+        dst[0] = mcubert_sxtb16(x);
+        dst[1] = mcubert_sxtb16_ror8(x);
+    }
+}
+
+void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
+{
+    const int32_t groups = rows->length >> 2;
+    int32_t r;
+    for (r = 0; r < rows->count; ++r) {
+        uint32_t *dst = widened + 2 * r; /* row r's words inside each 8-word group */
+        int32_t g = 0;
+        if (rows->kind == MCUBERT_ROWS_S16) {
+            const int16_t *src = row_s16(rows, r);
+            for (; g < groups; ++g, src += 4, dst += 8) {
+                const uint32_t lo = mcubert_read_u32(src);     /* (x0, x1) */
+                const uint32_t hi = mcubert_read_u32(src + 2); /* (x2, x3) */
+                dst[0] = mcubert_pack_low_halves(lo, hi);      /* (x0, x2) */
+                dst[1] = mcubert_pack_high_halves(lo, hi);     /* (x1, x3) */
+            }
+            continue;
+        }
+        g = mcubert_min_i32(rows->split >> 2, groups);
+        widen_s8(row_s8(rows, r), dst, g);
+        dst += 8 * g;
+        if (g == groups) {
+            continue; /* single segment, or the second one is shorter than a group */
+        }
+        if ((rows->split & 3) == 0) {
+            widen_s8(second_s8(rows, r), dst, groups - g);
+        } else {
+            /* A group straddles the two segments (only when a head size is not a multiple of
+             * 4): assemble the remaining groups byte by byte. */
+            for (; g < groups; ++g, dst += 8) {
+                uint32_t x = 0;
+                int32_t i;
+                for (i = 0; i < 4; ++i) {
+                    x |= (uint32_t)(uint8_t)activation_at(rows, r, 4 * g + i) << (8 * i);
+                }
+                dst[0] = mcubert_sxtb16(x);
+                dst[1] = mcubert_sxtb16_ror8(x);
+            }
+        }
+    }
+    rows->widened = widened;
+}
+
+#if !MCUBERT_DSP_ASM
+/* One sweep of the micro-kernel: acc[r] = row r (of 4) against one channel, whose weight word
+ * g is at w + step * g. The weight word is sign-extended once (SXTB16, SXTB16 ROR 8) and used
+ * for all four rows: 2 SMLADs per row consume the group. The assembly version
+ * (mcubert_gemm_dsp_s8.S) is this loop with the rows' 8 words loaded by two LDMs. */
+static void dsp_sweep(const uint32_t *x, int32_t groups, const int8_t *w, int32_t step, int32_t acc[4])
+{
+    int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (; groups > 0; --groups, x += 8, w += step) {
+        const uint32_t word = mcubert_read_u32(w);
+        const uint32_t even = mcubert_sxtb16(word), odd = mcubert_sxtb16_ror8(word);
+        a0 = mcubert_smlad(even, x[0], a0); a0 = mcubert_smlad(odd, x[1], a0);
+        a1 = mcubert_smlad(even, x[2], a1); a1 = mcubert_smlad(odd, x[3], a1);
+        a2 = mcubert_smlad(even, x[4], a2); a2 = mcubert_smlad(odd, x[5], a2);
+        a3 = mcubert_smlad(even, x[6], a3); a3 = mcubert_smlad(odd, x[7], a3);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
+/* The 4 x 2 block as two sweeps, one per channel (see the .S file for why not one pass). */
+void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4])
+{
+    dsp_sweep(x, groups, w0, 8, acc[0]);
+    dsp_sweep(x, groups, w1, 8, acc[1]);
+}
+
+void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4])
+{
+    dsp_sweep(x, groups, w0, 4, acc[0]);
+    dsp_sweep(x, groups, w1, 4, acc[1]);
+}
+#endif /* !MCUBERT_DSP_ASM */
+
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4])
+{
+    const int32_t full = rows->length & ~3;
+    int32_t r, k;
+    mcubert_dsp_4x2_step8(rows->widened, rows->length >> 2, group, group + 4, acc);
+    /* K % 4 tail: the last group's lanes, read in place (its padding lanes are never used). */
+    for (k = full; k < rows->length; ++k) {
+        const int8_t *w = group + 2 * k - (k & 3);
+        for (r = 0; r < rows->count; ++r) {
+            const int32_t x = activation_at(rows, r, k);
+            acc[0][r] += x * w[0];
+            acc[1][r] += x * w[4];
+        }
+    }
+}
+
+void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4])
+{
+    const int32_t full = rows->length & ~3;
+    int32_t r, k;
+    mcubert_dsp_4x2_step4(rows->widened, rows->length >> 2, w0, w1, acc);
+    for (k = full; k < rows->length; ++k) {
+        for (r = 0; r < rows->count; ++r) {
+            const int32_t x = activation_at(rows, r, k);
+            acc[0][r] += x * w0[k];
+            acc[1][r] += x * w1[k];
+        }
+    }
+}
+
+#else /* !MCUBERT_DSP */
+
+/* ---- plain C path ---------------------------------------------------------------------- */
+
+void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
+{
+    (void)rows;
+    (void)widened;
+}
+
+/* Two channels of a pair4 group over K values [k_begin, k_end) of one segment (x points at
+ * the value for k_begin). Value k of channel c is at group[8 (k / 4) + 4 c + k % 4], i.e.
+ * group + 2k - k % 4. */
+static inline void pair4_segment(const int8_t *x, int32_t k_begin, int32_t k_end, const int8_t *group,
+                          int32_t *acc0, int32_t *acc1)
+{
+    int32_t s0 = *acc0, s1 = *acc1;
+    int32_t k = k_begin;
+    for (; k < k_end && (k & 3) != 0; ++k, ++x) {
+        const int8_t *w = group + 2 * k - (k & 3);
+        s0 += *x * w[0];
+        s1 += *x * w[4];
+    }
+    for (; k + 4 <= k_end; k += 4, x += 4) {
+        const int8_t *w = group + 2 * k;
+        s0 += x[0] * w[0] + x[1] * w[1] + x[2] * w[2] + x[3] * w[3];
+        s1 += x[0] * w[4] + x[1] * w[5] + x[2] * w[6] + x[3] * w[7];
+    }
+    for (; k < k_end; ++k, ++x) {
+        const int8_t *w = group + 2 * k - (k & 3);
+        s0 += *x * w[0];
+        s1 += *x * w[4];
+    }
+    *acc0 = s0;
+    *acc1 = s1;
+}
+
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4])
+{
+    int32_t r;
+    for (r = 0; r < rows->count; ++r) {
+        int32_t a0 = 0, a1 = 0;
+        pair4_segment(row_s8(rows, r), 0, rows->split, group, &a0, &a1);
+        if (rows->split < rows->length) {
+            pair4_segment(second_s8(rows, r), rows->split, rows->length, group, &a0, &a1);
+        }
+        acc[0][r] = a0;
+        acc[1][r] = a1;
+    }
+}
+
+void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4])
+{
+    int32_t r, k;
+    for (r = 0; r < rows->count; ++r) {
+        int32_t a0 = 0, a1 = 0;
+        if (rows->kind == MCUBERT_ROWS_S16) {
+            const int16_t *x = row_s16(rows, r);
+            for (k = 0; k < rows->length; ++k) {
+                a0 += x[k] * w0[k];
+                a1 += x[k] * w1[k];
+            }
+        } else if (rows->split == rows->length) {
+            const int8_t *x = row_s8(rows, r);
+            for (k = 0; k < rows->length; ++k) {
+                a0 += x[k] * w0[k];
+                a1 += x[k] * w1[k];
+            }
+        } else {
+            for (k = 0; k < rows->length; ++k) {
+                const int32_t x = activation_at(rows, r, k);
+                a0 += x * w0[k];
+                a1 += x * w1[k];
+            }
+        }
+        acc[0][r] = a0;
+        acc[1][r] = a1;
+    }
+}
+
+#endif /* MCUBERT_DSP */

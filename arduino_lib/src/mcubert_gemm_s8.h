@@ -1,0 +1,85 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_gemm_s8.h by tools/sync_arduino_lib.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * Matrix micro-kernels shared by the ops: one call multiplies a block of up to 4 activation
+ * rows with 2 output channels and returns the 4 x 2 int32 accumulators; the op applies its own
+ * output stage (requantize, clamp, residual...). Two weight layouts:
+ *
+ *   pair4 (linear layers, SPEC 3.1): one 8-byte group per 4 K values holds channel 2p's four
+ *          weights then channel 2p+1's, so both channels advance through one pointer;
+ *   rows   (attention's key[s][dh] and value_t[dh][s]): two int8 rows of length K.
+ *
+ * Activations are int8 rows (one or two segments: the attention output projection reads a
+ * context row as earlier heads' part + the last head's tile) or int16 rows (softmax weights).
+ *
+ * DSP path (MCUBERT_DSP): mcubert_rows_widen() converts the block's full 4-element groups once
+ * per row block into `widened`, laid out [K/4][4 rows][2 words] with each word an int16 pair
+ * (x0,x2) then (x1,x3) — the order SXTB16 produces from a weight word (bytes 0,2 and, after
+ * ROR 8, bytes 1,3), so two SMLADs per row and channel consume 4 K, and one group of all four
+ * rows is 8 consecutive words (two LDMs). The micro-kernel (mcubert_dsp_4x2_*) sweeps K once
+ * per output channel with the four rows in registers. The K % 4 tail (at most 3 values) is
+ * done in scalar code, so widening never needs more than the spec's int16[4][K] region.
+ *
+ * Plain path: no widening; straightforward loops over the same operands.
+ */
+#ifndef MCUBERT_GEMM_S8_H
+#define MCUBERT_GEMM_S8_H
+
+#include <stdint.h>
+
+#define MCUBERT_BLOCK_ROWS 4 /* the micro-kernel's M (contract dsp_rows) */
+
+typedef enum { MCUBERT_ROWS_S8 = 0, MCUBERT_ROWS_S16 = 1 } mcubert_rows_kind;
+
+typedef struct {
+    mcubert_rows_kind kind;
+    int32_t count;  /* rows in the block, 1..4 */
+    int32_t length; /* reduction length K */
+    int32_t split;  /* int8 rows: K values [0, split) come from row[r], [split, K) from second + r * second_stride */
+    const void *row[MCUBERT_BLOCK_ROWS]; /* int8_t or int16_t rows by kind; entries [0, count) are set */
+    const int8_t *second;
+    int32_t second_stride;
+    const uint32_t *widened;             /* DSP path: set by mcubert_rows_widen */
+} mcubert_rows;
+
+/* `count` int8 rows base + r * stride, K = length. */
+void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride, int32_t count,
+                          int32_t length);
+
+/* int8 rows in two segments: first_base + r * first_stride (split values), then
+ * second_base + r * second_stride (length - split values). */
+void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, int32_t first_stride,
+                                int32_t split, const int8_t *second_base, int32_t second_stride,
+                                int32_t count, int32_t length);
+
+/* `count` int8 rows at arbitrary addresses (the embedding's gathered U rows). */
+void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count,
+                                 int32_t length);
+
+/* `count` int16 rows base + r * stride. */
+void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count,
+                           int32_t length);
+
+/* DSP path: widen the rows' full 4-groups into `widened` (int16[4][K] of scratch, 4-byte
+ * aligned). Plain path: nothing to do. Call once per row block, before the gemm calls. */
+void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
+
+/* acc[c][r] = sum_k x_r[k] * W[2p + c][k]: `group` is pair p's first 8-byte group in the
+ * pair4 tensor (packed + p * ceil(K/4) * 8). int8 rows only. Entries of rows >= count are
+ * unspecified (the DSP micro-kernel always computes four rows). */
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4]);
+
+/* acc[c][r] = sum_k x_r[k] * w_c[k] for two int8 weight rows (w1 may equal w0 when the
+ * second channel does not exist). int8 or int16 activation rows. Rows >= count: as above. */
+void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4]);
+
+/* The micro-kernel proper (DSP path): acc[c][r] over the `groups` full 4-groups of the widened
+ * block x; channel c's weight word g is at w_c + step * g. Thumb-2 assembly
+ * (mcubert_gemm_dsp_s8.S) or the equivalent C (mcubert_gemm_s8.c). */
+void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4]);
+void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
+                           int32_t acc[2][4]);
+
+#endif /* MCUBERT_GEMM_S8_H */

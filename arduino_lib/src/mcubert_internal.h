@@ -1,0 +1,164 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_internal.h by tools/sync_arduino_lib.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * Declarations shared by the op files: linear-layer output stages, LayerNorm, softmax weights,
+ * scratch layouts, and the validation / message helpers.
+ */
+#ifndef MCUBERT_INTERNAL_H
+#define MCUBERT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcubert/mcubert_ops.h"
+#include "mcubert_gemm_s8.h"
+
+/* Stages of an op are kept out of line so that the deepest call chain, not the sum of every
+ * stage's locals, bounds the stack (MCUBERT_STACK_BOUND_BYTES). */
+#if defined(__GNUC__)
+#define MCUBERT_NOINLINE __attribute__((noinline))
+#else
+#define MCUBERT_NOINLINE
+#endif
+
+#define MCUBERT_ALIGNMENT 16 /* scratch regions start on 16-byte offsets (contract: alignment) */
+
+static inline int32_t mcubert_align_up(int32_t bytes)
+{
+    return (bytes + (MCUBERT_ALIGNMENT - 1)) & ~(int32_t)(MCUBERT_ALIGNMENT - 1);
+}
+
+/* Bytes of a pair4-packed [n out][k in] weight: ceil(n/2) * ceil(k/4) * 8 (int64: no wrap). */
+static inline int64_t mcubert_packed_size(int64_t out_features, int64_t in_features)
+{
+    return ((out_features + 1) / 2) * ((in_features + 3) / 4) * 8;
+}
+
+/* ---- linear layers (mcubert_linear_s8.c) -------------------------------------------------- */
+
+typedef struct {
+    const int8_t *weights;   /* pair4 */
+    const int32_t *channels; /* [out][3]: bias, multiplier, shift */
+    int32_t in_features;
+    int32_t out_features;
+} mcubert_linear;
+
+/* For channels c in [c_begin, c_end) of `layer` (any parity) and each row r of the block:
+ *   y = clamp8(requantize(bias + x_r . w_c) + offset);  out[r * row_stride + (c - c_begin) * col_stride]
+ *     = lut ? lut[y + 128] : y.
+ * col_stride = 1 writes rows, row_stride = 1 writes the transpose (attention's value_t). */
+void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin,
+                          int32_t c_end, int32_t offset, const int8_t *lut, int8_t *out,
+                          int32_t row_stride, int32_t col_stride);
+
+/* The pre-norm sum (SPEC 3.2) over all out_features channels:
+ *   z[r * out + c] = clamp16(requantize(bias + x_r . w_c) + (residual[r * out + c] - zp) * 2^shift) */
+void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer,
+                                    const int8_t *residual, int32_t zero_point, int32_t shift,
+                                    int16_t *z);
+
+/* ---- LayerNorm (mcubert_layernorm_s8.c) -------------------------------------------------- */
+
+/* One row: out[c] = SPEC 3.3 of z[0..d). table: [d][2] (gamma_q, beta_q). */
+void mcubert_layer_norm_s8(const int16_t *z, int32_t d, const int32_t *table, int64_t eps,
+                           int8_t *out);
+
+/* ---- softmax weights (mcubert_softmax_s16.c) ---------------------------------------------- */
+
+typedef struct {
+    const int8_t *mask; /* mask mode 0: key k valid iff mask[k] != 0; NULL in mode 1 */
+    int32_t count;      /* keys to visit: s (mode 0) or the valid length L (mode 1) */
+} mcubert_keys;
+
+/* Replaces row[0..keys.count) (int16 scores) by the exp weights e[k] of SPEC 3.4 (0 for masked
+ * keys) and returns recip = floor(2^44 / sum e), or 0 when no key is valid. */
+int32_t mcubert_softmax_weights_s16(int16_t *row, const mcubert_keys *keys, const int16_t *exp_lut);
+
+#define MCUBERT_MEAN_SHIFT 28 /* recip has 44 fractional bits, the weighted mean keeps 16 */
+
+/* Q16 weighted mean rsh(acc * recip, 28) of SPEC 3.4 (acc = sum_k e[k] v[k][c]): |mean| <= 2^23,
+ * so the 64-bit sum shifted by 28 is (low word >> 28) | (high word << 4) — no 64-bit shift. */
+static inline int32_t mcubert_weighted_mean(int32_t acc, int32_t recip)
+{
+    const uint64_t t = (uint64_t)((int64_t)acc * recip + ((int64_t)1 << (MCUBERT_MEAN_SHIFT - 1)));
+    return (int32_t)(((uint32_t)t >> MCUBERT_MEAN_SHIFT) | ((uint32_t)(t >> 32) << (32 - MCUBERT_MEAN_SHIFT)));
+}
+
+/* ---- scratch layouts ---------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t key, value_t, context, context_tile, query, scores, row_max, row_recip, residual,
+        widened, total;
+} mcubert_attention_layout;
+
+typedef struct {
+    int32_t intermediate, residual, widened, total;
+} mcubert_mlp_layout;
+
+typedef struct {
+    int32_t z, widened, total;
+} mcubert_embedding_layout;
+
+void mcubert_attention_layout_of(int32_t s, int32_t d, int32_t h, int32_t t, mcubert_attention_layout *layout);
+void mcubert_mlp_layout_of(int32_t s, int32_t d, int32_t f, int32_t t, mcubert_mlp_layout *layout);
+void mcubert_embedding_layout_of(int32_t s, int32_t d, mcubert_embedding_layout *layout);
+
+/* ---- messages and checks (mcubert_validate.c) -------------------------------------------- */
+
+/* Starts "OP: field: " in message (NULL: no message wanted) and returns status, so a check
+ * reads `return mcubert_fail(m, st, OP, "tile", ...)`-style through the helpers below. */
+mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op,
+                            const char *field);
+/* mcubert_fail, then `text` as the whole problem: "OP: field: text". */
+mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op,
+                                 const char *field, const char *text);
+void mcubert_append(mcubert_message *message, const char *text);
+void mcubert_append_int(mcubert_message *message, int64_t value);
+void mcubert_append_hex(mcubert_message *message, uint32_t value);
+
+/* Option checks; each returns MCUBERT_OK or fails with the Python reference's wording. */
+mcubert_status mcubert_check_spec(const char *op, int32_t version, uint32_t hash, mcubert_message *message);
+mcubert_status mcubert_check_range(const char *op, const char *field, int64_t value, int64_t lo,
+                                   int64_t hi, mcubert_message *message);
+mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier,
+                                        int32_t shift, mcubert_message *message);
+/* The preamble of every op's options: params not NULL ("params: NULL"), then spec_version,
+ * spec_hash, seq_len in [1, MAX_SEQ_LEN], hidden in [1, MAX_HIDDEN], in that order. */
+mcubert_status mcubert_check_params(const char *op, const void *params, mcubert_message *message);
+mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash,
+                                            int32_t seq_len, int32_t hidden, mcubert_message *message);
+/* field in [-128, 127]; ln_eps in [0, 2^50]; tile <= seq_len (the ranges checked before). */
+mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point,
+                                        mcubert_message *message);
+mcubert_status mcubert_check_ln_eps(const char *op, int64_t ln_eps, mcubert_message *message);
+mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len, mcubert_message *message);
+
+/* Tensor checks (validate with tensor views). */
+mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                    int32_t dtype, int64_t elements, mcubert_message *message);
+/* Pair4 weights: no -128, zero padding. Data may be NULL (then nothing to check). */
+mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed,
+                                   int32_t out_features, int32_t in_features, mcubert_message *message);
+/* [n][3] channel rows: |bias| <= 2^30, valid (multiplier, shift). */
+mcubert_status mcubert_check_channels(const char *op, const char *field, const int32_t *channels,
+                                      int32_t n, mcubert_message *message);
+/* [n][2] (multiplier, shift) rows. */
+mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table,
+                                     int32_t n, mcubert_message *message);
+
+/* "tensors": count == expected (expected - 1 inputs, 1 output). */
+mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expected, mcubert_message *message);
+/* One linear layer: pair4 int8 weights [out][in] (check_tensor, check_pair4), then int32
+ * channels [out][3] (check_tensor, check_channels). */
+mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
+                                    const char *channels_field, const mcubert_tensor_view *channels,
+                                    int32_t out_features, int32_t in_features, mcubert_message *message);
+/* An int32 [n][2] (multiplier, shift) tensor: check_tensor, then check_requant. */
+mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                            int32_t n, mcubert_message *message);
+
+/* Kernel entry: NULL checks on the context, its alignment and size. */
+mcubert_status mcubert_check_context(const char *op, const mcubert_context *context, int32_t needed,
+                                     mcubert_message *message);
+
+#endif /* MCUBERT_INTERNAL_H */

@@ -1,0 +1,367 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_validate.c by tools/sync_arduino_lib.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * Error messages and the checks every op's validate step shares. Messages follow the Python
+ * reference ("OP: field: problem", same wording for options), built without printf.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcubert_internal.h"
+
+#define BIAS_LIMIT ((int32_t)1 << 30)
+#define MULTIPLIER_MIN ((int32_t)1 << 30)
+
+void mcubert_append(mcubert_message *message, const char *text)
+{
+    size_t len = 0;
+    if (message == NULL) {
+        return;
+    }
+    while (len < MCUBERT_MESSAGE_CAPACITY - 1 && message->text[len] != '\0') {
+        ++len;
+    }
+    while (len < MCUBERT_MESSAGE_CAPACITY - 1 && *text != '\0') {
+        message->text[len++] = *text++;
+    }
+    message->text[len] = '\0';
+}
+
+void mcubert_append_int(mcubert_message *message, int64_t value)
+{
+    char digits[24];
+    char *p = digits + sizeof digits - 1;
+    /* Magnitude in uint64: INT64_MIN has no positive int64. */
+    uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+    *p = '\0';
+    do {
+        *--p = (char)('0' + (int)(magnitude % 10u));
+        magnitude /= 10u;
+    } while (magnitude != 0u);
+    if (value < 0) {
+        *--p = '-';
+    }
+    mcubert_append(message, p);
+}
+
+void mcubert_append_hex(mcubert_message *message, uint32_t value)
+{
+    static const char hex[] = "0123456789abcdef";
+    char text[11];
+    int i;
+    text[0] = '0';
+    text[1] = 'x';
+    for (i = 0; i < 8; ++i) {
+        text[2 + i] = hex[(value >> (28 - 4 * i)) & 0xFu];
+    }
+    text[10] = '\0';
+    mcubert_append(message, text);
+}
+
+mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op,
+                            const char *field)
+{
+    if (message != NULL) {
+        message->text[0] = '\0';
+        mcubert_append(message, op);
+        mcubert_append(message, ": ");
+        mcubert_append(message, field);
+        mcubert_append(message, ": ");
+    }
+    return status;
+}
+
+mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op,
+                                 const char *field, const char *text)
+{
+    mcubert_fail(message, status, op, field);
+    mcubert_append(message, text);
+    return status;
+}
+
+const char *mcubert_status_name(mcubert_status status)
+{
+    switch (status) {
+    case MCUBERT_OK: return "ok";
+    case MCUBERT_ERROR_ARGUMENT: return "argument";
+    case MCUBERT_ERROR_SPEC: return "spec";
+    case MCUBERT_ERROR_OPTION: return "option";
+    case MCUBERT_ERROR_TENSOR: return "tensor";
+    case MCUBERT_ERROR_INPUT: return "input";
+    }
+    return "unknown";
+}
+
+mcubert_status mcubert_check_spec(const char *op, int32_t version, uint32_t hash, mcubert_message *message)
+{
+    /* Version first: a newer model should read "unsupported version", not a hash mismatch. */
+    if (version != MCUBERT_SPEC_VERSION) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_version");
+        mcubert_append(message, "unsupported version ");
+        mcubert_append_int(message, version);
+        mcubert_append(message, " (this build implements ");
+        mcubert_append_int(message, MCUBERT_SPEC_VERSION);
+        mcubert_append(message, ")");
+        return st;
+    }
+    if (hash != MCUBERT_SPEC_HASH) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_hash");
+        mcubert_append_hex(message, hash);
+        mcubert_append(message, " does not match this build's contract ");
+        mcubert_append_hex(message, MCUBERT_SPEC_HASH);
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_range(const char *op, const char *field, int64_t value, int64_t lo,
+                                   int64_t hi, mcubert_message *message)
+{
+    if (value < lo || value > hi) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, field);
+        mcubert_append_int(message, value);
+        mcubert_append(message, " is outside [");
+        mcubert_append_int(message, lo);
+        mcubert_append(message, ", ");
+        mcubert_append_int(message, hi);
+        mcubert_append(message, "]");
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_params(const char *op, const void *params, mcubert_message *message)
+{
+    return params == NULL ? mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "params", "NULL")
+                          : MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash,
+                                            int32_t seq_len, int32_t hidden, mcubert_message *message)
+{
+    mcubert_status st;
+    if ((st = mcubert_check_spec(op, spec_version, spec_hash, message)) != MCUBERT_OK ||
+        (st = mcubert_check_range(op, "seq_len", seq_len, 1, MCUBERT_MAX_SEQ_LEN, message)) != MCUBERT_OK) {
+        return st;
+    }
+    return mcubert_check_range(op, "hidden", hidden, 1, MCUBERT_MAX_HIDDEN, message);
+}
+
+mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point,
+                                        mcubert_message *message)
+{
+    return mcubert_check_range(op, field, zero_point, -128, 127, message);
+}
+
+mcubert_status mcubert_check_ln_eps(const char *op, int64_t ln_eps, mcubert_message *message)
+{
+    return mcubert_check_range(op, "ln_eps", ln_eps, 0, (int64_t)1 << 50, message);
+}
+
+mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len, mcubert_message *message)
+{
+    if (tile > seq_len) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, "tile");
+        mcubert_append(message, "tile ");
+        mcubert_append_int(message, tile);
+        mcubert_append(message, " exceeds seq_len ");
+        mcubert_append_int(message, seq_len);
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+/* The problem text of ops/fixed_point.check_multipliers, or NULL-free success. */
+static int multiplier_problem(int32_t multiplier, int32_t shift, mcubert_message *message,
+                              mcubert_status status, const char *op, const char *field)
+{
+    if (multiplier != 0 && multiplier < MULTIPLIER_MIN) {
+        mcubert_fail(message, status, op, field);
+        mcubert_append(message, "multiplier ");
+        mcubert_append_int(message, multiplier);
+        mcubert_append(message, " is neither 0 nor in [2^30, 2^31)");
+        return 1;
+    }
+    if (shift < -31 || shift > 30) {
+        mcubert_fail(message, status, op, field);
+        mcubert_append(message, "shift ");
+        mcubert_append_int(message, shift);
+        mcubert_append(message, " is outside [-31, 30]");
+        return 1;
+    }
+    return 0;
+}
+
+mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier,
+                                        int32_t shift, mcubert_message *message)
+{
+    return multiplier_problem(multiplier, shift, message, MCUBERT_ERROR_OPTION, op, field)
+        ? MCUBERT_ERROR_OPTION : MCUBERT_OK;
+}
+
+static const char *dtype_name(int32_t dtype)
+{
+    switch (dtype) {
+    case MCUBERT_DTYPE_INT8: return "int8";
+    case MCUBERT_DTYPE_INT16: return "int16";
+    case MCUBERT_DTYPE_INT32: return "int32";
+    default: return NULL;
+    }
+}
+
+mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                    int32_t dtype, int64_t elements, mcubert_message *message)
+{
+    const int32_t size = dtype == MCUBERT_DTYPE_INT8 ? 1 : dtype == MCUBERT_DTYPE_INT16 ? 2 : 4;
+    if (view->dtype != dtype) {
+        const char *got = dtype_name(view->dtype);
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
+        mcubert_append(message, "expected dtype ");
+        mcubert_append(message, dtype_name(dtype));
+        mcubert_append(message, ", got ");
+        if (got != NULL) {
+            mcubert_append(message, got);
+        } else {
+            mcubert_append(message, "type ");
+            mcubert_append_int(message, view->dtype);
+        }
+        return st;
+    }
+    if (view->elements != elements) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
+        mcubert_append(message, "expected ");
+        mcubert_append_int(message, elements);
+        mcubert_append(message, " elements, got ");
+        mcubert_append_int(message, view->elements);
+        return st;
+    }
+    if (view->data != NULL && ((uintptr_t)view->data % (uintptr_t)size) != 0u) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
+        mcubert_append(message, "data is not ");
+        mcubert_append_int(message, size);
+        mcubert_append(message, "-byte aligned");
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed,
+                                   int32_t out_features, int32_t in_features, mcubert_message *message)
+{
+    const int32_t pairs = (out_features + 1) / 2;
+    const int32_t groups = (in_features + 3) / 4;
+    const int32_t total = pairs * groups * 8;
+    int32_t i;
+    if (packed == NULL) {
+        return MCUBERT_OK;
+    }
+    /* Padding first, as the reference's unpack does: the kernel may run padded K lanes. */
+    for (i = 0; i < total; ++i) {
+        const int32_t channel = 2 * (i / (groups * 8)) + (i % 8) / 4;
+        const int32_t k = 4 * ((i / 8) % groups) + i % 4;
+        if ((channel >= out_features || k >= in_features) && packed[i] != 0) {
+            return mcubert_fail_text(message, MCUBERT_ERROR_TENSOR, op, field,
+                                     "padding bytes of the pair4 layout must be zero");
+        }
+    }
+    for (i = 0; i < total; ++i) {
+        if (packed[i] == -128) {
+            return mcubert_fail_text(message, MCUBERT_ERROR_TENSOR, op, field,
+                                     "weights must be in [-127, 127] (symmetric int8)");
+        }
+    }
+    return MCUBERT_OK;
+}
+
+/* n rows of `stride` words, each starting with a (multiplier, shift) pair. */
+static mcubert_status check_multiplier_rows(const char *op, const char *field, const int32_t *pairs,
+                                            int32_t n, int32_t stride, mcubert_message *message)
+{
+    int32_t c;
+    for (c = 0; c < n; ++c) {
+        if (multiplier_problem(pairs[stride * c], pairs[stride * c + 1], message, MCUBERT_ERROR_TENSOR, op, field)) {
+            return MCUBERT_ERROR_TENSOR;
+        }
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_channels(const char *op, const char *field, const int32_t *channels,
+                                      int32_t n, mcubert_message *message)
+{
+    int32_t c;
+    if (channels == NULL) {
+        return MCUBERT_OK;
+    }
+    for (c = 0; c < n; ++c) {
+        if (channels[3 * c] > BIAS_LIMIT || channels[3 * c] < -BIAS_LIMIT) {
+            return mcubert_fail_text(message, MCUBERT_ERROR_TENSOR, op, field,
+                                     "bias exceeds +-2^30 (accumulator bound)");
+        }
+    }
+    return check_multiplier_rows(op, field, channels + 1, n, 3, message);
+}
+
+mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table,
+                                     int32_t n, mcubert_message *message)
+{
+    return table == NULL ? MCUBERT_OK : check_multiplier_rows(op, field, table, n, 2, message);
+}
+
+mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expected, mcubert_message *message)
+{
+    if (count != expected) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, "tensors");
+        mcubert_append(message, "expected ");
+        mcubert_append_int(message, expected);
+        mcubert_append(message, " (");
+        mcubert_append_int(message, expected - 1);
+        mcubert_append(message, " inputs, 1 output), got ");
+        mcubert_append_int(message, count);
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
+                                    const char *channels_field, const mcubert_tensor_view *channels,
+                                    int32_t out_features, int32_t in_features, mcubert_message *message)
+{
+    mcubert_status st;
+    if ((st = mcubert_check_tensor(op, weights_field, weights, MCUBERT_DTYPE_INT8,
+                                   mcubert_packed_size(out_features, in_features), message)) != MCUBERT_OK ||
+        (st = mcubert_check_pair4(op, weights_field, (const int8_t *)weights->data, out_features, in_features,
+                                  message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(op, channels_field, channels, MCUBERT_DTYPE_INT32, 3 * (int64_t)out_features,
+                                   message)) != MCUBERT_OK) {
+        return st;
+    }
+    return mcubert_check_channels(op, channels_field, (const int32_t *)channels->data, out_features, message);
+}
+
+mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                            int32_t n, mcubert_message *message)
+{
+    mcubert_status st = mcubert_check_tensor(op, field, view, MCUBERT_DTYPE_INT32, 2 * (int64_t)n, message);
+    return st != MCUBERT_OK ? st : mcubert_check_requant(op, field, (const int32_t *)view->data, n, message);
+}
+
+mcubert_status mcubert_check_context(const char *op, const mcubert_context *context, int32_t needed,
+                                     mcubert_message *message)
+{
+    if (context == NULL || context->buf == NULL) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "scratch", "no scratch buffer");
+    }
+    if (((uintptr_t)context->buf & 3u) != 0u) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "scratch", "buffer is not 4-byte aligned");
+    }
+    if (context->size < needed) {
+        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, op, "scratch");
+        mcubert_append_int(message, context->size);
+        mcubert_append(message, " bytes given, ");
+        mcubert_append_int(message, needed);
+        mcubert_append(message, " needed");
+        return st;
+    }
+    return MCUBERT_OK;
+}

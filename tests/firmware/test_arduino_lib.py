@@ -1,0 +1,282 @@
+"""The Arduino library (arduino_lib/): generated from custom_ops/, a valid library.properties, and
+sources that build for the boards it names.
+
+* tools/sync_arduino_lib.py --check passes on the repository and catches a modified, a missing and
+  an extra file (on a temporary copy); writing restores the copy.
+* library.properties has every field of the Arduino library specification 1.5 with valid values.
+* Without an Arduino core: every src/ .c/.S file compiles with arm-none-eabi-gcc for Cortex-M7, M4
+  (DSP path, the .S file's micro-kernel) and M0+ (plain path, the .S file empty), with Arduino-like
+  flags and -Werror; the example sketch compiles as C++ against a stub Arduino.h and links with the
+  library; under qemu-system-arm (mps2, semihosting) it prints the reference's logits.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LIB = REPO / "arduino_lib"
+SCRIPT = REPO / "tools" / "sync_arduino_lib.py"
+SKETCH = LIB / "examples" / "mcubert_classify" / "mcubert_classify.ino"
+ARM_TEST = REPO / "custom_ops" / "test" / "arm"
+
+CPUS = {  # cpu -> float flags (the boards' usual ABI), DSP path expected
+    "cortex-m7": (["-mfloat-abi=hard", "-mfpu=fpv5-d16"], True),
+    "cortex-m4": (["-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"], True),
+    "cortex-m0plus": (["-mfloat-abi=soft"], False),
+}
+QEMU_MACHINES = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
+# Roughly what the Arduino cores pass (gnu11 / gnu++17, sections for --gc-sections, no
+# exceptions or RTTI in C++), plus warnings as errors.
+C_FLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections"]
+CXX_FLAGS = ["-std=gnu++17", "-O2", "-Wall", "-Wextra", "-Werror", "-ffunction-sections",
+             "-fdata-sections", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"]
+
+
+def sync(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+
+
+# ---- generated sources ---------------------------------------------------------------------
+
+def test_library_is_in_sync_with_custom_ops():
+    result = sync("--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_check_reports_modified_missing_and_extra_files(tmp_path):
+    lib = tmp_path / "arduino_lib"
+    shutil.copytree(LIB, lib)
+    args = ("--source", str(REPO / "custom_ops"), "--lib", str(lib))
+    assert sync("--check", *args).returncode == 0
+
+    with (lib / "src" / "mcubert_mlp_s8.c").open("a") as f:
+        f.write("/* local edit */\n")
+    (lib / "src" / "mcubert" / "mcubert_ops.h").unlink()
+    (lib / "src" / "mcubert_gemm_dsp_s8.S").unlink()
+    (lib / "src" / "stale_kernel.c").write_text("int stale;\n")
+    (lib / "examples" / "mcubert_classify" / "mcubert_test_vector.h").write_text("/* old */\n")
+    result = sync("--check", *args)
+    assert result.returncode == 1
+    out = result.stdout
+    assert "different: src/mcubert_mlp_s8.c" in out
+    assert "missing:   src/mcubert/mcubert_ops.h" in out
+    assert "missing:   src/mcubert_gemm_dsp_s8.S" in out
+    assert "extra:     src/stale_kernel.c" in out
+    assert "different: examples/mcubert_classify/mcubert_test_vector.h" in out
+    assert len([line for line in out.splitlines() if line.startswith("  ")]) == 5
+
+    assert sync(*args).returncode == 0          # writing restores the generated state
+    assert sync("--check", *args).returncode == 0
+    assert not (lib / "src" / "stale_kernel.c").exists()
+
+
+def test_check_follows_a_changed_kernel_source(tmp_path):
+    source = tmp_path / "custom_ops"
+    shutil.copytree(REPO / "custom_ops" / "src", source / "src")
+    shutil.copytree(REPO / "custom_ops" / "include", source / "include")
+    (source / "src" / "mcubert_new_op.c").write_text("int mcubert_new_op;\n")
+    result = sync("--check", "--source", str(source), "--lib", str(LIB))
+    assert result.returncode == 1
+    assert result.stdout.count("\n  ") == 1 and "missing:   src/mcubert_new_op.c" in result.stdout
+
+
+def test_every_kernel_file_is_copied_with_a_banner():
+    sources = [REPO / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"]
+    sources += [p for p in (REPO / "custom_ops" / "src").iterdir() if p.suffix in (".c", ".h", ".S")]
+    for source in sources:
+        rel = "mcubert/mcubert_ops.h" if source.name == "mcubert_ops.h" else source.name
+        copy = (LIB / "src" / rel).read_text()
+        first, rest = copy.split("*/\n", 1)
+        assert first.startswith("/* GENERATED FILE - do not edit.") and "tools/sync_arduino_lib.py" in first
+        assert rest == source.read_text(), rel
+    assert (LIB / "src" / "mcubert_gemm_dsp_s8.S").exists()   # capital .S: preprocessed by Arduino
+    assert '#include "mcubert/mcubert_ops.h"' in (LIB / "src" / "mcubert.h").read_text()
+
+
+# ---- library.properties ----------------------------------------------------------------------
+
+REQUIRED = ("name", "version", "author", "maintainer", "sentence", "paragraph", "category", "url",
+            "architectures")
+CATEGORIES = {"Display", "Communication", "Signal Input/Output", "Sensors", "Device Control", "Timing",
+              "Data Storage", "Data Processing", "Other"}
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+                    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$")
+
+
+def read_properties() -> dict[str, str]:
+    props = {}
+    for line in (LIB / "library.properties").read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"not key=value: {line!r}"
+        assert key not in props, f"duplicate field {key}"
+        props[key] = value
+    return props
+
+
+def test_library_properties_fields():
+    props = read_properties()
+    for field in REQUIRED:
+        assert props.get(field, "").strip(), f"library.properties: {field} missing or empty"
+    # name: letters, digits, space, underscore, dot, dash; starts with a letter or digit; <= 63
+    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,62}", props["name"])
+    assert not props["name"].startswith("Arduino")   # reserved for official libraries
+    assert SEMVER.match(props["version"]), props["version"]
+    assert props["category"] in CATEGORIES
+    assert re.match(r"https?://", props["url"])
+    arches = [a.strip() for a in props["architectures"].split(",")]
+    assert arches and all(re.fullmatch(r"[a-z0-9_]+|\*", a) for a in arches)
+    assert {"mbed_nano", "mbed_portenta", "stm32"} <= set(arches)
+    assert [d.strip() for d in props["depends"].split(",")] == ["Arduino_TensorFlowLite"]
+    for header in props["includes"].split(","):
+        assert (LIB / "src" / header.strip()).is_file(), header
+    assert "Arduino_TensorFlowLite" in props["paragraph"]          # the revision it is written against
+    assert "tflite-micro" in props["paragraph"]
+
+
+def test_example_layout():
+    assert SKETCH.parent.name == SKETCH.stem                     # sketch folder = sketch name
+    text = SKETCH.read_text()
+    assert "#include <mcubert.h>" in text and "micros()" in text
+
+
+# ---- compile and link without an Arduino core ------------------------------------------------
+
+def need(tool: str):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi); "
+                    "the Arduino library cannot be compile-checked")
+
+
+STUB_ARDUINO_H = """\
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+unsigned long micros(void);
+unsigned long millis(void);
+void delay(unsigned long ms);
+class StubSerial {
+ public:
+  void begin(unsigned long) {}
+  explicit operator bool() const { return true; }
+  void print(const char *text);
+  void print(char c);
+  void print(int value);
+  void print(long value);
+  void print(unsigned long value);
+  template <typename T> void println(T value) { print(value); print('\\n'); }
+  void println() { print('\\n'); }
+};
+extern StubSerial Serial;
+void setup(void);
+void loop(void);
+"""
+
+# Serial on semihosting; main() runs setup() and one loop(), like the core's main would.
+STUB_RUNTIME = """\
+#include "Arduino.h"
+extern "C" {
+#include "semihost.h"
+}
+StubSerial Serial;
+static unsigned long ticks;
+unsigned long micros(void) { return ticks += 7; }
+unsigned long millis(void) { return ticks / 1000; }
+void delay(unsigned long) {}
+void StubSerial::print(const char *text) { semihost_write(text); }
+void StubSerial::print(char c) { char s[2] = {c, 0}; semihost_write(s); }
+void StubSerial::print(int value) { semihost_write_int(value); }
+void StubSerial::print(long value) { semihost_write_int((int32_t)value); }
+void StubSerial::print(unsigned long value) { semihost_write_int((int32_t)value); }
+int main(void) { setup(); loop(); return 0; }
+"""
+
+
+def arm_objects(tmp: Path, cpu: str) -> list[Path]:
+    float_flags, _ = CPUS[cpu]
+    objects = []
+    for source in sorted((LIB / "src").rglob("*")):
+        if source.suffix not in (".c", ".S"):
+            continue
+        obj = tmp / (source.name + ".o")
+        flags = C_FLAGS if source.suffix == ".c" else ["-x", "assembler-with-cpp"]
+        subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", *float_flags, *flags,
+                        "-I", str(LIB / "src"), "-c", str(source), "-o", str(obj)],
+                       check=True, capture_output=True, text=True, errors="replace")
+        objects.append(obj)
+    return objects
+
+
+def compile_sketch(tmp: Path, cpu: str) -> Path:
+    """The .ino as Arduino's builder would make it a .cpp: Arduino.h first, then the sketch."""
+    float_flags, _ = CPUS[cpu]
+    (tmp / "Arduino.h").write_text(STUB_ARDUINO_H)
+    cpp = tmp / "mcubert_classify.ino.cpp"
+    cpp.write_text(f'#include <Arduino.h>\n#line 1 "{SKETCH}"\n' + SKETCH.read_text())
+    obj = tmp / "sketch.o"
+    result = subprocess.run(["arm-none-eabi-g++", f"-mcpu={cpu}", "-mthumb", *float_flags, *CXX_FLAGS,
+                             "-I", str(tmp), "-I", str(LIB / "src"), "-I", str(SKETCH.parent),
+                             "-c", str(cpp), "-o", str(obj)], capture_output=True, text=True, errors="replace")
+    assert result.returncode == 0, result.stderr
+    return obj
+
+
+@pytest.mark.parametrize("cpu", sorted(CPUS))
+def test_sources_compile_for_the_boards(tmp_path, cpu):
+    need("arm-none-eabi-gcc")
+    try:
+        objects = arm_objects(tmp_path, cpu)
+    except subprocess.CalledProcessError as error:
+        pytest.fail(f"{error.cmd}\n{error.stderr}")
+    asm = next(o for o in objects if o.name == "mcubert_gemm_dsp_s8.S.o")
+    symbols = subprocess.run(["arm-none-eabi-nm", str(asm)], capture_output=True, text=True, check=True).stdout
+    has_kernel = "mcubert_dsp_4x2_step8" in symbols
+    assert has_kernel == CPUS[cpu][1], symbols   # DSP cores: the micro-kernel; M0+: assembles to nothing
+
+
+@pytest.mark.parametrize("cpu", sorted(CPUS))
+def test_sketch_compiles_against_stub_arduino(tmp_path, cpu):
+    need("arm-none-eabi-g++")
+    compile_sketch(tmp_path, cpu)
+
+
+@pytest.mark.parametrize("cpu", sorted(QEMU_MACHINES))
+def test_sketch_links_and_prints_the_reference_logits(tmp_path, cpu):
+    need("arm-none-eabi-g++")
+    float_flags, _ = CPUS[cpu]
+    arch = [f"-mcpu={cpu}", "-mthumb", *float_flags]
+    objects = arm_objects(tmp_path, cpu) + [compile_sketch(tmp_path, cpu)]
+    (tmp_path / "runtime.cpp").write_text(STUB_RUNTIME)
+    startup = tmp_path / "startup.o"   # the kernels' QEMU test startup: vectors, .data/.bss, FPU, semihosting
+    result = subprocess.run(["arm-none-eabi-gcc", *arch, "-std=c99", "-O2", "-c", str(ARM_TEST / "startup.c"),
+                             "-o", str(startup)], capture_output=True, text=True, errors="replace")
+    assert result.returncode == 0, result.stderr
+    runtime = tmp_path / "runtime.o"
+    result = subprocess.run(["arm-none-eabi-g++", *arch, *CXX_FLAGS, "-I", str(tmp_path), "-I", str(ARM_TEST),
+                             "-c", str(tmp_path / "runtime.cpp"), "-o", str(runtime)],
+                            capture_output=True, text=True, errors="replace")
+    assert result.returncode == 0, result.stderr
+    elf = tmp_path / "mcubert_classify.elf"
+    result = subprocess.run(   # no libstdc++ needed: no exceptions, RTTI or static constructors
+        ["arm-none-eabi-gcc", *arch, str(runtime), str(startup), *map(str, objects), "-nostartfiles",
+         "-T", str(ARM_TEST / "mps2.ld"), "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections",
+         "-o", str(elf)], capture_output=True, text=True, errors="replace")
+    assert result.returncode == 0, result.stderr
+    if shutil.which("qemu-system-arm") is None:
+        pytest.skip("linked; qemu-system-arm not found to run it")
+    run = subprocess.run(["qemu-system-arm", "-M", QEMU_MACHINES[cpu], "-nographic", "-monitor", "none",
+                          "-serial", "none", "-semihosting-config", "enable=on,target=native",
+                          "-kernel", str(elf)], capture_output=True, text=True, errors="replace", timeout=60)
+    console = run.stderr + run.stdout
+    assert run.returncode == 0, console
+    assert "DSP path: yes" in console
+    assert "(match)" in console and "MISMATCH" not in console, console
+    assert "latency us: " in console
