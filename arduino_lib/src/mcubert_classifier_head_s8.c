@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_classifier_head_s8.c by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_classifier_head_s8.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * MCUBERT_CLASSIFIER_HEAD (SPEC 4.4; reference ops/classifier_head.py): BERT's pooler and the

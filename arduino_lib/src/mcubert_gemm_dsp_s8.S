@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_gemm_dsp_s8.S by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_gemm_dsp_s8.S by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * The DSP path's 4 x 2 x 4 micro-kernel in Thumb-2 (Armv7E-M: Cortex-M4, M7, and later cores

@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_gemm_s8.c by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_gemm_s8.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * 4 x 2 x 4 micro-kernels (4 activation rows x 2 output channels x K in steps of 4) and the

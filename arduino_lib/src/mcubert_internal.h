@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_internal.h by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_internal.h by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * Declarations shared by the op files: linear-layer output stages, LayerNorm, softmax weights,

@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_linear_s8.c by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_linear_s8.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * Output stages of the pair4 linear layers (SPEC 3.1, 3.2): the gemm gives bias-free int32

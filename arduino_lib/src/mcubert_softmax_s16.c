@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_softmax_s16.c by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_softmax_s16.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * Softmax weights of one attention row (SPEC 3.4; reference ops/attention.py exp_weights and

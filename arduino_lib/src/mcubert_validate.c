@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_validate.c by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_validate.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * Error messages and the checks every op's validate step shares. Messages follow the Python

@@ -1,7 +1,7 @@
 """The Arduino library (arduino_lib/): generated from custom_ops/, a valid library.properties, and
 sources that build for the boards it names.
 
-* tools/sync_arduino_lib.py --check passes on the repository and catches a modified, a missing and
+* arduino_lib/extras/sync_from_custom_ops.py --check passes on the repository and catches a modified, a missing and
   an extra file (on a temporary copy); writing restores the copy.
 * library.properties has every field of the Arduino library specification 1.5 with valid values.
 * Without an Arduino core: every src/ .c/.S file compiles with arm-none-eabi-gcc for Cortex-M7, M4
@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "arduino_lib"
-SCRIPT = REPO / "tools" / "sync_arduino_lib.py"
+SCRIPT = REPO / "arduino_lib" / "extras" / "sync_from_custom_ops.py"
 SKETCH = LIB / "examples" / "mcubert_classify" / "mcubert_classify.ino"
 ARM_TEST = REPO / "custom_ops" / "test" / "arm"
 
@@ -94,7 +94,7 @@ def test_every_kernel_file_is_copied_with_a_banner():
         rel = "mcubert/mcubert_ops.h" if source.name == "mcubert_ops.h" else source.name
         copy = (LIB / "src" / rel).read_text()
         first, rest = copy.split("*/\n", 1)
-        assert first.startswith("/* GENERATED FILE - do not edit.") and "tools/sync_arduino_lib.py" in first
+        assert first.startswith("/* GENERATED FILE - do not edit.") and "arduino_lib/extras/sync_from_custom_ops.py" in first
         assert rest == source.read_text(), rel
     assert (LIB / "src" / "mcubert_gemm_dsp_s8.S").exists()   # capital .S: preprocessed by Arduino
     assert '#include "mcubert/mcubert_ops.h"' in (LIB / "src" / "mcubert.h").read_text()

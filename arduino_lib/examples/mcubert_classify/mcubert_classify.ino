@@ -2,7 +2,7 @@
 //
 // Runs MCUBERT_CLASSIFIER_HEAD (BERT's pooler + tanh table + sequence classifier on the [CLS]
 // row) on the tiny built-in test vector in mcubert_test_vector.h (hidden size 32, 3 labels;
-// generated with the numpy reference by tools/sync_arduino_lib.py), prints the int8 logits, the
+// generated with the numpy reference by arduino_lib/extras/sync_from_custom_ops.py), prints the int8 logits, the
 // reference's logits and the latency in microseconds.
 //
 // This calls the portable C kernel API (mcubert/mcubert_ops.h) directly: validate (what a TFLM

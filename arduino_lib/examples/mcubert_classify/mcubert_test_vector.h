@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from tflm_mcubert/ops/classifier_head.py (numpy reference) by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from tflm_mcubert/ops/classifier_head.py (numpy reference) by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /* A tiny MCUBERT_CLASSIFIER_HEAD test vector: the [CLS] row of a 32-wide hidden state, the
  * pooler (32 -> 32, tanh table) and classifier (32 -> 3) constants, and the logits the numpy

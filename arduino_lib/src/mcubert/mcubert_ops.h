@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from custom_ops/include/mcubert/mcubert_ops.h by tools/sync_arduino_lib.py;
+/* GENERATED FILE - do not edit. Generated from custom_ops/include/mcubert/mcubert_ops.h by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
  * MCUBERT custom-op kernels: portable C99 with an Arm DSP (SMLAD) path.

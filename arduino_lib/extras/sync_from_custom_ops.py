@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generate the Arduino library's sources (arduino_lib/src/) from custom_ops/, the one source of truth.
 
-    python tools/sync_arduino_lib.py            write arduino_lib/src/ (and the example's test vector)
-    python tools/sync_arduino_lib.py --check    exit 1, listing every file that is missing, extra or
+    python arduino_lib/extras/sync_from_custom_ops.py            write arduino_lib/src/ (and the example's test vector)
+    python arduino_lib/extras/sync_from_custom_ops.py --check    exit 1, listing every file that is missing, extra or
                                                 different, if the library is out of sync
 
 Layout (Arduino library specification 1.5, recursive `src/`: the Arduino build compiles every
@@ -19,7 +19,8 @@ keeps its capital `.S` extension: Arduino runs `.S` files through the C preproce
 would not be), and the file assembles to nothing on cores without the DSP extension.
 
 Every generated file starts with a banner naming its source; edit custom_ops/ and re-run this script.
-The script lives in tools/ rather than in arduino_lib/ so the library folder holds only what ships.
+The script lives in arduino_lib/extras/, the folder the Arduino library specification reserves for
+files the IDE ignores, so the library still ships as one folder.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = "tools/sync_arduino_lib.py"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = "arduino_lib/extras/sync_from_custom_ops.py"
 EXAMPLE_VECTOR = Path("examples/mcubert_classify/mcubert_test_vector.h")
 COPIED_SUFFIXES = (".c", ".h", ".S")
 
