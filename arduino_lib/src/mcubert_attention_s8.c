@@ -64,8 +64,6 @@ static mcubert_status validate_options(const mcubert_attention_params *p, mcuber
         (st = mcubert_check_range(OP, "heads", p->heads, 1, MCUBERT_MAX_HEADS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "mask_mode", p->mask_mode, 0, 1, m)) != MCUBERT_OK ||
-        (st = mcubert_check_zero_point(OP, "input_zero_point", p->input_zero_point, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "residual_shift", p->residual_shift, 0, 7, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "score_multiplier", p->score_multiplier, 0, INT32_MAX, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "score_shift", p->score_shift, -31, 30, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "context_multiplier", p->context_multiplier, 0, INT32_MAX, m)) != MCUBERT_OK ||
@@ -153,7 +151,8 @@ mcubert_status mcubert_attention_validate(const mcubert_attention_params *params
     }
     if ((st = mcubert_check_tensor(OP, "exp_lut", &t[MCUBERT_ATTENTION_EXP_LUT], MCUBERT_DTYPE_INT16, 256, message)) != MCUBERT_OK ||
         (st = validate_exp_lut((const int16_t *)t[MCUBERT_ATTENTION_EXP_LUT].data, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_ATTENTION_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK) {
+        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_ATTENTION_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_ATTENTION_RESIDUAL], (int32_t)d, message)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_ATTENTION_OUTPUT], MCUBERT_DTYPE_INT8, s * d, message);
@@ -329,7 +328,7 @@ MCUBERT_NOINLINE static void finish_tile(const attention_state *a, int8_t *hidde
                                    mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), a->d);
         mcubert_rows_widen(&rows, a->widened);
         mcubert_linear_residual_to_s16(&rows, &output, hidden + (t0 + r0) * a->d,
-                                       a->params->input_zero_point, a->params->residual_shift,
+                                       a->weights->residual,
                                        a->residual + r0 * a->d);
     }
     for (r = 0; r < n; ++r) {
@@ -347,7 +346,7 @@ static mcubert_status check_pointers(const mcubert_attention_weights *w, const i
     } else if (w->query_weights == NULL || w->query_channels == NULL || w->key_weights == NULL ||
                w->key_channels == NULL || w->value_weights == NULL || w->value_channels == NULL ||
                w->output_weights == NULL || w->output_channels == NULL || w->exp_lut == NULL ||
-               w->layer_norm == NULL) {
+               w->layer_norm == NULL || w->residual == NULL) {
         missing = "weights";
     } else if (hidden == NULL) {
         missing = "hidden";

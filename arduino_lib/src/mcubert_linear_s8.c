@@ -47,8 +47,7 @@ typedef struct {
     const int8_t *residual; /* [rows][n] */
     int16_t *z;             /* [rows][n] */
     int32_t stride;         /* n = out_features */
-    int32_t zero_point;
-    int32_t scale;          /* 2^R */
+    const int32_t *channels; /* [n][2]: zero point, shift R_c */
 } output_s16;
 
 /* One channel of a full block, fast requantization with shift <= -2 (shift -1, which needs the
@@ -122,8 +121,8 @@ MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, con
     const mcubert_requant requant = mcubert_requant_of(ch[0], ch[1], ch[2]);
     const mcubert_requant *q = &requant;
     const int32_t n = o->stride;
-    const int32_t zero_point = o->zero_point;
-    const int32_t scale = o->scale;
+    const int32_t zero_point = o->channels[2 * c];
+    const int32_t scale = (int32_t)1 << o->channels[2 * c + 1]; /* (x - zp) << R, no negative shift */
     const int8_t *x = o->residual + c;
     int16_t *z = o->z + c;
     const int32_t y0 = mcubert_requant_fast(acc[0], q);
@@ -142,17 +141,18 @@ MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, con
 MCUBERT_NOINLINE static void store_channel_residual(const int32_t *acc, int32_t count, const int32_t *ch,
                                                     const output_s16 *o, int32_t c)
 {
+    const int32_t zero_point = o->channels[2 * c];
+    const int32_t scale = (int32_t)1 << o->channels[2 * c + 1];
     int32_t r;
     for (r = 0; r < count; ++r) {
         const int32_t y = mcubert_requantize(acc[r] + ch[0], ch[1], ch[2]);
-        const int32_t res = (o->residual[r * o->stride + c] - o->zero_point) * o->scale; /* |res| < 2^15 */
+        const int32_t res = (o->residual[r * o->stride + c] - zero_point) * scale; /* |res| < 2^15 */
         o->z[r * o->stride + c] = mcubert_clamp16((int64_t)y + res);
     }
 }
 
 void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer,
-                                    const int8_t *residual, int32_t zero_point, int32_t shift,
-                                    int16_t *z)
+                                    const int8_t *residual, const int32_t *channels, int16_t *z)
 {
     const int32_t n = layer->out_features;
     const int32_t stride = pair_stride(layer);
@@ -163,8 +163,7 @@ void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_line
     o.residual = residual;
     o.z = z;
     o.stride = n;
-    o.zero_point = zero_point;
-    o.scale = (int32_t)1 << shift; /* (x - zp) << R, written without shifting negatives */
+    o.channels = channels;
     for (c = 0; c < n; c += 2, ch += 6) {
         int32_t acc[2][MCUBERT_BLOCK_ROWS];
         int32_t j;

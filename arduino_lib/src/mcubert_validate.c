@@ -339,6 +339,36 @@ mcubert_status mcubert_check_linear(const char *op, const char *weights_field, c
     return mcubert_check_channels(op, channels_field, (const int32_t *)channels->data, out_features, message);
 }
 
+mcubert_status mcubert_check_residual_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                             int32_t n, mcubert_message *message)
+{
+    static const char *const names[2] = {"zero point", "shift"};
+    static const int32_t lo[2] = {-128, 0}, hi[2] = {127, 7};
+    const int32_t *rows = (const int32_t *)view->data;
+    int32_t c, j;
+    mcubert_status st = mcubert_check_tensor(op, field, view, MCUBERT_DTYPE_INT32, 2 * (int64_t)n, message);
+    if (st != MCUBERT_OK || rows == NULL) {
+        return st;
+    }
+    for (c = 0; c < n; ++c) {
+        for (j = 0; j < 2; ++j) {
+            const int32_t value = rows[2 * c + j];
+            if (value < lo[j] || value > hi[j]) {
+                st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
+                mcubert_append(message, "channel ");
+                mcubert_append_int(message, c);
+                mcubert_append(message, ": ");
+                mcubert_append(message, names[j]);
+                mcubert_append(message, " ");
+                mcubert_append_int(message, value);
+                mcubert_append(message, j == 0 ? " is outside [-128, 127]" : " is outside [0, 7]");
+                return st;
+            }
+        }
+    }
+    return MCUBERT_OK;
+}
+
 mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
                                             int32_t n, mcubert_message *message)
 {

@@ -64,15 +64,17 @@ void baseline_lookup(int8_t *x, int32_t count, const int8_t *lut)
     }
 }
 
-void baseline_add(const int32_t *y, const int8_t *x, int32_t count, int32_t zero_point, int32_t shift,
+void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, const int32_t *channels,
                   int16_t *z)
 {
-    const int32_t scale = (int32_t)1 << shift;
-    int32_t i;
-    for (i = 0; i < count; ++i) {
-        /* |residual term| < 2^15: clamping y to +-2^16 first keeps the sum in int32 and changes
-         * no int16 result. */
-        z[i] = mcubert_clamp16_i32(mcubert_clamp_i32(y[i], -65536, 65536) + (x[i] - zero_point) * scale);
+    int32_t t, c;
+    for (t = 0; t < tokens; ++t, y += d, x += d, z += d) {
+        for (c = 0; c < d; ++c) {
+            const int32_t scale = (int32_t)1 << channels[2 * c + 1];
+            /* |residual term| < 2^15: clamping y to +-2^16 first keeps the sum in int32 and changes
+             * no int16 result. */
+            z[c] = mcubert_clamp16_i32(mcubert_clamp_i32(y[c], -65536, 65536) + (x[c] - channels[2 * c]) * scale);
+        }
     }
 }
 

@@ -89,8 +89,9 @@ void baseline_fc_s32(const int8_t *x, int32_t tokens, int32_t k, int32_t n, cons
 /* The table op: x[i] = lut[x[i] + 128], in place. */
 void baseline_lookup(int8_t *x, int32_t count, const int8_t *lut);
 
-/* The add op: z[i] = clamp16(y[i] + (x[i] - zp) 2^shift) (SPEC 3.2). */
-void baseline_add(const int32_t *y, const int8_t *x, int32_t count, int32_t zero_point, int32_t shift,
+/* The add op over `tokens` rows of d: z[i] = clamp16(y[i] + (x[i] - zp_c) 2^shift_c) (SPEC 3.2),
+ * c = i mod d, `channels` [d][2] = (zp_c, shift_c). */
+void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, const int32_t *channels,
                   int16_t *z);
 
 /* The LayerNorm op on `tokens` rows of d (the library's routine). */

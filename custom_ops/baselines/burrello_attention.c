@@ -76,8 +76,8 @@ mcubert_status mcubert_baseline_burrello_attention_s8(const mcubert_attention_pa
     }
     baseline_fc_s32(buf + l.context, s, d, d, weights->output_weights, weights->output_channels,
                     (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s * d, params->input_zero_point,
-                 params->residual_shift, (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
+                 (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }

@@ -125,8 +125,8 @@ mcubert_status mcubert_baseline_cmsis_attention_s8(const mcubert_attention_param
     tokens_from_heads(buf + l.context_heads, s, h, dh, buf + l.context);
     baseline_fc_s32(buf + l.context, s, d, d, weights->output_weights, weights->output_channels,
                     (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s * d, params->input_zero_point,
-                 params->residual_shift, (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
+                 (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }
@@ -171,8 +171,8 @@ mcubert_status mcubert_baseline_cmsis_mlp_s8(const mcubert_mlp_params *params, c
                    params->fc1_output_zero_point, buf + l.a, f, 1);
     baseline_lookup(buf + l.a, s * f, weights->activation_lut);
     baseline_fc_s32(buf + l.a, s, f, d, weights->fc2_weights, weights->fc2_channels, (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s * d, params->input_zero_point,
-                 params->residual_shift, (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
+                 (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }

@@ -49,11 +49,10 @@ void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer,
                           int32_t c_end, int32_t offset, const int8_t *lut, int8_t *out,
                           int32_t row_stride, int32_t col_stride);
 
-/* The pre-norm sum (SPEC 3.2) over all out_features channels:
- *   z[r * out + c] = clamp16(requantize(bias + x_r . w_c) + (residual[r * out + c] - zp) * 2^shift) */
+/* The pre-norm sum (SPEC 3.2) over all out_features channels, `channels` [out][2] = (zp, shift):
+ *   z[r * out + c] = clamp16(requantize(bias + x_r . w_c) + (residual[r * out + c] - zp_c) * 2^shift_c) */
 void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer,
-                                    const int8_t *residual, int32_t zero_point, int32_t shift,
-                                    int16_t *z);
+                                    const int8_t *residual, const int32_t *channels, int16_t *z);
 
 /* ---- LayerNorm (mcubert_layernorm_s8.c) -------------------------------------------------- */
 
@@ -154,6 +153,10 @@ mcubert_status mcubert_check_linear(const char *op, const char *weights_field, c
 /* An int32 [n][2] (multiplier, shift) tensor: check_tensor, then check_requant. */
 mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
                                             int32_t n, mcubert_message *message);
+
+/* An int32 [n][2] residual tensor: check_tensor, then zero points in [-128, 127], shifts in [0, 7]. */
+mcubert_status mcubert_check_residual_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
+                                             int32_t n, mcubert_message *message);
 
 /* Kernel entry: NULL checks on the context, its alignment and size. */
 mcubert_status mcubert_check_context(const char *op, const mcubert_context *context, int32_t needed,

@@ -4,7 +4,7 @@
  *
  *   for each tile T of t tokens, in blocks of 4 rows:
  *       a = activation_lut[clamp8(requantize(fc1(x[T])) + fc1_output_zero_point) + 128]   [t][f]
- *       z = clamp16(requantize(fc2(a)) + ((x[T] - zp) << R))                                [t][d]
+ *       z = clamp16(requantize(fc2(a)) + ((x[T] - zp[c]) << R[c]))                          [t][d]
  *       x[T] = LayerNorm(z)
  */
 #include <stddef.h>
@@ -44,9 +44,7 @@ static mcubert_status validate_options(const mcubert_mlp_params *p, mcubert_mess
     if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "ffn", p->ffn, 1, MCUBERT_MAX_FFN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_zero_point(OP, "input_zero_point", p->input_zero_point, m)) != MCUBERT_OK ||
         (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "residual_shift", p->residual_shift, 0, 7, m)) != MCUBERT_OK ||
         (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
@@ -72,7 +70,8 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
         (st = mcubert_check_linear(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels", &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8, 256, message)) != MCUBERT_OK ||
         (st = mcubert_check_linear(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels", &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK) {
+        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_MLP_RESIDUAL], (int32_t)d, message)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_MLP_OUTPUT], MCUBERT_DTYPE_INT8, s * d, message);
@@ -107,8 +106,8 @@ MCUBERT_NOINLINE static void mlp_tile(const mcubert_mlp_params *params, const mc
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, intermediate + r0 * f, f, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), f);
         mcubert_rows_widen(&rows, widened);
-        mcubert_linear_residual_to_s16(&rows, &fc2, hidden + (t0 + r0) * d, params->input_zero_point,
-                                       params->residual_shift, residual + r0 * d);
+        mcubert_linear_residual_to_s16(&rows, &fc2, hidden + (t0 + r0) * d, weights->residual,
+                                       residual + r0 * d);
     }
     for (r = 0; r < n; ++r) {
         mcubert_layer_norm_s8(residual + r * d, d, weights->layer_norm, params->ln_eps, hidden + (t0 + r) * d);
@@ -127,7 +126,8 @@ mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_ml
     }
     if (weights == NULL || weights->fc1_weights == NULL || weights->fc1_channels == NULL ||
         weights->activation_lut == NULL || weights->fc2_weights == NULL ||
-        weights->fc2_channels == NULL || weights->layer_norm == NULL || hidden == NULL) {
+        weights->fc2_channels == NULL || weights->layer_norm == NULL || weights->residual == NULL ||
+        hidden == NULL) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, hidden == NULL ? "hidden" : "weights",
                                  "NULL pointer");
     }

@@ -183,7 +183,7 @@ static void handle_call(uint32_t command, uint32_t op)
             const mcubert_attention_weights w = {
                 (const int8_t *)T(2), (const int32_t *)T(3), (const int8_t *)T(4), (const int32_t *)T(5),
                 (const int8_t *)T(6), (const int32_t *)T(7), (const int8_t *)T(8), (const int32_t *)T(9),
-                (const int16_t *)T(10), (const int32_t *)T(11)};
+                (const int16_t *)T(10), (const int32_t *)T(11), (const int32_t *)T(12)};
             status = mcubert_attention_s8(&params.attention, &w, (int8_t *)T(0), T(1), &context, &message);
             output = &tensors[0];
             break;
@@ -201,7 +201,7 @@ static void handle_call(uint32_t command, uint32_t op)
         default: {
             const mcubert_mlp_weights w = {
                 (const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3), (const int8_t *)T(4),
-                (const int32_t *)T(5), (const int32_t *)T(6)};
+                (const int32_t *)T(5), (const int32_t *)T(6), (const int32_t *)T(7)};
             status = mcubert_mlp_s8(&params.mlp, &w, (int8_t *)T(0), &context, &message);
             output = &tensors[0];
             break;

@@ -329,6 +329,24 @@ def test_channel_rows(runner, cases, op, name):
         assert result.message == f"{op}: {name}: {problem}"
 
 
+@pytest.mark.parametrize("op", [ATTN, MLP])
+def test_residual_rows_are_checked_with_the_python_wording(runner, cases, op):
+    from tflm_mcubert.ops.layernorm import check_residual
+    from tflm_mcubert.ops.validation import OpSpecError
+
+    call = cases[op].call
+    base = call.tensors["residual"].reshape(-1, 2)
+    assert _validate(runner, call, _with(call, "residual", base.reshape(-1))).ok
+    for row, column, value in ((0, 0, -129), (-1, 0, 128), (1, 1, -1), (-1, 1, 8), (2, 1, 1 << 30)):
+        rows = base.copy()
+        rows[row, column] = value
+        with pytest.raises(OpSpecError) as python:
+            check_residual(op, "residual", rows, rows.shape[0])
+        result = _validate(runner, call, _with(call, "residual", rows.reshape(-1)))
+        assert result.status == kernel_abi.ERROR_TENSOR
+        assert result.message == str(python.value)
+
+
 def test_exp_lut_contents(runner, cases):
     call = cases[ATTN].call
     lut = call.tensors["exp_lut"].copy()

@@ -122,6 +122,7 @@ def _attention_params(case: Case):
     for name in ("query", "key", "value", "output"):
         shaped[f"{name}_channels"] = tensors[f"{name}_channels"].reshape(d, 3)
     shaped["layer_norm"] = tensors["layer_norm"].reshape(d, 2)
+    shaped["residual"] = tensors["residual"].reshape(d, 2)
     return attention.AttentionParams.from_serialized(options, shaped)
 
 

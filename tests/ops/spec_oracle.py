@@ -57,8 +57,9 @@ def linear_row(x: list[int], weight: list[list[int]], channels: list[list[int]])
             for row, (bias, mult, shift) in zip(weight, channels)]
 
 
-def residual_row(projected: list[int], x: list[int], zp: int, shift: int) -> list[int]:
-    return [clamp(p + ((a - zp) << shift), -32768, 32767) for p, a in zip(projected, x)]
+def residual_row(projected: list[int], x: list[int], channels: list[list[int]]) -> list[int]:
+    """channels[c] = (zero point, shift) of the incoming hidden state's channel c."""
+    return [clamp(p + ((a - zp) << shift), -32768, 32767) for p, a, (zp, shift) in zip(projected, x, channels)]
 
 
 def clamp32(x: int) -> int:
@@ -113,8 +114,9 @@ def attention(p, x: list[list[int]], valid: list[bool]) -> list[list[int]]:
                 mean = rsh(acc * recip, contract.SOFTMAX_RECIP_BITS - contract.SOFTMAX_MEAN_FRAC_BITS)
                 context[i][c] = clamp(requant(mean, p.context_multiplier, p.context_shift), -128, 127)
     ln = ints(p.layer_norm.table)
-    return [layer_norm_row(residual_row(linear_row(context[i], wo, co), x[i], p.input_zero_point,
-                                        p.residual_shift), ln, p.layer_norm.eps) for i in range(s)]
+    res = ints(p.residual)
+    return [layer_norm_row(residual_row(linear_row(context[i], wo, co), x[i], res), ln, p.layer_norm.eps)
+            for i in range(s)]
 
 
 def mlp(p, x: list[list[int]]) -> list[list[int]]:
@@ -125,6 +127,6 @@ def mlp(p, x: list[list[int]]) -> list[list[int]]:
     out = []
     for row in x:
         a = [lut[clamp(v + p.fc1_output_zero_point, -128, 127) + 128] for v in linear_row(row, w1, c1)]
-        z = residual_row(linear_row(a, w2, c2), row, p.input_zero_point, p.residual_shift)
+        z = residual_row(linear_row(a, w2, c2), row, ints(p.residual))
         out.append(layer_norm_row(z, ln, p.layer_norm.eps))
     return out

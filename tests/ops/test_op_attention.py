@@ -77,7 +77,7 @@ def test_all_masked_keys_give_a_zero_context():
     params, _, _, xq = quantized_layer(s, d, 2, 6, np.ones(s, bool))
     got = attention.run(params, xq.copy(), np.zeros(s, np.int8))
     zero_context = params.output.requantized(np.zeros((s, d), np.int8))   # = requantized bias
-    want = layer_norm(residual_sum(zero_context, xq, params.input_zero_point, params.residual_shift),
+    want = layer_norm(residual_sum(zero_context, xq, params.residual),
                       params.layer_norm)
     assert np.array_equal(got, want)
     length_mode = dataclasses.replace(params, mask_mode=contract.MASK_MODE_VALID_LENGTH)

@@ -112,3 +112,40 @@ def test_residual_shift_choice_keeps_the_sum_inside_int16():
     assert ln.choose_residual_shift(0.05, 3.0) == 7
     assert ln.choose_residual_shift(0.05, 200.0) == 2
     assert ln.choose_residual_shift(0.01, 1e6) == 0
+    assert ln.choose_residual_shift(0.05, 3.0, max_shift=4) == 4
+
+
+def test_per_tensor_input_gives_one_residual_row_for_every_channel():
+    channels, z_scale = ln.residual_channels(TensorQuant(0.05, -7), 200.0, 5)
+    assert channels.tolist() == [[-7, 2]] * 5 and z_scale == 0.05 / 4
+
+
+def test_hidden_quant_scales_are_power_of_two_multiples_of_the_pre_norm_scale():
+    lo = np.array([-1.0, -2.0, -30.0, 0.0, -0.01])
+    hi = np.array([1.0, 2.5, 4.0, 0.0, 0.01])
+    q = ln.hidden_quant(lo, hi, z_max_abs=40.0)
+    channels, z_scale = ln.residual_channels(q, 40.0, 5)
+    assert np.array_equal(q.scale, z_scale * 2.0 ** channels[:, 1])          # s_x[c] = s_z 2^R_c
+    assert z_scale == max(40.0 / ln.Z_HEADROOM_TARGET, 34.0 / 255 / 128)
+    assert channels[:, 1].tolist() == [3, 4, 7, 2, 0]   # outlier: 7; all-zero channel: range 1 (fallback)
+    assert np.all(q.scale >= (np.maximum(hi, 0) - np.minimum(lo, 0)) / 255)  # no channel clips
+    assert np.array_equal(channels[:, 0], q.zero_point)
+    assert np.abs(q.dequantize(q.quantize(np.stack([lo, hi]))) - np.stack([lo, hi])).max() <= q.scale.max() / 2
+    free = ln.hidden_quant(lo, hi, None)                                      # last hidden state
+    assert np.allclose(free.scale[:3], (hi - lo)[:3] / 255)
+    with pytest.raises(ValueError, match="base \\* 2\\^k"):
+        ln.residual_channels(TensorQuant(np.array([0.1, 0.3]), np.zeros(2)), 1.0, 2)
+
+
+def test_linear_from_float_folds_per_channel_input_scales_and_zero_points():
+    rng = np.random.default_rng(4)
+    w, b = rng.normal(size=(6, 10)), rng.normal(size=6)
+    inq = TensorQuant(0.01 * 2.0 ** rng.integers(0, 8, 10), rng.integers(-128, 128, 10))
+    lin = Linear.from_float(w, b, inq, 0.01).validate("TEST", "lin")
+    x = rng.integers(-128, 128, (50, 10)).astype(np.int8)
+    real = lin.requantized(x) * 0.01
+    want = inq.dequantize(x) @ w.T + b
+    # Per-output-channel weight steps of the folded weights W[c, k] s_x[k]: half a step per term.
+    w_step = np.abs(w * inq.scale).max(axis=1) / 127
+    bound = 0.5 * np.abs(x.astype(np.float64) - inq.zero_point).sum(axis=1, keepdims=True) * w_step
+    assert np.all(np.abs(real - want) <= bound + 0.5 * w_step + 0.005 + 1e-12)

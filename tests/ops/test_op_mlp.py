@@ -80,5 +80,13 @@ def test_validation_names_op_and_field():
         dataclasses.replace(params, activation_lut=np.zeros(255, np.int8)).validate()
     with pytest.raises(OpSpecError, match="MCUBERT_MLP: fc2: expected a 16 x 64 layer"):
         dataclasses.replace(params, fc2=params.fc1).validate()
-    with pytest.raises(OpSpecError, match="MCUBERT_MLP: residual_shift"):
-        dataclasses.replace(params, residual_shift=8).validate()
+    bad = params.residual.copy()
+    bad[3, 1] = 8
+    with pytest.raises(OpSpecError, match=r"MCUBERT_MLP: residual: channel 3: shift 8 is outside \[0, 7\]"):
+        dataclasses.replace(params, residual=bad).validate()
+    bad = params.residual.copy()
+    bad[0, 0] = -129
+    with pytest.raises(OpSpecError, match=r"MCUBERT_MLP: residual: channel 0: zero point -129 is outside"):
+        dataclasses.replace(params, residual=bad).validate()
+    with pytest.raises(OpSpecError, match="MCUBERT_MLP: residual: expected shape"):
+        dataclasses.replace(params, residual=params.residual[:-1]).validate()

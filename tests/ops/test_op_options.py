@@ -87,8 +87,10 @@ def test_version_hash_and_key_set_are_checked(params):
 
 
 def test_ranges_and_cross_field_rules_name_the_field(params):
-    with pytest.raises(OptionsError, match=r"MCUBERT_ATTENTION: residual_shift: 8 is outside \[0, 7\]"):
-        decode_options(A, _with(A, params, residual_shift=8))
+    with pytest.raises(OptionsError, match=r"MCUBERT_ATTENTION: mask_mode: 2 is outside \[0, 1\]"):
+        decode_options(A, _with(A, params, mask_mode=2))
+    with pytest.raises(OptionsError, match="MCUBERT_ATTENTION: residual_shift: unknown option"):
+        decode_options(A, _with(A, params, residual_shift=0))   # per channel now: the residual tensor
     with pytest.raises(OptionsError, match="MCUBERT_ATTENTION: tile: tile 10 exceeds seq_len 9"):
         decode_options(A, _with(A, params, tile=10))
     with pytest.raises(OptionsError, match="MCUBERT_ATTENTION: heads: hidden 8 is not a multiple of heads 3"):

@@ -43,7 +43,7 @@ def _op_tensors(op: str) -> tuple[int, int, int]:
     return len(spec.inputs), len(spec.outputs) + 1, len(spec.options) + len(contract.HEADER_FIELDS)
 
 
-def graph_shape(layers: int, classifier: bool) -> GraphShape:
+def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
     ops = [contract.EMBEDDING] + [contract.ATTENTION, contract.MLP] * layers
     if classifier:
         ops.append(contract.CLASSIFIER_HEAD)
@@ -54,13 +54,14 @@ def graph_shape(layers: int, classifier: bool) -> GraphShape:
                         for op in ops)
     return GraphShape(tensors=inputs + outputs + constants, ops=len(ops),
                       inputs=(IoTensor(False), IoTensor(False), IoTensor(False)),
-                      outputs=(IoTensor(True),), planned_buffers=inputs + outputs,
+                      # logits: one zero point; last_hidden_state: one per channel of d
+                      outputs=(IoTensor(True, channels=1 if classifier else hidden),), planned_buffers=inputs + outputs,
                       kernel_data=kernel_data)
 
 
-def arena_overhead(layers: int, classifier: bool) -> int:
+def arena_overhead(layers: int, classifier: bool, hidden: int) -> int:
     """TFLM's bytes on top of a (large) plan: what the tile budget must leave free."""
-    return estimate_arena(graph_shape(layers, classifier), UNBOUNDED).overhead_bytes
+    return estimate_arena(graph_shape(layers, classifier, hidden), UNBOUNDED).overhead_bytes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ class PlanChoice:
 
 
 def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> PlanChoice:
-    overhead = arena_overhead(config.num_hidden_layers, bool(labels))
+    overhead = arena_overhead(config.num_hidden_layers, bool(labels), config.hidden_size)
     try:
         # Measured kernel costs: among tiles as fast to within the model's resolution, the smallest.
         plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels,
@@ -101,7 +102,7 @@ def _fits(config, seq_len: int, arena_budget: int, labels: int | None, overhead:
 
 def largest_fitting_seq_len(config, seq_len: int, arena_budget: int, labels: int | None) -> int | None:
     """The largest s < seq_len whose smallest plan fits (memory grows with s: bisect)."""
-    overhead = arena_overhead(config.num_hidden_layers, bool(labels))
+    overhead = arena_overhead(config.num_hidden_layers, bool(labels), config.hidden_size)
     lo, hi = 0, seq_len - 1           # lo fits (0 = none yet), hi is the largest candidate
     if hi < 1 or not _fits(config, 1, arena_budget, labels, overhead):
         return None
@@ -227,7 +228,8 @@ def export_mcubert(model, tokenizer, *, seq_len: int, arena_budget: int, samples
     if not np.array_equal(in_arena.outputs[key].reshape(-1), separate[key].reshape(-1)) \
             or in_arena.touched_bytes != choice.plan.planned_bytes:
         raise AssertionError("the exported model does not reproduce the in-memory model in its arena")
-    arena = estimate_arena(graph_shape(config.num_hidden_layers, bool(labels)), choice.plan.planned_bytes)
+    arena = estimate_arena(graph_shape(config.num_hidden_layers, bool(labels), config.hidden_size),
+                           choice.plan.planned_bytes)
     return McubertExport(tflite, quantized, choice.plan, choice, arena, compression, remap, fidelity)
 
 

@@ -154,10 +154,18 @@ def _quant(subgraph, index: int, where: str) -> TensorQuant:
     q = subgraph.tensors[index].quantization
     scale = [] if q is None or q.scale is None else list(q.scale)
     zero = [] if q is None or q.zeroPoint is None else list(q.zeroPoint)
-    if len(scale) != 1 or len(zero) != 1:
-        raise _fail(where, "expected per-tensor quantization (one scale, one zero point)")
+    shape = list(subgraph.tensors[index].shape)
+    if len(scale) == len(zero) == 1:
+        return _checked_quant(where, float(scale[0]), int(zero[0]))
+    if not (len(scale) == len(zero) == shape[-1] > 1 and q.quantizedDimension == len(shape) - 1):
+        raise _fail(where, "expected per-tensor quantization (one scale, one zero point) or one per "
+                    "channel of the last dimension")
+    return _checked_quant(where, np.asarray(scale, np.float64), np.asarray(zero, np.int64))
+
+
+def _checked_quant(where: str, scale, zero_point) -> TensorQuant:
     try:
-        return TensorQuant(float(scale[0]), int(zero[0]))
+        return TensorQuant(scale, zero_point)
     except ValueError as exc:
         raise _fail(where, str(exc)) from None
 

@@ -9,8 +9,8 @@ Graph (one subgraph):
     MCUBERT_CLASSIFIER_HEAD  (hidden_2L, weights...)                  -> logits int8[1, n], scratch
     outputs  logits (a classifier) or last_hidden_state int8[1, s, d]
 
-Every hidden_k is its own tensor (with its own scale and zero point, so a reader can dequantize any
-of them), but all share one arena offset: the ops work in place. Each op's scratch is an extra
+Every hidden_k is its own tensor (with its own per-channel scales and zero points along d, so a
+reader can dequantize any of them), but all share one arena offset: the ops work in place. Each op's scratch is an extra
 output tensor (int8[scratch bytes]) at an offline offset, rather than a RequestScratchBufferInArena:
 TFLM's planner places offline buffers first and plans requested scratch online around them, which
 could only cost memory. The offsets of every non-constant tensor are the planner's
@@ -86,8 +86,10 @@ class _GraphBuilder:
         tensor.buffer = buffer
         if quant is not None:
             params = schema.QuantizationParametersT()
-            params.scale = [float(quant.scale)]
-            params.zeroPoint = [int(quant.zero_point)]
+            params.scale = [float(v) for v in np.atleast_1d(quant.scale)]
+            params.zeroPoint = [int(v) for v in np.atleast_1d(quant.zero_point)]
+            if quant.per_channel:   # hidden states: one (scale, zero point) per channel of d
+                params.quantizedDimension = len(shape) - 1
             tensor.quantization = params
         self.tensors.append(tensor)
         self.offsets.append(offset)

@@ -9,7 +9,7 @@ Schedule (heads outer, query tiles inner; the ordering is what bounds memory):
             S = int16 scores Q K_j^T                             (t x s)
             C = softmax(S, key mask) V_j                         (t x dh)
             if j < h-1: context[T, j] = C                        (kept: s x (h-1)dh)
-            else:       z = requantize(concat(context[T], C) Wo^T + bo) + ((x[T] - zp) << R)
+            else:       z = requantize(concat(context[T], C) Wo^T + bo) + ((x[T] - zp[c]) << R[c])
                         x[T] = layer_norm(z)                      (written back in place)
 
 Why writing x[T] back during the last head is safe: the last head's K and V were computed from the
@@ -52,7 +52,8 @@ from tflm_mcubert.ops.fixed_point import (
     quantize_multiplier, requantize, round_shift_right, saturate,
 )
 from tflm_mcubert.ops.layernorm import (
-    LayerNormParams, check_dim, choose_residual_shift, float_layer_norm, layer_norm, residual_sum,
+    LayerNormParams, check_dim, check_residual, float_layer_norm, layer_norm, residual_channels,
+    residual_sum,
 )
 from tflm_mcubert.ops.linear import Linear, int_matmul
 from tflm_mcubert.ops.quantization import TensorQuant
@@ -101,8 +102,6 @@ class AttentionParams:
     heads: int
     tile: int
     mask_mode: int
-    input_zero_point: int
-    residual_shift: int
     score_multiplier: int
     score_shift: int
     context_multiplier: int
@@ -113,6 +112,7 @@ class AttentionParams:
     output: Linear
     exp_lut: np.ndarray          # int16[256]
     layer_norm: LayerNormParams
+    residual: np.ndarray         # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
 
     @property
     def head_size(self) -> int:
@@ -126,8 +126,6 @@ class AttentionParams:
             raise OpSpecError(OP, "heads", f"hidden {d} is not a multiple of heads {h}")
         check_int(OP, "tile", self.tile, 1, s)
         check_int(OP, "mask_mode", self.mask_mode, 0, 1)
-        check_int(OP, "input_zero_point", self.input_zero_point, INT8_MIN, INT8_MAX)
-        check_int(OP, "residual_shift", self.residual_shift, 0, 7)
         for mult, shift in (("score_multiplier", "score_shift"),
                             ("context_multiplier", "context_shift")):
             check_int(OP, mult, getattr(self, mult), 0, (1 << 31) - 1)
@@ -146,6 +144,7 @@ class AttentionParams:
             raise OpSpecError(OP, "exp_lut", f"entry 0 must be EXP_ONE = {EXP_ONE} (the row max "
                               f"contributes exactly one), got {int(lut[0])}")
         self.layer_norm.validate(OP, "layer_norm", d)
+        check_residual(OP, "residual", self.residual, d)
         return self
 
     # -- serialization ----------------------------------------------------------------------
@@ -153,7 +152,6 @@ class AttentionParams:
     def options(self) -> dict[str, int]:
         return {"seq_len": self.seq_len, "hidden": self.hidden, "heads": self.heads,
                 "tile": self.tile, "mask_mode": self.mask_mode,
-                "input_zero_point": self.input_zero_point, "residual_shift": self.residual_shift,
                 "score_multiplier": self.score_multiplier, "score_shift": self.score_shift,
                 "context_multiplier": self.context_multiplier, "context_shift": self.context_shift,
                 "ln_eps": self.layer_norm.eps}
@@ -167,6 +165,7 @@ class AttentionParams:
             out[f"{name}_channels"] = lin.channels
         out["exp_lut"] = self.exp_lut
         out["layer_norm"] = self.layer_norm.table
+        out["residual"] = self.residual
         return out
 
     @classmethod
@@ -175,11 +174,11 @@ class AttentionParams:
         lin = {name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"])
                for name in ("query", "key", "value", "output")}
         return cls(options["seq_len"], d, options["heads"], options["tile"], options["mask_mode"],
-                   options["input_zero_point"], options["residual_shift"],
                    options["score_multiplier"], options["score_shift"],
                    options["context_multiplier"], options["context_shift"],
                    lin["query"], lin["key"], lin["value"], lin["output"], tensors["exp_lut"],
-                   LayerNormParams(tensors["layer_norm"], options["ln_eps"])).validate()
+                   LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+                   tensors["residual"]).validate()
 
     # -- offline quantization ---------------------------------------------------------------
 
@@ -187,8 +186,7 @@ class AttentionParams:
     def quantize(cls, fw: "AttentionFloat", quant: "AttentionQuant", *, seq_len: int, tile: int,
                  mask_mode: int = contract.MASK_MODE_KEY_MASK) -> "AttentionParams":
         x = quant.input
-        shift = choose_residual_shift(x.scale, quant.z_max_abs)
-        z_scale = x.scale / (1 << shift)
+        residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
         dh = fw.hidden // fw.heads
         score_m, score_s = quantize_multiplier(
             quant.query.scale * quant.key.scale / (math.sqrt(dh) * quant.score_scale))
@@ -196,7 +194,6 @@ class AttentionParams:
             quant.value.scale / (quant.context.scale * (1 << contract.SOFTMAX_MEAN_FRAC_BITS)))
         return cls(
             seq_len=seq_len, hidden=fw.hidden, heads=fw.heads, tile=tile, mask_mode=mask_mode,
-            input_zero_point=x.zero_point, residual_shift=shift,
             score_multiplier=int(score_m), score_shift=int(score_s),
             context_multiplier=int(ctx_m), context_shift=int(ctx_s),
             query=Linear.from_float(fw.wq, fw.bq, x, quant.query.scale),
@@ -205,6 +202,7 @@ class AttentionParams:
             output=Linear.from_float(fw.wo, fw.bo, quant.context, z_scale),
             exp_lut=build_exp_lut(quant.score_scale),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
+            residual=residual,
         ).validate()
 
 
@@ -304,7 +302,7 @@ def run(params: AttentionParams, hidden: np.ndarray, mask: np.ndarray,
                 context_rows = np.concatenate([v["context"][rows], target], axis=1)
                 z = v["residual"][:n]
                 z[:] = residual_sum(params.output.requantized(context_rows), hidden[rows],
-                                    params.input_zero_point, params.residual_shift)
+                                    params.residual)
                 hidden[rows] = layer_norm(z, params.layer_norm)
     return hidden
 

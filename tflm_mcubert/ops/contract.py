@@ -77,8 +77,6 @@ _EPS = OptionField("ln_eps", 0, layernorm.EPS_MAX, "LayerNorm eps in D units: ro
 _SEQ = OptionField("seq_len", 1, MAX_SEQ_LEN, "tokens s (static)")
 _HIDDEN = OptionField("hidden", 1, MAX_HIDDEN, "hidden size d")
 _TILE = OptionField("tile", 1, MAX_SEQ_LEN, "query/token tile t, 1 <= t <= s")
-_IN_ZP = OptionField("input_zero_point", -128, 127, "zero point of the incoming hidden state")
-_RES = OptionField("residual_shift", 0, 7, "R: pre-norm sum scale s_z = s_x / 2^R")
 
 
 def _multiplier_ok(values: dict[str, int], mult: str, shift: str):
@@ -114,6 +112,8 @@ def _no_cross_field_rules(v: dict[str, int]):
 _REQUANT_D = "int32", "[d, 2]"
 _LN = TensorSig("layer_norm", "int32", "[d, 2]", "gamma_q, beta_q (Q16 output units)")
 _HIDDEN_IO = TensorSig("hidden", "int8", "[s, d]", "hidden state, updated in place")
+_RESIDUAL = TensorSig("residual", "int32", "[d, 2]",
+                      "per channel (zero point [-128, 127], shift R_c [0, 7]): s_x[c] = s_z * 2^R_c")
 
 CONTRACTS: dict[str, OpContract] = {
     EMBEDDING: OpContract(
@@ -149,7 +149,6 @@ CONTRACTS: dict[str, OpContract] = {
             OptionField("heads", 1, MAX_HEADS, "h, divides d"),
             _TILE,
             OptionField("mask_mode", 0, 1, "0: int8[s] key mask; 1: int32[1] valid length"),
-            _IN_ZP, _RES,
             OptionField("score_multiplier", 0, INT32_MAX, "q.k -> int16 score (1/sqrt(dh) folded)"),
             OptionField("score_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
             OptionField("context_multiplier", 0, INT32_MAX, "Q16 mean of V -> int8 context"),
@@ -168,7 +167,7 @@ CONTRACTS: dict[str, OpContract] = {
             TensorSig("output_weights", "int8", "[packed(d, d)]", "pair4"),
             TensorSig("output_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
             TensorSig("exp_lut", "int16", "[256]", "EXP_ONE*exp(-k*s_score); [0] = EXP_ONE"),
-            _LN,
+            _LN, _RESIDUAL,
         ),
         outputs=(_HIDDEN_IO,),
         cross_check=_check_attention,
@@ -178,9 +177,9 @@ CONTRACTS: dict[str, OpContract] = {
         options=(
             _SEQ, _HIDDEN,
             OptionField("ffn", 1, MAX_FFN, "intermediate size"),
-            _TILE, _IN_ZP,
+            _TILE,
             OptionField("fc1_output_zero_point", -128, 127, "zero point of the GELU table's input"),
-            _RES, _EPS,
+            _EPS,
         ),
         inputs=(
             _HIDDEN_IO,
@@ -189,7 +188,7 @@ CONTRACTS: dict[str, OpContract] = {
             TensorSig("activation_lut", "int8", "[256]", "GELU: entry q+128 for input q"),
             TensorSig("fc2_weights", "int8", "[packed(d, ffn)]", "pair4"),
             TensorSig("fc2_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
-            _LN,
+            _LN, _RESIDUAL,
         ),
         outputs=(_HIDDEN_IO,),
         cross_check=_check_mlp,
@@ -225,6 +224,7 @@ def constants_text() -> list[str]:
         f"weights=pair4:[ceil(N/2)][ceil(K/4)][{linear.PACK_CHANNELS}][{linear.PACK_DEPTH}];"
         f"zero padding;|w|<={linear.WEIGHT_MAX};|bias|<=2^30",
         f"exp_one={fixed_point.EXP_ONE};lut_size={fixed_point.LUT_SIZE}",
+        "residual=z+=(x[c]-zp[c])<<R[c];zp in [-128,127];R in [0,7]",
         "scores=int16;exp_index=min(rowmax-score,255);masked_e=0;all_masked_recip=0",
         f"softmax_recip_bits={SOFTMAX_RECIP_BITS};softmax_mean_frac_bits={SOFTMAX_MEAN_FRAC_BITS}",
         f"layernorm=inv_sqrt_bits:{fixed_point.INV_SQRT_BITS};norm_frac_bits:{layernorm.NORM_FRAC_BITS};"

@@ -93,16 +93,29 @@ def layer_norm(z: np.ndarray, params: LayerNormParams) -> np.ndarray:
     return saturate(out, INT8_MIN, INT8_MAX, np.int8)
 
 
-def residual_sum(projected: np.ndarray, residual: np.ndarray, input_zero_point: int,
-                 residual_shift: int) -> np.ndarray:
-    """z = clamp_int16(projected + ((x - zp_in) << R)): the pre-norm sum of attention and MLP.
+def residual_sum(projected: np.ndarray, residual: np.ndarray, channels: np.ndarray) -> np.ndarray:
+    """z = clamp_int16(projected + ((x[c] - zp[c]) << R[c])): the pre-norm sum of attention and MLP.
 
-    `projected` is the unclamped requantized output (int64) already in z units, s_z = s_x / 2^R.
+    `channels`: int32[d, 2] rows (zp[c], R[c]) of the incoming hidden state, whose channel c has
+    scale s_z * 2^R[c]. `projected` is the unclamped requantized output (int64) already in z units.
     Clamping the int64 sum equals clamping after saturating `projected` to int32 first (|residual
     term| <= 255 * 2^7 < 2^15), so a kernel may keep `projected` in int32.
     """
-    shifted = (residual.astype(np.int64) - input_zero_point) << residual_shift
+    zero_point = channels[:, 0].astype(np.int64)
+    shift = channels[:, 1].astype(np.int64)
+    shifted = (residual.astype(np.int64) - zero_point) << shift
     return saturate(projected + shifted, INT16_MIN, INT16_MAX, np.int16)
+
+
+def check_residual(op: str, field: str, channels: np.ndarray, d: int) -> np.ndarray:
+    check_array(op, field, channels, np.int32, (d, 2))
+    for column, name, lo, hi in ((0, "zero point", INT8_MIN, INT8_MAX), (1, "shift", 0, MAX_RESIDUAL_SHIFT)):
+        values = channels[:, column]
+        bad = np.flatnonzero((values < lo) | (values > hi))
+        if bad.size:
+            raise OpSpecError(op, field, f"channel {int(bad[0])}: {name} {int(values[bad[0]])} "
+                              f"is outside [{lo}, {hi}]")
+    return channels
 
 
 def check_dim(op: str, field: str, d: int) -> int:
@@ -124,9 +137,46 @@ Z_HEADROOM_TARGET = 24000
 MAX_RESIDUAL_SHIFT = 7   # (x - zp) << 7 <= 255 * 128 still fits int16
 
 
-def choose_residual_shift(input_scale: float, z_max_abs: float) -> int:
-    """Largest R in [0, 7] with z_max / (s_x / 2^R) <= Z_HEADROOM_TARGET (more R = finer z)."""
-    for shift in range(MAX_RESIDUAL_SHIFT, 0, -1):
+def choose_residual_shift(input_scale: float, z_max_abs: float, max_shift: int = MAX_RESIDUAL_SHIFT) -> int:
+    """Largest R in [0, max_shift] with z_max / (s_x / 2^R) <= Z_HEADROOM_TARGET (more R = finer z)."""
+    for shift in range(max_shift, 0, -1):
         if z_max_abs * (1 << shift) / input_scale <= Z_HEADROOM_TARGET:
             return shift
     return 0
+
+
+def residual_channels(input_quant: TensorQuant, z_max_abs: float, d: int) -> tuple[np.ndarray, float]:
+    """(int32[d, 2] rows (zp[c], R[c]), s_z) of the pre-norm sum for a hidden state `input_quant`.
+
+    Channel scales must be power-of-two multiples of the smallest one, base * 2^k[c] (per tensor:
+    k = 0). s_z = base / 2^R0 with R0 the largest in [0, 7 - max k] keeping the calibrated z peak
+    under Z_HEADROOM_TARGET; R[c] = R0 + k[c].
+    """
+    scale = np.broadcast_to(np.asarray(input_quant.scale, np.float64), (d,))
+    zero_point = np.broadcast_to(np.asarray(input_quant.zero_point, np.int64), (d,))
+    base = float(scale.min())
+    k = np.rint(np.log2(scale / base)).astype(np.int64)
+    if np.any(scale != base * np.exp2(k)) or int(k.max()) > MAX_RESIDUAL_SHIFT:
+        raise ValueError("residual_channels: hidden-state channel scales must be base * 2^k, k in [0, 7]")
+    r0 = choose_residual_shift(base, z_max_abs, MAX_RESIDUAL_SHIFT - int(k.max()))
+    channels = np.stack([zero_point, k + r0], axis=1).astype(np.int32)
+    return channels, base / (1 << r0)
+
+
+def hidden_quant(lo: np.ndarray, hi: np.ndarray, z_max_abs: float | None) -> TensorQuant:
+    """Per-channel asymmetric int8 quantization of a hidden state (channel ranges [lo, hi]).
+
+    With `z_max_abs` (the consuming attention/MLP's calibrated pre-norm peak) the channel scales are
+    s_z * 2^k[c], k[c] in [0, 7], s_z = max(z peak / Z_HEADROOM_TARGET, widest channel step / 2^7):
+    the smallest power-of-two multiple covering each channel's range, so the residual is an exact
+    per-channel shift (residual_channels). Without (the model's last hidden state), free scales.
+    """
+    lo = np.minimum(np.asarray(lo, np.float64), 0.0)
+    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
+    desired = np.where(hi > lo, hi - lo, 1.0) / (INT8_MAX - INT8_MIN)
+    if z_max_abs is not None:
+        base = max(z_max_abs / Z_HEADROOM_TARGET, float(desired.max()) / (1 << MAX_RESIDUAL_SHIFT))
+        k = np.clip(np.ceil(np.log2(desired / base) - 1e-12), 0, MAX_RESIDUAL_SHIFT)
+        desired = base * np.exp2(k)
+    zero_point = np.clip(round_half_up(INT8_MIN - lo / desired), INT8_MIN, INT8_MAX).astype(np.int64)
+    return TensorQuant(desired, zero_point)

@@ -127,16 +127,25 @@ class Linear:
     @classmethod
     def from_float(cls, weight: np.ndarray, bias: np.ndarray, input_quant: TensorQuant,
                    output_scale: float) -> "Linear":
-        """Quantize a float layer y = x W^T + b: per-channel symmetric weights, bias in acc units."""
+        """Quantize a float layer y = x W^T + b: per-channel symmetric weights, bias in acc units.
+
+        A per-channel input quantization folds into the weights (column k scaled by s_in[k], input
+        scale 1) before they are quantized per output channel, and its zero points into the bias."""
         weight = np.asarray(weight, dtype=np.float64)
         bias = np.asarray(bias, dtype=np.float64)
         n, k = weight.shape
+        in_scale, in_zero = input_quant.scale, input_quant.zero_point
+        if input_quant.per_channel:
+            weight, in_scale = weight * input_quant.scale[None, :], 1.0
         max_abs = np.abs(weight).max(axis=1)
         w_scale = np.where(max_abs > 0, max_abs / WEIGHT_MAX, 1.0)
         w_q = np.clip(round_half_up(weight / w_scale[:, None]), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
-        acc_scale = input_quant.scale * w_scale
+        acc_scale = in_scale * w_scale
         bias_q = round_half_up(bias / acc_scale).astype(np.int64)
-        bias_q -= input_quant.zero_point * w_q.astype(np.int64).sum(axis=1)
+        if input_quant.per_channel:
+            bias_q -= w_q.astype(np.int64) @ in_zero
+        else:
+            bias_q -= in_zero * w_q.astype(np.int64).sum(axis=1)
         if np.any(np.abs(bias_q) > BIAS_LIMIT):
             raise ValueError("Linear.from_float: bias does not fit +-2^30 accumulator units "
                              "(input scale too small for this bias)")

@@ -5,7 +5,7 @@ before the next and writing its result over the tile's own input rows:
 
     for each tile T:
         a = activation_lut[clamp_int8(requantize(bias1 + x[T] . W1, M1) + zp_fc1) + 128]   (t x ffn)
-        z = clamp_int16(requantize(bias2 + a . W2, M2) + ((x[T] - zp_in) << R))          (t x d)
+        z = clamp_int16(requantize(bias2 + a . W2, M2) + ((x[T] - zp[c]) << R[c]))      (t x d)
         x[T] = layer_norm(z)
 
 Peak memory: s*d + t*ffn (+ 2*t*d for the int16 pre-norm rows, + the DSP widened rows): the
@@ -24,7 +24,8 @@ from tflm_mcubert.ops.fixed_point import (
     ACTIVATIONS, INT8_MAX, INT8_MIN, LUT_SIZE, build_activation_lut, saturate,
 )
 from tflm_mcubert.ops.layernorm import (
-    LayerNormParams, check_dim, choose_residual_shift, float_layer_norm, layer_norm, residual_sum,
+    LayerNormParams, check_dim, check_residual, float_layer_norm, layer_norm, residual_channels,
+    residual_sum,
 )
 from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.quantization import TensorQuant
@@ -52,22 +53,19 @@ class MLPParams:
     hidden: int
     ffn: int
     tile: int
-    input_zero_point: int
     fc1_output_zero_point: int
-    residual_shift: int
     fc1: Linear
     activation_lut: np.ndarray   # int8[256]
     fc2: Linear
     layer_norm: LayerNormParams
+    residual: np.ndarray   # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
 
     def validate(self) -> "MLPParams":
         s = check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
         d = check_dim(OP, "hidden", check_int(OP, "hidden", self.hidden, 1, contract.MAX_HIDDEN))
         f = check_int(OP, "ffn", self.ffn, 1, contract.MAX_FFN)
         check_int(OP, "tile", self.tile, 1, s)
-        check_int(OP, "input_zero_point", self.input_zero_point, INT8_MIN, INT8_MAX)
         check_int(OP, "fc1_output_zero_point", self.fc1_output_zero_point, INT8_MIN, INT8_MAX)
-        check_int(OP, "residual_shift", self.residual_shift, 0, 7)
         for name, shape in (("fc1", (f, d)), ("fc2", (d, f))):
             lin: Linear = getattr(self, name)
             if (lin.out_features, lin.in_features) != shape:
@@ -76,45 +74,43 @@ class MLPParams:
             lin.validate(OP, name)
         check_array(OP, "activation_lut", self.activation_lut, np.int8, (LUT_SIZE,))
         self.layer_norm.validate(OP, "layer_norm", d)
+        check_residual(OP, "residual", self.residual, d)
         return self
 
     def options(self) -> dict[str, int]:
         return {"seq_len": self.seq_len, "hidden": self.hidden, "ffn": self.ffn, "tile": self.tile,
-                "input_zero_point": self.input_zero_point,
-                "fc1_output_zero_point": self.fc1_output_zero_point,
-                "residual_shift": self.residual_shift, "ln_eps": self.layer_norm.eps}
+                "fc1_output_zero_point": self.fc1_output_zero_point, "ln_eps": self.layer_norm.eps}
 
     def tensors(self) -> dict[str, np.ndarray]:
         return {"fc1_weights": self.fc1.packed_weights, "fc1_channels": self.fc1.channels,
                 "activation_lut": self.activation_lut,
                 "fc2_weights": self.fc2.packed_weights, "fc2_channels": self.fc2.channels,
-                "layer_norm": self.layer_norm.table}
+                "layer_norm": self.layer_norm.table, "residual": self.residual}
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
         d, f = options["hidden"], options["ffn"]
-        return cls(options["seq_len"], d, f, options["tile"], options["input_zero_point"],
-                   options["fc1_output_zero_point"], options["residual_shift"],
+        return cls(options["seq_len"], d, f, options["tile"], options["fc1_output_zero_point"],
                    Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"]),
                    tensors["activation_lut"],
                    Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"]),
-                   LayerNormParams(tensors["layer_norm"], options["ln_eps"])).validate()
+                   LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+                   tensors["residual"]).validate()
 
     @classmethod
     def quantize(cls, fw: "MLPFloat", quant: "MLPQuant", *, seq_len: int, tile: int) -> "MLPParams":
         x = quant.input
-        shift = choose_residual_shift(x.scale, quant.z_max_abs)
-        z_scale = x.scale / (1 << shift)
+        residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
         lut = build_activation_lut(ACTIVATIONS[fw.activation], quant.fc1_output.scale,
                                    quant.fc1_output.zero_point, quant.activation.scale,
                                    quant.activation.zero_point)
         fc1 = Linear.from_float(fw.w1, fw.b1, x, quant.fc1_output.scale)
         return cls(
             seq_len=seq_len, hidden=fw.hidden, ffn=fw.ffn, tile=tile,
-            input_zero_point=x.zero_point, fc1_output_zero_point=quant.fc1_output.zero_point,
-            residual_shift=shift, fc1=fc1, activation_lut=lut,
+            fc1_output_zero_point=quant.fc1_output.zero_point, fc1=fc1, activation_lut=lut,
             fc2=Linear.from_float(fw.w2, fw.b2, quant.activation, z_scale),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
+            residual=residual,
         ).validate()
 
 
@@ -135,8 +131,7 @@ def run(params: MLPParams, hidden: np.ndarray, scratch: np.ndarray | None = None
                         INT8_MIN, INT8_MAX, np.int8)
         a[:] = lut[a.astype(np.int64) - INT8_MIN]
         z = v["residual"][:n]
-        z[:] = residual_sum(params.fc2.requantized(a), hidden[rows], params.input_zero_point,
-                            params.residual_shift)
+        z[:] = residual_sum(params.fc2.requantized(a), hidden[rows], params.residual)
         hidden[rows] = layer_norm(z, params.layer_norm)
     return hidden
 

@@ -1,9 +1,10 @@
 """Offline activation quantization: the (scale, zero point) of every int8 tensor the ops exchange.
 
-Activations are int8 per-tensor. Tensors that feed a matmul against *weights* (the hidden state,
-the GELU output, the FC1 output that indexes the GELU table) are asymmetric: their zero point folds
-into the bias offline, so it costs the kernel nothing and buys up to one bit of range (GELU output is
-[-0.17, max], LayerNorm output is rarely centred). Tensors that meet *another activation* in a
+Activations are int8 per tensor, except the hidden state: per channel (TensorQuant with array scale
+and zero point; layernorm.hidden_quant), free for the kernels (SPEC.md section 2). Tensors that feed
+a matmul against *weights* (the hidden state, the GELU output, the FC1 output that indexes the GELU
+table) are asymmetric: their zero point folds into the bias offline, so it costs the kernel nothing
+and buys up to one bit of range (GELU output is [-0.17, max], LayerNorm output is rarely centred). Tensors that meet *another activation* in a
 matmul (Q, K, V, the attention context) are symmetric (zero point 0): an asymmetric pair would need
 row sums of both operands at run time. Scores are symmetric too; their zero point would cancel in
 (rowmax - score) anyway.
@@ -12,7 +13,6 @@ row sums of both operands at run time. Scores are symmetric too; their zero poin
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -23,18 +23,40 @@ from tflm_mcubert.ops.fixed_point import INT8_MAX, INT8_MIN, round_half_up, satu
 _ZERO_RANGE_FALLBACK = 1.0
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TensorQuant:
-    """real = scale * (q - zero_point), q in int8."""
+    """real = scale * (q - zero_point), q in int8.
 
-    scale: float
-    zero_point: int = 0
+    Per tensor (a float and an int), or per channel of the last axis (float64[d] and int64[d]
+    arrays): the hidden state, whose LayerNorm outlier channels would otherwise set one coarse step
+    for all (layernorm.hidden_quant).
+    """
+
+    scale: float | np.ndarray
+    zero_point: int | np.ndarray = 0
 
     def __post_init__(self):
-        if not (math.isfinite(self.scale) and self.scale > 0):
+        if np.ndim(self.scale) or np.ndim(self.zero_point):
+            object.__setattr__(self, "scale", np.array(self.scale, np.float64).reshape(-1))
+            object.__setattr__(self, "zero_point", np.array(self.zero_point, np.int64).reshape(-1))
+        scale, zero_point = np.asarray(self.scale), np.asarray(self.zero_point)
+        if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
             raise ValueError(f"TensorQuant: scale must be finite and > 0, got {self.scale!r}")
-        if not INT8_MIN <= self.zero_point <= INT8_MAX:
+        if np.any(zero_point < INT8_MIN) or np.any(zero_point > INT8_MAX):
             raise ValueError(f"TensorQuant: zero point {self.zero_point} is outside int8")
+
+    @property
+    def per_channel(self) -> bool:
+        return np.ndim(self.scale) > 0
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, TensorQuant):
+            return NotImplemented
+        return (np.shape(self.scale) == np.shape(other.scale)
+                and np.shape(self.zero_point) == np.shape(other.zero_point)
+                and bool(np.all(self.scale == other.scale)) and bool(np.all(self.zero_point == other.zero_point)))
+
+    __hash__ = None
 
     @classmethod
     def symmetric(cls, max_abs: float) -> "TensorQuant":

@@ -161,25 +161,34 @@ def _layer_norm(rng, d) -> LayerNormParams:
     return LayerNormParams(table.astype(np.int32), eps)
 
 
+def _residual(rng, d) -> np.ndarray:
+    """Per-channel (zero point, shift) rows: random, with the extremes (-128 / 127, 0 / 7) present."""
+    zero_point = rng.integers(-128, 128, d)
+    shift = rng.integers(0, 8, d)
+    for c, (zp, r) in zip(rng.permutation(d), ((-128, 7), (127, 7), (127, 0), (-128, 0))):
+        zero_point[c], shift[c] = zp, r
+    return np.stack([zero_point, shift], axis=1).astype(np.int32)
+
+
 def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0) -> AttentionParams:
     lut = rng.integers(0, EXP_ONE, 256, endpoint=True).astype(np.int16)
     lut[0] = EXP_ONE
     sm, ss = _requant(rng, 2)
     return AttentionParams(
         seq_len=s, hidden=d, heads=h, tile=t, mask_mode=mask_mode,
-        input_zero_point=int(rng.integers(-128, 128)), residual_shift=int(rng.integers(0, 8)),
         score_multiplier=int(max(sm[0], MULTIPLIER_MIN)), score_shift=int(rng.integers(-20, -5)),
         context_multiplier=int(max(sm[1], MULTIPLIER_MIN)), context_shift=int(rng.integers(-20, 0)),
         query=_linear(rng, d, d), key=_linear(rng, d, d), value=_linear(rng, d, d),
-        output=_linear(rng, d, d, shifts=(-16, -4)), exp_lut=lut, layer_norm=_layer_norm(rng, d)).validate()
+        output=_linear(rng, d, d, shifts=(-16, -4)), exp_lut=lut, layer_norm=_layer_norm(rng, d),
+        residual=_residual(rng, d)).validate()
 
 
 def extreme_mlp(rng, s: int, d: int, ffn: int, t: int) -> MLPParams:
     return MLPParams(
-        seq_len=s, hidden=d, ffn=ffn, tile=t, input_zero_point=int(rng.integers(-128, 128)),
-        fc1_output_zero_point=int(rng.integers(-128, 128)), residual_shift=int(rng.integers(0, 8)),
+        seq_len=s, hidden=d, ffn=ffn, tile=t, fc1_output_zero_point=int(rng.integers(-128, 128)),
         fc1=_linear(rng, ffn, d), activation_lut=rng.integers(-128, 128, 256).astype(np.int8),
-        fc2=_linear(rng, d, ffn, shifts=(-16, -4)), layer_norm=_layer_norm(rng, d)).validate()
+        fc2=_linear(rng, d, ffn, shifts=(-16, -4)), layer_norm=_layer_norm(rng, d),
+        residual=_residual(rng, d)).validate()
 
 
 def extreme_embedding(rng, s: int, d: int, cluster_sizes=(3, 4, 5), ranks=(None, 2, 5),

@@ -12,6 +12,10 @@ Which inputs each op is calibrated on (`propagation`):
   quantized   op k sees the *dequantized int8 output* of the int8 ops 0..k-1 (sequential PTQ):
               its ranges then cover what the deployed op will actually receive, drift included.
 
+Hidden states (every LayerNorm output) are quantized per channel, each channel's scale a power of
+two over the pre-norm scale of the op that consumes it (layernorm.hidden_quant), so choosing op k's
+output quantization takes op k+1's calibrated pre-norm peak: its float run on op k's float outputs.
+
 Only valid (unmasked) tokens enter a range: padded rows are masked as keys, so whatever they hold
 cannot reach a real token, and the hidden state of [PAD] rows would otherwise set the scale.
 """
@@ -28,6 +32,7 @@ from tflm_mcubert.ops import attention, contract, embedding, mlp
 from tflm_mcubert.ops.attention import AttentionParams, AttentionQuant, choose_score_scale
 from tflm_mcubert.ops.classifier_head import ClassifierHeadParams, ClassifierHeadQuant, tanh_output_quant
 from tflm_mcubert.ops.embedding import EmbeddingParams
+from tflm_mcubert.ops.layernorm import hidden_quant
 from tflm_mcubert.ops.mlp import MLPParams, MLPQuant
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_forward
@@ -168,6 +173,42 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
     ranges = RangeSet(settings.seed)
     quantized = settings.propagation == "quantized"
 
+    stages = [(kind, fw, f"layer{index}.{kind}") for index, layer in enumerate(model.layers)
+              for kind, fw in zip(("attention", "mlp"), layer)]
+
+    def forward(stage, xs, see):
+        kind, fw, name = stage
+        run = attention_forward if kind == "attention" else mlp_forward
+        return [run(fw, x, sample.valid, name, see) for x, sample in zip(xs, inputs)]
+
+    ahead = []   # float outputs of the next stage, computed to size the hidden state feeding it
+
+    def output_quant(name: str, outs: list[np.ndarray], consumer: int) -> TensorQuant:
+        """Per-channel quantization of the hidden state `outs` (layernorm.hidden_quant): its channel
+        scales are powers of two over the consuming stage's pre-norm scale, so that stage's float
+        run on `outs` comes first (with float propagation it *is* that stage's run)."""
+        peak = None
+        if consumer < len(stages):
+            seen = {"z": 0.0}
+
+            def see(key, values):
+                if not quantized:
+                    ranges.observe(key, values)
+                if key.endswith(".z"):
+                    seen["z"] = max(seen["z"], float(np.abs(values).max(initial=0.0)))
+
+            ahead[:] = forward(stages[consumer], outs, see)
+            peak = seen["z"]
+        rows = np.concatenate([x[sample.valid] for x, sample in zip(outs, inputs)])
+        if not rows.size:
+            raise ValueError(f"calibration saw no values of {name}")
+        if settings.method == "percentile":
+            lo = np.percentile(rows, 100.0 - settings.percentile, axis=0)
+            hi = np.percentile(rows, settings.percentile, axis=0)
+        else:
+            lo, hi = rows.min(axis=0), rows.max(axis=0)
+        return hidden_quant(lo, hi, peak)
+
     # Embedding: its output scale comes from the float embedding (the op's input is ids).
     emb_float = model.embedding_for(seq_len)
     xs = []
@@ -175,9 +216,9 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
         x = emb_float.forward(sample.input_ids, sample.token_type_ids)
         ranges.observe("embedding.output", x[sample.valid])
         xs.append(x)
-    current = asymmetric(ranges["embedding.output"], settings)
+    current = output_quant("embedding.output", xs, 0)
     emb_params = EmbeddingParams.quantize(emb_float, current)
-    hidden_quant = [current]
+    hidden_quant_list = [current]
     states = []           # int8 hidden states (quantized propagation)
     if quantized:
         for sample in inputs:
@@ -187,43 +228,38 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
         xs = [current.dequantize(h) for h in states]
 
     layers = []
-    for index, (fa, fm) in enumerate(model.layers):
-        name = f"layer{index}.attention"
-        outs = [attention_forward(fa, x, s.valid, name, ranges.observe) for x, s in zip(xs, inputs)]
-        aq = AttentionQuant(
-            input=current, query=symmetric(ranges[f"{name}.query"], settings),
-            key=symmetric(ranges[f"{name}.key"], settings),
-            value=symmetric(ranges[f"{name}.value"], settings),
-            score_scale=choose_score_scale(ranges[f"{name}.scores"].max_abs),
-            context=symmetric(ranges[f"{name}.context"], settings),
-            z_max_abs=ranges[f"{name}.z"].max_abs,
-            output=asymmetric(ranges[f"{name}.output"], settings))
-        ap = AttentionParams.quantize(fa, aq, seq_len=seq_len, tile=seq_len, mask_mode=mask_mode)
-        current = aq.output
-        hidden_quant.append(current)
+    pending = None
+    for k, stage in enumerate(stages):
+        kind, fw, name = stage
+        outs = forward(stage, xs, ranges.observe) if quantized else list(ahead)
+        output = output_quant(f"{name}.output", outs, k + 1)
+        if kind == "attention":
+            aq = AttentionQuant(
+                input=current, query=symmetric(ranges[f"{name}.query"], settings),
+                key=symmetric(ranges[f"{name}.key"], settings),
+                value=symmetric(ranges[f"{name}.value"], settings),
+                score_scale=choose_score_scale(ranges[f"{name}.scores"].max_abs),
+                context=symmetric(ranges[f"{name}.context"], settings),
+                z_max_abs=ranges[f"{name}.z"].max_abs, output=output)
+            params = pending = AttentionParams.quantize(fw, aq, seq_len=seq_len, tile=seq_len,
+                                                        mask_mode=mask_mode)
+        else:
+            mq = MLPQuant(input=current, fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
+                          activation=asymmetric(ranges[f"{name}.activation"], settings),
+                          z_max_abs=ranges[f"{name}.z"].max_abs, output=output)
+            params = MLPParams.quantize(fw, mq, seq_len=seq_len, tile=seq_len)
+            layers.append((pending, params))
+        current = output
+        hidden_quant_list.append(current)
         if quantized:
-            for h, s in zip(states, inputs):
-                attention.run(ap, h, s.mask(mask_mode))
+            for h, sample in zip(states, inputs):
+                if kind == "attention":
+                    attention.run(params, h, sample.mask(mask_mode))
+                else:
+                    mlp.run(params, h)
             xs = [current.dequantize(h) for h in states]
         else:
             xs = outs
-
-        name = f"layer{index}.mlp"
-        outs = [mlp_forward(fm, x, s.valid, name, ranges.observe) for x, s in zip(xs, inputs)]
-        mq = MLPQuant(input=current, fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
-                      activation=asymmetric(ranges[f"{name}.activation"], settings),
-                      z_max_abs=ranges[f"{name}.z"].max_abs,
-                      output=asymmetric(ranges[f"{name}.output"], settings))
-        mp = MLPParams.quantize(fm, mq, seq_len=seq_len, tile=seq_len)
-        current = mq.output
-        hidden_quant.append(current)
-        if quantized:
-            for h in states:
-                mlp.run(mp, h)
-            xs = [current.dequantize(h) for h in states]
-        else:
-            xs = outs
-        layers.append((ap, mp))
 
     head = logits_quant = None
     if model.head is not None:
@@ -238,7 +274,7 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
                                  logits=asymmetric(ranges["head.logits"], settings))
         head = ClassifierHeadParams.quantize(model.head, hq, seq_len=seq_len)
         logits_quant = hq.logits
-    quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quant), logits_quant)
+    quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quant_list), logits_quant)
     if tiles:
         quantized_model = quantized_model.with_tiles(tiles["attention"], tiles["mlp"])
     return quantized_model, ranges

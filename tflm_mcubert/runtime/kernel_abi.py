@@ -46,7 +46,6 @@ class AttentionParamsC(ctypes.Structure):
     _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
                 ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32), ("heads", ctypes.c_int32),
                 ("tile", ctypes.c_int32), ("mask_mode", ctypes.c_int32),
-                ("input_zero_point", ctypes.c_int32), ("residual_shift", ctypes.c_int32),
                 ("score_multiplier", ctypes.c_int32), ("score_shift", ctypes.c_int32),
                 ("context_multiplier", ctypes.c_int32), ("context_shift", ctypes.c_int32),
                 ("ln_eps", ctypes.c_int64)]
@@ -55,8 +54,7 @@ class AttentionParamsC(ctypes.Structure):
 class MLPParamsC(ctypes.Structure):
     _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
                 ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32), ("ffn", ctypes.c_int32),
-                ("tile", ctypes.c_int32), ("input_zero_point", ctypes.c_int32),
-                ("fc1_output_zero_point", ctypes.c_int32), ("residual_shift", ctypes.c_int32),
+                ("tile", ctypes.c_int32), ("fc1_output_zero_point", ctypes.c_int32),
                 ("reserved", ctypes.c_int32), ("ln_eps", ctypes.c_int64)]
 
 

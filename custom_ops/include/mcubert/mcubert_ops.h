@@ -39,7 +39,7 @@ extern "C" {
 
 /* The contract these kernels implement (SPEC.md section 8). Every op's options carry both. */
 #define MCUBERT_SPEC_VERSION 1
-#define MCUBERT_SPEC_HASH 0x5de6d70cu
+#define MCUBERT_SPEC_HASH 0x89fbd93fu
 
 /* Upper bound of the stack any mcubert_* entry point uses, helpers and libgcc included.
  * With arm-none-eabi-gcc 12.2 -O2 the deepest path is 488 bytes (embedding and attention,
@@ -156,8 +156,6 @@ typedef struct {
     int32_t heads;              /* h, [1, 64] */
     int32_t tile;               /* t, [1, s] query rows per tile */
     int32_t mask_mode;          /* 0: mask is int8[s] (0 = masked key); 1: int32[1] valid length */
-    int32_t input_zero_point;   /* [-128, 127] */
-    int32_t residual_shift;     /* R, [0, 7] */
     int32_t score_multiplier;   /* 0 or [2^30, 2^31) */
     int32_t score_shift;        /* [-31, 30] */
     int32_t context_multiplier; /* 0 or [2^30, 2^31) */
@@ -165,7 +163,7 @@ typedef struct {
     int64_t ln_eps;             /* [0, 2^50] */
 } mcubert_attention_params;
 
-typedef struct {                  /* constant inputs 2..11, contract order */
+typedef struct {                  /* constant inputs 2..12, contract order */
     const int8_t *query_weights;  /* pair4, packed(d, d) */
     const int32_t *query_channels; /* [d][3]: bias, multiplier, shift */
     const int8_t *key_weights;
@@ -176,6 +174,7 @@ typedef struct {                  /* constant inputs 2..11, contract order */
     const int32_t *output_channels;
     const int16_t *exp_lut;       /* [256], exp_lut[0] = MCUBERT_EXP_ONE */
     const int32_t *layer_norm;    /* [d][2] */
+    const int32_t *residual;      /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */
 } mcubert_attention_weights;
 
 enum {
@@ -183,7 +182,8 @@ enum {
     MCUBERT_ATTENTION_QUERY_CHANNELS, MCUBERT_ATTENTION_KEY_WEIGHTS, MCUBERT_ATTENTION_KEY_CHANNELS,
     MCUBERT_ATTENTION_VALUE_WEIGHTS, MCUBERT_ATTENTION_VALUE_CHANNELS,
     MCUBERT_ATTENTION_OUTPUT_WEIGHTS, MCUBERT_ATTENTION_OUTPUT_CHANNELS, MCUBERT_ATTENTION_EXP_LUT,
-    MCUBERT_ATTENTION_LAYER_NORM, MCUBERT_ATTENTION_OUTPUT, MCUBERT_ATTENTION_NUM_TENSORS
+    MCUBERT_ATTENTION_LAYER_NORM, MCUBERT_ATTENTION_RESIDUAL, MCUBERT_ATTENTION_OUTPUT,
+    MCUBERT_ATTENTION_NUM_TENSORS
 };
 
 int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
@@ -211,26 +211,25 @@ typedef struct {
     int32_t hidden;                /* d, [1, 1024] */
     int32_t ffn;                   /* f, [1, 4096] */
     int32_t tile;                  /* t, [1, s] tokens per tile */
-    int32_t input_zero_point;      /* [-128, 127] */
     int32_t fc1_output_zero_point; /* [-128, 127] */
-    int32_t residual_shift;        /* R, [0, 7] */
-    int32_t reserved;              /* 0 */
+    int32_t reserved;              /* 0; keeps ln_eps 8-byte aligned on every ABI */
     int64_t ln_eps;                /* [0, 2^50] */
 } mcubert_mlp_params;
 
-typedef struct {                   /* constant inputs 1..6, contract order */
+typedef struct {                   /* constant inputs 1..7, contract order */
     const int8_t *fc1_weights;     /* pair4, packed(f, d) */
     const int32_t *fc1_channels;   /* [f][3] */
     const int8_t *activation_lut;  /* [256]: entry q + 128 for input q */
     const int8_t *fc2_weights;     /* pair4, packed(d, f) */
     const int32_t *fc2_channels;   /* [d][3] */
     const int32_t *layer_norm;     /* [d][2] */
+    const int32_t *residual;       /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */
 } mcubert_mlp_weights;
 
 enum {
     MCUBERT_MLP_HIDDEN, MCUBERT_MLP_FC1_WEIGHTS, MCUBERT_MLP_FC1_CHANNELS,
     MCUBERT_MLP_ACTIVATION_LUT, MCUBERT_MLP_FC2_WEIGHTS, MCUBERT_MLP_FC2_CHANNELS,
-    MCUBERT_MLP_LAYER_NORM, MCUBERT_MLP_OUTPUT, MCUBERT_MLP_NUM_TENSORS
+    MCUBERT_MLP_LAYER_NORM, MCUBERT_MLP_RESIDUAL, MCUBERT_MLP_OUTPUT, MCUBERT_MLP_NUM_TENSORS
 };
 
 int32_t mcubert_mlp_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t ffn, int32_t tile);
