@@ -22,8 +22,9 @@ from kernel_cases import HEADER
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
 # libgcc for Armv7E-M: __aeabi_(u)ldivmod pushes 16 bytes, then __udivmoddi4 32 (leaf).
 EXTERNAL_STACK = {"__aeabi_uldivmod": 48, "__aeabi_ldivmod": 48}
-ENTRY_POINTS = [f"mcubert_{op}_{fn}" for op in ("embedding", "attention", "mlp")
-                for fn in ("s8", "validate", "get_buffer_size")] + ["mcubert_uses_dsp_path", "mcubert_status_name"]
+ENTRY_POINTS = [f"mcubert_{op}_{fn}" for op in ("embedding", "attention", "mlp", "classifier_head")
+                for fn in ("s8", "validate", "get_buffer_size", "parse_options")] + ["mcubert_uses_dsp_path",
+                                                                                     "mcubert_status_name"]
 
 _NODE = re.compile(r'node: \{ title: "([^"]+)" label: "[^\\"]+\\n([^\\"]+)(?:\\n(\d+) bytes \((\w+(?:,\w+)?)\))?')
 _EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')

@@ -9,9 +9,10 @@
  * TFLM binding is a thin layer that decodes the options into the params structs below, fills
  * the weights struct from the constant input tensors and calls, in order,
  *
+ *   Init:     mcubert_<op>_parse_options(custom options bytes, &params, &message)
  *   Prepare:  mcubert_<op>_validate(params, tensors, count, &message)   (options, dtypes, shapes,
  *                                                                         constant-tensor contents)
- *             mcubert_<op>_get_buffer_size(...)                          (scratch to request)
+ *             mcubert_<op>_get_buffer_size(...)                          (scratch: the op's last output)
  *   Eval:     mcubert_<op>_s8(params, weights, ..., &context, &message)
  *
  * Memory: the caller owns everything (as in CMSIS-NN). No kernel allocates, recurses or uses
@@ -291,6 +292,26 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
                                           const mcubert_context *context, mcubert_message *message);
 
 /* ---- end of MCUBERT_CLASSIFIER_HEAD ------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------------------------
+ * Custom options: each op's flexbuffer map of integers (SPEC.md section 5), as stored in the
+ * .tflite, decoded into its params. The buffer is untrusted and every read is bounds-checked;
+ * a malformed container, a missing, unknown or non-integer key is MCUBERT_ERROR_OPTION and a
+ * spec_version / spec_hash of another contract MCUBERT_ERROR_SPEC, each naming the field. Value
+ * ranges are left to *_validate. On error *params is zeroed.
+ * ---------------------------------------------------------------------------------------- */
+
+mcubert_status mcubert_embedding_parse_options(const uint8_t *buffer, int32_t length,
+                                               mcubert_embedding_params *params,
+                                               mcubert_message *message);
+mcubert_status mcubert_attention_parse_options(const uint8_t *buffer, int32_t length,
+                                               mcubert_attention_params *params,
+                                               mcubert_message *message);
+mcubert_status mcubert_mlp_parse_options(const uint8_t *buffer, int32_t length,
+                                         mcubert_mlp_params *params, mcubert_message *message);
+mcubert_status mcubert_classifier_head_parse_options(const uint8_t *buffer, int32_t length,
+                                                     mcubert_classifier_head_params *params,
+                                                     mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Build information.
