@@ -122,7 +122,8 @@ def _misfit_message(fit: FitReport, config, request: ExportRequest, fitting_seq_
 
 
 def run_export(request: ExportRequest) -> dict:
-    """Writes model.tflite, model_data.cc/.h and report.json into `request.out_dir`; returns the report.
+    """Writes model.tflite, model_data.cc/.h, the firmware files (export/firmware_files.py) and report.json
+    into `request.out_dir`; returns the report.
 
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
@@ -140,7 +141,7 @@ def run_export(request: ExportRequest) -> dict:
     out_dir = Path(request.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if request.schedule == "stock":
-        return _run_stock(request, model, source, calibration_for, out_dir, started)
+        return _run_stock(request, model, tokenizer, source, calibration_for, out_dir, started)
     return _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir, started)
 
 
@@ -149,6 +150,23 @@ def _write_model(tflite: bytes, out_dir: Path) -> None:
 
     (out_dir / "model.tflite").write_bytes(tflite)
     write_c_array(tflite, out_dir, name="model_data")
+
+
+def _write_firmware(out_dir: Path, request: ExportRequest, tflite: bytes, arena_bytes: int, sample: dict,
+                    sample_source: str) -> list[str]:
+    from tflm_mcubert.export.firmware_files import write_firmware_files
+
+    return write_firmware_files(out_dir, tflite=tflite, schedule=request.schedule, board=request.board,
+                                arena_bytes=arena_bytes, sample=sample, sample_source=sample_source)
+
+
+def _sample_source(request: ExportRequest, tokenizer, calibration_source: str) -> str:
+    """Where the firmware's test sequence (the first calibration sample) came from, in one line."""
+    sentences = _calibration_sentences(request, tokenizer)
+    if sentences:
+        text = sentences[0] if len(sentences[0]) <= 80 else sentences[0][:77] + "..."
+        return f"the first calibration sentence, {text!r}"
+    return f"the first of the calibration inputs ({calibration_source})"
 
 
 def _reserves(request: ExportRequest) -> dict:
@@ -187,7 +205,7 @@ def _finish(report: dict, out_dir: Path, started: float) -> None:
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
-def _run_stock(request, model, source, calibration_for, out_dir: Path, started: float) -> dict:
+def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
     from tflm_mcubert.runtime.tflm_runner import describe_ops
 
     config = model.config
@@ -196,6 +214,8 @@ def _run_stock(request, model, source, calibration_for, out_dir: Path, started: 
         f"calibration: {calibration_source}) ...")
     tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, calibration)
     _write_model(tflite, out_dir)
+    firmware = _write_firmware(out_dir, request, tflite, arena_bytes, calibration[0],
+                               _sample_source(request, tokenizer, calibration_source))
 
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
     report = {
@@ -211,7 +231,7 @@ def _run_stock(request, model, source, calibration_for, out_dir: Path, started: 
         "ops": describe_ops(tflite),
         "model": {**source, "config": config.to_hf_dict()},
         "calibration": calibration_source,
-        "files": ["model.tflite", "model_data.cc", "model_data.h", "report.json"],
+        "files": ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"],
         "seconds": None,
     }
     fitting_seq_len = None
@@ -221,8 +241,8 @@ def _run_stock(request, model, source, calibration_for, out_dir: Path, started: 
                                                    fit.arena_budget)
         report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
     _finish(report, out_dir, started)
-    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, report.json; "
-        f"arena {arena_bytes:,} B")
+    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
+        f"(FIRMWARE.md), report.json; arena {arena_bytes:,} B")
     if not fit.ok:
         raise DoesNotFitError(_misfit_message(fit, config, request, fitting_seq_len)
                               + f" (files written to {out_dir} for inspection)")
@@ -252,7 +272,10 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
                             qat=QatSettings(steps=request.qat_steps, seed=request.seed))
     tflite, plan, arena = result.tflite, result.plan, result.arena
     _write_model(tflite, out_dir)
-    files = ["model.tflite", "model_data.cc", "model_data.h", "report.json"]
+    firmware = _write_firmware(out_dir, request, tflite, arena.arena_bytes,
+                               _model_sample(samples[0], request.seq_len, result.permutation),
+                               _sample_source(request, tokenizer, calibration_source))
+    files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"]
     if result.permutation is not None and tokenizer is not None:
         from tflm_mcubert.compress.clustered_embedding import write_permuted_tokenizer
 
@@ -290,12 +313,21 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
     if not result.choice.fits:
         report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
     _finish(report, out_dir, started)
-    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, report.json; "
-        f"arena {arena.arena_bytes:,} B (plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
+    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
+        f"(FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B (plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
         f"tiles {plan.tiles}")
     if not fit.ok:
         raise DoesNotFitError(_mcubert_misfit(fit, request, result) + f" (files written to {out_dir} for inspection)")
     return report
+
+
+def _model_sample(sample: dict, seq_len: int, permutation) -> dict:
+    """A calibration sample as the MCUBERT model takes it: ids in the (possibly permuted) model vocabulary,
+    the key mask as int8."""
+    from tflm_mcubert.quantize.calibrate import model_inputs
+
+    (x,) = model_inputs([sample], seq_len, permutation)
+    return {"input_ids": x.input_ids, "attention_mask": x.valid.astype("int8"), "token_type_ids": x.token_type_ids}
 
 
 def _mcubert_misfit(fit: FitReport, request: ExportRequest, result) -> str:
