@@ -19,7 +19,7 @@ import numpy as np
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.mcubert_reader import RUNTIME_INPUTS
 from tflm_mcubert.export.tflm_arena import (
-    ArenaEstimate, GraphShape, IoTensor, estimate_arena, kernel_op_data_bytes,
+    CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena, kernel_op_data_bytes,
 )
 from tflm_mcubert.ops import contract
 from tflm_mcubert.schedule.kernel_cost import KernelCostModel
@@ -37,10 +37,20 @@ def log(message: str) -> None:
 # Graph shape (what TFLM's overhead depends on), from the contracts alone
 # ---------------------------------------------------------------------------------------------
 
-def _op_tensors(op: str) -> tuple[int, int, int]:
-    """(inputs, outputs incl. scratch, options incl. header) of an op in the exported graph."""
+def _op_tensors(op: str) -> tuple[int, int]:
+    """(inputs, outputs incl. scratch) of an op in the exported graph."""
     spec = contract.CONTRACTS[op]
-    return len(spec.inputs), len(spec.outputs) + 1, len(spec.options) + len(contract.HEADER_FIELDS)
+    return len(spec.inputs), len(spec.outputs) + 1
+
+
+def _op_data_bytes(op: str) -> int:
+    """The binding's OpData for `op`: its C params struct (mirrored in runtime/kernel_abi.py)."""
+    import ctypes
+
+    from tflm_mcubert.runtime.kernel_abi import PARAMS_STRUCTS, ClassifierHeadParamsC
+
+    struct = ClassifierHeadParamsC if op == contract.CLASSIFIER_HEAD else PARAMS_STRUCTS[op]
+    return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
 
 
 def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
@@ -50,13 +60,19 @@ def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
     constants = sum(_op_tensors(op)[0] - len(RUNTIME_INPUTS[op]) for op in ops)
     outputs = sum(_op_tensors(op)[1] for op in ops)          # hidden/logits + scratch per op
     inputs = 3                                                # input_ids, attention_mask, token_type_ids
-    kernel_data = tuple(kernel_op_data_bytes(_op_tensors(op)[2], _op_tensors(op)[0], _op_tensors(op)[1])
-                        for op in ops)
+    kernel_data = tuple(_op_data_bytes(op) for op in ops)
     return GraphShape(tensors=inputs + outputs + constants, ops=len(ops),
                       inputs=(IoTensor(False), IoTensor(False), IoTensor(False)),
                       # logits: one zero point; last_hidden_state: one per channel of d
                       outputs=(IoTensor(True, channels=1 if classifier else hidden),), planned_buffers=inputs + outputs,
                       kernel_data=kernel_data)
+
+
+def arena_of(model, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
+    """TFLM's arena for an exported model read back by export/mcubert_reader.py, with `sizes`' struct
+    sizes (CORTEX_M for the board; HOST_64 for the tflite-micro wheel)."""
+    q = model.quantized
+    return estimate_arena(graph_shape(len(q.layers), q.head is not None, q.hidden), model.planned_bytes, sizes)
 
 
 def arena_overhead(layers: int, classifier: bool, hidden: int) -> int:

@@ -21,9 +21,8 @@ The arena a firmware must declare is `head + tail`:
 Sizes are those of TFLM's TF_LITE_STATIC_MEMORY structs for a given pointer size (4 on Cortex-M,
 8 on the 64-bit host build in the tflite-micro wheel, which tests/export uses to check this model on
 builtin graphs). Every persistent allocation is rounded up to its alignment (4 or 8; kernel buffers
-16), and 16 bytes cover the arena start's alignment. The kernels' OpData is an estimate for kernels
-that keep their decoded options and one pointer per input (`kernel_op_data_bytes`): the C kernels
-define the real figure.
+16), and 16 bytes cover the arena start's alignment. The kernels' OpData is the binding's own
+(`kernel_op_data_bytes`: decoded params + a flag).
 
 Checked against the wheel (tests/export/test_tflm_arena_model.py: chains of RESHAPE with an offline
 plan, whose only kernel memory is TFLM's parsed builtin options): the itemised model falls short of
@@ -120,10 +119,11 @@ class GraphShape:
     builtin_data: tuple[int, ...] = ()  # parsed builtin options (TfLite*Params) per builtin op
 
 
-def kernel_op_data_bytes(option_count: int, input_count: int, output_count: int) -> int:
-    """Estimated OpData of an MCUBERT kernel: its options as int32 (ln_eps int64) plus the spec
-    header, and one pointer per tensor, as a 16-byte aligned persistent buffer (32-bit target)."""
-    return align_up(4 * (option_count + 2) + 8 + 4 * (input_count + output_count))
+def kernel_op_data_bytes(params_bytes: int, params_alignment: int) -> int:
+    """OpData of an MCUBERT kernel in custom_ops/tflm: its decoded params struct and an options-ok
+    flag (`OpData<Params>`, sizeof rounded to the struct's alignment), allocated persistently in
+    Init. It holds no pointers (Eval looks tensors up), so it is the same on 32- and 64-bit."""
+    return align_up(params_bytes + 1, params_alignment)
 
 
 @dataclasses.dataclass(frozen=True)

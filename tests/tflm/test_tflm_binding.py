@@ -1,0 +1,137 @@
+"""The MCUBERT ops inside the real TFLM interpreter: custom_ops/tflm/ built against a TFLM checkout
+and run by the tflite-micro wheel that matches it (tflm_mcubert/runtime/tflm_binding.py).
+
+Needs TFLM_DIR (a tflite-micro checkout at commit 90b983c; FLATBUFFERS_INCLUDE and GEMMLOWP_DIR
+default to where TFLM's Makefile downloads them) and a Python 3.13; the interpreter environment is
+created under the test's temporary folder unless TFLM_PYTHON_ENV names a kept one.
+"""
+
+import os
+
+import flatbuffers
+import numpy as np
+import pytest
+from flatbuffers import flexbuffers
+from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+from tflm_mcubert.boards import get_board
+from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.export.pipeline import ExportRequest, run_export
+from tflm_mcubert.export.mcubert_export import arena_of
+from tflm_mcubert.export.tflm_arena import HOST_64
+from tflm_mcubert.ops.registry import SPEC_HASH
+from tflm_mcubert.runtime.reference import run_reference
+from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmRunError, TflmSources
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("TFLM_DIR"),
+    reason="TFLM_DIR is not set: these tests compile custom_ops/tflm against a tflite-micro checkout at "
+           "commit 90b983c (with flatbuffers v25.9.23 and gemmlowp headers) and run it in the "
+           "tflite-micro==0.dev20260820164721 wheel on Python 3.13")
+
+SEQ = 128
+
+
+@pytest.fixture(scope="module")
+def binding(tmp_path_factory) -> TflmBinding:
+    sources = TflmSources.from_environment()
+    env_dir = os.environ.get("TFLM_PYTHON_ENV") or tmp_path_factory.mktemp("tflm-python") / "env"
+    return TflmBinding.build(sources, env_dir, tmp_path_factory.mktemp("tflm-binding"), log=lambda _: None)
+
+
+def _export(tmp_path_factory, labels):
+    out = tmp_path_factory.mktemp(f"bert-tiny-{labels}")
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), num_labels=labels, seq_len=SEQ))
+    return (out / "model.tflite").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> bytes:
+    return _export(tmp_path_factory, 2)
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory) -> bytes:
+    return _export(tmp_path_factory, None)
+
+
+def sample_inputs(seed: int, vocab_size: int = 30522, length: int | None = None) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    length = length if length is not None else int(rng.integers(1, SEQ + 1))
+    ids = np.zeros((1, SEQ), np.int32)
+    ids[0, :length] = rng.integers(0, vocab_size, length)
+    mask = np.zeros((1, SEQ), np.int8)
+    mask[0, :length] = 1
+    types = np.zeros((1, SEQ), np.int32)
+    types[0, length // 2:length] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bert_tiny_logits_equal_the_reference_byte_for_byte(binding, classifier, seed):
+    inputs = sample_inputs(seed)
+    expected = run_reference(read_model(classifier), inputs).outputs["logits"]
+    got = binding.run(classifier, inputs, arena_bytes=1 << 20).outputs["logits"]
+    assert got.dtype == np.int8 and np.array_equal(got.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("length", [1, 77, SEQ])
+def test_bert_tiny_hidden_state_equals_the_reference_byte_for_byte(binding, encoder, length):
+    # Every byte of the last hidden state, not just two logits: all layers' kernels are covered.
+    inputs = sample_inputs(10 + length, length=length)
+    model = read_model(encoder)
+    (name, expected), = run_reference(model, inputs).outputs.items()
+    got = binding.run(encoder, inputs, arena_bytes=1 << 20).outputs[name]
+    assert np.array_equal(got.reshape(expected.shape), expected)
+
+
+def test_tflm_keeps_the_offline_plan_and_its_overhead_is_explained(binding, classifier):
+    model = read_model(classifier)
+    inputs = sample_inputs(3)
+    run = binding.run(classifier, inputs, arena_bytes=1 << 20)
+    # The non-persistent head is exactly our plan: TFLM placed every tensor and scratch at the
+    # exported OfflineMemoryAllocation offsets and planned nothing of its own.
+    assert run.arena["head"] == model.planned_bytes
+    # The persistent tail is TFLM's bookkeeping, which export/tflm_arena.py itemises (64-bit host
+    # struct sizes here; the exported arena_bytes uses Cortex-M's).
+    estimate = arena_of(model, HOST_64)
+    assert estimate.planned_bytes == model.planned_bytes
+    assert 0 <= estimate.tail_bytes - run.arena["tail"] <= 256, (estimate.tail, run.arena)
+    # And that is all of it: the least arena that runs is head + tail, which the estimate covers
+    # (plus its 16 bytes for the arena start's alignment, which the wheel's buffer does not need).
+    smallest = binding.min_arena_bytes(classifier, inputs, lower_failing=model.planned_bytes - 1,
+                                       upper=estimate.arena_bytes + 4096)
+    assert smallest == run.arena["total"] == run.arena["head"] + run.arena["tail"]
+    assert 0 <= estimate.arena_bytes - smallest <= 256 + 16, (smallest, estimate.arena_bytes)
+
+
+def test_token_ids_out_of_range_fail_invoke_naming_the_input(binding, classifier):
+    inputs = sample_inputs(4, length=SEQ)
+    inputs["input_ids"][0, 5] = 30522
+    with pytest.raises(TflmRunError, match=r"MCUBERT_EMBEDDING: input_ids: id 30522 at position 5 is outside"):
+        binding.run(classifier, inputs, arena_bytes=1 << 20)
+
+
+def _with_options(model_bytes: bytes, op_index: int, raw: bytes) -> bytes:
+    model = schema.ModelT.InitFromPackedBuf(bytearray(model_bytes), 0)
+    model.subgraphs[0].operators[op_index].customOptions = np.frombuffer(raw, np.uint8)
+    builder = flatbuffers.Builder(1 << 20)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+@pytest.mark.parametrize("change,pattern", [
+    ({"tile": 999}, r"MCUBERT_ATTENTION: tile: "),
+    ({"spec_hash": 0xBAD}, r"MCUBERT_ATTENTION: spec_hash: 0x00000bad does not match"),
+    ({"colour": 3}, r"MCUBERT_ATTENTION: colour: unknown option"),
+])
+def test_bad_options_stop_allocation_naming_op_and_field(binding, classifier, change, pattern):
+    options = read_model(classifier).quantized.layers[0][0].options()
+    raw = bytes(flexbuffers.Dumps({"spec_version": 1, "spec_hash": SPEC_HASH, **options, **change}))
+    with pytest.raises(TflmRunError, match=pattern):
+        binding.run(_with_options(classifier, 1, raw), sample_inputs(5), arena_bytes=1 << 20)
+
+
+def test_an_arena_below_the_plan_is_refused(binding, classifier):
+    with pytest.raises(TflmRunError):
+        binding.run(classifier, sample_inputs(6), arena_bytes=read_model(classifier).planned_bytes // 2)
