@@ -43,6 +43,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Relative tolerance of a float32 output (TFLM on the MCU and on the host may round differently);
 # integer outputs must match exactly.
 FLOAT_RELATIVE_TOLERANCE = 1e-4
+MACRO_LINE_BREAK = " \\\n    "   # continues a macro body on the next line
 
 
 class FirmwareFilesError(UserError):
@@ -188,6 +189,7 @@ def _c_string(text: str) -> str:
 
 def render_settings(model: FirmwareModel, board: Board, arena_bytes: int) -> str:
     out = model.output
+    register_ops = register_expression(list(model.resolver_calls), line_break=MACRO_LINE_BREAK)
     lines = [_banner(f"Facts a TFLM firmware needs about this model ({model.schedule} schedule, {board.name})."),
              "#ifndef TFLM_MCUBERT_MODEL_SETTINGS_H_", "#define TFLM_MCUBERT_MODEL_SETTINGS_H_", "",
              f"#define MCUBERT_MODEL_SCHEDULE {_c_string(model.schedule)}",
@@ -206,7 +208,7 @@ def render_settings(model: FirmwareModel, board: Board, arena_bytes: int) -> str
              "// Registers exactly the ops this model uses"
              + (" (needs custom_ops/tflm/mcubert_tflm.h)." if model.schedule == "mcubert" else "."),
              f"#define MCUBERT_MODEL_OP_RESOLVER_SIZE {model.resolver_slots}",
-             f"#define MCUBERT_MODEL_REGISTER_OPS(resolver) \\\n    {register_expression(list(model.resolver_calls))}",
+             f"#define MCUBERT_MODEL_REGISTER_OPS(resolver) \\\n    {register_ops}",
              "", "// Inputs, in interpreter order: interpreter.input(MCUBERT_MODEL_<NAME>_INDEX).",
              f"#define MCUBERT_MODEL_INPUT_COUNT {len(model.inputs)}",
              "#define MCUBERT_MODEL_INPUT_NAMES {" + ", ".join(_c_string(n) for n in model.input_names) + "}"]

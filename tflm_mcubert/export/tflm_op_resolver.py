@@ -82,11 +82,12 @@ def registration(op_names) -> tuple[list[str], int]:
     return calls, slots
 
 
-def register_expression(calls: list[str], resolver: str = "resolver") -> str:
+def register_expression(calls: list[str], resolver: str = "resolver", line_break: str = " ") -> str:
     """A C++ expression that registers `calls` on `resolver` and is kTfLiteOk when all succeed, else
-    kTfLiteError (it stops at the first failure: a full resolver, or an op registered twice)."""
+    kTfLiteError (it stops at the first failure: a full resolver, or an op registered twice).
+    `line_break` goes between the calls (a macro body passes " \\\n    ")."""
     checks = [f"{call}({resolver}) == kTfLiteOk" if call == MCUBERT_REGISTRATION
               else f"({resolver}).{call}() == kTfLiteOk" for call in calls]
     if not checks:
         return "kTfLiteOk"
-    return "((" + " && ".join(checks) + ") ? kTfLiteOk : kTfLiteError)"
+    return "((" + (" &&" + line_break).join(checks) + ") ? kTfLiteOk : kTfLiteError)"

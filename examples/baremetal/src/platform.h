@@ -1,0 +1,42 @@
+/*
+ * The platform layer of the bare-metal examples: text output, exit, cycle counter and clock.
+ *
+ * mcubert_platform_init/_write/_exit are weak: define your own (a UART, RTT, ...) in any source
+ * file of your build and the linker takes yours. Defaults (platform_itm.c): text to ITM stimulus
+ * port 0, which ST-LINK carries over SWO on NUCLEO boards; exit parks the core with the status in
+ * `mcubert_exit_status`. The QEMU target links platform_semihosting.c instead (console and exit
+ * status through semihosting).
+ */
+#ifndef MCUBERT_PLATFORM_H
+#define MCUBERT_PLATFORM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The core clock the firmware runs at, for cycles -> milliseconds. The startup code leaves the
+ * clock at its reset value: 16 MHz (HSI) on STM32F7, 64 MHz (HSI) on STM32H7. Configure PLLs in
+ * mcubert_platform_init() (or your own startup) and set this to match, or build with
+ * -DMCUBERT_CORE_CLOCK_HZ=<Hz> (CMake: -DMCUBERT_CORE_CLOCK_HZ=...). */
+extern uint32_t mcubert_core_clock_hz;
+
+void mcubert_platform_init(void);
+void mcubert_platform_write(const char *text);
+void mcubert_platform_exit(int32_t status) __attribute__((noreturn));
+
+/* DWT cycle counter (enabled by the startup code). QEMU does not model it: it reads 0 there. */
+uint32_t mcubert_cycles(void);
+
+/* Number formatting on top of mcubert_platform_write (no printf, no float formatting). */
+void mcubert_platform_write_uint(uint32_t value);
+void mcubert_platform_write_int(int32_t value);
+/* value / 10^decimals with that many decimals, e.g. (-12345, 4) -> "-1.2345" */
+void mcubert_platform_write_fixed(int32_t value, int32_t decimals);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * Cortex-M7 startup without CMSIS or a HAL: the vector table, a Reset_Handler that copies .data,
+ * zeroes .bss, enables the FPU and the DWT cycle counter, runs C++ constructors, calls main() and
+ * hands its status to mcubert_platform_exit(). System registers are written by address (ARMv7-M
+ * ARM, B3.2).
+ *
+ * The clock is left at its reset value (STM32F7: 16 MHz HSI, STM32H7: 64 MHz HSI); see platform.h.
+ * Only the 16 core exceptions have vectors: nothing here enables a peripheral interrupt.
+ */
+#include <stdint.h>
+
+#include "platform.h"
+
+extern uint32_t __data_start__, __data_end__, __data_load__, __bss_start__, __bss_end__, __stack_top__;
+extern void (*__init_array_start[])(void);
+extern void (*__init_array_end[])(void);
+int main(void);
+void Reset_Handler(void);
+void Fault_Handler(void);
+
+#define SCB_CPACR (*(volatile uint32_t *)0xE000ED88u)
+#define DEMCR (*(volatile uint32_t *)0xE000EDFCu)
+#define DWT_CTRL (*(volatile uint32_t *)0xE0001000u)
+#define DWT_CYCCNT (*(volatile uint32_t *)0xE0001004u)
+#define DWT_LAR (*(volatile uint32_t *)0xE0001FB0u)
+#define DEMCR_TRCENA (1u << 24)
+#define DWT_CTRL_CYCCNTENA 1u
+#define CORESIGHT_UNLOCK 0xC5ACCE55u
+
+__attribute__((section(".isr_vector"), used))
+void (*const mcubert_vector_table[16])(void) = {
+    (void (*)(void))(uintptr_t)&__stack_top__,
+    Reset_Handler,
+    Fault_Handler, /* NMI */
+    Fault_Handler, /* HardFault */
+    Fault_Handler, /* MemManage */
+    Fault_Handler, /* BusFault */
+    Fault_Handler, /* UsageFault */
+    0, 0, 0, 0,
+    Fault_Handler, /* SVCall */
+    Fault_Handler, /* DebugMon */
+    0,
+    Fault_Handler, /* PendSV */
+    Fault_Handler, /* SysTick */
+};
+
+static void enable_cycle_counter(void)
+{
+    DEMCR |= DEMCR_TRCENA;
+    DWT_LAR = CORESIGHT_UNLOCK; /* the Cortex-M7 DWT ignores writes until unlocked */
+    DWT_CYCCNT = 0u;
+    DWT_CTRL |= DWT_CTRL_CYCCNTENA;
+}
+
+void Reset_Handler(void)
+{
+    uint32_t *src = &__data_load__;
+    uint32_t *dst = &__data_start__;
+    while (dst < &__data_end__) {
+        *dst++ = *src++;
+    }
+    for (dst = &__bss_start__; dst < &__bss_end__; ++dst) {
+        *dst = 0u;
+    }
+#if defined(__ARM_FP)
+    SCB_CPACR |= 0xFu << 20; /* CP10, CP11: full access, before any floating-point instruction */
+    __asm__ volatile("dsb\n isb" ::: "memory");
+#endif
+    enable_cycle_counter();
+    mcubert_platform_init();
+    for (void (**constructor)(void) = __init_array_start; constructor < __init_array_end; ++constructor) {
+        (*constructor)();
+    }
+    mcubert_platform_exit(main());
+}
+
+uint32_t mcubert_cycles(void)
+{
+    return DWT_CYCCNT;
+}
+
+void Fault_Handler(void)
+{
+    uint32_t ipsr;
+    __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
+    mcubert_platform_write("FAULT: exception ");
+    mcubert_platform_write_uint(ipsr & 0x1FFu);
+    mcubert_platform_write("\n");
+    mcubert_platform_exit(100 + (int32_t)(ipsr & 0x1FFu));
+}

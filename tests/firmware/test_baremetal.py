@@ -1,0 +1,174 @@
+"""examples/baremetal: linker scripts, the QEMU layer check, per-board sizes, and the TFLM app's guards.
+
+* Each NUCLEO linker script declares Flash at 0x08000000 and SRAM regions whose address-contiguous runs
+  equal tflm_mcubert/boards.py's (the source of truth), and puts the arena in the largest run.
+* `mcubert_layer_check` with layer 0 of an exported BERT-tiny (seq 128): under qemu-system-arm
+  (mps2-an500, semihosting) it prints PASS and exits 0; with one corrupted expected byte it prints FAIL
+  naming it and exits 1.
+* Built with each board's linker script, text + data fits the board's Flash and data + bss its SRAM
+  (the per-board table is printed: pytest -s).
+* mcubert_app: CMake stops with a message naming what is missing (TFLM_DIR, TFLM_LIB); with TFLM_DIR set
+  in the environment, its main.cc compiles against that TFLM (-fsyntax-only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tflm_mcubert.boards import BOARDS, get_board
+from tflm_mcubert.export.layer_check import layer_check_from_export, write_layer_data
+from tflm_mcubert.export.pipeline import ExportRequest, run_export
+
+REPO = Path(__file__).resolve().parents[2]
+BAREMETAL = REPO / "examples" / "baremetal"
+_spec = importlib.util.spec_from_file_location("firmware_sizes", BAREMETAL / "firmware_sizes.py")
+firmware_sizes = importlib.util.module_from_spec(_spec)
+sys.modules["firmware_sizes"] = firmware_sizes   # dataclasses look their module up there
+_spec.loader.exec_module(firmware_sizes)
+
+STM32_FLASH = 0x0800_0000
+
+
+def need(*tools: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+                        f"cmake ninja-build qemu-system-arm)")
+
+
+def contiguous_runs(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(origin, length) regions merged where one ends at the next one's origin."""
+    runs: list[list[int]] = []
+    for origin, length in sorted(regions):
+        if runs and runs[-1][0] + runs[-1][1] == origin:
+            runs[-1][1] += length
+        else:
+            runs.append([origin, length])
+    return [tuple(run) for run in runs]
+
+
+@pytest.mark.parametrize("board", firmware_sizes.NUCLEO_BOARDS)
+def test_linker_script_agrees_with_boards_py(board):
+    spec = BOARDS[board]
+    memory = firmware_sizes.linker_memory(BAREMETAL / "boards" / f"{board}.ld")
+    text = memory.aliases["REGION_TEXT"]
+    assert memory.regions[text] == (STM32_FLASH, spec.flash_bytes)
+    script_ram = [r for name, r in memory.regions.items() if name != text]
+    assert contiguous_runs(script_ram) == contiguous_runs([(r.address, r.size) for r in spec.sram_regions])
+    largest = spec.largest_contiguous_sram
+    arena = memory.region("REGION_ARENA")
+    assert arena[0] <= largest.address and arena[0] + arena[1] >= largest.address + largest.size
+
+
+# ---- firmware builds ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bert-tiny-128")
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=128))
+    return out
+
+
+@pytest.fixture(scope="module")
+def layer_check(export_dir):
+    return layer_check_from_export(export_dir)
+
+
+@pytest.fixture(scope="module")
+def layer_data(layer_check, tmp_path_factory):
+    out = tmp_path_factory.mktemp("layer-data")
+    write_layer_data(layer_check, out)
+    return out
+
+
+def run_qemu(elf: Path) -> tuple[int, str]:
+    """(exit status, console): semihosting output goes to QEMU's stderr."""
+    proc = subprocess.run(["qemu-system-arm", "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "none",
+                           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stderr + proc.stdout
+
+
+def test_layer_check_passes_under_qemu(layer_data, tmp_path):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=layer_data)
+    status, console = run_qemu(elf)
+    assert status == 0, console
+    assert "seq_len 128, hidden 128, DSP path" in console
+    assert "PASS: the layer's output matches the reference byte for byte" in console
+    assert "layer:     0 cycles" in console   # QEMU does not model the DWT cycle counter
+
+
+def test_corrupted_expected_output_fails(layer_check, tmp_path):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    expected = layer_check.expected_hidden.copy()
+    expected[1000] ^= 0x10
+    write_layer_data(dataclasses.replace(layer_check, expected_hidden=expected), tmp_path / "data")
+    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=tmp_path / "data")
+    status, console = run_qemu(elf)
+    assert status == 1, console
+    assert "FAIL: 1 of 16384 bytes differ from the reference, the first at 1000" in console
+    assert "PASS" not in console
+
+
+def test_layer_check_fits_every_board(layer_data, tmp_path):
+    need("arm-none-eabi-gcc", "arm-none-eabi-size", "cmake", "ninja")
+    rows = firmware_sizes.size_table(layer_data, tmp_path)
+    print("\nmcubert_layer_check (BERT-tiny layer 0, seq 128), arm-none-eabi-size:\n"
+          + firmware_sizes.format_table(rows))
+    for row in rows:
+        board = BOARDS[row.board]
+        assert row.flash_bytes == board.flash_bytes
+        assert row.flash_used <= board.flash_bytes, row
+        assert row.sram_used <= row.sram_bytes <= board.sram_bytes, row
+        # layer 0's weights and both hidden states are in Flash; the working state and scratch in SRAM
+        assert row.text > 190_000 and row.bss >= 2 * 128 * 128
+
+
+# ---- mcubert_app -------------------------------------------------------------------------------
+
+def configure_error(tmp_path: Path, *args: str) -> str:
+    result = subprocess.run(["cmake", "-S", str(BAREMETAL), "-B", str(tmp_path / "build"), "-G", "Ninja",
+                             f"-DCMAKE_TOOLCHAIN_FILE={firmware_sizes.TOOLCHAIN_FILE}",
+                             "-DMCUBERT_BOARD=nucleo-f767zi", *args], capture_output=True, text=True)
+    assert result.returncode != 0, result.stdout
+    return " ".join(result.stderr.split())
+
+
+def test_app_without_tflm_stops_with_a_clear_error(tmp_path, export_dir):
+    need("arm-none-eabi-gcc", "cmake", "ninja")
+    message = configure_error(tmp_path, f"-DTFLM_DIR={tmp_path / 'no-tflm'}", f"-DMCUBERT_EXPORT_DIR={export_dir}")
+    assert "mcubert_app needs -DTFLM_DIR=<tflite-micro checkout>" in message
+    fake_tflm = tmp_path / "tflm" / "tensorflow" / "lite" / "micro"
+    fake_tflm.mkdir(parents=True)
+    (fake_tflm / "micro_interpreter.h").write_text("")
+    message = configure_error(tmp_path, f"-DTFLM_DIR={tmp_path / 'tflm'}", f"-DMCUBERT_EXPORT_DIR={export_dir}")
+    assert "mcubert_app needs -DTFLM_LIB=<libtensorflow-microlite.a>" in message
+    message = configure_error(tmp_path, "-DMCUBERT_BOARD=nucleo-f303re")
+    assert "MCUBERT_BOARD=nucleo-f303re is not one of" in message
+
+
+def test_app_main_compiles_against_tflm(export_dir):
+    tflm = os.environ.get("TFLM_DIR")
+    if not tflm:
+        pytest.skip("set TFLM_DIR (and TFLM_THIRD_PARTY_INCLUDES, ';'-separated, default: the Makefile's "
+                    "downloads/flatbuffers/include and downloads/gemmlowp) to syntax-check mcubert_app")
+    need("arm-none-eabi-g++")
+    downloads = Path(tflm) / "tensorflow" / "lite" / "micro" / "tools" / "make" / "downloads"
+    third_party = os.environ.get("TFLM_THIRD_PARTY_INCLUDES",
+                                 f"{downloads / 'flatbuffers' / 'include'};{downloads / 'gemmlowp'}")
+    includes = [export_dir, REPO / "custom_ops" / "tflm", BAREMETAL / "src", tflm, *third_party.split(";")]
+    result = subprocess.run(["arm-none-eabi-g++", "-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16",
+                             "-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra", "-Werror",
+                             "-Wno-unused-parameter", "-fsyntax-only", "-DTF_LITE_STATIC_MEMORY",
+                             *[f"-I{path}" for path in includes], str(BAREMETAL / "src" / "mcubert_app_main.cc")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,213 @@
+"""Data of the firmware layer check: one full encoder layer of an exported model, as C.
+
+The bare-metal `mcubert_layer_check` (examples/baremetal/) runs layer 0 of an MCUBERT export —
+MCUBERT_ATTENTION then MCUBERT_MLP, through the C kernels, without TFLM — and compares the result byte for
+byte with the numpy reference. This module writes what it needs, `layer_data.h` / `layer_data.c`:
+
+    params and weights structs   decoded from the .tflite by export/mcubert_reader.py (the same options and
+                                 constant tensors the TFLM binding hands the kernels)
+    tensor views                 for mcubert_<op>_validate, constants with their data
+    input hidden state           the embedding's output for the export's test sequence (reference run)
+    mask                         that sequence's attention mask
+    expected hidden state        the reference's output of layer0.mlp
+
+    python -m tflm_mcubert.export.layer_check EXPORT_DIR OUT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.ops import attention, contract, mlp
+from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.runtime.reference import run_reference
+
+HEADER = "layer_data.h"
+SOURCE = "layer_data.c"
+_C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t"}
+_DTYPE_ENUMS = {np.dtype(np.int8): "MCUBERT_DTYPE_INT8", np.dtype(np.int16): "MCUBERT_DTYPE_INT16",
+                np.dtype(np.int32): "MCUBERT_DTYPE_INT32"}
+_SHORT = {contract.ATTENTION: "attention", contract.MLP: "mlp"}
+
+
+class LayerCheckError(UserError):
+    """The export cannot provide a layer check (not an MCUBERT model, no test input)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerCheck:
+    attention: kernel_abi.KernelCall
+    mlp: kernel_abi.KernelCall
+    input_hidden: np.ndarray        # int8[s * d]: the embedding's output
+    expected_hidden: np.ndarray     # int8[s * d]: layer0.mlp's output
+    scratch_bytes: int              # the larger of the two ops' scratch
+    source: str
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.attention.params.seq_len)
+
+    @property
+    def hidden(self) -> int:
+        return int(self.attention.params.hidden)
+
+
+def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "") -> LayerCheck:
+    """Layer 0 of an MCUBERT .tflite on one input sequence (input_ids, attention_mask, token_type_ids)."""
+    model = read_model(tflite)
+    names = [node.name for node in model.nodes]
+    if names[1:3] != ["layer0.attention", "layer0.mlp"]:   # the reader guarantees this; say so if not
+        raise LayerCheckError(f"expected layer0.attention and layer0.mlp after the embedding, found {names[1:3]}")
+    seen: dict[str, np.ndarray] = {}
+    run_reference(model, inputs, trace=lambda name, value: seen.__setitem__(name, value))
+    attention_params, mlp_params = model.quantized.layers[0]
+    s, d = attention_params.seq_len, attention_params.hidden
+    mask = np.asarray(inputs.get("attention_mask", np.ones(s)), np.int8).reshape(-1)
+    input_hidden = seen["embedding"].reshape(-1).astype(np.int8)
+    attention_call = kernel_abi.attention_call(attention_params, input_hidden, mask)
+    mlp_call = kernel_abi.mlp_call(mlp_params, seen["layer0.attention"].reshape(-1).astype(np.int8))
+    scratch = max(attention.scratch_bytes(s, d, attention_params.heads, attention_params.tile),
+                  mlp.scratch_bytes(s, d, mlp_params.ffn, mlp_params.tile))
+    return LayerCheck(attention_call, mlp_call, input_hidden, seen["layer0.mlp"].reshape(-1).astype(np.int8),
+                      scratch, source)
+
+
+def layer_check_from_export(export_dir: str | Path) -> LayerCheck:
+    """Layer 0 of the export in `export_dir` (model.tflite) on its test sequence (model_test_input.json)."""
+    from tflm_mcubert.export.firmware_files import read_test_input
+
+    export_dir = Path(export_dir)
+    model_path = export_dir / "model.tflite"
+    if not model_path.is_file():
+        raise LayerCheckError(f"{model_path}: missing (export a model into {export_dir} first)")
+    inputs, _ = read_test_input(export_dir)
+    tflite = model_path.read_bytes()
+    try:
+        return layer_check(tflite, inputs, source=f"{model_path}, layer 0, the export's test sequence")
+    except UserError as exc:
+        raise LayerCheckError(f"{model_path}: the layer check needs an MCUBERT-schedule export: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# C rendering
+# ---------------------------------------------------------------------------------------------
+
+def _values(array: np.ndarray) -> str:
+    items = [str(v) for v in array.reshape(-1).tolist()] or ["0"]
+    return "    " + ",\n    ".join(", ".join(items[i:i + 24]) for i in range(0, len(items), 24))
+
+
+def _array(name: str, array: np.ndarray) -> str:
+    return (f"const {_C_TYPES[array.dtype]} {name}[{max(array.size, 1)}] = {{\n{_values(array)}\n}};\n")
+
+
+def _params(name: str, call: kernel_abi.KernelCall) -> str:
+    fields = []
+    for field, ctype in call.params._fields_:
+        value = getattr(call.params, field)
+        literal = (f"{value}LL" if ctype is kernel_abi.ctypes.c_int64 else
+                   f"0x{value:08x}u" if field == "spec_hash" else str(value))
+        fields.append(f"    .{field} = {literal},")
+    return f"const mcubert_{_SHORT[call.op]}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
+
+
+def _op_data(call: kernel_abi.KernelCall) -> list[str]:
+    short = _SHORT[call.op]
+    prefix = f"layer_{short}"
+    out = []
+    runtime = kernel_abi.RUNTIME_INPUTS[call.op]
+    for name in kernel_abi.weight_fields(call.op):
+        out.append("static " + _array(f"{prefix}_{name}", call.tensors[name]))
+    out.append(_params(f"{prefix}_params", call))
+    fields = ",\n".join(f"    {prefix}_{name}" for name in kernel_abi.weight_fields(call.op))
+    out.append(f"const mcubert_{short}_weights {prefix}_weights = {{\n{fields}\n}};\n")
+    views = []
+    elements = call.params.seq_len * call.params.hidden
+    for name, array in call.tensor_list:
+        if name == "output" or name in runtime:   # activations: checked by dtype and size only
+            dtype = np.dtype(np.int8)
+            count = elements if name in ("output", "hidden") else array.size
+            views.append(f"    {{NULL, {_DTYPE_ENUMS[dtype]}, {count}}},  /* {name} */")
+        else:
+            views.append(f"    {{{prefix}_{name}, {_DTYPE_ENUMS[array.dtype]}, {array.size}}},")
+    count = f"MCUBERT_{short.upper()}_NUM_TENSORS"   # lets the compiler check the count against the API
+    out.append(f"const mcubert_tensor_view {prefix}_tensors[{count}] = {{\n" + "\n".join(views) + "\n};\n")
+    return out
+
+
+def render_header(check: LayerCheck) -> str:
+    return f"""/* Generated by tflm_mcubert/export/layer_check.py from {check.source or 'an MCUBERT export'}.
+ * One BERT encoder layer (MCUBERT_ATTENTION then MCUBERT_MLP) and the reference's result. Do not edit. */
+#ifndef MCUBERT_LAYER_DATA_H
+#define MCUBERT_LAYER_DATA_H
+
+#include <stdint.h>
+
+#include "mcubert/mcubert_ops.h"
+
+#define LAYER_SEQ_LEN {check.seq_len}
+#define LAYER_HIDDEN {check.hidden}
+#define LAYER_HIDDEN_BYTES {check.seq_len * check.hidden}
+#define LAYER_SCRATCH_BYTES {check.scratch_bytes}  /* the larger op's scratch (the reference's layout) */
+
+extern const mcubert_attention_params layer_attention_params;
+extern const mcubert_attention_weights layer_attention_weights;
+extern const mcubert_tensor_view layer_attention_tensors[MCUBERT_ATTENTION_NUM_TENSORS];
+extern const mcubert_mlp_params layer_mlp_params;
+extern const mcubert_mlp_weights layer_mlp_weights;
+extern const mcubert_tensor_view layer_mlp_tensors[MCUBERT_MLP_NUM_TENSORS];
+
+extern const int8_t layer_mask[LAYER_SEQ_LEN];                 /* attention_mask of the test sequence */
+extern const int8_t layer_input_hidden[LAYER_HIDDEN_BYTES];     /* the embedding's output */
+extern const int8_t layer_expected_hidden[LAYER_HIDDEN_BYTES];  /* the reference's layer0.mlp output */
+
+#endif
+"""
+
+
+def render_source(check: LayerCheck) -> str:
+    parts = [f"/* Generated by tflm_mcubert/export/layer_check.py; see {HEADER}. Do not edit. */\n"
+             f"#include <stddef.h>\n\n#include \"{HEADER}\"\n"]
+    parts += _op_data(check.attention)
+    parts += _op_data(check.mlp)
+    parts.append(_array("layer_mask", check.attention.tensors["mask"]))
+    parts.append(_array("layer_input_hidden", check.input_hidden))
+    parts.append(_array("layer_expected_hidden", check.expected_hidden))
+    return "\n".join(parts)
+
+
+def write_layer_data(check: LayerCheck, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write layer_data.h and layer_data.c into `out_dir` (created if needed)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    header, source = out_dir / HEADER, out_dir / SOURCE
+    header.write_text(render_header(check))
+    source.write_text(render_source(check))
+    return header, source
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tflm_mcubert.export.layer_check",
+                                     description="layer_data.c/.h of examples/baremetal's mcubert_layer_check")
+    parser.add_argument("export_dir", help="output directory of `python -m tflm_mcubert export` (mcubert schedule)")
+    parser.add_argument("out_dir", help="where to write layer_data.c and layer_data.h")
+    args = parser.parse_args(argv)
+    try:
+        header, source = write_layer_data(layer_check_from_export(args.export_dir), args.out_dir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {source} and {header}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
