@@ -225,3 +225,14 @@ def test_resolver_table_matches_tflm_checkout():
     for method, op in pairs:
         table.setdefault(op, method)
     assert table == BUILTIN_ADD_METHODS
+
+
+def test_layer_check_needs_an_mcubert_export(micro_int8, stock_files, tmp_path):
+    from tflm_mcubert.export.layer_check import LayerCheckError, layer_check_from_export
+
+    with pytest.raises(LayerCheckError, match="model.tflite: missing"):
+        layer_check_from_export(tmp_path)
+    out, _ = stock_files
+    (out / "model.tflite").write_bytes(micro_int8)
+    with pytest.raises(LayerCheckError, match="needs an MCUBERT-schedule export"):
+        layer_check_from_export(out)
