@@ -355,7 +355,7 @@ Inputs in interpreter order: {", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for 
 
 ## Arduino (arduino_lib/)
 
-The Arduino library holds the MCUBERT kernels only (no TFLM binding yet): it cannot run this model through
-`MicroInterpreter` as it is. With `Arduino_TensorFlowLite` installed, a sketch can use these files as above
-by copying them, and for the mcubert schedule `custom_ops/tflm/`, into the sketch folder.
+Copy `model_data.cc/.h`, `model_settings.h` and `model_test_input.cc/.h` into the sketch folder and use the
+code above with the `Arduino_TensorFlowLite` library{" and the MCUBERT library (arduino_lib/, which carries
+the kernels; see its README for the op binding)" if custom else ""}.
 """
