@@ -281,6 +281,8 @@ def print_summary(summary: dict, repo: Path) -> None:
         log(f"encoder latency, estimated (not measured): {summary['encoder_latency_estimate_ms']:.0f} ms")
     log(f"firmware files in {firmware}/: {', '.join(summary['firmware_files'])}")
     log("next steps:")
+    if "FIRMWARE.md" in summary["firmware_files"]:
+        log(f"  read {firmware / 'FIRMWARE.md'}: this export's numbers and what to copy where")
     log(f"  Mbed OS:    copy {firmware}/model_* to {repo / 'mbed_app' / 'model'}/ and follow mbed_app/README.md")
     log(f"  bare metal: see {repo / 'examples' / 'baremetal' / 'README.md'} (point it at {firmware})")
     if "tokenizer/" in summary["firmware_files"]:

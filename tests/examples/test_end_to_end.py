@@ -57,6 +57,11 @@ def test_every_stage_ran_and_the_firmware_files_are_there(quick_run):
     for name in report["files"]:
         assert (out / "firmware" / name).exists(), name
     assert "== summary ==" in done.stdout and str(out / "firmware") in done.stdout
+    # The firmware's own facts agree with the report (model_settings.h is what mbed_app/ compiles against).
+    settings = (out / "firmware" / "model_settings.h").read_text()
+    assert f"#define MCUBERT_MODEL_ARENA_BYTES {report['arena_bytes']}\n" in settings
+    assert f"#define MCUBERT_MODEL_SEQ_LEN {report['seq_len']}\n" in settings
+    assert '#define MCUBERT_MODEL_BOARD "nucleo-f746zg"' in settings
 
 
 def test_the_tflite_is_a_valid_mcubert_model_that_fits_the_board(quick_run):
