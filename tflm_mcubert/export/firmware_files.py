@@ -299,6 +299,8 @@ def render_guide(model: FirmwareModel, reference: ReferenceSample, board: Board,
     ops = ("the four MCUBERT custom ops (`mcubert::AddMcubertOps`, custom_ops/tflm/)" if custom
            else ", ".join(c.removeprefix("Add") for c in model.resolver_calls) + " (TFLM builtins)")
     board_arg = board.name if board.name != "custom" else "<your board's linker script>"
+    arduino_extra = (" and the MCUBERT library (arduino_lib/: the kernels; see its README for the op binding)"
+                     if custom else "")
     return f"""# Firmware files of this export
 
 | | |
@@ -356,6 +358,5 @@ Inputs in interpreter order: {", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for 
 ## Arduino (arduino_lib/)
 
 Copy `model_data.cc/.h`, `model_settings.h` and `model_test_input.cc/.h` into the sketch folder and use the
-code above with the `Arduino_TensorFlowLite` library{" and the MCUBERT library (arduino_lib/, which carries
-the kernels; see its README for the op binding)" if custom else ""}.
+code above with the `Arduino_TensorFlowLite` library{arduino_extra}.
 """
