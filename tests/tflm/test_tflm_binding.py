@@ -112,12 +112,18 @@ def test_token_ids_out_of_range_fail_invoke_naming_the_input(binding, classifier
         binding.run(classifier, inputs, arena_bytes=1 << 20)
 
 
-def _with_options(model_bytes: bytes, op_index: int, raw: bytes) -> bytes:
+def _edited(model_bytes: bytes, edit) -> bytes:
     model = schema.ModelT.InitFromPackedBuf(bytearray(model_bytes), 0)
-    model.subgraphs[0].operators[op_index].customOptions = np.frombuffer(raw, np.uint8)
+    edit(model.subgraphs[0])
     builder = flatbuffers.Builder(1 << 20)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+def _with_options(model_bytes: bytes, op_index: int, raw: bytes) -> bytes:
+    def edit(subgraph):
+        subgraph.operators[op_index].customOptions = np.frombuffer(raw, np.uint8)
+    return _edited(model_bytes, edit)
 
 
 @pytest.mark.parametrize("change,pattern", [
@@ -130,6 +136,20 @@ def test_bad_options_stop_allocation_naming_op_and_field(binding, classifier, ch
     raw = bytes(flexbuffers.Dumps({"spec_version": 1, "spec_hash": SPEC_HASH, **options, **change}))
     with pytest.raises(TflmRunError, match=pattern):
         binding.run(_with_options(classifier, 1, raw), sample_inputs(5), arena_bytes=1 << 20)
+
+
+def test_a_node_without_its_scratch_output_is_refused(binding, classifier):
+    def drop_scratch(subgraph):
+        subgraph.operators[2].outputs = subgraph.operators[2].outputs[:1]
+    with pytest.raises(TflmRunError, match=r"MCUBERT_MLP: expected 2 outputs \(result, scratch\), the model has 1"):
+        binding.run(_edited(classifier, drop_scratch), sample_inputs(7), arena_bytes=1 << 20)
+
+
+def test_a_constant_of_the_wrong_type_is_refused_naming_it(binding, classifier):
+    def exp_lut_as_int8(subgraph):
+        subgraph.tensors[subgraph.operators[1].inputs[10]].type = schema.TensorType.INT8
+    with pytest.raises(TflmRunError, match=r"MCUBERT_ATTENTION: exp_lut: "):
+        binding.run(_edited(classifier, exp_lut_as_int8), sample_inputs(8), arena_bytes=1 << 20)
 
 
 def test_an_arena_below_the_plan_is_refused(binding, classifier):
