@@ -10,13 +10,27 @@ Layout (Arduino library specification 1.5, recursive `src/`: the Arduino build c
 
     custom_ops/include/mcubert/mcubert_ops.h  ->  arduino_lib/src/mcubert/mcubert_ops.h
     custom_ops/src/*.c, *.h, *.S              ->  arduino_lib/src/            (flat, as in custom_ops)
-    (generated)                               ->  arduino_lib/src/mcubert.h   (the library's header)
+    custom_ops/tflm/*.h                       ->  arduino_lib/src/            (the TFLM binding's headers)
+    custom_ops/tflm/*.cc                      ->  arduino_lib/src/*.cpp       (the binding, guarded; see below)
+    (generated)                               ->  arduino_lib/src/mcubert.h   (the kernels' header)
+    (generated)                               ->  arduino_lib/src/mcubert_tflm_arduino.h  (the binding's)
     (generated from the numpy reference)      ->  arduino_lib/examples/mcubert_classify/mcubert_test_vector.h
 
-The kernels include "mcubert/mcubert_ops.h" and their private headers by quoted name, which resolves
-relative to the including file, so this layout needs no include-path flags. The Thumb-2 micro-kernel
-keeps its capital `.S` extension: Arduino runs `.S` files through the C preprocessor (lower-case `.s`
-would not be), and the file assembles to nothing on cores without the DSP extension.
+custom_ops/tflm/python/ (the binding's registerer for the Python interpreter) is not copied. The
+binding's sources become .cpp: the Arduino builder does not compile .cc files in a library.
+
+The kernels and the binding include "mcubert/mcubert_ops.h", their private headers and
+"mcubert_tflm.h" by quoted name, which resolves relative to the including file, so this layout needs
+no include-path flags. TFLM's own headers ("tensorflow/lite/...") come from Arduino_TensorFlowLite's
+src/, which the Arduino builder puts on the include path only for sketches that include
+<TensorFlowLite.h> (it finds a library by the headers in its src/ root, never by a nested path such
+as tensorflow/lite/c/common.h). Because the builder compiles every source of a library a sketch
+uses, each binding .cpp is wrapped in `#if __has_include(<a TFLM header>)`: without TFLM it compiles
+to nothing and kernel-only sketches (examples/mcubert_classify) build without Arduino_TensorFlowLite;
+a sketch that calls the binding includes <mcubert_tflm_arduino.h>, which includes <TensorFlowLite.h>
+first so the builder finds TFLM. The Thumb-2 micro-kernel keeps its capital `.S` extension: Arduino
+runs `.S` files through the C preprocessor (lower-case `.s` would not be), and the file assembles to
+nothing on cores without the DSP extension.
 
 Every generated file starts with a banner naming its source; edit custom_ops/ and re-run this script.
 The script lives in arduino_lib/extras/, the folder the Arduino library specification reserves for
@@ -33,6 +47,9 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = "arduino_lib/extras/sync_from_custom_ops.py"
 EXAMPLE_VECTOR = Path("examples/mcubert_classify/mcubert_test_vector.h")
 COPIED_SUFFIXES = (".c", ".h", ".S")
+# A header every TFLM revision the binding could build against has; its presence means the sketch
+# included <TensorFlowLite.h> and TFLM's src/ is on the include path.
+TFLM_PROBE_HEADER = "tensorflow/lite/micro/micro_interpreter.h"
 
 
 def banner(source: str) -> str:
@@ -51,6 +68,33 @@ MAIN_HEADER = """\
 
 #endif /* MCUBERT_H */
 """
+
+TFLM_HEADER = """\
+// The MCUBERT TFLM binding's Arduino header: TFLM first, then mcubert::AddMcubertOps() and the ops'
+// registrations (mcubert_tflm.h). Needs the Arduino_TensorFlowLite library with a TFLM that has
+// TFLMRegistration (see this library's README.md).
+#ifndef MCUBERT_TFLM_ARDUINO_H
+#define MCUBERT_TFLM_ARDUINO_H
+
+// Included first so that the Arduino builder finds Arduino_TensorFlowLite: it resolves a library by
+// a header in that library's src/ root, never by a path like "tensorflow/lite/c/common.h".
+#include <TensorFlowLite.h>
+
+#include "mcubert_tflm.h"
+
+#endif  // MCUBERT_TFLM_ARDUINO_H
+"""
+
+
+def guarded_binding_source(text: str) -> str:
+    """A binding .cc as the library's .cpp: compiled only when TFLM's headers are on the include path."""
+    return ("// Compiled only when the sketch uses Arduino_TensorFlowLite (TFLM's headers on the include\n"
+            "// path): the Arduino builder compiles every source of a library, and kernel-only sketches\n"
+            "// must build without TFLM.\n"
+            "#if defined(__has_include)\n"
+            f"#if __has_include(\"{TFLM_PROBE_HEADER}\")\n\n"
+            + text
+            + "\n#endif  // TFLM on the include path\n#endif  // defined(__has_include)\n")
 
 
 def _c_array(ctype: str, name: str, values, per_line: int = 12) -> str:
@@ -121,9 +165,22 @@ def expected_files(source: Path) -> dict[str, bytes]:
     for path in sorted((source / "src").iterdir()):
         if path.is_file() and path.suffix in COPIED_SUFFIXES:
             files[f"src/{path.name}"] = (banner(f"custom_ops/src/{path.name}") + path.read_text()).encode()
-    if "src/mcubert.h" in files:
-        raise SystemExit("custom_ops/src/mcubert.h would collide with the generated library header")
-    files["src/mcubert.h"] = (banner("the MAIN_HEADER template in " + SCRIPT) + MAIN_HEADER).encode()
+    for path in sorted((source / "tflm").iterdir()):   # files only: tflm/python/ stays out
+        if not path.is_file() or path.suffix not in (".h", ".cc"):
+            continue
+        origin = f"custom_ops/tflm/{path.name}"
+        if path.suffix == ".h":
+            rel, text = f"src/{path.name}", path.read_text()
+        else:
+            rel, text = f"src/{path.stem}.cpp", guarded_binding_source(path.read_text())
+        if rel in files:
+            raise SystemExit(f"{origin} would collide with {rel} copied from custom_ops/src")
+        files[rel] = (banner(origin) + text).encode()
+    for rel, template, name in (("src/mcubert.h", MAIN_HEADER, "MAIN_HEADER"),
+                                ("src/mcubert_tflm_arduino.h", TFLM_HEADER, "TFLM_HEADER")):
+        if rel in files:
+            raise SystemExit(f"a custom_ops file would collide with the generated library header {rel}")
+        files[rel] = (banner(f"the {name} template in {SCRIPT}") + template).encode()
     files[EXAMPLE_VECTOR.as_posix()] = example_vector().encode()
     return files
 

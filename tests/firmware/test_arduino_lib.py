@@ -2,12 +2,18 @@
 sources that build for the boards it names.
 
 * arduino_lib/extras/sync_from_custom_ops.py --check passes on the repository and catches a modified, a missing and
-  an extra file (on a temporary copy); writing restores the copy.
-* library.properties has every field of the Arduino library specification 1.5 with valid values.
+  an extra file, kernel or TFLM binding (on a temporary copy); writing restores the copy. The binding
+  (custom_ops/tflm/, not its python/ folder) is copied with .cc renamed .cpp and wrapped in a guard.
+* library.properties has every field of the Arduino library specification 1.5 with valid values, and
+  names the TFLM revisions the binding is written against; every example is examples/<name>/<name>.ino.
 * Without an Arduino core: every src/ .c/.S file compiles with arm-none-eabi-gcc for Cortex-M7, M4
   (DSP path, the .S file's micro-kernel) and M0+ (plain path, the .S file empty), with Arduino-like
-  flags and -Werror; the example sketch compiles as C++ against a stub Arduino.h and links with the
-  library; under qemu-system-arm (mps2, semihosting) it prints the reference's logits.
+  flags and -Werror; without TFLM on the include path the binding's .cpp files compile to empty
+  objects (kernel-only sketches build without Arduino_TensorFlowLite); the mcubert_classify sketch
+  compiles as C++ against a stub Arduino.h and links with the library; under qemu-system-arm (mps2,
+  semihosting) it prints the reference's logits.
+
+The BERT sketch (examples/mcubert_bert_tiny) and its copy script: tests/firmware/test_arduino_bert_sketch.py.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "arduino_lib"
 SCRIPT = REPO / "arduino_lib" / "extras" / "sync_from_custom_ops.py"
 SKETCH = LIB / "examples" / "mcubert_classify" / "mcubert_classify.ino"
+BINDING = REPO / "custom_ops" / "tflm"
 ARM_TEST = REPO / "custom_ops" / "test" / "arm"
 
 CPUS = {  # cpu -> float flags (the boards' usual ABI), DSP path expected
@@ -62,6 +69,11 @@ def test_check_reports_modified_missing_and_extra_files(tmp_path):
     (lib / "src" / "mcubert_gemm_dsp_s8.S").unlink()
     (lib / "src" / "stale_kernel.c").write_text("int stale;\n")
     (lib / "examples" / "mcubert_classify" / "mcubert_test_vector.h").write_text("/* old */\n")
+    with (lib / "src" / "mcubert_tflm.h").open("a") as f:
+        f.write("// local edit\n")
+    (lib / "src" / "mcubert_attention_tflm.cpp").unlink()
+    (lib / "src" / "mcubert_tflm_arduino.h").unlink()
+    (lib / "src" / "mcubert_mlp_tflm.cc").write_text("// a stray .cc copy\n")
     result = sync("--check", *args)
     assert result.returncode == 1
     out = result.stdout
@@ -70,21 +82,51 @@ def test_check_reports_modified_missing_and_extra_files(tmp_path):
     assert "missing:   src/mcubert_gemm_dsp_s8.S" in out
     assert "extra:     src/stale_kernel.c" in out
     assert "different: examples/mcubert_classify/mcubert_test_vector.h" in out
-    assert len([line for line in out.splitlines() if line.startswith("  ")]) == 5
+    assert "different: src/mcubert_tflm.h" in out
+    assert "missing:   src/mcubert_attention_tflm.cpp" in out
+    assert "missing:   src/mcubert_tflm_arduino.h" in out
+    assert "extra:     src/mcubert_mlp_tflm.cc" in out
+    assert len([line for line in out.splitlines() if line.startswith("  ")]) == 9
 
     assert sync(*args).returncode == 0          # writing restores the generated state
     assert sync("--check", *args).returncode == 0
     assert not (lib / "src" / "stale_kernel.c").exists()
+    assert not (lib / "src" / "mcubert_mlp_tflm.cc").exists()
+
+
+def copy_of_custom_ops(tmp_path: Path) -> Path:
+    source = tmp_path / "custom_ops"
+    for part in ("src", "include", "tflm"):
+        shutil.copytree(REPO / "custom_ops" / part, source / part)
+    return source
 
 
 def test_check_follows_a_changed_kernel_source(tmp_path):
-    source = tmp_path / "custom_ops"
-    shutil.copytree(REPO / "custom_ops" / "src", source / "src")
-    shutil.copytree(REPO / "custom_ops" / "include", source / "include")
+    source = copy_of_custom_ops(tmp_path)
     (source / "src" / "mcubert_new_op.c").write_text("int mcubert_new_op;\n")
     result = sync("--check", "--source", str(source), "--lib", str(LIB))
     assert result.returncode == 1
     assert result.stdout.count("\n  ") == 1 and "missing:   src/mcubert_new_op.c" in result.stdout
+
+
+def test_check_follows_a_changed_binding_and_ignores_its_python_registerer(tmp_path):
+    source = copy_of_custom_ops(tmp_path)
+    assert (source / "tflm" / "python").is_dir()   # the folder the library must not take
+    (source / "tflm" / "python" / "another_registerer.cc").write_text("int registerer;\n")
+    (source / "tflm" / "mcubert_new_op_tflm.cc").write_text("int mcubert_new_op_tflm;\n")
+    with (source / "tflm" / "mcubert_tflm_common.h").open("a") as f:
+        f.write("// changed\n")
+    result = sync("--check", "--source", str(source), "--lib", str(LIB))
+    assert result.returncode == 1
+    assert result.stdout.count("\n  ") == 2, result.stdout
+    assert "missing:   src/mcubert_new_op_tflm.cpp" in result.stdout
+    assert "different: src/mcubert_tflm_common.h" in result.stdout
+
+
+def split_banner(copy: str) -> tuple[str, str]:
+    first, rest = copy.split("*/\n", 1)
+    assert first.startswith("/* GENERATED FILE - do not edit.") and "arduino_lib/extras/sync_from_custom_ops.py" in first
+    return first, rest
 
 
 def test_every_kernel_file_is_copied_with_a_banner():
@@ -92,18 +134,42 @@ def test_every_kernel_file_is_copied_with_a_banner():
     sources += [p for p in (REPO / "custom_ops" / "src").iterdir() if p.suffix in (".c", ".h", ".S")]
     for source in sources:
         rel = "mcubert/mcubert_ops.h" if source.name == "mcubert_ops.h" else source.name
-        copy = (LIB / "src" / rel).read_text()
-        first, rest = copy.split("*/\n", 1)
-        assert first.startswith("/* GENERATED FILE - do not edit.") and "arduino_lib/extras/sync_from_custom_ops.py" in first
+        _, rest = split_banner((LIB / "src" / rel).read_text())
         assert rest == source.read_text(), rel
     assert (LIB / "src" / "mcubert_gemm_dsp_s8.S").exists()   # capital .S: preprocessed by Arduino
     assert '#include "mcubert/mcubert_ops.h"' in (LIB / "src" / "mcubert.h").read_text()
 
 
+def test_every_binding_file_is_copied_with_a_banner_and_the_sources_guarded():
+    sources = sorted(p for p in BINDING.iterdir() if p.is_file() and p.suffix in (".h", ".cc"))
+    assert {p.name for p in sources} >= {"mcubert_tflm.h", "mcubert_tflm_common.h", "mcubert_tflm_common.cc"}
+    for source in sources:
+        rel = source.name if source.suffix == ".h" else source.stem + ".cpp"
+        first, rest = split_banner((LIB / "src" / rel).read_text())
+        assert f"custom_ops/tflm/{source.name}" in first
+        if source.suffix == ".h":
+            assert rest == source.read_text(), rel
+            continue
+        # Only the guard around the verbatim source: TFLM present -> the binding, absent -> nothing.
+        lines = rest.splitlines(keepends=True)
+        guard = [i for i, line in enumerate(lines) if line.startswith("#if")]
+        assert [lines[i] for i in guard[:2]] == [
+            "#if defined(__has_include)\n",
+            '#if __has_include("tensorflow/lite/micro/micro_interpreter.h")\n']
+        body = "".join(lines[guard[1] + 2:-3])
+        assert body == source.read_text(), rel
+        assert lines[-2:] == ["#endif  // TFLM on the include path\n", "#endif  // defined(__has_include)\n"]
+    # Nothing from the Python interpreter's registerer, and no .cc the Arduino builder would skip.
+    assert not list((LIB / "src").rglob("*python*")) and not list((LIB / "src").rglob("*.cc"))
+    umbrella = (LIB / "src" / "mcubert_tflm_arduino.h").read_text()
+    assert umbrella.index("#include <TensorFlowLite.h>") < umbrella.index('#include "mcubert_tflm.h"')
+
+
 # ---- library.properties ----------------------------------------------------------------------
 
+# The specification's required fields plus the two optional ones this library needs.
 REQUIRED = ("name", "version", "author", "maintainer", "sentence", "paragraph", "category", "url",
-            "architectures")
+            "architectures", "depends", "includes")
 CATEGORIES = {"Display", "Communication", "Signal Input/Output", "Sensors", "Device Control", "Timing",
               "Data Storage", "Data Processing", "Other"}
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -136,16 +202,27 @@ def test_library_properties_fields():
     assert arches and all(re.fullmatch(r"[a-z0-9_]+|\*", a) for a in arches)
     assert {"mbed_nano", "mbed_portenta", "stm32"} <= set(arches)
     assert [d.strip() for d in props["depends"].split(",")] == ["Arduino_TensorFlowLite"]
-    for header in props["includes"].split(","):
-        assert (LIB / "src" / header.strip()).is_file(), header
-    assert "Arduino_TensorFlowLite" in props["paragraph"]          # the revision it is written against
-    assert "tflite-micro" in props["paragraph"]
+    includes = [header.strip() for header in props["includes"].split(",")]
+    assert includes == ["mcubert.h", "mcubert_tflm_arduino.h"]
+    for header in includes:   # at the src/ root: where the Arduino builder looks for a library's headers
+        assert (LIB / "src" / header).is_file(), header
+    # The revisions: the TFLM commit the binding is written against, and what the last
+    # Arduino_TensorFlowLite snapshot carries.
+    paragraph = props["paragraph"]
+    for fact in ("90b983c", "TFLMRegistration", "Arduino_TensorFlowLite", "tflite-micro-arduino-examples",
+                 "bd7e861", "TfLiteRegistration"):
+        assert fact in paragraph, fact
+    assert "not included" not in paragraph
 
 
-def test_example_layout():
-    assert SKETCH.parent.name == SKETCH.stem                     # sketch folder = sketch name
+def test_examples_are_sketch_folders():
+    examples = sorted(p for p in (LIB / "examples").iterdir() if p.is_dir())
+    assert [p.name for p in examples] == ["mcubert_bert_tiny", "mcubert_classify"]
+    for folder in examples:
+        assert [p.name for p in folder.glob("*.ino")] == [f"{folder.name}.ino"]   # sketch folder = sketch name
     text = SKETCH.read_text()
     assert "#include <mcubert.h>" in text and "micros()" in text
+    assert "TensorFlowLite" not in text and "mcubert_tflm" not in text   # the kernel-only example
 
 
 # ---- compile and link without an Arduino core ------------------------------------------------
@@ -240,6 +317,24 @@ def test_sources_compile_for_the_boards(tmp_path, cpu):
     symbols = subprocess.run(["arm-none-eabi-nm", str(asm)], capture_output=True, text=True, check=True).stdout
     has_kernel = "mcubert_dsp_4x2_step8" in symbols
     assert has_kernel == CPUS[cpu][1], symbols   # DSP cores: the micro-kernel; M0+: assembles to nothing
+
+
+@pytest.mark.parametrize("cpu", sorted(CPUS))
+def test_binding_compiles_to_nothing_without_tflm(tmp_path, cpu):
+    """What the Arduino builder does for a kernel-only sketch: compiles every library source, with
+    no Arduino_TensorFlowLite on the include path."""
+    need("arm-none-eabi-g++")
+    float_flags, _ = CPUS[cpu]
+    sources = sorted((LIB / "src").glob("*.cpp"))
+    assert {p.name for p in sources} == {p.stem + ".cpp" for p in BINDING.glob("*.cc")}
+    for source in sources:
+        obj = tmp_path / (source.name + ".o")
+        result = subprocess.run(["arm-none-eabi-g++", f"-mcpu={cpu}", "-mthumb", *float_flags, *CXX_FLAGS,
+                                 "-I", str(LIB / "src"), "-c", str(source), "-o", str(obj)],
+                                capture_output=True, text=True, errors="replace")
+        assert result.returncode == 0, result.stderr
+        symbols = subprocess.run(["arm-none-eabi-nm", str(obj)], capture_output=True, text=True, check=True)
+        assert symbols.stdout.strip() == "", f"{source.name} defines or needs symbols without TFLM:\n{symbols.stdout}"
 
 
 @pytest.mark.parametrize("cpu", sorted(CPUS))

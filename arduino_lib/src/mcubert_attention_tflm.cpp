@@ -1,0 +1,65 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/tflm/mcubert_attention_tflm.cc by arduino_lib/extras/sync_from_custom_ops.py;
+ * edit the source, not this copy, and re-run the script. */
+// Compiled only when the sketch uses Arduino_TensorFlowLite (TFLM's headers on the include
+// path): the Arduino builder compiles every source of a library, and kernel-only sketches
+// must build without TFLM.
+#if defined(__has_include)
+#if __has_include("tensorflow/lite/micro/micro_interpreter.h")
+
+// MCUBERT_ATTENTION (SPEC 4.2): multi-head self-attention + output projection + residual +
+// LayerNorm, tiled over query rows, in place on the hidden state.
+#include "mcubert_tflm.h"
+#include "mcubert_tflm_common.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+
+namespace mcubert {
+namespace {
+
+using Params = mcubert_attention_params;
+constexpr char kOp[] = "MCUBERT_ATTENTION";
+
+int32_t ScratchBytes(const Params& p) {
+  return mcubert_attention_get_buffer_size(p.seq_len, p.hidden, p.heads, p.tile);
+}
+
+void* Init(TfLiteContext* context, const char* buffer, size_t length) {
+  return tflm::InitOpData<Params>(context, buffer, length, mcubert_attention_parse_options);
+}
+
+TfLiteStatus Prepare(TfLiteContext* context, TfLiteNode* node) {
+  return tflm::PrepareOp<Params>(context, node, kOp, mcubert_attention_validate, ScratchBytes);
+}
+
+TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
+  mcubert_attention_weights w;
+  w.query_weights = tflm::Input<int8_t>(context, node, MCUBERT_ATTENTION_QUERY_WEIGHTS);
+  w.query_channels = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_QUERY_CHANNELS);
+  w.key_weights = tflm::Input<int8_t>(context, node, MCUBERT_ATTENTION_KEY_WEIGHTS);
+  w.key_channels = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_KEY_CHANNELS);
+  w.value_weights = tflm::Input<int8_t>(context, node, MCUBERT_ATTENTION_VALUE_WEIGHTS);
+  w.value_channels = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_VALUE_CHANNELS);
+  w.output_weights = tflm::Input<int8_t>(context, node, MCUBERT_ATTENTION_OUTPUT_WEIGHTS);
+  w.output_channels = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_OUTPUT_CHANNELS);
+  w.exp_lut = tflm::Input<int16_t>(context, node, MCUBERT_ATTENTION_EXP_LUT);
+  w.layer_norm = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_LAYER_NORM);
+  w.residual = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_RESIDUAL);
+  const void* mask = tflm::InputData(context, node, MCUBERT_ATTENTION_MASK);
+  int8_t* hidden = tflm::InPlaceHidden(context, node);
+  const mcubert_context scratch = tflm::ScratchOf(context, node);
+  mcubert_message message;
+  return tflm::Report(mcubert_attention_s8(&tflm::PreparedParams<Params>(node), &w, hidden, mask,
+                                           &scratch, &message),
+                      message);
+}
+
+}  // namespace
+
+TFLMRegistration* Register_MCUBERT_ATTENTION() {
+  static TFLMRegistration registration = tflite::micro::RegisterOp(Init, Prepare, Eval);
+  return &registration;
+}
+
+}  // namespace mcubert
+
+#endif  // TFLM on the include path
+#endif  // defined(__has_include)

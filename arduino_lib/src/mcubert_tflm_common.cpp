@@ -1,0 +1,139 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/tflm/mcubert_tflm_common.cc by arduino_lib/extras/sync_from_custom_ops.py;
+ * edit the source, not this copy, and re-run the script. */
+// Compiled only when the sketch uses Arduino_TensorFlowLite (TFLM's headers on the include
+// path): the Arduino builder compiles every source of a library, and kernel-only sketches
+// must build without TFLM.
+#if defined(__has_include)
+#if __has_include("tensorflow/lite/micro/micro_interpreter.h")
+
+#include "mcubert_tflm_common.h"
+
+#include <string.h>
+
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
+#include "tensorflow/lite/micro/micro_utils.h"
+
+namespace mcubert {
+namespace tflm {
+namespace {
+
+// Output 1 of every op: its scratch (SPEC.md section 4).
+constexpr int kScratchOutput = 1;
+
+// The tensor's view for validate; `data` only for constants (their contents get checked).
+mcubert_tensor_view ViewOf(const TfLiteTensor& tensor) {
+  mcubert_tensor_view view;
+  view.data = tensor.allocation_type == kTfLiteMmapRo ? tensor.data.data : nullptr;
+  view.dtype = static_cast<int32_t>(tensor.type);
+  const int elements = tflite::ElementCount(*tensor.dims);
+  view.elements = elements;
+  return view;
+}
+
+}  // namespace
+
+TfLiteStatus Report(mcubert_status status, const mcubert_message& message) {
+  if (status == MCUBERT_OK) {
+    return kTfLiteOk;
+  }
+  MicroPrintf("%s", message.text);
+  return kTfLiteError;
+}
+
+TfLiteStatus Fail(const char* op, const char* what) {
+  MicroPrintf("%s: %s", op, what);
+  return kTfLiteError;
+}
+
+TfLiteStatus CheckOutputs(TfLiteNode* node, const char* op) {
+  if (node->outputs->size != 2) {
+    MicroPrintf("%s: expected 2 outputs (result, scratch), the model has %d", op,
+                node->outputs->size);
+    return kTfLiteError;
+  }
+  return kTfLiteOk;
+}
+
+TfLiteStatus CheckScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
+                          int32_t scratch_bytes) {
+  tflite::MicroContext* micro_context = tflite::GetMicroContext(context);
+  TfLiteTensor* scratch = micro_context->AllocateTempOutputTensor(node, kScratchOutput);
+  if (scratch == nullptr) {
+    return Fail(op, "scratch: missing output tensor");
+  }
+  const bool is_int8 = scratch->type == kTfLiteInt8;
+  const size_t bytes = scratch->bytes;
+  micro_context->DeallocateTempTfLiteTensor(scratch);
+  if (!is_int8) {
+    return Fail(op, "scratch: expected an int8 tensor");
+  }
+  if (scratch_bytes < 0 || bytes < static_cast<size_t>(scratch_bytes)) {
+    MicroPrintf("%s: scratch: %u bytes, the op needs %ld (re-export the model)", op,
+                static_cast<unsigned>(bytes), static_cast<long>(scratch_bytes));
+    return kTfLiteError;
+  }
+  return kTfLiteOk;
+}
+
+TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op,
+                         mcubert_tensor_view* views, int* count) {
+  tflite::MicroContext* micro_context = tflite::GetMicroContext(context);
+  const int inputs = node->inputs->size;
+  if (inputs + 1 > kMaxValidatedTensors) {
+    return Fail(op, "too many inputs");
+  }
+  for (int i = 0; i < inputs; ++i) {
+#ifdef USE_TFLM_COMPRESSION
+    if (micro_context->GetTensorCompressionData(node, i) != nullptr) {
+      MicroPrintf("%s: input %d is compressed (TFLM compression), which the op cannot read", op, i);
+      return kTfLiteError;
+    }
+#endif
+    TfLiteTensor* tensor = micro_context->AllocateTempInputTensor(node, i);
+    if (tensor == nullptr) {
+      MicroPrintf("%s: input %d is missing", op, i);
+      return kTfLiteError;
+    }
+    views[i] = ViewOf(*tensor);
+    micro_context->DeallocateTempTfLiteTensor(tensor);
+  }
+  TfLiteTensor* output = micro_context->AllocateTempOutputTensor(node, 0);
+  if (output == nullptr) {
+    return Fail(op, "output 0 is missing");
+  }
+  views[inputs] = ViewOf(*output);
+  micro_context->DeallocateTempTfLiteTensor(output);
+  *count = inputs + 1;
+  return kTfLiteOk;
+}
+
+const void* InputData(TfLiteContext* context, TfLiteNode* node, int index) {
+  return tflite::micro::GetEvalInput(context, node, index)->data.data;
+}
+
+int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node) {
+  const TfLiteEvalTensor* input = tflite::micro::GetEvalInput(context, node, 0);
+  TfLiteEvalTensor* output = tflite::micro::GetEvalOutput(context, node, 0);
+  int8_t* hidden = tflite::micro::GetTensorData<int8_t>(output);
+  const int8_t* source = tflite::micro::GetTensorData<int8_t>(input);
+  if (hidden != source) {
+    memmove(hidden, source, tflite::EvalTensorBytes(output));
+  }
+  return hidden;
+}
+
+mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node) {
+  TfLiteEvalTensor* scratch = tflite::micro::GetEvalOutput(context, node, kScratchOutput);
+  mcubert_context scratch_context;
+  scratch_context.buf = scratch->data.data;
+  scratch_context.size = static_cast<int32_t>(tflite::EvalTensorBytes(scratch));
+  return scratch_context;
+}
+
+}  // namespace tflm
+}  // namespace mcubert
+
+#endif  // TFLM on the include path
+#endif  // defined(__has_include)

@@ -1,0 +1,126 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/tflm/mcubert_tflm_common.h by arduino_lib/extras/sync_from_custom_ops.py;
+ * edit the source, not this copy, and re-run the script. */
+// What the four op bindings share: reporting kernel errors through MicroPrintf, the tensor list
+// each *_validate takes, and the node layout every MCUBERT op has (SPEC.md section 4: run-time
+// outputs first, the op's scratch as its last output, planned offline like any other tensor).
+#ifndef MCUBERT_TFLM_COMMON_H_
+#define MCUBERT_TFLM_COMMON_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcubert/mcubert_ops.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/micro_common.h"
+
+namespace mcubert {
+namespace tflm {
+
+// Tensors of validate's list: every op has at most 13 inputs and one result.
+constexpr int kMaxValidatedTensors = MCUBERT_ATTENTION_NUM_TENSORS;
+
+// kTfLiteOk for MCUBERT_OK, else prints "<message>" (the kernel names op and field) and fails.
+TfLiteStatus Report(mcubert_status status, const mcubert_message& message);
+
+// Prints "<op>: <what>" and fails: for layout problems found before a kernel can be asked.
+TfLiteStatus Fail(const char* op, const char* what);
+
+// An op's persistent state: its decoded options and whether decoding succeeded.
+template <typename Params>
+struct OpData {
+  Params params;
+  bool options_ok;
+};
+
+// Allocates the op's OpData and decodes the custom options into it with `parse`. A rejected
+// buffer is reported here (MicroPrintf) and Prepare then fails, so a bad model stops at
+// AllocateTensors with the reason printed.
+template <typename Params>
+void* InitOpData(TfLiteContext* context, const char* buffer, size_t length,
+                 mcubert_status (*parse)(const uint8_t*, int32_t, Params*, mcubert_message*)) {
+  void* memory = context->AllocatePersistentBuffer(context, sizeof(OpData<Params>));
+  if (memory == nullptr) {
+    return nullptr;
+  }
+  OpData<Params>* data = static_cast<OpData<Params>*>(memory);
+  mcubert_message message;
+  const int32_t bytes = length > INT32_MAX ? -1 : static_cast<int32_t>(length);
+  data->options_ok =
+      Report(parse(reinterpret_cast<const uint8_t*>(buffer), bytes, &data->params, &message),
+             message) == kTfLiteOk;
+  return memory;
+}
+
+// The node's OpData once Init succeeded, else nullptr (after saying why).
+template <typename Params>
+const Params* ParamsOf(TfLiteNode* node, const char* op) {
+  const OpData<Params>* data = static_cast<const OpData<Params>*>(node->user_data);
+  if (data == nullptr) {
+    Fail(op, "no memory for the op's parameters (arena too small)");
+    return nullptr;
+  }
+  if (!data->options_ok) {
+    Fail(op, "custom options rejected (reason above)");
+    return nullptr;
+  }
+  return &data->params;
+}
+
+// Checks the node has two outputs: its result and its scratch.
+TfLiteStatus CheckOutputs(TfLiteNode* node, const char* op);
+
+// Checks the scratch output is int8 with at least `scratch_bytes` (the kernel's get_buffer_size).
+TfLiteStatus CheckScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
+                          int32_t scratch_bytes);
+
+// The validate() list: inputs 0..n-1 then output 0. Constant tensors pass their data (validate
+// checks their contents); run-time tensors pass NULL. Fails on a compressed constant (TFLM
+// compression), which the kernels cannot read in place.
+TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op,
+                         mcubert_tensor_view* views, int* count);
+
+// Prepare of every op: decoded options, two outputs, validate() on the tensor list (options
+// ranges, dtypes, element counts, constant contents), then the scratch output's size.
+template <typename Params>
+TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op,
+                       mcubert_status (*validate)(const Params*, const mcubert_tensor_view*,
+                                                  int32_t, mcubert_message*),
+                       int32_t (*scratch_bytes)(const Params&)) {
+  const Params* params = ParamsOf<Params>(node, op);
+  if (params == nullptr) {
+    return kTfLiteError;
+  }
+  TF_LITE_ENSURE_OK(context, CheckOutputs(node, op));
+  mcubert_tensor_view views[kMaxValidatedTensors];
+  int count = 0;
+  TF_LITE_ENSURE_OK(context, ViewTensors(context, node, op, views, &count));
+  mcubert_message message;
+  TF_LITE_ENSURE_OK(context, Report(validate(params, views, count, &message), message));
+  return CheckScratch(context, node, op, scratch_bytes(*params));
+}
+
+// The params Init decoded (Prepare has checked them before any Eval).
+template <typename Params>
+const Params& PreparedParams(const TfLiteNode* node) {
+  return static_cast<const OpData<Params>*>(node->user_data)->params;
+}
+
+// Input `index`'s data (constant weights or a run-time tensor) at Eval.
+const void* InputData(TfLiteContext* context, TfLiteNode* node, int index);
+
+template <typename T>
+const T* Input(TfLiteContext* context, TfLiteNode* node, int index) {
+  return static_cast<const T*>(InputData(context, node, index));
+}
+
+// The hidden state an in-place op works on: output 0, first copied from input 0 if TFLM placed
+// them apart (the export's plan gives both one offset, so normally no copy happens).
+int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node);
+
+// The scratch output as the kernels' context.
+mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node);
+
+}  // namespace tflm
+}  // namespace mcubert
+
+#endif  // MCUBERT_TFLM_COMMON_H_
