@@ -83,6 +83,7 @@ def test_the_tflite_is_a_valid_mcubert_model_that_fits_the_board(quick_run):
     sizes = ends - [0, *ends[:-1]]
     stored = int((sizes * ranks).sum() + embedding.hidden * ranks[1:].sum())
     assert stored == read_json(out / "compressed" / "metrics.json")["embedding_params"]
+    assert stored == report["params"]["stored_embedding"]
     assert embedding.word_rows.size == int((sizes * ranks).sum())
 
 

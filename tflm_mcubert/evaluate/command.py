@@ -180,6 +180,7 @@ def run(args) -> int:
     if dump:
         print(f"  per-layer tensors in {dump}/sample_*.npz")
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 

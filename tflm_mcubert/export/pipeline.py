@@ -191,6 +191,15 @@ def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict
     }
 
 
+def _stored_embedding_params(model, compression: dict | None) -> int:
+    """Word-embedding weights the device stores: the export's compression, a compressed checkpoint's
+    own clustered lookup, or the dense table."""
+    if compression:
+        return compression["params"]
+    lookup = model.embeddings.word_lookup
+    return lookup.stored_params() if lookup is not None else model.config.vocab_size * model.config.hidden_size
+
+
 FLASH_NOTE = "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash"
 
 
@@ -297,7 +306,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
         "flash_bytes": len(tflite),
         "flash_note": FLASH_NOTE,
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count(),
-                   "stored_embedding": (result.compression or {}).get("params")},
+                   "stored_embedding": _stored_embedding_params(model, result.compression)},
         "compression": result.compression,
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
