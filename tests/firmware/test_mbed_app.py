@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tflm_mcubert.boards import BOARDS
+from tflm_mcubert.runtime.tflm_binding import TFLM_COMMIT
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "mbed_app"
@@ -105,7 +106,9 @@ def test_lib_files_pin_mbed_os_6_17_0_and_the_tflm_revision_of_the_binding():
     assert (APP / "mbed-os.lib").read_text().strip() == f"https://github.com/ARMmbed/mbed-os/#{MBED_OS_6_17_0}"
     tflm_url, revision = (APP / "tflite-micro.lib").read_text().strip().split("#")
     assert tflm_url == "https://github.com/tensorflow/tflite-micro/"
-    assert re.search(rf"\b{revision}\b", (REPO / "custom_ops" / "tflm" / "mcubert_tflm.h").read_text())
+    # The full hash of the commit the binding names (short) in its header and tflm_binding.py pins.
+    assert len(revision) == 40 and revision.startswith(TFLM_COMMIT)
+    assert re.search(rf"\b{TFLM_COMMIT}\b", (REPO / "custom_ops" / "tflm" / "mcubert_tflm.h").read_text())
     assert "tflite-micro/*" in (APP / ".mbedignore").read_text().splitlines()  # the raw checkout is not built
     assert json.loads((APP / "profiles" / "cxx17.json").read_text())["GCC_ARM"]["cxx"] == ["-std=gnu++17"]
 
