@@ -7,8 +7,8 @@
 //
 // This calls the portable C kernel API (mcubert/mcubert_ops.h) directly: validate (what a TFLM
 // op's Prepare does), get_buffer_size (the scratch Prepare requests from the arena), then the
-// kernel (Eval). Running a whole exported model (`python -m tflm_mcubert export`: model_data.h
-// and its arena size) needs the TFLM op binding, which this library does not contain yet.
+// kernel (Eval). Needs no TFLM. A whole exported model (`python -m tflm_mcubert export`) runs
+// through TFLM's MicroInterpreter and this library's op binding: examples/mcubert_bert_tiny.
 
 #include <mcubert.h>
 
