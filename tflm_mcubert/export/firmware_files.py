@@ -299,8 +299,6 @@ def render_guide(model: FirmwareModel, reference: ReferenceSample, board: Board,
     ops = ("the four MCUBERT custom ops (`mcubert::AddMcubertOps`, custom_ops/tflm/)" if custom
            else ", ".join(c.removeprefix("Add") for c in model.resolver_calls) + " (TFLM builtins)")
     board_arg = board.name if board.name != "custom" else "<your board's linker script>"
-    arduino_extra = (" and the MCUBERT library (arduino_lib/: the kernels; see its README for the op binding)"
-                     if custom else "")
     return f"""# Firmware files of this export
 
 | | |
@@ -322,8 +320,8 @@ computes for it, so the firmware can print "matches the reference: yes/no"), `mo
 ## Bare-metal CMake project (`examples/baremetal/`)
 
 No copying: point the project at this directory. It needs a TFLM static library built for the same core
-(TFLM's Makefile, `TARGET=cortex_m_generic TARGET_ARCH=cortex-m7+fp`), its source tree and the third-party
-headers its Makefile downloads:
+(TFLM's Makefile, `TARGET=cortex_m_generic TARGET_ARCH=cortex-m7+fp`, plus `FPU=fpv5-sp-d16` for the F746's
+single-precision FPU), its source tree and the third-party headers its Makefile downloads:
 
 ```sh
 cmake -S examples/baremetal -B build/{board_arg} -G Ninja \\
@@ -357,6 +355,16 @@ Inputs in interpreter order: {", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for 
 
 ## Arduino (arduino_lib/)
 
-Copy `model_data.cc/.h`, `model_settings.h` and `model_test_input.cc/.h` into the sketch folder and use the
-code above with the `Arduino_TensorFlowLite` library{arduino_extra}.
+{_arduino_section(custom)}
 """
+
+
+def _arduino_section(custom: bool) -> str:
+    if not custom:
+        return ("Copy `model_data.cc` (as `model_data.cpp`: Arduino sketches do not reliably compile `.cc`),\n"
+                "`model_settings.h` and `model_test_input.cc/.h` (likewise renamed) into the sketch folder and use\n"
+                "the code above with a TFLM Arduino library.")
+    return ("The MCUBERT Arduino library holds the kernels and the TFLM binding (`<mcubert_tflm_arduino.h>`).\n"
+            "Copy this export into your copy of `arduino_lib/examples/mcubert_bert_tiny` with\n"
+            "`python arduino_lib/extras/copy_export_to_sketch.py <this directory> <sketch folder>`; see\n"
+            "arduino_lib/README.md for the Arduino_TensorFlowLite revision it needs.")
