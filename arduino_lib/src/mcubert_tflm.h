@@ -9,13 +9,24 @@
 //
 // The binding only maps TFLM tensors, quantization and custom options onto the portable C kernel
 // API in ../include/mcubert/mcubert_ops.h; validation and numerics live there. Written against
-// TFLM commit 90b983c (TFLMRegistration at global scope, tflite::micro::RegisterOp).
+// TFLM commit 90b983c (TFLMRegistration at global scope, tflite::micro::RegisterOp); it also builds
+// against TFLM from before 8db6012 (2023-05-18), such as the last Arduino_TensorFlowLite snapshot,
+// where the same struct is called TfLiteRegistration.
 #ifndef MCUBERT_TFLM_H_
 #define MCUBERT_TFLM_H_
 
 #include "tensorflow/lite/c/common.h"
-#include "tensorflow/lite/micro/micro_common.h"
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
+
+#if defined(__has_include)
+#if __has_include("tensorflow/lite/micro/micro_common.h")
+#include "tensorflow/lite/micro/micro_common.h"
+#else
+typedef TfLiteRegistration TFLMRegistration;  // TFLM before 8db6012
+#endif
+#else
+#include "tensorflow/lite/micro/micro_common.h"
+#endif
 
 namespace mcubert {
 

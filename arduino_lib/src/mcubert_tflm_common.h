@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "mcubert/mcubert_ops.h"
+#include "mcubert_tflm.h"
 #include "tensorflow/lite/c/common.h"
-#include "tensorflow/lite/micro/micro_common.h"
 
 namespace mcubert {
 namespace tflm {
