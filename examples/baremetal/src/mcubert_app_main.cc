@@ -7,6 +7,9 @@
 // used, and whether the output matches the reference. Exit status: 0 match, 1 mismatch, 2 setup
 // failed (the message says which step). Output goes through mcubert_platform_write(), TFLM's own
 // messages too (RegisterDebugLogCallback: a TFLM library built with TARGET=cortex_m_generic).
+//
+// `arena=<bytes>` on the command line (QEMU: -append) hands TFLM only that much of the arena: the
+// least that works on this core is found by running again, not by rebuilding.
 #include <cstdint>
 #include <cstring>
 
@@ -37,6 +40,22 @@ using OutputType = MCUBERT_MODEL_OUTPUT_TYPE;
 constexpr int32_t kFixedDecimals = 4;   // printed reals: 4 decimals, without printf's float support
 
 void Write(const char* text) { mcubert_platform_write(text); }
+
+// `arena=<bytes>` from the command line, or the whole arena. 0 when the text is not a number that fits.
+size_t ArenaBytesToUse(const char* command_line) {
+  const char* text = std::strstr(command_line, "arena=");
+  if (text == nullptr) {
+    return kArenaBytes;
+  }
+  size_t bytes = 0;
+  for (text += 6; *text >= '0' && *text <= '9'; ++text) {
+    bytes = bytes * 10u + static_cast<size_t>(*text - '0');
+    if (bytes > kArenaBytes) {
+      return 0;
+    }
+  }
+  return bytes;
+}
 
 int Fail(const char* step) {
   Write("FAIL: ");
@@ -115,8 +134,16 @@ int main() {
   Write("mcubert_app: " MCUBERT_MODEL_SCHEDULE " schedule, exported for " MCUBERT_MODEL_BOARD ", seq_len ");
   mcubert_platform_write_int(MCUBERT_MODEL_SEQ_LEN);
   Write(", arena ");
-  mcubert_platform_write_uint(kArenaBytes);
+  const size_t arena_bytes = ArenaBytesToUse(mcubert_platform_command_line());
+  mcubert_platform_write_uint(arena_bytes);
+  if (arena_bytes != kArenaBytes) {
+    Write(" of ");
+    mcubert_platform_write_uint(kArenaBytes);
+  }
   Write(" B\n");
+  if (arena_bytes == 0) {
+    return Fail("arena=<bytes> must be a number from 1 to the built arena's size");
+  }
 
   const tflite::Model* model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {
@@ -127,7 +154,7 @@ int main() {
   if (MCUBERT_MODEL_REGISTER_OPS(resolver) != kTfLiteOk) {
     return Fail("registering the model's ops");
   }
-  tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, kArenaBytes);
+  tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, arena_bytes);
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     return Fail("AllocateTensors (TFLM's message above; too small an arena: -DMCUBERT_APP_ARENA_EXTRA_BYTES=...)");
   }
@@ -161,7 +188,7 @@ int main() {
   Write("arena used: ");
   mcubert_platform_write_uint(interpreter.arena_used_bytes());
   Write(" of ");
-  mcubert_platform_write_uint(kArenaBytes);
+  mcubert_platform_write_uint(arena_bytes);
   Write(" B\n");
 
   float max_difference = 0.0f;

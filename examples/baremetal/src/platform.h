@@ -1,7 +1,7 @@
 /*
  * The platform layer of the bare-metal examples: text output, exit, cycle counter and clock.
  *
- * mcubert_platform_init/_write/_exit are weak: define your own (a UART, RTT, ...) in any source
+ * mcubert_platform_init/_write/_exit/_command_line are weak: define your own (a UART, RTT, ...) in any source
  * file of your build and the linker takes yours. Defaults (platform_itm.c): text to ITM stimulus
  * port 0, which ST-LINK carries over SWO on NUCLEO boards; exit parks the core with the status in
  * `mcubert_exit_status`. The QEMU target links platform_semihosting.c instead (console and exit
@@ -25,6 +25,8 @@ extern uint32_t mcubert_core_clock_hz;
 void mcubert_platform_init(void);
 void mcubert_platform_write(const char *text);
 void mcubert_platform_exit(int32_t status) __attribute__((noreturn));
+/* The text the firmware was started with: QEMU's -append (through semihosting); "" on the boards. */
+const char *mcubert_platform_command_line(void);
 
 /* DWT cycle counter (enabled by the startup code). QEMU does not model it: it reads 0 there. */
 uint32_t mcubert_cycles(void);

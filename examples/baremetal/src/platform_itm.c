@@ -4,7 +4,7 @@
  * The debugger enables the trace path (TPIU, SWO pin, baud rate from the core clock you tell it:
  * 16 MHz on F7 / 64 MHz on H7 at reset) when you open its SWV/ITM console. Until then ITM is off
  * and the text is dropped, as CMSIS's ITM_SendChar does, so the firmware runs the same with no
- * debugger attached. All three functions are weak: replace them with a UART in your own file.
+ * debugger attached. All four functions are weak: replace them with a UART in your own file.
  */
 #include "platform.h"
 
@@ -53,4 +53,9 @@ __attribute__((weak)) void mcubert_platform_exit(int32_t status)
     for (;;) {
         __asm__ volatile("wfi");
     }
+}
+
+__attribute__((weak)) const char *mcubert_platform_command_line(void)
+{
+    return "";
 }

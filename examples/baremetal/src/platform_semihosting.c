@@ -1,12 +1,14 @@
 /*
  * Platform of the QEMU target (mps2-an500, Cortex-M7): console text and the exit status through
  * Arm semihosting (BKPT 0xAB), so `qemu-system-arm -semihosting-config enable=on,target=native`
- * prints the output and exits with main()'s status. Never link this into a board image: without a
+ * prints the output and exits with main()'s status, and `-append "..."` reaches
+ * mcubert_platform_command_line(). Never link this into a board image: without a
  * debugger, BKPT escalates to a HardFault.
  */
 #include "platform.h"
 
 #define SYS_WRITE0 0x04u
+#define SYS_GET_CMDLINE 0x15u
 #define SYS_EXIT_EXTENDED 0x20u
 #define ADP_STOPPED_APPLICATION_EXIT 0x20026u
 
@@ -25,6 +27,17 @@ void mcubert_platform_init(void)
 void mcubert_platform_write(const char *text)
 {
     (void)semihost_call(SYS_WRITE0, text);
+}
+
+const char *mcubert_platform_command_line(void)
+{
+    static char line[128];
+    /* {buffer, size} in; the host writes the text and its length. Nonzero status: nothing to read. */
+    uint32_t block[2] = {(uint32_t)(uintptr_t)line, sizeof line};
+    if (semihost_call(SYS_GET_CMDLINE, block) != 0u) {
+        line[0] = '\0';
+    }
+    return line;
 }
 
 void mcubert_platform_exit(int32_t status)
