@@ -1,11 +1,11 @@
 /*
  * The platform layer of the bare-metal examples: text output, exit, cycle counter and clock.
  *
- * mcubert_platform_init/_write/_exit/_command_line are weak: define your own (a UART, RTT, ...) in any source
- * file of your build and the linker takes yours. Defaults (platform_itm.c): text to ITM stimulus
- * port 0, which ST-LINK carries over SWO on NUCLEO boards; exit parks the core with the status in
- * `mcubert_exit_status`. The QEMU target links platform_semihosting.c instead (console and exit
- * status through semihosting).
+ * mcubert_platform_init/_write/_exit/_command_line are weak: define your own (a UART, RTT, ...) in
+ * any source file of your build and the linker takes yours. Defaults (platform_itm.c): text to ITM
+ * stimulus port 0, which ST-LINK carries over SWO on NUCLEO boards; exit parks the core with the
+ * status in `mcubert_exit_status`. The QEMU target links platform_semihosting.c instead (console,
+ * command line and exit status through semihosting).
  */
 #ifndef MCUBERT_PLATFORM_H
 #define MCUBERT_PLATFORM_H
