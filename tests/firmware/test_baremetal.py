@@ -9,13 +9,19 @@
   (the per-board table is printed: pytest -s).
 * mcubert_app: CMake stops with a message naming what is missing (TFLM_DIR, TFLM_LIB); with TFLM_DIR set
   in the environment, its main.cc compiles against that TFLM (-fsyntax-only).
+* mcubert_app under QEMU, with a user's TFLM library for cortex-m7 hard-float (TFLM_DIR, TFLM_LIB_CORTEX_M7,
+  TFLM_THIRD_PARTY_INCLUDES or FLATBUFFERS_INCLUDE + GEMMLOWP_DIR): a fresh BERT-tiny export's logits equal
+  the reference byte for byte, TFLM's arena_used_bytes() on the 32-bit core is within the exported arena,
+  and the least arena that works (found with `-append arena=<bytes>`) is printed (pytest -s).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,10 +95,11 @@ def layer_data(layer_check, tmp_path_factory):
     return out
 
 
-def run_qemu(elf: Path) -> tuple[int, str]:
-    """(exit status, console): semihosting output goes to QEMU's stderr."""
+def run_qemu(elf: Path, command_line: str = "") -> tuple[int, str]:
+    """(exit status, console): semihosting output goes to QEMU's stderr; `command_line` is -append's."""
     proc = subprocess.run(["qemu-system-arm", "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "none",
-                           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf),
+                           "-append", command_line],
                           capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stderr + proc.stdout
 
@@ -172,3 +179,65 @@ def test_app_main_compiles_against_tflm(export_dir):
                              *[f"-I{path}" for path in includes], str(BAREMETAL / "src" / "mcubert_app_main.cc")],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def tflm_cmake_args() -> tuple[str, ...]:
+    """mcubert_app's TFLM arguments from the environment; skips naming the variables that are missing."""
+    env = os.environ
+    missing = [name for name in ("TFLM_DIR", "TFLM_LIB_CORTEX_M7") if not env.get(name)]
+    third_party = env.get("TFLM_THIRD_PARTY_INCLUDES")
+    if not third_party:
+        if env.get("FLATBUFFERS_INCLUDE") and env.get("GEMMLOWP_DIR"):
+            third_party = f"{env['FLATBUFFERS_INCLUDE']};{env['GEMMLOWP_DIR']}"
+        else:
+            missing.append("TFLM_THIRD_PARTY_INCLUDES (or FLATBUFFERS_INCLUDE and GEMMLOWP_DIR)")
+    if missing:
+        pytest.skip(f"set {', '.join(missing)} to run mcubert_app under QEMU: a tflite-micro checkout, its "
+                    f"libtensorflow-microlite.a built for cortex-m7 hard-float, and the flatbuffers and gemmlowp "
+                    f"headers (examples/baremetal/README.md)")
+    return (f"-DTFLM_DIR={env['TFLM_DIR']}", f"-DTFLM_LIB={env['TFLM_LIB_CORTEX_M7']}",
+            f"-DTFLM_THIRD_PARTY_INCLUDES={third_party}")
+
+
+def exported_arena_bytes(export_dir: Path) -> int:
+    settings = (export_dir / "model_settings.h").read_text()
+    return int(re.search(r"^#define MCUBERT_MODEL_ARENA_BYTES (\d+)", settings, re.MULTILINE)[1])
+
+
+def app_runs(elf: Path, arena_bytes: int) -> bool:
+    status, console = run_qemu(elf, f"arena={arena_bytes}")
+    return status == 0 and "output matches the reference: yes" in console
+
+
+def least_working_arena(elf: Path, failing: int, working: int) -> int:
+    """Bisects the arena TFLM is given (`arena=<bytes>`) between one that fails and one that works."""
+    assert app_runs(elf, working) and not app_runs(elf, failing)
+    while working - failing > 1:
+        middle = (failing + working) // 2
+        if app_runs(elf, middle):
+            working = middle
+        else:
+            failing = middle
+    return working
+
+
+def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
+    cmake_args = tflm_cmake_args()
+    need("arm-none-eabi-g++", "cmake", "ninja", "qemu-system-arm")
+    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", target="mcubert_app",
+                               cmake_args=(f"-DMCUBERT_EXPORT_DIR={export_dir}", *cmake_args))
+    status, console = run_qemu(elf)
+    assert status == 0, console
+    assert "output matches the reference: yes" in console
+    # The firmware compares with its own copy of the expected output; check the printed values here too.
+    expected = json.loads((export_dir / "model_test_input.json").read_text())["expected_output"]
+    printed = [int(q) for q in re.findall(r"^  \[\d+\] (-?\d+) = ", console, re.MULTILINE)]
+    assert printed == expected, console
+
+    exported = exported_arena_bytes(export_dir)
+    used, given = map(int, re.search(r"arena used: (\d+) of (\d+) B", console).groups())
+    assert given == exported
+    assert used <= exported, f"TFLM used {used} B of the arena, the export states {exported} B"
+    least = least_working_arena(elf, failing=used // 2, working=exported)
+    print(f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
+          f"least that works {least} B")
