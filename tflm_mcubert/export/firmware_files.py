@@ -325,7 +325,7 @@ single-precision FPU), its source tree and the third-party headers its Makefile 
 
 ```sh
 cmake -S examples/baremetal -B build/{board_arg} -G Ninja \\
-  -DCMAKE_TOOLCHAIN_FILE=examples/baremetal/cmake/arm-none-eabi.cmake \\
+  -DCMAKE_TOOLCHAIN_FILE=$PWD/examples/baremetal/cmake/arm-none-eabi.cmake \\
   -DMCUBERT_BOARD={board_arg} -DMCUBERT_EXPORT_DIR=$PWD/<this directory> \\
   -DTFLM_DIR=<tflite-micro> -DTFLM_LIB=<libtensorflow-microlite.a> \\
   -DTFLM_THIRD_PARTY_INCLUDES="<flatbuffers/include>;<gemmlowp>"
