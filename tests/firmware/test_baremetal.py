@@ -32,6 +32,7 @@ import pytest
 from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.export.layer_check import layer_check_from_export, write_layer_data
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
+from tflm_mcubert.runtime.tflm_binding import TflmSources
 
 REPO = Path(__file__).resolve().parents[2]
 BAREMETAL = REPO / "examples" / "baremetal"
@@ -163,16 +164,22 @@ def test_app_without_tflm_stops_with_a_clear_error(tmp_path, export_dir):
     assert "MCUBERT_BOARD=nucleo-f303re is not one of" in message
 
 
+def tflm_third_party_includes() -> str:
+    """';'-separated flatbuffers and gemmlowp include dirs: TFLM_THIRD_PARTY_INCLUDES, else what the
+    real-TFLM check resolves (FLATBUFFERS_INCLUDE / GEMMLOWP_DIR, default: TFLM's downloads folder)."""
+    if os.environ.get("TFLM_THIRD_PARTY_INCLUDES"):
+        return os.environ["TFLM_THIRD_PARTY_INCLUDES"]
+    sources = TflmSources.from_environment()
+    return f"{sources.flatbuffers_include};{sources.gemmlowp_dir}"
+
+
 def test_app_main_compiles_against_tflm(export_dir):
     tflm = os.environ.get("TFLM_DIR")
     if not tflm:
-        pytest.skip("set TFLM_DIR (and TFLM_THIRD_PARTY_INCLUDES, ';'-separated, default: the Makefile's "
-                    "downloads/flatbuffers/include and downloads/gemmlowp) to syntax-check mcubert_app")
+        pytest.skip("set TFLM_DIR (and TFLM_THIRD_PARTY_INCLUDES, ';'-separated, or FLATBUFFERS_INCLUDE and "
+                    "GEMMLOWP_DIR; default: the Makefile's downloads/) to syntax-check mcubert_app")
     need("arm-none-eabi-g++")
-    downloads = Path(tflm) / "tensorflow" / "lite" / "micro" / "tools" / "make" / "downloads"
-    third_party = os.environ.get("TFLM_THIRD_PARTY_INCLUDES",
-                                 f"{downloads / 'flatbuffers' / 'include'};{downloads / 'gemmlowp'}")
-    includes = [export_dir, REPO / "custom_ops" / "tflm", BAREMETAL / "src", tflm, *third_party.split(";")]
+    includes = [export_dir, REPO / "custom_ops" / "tflm", BAREMETAL / "src", tflm, *tflm_third_party_includes().split(";")]
     result = subprocess.run(["arm-none-eabi-g++", "-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16",
                              "-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra", "-Werror",
                              "-Wno-unused-parameter", "-fsyntax-only", "-DTF_LITE_STATIC_MEMORY",
@@ -183,20 +190,13 @@ def test_app_main_compiles_against_tflm(export_dir):
 
 def tflm_cmake_args() -> tuple[str, ...]:
     """mcubert_app's TFLM arguments from the environment; skips naming the variables that are missing."""
-    env = os.environ
-    missing = [name for name in ("TFLM_DIR", "TFLM_LIB_CORTEX_M7") if not env.get(name)]
-    third_party = env.get("TFLM_THIRD_PARTY_INCLUDES")
-    if not third_party:
-        if env.get("FLATBUFFERS_INCLUDE") and env.get("GEMMLOWP_DIR"):
-            third_party = f"{env['FLATBUFFERS_INCLUDE']};{env['GEMMLOWP_DIR']}"
-        else:
-            missing.append("TFLM_THIRD_PARTY_INCLUDES (or FLATBUFFERS_INCLUDE and GEMMLOWP_DIR)")
+    missing = [name for name in ("TFLM_DIR", "TFLM_LIB_CORTEX_M7") if not os.environ.get(name)]
     if missing:
-        pytest.skip(f"set {', '.join(missing)} to run mcubert_app under QEMU: a tflite-micro checkout, its "
-                    f"libtensorflow-microlite.a built for cortex-m7 hard-float, and the flatbuffers and gemmlowp "
-                    f"headers (examples/baremetal/README.md)")
-    return (f"-DTFLM_DIR={env['TFLM_DIR']}", f"-DTFLM_LIB={env['TFLM_LIB_CORTEX_M7']}",
-            f"-DTFLM_THIRD_PARTY_INCLUDES={third_party}")
+        pytest.skip(f"set {', '.join(missing)} to run mcubert_app under QEMU: a tflite-micro checkout and its "
+                    f"libtensorflow-microlite.a built for cortex-m7 hard-float (flatbuffers and gemmlowp headers: "
+                    f"TFLM_THIRD_PARTY_INCLUDES, or FLATBUFFERS_INCLUDE and GEMMLOWP_DIR; examples/baremetal/README.md)")
+    return (f"-DTFLM_DIR={os.environ['TFLM_DIR']}", f"-DTFLM_LIB={os.environ['TFLM_LIB_CORTEX_M7']}",
+            f"-DTFLM_THIRD_PARTY_INCLUDES={tflm_third_party_includes()}")
 
 
 def exported_arena_bytes(export_dir: Path) -> int:
