@@ -39,9 +39,10 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   w.classifier_channels = tflm::Input<int32_t>(context, node, MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS);
   const int8_t* hidden = tflm::Input<int8_t>(context, node, MCUBERT_CLASSIFIER_HEAD_HIDDEN);
   int8_t* logits = tflite::micro::GetTensorData<int8_t>(tflite::micro::GetEvalOutput(context, node, 0));
-  const mcubert_context scratch = tflm::ScratchOf(context, node);
+  const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
+  const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(mcubert_classifier_head_s8(&tflm::PreparedParams<Params>(node), &w, hidden,
+  return tflm::Report(mcubert_classifier_head_s8(&data.params, &w, hidden,
                                                  logits, &scratch, &message),
                       message);
 }

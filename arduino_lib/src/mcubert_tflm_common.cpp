@@ -48,28 +48,41 @@ TfLiteStatus Fail(const char* op, const char* what) {
 }
 
 TfLiteStatus CheckOutputs(TfLiteNode* node, const char* op) {
-  if (node->outputs->size != 2) {
-    MicroPrintf("%s: expected 2 outputs (result, scratch), the model has %d", op,
+  if (node->outputs->size != 1 && node->outputs->size != 2) {
+    MicroPrintf("%s: expected 1 or 2 outputs (result, then scratch), the model has %d", op,
                 node->outputs->size);
     return kTfLiteError;
   }
   return kTfLiteOk;
 }
 
-TfLiteStatus CheckScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
-                          int32_t scratch_bytes) {
+TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
+                            int32_t scratch_bytes, Scratch* scratch) {
+  if (scratch_bytes < 0) {
+    return Fail(op, "no scratch size for these dimensions");
+  }
+  scratch->bytes = scratch_bytes;
+  scratch->request_index = -1;
+  if (node->outputs->size < 2) {
+    if (context->RequestScratchBufferInArena(context, static_cast<size_t>(scratch_bytes),
+                                             &scratch->request_index) != kTfLiteOk) {
+      MicroPrintf("%s: scratch: TFLM refused %ld bytes", op, static_cast<long>(scratch_bytes));
+      return kTfLiteError;
+    }
+    return kTfLiteOk;
+  }
   tflite::MicroContext* micro_context = tflite::GetMicroContext(context);
-  TfLiteTensor* scratch = micro_context->AllocateTempOutputTensor(node, kScratchOutput);
-  if (scratch == nullptr) {
+  TfLiteTensor* output = micro_context->AllocateTempOutputTensor(node, kScratchOutput);
+  if (output == nullptr) {
     return Fail(op, "scratch: missing output tensor");
   }
-  const bool is_int8 = scratch->type == kTfLiteInt8;
-  const size_t bytes = scratch->bytes;
-  micro_context->DeallocateTempTfLiteTensor(scratch);
+  const bool is_int8 = output->type == kTfLiteInt8;
+  const size_t bytes = output->bytes;
+  micro_context->DeallocateTempTfLiteTensor(output);
   if (!is_int8) {
     return Fail(op, "scratch: expected an int8 tensor");
   }
-  if (scratch_bytes < 0 || bytes < static_cast<size_t>(scratch_bytes)) {
+  if (bytes < static_cast<size_t>(scratch_bytes)) {
     MicroPrintf("%s: scratch: %u bytes, the op needs %ld (re-export the model)", op,
                 static_cast<unsigned>(bytes), static_cast<long>(scratch_bytes));
     return kTfLiteError;
@@ -124,11 +137,16 @@ int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node) {
   return hidden;
 }
 
-mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node) {
-  TfLiteEvalTensor* scratch = tflite::micro::GetEvalOutput(context, node, kScratchOutput);
+mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node, const Scratch& scratch) {
   mcubert_context scratch_context;
-  scratch_context.buf = scratch->data.data;
-  scratch_context.size = static_cast<int32_t>(tflite::EvalTensorBytes(scratch));
+  if (scratch.request_index >= 0) {
+    scratch_context.buf = context->GetScratchBuffer(context, scratch.request_index);
+    scratch_context.size = scratch.bytes;
+    return scratch_context;
+  }
+  TfLiteEvalTensor* output = tflite::micro::GetEvalOutput(context, node, kScratchOutput);
+  scratch_context.buf = output->data.data;
+  scratch_context.size = static_cast<int32_t>(tflite::EvalTensorBytes(output));
   return scratch_context;
 }
 

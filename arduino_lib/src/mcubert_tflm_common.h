@@ -25,10 +25,20 @@ TfLiteStatus Report(mcubert_status status, const mcubert_message& message);
 // Prints "<op>: <what>" and fails: for layout problems found before a kernel can be asked.
 TfLiteStatus Fail(const char* op, const char* what);
 
-// An op's persistent state: its decoded options and whether decoding succeeded.
+// Where an op's scratch is. Exported models carry it as the op's last output, placed by the
+// export's offline plan (SPEC.md section 4), which overlaps it with what the op does not need; a
+// model without that output gets it from RequestScratchBufferInArena, which TFLM plans online
+// around the offline buffers (more arena, same results).
+struct Scratch {
+  int request_index;  // -1: the scratch output tensor (int: RequestScratchBufferInArena's type)
+  int32_t bytes;
+};
+
+// An op's persistent state: its decoded options, whether decoding succeeded, its scratch.
 template <typename Params>
 struct OpData {
   Params params;
+  Scratch scratch;
   bool options_ok;
 };
 
@@ -66,12 +76,13 @@ const Params* ParamsOf(TfLiteNode* node, const char* op) {
   return &data->params;
 }
 
-// Checks the node has two outputs: its result and its scratch.
+// Checks the node has one or two outputs: its result, then (exported models) its scratch.
 TfLiteStatus CheckOutputs(TfLiteNode* node, const char* op);
 
-// Checks the scratch output is int8 with at least `scratch_bytes` (the kernel's get_buffer_size).
-TfLiteStatus CheckScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
-                          int32_t scratch_bytes);
+// Sets up `scratch` for `scratch_bytes` (the kernel's get_buffer_size): checks the scratch output
+// (int8, large enough) or, when the node has none, requests the buffer from TFLM.
+TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
+                            int32_t scratch_bytes, Scratch* scratch);
 
 // The validate() list: inputs 0..n-1 then output 0. Constant tensors pass their data (validate
 // checks their contents); run-time tensors pass NULL. Fails on a compressed constant (TFLM
@@ -79,8 +90,8 @@ TfLiteStatus CheckScratch(TfLiteContext* context, TfLiteNode* node, const char* 
 TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op,
                          mcubert_tensor_view* views, int* count);
 
-// Prepare of every op: decoded options, two outputs, validate() on the tensor list (options
-// ranges, dtypes, element counts, constant contents), then the scratch output's size.
+// Prepare of every op: decoded options, its outputs, validate() on the tensor list (options
+// ranges, dtypes, element counts, constant contents), then its scratch.
 template <typename Params>
 TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op,
                        mcubert_status (*validate)(const Params*, const mcubert_tensor_view*,
@@ -96,13 +107,14 @@ TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op,
   TF_LITE_ENSURE_OK(context, ViewTensors(context, node, op, views, &count));
   mcubert_message message;
   TF_LITE_ENSURE_OK(context, Report(validate(params, views, count, &message), message));
-  return CheckScratch(context, node, op, scratch_bytes(*params));
+  return PrepareScratch(context, node, op, scratch_bytes(*params),
+                        &static_cast<OpData<Params>*>(node->user_data)->scratch);
 }
 
-// The params Init decoded (Prepare has checked them before any Eval).
+// What Init and Prepare set up (Prepare has succeeded before any Eval).
 template <typename Params>
-const Params& PreparedParams(const TfLiteNode* node) {
-  return static_cast<const OpData<Params>*>(node->user_data)->params;
+const OpData<Params>& Prepared(const TfLiteNode* node) {
+  return *static_cast<const OpData<Params>*>(node->user_data);
 }
 
 // Input `index`'s data (constant weights or a run-time tensor) at Eval.
@@ -117,8 +129,8 @@ const T* Input(TfLiteContext* context, TfLiteNode* node, int index) {
 // them apart (the export's plan gives both one offset, so normally no copy happens).
 int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node);
 
-// The scratch output as the kernels' context.
-mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node);
+// The op's scratch as the kernels' context.
+mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node, const Scratch& scratch);
 
 }  // namespace tflm
 }  // namespace mcubert

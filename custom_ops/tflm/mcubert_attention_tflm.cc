@@ -37,9 +37,10 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   w.residual = tflm::Input<int32_t>(context, node, MCUBERT_ATTENTION_RESIDUAL);
   const void* mask = tflm::InputData(context, node, MCUBERT_ATTENTION_MASK);
   int8_t* hidden = tflm::InPlaceHidden(context, node);
-  const mcubert_context scratch = tflm::ScratchOf(context, node);
+  const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
+  const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(mcubert_attention_s8(&tflm::PreparedParams<Params>(node), &w, hidden, mask,
+  return tflm::Report(mcubert_attention_s8(&data.params, &w, hidden, mask,
                                            &scratch, &message),
                       message);
 }

@@ -36,9 +36,10 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   const int32_t* input_ids = tflm::Input<int32_t>(context, node, MCUBERT_EMBEDDING_INPUT_IDS);
   const int32_t* token_types = tflm::Input<int32_t>(context, node, MCUBERT_EMBEDDING_TOKEN_TYPE_IDS);
   int8_t* hidden = tflite::micro::GetTensorData<int8_t>(tflite::micro::GetEvalOutput(context, node, 0));
-  const mcubert_context scratch = tflm::ScratchOf(context, node);
+  const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
+  const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(mcubert_embedding_s8(&tflm::PreparedParams<Params>(node), &w, input_ids,
+  return tflm::Report(mcubert_embedding_s8(&data.params, &w, input_ids,
                                            token_types, hidden, &scratch, &message),
                       message);
 }

@@ -32,10 +32,11 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   w.layer_norm = tflm::Input<int32_t>(context, node, MCUBERT_MLP_LAYER_NORM);
   w.residual = tflm::Input<int32_t>(context, node, MCUBERT_MLP_RESIDUAL);
   int8_t* hidden = tflm::InPlaceHidden(context, node);
-  const mcubert_context scratch = tflm::ScratchOf(context, node);
+  const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
+  const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
   return tflm::Report(
-      mcubert_mlp_s8(&tflm::PreparedParams<Params>(node), &w, hidden, &scratch, &message), message);
+      mcubert_mlp_s8(&data.params, &w, hidden, &scratch, &message), message);
 }
 
 }  // namespace

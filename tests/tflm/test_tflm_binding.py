@@ -101,7 +101,9 @@ def test_tflm_keeps_the_offline_plan_and_its_overhead_is_explained(binding, clas
     # (plus its 16 bytes for the arena start's alignment, which the wheel's buffer does not need).
     smallest = binding.min_arena_bytes(classifier, inputs, lower_failing=model.planned_bytes - 1,
                                        upper=estimate.arena_bytes + 4096)
-    assert smallest == run.arena["total"] == run.arena["head"] + run.arena["tail"]
+    # (the recorded total may hold alignment padding of the last persistent allocation: < 16 bytes)
+    assert run.arena["total"] == run.arena["head"] + run.arena["tail"]
+    assert run.arena["total"] - 16 < smallest <= run.arena["total"], (smallest, run.arena)
     assert 0 <= estimate.arena_bytes - smallest <= 256 + 16, (smallest, estimate.arena_bytes)
 
 
@@ -138,11 +140,29 @@ def test_bad_options_stop_allocation_naming_op_and_field(binding, classifier, ch
         binding.run(_with_options(classifier, 1, raw), sample_inputs(5), arena_bytes=1 << 20)
 
 
-def test_a_node_without_its_scratch_output_is_refused(binding, classifier):
+def test_without_planned_scratch_the_ops_request_it_and_compute_the_same(binding, classifier):
+    # A model whose ops lack the scratch output (not what export writes) still runs: the binding asks
+    # TFLM for the scratch (RequestScratchBufferInArena), which TFLM plans online around the offline
+    # buffers. Same bytes; never less arena (for BERT-tiny TFLM finds room in the plan's gaps and only
+    # its bookkeeping grows).
     def drop_scratch(subgraph):
-        subgraph.operators[2].outputs = subgraph.operators[2].outputs[:1]
-    with pytest.raises(TflmRunError, match=r"MCUBERT_MLP: expected 2 outputs \(result, scratch\), the model has 1"):
-        binding.run(_edited(classifier, drop_scratch), sample_inputs(7), arena_bytes=1 << 20)
+        for operator in subgraph.operators:
+            operator.outputs = operator.outputs[:1]
+    unplanned = _edited(classifier, drop_scratch)
+    model, inputs = read_model(classifier), sample_inputs(7)
+    expected = run_reference(model, inputs).outputs["logits"]
+    run = binding.run(unplanned, inputs, arena_bytes=1 << 20)
+    assert np.array_equal(run.outputs["logits"].reshape(expected.shape), expected)
+    planned = binding.run(classifier, inputs, arena_bytes=1 << 20)
+    assert run.arena["head"] >= planned.arena["head"] == model.planned_bytes, (run.arena, planned.arena)
+    assert run.arena["total"] > planned.arena["total"], (run.arena, planned.arena)
+
+
+def test_a_node_with_too_many_outputs_is_refused(binding, classifier):
+    def extra_output(subgraph):
+        subgraph.operators[2].outputs = [*subgraph.operators[2].outputs, subgraph.operators[2].outputs[0]]
+    with pytest.raises(TflmRunError, match=r"MCUBERT_MLP: expected 1 or 2 outputs \(result, then scratch\), the model has 3"):
+        binding.run(_edited(classifier, extra_output), sample_inputs(7), arena_bytes=1 << 20)
 
 
 def test_a_constant_of_the_wrong_type_is_refused_naming_it(binding, classifier):

@@ -22,7 +22,7 @@ Sizes are those of TFLM's TF_LITE_STATIC_MEMORY structs for a given pointer size
 8 on the 64-bit host build in the tflite-micro wheel, which tests/export uses to check this model on
 builtin graphs). Every persistent allocation is rounded up to its alignment (4 or 8; kernel buffers
 16), and 16 bytes cover the arena start's alignment. The kernels' OpData is the binding's own
-(`kernel_op_data_bytes`: decoded params + a flag).
+(`kernel_op_data_bytes`: decoded params, scratch location, a flag).
 
 Checked against the wheel (tests/export/test_tflm_arena_model.py: chains of RESHAPE with an offline
 plan, whose only kernel memory is TFLM's parsed builtin options): the itemised model falls short of
@@ -120,10 +120,10 @@ class GraphShape:
 
 
 def kernel_op_data_bytes(params_bytes: int, params_alignment: int) -> int:
-    """OpData of an MCUBERT kernel in custom_ops/tflm: its decoded params struct and an options-ok
-    flag (`OpData<Params>`, sizeof rounded to the struct's alignment), allocated persistently in
-    Init. It holds no pointers (Eval looks tensors up), so it is the same on 32- and 64-bit."""
-    return align_up(params_bytes + 1, params_alignment)
+    """OpData of an MCUBERT kernel in custom_ops/tflm (`OpData<Params>`, allocated in Init): the decoded
+    params struct, where its scratch is (two int32) and an options-ok flag, rounded to the params'
+    alignment. It holds no pointers (Eval looks tensors up), so it is the same on 32- and 64-bit."""
+    return align_up(params_bytes + 2 * 4 + 1, params_alignment)
 
 
 @dataclasses.dataclass(frozen=True)
