@@ -105,6 +105,17 @@ def run_qemu(elf: Path, command_line: str = "") -> tuple[int, str]:
     return proc.returncode, proc.stderr + proc.stdout
 
 
+KERNEL_STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)",
+                                   (REPO / "custom_ops/include/mcubert/mcubert_ops.h").read_text())[1])
+
+
+def stack_use(console: str) -> tuple[int, int]:
+    """(high-water mark, reserved stack) from the firmware's "stack used: N of M B" line."""
+    found = re.search(r"stack used: (\d+) of (\d+) B", console)
+    assert found, console
+    return int(found[1]), int(found[2])
+
+
 def test_layer_check_passes_under_qemu(layer_data, tmp_path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=layer_data)
@@ -113,6 +124,9 @@ def test_layer_check_passes_under_qemu(layer_data, tmp_path):
     assert "seq_len 128, hidden 128, DSP path" in console
     assert "PASS: the layer's output matches the reference byte for byte" in console
     assert "layer:     0 cycles" in console   # QEMU does not model the DWT cycle counter
+    # The kernels' own stack is bounded (MCUBERT_STACK_BOUND_BYTES); main and printing add a little.
+    used, reserved = stack_use(console)
+    assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
 
 
 def test_corrupted_expected_output_fails(layer_check, tmp_path):
@@ -239,5 +253,8 @@ def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
     assert given == exported
     assert used <= exported, f"TFLM used {used} B of the arena, the export states {exported} B"
     least = least_working_arena(elf, failing=used // 2, working=exported)
+    # The 16 KB the boards reserve for stack and runtime (boards.py) must hold TFLM's deepest path.
+    stack, reserved = stack_use(console)
+    assert 0 < stack < reserved, console
     print(f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
-          f"least that works {least} B")
+          f"least that works {least} B; stack high-water {stack} of {reserved} B")

@@ -29,6 +29,15 @@ static int32_t report_error(const char *what, mcubert_status status, const mcube
     return 2;
 }
 
+static void write_stack_use(void)
+{
+    mcubert_platform_write("stack used: ");
+    mcubert_platform_write_uint(mcubert_stack_used_bytes());
+    mcubert_platform_write(" of ");
+    mcubert_platform_write_uint(mcubert_stack_size_bytes());
+    mcubert_platform_write(" B\n");
+}
+
 static void write_cycles(const char *label, uint32_t cycles)
 {
     mcubert_platform_write(label);
@@ -112,6 +121,7 @@ int main(void)
     write_cycles("attention: ", attention_cycles);
     write_cycles("mlp:       ", mlp_cycles);
     write_cycles("layer:     ", attention_cycles + mlp_cycles);
+    write_stack_use();
     if (mismatches != 0) {
         mcubert_platform_write("FAIL: ");
         mcubert_platform_write_int(mismatches);

@@ -190,6 +190,11 @@ int main() {
   Write(" of ");
   mcubert_platform_write_uint(arena_bytes);
   Write(" B\n");
+  Write("stack used: ");
+  mcubert_platform_write_uint(mcubert_stack_used_bytes());
+  Write(" of ");
+  mcubert_platform_write_uint(mcubert_stack_size_bytes());
+  Write(" B\n");
 
   float max_difference = 0.0f;
   int32_t differing = 0;

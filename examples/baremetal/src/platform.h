@@ -31,6 +31,11 @@ const char *mcubert_platform_command_line(void);
 /* DWT cycle counter (enabled by the startup code). QEMU does not model it: it reads 0 there. */
 uint32_t mcubert_cycles(void);
 
+/* Stack high-water mark: bytes of the reserved stack (__stack_size__, 16 KB by default) ever used
+ * since reset, from the pattern the startup code paints; and the reserved size. */
+uint32_t mcubert_stack_used_bytes(void);
+uint32_t mcubert_stack_size_bytes(void);
+
 /* Number formatting on top of mcubert_platform_write (no printf, no float formatting). */
 void mcubert_platform_write_uint(uint32_t value);
 void mcubert_platform_write_int(int32_t value);

@@ -1,8 +1,8 @@
 /*
  * Cortex-M7 startup without CMSIS or a HAL: the vector table, a Reset_Handler that copies .data,
- * zeroes .bss, enables the FPU and the DWT cycle counter, runs C++ constructors, calls main() and
- * hands its status to mcubert_platform_exit(). System registers are written by address (ARMv7-M
- * ARM, B3.2).
+ * zeroes .bss, paints the stack (so mcubert_stack_used_bytes() can tell its high-water mark),
+ * enables the FPU and the DWT cycle counter, runs C++ constructors, calls main() and hands its
+ * status to mcubert_platform_exit(). System registers are written by address (ARMv7-M ARM, B3.2).
  *
  * The clock is left at its reset value (STM32F7: 16 MHz HSI, STM32H7: 64 MHz HSI); see platform.h.
  * Only the 16 core exceptions have vectors: nothing here enables a peripheral interrupt.
@@ -12,6 +12,7 @@
 #include "platform.h"
 
 extern uint32_t __data_start__, __data_end__, __data_load__, __bss_start__, __bss_end__, __stack_top__;
+extern uint32_t __stack_size__; /* a linker symbol: its address is the reserved stack size */
 extern void (*__init_array_start[])(void);
 extern void (*__init_array_end[])(void);
 int main(void);
@@ -26,6 +27,8 @@ void Fault_Handler(void);
 #define DEMCR_TRCENA (1u << 24)
 #define DWT_CTRL_CYCCNTENA 1u
 #define CORESIGHT_UNLOCK 0xC5ACCE55u
+#define STACK_PAINT 0x5AC4DA1Eu
+#define PAINT_MARGIN_WORDS 16u /* left unpainted below Reset_Handler's own frame */
 
 __attribute__((section(".isr_vector"), used))
 void (*const mcubert_vector_table[16])(void) = {
@@ -43,6 +46,35 @@ void (*const mcubert_vector_table[16])(void) = {
     Fault_Handler, /* PendSV */
     Fault_Handler, /* SysTick */
 };
+
+static uint32_t *stack_bottom(void)
+{
+    return (uint32_t *)((uintptr_t)&__stack_top__ - (uintptr_t)&__stack_size__);
+}
+
+/* Inline in Reset_Handler's frame: a call would put its own frame where it paints. */
+static inline __attribute__((always_inline)) void paint_stack(void)
+{
+    uint32_t *sp;
+    __asm__ volatile("mov %0, sp" : "=r"(sp));
+    for (uint32_t *word = stack_bottom(); word < sp - PAINT_MARGIN_WORDS; ++word) {
+        *word = STACK_PAINT;
+    }
+}
+
+uint32_t mcubert_stack_used_bytes(void)
+{
+    const uint32_t *word = stack_bottom();
+    while (word < &__stack_top__ && *word == STACK_PAINT) {
+        ++word;
+    }
+    return (uint32_t)((uintptr_t)&__stack_top__ - (uintptr_t)word);
+}
+
+uint32_t mcubert_stack_size_bytes(void)
+{
+    return (uint32_t)(uintptr_t)&__stack_size__;
+}
 
 static void enable_cycle_counter(void)
 {
@@ -62,6 +94,7 @@ void Reset_Handler(void)
     for (dst = &__bss_start__; dst < &__bss_end__; ++dst) {
         *dst = 0u;
     }
+    paint_stack();
 #if defined(__ARM_FP)
     SCB_CPACR |= 0xFu << 20; /* CP10, CP11: full access, before any floating-point instruction */
     __asm__ volatile("dsb\n isb" ::: "memory");
