@@ -191,6 +191,9 @@ def _call_child(python: Path, request: dict, timeout: float = 600) -> tuple[dict
 def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs: int = 2) -> Path:
     """libmcubert_tflm.so: the kernels (plain C path) + the binding + the Python registerer, against
     `sources`' headers, linked to `runtime_dir`/_runtime.so. Rebuilds only what changed."""
+    if not (CUSTOM_OPS / "tflm" / "mcubert_tflm.h").is_file():
+        raise TflmSetupError(f"the C sources are not at {CUSTOM_OPS}: build the binding from a checkout of this "
+                             f"repository (pip install -e .)")
     build_dir = Path(build_dir)
     (build_dir / "obj").mkdir(parents=True, exist_ok=True)
     includes = [f"-I{d}" for d in sources.include_dirs]
