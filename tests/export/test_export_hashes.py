@@ -1,0 +1,106 @@
+"""Exports stay byte-identical across refactorings: SHA-256 of every file `export` writes, recorded.
+
+The recorded digests (export_hashes.json) were made by the CLI on the revision named there. Float
+calibration runs through numpy/TensorFlow, whose results may differ in the last bit between CPU
+kernels and library versions, so the comparison runs only where the recording environment matches
+and says why it skipped otherwise. A change that is meant to change the bytes re-records them:
+
+    RECORD_EXPORT_HASHES=1 python -m pytest tests/export/test_export_hashes.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.cli.cli_helpers import run_cli
+
+RECORD = Path(__file__).with_name("export_hashes.json")
+RECORDING = os.environ.get("RECORD_EXPORT_HASHES") == "1"
+# Fields of report.json that measure this run rather than describe the export.
+RUN_FIELDS = ("seconds",)
+
+
+def environment() -> dict:
+    import tensorflow as tf
+
+    cpu = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                    if line.startswith("model name")), "")
+    return {"python": ".".join(platform.python_version_tuple()[:2]), "machine": platform.machine(), "cpu": cpu,
+            "numpy": np.__version__, "tensorflow": tf.__version__}
+
+
+def compressed_checkpoint(parent: Path) -> Path:
+    """A 3-cluster permuted embedding checkpoint, saved as `search` saves it (deterministic)."""
+    from tests.conftest import build_hf_checkpoint
+    from tflm_mcubert.compress.clustered_embedding import (
+        ClusteredLowRankEmbedding, write_permuted_tokenizer)
+    from tflm_mcubert.model.hf_import import load_checkpoint, save_checkpoint
+
+    original = load_checkpoint(build_hf_checkpoint(parent, classifier=True, vocab_size=30, num_labels=2,
+                                                   max_position_embeddings=64))
+    table = original.model.embeddings.word_embeddings.numpy()
+    assignment = np.random.default_rng(0).integers(0, 3, size=table.shape[0])
+    layer = ClusteredLowRankEmbedding.from_assignment(table, assignment, ranks=[6, 3], origin="nas-two-stage")
+    pad = int(layer.permutation[original.config.pad_token_id])
+    model = original.model.with_word_lookup(
+        layer, config=dataclasses.replace(original.config, pad_token_id=pad))
+    out = parent / "compressed"
+    tokenizer = write_permuted_tokenizer(original.tokenizer, layer.permutation, out)
+    save_checkpoint(model, out, tokenizer, compression_info={"mode": "two-stage", "metrics": {}})
+    return out
+
+
+CASES = {
+    "bert-tiny@128": lambda tmp: [],
+    "bert-tiny@512": lambda tmp: ["--seq-len", "512", "--board", "nucleo-f767zi"],
+    "compressed@64": lambda tmp: ["--checkpoint", compressed_checkpoint(tmp), "--seq-len", "64"],
+}
+
+
+def digests(out: Path, tmp: Path) -> dict[str, str]:
+    """File -> SHA-256, with this run's temporary directory (the checkpoint's path) replaced by `<tmp>`."""
+    result = {}
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        data = path.read_bytes().replace(str(tmp).encode(), b"<tmp>")
+        if path.name == "report.json":
+            report = json.loads(data)
+            for field in RUN_FIELDS:
+                report.pop(field, None)
+            data = json.dumps(report, sort_keys=True).encode()
+        result[str(path.relative_to(out))] = hashlib.sha256(data).hexdigest()
+    return result
+
+
+def recorded() -> dict:
+    return json.loads(RECORD.read_text()) if RECORD.exists() else {"environment": None, "exports": {}}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_export_bytes_match_the_recorded_digests(case, tmp_path, capsys):
+    record = recorded()
+    if not RECORDING and record["environment"] != environment():
+        pytest.skip(f"digests were recorded in {record['environment']}, this is {environment()}: "
+                    "float calibration may differ in the last bit; re-record with RECORD_EXPORT_HASHES=1")
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "export", "--out", out, *CASES[case](tmp_path))
+    assert code == 0, err
+    found = digests(out, tmp_path)
+    if RECORDING:
+        record["environment"] = environment()
+        record["exports"][case] = found
+        RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        return
+    expected = record["exports"][case]
+    changed = sorted(name for name in expected.keys() | found.keys() if expected.get(name) != found.get(name))
+    assert not changed, f"{case}: these files are no longer byte-identical: {changed}"
