@@ -14,7 +14,7 @@ per translated block (deterministic for the fixed seeds here).
   CMSIS-NN's own arm_fully_connected_s8 runs 128 tokens x 128 -> 512 in 18,986,751 instructions
   on a Cortex-M7 (figure from the issue, not measured here);
 * the SMLAD bound (MACs / 2: one SMLAD is two 16x16 MACs) and our efficiency against it;
-* an ESTIMATE of cycles from instruction classes (tflm_mcubert/runtime/instruction_classes.py:
+* an ESTIMATE of cycles from instruction classes (tflm_mcubert/measure/instruction_classes.py:
   Cortex-M4 TRM cycle table; Cortex-M7 as a dual-issue / one-MAC / one-load-store throughput
   model; zero-wait-state memory) — labelled as such everywhere;
 * the tile sweep of the paper's Figure 8 (BERT-tiny, seq 128, Cortex-M7): cost and live memory
@@ -56,7 +56,7 @@ from tflm_mcubert.ops.fixed_point import saturate  # noqa: E402
 from tflm_mcubert.ops.linear import Linear  # noqa: E402
 from tflm_mcubert.ops.mlp import MLPParams  # noqa: E402
 from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
-from tflm_mcubert.runtime import kernel_abi  # noqa: E402
+from tflm_mcubert.ops import kernel_abi  # noqa: E402
 from tflm_mcubert.schedule import kernel_cost  # noqa: E402
 from tflm_mcubert.schedule.memory import Dims  # noqa: E402
 from tflm_mcubert.schedule.planner import OpShape  # noqa: E402
@@ -149,13 +149,13 @@ _IMAGES: dict[str, Path] = {}
 
 @functools.lru_cache(maxsize=None)
 def _emulator(cpu: str):
-    from tflm_mcubert.runtime.arm_emulator import ArmEmulator
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
     return ArmEmulator(_IMAGES[cpu], cpu)
 
 
 @functools.lru_cache(maxsize=None)
 def _profile(cpu: str):
-    from tflm_mcubert.runtime.instruction_classes import InstructionProfile
+    from tflm_mcubert.measure.instruction_classes import InstructionProfile
     return InstructionProfile(_IMAGES[cpu])
 
 
@@ -176,8 +176,8 @@ def _measured(cpu: str, run, expected=None) -> dict:
 
 def task_op(cpu: str, model: str, s: int, kind: str, impl: str, tile: int) -> dict:
     """One op call: impl "ours" (the library) or a baseline schedule."""
-    from tflm_mcubert.runtime.arm_emulator import run_kernel
-    from tflm_mcubert.runtime.baseline_abi import run_baseline
+    from tflm_mcubert.measure.arm_emulator import run_kernel
+    from tflm_mcubert.measure.baseline_abi import run_baseline
     emu = _emulator(cpu)
     if kind == "attention":
         call, expected = attention_call(model, s, FLASH_BLOCK if impl == "flash" else tile)
@@ -196,7 +196,7 @@ def task_op(cpu: str, model: str, s: int, kind: str, impl: str, tile: int) -> di
 
 
 def task_linear(cpu: str, k: int, n: int, tokens: int, impl: str) -> dict:
-    from tflm_mcubert.runtime.baseline_abi import run_linear
+    from tflm_mcubert.measure.baseline_abi import run_linear
     linear, xq = linear_layer(k, n, tokens)
     y, call = run_linear(_emulator(cpu), impl, xq, linear, count_instructions=True)
     expected = saturate(linear.requantized(xq), -128, 127, np.int8)
@@ -261,7 +261,7 @@ def fit_tasks() -> list[tuple]:
 
 def task_fit(kind: str, s: int, d: int, second: int, t: int) -> dict:
     """A small synthetic op for the formula fit (realistic quantization, M7)."""
-    from tflm_mcubert.runtime.arm_emulator import run_kernel
+    from tflm_mcubert.measure.arm_emulator import run_kernel
     rng = np.random.default_rng(s * 131 + d * 7 + second + t)
     if kind == "attention":
         fa = testing.float_attention(rng, d, second, sharpness=2.0)
@@ -501,7 +501,7 @@ def plot(rows, sweep, path: Path):
 def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     """Ours at git revision `rev` (custom_ops as committed there), for the before/after table."""
     import re
-    from tflm_mcubert.runtime.arm_emulator import ArmEmulator, run_kernel
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "old"
@@ -618,7 +618,7 @@ def main(argv=None) -> int:
     document = {
         "meta": {"seconds": elapsed, "cpus": cpus, "tiles": tiles, "flash_block": FLASH_BLOCK,
                  "measure": "executed instructions (unicorn, per translated block)",
-                 "cycles": "ESTIMATE from instruction classes (tflm_mcubert/runtime/instruction_classes.py)",
+                 "cycles": "ESTIMATE from instruction classes (tflm_mcubert/measure/instruction_classes.py)",
                  "cmsis_nn_fc_m7_reference": CMSIS_NN_FC_M7,
                  "git": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                        capture_output=True, text=True).stdout.strip()},

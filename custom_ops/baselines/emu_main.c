@@ -1,6 +1,6 @@
 /*
  * Emulator image of the library plus the baselines (bench/kernel_cost.py and
- * tests/kernels/test_kernels_baselines.py load it with tflm_mcubert/runtime/arm_emulator.py).
+ * tests/kernels/test_kernels_baselines.py load it with tflm_mcubert/measure/arm_emulator.py).
  * Like test/arm/emu_main.c: main() is never run; it references the entry-point table so that
  * --gc-sections keeps every function, and calls return to mcubert_emu_stop.
  */

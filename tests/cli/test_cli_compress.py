@@ -55,7 +55,7 @@ def test_bad_input_ends_in_one_clear_line(capsys, tmp_path, classifier_checkpoin
 
 
 def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint):
-    from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
     from tflm_mcubert.model.hf_import import load_checkpoint
 
     encoder = make_hf_checkpoint(tmp_path, vocab_size=30)  # a bare BertModel: finetune adds the head

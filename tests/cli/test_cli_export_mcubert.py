@@ -7,7 +7,7 @@ import numpy as np
 from tflm_mcubert.cli import main
 from tflm_mcubert.errors import DoesNotFitError
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
-from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.model.config import preset
 from tflm_mcubert.runtime.reference import run_reference
 

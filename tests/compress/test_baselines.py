@@ -3,7 +3,7 @@ import pytest
 
 from tflm_mcubert.compress.baselines import (
     ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding, rank_for_budget, svd_embedding)
-from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.compress.search_space import fixed_ranks
 
 BERT_VOCAB = 30522

@@ -20,8 +20,8 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[2])
     from conftest import random_split
     from tflm_mcubert.compress import nas
-    from tflm_mcubert.compress.distill import Objective
-    from tflm_mcubert.compress.train import RunDirectory, Trainer, enable_determinism, make_strategy
+    from tflm_mcubert.train.distill import Objective
+    from tflm_mcubert.train.trainer import RunDirectory, Trainer, enable_determinism, make_strategy
     from tflm_mcubert.model.bert import BertModel
     from tflm_mcubert.model.config import BertConfig
 

@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 from tflm_mcubert.compress import nas
-from tflm_mcubert.compress.batches import pad_batch, training_batch
-from tflm_mcubert.compress.distill import Objective
+from tflm_mcubert.train.batches import pad_batch, training_batch
+from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.compress.search_space import RankSearch, TokenClusteringSearch
-from tflm_mcubert.compress.train import RunDirectory, Stage, Trainer, predict_logits
+from tflm_mcubert.train.trainer import RunDirectory, Stage, Trainer, predict_logits
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 

@@ -65,7 +65,7 @@ def test_every_stage_ran_and_the_firmware_files_are_there(quick_run):
 
 
 def test_the_tflite_is_a_valid_mcubert_model_that_fits_the_board(quick_run):
-    from tflm_mcubert.export.mcubert_reader import read_model
+    from tflm_mcubert.tflite.mcubert_reader import read_model
 
     out, _ = quick_run
     tflite = (out / "firmware" / "model.tflite").read_bytes()

@@ -43,7 +43,7 @@ def environment() -> dict:
 def compressed_checkpoint(parent: Path) -> Path:
     """A 3-cluster permuted embedding checkpoint, saved as `search` saves it (deterministic)."""
     from tests.conftest import build_hf_checkpoint
-    from tflm_mcubert.compress.clustered_embedding import (
+    from tflm_mcubert.model.clustered_embedding import (
         ClusteredLowRankEmbedding, write_permuted_tokenizer)
     from tflm_mcubert.model.hf_import import load_checkpoint, save_checkpoint
 

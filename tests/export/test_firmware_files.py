@@ -26,11 +26,11 @@ from tflm_mcubert.boards import get_board
 from tflm_mcubert.data.calibration import random_samples
 from tflm_mcubert.export import firmware_files
 from tflm_mcubert.export.firmware_files import FILES, FirmwareFilesError, describe_model, write_firmware_files
-from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.tflm_op_resolver import BUILTIN_ADD_METHODS, UnsupportedOpError, registration
 from tflm_mcubert.runtime.reference import run_reference
-from tflm_mcubert.runtime.tflite_graph import parse
+from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.runtime.tflm_runner import run_tflm
 
 BOARD = get_board("nucleo-f767zi")

@@ -9,8 +9,8 @@ from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as sch
 from mcubert_models import KB, random_inputs, small_export
 from tflm_mcubert.data.calibration import random_samples
 from tflm_mcubert.export.mcubert_export import export_mcubert, largest_fitting_seq_len
-from tflm_mcubert.export.mcubert_reader import ModelFormatError, read_model
-from tflm_mcubert.export.mcubert_tflite import (
+from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_model
+from tflm_mcubert.tflite.mcubert_writer import (
     BUFFER_ALIGNMENT, OFFLINE_PLAN_METADATA, ONLINE_PLANNED, model_to_tflite,
 )
 from tflm_mcubert.model.bert import build_model

@@ -20,7 +20,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.stock import EXPORT_MASK_VALUE, check_stock_graph, export_stock
 from tflm_mcubert.model.bert import build_model
 from tflm_mcubert.model.config import preset
-from tflm_mcubert.runtime.tflite_graph import parse
+from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.runtime.tflm_runner import TflmError, TflmRunner, min_arena_bytes
 
 FLOAT_VS_TWIN_ATOL = 2e-5

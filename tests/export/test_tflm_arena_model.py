@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
-from tflm_mcubert.export.mcubert_tflite import OFFLINE_PLAN_METADATA, _AlignedBufferT, offline_plan_buffer
+from tflm_mcubert.tflite.mcubert_writer import OFFLINE_PLAN_METADATA, _AlignedBufferT, offline_plan_buffer
 from tflm_mcubert.export.tflm_arena import HOST_64, UNITEMISED_BYTES, GraphShape, IoTensor, estimate_arena
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.runtime.tflm_runner import min_arena_bytes

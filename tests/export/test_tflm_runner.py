@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tflm_mcubert.runtime.tflite_graph import parse
+from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.runtime.tflm_runner import (TflmError, TflmRunner, constant_bytes, dequantize, describe_ops,
                                               flash_bytes, min_arena_bytes, quantize, run_tflm)
 

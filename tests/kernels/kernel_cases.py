@@ -19,8 +19,8 @@ from tflm_mcubert.ops.attention import AttentionParams
 from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.mlp import MLPParams
 from tflm_mcubert.ops.quantization import TensorQuant
-from tflm_mcubert.runtime import kernel_abi
-from tflm_mcubert.runtime.kernel_abi import KernelCall
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.kernel_abi import KernelCall
 
 
 HEADER = Path(__file__).resolve().parents[2] / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflm_mcubert.ops import contract
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 
 from kernel_cases import Case
 

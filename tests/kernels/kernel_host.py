@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tflm_mcubert.runtime import kernel_abi
-from tflm_mcubert.runtime.kernel_abi import KernelCall
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.kernel_abi import KernelCall
 
 MAGIC = 0x5242434D
 CMD_RUN, CMD_VALIDATE, CMD_BUFFER_SIZE, CMD_INFO, CMD_RUN_UNCHECKED = 1, 2, 3, 4, 5

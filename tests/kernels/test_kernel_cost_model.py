@@ -11,7 +11,7 @@ import pytest
 
 from kernel_cases import attention_case, mlp_case
 from tflm_mcubert.boards import BOARDS
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.schedule import kernel_cost, planner
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.planner import OpShape
@@ -24,13 +24,13 @@ TOLERANCE = 2 * kernel_cost.FIT_MAX_RELATIVE_ERROR["instructions"]
 @pytest.fixture(scope="module")
 def emulator(arm_images):
     pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M builds")
-    from tflm_mcubert.runtime.arm_emulator import ArmEmulator
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
     return ArmEmulator(arm_images("cortex-m7"), "cortex-m7")
 
 
 @pytest.mark.parametrize("s,d,h,t", [(40, 64, 2, 8), (33, 96, 3, 5), (64, 128, 2, 4)])
 def test_attention_formula_matches_a_measurement(emulator, s, d, h, t):
-    from tflm_mcubert.runtime.arm_emulator import run_kernel
+    from tflm_mcubert.measure.arm_emulator import run_kernel
     case = attention_case(s, d, h, t, kind="realistic", mask="all", seed=9)
     run = run_kernel(emulator, case.call, count_instructions=True)
     assert run.status == kernel_abi.OK, run.message
@@ -40,7 +40,7 @@ def test_attention_formula_matches_a_measurement(emulator, s, d, h, t):
 
 @pytest.mark.parametrize("s,d,f,t", [(40, 64, 256, 8), (33, 96, 384, 5), (64, 128, 512, 28)])
 def test_mlp_formula_matches_a_measurement(emulator, s, d, f, t):
-    from tflm_mcubert.runtime.arm_emulator import run_kernel
+    from tflm_mcubert.measure.arm_emulator import run_kernel
     case = mlp_case(s, d, f, t, kind="realistic", seed=9)
     run = run_kernel(emulator, case.call, count_instructions=True)
     assert run.status == kernel_abi.OK, run.message

@@ -23,7 +23,7 @@ from kernel_host import TensorSpec, tensor_specs
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.ops import attention, contract, embedding, mlp, options as options_codec
 from tflm_mcubert.ops.registry import SPEC_VERSION
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.schedule import planner
 from tflm_mcubert.schedule.memory import Dims
 

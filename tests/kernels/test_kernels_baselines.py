@@ -1,6 +1,6 @@
 """The re-implemented baselines of custom_ops/baselines/ against the numpy reference, on an
 emulated Cortex-M7 (they are DSP-path code: `make baselines` builds them with the library into one
-image; runtime/baseline_abi.py calls them).
+image; measure/baseline_abi.py calls them).
 
 * cmsis (untiled graph of 1x2x4 per-token ops) and burrello (per-head, untiled) attention and the
   shared untiled MLP produce the reference's bytes: same numerics, other schedule and loop nest.
@@ -22,12 +22,12 @@ from kernel_build import make, need_arm_toolchain
 from kernel_cases import Case, attention_case, mlp_case
 from tflm_mcubert.ops import contract, testing
 from tflm_mcubert.ops.fixed_point import saturate
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 
 pytest.importorskip("unicorn", reason="the `unicorn` package runs the baselines")
 
-from tflm_mcubert.runtime.arm_emulator import ArmEmulator, run_kernel  # noqa: E402
-from tflm_mcubert.runtime.baseline_abi import row_major_call, run_baseline, run_linear  # noqa: E402
+from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel  # noqa: E402
+from tflm_mcubert.measure.baseline_abi import row_major_call, run_baseline, run_linear  # noqa: E402
 
 # Flash vs reference on realistic layers: every byte within this many LSBs, and few bytes off.
 FLASH_MAX_ABS_DIFF = 1

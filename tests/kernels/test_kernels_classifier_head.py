@@ -31,8 +31,8 @@ from tflm_mcubert.ops.fixed_point import INT32_MAX, MULTIPLIER_MIN
 from tflm_mcubert.ops.linear import BIAS_LIMIT, Linear, pack_weights
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.validation import OpSpecError
-from tflm_mcubert.runtime import kernel_abi
-from tflm_mcubert.runtime.kernel_abi import ClassifierHeadCall, classifier_head_call
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.kernel_abi import ClassifierHeadCall, classifier_head_call
 
 OP = contract.CLASSIFIER_HEAD
 OP_ID = kernel_abi.CLASSIFIER_HEAD_OP_ID
@@ -400,7 +400,7 @@ CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
 @pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
 def emulator(request, arm_images):
     pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
-    from tflm_mcubert.runtime.arm_emulator import ArmEmulator
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
     cpu, plain = request.param
     return ArmEmulator(arm_images(cpu, plain), cpu)
 

@@ -1,6 +1,6 @@
 """The arm-none-eabi builds on emulated Cortex-M7 and Cortex-M4 cores (unicorn).
 
-The kernels are called directly (tflm_mcubert/runtime/arm_emulator.py): the DSP path as built for
+The kernels are called directly (tflm_mcubert/measure/arm_emulator.py): the DSP path as built for
 each core (Thumb-2 assembly micro-kernel), and on the M7 also the DSP path with the C version of
 the micro-kernel (MCUBERT_DSP_NO_ASM) and the plain C path (MCUBERT_FORCE_PLAIN), bit-exact
 against the numpy reference on a representative subset; every call's stack use is checked against
@@ -16,11 +16,11 @@ import pytest
 
 from kernel_cases import HEADER, Case, attention_case, embedding_case, mlp_case, shift_boundary_cases
 from tflm_mcubert.ops import attention, embedding, mlp
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 
 unicorn = pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
 
-from tflm_mcubert.runtime.arm_emulator import ArmEmulator, ElfImage, run_kernel  # noqa: E402
+from tflm_mcubert.measure.arm_emulator import ArmEmulator, ElfImage, run_kernel  # noqa: E402
 
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
 BUILDS = [("cortex-m7", False, True), ("cortex-m4", False, True), ("cortex-m7", True, True),

@@ -18,7 +18,7 @@ from kernel_cases import (HEADER_SPEC_HASH, Case, attention_case, embedding_case
                           shift_boundary_cases)
 from tflm_mcubert.ops import attention, contract, testing
 from tflm_mcubert.ops.linear import Linear, pack_weights
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 
 
 def check(runner, case: Case, **run_options):

@@ -15,7 +15,7 @@ from flatbuffers import flexbuffers
 from tflm_mcubert.ops import contract, testing
 from tflm_mcubert.ops.options import OptionsError, _parse_map, encode_options
 from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 
 A, M, E, H = contract.ATTENTION, contract.MLP, contract.EMBEDDING, contract.CLASSIFIER_HEAD
 OPS = (E, A, M, H)

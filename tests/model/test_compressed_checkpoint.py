@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding, write_permuted_tokenizer
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, write_permuted_tokenizer
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.hf_import import (
     COMPRESSION_KEY, PERMUTATION_KEY, load_checkpoint, save_checkpoint, to_hf_state_dict)

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 from mcubert_models import small_model  # noqa: E402
-from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding  # noqa: E402
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding  # noqa: E402
 from tflm_mcubert.data.calibration import (  # noqa: E402
     builtin_sentences, evaluation_sentences, random_samples, tokenize,
 )

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 from mcubert_models import random_inputs, small_export  # noqa: E402
-from tflm_mcubert.export.mcubert_reader import read_model  # noqa: E402
+from tflm_mcubert.tflite.mcubert_reader import read_model  # noqa: E402
 from tflm_mcubert.ops.scratch import align_up  # noqa: E402
 from tflm_mcubert.ops.validation import OpSpecError  # noqa: E402
 from tflm_mcubert.runtime.reference import ReferenceInputError, run_reference  # noqa: E402

@@ -15,7 +15,7 @@ from flatbuffers import flexbuffers
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.mcubert_export import arena_of
 from tflm_mcubert.export.tflm_arena import HOST_64

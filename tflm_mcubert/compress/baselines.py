@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_ranking
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_ranking
 from tflm_mcubert.compress.search_space import fixed_ranks
 from tflm_mcubert.errors import UserError
 

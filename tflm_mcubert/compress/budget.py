@@ -24,8 +24,8 @@ import heapq
 
 import numpy as np
 
-from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
-from tflm_mcubert.compress.lowrank import low_rank_factorization, svd
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
+from tflm_mcubert.model.lowrank import low_rank_factorization, svd
 from tflm_mcubert.errors import UserError
 
 

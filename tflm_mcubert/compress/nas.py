@@ -30,13 +30,13 @@ import tensorflow as tf
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
-from tflm_mcubert.compress.batches import EncodedSplit, evaluation_batches
-from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
-from tflm_mcubert.compress.distill import Objective
-from tflm_mcubert.compress.lowrank import fisher_rows
+from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
+from tflm_mcubert.train.distill import Objective
+from tflm_mcubert.model.lowrank import fisher_rows
 from tflm_mcubert.compress.search_space import (
     JointSearch, RankSearch, TokenClusteringSearch, fixed_ranks, split_trainable_variables)
-from tflm_mcubert.compress.train import Stage, StageRecord, Trainer, UpdateRule, accuracy, predict_logits
+from tflm_mcubert.train.trainer import Stage, StageRecord, Trainer, UpdateRule, accuracy, predict_logits
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 

@@ -17,10 +17,10 @@ from typing import Callable
 
 import numpy as np
 
-from tflm_mcubert.compress.batches import EncodedSplit, encode_split
-from tflm_mcubert.compress.distill import Objective, student_config, student_from_teacher
+from tflm_mcubert.train.batches import EncodedSplit, encode_split
+from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
 from tflm_mcubert.compress.nas import SearchJob, SearchOptions, run_search
-from tflm_mcubert.compress.train import (
+from tflm_mcubert.train.trainer import (
     RunDirectory, Stage, Trainer, UpdateRule, accuracy, enable_determinism, is_chief, make_strategy, predict_logits)
 from tflm_mcubert.errors import UserError
 
@@ -232,7 +232,7 @@ def search(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOption
            teacher_source: str | None = None, on_step_end=None) -> dict:
     """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
     write the compressed checkpoint (permuted vocabulary) to `out`."""
-    from tflm_mcubert.compress.clustered_embedding import write_permuted_tokenizer
+    from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
     from tflm_mcubert.model.hf_import import save_checkpoint
 
     strategy, began = _start(opts)

@@ -28,10 +28,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tflm_mcubert.compress.clustered_embedding import (
+from tflm_mcubert.model.clustered_embedding import (
     ClusteredLowRankEmbedding, clustered_lookup, cluster_boundaries, check_permutation, invert_permutation, pad_rows,
     permutation_from_assignment)
-from tflm_mcubert.compress.lowrank import low_rank_factorization
+from tflm_mcubert.model.lowrank import low_rank_factorization
 from tflm_mcubert.errors import UserError
 
 ARCH_PREFIX = "arch_"

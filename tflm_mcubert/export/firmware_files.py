@@ -26,7 +26,7 @@ import numpy as np
 from tflm_mcubert.boards import Board, human_bytes
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
-from tflm_mcubert.runtime.tflite_graph import TensorInfo, parse
+from tflm_mcubert.tflite.graph import TensorInfo, parse
 
 SETTINGS_FILE = "model_settings.h"
 TEST_INPUT_HEADER = "model_test_input.h"
@@ -129,7 +129,7 @@ def reference_sample(tflite: bytes, model: FirmwareModel, sample: Mapping[str, n
 
 def _reference_output(tflite: bytes, model: FirmwareModel, inputs: dict[str, np.ndarray]) -> np.ndarray:
     if model.schedule == "mcubert":
-        from tflm_mcubert.export.mcubert_reader import read_model
+        from tflm_mcubert.tflite.mcubert_reader import read_model
         from tflm_mcubert.runtime.reference import run_reference
 
         return run_reference(read_model(tflite), inputs).outputs[model.output_name]

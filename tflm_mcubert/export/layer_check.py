@@ -4,7 +4,7 @@ The bare-metal `mcubert_layer_check` (examples/baremetal/) runs layer 0 of an MC
 MCUBERT_ATTENTION then MCUBERT_MLP, through the C kernels, without TFLM — and compares the result byte for
 byte with the numpy reference. This module writes what it needs, `layer_data.h` / `layer_data.c`:
 
-    params and weights structs   decoded from the .tflite by export/mcubert_reader.py (the same options and
+    params and weights structs   decoded from the .tflite by tflite/mcubert_reader.py (the same options and
                                  constant tensors the TFLM binding hands the kernels)
     tensor views                 for mcubert_<op>_validate, constants with their data
     input hidden state           the embedding's output for the export's test sequence (reference run)
@@ -25,9 +25,9 @@ from typing import Mapping
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.mcubert_reader import read_model
+from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.ops import attention, contract, mlp
-from tflm_mcubert.runtime import kernel_abi
+from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.runtime.reference import run_reference
 
 HEADER = "layer_data.h"

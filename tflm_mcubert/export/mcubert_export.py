@@ -5,7 +5,7 @@
     plan       tiles for the board's budget less TFLM's own arena overhead (export/tflm_arena.py);
                offsets for every tensor and scratch (schedule/planner.py)
     quantize   PTQ calibration (quantize/calibrate.py), optionally a short QAT fine-tune first
-    write      .tflite (export/mcubert_tflite.py), read back and verified (export/mcubert_reader.py),
+    write      .tflite (tflite/mcubert_writer.py), read back and verified (tflite/mcubert_reader.py),
                run once in one planned arena (runtime/reference.py) and compared byte for byte
 """
 
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.mcubert_reader import RUNTIME_INPUTS
+from tflm_mcubert.tflite.mcubert_reader import RUNTIME_INPUTS
 from tflm_mcubert.export.tflm_arena import (
     CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena, kernel_op_data_bytes,
 )
@@ -44,10 +44,10 @@ def _op_tensors(op: str) -> tuple[int, int]:
 
 
 def _op_data_bytes(op: str) -> int:
-    """The binding's OpData for `op`: its C params struct (mirrored in runtime/kernel_abi.py)."""
+    """The binding's OpData for `op`: its C params struct (mirrored in ops/kernel_abi.py)."""
     import ctypes
 
-    from tflm_mcubert.runtime.kernel_abi import PARAMS_STRUCTS, ClassifierHeadParamsC
+    from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS, ClassifierHeadParamsC
 
     struct = ClassifierHeadParamsC if op == contract.CLASSIFIER_HEAD else PARAMS_STRUCTS[op]
     return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
@@ -69,7 +69,7 @@ def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
 
 
 def arena_of(model, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
-    """TFLM's arena for an exported model read back by export/mcubert_reader.py, with `sizes`' struct
+    """TFLM's arena for an exported model read back by tflite/mcubert_reader.py, with `sizes`' struct
     sizes (CORTEX_M for the board; HOST_64 for the tflite-micro wheel)."""
     q = model.quantized
     return estimate_arena(graph_shape(len(q.layers), q.head is not None, q.hidden), model.planned_bytes, sizes)
@@ -191,8 +191,8 @@ def export_mcubert(model, tokenizer, *, seq_len: int, arena_budget: int, samples
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
     """
-    from tflm_mcubert.export.mcubert_reader import read_model
-    from tflm_mcubert.export.mcubert_tflite import model_to_tflite
+    from tflm_mcubert.tflite.mcubert_reader import read_model
+    from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
     from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
     from tflm_mcubert.quantize.float_model import FloatBert
     from tflm_mcubert.runtime.reference import run_reference

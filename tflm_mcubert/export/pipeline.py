@@ -269,7 +269,7 @@ def _calibration_sentences(request: ExportRequest, tokenizer) -> list[str] | Non
 
 def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
     from tflm_mcubert.export.mcubert_export import export_mcubert
-    from tflm_mcubert.export.mcubert_tflite import constant_bytes_by_op
+    from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
     samples, calibration_source = calibration_for(request.seq_len)
     reserves = _reserves(request)
@@ -286,7 +286,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
                                _sample_source(request, tokenizer, calibration_source))
     files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"]
     if result.permutation is not None and tokenizer is not None:
-        from tflm_mcubert.compress.clustered_embedding import write_permuted_tokenizer
+        from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
 
         write_permuted_tokenizer(tokenizer, result.permutation, out_dir / "tokenizer")
         files.append("tokenizer/")
@@ -342,7 +342,7 @@ def _model_sample(sample: dict, seq_len: int, permutation) -> dict:
 def _mcubert_misfit(fit: FitReport, request: ExportRequest, result) -> str:
     parts = []
     if not fit.flash_ok:
-        from tflm_mcubert.export.mcubert_tflite import constant_bytes_by_op
+        from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
         rows = constant_bytes_by_op(result.quantized)
         embedding = sum(r.constant_bytes for r in rows if r.name == "embedding")
@@ -354,7 +354,8 @@ def _mcubert_misfit(fit: FitReport, request: ExportRequest, result) -> str:
             hint = "drop --embedding dense to compress the embedding"
         else:
             hint = (f"the embedding takes {human_bytes(embedding)}: compress it further "
-                    f"(python -m tflm_mcubert compress) or choose a board with more Flash")
+                    f"(python -m tflm_mcubert search --target-embedding-params with a smaller budget) "
+                    f"or choose a board with more Flash")
         parts.append(f"Flash: the model needs {human_bytes(fit.flash_bytes)} but {request.board.name} has "
                      f"{human_bytes(fit.flash_budget)} for it (misses by "
                      f"{human_bytes(fit.flash_bytes - fit.flash_budget)}); {hint}")

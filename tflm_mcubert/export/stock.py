@@ -30,9 +30,9 @@ import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.tflite_edit import int8_gather_tables
+from tflm_mcubert.tflite.edit import int8_gather_tables
 from tflm_mcubert.model.bert import INPUT_NAMES, BertModel
-from tflm_mcubert.runtime.tflite_graph import parse
+from tflm_mcubert.tflite.graph import parse
 
 PRECISIONS = ("float32", "int8", "int16x8")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import contract
 
-# Builtin operator name (as runtime/tflite_graph.py reports it) -> resolver method.
+# Builtin operator name (as tflite/graph.py reports it) -> resolver method.
 BUILTIN_ADD_METHODS = {
     "ABS": "AddAbs", "ADD": "AddAdd", "ADD_N": "AddAddN", "ARG_MAX": "AddArgMax", "ARG_MIN": "AddArgMin",
     "ASSIGN_VARIABLE": "AddAssignVariable", "AVERAGE_POOL_2D": "AddAveragePool2D",

@@ -375,7 +375,7 @@ PERMUTATION_KEY = "mcubert.vocab_permutation"
 
 
 def _is_clustered(layer) -> bool:
-    from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 
     return isinstance(layer, ClusteredLowRankEmbedding)
 
@@ -412,7 +412,7 @@ def compression_block(ckpt_dir: Path) -> dict | None:
 
 def _clustered_embedding_from(weights: dict[str, np.ndarray], block: dict, config: BertConfig, *, source: str):
     """Pop the clustered arrays (and permutation) out of `weights` and build the layer they describe."""
-    from tflm_mcubert.compress.clustered_embedding import ClusteredLowRankEmbedding
+    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 
     layer = ClusteredLowRankEmbedding(config.vocab_size, config.hidden_size, block["cutoffs"], block["ranks"],
                                       permutation=weights.pop(PERMUTATION_KEY, None),

@@ -97,7 +97,7 @@ class ArenaProbe:
 def _serve(model_path: str) -> None:
     import numpy as np
 
-    from tflm_mcubert.runtime.tflite_graph import parse
+    from tflm_mcubert.tflite.graph import parse
     from tflm_mcubert.runtime.tflm_runner import TflmError, TflmRunner
 
     model_bytes = Path(model_path).read_bytes()

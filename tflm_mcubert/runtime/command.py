@@ -33,7 +33,7 @@ def add_parser(subparsers) -> list[str]:
 
 
 def random_inputs(model, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One valid input of `model` (read by export/mcubert_reader.py): a random length, ids and types."""
+    """One valid input of `model` (read by tflite/mcubert_reader.py): a random length, ids and types."""
     s = model.quantized.seq_len
     embedding = model.quantized.embedding
     length = int(rng.integers(1, s + 1))
@@ -56,7 +56,7 @@ def _model_path(text: str) -> Path:
 
 def run(args) -> int:
     from tflm_mcubert.export.mcubert_export import arena_of
-    from tflm_mcubert.export.mcubert_reader import read_model
+    from tflm_mcubert.tflite.mcubert_reader import read_model
     from tflm_mcubert.export.tflm_arena import HOST_64
     from tflm_mcubert.runtime.reference import run_reference
     from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmSources, default_environment_dir

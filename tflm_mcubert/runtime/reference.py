@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.mcubert_reader import INPUT_NAMES, McubertModel
+from tflm_mcubert.tflite.mcubert_reader import INPUT_NAMES, McubertModel
 from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 from tflm_mcubert.ops.scratch import align_up
 

@@ -245,7 +245,7 @@ class TflmBinding:
 
     def run(self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], arena_bytes: int) -> TflmRun:
         """Invoke once. `inputs` by graph input name, each exactly the input's shape and dtype."""
-        from tflm_mcubert.runtime.tflite_graph import parse
+        from tflm_mcubert.tflite.graph import parse
 
         graph = parse(bytes(model_bytes))
         expected = [io.name for io in graph.inputs]

@@ -19,7 +19,7 @@ import numpy as np
 from tflite_micro.python.tflite_micro import runtime
 
 from tflm_mcubert.runtime.arena_probe import ArenaProbe
-from tflm_mcubert.runtime.tflite_graph import OpInfo, TensorInfo, TfliteGraph, parse
+from tflm_mcubert.tflite.graph import OpInfo, TensorInfo, TfliteGraph, parse
 
 # Host memory is cheap: a run that does not ask for a particular arena gets one far larger than any
 # model here needs. (The wheel's own default, 10x the model size, is 250 MB for MiniLM.)

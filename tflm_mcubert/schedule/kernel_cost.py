@@ -13,7 +13,7 @@ the emulated core (`python bench/kernel_cost.py --fit` regenerates them and prin
 The formulas assume what realistic layers have: head size, hidden and ffn multiples of 4,
 requantization shifts <= -2 (the fast output path), mask mode 0 with every key attending.
 
-Cycles are the instruction-class ESTIMATE of runtime/instruction_classes.py (a throughput model of
+Cycles are the instruction-class ESTIMATE of measure/instruction_classes.py (a throughput model of
 the Cortex-M7 pipeline, zero-wait-state memory) fitted the same way; `predict_latency` divides them
 by a board's clock. Flash wait states and cache misses on weight reads are not modelled, so on a
 board with weights in internal Flash the real latency is higher.
@@ -179,7 +179,7 @@ MLP_INSTRUCTIONS: dict[str, float] = {
     "widen8_rows": 196.058, "widen8_groups": 41.7914, "store_s8_lut": 35.2392,
     "store_residual": 38.197, "ragged_outputs": 31.8628, "ragged_channels": 45.9162,
     "layernorm_rows": 392.117, "layernorm_elements": 23.3351}
-# estimated Cortex-M7 cycles per event (runtime/instruction_classes.py)
+# estimated Cortex-M7 cycles per event (measure/instruction_classes.py)
 ATTENTION_CYCLES_M7: dict[str, float] = {
     "call": -1979.69, "heads": 857.69, "tiles": -112.44, "last_tiles": 853.137,
     "kv_blocks": 3057.1, "q_blocks": 383.493, "out_blocks": -1192.17, "micro_calls": 62.0962,

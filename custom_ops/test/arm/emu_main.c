@@ -1,6 +1,6 @@
 /*
  * The kernel library linked into an image for the unicorn runner
- * (tflm_mcubert/runtime/arm_emulator.py), which loads the ELF and calls the API functions
+ * (tflm_mcubert/measure/arm_emulator.py), which loads the ELF and calls the API functions
  * directly; main() is never run there. `mcubert_emu_api` keeps every entry point through
  * --gc-sections (main references it), and calls return to `mcubert_emu_stop`, where the runner halts.
  */

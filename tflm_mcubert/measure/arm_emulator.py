@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from tflm_mcubert.ops import contract
-from tflm_mcubert.runtime import kernel_abi
-from tflm_mcubert.runtime.kernel_abi import KernelCall
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.kernel_abi import KernelCall
 
 CODE_BASE = 0x00000000
 CODE_SIZE = 4 << 20
@@ -375,7 +375,7 @@ def run_kernel(emu: ArmEmulator, call: KernelCall, *, validate: bool = True,
 
     `misalign` puts the named int8 tensors at an address of that residue mod 16 (tensors of int8
     elements may live anywhere; int16/int32 tensors must stay aligned to their size). `symbol`
-    calls another function with the kernel's arguments (the baselines of runtime/baseline_abi.py).
+    calls another function with the kernel's arguments (the baselines of measure/baseline_abi.py).
     """
     misalign = misalign or {}
     mark = emu.heap_mark()

@@ -1,6 +1,6 @@
 """Instruction classes of executed Thumb code, and a cycle ESTIMATE for Cortex-M4 / Cortex-M7.
 
-The emulator (runtime/arm_emulator.py) counts executions per translated block; this module
+The emulator (measure/arm_emulator.py) counts executions per translated block; this module
 disassembles the same ELF once (arm-none-eabi-objdump), classifies every instruction, and turns a
 block profile into class counts and estimated cycles:
 

@@ -15,7 +15,7 @@ import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.mcubert_tflite import (
+from tflm_mcubert.tflite.mcubert_writer import (
     FILE_IDENTIFIER, INPUT_NAMES, OFFLINE_PLAN_METADATA, OFFLINE_PLAN_VERSION, ONLINE_PLANNED,
 )
 from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp

@@ -34,8 +34,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tflm_mcubert.compress.batches import EncodedSplit, evaluation_batches, steps_per_epoch, training_batch
-from tflm_mcubert.compress.distill import Objective
+from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch, training_batch
+from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import INPUT_NAMES, BertModel
 

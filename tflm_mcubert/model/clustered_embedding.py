@@ -19,7 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tflm_mcubert.compress.lowrank import factorize, low_rank_factorization
+from tflm_mcubert.model.lowrank import factorize, low_rank_factorization
 from tflm_mcubert.errors import UserError
 
 # Assumed device layout for `stored_bytes`, until the custom-op exporter fixes its own: int8 weights,

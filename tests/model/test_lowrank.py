@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tflm_mcubert.compress.lowrank import (
+from tflm_mcubert.model.lowrank import (
     fisher_rows, fisher_weighted_factorization, low_rank_factorization)
 from tflm_mcubert.errors import UserError
 

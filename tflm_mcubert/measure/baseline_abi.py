@@ -19,9 +19,9 @@ import numpy as np
 
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.linear import Linear, unpack_weights
-from tflm_mcubert.runtime import kernel_abi
-from tflm_mcubert.runtime.arm_emulator import ArmEmulator, CallResult, KernelRun, run_kernel
-from tflm_mcubert.runtime.kernel_abi import KernelCall
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.measure.arm_emulator import ArmEmulator, CallResult, KernelRun, run_kernel
+from tflm_mcubert.ops.kernel_abi import KernelCall
 
 SCHEDULES = ("cmsis", "burrello", "flash")
 # Every schedule's MLP is the untiled CMSIS-strategy one (the schedules differ in attention).

@@ -4,7 +4,7 @@ One `KernelCall` describes one kernel invocation built from the numpy reference'
 (ops/attention.py, ops/mlp.py, ops/embedding.py): the params struct (its bytes are identical on the
 host and on 32-bit Arm: only int32/uint32 fields and one 8-byte aligned int64), and every tensor
 in contract order (inputs, then the output) with its dtype code. The host test driver, the
-unicorn runner (runtime/arm_emulator.py) and the QEMU golden-firmware generator all lay out calls
+unicorn runner (measure/arm_emulator.py) and the QEMU golden-firmware generator all lay out calls
 from this one description, so they cannot disagree about field order.
 """
 

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from tflm_mcubert.compress.clustered_embedding import (
+from tflm_mcubert.model.clustered_embedding import (
     ClusteredLowRankEmbedding, permutation_from_assignment, write_permuted_tokenizer)
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
