@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.files import output_directory
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
 DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
@@ -130,7 +131,7 @@ def run(args) -> int:
     from tflm_mcubert.compress.nas import SearchOptions
 
     data, train = _options(args, args.command)
-    out = Path(args.out)
+    out = output_directory(args.out)
     if args.command == "finetune":
         metrics = pipeline.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")

@@ -65,6 +65,8 @@ def tokenize(tokenizer, sentences: list[str], seq_len: int) -> list[Sample]:
 
 def random_samples(vocab_size: int, seq_len: int, count: int, seed: int = 0) -> list[Sample]:
     """Random ids framed like real input: [CLS]=101 ... [SEP]=102 then padding, lengths varied."""
+    if seq_len < 2:
+        raise ValueError(f"random_samples: seq_len must be at least 2 ([CLS] and [SEP]), got {seq_len}")
     rng = np.random.default_rng(seed)
     samples = []
     for _ in range(count):

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.files import output_directory, output_file
+from tflm_mcubert.model.config import check_seq_len
 
 DEFAULT_SAMPLES = 200
 
@@ -93,14 +95,15 @@ def run(args) -> int:
 
     if args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
+    check_seq_len(args.seq_len)
+    json_path = output_file(args.json, "--json") if args.json else None
     request = ExportRequest(out_dir=Path("."), board=get_board("nucleo-f746zg"), checkpoint=args.checkpoint,
                             preset=args.preset, num_labels=args.num_labels, seq_len=args.seq_len,
                             calibration=args.calibration, calibration_count=args.calibration_samples,
                             seed=args.seed)
     model, tokenizer, source = load_model(request)
     config = model.config
-    if not 1 <= args.seq_len <= config.max_position_embeddings:
-        raise UserError(f"--seq-len must be within 1..{config.max_position_embeddings}")
+    check_seq_len(args.seq_len, config)
     if args.task and not config.num_labels:
         raise UserError("--task needs a classifier (BertForSequenceClassification) checkpoint")
     dense_model, compressed_here = model, None
@@ -126,9 +129,7 @@ def run(args) -> int:
         stock = export_stock(dense_model, seq_len=args.seq_len, precision="int8", calibration=calibration)
         stock_runner = TflmRunner(stock)
 
-    dump = Path(args.dump) if args.dump else None
-    if dump:
-        dump.mkdir(parents=True, exist_ok=True)
+    dump = output_directory(args.dump, "--dump") if args.dump else None
     scores: dict[str, list] = {"int8": [], "stock": []}
     predictions: dict[str, list] = {"float": [], "int8": [], "stock": []}
     for n, (x, sample) in enumerate(zip(inputs, samples)):
@@ -179,9 +180,8 @@ def run(args) -> int:
             print(f"  {name:6s} argmax agreement with float {agree:.4f}")
     if dump:
         print(f"  per-layer tensors in {dump}/sample_*.npz")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

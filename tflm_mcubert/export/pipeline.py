@@ -17,6 +17,8 @@ from pathlib import Path
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.files import output_directory
+from tflm_mcubert.model.config import check_seq_len
 
 SCHEDULES = ("mcubert", "stock")
 PRECISIONS = ("int8", "int16x8", "float32")
@@ -63,7 +65,8 @@ def load_model(request: ExportRequest):
     return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
 
 
-def _check_request(request: ExportRequest, config) -> None:
+def check_request(request: ExportRequest) -> None:
+    """Everything about the request that can be checked before the model loads (which may reach the hub)."""
     if request.schedule not in SCHEDULES:
         raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
     if request.precision not in PRECISIONS:
@@ -75,11 +78,9 @@ def _check_request(request: ExportRequest, config) -> None:
     if request.schedule == "mcubert" and request.precision != "int8":
         raise UserError(f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
                         f"{request.precision} needs --schedule stock")
-    if request.seq_len < 1:
-        raise UserError(f"--seq-len must be at least 1, got {request.seq_len}")
-    if request.seq_len > config.max_position_embeddings:
-        raise UserError(f"--seq-len {request.seq_len} exceeds the model's {config.max_position_embeddings} "
-                        f"position embeddings")
+    if request.calibration_count < 1:
+        raise UserError(f"--calibration-samples must be at least 1, got {request.calibration_count}")
+    check_seq_len(request.seq_len)
 
 
 def _stock_artifacts(model, seq_len: int, precision: str, calibration):
@@ -130,16 +131,16 @@ def run_export(request: ExportRequest) -> dict:
     from tflm_mcubert.data.calibration import calibration_samples
 
     started = time.time()
+    check_request(request)
+    out_dir = output_directory(request.out_dir)
     model, tokenizer, source = load_model(request)
     config = model.config
-    _check_request(request, config)
+    check_seq_len(request.seq_len, config)
 
     def calibration_for(seq_len):
         return calibration_samples(request.calibration, tokenizer=tokenizer, vocab_size=config.vocab_size,
                                    seq_len=seq_len, count=request.calibration_count, seed=request.seed)
 
-    out_dir = Path(request.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     if request.schedule == "stock":
         return _run_stock(request, model, tokenizer, source, calibration_for, out_dir, started)
     return _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir, started)

@@ -159,3 +159,17 @@ def preset(name: str, *, num_labels: int | None = None) -> BertConfig:
     except KeyError:
         raise UserError(f"unknown preset {name!r} (choose from: {', '.join(PRESETS)})") from None
     return dataclasses.replace(base, num_labels=num_labels).validate()
+
+
+# [CLS] and [SEP] frame every input: a shorter sequence cannot hold one.
+MIN_SEQ_LEN = 2
+
+
+def check_seq_len(seq_len: int, config: BertConfig | None = None, flag: str = "--seq-len") -> None:
+    """A UserError unless `seq_len` holds [CLS] + [SEP] and, given a config, its position table covers it."""
+    if seq_len < MIN_SEQ_LEN:
+        raise UserError(f"{flag} must be at least {MIN_SEQ_LEN} (a sequence holds [CLS] and [SEP] around "
+                        f"the text), got {seq_len}")
+    if config is not None and seq_len > config.max_position_embeddings:
+        raise UserError(f"{flag} {seq_len} exceeds the model's {config.max_position_embeddings} "
+                        f"position embeddings")

@@ -28,6 +28,7 @@ import numpy as np
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 from tflm_mcubert.model.config import BertConfig
+from tflm_mcubert.model.finite import require_finite
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,7 @@ def read_hf_weights(ckpt_dir: Path) -> dict[str, np.ndarray]:
     weights: dict[str, np.ndarray] = {}
     for path in _weight_files(ckpt_dir):
         weights.update(_read_safetensors(path) if path.suffix == ".safetensors" else _read_torch_bin(path))
+    require_finite(weights, source=str(ckpt_dir))
     return weights
 
 

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from tflm_mcubert.model.finite import require_finite
 from tflm_mcubert.ops.attention import AttentionFloat
 from tflm_mcubert.ops.classifier_head import ClassifierHeadFloat
 from tflm_mcubert.ops.embedding import EmbeddingFloat
@@ -81,6 +82,7 @@ class FloatBert:
 
     @classmethod
     def from_keras(cls, model) -> "FloatBert":
+        require_finite({w.path: w.numpy() for w in model.weights}, source="model")
         config = model.config
         emb = model.embeddings
         lookup = emb.word_lookup

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.files import output_file
 
 DEFAULT_SEQ_LENS = tuple(range(32, 513, 32))
 
@@ -106,6 +107,7 @@ def run(args) -> int:
     from tflm_mcubert.schedule.planner import board_budget
 
     seq_lens = _ints(args.seq_lens, "--seq-lens")
+    out = output_file(args.out, "--out")
     if args.tile < 1:
         raise UserError(f"--tile must be at least 1, got {args.tile}")
     config, name = _config(args)
@@ -125,7 +127,6 @@ def run(args) -> int:
     for board, budget in budgets.items():
         longest = max((s for s, v in zip(seq_lens, table["mcubert"]) if v <= budget), default=None)
         print(f"{board}: arena budget {budget / 1024:.0f} KiB; longest listed seq_len that mcubert fits: {longest}")
-    out = Path(args.out)
     draw(out, f"{name}: peak memory per schedule (tile {args.tile})", seq_lens, table, budgets, stock)
     print(f"wrote {out}")
     return 0
