@@ -9,6 +9,7 @@ from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as sch
 from mcubert_models import KB, random_inputs, small_export
 from tflm_mcubert.data.calibration import random_samples
 from tflm_mcubert.export.mcubert_export import export_mcubert, largest_fitting_seq_len
+from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, add_integrity_record
 from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_model
 from tflm_mcubert.tflite.mcubert_writer import (
     BUFFER_ALIGNMENT, OFFLINE_PLAN_METADATA, ONLINE_PLANNED, model_to_tflite,
@@ -142,7 +143,9 @@ def _edit(model_bytes: bytes, edit) -> bytes:
     edit(model)
     builder = flatbuffers.Builder(1 << 20)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    # Sealed again: these stand for intact files from a mismatched or buggy writer, not corrupted ones.
+    sealed = any(m.name.decode() == INTEGRITY_METADATA for m in model.metadata or [])
+    return add_integrity_record(bytes(builder.Output())) if sealed else bytes(builder.Output())
 
 
 def _set_options(op_index: int, raw: bytes):

@@ -36,3 +36,12 @@ def test_every_option_field_is_documented():
 def test_the_planned_bytes_table_is_current(preset, s, budget, row):
     plan = planner.plan_model(PRESETS[preset], s, budget)
     assert row.format(bytes=plan.planned_bytes) in SPEC
+
+
+def test_the_integrity_record_section_quotes_the_record_constants():
+    from tflm_mcubert.tflite import integrity
+
+    section = SPEC.split("## 9. Integrity record", 1)[1]
+    assert f"`{integrity.INTEGRITY_METADATA}`" in section
+    assert f"magic `0x{integrity.INTEGRITY_MAGIC:08X}`" in section
+    assert f"record version **{integrity.INTEGRITY_VERSION}**" in section

@@ -5,16 +5,24 @@ tensor's type, shape and size against the op contracts, the op sequence and how 
 quantization of the hidden states, and the offline memory plan — present, the right length, aligned,
 hidden states sharing one offset, and no two buffers that are alive together overlapping. Errors
 name the op (and the op's field or tensor): "layer1.attention: MCUBERT_ATTENTION: tile: ...".
+
+First of all, the integrity record (tflite/integrity.py) is checked, so a corrupted model is named
+as such (and where it was hit) before anything is parsed; a model exported without one is read with
+a warning. Whatever a corrupted model does to the parser ends as a ModelFormatError, never another
+exception.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import struct
+import warnings
 
 import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, IntegrityError, verify_integrity
 from tflm_mcubert.tflite.mcubert_writer import (
     FILE_IDENTIFIER, INPUT_NAMES, OFFLINE_PLAN_METADATA, OFFLINE_PLAN_VERSION, ONLINE_PLANNED,
 )
@@ -84,10 +92,27 @@ def _fail(where: str, problem: str) -> ModelFormatError:
     return ModelFormatError(f"{where}: {problem}")
 
 
+# What the flatbuffers reader and numpy raise on bytes that a corrupt offset points at.
+_PARSE_ERRORS = (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error, UnicodeDecodeError)
+
+
+def _check_integrity(data: bytes) -> None:
+    try:
+        verified = verify_integrity(data)
+    except IntegrityError as exc:
+        raise _fail("model", f"corrupted: {exc}") from None
+    except _PARSE_ERRORS as exc:
+        raise _fail("model", f"corrupt flatbuffer ({type(exc).__name__}: {exc})") from None
+    if not verified:
+        warnings.warn(f"the model has no {INTEGRITY_METADATA} record (exported by an older version, or by "
+                      "another tool): it cannot be checked for corruption", stacklevel=3)
+
+
 def _unpack(model_bytes: bytes):
     data = bytes(model_bytes)
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise _fail("model", f"not a .tflite flatbuffer (file identifier {data[4:8]!r}, expected TFL3)")
+    _check_integrity(data)
     try:
         return schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
     except Exception as exc:   # the generated reader indexes wherever corrupt offsets point
@@ -95,7 +120,12 @@ def _unpack(model_bytes: bytes):
 
 
 def _name(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value or "")
+    if not isinstance(value, bytes):
+        return str(value or "")
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        raise _fail("model", f"a name is not UTF-8 ({value[:24]!r})") from None
 
 
 def _offline_offsets(model, tensor_count: int) -> list[int]:
@@ -177,8 +207,15 @@ def _expect(tensor: ArenaTensor, where: str, dtype, elements: int) -> None:
 
 
 def read_model(model_bytes: bytes) -> McubertModel:
-    """Parse and verify an MCUBERT .tflite (see the module docstring)."""
+    """Parse and verify an MCUBERT .tflite (see the module docstring); any defect is a ModelFormatError."""
     model = _unpack(model_bytes)
+    try:
+        return _read_unpacked(model)
+    except _PARSE_ERRORS as exc:   # a defect no named check anticipated: still one clear error
+        raise _fail("model", f"malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _read_unpacked(model) -> McubertModel:
     if not model.subgraphs or len(model.subgraphs) != 1:
         raise _fail("model", f"{len(model.subgraphs or [])} subgraphs (expected 1)")
     subgraph = model.subgraphs[0]

@@ -35,6 +35,7 @@ from tflm_mcubert.ops.options import encode_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 from tflm_mcubert.schedule.planner import Plan
+from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, add_integrity_record, record_words
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -203,6 +204,13 @@ def _pack(graph: _GraphBuilder, inputs: dict[str, int], outputs: dict[str, int])
     metadata = schema.MetadataT()
     metadata.name = OFFLINE_PLAN_METADATA
     metadata.buffer = len(graph.buffers) - 1
+    # Zeros of the record's final size; filled in once the file's bytes are known.
+    record_buffer = _AlignedBufferT()
+    record_buffer.data = np.zeros(record_words(len(graph.buffers) + 1, len(graph.operators)), "<u4")
+    graph.buffers.append(record_buffer)
+    record = schema.MetadataT()
+    record.name = INTEGRITY_METADATA
+    record.buffer = len(graph.buffers) - 1
 
     signature = schema.SignatureDefT()
     signature.signatureKey = SIGNATURE_KEY
@@ -216,11 +224,11 @@ def _pack(graph: _GraphBuilder, inputs: dict[str, int], outputs: dict[str, int])
     model.operatorCodes = graph.codes
     model.subgraphs = [subgraph]
     model.buffers = graph.buffers
-    model.metadata = [metadata]
+    model.metadata = [metadata, record]
     model.signatureDefs = [signature]
     builder = flatbuffers.Builder(1 << 20)
     builder.Finish(model.Pack(builder), file_identifier=FILE_IDENTIFIER)
-    return bytes(builder.Output())
+    return add_integrity_record(bytes(builder.Output()))
 
 
 def _tensor_map(name: str, index: int) -> schema.TensorMapT:
