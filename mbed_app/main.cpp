@@ -25,6 +25,7 @@
 #include "tensorflow/lite/micro/system_setup.h"
 #include "tensorflow/lite/schema/schema_generated.h"
 #if MCUBERT_MODEL_USES_CUSTOM_OPS
+#include "mcubert/mcubert_ops.h"
 #include "mcubert_tflm.h"
 #endif
 
@@ -134,6 +135,15 @@ int Run() {
          static_cast<uint32_t>(SystemCoreClock), (SCB->CCR & SCB_CCR_IC_Msk) ? "on" : "off",
          (SCB->CCR & SCB_CCR_DC_Msk) ? "on" : "off");
   if (!PlacementIsExpected()) return 1;
+
+  // Before TFLM trusts the bytes: a corrupted model is reported, not run.
+  mcubert_model_integrity integrity;
+  mcubert_message message;
+  if (mcubert_verify_model(g_model_data, g_model_data_len, &integrity, &message) != MCUBERT_OK) {
+    printf("error: the model in Flash is corrupted (flash the firmware again): %s\n", message.text);
+    return 1;
+  }
+  printf("model integrity: %s\n", integrity.verified ? "verified" : "not verified (no record)");
 
   const tflite::Model* model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {

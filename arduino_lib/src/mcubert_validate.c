@@ -88,6 +88,7 @@ const char *mcubert_status_name(mcubert_status status)
     case MCUBERT_ERROR_OPTION: return "option";
     case MCUBERT_ERROR_TENSOR: return "tensor";
     case MCUBERT_ERROR_INPUT: return "input";
+    case MCUBERT_ERROR_MODEL: return "model";
     }
     return "unknown";
 }

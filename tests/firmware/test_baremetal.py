@@ -193,7 +193,7 @@ def test_app_main_compiles_against_tflm(export_dir):
         pytest.skip("set TFLM_DIR (and TFLM_THIRD_PARTY_INCLUDES, ';'-separated, or FLATBUFFERS_INCLUDE and "
                     "GEMMLOWP_DIR; default: the Makefile's downloads/) to syntax-check mcubert_app")
     need("arm-none-eabi-g++")
-    includes = [export_dir, REPO / "custom_ops" / "tflm", BAREMETAL / "src", tflm, *tflm_third_party_includes().split(";")]
+    includes = [export_dir, REPO / "custom_ops" / "tflm", REPO / "custom_ops" / "include", BAREMETAL / "src", tflm, *tflm_third_party_includes().split(";")]
     result = subprocess.run(["arm-none-eabi-g++", "-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16",
                              "-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra", "-Werror",
                              "-Wno-unused-parameter", "-fsyntax-only", "-DTF_LITE_STATIC_MEMORY",

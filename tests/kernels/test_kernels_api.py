@@ -441,5 +441,6 @@ def test_null_pointers_and_bad_scratch_are_argument_errors(runner, cases, op):
 def test_status_names(host_library):
     lib = ctypes.CDLL(str(host_library))
     lib.mcubert_status_name.restype = ctypes.c_char_p
-    names = [lib.mcubert_status_name(i).decode() for i in range(7)]
-    assert names == [kernel_abi.STATUS_NAMES[i] for i in range(6)] + ["unknown"]
+    count = len(kernel_abi.STATUS_NAMES)
+    names = [lib.mcubert_status_name(i).decode() for i in range(count + 1)]
+    assert names == [kernel_abi.STATUS_NAMES[i] for i in range(count)] + ["unknown"]

@@ -24,7 +24,7 @@ DTYPE_CODES = {np.dtype(np.int8): DTYPE_INT8, np.dtype(np.int16): DTYPE_INT16,
                np.dtype(np.int32): DTYPE_INT32}
 
 # mcubert_status
-STATUS_NAMES = {0: "ok", 1: "argument", 2: "spec", 3: "option", 4: "tensor", 5: "input"}
+STATUS_NAMES = {0: "ok", 1: "argument", 2: "spec", 3: "option", 4: "tensor", 5: "input", 6: "model"}
 OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT = range(6)
 
 OP_IDS = {contract.EMBEDDING: 0, contract.ATTENTION: 1, contract.MLP: 2}

@@ -11,6 +11,7 @@
 // reference computed for the same sequence. Open the serial monitor at 115200 baud.
 
 #include <mcubert_tflm_arduino.h>
+#include <mcubert/mcubert_ops.h>
 #include <string.h>
 
 #include "model_data.h"
@@ -81,6 +82,16 @@ static void run_test_sequence() {
   Serial.print(", arena ");
   Serial.print(static_cast<unsigned long>(kArenaBytes));
   Serial.println(" B");
+
+  // Before TFLM trusts the bytes: a corrupted model is reported, not run.
+  mcubert_model_integrity integrity;
+  mcubert_message message;
+  if (mcubert_verify_model(g_model_data, g_model_data_len, &integrity, &message) != MCUBERT_OK) {
+    Serial.println(message.text);
+    fail("the model in Flash is corrupted (upload the sketch again)");
+    return;
+  }
+  Serial.println(integrity.verified ? "model integrity: verified" : "model integrity: not verified (no record)");
 
   const tflite::Model *model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {

@@ -58,7 +58,8 @@ typedef enum {
     MCUBERT_ERROR_SPEC = 2,     /* spec_version or spec_hash of another contract */
     MCUBERT_ERROR_OPTION = 3,   /* an option out of range, or options inconsistent */
     MCUBERT_ERROR_TENSOR = 4,   /* tensor count, dtype, element count or constant contents */
-    MCUBERT_ERROR_INPUT = 5     /* run-time input out of range: token id, type, mask length */
+    MCUBERT_ERROR_INPUT = 5,    /* run-time input out of range: token id, type, mask length */
+    MCUBERT_ERROR_MODEL = 6     /* the model's bytes: malformed, or corrupted (integrity record) */
 } mcubert_status;
 
 /* Error text "OP: field: problem", NUL-terminated, truncated to fit. */
@@ -314,13 +315,37 @@ mcubert_status mcubert_classifier_head_parse_options(const uint8_t *buffer, int3
                                                      mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
+ * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.
+ * Call it on the model's bytes before handing them to the interpreter (e.g. at boot, before
+ * AllocateTensors): a corrupted model (partial OTA update, worn Flash sector, bad copy) is then
+ * reported instead of run. No heap; the bytes are untrusted and every read is bounds-checked;
+ * the CRC streams once over the file (cost per KB: custom_ops/README.md).
+ *
+ * MCUBERT_OK with verified = 1: the record is present and every byte matches. MCUBERT_OK with
+ * verified = 0: the model has no record (exported by another tool or version), the message says
+ * so. MCUBERT_ERROR_MODEL: malformed or corrupted; the message and the corrupt_* fields name the
+ * first constant tensor (its buffer), or operator's options, that was hit, else the structure.
+ * `size` must be the model's exact length (model_data_len).
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t verified;         /* 1: every byte matches the record */
+    int32_t corrupt_buffer;   /* first buffer whose data differs, else -1 */
+    int32_t corrupt_tensor;   /* the first tensor using that buffer, else -1 */
+    int32_t corrupt_operator; /* first operator whose custom options differ, else -1 */
+} mcubert_model_integrity;
+
+mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
+                                    mcubert_message *message);
+
+/* ------------------------------------------------------------------------------------------
  * Build information.
  * ---------------------------------------------------------------------------------------- */
 
 /* 1 when this build runs the DSP micro-kernel (native or emulated), 0 for the plain C path. */
 int32_t mcubert_uses_dsp_path(void);
 
-/* "ok", "argument", "spec", "option", "tensor", "input" or "unknown". */
+/* "ok", "argument", "spec", "option", "tensor", "input", "model" or "unknown". */
 const char *mcubert_status_name(mcubert_status status);
 
 #ifdef __cplusplus

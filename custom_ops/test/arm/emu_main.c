@@ -25,6 +25,7 @@ __attribute__((used)) const entry_point mcubert_emu_api[] = {
     (entry_point)mcubert_mlp_get_buffer_size,
     (entry_point)mcubert_classifier_head_s8, (entry_point)mcubert_classifier_head_validate,
     (entry_point)mcubert_classifier_head_get_buffer_size,
+    (entry_point)mcubert_verify_model,
     (entry_point)mcubert_uses_dsp_path, mcubert_emu_stop,
 };
 

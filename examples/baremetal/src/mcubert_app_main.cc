@@ -22,6 +22,7 @@
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 #include "tensorflow/lite/schema/schema_generated.h"
 #if MCUBERT_MODEL_USES_CUSTOM_OPS
+#include "mcubert/mcubert_ops.h"
 #include "mcubert_tflm.h"
 #endif
 
@@ -144,6 +145,16 @@ int main() {
   if (arena_bytes == 0) {
     return Fail("arena=<bytes> must be a number from 1 to the built arena's size");
   }
+
+  // Before TFLM trusts the bytes: a corrupted model is reported, not run.
+  mcubert_model_integrity integrity;
+  mcubert_message message;
+  if (mcubert_verify_model(g_model_data, g_model_data_len, &integrity, &message) != MCUBERT_OK) {
+    Write(message.text);
+    Write("\n");
+    return Fail("the model in Flash is corrupted (flash the firmware again)");
+  }
+  Write(integrity.verified ? "model integrity: verified\n" : "model integrity: not verified (no record)\n");
 
   const tflite::Model* model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {

@@ -1,0 +1,394 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_verify_model.c by arduino_lib/extras/sync_from_custom_ops.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * mcubert_verify_model: the integrity record of an exported model (SPEC.md section 9), checked
+ * on the device before the interpreter trusts the bytes (e.g. at boot, before AllocateTensors).
+ *
+ * The .tflite is untrusted: it is walked as a flatbuffer with every offset, length and count
+ * checked against `size` before use (no flatbuffers library, no heap, bounded stack). The CRC is
+ * streamed over the file once; only when it differs are the per-buffer and per-operator CRCs
+ * recomputed, to name what was hit.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcubert_internal.h"
+
+#define OP_NAME "model"
+#define RECORD_NAME "MCUBERT_INTEGRITY"
+#define RECORD_MAGIC 0x4E49434Du
+#define RECORD_VERSION 1u
+#define HEADER_WORDS 5u
+
+/* Field indices of the TFLite schema tables this walk reads. */
+enum { MODEL_SUBGRAPHS = 2, MODEL_BUFFERS = 4, MODEL_METADATA = 6 };
+enum { METADATA_NAME = 0, METADATA_BUFFER = 1 };
+enum { BUFFER_DATA = 0 };
+enum { SUBGRAPH_TENSORS = 0, SUBGRAPH_OPERATORS = 3 };
+enum { TENSOR_BUFFER = 2, TENSOR_NAME = 3 };
+enum { OPERATOR_CUSTOM_OPTIONS = 5 };
+
+typedef struct {
+    const uint8_t *bytes;
+    uint32_t size;
+} flatbuffer;
+
+typedef struct { /* a vector's elements: bytes [start, start + count * element size) */
+    uint32_t start;
+    uint32_t count;
+} fb_vector;
+
+/* ---- CRC-32 (zlib's: polynomial 0xEDB88320 reflected), four bits at a time ---------------- */
+
+/* A 16-entry table: 64 bytes of Flash instead of zlib's 1 KB, for ~2x the instructions per byte. */
+static const uint32_t crc_nibble[16] = {
+    0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
+    0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
+    0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
+
+/* `state` is the running register (start with 0xFFFFFFFF, the CRC is its complement). A NULL
+ * `data` stands for `length` zero bytes. */
+static uint32_t crc_update(uint32_t state, const uint8_t *data, uint32_t length)
+{
+    uint32_t i;
+    for (i = 0; i < length; ++i) {
+        state ^= data != NULL ? data[i] : 0u;
+        state = (state >> 4) ^ crc_nibble[state & 0xFu];
+        state = (state >> 4) ^ crc_nibble[state & 0xFu];
+    }
+    return state;
+}
+
+static uint32_t crc32_of(const uint8_t *data, uint32_t length)
+{
+    return ~crc_update(0xFFFFFFFFu, data, length);
+}
+
+/* ---- bounds-checked flatbuffer reads: each returns 0 when the bytes are not there ---------- */
+
+static int read_u16(const flatbuffer *fb, uint32_t at, uint32_t *out)
+{
+    if (at > fb->size || fb->size - at < 2u) {
+        return 0;
+    }
+    *out = (uint32_t)fb->bytes[at] | ((uint32_t)fb->bytes[at + 1u] << 8);
+    return 1;
+}
+
+static int read_u32(const flatbuffer *fb, uint32_t at, uint32_t *out)
+{
+    uint32_t lo, hi;
+    if (!read_u16(fb, at, &lo) || !read_u16(fb, at + 2u, &hi)) {
+        return 0;
+    }
+    *out = lo | (hi << 16);
+    return 1;
+}
+
+/* Follows the uoffset stored at `at` to the table, vector or string it points to. */
+static int follow(const flatbuffer *fb, uint32_t at, uint32_t *target)
+{
+    uint32_t offset;
+    if (!read_u32(fb, at, &offset) || offset > fb->size - at) {
+        return 0;
+    }
+    *target = at + offset;
+    return 1;
+}
+
+/* Position of field `index` of the table at `table`; *position = 0 when the field is absent. */
+static int field_at(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t *position)
+{
+    uint32_t soffset, vtable, vtable_size, table_size, field;
+    int64_t vt;
+    if (!read_u32(fb, table, &soffset)) {
+        return 0;
+    }
+    vt = (int64_t)table - (int64_t)(int32_t)soffset;
+    if (vt < 0 || vt > (int64_t)fb->size) {
+        return 0;
+    }
+    vtable = (uint32_t)vt;
+    if (!read_u16(fb, vtable, &vtable_size) || !read_u16(fb, vtable + 2u, &table_size)) {
+        return 0;
+    }
+    *position = 0;
+    if (4u + 2u * index + 2u > vtable_size) {
+        return 1;
+    }
+    if (!read_u16(fb, vtable + 4u + 2u * index, &field)) {
+        return 0;
+    }
+    if (field != 0u) {
+        if (field >= table_size || table > fb->size - field) {
+            return 0;
+        }
+        *position = table + field;
+    }
+    return 1;
+}
+
+/* The vector (or string) in field `index`, of `element` bytes each; absent: count 0. */
+static int vector_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t element,
+                        fb_vector *vector)
+{
+    uint32_t position, at;
+    vector->start = 0;
+    vector->count = 0;
+    if (!field_at(fb, table, index, &position)) {
+        return 0;
+    }
+    if (position == 0u) {
+        return 1;
+    }
+    if (!follow(fb, position, &at) || !read_u32(fb, at, &vector->count)) {
+        return 0;
+    }
+    vector->start = at + 4u;
+    return vector->count <= (fb->size - vector->start) / element;
+}
+
+/* The table that element `i` of a vector of tables points to. */
+static int table_at(const flatbuffer *fb, const fb_vector *tables, uint32_t i, uint32_t *table)
+{
+    return i < tables->count && follow(fb, tables->start + 4u * i, table);
+}
+
+static int u32_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t *value)
+{
+    uint32_t position;
+    *value = 0;
+    return field_at(fb, table, index, &position) && (position == 0u || read_u32(fb, position, value));
+}
+
+/* ---- the record ------------------------------------------------------------------------------ */
+
+typedef struct {
+    fb_vector buffers;     /* of Buffer tables */
+    uint32_t record_buffer;
+    fb_vector record;      /* its data bytes */
+    uint32_t file_size;
+} record_location;
+
+static mcubert_status malformed(mcubert_message *message, const char *where)
+{
+    return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, where,
+                             "malformed flatbuffer (an offset or length points outside the model)");
+}
+
+static int name_is(const flatbuffer *fb, const fb_vector *name, const char *expected)
+{
+    uint32_t i;
+    for (i = 0; i < name->count; ++i) {
+        if (expected[i] == '\0' || fb->bytes[name->start + i] != (uint8_t)expected[i]) {
+            return 0;
+        }
+    }
+    return expected[i] == '\0';
+}
+
+static uint32_t record_word(const flatbuffer *fb, const record_location *at, uint32_t word)
+{
+    uint32_t value = 0;
+    (void)read_u32(fb, at->record.start + 4u * word, &value);
+    return value;
+}
+
+/* Finds the record: MCUBERT_OK with record.count = 0 when there is none. */
+static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_location *at,
+                                    mcubert_message *message)
+{
+    fb_vector metadata, name;
+    uint32_t i, table, buffer_table;
+    at->record.count = 0;
+    if (!vector_field(fb, root, MODEL_METADATA, 4u, &metadata) ||
+        !vector_field(fb, root, MODEL_BUFFERS, 4u, &at->buffers)) {
+        return malformed(message, "metadata");
+    }
+    for (i = 0; i < metadata.count; ++i) {
+        if (!table_at(fb, &metadata, i, &table) || !vector_field(fb, table, METADATA_NAME, 1u, &name) ||
+            !u32_field(fb, table, METADATA_BUFFER, &at->record_buffer)) {
+            return malformed(message, "metadata");
+        }
+        if (!name_is(fb, &name, RECORD_NAME)) {
+            continue;
+        }
+        if (!table_at(fb, &at->buffers, at->record_buffer, &buffer_table) ||
+            !vector_field(fb, buffer_table, BUFFER_DATA, 1u, &at->record)) {
+            return malformed(message, RECORD_NAME);
+        }
+        return MCUBERT_OK;
+    }
+    return MCUBERT_OK;
+}
+
+static mcubert_status check_header(const flatbuffer *fb, const record_location *at, uint32_t operators,
+                                   mcubert_message *message)
+{
+    uint32_t words = at->record.count / 4u;
+    if (at->record.count % 4u != 0u || words < HEADER_WORDS || record_word(fb, at, 0) != RECORD_MAGIC) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, RECORD_NAME,
+                                 "not an integrity record (corrupted)");
+    }
+    if (record_word(fb, at, 1) != RECORD_VERSION) {
+        mcubert_fail(message, MCUBERT_ERROR_MODEL, OP_NAME, RECORD_NAME);
+        mcubert_append(message, "record version ");
+        mcubert_append_int(message, record_word(fb, at, 1));
+        mcubert_append(message, " (this library knows 1)");
+        return MCUBERT_ERROR_MODEL;
+    }
+    if (record_word(fb, at, 4) != at->buffers.count ||
+        words != HEADER_WORDS + at->buffers.count + 1u + operators) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, RECORD_NAME,
+                                 "counts do not match the model (corrupted)");
+    }
+    if (record_word(fb, at, 2) != fb->size) {
+        mcubert_fail(message, MCUBERT_ERROR_MODEL, OP_NAME, "size");
+        mcubert_append(message, "the model is ");
+        mcubert_append_int(message, fb->size);
+        mcubert_append(message, " bytes but was exported as ");
+        mcubert_append_int(message, record_word(fb, at, 2));
+        return MCUBERT_ERROR_MODEL;
+    }
+    return MCUBERT_OK;
+}
+
+static uint32_t file_crc(const flatbuffer *fb, const record_location *at)
+{
+    uint32_t state = crc_update(0xFFFFFFFFu, fb->bytes, at->record.start);
+    uint32_t end = at->record.start + at->record.count;
+    state = crc_update(state, NULL, at->record.count);
+    return ~crc_update(state, fb->bytes + end, fb->size - end);
+}
+
+/* ---- naming what was hit --------------------------------------------------------------------- */
+
+static void append_bytes(mcubert_message *message, const flatbuffer *fb, const fb_vector *text)
+{
+    char chunk[2] = {0, 0};
+    uint32_t i;
+    for (i = 0; i < text->count && i < MCUBERT_MESSAGE_CAPACITY; ++i) {
+        chunk[0] = (char)fb->bytes[text->start + i];
+        mcubert_append(message, chunk);
+    }
+}
+
+/* "tensor NAME: constant data corrupted (buffer B)" for the first tensor that uses buffer b. */
+static mcubert_status name_buffer(const flatbuffer *fb, const fb_vector *tensors, uint32_t b,
+                                  mcubert_model_integrity *result, mcubert_message *message)
+{
+    uint32_t t, table, buffer;
+    fb_vector name = {0, 0};
+    result->corrupt_buffer = (int32_t)b;
+    for (t = 0; t < tensors->count; ++t) {
+        if (table_at(fb, tensors, t, &table) && u32_field(fb, table, TENSOR_BUFFER, &buffer) && buffer == b) {
+            result->corrupt_tensor = (int32_t)t;
+            (void)vector_field(fb, table, TENSOR_NAME, 1u, &name);
+            break;
+        }
+    }
+    mcubert_fail(message, MCUBERT_ERROR_MODEL, OP_NAME, "tensor");
+    append_bytes(message, fb, &name);
+    mcubert_append(message, ": constant data corrupted (buffer ");
+    mcubert_append_int(message, b);
+    mcubert_append(message, ")");
+    return MCUBERT_ERROR_MODEL;
+}
+
+static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const record_location *at,
+                                  mcubert_model_integrity *result, mcubert_message *message)
+{
+    fb_vector subgraphs, tensors = {0, 0}, operators = {0, 0}, data;
+    uint32_t i, table, subgraph;
+    if (!vector_field(fb, root, MODEL_SUBGRAPHS, 4u, &subgraphs)) {
+        return malformed(message, "subgraphs");
+    }
+    if (subgraphs.count > 0u && (!table_at(fb, &subgraphs, 0, &subgraph) ||
+                                 !vector_field(fb, subgraph, SUBGRAPH_TENSORS, 4u, &tensors) ||
+                                 !vector_field(fb, subgraph, SUBGRAPH_OPERATORS, 4u, &operators))) {
+        return malformed(message, "subgraph 0");
+    }
+    for (i = 0; i < at->buffers.count; ++i) {
+        if (i == at->record_buffer) {
+            continue;
+        }
+        if (!table_at(fb, &at->buffers, i, &table) || !vector_field(fb, table, BUFFER_DATA, 1u, &data)) {
+            return malformed(message, "buffers");
+        }
+        if (crc32_of(fb->bytes + data.start, data.count) != record_word(fb, at, HEADER_WORDS + i)) {
+            return name_buffer(fb, &tensors, i, result, message);
+        }
+    }
+    for (i = 0; i < operators.count; ++i) {
+        if (!table_at(fb, &operators, i, &table) ||
+            !vector_field(fb, table, OPERATOR_CUSTOM_OPTIONS, 1u, &data)) {
+            return malformed(message, "operators");
+        }
+        if (crc32_of(fb->bytes + data.start, data.count) !=
+            record_word(fb, at, HEADER_WORDS + at->buffers.count + 1u + i)) {
+            result->corrupt_operator = (int32_t)i;
+            mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, "operator", "");
+            mcubert_append_int(message, i);
+            mcubert_append(message, ": custom options corrupted");
+            return MCUBERT_ERROR_MODEL;
+        }
+    }
+    return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, "structure",
+                             "corrupted (tensor table, shapes, quantization or offsets): the file's "
+                             "CRC-32 differs, no constant's or options' did");
+}
+
+static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
+{
+    fb_vector subgraphs, operators;
+    uint32_t subgraph;
+    if (!vector_field(fb, root, MODEL_SUBGRAPHS, 4u, &subgraphs) || subgraphs.count == 0u ||
+        !table_at(fb, &subgraphs, 0, &subgraph) ||
+        !vector_field(fb, subgraph, SUBGRAPH_OPERATORS, 4u, &operators)) {
+        return 0;
+    }
+    return operators.count;
+}
+
+mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
+                                    mcubert_message *message)
+{
+    flatbuffer fb;
+    record_location at;
+    uint32_t root;
+    mcubert_status status;
+    if (message != NULL) {
+        message->text[0] = '\0';
+    }
+    if (model == NULL || result == NULL) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP_NAME, "arguments", "NULL pointer");
+    }
+    result->verified = 0;
+    result->corrupt_buffer = result->corrupt_tensor = result->corrupt_operator = -1;
+    fb.bytes = model;
+    fb.size = size;
+    if (size < 8u || model[4] != 'T' || model[5] != 'F' || model[6] != 'L' || model[7] != '3') {
+        return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, "identifier",
+                                 "not a .tflite flatbuffer (expected TFL3)");
+    }
+    if (!follow(&fb, 0, &root)) {
+        return malformed(message, "root");
+    }
+    status = locate_record(&fb, root, &at, message);
+    if (status != MCUBERT_OK) {
+        return status;
+    }
+    if (at.record.count == 0u) {
+        mcubert_fail_text(message, MCUBERT_OK, OP_NAME, RECORD_NAME, "absent: the model is not verified");
+        return MCUBERT_OK;
+    }
+    status = check_header(&fb, &at, operator_count(&fb, root), message);
+    if (status != MCUBERT_OK) {
+        return status;
+    }
+    if (file_crc(&fb, &at) != record_word(&fb, &at, 3)) {
+        return name_damage(&fb, root, &at, result, message);
+    }
+    result->verified = 1;
+    return MCUBERT_OK;
+}
