@@ -1,0 +1,85 @@
+"""Writes the libFuzzer seed corpus (tests/fuzz/corpus/) from a real, tiny MCUBERT export.
+
+    python tests/fuzz/make_corpus.py [--out tests/fuzz/corpus]
+
+fuzz_verify_model/: the whole exported .tflite (a 1-layer, d = 16 BERT at seq 8: a few KB).
+fuzz_options_validate/: one seed per op of that export, in the harness's input layout (see
+harnesses/fuzz_options_validate.c): op, options, then each tensor of the op's validate step (its
+inputs, then its output) with the constants' bytes. tests/fuzz/test_fuzz_c.py keeps the committed
+corpus equal to what this script writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+CORPUS = Path(__file__).with_name("corpus")
+OP_SELECTORS = {"MCUBERT_EMBEDDING": 0, "MCUBERT_ATTENTION": 1, "MCUBERT_MLP": 2, "MCUBERT_CLASSIFIER_HEAD": 3}
+DTYPE_SELECTORS = {9: 0, 7: 1, 2: 2}   # TensorType INT8, INT16, INT32 -> the harness's dtype code
+
+
+def tiny_export() -> bytes:
+    from tflm_mcubert.data.calibration import random_samples
+    from tflm_mcubert.export.mcubert_export import export_mcubert
+    from tflm_mcubert.model.bert import build_model
+    from tflm_mcubert.model.config import BertConfig
+
+    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=8, type_vocab_size=2, num_labels=2)
+    model = build_model(config, seed=0)
+    return export_mcubert(model, None, seq_len=8, arena_budget=1 << 30,
+                          samples=random_samples(config.vocab_size, 8, 3, seed=0), sentences=None).tflite
+
+
+def op_seeds(model_bytes: bytes) -> dict[str, bytes]:
+    from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(bytearray(model_bytes), 0)
+    subgraph, seeds = model.subgraphs[0], {}
+    for operator in subgraph.operators:
+        name = model.operatorCodes[operator.opcodeIndex].customCode.decode()
+        if name in seeds:
+            continue
+        options = np.asarray(operator.customOptions, np.uint8).tobytes()
+        seed = struct.pack("<BH", OP_SELECTORS[name], len(options)) + options
+        for index in [*operator.inputs, operator.outputs[0]]:
+            tensor = subgraph.tensors[index]
+            data = model.buffers[tensor.buffer].data
+            raw = b"" if data is None else np.asarray(data, np.uint8).tobytes()
+            elements = int(np.prod(tensor.shape)) if tensor.shape is not None else 0
+            seed += struct.pack("<BBI", DTYPE_SELECTORS[tensor.type], 1 if raw else 0, elements) + raw
+        seeds[name.lower().removeprefix("mcubert_")] = seed + b"\0"
+    return seeds
+
+
+def write_corpus(out: Path) -> list[Path]:
+    model_bytes = tiny_export()
+    files = {Path("fuzz_verify_model") / "tiny_export.tflite": model_bytes}
+    for name, seed in op_seeds(model_bytes).items():
+        files[Path("fuzz_options_validate") / f"{name}.bin"] = seed
+    written = []
+    for relative, data in sorted(files.items()):
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=CORPUS)
+    for path in write_corpus(parser.parse_args().out):
+        print(f"{path} ({path.stat().st_size:,} B)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The C entry points that take untrusted bytes under libFuzzer + ASan + UBSan, within a CI budget.
+
+The release run is `python tests/fuzz/run_fuzzers.py --runs 1000000` (README: reliability).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import run_fuzzers  # noqa: E402
+
+CI_SECONDS = 20   # per harness; two cores, and the whole suite keeps within its budget
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    if run_fuzzers.compiler() is None:
+        pytest.skip("clang is not installed (Debian: clang libclang-rt-14-dev); .ci/run installs it")
+    out = tmp_path_factory.mktemp("fuzz")
+    probe = subprocess.run(["clang", "-fsanitize=fuzzer", "-x", "c", "-", "-o", str(out / "probe")],
+                           input="int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }",
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"clang has no libFuzzer runtime (Debian: libclang-rt-14-dev): {probe.stderr.strip()[-200:]}")
+    return out
+
+
+def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
+    """Mutations start deep only if the seeds are accepted: every op seed validates, the model verifies."""
+    checks = {"fuzz_options_validate": "mcubert status 0: ", "fuzz_verify_model": "mcubert status 0 verified 1: "}
+    for harness, accepted in checks.items():
+        binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
+        seeds = sorted((HERE / "corpus" / harness).iterdir())
+        assert seeds, harness
+        for seed in seeds:
+            done = subprocess.run([str(binary), str(seed)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert accepted in done.stderr, (seed.name, done.stderr[-500:])
+
+
+@pytest.mark.parametrize("harness", run_fuzzers.HARNESSES)
+def test_the_fuzzer_finds_nothing_within_the_ci_budget(build_dir, harness, tmp_path):
+    result = run_fuzzers.run(run_fuzzers.build(harness, build_dir), harness, seconds=CI_SECONDS, runs=None,
+                             artifacts=tmp_path / "findings")
+    assert not result.findings, f"{harness}: {[p.name for p in result.findings]}\n{result.log[-3000:]}"
+    assert result.executions > 1000 and result.coverage > 50, result.log[-1000:]
+
+
+def test_the_committed_corpus_is_what_make_corpus_writes(tmp_path):
+    from tests.export.test_export_hashes import RECORD, environment
+
+    recorded = json.loads(RECORD.read_text())["environment"]
+    if recorded != environment():
+        pytest.skip("the seeds come from a float calibration: compared only where the export digests were "
+                    f"recorded ({recorded})")
+    import make_corpus
+
+    for path in make_corpus.write_corpus(tmp_path):
+        committed = HERE / "corpus" / path.relative_to(tmp_path)
+        assert committed.read_bytes() == path.read_bytes(), f"run tests/fuzz/make_corpus.py ({committed})"
