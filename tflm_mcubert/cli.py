@@ -19,6 +19,20 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # (and on a 2-core machine against each other) make them ~10x slower than one thread.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+MAX_SEED = 2**32 - 1   # numpy's and TensorFlow's seeds are unsigned 32-bit
+
+
+def seed_argument(text: str) -> int:
+    """argparse type of every --seed: an integer from 0 to MAX_SEED."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..{MAX_SEED}")
+    return value
+
+
 # In pipeline order.
 COMMAND_MODULES = (
     "tflm_mcubert.compress.command",

@@ -7,8 +7,6 @@ import pytest
 from .cli_helpers import assert_one_clean_error, run_cli
 
 
-
-
 @pytest.mark.parametrize("argv, fragments", [
     (["--board", "nucleo-x"], ["unknown board", "nucleo-f746zg"]),
     (["--preset", "bert-huge"], ["unknown preset", "bert-tiny"]),
@@ -20,6 +18,8 @@ from .cli_helpers import assert_one_clean_error, run_cli
     (["--checkpoint", "/nonexistent/bert"], ["/nonexistent/bert"]),
     (["--schedule", "magic"], ["--schedule"]),
     (["--precision", "int4"], ["--precision"]),
+    (["--seed", "-1"], ["--seed", "outside 0..4294967295"]),
+    (["--seed", "12x"], ["--seed", "not an integer"]),
 ])
 def test_export_bad_input(capsys, tmp_path, argv, fragments):
     code, _, err = run_cli(capsys, "export", "--out", str(tmp_path / "o"), *argv)

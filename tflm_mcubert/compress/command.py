@@ -14,6 +14,7 @@ import argparse
 import re
 from pathlib import Path
 
+from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.files import output_directory
 
@@ -56,7 +57,7 @@ def _common(parser: argparse.ArgumentParser, command: str) -> None:
     train.add_argument("--batch-size", type=int, default=32, help="default 32")
     train.add_argument("--lr", type=float, default=DEFAULT_LR[command],
                        help=f"AdamW learning rate, no weight decay (default {DEFAULT_LR[command]:g})")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=seed_argument, default=0)
     if command in DEFAULT_KD:
         train.add_argument("--kd-weight", type=float, default=DEFAULT_KD[command],
                            help=f"weight of the logits KD loss; labels get 1 - it (default {DEFAULT_KD[command]:g})")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.files import output_directory, output_file
 from tflm_mcubert.model.config import check_seq_len
@@ -44,7 +45,7 @@ def add_parser(subparsers) -> list[str]:
     ev.add_argument("--stock", action="store_true", help="also evaluate the stock int8 .tflite in TFLM")
     ev.add_argument("--dump", help="directory for per-text, per-layer tensors (npz)")
     ev.add_argument("--json", help="also write the results as JSON here")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=seed_argument, default=0)
     return ["evaluate"]
 
 

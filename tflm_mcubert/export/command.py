@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 
 
@@ -56,7 +57,7 @@ def add_parser(subparsers) -> list[str]:
                                               "column) or 'random' (default: built-in sentences if the "
                                               "checkpoint has a tokenizer, else random ids)")
     export.add_argument("--calibration-samples", type=int, default=32)
-    export.add_argument("--seed", type=int, default=0)
+    export.add_argument("--seed", type=seed_argument, default=0)
     export.add_argument("--out", required=True, help="output directory")
     add_board_args(export)
     return ["export"]

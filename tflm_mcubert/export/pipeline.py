@@ -78,6 +78,8 @@ def check_request(request: ExportRequest) -> None:
     if request.schedule == "mcubert" and request.precision != "int8":
         raise UserError(f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
                         f"{request.precision} needs --schedule stock")
+    if not 0 <= request.seed < 2**32:
+        raise UserError(f"--seed must be from 0 to {2**32 - 1}, got {request.seed}")
     if request.calibration_count < 1:
         raise UserError(f"--calibration-samples must be at least 1, got {request.calibration_count}")
     check_seq_len(request.seq_len)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 
 DEFAULT_SAMPLES = 3
@@ -28,7 +29,7 @@ def add_parser(subparsers) -> list[str]:
     check.add_argument("--no-arena-search", action="store_true",
                        help="skip finding the least arena TFLM runs in (a bisection of ~15 runs)")
     check.add_argument("--build-dir", help="where the binding is built (default: inside the interpreter environment)")
-    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--seed", type=seed_argument, default=0)
     return ["tflm-check"]
 
 
