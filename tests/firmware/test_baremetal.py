@@ -129,6 +129,41 @@ def test_layer_check_passes_under_qemu(layer_data, tmp_path):
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
 
 
+SOAK_RUNS = 1000
+
+
+@pytest.fixture(scope="module")
+def soak_check(tmp_path_factory):
+    """Layer 0 of a BERT-tiny export at seq 32 with the digests of SOAK_RUNS varied inputs."""
+    out = tmp_path_factory.mktemp("bert-tiny-32")
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=32))
+    return layer_check_from_export(out, soak_runs=SOAK_RUNS)
+
+
+def test_layer_check_soak_under_qemu(soak_check, tmp_path):
+    """1,000 varied inputs on Cortex-M7: every output as the reference's, stack and scratch use constant."""
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    write_layer_data(soak_check, tmp_path / "data")
+    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=tmp_path / "data")
+    status, console = run_qemu(elf)
+    assert status == 0, console
+    assert (f"soak: {SOAK_RUNS} runs with varied inputs match the reference; stack high-water" in console and
+            "the scratch guard is intact" in console), console
+    used, reserved = stack_use(console)
+    assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+
+
+def test_a_soak_run_whose_output_differs_fails(soak_check, tmp_path):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    crcs = soak_check.soak_crcs.copy()
+    crcs[3] ^= 1
+    write_layer_data(dataclasses.replace(soak_check, soak_crcs=crcs), tmp_path / "data")
+    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=tmp_path / "data")
+    status, console = run_qemu(elf)
+    assert status == 1, console
+    assert "FAIL: soak run 3: the output differs from the reference" in console
+
+
 def test_corrupted_expected_output_fails(layer_check, tmp_path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     expected = layer_check.expected_hidden.copy()

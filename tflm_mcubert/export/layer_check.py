@@ -10,8 +10,10 @@ byte with the numpy reference. This module writes what it needs, `layer_data.h` 
     input hidden state           the embedding's output for the export's test sequence (reference run)
     mask                         that sequence's attention mask
     expected hidden state        the reference's output of layer0.mlp
+    soak digests (--soak N)      CRC-32 of the reference's output for N more inputs, which the firmware
+                                 regenerates from a counter hash (soak_input) instead of storing them
 
-    python -m tflm_mcubert.export.layer_check EXPORT_DIR OUT_DIR
+    python -m tflm_mcubert.export.layer_check EXPORT_DIR OUT_DIR [--soak N]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import zlib
 from pathlib import Path
 from typing import Mapping
 
@@ -50,6 +53,7 @@ class LayerCheck:
     expected_hidden: np.ndarray     # int8[s * d]: layer0.mlp's output
     scratch_bytes: int              # the larger of the two ops' scratch
     source: str
+    soak_crcs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint32))
 
     @property
     def seq_len(self) -> int:
@@ -60,8 +64,39 @@ class LayerCheck:
         return int(self.attention.params.hidden)
 
 
-def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "") -> LayerCheck:
-    """Layer 0 of an MCUBERT .tflite on one input sequence (input_ids, attention_mask, token_type_ids)."""
+def soak_hash(run: int, index: np.ndarray) -> np.ndarray:
+    """A 32-bit counter hash (lowbias32 of run * golden ratio ^ index); the firmware computes the same."""
+    x = np.uint32((run * 0x9E3779B1) & 0xFFFFFFFF) ^ np.asarray(index, np.uint32)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint32(16)
+        x *= np.uint32(0x7FEB352D)
+        x ^= x >> np.uint32(15)
+        x *= np.uint32(0x846CA68B)
+        x ^= x >> np.uint32(16)
+    return x
+
+
+def soak_input(run: int, s: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Soak run `run`'s layer input: hidden int8[s * d] from the hash, and a mask of 1 + hash % s ones."""
+    hidden = (soak_hash(run, np.arange(s * d)) & np.uint32(0xFF)).astype(np.uint8).view(np.int8)
+    valid = 1 + int(soak_hash(run, np.array([s * d]))[0]) % s
+    return hidden, (np.arange(s) < valid).astype(np.int8)
+
+
+def soak_crcs(attention_params, mlp_params, runs: int) -> np.ndarray:
+    """CRC-32 (zlib's) of the reference's layer output for each soak input."""
+    s, d = attention_params.seq_len, attention_params.hidden
+    crcs = np.zeros(runs, np.uint32)
+    for run in range(runs):
+        hidden, mask = soak_input(run, s, d)
+        out = mlp.run(mlp_params, attention.run(attention_params, hidden.reshape(s, d), mask).reshape(s, d))
+        crcs[run] = zlib.crc32(np.asarray(out, np.int8).tobytes())
+    return crcs
+
+
+def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "", soak_runs: int = 0) -> LayerCheck:
+    """Layer 0 of an MCUBERT .tflite on one input sequence (input_ids, attention_mask, token_type_ids),
+    and the digests of `soak_runs` more inputs."""
     model = read_model(tflite)
     names = [node.name for node in model.nodes]
     if names[1:3] != ["layer0.attention", "layer0.mlp"]:   # the reader guarantees this; say so if not
@@ -77,10 +112,10 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
     scratch = max(attention.scratch_bytes(s, d, attention_params.heads, attention_params.tile),
                   mlp.scratch_bytes(s, d, mlp_params.ffn, mlp_params.tile))
     return LayerCheck(attention_call, mlp_call, input_hidden, seen["layer0.mlp"].reshape(-1).astype(np.int8),
-                      scratch, source)
+                      scratch, source, soak_crcs(attention_params, mlp_params, soak_runs))
 
 
-def layer_check_from_export(export_dir: str | Path) -> LayerCheck:
+def layer_check_from_export(export_dir: str | Path, soak_runs: int = 0) -> LayerCheck:
     """Layer 0 of the export in `export_dir` (model.tflite) on its test sequence (model_test_input.json)."""
     from tflm_mcubert.export.firmware_files import read_test_input
 
@@ -91,7 +126,8 @@ def layer_check_from_export(export_dir: str | Path) -> LayerCheck:
     inputs, _ = read_test_input(export_dir)
     tflite = model_path.read_bytes()
     try:
-        return layer_check(tflite, inputs, source=f"{model_path}, layer 0, the export's test sequence")
+        return layer_check(tflite, inputs, source=f"{model_path}, layer 0, the export's test sequence",
+                           soak_runs=soak_runs)
     except UserError as exc:
         raise LayerCheckError(f"{model_path}: the layer check needs an MCUBERT-schedule export: {exc}") from None
 
@@ -157,6 +193,7 @@ def render_header(check: LayerCheck) -> str:
 #define LAYER_HIDDEN {check.hidden}
 #define LAYER_HIDDEN_BYTES {check.seq_len * check.hidden}
 #define LAYER_SCRATCH_BYTES {check.scratch_bytes}  /* the larger op's scratch (the reference's layout) */
+#define LAYER_SOAK_RUNS {check.soak_crcs.size}  /* inputs of the soak (0: none) */
 
 extern const mcubert_attention_params layer_attention_params;
 extern const mcubert_attention_weights layer_attention_weights;
@@ -168,6 +205,7 @@ extern const mcubert_tensor_view layer_mlp_tensors[MCUBERT_MLP_NUM_TENSORS];
 extern const int8_t layer_mask[LAYER_SEQ_LEN];                 /* attention_mask of the test sequence */
 extern const int8_t layer_input_hidden[LAYER_HIDDEN_BYTES];     /* the embedding's output */
 extern const int8_t layer_expected_hidden[LAYER_HIDDEN_BYTES];  /* the reference's layer0.mlp output */
+extern const uint32_t layer_soak_crc[];  /* CRC-32 of the reference's output for each soak input */
 
 #endif
 """
@@ -181,6 +219,8 @@ def render_source(check: LayerCheck) -> str:
     parts.append(_array("layer_mask", check.attention.tensors["mask"]))
     parts.append(_array("layer_input_hidden", check.input_hidden))
     parts.append(_array("layer_expected_hidden", check.expected_hidden))
+    crcs = ",\n".join(f"    0x{int(c):08x}u" for c in check.soak_crcs) or "    0u"
+    parts.append(f"const uint32_t layer_soak_crc[{max(check.soak_crcs.size, 1)}] = {{\n{crcs}\n}};\n")
     return "\n".join(parts)
 
 
@@ -199,9 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                                      description="layer_data.c/.h of examples/baremetal's mcubert_layer_check")
     parser.add_argument("export_dir", help="output directory of `python -m tflm_mcubert export` (mcubert schedule)")
     parser.add_argument("out_dir", help="where to write layer_data.c and layer_data.h")
+    parser.add_argument("--soak", type=int, default=0, metavar="N",
+                        help="also check N more inputs (regenerated on the device) and that stack and arena "
+                             "use stay constant (default 0)")
     args = parser.parse_args(argv)
+    if not 0 <= args.soak <= 100_000:
+        parser.error(f"--soak must be from 0 to 100000, got {args.soak}")
     try:
-        header, source = write_layer_data(layer_check_from_export(args.export_dir), args.out_dir)
+        header, source = write_layer_data(layer_check_from_export(args.export_dir, args.soak), args.out_dir)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

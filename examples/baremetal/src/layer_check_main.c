@@ -6,6 +6,11 @@
  * tflm_mcubert/export/layer_check.py), compares the result byte for byte with the numpy
  * reference's, and prints PASS or FAIL with the DWT cycle counts. Exit status: 0 PASS, 1 FAIL
  * (wrong bytes), 2 a kernel refused its inputs, 100 + exception number on a fault.
+ *
+ * Soak (LAYER_SOAK_RUNS > 0, layer_check.py --soak N): the layer then runs on N more inputs, each
+ * regenerated here from the counter hash of layer_check.py's soak_input and checked against the
+ * CRC-32 of the reference's output; the stack high-water mark must not grow after the first run,
+ * and guard bytes past the scratch buffer must stay untouched.
  */
 #include <stdint.h>
 
@@ -15,7 +20,10 @@
 
 /* The working hidden state and the ops' scratch live in the arena region (AXI SRAM on the H7). */
 __attribute__((section(".bss.mcubert_arena"), aligned(16))) static int8_t hidden[LAYER_HIDDEN_BYTES];
-__attribute__((section(".bss.mcubert_arena"), aligned(16))) static uint8_t scratch[LAYER_SCRATCH_BYTES];
+/* The scratch, then SCRATCH_GUARD bytes that no kernel may touch (checked by the soak). */
+#define SCRATCH_GUARD 64
+#define GUARD_BYTE 0xA5u
+__attribute__((section(".bss.mcubert_arena"), aligned(16))) static uint8_t scratch[LAYER_SCRATCH_BYTES + SCRATCH_GUARD];
 
 static int32_t report_error(const char *what, mcubert_status status, const mcubert_message *message)
 {
@@ -55,13 +63,110 @@ static void write_cycles(const char *label, uint32_t cycles)
     mcubert_platform_write("\n");
 }
 
+/* One run of the layer on `hidden`, with `mask`; the kernels' status. */
+static mcubert_status run_layer(const int8_t *mask, int32_t attention_scratch, int32_t mlp_scratch,
+                                uint32_t *attention_cycles, uint32_t *mlp_cycles, mcubert_message *message)
+{
+    mcubert_context context;
+    mcubert_status status;
+    uint32_t start;
+    context.buf = scratch;
+    context.size = attention_scratch;
+    start = mcubert_cycles();
+    status = mcubert_attention_s8(&layer_attention_params, &layer_attention_weights, hidden, mask, &context, message);
+    *attention_cycles = mcubert_cycles() - start;
+    if (status != MCUBERT_OK) {
+        return status;
+    }
+    context.size = mlp_scratch;
+    start = mcubert_cycles();
+    status = mcubert_mlp_s8(&layer_mlp_params, &layer_mlp_weights, hidden, &context, message);
+    *mlp_cycles = mcubert_cycles() - start;
+    return status;
+}
+
+#if LAYER_SOAK_RUNS > 0
+/* layer_check.py soak_hash: lowbias32 of run * golden ratio ^ index. */
+static uint32_t soak_hash(uint32_t run, uint32_t index)
+{
+    uint32_t x = (run * 0x9E3779B1u) ^ index;
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    return x;
+}
+
+static uint32_t crc32_of_hidden(void)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+    int32_t i, bit;
+    for (i = 0; i < LAYER_HIDDEN_BYTES; ++i) {
+        crc ^= (uint8_t)hidden[i];
+        for (bit = 0; bit < 8; ++bit) {
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+        }
+    }
+    return ~crc;
+}
+
+static int32_t soak(int32_t attention_scratch, int32_t mlp_scratch)
+{
+    static int8_t mask[LAYER_SEQ_LEN];
+    mcubert_message message = {{0}};
+    uint32_t run, i, valid, unused, stack_after_first = 0;
+    mcubert_status status;
+    for (i = 0; i < SCRATCH_GUARD; ++i) {
+        scratch[LAYER_SCRATCH_BYTES + i] = GUARD_BYTE;
+    }
+    for (run = 0; run < LAYER_SOAK_RUNS; ++run) {
+        for (i = 0; i < LAYER_HIDDEN_BYTES; ++i) {
+            hidden[i] = (int8_t)(uint8_t)(soak_hash(run, i) & 0xFFu);
+        }
+        valid = 1u + soak_hash(run, LAYER_HIDDEN_BYTES) % LAYER_SEQ_LEN;
+        for (i = 0; i < LAYER_SEQ_LEN; ++i) {
+            mask[i] = (int8_t)(i < valid);
+        }
+        status = run_layer(mask, attention_scratch, mlp_scratch, &unused, &unused, &message);
+        if (status != MCUBERT_OK) {
+            return report_error("soak", status, &message);
+        }
+        if (crc32_of_hidden() != layer_soak_crc[run]) {
+            mcubert_platform_write("FAIL: soak run ");
+            mcubert_platform_write_uint(run);
+            mcubert_platform_write(": the output differs from the reference\n");
+            return 1;
+        }
+        if (run == 0) {
+            stack_after_first = mcubert_stack_used_bytes();
+        }
+    }
+    for (i = 0; i < SCRATCH_GUARD; ++i) {
+        if (scratch[LAYER_SCRATCH_BYTES + i] != GUARD_BYTE) {
+            mcubert_platform_write("FAIL: soak: a kernel wrote past its scratch buffer\n");
+            return 1;
+        }
+    }
+    if (mcubert_stack_used_bytes() != stack_after_first) {
+        mcubert_platform_write("FAIL: soak: the stack high-water mark grew after the first run\n");
+        return 1;
+    }
+    mcubert_platform_write("soak: ");
+    mcubert_platform_write_uint(LAYER_SOAK_RUNS);
+    mcubert_platform_write(" runs with varied inputs match the reference; stack high-water ");
+    mcubert_platform_write_uint(stack_after_first);
+    mcubert_platform_write(" B after the first run and after the last; the scratch guard is intact\n");
+    return 0;
+}
+#endif
+
 int main(void)
 {
     mcubert_message message = {{0}};
-    mcubert_context context;
     mcubert_status status;
     int32_t attention_scratch, mlp_scratch, mismatches = 0, first_mismatch = -1, i;
-    uint32_t start, attention_cycles, mlp_cycles;
+    uint32_t attention_cycles, mlp_cycles;
 
     mcubert_platform_write("mcubert_layer_check: BERT encoder layer 0 (MCUBERT_ATTENTION + MCUBERT_MLP), seq_len ");
     mcubert_platform_write_int(LAYER_SEQ_LEN);
@@ -92,22 +197,9 @@ int main(void)
     for (i = 0; i < LAYER_HIDDEN_BYTES; ++i) {
         hidden[i] = layer_input_hidden[i];
     }
-    context.buf = scratch;
-
-    context.size = attention_scratch;
-    start = mcubert_cycles();
-    status = mcubert_attention_s8(&layer_attention_params, &layer_attention_weights, hidden, layer_mask, &context,
-                                  &message);
-    attention_cycles = mcubert_cycles() - start;
+    status = run_layer(layer_mask, attention_scratch, mlp_scratch, &attention_cycles, &mlp_cycles, &message);
     if (status != MCUBERT_OK) {
-        return report_error("attention", status, &message);
-    }
-    context.size = mlp_scratch;
-    start = mcubert_cycles();
-    status = mcubert_mlp_s8(&layer_mlp_params, &layer_mlp_weights, hidden, &context, &message);
-    mlp_cycles = mcubert_cycles() - start;
-    if (status != MCUBERT_OK) {
-        return report_error("mlp", status, &message);
+        return report_error("layer", status, &message);
     }
 
     for (i = 0; i < LAYER_HIDDEN_BYTES; ++i) {
@@ -132,6 +224,12 @@ int main(void)
         mcubert_platform_write("\n");
         return 1;
     }
+#if LAYER_SOAK_RUNS > 0
+    mismatches = soak(attention_scratch, mlp_scratch);   /* 0, or the exit status of its failure */
+    if (mismatches != 0) {
+        return mismatches;
+    }
+#endif
     mcubert_platform_write("PASS: the layer's output matches the reference byte for byte\n");
     return 0;
 }
