@@ -12,7 +12,7 @@ per translated block (deterministic for the fixed seeds here).
   quantization), mask mode 0 with every key attending; ours at the tiles given by --tiles;
 * linear layers alone (the model's shapes, 128 tokens): ours vs 1x2x4 per token; for scale,
   CMSIS-NN's own arm_fully_connected_s8 runs 128 tokens x 128 -> 512 in 18,986,751 instructions
-  on a Cortex-M7 (figure from the issue, not measured here);
+  on a Cortex-M7 (a figure reported with issue #13, not measured here);
 * the SMLAD bound (MACs / 2: one SMLAD is two 16x16 MACs) and our efficiency against it;
 * an ESTIMATE of cycles from instruction classes (tflm_mcubert/measure/instruction_classes.py:
   Cortex-M4 TRM cycle table; Cortex-M7 as a dual-issue / one-MAC / one-load-store throughput
@@ -436,7 +436,7 @@ def print_tables(rows, linear, sweep, model_check, before):
                    f"{fmt(item['ours']['instructions'])} | {fmt(item['cmsis']['instructions'])} | "
                    f"{item['ratio']:.2f} | {fmt(item['smlad_bound'])} | {item['smlad_efficiency']:.0%} |")
     out.append(f"\n(CMSIS-NN's own arm_fully_connected_s8, 128 x 128 -> 512 on Cortex-M7: "
-               f"{CMSIS_NN_FC_M7:,} instructions — the issue's figure, for scale.)")
+               f"{CMSIS_NN_FC_M7:,} instructions — reported with issue #13, not measured here.)")
     if sweep:
         out.append("\n### tile sweep (BERT-tiny, seq 128, Cortex-M7)\n")
         out.append("| op | best tile | smallest tile within 5% | " + " | ".join(

@@ -12,7 +12,7 @@ UNTUNED = dict(hidden_size=96, num_attention_heads=3, num_hidden_layers=1, inter
                max_position_embeddings=64, type_vocab_size=3, num_labels=3)
 # The float .tflite computes GELU as x*sigmoid(1.5957691(x+0.044715x^3)) (TFLM has no erf GELU), which
 # differs from HF's erf GELU by up to 4.7e-4 per activation; on this model the logits moved by 3.2e-5 at
-# most, so the 1e-4 holds for the exported file too (the Keras model's own parity: tests/model).
+# most, so the parity target of 1e-4 holds for the exported file too (the Keras model's own parity: tests/model).
 FLOAT_TFLITE_VS_TRANSFORMERS = 1e-4
 
 

@@ -129,3 +129,9 @@ def test_conversion_is_the_best_rank_r_fit_of_what_the_search_computed(random_ta
         # (the layer's cluster rows are in new-id order, which within a cluster is the original id order)
         error = np.linalg.norm(converted[rows] - searched[rows])
         assert error <= np.linalg.norm(subset - searched[rows]) + 1e-5
+
+
+def test_every_search_mode_has_its_method():
+    from tflm_mcubert.compress.nas import MODE_METHODS, MODES
+
+    assert set(MODE_METHODS) == set(MODES)

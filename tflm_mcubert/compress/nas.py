@@ -188,7 +188,7 @@ def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
         raise UserError("the checkpoint's word embedding is already compressed; search from an uncompressed one")
     with job.strategy.scope():
         search = _Search(job, opts)
-        embedding, searched_model, details = getattr(search, "_" + opts.mode.replace("-", "_"))()
+        embedding, searched_model, details = search.run_mode(opts.mode)
         if opts.target_params is not None and embedding.stored_params() > opts.target_params:
             details["truncated_from_params"] = embedding.stored_params()
             embedding = budgets.truncate_to_budget(embedding, opts.target_params)
@@ -248,6 +248,10 @@ class _Search:
         return np.bincount(assignment, minlength=num_clusters).tolist()
 
     # -- modes --
+    def run_mode(self, mode: str):
+        """(embedding, searched model, details) of `mode` (MODE_METHODS, below the class)."""
+        return MODE_METHODS[mode](self)
+
     def _two_stage(self):
         layer1, model1, assignment = self._stage1(self.job.model, self.table)
         layer2, model2, keep = self._rank_search(model1, layer1.dense_table(), assignment, "stage2-ranks")
@@ -333,3 +337,10 @@ class _Search:
                       self.job.teacher_logits)
         self.records.append(self.job.trainer.fit(stage))
         return model
+
+
+
+# Every mode of MODES and the method that runs it (tests/compress check that the two agree).
+MODE_METHODS = {"two-stage": _Search._two_stage, "clustering-only": _Search._clustering_only,
+                "one-stage": _Search._one_stage, "ratio-then-clustering": _Search._ratio_then_clustering,
+                "adaptive": _Search._adaptive, "svd": _Search._svd, "fwsvd": _Search._fwsvd}

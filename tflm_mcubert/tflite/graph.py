@@ -72,9 +72,6 @@ class TfliteGraph:
     inputs: tuple[IoTensor, ...]
     outputs: tuple[IoTensor, ...]
 
-    def input_named(self, name: str) -> IoTensor:
-        return _named(self.inputs, name, "input")
-
     def output_named(self, name: str) -> IoTensor:
         return _named(self.outputs, name, "output")
 

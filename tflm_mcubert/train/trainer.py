@@ -340,18 +340,6 @@ class Trainer:
             variable.assign(arrays[key])
         return int(meta["step"]), dict(meta["loss_average"]), dict(meta["metrics"])
 
-    def restore_finished(self, stage_name: str, model: BertModel) -> bool:
-        """Load a finished stage's model variables into `model` (without training); False if not finished."""
-        found = self.run.load_arrays(f"stage-{stage_name}")
-        if found is None or not found[1]["done"]:
-            return False
-        arrays, meta = found
-        if meta["model_shapes"] != [list(v.shape) for v in model.variables]:
-            raise UserError(f"{self.run.root}: the checkpoint of stage {stage_name} does not match; use a new --out")
-        for i, v in enumerate(model.variables):
-            v.assign(arrays[f"model/{i}"])
-        return True
-
     def _progress_bar(self, name: str, total: int, start: int):
         from tqdm.auto import tqdm
 
