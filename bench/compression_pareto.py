@@ -36,13 +36,17 @@ BUDGET = 307_000
 def points(budget: int, lambdas) -> list[tuple[str, list[str]]]:
     """(name, search arguments) of every point, cheapest first."""
     target = ["--target-embedding-params", str(budget)]
-    out = [("adaptive", ["--mode", "adaptive"]),
-           ("svd", ["--mode", "svd", *target]),
-           ("fwsvd", ["--mode", "fwsvd", *target]),
-           ("nas-two-stage", ["--mode", "two-stage", *target])]
+    out = [
+        ("adaptive", ["--mode", "adaptive"]),
+        ("svd", ["--mode", "svd", *target]),
+        ("fwsvd", ["--mode", "fwsvd", *target]),
+        ("nas-two-stage", ["--mode", "two-stage", *target]),
+    ]
     out += [(f"nas-two-stage-lambda-{lam:g}", ["--mode", "two-stage", "--lambda", str(lam)]) for lam in lambdas]
-    out += [(f"ablation-{mode}", ["--mode", mode, *target])
-            for mode in ("one-stage", "ratio-then-clustering", "clustering-only")]
+    out += [
+        (f"ablation-{mode}", ["--mode", mode, *target])
+        for mode in ("one-stage", "ratio-then-clustering", "clustering-only")
+    ]
     return out
 
 
@@ -50,9 +54,24 @@ def run_point(name: str, args: list[str], opts, log) -> dict:
     out = opts.out / name
     metrics_file = out / "metrics.json"
     if not metrics_file.is_file():
-        command = [sys.executable, "-m", "tflm_mcubert", "search", "--checkpoint", str(opts.student),
-                   "--task", opts.task, "--out", str(out), "--resume", "--quiet", "--seed", str(opts.seed),
-                   *args, *opts.search_args]
+        command = [
+            sys.executable,
+            "-m",
+            "tflm_mcubert",
+            "search",
+            "--checkpoint",
+            str(opts.student),
+            "--task",
+            opts.task,
+            "--out",
+            str(out),
+            "--resume",
+            "--quiet",
+            "--seed",
+            str(opts.seed),
+            *args,
+            *opts.search_args,
+        ]
         log(f"[{name}] {' '.join(command[2:])}")
         began = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -61,12 +80,18 @@ def run_point(name: str, args: list[str], opts, log) -> dict:
             return {"name": name, "failed": done.stderr.strip().splitlines()[-1:]}
         log(f"[{name}] done in {time.monotonic() - began:.0f} s")
     metrics = json.loads(metrics_file.read_text())
-    return {"name": name, "mode": metrics["mode"], "embedding_params": metrics["embedding_params"],
-            "embedding_fraction": metrics["embedding_fraction"], "validation_accuracy": metrics["validation_accuracy"],
-            "test_accuracy": metrics["test_accuracy"], "seconds": metrics["seconds"],
-            "ranks": metrics["details"].get("stage2", metrics["details"].get("joint", {})).get("ranks"),
-            "uncompressed": {k: metrics[f"uncompressed_{k}"] for k in ("validation_accuracy", "test_accuracy")},
-            "dense_embedding_params": metrics["dense_embedding_params"]}
+    return {
+        "name": name,
+        "mode": metrics["mode"],
+        "embedding_params": metrics["embedding_params"],
+        "embedding_fraction": metrics["embedding_fraction"],
+        "validation_accuracy": metrics["validation_accuracy"],
+        "test_accuracy": metrics["test_accuracy"],
+        "seconds": metrics["seconds"],
+        "ranks": metrics["details"].get("stage2", metrics["details"].get("joint", {})).get("ranks"),
+        "uncompressed": {k: metrics[f"uncompressed_{k}"] for k in ("validation_accuracy", "test_accuracy")},
+        "dense_embedding_params": metrics["dense_embedding_params"],
+    }
 
 
 def plot(results: list[dict], reference: dict, path: Path) -> None:
@@ -76,17 +101,32 @@ def plot(results: list[dict], reference: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"nas": ("tab:red", "o"), "ablation": ("tab:orange", "s"), "adaptive": ("tab:blue", "^"),
-              "svd": ("tab:gray", "v"), "fwsvd": ("tab:green", "D")}
+    styles = {
+        "nas": ("tab:red", "o"),
+        "ablation": ("tab:orange", "s"),
+        "adaptive": ("tab:blue", "^"),
+        "svd": ("tab:gray", "v"),
+        "fwsvd": ("tab:green", "D"),
+    }
     for point in results:
         family = point["name"].split("-")[0]
         color, marker = styles.get(family, ("black", "x"))
         x, y = point["embedding_params"] / 1e6, 100 * point["test_accuracy"]
         ax.scatter(x, y, color=color, marker=marker, s=50)
-        ax.annotate(point["name"].replace("nas-two-stage", "NAS").replace("ablation-", ""), (x, y), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
-    ax.axhline(100 * reference["test_accuracy"], color="black", linestyle="--", linewidth=1,
-               label=f"uncompressed ({reference['dense_embedding_params'] / 1e6:.2f}M emb. params)")
+        ax.annotate(
+            point["name"].replace("nas-two-stage", "NAS").replace("ablation-", ""),
+            (x, y),
+            fontsize=7,
+            xytext=(4, 3),
+            textcoords="offset points",
+        )
+    ax.axhline(
+        100 * reference["test_accuracy"],
+        color="black",
+        linestyle="--",
+        linewidth=1,
+        label=f"uncompressed ({reference['dense_embedding_params'] / 1e6:.2f}M emb. params)",
+    )
     ax.set_xlabel("embedding parameters (M)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Embedding compression of a distilled BERT-tiny (rotten tomatoes)")
@@ -123,8 +163,14 @@ def main() -> int:
         log("no point finished")
         return 1
     reference = {**finished[0]["uncompressed"], "dense_embedding_params": finished[0]["dense_embedding_params"]}
-    summary = {"task": opts.task, "student": str(opts.student), "budget": opts.budget, "reference": reference,
-               "points": results, "seconds": round(time.monotonic() - began, 1)}
+    summary = {
+        "task": opts.task,
+        "student": str(opts.student),
+        "budget": opts.budget,
+        "reference": reference,
+        "points": results,
+        "seconds": round(time.monotonic() - began, 1),
+    }
     by_dev = {}  # the point each method would pick on dev
     for r in finished:
         family = "nas-two-stage" if r["name"].startswith("nas-two-stage") else r["name"]
@@ -135,17 +181,23 @@ def main() -> int:
     plot(finished, reference, opts.out / "pareto.png")
 
     print(f"{'point':36s} {'emb params':>10s} {'% dense':>8s} {'dev acc':>8s} {'test acc':>8s} {'time s':>7s}")
-    print(f"{'uncompressed student':36s} {reference['dense_embedding_params']:>10,d} {100.0:>8.2f} "
-          f"{100 * reference['validation_accuracy']:>8.2f} {100 * reference['test_accuracy']:>8.2f} {'':>7s}")
+    print(
+        f"{'uncompressed student':36s} {reference['dense_embedding_params']:>10,d} {100.0:>8.2f} "
+        f"{100 * reference['validation_accuracy']:>8.2f} {100 * reference['test_accuracy']:>8.2f} {'':>7s}"
+    )
     for r in results:
         if "failed" in r:
             print(f"{r['name']:36s} failed: {r['failed']}")
             continue
-        print(f"{r['name']:36s} {r['embedding_params']:>10,d} {100 * r['embedding_fraction']:>8.2f} "
-              f"{100 * r['validation_accuracy']:>8.2f} {100 * r['test_accuracy']:>8.2f} {r['seconds']:>7.0f}")
+        print(
+            f"{r['name']:36s} {r['embedding_params']:>10,d} {100 * r['embedding_fraction']:>8.2f} "
+            f"{100 * r['validation_accuracy']:>8.2f} {100 * r['test_accuracy']:>8.2f} {r['seconds']:>7.0f}"
+        )
     print(f"selected on dev: {summary['selected_on_dev']}")
-    print(f"wrote {opts.out / 'pareto.json'} and {opts.out / 'pareto.png'}; took {summary['seconds']:.0f} s "
-          f"(this invocation; finished points are read back)")
+    print(
+        f"wrote {opts.out / 'pareto.json'} and {opts.out / 'pareto.png'}; took {summary['seconds']:.0f} s "
+        f"(this invocation; finished points are read back)"
+    )
     return 0
 
 

@@ -62,25 +62,32 @@ from tflm_mcubert.schedule.memory import Dims  # noqa: E402
 from tflm_mcubert.schedule.planner import OpShape  # noqa: E402
 
 CPUS = ("cortex-m7", "cortex-m4")
-MODELS = {"bert-tiny": Dims(hidden=128, heads=2, ffn=512, layers=2),
-          "bert-mini": Dims(hidden=256, heads=4, ffn=1024, layers=4)}
+MODELS = {
+    "bert-tiny": Dims(hidden=128, heads=2, ffn=512, layers=2),
+    "bert-mini": Dims(hidden=256, heads=4, ffn=1024, layers=4),
+}
 SEQS = (64, 128, 256, 512)
 BASELINES = ("cmsis", "burrello", "flash")
-FLASH_BLOCK = 32                     # keys (and queries) per FlashAttention block
-CMSIS_NN_FC_M7 = 18_986_751          # arm_fully_connected_s8, 128 x 128 -> 512, Cortex-M7 (issue)
+FLASH_BLOCK = 32  # keys (and queries) per FlashAttention block
+CMSIS_NN_FC_M7 = 18_986_751  # arm_fully_connected_s8, 128 x 128 -> 512, Cortex-M7 (issue)
 SWEEP_TILES = tuple(range(1, 17)) + (20, 24, 28, 32, 48, 64, 96, 128)
-WITHIN = 0.05                        # "within 5% of the best"
+WITHIN = 0.05  # "within 5% of the best"
 
 
 # ---------------------------------------------------------------------------------------------
 # Build
 # ---------------------------------------------------------------------------------------------
 
+
 def build_images(build: Path) -> dict[str, Path]:
     images = {}
     for cpu in CPUS:
-        subprocess.run(["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "baselines",
-                        f"CPU={cpu}"], check=True, capture_output=True, text=True)
+        subprocess.run(
+            ["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "baselines", f"CPU={cpu}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         images[cpu] = build / cpu / "mcubert_baselines_emu.elf"
     return images
 
@@ -88,6 +95,7 @@ def build_images(build: Path) -> dict[str, Path]:
 # ---------------------------------------------------------------------------------------------
 # Cases (deterministic)
 # ---------------------------------------------------------------------------------------------
+
 
 @functools.lru_cache(maxsize=8)
 def layer_params(model: str, s: int) -> tuple[AttentionParams, MLPParams, np.ndarray]:
@@ -136,7 +144,7 @@ def linear_layer(k: int, n: int, tokens: int) -> tuple[Linear, np.ndarray]:
 def macs(kind: str, s: int, dims: Dims) -> int:
     d, f = dims.hidden, dims.ffn
     if kind == "attention":
-        return 4 * s * d * d + 2 * s * s * d   # Q, K, V, O projections; scores; P.V
+        return 4 * s * d * d + 2 * s * s * d  # Q, K, V, O projections; scores; P.V
     return 2 * s * d * f
 
 
@@ -150,12 +158,14 @@ _IMAGES: dict[str, Path] = {}
 @functools.lru_cache(maxsize=None)
 def _emulator(cpu: str):
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
     return ArmEmulator(_IMAGES[cpu], cpu)
 
 
 @functools.lru_cache(maxsize=None)
 def _profile(cpu: str):
     from tflm_mcubert.measure.instruction_classes import InstructionProfile
+
     return InstructionProfile(_IMAGES[cpu])
 
 
@@ -165,8 +175,11 @@ def _init_worker(images: dict[str, Path]) -> None:
 
 def _measured(cpu: str, run, expected=None) -> dict:
     profile = _profile(cpu)
-    result = {"instructions": run.instructions, "classes": profile.classes(run.blocks),
-              "cycles_estimate": profile.cycles(run.blocks, cpu)}
+    result = {
+        "instructions": run.instructions,
+        "classes": profile.classes(run.blocks),
+        "cycles_estimate": profile.cycles(run.blocks, cpu),
+    }
     if expected is not None:
         diff = np.abs(run.output.astype(np.int32) - expected.astype(np.int32))
         result["max_abs_diff"] = int(diff.max())
@@ -178,6 +191,7 @@ def task_op(cpu: str, model: str, s: int, kind: str, impl: str, tile: int) -> di
     """One op call: impl "ours" (the library) or a baseline schedule."""
     from tflm_mcubert.measure.arm_emulator import run_kernel
     from tflm_mcubert.measure.baseline_abi import run_baseline
+
     emu = _emulator(cpu)
     if kind == "attention":
         call, expected = attention_call(model, s, FLASH_BLOCK if impl == "flash" else tile)
@@ -190,24 +204,30 @@ def task_op(cpu: str, model: str, s: int, kind: str, impl: str, tile: int) -> di
     if run.status != kernel_abi.OK:
         raise RuntimeError(f"{impl} {kind} {model} s={s} on {cpu}: {run.message}")
     result = _measured(cpu, run, expected)
-    if impl != "flash" and result["max_abs_diff"] != 0:   # only flash may round differently
+    if impl != "flash" and result["max_abs_diff"] != 0:  # only flash may round differently
         raise RuntimeError(f"{impl} {kind} {model} s={s} on {cpu} differs from the reference")
     return result
 
 
 def task_linear(cpu: str, k: int, n: int, tokens: int, impl: str) -> dict:
     from tflm_mcubert.measure.baseline_abi import run_linear
+
     linear, xq = linear_layer(k, n, tokens)
     y, call = run_linear(_emulator(cpu), impl, xq, linear, count_instructions=True)
     expected = saturate(linear.requantized(xq), -128, 127, np.int8)
     profile = _profile(cpu)
-    return {"instructions": call.instructions, "classes": profile.classes(call.blocks),
-            "cycles_estimate": profile.cycles(call.blocks, cpu), "bit_exact": bool(np.array_equal(y, expected))}
+    return {
+        "instructions": call.instructions,
+        "classes": profile.classes(call.blocks),
+        "cycles_estimate": profile.cycles(call.blocks, cpu),
+        "bit_exact": bool(np.array_equal(y, expected)),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # Orchestration
 # ---------------------------------------------------------------------------------------------
+
 
 def layer_tasks(cpus, models, seqs, tiles) -> list[tuple]:
     tasks = []
@@ -231,23 +251,79 @@ def linear_shapes(models) -> list[tuple[str, int, int]]:
 
 
 def sweep_tasks(model: str, s: int) -> list[tuple]:
-    return [("op", "cortex-m7", model, s, kind, "ours", t)
-            for kind in ("attention", "mlp") for t in SWEEP_TILES if t <= s]
+    return [
+        ("op", "cortex-m7", model, s, kind, "ours", t) for kind in ("attention", "mlp") for t in SWEEP_TILES if t <= s
+    ]
 
 
-FIT_ATTENTION = [(s, d, h, t) for s, d, h, t in (
-    (8, 32, 1, 4), (12, 32, 2, 3), (16, 64, 2, 4), (16, 64, 4, 5), (20, 32, 2, 7), (24, 64, 1, 8),
-    (24, 128, 2, 4), (28, 64, 2, 2), (32, 32, 4, 1), (32, 64, 2, 6), (32, 128, 4, 16), (36, 64, 2, 9),
-    (40, 32, 1, 40), (40, 128, 2, 12), (44, 64, 4, 4), (48, 32, 2, 11), (48, 64, 2, 48), (52, 128, 4, 8),
-    (56, 64, 1, 13), (64, 32, 2, 4), (64, 64, 4, 3), (64, 128, 2, 32), (16, 256, 4, 4), (24, 256, 8, 6),
-    (12, 64, 2, 1), (20, 128, 4, 2), (8, 128, 2, 8), (60, 32, 4, 10),
-    (13, 64, 2, 4), (30, 32, 2, 8), (45, 128, 4, 6), (77, 64, 2, 12), (29, 256, 4, 5))]
-FIT_MLP = [(s, d, f, t) for s, d, f, t in (
-    (8, 32, 64, 4), (12, 32, 128, 3), (16, 64, 128, 4), (16, 64, 256, 5), (20, 32, 64, 7), (24, 64, 256, 8),
-    (24, 128, 512, 4), (28, 64, 128, 2), (32, 32, 128, 1), (32, 64, 64, 6), (32, 128, 256, 16),
-    (36, 64, 128, 9), (40, 32, 256, 40), (40, 128, 128, 12), (44, 64, 512, 4), (48, 32, 64, 11),
-    (48, 64, 128, 48), (52, 128, 128, 8), (8, 256, 1024, 4), (12, 256, 256, 3), (16, 64, 32, 16),
-    (20, 96, 384, 6), (13, 64, 256, 4), (30, 32, 128, 8), (45, 128, 512, 6))]
+FIT_ATTENTION = [
+    (s, d, h, t)
+    for s, d, h, t in (
+        (8, 32, 1, 4),
+        (12, 32, 2, 3),
+        (16, 64, 2, 4),
+        (16, 64, 4, 5),
+        (20, 32, 2, 7),
+        (24, 64, 1, 8),
+        (24, 128, 2, 4),
+        (28, 64, 2, 2),
+        (32, 32, 4, 1),
+        (32, 64, 2, 6),
+        (32, 128, 4, 16),
+        (36, 64, 2, 9),
+        (40, 32, 1, 40),
+        (40, 128, 2, 12),
+        (44, 64, 4, 4),
+        (48, 32, 2, 11),
+        (48, 64, 2, 48),
+        (52, 128, 4, 8),
+        (56, 64, 1, 13),
+        (64, 32, 2, 4),
+        (64, 64, 4, 3),
+        (64, 128, 2, 32),
+        (16, 256, 4, 4),
+        (24, 256, 8, 6),
+        (12, 64, 2, 1),
+        (20, 128, 4, 2),
+        (8, 128, 2, 8),
+        (60, 32, 4, 10),
+        (13, 64, 2, 4),
+        (30, 32, 2, 8),
+        (45, 128, 4, 6),
+        (77, 64, 2, 12),
+        (29, 256, 4, 5),
+    )
+]
+FIT_MLP = [
+    (s, d, f, t)
+    for s, d, f, t in (
+        (8, 32, 64, 4),
+        (12, 32, 128, 3),
+        (16, 64, 128, 4),
+        (16, 64, 256, 5),
+        (20, 32, 64, 7),
+        (24, 64, 256, 8),
+        (24, 128, 512, 4),
+        (28, 64, 128, 2),
+        (32, 32, 128, 1),
+        (32, 64, 64, 6),
+        (32, 128, 256, 16),
+        (36, 64, 128, 9),
+        (40, 32, 256, 40),
+        (40, 128, 128, 12),
+        (44, 64, 512, 4),
+        (48, 32, 64, 11),
+        (48, 64, 128, 48),
+        (52, 128, 128, 8),
+        (8, 256, 1024, 4),
+        (12, 256, 256, 3),
+        (16, 64, 32, 16),
+        (20, 96, 384, 6),
+        (13, 64, 256, 4),
+        (30, 32, 128, 8),
+        (45, 128, 512, 6),
+    )
+]
 
 
 def fit_tasks() -> list[tuple]:
@@ -262,14 +338,16 @@ def fit_tasks() -> list[tuple]:
 def task_fit(kind: str, s: int, d: int, second: int, t: int) -> dict:
     """A small synthetic op for the formula fit (realistic quantization, M7)."""
     from tflm_mcubert.measure.arm_emulator import run_kernel
+
     rng = np.random.default_rng(s * 131 + d * 7 + second + t)
     if kind == "attention":
         fa = testing.float_attention(rng, d, second, sharpness=2.0)
         x = rng.normal(size=(s, d))
         inq = TensorQuant.observe(x, symmetric=False)
         xq = inq.quantize(x)
-        params = AttentionParams.quantize(fa, fa.calibrate(inq.dequantize(xq), np.ones(s, bool), inq),
-                                          seq_len=s, tile=t)
+        params = AttentionParams.quantize(
+            fa, fa.calibrate(inq.dequantize(xq), np.ones(s, bool), inq), seq_len=s, tile=t
+        )
         call = kernel_abi.attention_call(params, xq, np.ones(s, np.int8))
     else:
         fm = testing.float_mlp(rng, d, second)
@@ -327,6 +405,7 @@ def execute(tasks: list[tuple], images: dict[str, Path], jobs: int) -> dict[tupl
 # Fit
 # ---------------------------------------------------------------------------------------------
 
+
 def fit_coefficients(samples: list[tuple[str, dict, float]], features: tuple[str, ...]) -> dict[str, float]:
     """Least squares of measured values on the event counts (features of kernel_cost)."""
     a = np.array([[feats[name] for name in features] for _, feats, _ in samples], np.float64)
@@ -344,37 +423,52 @@ def formula(coefficients: dict[str, float], feats: dict[str, float]) -> float:
 # Report
 # ---------------------------------------------------------------------------------------------
 
+
 def summarize(results: dict, cpus, models, seqs, tiles) -> list[dict]:
     rows = []
     for cpu in cpus:
         for model in models:
             dims = MODELS[model]
             for s in seqs:
-                entry = {"cpu": cpu, "model": model, "seq": s,
-                         "tiles": {k: min(tiles[k], s) for k in ("attention", "mlp")}, "ops": {}}
+                entry = {
+                    "cpu": cpu,
+                    "model": model,
+                    "seq": s,
+                    "tiles": {k: min(tiles[k], s) for k in ("attention", "mlp")},
+                    "ops": {},
+                }
                 for kind in ("attention", "mlp"):
                     t = min(tiles[kind], s)
                     impls = ("ours",) + (BASELINES if kind == "attention" else ("cmsis",))
                     op = {impl: results[("op", cpu, model, s, kind, impl, t)] for impl in impls}
-                    if kind == "mlp":   # every baseline runs the same untiled MLP
+                    if kind == "mlp":  # every baseline runs the same untiled MLP
                         op["burrello"] = op["flash"] = op["cmsis"]
                     op["macs"] = macs(kind, s, dims)
                     op["smlad_bound"] = op["macs"] // 2
                     rows_ratio = {b: op["ours"]["instructions"] / op[b]["instructions"] for b in BASELINES}
                     op["ratio_vs"] = rows_ratio
-                    op["cycle_ratio_vs"] = {b: op["ours"]["cycles_estimate"] / op[b]["cycles_estimate"]
-                                            for b in BASELINES}
+                    op["cycle_ratio_vs"] = {
+                        b: op["ours"]["cycles_estimate"] / op[b]["cycles_estimate"] for b in BASELINES
+                    }
                     op["smlad_efficiency"] = op["smlad_bound"] / op["ours"]["instructions"]
                     entry["ops"][kind] = op
-                layer = {impl: sum(entry["ops"][k][impl]["instructions"] for k in ("attention", "mlp"))
-                         for impl in ("ours",) + BASELINES}
-                cycles = {impl: sum(entry["ops"][k][impl]["cycles_estimate"] for k in ("attention", "mlp"))
-                          for impl in ("ours",) + BASELINES}
+                layer = {
+                    impl: sum(entry["ops"][k][impl]["instructions"] for k in ("attention", "mlp"))
+                    for impl in ("ours",) + BASELINES
+                }
+                cycles = {
+                    impl: sum(entry["ops"][k][impl]["cycles_estimate"] for k in ("attention", "mlp"))
+                    for impl in ("ours",) + BASELINES
+                }
                 bound = sum(entry["ops"][k]["smlad_bound"] for k in ("attention", "mlp"))
-                entry["layer"] = {"instructions": layer, "cycles_estimate": cycles, "smlad_bound": bound,
-                                  "smlad_efficiency": bound / layer["ours"],
-                                  "ratio_vs": {b: layer["ours"] / layer[b] for b in BASELINES},
-                                  "cycle_ratio_vs": {b: cycles["ours"] / cycles[b] for b in BASELINES}}
+                entry["layer"] = {
+                    "instructions": layer,
+                    "cycles_estimate": cycles,
+                    "smlad_bound": bound,
+                    "smlad_efficiency": bound / layer["ours"],
+                    "ratio_vs": {b: layer["ours"] / layer[b] for b in BASELINES},
+                    "cycle_ratio_vs": {b: cycles["ours"] / cycles[b] for b in BASELINES},
+                }
                 rows.append(entry)
     return rows
 
@@ -382,6 +476,7 @@ def summarize(results: dict, cpus, models, seqs, tiles) -> list[dict]:
 def tile_sweep(results: dict, model: str, s: int) -> dict:
     dims = MODELS[model]
     from tflm_mcubert.ops.scratch import align_up
+
     resident = align_up(s * dims.hidden) + align_up(s)
     sweep = {}
     for kind in ("attention", "mlp"):
@@ -390,24 +485,32 @@ def tile_sweep(results: dict, model: str, s: int) -> dict:
             if t > s:
                 continue
             count = results[("op", "cortex-m7", model, s, kind, "ours", t)]["instructions"]
-            scratch = (attention.scratch_bytes(s, dims.hidden, dims.heads, t) if kind == "attention"
-                       else mlp.scratch_bytes(s, dims.hidden, dims.ffn, t))
+            scratch = (
+                attention.scratch_bytes(s, dims.hidden, dims.heads, t)
+                if kind == "attention"
+                else mlp.scratch_bytes(s, dims.hidden, dims.ffn, t)
+            )
             points.append({"tile": t, "instructions": count, "live_bytes": resident + align_up(scratch)})
         best = min(p["instructions"] for p in points)
         smallest = min(p["tile"] for p in points if p["instructions"] <= (1 + WITHIN) * best)
-        sweep[kind] = {"points": points, "best_instructions": best,
-                       "best_tile": min(points, key=lambda p: (p["instructions"], p["tile"]))["tile"],
-                       "smallest_tile_within_5pct": smallest}
+        sweep[kind] = {
+            "points": points,
+            "best_instructions": best,
+            "best_tile": min(points, key=lambda p: (p["instructions"], p["tile"]))["tile"],
+            "smallest_tile_within_5pct": smallest,
+        }
     return sweep
 
 
 def print_tables(rows, linear, sweep, model_check, before):
     out = []
-    fmt = lambda n: f"{n / 1e6:.2f}M"   # noqa: E731
+    fmt = lambda n: f"{n / 1e6:.2f}M"  # noqa: E731
     for cpu in sorted({r["cpu"] for r in rows}, reverse=True):
         out.append(f"\n### {cpu}: instructions per layer (ours | ratio ours/baseline: cmsis, burrello, flash)\n")
-        out.append("| model | seq | attention | att. vs cmsis / burrello / flash | MLP | MLP vs cmsis | "
-                   "layer | layer vs cmsis / burrello / flash | SMLAD bound | efficiency |")
+        out.append(
+            "| model | seq | attention | att. vs cmsis / burrello / flash | MLP | MLP vs cmsis | "
+            "layer | layer vs cmsis / burrello / flash | SMLAD bound | efficiency |"
+        )
         out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if r["cpu"] != cpu:
@@ -419,46 +522,64 @@ def print_tables(rows, linear, sweep, model_check, before):
                 + f" | {fmt(m['ours']['instructions'])} | {m['ratio_vs']['cmsis']:.2f} | "
                 + f"{fmt(lay['instructions']['ours'])} | "
                 + " / ".join(f"{lay['ratio_vs'][b]:.2f}" for b in BASELINES)
-                + f" | {fmt(lay['smlad_bound'])} | {lay['smlad_efficiency']:.0%} |")
+                + f" | {fmt(lay['smlad_bound'])} | {lay['smlad_efficiency']:.0%} |"
+            )
         out.append(f"\n### {cpu}: estimated cycles per layer (instruction-class model; ours | ratio)\n")
         out.append("| model | seq | ours | vs cmsis / burrello / flash |")
         out.append("|---|---|---|---|")
         for r in rows:
             if r["cpu"] == cpu:
                 lay = r["layer"]
-                out.append(f"| {r['model']} | {r['seq']} | {fmt(lay['cycles_estimate']['ours'])} | "
-                           + " / ".join(f"{lay['cycle_ratio_vs'][b]:.2f}" for b in BASELINES) + " |")
+                out.append(
+                    f"| {r['model']} | {r['seq']} | {fmt(lay['cycles_estimate']['ours'])} | "
+                    + " / ".join(f"{lay['cycle_ratio_vs'][b]:.2f}" for b in BASELINES)
+                    + " |"
+                )
     out.append("\n### linear layers alone (128 tokens): ours vs 1x2x4 per token\n")
     out.append("| cpu | layer | in -> out | ours | 1x2x4 | ratio | SMLAD bound | efficiency |")
     out.append("|---|---|---|---|---|---|---|---|")
     for item in linear:
-        out.append(f"| {item['cpu']} | {item['name']} | {item['in']} -> {item['out']} | "
-                   f"{fmt(item['ours']['instructions'])} | {fmt(item['cmsis']['instructions'])} | "
-                   f"{item['ratio']:.2f} | {fmt(item['smlad_bound'])} | {item['smlad_efficiency']:.0%} |")
-    out.append(f"\n(CMSIS-NN's own arm_fully_connected_s8, 128 x 128 -> 512 on Cortex-M7: "
-               f"{CMSIS_NN_FC_M7:,} instructions — reported with issue #13, not measured here.)")
+        out.append(
+            f"| {item['cpu']} | {item['name']} | {item['in']} -> {item['out']} | "
+            f"{fmt(item['ours']['instructions'])} | {fmt(item['cmsis']['instructions'])} | "
+            f"{item['ratio']:.2f} | {fmt(item['smlad_bound'])} | {item['smlad_efficiency']:.0%} |"
+        )
+    out.append(
+        f"\n(CMSIS-NN's own arm_fully_connected_s8, 128 x 128 -> 512 on Cortex-M7: "
+        f"{CMSIS_NN_FC_M7:,} instructions — reported with issue #13, not measured here.)"
+    )
     if sweep:
         out.append("\n### tile sweep (BERT-tiny, seq 128, Cortex-M7)\n")
-        out.append("| op | best tile | smallest tile within 5% | " + " | ".join(
-            f"t={p['tile']}" for p in sweep["attention"]["points"]) + " |")
+        out.append(
+            "| op | best tile | smallest tile within 5% | "
+            + " | ".join(f"t={p['tile']}" for p in sweep["attention"]["points"])
+            + " |"
+        )
         out.append("|---|---|---|" + "---|" * len(sweep["attention"]["points"]))
         for kind in ("attention", "mlp"):
             sw = sweep[kind]
-            out.append(f"| {kind} | {sw['best_tile']} | {sw['smallest_tile_within_5pct']} | " + " | ".join(
-                f"{p['instructions'] / sw['best_instructions']:.2f}" for p in sw["points"]) + " |")
+            out.append(
+                f"| {kind} | {sw['best_tile']} | {sw['smallest_tile_within_5pct']} | "
+                + " | ".join(f"{p['instructions'] / sw['best_instructions']:.2f}" for p in sw["points"])
+                + " |"
+            )
     if model_check:
         for quantity in ("instructions", "cycles"):
             errors = [abs(c["relative_error"]) for c in model_check if c["quantity"] == quantity]
             if errors:
-                out.append(f"\nkernel_cost formulas ({quantity}) vs the {len(errors)} measured Cortex-M7 "
-                           f"layers and sweep points: largest error {max(errors):.2%}")
+                out.append(
+                    f"\nkernel_cost formulas ({quantity}) vs the {len(errors)} measured Cortex-M7 "
+                    f"layers and sweep points: largest error {max(errors):.2%}"
+                )
     if before:
         out.append("\n### before / after (ours, instructions)\n")
         out.append("| cpu | model | seq | op | before | after | after / before |")
         out.append("|---|---|---|---|---|---|---|")
         for b in before:
-            out.append(f"| {b['cpu']} | {b['model']} | {b['seq']} | {b['op']} | {fmt(b['before'])} | "
-                       f"{fmt(b['after'])} | {b['after'] / b['before']:.2f} |")
+            out.append(
+                f"| {b['cpu']} | {b['model']} | {b['seq']} | {b['op']} | {fmt(b['before'])} | "
+                f"{fmt(b['after'])} | {b['after'] / b['before']:.2f} |"
+            )
     text = "\n".join(out)
     print(text)
     return text
@@ -466,8 +587,10 @@ def print_tables(rows, linear, sweep, model_check, before):
 
 def plot(rows, sweep, path: Path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3 if sweep else 1, figsize=(17 if sweep else 7, 4.6))
     axes = np.atleast_1d(axes)
     ax = axes[0]
@@ -502,25 +625,33 @@ def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     """Ours at git revision `rev` (custom_ops as committed there), for the before/after table."""
     import re
     from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel
+
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "old"
         tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "custom_ops"], check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev, "custom_ops"], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         header = (tree / "custom_ops/include/mcubert/mcubert_ops.h").read_text()
         old_hash = int(re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", header).group(1), 16)
         for cpu in cpus:
-            subprocess.run(["make", "-C", str(tree / "custom_ops"), f"BUILD={tmp}/build", "-j2", "emu",
-                            f"CPU={cpu}"], check=True, capture_output=True)
+            subprocess.run(
+                ["make", "-C", str(tree / "custom_ops"), f"BUILD={tmp}/build", "-j2", "emu", f"CPU={cpu}"],
+                check=True,
+                capture_output=True,
+            )
             emu = ArmEmulator(Path(tmp) / "build" / cpu / "mcubert_emu.elf", cpu)
             for model in models:
                 ap, mp, xq = layer_params(model, seq)
                 for kind, params in (("attention", ap), ("mlp", mp)):
                     params = dataclasses.replace(params, tile=min(tiles[kind], seq)).validate()
-                    call = (kernel_abi.attention_call(params, xq, np.ones(seq, np.int8), old_hash)
-                            if kind == "attention" else kernel_abi.mlp_call(params, xq, old_hash))
+                    call = (
+                        kernel_abi.attention_call(params, xq, np.ones(seq, np.int8), old_hash)
+                        if kind == "attention"
+                        else kernel_abi.mlp_call(params, xq, old_hash)
+                    )
                     run = run_kernel(emu, call, count_instructions=True)
                     out.append({"cpu": cpu, "model": model, "seq": seq, "op": kind, "before": run.instructions})
     return out
@@ -533,8 +664,11 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="seq 64 and 128 only, no tile sweep")
     parser.add_argument("--fit", action="store_true", help="refit kernel_cost's formulas and print them")
-    parser.add_argument("--tiles", default="attention=4,mlp=4",
-                        help="our tiles (default: 4 and 4, the smallest within 5%% of the best cost)")
+    parser.add_argument(
+        "--tiles",
+        default="attention=4,mlp=4",
+        help="our tiles (default: 4 and 4, the smallest within 5%% of the best cost)",
+    )
     parser.add_argument("--before", default=None, help="git revision: also measure ours as committed there")
     parser.add_argument("--cpus", default=",".join(CPUS))
     args = parser.parse_args(argv)
@@ -563,19 +697,30 @@ def main(argv=None) -> int:
     linear = []
     for cpu, name, k, n in linear_specs:
         ours, base = results[("linear", cpu, k, n, 128, "ours")], results[("linear", cpu, k, n, 128, "cmsis")]
-        linear.append({"cpu": cpu, "name": name, "in": k, "out": n, "tokens": 128, "ours": ours, "cmsis": base,
-                       "ratio": ours["instructions"] / base["instructions"],
-                       "cycle_ratio": ours["cycles_estimate"] / base["cycles_estimate"],
-                       "smlad_bound": 128 * k * n // 2,
-                       "smlad_efficiency": 128 * k * n / 2 / ours["instructions"]})
+        linear.append(
+            {
+                "cpu": cpu,
+                "name": name,
+                "in": k,
+                "out": n,
+                "tokens": 128,
+                "ours": ours,
+                "cmsis": base,
+                "ratio": ours["instructions"] / base["instructions"],
+                "cycle_ratio": ours["cycles_estimate"] / base["cycles_estimate"],
+                "smlad_bound": 128 * k * n // 2,
+                "smlad_efficiency": 128 * k * n / 2 / ours["instructions"],
+            }
+        )
     sweep = tile_sweep(results, "bert-tiny", 128) if sweep_on else None
 
     fitted = None
     if args.fit:
         fitted = {}
         for kind, feats_fn, shapes, features in (
-                ("attention", kernel_cost.attention_features, FIT_ATTENTION, kernel_cost.ATTENTION_FEATURES),
-                ("mlp", kernel_cost.mlp_features, FIT_MLP, kernel_cost.MLP_FEATURES)):
+            ("attention", kernel_cost.attention_features, FIT_ATTENTION, kernel_cost.ATTENTION_FEATURES),
+            ("mlp", kernel_cost.mlp_features, FIT_MLP, kernel_cost.MLP_FEATURES),
+        ):
             train = [(shape, feats_fn(*shape), results[(f"fit_{kind}",) + shape]) for shape in shapes]
             for quantity, key in (("instructions", "instructions"), ("cycles", "cycles_estimate")):
                 fitted[(kind, quantity)] = fit_coefficients([(sh, f, r[key]) for sh, f, r in train], features)
@@ -586,24 +731,42 @@ def main(argv=None) -> int:
             print(f"{name} = {{{body}}}")
 
     model_check = []
-    checks = [(r["model"], r["seq"], kind, r["tiles"][kind], r["ops"][kind]["ours"])
-              for r in rows if r["cpu"] == "cortex-m7" for kind in ("attention", "mlp")]
+    checks = [
+        (r["model"], r["seq"], kind, r["tiles"][kind], r["ops"][kind]["ours"])
+        for r in rows
+        if r["cpu"] == "cortex-m7"
+        for kind in ("attention", "mlp")
+    ]
     if sweep:
-        checks += [("bert-tiny", 128, kind, p["tile"], results[("op", "cortex-m7", "bert-tiny", 128, kind, "ours", p["tile"])])
-                   for kind in ("attention", "mlp") for p in sweep[kind]["points"]]
+        checks += [
+            ("bert-tiny", 128, kind, p["tile"], results[("op", "cortex-m7", "bert-tiny", 128, kind, "ours", p["tile"])])
+            for kind in ("attention", "mlp")
+            for p in sweep[kind]["points"]
+        ]
     for model, s, kind, t, measured in checks:
         shape = OpShape(kind, s, MODELS[model], t)
         feats = kernel_cost.op_features(shape)
         for quantity, key in (("instructions", "instructions"), ("cycles", "cycles_estimate")):
             if fitted:
                 predicted = formula(fitted[(kind, quantity)], feats)
-            elif getattr(kernel_cost, f"{kind.upper()}_{'INSTRUCTIONS' if quantity == 'instructions' else 'CYCLES_M7'}"):
+            elif getattr(
+                kernel_cost, f"{kind.upper()}_{'INSTRUCTIONS' if quantity == 'instructions' else 'CYCLES_M7'}"
+            ):
                 predicted = kernel_cost.predict(shape, quantity)
             else:
                 continue
-            model_check.append({"model": model, "seq": s, "op": kind, "tile": t, "quantity": quantity,
-                                "measured": measured[key], "predicted": predicted,
-                                "relative_error": predicted / measured[key] - 1})
+            model_check.append(
+                {
+                    "model": model,
+                    "seq": s,
+                    "op": kind,
+                    "tile": t,
+                    "quantity": quantity,
+                    "measured": measured[key],
+                    "predicted": predicted,
+                    "relative_error": predicted / measured[key] - 1,
+                }
+            )
 
     before = None
     if args.before:
@@ -616,21 +779,33 @@ def main(argv=None) -> int:
     elapsed = time.time() - started
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
-        "meta": {"seconds": elapsed, "cpus": cpus, "tiles": tiles, "flash_block": FLASH_BLOCK,
-                 "measure": "executed instructions (unicorn, per translated block)",
-                 "cycles": "ESTIMATE from instruction classes (tflm_mcubert/measure/instruction_classes.py)",
-                 "cmsis_nn_fc_m7_reference": CMSIS_NN_FC_M7,
-                 "git": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                       capture_output=True, text=True).stdout.strip()},
-        "layers": rows, "linear": linear, "tile_sweep": sweep, "cost_model_check": model_check,
+        "meta": {
+            "seconds": elapsed,
+            "cpus": cpus,
+            "tiles": tiles,
+            "flash_block": FLASH_BLOCK,
+            "measure": "executed instructions (unicorn, per translated block)",
+            "cycles": "ESTIMATE from instruction classes (tflm_mcubert/measure/instruction_classes.py)",
+            "cmsis_nn_fc_m7_reference": CMSIS_NN_FC_M7,
+            "git": subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip(),
+        },
+        "layers": rows,
+        "linear": linear,
+        "tile_sweep": sweep,
+        "cost_model_check": model_check,
         "before_after": before,
-        "fitted": ({f"{k}/{q}": v for (k, q), v in fitted.items()} if fitted else None)}
+        "fitted": ({f"{k}/{q}": v for (k, q), v in fitted.items()} if fitted else None),
+    }
     stem = "kernel_cost_quick" if args.quick else "kernel_cost"
     (args.out / f"{stem}.json").write_text(json.dumps(document, indent=1))
     (args.out / f"{stem}.md").write_text(text + "\n")
     plot(rows, sweep, args.out / f"{stem}.png")
-    print(f"\nwrote {args.out / stem}.json/.md/.png; took {elapsed:.0f} s "
-          f"({time.time() - measured_at:.0f} s after measuring)")
+    print(
+        f"\nwrote {args.out / stem}.json/.md/.png; took {elapsed:.0f} s "
+        f"({time.time() - measured_at:.0f} s after measuring)"
+    )
     return 0
 
 

@@ -54,11 +54,10 @@ def main() -> None:
     s = args.seq_len
     loaded = load_checkpoint(minilm_dir())
     float_model = FloatBert.from_keras(loaded.model)
-    calibration = model_inputs(tokenize(loaded.tokenizer, builtin_sentences()[:args.calibration], s), s)
+    calibration = model_inputs(tokenize(loaded.tokenizer, builtin_sentences()[: args.calibration], s), s)
     samples = tokenize(loaded.tokenizer, EVAL_SENTENCES, s)
     evaluation = model_inputs(samples, s)
-    reference = [mean_pool(np.asarray(loaded.model(x)["last_hidden_state"]), x["attention_mask"])[0]
-                 for x in samples]
+    reference = [mean_pool(np.asarray(loaded.model(x)["last_hidden_state"]), x["attention_mask"])[0] for x in samples]
 
     def report(label, embeddings):
         c = [cosine(a, b) for a, b in zip(embeddings, reference)]
@@ -69,18 +68,28 @@ def main() -> None:
     for propagation in ("float", "quantized"):
         for method in ("minmax", "percentile"):
             started = time.time()
-            q, _ = calibrate(float_model, calibration, seq_len=s,
-                             settings=CalibrationSettings(method=method, propagation=propagation))
-            outs = [q.output_quant.dequantize(q.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"])
-                    for x in evaluation]
-            report(f"{method}, {propagation} propagation ({time.time() - started:.0f} s)",
-                   [pooled(o, x.valid) for o, x in zip(outs, evaluation)])
+            q, _ = calibrate(
+                float_model,
+                calibration,
+                seq_len=s,
+                settings=CalibrationSettings(method=method, propagation=propagation),
+            )
+            outs = [
+                q.output_quant.dequantize(q.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"])
+                for x in evaluation
+            ]
+            report(
+                f"{method}, {propagation} propagation ({time.time() - started:.0f} s)",
+                [pooled(o, x.valid) for o, x in zip(outs, evaluation)],
+            )
 
     print("2. float model with only these tensors fake-quantized (per-tensor int8, min/max)")
-    for label, kinds in (("hidden states", ("output",)), ("fc1 + activation", ("fc1_output", "activation")),
-                         ("q, k, v, context", ("query", "key", "value", "context"))):
+    for label, kinds in (
+        ("hidden states", ("output",)),
+        ("fc1 + activation", ("fc1_output", "activation")),
+        ("q, k, v, context", ("query", "key", "value", "context")),
+    ):
         report(label, [pooled(fake_quant_forward(float_model, calibration, x, kinds), x.valid) for x in evaluation])
-
 
 
 _RANGES: dict = {}
@@ -118,8 +127,10 @@ def fake_quant_forward(float_model, calibration, x, kinds):
 def _fq_attention(fa, x, valid, name, fq):
     s, d = x.shape
     h, dh = fa.heads, d // fa.heads
-    q, k, v = (fq(f"{name}.{t}", x @ w.T + b) for t, w, b in
-               (("query", fa.wq, fa.bq), ("key", fa.wk, fa.bk), ("value", fa.wv, fa.bv)))
+    q, k, v = (
+        fq(f"{name}.{t}", x @ w.T + b)
+        for t, w, b in (("query", fa.wq, fa.bq), ("key", fa.wk, fa.bk), ("value", fa.wv, fa.bv))
+    )
     qh, kh, vh = (a.reshape(s, h, dh).transpose(1, 0, 2) for a in (q, k, v))
     scores = np.where(valid, qh @ kh.transpose(0, 2, 1) / math.sqrt(dh), -np.inf)
     p = np.exp(scores - scores.max(-1, keepdims=True))

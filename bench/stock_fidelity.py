@@ -70,11 +70,15 @@ def unpadded_samples(tokenizer, sentences: list[str], seq_len: int, count: int) 
         ids = ids + ids
     samples = []
     for n in range(count):
-        window = ids[n * stride: n * stride + body]
+        window = ids[n * stride : n * stride + body]
         full = [tokenizer.cls_token_id, *window, tokenizer.sep_token_id]
-        samples.append({"input_ids": np.array([full], np.int32),
-                        "attention_mask": np.ones((1, seq_len), np.int32),
-                        "token_type_ids": np.zeros((1, seq_len), np.int32)})
+        samples.append(
+            {
+                "input_ids": np.array([full], np.int32),
+                "attention_mask": np.ones((1, seq_len), np.int32),
+                "token_type_ids": np.zeros((1, seq_len), np.int32),
+            }
+        )
     return samples
 
 
@@ -98,8 +102,11 @@ def summary(c: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--mask-values", default=f"-10000,-100,-50,{EXPORT_MASK_VALUE:g},-20,-10",
-                        help="int8 mask biases to compare (comma-separated)")
+    parser.add_argument(
+        "--mask-values",
+        default=f"-10000,-100,-50,{EXPORT_MASK_VALUE:g},-20,-10",
+        help="int8 mask biases to compare (comma-separated)",
+    )
     parser.add_argument("--skip-arena", action="store_true", help="do not measure the minimum arenas")
     args = parser.parse_args()
 
@@ -109,13 +116,21 @@ def main() -> None:
     padded = tokenize(tokenizer, EVAL_SENTENCES, args.seq_len)
     reference = keras_embeddings(model, padded)
     lengths = [int(s["attention_mask"].sum()) for s in padded]
-    print(f"MiniLM-L6 (hidden {model.config.hidden_size}), seq {args.seq_len}; {len(padded)} sentences of "
-          f"{min(lengths)}-{max(lengths)} tokens, padded; reference: Keras float32, erf GELU, HF masking")
+    print(
+        f"MiniLM-L6 (hidden {model.config.hidden_size}), seq {args.seq_len}; {len(padded)} sentences of "
+        f"{min(lengths)}-{max(lengths)} tokens, padded; reference: Keras float32, erf GELU, HF masking"
+    )
 
     def export(precision, *, mask_value=EXPORT_MASK_VALUE, samples=calibration):
         started = time.time()
-        model_bytes = export_stock(model, seq_len=args.seq_len, precision=precision, calibration=samples,
-                                   outputs=("last_hidden_state",), mask_value=mask_value)
+        model_bytes = export_stock(
+            model,
+            seq_len=args.seq_len,
+            precision=precision,
+            calibration=samples,
+            outputs=("last_hidden_state",),
+            mask_value=mask_value,
+        )
         return model_bytes, time.time() - started
 
     print(f"\nstock export (mask bias {EXPORT_MASK_VALUE:g}) in TFLM vs the reference:")

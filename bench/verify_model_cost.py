@@ -28,14 +28,16 @@ CPUS = ("cortex-m7", "cortex-m4")
 
 
 def export_default(out: Path) -> bytes:
-    subprocess.run([sys.executable, "-m", "tflm_mcubert", "export", "--out", str(out)], check=True,
-                   cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "tflm_mcubert", "export", "--out", str(out)], check=True, cwd=ROOT, capture_output=True
+    )
     return (out / "model.tflite").read_bytes()
 
 
 def build(cpu: str, build_dir: Path) -> Path:
-    subprocess.run(["make", "-s", "-C", str(ROOT / "custom_ops"), f"BUILD={build_dir}", "emu", f"CPU={cpu}"],
-                   check=True)
+    subprocess.run(
+        ["make", "-s", "-C", str(ROOT / "custom_ops"), f"BUILD={build_dir}", "emu", f"CPU={cpu}"], check=True
+    )
     return build_dir / cpu / "mcubert_emu.elf"
 
 
@@ -59,13 +61,17 @@ def main() -> None:
         model = export_default(Path(tmp) / "export")
         kb = len(model) / 1024
         print(f"BERT-tiny @ 128 for nucleo-f746zg: {len(model):,} bytes ({kb:.1f} KB)")
-        print(f"{'core':<10} {'instructions':>13} {'per KB':>8} {'cycles (ESTIMATE)':>18} "
-              f"{'ms @ ' + format(args.mhz, 'g') + ' MHz (ESTIMATE)':>24} {'stack B':>8}")
+        print(
+            f"{'core':<10} {'instructions':>13} {'per KB':>8} {'cycles (ESTIMATE)':>18} "
+            f"{'ms @ ' + format(args.mhz, 'g') + ' MHz (ESTIMATE)':>24} {'stack B':>8}"
+        )
         for cpu in CPUS:
             figures = measure(build(cpu, Path(tmp) / "build"), cpu, model)
             ms = figures["cycles_estimate"] / (args.mhz * 1e3)
-            print(f"{cpu:<10} {figures['instructions']:>13,} {figures['instructions'] / kb:>8,.0f} "
-                  f"{figures['cycles_estimate']:>18,.0f} {ms:>24.1f} {figures['stack_bytes']:>8}")
+            print(
+                f"{cpu:<10} {figures['instructions']:>13,} {figures['instructions'] / kb:>8,.0f} "
+                f"{figures['cycles_estimate']:>18,.0f} {ms:>24.1f} {figures['stack_bytes']:>8}"
+            )
 
 
 if __name__ == "__main__":

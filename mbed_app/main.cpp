@@ -68,14 +68,15 @@ bool PlacementIsExpected() {
   printf("arena: %u B at 0x%08" PRIxPTR " (%s)\n", static_cast<unsigned>(sizeof(g_arena)), arena,
          MBED_CONF_APP_ARENA_REGION_NAME);
   if (arena < start || arena + sizeof(g_arena) > end) {
-    printf("error: the arena is outside %s (0x%08" PRIxPTR "..0x%08" PRIxPTR "): check target.mbed_ram_start "
+    printf("error: the arena is outside %s (0x%08" PRIxPTR "..0x%08" PRIxPTR
+           "): check target.mbed_ram_start "
            "in mbed_app.json against this target's linker script\n",
            MBED_CONF_APP_ARENA_REGION_NAME, start, end);
     return false;
   }
 #else
-  printf("arena: %u B at %p (no expected region configured for this target)\n",
-         static_cast<unsigned>(sizeof(g_arena)), static_cast<void*>(g_arena));
+  printf("arena: %u B at %p (no expected region configured for this target)\n", static_cast<unsigned>(sizeof(g_arena)),
+         static_cast<void*>(g_arena));
 #endif
   return true;
 }
@@ -85,10 +86,10 @@ bool CopyTestInputs(tflite::MicroInterpreter& interpreter) {
     TfLiteTensor* tensor = interpreter.input(i);
     const mcubert_test_tensor& sample = g_model_test_inputs[i];
     if (tensor == nullptr || tensor->bytes != sample.bytes) {
-      printf("error: input %d (%s) takes %u bytes, the test input has %u: model_test_input.* and "
-             "model_data.cc come from different exports\n",
-             i, sample.name, tensor ? static_cast<unsigned>(tensor->bytes) : 0u,
-             static_cast<unsigned>(sample.bytes));
+      printf(
+          "error: input %d (%s) takes %u bytes, the test input has %u: model_test_input.* and "
+          "model_data.cc come from different exports\n",
+          i, sample.name, tensor ? static_cast<unsigned>(tensor->bytes) : 0u, static_cast<unsigned>(sample.bytes));
       return false;
     }
     memcpy(tensor->data.raw, sample.data, sample.bytes);
@@ -129,7 +130,8 @@ int ReportOutput(const TfLiteTensor& output) {
 }
 
 int Run() {
-  printf("\nMCUBERT on %s (export for %s, %s schedule), seq len %d, core clock %" PRIu32 " Hz, "
+  printf("\nMCUBERT on %s (export for %s, %s schedule), seq len %d, core clock %" PRIu32
+         " Hz, "
          "I-cache %s, D-cache %s\n",
          MBED_STRINGIFY(TARGET_NAME), MCUBERT_MODEL_BOARD, MCUBERT_MODEL_SCHEDULE, MCUBERT_MODEL_SEQ_LEN,
          static_cast<uint32_t>(SystemCoreClock), (SCB->CCR & SCB_CCR_IC_Msk) ? "on" : "off",
@@ -157,12 +159,10 @@ int Run() {
   }
   static tflite::MicroInterpreter interpreter(model, g_resolver, g_arena, sizeof(g_arena));
   if (interpreter.AllocateTensors() != kTfLiteOk) {
-    printf("error: AllocateTensors failed with a %d B arena (TFLM printed why above)\n",
-           MCUBERT_MODEL_ARENA_BYTES);
+    printf("error: AllocateTensors failed with a %d B arena (TFLM printed why above)\n", MCUBERT_MODEL_ARENA_BYTES);
     return 1;
   }
-  printf("arena used: %u of %d B\n", static_cast<unsigned>(interpreter.arena_used_bytes()),
-         MCUBERT_MODEL_ARENA_BYTES);
+  printf("arena used: %u of %d B\n", static_cast<unsigned>(interpreter.arena_used_bytes()), MCUBERT_MODEL_ARENA_BYTES);
 
   StartCycleCounter();
   uint32_t fastest = UINT32_MAX;
@@ -188,8 +188,8 @@ int Run() {
       printf("error: Invoke took %.0f ms, too long for the cycle counter\n", ticker_ms);
       return 1;
     }
-    printf("%s: %" PRIu32 " cycles, %.2f ms (ticker %.2f ms)\n", run == 0 ? "warm-up" : "invoke", cycles,
-           cycle_ms, ticker_ms);
+    printf("%s: %" PRIu32 " cycles, %.2f ms (ticker %.2f ms)\n", run == 0 ? "warm-up" : "invoke", cycles, cycle_ms,
+           ticker_ms);
     if (run > 0) {
       fastest = cycles < fastest ? cycles : fastest;
       total += cycles;

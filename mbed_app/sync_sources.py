@@ -54,13 +54,14 @@ def planned_copies(repo: Path, app: Path, export: Path | None) -> dict[Path, dic
         source = repo / source_dir
         if not source.is_dir():
             raise SyncError(f"{source}: missing (is {repo} a tflm-mcubert checkout?)")
-        plan[app / destination] = {p.name: p for p in sorted(source.iterdir())
-                                   if p.is_file() and p.suffix in suffixes}
+        plan[app / destination] = {p.name: p for p in sorted(source.iterdir()) if p.is_file() and p.suffix in suffixes}
     if export is not None:
         missing = [name for name in EXPORT_FILES if not (export / name).is_file()]
         if missing:
-            raise SyncError(f"{export}: lacks {', '.join(missing)}; export the model there first "
-                            f"(python -m tflm_mcubert export --out {export})")
+            raise SyncError(
+                f"{export}: lacks {', '.join(missing)}; export the model there first "
+                f"(python -m tflm_mcubert export --out {export})"
+            )
         plan[app / MODEL_DIR] = {name: export / name for name in EXPORT_FILES}
     return plan
 
@@ -109,15 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = differences(plan, args.app)
         if stale:
-            print(f"{len(stale)} file(s) out of sync; run python mbed_app/sync_sources.py"
-                  + (f" --export {args.export}" if args.export else "") + ":")
+            print(
+                f"{len(stale)} file(s) out of sync; run python mbed_app/sync_sources.py"
+                + (f" --export {args.export}" if args.export else "")
+                + ":"
+            )
             print("\n".join(f"  {line}" for line in stale))
             return 1
         print("in sync")
         return 0
     copied = write(plan)
-    print(f"{copied} file(s) copied into {', '.join(str(d.relative_to(args.app)) + '/' for d in plan)}"
-          f" ({sum(len(f) for f in plan.values())} in all)")
+    print(
+        f"{copied} file(s) copied into {', '.join(str(d.relative_to(args.app)) + '/' for d in plan)}"
+        f" ({sum(len(f) for f in plan.values())} in all)"
+    )
     return 0
 
 

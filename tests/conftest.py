@@ -24,17 +24,54 @@ import pytest  # noqa: E402
 from tflm_mcubert.model.config import BertConfig  # noqa: E402
 
 # Enough word pieces for the tokenizer tests to produce real, varied ids.
-TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-              "the", "a", "cat", "dog", "sat", "on", "mat", "is", "was", "happy", "sad", "very", "not",
-              "good", "bad", "movie", "film", "and", "it", "this", "##s", "##ly", ".", ",", "!"]
+TINY_VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "is",
+    "was",
+    "happy",
+    "sad",
+    "very",
+    "not",
+    "good",
+    "bad",
+    "movie",
+    "film",
+    "and",
+    "it",
+    "this",
+    "##s",
+    "##ly",
+    ".",
+    ",",
+    "!",
+]
 
 # Small enough that building a model costs milliseconds; every test overrides what it cares about.
-TINY_CONFIG = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                   intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
+TINY_CONFIG = dict(
+    vocab_size=128,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    type_vocab_size=2,
+)
 
 
-def build_hf_checkpoint(parent: Path, *, classifier: bool = False, fmt: str = "safetensors", seed: int = 0,
-                        **config_overrides) -> Path:
+def build_hf_checkpoint(
+    parent: Path, *, classifier: bool = False, fmt: str = "safetensors", seed: int = 0, **config_overrides
+) -> Path:
     """A randomly initialised `transformers` BERT saved in a fresh directory under `parent`, with a vocab.txt.
 
     Every parameter, LayerNorm and biases included, is perturbed away from HF's init (ones / zeros), so a
@@ -146,13 +183,21 @@ def minilm_tokenizer():
 def random_table():
     def make(rows, cols, seed=0):
         return np.random.default_rng(seed).normal(scale=0.5, size=(rows, cols)).astype(np.float32)
+
     return make
 
 
 @pytest.fixture
 def small_config():
     def make(vocab_size=60, hidden_size=16, num_labels=None):
-        return BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=1,
-                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
-                          num_labels=num_labels)
+        return BertConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+            num_labels=num_labels,
+        )
+
     return make

@@ -4,10 +4,17 @@ from tflm_mcubert.boards import BOARDS, KB, MB, check_fit, custom_board, get_boa
 from tflm_mcubert.errors import UserError
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("512KB", 512 * KB), ("2MB", 2 * MB), ("1.5M", int(1.5 * MB)), ("327680", 327680), ("64 kib", 64 * KB),
-    (4096, 4096),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("512KB", 512 * KB),
+        ("2MB", 2 * MB),
+        ("1.5M", int(1.5 * MB)),
+        ("327680", 327680),
+        ("64 kib", 64 * KB),
+        (4096, 4096),
+    ],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -33,8 +40,13 @@ def test_adjacent_f7_regions_merge_but_h7_regions_do_not():
 
 
 def test_fit_reports_misses():
-    fit = check_fit(get_board("NUCLEO-F746ZG"), arena_bytes=400 * KB, flash_bytes=512 * KB,
-                    sram_reserve=16 * KB, flash_reserve=160 * KB)
+    fit = check_fit(
+        get_board("NUCLEO-F746ZG"),
+        arena_bytes=400 * KB,
+        flash_bytes=512 * KB,
+        sram_reserve=16 * KB,
+        flash_reserve=160 * KB,
+    )
     assert not fit.sram_ok and fit.flash_ok and not fit.ok
     assert fit.to_json()["sram"]["miss_bytes"] == 400 * KB - (320 - 16) * KB
 

@@ -86,9 +86,11 @@ def test_the_rule_catches_an_upward_import(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("package", sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()))
 def test_each_package_imports_on_its_own(package):
-    modules = sorted(f"tflm_mcubert.{package}.{p.stem}" for p in (PACKAGE / package).glob("*.py")
-                     if p.stem != "__init__")
+    modules = sorted(
+        f"tflm_mcubert.{package}.{p.stem}" for p in (PACKAGE / package).glob("*.py") if p.stem != "__init__"
+    )
     code = "import " + ", ".join([f"tflm_mcubert.{package}"] + modules)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            cwd=PACKAGE.parent)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=PACKAGE.parent
+    )
     assert result.returncode == 0, result.stderr[-2000:]

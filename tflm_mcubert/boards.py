@@ -72,33 +72,59 @@ class Board:
 # Memory maps from the STM32F74x/F76x/H7A3 reference manuals (RM0385, RM0410, RM0455).
 BOARDS: dict[str, Board] = {
     "nucleo-f746zg": Board(
-        name="nucleo-f746zg", mcu="STM32F746ZG", core="cortex-m7", clock_hz=216_000_000, flash_bytes=1 * MB,
+        name="nucleo-f746zg",
+        mcu="STM32F746ZG",
+        core="cortex-m7",
+        clock_hz=216_000_000,
+        flash_bytes=1 * MB,
         sram_regions=(
             MemoryRegion("DTCM", 0x2000_0000, 64 * KB),
             MemoryRegion("SRAM1", 0x2001_0000, 240 * KB),
             MemoryRegion("SRAM2", 0x2004_C000, 16 * KB),
-        )),
+        ),
+    ),
     "nucleo-f767zi": Board(
-        name="nucleo-f767zi", mcu="STM32F767ZI", core="cortex-m7", clock_hz=216_000_000, flash_bytes=2 * MB,
+        name="nucleo-f767zi",
+        mcu="STM32F767ZI",
+        core="cortex-m7",
+        clock_hz=216_000_000,
+        flash_bytes=2 * MB,
         sram_regions=(
             MemoryRegion("DTCM", 0x2000_0000, 128 * KB),
             MemoryRegion("SRAM1", 0x2002_0000, 368 * KB),
             MemoryRegion("SRAM2", 0x2007_C000, 16 * KB),
-        )),
+        ),
+    ),
     "nucleo-h7a3zi-q": Board(
-        name="nucleo-h7a3zi-q", mcu="STM32H7A3ZIT6Q", core="cortex-m7", clock_hz=280_000_000, flash_bytes=2 * MB,
+        name="nucleo-h7a3zi-q",
+        mcu="STM32H7A3ZIT6Q",
+        core="cortex-m7",
+        clock_hz=280_000_000,
+        flash_bytes=2 * MB,
         sram_regions=(
             MemoryRegion("DTCM", 0x2000_0000, 128 * KB),
             MemoryRegion("AXI-SRAM", 0x2400_0000, 1024 * KB),
             MemoryRegion("AHB-SRAM1+2", 0x3000_0000, 128 * KB),
             MemoryRegion("SRD-SRAM", 0x3800_0000, 32 * KB),
             MemoryRegion("ITCM", 0x0000_0000, 64 * KB),
-        )),
+        ),
+    ),
 }
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?I?B?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "K": KB, "KB": KB, "KIB": KB, "M": MB, "MB": MB, "MIB": MB, "G": 1024 * MB,
-          "GB": 1024 * MB, "GIB": 1024 * MB}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": KB,
+    "KB": KB,
+    "KIB": KB,
+    "M": MB,
+    "MB": MB,
+    "MIB": MB,
+    "G": 1024 * MB,
+    "GB": 1024 * MB,
+    "GIB": 1024 * MB,
+}
 
 
 def parse_size(text: str | int, *, what: str = "size") -> int:
@@ -120,16 +146,23 @@ def get_board(name: str) -> Board:
     try:
         return BOARDS[name.lower()]
     except KeyError:
-        raise UserError(f"unknown board {name!r} (choose from: {', '.join(BOARDS)}, "
-                        f"or give --sram and --flash for any other MCU)") from None
+        raise UserError(
+            f"unknown board {name!r} (choose from: {', '.join(BOARDS)}, or give --sram and --flash for any other MCU)"
+        ) from None
 
 
 def custom_board(sram: str | int, flash: str | int) -> Board:
     """A board known only by its sizes: one contiguous SRAM region and its Flash."""
     sram_bytes = parse_size(sram, what="--sram")
     flash_bytes = parse_size(flash, what="--flash")
-    return Board(name="custom", mcu="custom", core="cortex-m7", clock_hz=216_000_000, flash_bytes=flash_bytes,
-                 sram_regions=(MemoryRegion("SRAM", 0x2000_0000, sram_bytes),))
+    return Board(
+        name="custom",
+        mcu="custom",
+        core="cortex-m7",
+        clock_hz=216_000_000,
+        flash_bytes=flash_bytes,
+        sram_regions=(MemoryRegion("SRAM", 0x2000_0000, sram_bytes),),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,21 +192,42 @@ class FitReport:
     def to_json(self) -> dict:
         return {
             "ok": self.ok,
-            "sram": {"ok": self.sram_ok, "arena_bytes": self.arena_bytes, "budget_bytes": self.arena_budget,
-                     "region": self.region, "reserve_bytes": self.sram_reserve,
-                     "miss_bytes": max(0, self.arena_bytes - self.arena_budget)},
-            "flash": {"ok": self.flash_ok, "model_bytes": self.flash_bytes, "budget_bytes": self.flash_budget,
-                      "code_reserve_bytes": self.flash_reserve,
-                      "miss_bytes": max(0, self.flash_bytes - self.flash_budget)},
+            "sram": {
+                "ok": self.sram_ok,
+                "arena_bytes": self.arena_bytes,
+                "budget_bytes": self.arena_budget,
+                "region": self.region,
+                "reserve_bytes": self.sram_reserve,
+                "miss_bytes": max(0, self.arena_bytes - self.arena_budget),
+            },
+            "flash": {
+                "ok": self.flash_ok,
+                "model_bytes": self.flash_bytes,
+                "budget_bytes": self.flash_budget,
+                "code_reserve_bytes": self.flash_reserve,
+                "miss_bytes": max(0, self.flash_bytes - self.flash_budget),
+            },
         }
 
 
-def check_fit(board: Board, *, arena_bytes: int, flash_bytes: int, sram_reserve: int = DEFAULT_SRAM_RESERVE,
-              flash_reserve: int = DEFAULT_FLASH_RESERVE) -> FitReport:
+def check_fit(
+    board: Board,
+    *,
+    arena_bytes: int,
+    flash_bytes: int,
+    sram_reserve: int = DEFAULT_SRAM_RESERVE,
+    flash_reserve: int = DEFAULT_FLASH_RESERVE,
+) -> FitReport:
     region = board.largest_contiguous_sram
-    return FitReport(arena_bytes=arena_bytes, arena_budget=max(0, region.size - sram_reserve),
-                     flash_bytes=flash_bytes, flash_budget=max(0, board.flash_bytes - flash_reserve),
-                     sram_reserve=sram_reserve, flash_reserve=flash_reserve, region=region.name)
+    return FitReport(
+        arena_bytes=arena_bytes,
+        arena_budget=max(0, region.size - sram_reserve),
+        flash_bytes=flash_bytes,
+        flash_budget=max(0, board.flash_bytes - flash_reserve),
+        sram_reserve=sram_reserve,
+        flash_reserve=flash_reserve,
+        region=region.name,
+    )
 
 
 def human_bytes(n: int) -> str:

@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # (and on a 2-core machine against each other) make them ~10x slower than one thread.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-MAX_SEED = 2**32 - 1   # numpy's and TensorFlow's seeds are unsigned 32-bit
+MAX_SEED = 2**32 - 1  # numpy's and TensorFlow's seeds are unsigned 32-bit
 
 
 def seed_argument(text: str) -> int:
@@ -73,8 +73,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    parser = Parser(prog="python -m tflm_mcubert",
-                    description="BERT on microcontrollers with TensorFlow Lite Micro (MCUBERT).")
+    parser = Parser(
+        prog="python -m tflm_mcubert", description="BERT on microcontrollers with TensorFlow Lite Micro (MCUBERT)."
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     runners = {}
     for module_name in COMMAND_MODULES:

@@ -41,30 +41,37 @@ class CopyError(Exception):
 
 def check(export_dir: Path, sketch_dir: Path) -> None:
     if not export_dir.is_dir():
-        raise CopyError(f"{export_dir}: no such directory (run `python -m tflm_mcubert export --out "
-                        f"{export_dir}` first)")
+        raise CopyError(
+            f"{export_dir}: no such directory (run `python -m tflm_mcubert export --out {export_dir}` first)"
+        )
     missing = [name for name in SKETCH_FILES if not (export_dir / name).is_file()]
     if missing:
-        raise CopyError(f"{export_dir} lacks {', '.join(missing)}: not a complete export (an export made "
-                        f"before firmware files existed has no model_settings.h); export again into it")
+        raise CopyError(
+            f"{export_dir} lacks {', '.join(missing)}: not a complete export (an export made "
+            f"before firmware files existed has no model_settings.h); export again into it"
+        )
     settings = (export_dir / "model_settings.h").read_text()
     schedule = _SCHEDULE.search(settings)
     if schedule is None:
         raise CopyError(f"{export_dir / 'model_settings.h'} names no MCUBERT_MODEL_SCHEDULE; export again")
     if schedule.group(1) != "mcubert":
-        raise CopyError(f"{export_dir} is a {schedule.group(1)}-schedule export (TFLM builtin ops); the sketch "
-                        f"runs the mcubert schedule: export without --schedule {schedule.group(1)}")
+        raise CopyError(
+            f"{export_dir} is a {schedule.group(1)}-schedule export (TFLM builtin ops); the sketch "
+            f"runs the mcubert schedule: export without --schedule {schedule.group(1)}"
+        )
     if not (sketch_dir / f"{sketch_dir.name}.ino").is_file():
         raise CopyError(f"{sketch_dir}: not a sketch folder (no {sketch_dir.name}.ino in it)")
     stale = [name for name in SKETCH_FILES if name.endswith(".cc") and (sketch_dir / name).exists()]
     if stale:
-        raise CopyError(f"{sketch_dir} holds {', '.join(stale)}: remove it, the .cpp copy replaces it (with both, "
-                        f"IDEs that compile .cc files define the model twice)")
+        raise CopyError(
+            f"{sketch_dir} holds {', '.join(stale)}: remove it, the .cpp copy replaces it (with both, "
+            f"IDEs that compile .cc files define the model twice)"
+        )
 
 
 def copy_export(export_dir: Path, sketch_dir: Path) -> list[Path]:
     """Copy the files after checking all of them; returns the written paths."""
-    export_dir, sketch_dir = export_dir.resolve(), sketch_dir.resolve()   # "." has no name to check
+    export_dir, sketch_dir = export_dir.resolve(), sketch_dir.resolve()  # "." has no name to check
     check(export_dir, sketch_dir)
     written = []
     for source, target in SKETCH_FILES.items():

@@ -54,8 +54,10 @@ TFLM_PROBE_HEADER = "tensorflow/lite/micro/micro_interpreter.h"
 
 def banner(source: str) -> str:
     # A C comment: valid at the top of .c, .h and .S (the .S file goes through the C preprocessor).
-    return (f"/* GENERATED FILE - do not edit. Generated from {source} by {SCRIPT};\n"
-            f" * edit the source, not this copy, and re-run the script. */\n")
+    return (
+        f"/* GENERATED FILE - do not edit. Generated from {source} by {SCRIPT};\n"
+        f" * edit the source, not this copy, and re-run the script. */\n"
+    )
 
 
 MAIN_HEADER = """\
@@ -88,20 +90,22 @@ TFLM_HEADER = """\
 
 def guarded_binding_source(text: str) -> str:
     """A binding .cc as the library's .cpp: compiled only when TFLM's headers are on the include path."""
-    return ("// Compiled only when the sketch uses Arduino_TensorFlowLite (TFLM's headers on the include\n"
-            "// path): the Arduino builder compiles every source of a library, and kernel-only sketches\n"
-            "// must build without TFLM.\n"
-            "#if defined(__has_include)\n"
-            f"#if __has_include(\"{TFLM_PROBE_HEADER}\")\n\n"
-            + text
-            + "\n#endif  // TFLM on the include path\n#endif  // defined(__has_include)\n")
+    return (
+        "// Compiled only when the sketch uses Arduino_TensorFlowLite (TFLM's headers on the include\n"
+        "// path): the Arduino builder compiles every source of a library, and kernel-only sketches\n"
+        "// must build without TFLM.\n"
+        "#if defined(__has_include)\n"
+        f'#if __has_include("{TFLM_PROBE_HEADER}")\n\n'
+        + text
+        + "\n#endif  // TFLM on the include path\n#endif  // defined(__has_include)\n"
+    )
 
 
 def _c_array(ctype: str, name: str, values, per_line: int = 12) -> str:
     values = [int(v) for v in values]
     lines = []
     for i in range(0, len(values), per_line):
-        lines.append("    " + ", ".join(str(v) for v in values[i:i + per_line]) + ",")
+        lines.append("    " + ", ".join(str(v) for v in values[i : i + per_line]) + ",")
     return f"static const {ctype} {name}[{len(values)}] = {{\n" + "\n".join(lines) + "\n};\n"
 
 
@@ -122,16 +126,24 @@ def example_vector() -> str:
 
     def linear(n: int, k: int, shift: int) -> Linear:
         w = rng.integers(-127, 128, (n, k)).astype(np.int8)
-        channels = np.stack([rng.integers(-4096, 4097, n),
-                             rng.integers(1 << 30, (1 << 31) - 1, n, endpoint=True),
-                             np.full(n, shift)], axis=1).astype(np.int32)
+        channels = np.stack(
+            [rng.integers(-4096, 4097, n), rng.integers(1 << 30, (1 << 31) - 1, n, endpoint=True), np.full(n, shift)],
+            axis=1,
+        ).astype(np.int32)
         return Linear(k, n, pack_weights(w), channels)
 
     q = np.arange(-128, 128)
     tanh_lut = np.clip(np.round(127.0 * np.tanh(q / 32.0)), -127, 127).astype(np.int8)
-    params = ClassifierHeadParams(seq_len=seq_len, hidden=d, labels=labels, pooler_zero_point=0,
-                                  logits_zero_point=0, pooler=linear(d, d, -10), tanh_lut=tanh_lut,
-                                  classifier=linear(labels, d, -9)).validate()
+    params = ClassifierHeadParams(
+        seq_len=seq_len,
+        hidden=d,
+        labels=labels,
+        pooler_zero_point=0,
+        logits_zero_point=0,
+        pooler=linear(d, d, -10),
+        tanh_lut=tanh_lut,
+        classifier=linear(labels, d, -9),
+    ).validate()
     hidden = rng.integers(-128, 128, (seq_len, d)).astype(np.int8)
     expected = classifier_head.run(params, hidden, np.zeros(labels, np.int8))
 
@@ -160,12 +172,13 @@ def expected_files(source: Path) -> dict[str, bytes]:
     """Library-relative path -> the bytes the library must hold."""
     files: dict[str, bytes] = {}
     header = source / "include" / "mcubert" / "mcubert_ops.h"
-    files["src/mcubert/mcubert_ops.h"] = (banner("custom_ops/include/mcubert/mcubert_ops.h")
-                                          + header.read_text()).encode()
+    files["src/mcubert/mcubert_ops.h"] = (
+        banner("custom_ops/include/mcubert/mcubert_ops.h") + header.read_text()
+    ).encode()
     for path in sorted((source / "src").iterdir()):
         if path.is_file() and path.suffix in COPIED_SUFFIXES:
             files[f"src/{path.name}"] = (banner(f"custom_ops/src/{path.name}") + path.read_text()).encode()
-    for path in sorted((source / "tflm").iterdir()):   # files only: tflm/python/ stays out
+    for path in sorted((source / "tflm").iterdir()):  # files only: tflm/python/ stays out
         if not path.is_file() or path.suffix not in (".h", ".cc"):
             continue
         origin = f"custom_ops/tflm/{path.name}"
@@ -176,8 +189,10 @@ def expected_files(source: Path) -> dict[str, bytes]:
         if rel in files:
             raise SystemExit(f"{origin} would collide with {rel} copied from custom_ops/src")
         files[rel] = (banner(origin) + text).encode()
-    for rel, template, name in (("src/mcubert.h", MAIN_HEADER, "MAIN_HEADER"),
-                                ("src/mcubert_tflm_arduino.h", TFLM_HEADER, "TFLM_HEADER")):
+    for rel, template, name in (
+        ("src/mcubert.h", MAIN_HEADER, "MAIN_HEADER"),
+        ("src/mcubert_tflm_arduino.h", TFLM_HEADER, "TFLM_HEADER"),
+    ):
         if rel in files:
             raise SystemExit(f"a custom_ops file would collide with the generated library header {rel}")
         files[rel] = (banner(f"the {name} template in {SCRIPT}") + template).encode()
@@ -209,7 +224,7 @@ def differences(source: Path, lib: Path) -> list[str]:
 def write(source: Path, lib: Path) -> list[str]:
     want = expected_files(source)
     changed = []
-    for rel in sorted(existing_files(lib).keys() - want.keys()):   # stale copies of removed sources
+    for rel in sorted(existing_files(lib).keys() - want.keys()):  # stale copies of removed sources
         (lib / rel).unlink()
         changed.append(f"removed:   {rel}")
     for rel, data in want.items():
@@ -218,7 +233,7 @@ def write(source: Path, lib: Path) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             changed.append(f"wrote:     {rel}")
-    for directory in sorted((lib / "src").rglob("*"), reverse=True):   # empty folders left behind
+    for directory in sorted((lib / "src").rglob("*"), reverse=True):  # empty folders left behind
         if directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
     return changed
@@ -226,8 +241,9 @@ def write(source: Path, lib: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 listing missing, extra and different files")
+    parser.add_argument(
+        "--check", action="store_true", help="do not write; exit 1 listing missing, extra and different files"
+    )
     parser.add_argument("--source", type=Path, default=REPO / "custom_ops", help="default: custom_ops/")
     parser.add_argument("--lib", type=Path, default=REPO / "arduino_lib", help="default: arduino_lib/")
     args = parser.parse_args(argv)

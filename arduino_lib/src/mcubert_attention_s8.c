@@ -26,10 +26,14 @@ void mcubert_attention_layout_of(int32_t s, int32_t d, int32_t h, int32_t t, mcu
 {
     const int32_t dh = d / h;
     int32_t offset = 0, query_end, residual_end;
-    layout->key = offset;          offset += mcubert_align_up(s * dh);
-    layout->value_t = offset;      offset += mcubert_align_up(s * dh);
-    layout->context = offset;      offset += mcubert_align_up(s * (h - 1) * dh);
-    layout->context_tile = offset; offset += mcubert_align_up(t * dh);
+    layout->key = offset;
+    offset += mcubert_align_up(s * dh);
+    layout->value_t = offset;
+    offset += mcubert_align_up(s * dh);
+    layout->context = offset;
+    offset += mcubert_align_up(s * (h - 1) * dh);
+    layout->context_tile = offset;
+    offset += mcubert_align_up(t * dh);
     /* One slot: query, scores and row statistics die before the tile's residual is born. */
     layout->query = offset;
     layout->scores = layout->query + mcubert_align_up(t * dh);
@@ -39,15 +43,16 @@ void mcubert_attention_layout_of(int32_t s, int32_t d, int32_t h, int32_t t, mcu
     layout->residual = offset;
     residual_end = layout->residual + mcubert_align_up(2 * t * d);
     offset = mcubert_max_i32(query_end, residual_end);
-    layout->widened = offset;      offset += mcubert_align_up(8 * mcubert_max_i32(d, s));
+    layout->widened = offset;
+    offset += mcubert_align_up(8 * mcubert_max_i32(d, s));
     layout->total = offset;
 }
 
 int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads, int32_t tile)
 {
     mcubert_attention_layout layout;
-    if (seq_len < 1 || seq_len > MCUBERT_MAX_SEQ_LEN || hidden < 1 || hidden > MCUBERT_MAX_HIDDEN ||
-        heads < 1 || heads > MCUBERT_MAX_HEADS || hidden % heads != 0 || tile < 1 || tile > seq_len) {
+    if (seq_len < 1 || seq_len > MCUBERT_MAX_SEQ_LEN || hidden < 1 || hidden > MCUBERT_MAX_HIDDEN || heads < 1 ||
+        heads > MCUBERT_MAX_HEADS || hidden % heads != 0 || tile < 1 || tile > seq_len) {
         return -1;
     }
     mcubert_attention_layout_of(seq_len, hidden, heads, tile, &layout);
@@ -60,7 +65,8 @@ static mcubert_status validate_options(const mcubert_attention_params *p, mcuber
     if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_range(OP, "heads", p->heads, 1, MCUBERT_MAX_HEADS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "mask_mode", p->mask_mode, 0, 1, m)) != MCUBERT_OK ||
@@ -113,13 +119,13 @@ static mcubert_status validate_exp_lut(const int16_t *lut, mcubert_message *m)
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_attention_validate(const mcubert_attention_params *params,
-                                          const mcubert_tensor_view *tensors, int32_t count,
-                                          mcubert_message *message)
+mcubert_status mcubert_attention_validate(const mcubert_attention_params *params, const mcubert_tensor_view *tensors,
+                                          int32_t count, mcubert_message *message)
 {
-    static const char *const linear_names[4][2] = {
-        {"query_weights", "query_channels"}, {"key_weights", "key_channels"},
-        {"value_weights", "value_channels"}, {"output_weights", "output_channels"}};
+    static const char *const linear_names[4][2] = {{"query_weights", "query_channels"},
+                                                   {"key_weights", "key_channels"},
+                                                   {"value_weights", "value_channels"},
+                                                   {"output_weights", "output_channels"}};
     const mcubert_tensor_view *t = tensors;
     mcubert_status st = validate_options(params, message);
     int64_t s, d;
@@ -132,27 +138,31 @@ mcubert_status mcubert_attention_validate(const mcubert_attention_params *params
     }
     s = params->seq_len;
     d = params->hidden;
-    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_ATTENTION_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK) {
+    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_ATTENTION_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) !=
+        MCUBERT_OK) {
         return st;
     }
     st = params->mask_mode == 0
-        ? mcubert_check_tensor(OP, "mask", &t[MCUBERT_ATTENTION_MASK], MCUBERT_DTYPE_INT8, s, message)
-        : mcubert_check_tensor(OP, "mask", &t[MCUBERT_ATTENTION_MASK], MCUBERT_DTYPE_INT32, 1, message);
+             ? mcubert_check_tensor(OP, "mask", &t[MCUBERT_ATTENTION_MASK], MCUBERT_DTYPE_INT8, s, message)
+             : mcubert_check_tensor(OP, "mask", &t[MCUBERT_ATTENTION_MASK], MCUBERT_DTYPE_INT32, 1, message);
     if (st != MCUBERT_OK) {
         return st;
     }
     for (i = 0; i < 4; ++i) {
         st = mcubert_check_linear(OP, linear_names[i][0], &t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i],
-                                  linear_names[i][1], &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i],
-                                  (int32_t)d, (int32_t)d, message);
+                                  linear_names[i][1], &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i], (int32_t)d,
+                                  (int32_t)d, message);
         if (st != MCUBERT_OK) {
             return st;
         }
     }
-    if ((st = mcubert_check_tensor(OP, "exp_lut", &t[MCUBERT_ATTENTION_EXP_LUT], MCUBERT_DTYPE_INT16, 256, message)) != MCUBERT_OK ||
+    if ((st = mcubert_check_tensor(OP, "exp_lut", &t[MCUBERT_ATTENTION_EXP_LUT], MCUBERT_DTYPE_INT16, 256, message)) !=
+            MCUBERT_OK ||
         (st = validate_exp_lut((const int16_t *)t[MCUBERT_ATTENTION_EXP_LUT].data, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_ATTENTION_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_ATTENTION_RESIDUAL], (int32_t)d, message)) != MCUBERT_OK) {
+        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_ATTENTION_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_ATTENTION_RESIDUAL], (int32_t)d, message)) !=
+            MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_ATTENTION_OUTPUT], MCUBERT_DTYPE_INT8, s * d, message);
@@ -164,14 +174,14 @@ typedef struct {
     const mcubert_attention_params *params;
     const mcubert_attention_weights *weights;
     mcubert_keys keys;
-    int8_t *key_rows;      /* [s][dh] */
-    int8_t *value_t;       /* [dh][s] */
-    int8_t *context;       /* [s][(h-1) dh] */
-    int8_t *context_tile;  /* [t][dh] */
-    int8_t *query_rows;    /* [t][dh] */
-    int16_t *scores;       /* [t][s]: scores, then exp weights */
-    int16_t *residual;     /* [t][d] */
-    uint32_t *widened;     /* [4][max(d, s)] int16 */
+    int8_t *key_rows;     /* [s][dh] */
+    int8_t *value_t;      /* [dh][s] */
+    int8_t *context;      /* [s][(h-1) dh] */
+    int8_t *context_tile; /* [t][dh] */
+    int8_t *query_rows;   /* [t][dh] */
+    int16_t *scores;      /* [t][s]: scores, then exp weights */
+    int16_t *residual;    /* [t][d] */
+    uint32_t *widened;    /* [4][max(d, s)] int16 */
 } attention_state;
 
 /* One d x d projection of the op as a linear layer (built where used: keeps frames small). */
@@ -195,8 +205,8 @@ MCUBERT_NOINLINE static void project_keys_values(const attention_state *a, int8_
     int32_t r0;
     for (r0 = 0; r0 < a->keys.count; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
-        mcubert_rows_init_s8(&rows, hidden + r0 * a->d, a->d,
-                             mcubert_min_i32(MCUBERT_BLOCK_ROWS, a->keys.count - r0), a->d);
+        mcubert_rows_init_s8(&rows, hidden + r0 * a->d, a->d, mcubert_min_i32(MCUBERT_BLOCK_ROWS, a->keys.count - r0),
+                             a->d);
         mcubert_rows_widen(&rows, a->widened);
         mcubert_linear_to_s8(&rows, &key, c0, c0 + a->dh, 0, NULL, a->key_rows + r0 * a->dh, a->dh, 1);
         mcubert_linear_to_s8(&rows, &value, c0, c0 + a->dh, 0, NULL, a->value_t + r0, 1, a->s);
@@ -228,8 +238,8 @@ static inline void store_scores(const int32_t acc[2][MCUBERT_BLOCK_ROWS], int32_
 
 /* Q rows of tile rows [t0, t0 + n) for one head. (Apart from the scores below so that the
  * deepest call chain, through the linear stage, does not carry the scores loop's frame.) */
-MCUBERT_NOINLINE static void project_queries(const attention_state *a, const int8_t *hidden, int32_t head,
-                                             int32_t t0, int32_t n)
+MCUBERT_NOINLINE static void project_queries(const attention_state *a, const int8_t *hidden, int32_t head, int32_t t0,
+                                             int32_t n)
 {
     const mcubert_linear query = layer(a->weights->query_weights, a->weights->query_channels, a->d);
     const int32_t c0 = head * a->dh;
@@ -267,8 +277,8 @@ MCUBERT_NOINLINE static void query_scores(const attention_state *a, int32_t n)
 }
 
 /* Context values of one channel for the block's rows: dst[r * stride] = clamp8(requantize(mean)). */
-static inline void store_context(const int32_t *acc, const int32_t *recip, int32_t count,
-                                 const mcubert_requant *q, int8_t *dst, int32_t stride)
+static inline void store_context(const int32_t *acc, const int32_t *recip, int32_t count, const mcubert_requant *q,
+                                 int8_t *dst, int32_t stride)
 {
     int32_t r;
     if (q->fast && q->scale == 1 && count == MCUBERT_BLOCK_ROWS) {
@@ -286,8 +296,7 @@ static inline void store_context(const int32_t *acc, const int32_t *recip, int32
 
 /* Softmax weights of the tile's score rows (in place), then the normalized P.V context:
  * target[r][c] = clamp8(requantize(rsh(sum_k e[k] v[k][c] * recip, 28), M_ctx)). */
-MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, int8_t *target,
-                                           int32_t target_stride)
+MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, int8_t *target, int32_t target_stride)
 {
     const mcubert_attention_params *p = a->params;
     const mcubert_requant context = mcubert_requant_of(0, p->context_multiplier, p->context_shift);
@@ -324,11 +333,10 @@ MCUBERT_NOINLINE static void finish_tile(const attention_state *a, int8_t *hidde
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_split_s8(&rows, a->context + (t0 + r0) * earlier, earlier, earlier,
-                                   a->context_tile + r0 * a->dh, a->dh,
-                                   mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), a->d);
+                                   a->context_tile + r0 * a->dh, a->dh, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0),
+                                   a->d);
         mcubert_rows_widen(&rows, a->widened);
-        mcubert_linear_residual_to_s16(&rows, &output, hidden + (t0 + r0) * a->d,
-                                       a->weights->residual,
+        mcubert_linear_residual_to_s16(&rows, &output, hidden + (t0 + r0) * a->d, a->weights->residual,
                                        a->residual + r0 * a->d);
     }
     for (r = 0; r < n; ++r) {
@@ -337,16 +345,16 @@ MCUBERT_NOINLINE static void finish_tile(const attention_state *a, int8_t *hidde
     }
 }
 
-static mcubert_status check_pointers(const mcubert_attention_weights *w, const int8_t *hidden,
-                                     const void *mask, mcubert_message *m)
+static mcubert_status check_pointers(const mcubert_attention_weights *w, const int8_t *hidden, const void *mask,
+                                     mcubert_message *m)
 {
     const char *missing = NULL;
     if (w == NULL) {
         missing = "weights";
     } else if (w->query_weights == NULL || w->query_channels == NULL || w->key_weights == NULL ||
                w->key_channels == NULL || w->value_weights == NULL || w->value_channels == NULL ||
-               w->output_weights == NULL || w->output_channels == NULL || w->exp_lut == NULL ||
-               w->layer_norm == NULL || w->residual == NULL) {
+               w->output_weights == NULL || w->output_channels == NULL || w->exp_lut == NULL || w->layer_norm == NULL ||
+               w->residual == NULL) {
         missing = "weights";
     } else if (hidden == NULL) {
         missing = "hidden";
@@ -412,9 +420,8 @@ MCUBERT_NOINLINE static mcubert_status prepare(attention_state *a, const mcubert
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_attention_s8(const mcubert_attention_params *params,
-                                    const mcubert_attention_weights *weights, int8_t *hidden,
-                                    const void *mask, const mcubert_context *context,
+mcubert_status mcubert_attention_s8(const mcubert_attention_params *params, const mcubert_attention_weights *weights,
+                                    int8_t *hidden, const void *mask, const mcubert_context *context,
                                     mcubert_message *message)
 {
     attention_state a;

@@ -48,9 +48,7 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
   const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(mcubert_attention_s8(&data.params, &w, hidden, mask,
-                                           &scratch, &message),
-                      message);
+  return tflm::Report(mcubert_attention_s8(&data.params, &w, hidden, mask, &scratch, &message), message);
 }
 
 }  // namespace

@@ -18,9 +18,7 @@ namespace {
 using Params = mcubert_classifier_head_params;
 constexpr char kOp[] = "MCUBERT_CLASSIFIER_HEAD";
 
-int32_t ScratchBytes(const Params& p) {
-  return mcubert_classifier_head_get_buffer_size(p.seq_len, p.hidden, p.labels);
-}
+int32_t ScratchBytes(const Params& p) { return mcubert_classifier_head_get_buffer_size(p.seq_len, p.hidden, p.labels); }
 
 void* Init(TfLiteContext* context, const char* buffer, size_t length) {
   return tflm::InitOpData<Params>(context, buffer, length, mcubert_classifier_head_parse_options);
@@ -42,9 +40,7 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
   const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(mcubert_classifier_head_s8(&data.params, &w, hidden,
-                                                 logits, &scratch, &message),
-                      message);
+  return tflm::Report(mcubert_classifier_head_s8(&data.params, &w, hidden, logits, &scratch, &message), message);
 }
 
 }  // namespace

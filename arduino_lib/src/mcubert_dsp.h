@@ -50,7 +50,10 @@
 #if MCUBERT_DSP_NATIVE
 
 /* SXTB16: bytes 0 and 2, sign-extended into the two halves. */
-static inline uint32_t mcubert_sxtb16(uint32_t x) { return (uint32_t)__sxtb16((int32_t)x); }
+static inline uint32_t mcubert_sxtb16(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int32_t)x);
+}
 
 /* SXTB16 with ROR #8: bytes 1 and 3. One instruction; written as asm because GCC 12 does not
  * fold a C rotate into SXTB16's operand (the ACLE has no __ror form of it). */

@@ -47,20 +47,18 @@ typedef struct {
  *   y = clamp8(requantize(bias + x_r . w_c) + offset);  out[r * row_stride + (c - c_begin) * col_stride]
  *     = lut ? lut[y + 128] : y.
  * col_stride = 1 writes rows, row_stride = 1 writes the transpose (attention's value_t). */
-void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin,
-                          int32_t c_end, int32_t offset, const int8_t *lut, int8_t *out,
-                          int32_t row_stride, int32_t col_stride);
+void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin, int32_t c_end,
+                          int32_t offset, const int8_t *lut, int8_t *out, int32_t row_stride, int32_t col_stride);
 
 /* The pre-norm sum (SPEC 3.2) over all out_features channels, `channels` [out][2] = (zp, shift):
  *   z[r * out + c] = clamp16(requantize(bias + x_r . w_c) + (residual[r * out + c] - zp_c) * 2^shift_c) */
-void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer,
-                                    const int8_t *residual, const int32_t *channels, int16_t *z);
+void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer, const int8_t *residual,
+                                    const int32_t *channels, int16_t *z);
 
 /* ---- LayerNorm (mcubert_layernorm_s8.c) -------------------------------------------------- */
 
 /* One row: out[c] = SPEC 3.3 of z[0..d). table: [d][2] (gamma_q, beta_q). */
-void mcubert_layer_norm_s8(const int16_t *z, int32_t d, const int32_t *table, int64_t eps,
-                           int8_t *out);
+void mcubert_layer_norm_s8(const int16_t *z, int32_t d, const int32_t *table, int64_t eps, int8_t *out);
 
 /* ---- softmax weights (mcubert_softmax_s16.c) ---------------------------------------------- */
 
@@ -86,8 +84,7 @@ static inline int32_t mcubert_weighted_mean(int32_t acc, int32_t recip)
 /* ---- scratch layouts ---------------------------------------------------------------------- */
 
 typedef struct {
-    int32_t key, value_t, context, context_tile, query, scores, row_max, row_recip, residual,
-        widened, total;
+    int32_t key, value_t, context, context_tile, query, scores, row_max, row_recip, residual, widened, total;
 } mcubert_attention_layout;
 
 typedef struct {
@@ -106,26 +103,25 @@ void mcubert_embedding_layout_of(int32_t s, int32_t d, mcubert_embedding_layout 
 
 /* Starts "OP: field: " in message (NULL: no message wanted) and returns status, so a check
  * reads `return mcubert_fail(m, st, OP, "tile", ...)`-style through the helpers below. */
-mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op,
-                            const char *field);
+mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op, const char *field);
 /* mcubert_fail, then `text` as the whole problem: "OP: field: text". */
-mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op,
-                                 const char *field, const char *text);
+mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op, const char *field,
+                                 const char *text);
 void mcubert_append(mcubert_message *message, const char *text);
 void mcubert_append_int(mcubert_message *message, int64_t value);
 void mcubert_append_hex(mcubert_message *message, uint32_t value);
 
 /* Option checks; each returns MCUBERT_OK or fails with the Python reference's wording. */
 mcubert_status mcubert_check_spec(const char *op, int32_t version, uint32_t hash, mcubert_message *message);
-mcubert_status mcubert_check_range(const char *op, const char *field, int64_t value, int64_t lo,
-                                   int64_t hi, mcubert_message *message);
-mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier,
-                                        int32_t shift, mcubert_message *message);
+mcubert_status mcubert_check_range(const char *op, const char *field, int64_t value, int64_t lo, int64_t hi,
+                                   mcubert_message *message);
+mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier, int32_t shift,
+                                        mcubert_message *message);
 /* The preamble of every op's options: params not NULL ("params: NULL"), then spec_version,
  * spec_hash, seq_len in [1, MAX_SEQ_LEN], hidden in [1, MAX_HIDDEN], in that order. */
 mcubert_status mcubert_check_params(const char *op, const void *params, mcubert_message *message);
-mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash,
-                                            int32_t seq_len, int32_t hidden, mcubert_message *message);
+mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash, int32_t seq_len,
+                                            int32_t hidden, mcubert_message *message);
 /* field in [-128, 127]; ln_eps in [0, 2^50]; tile <= seq_len (the ranges checked before). */
 mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point,
                                         mcubert_message *message);
@@ -133,17 +129,17 @@ mcubert_status mcubert_check_ln_eps(const char *op, int64_t ln_eps, mcubert_mess
 mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len, mcubert_message *message);
 
 /* Tensor checks (validate with tensor views). */
-mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
-                                    int32_t dtype, int64_t elements, mcubert_message *message);
+mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view, int32_t dtype,
+                                    int64_t elements, mcubert_message *message);
 /* Pair4 weights: no -128, zero padding. Data may be NULL (then nothing to check). */
-mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed,
-                                   int32_t out_features, int32_t in_features, mcubert_message *message);
+mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed, int32_t out_features,
+                                   int32_t in_features, mcubert_message *message);
 /* [n][3] channel rows: |bias| <= 2^30, valid (multiplier, shift). */
-mcubert_status mcubert_check_channels(const char *op, const char *field, const int32_t *channels,
-                                      int32_t n, mcubert_message *message);
+mcubert_status mcubert_check_channels(const char *op, const char *field, const int32_t *channels, int32_t n,
+                                      mcubert_message *message);
 /* [n][2] (multiplier, shift) rows. */
-mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table,
-                                     int32_t n, mcubert_message *message);
+mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table, int32_t n,
+                                     mcubert_message *message);
 
 /* "tensors": count == expected (expected - 1 inputs, 1 output). */
 mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expected, mcubert_message *message);

@@ -48,13 +48,12 @@ static void row_sums(const int16_t *z, int32_t d, int32_t *s1_out, int64_t *s2_o
     *s2_out = s2;
 }
 
-void mcubert_layer_norm_s8(const int16_t *z, int32_t d, const int32_t *table, int64_t eps,
-                           int8_t *out)
+void mcubert_layer_norm_s8(const int16_t *z, int32_t d, const int32_t *table, int64_t eps, int8_t *out)
 {
     int32_t s1;
     int64_t s2, big_d;
     int32_t inv = 0; /* D == 0 (constant row, eps 0): inv = 0 gives n_q = 0, so out = beta */
-    int32_t k = 4;    /* 34 - e; any value in [4, 29] when inv = 0 */
+    int32_t k = 4;   /* 34 - e; any value in [4, 29] when inv = 0 */
     int32_t c;
     row_sums(z, d, &s1, &s2);
     big_d = (int64_t)d * s2 - (int64_t)s1 * s1 + eps;

@@ -23,9 +23,8 @@ static inline int32_t pair_stride(const mcubert_linear *layer)
 /* One channel's outputs for rows [0, count), any requantization: dst[r * row_stride] = lut or
  * identity of clamp8(clamp16(requantize(acc[r] + bias)) + offset), ch = (bias, M, shift).
  * Out of line: the fast case below covers every full block of a realistic layer. */
-MCUBERT_NOINLINE static void store_channel_s8(const int32_t *acc, int32_t count, const int32_t *ch,
-                                              int32_t offset, const int8_t *lut, int8_t *dst,
-                                              int32_t row_stride)
+MCUBERT_NOINLINE static void store_channel_s8(const int32_t *acc, int32_t count, const int32_t *ch, int32_t offset,
+                                              const int8_t *lut, int8_t *dst, int32_t row_stride)
 {
     int32_t r;
     for (r = 0; r < count; ++r) {
@@ -44,9 +43,9 @@ typedef struct {
 
 /* The pre-norm sum's residual input and int16 output (mcubert_linear_residual_to_s16's). */
 typedef struct {
-    const int8_t *residual; /* [rows][n] */
-    int16_t *z;             /* [rows][n] */
-    int32_t stride;         /* n = out_features */
+    const int8_t *residual;  /* [rows][n] */
+    int16_t *z;              /* [rows][n] */
+    int32_t stride;          /* n = out_features */
     const int32_t *channels; /* [n][2]: zero point, shift R_c */
 } output_s16;
 
@@ -80,9 +79,8 @@ MCUBERT_NOINLINE static void store_channel_s8_fast(const int32_t *acc, const int
     }
 }
 
-void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin,
-                          int32_t c_end, int32_t offset, const int8_t *lut, int8_t *out,
-                          int32_t row_stride, int32_t col_stride)
+void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin, int32_t c_end,
+                          int32_t offset, const int8_t *lut, int8_t *out, int32_t row_stride, int32_t col_stride)
 {
     const int32_t stride = pair_stride(layer);
     const int32_t count = rows->count;
@@ -115,8 +113,8 @@ void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer,
 /* Channel c of a full block, fast requantization (shift <= -1: output projections often have
  * -1, their target being the finer pre-norm scale): z[r][c] = clamp16(y_r + residual term);
  * |y| < 2^30 and |(x - zp) << R| < 2^15, so the int32 sum is exact. Straight-line, four rows. */
-MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, const int32_t *ch,
-                                                         const output_s16 *o, int32_t c)
+MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, const int32_t *ch, const output_s16 *o,
+                                                         int32_t c)
 {
     const mcubert_requant requant = mcubert_requant_of(ch[0], ch[1], ch[2]);
     const mcubert_requant *q = &requant;
@@ -151,8 +149,8 @@ MCUBERT_NOINLINE static void store_channel_residual(const int32_t *acc, int32_t 
     }
 }
 
-void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer,
-                                    const int8_t *residual, const int32_t *channels, int16_t *z)
+void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer, const int8_t *residual,
+                                    const int32_t *channels, int16_t *z)
 {
     const int32_t n = layer->out_features;
     const int32_t stride = pair_stride(layer);

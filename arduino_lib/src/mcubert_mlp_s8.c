@@ -20,17 +20,20 @@ void mcubert_mlp_layout_of(int32_t s, int32_t d, int32_t f, int32_t t, mcubert_m
 {
     int32_t offset = 0;
     (void)s;
-    layout->intermediate = offset; offset += mcubert_align_up(t * f);
-    layout->residual = offset;     offset += mcubert_align_up(2 * t * d);
-    layout->widened = offset;      offset += mcubert_align_up(8 * mcubert_max_i32(d, f));
+    layout->intermediate = offset;
+    offset += mcubert_align_up(t * f);
+    layout->residual = offset;
+    offset += mcubert_align_up(2 * t * d);
+    layout->widened = offset;
+    offset += mcubert_align_up(8 * mcubert_max_i32(d, f));
     layout->total = offset;
 }
 
 int32_t mcubert_mlp_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t ffn, int32_t tile)
 {
     mcubert_mlp_layout layout;
-    if (seq_len < 1 || seq_len > MCUBERT_MAX_SEQ_LEN || hidden < 1 || hidden > MCUBERT_MAX_HIDDEN ||
-        ffn < 1 || ffn > MCUBERT_MAX_FFN || tile < 1 || tile > seq_len) {
+    if (seq_len < 1 || seq_len > MCUBERT_MAX_SEQ_LEN || hidden < 1 || hidden > MCUBERT_MAX_HIDDEN || ffn < 1 ||
+        ffn > MCUBERT_MAX_FFN || tile < 1 || tile > seq_len) {
         return -1;
     }
     mcubert_mlp_layout_of(seq_len, hidden, ffn, tile, &layout);
@@ -43,7 +46,8 @@ static mcubert_status validate_options(const mcubert_mlp_params *p, mcubert_mess
     if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_range(OP, "ffn", p->ffn, 1, MCUBERT_MAX_FFN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK ||
@@ -53,8 +57,8 @@ static mcubert_status validate_options(const mcubert_mlp_params *p, mcubert_mess
     return mcubert_check_tile(OP, p->tile, p->seq_len, m);
 }
 
-mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcubert_tensor_view *tensors,
-                                    int32_t count, mcubert_message *message)
+mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcubert_tensor_view *tensors, int32_t count,
+                                    mcubert_message *message)
 {
     const mcubert_tensor_view *t = tensors;
     mcubert_status st = validate_options(params, message);
@@ -68,12 +72,18 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
     s = params->seq_len;
     d = params->hidden;
     f = params->ffn;
-    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_MLP_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels", &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8, 256, message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels", &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_MLP_RESIDUAL], (int32_t)d, message)) != MCUBERT_OK) {
+    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_MLP_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) !=
+            MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels",
+                                   &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8, 256,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels",
+                                   &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_MLP_RESIDUAL], (int32_t)d, message)) !=
+            MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_MLP_OUTPUT], MCUBERT_DTYPE_INT8, s * d, message);
@@ -82,8 +92,8 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
 /* One tile of t0 + [0, n) tokens: FC1 + activation into `intermediate`, FC2 + residual into
  * `residual`, LayerNorm back into the tile's rows of hidden. */
 MCUBERT_NOINLINE static void mlp_tile(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
-                                      int8_t *hidden, int32_t t0, int32_t n, int8_t *intermediate,
-                                      int16_t *residual, uint32_t *widened)
+                                      int8_t *hidden, int32_t t0, int32_t n, int8_t *intermediate, int16_t *residual,
+                                      uint32_t *widened)
 {
     const int32_t d = params->hidden;
     const int32_t f = params->ffn;
@@ -108,16 +118,15 @@ MCUBERT_NOINLINE static void mlp_tile(const mcubert_mlp_params *params, const mc
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, intermediate + r0 * f, f, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), f);
         mcubert_rows_widen(&rows, widened);
-        mcubert_linear_residual_to_s16(&rows, &fc2, hidden + (t0 + r0) * d, weights->residual,
-                                       residual + r0 * d);
+        mcubert_linear_residual_to_s16(&rows, &fc2, hidden + (t0 + r0) * d, weights->residual, residual + r0 * d);
     }
     for (r = 0; r < n; ++r) {
         mcubert_layer_norm_s8(residual + r * d, d, weights->layer_norm, params->ln_eps, hidden + (t0 + r) * d);
     }
 }
 
-mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
-                              int8_t *hidden, const mcubert_context *context, mcubert_message *message)
+mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights, int8_t *hidden,
+                              const mcubert_context *context, mcubert_message *message)
 {
     mcubert_mlp_layout layout;
     int8_t *scratch;
@@ -127,9 +136,8 @@ mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_ml
         return st;
     }
     if (weights == NULL || weights->fc1_weights == NULL || weights->fc1_channels == NULL ||
-        weights->activation_lut == NULL || weights->fc2_weights == NULL ||
-        weights->fc2_channels == NULL || weights->layer_norm == NULL || weights->residual == NULL ||
-        hidden == NULL) {
+        weights->activation_lut == NULL || weights->fc2_weights == NULL || weights->fc2_channels == NULL ||
+        weights->layer_norm == NULL || weights->residual == NULL || hidden == NULL) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, hidden == NULL ? "hidden" : "weights",
                                  "NULL pointer");
     }

@@ -56,8 +56,7 @@ void* InitOpData(TfLiteContext* context, const char* buffer, size_t length,
   mcubert_message message;
   const int32_t bytes = length > INT32_MAX ? -1 : static_cast<int32_t>(length);
   data->options_ok =
-      Report(parse(reinterpret_cast<const uint8_t*>(buffer), bytes, &data->params, &message),
-             message) == kTfLiteOk;
+      Report(parse(reinterpret_cast<const uint8_t*>(buffer), bytes, &data->params, &message), message) == kTfLiteOk;
   return memory;
 }
 
@@ -81,21 +80,20 @@ TfLiteStatus CheckOutputs(TfLiteNode* node, const char* op);
 
 // Sets up `scratch` for `scratch_bytes` (the kernel's get_buffer_size): checks the scratch output
 // (int8, large enough) or, when the node has none, requests the buffer from TFLM.
-TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
-                            int32_t scratch_bytes, Scratch* scratch);
+TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char* op, int32_t scratch_bytes,
+                            Scratch* scratch);
 
 // The validate() list: inputs 0..n-1 then output 0. Constant tensors pass their data (validate
 // checks their contents); run-time tensors pass NULL. Fails on a compressed constant (TFLM
 // compression), which the kernels cannot read in place.
-TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op,
-                         mcubert_tensor_view* views, int* count);
+TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op, mcubert_tensor_view* views,
+                         int* count);
 
 // Prepare of every op: decoded options, its outputs, validate() on the tensor list (options
 // ranges, dtypes, element counts, constant contents), then its scratch.
 template <typename Params>
 TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op,
-                       mcubert_status (*validate)(const Params*, const mcubert_tensor_view*,
-                                                  int32_t, mcubert_message*),
+                       mcubert_status (*validate)(const Params*, const mcubert_tensor_view*, int32_t, mcubert_message*),
                        int32_t (*scratch_bytes)(const Params&)) {
   const Params* params = ParamsOf<Params>(node, op);
   if (params == nullptr) {

@@ -58,8 +58,7 @@ void mcubert_append_hex(mcubert_message *message, uint32_t value)
     mcubert_append(message, text);
 }
 
-mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op,
-                            const char *field)
+mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, const char *op, const char *field)
 {
     if (message != NULL) {
         message->text[0] = '\0';
@@ -71,8 +70,8 @@ mcubert_status mcubert_fail(mcubert_message *message, mcubert_status status, con
     return status;
 }
 
-mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op,
-                                 const char *field, const char *text)
+mcubert_status mcubert_fail_text(mcubert_message *message, mcubert_status status, const char *op, const char *field,
+                                 const char *text)
 {
     mcubert_fail(message, status, op, field);
     mcubert_append(message, text);
@@ -115,8 +114,8 @@ mcubert_status mcubert_check_spec(const char *op, int32_t version, uint32_t hash
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_check_range(const char *op, const char *field, int64_t value, int64_t lo,
-                                   int64_t hi, mcubert_message *message)
+mcubert_status mcubert_check_range(const char *op, const char *field, int64_t value, int64_t lo, int64_t hi,
+                                   mcubert_message *message)
 {
     if (value < lo || value > hi) {
         mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, field);
@@ -133,12 +132,11 @@ mcubert_status mcubert_check_range(const char *op, const char *field, int64_t va
 
 mcubert_status mcubert_check_params(const char *op, const void *params, mcubert_message *message)
 {
-    return params == NULL ? mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "params", "NULL")
-                          : MCUBERT_OK;
+    return params == NULL ? mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op, "params", "NULL") : MCUBERT_OK;
 }
 
-mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash,
-                                            int32_t seq_len, int32_t hidden, mcubert_message *message)
+mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version, uint32_t spec_hash, int32_t seq_len,
+                                            int32_t hidden, mcubert_message *message)
 {
     mcubert_status st;
     if ((st = mcubert_check_spec(op, spec_version, spec_hash, message)) != MCUBERT_OK ||
@@ -148,8 +146,7 @@ mcubert_status mcubert_check_common_options(const char *op, int32_t spec_version
     return mcubert_check_range(op, "hidden", hidden, 1, MCUBERT_MAX_HIDDEN, message);
 }
 
-mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point,
-                                        mcubert_message *message)
+mcubert_status mcubert_check_zero_point(const char *op, const char *field, int32_t zero_point, mcubert_message *message)
 {
     return mcubert_check_range(op, field, zero_point, -128, 127, message);
 }
@@ -173,8 +170,8 @@ mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len,
 }
 
 /* The problem text of ops/fixed_point.check_multipliers, or NULL-free success. */
-static int multiplier_problem(int32_t multiplier, int32_t shift, mcubert_message *message,
-                              mcubert_status status, const char *op, const char *field)
+static int multiplier_problem(int32_t multiplier, int32_t shift, mcubert_message *message, mcubert_status status,
+                              const char *op, const char *field)
 {
     if (multiplier != 0 && multiplier < MULTIPLIER_MIN) {
         mcubert_fail(message, status, op, field);
@@ -193,11 +190,11 @@ static int multiplier_problem(int32_t multiplier, int32_t shift, mcubert_message
     return 0;
 }
 
-mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier,
-                                        int32_t shift, mcubert_message *message)
+mcubert_status mcubert_check_multiplier(const char *op, const char *field, int32_t multiplier, int32_t shift,
+                                        mcubert_message *message)
 {
-    return multiplier_problem(multiplier, shift, message, MCUBERT_ERROR_OPTION, op, field)
-        ? MCUBERT_ERROR_OPTION : MCUBERT_OK;
+    return multiplier_problem(multiplier, shift, message, MCUBERT_ERROR_OPTION, op, field) ? MCUBERT_ERROR_OPTION
+                                                                                           : MCUBERT_OK;
 }
 
 static const char *dtype_name(int32_t dtype)
@@ -210,8 +207,8 @@ static const char *dtype_name(int32_t dtype)
     }
 }
 
-mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
-                                    int32_t dtype, int64_t elements, mcubert_message *message)
+mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view, int32_t dtype,
+                                    int64_t elements, mcubert_message *message)
 {
     const int32_t size = dtype == MCUBERT_DTYPE_INT8 ? 1 : dtype == MCUBERT_DTYPE_INT16 ? 2 : 4;
     if (view->dtype != dtype) {
@@ -246,8 +243,8 @@ mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcu
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed,
-                                   int32_t out_features, int32_t in_features, mcubert_message *message)
+mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed, int32_t out_features,
+                                   int32_t in_features, mcubert_message *message)
 {
     const int32_t pairs = (out_features + 1) / 2;
     const int32_t groups = (in_features + 3) / 4;
@@ -275,8 +272,8 @@ mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8
 }
 
 /* n rows of `stride` words, each starting with a (multiplier, shift) pair. */
-static mcubert_status check_multiplier_rows(const char *op, const char *field, const int32_t *pairs,
-                                            int32_t n, int32_t stride, mcubert_message *message)
+static mcubert_status check_multiplier_rows(const char *op, const char *field, const int32_t *pairs, int32_t n,
+                                            int32_t stride, mcubert_message *message)
 {
     int32_t c;
     for (c = 0; c < n; ++c) {
@@ -287,8 +284,8 @@ static mcubert_status check_multiplier_rows(const char *op, const char *field, c
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_check_channels(const char *op, const char *field, const int32_t *channels,
-                                      int32_t n, mcubert_message *message)
+mcubert_status mcubert_check_channels(const char *op, const char *field, const int32_t *channels, int32_t n,
+                                      mcubert_message *message)
 {
     int32_t c;
     if (channels == NULL) {
@@ -303,8 +300,8 @@ mcubert_status mcubert_check_channels(const char *op, const char *field, const i
     return check_multiplier_rows(op, field, channels + 1, n, 3, message);
 }
 
-mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table,
-                                     int32_t n, mcubert_message *message)
+mcubert_status mcubert_check_requant(const char *op, const char *field, const int32_t *table, int32_t n,
+                                     mcubert_message *message)
 {
     return table == NULL ? MCUBERT_OK : check_multiplier_rows(op, field, table, n, 2, message);
 }

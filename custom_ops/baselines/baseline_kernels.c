@@ -35,8 +35,8 @@ void baseline_fc_s8(const int8_t *x, int32_t x_stride, int32_t tokens, int32_t k
     }
 }
 
-void baseline_fc_s32(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w,
-                     const int32_t *channels, int32_t *y)
+void baseline_fc_s32(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w, const int32_t *channels,
+                     int32_t *y)
 {
     int32_t t;
     for (t = 0; t < tokens; ++t, x += k, y += n) {
@@ -64,8 +64,7 @@ void baseline_lookup(int8_t *x, int32_t count, const int8_t *lut)
     }
 }
 
-void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, const int32_t *channels,
-                  int16_t *z)
+void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, const int32_t *channels, int16_t *z)
 {
     int32_t t, c;
     for (t = 0; t < tokens; ++t, y += d, x += d, z += d) {
@@ -78,8 +77,7 @@ void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, 
     }
 }
 
-void baseline_layer_norm(const int16_t *z, int32_t tokens, int32_t d, const int32_t *table, int64_t eps,
-                         int8_t *out)
+void baseline_layer_norm(const int16_t *z, int32_t tokens, int32_t d, const int32_t *table, int64_t eps, int8_t *out)
 {
     int32_t t;
     for (t = 0; t < tokens; ++t) {
@@ -87,8 +85,8 @@ void baseline_layer_norm(const int16_t *z, int32_t tokens, int32_t d, const int3
     }
 }
 
-void baseline_scores(const int8_t *q, int32_t q_stride, int32_t rows, const int8_t *k, int32_t k_stride,
-                     int32_t keys, int32_t dh, const mcubert_requant *score, int16_t *out, int32_t out_stride)
+void baseline_scores(const int8_t *q, int32_t q_stride, int32_t rows, const int8_t *k, int32_t k_stride, int32_t keys,
+                     int32_t dh, const mcubert_requant *score, int16_t *out, int32_t out_stride)
 {
     int32_t i;
     for (i = 0; i < rows; ++i, q += q_stride, out += out_stride) {
@@ -105,9 +103,9 @@ void baseline_scores(const int8_t *q, int32_t q_stride, int32_t rows, const int8
     }
 }
 
-void baseline_context(const int16_t *e, int32_t e_stride, const int32_t *recip, int32_t rows,
-                      const int8_t *vt, int32_t vt_stride, int32_t dh, int32_t keys,
-                      const mcubert_requant *context, int8_t *out, int32_t out_stride)
+void baseline_context(const int16_t *e, int32_t e_stride, const int32_t *recip, int32_t rows, const int8_t *vt,
+                      int32_t vt_stride, int32_t dh, int32_t keys, const mcubert_requant *context, int8_t *out,
+                      int32_t out_stride)
 {
     int32_t i;
     for (i = 0; i < rows; ++i, e += e_stride, out += out_stride) {

@@ -22,8 +22,8 @@
 #endif
 
 /* acc0, acc1 = lhs . rhs0, lhs . rhs1 over k int8 columns. */
-static inline void baseline_dot2_s8(const int8_t *lhs, const int8_t *rhs0, const int8_t *rhs1, int32_t k,
-                                    int32_t *acc0, int32_t *acc1)
+static inline void baseline_dot2_s8(const int8_t *lhs, const int8_t *rhs0, const int8_t *rhs1, int32_t k, int32_t *acc0,
+                                    int32_t *acc1)
 {
     int32_t a0 = 0, a1 = 0, j;
     for (j = k >> 2; j != 0; --j) {
@@ -56,8 +56,8 @@ static inline void baseline_dot2_s16(const int16_t *lhs, const int8_t *rhs0, con
         const uint32_t x01 = mcubert_read_u32(lhs), x23 = mcubert_read_u32(lhs + 2);
         uint32_t w = mcubert_read_u32(rhs0);
         uint32_t odd = mcubert_sxtb16_ror8(w), even = mcubert_sxtb16(w);
-        a0 = mcubert_smlad(mcubert_pack_low_halves(even, odd), x01, a0);   /* (w0, w1) */
-        a0 = mcubert_smlad(mcubert_pack_high_halves(even, odd), x23, a0);  /* (w2, w3) */
+        a0 = mcubert_smlad(mcubert_pack_low_halves(even, odd), x01, a0);  /* (w0, w1) */
+        a0 = mcubert_smlad(mcubert_pack_high_halves(even, odd), x23, a0); /* (w2, w3) */
         w = mcubert_read_u32(rhs1);
         odd = mcubert_sxtb16_ror8(w);
         even = mcubert_sxtb16(w);
@@ -83,31 +83,29 @@ void baseline_fc_s8(const int8_t *x, int32_t x_stride, int32_t tokens, int32_t k
                     int32_t row_stride, int32_t col_stride);
 
 /* Fully connected, int32 out (requantized and saturated): y[t * n + c], all n channels. */
-void baseline_fc_s32(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w,
-                     const int32_t *channels, int32_t *y);
+void baseline_fc_s32(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w, const int32_t *channels,
+                     int32_t *y);
 
 /* The table op: x[i] = lut[x[i] + 128], in place. */
 void baseline_lookup(int8_t *x, int32_t count, const int8_t *lut);
 
 /* The add op over `tokens` rows of d: z[i] = clamp16(y[i] + (x[i] - zp_c) 2^shift_c) (SPEC 3.2),
  * c = i mod d, `channels` [d][2] = (zp_c, shift_c). */
-void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, const int32_t *channels,
-                  int16_t *z);
+void baseline_add(const int32_t *y, const int8_t *x, int32_t tokens, int32_t d, const int32_t *channels, int16_t *z);
 
 /* The LayerNorm op on `tokens` rows of d (the library's routine). */
-void baseline_layer_norm(const int16_t *z, int32_t tokens, int32_t d, const int32_t *table, int64_t eps,
-                         int8_t *out);
+void baseline_layer_norm(const int16_t *z, int32_t tokens, int32_t d, const int32_t *table, int64_t eps, int8_t *out);
 
 /* Batched matmul for scores: out[i * out_stride + j] = clamp16(requantize(q_i . k_j)) for
  * i < rows, j < keys; q_i = q + i * q_stride, k_j = k + j * k_stride (dh values each). */
-void baseline_scores(const int8_t *q, int32_t q_stride, int32_t rows, const int8_t *k, int32_t k_stride,
-                     int32_t keys, int32_t dh, const mcubert_requant *score, int16_t *out, int32_t out_stride);
+void baseline_scores(const int8_t *q, int32_t q_stride, int32_t rows, const int8_t *k, int32_t k_stride, int32_t keys,
+                     int32_t dh, const mcubert_requant *score, int16_t *out, int32_t out_stride);
 
 /* Batched matmul for the context: out[i * out_stride + c] = clamp8(requantize(mean)) with
  * mean = rsh((e_i . vt_c) recip_i, 28), e_i = e + i * e_stride (keys values), vt_c = vt + c * vt_stride. */
-void baseline_context(const int16_t *e, int32_t e_stride, const int32_t *recip, int32_t rows,
-                      const int8_t *vt, int32_t vt_stride, int32_t dh, int32_t keys,
-                      const mcubert_requant *context, int8_t *out, int32_t out_stride);
+void baseline_context(const int16_t *e, int32_t e_stride, const int32_t *recip, int32_t rows, const int8_t *vt,
+                      int32_t vt_stride, int32_t dh, int32_t keys, const mcubert_requant *context, int8_t *out,
+                      int32_t out_stride);
 
 /* The key set of a call, as the library builds it (mask mode 0: the int8 mask; 1: a length). */
 mcubert_keys baseline_keys(const mcubert_attention_params *params, const void *mask);

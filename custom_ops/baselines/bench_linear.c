@@ -10,9 +10,8 @@
 
 #include <stddef.h>
 
-int32_t mcubert_bench_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features,
-                                int32_t out_features, const int8_t *weights, const int32_t *channels,
-                                int8_t *y, void *scratch)
+int32_t mcubert_bench_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features, int32_t out_features,
+                                const int8_t *weights, const int32_t *channels, int8_t *y, void *scratch)
 {
     mcubert_linear layer;
     int32_t r0;
@@ -22,8 +21,8 @@ int32_t mcubert_bench_linear_s8(const int8_t *x, int32_t tokens, int32_t in_feat
     layer.out_features = out_features;
     for (r0 = 0; r0 < tokens; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
-        mcubert_rows_init_s8(&rows, x + r0 * in_features, in_features,
-                             mcubert_min_i32(MCUBERT_BLOCK_ROWS, tokens - r0), in_features);
+        mcubert_rows_init_s8(&rows, x + r0 * in_features, in_features, mcubert_min_i32(MCUBERT_BLOCK_ROWS, tokens - r0),
+                             in_features);
         mcubert_rows_widen(&rows, (uint32_t *)scratch);
         mcubert_linear_to_s8(&rows, &layer, 0, out_features, 0, NULL, y + r0 * out_features, out_features, 1);
     }

@@ -18,14 +18,22 @@ static void burrello_layout_of(int32_t s, int32_t d, int32_t h, burrello_layout 
 {
     const int32_t dh = d / h;
     int32_t offset = 0;
-    l->q = offset;       offset += mcubert_align_up(s * dh);
-    l->k = offset;       offset += mcubert_align_up(s * dh);
-    l->v_t = offset;     offset += mcubert_align_up(s * dh);
-    l->scores = offset;  offset += mcubert_align_up(2 * s * s);
-    l->recip = offset;   offset += mcubert_align_up(4 * s);
-    l->context = offset; offset += mcubert_align_up(s * d);
-    l->y = offset;       offset += mcubert_align_up(4 * s * d);
-    l->z = offset;       offset += mcubert_align_up(2 * s * d);
+    l->q = offset;
+    offset += mcubert_align_up(s * dh);
+    l->k = offset;
+    offset += mcubert_align_up(s * dh);
+    l->v_t = offset;
+    offset += mcubert_align_up(s * dh);
+    l->scores = offset;
+    offset += mcubert_align_up(2 * s * s);
+    l->recip = offset;
+    offset += mcubert_align_up(4 * s);
+    l->context = offset;
+    offset += mcubert_align_up(s * d);
+    l->y = offset;
+    offset += mcubert_align_up(4 * s * d);
+    l->z = offset;
+    offset += mcubert_align_up(2 * s * d);
     l->total = offset;
 }
 
@@ -39,9 +47,9 @@ int32_t mcubert_baseline_burrello_attention_get_buffer_size(int32_t seq_len, int
 }
 
 mcubert_status mcubert_baseline_burrello_attention_s8(const mcubert_attention_params *params,
-                                                      const mcubert_attention_weights *weights,
-                                                      int8_t *hidden, const void *mask,
-                                                      const mcubert_context *context, mcubert_message *message)
+                                                      const mcubert_attention_weights *weights, int8_t *hidden,
+                                                      const void *mask, const mcubert_context *context,
+                                                      mcubert_message *message)
 {
     const int32_t s = params->seq_len, d = params->hidden, h = params->heads, dh = d / h;
     const mcubert_keys keys = baseline_keys(params, mask);
@@ -62,12 +70,11 @@ mcubert_status mcubert_baseline_burrello_attention_s8(const mcubert_attention_pa
     recip = (int32_t *)(void *)(buf + l.recip);
     for (j = 0; j < h; ++j) {
         const int32_t c0 = j * dh;
-        baseline_fc_s8(hidden, d, s, d, weights->query_weights, weights->query_channels, c0, c0 + dh, 0,
-                       buf + l.q, dh, 1);
-        baseline_fc_s8(hidden, d, s, d, weights->key_weights, weights->key_channels, c0, c0 + dh, 0,
-                       buf + l.k, dh, 1);
-        baseline_fc_s8(hidden, d, s, d, weights->value_weights, weights->value_channels, c0, c0 + dh, 0,
-                       buf + l.v_t, 1, s);
+        baseline_fc_s8(hidden, d, s, d, weights->query_weights, weights->query_channels, c0, c0 + dh, 0, buf + l.q, dh,
+                       1);
+        baseline_fc_s8(hidden, d, s, d, weights->key_weights, weights->key_channels, c0, c0 + dh, 0, buf + l.k, dh, 1);
+        baseline_fc_s8(hidden, d, s, d, weights->value_weights, weights->value_channels, c0, c0 + dh, 0, buf + l.v_t, 1,
+                       s);
         baseline_scores(buf + l.q, dh, s, buf + l.k, dh, keys.count, dh, &score, scores, s);
         for (i = 0; i < s; ++i) {
             recip[i] = mcubert_softmax_weights_s16(scores + i * s, &keys, weights->exp_lut);
@@ -76,8 +83,7 @@ mcubert_status mcubert_baseline_burrello_attention_s8(const mcubert_attention_pa
     }
     baseline_fc_s32(buf + l.context, s, d, d, weights->output_weights, weights->output_channels,
                     (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
-                 (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual, (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }

@@ -8,12 +8,10 @@
 
 #include <stddef.h>
 
-int32_t mcubert_baseline_cmsis_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features,
-                                         int32_t out_features, const int8_t *weights,
-                                         const int32_t *channels, int8_t *y)
+int32_t mcubert_baseline_cmsis_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features, int32_t out_features,
+                                         const int8_t *weights, const int32_t *channels, int8_t *y)
 {
-    baseline_fc_s8(x, in_features, tokens, in_features, weights, channels, 0, out_features, 0, y,
-                   out_features, 1);
+    baseline_fc_s8(x, in_features, tokens, in_features, weights, channels, 0, out_features, 0, y, out_features, 1);
     return MCUBERT_OK;
 }
 
@@ -26,23 +24,34 @@ typedef struct {
 static void cmsis_attention_layout_of(int32_t s, int32_t d, int32_t h, cmsis_attention_layout *l)
 {
     int32_t offset = 0;
-    l->q = offset;             offset += mcubert_align_up(s * d);        /* FC outputs [s][d] */
-    l->k = offset;             offset += mcubert_align_up(s * d);
-    l->v = offset;             offset += mcubert_align_up(s * d);
-    l->q_heads = offset;       offset += mcubert_align_up(s * d);        /* [h][s][dh] */
-    l->k_heads = offset;       offset += mcubert_align_up(s * d);
-    l->v_heads = offset;       offset += mcubert_align_up(s * d);        /* [h][dh][s] */
-    l->scores = offset;        offset += mcubert_align_up(2 * h * s * s); /* [h][s][s], softmax in place */
-    l->recip = offset;         offset += mcubert_align_up(4 * h * s);
-    l->context_heads = offset; offset += mcubert_align_up(s * d);        /* [h][s][dh] */
-    l->context = offset;       offset += mcubert_align_up(s * d);        /* [s][d] */
-    l->y = offset;             offset += mcubert_align_up(4 * s * d);    /* output FC, int32 */
-    l->z = offset;             offset += mcubert_align_up(2 * s * d);    /* add, int16 */
+    l->q = offset;
+    offset += mcubert_align_up(s * d); /* FC outputs [s][d] */
+    l->k = offset;
+    offset += mcubert_align_up(s * d);
+    l->v = offset;
+    offset += mcubert_align_up(s * d);
+    l->q_heads = offset;
+    offset += mcubert_align_up(s * d); /* [h][s][dh] */
+    l->k_heads = offset;
+    offset += mcubert_align_up(s * d);
+    l->v_heads = offset;
+    offset += mcubert_align_up(s * d); /* [h][dh][s] */
+    l->scores = offset;
+    offset += mcubert_align_up(2 * h * s * s); /* [h][s][s], softmax in place */
+    l->recip = offset;
+    offset += mcubert_align_up(4 * h * s);
+    l->context_heads = offset;
+    offset += mcubert_align_up(s * d); /* [h][s][dh] */
+    l->context = offset;
+    offset += mcubert_align_up(s * d); /* [s][d] */
+    l->y = offset;
+    offset += mcubert_align_up(4 * s * d); /* output FC, int32 */
+    l->z = offset;
+    offset += mcubert_align_up(2 * s * d); /* add, int16 */
     l->total = offset;
 }
 
-int32_t mcubert_baseline_cmsis_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
-                                                         int32_t tile)
+int32_t mcubert_baseline_cmsis_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads, int32_t tile)
 {
     cmsis_attention_layout l;
     (void)tile;
@@ -114,8 +123,8 @@ mcubert_status mcubert_baseline_cmsis_attention_s8(const mcubert_attention_param
     for (j = 0; j < h; ++j) {
         int16_t *scores = (int16_t *)(void *)(buf + l.scores) + j * s * s;
         int32_t *recip = (int32_t *)(void *)(buf + l.recip) + j * s;
-        baseline_scores(buf + l.q_heads + j * s * dh, dh, s, buf + l.k_heads + j * s * dh, dh, keys.count, dh,
-                        &score, scores, s);
+        baseline_scores(buf + l.q_heads + j * s * dh, dh, s, buf + l.k_heads + j * s * dh, dh, keys.count, dh, &score,
+                        scores, s);
         for (i = 0; i < s; ++i) {
             recip[i] = mcubert_softmax_weights_s16(scores + i * s, &keys, weights->exp_lut);
         }
@@ -125,8 +134,7 @@ mcubert_status mcubert_baseline_cmsis_attention_s8(const mcubert_attention_param
     tokens_from_heads(buf + l.context_heads, s, h, dh, buf + l.context);
     baseline_fc_s32(buf + l.context, s, d, d, weights->output_weights, weights->output_channels,
                     (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
-                 (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual, (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }
@@ -140,9 +148,12 @@ typedef struct {
 static void cmsis_mlp_layout_of(int32_t s, int32_t d, int32_t f, cmsis_mlp_layout *l)
 {
     int32_t offset = 0;
-    l->a = offset; offset += mcubert_align_up(s * f);     /* FC1, then the table op in place */
-    l->y = offset; offset += mcubert_align_up(4 * s * d); /* FC2, int32 */
-    l->z = offset; offset += mcubert_align_up(2 * s * d); /* add, int16 */
+    l->a = offset;
+    offset += mcubert_align_up(s * f); /* FC1, then the table op in place */
+    l->y = offset;
+    offset += mcubert_align_up(4 * s * d); /* FC2, int32 */
+    l->z = offset;
+    offset += mcubert_align_up(2 * s * d); /* add, int16 */
     l->total = offset;
 }
 
@@ -155,8 +166,7 @@ int32_t mcubert_baseline_cmsis_mlp_get_buffer_size(int32_t seq_len, int32_t hidd
 }
 
 mcubert_status mcubert_baseline_cmsis_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
-                                             int8_t *hidden, const mcubert_context *context,
-                                             mcubert_message *message)
+                                             int8_t *hidden, const mcubert_context *context, mcubert_message *message)
 {
     const int32_t s = params->seq_len, d = params->hidden, f = params->ffn;
     cmsis_mlp_layout l;
@@ -167,12 +177,11 @@ mcubert_status mcubert_baseline_cmsis_mlp_s8(const mcubert_mlp_params *params, c
         return st;
     }
     buf = (int8_t *)context->buf;
-    baseline_fc_s8(hidden, d, s, d, weights->fc1_weights, weights->fc1_channels, 0, f,
-                   params->fc1_output_zero_point, buf + l.a, f, 1);
+    baseline_fc_s8(hidden, d, s, d, weights->fc1_weights, weights->fc1_channels, 0, f, params->fc1_output_zero_point,
+                   buf + l.a, f, 1);
     baseline_lookup(buf + l.a, s * f, weights->activation_lut);
     baseline_fc_s32(buf + l.a, s, f, d, weights->fc2_weights, weights->fc2_channels, (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
-                 (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual, (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }

@@ -18,19 +18,27 @@ __attribute__((noinline)) void mcubert_emu_stop(void)
 
 typedef void (*entry_point)(void);
 __attribute__((used)) const entry_point mcubert_emu_api[] = {
-    (entry_point)mcubert_embedding_s8, (entry_point)mcubert_embedding_validate,
+    (entry_point)mcubert_embedding_s8,
+    (entry_point)mcubert_embedding_validate,
     (entry_point)mcubert_embedding_get_buffer_size,
-    (entry_point)mcubert_attention_s8, (entry_point)mcubert_attention_validate,
+    (entry_point)mcubert_attention_s8,
+    (entry_point)mcubert_attention_validate,
     (entry_point)mcubert_attention_get_buffer_size,
-    (entry_point)mcubert_mlp_s8, (entry_point)mcubert_mlp_validate,
+    (entry_point)mcubert_mlp_s8,
+    (entry_point)mcubert_mlp_validate,
     (entry_point)mcubert_mlp_get_buffer_size,
-    (entry_point)mcubert_uses_dsp_path, mcubert_emu_stop,
-    (entry_point)mcubert_baseline_cmsis_linear_s8, (entry_point)mcubert_bench_linear_s8,
-    (entry_point)mcubert_baseline_cmsis_attention_s8, (entry_point)mcubert_baseline_cmsis_attention_get_buffer_size,
+    (entry_point)mcubert_uses_dsp_path,
+    mcubert_emu_stop,
+    (entry_point)mcubert_baseline_cmsis_linear_s8,
+    (entry_point)mcubert_bench_linear_s8,
+    (entry_point)mcubert_baseline_cmsis_attention_s8,
+    (entry_point)mcubert_baseline_cmsis_attention_get_buffer_size,
     (entry_point)mcubert_baseline_burrello_attention_s8,
     (entry_point)mcubert_baseline_burrello_attention_get_buffer_size,
-    (entry_point)mcubert_baseline_flash_attention_s8, (entry_point)mcubert_baseline_flash_attention_get_buffer_size,
-    (entry_point)mcubert_baseline_cmsis_mlp_s8, (entry_point)mcubert_baseline_cmsis_mlp_get_buffer_size,
+    (entry_point)mcubert_baseline_flash_attention_s8,
+    (entry_point)mcubert_baseline_flash_attention_get_buffer_size,
+    (entry_point)mcubert_baseline_cmsis_mlp_s8,
+    (entry_point)mcubert_baseline_cmsis_mlp_get_buffer_size,
 };
 
 int main(void)

@@ -27,21 +27,30 @@ typedef struct {
 static void flash_layout_of(int32_t s, int32_t d, int32_t t, flash_layout *l)
 {
     int32_t offset = 0;
-    l->q = offset;       offset += mcubert_align_up(s * d);
-    l->k = offset;       offset += mcubert_align_up(s * d);
-    l->v_t = offset;     offset += mcubert_align_up(s * d);        /* [d][s] */
-    l->acc = offset;     offset += mcubert_align_up(4 * s * d);    /* int32 output accumulator */
-    l->row_max = offset; offset += mcubert_align_up(4 * t);
-    l->row_sum = offset; offset += mcubert_align_up(4 * t);
-    l->block = offset;   offset += mcubert_align_up(2 * t * t);    /* block scores, then weights */
-    l->context = offset; offset += mcubert_align_up(s * d);
-    l->y = offset;       offset += mcubert_align_up(4 * s * d);
-    l->z = offset;       offset += mcubert_align_up(2 * s * d);
+    l->q = offset;
+    offset += mcubert_align_up(s * d);
+    l->k = offset;
+    offset += mcubert_align_up(s * d);
+    l->v_t = offset;
+    offset += mcubert_align_up(s * d); /* [d][s] */
+    l->acc = offset;
+    offset += mcubert_align_up(4 * s * d); /* int32 output accumulator */
+    l->row_max = offset;
+    offset += mcubert_align_up(4 * t);
+    l->row_sum = offset;
+    offset += mcubert_align_up(4 * t);
+    l->block = offset;
+    offset += mcubert_align_up(2 * t * t); /* block scores, then weights */
+    l->context = offset;
+    offset += mcubert_align_up(s * d);
+    l->y = offset;
+    offset += mcubert_align_up(4 * s * d);
+    l->z = offset;
+    offset += mcubert_align_up(2 * s * d);
     l->total = offset;
 }
 
-int32_t mcubert_baseline_flash_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
-                                                         int32_t tile)
+int32_t mcubert_baseline_flash_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads, int32_t tile)
 {
     flash_layout l;
     (void)heads;
@@ -156,8 +165,7 @@ mcubert_status mcubert_baseline_flash_attention_s8(const mcubert_attention_param
         }
     }
     baseline_fc_s32(out, s, d, d, weights->output_weights, weights->output_channels, (int32_t *)(void *)(buf + l.y));
-    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual,
-                 (int16_t *)(void *)(buf + l.z));
+    baseline_add((const int32_t *)(void *)(buf + l.y), hidden, s, d, weights->residual, (int16_t *)(void *)(buf + l.z));
     baseline_layer_norm((const int16_t *)(void *)(buf + l.z), s, d, weights->layer_norm, params->ln_eps, hidden);
     return MCUBERT_OK;
 }

@@ -41,21 +41,18 @@
 #include "mcubert/mcubert_ops.h"
 
 /* One linear layer y = clamp8(requantize(x W^T + bias)) on `tokens` rows (channels [out][3]). */
-int32_t mcubert_baseline_cmsis_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features,
-                                         int32_t out_features, const int8_t *weights,
-                                         const int32_t *channels, int8_t *y);
+int32_t mcubert_baseline_cmsis_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features, int32_t out_features,
+                                         const int8_t *weights, const int32_t *channels, int8_t *y);
 
 /* The same layer through the library's pair4 row-block kernel (4 x 2 x 4 micro-kernel, fused
  * output stage): the "ours" side of the linear-layer comparison. scratch: 8 * in_features bytes,
  * 4-byte aligned (the widened rows). */
-int32_t mcubert_bench_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features,
-                                int32_t out_features, const int8_t *weights, const int32_t *channels,
-                                int8_t *y, void *scratch);
+int32_t mcubert_bench_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features, int32_t out_features,
+                                const int8_t *weights, const int32_t *channels, int8_t *y, void *scratch);
 
 /* Whole ops, same arguments as the library's (weights row-major); return MCUBERT_OK, or
  * MCUBERT_ERROR_ARGUMENT when the scratch is smaller than get_buffer_size(). */
-int32_t mcubert_baseline_cmsis_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
-                                                         int32_t tile);
+int32_t mcubert_baseline_cmsis_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads, int32_t tile);
 mcubert_status mcubert_baseline_cmsis_attention_s8(const mcubert_attention_params *params,
                                                    const mcubert_attention_weights *weights, int8_t *hidden,
                                                    const void *mask, const mcubert_context *context,
@@ -64,12 +61,11 @@ mcubert_status mcubert_baseline_cmsis_attention_s8(const mcubert_attention_param
 int32_t mcubert_baseline_burrello_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
                                                             int32_t tile);
 mcubert_status mcubert_baseline_burrello_attention_s8(const mcubert_attention_params *params,
-                                                      const mcubert_attention_weights *weights,
-                                                      int8_t *hidden, const void *mask,
-                                                      const mcubert_context *context, mcubert_message *message);
+                                                      const mcubert_attention_weights *weights, int8_t *hidden,
+                                                      const void *mask, const mcubert_context *context,
+                                                      mcubert_message *message);
 
-int32_t mcubert_baseline_flash_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
-                                                         int32_t tile);
+int32_t mcubert_baseline_flash_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads, int32_t tile);
 mcubert_status mcubert_baseline_flash_attention_s8(const mcubert_attention_params *params,
                                                    const mcubert_attention_weights *weights, int8_t *hidden,
                                                    const void *mask, const mcubert_context *context,
@@ -78,7 +74,6 @@ mcubert_status mcubert_baseline_flash_attention_s8(const mcubert_attention_param
 /* The MLP of all three (the schedules differ in attention only). */
 int32_t mcubert_baseline_cmsis_mlp_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t ffn, int32_t tile);
 mcubert_status mcubert_baseline_cmsis_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
-                                             int8_t *hidden, const mcubert_context *context,
-                                             mcubert_message *message);
+                                             int8_t *hidden, const mcubert_context *context, mcubert_message *message);
 
 #endif /* MCUBERT_BASELINES_H */

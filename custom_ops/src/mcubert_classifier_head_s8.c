@@ -32,16 +32,18 @@ typedef struct {
 static void layout_of(int32_t d, classifier_head_layout *layout)
 {
     int32_t offset = 0;
-    layout->pooled = offset;  offset += mcubert_align_up(d);
-    layout->widened = offset; offset += mcubert_align_up(2 * d);
+    layout->pooled = offset;
+    offset += mcubert_align_up(d);
+    layout->widened = offset;
+    offset += mcubert_align_up(2 * d);
     layout->total = offset;
 }
 
 int32_t mcubert_classifier_head_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t labels)
 {
     classifier_head_layout layout;
-    if (seq_len < 1 || seq_len > MCUBERT_MAX_SEQ_LEN || hidden < 1 || hidden > MCUBERT_MAX_HIDDEN ||
-        labels < 1 || labels > MCUBERT_MAX_LABELS) {
+    if (seq_len < 1 || seq_len > MCUBERT_MAX_SEQ_LEN || hidden < 1 || hidden > MCUBERT_MAX_HIDDEN || labels < 1 ||
+        labels > MCUBERT_MAX_LABELS) {
         return -1;
     }
     layout_of(hidden, &layout);
@@ -54,7 +56,8 @@ static mcubert_status validate_options(const mcubert_classifier_head_params *p, 
     if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_range(OP, "labels", p->labels, 1, MCUBERT_MAX_LABELS, m)) != MCUBERT_OK ||
         (st = mcubert_check_zero_point(OP, "pooler_zero_point", p->pooler_zero_point, m)) != MCUBERT_OK ||
         (st = mcubert_check_zero_point(OP, "logits_zero_point", p->logits_zero_point, m)) != MCUBERT_OK) {
@@ -79,10 +82,16 @@ mcubert_status mcubert_classifier_head_validate(const mcubert_classifier_head_pa
     s = params->seq_len;
     d = params->hidden;
     n = params->labels;
-    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_CLASSIFIER_HEAD_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "pooler_weights", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS], "pooler_channels", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS], (int32_t)d, (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "tanh_lut", &t[MCUBERT_CLASSIFIER_HEAD_TANH_LUT], MCUBERT_DTYPE_INT8, 256, message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "classifier_weights", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS], "classifier_channels", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS], (int32_t)n, (int32_t)d, message)) != MCUBERT_OK) {
+    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_CLASSIFIER_HEAD_HIDDEN], MCUBERT_DTYPE_INT8, s * d,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "pooler_weights", &t[MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS], "pooler_channels",
+                                   &t[MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS], (int32_t)d, (int32_t)d, message)) !=
+            MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "tanh_lut", &t[MCUBERT_CLASSIFIER_HEAD_TANH_LUT], MCUBERT_DTYPE_INT8, 256,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear(OP, "classifier_weights", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS],
+                                   "classifier_channels", &t[MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS], (int32_t)n,
+                                   (int32_t)d, message)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_CLASSIFIER_HEAD_OUTPUT], MCUBERT_DTYPE_INT8, n, message);
@@ -120,8 +129,7 @@ static void widen_row(const int8_t *x, int32_t groups, uint32_t *widened)
     }
 }
 
-MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened,
-                                           int8_t *out)
+MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened, int8_t *out)
 {
     const int32_t k_len = layer->in_features;
     const int32_t n = layer->out_features;
@@ -157,8 +165,7 @@ MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *lay
 
 #else /* !MCUBERT_DSP */
 
-MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened,
-                                           int8_t *out)
+MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened, int8_t *out)
 {
     const int32_t k_len = layer->in_features;
     const int32_t n = layer->out_features;
@@ -189,9 +196,8 @@ MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *lay
 #endif /* MCUBERT_DSP */
 
 mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *params,
-                                          const mcubert_classifier_head_weights *weights,
-                                          const int8_t *hidden, int8_t *logits,
-                                          const mcubert_context *context, mcubert_message *message)
+                                          const mcubert_classifier_head_weights *weights, const int8_t *hidden,
+                                          int8_t *logits, const mcubert_context *context, mcubert_message *message)
 {
     classifier_head_layout layout;
     row_layer pooler, classifier;
@@ -203,10 +209,13 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
         return st;
     }
     if (weights == NULL || weights->pooler_weights == NULL || weights->pooler_channels == NULL ||
-        weights->tanh_lut == NULL || weights->classifier_weights == NULL ||
-        weights->classifier_channels == NULL || hidden == NULL || logits == NULL) {
+        weights->tanh_lut == NULL || weights->classifier_weights == NULL || weights->classifier_channels == NULL ||
+        hidden == NULL || logits == NULL) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP,
-                                 hidden == NULL ? "hidden" : logits == NULL ? "logits" : "weights", "NULL pointer");
+                                 hidden == NULL   ? "hidden"
+                                 : logits == NULL ? "logits"
+                                                  : "weights",
+                                 "NULL pointer");
     }
     layout_of(params->hidden, &layout);
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK) {
@@ -229,7 +238,7 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
     classifier.offset = params->logits_zero_point;
     classifier.lut = NULL;
 
-    row_linear_s8(hidden, &pooler, widened, pooled);       /* row 0 only: the [CLS] token */
+    row_linear_s8(hidden, &pooler, widened, pooled); /* row 0 only: the [CLS] token */
     row_linear_s8(pooled, &classifier, widened, logits);
     return MCUBERT_OK;
 }

@@ -22,8 +22,10 @@ void mcubert_embedding_layout_of(int32_t s, int32_t d, mcubert_embedding_layout 
 {
     int32_t offset = 0;
     (void)s;
-    layout->z = offset;       offset += mcubert_align_up(2 * ROWS * d);
-    layout->widened = offset; offset += mcubert_align_up(2 * MCUBERT_BLOCK_ROWS * d);
+    layout->z = offset;
+    offset += mcubert_align_up(2 * ROWS * d);
+    layout->widened = offset;
+    offset += mcubert_align_up(2 * MCUBERT_BLOCK_ROWS * d);
     layout->total = offset;
 }
 
@@ -43,10 +45,12 @@ static mcubert_status validate_options(const mcubert_embedding_params *p, mcuber
     if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK) {
         return st;
     }
-    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) != MCUBERT_OK ||
+    if ((st = mcubert_check_common_options(OP, p->spec_version, p->spec_hash, p->seq_len, p->hidden, m)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_range(OP, "vocab_size", p->vocab_size, 1, INT32_MAX, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "type_vocab_size", p->type_vocab_size, 1, MCUBERT_MAX_TYPE_VOCAB, m)) != MCUBERT_OK ||
+        (st = mcubert_check_range(OP, "type_vocab_size", p->type_vocab_size, 1, MCUBERT_MAX_TYPE_VOCAB, m)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
@@ -62,8 +66,8 @@ static mcubert_status validate_options(const mcubert_embedding_params *p, mcuber
 
 /* Checks the cluster table (SPEC 4.1: ends strictly increasing up to vocab_size, rank_0 = d,
  * other ranks in [1, d]) and returns the element counts of word_rows and word_projections. */
-static mcubert_status check_clusters(const mcubert_embedding_params *p, const int32_t *clusters,
-                                     int64_t *rows_total, int64_t *projections_total, mcubert_message *m)
+static mcubert_status check_clusters(const mcubert_embedding_params *p, const int32_t *clusters, int64_t *rows_total,
+                                     int64_t *projections_total, mcubert_message *m)
 {
     int64_t rows = 0, projections = 0;
     int32_t i, start = 0;
@@ -124,9 +128,8 @@ static void cluster_at(const int32_t *clusters, int32_t d, int32_t i, cluster_in
     info->projection_offset = projections;
 }
 
-mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params,
-                                          const mcubert_tensor_view *tensors, int32_t count,
-                                          mcubert_message *message)
+mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params, const mcubert_tensor_view *tensors,
+                                          int32_t count, mcubert_message *message)
 {
     const mcubert_tensor_view *t = tensors;
     int64_t s, d, c;
@@ -141,9 +144,12 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
     s = params->seq_len;
     d = params->hidden;
     c = params->cluster_count;
-    if ((st = mcubert_check_tensor(OP, "input_ids", &t[MCUBERT_EMBEDDING_INPUT_IDS], MCUBERT_DTYPE_INT32, s, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "token_type_ids", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_IDS], MCUBERT_DTYPE_INT32, s, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "clusters", &t[MCUBERT_EMBEDDING_CLUSTERS], MCUBERT_DTYPE_INT32, 2 * c, message)) != MCUBERT_OK) {
+    if ((st = mcubert_check_tensor(OP, "input_ids", &t[MCUBERT_EMBEDDING_INPUT_IDS], MCUBERT_DTYPE_INT32, s,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "token_type_ids", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_IDS], MCUBERT_DTYPE_INT32, s,
+                                   message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "clusters", &t[MCUBERT_EMBEDDING_CLUSTERS], MCUBERT_DTYPE_INT32, 2 * c,
+                                   message)) != MCUBERT_OK) {
         return st;
     }
     /* The sizes of the word tables follow from the cluster table's contents. */
@@ -152,33 +158,40 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
         const int8_t *projections = (const int8_t *)t[MCUBERT_EMBEDDING_WORD_PROJECTIONS].data;
         int64_t rows_total, projections_total;
         if ((st = check_clusters(params, clusters, &rows_total, &projections_total, message)) != MCUBERT_OK ||
-            (st = mcubert_check_tensor(OP, "word_rows", &t[MCUBERT_EMBEDDING_WORD_ROWS], MCUBERT_DTYPE_INT8, rows_total, message)) != MCUBERT_OK ||
-            (st = mcubert_check_tensor(OP, "word_projections", &t[MCUBERT_EMBEDDING_WORD_PROJECTIONS], MCUBERT_DTYPE_INT8, projections_total, message)) != MCUBERT_OK) {
+            (st = mcubert_check_tensor(OP, "word_rows", &t[MCUBERT_EMBEDDING_WORD_ROWS], MCUBERT_DTYPE_INT8, rows_total,
+                                       message)) != MCUBERT_OK ||
+            (st = mcubert_check_tensor(OP, "word_projections", &t[MCUBERT_EMBEDDING_WORD_PROJECTIONS],
+                                       MCUBERT_DTYPE_INT8, projections_total, message)) != MCUBERT_OK) {
             return st;
         }
         for (i = 1; i < params->cluster_count && projections != NULL; ++i) {
             cluster_info info;
             cluster_at(clusters, (int32_t)d, i, &info);
-            st = mcubert_check_pair4(OP, "word_projections", projections + info.projection_offset,
-                                     (int32_t)d, info.rank, message);
+            st = mcubert_check_pair4(OP, "word_projections", projections + info.projection_offset, (int32_t)d,
+                                     info.rank, message);
             if (st != MCUBERT_OK) {
                 return st;
             }
         }
     }
-    if ((st = mcubert_check_requant_tensor(OP, "word_requant", &t[MCUBERT_EMBEDDING_WORD_REQUANT], (int32_t)(c * d), message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "position_table", &t[MCUBERT_EMBEDDING_POSITION_TABLE], MCUBERT_DTYPE_INT8, s * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_requant_tensor(OP, "position_requant", &t[MCUBERT_EMBEDDING_POSITION_REQUANT], (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "token_type_table", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_TABLE], MCUBERT_DTYPE_INT8, params->type_vocab_size * d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_requant_tensor(OP, "token_type_requant", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT], (int32_t)d, message)) != MCUBERT_OK ||
-        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_EMBEDDING_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d, message)) != MCUBERT_OK) {
+    if ((st = mcubert_check_requant_tensor(OP, "word_requant", &t[MCUBERT_EMBEDDING_WORD_REQUANT], (int32_t)(c * d),
+                                           message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "position_table", &t[MCUBERT_EMBEDDING_POSITION_TABLE], MCUBERT_DTYPE_INT8,
+                                   s * d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_requant_tensor(OP, "position_requant", &t[MCUBERT_EMBEDDING_POSITION_REQUANT], (int32_t)d,
+                                           message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "token_type_table", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_TABLE], MCUBERT_DTYPE_INT8,
+                                   params->type_vocab_size * d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_requant_tensor(OP, "token_type_requant", &t[MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT],
+                                           (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_EMBEDDING_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
+                                   message)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_EMBEDDING_OUTPUT], MCUBERT_DTYPE_INT8, s * d, message);
 }
 
-static mcubert_status check_ids(const int32_t *ids, int32_t s, int32_t limit, const char *field,
-                                mcubert_message *m)
+static mcubert_status check_ids(const int32_t *ids, int32_t s, int32_t limit, const char *field, mcubert_message *m)
 {
     int32_t p;
     for (p = 0; p < s; ++p) {
@@ -201,8 +214,10 @@ static mcubert_status check_ids(const int32_t *ids, int32_t s, int32_t limit, co
 static inline int16_t pre_norm(int32_t word, const mcubert_embedding_weights *w, const int8_t *position_row,
                                const int8_t *type_row, int32_t c)
 {
-    const int32_t position = mcubert_requantize(position_row[c], w->position_requant[2 * c], w->position_requant[2 * c + 1]);
-    const int32_t type = mcubert_requantize(type_row[c], w->token_type_requant[2 * c], w->token_type_requant[2 * c + 1]);
+    const int32_t position =
+        mcubert_requantize(position_row[c], w->position_requant[2 * c], w->position_requant[2 * c + 1]);
+    const int32_t type =
+        mcubert_requantize(type_row[c], w->token_type_requant[2 * c], w->token_type_requant[2 * c + 1]);
     return mcubert_clamp16((int64_t)word + position + type);
 }
 
@@ -212,8 +227,8 @@ typedef struct {
     const mcubert_embedding_weights *weights;
     const int32_t *input_ids;
     const int32_t *token_type_ids;
-    int16_t *z;         /* [4][d] pre-norm rows of the current block */
-    uint32_t *widened;  /* DSP: [4][d] int16 */
+    int16_t *z;        /* [4][d] pre-norm rows of the current block */
+    uint32_t *widened; /* DSP: [4][d] int16 */
 } embedding_state;
 
 /* Cluster-0 tokens of the block: word[c] = requantize(U_0[id][c], Mw_0[c]). */
@@ -239,9 +254,8 @@ MCUBERT_NOINLINE static void word_full_rows(const embedding_state *e, int32_t p0
 }
 
 /* z of channels c0, c0 + 1 for the m gathered tokens (block rows member[g]) of one cluster. */
-MCUBERT_NOINLINE static void store_low_rank_pair(const embedding_state *e, int32_t p0, const int32_t *member,
-                                                 int32_t m, const int32_t *requant, int32_t c0,
-                                                 int32_t acc[2][MCUBERT_BLOCK_ROWS])
+MCUBERT_NOINLINE static void store_low_rank_pair(const embedding_state *e, int32_t p0, const int32_t *member, int32_t m,
+                                                 const int32_t *requant, int32_t c0, int32_t acc[2][MCUBERT_BLOCK_ROWS])
 {
     const mcubert_embedding_weights *w = e->weights;
     const int32_t d = e->params->hidden;
@@ -251,16 +265,16 @@ MCUBERT_NOINLINE static void store_low_rank_pair(const embedding_state *e, int32
         for (g = 0; g < m; ++g) {
             const int32_t token = p0 + member[g];
             const int32_t word = mcubert_requantize(acc[j][g], requant[2 * c], requant[2 * c + 1]);
-            e->z[member[g] * d + c] = pre_norm(word, w, w->position_table + token * d,
-                                               w->token_type_table + e->token_type_ids[token] * d, c);
+            e->z[member[g] * d + c] =
+                pre_norm(word, w, w->position_table + token * d, w->token_type_table + e->token_type_ids[token] * d, c);
         }
     }
 }
 
 /* The block's tokens of low-rank cluster i (i > 0), in one micro-kernel pass over V_i:
  * word[c] = requantize(sum_l U_i[id - start_i][l] V_i[c][l], Mw_i[c]). */
-MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0, const int32_t *cluster_of,
-                                           int32_t n, int32_t i)
+MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0, const int32_t *cluster_of, int32_t n,
+                                           int32_t i)
 {
     const mcubert_embedding_weights *w = e->weights;
     const int32_t d = e->params->hidden;
@@ -283,8 +297,8 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     projection = w->word_projections + cluster.projection_offset;
     pair_bytes = ((cluster.rank + 3) >> 2) * 8;
     for (r = 0; r < m; ++r) {
-        row_pointers[r] = w->word_rows + cluster.row_offset +
-                          (int64_t)(e->input_ids[p0 + member[r]] - cluster.start) * cluster.rank;
+        row_pointers[r] =
+            w->word_rows + cluster.row_offset + (int64_t)(e->input_ids[p0 + member[r]] - cluster.start) * cluster.rank;
     }
     mcubert_rows_init_gather_s8(&rows, row_pointers, m, cluster.rank);
     mcubert_rows_widen(&rows, e->widened);
@@ -296,10 +310,9 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
 }
 
 MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert_embedding_params *params,
-                                               const mcubert_embedding_weights *weights,
-                                               const int32_t *input_ids, const int32_t *token_type_ids,
-                                               const int8_t *hidden, const mcubert_context *context,
-                                               mcubert_message *message)
+                                               const mcubert_embedding_weights *weights, const int32_t *input_ids,
+                                               const int32_t *token_type_ids, const int8_t *hidden,
+                                               const mcubert_context *context, mcubert_message *message)
 {
     mcubert_embedding_layout layout;
     int64_t rows_total, projections_total;
@@ -308,11 +321,10 @@ MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert
         return st;
     }
     if (weights == NULL || weights->clusters == NULL || weights->word_rows == NULL ||
-        (weights->word_projections == NULL && params->cluster_count > 1) ||
-        weights->word_requant == NULL || weights->position_table == NULL ||
-        weights->position_requant == NULL || weights->token_type_table == NULL ||
-        weights->token_type_requant == NULL || weights->layer_norm == NULL ||
-        input_ids == NULL || token_type_ids == NULL || hidden == NULL) {
+        (weights->word_projections == NULL && params->cluster_count > 1) || weights->word_requant == NULL ||
+        weights->position_table == NULL || weights->position_requant == NULL || weights->token_type_table == NULL ||
+        weights->token_type_requant == NULL || weights->layer_norm == NULL || input_ids == NULL ||
+        token_type_ids == NULL || hidden == NULL) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, weights == NULL ? "weights" : "inputs",
                                  "NULL pointer");
     }
@@ -320,7 +332,8 @@ MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK ||
         (st = check_clusters(params, weights->clusters, &rows_total, &projections_total, message)) != MCUBERT_OK ||
         (st = check_ids(input_ids, params->seq_len, params->vocab_size, "input_ids", message)) != MCUBERT_OK ||
-        (st = check_ids(token_type_ids, params->seq_len, params->type_vocab_size, "token_type_ids", message)) != MCUBERT_OK) {
+        (st = check_ids(token_type_ids, params->seq_len, params->type_vocab_size, "token_type_ids", message)) !=
+            MCUBERT_OK) {
         return st;
     }
     e->params = params;
@@ -332,11 +345,9 @@ MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params,
-                                    const mcubert_embedding_weights *weights,
-                                    const int32_t *input_ids, const int32_t *token_type_ids,
-                                    int8_t *hidden, const mcubert_context *context,
-                                    mcubert_message *message)
+mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params, const mcubert_embedding_weights *weights,
+                                    const int32_t *input_ids, const int32_t *token_type_ids, int8_t *hidden,
+                                    const mcubert_context *context, mcubert_message *message)
 {
     embedding_state e;
     int32_t p0;

@@ -18,8 +18,14 @@ typedef char mcubert_assert_arithmetic_shift[((-1 >> 1) == -1 && ((int64_t)-1 >>
 #define MCUBERT_INT16_MIN (-32768)
 #define MCUBERT_INT16_MAX 32767
 
-static inline int32_t mcubert_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline int32_t mcubert_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int32_t mcubert_min_i32(int32_t a, int32_t b)
+{
+    return a < b ? a : b;
+}
+static inline int32_t mcubert_max_i32(int32_t a, int32_t b)
+{
+    return a > b ? a : b;
+}
 
 static inline int32_t mcubert_clamp_i32(int32_t x, int32_t lo, int32_t hi)
 {
@@ -44,8 +50,14 @@ static inline int32_t mcubert_sat16(int32_t x)
     return result;
 }
 #else
-static inline int32_t mcubert_sat8(int32_t x) { return mcubert_clamp_i32(x, MCUBERT_INT8_MIN, MCUBERT_INT8_MAX); }
-static inline int32_t mcubert_sat16(int32_t x) { return mcubert_clamp_i32(x, MCUBERT_INT16_MIN, MCUBERT_INT16_MAX); }
+static inline int32_t mcubert_sat8(int32_t x)
+{
+    return mcubert_clamp_i32(x, MCUBERT_INT8_MIN, MCUBERT_INT8_MAX);
+}
+static inline int32_t mcubert_sat16(int32_t x)
+{
+    return mcubert_clamp_i32(x, MCUBERT_INT16_MIN, MCUBERT_INT16_MAX);
+}
 #endif
 
 /* min(x, 255) for x >= 0 (USAT #8 clamps to [0, 255]). */
@@ -57,11 +69,20 @@ static inline int32_t mcubert_min255_nonnegative(int32_t x)
     return result;
 }
 #else
-static inline int32_t mcubert_min255_nonnegative(int32_t x) { return mcubert_min_i32(x, 255); }
+static inline int32_t mcubert_min255_nonnegative(int32_t x)
+{
+    return mcubert_min_i32(x, 255);
+}
 #endif
 
-static inline int8_t mcubert_clamp8(int32_t x) { return (int8_t)mcubert_sat8(x); }
-static inline int16_t mcubert_clamp16_i32(int32_t x) { return (int16_t)mcubert_sat16(x); }
+static inline int8_t mcubert_clamp8(int32_t x)
+{
+    return (int8_t)mcubert_sat8(x);
+}
+static inline int16_t mcubert_clamp16_i32(int32_t x)
+{
+    return (int16_t)mcubert_sat16(x);
+}
 
 static inline int16_t mcubert_clamp16(int64_t x)
 {
@@ -111,11 +132,11 @@ static inline int32_t mcubert_mul_high_add(int32_t a, int32_t b, int32_t c)
  * doubled bias + accumulator must fit int32, so that needs |bias| <= 2^29 (the accumulator
  * sums themselves stay below 2^26, SPEC 2). Everything else takes requantize() itself. */
 typedef struct {
-    int32_t bias;       /* added to the accumulator (fast: already times `scale`) */
-    int32_t scale;      /* fast: 1, or 2 for shift -1 */
+    int32_t bias;  /* added to the accumulator (fast: already times `scale`) */
+    int32_t scale; /* fast: 1, or 2 for shift -1 */
     int32_t multiplier;
-    int32_t round;      /* fast: 2^(n-33) of the effective shift */
-    int32_t shift;      /* fast: n - 32 of the effective shift; otherwise the spec's shift */
+    int32_t round; /* fast: 2^(n-33) of the effective shift */
+    int32_t shift; /* fast: n - 32 of the effective shift; otherwise the spec's shift */
     int32_t fast;
 } mcubert_requant;
 
@@ -123,8 +144,7 @@ typedef struct {
 
 static inline int mcubert_requant_fast_ok(int32_t bias, int32_t shift)
 {
-    return shift <= -2 ||
-           (shift == -1 && bias >= -MCUBERT_DOUBLED_BIAS_LIMIT && bias <= MCUBERT_DOUBLED_BIAS_LIMIT);
+    return shift <= -2 || (shift == -1 && bias >= -MCUBERT_DOUBLED_BIAS_LIMIT && bias <= MCUBERT_DOUBLED_BIAS_LIMIT);
 }
 
 static inline mcubert_requant mcubert_requant_of(int32_t bias, int32_t multiplier, int32_t shift)
@@ -138,7 +158,7 @@ static inline mcubert_requant mcubert_requant_of(int32_t bias, int32_t multiplie
     }
     q.bias = bias * q.scale;
     q.round = q.fast ? (int32_t)1 << (-shift - 2) : 0; /* 2^(n-33), n = 31 - shift */
-    q.shift = q.fast ? -1 - shift : shift;              /* n - 32 */
+    q.shift = q.fast ? -1 - shift : shift;             /* n - 32 */
     return q;
 }
 

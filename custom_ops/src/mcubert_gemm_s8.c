@@ -25,8 +25,7 @@ static void rows_clear(mcubert_rows *rows, mcubert_rows_kind kind, int32_t count
     rows->widened = NULL;
 }
 
-void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride, int32_t count,
-                          int32_t length)
+void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride, int32_t count, int32_t length)
 {
     int32_t r;
     rows_clear(rows, MCUBERT_ROWS_S8, count, length);
@@ -35,9 +34,8 @@ void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride
     }
 }
 
-void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, int32_t first_stride,
-                                int32_t split, const int8_t *second_base, int32_t second_stride,
-                                int32_t count, int32_t length)
+void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, int32_t first_stride, int32_t split,
+                                const int8_t *second_base, int32_t second_stride, int32_t count, int32_t length)
 {
     mcubert_rows_init_s8(rows, first_base, first_stride, count, length);
     rows->split = split;
@@ -45,8 +43,7 @@ void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, in
     rows->second_stride = second_stride;
 }
 
-void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count,
-                                 int32_t length)
+void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count, int32_t length)
 {
     int32_t r;
     rows_clear(rows, MCUBERT_ROWS_S8, count, length);
@@ -55,8 +52,7 @@ void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_po
     }
 }
 
-void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count,
-                           int32_t length)
+void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count, int32_t length)
 {
     int32_t r;
     rows_clear(rows, MCUBERT_ROWS_S16, count, length);
@@ -90,7 +86,10 @@ static inline int32_t activation_at(const mcubert_rows *rows, int32_t r, int32_t
     return k < rows->split ? row_s8(rows, r)[k] : second_s8(rows, r)[k - rows->split];
 }
 
-int32_t mcubert_uses_dsp_path(void) { return MCUBERT_DSP; }
+int32_t mcubert_uses_dsp_path(void)
+{
+    return MCUBERT_DSP;
+}
 
 #if MCUBERT_DSP
 
@@ -168,10 +167,14 @@ static void dsp_sweep(const uint32_t *x, int32_t groups, const int8_t *w, int32_
     for (; groups > 0; --groups, x += 8, w += step) {
         const uint32_t word = mcubert_read_u32(w);
         const uint32_t even = mcubert_sxtb16(word), odd = mcubert_sxtb16_ror8(word);
-        a0 = mcubert_smlad(even, x[0], a0); a0 = mcubert_smlad(odd, x[1], a0);
-        a1 = mcubert_smlad(even, x[2], a1); a1 = mcubert_smlad(odd, x[3], a1);
-        a2 = mcubert_smlad(even, x[4], a2); a2 = mcubert_smlad(odd, x[5], a2);
-        a3 = mcubert_smlad(even, x[6], a3); a3 = mcubert_smlad(odd, x[7], a3);
+        a0 = mcubert_smlad(even, x[0], a0);
+        a0 = mcubert_smlad(odd, x[1], a0);
+        a1 = mcubert_smlad(even, x[2], a1);
+        a1 = mcubert_smlad(odd, x[3], a1);
+        a2 = mcubert_smlad(even, x[4], a2);
+        a2 = mcubert_smlad(odd, x[5], a2);
+        a3 = mcubert_smlad(even, x[6], a3);
+        a3 = mcubert_smlad(odd, x[7], a3);
     }
     acc[0] = a0;
     acc[1] = a1;
@@ -180,15 +183,13 @@ static void dsp_sweep(const uint32_t *x, int32_t groups, const int8_t *w, int32_
 }
 
 /* The 4 x 2 block as two sweeps, one per channel (see the .S file for why not one pass). */
-void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4])
+void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
 {
     dsp_sweep(x, groups, w0, 8, acc[0]);
     dsp_sweep(x, groups, w1, 8, acc[1]);
 }
 
-void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4])
+void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
 {
     dsp_sweep(x, groups, w0, 4, acc[0]);
     dsp_sweep(x, groups, w1, 4, acc[1]);
@@ -211,8 +212,7 @@ void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32
     }
 }
 
-void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4])
+void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
 {
     const int32_t full = rows->length & ~3;
     int32_t r, k;
@@ -239,8 +239,8 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
 /* Two channels of a pair4 group over K values [k_begin, k_end) of one segment (x points at
  * the value for k_begin). Value k of channel c is at group[8 (k / 4) + 4 c + k % 4], i.e.
  * group + 2k - k % 4. */
-static inline void pair4_segment(const int8_t *x, int32_t k_begin, int32_t k_end, const int8_t *group,
-                          int32_t *acc0, int32_t *acc1)
+static inline void pair4_segment(const int8_t *x, int32_t k_begin, int32_t k_end, const int8_t *group, int32_t *acc0,
+                                 int32_t *acc1)
 {
     int32_t s0 = *acc0, s1 = *acc1;
     int32_t k = k_begin;
@@ -277,8 +277,7 @@ void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32
     }
 }
 
-void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4])
+void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
 {
     int32_t r, k;
     for (r = 0; r < rows->count; ++r) {

@@ -37,26 +37,22 @@ typedef struct {
     const void *row[MCUBERT_BLOCK_ROWS]; /* int8_t or int16_t rows by kind; entries [0, count) are set */
     const int8_t *second;
     int32_t second_stride;
-    const uint32_t *widened;             /* DSP path: set by mcubert_rows_widen */
+    const uint32_t *widened; /* DSP path: set by mcubert_rows_widen */
 } mcubert_rows;
 
 /* `count` int8 rows base + r * stride, K = length. */
-void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride, int32_t count,
-                          int32_t length);
+void mcubert_rows_init_s8(mcubert_rows *rows, const int8_t *base, int32_t stride, int32_t count, int32_t length);
 
 /* int8 rows in two segments: first_base + r * first_stride (split values), then
  * second_base + r * second_stride (length - split values). */
-void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, int32_t first_stride,
-                                int32_t split, const int8_t *second_base, int32_t second_stride,
-                                int32_t count, int32_t length);
+void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, int32_t first_stride, int32_t split,
+                                const int8_t *second_base, int32_t second_stride, int32_t count, int32_t length);
 
 /* `count` int8 rows at arbitrary addresses (the embedding's gathered U rows). */
-void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count,
-                                 int32_t length);
+void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count, int32_t length);
 
 /* `count` int16 rows base + r * stride. */
-void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count,
-                           int32_t length);
+void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count, int32_t length);
 
 /* DSP path: widen the rows' full 4-groups into `widened` (int16[4][K] of scratch, 4-byte
  * aligned). Plain path: nothing to do. Call once per row block, before the gemm calls. */
@@ -69,15 +65,12 @@ void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32
 
 /* acc[c][r] = sum_k x_r[k] * w_c[k] for two int8 weight rows (w1 may equal w0 when the
  * second channel does not exist). int8 or int16 activation rows. Rows >= count: as above. */
-void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4]);
+void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1, int32_t acc[2][4]);
 
 /* The micro-kernel proper (DSP path): acc[c][r] over the `groups` full 4-groups of the widened
  * block x; channel c's weight word g is at w_c + step * g. Thumb-2 assembly
  * (mcubert_gemm_dsp_s8.S) or the equivalent C (mcubert_gemm_s8.c). */
-void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4]);
-void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1,
-                           int32_t acc[2][4]);
+void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4]);
+void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4]);
 
 #endif /* MCUBERT_GEMM_S8_H */

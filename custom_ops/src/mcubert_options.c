@@ -92,8 +92,8 @@ static int back(uint32_t pos, uint64_t offset, uint32_t *target)
 }
 
 /* Key i of the keys vector: its start and length, checked printable ASCII and NUL-terminated. */
-static mcubert_status read_key(const options_reader *r, uint32_t keys, uint32_t key_width, uint32_t i,
-                               uint32_t *key_at, uint32_t *key_len)
+static mcubert_status read_key(const options_reader *r, uint32_t keys, uint32_t key_width, uint32_t i, uint32_t *key_at,
+                               uint32_t *key_len)
 {
     uint32_t slot = keys + i * key_width, at, end;
     uint64_t offset;
@@ -135,8 +135,8 @@ static int key_after(const options_reader *r, uint32_t at, uint32_t len, uint32_
     return c > 0 || (c == 0 && len > prev_len);
 }
 
-static mcubert_status store(const options_reader *r, const option_field *field, int is_signed,
-                            uint64_t raw, uint32_t width, void *params)
+static mcubert_status store(const options_reader *r, const option_field *field, int is_signed, uint64_t raw,
+                            uint32_t width, void *params)
 {
     int64_t value = is_signed ? sign_extend(raw, width) : (int64_t)raw;
     int64_t lo = field->kind == FIELD_UINT32 ? 0 : field->kind == FIELD_INT32 ? INT32_MIN : INT64_MIN;
@@ -207,8 +207,8 @@ static mcubert_status read_map_header(const options_reader *r, map_header *map)
     if (!read_uint(r, keys_field, map->width, &v) || !back(keys_field, v, &map->keys)) {
         return malformed(r, "keys vector offset points outside the buffer");
     }
-    if (!read_uint(r, map->values - 2 * map->width, map->width, &v) || !valid_width((uint32_t)v) ||
-        v > 8 || map->keys < v) {
+    if (!read_uint(r, map->values - 2 * map->width, map->width, &v) || !valid_width((uint32_t)v) || v > 8 ||
+        map->keys < v) {
         return malformed(r, "invalid keys vector");
     }
     map->key_width = (uint32_t)v;
@@ -241,9 +241,8 @@ static mcubert_status report_unknown(const options_reader *r, const unknown_key 
 /* Walks the map, storing known fields. Reports in the reference's order: the container, then
  * spec_version (so a newer model reads "unsupported version", not "unknown option"), spec_hash,
  * unknown keys, missing fields. fields[0] and [1] are spec_version and spec_hash. */
-static mcubert_status parse(const char *op, const uint8_t *buffer, int32_t length,
-                            const option_field *fields, uint32_t field_count, void *params,
-                            mcubert_message *message)
+static mcubert_status parse(const char *op, const uint8_t *buffer, int32_t length, const option_field *fields,
+                            uint32_t field_count, void *params, mcubert_message *message)
 {
     options_reader r;
     map_header map = {0, 0, 0, 0, 0};
@@ -283,8 +282,7 @@ static mcubert_status parse(const char *op, const uint8_t *buffer, int32_t lengt
                 unknown.len = len;
                 return report_unknown(&r, &unknown);
             }
-            return mcubert_fail_text(message, MCUBERT_ERROR_OPTION, op, fields[f].name,
-                                     "expected an inline integer");
+            return mcubert_fail_text(message, MCUBERT_ERROR_OPTION, op, fields[f].name, "expected an inline integer");
         }
         if (f == field_count) {
             if (!unknown.found) {
@@ -323,7 +321,10 @@ static mcubert_status parse(const char *op, const uint8_t *buffer, int32_t lengt
     return MCUBERT_OK;
 }
 
-#define FIELD(type, name, kind) { #name, offsetof(type, name), kind }
+#define FIELD(type, name, kind)                                                                                        \
+    {                                                                                                                  \
+#name, offsetof(type, name), kind                                                                              \
+    }
 #define HEADER(type) FIELD(type, spec_version, FIELD_INT32), FIELD(type, spec_hash, FIELD_UINT32)
 
 static const option_field embedding_fields[] = {
@@ -373,22 +374,21 @@ static const option_field classifier_head_fields[] = {
 typedef char fields_fit_the_seen_mask[MAX_FIELDS >= COUNT(attention_fields) ? 1 : -1];
 
 /* Zeroes params first, so reserved words are 0 and a failed parse leaves nothing half-set. */
-#define DEFINE_PARSER(op_lower, op_name, fields)                                                     \
-    mcubert_status mcubert_##op_lower##_parse_options(const uint8_t *buffer, int32_t length,        \
-                                                      mcubert_##op_lower##_params *params,          \
-                                                      mcubert_message *message)                     \
-    {                                                                                                \
-        static const mcubert_##op_lower##_params zero;                                               \
-        mcubert_status st;                                                                           \
-        if (params == NULL) {                                                                        \
-            return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op_name, "params", "NULL");    \
-        }                                                                                            \
-        *params = zero;                                                                              \
-        st = parse(op_name, buffer, length, fields, COUNT(fields), params, message);                 \
-        if (st != MCUBERT_OK) {                                                                      \
-            *params = zero;                                                                          \
-        }                                                                                            \
-        return st;                                                                                   \
+#define DEFINE_PARSER(op_lower, op_name, fields)                                                                       \
+    mcubert_status mcubert_##op_lower##_parse_options(const uint8_t *buffer, int32_t length,                           \
+                                                      mcubert_##op_lower##_params *params, mcubert_message *message)   \
+    {                                                                                                                  \
+        static const mcubert_##op_lower##_params zero;                                                                 \
+        mcubert_status st;                                                                                             \
+        if (params == NULL) {                                                                                          \
+            return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, op_name, "params", "NULL");                      \
+        }                                                                                                              \
+        *params = zero;                                                                                                \
+        st = parse(op_name, buffer, length, fields, COUNT(fields), params, message);                                   \
+        if (st != MCUBERT_OK) {                                                                                        \
+            *params = zero;                                                                                            \
+        }                                                                                                              \
+        return st;                                                                                                     \
     }
 
 DEFINE_PARSER(embedding, "MCUBERT_EMBEDDING", embedding_fields)

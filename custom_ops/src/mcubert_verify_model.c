@@ -39,10 +39,9 @@ typedef struct { /* a vector's elements: bytes [start, start + count * element s
 /* ---- CRC-32 (zlib's: polynomial 0xEDB88320 reflected), four bits at a time ---------------- */
 
 /* A 16-entry table: 64 bytes of Flash instead of zlib's 1 KB, for ~2x the instructions per byte. */
-static const uint32_t crc_nibble[16] = {
-    0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
-    0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
-    0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
+static const uint32_t crc_nibble[16] = {0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
+                                        0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
+                                        0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
 
 /* `state` is the running register (start with 0xFFFFFFFF, the CRC is its complement). A NULL
  * `data` stands for `length` zero bytes. */
@@ -127,8 +126,7 @@ static int field_at(const flatbuffer *fb, uint32_t table, uint32_t index, uint32
 }
 
 /* The vector (or string) in field `index`, of `element` bytes each; absent: count 0. */
-static int vector_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t element,
-                        fb_vector *vector)
+static int vector_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t element, fb_vector *vector)
 {
     uint32_t position, at;
     vector->start = 0;
@@ -162,9 +160,9 @@ static int u32_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint3
 /* ---- the record ------------------------------------------------------------------------------ */
 
 typedef struct {
-    fb_vector buffers;     /* of Buffer tables */
+    fb_vector buffers; /* of Buffer tables */
     uint32_t record_buffer;
-    fb_vector record;      /* its data bytes */
+    fb_vector record; /* its data bytes */
     uint32_t file_size;
 } record_location;
 
@@ -193,8 +191,7 @@ static uint32_t record_word(const flatbuffer *fb, const record_location *at, uin
 }
 
 /* Finds the record: MCUBERT_OK with record.count = 0 when there is none. */
-static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_location *at,
-                                    mcubert_message *message)
+static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_location *at, mcubert_message *message)
 {
     fb_vector metadata, name;
     uint32_t i, table, buffer_table;
@@ -235,8 +232,7 @@ static mcubert_status check_header(const flatbuffer *fb, const record_location *
         mcubert_append(message, " (this library knows 1)");
         return MCUBERT_ERROR_MODEL;
     }
-    if (record_word(fb, at, 4) != at->buffers.count ||
-        words != HEADER_WORDS + at->buffers.count + 1u + operators) {
+    if (record_word(fb, at, 4) != at->buffers.count || words != HEADER_WORDS + at->buffers.count + 1u + operators) {
         return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, RECORD_NAME,
                                  "counts do not match the model (corrupted)");
     }
@@ -301,9 +297,9 @@ static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const rec
     if (!vector_field(fb, root, MODEL_SUBGRAPHS, 4u, &subgraphs)) {
         return malformed(message, "subgraphs");
     }
-    if (subgraphs.count > 0u && (!table_at(fb, &subgraphs, 0, &subgraph) ||
-                                 !vector_field(fb, subgraph, SUBGRAPH_TENSORS, 4u, &tensors) ||
-                                 !vector_field(fb, subgraph, SUBGRAPH_OPERATORS, 4u, &operators))) {
+    if (subgraphs.count > 0u &&
+        (!table_at(fb, &subgraphs, 0, &subgraph) || !vector_field(fb, subgraph, SUBGRAPH_TENSORS, 4u, &tensors) ||
+         !vector_field(fb, subgraph, SUBGRAPH_OPERATORS, 4u, &operators))) {
         return malformed(message, "subgraph 0");
     }
     for (i = 0; i < at->buffers.count; ++i) {
@@ -318,8 +314,7 @@ static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const rec
         }
     }
     for (i = 0; i < operators.count; ++i) {
-        if (!table_at(fb, &operators, i, &table) ||
-            !vector_field(fb, table, OPERATOR_CUSTOM_OPTIONS, 1u, &data)) {
+        if (!table_at(fb, &operators, i, &table) || !vector_field(fb, table, OPERATOR_CUSTOM_OPTIONS, 1u, &data)) {
             return malformed(message, "operators");
         }
         if (crc32_of(fb->bytes + data.start, data.count) !=
@@ -341,8 +336,7 @@ static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
     fb_vector subgraphs, operators;
     uint32_t subgraph;
     if (!vector_field(fb, root, MODEL_SUBGRAPHS, 4u, &subgraphs) || subgraphs.count == 0u ||
-        !table_at(fb, &subgraphs, 0, &subgraph) ||
-        !vector_field(fb, subgraph, SUBGRAPH_OPERATORS, 4u, &operators)) {
+        !table_at(fb, &subgraphs, 0, &subgraph) || !vector_field(fb, subgraph, SUBGRAPH_OPERATORS, 4u, &operators)) {
         return 0;
     }
     return operators.count;

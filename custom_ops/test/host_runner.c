@@ -136,9 +136,15 @@ static void handle_call(uint32_t command, uint32_t op)
         /* No tensors: validate the options only (tensors == NULL). */
         const mcubert_tensor_view *list = count != 0 ? views : NULL;
         switch (op) {
-        case OP_EMBEDDING: status = mcubert_embedding_validate(&params.embedding, list, (int32_t)count, &message); break;
-        case OP_ATTENTION: status = mcubert_attention_validate(&params.attention, list, (int32_t)count, &message); break;
-        case OP_CLASSIFIER_HEAD: status = mcubert_classifier_head_validate(&params.classifier_head, list, (int32_t)count, &message); break;
+        case OP_EMBEDDING:
+            status = mcubert_embedding_validate(&params.embedding, list, (int32_t)count, &message);
+            break;
+        case OP_ATTENTION:
+            status = mcubert_attention_validate(&params.attention, list, (int32_t)count, &message);
+            break;
+        case OP_CLASSIFIER_HEAD:
+            status = mcubert_classifier_head_validate(&params.classifier_head, list, (int32_t)count, &message);
+            break;
         default: status = mcubert_mlp_validate(&params.mlp, list, (int32_t)count, &message); break;
         }
     }
@@ -154,7 +160,8 @@ static void handle_call(uint32_t command, uint32_t op)
         const int32_t scratch_size = (int32_t)read_u32();
         const uint32_t scratch_misalign_raw = read_u32();
         const uint32_t scratch_misalign = scratch_misalign_raw == SCRATCH_NULL ? 0u : scratch_misalign_raw;
-        unsigned char *scratch_allocation = malloc((size_t)(scratch_size > 0 ? scratch_size : 0) + scratch_misalign + 1u);
+        unsigned char *scratch_allocation =
+            malloc((size_t)(scratch_size > 0 ? scratch_size : 0) + scratch_misalign + 1u);
         mcubert_context context;
         const tensor *output = NULL;
         if (scratch_allocation == NULL) {
@@ -169,46 +176,50 @@ static void handle_call(uint32_t command, uint32_t op)
 #define T(i) (count > (i) ? tensors[i].data : NULL)
         switch (op) {
         case OP_EMBEDDING: {
-            const mcubert_embedding_weights w = {
-                (const int32_t *)T(2), (const int8_t *)T(3), (const int8_t *)T(4), (const int32_t *)T(5),
-                (const int8_t *)T(6), (const int32_t *)T(7), (const int8_t *)T(8), (const int32_t *)T(9),
-                (const int32_t *)T(10)};
-            if (count != MCUBERT_EMBEDDING_NUM_TENSORS) die("embedding needs 12 tensors");
+            const mcubert_embedding_weights w = {(const int32_t *)T(2), (const int8_t *)T(3),  (const int8_t *)T(4),
+                                                 (const int32_t *)T(5), (const int8_t *)T(6),  (const int32_t *)T(7),
+                                                 (const int8_t *)T(8),  (const int32_t *)T(9), (const int32_t *)T(10)};
+            if (count != MCUBERT_EMBEDDING_NUM_TENSORS)
+                die("embedding needs 12 tensors");
             status = mcubert_embedding_s8(&params.embedding, &w, (const int32_t *)T(0), (const int32_t *)T(1),
                                           (int8_t *)T(11), &context, &message);
             output = &tensors[MCUBERT_EMBEDDING_OUTPUT];
             break;
         }
         case OP_ATTENTION: {
-            const mcubert_attention_weights w = {
-                (const int8_t *)T(2), (const int32_t *)T(3), (const int8_t *)T(4), (const int32_t *)T(5),
-                (const int8_t *)T(6), (const int32_t *)T(7), (const int8_t *)T(8), (const int32_t *)T(9),
-                (const int16_t *)T(10), (const int32_t *)T(11), (const int32_t *)T(12)};
+            const mcubert_attention_weights w = {(const int8_t *)T(2),   (const int32_t *)T(3), (const int8_t *)T(4),
+                                                 (const int32_t *)T(5),  (const int8_t *)T(6),  (const int32_t *)T(7),
+                                                 (const int8_t *)T(8),   (const int32_t *)T(9), (const int16_t *)T(10),
+                                                 (const int32_t *)T(11), (const int32_t *)T(12)};
             status = mcubert_attention_s8(&params.attention, &w, (int8_t *)T(0), T(1), &context, &message);
             output = &tensors[0];
             break;
         }
         case OP_CLASSIFIER_HEAD: {
-            const mcubert_classifier_head_weights w = {
-                (const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3), (const int8_t *)T(4),
-                (const int32_t *)T(5)};
-            if (count != MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS) die("classifier head needs 7 tensors");
+            const mcubert_classifier_head_weights w = {(const int8_t *)T(1), (const int32_t *)T(2),
+                                                       (const int8_t *)T(3), (const int8_t *)T(4),
+                                                       (const int32_t *)T(5)};
+            if (count != MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS)
+                die("classifier head needs 7 tensors");
             status = mcubert_classifier_head_s8(&params.classifier_head, &w, (const int8_t *)T(0), (int8_t *)T(6),
                                                 &context, &message);
             output = &tensors[MCUBERT_CLASSIFIER_HEAD_OUTPUT];
             break;
         }
         default: {
-            const mcubert_mlp_weights w = {
-                (const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3), (const int8_t *)T(4),
-                (const int32_t *)T(5), (const int32_t *)T(6), (const int32_t *)T(7)};
+            const mcubert_mlp_weights w = {(const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3),
+                                           (const int8_t *)T(4), (const int32_t *)T(5), (const int32_t *)T(6),
+                                           (const int32_t *)T(7)};
             status = mcubert_mlp_s8(&params.mlp, &w, (int8_t *)T(0), &context, &message);
             output = &tensors[0];
             break;
         }
         }
 #undef T
-        respond(status, message.text, output->allocation + (output->data != NULL ? (size_t)((unsigned char *)output->data - output->allocation) : 0u), output->size, 0);
+        respond(status, message.text,
+                output->allocation +
+                    (output->data != NULL ? (size_t)((unsigned char *)output->data - output->allocation) : 0u),
+                output->size, 0);
         free(scratch_allocation);
     }
     for (i = 0; i < count; ++i) {
@@ -229,29 +240,23 @@ int main(void)
         command = read_u32();
         op = read_u32();
         switch (command) {
-        case CMD_QUIT:
-            return 0;
+        case CMD_QUIT: return 0;
         case CMD_RUN:
         case CMD_RUN_UNCHECKED:
-        case CMD_VALIDATE:
-            handle_call(command, op);
-            break;
+        case CMD_VALIDATE: handle_call(command, op); break;
         case CMD_BUFFER_SIZE: {
             int32_t dims[4];
             int32_t value;
             read_exact(dims, sizeof dims);
-            value = op == OP_EMBEDDING ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
-                  : op == OP_ATTENTION ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
-                  : op == OP_CLASSIFIER_HEAD ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
-                  : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
+            value = op == OP_EMBEDDING         ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
+                    : op == OP_ATTENTION       ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
+                    : op == OP_CLASSIFIER_HEAD ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
+                                               : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
             respond(0, "", NULL, 0, value);
             break;
         }
-        case CMD_INFO:
-            respond(0, "", NULL, 0, mcubert_uses_dsp_path());
-            break;
-        default:
-            die("unknown command");
+        case CMD_INFO: respond(0, "", NULL, 0, mcubert_uses_dsp_path()); break;
+        default: die("unknown command");
         }
     }
 }

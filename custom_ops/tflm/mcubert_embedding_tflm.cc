@@ -10,9 +10,7 @@ namespace {
 using Params = mcubert_embedding_params;
 constexpr char kOp[] = "MCUBERT_EMBEDDING";
 
-int32_t ScratchBytes(const Params& p) {
-  return mcubert_embedding_get_buffer_size(p.seq_len, p.hidden);
-}
+int32_t ScratchBytes(const Params& p) { return mcubert_embedding_get_buffer_size(p.seq_len, p.hidden); }
 
 void* Init(TfLiteContext* context, const char* buffer, size_t length) {
   return tflm::InitOpData<Params>(context, buffer, length, mcubert_embedding_parse_options);
@@ -39,8 +37,7 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
   const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(mcubert_embedding_s8(&data.params, &w, input_ids,
-                                           token_types, hidden, &scratch, &message),
+  return tflm::Report(mcubert_embedding_s8(&data.params, &w, input_ids, token_types, hidden, &scratch, &message),
                       message);
 }
 

@@ -10,9 +10,7 @@ namespace {
 using Params = mcubert_mlp_params;
 constexpr char kOp[] = "MCUBERT_MLP";
 
-int32_t ScratchBytes(const Params& p) {
-  return mcubert_mlp_get_buffer_size(p.seq_len, p.hidden, p.ffn, p.tile);
-}
+int32_t ScratchBytes(const Params& p) { return mcubert_mlp_get_buffer_size(p.seq_len, p.hidden, p.ffn, p.tile); }
 
 void* Init(TfLiteContext* context, const char* buffer, size_t length) {
   return tflm::InitOpData<Params>(context, buffer, length, mcubert_mlp_parse_options);
@@ -35,8 +33,7 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
   const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;
-  return tflm::Report(
-      mcubert_mlp_s8(&data.params, &w, hidden, &scratch, &message), message);
+  return tflm::Report(mcubert_mlp_s8(&data.params, &w, hidden, &scratch, &message), message);
 }
 
 }  // namespace

@@ -41,23 +41,22 @@ TfLiteStatus Fail(const char* op, const char* what) {
 
 TfLiteStatus CheckOutputs(TfLiteNode* node, const char* op) {
   if (node->outputs->size != 1 && node->outputs->size != 2) {
-    MicroPrintf("%s: expected 1 or 2 outputs (result, then scratch), the model has %d", op,
-                node->outputs->size);
+    MicroPrintf("%s: expected 1 or 2 outputs (result, then scratch), the model has %d", op, node->outputs->size);
     return kTfLiteError;
   }
   return kTfLiteOk;
 }
 
-TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char* op,
-                            int32_t scratch_bytes, Scratch* scratch) {
+TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char* op, int32_t scratch_bytes,
+                            Scratch* scratch) {
   if (scratch_bytes < 0) {
     return Fail(op, "no scratch size for these dimensions");
   }
   scratch->bytes = scratch_bytes;
   scratch->request_index = -1;
   if (node->outputs->size < 2) {
-    if (context->RequestScratchBufferInArena(context, static_cast<size_t>(scratch_bytes),
-                                             &scratch->request_index) != kTfLiteOk) {
+    if (context->RequestScratchBufferInArena(context, static_cast<size_t>(scratch_bytes), &scratch->request_index) !=
+        kTfLiteOk) {
       MicroPrintf("%s: scratch: TFLM refused %ld bytes", op, static_cast<long>(scratch_bytes));
       return kTfLiteError;
     }
@@ -75,15 +74,15 @@ TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char
     return Fail(op, "scratch: expected an int8 tensor");
   }
   if (bytes < static_cast<size_t>(scratch_bytes)) {
-    MicroPrintf("%s: scratch: %u bytes, the op needs %ld (re-export the model)", op,
-                static_cast<unsigned>(bytes), static_cast<long>(scratch_bytes));
+    MicroPrintf("%s: scratch: %u bytes, the op needs %ld (re-export the model)", op, static_cast<unsigned>(bytes),
+                static_cast<long>(scratch_bytes));
     return kTfLiteError;
   }
   return kTfLiteOk;
 }
 
-TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op,
-                         mcubert_tensor_view* views, int* count) {
+TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op, mcubert_tensor_view* views,
+                         int* count) {
   tflite::MicroContext* micro_context = tflite::GetMicroContext(context);
   const int inputs = node->inputs->size;
   if (inputs + 1 > kMaxValidatedTensors) {

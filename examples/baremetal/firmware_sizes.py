@@ -23,16 +23,17 @@ BOARDS_DIR = BAREMETAL / "boards"
 TOOLCHAIN_FILE = BAREMETAL / "cmake" / "arm-none-eabi.cmake"
 NUCLEO_BOARDS = ("nucleo-f746zg", "nucleo-f767zi", "nucleo-h7a3zi-q")
 
-_REGION = re.compile(r"^\s*(\w+)\s*\([rwx]+\)\s*:\s*ORIGIN\s*=\s*(0x[0-9A-Fa-f]+|\d+)\s*,\s*LENGTH\s*=\s*(\d+)([KM]?)",
-                     re.MULTILINE)
+_REGION = re.compile(
+    r"^\s*(\w+)\s*\([rwx]+\)\s*:\s*ORIGIN\s*=\s*(0x[0-9A-Fa-f]+|\d+)\s*,\s*LENGTH\s*=\s*(\d+)([KM]?)", re.MULTILINE
+)
 _ALIAS = re.compile(r'REGION_ALIAS\("(\w+)",\s*(\w+)\)')
 _UNITS = {"": 1, "K": 1024, "M": 1024 * 1024}
 
 
 @dataclasses.dataclass(frozen=True)
 class LinkerMemory:
-    regions: dict[str, tuple[int, int]]   # name -> (origin, length)
-    aliases: dict[str, str]               # REGION_TEXT / REGION_DATA / REGION_ARENA -> region name
+    regions: dict[str, tuple[int, int]]  # name -> (origin, length)
+    aliases: dict[str, str]  # REGION_TEXT / REGION_DATA / REGION_ARENA -> region name
 
     def region(self, alias: str) -> tuple[int, int]:
         return self.regions[self.aliases[alias]]
@@ -41,8 +42,9 @@ class LinkerMemory:
 def linker_memory(script: Path) -> LinkerMemory:
     """The MEMORY regions and REGION_ALIAS lines of a board linker script."""
     text = re.sub(r"/\*.*?\*/", "", Path(script).read_text(), flags=re.DOTALL)
-    regions = {name: (int(origin, 0), int(length) * _UNITS[unit])
-               for name, origin, length, unit in _REGION.findall(text)}
+    regions = {
+        name: (int(origin, 0), int(length) * _UNITS[unit]) for name, origin, length, unit in _REGION.findall(text)
+    }
     aliases = dict(_ALIAS.findall(text))
     if not regions or not aliases:
         raise ValueError(f"{script}: no MEMORY regions or REGION_ALIAS lines found")
@@ -55,8 +57,8 @@ class BoardSize:
     text: int
     data: int
     bss: int
-    flash_bytes: int     # the script's REGION_TEXT
-    sram_bytes: int      # the script's REGION_DATA plus REGION_ARENA (one region on the F7 parts)
+    flash_bytes: int  # the script's REGION_TEXT
+    sram_bytes: int  # the script's REGION_DATA plus REGION_ARENA (one region on the F7 parts)
 
     @property
     def flash_used(self) -> int:
@@ -71,11 +73,27 @@ class BoardSize:
         return self.flash_used <= self.flash_bytes and self.sram_used <= self.sram_bytes
 
 
-def build(board: str, build_dir: Path, *, layer_data: Path | None = None, target: str = "mcubert_layer_check",
-          cmake_args: tuple[str, ...] = ()) -> Path:
+def build(
+    board: str,
+    build_dir: Path,
+    *,
+    layer_data: Path | None = None,
+    target: str = "mcubert_layer_check",
+    cmake_args: tuple[str, ...] = (),
+) -> Path:
     """Configure and build `target` for `board`; returns the ELF. Raises RuntimeError with CMake's output."""
-    configure = ["cmake", "-S", str(BAREMETAL), "-B", str(build_dir), "-G", "Ninja",
-                 f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN_FILE}", f"-DMCUBERT_BOARD={board}", *cmake_args]
+    configure = [
+        "cmake",
+        "-S",
+        str(BAREMETAL),
+        "-B",
+        str(build_dir),
+        "-G",
+        "Ninja",
+        f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN_FILE}",
+        f"-DMCUBERT_BOARD={board}",
+        *cmake_args,
+    ]
     if layer_data is not None:
         configure.append(f"-DMCUBERT_LAYER_DATA_DIR={Path(layer_data).resolve()}")
     for command in (configure, ["cmake", "--build", str(build_dir), "--target", target]):
@@ -95,8 +113,12 @@ def berkeley_size(elf: Path) -> tuple[int, int, int]:
 def board_size(board: str, elf: Path) -> BoardSize:
     memory = linker_memory(BOARDS_DIR / f"{board}.ld")
     sram = {memory.aliases["REGION_DATA"], memory.aliases["REGION_ARENA"]}
-    return BoardSize(board, *berkeley_size(elf), flash_bytes=memory.region("REGION_TEXT")[1],
-                     sram_bytes=sum(memory.regions[name][1] for name in sram))
+    return BoardSize(
+        board,
+        *berkeley_size(elf),
+        flash_bytes=memory.region("REGION_TEXT")[1],
+        sram_bytes=sum(memory.regions[name][1] for name in sram),
+    )
 
 
 def size_table(layer_data: Path, work_dir: Path, boards=NUCLEO_BOARDS) -> list[BoardSize]:
@@ -105,12 +127,16 @@ def size_table(layer_data: Path, work_dir: Path, boards=NUCLEO_BOARDS) -> list[B
 
 
 def format_table(rows: list[BoardSize]) -> str:
-    lines = ["| board | text | data | bss | Flash used / region | SRAM used / regions | fits |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| board | text | data | bss | Flash used / region | SRAM used / regions | fits |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r.board} | {r.text:,} | {r.data:,} | {r.bss:,} | {r.flash_used:,} / {r.flash_bytes:,} "
-                     f"({100 * r.flash_used / r.flash_bytes:.1f}%) | {r.sram_used:,} / {r.sram_bytes:,} "
-                     f"({100 * r.sram_used / r.sram_bytes:.1f}%) | {'yes' if r.fits else 'NO'} |")
+        lines.append(
+            f"| {r.board} | {r.text:,} | {r.data:,} | {r.bss:,} | {r.flash_used:,} / {r.flash_bytes:,} "
+            f"({100 * r.flash_used / r.flash_bytes:.1f}%) | {r.sram_used:,} / {r.sram_bytes:,} "
+            f"({100 * r.sram_used / r.sram_bytes:.1f}%) | {'yes' if r.fits else 'NO'} |"
+        )
     return "\n".join(lines)
 
 

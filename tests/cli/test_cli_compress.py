@@ -11,8 +11,6 @@ from .cli_helpers import assert_one_clean_error, run_cli
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "is", "was", "movie", "film", "and", "it", "this"]
 
 
-
-
 def write_reviews(path, count=96, seed=0, labels=(0, 1), header="text,label"):
     """A sentiment CSV in the tiny test vocabulary: 'good/happy/very' vs 'bad/sad/not' among fillers."""
     rng = random.Random(seed)
@@ -32,23 +30,29 @@ def classifier_checkpoint(tmp_path, make_hf_checkpoint):
     return make_hf_checkpoint(tmp_path, classifier=True, vocab_size=30, num_labels=2)
 
 
-@pytest.mark.parametrize("command, extra, data, fragments", [
-    ("finetune", [], "nosuchtask", ["unknown task 'nosuchtask'", "rotten_tomatoes"]),
-    ("finetune", [], "no_label_column", ["no column 'label'"]),
-    ("finetune", [], "negative_label", ["has label -1, outside 0..1"]),
-    ("distill", [], "three_labels", ["--teacher", "2 labels, the task 3"]),
-    ("search", ["--target-embedding-params", "40"], "reviews", ["infeasible", "v + d = 30 + 32 = 62"]),
-    ("search", ["--mode", "svd"], "reviews", ["--mode svd needs --target-embedding-params"]),
-    ("search", ["--lambda", "1", "--target-embedding-params", "1k"], "reviews", ["not allowed with argument"]),
-])
+@pytest.mark.parametrize(
+    "command, extra, data, fragments",
+    [
+        ("finetune", [], "nosuchtask", ["unknown task 'nosuchtask'", "rotten_tomatoes"]),
+        ("finetune", [], "no_label_column", ["no column 'label'"]),
+        ("finetune", [], "negative_label", ["has label -1, outside 0..1"]),
+        ("distill", [], "three_labels", ["--teacher", "2 labels, the task 3"]),
+        ("search", ["--target-embedding-params", "40"], "reviews", ["infeasible", "v + d = 30 + 32 = 62"]),
+        ("search", ["--mode", "svd"], "reviews", ["--mode svd needs --target-embedding-params"]),
+        ("search", ["--lambda", "1", "--target-embedding-params", "1k"], "reviews", ["not allowed with argument"]),
+    ],
+)
 def test_bad_input_ends_in_one_clear_line(capsys, tmp_path, classifier_checkpoint, command, extra, data, fragments):
-    files = {"reviews": write_reviews(tmp_path / "reviews.csv"),
-             "no_label_column": write_reviews(tmp_path / "nolabel.csv", header="text,sentiment"),
-             "negative_label": write_reviews(tmp_path / "negative.csv", labels=(0, 1, -1)),
-             "three_labels": write_reviews(tmp_path / "three.csv", labels=(0, 1, 2))}
+    files = {
+        "reviews": write_reviews(tmp_path / "reviews.csv"),
+        "no_label_column": write_reviews(tmp_path / "nolabel.csv", header="text,sentiment"),
+        "negative_label": write_reviews(tmp_path / "negative.csv", labels=(0, 1, -1)),
+        "three_labels": write_reviews(tmp_path / "three.csv", labels=(0, 1, 2)),
+    }
     source = ["--teacher" if command == "distill" else "--checkpoint", classifier_checkpoint]
-    code, _, err = run_cli(capsys, command, *source, "--task", files.get(data, data), "--out", tmp_path / "o",
-                           "--quiet", *extra)
+    code, _, err = run_cli(
+        capsys, command, *source, "--task", files.get(data, data), "--out", tmp_path / "o", "--quiet", *extra
+    )
     assert code == 2
     assert_one_clean_error(err, *fragments)
     assert not (tmp_path / "o" / "config.json").exists()
@@ -62,18 +66,33 @@ def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint)
     data = write_reviews(tmp_path / "reviews.csv", count=100)
     common = ["--task", data, "--batch-size", 16, "--quiet"]
 
-    code, out, _ = run_cli(capsys, "finetune", "--checkpoint", encoder, "--out", tmp_path / "teacher",
-                           "--epochs", 1, "--lr", 1e-3, *common)
+    code, out, _ = run_cli(
+        capsys, "finetune", "--checkpoint", encoder, "--out", tmp_path / "teacher", "--epochs", 1, "--lr", 1e-3, *common
+    )
     assert code == 0 and "test_accuracy 0." in out
-    code, out, _ = run_cli(capsys, "distill", "--teacher", tmp_path / "teacher", "--out", tmp_path / "student",
-                           "--epochs", 1, *common)
+    code, out, _ = run_cli(
+        capsys, "distill", "--teacher", tmp_path / "teacher", "--out", tmp_path / "student", "--epochs", 1, *common
+    )
     assert code == 0 and "teacher_test_accuracy" in out
     student = load_checkpoint(tmp_path / "student")
     assert student.config.hidden_size == 128 and student.config.vocab_size == 30  # bert-tiny, same vocabulary
 
     budget = 30 * 128 // 4  # a quarter of the dense table
-    code, out, _ = run_cli(capsys, "search", "--checkpoint", tmp_path / "student", "--out", tmp_path / "small",
-                           "--target-embedding-params", budget, "--epochs", 0.5, "--finetune-epochs", 0.5, *common)
+    code, out, _ = run_cli(
+        capsys,
+        "search",
+        "--checkpoint",
+        tmp_path / "student",
+        "--out",
+        tmp_path / "small",
+        "--target-embedding-params",
+        budget,
+        "--epochs",
+        0.5,
+        "--finetune-epochs",
+        0.5,
+        *common,
+    )
     assert code == 0
     printed = dict(line.split(" ", 1) for line in out.strip().splitlines())
     assert 0.0 <= float(printed["test_accuracy"]) <= 1.0 and int(printed["embedding_params"]) <= budget

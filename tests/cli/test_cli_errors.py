@@ -7,20 +7,23 @@ import pytest
 from .cli_helpers import assert_one_clean_error, run_cli
 
 
-@pytest.mark.parametrize("argv, fragments", [
-    (["--board", "nucleo-x"], ["unknown board", "nucleo-f746zg"]),
-    (["--preset", "bert-huge"], ["unknown preset", "bert-tiny"]),
-    (["--seq-len", "600"], ["--seq-len 600", "512 position"]),
-    (["--seq-len", "0"], ["--seq-len"]),
-    (["--sram", "512KB"], ["--sram and --flash go together"]),
-    (["--sram", "lots", "--flash", "2MB"], ["--sram", "lots"]),
-    (["--board", "nucleo-f767zi", "--sram", "1MB", "--flash", "2MB"], ["either --board or --sram"]),
-    (["--checkpoint", "/nonexistent/bert"], ["/nonexistent/bert"]),
-    (["--schedule", "magic"], ["--schedule"]),
-    (["--precision", "int4"], ["--precision"]),
-    (["--seed", "-1"], ["--seed", "outside 0..4294967295"]),
-    (["--seed", "12x"], ["--seed", "not an integer"]),
-])
+@pytest.mark.parametrize(
+    "argv, fragments",
+    [
+        (["--board", "nucleo-x"], ["unknown board", "nucleo-f746zg"]),
+        (["--preset", "bert-huge"], ["unknown preset", "bert-tiny"]),
+        (["--seq-len", "600"], ["--seq-len 600", "512 position"]),
+        (["--seq-len", "0"], ["--seq-len"]),
+        (["--sram", "512KB"], ["--sram and --flash go together"]),
+        (["--sram", "lots", "--flash", "2MB"], ["--sram", "lots"]),
+        (["--board", "nucleo-f767zi", "--sram", "1MB", "--flash", "2MB"], ["either --board or --sram"]),
+        (["--checkpoint", "/nonexistent/bert"], ["/nonexistent/bert"]),
+        (["--schedule", "magic"], ["--schedule"]),
+        (["--precision", "int4"], ["--precision"]),
+        (["--seed", "-1"], ["--seed", "outside 0..4294967295"]),
+        (["--seed", "12x"], ["--seed", "not an integer"]),
+    ],
+)
 def test_export_bad_input(capsys, tmp_path, argv, fragments):
     code, _, err = run_cli(capsys, "export", "--out", str(tmp_path / "o"), *argv)
     assert code == 2
@@ -47,7 +50,19 @@ def test_malformed_checkpoint(capsys, tmp_path):
 
 
 def test_missing_calibration_file(capsys, tmp_path):
-    code, _, err = run_cli(capsys, "export", "--calibration", str(tmp_path / "nope.txt"), "--seq-len", "16",
-                           "--sram", "8MB", "--flash", "64MB", "--out", str(tmp_path / "o"))
+    code, _, err = run_cli(
+        capsys,
+        "export",
+        "--calibration",
+        str(tmp_path / "nope.txt"),
+        "--seq-len",
+        "16",
+        "--sram",
+        "8MB",
+        "--flash",
+        "64MB",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert code == 2
     assert_one_clean_error(err, "nope.txt")

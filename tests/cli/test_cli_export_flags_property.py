@@ -14,10 +14,30 @@ from hypothesis import strategies as st
 
 from .cli_helpers import assert_one_clean_error, run_cli
 
-MAX_POSITIONS = 64   # the tiny checkpoint's position table
-SIZES = st.one_of(st.sampled_from(["0", "1", "-1", "1KB", "4KB", "64KB", "320KB", "2MB", "1.5MB", "0x10",
-                                   "99999999999999999999GB", "abc", "", " 16KB", "16 KB", "16kb"]),
-                  st.integers(-2, 1 << 34).map(str))
+MAX_POSITIONS = 64  # the tiny checkpoint's position table
+SIZES = st.one_of(
+    st.sampled_from(
+        [
+            "0",
+            "1",
+            "-1",
+            "1KB",
+            "4KB",
+            "64KB",
+            "320KB",
+            "2MB",
+            "1.5MB",
+            "0x10",
+            "99999999999999999999GB",
+            "abc",
+            "",
+            " 16KB",
+            "16 KB",
+            "16kb",
+        ]
+    ),
+    st.integers(-2, 1 << 34).map(str),
+)
 EDGE_INTS = [-(1 << 31), -1, 0, 1, 2, 3, 1 << 31, 1 << 62]
 
 
@@ -28,21 +48,54 @@ def checkpoint(tmp_path_factory):
     return build_hf_checkpoint(tmp_path_factory.mktemp("ckpt"), classifier=True, num_labels=2)
 
 
-@settings(max_examples=int(os.environ.get("MCUBERT_PROPERTY_EXAMPLES", 30)), deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(seq_len=st.one_of(st.sampled_from(EDGE_INTS + [MAX_POSITIONS, MAX_POSITIONS + 1]),
-                         st.integers(-3, MAX_POSITIONS + 3)),
-       calibration_samples=st.one_of(st.sampled_from(EDGE_INTS[:5]), st.integers(1, 4)),
-       qat_steps=st.sampled_from([-1, 0, 1]), seed=st.sampled_from([-1, 0, 7, 1 << 32, 1 << 70]),
-       memory=st.one_of(st.none(), st.tuples(SIZES, SIZES)),
-       reserve=st.one_of(st.none(), SIZES), flash_reserve=st.one_of(st.none(), SIZES),
-       schedule=st.sampled_from(["mcubert", "mcubert", "mcubert", "stock"]))
-def test_any_numeric_flags_give_an_export_or_one_named_error(capsys, tmp_path_factory, checkpoint, seq_len,
-                                                            calibration_samples, qat_steps, seed, memory, reserve,
-                                                            flash_reserve, schedule):
-    argv = ["export", "--checkpoint", checkpoint, "--seq-len", seq_len, "--schedule", schedule,
-            "--calibration-samples", calibration_samples, "--qat-steps", qat_steps, "--seed", seed,
-            "--out", tmp_path_factory.mktemp("out")]
+@settings(
+    max_examples=int(os.environ.get("MCUBERT_PROPERTY_EXAMPLES", 30)),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seq_len=st.one_of(
+        st.sampled_from(EDGE_INTS + [MAX_POSITIONS, MAX_POSITIONS + 1]), st.integers(-3, MAX_POSITIONS + 3)
+    ),
+    calibration_samples=st.one_of(st.sampled_from(EDGE_INTS[:5]), st.integers(1, 4)),
+    qat_steps=st.sampled_from([-1, 0, 1]),
+    seed=st.sampled_from([-1, 0, 7, 1 << 32, 1 << 70]),
+    memory=st.one_of(st.none(), st.tuples(SIZES, SIZES)),
+    reserve=st.one_of(st.none(), SIZES),
+    flash_reserve=st.one_of(st.none(), SIZES),
+    schedule=st.sampled_from(["mcubert", "mcubert", "mcubert", "stock"]),
+)
+def test_any_numeric_flags_give_an_export_or_one_named_error(
+    capsys,
+    tmp_path_factory,
+    checkpoint,
+    seq_len,
+    calibration_samples,
+    qat_steps,
+    seed,
+    memory,
+    reserve,
+    flash_reserve,
+    schedule,
+):
+    argv = [
+        "export",
+        "--checkpoint",
+        checkpoint,
+        "--seq-len",
+        seq_len,
+        "--schedule",
+        schedule,
+        "--calibration-samples",
+        calibration_samples,
+        "--qat-steps",
+        qat_steps,
+        "--seed",
+        seed,
+        "--out",
+        tmp_path_factory.mktemp("out"),
+    ]
     if memory:
         argv += ["--sram", memory[0], "--flash", memory[1]]
     for flag, value in (("--reserve", reserve), ("--flash-reserve", flash_reserve)):

@@ -62,7 +62,7 @@ def test_plan_prints_a_table_and_draws_it(capsys, tmp_path):
     assert "mcubert" in out and "cmsis-nn" in out and "burrello" in out and "flash" in out
     rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "128", "512")]
     assert [r[0] for r in rows] == ["32", "128", "512"]
-    assert float(rows[1][1]) == 42.7                       # SPEC.md section 6: BERT-tiny @ 128, t = 4
+    assert float(rows[1][1]) == 42.7  # SPEC.md section 6: BERT-tiny @ 128, t = 4
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -70,17 +70,39 @@ def test_evaluate_reports_accuracy_of_float_int8_and_stock(capsys, tmp_path, mak
     ckpt = make_hf_checkpoint(tmp_path, classifier=True)
     results = tmp_path / "eval.json"
     dump = tmp_path / "dump"
-    code = main(["evaluate", "--checkpoint", str(ckpt), "--task", "rotten_tomatoes", "--samples", "8",
-                 "--seq-len", "16", "--calibration-samples", "8", "--stock", "--dump", str(dump),
-                 "--json", str(results)])
+    code = main(
+        [
+            "evaluate",
+            "--checkpoint",
+            str(ckpt),
+            "--task",
+            "rotten_tomatoes",
+            "--samples",
+            "8",
+            "--seq-len",
+            "16",
+            "--calibration-samples",
+            "8",
+            "--stock",
+            "--dump",
+            str(dump),
+            "--json",
+            str(results),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     data = json.loads(results.read_text())
     for name in ("float", "int8", "stock"):
         assert 0.0 <= data[f"{name}_accuracy"] <= 1.0
     assert data["int8_cosine"]["min"] > 0.9
     sample = np.load(dump / "sample_0000.npz")
-    assert {"float/layer0.attention", "int8/layer0.attention", "int8_dequantized/layer1.mlp",
-            "float/head", "int8/head"} <= set(sample.files)
+    assert {
+        "float/layer0.attention",
+        "int8/layer0.attention",
+        "int8_dequantized/layer1.mlp",
+        "float/head",
+        "int8/head",
+    } <= set(sample.files)
 
 
 def test_a_model_too_big_for_flash_says_which_part(capsys, tmp_path):

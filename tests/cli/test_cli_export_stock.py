@@ -14,8 +14,9 @@ STOCK_ARENA_CEILING = 260_000  # BERT-tiny, seq 128, int8: a careful stock graph
 
 def test_stock_export_arena_is_exact_and_small(capsys, tmp_path):
     out = tmp_path / "tiny128"
-    code = main(["export", "--schedule", "stock", "--seq-len", "128", "--sram", "8MB", "--flash", "64MB",
-                 "--out", str(out)])
+    code = main(
+        ["export", "--schedule", "stock", "--seq-len", "128", "--sram", "8MB", "--flash", "64MB", "--out", str(out)]
+    )
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
     for key in ("schedule", "board", "seq_len", "precision", "arena_bytes", "flash_bytes", "params", "fits", "ops"):
@@ -31,8 +32,7 @@ def test_stock_export_arena_is_exact_and_small(capsys, tmp_path):
 
     ids = np.zeros((1, 128), np.int32)
     ids[0, :10] = [101, 2023, 3185, 2001, 1037, 3835, 2000, 3926, 1012, 102]
-    inputs = {"input_ids": ids, "attention_mask": (ids > 0).astype(np.int32),
-              "token_type_ids": np.zeros_like(ids)}
+    inputs = {"input_ids": ids, "attention_mask": (ids > 0).astype(np.int32), "token_type_ids": np.zeros_like(ids)}
     outputs = run_tflm(model, inputs, arena_bytes=arena)
     assert np.all(np.isfinite(np.asarray(list(outputs.values())[0], np.float32)))
     with pytest.raises(TflmError):
@@ -44,8 +44,7 @@ def test_stock_export_arena_is_exact_and_small(capsys, tmp_path):
 
 def test_model_that_misses_the_board_still_writes_files(capsys, tmp_path):
     out = tmp_path / "f746"
-    code = main(["export", "--schedule", "stock", "--seq-len", "32", "--board", "nucleo-f746zg",
-                 "--out", str(out)])
+    code = main(["export", "--schedule", "stock", "--seq-len", "32", "--board", "nucleo-f746zg", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == DoesNotFitError.exit_code
     last = err.strip().splitlines()[-1]

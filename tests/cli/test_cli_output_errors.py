@@ -16,10 +16,10 @@ from .cli_helpers import assert_one_clean_error, run_cli
 
 @pytest.mark.parametrize("schedule", ["mcubert", "stock"])
 @pytest.mark.parametrize("seq_len", ["1", "-3"])
-def test_a_sequence_too_short_for_cls_and_sep_is_refused_with_the_smallest_that_works(capsys, tmp_path,
-                                                                                       schedule, seq_len):
-    code, _, err = run_cli(capsys, "export", "--seq-len", seq_len, "--schedule", schedule,
-                           "--out", tmp_path / "o")
+def test_a_sequence_too_short_for_cls_and_sep_is_refused_with_the_smallest_that_works(
+    capsys, tmp_path, schedule, seq_len
+):
+    code, _, err = run_cli(capsys, "export", "--seq-len", seq_len, "--schedule", schedule, "--out", tmp_path / "o")
     assert code == 2
     assert_one_clean_error(err, "--seq-len must be at least 2", "[CLS] and [SEP]", f"got {seq_len}")
     assert not (tmp_path / "o").exists(), "refused before any work"
@@ -46,7 +46,7 @@ def test_out_that_cannot_be_written_is_refused(capsys, tmp_path, where):
         (tmp_path / "file").write_text("")
         out = tmp_path / "file" / "export"
     else:
-        out = "/sys/tflm-mcubert-test-export"   # sysfs: no new directories, even for root
+        out = "/sys/tflm-mcubert-test-export"  # sysfs: no new directories, even for root
     code, _, err = run_cli(capsys, "export", "--out", out)
     assert code == 2
     assert_one_clean_error(err, f"--out {out}: cannot be written")
@@ -77,8 +77,17 @@ def test_a_checkpoint_with_nan_weights_names_the_tensor_and_the_count(capsys, tm
 
 
 def test_a_keras_model_with_nan_weights_is_refused_before_quantization():
-    model = build_model(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                   intermediate_size=32, max_position_embeddings=16), seed=0)
+    model = build_model(
+        BertConfig(
+            vocab_size=40,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=16,
+        ),
+        seed=0,
+    )
     weight = model.encoder_layers[0].attention.query.kernel
     values = weight.numpy()
     values[0, 0] = np.inf

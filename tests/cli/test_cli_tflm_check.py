@@ -24,10 +24,16 @@ def test_needs_tflm_dir(capsys, exported, monkeypatch):
     assert_one_clean_error(err, "TFLM_DIR is not set", "90b983c")
 
 
-@pytest.mark.parametrize("make_bad, fragments", [
-    (lambda tmp: tmp / "missing", ["no such model"]),
-    (lambda tmp: (tmp / "model.tflite").write_bytes(b"TFL3 but not a model") or tmp / "model.tflite", ["model.tflite"]),
-])
+@pytest.mark.parametrize(
+    "make_bad, fragments",
+    [
+        (lambda tmp: tmp / "missing", ["no such model"]),
+        (
+            lambda tmp: (tmp / "model.tflite").write_bytes(b"TFL3 but not a model") or tmp / "model.tflite",
+            ["model.tflite"],
+        ),
+    ],
+)
 def test_bad_models_are_named(capsys, tmp_path, make_bad, fragments):
     code, _, err = run_cli(capsys, "tflm-check", make_bad(tmp_path))
     assert code == 2

@@ -2,17 +2,26 @@ import numpy as np
 import pytest
 
 from tflm_mcubert.compress.baselines import (
-    ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding, rank_for_budget, svd_embedding)
+    ADAPTIVE_CUTOFFS,
+    adaptive_embedding,
+    frequency_ranking,
+    fwsvd_embedding,
+    rank_for_budget,
+    svd_embedding,
+)
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.compress.search_space import fixed_ranks
 
 BERT_VOCAB = 30522
 
 
-@pytest.mark.parametrize("dim, ranks, params, paper_millions", [
-    (128, [32, 8, 2], 318_420, 0.318),  # BERT-tiny, Table 1
-    (256, [64, 16, 4], 647_592, 0.648),  # BERT-mini, Table 1
-])
+@pytest.mark.parametrize(
+    "dim, ranks, params, paper_millions",
+    [
+        (128, [32, 8, 2], 318_420, 0.318),  # BERT-tiny, Table 1
+        (256, [64, 16, 4], 647_592, 0.648),  # BERT-mini, Table 1
+    ],
+)
 def test_adaptive_embedding_params_match_the_paper(dim, ranks, params, paper_millions):
     assert fixed_ranks(dim, 4, 4) == ranks
     layer = ClusteredLowRankEmbedding(BERT_VOCAB, dim, ADAPTIVE_CUTOFFS, ranks)

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from tflm_mcubert.compress.budget import (
-    assignment_params, betas_for_budget, check_target, demote_to_budget, deployable_params, truncate_to_budget)
+    assignment_params,
+    betas_for_budget,
+    check_target,
+    demote_to_budget,
+    deployable_params,
+    truncate_to_budget,
+)
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.errors import UserError
 

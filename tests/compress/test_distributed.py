@@ -49,8 +49,13 @@ SCRIPT = textwrap.dedent("""
 
 def test_mirrored_search_finds_the_default_strategy_clustering(tmp_path):
     here = Path(__file__).parent
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), str(here)], capture_output=True, text=True,
-                          timeout=300, env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), str(here)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     default, mirrored = result["default"], result["mirrored"]
@@ -59,5 +64,6 @@ def test_mirrored_search_finds_the_default_strategy_clustering(tmp_path):
     # weights agree to float32 rounding.
     assert mirrored["cutoffs"] == default["cutoffs"] and len(set(default["cutoffs"])) > 1
     assert mirrored["permutation"] == default["permutation"]
-    assert max(abs(a - b) for ra, rb in zip(default["classifier"], mirrored["classifier"])
-               for a, b in zip(ra, rb)) < 1e-4
+    assert (
+        max(abs(a - b) for ra, rb in zip(default["classifier"], mirrored["classifier"]) for a, b in zip(ra, rb)) < 1e-4
+    )

@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tflm_mcubert.compress.search_space import (
-    JointSearch, RankSearch, TokenClusteringSearch, split_trainable_variables)
+from tflm_mcubert.compress.search_space import JointSearch, RankSearch, TokenClusteringSearch, split_trainable_variables
 from tflm_mcubert.model.bert import BertModel
 
 V, D = 60, 16
@@ -84,11 +83,15 @@ def test_joint_search_size_and_conversion_agree_for_one_hot_alpha_and_binary_bet
     np.testing.assert_allclose(embed(final, final.remap(ids)), embed(joint, ids), atol=1e-5)
 
 
-@pytest.mark.parametrize("make", [
-    lambda table: TokenClusteringSearch.from_dense(table, num_clusters=4, div=2),
-    lambda table: RankSearch.from_assignment(table, np.arange(V) % 4, num_clusters=4),
-    lambda table: JointSearch.from_dense(table, num_clusters=3),
-], ids=["stage1", "stage2", "joint"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda table: TokenClusteringSearch.from_dense(table, num_clusters=4, div=2),
+        lambda table: RankSearch.from_assignment(table, np.arange(V) % 4, num_clusters=4),
+        lambda table: JointSearch.from_dense(table, num_clusters=3),
+    ],
+    ids=["stage1", "stage2", "joint"],
+)
 def test_gradients_reach_architecture_and_weights_through_bert(make, small_config):
     config = small_config(vocab_size=V, hidden_size=D, num_labels=2)
     dense = BertModel(config)

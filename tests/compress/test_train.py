@@ -20,8 +20,11 @@ def search_model(small_config, kind):
     keras.utils.set_random_seed(0)
     dense = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=2))
     table = dense.embeddings.word_embeddings.numpy()
-    layer = (TokenClusteringSearch.from_dense(table, num_clusters=4, div=2) if kind == "alpha"
-             else RankSearch.from_assignment(table, np.arange(V) % 4, num_clusters=4))
+    layer = (
+        TokenClusteringSearch.from_dense(table, num_clusters=4, div=2)
+        if kind == "alpha"
+        else RankSearch.from_assignment(table, np.arange(V) % 4, num_clusters=4)
+    )
     return dense.with_word_lookup(layer), layer
 
 
@@ -45,8 +48,10 @@ def test_each_rule_moves_only_its_own_variables(tmp_path, small_config, make_spl
     weights_rule, arch_rule = nas.search_rules(model, penalty, lr=1e-2, arch_lr=1e-2)
     assert {id(v) for v in arch_rule.variables} == {id(v) for v in layer.architecture_variables()}
     split = make_split(V, size=8, min_len=8, max_len=8)
-    for name, rule, moved, kept in [("w", weights_rule, weights_rule.variables, arch_rule.variables),
-                                    ("a", arch_rule, arch_rule.variables, weights_rule.variables)]:
+    for name, rule, moved, kept in [
+        ("w", weights_rule, weights_rule.variables, arch_rule.variables),
+        ("a", arch_rule, arch_rule.variables, weights_rule.variables),
+    ]:
         moved_before, kept_before = snapshot(moved), snapshot(kept)
         trainer(tmp_path / name).fit(Stage(name, model, [rule], split, 1.0, Objective()))
         assert not any(changed(kept_before, kept)), f"rule {name} moved variables it does not own"
@@ -68,8 +73,7 @@ def test_size_penalty_alone_moves_alpha_toward_cheap_clusters(tmp_path, small_co
     assert np.all(layer.clustering()[unseen] == int(np.argmin([D, *layer.ranks])))
 
 
-def test_kd_objective_is_cross_entropy_at_zero_weight_and_matches_the_teacher_at_full_weight(small_config,
-                                                                                            make_split):
+def test_kd_objective_is_cross_entropy_at_zero_weight_and_matches_the_teacher_at_full_weight(small_config, make_split):
     keras.utils.set_random_seed(1)
     model = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=3))
     batch = pad_batch(make_split(V, size=4, num_labels=3), np.arange(4))
@@ -97,6 +101,7 @@ class Stop(Exception):
 
 def run_two_stage(tmp_path, small_config, split, *, stop_after=None, resume=False, lr=1e-2):
     """A tiny two-stage search with a budget (λ control and projection) and the final KD fine-tune."""
+
     def stop(stage, steps):
         if stop_after and (stage, steps) == stop_after:
             raise Stop
@@ -105,18 +110,20 @@ def run_two_stage(tmp_path, small_config, split, *, stop_after=None, resume=Fals
     tf.config.experimental.enable_op_determinism()
     dense = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=2))
     run = RunDirectory(tmp_path / "run", {"lr": lr}, resume=resume)
-    trainer = Trainer(run, tf.distribute.get_strategy(), batch_size=8, seed=0, checkpoint_every=2, progress=False,
-                      on_step_end=stop)
+    trainer = Trainer(
+        run, tf.distribute.get_strategy(), batch_size=8, seed=0, checkpoint_every=2, progress=False, on_step_end=stop
+    )
     teacher_logits = np.random.default_rng(5).normal(size=(len(split), 2)).astype(np.float32)
-    job = nas.SearchJob(trainer, tf.distribute.get_strategy(), dense, split, Objective(kd_weight=0.5),
-                        teacher_logits, batch_size=8)
-    options = nas.SearchOptions(mode="two-stage", target_params=400, lr=lr, arch_lr=0.05, epochs=1.0,
-                                finetune_epochs=1.0)
+    job = nas.SearchJob(
+        trainer, tf.distribute.get_strategy(), dense, split, Objective(kd_weight=0.5), teacher_logits, batch_size=8
+    )
+    options = nas.SearchOptions(
+        mode="two-stage", target_params=400, lr=lr, arch_lr=0.05, epochs=1.0, finetune_epochs=1.0
+    )
     return nas.run_search(job, options)
 
 
-def test_resume_after_an_interruption_ends_exactly_where_an_uninterrupted_run_does(tmp_path, small_config,
-                                                                                    make_split):
+def test_resume_after_an_interruption_ends_exactly_where_an_uninterrupted_run_does(tmp_path, small_config, make_split):
     split = make_split(V, size=40, seed=4, min_len=8, max_len=8)  # 5 steps per stage, one batch shape
     reference = run_two_stage(tmp_path / "a", small_config, split)
     with pytest.raises(Stop):  # mid Stage 2: its step-4 checkpoint survives, step 5 is lost
@@ -127,8 +134,10 @@ def test_resume_after_an_interruption_ends_exactly_where_an_uninterrupted_run_do
     assert reference.embedding.stored_params() <= 400
     for a, b in zip(reference.model.variables, resumed.model.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
-    np.testing.assert_array_equal(predict_logits(reference.model, split.remapped(reference.embedding.permutation), 8),
-                                  predict_logits(resumed.model, split.remapped(resumed.embedding.permutation), 8))
+    np.testing.assert_array_equal(
+        predict_logits(reference.model, split.remapped(reference.embedding.permutation), 8),
+        predict_logits(resumed.model, split.remapped(resumed.embedding.permutation), 8),
+    )
 
 
 def test_resume_refuses_a_run_with_other_settings_and_a_fresh_run_refuses_an_old_one(tmp_path):

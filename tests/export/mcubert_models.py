@@ -16,15 +16,23 @@ UNLIMITED = 1 << 30
 
 # Small enough to export in a fraction of a second; two layers so that tensors chain; 3 heads so
 # that head slicing is not a power of two; a classifier head unless labels is None.
-SMALL = dict(vocab_size=300, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
-             intermediate_size=96, max_position_embeddings=320, type_vocab_size=2)
+SMALL = dict(
+    vocab_size=300,
+    hidden_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=3,
+    intermediate_size=96,
+    max_position_embeddings=320,
+    type_vocab_size=2,
+)
 
 
 def perturbed(model, seed: int = 1):
     """Biases and LayerNorm parameters off their init (zeros / ones), as in a trained model."""
     rng = np.random.default_rng(seed)
-    model.set_weights([w + rng.normal(0, 0.05, w.shape).astype(np.float32) if w.ndim == 1 else w
-                       for w in model.get_weights()])
+    model.set_weights(
+        [w + rng.normal(0, 0.05, w.shape).astype(np.float32) if w.ndim == 1 else w for w in model.get_weights()]
+    )
     return model
 
 
@@ -42,6 +50,8 @@ def small_export(seq_len: int, labels: int | None = 3, budget: int = UNLIMITED, 
 def random_inputs(rng: np.random.Generator, seq_len: int, vocab: int, valid: int | None = None) -> dict:
     valid = seq_len if valid is None else valid
     mask = (np.arange(seq_len) < valid).astype(np.int8)
-    return {"input_ids": rng.integers(0, vocab, (1, seq_len)).astype(np.int32) * mask,
-            "attention_mask": mask[None],
-            "token_type_ids": (rng.random((1, seq_len)) < 0.5).astype(np.int32) * mask}
+    return {
+        "input_ids": rng.integers(0, vocab, (1, seq_len)).astype(np.int32) * mask,
+        "attention_mask": mask[None],
+        "token_type_ids": (rng.random((1, seq_len)) < 0.5).astype(np.int32) * mask,
+    }

@@ -8,7 +8,7 @@ from tflm_mcubert.export.c_array import write_c_array
 
 
 def bytes_in(source: str) -> bytes:
-    body = source[source.index("{") + 1: source.index("};")]
+    body = source[source.index("{") + 1 : source.index("};")]
     return bytes(int(token, 16) for token in re.findall(r"0x([0-9a-f]{2})", body))
 
 

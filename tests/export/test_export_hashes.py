@@ -34,27 +34,37 @@ def environment() -> dict:
     cpu = ""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                    if line.startswith("model name")), "")
-    return {"python": ".".join(platform.python_version_tuple()[:2]), "machine": platform.machine(), "cpu": cpu,
-            "numpy": np.__version__, "tensorflow": tf.__version__}
+        cpu = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in cpuinfo.read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
+    return {
+        "python": ".".join(platform.python_version_tuple()[:2]),
+        "machine": platform.machine(),
+        "cpu": cpu,
+        "numpy": np.__version__,
+        "tensorflow": tf.__version__,
+    }
 
 
 def compressed_checkpoint(parent: Path) -> Path:
     """A 3-cluster permuted embedding checkpoint, saved as `search` saves it (deterministic)."""
     from tests.conftest import build_hf_checkpoint
-    from tflm_mcubert.model.clustered_embedding import (
-        ClusteredLowRankEmbedding, write_permuted_tokenizer)
+    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, write_permuted_tokenizer
     from tflm_mcubert.model.hf_import import load_checkpoint, save_checkpoint
 
-    original = load_checkpoint(build_hf_checkpoint(parent, classifier=True, vocab_size=30, num_labels=2,
-                                                   max_position_embeddings=64))
+    original = load_checkpoint(
+        build_hf_checkpoint(parent, classifier=True, vocab_size=30, num_labels=2, max_position_embeddings=64)
+    )
     table = original.model.embeddings.word_embeddings.numpy()
     assignment = np.random.default_rng(0).integers(0, 3, size=table.shape[0])
     layer = ClusteredLowRankEmbedding.from_assignment(table, assignment, ranks=[6, 3], origin="nas-two-stage")
     pad = int(layer.permutation[original.config.pad_token_id])
-    model = original.model.with_word_lookup(
-        layer, config=dataclasses.replace(original.config, pad_token_id=pad))
+    model = original.model.with_word_lookup(layer, config=dataclasses.replace(original.config, pad_token_id=pad))
     out = parent / "compressed"
     tokenizer = write_permuted_tokenizer(original.tokenizer, layer.permutation, out)
     save_checkpoint(model, out, tokenizer, compression_info={"mode": "two-stage", "metrics": {}})
@@ -90,8 +100,10 @@ def recorded() -> dict:
 def test_export_bytes_match_the_recorded_digests(case, tmp_path, capsys):
     record = recorded()
     if not RECORDING and record["environment"] != environment():
-        pytest.skip(f"digests were recorded in {record['environment']}, this is {environment()}: "
-                    "float calibration may differ in the last bit; re-record with RECORD_EXPORT_HASHES=1")
+        pytest.skip(
+            f"digests were recorded in {record['environment']}, this is {environment()}: "
+            "float calibration may differ in the last bit; re-record with RECORD_EXPORT_HASHES=1"
+        )
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "export", "--out", out, *CASES[case](tmp_path))
     assert code == 0, err

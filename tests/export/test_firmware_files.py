@@ -100,21 +100,41 @@ def test_expected_output_is_the_reference_on_the_stored_sequence(mcubert_export)
 
 def test_files_are_deterministic(tmp_path):
     result = small_export(16)
-    sample = {"input_ids": np.arange(16, dtype=np.int32), "attention_mask": np.ones(16, np.int8),
-              "token_type_ids": np.zeros(16, np.int32)}
+    sample = {
+        "input_ids": np.arange(16, dtype=np.int32),
+        "attention_mask": np.ones(16, np.int8),
+        "token_type_ids": np.zeros(16, np.int32),
+    }
     for name in ("a", "b"):
-        write_firmware_files(tmp_path / name, tflite=result.tflite, schedule="mcubert", board=BOARD,
-                             arena_bytes=1234, sample=sample, sample_source="a test")
+        write_firmware_files(
+            tmp_path / name,
+            tflite=result.tflite,
+            schedule="mcubert",
+            board=BOARD,
+            arena_bytes=1234,
+            sample=sample,
+            sample_source="a test",
+        )
     for name in FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
 def test_hidden_state_model_has_no_labels_and_per_channel_output(tmp_path):
     result = small_export(16, labels=None)
-    sample = {"input_ids": np.arange(16, dtype=np.int32), "attention_mask": np.ones(16, np.int8),
-              "token_type_ids": np.zeros(16, np.int32)}
-    write_firmware_files(tmp_path, tflite=result.tflite, schedule="mcubert", board=BOARD, arena_bytes=1,
-                         sample=sample, sample_source="a test")
+    sample = {
+        "input_ids": np.arange(16, dtype=np.int32),
+        "attention_mask": np.ones(16, np.int8),
+        "token_type_ids": np.zeros(16, np.int32),
+    }
+    write_firmware_files(
+        tmp_path,
+        tflite=result.tflite,
+        schedule="mcubert",
+        board=BOARD,
+        arena_bytes=1,
+        sample=sample,
+        sample_source="a test",
+    )
     header = (tmp_path / "model_settings.h").read_text()
     assert define(header, "MCUBERT_MODEL_NUM_LABELS") == "0"
     assert define(header, "MCUBERT_MODEL_OUTPUT_NAME") == '"last_hidden_state"'
@@ -128,8 +148,15 @@ def test_hidden_state_model_has_no_labels_and_per_channel_output(tmp_path):
 def stock_files(micro_int8, tmp_path_factory):
     out = tmp_path_factory.mktemp("stock-files")
     sample = random_samples(200, 8, 1, seed=3)[0]
-    write_firmware_files(out, tflite=micro_int8, schedule="stock", board=BOARD, arena_bytes=54321,
-                         sample=sample, sample_source="random ids")
+    write_firmware_files(
+        out,
+        tflite=micro_int8,
+        schedule="stock",
+        board=BOARD,
+        arena_bytes=54321,
+        sample=sample,
+        sample_source="random ids",
+    )
     return out, sample
 
 
@@ -163,12 +190,20 @@ def test_unknown_op_and_incomplete_sample_are_named():
     result = small_export(16)
     model = describe_model(result.tflite, "mcubert")
     with pytest.raises(FirmwareFilesError, match="token_type_ids"):
-        firmware_files.reference_sample(result.tflite, model, {"input_ids": np.zeros(16, np.int32),
-                                                               "attention_mask": np.ones(16, np.int8)}, "x")
+        firmware_files.reference_sample(
+            result.tflite, model, {"input_ids": np.zeros(16, np.int32), "attention_mask": np.ones(16, np.int8)}, "x"
+        )
     with pytest.raises(FirmwareFilesError, match="12 tokens, the model takes 16"):
-        firmware_files.reference_sample(result.tflite, model, {"input_ids": np.zeros(12, np.int32),
-                                                               "attention_mask": np.ones(12, np.int8),
-                                                               "token_type_ids": np.zeros(12, np.int32)}, "x")
+        firmware_files.reference_sample(
+            result.tflite,
+            model,
+            {
+                "input_ids": np.zeros(12, np.int32),
+                "attention_mask": np.ones(12, np.int8),
+                "token_type_ids": np.zeros(12, np.int32),
+            },
+            "x",
+        )
 
 
 # ---- C syntax --------------------------------------------------------------------------------
@@ -198,9 +233,25 @@ def _syntax(compiler: str, language: str, source: Path, include: Path) -> None:
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} not found (Debian: apt-get install gcc-arm-none-eabi)")
     std = ["-std=c99"] if language == "c" else ["-std=gnu++17"]
-    result = subprocess.run([compiler, "-mcpu=cortex-m7", "-mthumb", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                             *std, "-x", language, "-I", str(include), str(source)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            compiler,
+            "-mcpu=cortex-m7",
+            "-mthumb",
+            "-fsyntax-only",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            *std,
+            "-x",
+            language,
+            "-I",
+            str(include),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -208,9 +259,11 @@ def _syntax(compiler: str, language: str, source: Path, include: Path) -> None:
 def test_generated_files_compile(schedule, mcubert_export, stock_files, tmp_path):
     out = mcubert_export[0] if schedule == "mcubert" else stock_files[0]
     for header in ("model_settings.h", "model_test_input.h"):
-        _syntax("arm-none-eabi-gcc", "c", out / header, out)          # plain C users
+        _syntax("arm-none-eabi-gcc", "c", out / header, out)  # plain C users
     _syntax("arm-none-eabi-g++", "c++", out / "model_test_input.cc", out)
-    methods = "\n".join(f"  TfLiteStatus {m}() {{ return kTfLiteOk; }}" for m in sorted(set(BUILTIN_ADD_METHODS.values())))
+    methods = "\n".join(
+        f"  TfLiteStatus {m}() {{ return kTfLiteOk; }}" for m in sorted(set(BUILTIN_ADD_METHODS.values()))
+    )
     (tmp_path / "use.cc").write_text(FAKE_TFLM % methods)
     _syntax("arm-none-eabi-g++", "c++", tmp_path / "use.cc", out)
 

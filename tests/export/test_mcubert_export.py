@@ -12,7 +12,10 @@ from tflm_mcubert.export.mcubert_export import export_mcubert, largest_fitting_s
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, add_integrity_record
 from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_model
 from tflm_mcubert.tflite.mcubert_writer import (
-    BUFFER_ALIGNMENT, OFFLINE_PLAN_METADATA, ONLINE_PLANNED, model_to_tflite,
+    BUFFER_ALIGNMENT,
+    OFFLINE_PLAN_METADATA,
+    ONLINE_PLANNED,
+    model_to_tflite,
 )
 from tflm_mcubert.model.bert import build_model
 from tflm_mcubert.model.config import preset
@@ -21,20 +24,29 @@ from tflm_mcubert.ops.registry import SPEC_HASH
 from tflm_mcubert.runtime.reference import run_reference
 
 
-@pytest.mark.parametrize("name,seq_len,target", [
-    ("bert-tiny", 128, 48 * KB),
-    ("bert-tiny", 512, 176 * KB),
-    ("bert-mini", 512, 304 * KB),
-])
+@pytest.mark.parametrize(
+    "name,seq_len,target",
+    [
+        ("bert-tiny", 128, 48 * KB),
+        ("bert-tiny", 512, 176 * KB),
+        ("bert-mini", 512, 304 * KB),
+    ],
+)
 def test_arena_bytes_meet_the_targets(name, seq_len, target):
     config = preset(name, num_labels=2)
     model = build_model(config, seed=0)
-    result = export_mcubert(model, None, seq_len=seq_len, arena_budget=target,
-                            samples=random_samples(config.vocab_size, seq_len, 2), sentences=None)
+    result = export_mcubert(
+        model,
+        None,
+        seq_len=seq_len,
+        arena_budget=target,
+        samples=random_samples(config.vocab_size, seq_len, 2),
+        sentences=None,
+    )
     assert result.choice.fits
     assert result.arena.arena_bytes <= target
     assert result.arena.arena_bytes == result.plan.planned_bytes + result.arena.overhead_bytes
-    assert 1000 < result.arena.overhead_bytes < 4 * KB      # TFLM's tail for ~50-90 tensors, 6-10 ops
+    assert 1000 < result.arena.overhead_bytes < 4 * KB  # TFLM's tail for ~50-90 tensors, 6-10 ops
     assert result.compression["default"] and result.compression["cutoffs"] == [1000, 4000, 10000]
 
 
@@ -49,8 +61,12 @@ def test_round_trip_equals_the_in_memory_model_byte_for_byte(seq_len):
         seen = {}
         run = run_reference(parsed, inputs, trace=lambda name, v: seen.__setitem__(name, v))
         want = {}
-        direct = q.run(inputs["input_ids"][0], inputs["token_type_ids"][0], inputs["attention_mask"][0],
-                       trace=lambda name, v: want.__setitem__(name, v))
+        direct = q.run(
+            inputs["input_ids"][0],
+            inputs["token_type_ids"][0],
+            inputs["attention_mask"][0],
+            trace=lambda name, v: want.__setitem__(name, v),
+        )
         assert list(seen) == list(want)
         for name in want:
             assert np.array_equal(seen[name].reshape(-1), want[name].reshape(-1)), name
@@ -62,10 +78,16 @@ def test_all_keys_masked_and_full_length_extreme_inputs_run_identically():
     parsed, q = read_model(result.tflite), result.quantized
     s = 77
     cases = [
-        {"input_ids": np.arange(s, dtype=np.int32)[None] % 300, "attention_mask": np.zeros((1, s), np.int8),
-         "token_type_ids": np.zeros((1, s), np.int32)},
-        {"input_ids": np.where(np.arange(s) % 2, 299, 0).astype(np.int32)[None],   # first and last ids
-         "attention_mask": np.ones((1, s), np.int8), "token_type_ids": np.ones((1, s), np.int32)},
+        {
+            "input_ids": np.arange(s, dtype=np.int32)[None] % 300,
+            "attention_mask": np.zeros((1, s), np.int8),
+            "token_type_ids": np.zeros((1, s), np.int32),
+        },
+        {
+            "input_ids": np.where(np.arange(s) % 2, 299, 0).astype(np.int32)[None],  # first and last ids
+            "attention_mask": np.ones((1, s), np.int8),
+            "token_type_ids": np.ones((1, s), np.int32),
+        },
     ]
     for inputs in cases:
         run = run_reference(parsed, inputs)
@@ -109,11 +131,17 @@ def test_buffers_are_aligned_and_the_offline_plan_covers_every_tensor():
         assert (offset == ONLINE_PLANNED) == constant, tensor.name
         assert constant or offset % 16 == 0
     hidden = {int(o) for t, o in zip(tensors, words[3:]) if t.name.decode().endswith("/hidden")}
-    assert len(hidden) == 1                                  # in place: one offset for every hidden state
+    assert len(hidden) == 1  # in place: one offset for every hidden state
     parsed = read_model(result.tflite)
     assert parsed.planned_bytes == result.plan.planned_bytes
-    assert [n.name for n in parsed.nodes] == ["embedding", "layer0.attention", "layer0.mlp",
-                                              "layer1.attention", "layer1.mlp", "head"]
+    assert [n.name for n in parsed.nodes] == [
+        "embedding",
+        "layer0.attention",
+        "layer0.mlp",
+        "layer1.attention",
+        "layer1.mlp",
+        "head",
+    ]
 
 
 def test_position_embeddings_are_stored_only_up_to_seq_len():
@@ -138,6 +166,7 @@ def test_largest_fitting_seq_len_is_the_boundary():
 
 # -- corrupt and mismatched models -------------------------------------------------------------
 
+
 def _edit(model_bytes: bytes, edit) -> bytes:
     model = schema.ModelT.InitFromPackedBuf(bytearray(model_bytes), 0)
     edit(model)
@@ -151,6 +180,7 @@ def _edit(model_bytes: bytes, edit) -> bytes:
 def _set_options(op_index: int, raw: bytes):
     def edit(model):
         model.subgraphs[0].operators[op_index].customOptions = np.frombuffer(raw, np.uint8)
+
     return edit
 
 
@@ -159,13 +189,16 @@ def _options_of(result, op_index: int) -> bytes:
     return np.asarray(model.subgraphs[0].operators[op_index].customOptions, np.uint8).tobytes()
 
 
-@pytest.mark.parametrize("case,pattern", [
-    ("truncated", r"layer0\.attention: MCUBERT_ATTENTION: options: "),
-    ("version", r"layer0\.attention: MCUBERT_ATTENTION: spec_version: unsupported version 7"),
-    ("hash", r"layer0\.attention: MCUBERT_ATTENTION: spec_hash: 0x00000bad does not match"),
-    ("unknown", r"layer0\.attention: MCUBERT_ATTENTION: colour: unknown option"),
-    ("range", r"layer0\.attention: MCUBERT_ATTENTION: tile: tile 99 exceeds seq_len 77"),
-])
+@pytest.mark.parametrize(
+    "case,pattern",
+    [
+        ("truncated", r"layer0\.attention: MCUBERT_ATTENTION: options: "),
+        ("version", r"layer0\.attention: MCUBERT_ATTENTION: spec_version: unsupported version 7"),
+        ("hash", r"layer0\.attention: MCUBERT_ATTENTION: spec_hash: 0x00000bad does not match"),
+        ("unknown", r"layer0\.attention: MCUBERT_ATTENTION: colour: unknown option"),
+        ("range", r"layer0\.attention: MCUBERT_ATTENTION: tile: tile 99 exceeds seq_len 77"),
+    ],
+)
 def test_corrupt_or_mismatched_options_are_rejected_naming_op_and_field(case, pattern):
     result = small_export(77)
     options = result.quantized.layers[0][0].options()
@@ -229,8 +262,9 @@ def test_a_compressed_checkpoint_is_exported_as_is_with_its_own_vocabulary():
 
     model = small_model(labels=2)
     frequency = np.random.default_rng(0).random(300)
-    lookup = adaptive_embedding(model.embeddings.word_embeddings.numpy(), frequency, cutoffs=(50, 100, 200),
-                                ranks=(8, 4, 2))
+    lookup = adaptive_embedding(
+        model.embeddings.word_embeddings.numpy(), frequency, cutoffs=(50, 100, 200), ranks=(8, 4, 2)
+    )
     compressed = model.with_word_lookup(lookup)
     samples = random_samples(300, 40, 2)
     result = export_mcubert(compressed, None, seq_len=40, arena_budget=1 << 30, samples=samples, sentences=None)

@@ -57,11 +57,11 @@ def exact_reference(tiny_classifier, eval_samples):
     return keras_outputs(tiny_classifier, eval_samples)
 
 
-def test_float_export_matches_its_keras_twin_and_the_exact_model(tiny_classifier, tiny_export, eval_samples,
-                                                                 exact_reference):
+def test_float_export_matches_its_keras_twin_and_the_exact_model(
+    tiny_classifier, tiny_export, eval_samples, exact_reference
+):
     got = tflm_outputs(tiny_export("float32"), eval_samples)
-    twin = keras_outputs(tiny_classifier.with_options(gelu_mode="sigmoid", mask_value=EXPORT_MASK_VALUE),
-                         eval_samples)
+    twin = keras_outputs(tiny_classifier.with_options(gelu_mode="sigmoid", mask_value=EXPORT_MASK_VALUE), eval_samples)
     for name in ("last_hidden_state", "logits"):
         np.testing.assert_allclose(got[name], twin[name], atol=FLOAT_VS_TWIN_ATOL, rtol=0)
         np.testing.assert_allclose(got[name], exact_reference[name], atol=FLOAT_VS_EXACT_ATOL, rtol=0)
@@ -95,8 +95,11 @@ def test_graph_is_clean_stock_tflm(precision, tiny_classifier, tiny_export):
     # The attention scale is folded into the query weights: no op works on a scores-shaped tensor except
     # the matmul making it, the mask ADD, the SOFTMAX and the matmul reading it.
     scores_shape = (1, tiny_classifier.config.num_attention_heads, SEQ_LEN, SEQ_LEN)
-    touching_scores = [op.name for op in graph.ops
-                       if any(graph.tensors[i].shape == scores_shape for i in (*op.inputs, *op.outputs) if i >= 0)]
+    touching_scores = [
+        op.name
+        for op in graph.ops
+        if any(graph.tensors[i].shape == scores_shape for i in (*op.inputs, *op.outputs) if i >= 0)
+    ]
     assert touching_scores == ["BATCH_MATMUL", "ADD", "SOFTMAX", "BATCH_MATMUL"] * 2
     if precision != "float32":
         # No float anywhere, inputs included: the mask is a GATHER of a 2-entry table, not a CAST. The
@@ -104,8 +107,10 @@ def test_graph_is_clean_stock_tflm(precision, tiny_classifier, tiny_export):
         assert "FLOAT32" not in {t.type_name for t in graph.tensors}
         activation_type = {"int8": "INT8", "int16x8": "INT16"}[precision]
         input_tensors = {io.tensor.index for io in graph.inputs}
-        assert {t.type_name for t in graph.tensors if not t.constant_bytes and t.index not in input_tensors} \
-            <= {activation_type, "INT8"}  # int8: the tables' GATHER outputs before requantizing to int16
+        assert {t.type_name for t in graph.tensors if not t.constant_bytes and t.index not in input_tensors} <= {
+            activation_type,
+            "INT8",
+        }  # int8: the tables' GATHER outputs before requantizing to int16
 
 
 def test_int16x8_embedding_tables_are_int8_then_requantized(tiny_export):
@@ -126,15 +131,17 @@ def test_masked_positions_do_not_change_unmasked_outputs(tiny_export, eval_sampl
     sample = next(s for s in eval_samples if s["attention_mask"].sum() < SEQ_LEN)
     other = dict(sample, input_ids=np.where(sample["attention_mask"] == 1, sample["input_ids"], 7777))
     runner = TflmRunner(tiny_export("int8"))
-    np.testing.assert_array_equal(runner.run(sample, dequantize_outputs=False)["logits"],
-                                  runner.run(other, dequantize_outputs=False)["logits"])
+    np.testing.assert_array_equal(
+        runner.run(sample, dequantize_outputs=False)["logits"], runner.run(other, dequantize_outputs=False)["logits"]
+    )
 
 
 def test_bert_tiny_seq128_int8_arena_is_exact_and_below_ceiling(tiny_classifier):
     from tflm_mcubert.data.calibration import random_samples
 
-    model_bytes = export_stock(tiny_classifier, seq_len=128, precision="int8",
-                               calibration=random_samples(30522, 128, 8, seed=0))
+    model_bytes = export_stock(
+        tiny_classifier, seq_len=128, precision="int8", calibration=random_samples(30522, 128, 8, seed=0)
+    )
     arena = min_arena_bytes(model_bytes)
     print(f"bert-tiny seq 128 int8: arena {arena:,} B, flash {len(model_bytes):,} B")
     assert arena <= STOCK_ARENA_CEILING
@@ -157,8 +164,7 @@ def test_export_refuses_bad_requests(micro_model):
     with pytest.raises(UserError, match="input_ids"):
         export_stock(micro_model, seq_len=8, precision="int8", calibration=[{"ids": good[0]["input_ids"]}])
     with pytest.raises(UserError, match=r"shape \(1, 8\)"):
-        export_stock(micro_model, seq_len=8, precision="int8",
-                     calibration=[{"input_ids": good[0]["input_ids"][:, :4]}])
+        export_stock(micro_model, seq_len=8, precision="int8", calibration=[{"input_ids": good[0]["input_ids"][:, :4]}])
     with pytest.raises(UserError, match="outputs"):
         export_stock(micro_model, seq_len=8, precision="float32", outputs=("pooled",))
 

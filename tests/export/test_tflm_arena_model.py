@@ -15,7 +15,7 @@ from tflm_mcubert.export.tflm_arena import HOST_64, UNITEMISED_BYTES, GraphShape
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
 
-RESHAPE_PARAMS_BYTES = 36   # TfLiteReshapeParams {int shape[8]; int num_dimensions}
+RESHAPE_PARAMS_BYTES = 36  # TfLiteReshapeParams {int shape[8]; int num_dimensions}
 
 
 def reshape_chain(ops: int, size: int, in_place: bool) -> tuple[bytes, int, GraphShape]:
@@ -59,8 +59,14 @@ def reshape_chain(ops: int, size: int, in_place: bool) -> tuple[bytes, int, Grap
     model.buffers, model.metadata = buffers, [metadata]
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    shape = GraphShape(tensors=len(tensors), ops=ops, inputs=(IoTensor(True),), outputs=(IoTensor(True),),
-                       planned_buffers=ops + 1, builtin_data=(RESHAPE_PARAMS_BYTES,) * ops)
+    shape = GraphShape(
+        tensors=len(tensors),
+        ops=ops,
+        inputs=(IoTensor(True),),
+        outputs=(IoTensor(True),),
+        planned_buffers=ops + 1,
+        builtin_data=(RESHAPE_PARAMS_BYTES,) * ops,
+    )
     return bytes(builder.Output()), slot * (1 if in_place else 2), shape
 
 

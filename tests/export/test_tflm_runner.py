@@ -6,15 +6,26 @@ import numpy as np
 import pytest
 
 from tflm_mcubert.tflite.graph import parse
-from tflm_mcubert.runtime.tflm_runner import (TflmError, TflmRunner, constant_bytes, dequantize, describe_ops,
-                                              flash_bytes, min_arena_bytes, quantize, run_tflm)
+from tflm_mcubert.runtime.tflm_runner import (
+    TflmError,
+    TflmRunner,
+    constant_bytes,
+    dequantize,
+    describe_ops,
+    flash_bytes,
+    min_arena_bytes,
+    quantize,
+    run_tflm,
+)
 
 
 def micro_inputs(seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"input_ids": rng.integers(1, 200, (1, 8)).astype(np.int32),
-            "attention_mask": np.array([[1, 1, 1, 1, 1, 1, 0, 0]], np.int32),
-            "token_type_ids": np.zeros((1, 8), np.int32)}
+    return {
+        "input_ids": rng.integers(1, 200, (1, 8)).astype(np.int32),
+        "attention_mask": np.array([[1, 1, 1, 1, 1, 1, 0, 0]], np.int32),
+        "token_type_ids": np.zeros((1, 8), np.int32),
+    }
 
 
 def test_runs_by_input_name_and_dequantizes_outputs(micro_int8):

@@ -35,14 +35,30 @@ LIB = REPO / "arduino_lib"
 EXAMPLE = LIB / "examples" / "mcubert_bert_tiny"
 SKETCH = EXAMPLE / "mcubert_bert_tiny.ino"
 COPY_SCRIPT = LIB / "extras" / "copy_export_to_sketch.py"
-COPIED = {"model_data.cc": "model_data.cpp", "model_data.h": "model_data.h", "model_settings.h": "model_settings.h",
-          "model_test_input.cc": "model_test_input.cpp", "model_test_input.h": "model_test_input.h"}
+COPIED = {
+    "model_data.cc": "model_data.cpp",
+    "model_data.h": "model_data.h",
+    "model_settings.h": "model_settings.h",
+    "model_test_input.cc": "model_test_input.cpp",
+    "model_test_input.h": "model_test_input.h",
+}
 
 ARCH = ["-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"]
 # Roughly an Arduino mbed/STM32 core's C++ flags, TFLM's static-memory build, and warnings as errors
 # for our code (TFLM's headers have unused parameters).
-CXX_FLAGS = ["-std=c++17", "-Os", "-DTF_LITE_STATIC_MEMORY", "-fno-exceptions", "-fno-rtti",
-             "-ffunction-sections", "-fdata-sections", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
+CXX_FLAGS = [
+    "-std=c++17",
+    "-Os",
+    "-DTF_LITE_STATIC_MEMORY",
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-ffunction-sections",
+    "-fdata-sections",
+    "-Wall",
+    "-Wextra",
+    "-Wno-unused-parameter",
+    "-Werror",
+]
 C_FLAGS = ["-std=gnu11", "-Os", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections"]
 
 # What the sketch needs from the Arduino core (declarations only: the objects are not linked).
@@ -79,8 +95,9 @@ STUB_TENSORFLOWLITE_H = "#pragma once\n"
 
 
 def copy_export(export_dir: Path, sketch_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(COPY_SCRIPT), str(export_dir), str(sketch_dir)],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(COPY_SCRIPT), str(export_dir), str(sketch_dir)], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +118,7 @@ def sketch_copy(tmp_path):
 
 # ---- the copy script ---------------------------------------------------------------------------
 
+
 def test_copy_puts_the_export_into_the_sketch(export_dir, sketch_copy):
     result = copy_export(export_dir, sketch_copy)
     assert result.returncode == 0, result.stderr
@@ -114,7 +132,7 @@ def refused(export_dir: Path, sketch_dir: Path) -> str:
     before = sorted(p.name for p in sketch_dir.iterdir())
     result = copy_export(export_dir, sketch_dir)
     assert result.returncode == 1, result.stdout
-    assert sorted(p.name for p in sketch_dir.iterdir()) == before   # nothing copied
+    assert sorted(p.name for p in sketch_dir.iterdir()) == before  # nothing copied
     return " ".join(result.stderr.split())
 
 
@@ -165,37 +183,52 @@ def names_the_export_defines(export_dir: Path) -> set[str]:
 
 def test_sketch_uses_only_what_the_export_writes(export_dir):
     defined = names_the_export_defines(export_dir)
-    assert {"MCUBERT_MODEL_REGISTER_OPS", "g_model_data", "g_model_test_inputs"} <= defined   # the parser works
+    assert {"MCUBERT_MODEL_REGISTER_OPS", "g_model_data", "g_model_test_inputs"} <= defined  # the parser works
     sketch_code = re.sub(r"//[^\n]*", "", SKETCH.read_text())
     used = set(EXPORT_NAME.findall(sketch_code)) - {"MCUBERT_SKETCH_ARENA_EXTRA_BYTES"}
     assert used - defined == set(), f"the sketch names what the export does not write: {sorted(used - defined)}"
-    assert {"MCUBERT_MODEL_ARENA_BYTES", "MCUBERT_MODEL_ARENA_ALIGNMENT", "MCUBERT_MODEL_OP_RESOLVER_SIZE",
-            "MCUBERT_MODEL_REGISTER_OPS", "MCUBERT_MODEL_OUTPUT_INDEX", "MCUBERT_TEST_OUTPUT_TOLERANCE",
-            "g_model_data", "g_model_test_inputs", "g_model_test_expected_output"} <= used
+    assert {
+        "MCUBERT_MODEL_ARENA_BYTES",
+        "MCUBERT_MODEL_ARENA_ALIGNMENT",
+        "MCUBERT_MODEL_OP_RESOLVER_SIZE",
+        "MCUBERT_MODEL_REGISTER_OPS",
+        "MCUBERT_MODEL_OUTPUT_INDEX",
+        "MCUBERT_TEST_OUTPUT_TOLERANCE",
+        "g_model_data",
+        "g_model_test_inputs",
+        "g_model_test_expected_output",
+    } <= used
 
 
 def test_sketch_includes_the_binding_through_tensorflowlite():
     text = SKETCH.read_text()
     includes = re.findall(r"^#include\s+[<\"]([^>\"]+)", text, re.MULTILINE)
-    assert includes[0] == "mcubert_tflm_arduino.h"   # TensorFlowLite.h first, so the builder finds TFLM
+    assert includes[0] == "mcubert_tflm_arduino.h"  # TensorFlowLite.h first, so the builder finds TFLM
     assert {"model_data.h", "model_settings.h", "model_test_input.h"} <= set(includes)
     assert "micros()" in text and "arena_used_bytes()" in text
 
 
 # ---- compiled against a TFLM checkout ----------------------------------------------------------
 
+
 def tflm_include_dirs() -> list[Path]:
     tflm = os.environ.get("TFLM_DIR")
     if not tflm:
-        pytest.skip("set TFLM_DIR (a tflite-micro checkout; FLATBUFFERS_INCLUDE and GEMMLOWP_DIR, default: its "
-                    "Makefile's downloads/) to compile the sketch, the export and the binding against TFLM")
+        pytest.skip(
+            "set TFLM_DIR (a tflite-micro checkout; FLATBUFFERS_INCLUDE and GEMMLOWP_DIR, default: its "
+            "Makefile's downloads/) to compile the sketch, the export and the binding against TFLM"
+        )
     if shutil.which("arm-none-eabi-g++") is None:
         pytest.skip("arm-none-eabi-g++ not found (Debian: apt-get install gcc-arm-none-eabi)")
     downloads = Path(tflm) / "tensorflow" / "lite" / "micro" / "tools" / "make" / "downloads"
-    dirs = [Path(tflm), Path(os.environ.get("FLATBUFFERS_INCLUDE", downloads / "flatbuffers" / "include")),
-            Path(os.environ.get("GEMMLOWP_DIR", downloads / "gemmlowp"))]
-    for path, header in zip(dirs, ("tensorflow/lite/micro/micro_interpreter.h", "flatbuffers/flatbuffers.h",
-                                   "fixedpoint/fixedpoint.h")):
+    dirs = [
+        Path(tflm),
+        Path(os.environ.get("FLATBUFFERS_INCLUDE", downloads / "flatbuffers" / "include")),
+        Path(os.environ.get("GEMMLOWP_DIR", downloads / "gemmlowp")),
+    ]
+    for path, header in zip(
+        dirs, ("tensorflow/lite/micro/micro_interpreter.h", "flatbuffers/flatbuffers.h", "fixedpoint/fixedpoint.h")
+    ):
         if not (path / header).is_file():
             pytest.fail(f"{path / header} not found: check TFLM_DIR / FLATBUFFERS_INCLUDE / GEMMLOWP_DIR")
     return dirs
@@ -216,14 +249,15 @@ def compile_object(source: Path, obj: Path, include_dirs: list[Path]) -> str:
 
 def symbols(objects: list[Path]) -> tuple[set[str], set[str]]:
     """(defined, undefined) C++-demangled symbol names of the objects."""
-    out = subprocess.run(["arm-none-eabi-nm", "-C", *map(str, objects)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["arm-none-eabi-nm", "-C", *map(str, objects)], capture_output=True, text=True, check=True
+    ).stdout
     defined, undefined = set(), set()
     for line in out.splitlines():
         parts = line.split(maxsplit=2)
         if len(parts) == 2 and parts[0] == "U":
             undefined.add(parts[1])
-        elif len(parts) == 3 and parts[1] in "TDRBW":   # global text, data, read-only, bss, weak
+        elif len(parts) == 3 and parts[1] in "TDRBW":  # global text, data, read-only, bss, weak
             defined.add(parts[2])
     return defined, undefined
 
@@ -242,9 +276,12 @@ def test_sketch_compiles_with_the_export_and_the_library_against_tflm(export_dir
     include_dirs = [stubs, LIB / "src", *tflm_dirs, sketch_copy]
     library_sources = sorted(p for p in (LIB / "src").rglob("*") if p.suffix in (".c", ".cpp", ".S"))
     sketch_sources = [sketch_cpp, sketch_copy / "model_data.cpp", sketch_copy / "model_test_input.cpp"]
-    jobs = [(source, tmp_path / f"{kind}-{source.name}.o")
-            for kind, sources in (("lib", library_sources), ("sketch", sketch_sources)) for source in sources]
-    with ThreadPoolExecutor(max_workers=2) as pool:   # two cores, shared
+    jobs = [
+        (source, tmp_path / f"{kind}-{source.name}.o")
+        for kind, sources in (("lib", library_sources), ("sketch", sketch_sources))
+        for source in sources
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores, shared
         errors = [e for e in pool.map(lambda job: compile_object(*job, include_dirs), jobs) if e]
     assert not errors, "\n\n".join(errors)
 
@@ -256,5 +293,6 @@ def test_sketch_compiles_with_the_export_and_the_library_against_tflm(export_dir
     assert {"mcubert::Register_MCUBERT_EMBEDDING()", "g_model_data", "g_model_test_inputs"} <= ours
     assert ours - ours_defined == set(), f"undefined in the library and export objects: {sorted(ours - ours_defined)}"
     binding_defined, _ = symbols([obj for source, obj in jobs if source.name.endswith("_tflm.cpp")])
-    assert {f"mcubert::Register_MCUBERT_{op}()" for op in ("EMBEDDING", "ATTENTION", "MLP", "CLASSIFIER_HEAD")} \
-        <= binding_defined   # compiled for real, not to the empty no-TFLM object
+    assert {
+        f"mcubert::Register_MCUBERT_{op}()" for op in ("EMBEDDING", "ATTENTION", "MLP", "CLASSIFIER_HEAD")
+    } <= binding_defined  # compiled for real, not to the empty no-TFLM object

@@ -42,8 +42,18 @@ QEMU_MACHINES = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
 # Roughly what the Arduino cores pass (gnu11 / gnu++17, sections for --gc-sections, no
 # exceptions or RTTI in C++), plus warnings as errors.
 C_FLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections"]
-CXX_FLAGS = ["-std=gnu++17", "-O2", "-Wall", "-Wextra", "-Werror", "-ffunction-sections",
-             "-fdata-sections", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"]
+CXX_FLAGS = [
+    "-std=gnu++17",
+    "-O2",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffunction-sections",
+    "-fdata-sections",
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-fno-threadsafe-statics",
+]
 
 
 def sync(*args: str) -> subprocess.CompletedProcess:
@@ -51,6 +61,7 @@ def sync(*args: str) -> subprocess.CompletedProcess:
 
 
 # ---- generated sources ---------------------------------------------------------------------
+
 
 def test_library_is_in_sync_with_custom_ops():
     result = sync("--check")
@@ -88,7 +99,7 @@ def test_check_reports_modified_missing_and_extra_files(tmp_path):
     assert "extra:     src/mcubert_mlp_tflm.cc" in out
     assert len([line for line in out.splitlines() if line.startswith("  ")]) == 9
 
-    assert sync(*args).returncode == 0          # writing restores the generated state
+    assert sync(*args).returncode == 0  # writing restores the generated state
     assert sync("--check", *args).returncode == 0
     assert not (lib / "src" / "stale_kernel.c").exists()
     assert not (lib / "src" / "mcubert_mlp_tflm.cc").exists()
@@ -111,7 +122,7 @@ def test_check_follows_a_changed_kernel_source(tmp_path):
 
 def test_check_follows_a_changed_binding_and_ignores_its_python_registerer(tmp_path):
     source = copy_of_custom_ops(tmp_path)
-    assert (source / "tflm" / "python").is_dir()   # the folder the library must not take
+    assert (source / "tflm" / "python").is_dir()  # the folder the library must not take
     (source / "tflm" / "python" / "another_registerer.cc").write_text("int registerer;\n")
     (source / "tflm" / "mcubert_new_op_tflm.cc").write_text("int mcubert_new_op_tflm;\n")
     with (source / "tflm" / "mcubert_tflm_common.h").open("a") as f:
@@ -125,7 +136,9 @@ def test_check_follows_a_changed_binding_and_ignores_its_python_registerer(tmp_p
 
 def split_banner(copy: str) -> tuple[str, str]:
     first, rest = copy.split("*/\n", 1)
-    assert first.startswith("/* GENERATED FILE - do not edit.") and "arduino_lib/extras/sync_from_custom_ops.py" in first
+    assert (
+        first.startswith("/* GENERATED FILE - do not edit.") and "arduino_lib/extras/sync_from_custom_ops.py" in first
+    )
     return first, rest
 
 
@@ -136,7 +149,7 @@ def test_every_kernel_file_is_copied_with_a_banner():
         rel = "mcubert/mcubert_ops.h" if source.name == "mcubert_ops.h" else source.name
         _, rest = split_banner((LIB / "src" / rel).read_text())
         assert rest == source.read_text(), rel
-    assert (LIB / "src" / "mcubert_gemm_dsp_s8.S").exists()   # capital .S: preprocessed by Arduino
+    assert (LIB / "src" / "mcubert_gemm_dsp_s8.S").exists()  # capital .S: preprocessed by Arduino
     assert '#include "mcubert/mcubert_ops.h"' in (LIB / "src" / "mcubert.h").read_text()
 
 
@@ -155,8 +168,9 @@ def test_every_binding_file_is_copied_with_a_banner_and_the_sources_guarded():
         guard = [i for i, line in enumerate(lines) if line.startswith("#if")]
         assert [lines[i] for i in guard[:2]] == [
             "#if defined(__has_include)\n",
-            '#if __has_include("tensorflow/lite/micro/micro_interpreter.h")\n']
-        body = "".join(lines[guard[1] + 2:-3])
+            '#if __has_include("tensorflow/lite/micro/micro_interpreter.h")\n',
+        ]
+        body = "".join(lines[guard[1] + 2 : -3])
         assert body == source.read_text(), rel
         assert lines[-2:] == ["#endif  // TFLM on the include path\n", "#endif  // defined(__has_include)\n"]
     # Nothing from the Python interpreter's registerer, and no .cc the Arduino builder would skip.
@@ -168,12 +182,34 @@ def test_every_binding_file_is_copied_with_a_banner_and_the_sources_guarded():
 # ---- library.properties ----------------------------------------------------------------------
 
 # The specification's required fields plus the two optional ones this library needs.
-REQUIRED = ("name", "version", "author", "maintainer", "sentence", "paragraph", "category", "url",
-            "architectures", "depends", "includes")
-CATEGORIES = {"Display", "Communication", "Signal Input/Output", "Sensors", "Device Control", "Timing",
-              "Data Storage", "Data Processing", "Other"}
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-                    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$")
+REQUIRED = (
+    "name",
+    "version",
+    "author",
+    "maintainer",
+    "sentence",
+    "paragraph",
+    "category",
+    "url",
+    "architectures",
+    "depends",
+    "includes",
+)
+CATEGORIES = {
+    "Display",
+    "Communication",
+    "Signal Input/Output",
+    "Sensors",
+    "Device Control",
+    "Timing",
+    "Data Storage",
+    "Data Processing",
+    "Other",
+}
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
 
 
 def read_properties() -> dict[str, str]:
@@ -194,7 +230,7 @@ def test_library_properties_fields():
         assert props.get(field, "").strip(), f"library.properties: {field} missing or empty"
     # name: letters, digits, space, underscore, dot, dash; starts with a letter or digit; <= 63
     assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,62}", props["name"])
-    assert not props["name"].startswith("Arduino")   # reserved for official libraries
+    assert not props["name"].startswith("Arduino")  # reserved for official libraries
     assert SEMVER.match(props["version"]), props["version"]
     assert props["category"] in CATEGORIES
     assert re.match(r"https?://", props["url"])
@@ -204,13 +240,19 @@ def test_library_properties_fields():
     assert [d.strip() for d in props["depends"].split(",")] == ["Arduino_TensorFlowLite"]
     includes = [header.strip() for header in props["includes"].split(",")]
     assert includes == ["mcubert.h", "mcubert_tflm_arduino.h"]
-    for header in includes:   # at the src/ root: where the Arduino builder looks for a library's headers
+    for header in includes:  # at the src/ root: where the Arduino builder looks for a library's headers
         assert (LIB / "src" / header).is_file(), header
     # The revisions: the TFLM commit the binding is written against, and what the last
     # Arduino_TensorFlowLite snapshot carries.
     paragraph = props["paragraph"]
-    for fact in ("90b983c", "TFLMRegistration", "Arduino_TensorFlowLite", "tflite-micro-arduino-examples",
-                 "bd7e861", "TfLiteRegistration"):
+    for fact in (
+        "90b983c",
+        "TFLMRegistration",
+        "Arduino_TensorFlowLite",
+        "tflite-micro-arduino-examples",
+        "bd7e861",
+        "TfLiteRegistration",
+    ):
         assert fact in paragraph, fact
     assert "not included" not in paragraph
 
@@ -219,18 +261,21 @@ def test_examples_are_sketch_folders():
     examples = sorted(p for p in (LIB / "examples").iterdir() if p.is_dir())
     assert [p.name for p in examples] == ["mcubert_bert_tiny", "mcubert_classify"]
     for folder in examples:
-        assert [p.name for p in folder.glob("*.ino")] == [f"{folder.name}.ino"]   # sketch folder = sketch name
+        assert [p.name for p in folder.glob("*.ino")] == [f"{folder.name}.ino"]  # sketch folder = sketch name
     text = SKETCH.read_text()
     assert "#include <mcubert.h>" in text and "micros()" in text
-    assert "TensorFlowLite" not in text and "mcubert_tflm" not in text   # the kernel-only example
+    assert "TensorFlowLite" not in text and "mcubert_tflm" not in text  # the kernel-only example
 
 
 # ---- compile and link without an Arduino core ------------------------------------------------
 
+
 def need(tool: str):
     if shutil.which(tool) is None:
-        pytest.skip(f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi); "
-                    "the Arduino library cannot be compile-checked")
+        pytest.skip(
+            f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi); "
+            "the Arduino library cannot be compile-checked"
+        )
 
 
 STUB_ARDUINO_H = """\
@@ -285,9 +330,25 @@ def arm_objects(tmp: Path, cpu: str) -> list[Path]:
             continue
         obj = tmp / (source.name + ".o")
         flags = C_FLAGS if source.suffix == ".c" else ["-x", "assembler-with-cpp"]
-        subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", *float_flags, *flags,
-                        "-I", str(LIB / "src"), "-c", str(source), "-o", str(obj)],
-                       check=True, capture_output=True, text=True, errors="replace")
+        subprocess.run(
+            [
+                "arm-none-eabi-gcc",
+                f"-mcpu={cpu}",
+                "-mthumb",
+                *float_flags,
+                *flags,
+                "-I",
+                str(LIB / "src"),
+                "-c",
+                str(source),
+                "-o",
+                str(obj),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            errors="replace",
+        )
         objects.append(obj)
     return objects
 
@@ -299,9 +360,28 @@ def compile_sketch(tmp: Path, cpu: str) -> Path:
     cpp = tmp / "mcubert_classify.ino.cpp"
     cpp.write_text(f'#include <Arduino.h>\n#line 1 "{SKETCH}"\n' + SKETCH.read_text())
     obj = tmp / "sketch.o"
-    result = subprocess.run(["arm-none-eabi-g++", f"-mcpu={cpu}", "-mthumb", *float_flags, *CXX_FLAGS,
-                             "-I", str(tmp), "-I", str(LIB / "src"), "-I", str(SKETCH.parent),
-                             "-c", str(cpp), "-o", str(obj)], capture_output=True, text=True, errors="replace")
+    result = subprocess.run(
+        [
+            "arm-none-eabi-g++",
+            f"-mcpu={cpu}",
+            "-mthumb",
+            *float_flags,
+            *CXX_FLAGS,
+            "-I",
+            str(tmp),
+            "-I",
+            str(LIB / "src"),
+            "-I",
+            str(SKETCH.parent),
+            "-c",
+            str(cpp),
+            "-o",
+            str(obj),
+        ],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     assert result.returncode == 0, result.stderr
     return obj
 
@@ -316,7 +396,7 @@ def test_sources_compile_for_the_boards(tmp_path, cpu):
     asm = next(o for o in objects if o.name == "mcubert_gemm_dsp_s8.S.o")
     symbols = subprocess.run(["arm-none-eabi-nm", str(asm)], capture_output=True, text=True, check=True).stdout
     has_kernel = "mcubert_dsp_4x2_step8" in symbols
-    assert has_kernel == CPUS[cpu][1], symbols   # DSP cores: the micro-kernel; M0+: assembles to nothing
+    assert has_kernel == CPUS[cpu][1], symbols  # DSP cores: the micro-kernel; M0+: assembles to nothing
 
 
 @pytest.mark.parametrize("cpu", sorted(CPUS))
@@ -329,9 +409,24 @@ def test_binding_compiles_to_nothing_without_tflm(tmp_path, cpu):
     assert {p.name for p in sources} == {p.stem + ".cpp" for p in BINDING.glob("*.cc")}
     for source in sources:
         obj = tmp_path / (source.name + ".o")
-        result = subprocess.run(["arm-none-eabi-g++", f"-mcpu={cpu}", "-mthumb", *float_flags, *CXX_FLAGS,
-                                 "-I", str(LIB / "src"), "-c", str(source), "-o", str(obj)],
-                                capture_output=True, text=True, errors="replace")
+        result = subprocess.run(
+            [
+                "arm-none-eabi-g++",
+                f"-mcpu={cpu}",
+                "-mthumb",
+                *float_flags,
+                *CXX_FLAGS,
+                "-I",
+                str(LIB / "src"),
+                "-c",
+                str(source),
+                "-o",
+                str(obj),
+            ],
+            capture_output=True,
+            text=True,
+            errors="replace",
+        )
         assert result.returncode == 0, result.stderr
         symbols = subprocess.run(["arm-none-eabi-nm", str(obj)], capture_output=True, text=True, check=True)
         assert symbols.stdout.strip() == "", f"{source.name} defines or needs symbols without TFLM:\n{symbols.stdout}"
@@ -350,26 +445,78 @@ def test_sketch_links_and_prints_the_reference_logits(tmp_path, cpu):
     arch = [f"-mcpu={cpu}", "-mthumb", *float_flags]
     objects = arm_objects(tmp_path, cpu) + [compile_sketch(tmp_path, cpu)]
     (tmp_path / "runtime.cpp").write_text(STUB_RUNTIME)
-    startup = tmp_path / "startup.o"   # the kernels' QEMU test startup: vectors, .data/.bss, FPU, semihosting
-    result = subprocess.run(["arm-none-eabi-gcc", *arch, "-std=c99", "-O2", "-c", str(ARM_TEST / "startup.c"),
-                             "-o", str(startup)], capture_output=True, text=True, errors="replace")
+    startup = tmp_path / "startup.o"  # the kernels' QEMU test startup: vectors, .data/.bss, FPU, semihosting
+    result = subprocess.run(
+        ["arm-none-eabi-gcc", *arch, "-std=c99", "-O2", "-c", str(ARM_TEST / "startup.c"), "-o", str(startup)],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     assert result.returncode == 0, result.stderr
     runtime = tmp_path / "runtime.o"
-    result = subprocess.run(["arm-none-eabi-g++", *arch, *CXX_FLAGS, "-I", str(tmp_path), "-I", str(ARM_TEST),
-                             "-c", str(tmp_path / "runtime.cpp"), "-o", str(runtime)],
-                            capture_output=True, text=True, errors="replace")
+    result = subprocess.run(
+        [
+            "arm-none-eabi-g++",
+            *arch,
+            *CXX_FLAGS,
+            "-I",
+            str(tmp_path),
+            "-I",
+            str(ARM_TEST),
+            "-c",
+            str(tmp_path / "runtime.cpp"),
+            "-o",
+            str(runtime),
+        ],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     assert result.returncode == 0, result.stderr
     elf = tmp_path / "mcubert_classify.elf"
-    result = subprocess.run(   # no libstdc++ needed: no exceptions, RTTI or static constructors
-        ["arm-none-eabi-gcc", *arch, str(runtime), str(startup), *map(str, objects), "-nostartfiles",
-         "-T", str(ARM_TEST / "mps2.ld"), "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections",
-         "-o", str(elf)], capture_output=True, text=True, errors="replace")
+    result = subprocess.run(  # no libstdc++ needed: no exceptions, RTTI or static constructors
+        [
+            "arm-none-eabi-gcc",
+            *arch,
+            str(runtime),
+            str(startup),
+            *map(str, objects),
+            "-nostartfiles",
+            "-T",
+            str(ARM_TEST / "mps2.ld"),
+            "--specs=nano.specs",
+            "--specs=nosys.specs",
+            "-Wl,--gc-sections",
+            "-o",
+            str(elf),
+        ],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     assert result.returncode == 0, result.stderr
     if shutil.which("qemu-system-arm") is None:
         pytest.skip("linked; qemu-system-arm not found to run it")
-    run = subprocess.run(["qemu-system-arm", "-M", QEMU_MACHINES[cpu], "-nographic", "-monitor", "none",
-                          "-serial", "none", "-semihosting-config", "enable=on,target=native",
-                          "-kernel", str(elf)], capture_output=True, text=True, errors="replace", timeout=60)
+    run = subprocess.run(
+        [
+            "qemu-system-arm",
+            "-M",
+            QEMU_MACHINES[cpu],
+            "-nographic",
+            "-monitor",
+            "none",
+            "-serial",
+            "none",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+            str(elf),
+        ],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+    )
     console = run.stderr + run.stdout
     assert run.returncode == 0, console
     assert "DSP path: yes" in console

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 BAREMETAL = REPO / "examples" / "baremetal"
 _spec = importlib.util.spec_from_file_location("firmware_sizes", BAREMETAL / "firmware_sizes.py")
 firmware_sizes = importlib.util.module_from_spec(_spec)
-sys.modules["firmware_sizes"] = firmware_sizes   # dataclasses look their module up there
+sys.modules["firmware_sizes"] = firmware_sizes  # dataclasses look their module up there
 _spec.loader.exec_module(firmware_sizes)
 
 STM32_FLASH = 0x0800_0000
@@ -47,8 +47,10 @@ STM32_FLASH = 0x0800_0000
 def need(*tools: str) -> None:
     for tool in tools:
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
-                        f"cmake ninja-build qemu-system-arm)")
+            pytest.skip(
+                f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+                f"cmake ninja-build qemu-system-arm)"
+            )
 
 
 def contiguous_runs(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -77,6 +79,7 @@ def test_linker_script_agrees_with_boards_py(board):
 
 # ---- firmware builds ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("bert-tiny-128")
@@ -98,15 +101,35 @@ def layer_data(layer_check, tmp_path_factory):
 
 def run_qemu(elf: Path, command_line: str = "") -> tuple[int, str]:
     """(exit status, console): semihosting output goes to QEMU's stderr; `command_line` is -append's."""
-    proc = subprocess.run(["qemu-system-arm", "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "none",
-                           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf),
-                           "-append", command_line],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps2-an500",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-serial",
+            "none",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+            str(elf),
+            "-append",
+            command_line,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return proc.returncode, proc.stderr + proc.stdout
 
 
-KERNEL_STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)",
-                                   (REPO / "custom_ops/include/mcubert/mcubert_ops.h").read_text())[1])
+KERNEL_STACK_BOUND = int(
+    re.search(
+        r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", (REPO / "custom_ops/include/mcubert/mcubert_ops.h").read_text()
+    )[1]
+)
 
 
 def stack_use(console: str) -> tuple[int, int]:
@@ -123,7 +146,7 @@ def test_layer_check_passes_under_qemu(layer_data, tmp_path):
     assert status == 0, console
     assert "seq_len 128, hidden 128, DSP path" in console
     assert "PASS: the layer's output matches the reference byte for byte" in console
-    assert "layer:     0 cycles" in console   # QEMU does not model the DWT cycle counter
+    assert "layer:     0 cycles" in console  # QEMU does not model the DWT cycle counter
     # The kernels' own stack is bounded (MCUBERT_STACK_BOUND_BYTES); main and printing add a little.
     used, reserved = stack_use(console)
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
@@ -147,8 +170,10 @@ def test_layer_check_soak_under_qemu(soak_check, tmp_path):
     elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=tmp_path / "data")
     status, console = run_qemu(elf)
     assert status == 0, console
-    assert (f"soak: {SOAK_RUNS} runs with varied inputs match the reference; stack high-water" in console and
-            "the scratch guard is intact" in console), console
+    assert (
+        f"soak: {SOAK_RUNS} runs with varied inputs match the reference; stack high-water" in console
+        and "the scratch guard is intact" in console
+    ), console
     used, reserved = stack_use(console)
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
 
@@ -179,8 +204,9 @@ def test_corrupted_expected_output_fails(layer_check, tmp_path):
 def test_layer_check_fits_every_board(layer_data, tmp_path):
     need("arm-none-eabi-gcc", "arm-none-eabi-size", "cmake", "ninja")
     rows = firmware_sizes.size_table(layer_data, tmp_path)
-    print("\nmcubert_layer_check (BERT-tiny layer 0, seq 128), arm-none-eabi-size:\n"
-          + firmware_sizes.format_table(rows))
+    print(
+        "\nmcubert_layer_check (BERT-tiny layer 0, seq 128), arm-none-eabi-size:\n" + firmware_sizes.format_table(rows)
+    )
     for row in rows:
         board = BOARDS[row.board]
         assert row.flash_bytes == board.flash_bytes
@@ -192,10 +218,24 @@ def test_layer_check_fits_every_board(layer_data, tmp_path):
 
 # ---- mcubert_app -------------------------------------------------------------------------------
 
+
 def configure_error(tmp_path: Path, *args: str) -> str:
-    result = subprocess.run(["cmake", "-S", str(BAREMETAL), "-B", str(tmp_path / "build"), "-G", "Ninja",
-                             f"-DCMAKE_TOOLCHAIN_FILE={firmware_sizes.TOOLCHAIN_FILE}",
-                             "-DMCUBERT_BOARD=nucleo-f767zi", *args], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(BAREMETAL),
+            "-B",
+            str(tmp_path / "build"),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_TOOLCHAIN_FILE={firmware_sizes.TOOLCHAIN_FILE}",
+            "-DMCUBERT_BOARD=nucleo-f767zi",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0, result.stdout
     return " ".join(result.stderr.split())
 
@@ -225,15 +265,41 @@ def tflm_third_party_includes() -> str:
 def test_app_main_compiles_against_tflm(export_dir):
     tflm = os.environ.get("TFLM_DIR")
     if not tflm:
-        pytest.skip("set TFLM_DIR (and TFLM_THIRD_PARTY_INCLUDES, ';'-separated, or FLATBUFFERS_INCLUDE and "
-                    "GEMMLOWP_DIR; default: the Makefile's downloads/) to syntax-check mcubert_app")
+        pytest.skip(
+            "set TFLM_DIR (and TFLM_THIRD_PARTY_INCLUDES, ';'-separated, or FLATBUFFERS_INCLUDE and "
+            "GEMMLOWP_DIR; default: the Makefile's downloads/) to syntax-check mcubert_app"
+        )
     need("arm-none-eabi-g++")
-    includes = [export_dir, REPO / "custom_ops" / "tflm", REPO / "custom_ops" / "include", BAREMETAL / "src", tflm, *tflm_third_party_includes().split(";")]
-    result = subprocess.run(["arm-none-eabi-g++", "-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16",
-                             "-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra", "-Werror",
-                             "-Wno-unused-parameter", "-fsyntax-only", "-DTF_LITE_STATIC_MEMORY",
-                             *[f"-I{path}" for path in includes], str(BAREMETAL / "src" / "mcubert_app_main.cc")],
-                            capture_output=True, text=True)
+    includes = [
+        export_dir,
+        REPO / "custom_ops" / "tflm",
+        REPO / "custom_ops" / "include",
+        BAREMETAL / "src",
+        tflm,
+        *tflm_third_party_includes().split(";"),
+    ]
+    result = subprocess.run(
+        [
+            "arm-none-eabi-g++",
+            "-mcpu=cortex-m7",
+            "-mthumb",
+            "-mfloat-abi=hard",
+            "-mfpu=fpv5-d16",
+            "-std=gnu++17",
+            "-fno-exceptions",
+            "-fno-rtti",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-parameter",
+            "-fsyntax-only",
+            "-DTF_LITE_STATIC_MEMORY",
+            *[f"-I{path}" for path in includes],
+            str(BAREMETAL / "src" / "mcubert_app_main.cc"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -241,11 +307,16 @@ def tflm_cmake_args() -> tuple[str, ...]:
     """mcubert_app's TFLM arguments from the environment; skips naming the variables that are missing."""
     missing = [name for name in ("TFLM_DIR", "TFLM_LIB_CORTEX_M7") if not os.environ.get(name)]
     if missing:
-        pytest.skip(f"set {', '.join(missing)} to run mcubert_app under QEMU: a tflite-micro checkout and its "
-                    f"libtensorflow-microlite.a built for cortex-m7 hard-float (flatbuffers and gemmlowp headers: "
-                    f"TFLM_THIRD_PARTY_INCLUDES, or FLATBUFFERS_INCLUDE and GEMMLOWP_DIR; examples/baremetal/README.md)")
-    return (f"-DTFLM_DIR={os.environ['TFLM_DIR']}", f"-DTFLM_LIB={os.environ['TFLM_LIB_CORTEX_M7']}",
-            f"-DTFLM_THIRD_PARTY_INCLUDES={tflm_third_party_includes()}")
+        pytest.skip(
+            f"set {', '.join(missing)} to run mcubert_app under QEMU: a tflite-micro checkout and its "
+            f"libtensorflow-microlite.a built for cortex-m7 hard-float (flatbuffers and gemmlowp headers: "
+            f"TFLM_THIRD_PARTY_INCLUDES, or FLATBUFFERS_INCLUDE and GEMMLOWP_DIR; examples/baremetal/README.md)"
+        )
+    return (
+        f"-DTFLM_DIR={os.environ['TFLM_DIR']}",
+        f"-DTFLM_LIB={os.environ['TFLM_LIB_CORTEX_M7']}",
+        f"-DTFLM_THIRD_PARTY_INCLUDES={tflm_third_party_includes()}",
+    )
 
 
 def exported_arena_bytes(export_dir: Path) -> int:
@@ -273,8 +344,12 @@ def least_working_arena(elf: Path, failing: int, working: int) -> int:
 def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
     cmake_args = tflm_cmake_args()
     need("arm-none-eabi-g++", "cmake", "ninja", "qemu-system-arm")
-    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", target="mcubert_app",
-                               cmake_args=(f"-DMCUBERT_EXPORT_DIR={export_dir}", *cmake_args))
+    elf = firmware_sizes.build(
+        "qemu-mps2-an500",
+        tmp_path / "build",
+        target="mcubert_app",
+        cmake_args=(f"-DMCUBERT_EXPORT_DIR={export_dir}", *cmake_args),
+    )
     status, console = run_qemu(elf)
     assert status == 0, console
     assert "output matches the reference: yes" in console
@@ -291,5 +366,7 @@ def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
     # The 16 KB the boards reserve for stack and runtime (boards.py) must hold TFLM's deepest path.
     stack, reserved = stack_use(console)
     assert 0 < stack < reserved, console
-    print(f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
-          f"least that works {least} B; stack high-water {stack} of {reserved} B")
+    print(
+        f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
+        f"least that works {least} B; stack high-water {stack} of {reserved} B"
+    )

@@ -32,8 +32,11 @@ from tflm_mcubert.runtime.tflm_binding import TFLM_COMMIT
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "mbed_app"
 SYNC = APP / "sync_sources.py"
-MBED_TARGETS = {"NUCLEO_F746ZG": "nucleo-f746zg", "NUCLEO_F767ZI": "nucleo-f767zi",
-                "NUCLEO_H7A3ZI_Q": "nucleo-h7a3zi-q"}
+MBED_TARGETS = {
+    "NUCLEO_F746ZG": "nucleo-f746zg",
+    "NUCLEO_F767ZI": "nucleo-f767zi",
+    "NUCLEO_H7A3ZI_Q": "nucleo-h7a3zi-q",
+}
 MBED_OS_6_17_0 = "17dc3dc2e6e2817a8bd3df62f38583319f0e4fed"  # the commit the mbed-os-6.17.0 tag names
 GENERATED_HEADERS = ("model_data.h", "model_settings.h", "model_test_input.h")
 KERNEL_API = REPO / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"
@@ -48,9 +51,24 @@ def mbed_app_json() -> dict:
 def export_dir(tmp_path_factory) -> Path:
     """A real export (random BERT-tiny preset, 32 tokens: seconds) whose firmware files main.cpp must fit."""
     out = tmp_path_factory.mktemp("mbed-export") / "export"
-    done = subprocess.run([sys.executable, "-m", "tflm_mcubert", "export", "--seq-len", "32", "--board",
-                           "nucleo-f767zi", "--out", str(out)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tflm_mcubert",
+            "export",
+            "--seq-len",
+            "32",
+            "--board",
+            "nucleo-f767zi",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return out
 
@@ -65,12 +83,13 @@ def defined_names(headers: list[Path]) -> set[str]:
         text = header.read_text()
         names.update(re.findall(r"#define\s+(\w+)", text))
         names.update(re.findall(r"\b(g_model_\w+)\s*(?:\[|;)", text))  # extern declarations
-        names.update(re.findall(r"}\s*(\w+)\s*;", text))                # typedef'd structs
+        names.update(re.findall(r"}\s*(\w+)\s*;", text))  # typedef'd structs
         names.update(re.findall(r"^\s+(MCUBERT_\w+)\s*=", text, re.M))  # enum constants (the kernel API)
     return names
 
 
 # ---- configuration ---------------------------------------------------------------------------
+
 
 def test_mbed_app_json_configures_the_three_boards(mbed_app_json):
     overrides = mbed_app_json["target_overrides"]
@@ -117,38 +136,58 @@ def test_lib_files_pin_mbed_os_6_17_0_and_the_tflm_revision_of_the_binding():
 
 # ---- main.cpp against a real export -----------------------------------------------------------
 
+
 def test_main_uses_only_names_a_real_export_defines(export_dir):
     source = (APP / "main.cpp").read_text()
     used = set(re.findall(r"\b(MCUBERT_\w+|g_model_\w+|mcubert_test_tensor)\b", source))
     defined = defined_names([export_dir / name for name in GENERATED_HEADERS] + [KERNEL_API])
-    assert used - defined == set(), f"main.cpp uses names neither the export nor the kernel API defines: " \
-                                    f"{sorted(used - defined)}"
+    assert used - defined == set(), (
+        f"main.cpp uses names neither the export nor the kernel API defines: {sorted(used - defined)}"
+    )
     # The ones the application exists for: sized arena, exact op registration, self-check, report.
-    assert {"MCUBERT_MODEL_ARENA_BYTES", "MCUBERT_MODEL_ARENA_ALIGNMENT", "MCUBERT_MODEL_OP_RESOLVER_SIZE",
-            "MCUBERT_MODEL_REGISTER_OPS", "MCUBERT_MODEL_INPUT_COUNT", "MCUBERT_MODEL_OUTPUT_INDEX",
-            "MCUBERT_TEST_OUTPUT_TOLERANCE", "g_model_data", "g_model_test_inputs",
-            "g_model_test_expected_output"} <= used
+    assert {
+        "MCUBERT_MODEL_ARENA_BYTES",
+        "MCUBERT_MODEL_ARENA_ALIGNMENT",
+        "MCUBERT_MODEL_OP_RESOLVER_SIZE",
+        "MCUBERT_MODEL_REGISTER_OPS",
+        "MCUBERT_MODEL_INPUT_COUNT",
+        "MCUBERT_MODEL_OUTPUT_INDEX",
+        "MCUBERT_TEST_OUTPUT_TOLERANCE",
+        "g_model_data",
+        "g_model_test_inputs",
+        "g_model_test_expected_output",
+    } <= used
     for include in GENERATED_HEADERS:
         assert f'#include "{include}"' in source
-    for call in ("AllocateTensors()", "Invoke()", "arena_used_bytes()", "DWT->CYCCNT", "SystemCoreClock",
-                 "CoreDebug_DEMCR_TRCENA_Msk"):
+    for call in (
+        "AllocateTensors()",
+        "Invoke()",
+        "arena_used_bytes()",
+        "DWT->CYCCNT",
+        "SystemCoreClock",
+        "CoreDebug_DEMCR_TRCENA_Msk",
+    ):
         assert call in source, call
 
 
 # ---- sync_sources.py -------------------------------------------------------------------------
+
 
 def test_sync_copies_kernels_and_export_and_check_catches_stale_copies(tmp_path, export_dir):
     app = tmp_path / "app"
     assert sync("--app", app, "--export", export_dir, "--check").returncode == 1  # nothing copied yet
     done = sync("--app", app, "--export", export_dir)
     assert done.returncode == 0, done.stderr
-    for source, target in (("custom_ops/include/mcubert/mcubert_ops.h", "mcubert/include/mcubert/mcubert_ops.h"),
-                           ("custom_ops/src/mcubert_gemm_dsp_s8.S", "mcubert/src/mcubert_gemm_dsp_s8.S"),
-                           ("custom_ops/tflm/mcubert_tflm.h", "mcubert/tflm/mcubert_tflm.h")):
+    for source, target in (
+        ("custom_ops/include/mcubert/mcubert_ops.h", "mcubert/include/mcubert/mcubert_ops.h"),
+        ("custom_ops/src/mcubert_gemm_dsp_s8.S", "mcubert/src/mcubert_gemm_dsp_s8.S"),
+        ("custom_ops/tflm/mcubert_tflm.h", "mcubert/tflm/mcubert_tflm.h"),
+    ):
         assert (app / target).read_bytes() == (REPO / source).read_bytes()
     assert not list((app / "mcubert" / "tflm").glob("*.py"))  # host-only parts stay behind
     assert sorted(p.name for p in (app / "model").iterdir()) == sorted(
-        ["model_data.cc", "model_data.h", "model_settings.h", "model_test_input.cc", "model_test_input.h"])
+        ["model_data.cc", "model_data.h", "model_settings.h", "model_test_input.cc", "model_test_input.h"]
+    )
     assert sync("--app", app, "--export", export_dir, "--check").returncode == 0
 
     (app / "mcubert" / "src" / "mcubert_mlp_s8.c").write_text("/* local edit */\n")
@@ -206,21 +245,29 @@ class Timer {
 
 
 def third_party_dir(env: str, tflm: Path, download: str) -> Path:
-    return Path(os.environ[env]) if os.environ.get(env) else tflm / "tensorflow/lite/micro/tools/make/downloads" / download
+    return (
+        Path(os.environ[env]) if os.environ.get(env) else tflm / "tensorflow/lite/micro/tools/make/downloads" / download
+    )
 
 
 @pytest.fixture(scope="module")
 def tflm_include_dirs() -> list[Path]:
     if not os.environ.get("TFLM_DIR"):
-        pytest.skip("set TFLM_DIR to a tflite-micro checkout (commit 90b983c; FLATBUFFERS_INCLUDE and GEMMLOWP_DIR "
-                    "if its Makefile has not downloaded them) to compile main.cpp against TFLM")
+        pytest.skip(
+            "set TFLM_DIR to a tflite-micro checkout (commit 90b983c; FLATBUFFERS_INCLUDE and GEMMLOWP_DIR "
+            "if its Makefile has not downloaded them) to compile main.cpp against TFLM"
+        )
     if shutil.which("arm-none-eabi-g++") is None:
         pytest.skip("arm-none-eabi-g++ is not installed")
     tflm = Path(os.environ["TFLM_DIR"])
-    dirs = [tflm, third_party_dir("FLATBUFFERS_INCLUDE", tflm, "flatbuffers/include"),
-            third_party_dir("GEMMLOWP_DIR", tflm, "gemmlowp")]
-    for directory, marker in zip(dirs, ("tensorflow/lite/micro/micro_interpreter.h", "flatbuffers/flatbuffers.h",
-                                        "fixedpoint/fixedpoint.h")):
+    dirs = [
+        tflm,
+        third_party_dir("FLATBUFFERS_INCLUDE", tflm, "flatbuffers/include"),
+        third_party_dir("GEMMLOWP_DIR", tflm, "gemmlowp"),
+    ]
+    for directory, marker in zip(
+        dirs, ("tensorflow/lite/micro/micro_interpreter.h", "flatbuffers/flatbuffers.h", "fixedpoint/fixedpoint.h")
+    ):
         assert (directory / marker).is_file(), f"{directory / marker} not found"
     return dirs
 
@@ -233,15 +280,36 @@ def test_main_compiles_for_cortex_m7_against_tflm(tmp_path, export_dir, tflm_inc
     (tmp_path / "stub" / "mbed.h").write_text(STUB_MBED_H)
     # What Mbed's config system turns mbed_app.json into for this target.
     settings = {**mbed_app_json["target_overrides"]["*"], **mbed_app_json["target_overrides"][target]}
-    defines = [f"-DTARGET_NAME={target}", "-DTF_LITE_STATIC_MEMORY",
-               f"-DMBED_CONF_APP_TIMED_RUNS={mbed_app_json['config']['timed-runs']['value']}"]
-    defines += [f"-DMBED_CONF_APP_{key.removeprefix('app.').replace('-', '_').upper()}={value}"
-                for key, value in settings.items() if key.startswith("app.")]
-    includes = [f"-I{d}" for d in (tmp_path / "stub", app / "model", app / "mcubert" / "tflm",
-                                   app / "mcubert" / "include")]
+    defines = [
+        f"-DTARGET_NAME={target}",
+        "-DTF_LITE_STATIC_MEMORY",
+        f"-DMBED_CONF_APP_TIMED_RUNS={mbed_app_json['config']['timed-runs']['value']}",
+    ]
+    defines += [
+        f"-DMBED_CONF_APP_{key.removeprefix('app.').replace('-', '_').upper()}={value}"
+        for key, value in settings.items()
+        if key.startswith("app.")
+    ]
+    includes = [
+        f"-I{d}" for d in (tmp_path / "stub", app / "model", app / "mcubert" / "tflm", app / "mcubert" / "include")
+    ]
     includes += [f"-isystem{d}" for d in tflm_include_dirs]  # TFLM's own warnings are not ours to fix
-    command = ["arm-none-eabi-g++", "-fsyntax-only", "-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=softfp",
-               "-mfpu=fpv5-d16", "-std=c++17", "-fno-rtti", "-fno-exceptions", "-Wall", "-Wextra", "-Werror",
-               *defines, *includes, str(APP / "main.cpp")]
+    command = [
+        "arm-none-eabi-g++",
+        "-fsyntax-only",
+        "-mcpu=cortex-m7",
+        "-mthumb",
+        "-mfloat-abi=softfp",
+        "-mfpu=fpv5-d16",
+        "-std=c++17",
+        "-fno-rtti",
+        "-fno-exceptions",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        *defines,
+        *includes,
+        str(APP / "main.cpp"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]

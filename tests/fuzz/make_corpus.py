@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 CORPUS = Path(__file__).with_name("corpus")
 OP_SELECTORS = {"MCUBERT_EMBEDDING": 0, "MCUBERT_ATTENTION": 1, "MCUBERT_MLP": 2, "MCUBERT_CLASSIFIER_HEAD": 3}
-DTYPE_SELECTORS = {9: 0, 7: 1, 2: 2}   # TensorType INT8, INT16, INT32 -> the harness's dtype code
+DTYPE_SELECTORS = {9: 0, 7: 1, 2: 2}  # TensorType INT8, INT16, INT32 -> the harness's dtype code
 
 
 def tiny_export() -> bytes:
@@ -32,11 +32,25 @@ def tiny_export() -> bytes:
     from tflm_mcubert.model.bert import build_model
     from tflm_mcubert.model.config import BertConfig
 
-    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=8, type_vocab_size=2, num_labels=2)
+    config = BertConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=8,
+        type_vocab_size=2,
+        num_labels=2,
+    )
     model = build_model(config, seed=0)
-    return export_mcubert(model, None, seq_len=8, arena_budget=1 << 30,
-                          samples=random_samples(config.vocab_size, 8, 3, seed=0), sentences=None).tflite
+    return export_mcubert(
+        model,
+        None,
+        seq_len=8,
+        arena_budget=1 << 30,
+        samples=random_samples(config.vocab_size, 8, 3, seed=0),
+        sentences=None,
+    ).tflite
 
 
 def op_seeds(model_bytes: bytes) -> dict[str, bytes]:

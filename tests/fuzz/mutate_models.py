@@ -41,8 +41,11 @@ def regions(model_bytes: bytes) -> dict[str, list[tuple[int, int]]]:
     """Byte ranges (start, end) of the options, the offline plan and every buffer's data."""
     model = schema.Model.GetRootAs(model_bytes, 0)
     data, plan, options = [], [], []
-    plan_buffer = next(model.Metadata(i).Buffer() for i in range(model.MetadataLength())
-                       if model.Metadata(i).Name().decode() == OFFLINE_PLAN_METADATA)
+    plan_buffer = next(
+        model.Metadata(i).Buffer()
+        for i in range(model.MetadataLength())
+        if model.Metadata(i).Name().decode() == OFFLINE_PLAN_METADATA
+    )
     for i in range(model.BuffersLength()):
         buffer = model.Buffers(i)
         if buffer.DataLength():
@@ -74,11 +77,11 @@ def position(rng: random.Random, kind: str, size: int, where: dict) -> int:
 def mutate(rng: random.Random, kind: str, model_bytes: bytes, where: dict) -> bytes:
     out = bytearray(model_bytes)
     if kind == "truncation":
-        return bytes(out[:rng.randrange(len(out))])
+        return bytes(out[: rng.randrange(len(out))])
     at = position(rng, kind, len(out), where)
     if kind == "zeroed word":
         at &= ~3
-        out[at:at + 4] = bytes(4)
+        out[at : at + 4] = bytes(4)
     else:
         out[at] ^= rng.randrange(1, 256)
     return bytes(out)
@@ -89,7 +92,7 @@ def outcome(model_bytes: bytes, inputs, expected) -> str:
         outputs = run_reference(read_model(model_bytes), inputs).outputs
     except (ModelFormatError, ReferenceInputError):
         return "named error"
-    except Exception as exc:   # noqa: BLE001 — a crash is what this campaign looks for
+    except Exception as exc:  # noqa: BLE001 — a crash is what this campaign looks for
         return f"crash: {type(exc).__name__}: {exc}"
     same = all(np.array_equal(outputs[name], expected[name]) for name in expected)
     return "same output" if same else "DIFFERENT output"
@@ -106,8 +109,14 @@ def export(bert_tiny: bool, seq_len: int) -> bytes:
     from tflm_mcubert.model.config import preset
 
     model = build_model(preset("bert-tiny", num_labels=2), seed=0)
-    return export_mcubert(model, None, seq_len=seq_len, arena_budget=1 << 30,
-                          samples=random_samples(model.config.vocab_size, seq_len, 4), sentences=None).tflite
+    return export_mcubert(
+        model,
+        None,
+        seq_len=seq_len,
+        arena_budget=1 << 30,
+        samples=random_samples(model.config.vocab_size, seq_len, 4),
+        sentences=None,
+    ).tflite
 
 
 def main() -> int:
@@ -135,7 +144,7 @@ def main() -> int:
         if args.reseal:
             try:
                 mutated = add_integrity_record(mutated)
-            except Exception:   # noqa: BLE001 — the mutation broke the path to the record: stays as is
+            except Exception:  # noqa: BLE001 — the mutation broke the path to the record: stays as is
                 pass
         result = outcome(mutated, inputs, expected)
         if result.startswith("crash"):
@@ -144,8 +153,10 @@ def main() -> int:
         table[kind][result] += 1
         if (n + 1) % 5000 == 0:
             print(f"  {n + 1:,} models, {time.time() - started:.0f} s", file=sys.stderr, flush=True)
-    print(f"{len(model_bytes):,}-byte export, {args.count:,} mutated models{' (resealed)' if args.reseal else ''}, "
-          f"{time.time() - started:.0f} s")
+    print(
+        f"{len(model_bytes):,}-byte export, {args.count:,} mutated models{' (resealed)' if args.reseal else ''}, "
+        f"{time.time() - started:.0f} s"
+    )
     print(f"| mutation | cases | {' | '.join(OUTCOMES)} |\n|---|---|{'---|' * len(OUTCOMES)}")
     for kind in KINDS:
         counts = table[kind]

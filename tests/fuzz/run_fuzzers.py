@@ -25,8 +25,16 @@ ROOT = HERE.parents[1]
 CUSTOM_OPS = ROOT / "custom_ops"
 HARNESSES = sorted(p.stem for p in (HERE / "harnesses").glob("fuzz_*.c"))
 SANITIZERS = ["-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
-FLAGS = ["-std=c99", "-O1", "-g", "-fno-omit-frame-pointer", "-I", str(CUSTOM_OPS / "include"),
-         "-I", str(CUSTOM_OPS / "src")]
+FLAGS = [
+    "-std=c99",
+    "-O1",
+    "-g",
+    "-fno-omit-frame-pointer",
+    "-I",
+    str(CUSTOM_OPS / "include"),
+    "-I",
+    str(CUSTOM_OPS / "src"),
+]
 
 
 @dataclasses.dataclass
@@ -51,8 +59,10 @@ def build(harness: str, out_dir: Path, *, extra: tuple[str, ...] = ()) -> Path:
         raise SystemExit("clang not found: the fuzz harnesses need clang with libFuzzer (Debian: clang)")
     binary = out_dir / (harness + ("-print" if extra else ""))
     sources = sorted(str(p) for p in (CUSTOM_OPS / "src").glob("*.c"))
-    subprocess.run([cc, *FLAGS, *SANITIZERS, *extra, "-o", str(binary),
-                    str(HERE / "harnesses" / f"{harness}.c"), *sources], check=True)
+    subprocess.run(
+        [cc, *FLAGS, *SANITIZERS, *extra, "-o", str(binary), str(HERE / "harnesses" / f"{harness}.c"), *sources],
+        check=True,
+    )
     return binary
 
 
@@ -64,8 +74,16 @@ def _last(pattern: str, text: str) -> int:
 def run(binary: Path, harness: str, *, seconds: float | None, runs: int | None, artifacts: Path) -> FuzzResult:
     artifacts.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
-        args = [str(binary), work, str(HERE / "corpus" / harness), f"-artifact_prefix={artifacts}/{harness}-",
-                "-print_final_stats=1", "-max_len=65536", "-rss_limit_mb=1024", "-timeout=10"]
+        args = [
+            str(binary),
+            work,
+            str(HERE / "corpus" / harness),
+            f"-artifact_prefix={artifacts}/{harness}-",
+            "-print_final_stats=1",
+            "-max_len=65536",
+            "-rss_limit_mb=1024",
+            "-timeout=10",
+        ]
         args += [f"-max_total_time={int(seconds)}"] if seconds else []
         args += [f"-runs={runs}"] if runs else []
         done = subprocess.run(args, capture_output=True, text=True)
@@ -74,8 +92,15 @@ def run(binary: Path, harness: str, *, seconds: float | None, runs: int | None, 
     findings = sorted(artifacts.glob(f"{harness}-*"))
     if done.returncode != 0 and not findings:
         raise SystemExit(f"{harness}: libFuzzer failed without a finding (exit {done.returncode}):\n{log[-3000:]}")
-    return FuzzResult(harness, _last(r"stat::number_of_executed_units:\s*(\d+)", log),
-                      _last(r"cov: (\d+)", log), _last(r"ft: (\d+)", log), corpus, findings, log)
+    return FuzzResult(
+        harness,
+        _last(r"stat::number_of_executed_units:\s*(\d+)", log),
+        _last(r"cov: (\d+)", log),
+        _last(r"ft: (\d+)", log),
+        corpus,
+        findings,
+        log,
+    )
 
 
 def main() -> int:
@@ -91,12 +116,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as build_dir:
         print(f"{'harness':<24} {'executions':>12} {'coverage':>9} {'features':>9} {'new inputs':>10}  findings")
         for harness in args.only or HARNESSES:
-            result = run(build(harness, Path(build_dir)), harness, seconds=args.seconds, runs=args.runs,
-                         artifacts=args.artifacts)
+            result = run(
+                build(harness, Path(build_dir)), harness, seconds=args.seconds, runs=args.runs, artifacts=args.artifacts
+            )
             failed |= bool(result.findings)
             names = ", ".join(str(p) for p in result.findings) or "none"
-            print(f"{harness:<24} {result.executions:>12,} {result.coverage:>9,} {result.features:>9,} "
-                  f"{result.corpus:>10,}  {names}", flush=True)
+            print(
+                f"{harness:<24} {result.executions:>12,} {result.coverage:>9,} {result.features:>9,} "
+                f"{result.corpus:>10,}  {names}",
+                flush=True,
+            )
     return 1 if failed else 0
 
 

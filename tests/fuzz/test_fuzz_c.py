@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 
 import run_fuzzers  # noqa: E402
 
-CI_SECONDS = 20   # per harness; two cores, and the whole suite keeps within its budget
+CI_SECONDS = 20  # per harness; two cores, and the whole suite keeps within its budget
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +23,12 @@ def build_dir(tmp_path_factory):
     if run_fuzzers.compiler() is None:
         pytest.skip("clang is not installed (Debian: clang libclang-rt-14-dev); .ci/run installs it")
     out = tmp_path_factory.mktemp("fuzz")
-    probe = subprocess.run(["clang", "-fsanitize=fuzzer", "-x", "c", "-", "-o", str(out / "probe")],
-                           input="int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }",
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["clang", "-fsanitize=fuzzer", "-x", "c", "-", "-o", str(out / "probe")],
+        input="int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }",
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         pytest.skip(f"clang has no libFuzzer runtime (Debian: libclang-rt-14-dev): {probe.stderr.strip()[-200:]}")
     return out
@@ -46,8 +49,9 @@ def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
 
 @pytest.mark.parametrize("harness", run_fuzzers.HARNESSES)
 def test_the_fuzzer_finds_nothing_within_the_ci_budget(build_dir, harness, tmp_path):
-    result = run_fuzzers.run(run_fuzzers.build(harness, build_dir), harness, seconds=CI_SECONDS, runs=None,
-                             artifacts=tmp_path / "findings")
+    result = run_fuzzers.run(
+        run_fuzzers.build(harness, build_dir), harness, seconds=CI_SECONDS, runs=None, artifacts=tmp_path / "findings"
+    )
     assert not result.findings, f"{harness}: {[p.name for p in result.findings]}\n{result.log[-3000:]}"
     assert result.executions > 1000 and result.coverage > 50, result.log[-1000:]
 
@@ -57,8 +61,10 @@ def test_the_committed_corpus_is_what_make_corpus_writes(tmp_path):
 
     recorded = json.loads(RECORD.read_text())["environment"]
     if recorded != environment():
-        pytest.skip("the seeds come from a float calibration: compared only where the export digests were "
-                    f"recorded ({recorded})")
+        pytest.skip(
+            "the seeds come from a float calibration: compared only where the export digests were "
+            f"recorded ({recorded})"
+        )
     import make_corpus
 
     for path in make_corpus.write_corpus(tmp_path):

@@ -24,8 +24,12 @@ from tflm_mcubert.tflite.integrity import add_integrity_record
 from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_model
 
 EXAMPLES = int(os.environ.get("MCUBERT_PROPERTY_EXAMPLES", 150))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 SEQ_LEN = 8
 
 
@@ -38,8 +42,12 @@ def exported():
 
 def mutations(size: int):
     """(kind, position, value): flip a byte, zero an aligned word, truncate, or overwrite a run."""
-    return st.tuples(st.sampled_from(["flip", "zero-word", "truncate", "overwrite"]),
-                     st.integers(0, size - 1), st.integers(1, 255), st.binary(min_size=1, max_size=16))
+    return st.tuples(
+        st.sampled_from(["flip", "zero-word", "truncate", "overwrite"]),
+        st.integers(0, size - 1),
+        st.integers(1, 255),
+        st.binary(min_size=1, max_size=16),
+    )
 
 
 def mutate(data: bytes, mutation) -> bytes:
@@ -49,11 +57,11 @@ def mutate(data: bytes, mutation) -> bytes:
         out[position] ^= value
     elif kind == "zero-word":
         start = position & ~3
-        out[start:start + 4] = bytes(len(out[start:start + 4]))
+        out[start : start + 4] = bytes(len(out[start : start + 4]))
     elif kind == "truncate":
         del out[position:]
     else:
-        out[position:position + len(run)] = run
+        out[position : position + len(run)] = run
     return bytes(out)
 
 
@@ -83,9 +91,9 @@ def test_a_crafted_model_with_a_valid_record_reaches_only_named_errors(exported,
     corrupted = mutate(model_bytes, data.draw(mutations(len(model_bytes))))
     try:
         crafted = add_integrity_record(corrupted)
-    except Exception:   # the mutation broke the way to the record: the plain reader's case above
+    except Exception:  # the mutation broke the way to the record: the plain reader's case above
         return
-    read_or_named_error(crafted, inputs)   # outputs may differ: the file says so, consistently
+    read_or_named_error(crafted, inputs)  # outputs may differ: the file says so, consistently
 
 
 @pytest.fixture(scope="module")
@@ -95,17 +103,35 @@ def checkpoint(tmp_path_factory):
     return build_hf_checkpoint(tmp_path_factory.mktemp("ckpt"), classifier=True, num_labels=2)
 
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-(1 << 70), 1 << 70) | st.floats() |
-                           st.text(max_size=8), lambda inner: st.lists(inner, max_size=3) |
-                           st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 70), 1 << 70) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @SETTINGS
-@given(key=st.sampled_from(["hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
-                            "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
-                            "layer_norm_eps", "num_labels", "id2label", "model_type", "architectures",
-                            "pad_token_id"]),
-       value=JSON_VALUES)
+@given(
+    key=st.sampled_from(
+        [
+            "hidden_size",
+            "num_attention_heads",
+            "num_hidden_layers",
+            "vocab_size",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "hidden_act",
+            "layer_norm_eps",
+            "num_labels",
+            "id2label",
+            "model_type",
+            "architectures",
+            "pad_token_id",
+        ]
+    ),
+    value=JSON_VALUES,
+)
 def test_any_config_value_loads_or_is_named(checkpoint, tmp_path_factory, key, value):
     from tflm_mcubert.model.hf_import import load_checkpoint
 
@@ -127,7 +153,7 @@ def test_corrupted_weights_or_vocabulary_load_or_are_named(checkpoint, tmp_path_
 
     copy = tmp_path_factory.mktemp("bytes") / "ckpt"
     shutil.copytree(checkpoint, copy)
-    if target == "tensor":   # a well-formed file whose tensor has another shape or dtype
+    if target == "tensor":  # a well-formed file whose tensor has another shape or dtype
         weights = load_file(copy / "model.safetensors")
         name = data.draw(st.sampled_from(sorted(weights)))
         dtype = data.draw(st.sampled_from([np.float32, np.float16, np.int64, np.int8]))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))   # kernel_cases.py, kernel_host.py, kernel_golden.py
+sys.path.insert(0, str(Path(__file__).parent))  # kernel_cases.py, kernel_host.py, kernel_golden.py
 
 from kernel_build import make, need_arm_toolchain, need_tool  # noqa: E402,F401 (re-exported)
 from kernel_host import HostRunner  # noqa: E402

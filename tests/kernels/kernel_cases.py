@@ -34,7 +34,7 @@ HEADER_SPEC_HASH = int(re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u",
 class Case:
     name: str
     call: KernelCall
-    expected: np.ndarray   # int8, flattened result tensor
+    expected: np.ndarray  # int8, flattened result tensor
 
     @property
     def expected_bytes(self) -> bytes:
@@ -49,7 +49,7 @@ def _mask(rng, s: int, kind: str) -> np.ndarray:
         return np.zeros(s, np.int8)
     if kind == "tail":
         return (np.arange(s) < s - s // 5).astype(np.int8)
-    mask = rng.integers(-128, 128, s).astype(np.int8)   # any non-zero byte attends
+    mask = rng.integers(-128, 128, s).astype(np.int8)  # any non-zero byte attends
     mask[rng.random(s) < 0.3] = 0
     return mask
 
@@ -66,8 +66,18 @@ def _realistic_attention(s, d, h, seed):
     return AttentionParams.quantize(fa, quant, seq_len=s, tile=1), xq
 
 
-def attention_case(s: int, d: int, h: int, t: int, *, kind: str = "extreme", mask: str = "random",
-                   mask_mode: int = 0, seed: int = 0, saturate_rows: bool = True) -> Case:
+def attention_case(
+    s: int,
+    d: int,
+    h: int,
+    t: int,
+    *,
+    kind: str = "extreme",
+    mask: str = "random",
+    mask_mode: int = 0,
+    seed: int = 0,
+    saturate_rows: bool = True,
+) -> Case:
     rng = np.random.default_rng(seed * 7919 + s * 31 + d)
     if kind == "extreme":
         params = testing.extreme_attention(rng, s, d, h, t, mask_mode)
@@ -105,17 +115,27 @@ def mlp_case(s: int, d: int, f: int, t: int, *, kind: str = "extreme", seed: int
         hidden = inq.quantize(x)
         params = MLPParams.quantize(fm, fm.calibrate(inq.dequantize(hidden), inq), seq_len=s, tile=t)
     expected = mlp.run(params, hidden.copy())
-    return Case(f"mlp-{kind}-s{s}-d{d}-f{f}-t{t}", kernel_abi.mlp_call(params, hidden, HEADER_SPEC_HASH),
-                expected.reshape(-1))
+    return Case(
+        f"mlp-{kind}-s{s}-d{d}-f{f}-t{t}", kernel_abi.mlp_call(params, hidden, HEADER_SPEC_HASH), expected.reshape(-1)
+    )
 
 
-def embedding_case(s: int, d: int, *, kind: str = "extreme", seed: int = 0,
-                   cluster_sizes=(3, 4, 5), ranks=(None, 2, 5), type_vocab: int = 2) -> Case:
+def embedding_case(
+    s: int,
+    d: int,
+    *,
+    kind: str = "extreme",
+    seed: int = 0,
+    cluster_sizes=(3, 4, 5),
+    ranks=(None, 2, 5),
+    type_vocab: int = 2,
+) -> Case:
     rng = np.random.default_rng(seed * 7919 + s * 31 + d)
     if kind == "extreme":
         params = testing.extreme_embedding(rng, s, d, cluster_sizes, ranks, type_vocab)
     else:
         from tflm_mcubert.ops.embedding import EmbeddingParams
+
         fe = testing.float_embedding(rng, d, s, cluster_sizes, ranks, type_vocab)
         ids0 = rng.integers(0, sum(cluster_sizes), s).astype(np.int32)
         out = TensorQuant.observe(fe.forward(ids0, np.zeros(s, np.int32)), symmetric=False)
@@ -123,14 +143,17 @@ def embedding_case(s: int, d: int, *, kind: str = "extreme", seed: int = 0,
     ids = rng.integers(0, params.vocab_size, s).astype(np.int32)
     types = rng.integers(0, params.type_vocab_size, s).astype(np.int32)
     expected = embedding.run(params, ids, types, np.zeros((s, d), np.int8))
-    return Case(f"embedding-{kind}-s{s}-d{d}", kernel_abi.embedding_call(params, ids, types, HEADER_SPEC_HASH),
-                expected.reshape(-1))
+    return Case(
+        f"embedding-{kind}-s{s}-d{d}",
+        kernel_abi.embedding_call(params, ids, types, HEADER_SPEC_HASH),
+        expected.reshape(-1),
+    )
 
 
 def _with_shift(lin: Linear, shift: int) -> Linear:
     channels = lin.channels.copy()
     channels[:, 2] = shift
-    channels[channels[:, 1] == 0, 2] = 0   # a zero multiplier carries shift 0
+    channels[channels[:, 1] == 0, 2] = 0  # a zero multiplier carries shift 0
     return Linear(lin.in_features, lin.out_features, lin.packed_weights, channels)
 
 
@@ -143,17 +166,32 @@ def shift_boundary_cases(shift: int, seed: int = 0) -> list[Case]:
     s, d, h = 13, 16, 2
     params = testing.extreme_attention(rng, s, d, h, 4)
     params = dataclasses.replace(
-        params, query=_with_shift(params.query, shift), key=_with_shift(params.key, shift),
-        value=_with_shift(params.value, shift), output=_with_shift(params.output, shift),
-        score_shift=shift, context_shift=shift).validate()
+        params,
+        query=_with_shift(params.query, shift),
+        key=_with_shift(params.key, shift),
+        value=_with_shift(params.value, shift),
+        output=_with_shift(params.output, shift),
+        score_shift=shift,
+        context_shift=shift,
+    ).validate()
     hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
     mask = (rng.random(s) < 0.8).astype(np.int8)
-    cases = [Case(f"attention-shift{shift}",
-                  kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
-                  attention.run(params, hidden.copy(), mask).reshape(-1))]
+    cases = [
+        Case(
+            f"attention-shift{shift}",
+            kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
+            attention.run(params, hidden.copy(), mask).reshape(-1),
+        )
+    ]
     mlp_params = testing.extreme_mlp(rng, s, d, 40, 4)
-    mlp_params = dataclasses.replace(mlp_params, fc1=_with_shift(mlp_params.fc1, shift),
-                                     fc2=_with_shift(mlp_params.fc2, shift)).validate()
-    cases.append(Case(f"mlp-shift{shift}", kernel_abi.mlp_call(mlp_params, hidden, HEADER_SPEC_HASH),
-                      mlp.run(mlp_params, hidden.copy()).reshape(-1)))
+    mlp_params = dataclasses.replace(
+        mlp_params, fc1=_with_shift(mlp_params.fc1, shift), fc2=_with_shift(mlp_params.fc2, shift)
+    ).validate()
+    cases.append(
+        Case(
+            f"mlp-shift{shift}",
+            kernel_abi.mlp_call(mlp_params, hidden, HEADER_SPEC_HASH),
+            mlp.run(mlp_params, hidden.copy()).reshape(-1),
+        )
+    )
     return cases

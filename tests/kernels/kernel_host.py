@@ -49,18 +49,24 @@ class TensorSpec:
     data: bytes = b""
     null_view: bool = False
     misalign: int = 0
-    null_data: bool = False   # RUN: the kernel gets a NULL pointer for this tensor
+    null_data: bool = False  # RUN: the kernel gets a NULL pointer for this tensor
 
 
-def tensor_specs(call: KernelCall, *, null_views=(), misalign: dict[str, int] | None = None,
-                 null_data=()):
+def tensor_specs(call: KernelCall, *, null_views=(), misalign: dict[str, int] | None = None, null_data=()):
     misalign = misalign or {}
     specs = []
     for name, array in call.tensor_list:
         elements = kernel_abi.output_elements(call) if name == "output" else array.size
-        specs.append(TensorSpec(kernel_abi.DTYPE_CODES[array.dtype], elements, array.tobytes(),
-                                null_view=name in null_views or (name == "output" and not array.size),
-                                misalign=misalign.get(name, 0), null_data=name in null_data))
+        specs.append(
+            TensorSpec(
+                kernel_abi.DTYPE_CODES[array.dtype],
+                elements,
+                array.tobytes(),
+                null_view=name in null_views or (name == "output" and not array.size),
+                misalign=misalign.get(name, 0),
+                null_data=name in null_data,
+            )
+        )
     return specs
 
 
@@ -74,10 +80,14 @@ class HostRunner:
 
     def _start(self):
         self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
-                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-        self._proc = subprocess.Popen([str(self.executable)], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        env = dict(
+            os.environ,
+            ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
+            UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
+        )
+        self._proc = subprocess.Popen(
+            [str(self.executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+        )
 
     def close(self):
         if self._proc is not None:
@@ -126,20 +136,31 @@ class HostRunner:
     @staticmethod
     def _encode_call(command: int, op: str, params, specs: list[TensorSpec]) -> bytes:
         raw = bytes(params)
-        parts = [struct.pack("<III", MAGIC, command, kernel_abi.OP_IDS[op]),
-                 struct.pack("<I", len(raw)), raw, struct.pack("<I", len(specs))]
+        parts = [
+            struct.pack("<III", MAGIC, command, kernel_abi.OP_IDS[op]),
+            struct.pack("<I", len(raw)),
+            raw,
+            struct.pack("<I", len(specs)),
+        ]
         for spec in specs:
-            flags = (FLAG_DATA | (FLAG_NULL_VIEW if spec.null_view else 0)
-                     | (FLAG_NULL_DATA if spec.null_data else 0))
-            parts.append(struct.pack("<iiIII", spec.dtype, spec.elements, flags, spec.misalign,
-                                     len(spec.data)))
+            flags = FLAG_DATA | (FLAG_NULL_VIEW if spec.null_view else 0) | (FLAG_NULL_DATA if spec.null_data else 0)
+            parts.append(struct.pack("<iiIII", spec.dtype, spec.elements, flags, spec.misalign, len(spec.data)))
             parts.append(spec.data)
         return b"".join(parts)
 
-    def run(self, call: KernelCall, *, validate: bool = True, scratch_fill: int = 0xA5,
-            scratch_size: int | None = None, scratch_misalign: int = 0,
-            misalign: dict[str, int] | None = None, params=None, null_data=(),
-            null_scratch: bool = False) -> Result:
+    def run(
+        self,
+        call: KernelCall,
+        *,
+        validate: bool = True,
+        scratch_fill: int = 0xA5,
+        scratch_size: int | None = None,
+        scratch_misalign: int = 0,
+        misalign: dict[str, int] | None = None,
+        params=None,
+        null_data=(),
+        null_scratch: bool = False,
+    ) -> Result:
         """Validate (unless told not to) and run; Result.output is the result tensor's bytes
         (after the call, whether or not it succeeded)."""
         if scratch_size is None:
@@ -147,8 +168,9 @@ class HostRunner:
         if null_scratch:
             scratch_misalign = SCRATCH_NULL
         specs = tensor_specs(call, misalign=misalign, null_data=null_data)
-        request = self._encode_call(CMD_RUN if validate else CMD_RUN_UNCHECKED, call.op,
-                                    params if params is not None else call.params, specs)
+        request = self._encode_call(
+            CMD_RUN if validate else CMD_RUN_UNCHECKED, call.op, params if params is not None else call.params, specs
+        )
         request += struct.pack("<IiI", scratch_fill, scratch_size, scratch_misalign)
         status, message, output, _ = self._exchange(request)
         result = np.frombuffer(output, np.int8).copy() if output else None
@@ -156,7 +178,7 @@ class HostRunner:
 
     def validate(self, op: str, params, specs: list[TensorSpec] | None) -> Result:
         """validate() with an explicit tensor list (None: options only)."""
-        request = self._encode_call(CMD_VALIDATE, op, params, specs or [])   # [] -> tensors NULL
+        request = self._encode_call(CMD_VALIDATE, op, params, specs or [])  # [] -> tensors NULL
         status, message, _, _ = self._exchange(request)
         return Result(status, message)
 

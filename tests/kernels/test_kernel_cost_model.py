@@ -25,12 +25,14 @@ TOLERANCE = 2 * kernel_cost.FIT_MAX_RELATIVE_ERROR["instructions"]
 def emulator(arm_images):
     pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M builds")
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
     return ArmEmulator(arm_images("cortex-m7"), "cortex-m7")
 
 
 @pytest.mark.parametrize("s,d,h,t", [(40, 64, 2, 8), (33, 96, 3, 5), (64, 128, 2, 4)])
 def test_attention_formula_matches_a_measurement(emulator, s, d, h, t):
     from tflm_mcubert.measure.arm_emulator import run_kernel
+
     case = attention_case(s, d, h, t, kind="realistic", mask="all", seed=9)
     run = run_kernel(emulator, case.call, count_instructions=True)
     assert run.status == kernel_abi.OK, run.message
@@ -41,6 +43,7 @@ def test_attention_formula_matches_a_measurement(emulator, s, d, h, t):
 @pytest.mark.parametrize("s,d,f,t", [(40, 64, 256, 8), (33, 96, 384, 5), (64, 128, 512, 28)])
 def test_mlp_formula_matches_a_measurement(emulator, s, d, f, t):
     from tflm_mcubert.measure.arm_emulator import run_kernel
+
     case = mlp_case(s, d, f, t, kind="realistic", seed=9)
     run = run_kernel(emulator, case.call, count_instructions=True)
     assert run.status == kernel_abi.OK, run.message
@@ -54,15 +57,16 @@ def test_micro_kernel_events_cover_every_multiply_accumulate():
     (s = 50 leaves a K tail of 2 in P.V, which the tail term counts)."""
     s, d, h, t, f = 50, 64, 2, 7, 256
     dh = d // h
-    padded = sum(4 * math.ceil(n / 4) for n in [t] * (s // t) + [s % t])   # query rows
+    padded = sum(4 * math.ceil(n / 4) for n in [t] * (s // t) + [s % t])  # query rows
     key_rows = 4 * math.ceil(s / 4)
     attention = kernel_cost.attention_features(s, d, h, t)
     assert attention["micro_groups"] * 16 == (
-        h * key_rows * 2 * dh * d                      # K and V projections
-        + h * padded * dh * d                          # Q
-        + h * padded * 2 * math.ceil(s / 2) * dh       # scores
-        + h * padded * dh * (s // 4 * 4)               # P.V (whole groups)
-        + padded * d * d)                              # output projection
+        h * key_rows * 2 * dh * d  # K and V projections
+        + h * padded * dh * d  # Q
+        + h * padded * 2 * math.ceil(s / 2) * dh  # scores
+        + h * padded * dh * (s // 4 * 4)  # P.V (whole groups)
+        + padded * d * d
+    )  # output projection
     assert attention["tail_macs"] == h * s * (dh // 2) * (s % 4)
     mlp = kernel_cost.mlp_features(s, d, f, t)
     assert mlp["micro_groups"] * 16 == padded * 2 * d * f
@@ -73,7 +77,7 @@ def test_planner_takes_the_smallest_tile_among_the_equally_fast():
     plan = planner.plan_model(TINY, 128, budget, cost_model=kernel_cost.KernelCostModel())
     assert plan.tiles == {"attention": 4, "mlp": 4}
     exact = planner.plan_model(TINY, 128, budget, cost_model=kernel_cost.KernelCostModel(resolution=0))
-    assert exact.planned_bytes > plan.planned_bytes   # larger tiles for a sub-0.5% gain
+    assert exact.planned_bytes > plan.planned_bytes  # larger tiles for a sub-0.5% gain
     for kind, t in exact.tiles.items():
         fast, small = (kernel_cost.predict(OpShape(kind, 128, TINY, x)) for x in (t, 4))
         assert fast <= small < fast * 1.005
@@ -89,14 +93,16 @@ def test_latency_per_board():
     tiles = {"attention": 4, "mlp": 4}
     estimates = {name: kernel_cost.predict_latency(TINY, 128, name, tiles=tiles) for name in BOARDS}
     f746, f767, h7 = (estimates[n] for n in ("nucleo-f746zg", "nucleo-f767zi", "nucleo-h7a3zi-q"))
-    assert f746.encoder_seconds == f767.encoder_seconds   # same core and clock
+    assert f746.encoder_seconds == f767.encoder_seconds  # same core and clock
     assert math.isclose(h7.encoder_seconds * 280, f746.encoder_seconds * 216)
     report = f746.to_json()
     assert report["board"] == "nucleo-f746zg" and report["clock_hz"] == 216_000_000
-    assert math.isclose(report["encoder_ms"], 2 * (report["per_layer"]["attention"]["ms"]
-                                                  + report["per_layer"]["mlp"]["ms"]))
+    assert math.isclose(
+        report["encoder_ms"], 2 * (report["per_layer"]["attention"]["ms"] + report["per_layer"]["mlp"]["ms"])
+    )
     assert 0.05 < f746.encoder_seconds < 1.0
     with pytest.raises(ValueError, match="Cortex-M7"):
         from tflm_mcubert.boards import Board, MemoryRegion
+
         m4 = Board("m4", "x", "cortex-m4", 100_000_000, 1 << 20, (MemoryRegion("SRAM", 0, 1 << 17),))
         kernel_cost.predict_latency(TINY, 128, m4, tiles=tiles)

@@ -33,8 +33,11 @@ SPEC_MD = Path(attention.__file__).with_name("SPEC.md").read_text()
 
 @pytest.fixture(scope="module")
 def cases():
-    return {ATTN: attention_case(9, 12, 3, 4, seed=1), MLP: mlp_case(9, 12, 20, 4, seed=1),
-            EMB: embedding_case(9, 12, seed=1)}
+    return {
+        ATTN: attention_case(9, 12, 3, 4, seed=1),
+        MLP: mlp_case(9, 12, 20, 4, seed=1),
+        EMB: embedding_case(9, 12, seed=1),
+    }
 
 
 def _python_option_error(op: str, values: dict[str, int]) -> str:
@@ -47,26 +50,31 @@ def _python_option_error(op: str, values: dict[str, int]) -> str:
 
 # ---- the contract the header implements -------------------------------------------------------
 
+
 def test_header_implements_the_contract_spec_md_documents():
     """MCUBERT_SPEC_HASH / VERSION equal the values SPEC.md quotes (which tests/ops keeps equal
     to ops/registry.py): change the contract, and this names the header as the next stop."""
-    quoted = re.search(r"Spec hash of this version: \*\*`(0x[0-9a-f]{8})`\*\* \(`SPEC_VERSION = (\d+)`\)",
-                       SPEC_MD)
+    quoted = re.search(r"Spec hash of this version: \*\*`(0x[0-9a-f]{8})`\*\* \(`SPEC_VERSION = (\d+)`\)", SPEC_MD)
     assert quoted, "SPEC.md no longer quotes the hash in the expected form"
     text = HEADER.read_text()
     assert f"#define MCUBERT_SPEC_VERSION {quoted.group(2)}" in text
     assert int(quoted.group(1), 16) == HEADER_SPEC_HASH, (
         f"custom_ops/include/mcubert/mcubert_ops.h implements 0x{HEADER_SPEC_HASH:08x}, SPEC.md "
-        f"documents {quoted.group(1)}: update MCUBERT_SPEC_HASH (and the kernels, if the numerics changed)")
+        f"documents {quoted.group(1)}: update MCUBERT_SPEC_HASH (and the kernels, if the numerics changed)"
+    )
     assert int(quoted.group(2)) == SPEC_VERSION
 
 
 def test_header_limits_equal_the_contract():
     text = HEADER.read_text()
-    for name, value in (("MAX_SEQ_LEN", contract.MAX_SEQ_LEN), ("MAX_HIDDEN", contract.MAX_HIDDEN),
-                        ("MAX_FFN", contract.MAX_FFN), ("MAX_HEADS", contract.MAX_HEADS),
-                        ("MAX_CLUSTERS", contract.MAX_CLUSTERS),
-                        ("MAX_TYPE_VOCAB", contract.MAX_TYPE_VOCAB)):
+    for name, value in (
+        ("MAX_SEQ_LEN", contract.MAX_SEQ_LEN),
+        ("MAX_HIDDEN", contract.MAX_HIDDEN),
+        ("MAX_FFN", contract.MAX_FFN),
+        ("MAX_HEADS", contract.MAX_HEADS),
+        ("MAX_CLUSTERS", contract.MAX_CLUSTERS),
+        ("MAX_TYPE_VOCAB", contract.MAX_TYPE_VOCAB),
+    ):
         assert f"#define MCUBERT_{name} {value}" in text, name
 
 
@@ -75,22 +83,22 @@ def _layout_asserts() -> str:
     lines = ["#include <stddef.h>", '#include "mcubert/mcubert_ops.h"']
     for op, struct in kernel_abi.PARAMS_STRUCTS.items():
         c_name = f"mcubert_{op.split('_', 1)[1].lower()}_params"
-        lines.append(f"_Static_assert(sizeof({c_name}) == {ctypes.sizeof(struct)}, \"{c_name} size\");")
+        lines.append(f'_Static_assert(sizeof({c_name}) == {ctypes.sizeof(struct)}, "{c_name} size");')
         for field, _ in struct._fields_:
             offset = getattr(struct, field).offset
-            lines.append(f"_Static_assert(offsetof({c_name}, {field}) == {offset}, \"{c_name}.{field}\");")
+            lines.append(f'_Static_assert(offsetof({c_name}, {field}) == {offset}, "{c_name}.{field}");')
         fields = kernel_abi.weight_fields(op)
         w_name = c_name.replace("_params", "_weights")
-        lines.append(f"_Static_assert(sizeof({w_name}) == {len(fields)} * sizeof(void *), \"{w_name}\");")
+        lines.append(f'_Static_assert(sizeof({w_name}) == {len(fields)} * sizeof(void *), "{w_name}");')
         for i, field in enumerate(fields):
-            lines.append(f"_Static_assert(offsetof({w_name}, {field}) == {i} * sizeof(void *), \"{w_name}.{field}\");")
+            lines.append(f'_Static_assert(offsetof({w_name}, {field}) == {i} * sizeof(void *), "{w_name}.{field}");')
     for op, names in kernel_abi.TENSOR_NAMES.items():
         prefix = f"MCUBERT_{op.split('_', 1)[1]}"
-        lines.append(f"_Static_assert({prefix}_NUM_TENSORS == {len(names)}, \"{prefix} tensors\");")
+        lines.append(f'_Static_assert({prefix}_NUM_TENSORS == {len(names)}, "{prefix} tensors");')
         for i, name in enumerate(names):
             enum = f"{prefix}_{name.upper()}" if name != "output" else f"{prefix}_OUTPUT"
-            lines.append(f"_Static_assert({enum} == {i}, \"{enum}\");")
-    lines.append("_Static_assert(sizeof(mcubert_tensor_view) == sizeof(void *) + 8, \"view\");")
+            lines.append(f'_Static_assert({enum} == {i}, "{enum}");')
+    lines.append('_Static_assert(sizeof(mcubert_tensor_view) == sizeof(void *) + 8, "view");')
     return "\n".join(lines) + "\n"
 
 
@@ -101,16 +109,32 @@ def test_structs_match_the_python_mirror_on_host_and_arm(tmp_path, compiler):
     source = tmp_path / "layout.c"
     source.write_text(_layout_asserts())
     flags = ["-mcpu=cortex-m7", "-mthumb"] if compiler.startswith("arm") else []
-    proc = subprocess.run([compiler, "-std=c11", "-c", *flags, f"-I{CUSTOM_OPS / 'include'}", str(source),
-                           "-o", str(tmp_path / "layout.o")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            compiler,
+            "-std=c11",
+            "-c",
+            *flags,
+            f"-I{CUSTOM_OPS / 'include'}",
+            str(source),
+            "-o",
+            str(tmp_path / "layout.o"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # ---- buffer sizes -------------------------------------------------------------------------------
 
+
 def _grid():
-    for s, d, t in itertools.product([1, 2, 3, 4, 5, 7, 16, 77, 128, 300, 512, 1024],
-                                     [1, 3, 16, 64, 128, 256, 768, 1024], [1, 2, 3, 4, 5, 8, 28, 64, 1024]):
+    for s, d, t in itertools.product(
+        [1, 2, 3, 4, 5, 7, 16, 77, 128, 300, 512, 1024],
+        [1, 3, 16, 64, 128, 256, 768, 1024],
+        [1, 2, 3, 4, 5, 8, 28, 64, 1024],
+    ):
         if t <= s:
             yield s, d, t
 
@@ -125,15 +149,22 @@ def test_buffer_sizes_equal_the_reference_layouts_over_a_grid(host_library):
     for s, d, t in _grid():
         assert lib.mcubert_embedding_get_buffer_size(s, d) == embedding.scratch_bytes(s, d)
         for h in sorted({1, 2, 3, 4, 12, 64} & {h for h in range(1, 65) if d % h == 0}):
-            assert lib.mcubert_attention_get_buffer_size(s, d, h, t) == attention.scratch_bytes(s, d, h, t), (s, d, h, t)
+            assert lib.mcubert_attention_get_buffer_size(s, d, h, t) == attention.scratch_bytes(s, d, h, t), (
+                s,
+                d,
+                h,
+                t,
+            )
             checked += 1
         for f in (1, 37, 4 * d if 4 * d <= contract.MAX_FFN else contract.MAX_FFN, contract.MAX_FFN):
             assert lib.mcubert_mlp_get_buffer_size(s, d, f, t) == mlp.scratch_bytes(s, d, f, t), (s, d, f, t)
     assert checked > 1000
 
 
-@pytest.mark.parametrize("preset,s,budget_kib", [("bert-tiny", 128, 44), ("bert-tiny", 512, 170),
-                                                  ("bert-mini", 512, 298), ("bert-tiny", 77, 40)])
+@pytest.mark.parametrize(
+    "preset,s,budget_kib",
+    [("bert-tiny", 128, 44), ("bert-tiny", 512, 170), ("bert-mini", 512, 298), ("bert-tiny", 77, 40)],
+)
 def test_buffer_sizes_equal_what_the_planner_reserves(host_library, preset, s, budget_kib):
     lib = ctypes.CDLL(str(host_library))
     plan = planner.plan_model(PRESETS[preset], s, budget_kib * planner.KIB)
@@ -146,22 +177,36 @@ def test_buffer_sizes_equal_what_the_planner_reserves(host_library, preset, s, b
         elif op.kind == "mlp":
             got = lib.mcubert_mlp_get_buffer_size(s, dims.hidden, dims.ffn, op.tile)
         else:
-            continue   # ops without a kernel here yet
+            continue  # ops without a kernel here yet
         assert got == op.scratch_bytes, op.name
         assert plan.buffer(op.scratch).nbytes >= got
 
 
-@pytest.mark.parametrize("op,dims", [
-    (EMB, (0, 8)), (EMB, (1025, 8)), (EMB, (8, 0)), (EMB, (8, 1025)),
-    (ATTN, (8, 16, 3, 4)), (ATTN, (8, 16, 2, 9)), (ATTN, (8, 16, 2, 0)), (ATTN, (8, 16, 0, 1)),
-    (ATTN, (8, 128, 128, 1)), (ATTN, (0, 16, 2, 1)),
-    (MLP, (8, 16, 0, 1)), (MLP, (8, 16, 4097, 1)), (MLP, (8, 16, 32, 9)), (MLP, (8, 1025, 32, 1)),
-])
+@pytest.mark.parametrize(
+    "op,dims",
+    [
+        (EMB, (0, 8)),
+        (EMB, (1025, 8)),
+        (EMB, (8, 0)),
+        (EMB, (8, 1025)),
+        (ATTN, (8, 16, 3, 4)),
+        (ATTN, (8, 16, 2, 9)),
+        (ATTN, (8, 16, 2, 0)),
+        (ATTN, (8, 16, 0, 1)),
+        (ATTN, (8, 128, 128, 1)),
+        (ATTN, (0, 16, 2, 1)),
+        (MLP, (8, 16, 0, 1)),
+        (MLP, (8, 16, 4097, 1)),
+        (MLP, (8, 16, 32, 9)),
+        (MLP, (8, 1025, 32, 1)),
+    ],
+)
 def test_buffer_size_of_invalid_dims_is_minus_one(runner, op, dims):
     assert runner.buffer_size(op, dims) == -1
 
 
 # ---- option errors ------------------------------------------------------------------------------
+
 
 def _option_cases():
     """(op, field, bad value) for every range end an int32 field can express, plus cross rules."""
@@ -187,14 +232,17 @@ def test_every_option_range_is_checked_with_the_python_wording(runner, cases, op
     assert result.message == _python_option_error(op, values)
 
 
-@pytest.mark.parametrize("op,changes,field", [
-    (ATTN, {"heads": 5}, "heads"),
-    (ATTN, {"tile": 10}, "tile"),
-    (ATTN, {"score_multiplier": (1 << 30) - 1}, "score_multiplier"),
-    (ATTN, {"context_multiplier": 1}, "context_multiplier"),
-    (MLP, {"tile": 10}, "tile"),
-    (EMB, {"cluster_count": 3, "vocab_size": 2}, "cluster_count"),
-])
+@pytest.mark.parametrize(
+    "op,changes,field",
+    [
+        (ATTN, {"heads": 5}, "heads"),
+        (ATTN, {"tile": 10}, "tile"),
+        (ATTN, {"score_multiplier": (1 << 30) - 1}, "score_multiplier"),
+        (ATTN, {"context_multiplier": 1}, "context_multiplier"),
+        (MLP, {"tile": 10}, "tile"),
+        (EMB, {"cluster_count": 3, "vocab_size": 2}, "cluster_count"),
+    ],
+)
 def test_cross_field_rules_with_the_python_wording(runner, cases, op, changes, field):
     values = {**cases[op].call.options, **changes}
     result = runner.validate(op, kernel_abi.make_params(op, values, HEADER_SPEC_HASH), [])
@@ -213,21 +261,22 @@ def test_spec_version_and_hash_are_checked_first(runner, cases, op):
     bad_hash = kernel_abi.make_params(op, values, 0x12345678)
     result = runner.validate(op, bad_hash, [])
     assert result.status == kernel_abi.ERROR_SPEC
-    assert result.message == (f"{op}: spec_hash: 0x12345678 does not match this build's contract "
-                              f"0x{HEADER_SPEC_HASH:08x}")
+    assert result.message == (
+        f"{op}: spec_hash: 0x12345678 does not match this build's contract 0x{HEADER_SPEC_HASH:08x}"
+    )
 
 
 @pytest.mark.parametrize("op", [ATTN, MLP, EMB])
 def test_kernels_check_their_options_even_without_validate(runner, cases, op):
     call = cases[op].call
-    bad = dataclasses.replace(call, params=kernel_abi.make_params(op, {**call.options, "seq_len": 0},
-                                                                  HEADER_SPEC_HASH))
+    bad = dataclasses.replace(call, params=kernel_abi.make_params(op, {**call.options, "seq_len": 0}, HEADER_SPEC_HASH))
     result = runner.run(bad, validate=False, scratch_size=4096)
     assert result.status == kernel_abi.ERROR_OPTION
     assert result.message == f"{op}: seq_len: 0 is outside [1, 1024]"
 
 
 # ---- tensor errors ------------------------------------------------------------------------------
+
 
 def _validate(runner, call, specs):
     return runner.validate(call.op, call.params, specs)
@@ -271,7 +320,7 @@ def test_tensor_count_dtype_size_and_alignment_of_every_tensor(runner, cases, op
 def test_unknown_dtype_is_named_by_number(runner, cases):
     call = cases[MLP].call
     specs = tensor_specs(call)
-    specs[0].dtype = 1   # kTfLiteFloat32
+    specs[0].dtype = 1  # kTfLiteFloat32
     result = _validate(runner, call, specs)
     assert result.message == f"{MLP}: hidden: expected dtype int8, got type 1"
 
@@ -285,7 +334,7 @@ def _with(call, name: str, array: np.ndarray):
 
 @pytest.mark.parametrize("weights", ["query_weights", "key_weights", "value_weights", "output_weights"])
 def test_attention_weights_must_be_symmetric_int8(runner, cases, weights):
-    call = cases[ATTN].call      # d = 12: no padding lanes, so -128 is the only content error
+    call = cases[ATTN].call  # d = 12: no padding lanes, so -128 is the only content error
     packed = call.tensors[weights].copy()
     packed[3] = -128
     result = _validate(runner, call, _with(call, weights, packed))
@@ -294,34 +343,36 @@ def test_attention_weights_must_be_symmetric_int8(runner, cases, weights):
 
 
 def test_pair4_padding_must_be_zero(runner):
-    case = mlp_case(5, 7, 13, 2)      # K = 7 (one padded lane per group row), N = 13 (a padded channel)
+    case = mlp_case(5, 7, 13, 2)  # K = 7 (one padded lane per group row), N = 13 (a padded channel)
     call = case.call
     for name, (n, k) in (("fc1_weights", (13, 7)), ("fc2_weights", (7, 13))):
         packed = call.tensors[name].copy()
         grouped = packed.reshape(-(-n // 2), -(-k // 4), 2, 4)
-        grouped[0, -1, 0, 3] = 5           # a padded K lane of the first pair
+        grouped[0, -1, 0, 3] = 5  # a padded K lane of the first pair
         result = _validate(runner, call, _with(call, name, grouped.reshape(-1)))
         assert result.message == f"{MLP}: {name}: padding bytes of the pair4 layout must be zero"
         packed = call.tensors[name].copy()
         grouped = packed.reshape(-(-n // 2), -(-k // 4), 2, 4)
         if n % 2:
-            grouped[-1, 0, 1, 0] = 1       # the missing channel of the last pair
+            grouped[-1, 0, 1, 0] = 1  # the missing channel of the last pair
             result = _validate(runner, call, _with(call, name, grouped.reshape(-1)))
             assert result.message == f"{MLP}: {name}: padding bytes of the pair4 layout must be zero"
 
 
-@pytest.mark.parametrize("op,name", [(ATTN, "query_channels"), (ATTN, "output_channels"),
-                                     (MLP, "fc1_channels"), (MLP, "fc2_channels")])
+@pytest.mark.parametrize(
+    "op,name", [(ATTN, "query_channels"), (ATTN, "output_channels"), (MLP, "fc1_channels"), (MLP, "fc2_channels")]
+)
 def test_channel_rows(runner, cases, op, name):
     call = cases[op].call
     base = call.tensors[name].reshape(-1, 3)
     for column, value, problem in (
-            (0, (1 << 30) + 1, "bias exceeds +-2^30 (accumulator bound)"),
-            (0, -(1 << 30) - 1, "bias exceeds +-2^30 (accumulator bound)"),
-            (1, 12345, "multiplier 12345 is neither 0 nor in [2^30, 2^31)"),
-            (1, -5, "multiplier -5 is neither 0 nor in [2^30, 2^31)"),
-            (2, 31, "shift 31 is outside [-31, 30]"),
-            (2, -32, "shift -32 is outside [-31, 30]")):
+        (0, (1 << 30) + 1, "bias exceeds +-2^30 (accumulator bound)"),
+        (0, -(1 << 30) - 1, "bias exceeds +-2^30 (accumulator bound)"),
+        (1, 12345, "multiplier 12345 is neither 0 nor in [2^30, 2^31)"),
+        (1, -5, "multiplier -5 is neither 0 nor in [2^30, 2^31)"),
+        (2, 31, "shift 31 is outside [-31, 30]"),
+        (2, -32, "shift -32 is outside [-31, 30]"),
+    ):
         rows = base.copy()
         rows[-1, column] = value
         result = _validate(runner, call, _with(call, name, rows.reshape(-1)))
@@ -351,25 +402,36 @@ def test_exp_lut_contents(runner, cases):
     call = cases[ATTN].call
     lut = call.tensors["exp_lut"].copy()
     lut[9] = -1
-    assert _validate(runner, call, _with(call, "exp_lut", lut)).message == \
-        f"{ATTN}: exp_lut: entry 9 is outside [0, 16384]"
+    assert (
+        _validate(runner, call, _with(call, "exp_lut", lut)).message
+        == f"{ATTN}: exp_lut: entry 9 is outside [0, 16384]"
+    )
     lut = call.tensors["exp_lut"].copy()
     lut[200] = 16385
-    assert _validate(runner, call, _with(call, "exp_lut", lut)).message == \
-        f"{ATTN}: exp_lut: entry 200 is outside [0, 16384]"
+    assert (
+        _validate(runner, call, _with(call, "exp_lut", lut)).message
+        == f"{ATTN}: exp_lut: entry 200 is outside [0, 16384]"
+    )
     lut = call.tensors["exp_lut"].copy()
     lut[0] = 100
     assert _validate(runner, call, _with(call, "exp_lut", lut)).message == (
-        f"{ATTN}: exp_lut: entry 0 must be EXP_ONE = 16384 (the row max contributes exactly one), got 100")
+        f"{ATTN}: exp_lut: entry 0 must be EXP_ONE = 16384 (the row max contributes exactly one), got 100"
+    )
 
 
 def test_embedding_cluster_table_and_the_sizes_it_implies(runner, cases):
-    call = cases[EMB].call     # clusters (3, 4, 5) -> ends 3, 7, 12; ranks d=12, 2, 5
+    call = cases[EMB].call  # clusters (3, 4, 5) -> ends 3, 7, 12; ranks d=12, 2, 5
     clusters = call.tensors["clusters"].reshape(-1, 2)
     ends_message = f"{EMB}: clusters: cluster ends must increase strictly and the last must equal vocab_size 12"
     rank_message = f"{EMB}: clusters: rank of cluster 0 must be d=12; others in [1, d]"
-    for edit, message in (((1, 0, 3), ends_message), ((0, 0, 0), ends_message), ((2, 0, 11), ends_message),
-                          ((0, 1, 11), rank_message), ((1, 1, 0), rank_message), ((2, 1, 13), rank_message)):
+    for edit, message in (
+        ((1, 0, 3), ends_message),
+        ((0, 0, 0), ends_message),
+        ((2, 0, 11), ends_message),
+        ((0, 1, 11), rank_message),
+        ((1, 1, 0), rank_message),
+        ((2, 1, 13), rank_message),
+    ):
         table = clusters.copy()
         table[edit[0], edit[1]] = edit[2]
         result = _validate(runner, call, _with(call, "clusters", table.reshape(-1)))
@@ -377,10 +439,9 @@ def test_embedding_cluster_table_and_the_sizes_it_implies(runner, cases):
     for name in ("word_rows", "word_projections"):
         longer = np.concatenate([call.tensors[name], np.zeros(1, np.int8)])
         result = _validate(runner, call, _with(call, name, longer))
-        assert result.message == (f"{EMB}: {name}: expected {call.tensors[name].size} elements, "
-                                  f"got {longer.size}")
+        assert result.message == (f"{EMB}: {name}: expected {call.tensors[name].size} elements, got {longer.size}")
     projections = call.tensors["word_projections"].copy()
-    projections[2] = 1    # V_1 has rank 2: K lanes 2, 3 of every group are padding
+    projections[2] = 1  # V_1 has rank 2: K lanes 2, 3 of every group are padding
     result = _validate(runner, call, _with(call, "word_projections", projections))
     assert result.message == f"{EMB}: word_projections: padding bytes of the pair4 layout must be zero"
     for name in ("word_requant", "position_requant", "token_type_requant"):
@@ -392,9 +453,11 @@ def test_embedding_cluster_table_and_the_sizes_it_implies(runner, cases):
 
 # ---- run-time errors ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field,value,position,limit", [
-    ("input_ids", -1, 3, 12), ("input_ids", 12, 8, 12), ("token_type_ids", 2, 0, 2),
-    ("token_type_ids", -7, 5, 2)])
+
+@pytest.mark.parametrize(
+    "field,value,position,limit",
+    [("input_ids", -1, 3, 12), ("input_ids", 12, 8, 12), ("token_type_ids", 2, 0, 2), ("token_type_ids", -7, 5, 2)],
+)
 def test_embedding_ids_out_of_range_write_nothing(runner, cases, field, value, position, limit):
     call = cases[EMB].call
     ids = call.tensors[field].copy()
@@ -424,18 +487,20 @@ def test_null_pointers_and_bad_scratch_are_argument_errors(runner, cases, op):
     need = runner.buffer_size(op, call.dims())
     for name in kernel_abi.TENSOR_NAMES[op][:-1]:
         if op == EMB and name == "word_projections":
-            continue   # may be NULL when there is a single cluster
+            continue  # may be NULL when there is a single cluster
         result = runner.run(call, validate=False, null_data=(name,))
         assert result.status == kernel_abi.ERROR_ARGUMENT, name
         assert result.message.endswith("NULL pointer"), result.message
     result = runner.run(call, null_scratch=True)
     assert (result.status, result.message) == (kernel_abi.ERROR_ARGUMENT, f"{op}: scratch: no scratch buffer")
     result = runner.run(call, scratch_misalign=2)
-    assert (result.status, result.message) == (kernel_abi.ERROR_ARGUMENT,
-                                               f"{op}: scratch: buffer is not 4-byte aligned")
+    assert (result.status, result.message) == (
+        kernel_abi.ERROR_ARGUMENT,
+        f"{op}: scratch: buffer is not 4-byte aligned",
+    )
     result = runner.run(call, scratch_size=need - 16)
     assert result.message == f"{op}: scratch: {need - 16} bytes given, {need} needed"
-    assert runner.run(call, scratch_misalign=4).ok   # any 4-byte aligned buffer works
+    assert runner.run(call, scratch_misalign=4).ok  # any 4-byte aligned buffer works
 
 
 def test_status_names(host_library):

@@ -43,16 +43,15 @@ def emu(build_dir):
 
 def with_tile(case: Case, tile: int) -> Case:
     params = kernel_abi.make_params(case.call.op, {**case.call.options, "tile": tile})
-    return dataclasses.replace(case, call=dataclasses.replace(case.call, params=params),
-                               name=f"{case.name}-tile{tile}")
+    return dataclasses.replace(case, call=dataclasses.replace(case.call, params=params), name=f"{case.name}-tile{tile}")
 
 
 ATTENTION_CASES = [
     lambda: attention_case(32, 64, 2, 4, kind="realistic", mask="tail"),
-    lambda: attention_case(19, 24, 3, 5),                               # extreme parameters
-    lambda: attention_case(11, 20, 4, 3, mask="random"),                # dh = 5: odd pairs, K tails
-    lambda: attention_case(9, 6, 2, 4, mask="none"),                    # every key masked
-    lambda: attention_case(13, 12, 3, 13, mask_mode=1),                 # valid length
+    lambda: attention_case(19, 24, 3, 5),  # extreme parameters
+    lambda: attention_case(11, 20, 4, 3, mask="random"),  # dh = 5: odd pairs, K tails
+    lambda: attention_case(9, 6, 2, 4, mask="none"),  # every key masked
+    lambda: attention_case(13, 12, 3, 13, mask_mode=1),  # valid length
     lambda: attention_case(17, 16, 1, 17, mask="all", mask_mode=1),
 ]
 
@@ -77,8 +76,9 @@ def test_flash_with_one_key_block_is_bit_exact(emu, index):
     assert np.array_equal(run.output, case.expected), case.name
 
 
-@pytest.mark.parametrize("s,d,h,t,mask", [(64, 64, 2, 8, "all"), (77, 64, 4, 16, "tail"),
-                                          (40, 32, 2, 5, "random"), (128, 128, 2, 32, "all")])
+@pytest.mark.parametrize(
+    "s,d,h,t,mask", [(64, 64, 2, 8, "all"), (77, 64, 4, 16, "tail"), (40, 32, 2, 5, "random"), (128, 128, 2, 32, "all")]
+)
 def test_flash_with_streamed_key_blocks_is_within_tolerance(emu, s, d, h, t, mask):
     """Realistic layers: the rescaled running sums move a few outputs by a rounding step."""
     case = with_tile(attention_case(s, d, h, 1, kind="realistic", mask=mask, seed=3), t)
@@ -89,14 +89,18 @@ def test_flash_with_streamed_key_blocks_is_within_tolerance(emu, s, d, h, t, mas
     assert np.mean(diff > 0) <= FLASH_MAX_FRACTION_DIFFERENT, (case.name, float(np.mean(diff > 0)))
 
 
-@pytest.mark.parametrize("make_case", [
-    lambda: mlp_case(32, 64, 256, 8, kind="realistic"),
-    lambda: mlp_case(9, 7, 13, 4),
-    lambda: mlp_case(13, 20, 44, 13, seed=2),
-], ids=["realistic", "odd", "extreme"])
+@pytest.mark.parametrize(
+    "make_case",
+    [
+        lambda: mlp_case(32, 64, 256, 8, kind="realistic"),
+        lambda: mlp_case(9, 7, 13, 4),
+        lambda: mlp_case(13, 20, 44, 13, seed=2),
+    ],
+    ids=["realistic", "odd", "extreme"],
+)
 def test_untiled_mlp_is_bit_exact(emu, make_case):
     case = make_case()
-    for schedule in ("cmsis", "flash"):   # every schedule runs the same untiled MLP
+    for schedule in ("cmsis", "flash"):  # every schedule runs the same untiled MLP
         run = run_baseline(emu, schedule, case.call)
         assert run.status == kernel_abi.OK, run.message
         assert np.array_equal(run.output, case.expected), f"{schedule} {case.name}"
@@ -118,6 +122,11 @@ def test_baselines_refuse_a_short_scratch(emu):
     assert case.call.op == contract.ATTENTION
     size = emu.call("mcubert_baseline_cmsis_attention_get_buffer_size", *case.call.dims()).value
     for scratch, status in ((size, kernel_abi.OK), (size - 4, kernel_abi.ERROR_ARGUMENT)):
-        run = run_kernel(emu, row_major_call(case.call), validate=False, scratch_size=scratch,
-                         symbol="mcubert_baseline_cmsis_attention_s8")
+        run = run_kernel(
+            emu,
+            row_major_call(case.call),
+            validate=False,
+            scratch_size=scratch,
+            symbol="mcubert_baseline_cmsis_attention_s8",
+        )
         assert run.status == status

@@ -25,8 +25,12 @@ import pytest
 from kernel_cases import HEADER, HEADER_SPEC_HASH
 from kernel_host import CMD_BUFFER_SIZE, CMD_RUN, CMD_VALIDATE, MAGIC, Result, TensorSpec
 from tflm_mcubert.ops import classifier_head, contract
-from tflm_mcubert.ops.classifier_head import (ClassifierHeadFloat, ClassifierHeadParams,
-                                              ClassifierHeadQuant, tanh_output_quant)
+from tflm_mcubert.ops.classifier_head import (
+    ClassifierHeadFloat,
+    ClassifierHeadParams,
+    ClassifierHeadQuant,
+    tanh_output_quant,
+)
 from tflm_mcubert.ops.fixed_point import INT32_MAX, MULTIPLIER_MIN
 from tflm_mcubert.ops.linear import BIAS_LIMIT, Linear, pack_weights
 from tflm_mcubert.ops.quantization import TensorQuant
@@ -41,6 +45,7 @@ STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.r
 
 
 # ---- cases ------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Case:
@@ -78,11 +83,15 @@ def extreme_case(s: int, d: int, n: int, seed: int = 0) -> Case:
     # Shifts around -7 - log2(d)/2 put most outputs (table indices, logits) inside int8 rather than
     # at 0 or saturated; a fifth of the channels take any shift (see _random_linear).
     params = ClassifierHeadParams(
-        seq_len=s, hidden=d, labels=n, pooler_zero_point=int(rng.integers(-128, 128)),
+        seq_len=s,
+        hidden=d,
+        labels=n,
+        pooler_zero_point=int(rng.integers(-128, 128)),
         logits_zero_point=int(rng.integers(-128, 128)),
         pooler=_random_linear(rng, d, d, (-14, -6)),
         tanh_lut=rng.integers(-128, 128, 256).astype(np.int8),
-        classifier=_random_linear(rng, n, d, (-14, -6)))
+        classifier=_random_linear(rng, n, d, (-14, -6)),
+    )
     hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
     return _finish(f"extreme-s{s}-d{d}-n{n}-seed{seed}", params, hidden)
 
@@ -92,8 +101,9 @@ def saturation_case(d: int, n: int, kind: str) -> Case:
     multiplier and bias), zero multipliers, the most negative shift; hidden all -128 or 127."""
     rng = np.random.default_rng(d * 13 + n)
     value = {"low": -128, "high": 127, "mixed": None}[kind]
-    hidden = (np.full((2, d), value, np.int8) if value is not None
-              else rng.choice(np.array([-128, 127], np.int8), (2, d)))
+    hidden = (
+        np.full((2, d), value, np.int8) if value is not None else rng.choice(np.array([-128, 127], np.int8), (2, d))
+    )
 
     def layer(n_out: int, sign: int) -> Linear:
         w = np.full((n_out, d), 127 * sign, np.int8)
@@ -102,24 +112,34 @@ def saturation_case(d: int, n: int, kind: str) -> Case:
         channels[:, 0] = np.where(np.arange(n_out) % 3 == 0, BIAS_LIMIT, -BIAS_LIMIT)
         channels[:, 1] = INT32_MAX
         channels[:, 2] = 30
-        channels[2::5, 1] = 0          # zero scale
+        channels[2::5, 1] = 0  # zero scale
         channels[2::5, 2] = 0
-        channels[3::5, 2] = -31        # smallest scale: the output is the offset
+        channels[3::5, 2] = -31  # smallest scale: the output is the offset
         channels[4::5, 1] = MULTIPLIER_MIN
         return Linear(d, n_out, pack_weights(w), channels)
 
     params = ClassifierHeadParams(
-        seq_len=2, hidden=d, labels=n, pooler_zero_point=127 if kind != "low" else -128,
-        logits_zero_point=-128 if kind != "high" else 127, pooler=layer(d, 1),
-        tanh_lut=np.arange(-128, 128, dtype=np.int16)[::-1].astype(np.int8), classifier=layer(n, -1))
+        seq_len=2,
+        hidden=d,
+        labels=n,
+        pooler_zero_point=127 if kind != "low" else -128,
+        logits_zero_point=-128 if kind != "high" else 127,
+        pooler=layer(d, 1),
+        tanh_lut=np.arange(-128, 128, dtype=np.int16)[::-1].astype(np.int8),
+        classifier=layer(n, -1),
+    )
     return _finish(f"saturation-{kind}-d{d}-n{n}", params, hidden)
 
 
 def realistic_case(s: int, d: int, n: int, seed: int = 0) -> Case:
     """A float head quantized through the offline path (ClassifierHeadParams.quantize)."""
     rng = np.random.default_rng(seed + 1000 * d + n)
-    fw = ClassifierHeadFloat(wp=rng.normal(0, 1 / np.sqrt(d), (d, d)), bp=rng.normal(0, 0.1, d),
-                             wc=rng.normal(0, 1 / np.sqrt(d), (n, d)), bc=rng.normal(0, 0.1, n))
+    fw = ClassifierHeadFloat(
+        wp=rng.normal(0, 1 / np.sqrt(d), (d, d)),
+        bp=rng.normal(0, 0.1, d),
+        wc=rng.normal(0, 1 / np.sqrt(d), (n, d)),
+        bc=rng.normal(0, 0.1, n),
+    )
     x = rng.normal(size=(64, d))
     observed: dict = {}
     fw.forward(x, observed)
@@ -127,30 +147,42 @@ def realistic_case(s: int, d: int, n: int, seed: int = 0) -> Case:
         input=TensorQuant.observe(x, symmetric=False),
         pre_activation=TensorQuant.observe(observed["pre_activation"], symmetric=False),
         pooled=tanh_output_quant(),
-        logits=TensorQuant.observe(observed["logits"], symmetric=False))
+        logits=TensorQuant.observe(observed["logits"], symmetric=False),
+    )
     params = ClassifierHeadParams.quantize(fw, quant, seq_len=s)
     hidden = quant.input.quantize(x[:s])
     return _finish(f"realistic-s{s}-d{d}-n{n}", params, hidden)
 
 
 SHAPES = [(d, n) for d in (1, 32, 128, 256, 384) for n in (1, 2, 3, 5)]
-ODD_SHAPES = [(2, 1), (3, 2), (5, 3), (6, 4), (7, 5), (13, 7), (30, 2), (33, 9)]   # every K % 4
+ODD_SHAPES = [(2, 1), (3, 2), (5, 3), (6, 4), (7, 5), (13, 7), (30, 2), (33, 9)]  # every K % 4
 
 
 # ---- host driver encoding (host_runner.c, op OP_CLASSIFIER_HEAD) -------------------------------
 
-def _specs(call: ClassifierHeadCall, *, misalign: dict[str, int] | None = None,
-           null_data=()) -> list[TensorSpec]:
+
+def _specs(call: ClassifierHeadCall, *, misalign: dict[str, int] | None = None, null_data=()) -> list[TensorSpec]:
     misalign = misalign or {}
-    return [TensorSpec(kernel_abi.DTYPE_CODES[array.dtype], array.size, array.tobytes(),
-                       misalign=misalign.get(name, 0), null_data=name in null_data)
-            for name, array in call.tensor_list]
+    return [
+        TensorSpec(
+            kernel_abi.DTYPE_CODES[array.dtype],
+            array.size,
+            array.tobytes(),
+            misalign=misalign.get(name, 0),
+            null_data=name in null_data,
+        )
+        for name, array in call.tensor_list
+    ]
 
 
 def _encode(command: int, params, specs: list[TensorSpec]) -> bytes:
     raw = bytes(params)
-    parts = [struct.pack("<III", MAGIC, command, OP_ID), struct.pack("<I", len(raw)), raw,
-             struct.pack("<I", len(specs))]
+    parts = [
+        struct.pack("<III", MAGIC, command, OP_ID),
+        struct.pack("<I", len(raw)),
+        raw,
+        struct.pack("<I", len(specs)),
+    ]
     for spec in specs:
         flags = 1 | (2 if spec.null_view else 0) | (4 if spec.null_data else 0)
         parts.append(struct.pack("<iiIII", spec.dtype, spec.elements, flags, spec.misalign, len(spec.data)))
@@ -163,8 +195,18 @@ def host_buffer_size(runner, dims) -> int:
     return runner._exchange(struct.pack("<III", MAGIC, CMD_BUFFER_SIZE, OP_ID) + struct.pack("<4i", *dims))[3]
 
 
-def host_run(runner, call: ClassifierHeadCall, *, params=None, specs=None, scratch_size=None,
-             scratch_misalign: int = 0, scratch_fill: int = 0xA5, misalign=None, null_data=()) -> Result:
+def host_run(
+    runner,
+    call: ClassifierHeadCall,
+    *,
+    params=None,
+    specs=None,
+    scratch_size=None,
+    scratch_misalign: int = 0,
+    scratch_fill: int = 0xA5,
+    misalign=None,
+    null_data=(),
+) -> Result:
     if scratch_size is None:
         scratch_size = host_buffer_size(runner, call.dims())
     specs = specs if specs is not None else _specs(call, misalign=misalign, null_data=null_data)
@@ -186,6 +228,7 @@ def _assert_exact(result: Result, case: Case):
 
 
 # ---- host: bit-exact --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("d,n", SHAPES, ids=[f"d{d}-n{n}" for d, n in SHAPES])
 def test_bit_exact_on_host(runner, d, n):
@@ -233,6 +276,7 @@ def test_misaligned_int8_tensors_and_larger_scratch(runner):
 
 
 # ---- buffer size --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("d", [1, 2, 15, 16, 17, 32, 100, 128, 256, 384, 768, 1024])
 def test_buffer_size_equals_the_reference_scratch(runner, d):
@@ -288,10 +332,11 @@ def test_spec_version_and_hash(runner):
 
 def test_valid_call_validates(runner):
     assert host_validate(runner, BASE.call.params, _specs(BASE.call)).ok
-    assert host_validate(runner, BASE.call.params, None).ok   # options only
+    assert host_validate(runner, BASE.call.params, None).ok  # options only
 
 
 # ---- validate: tensors ------------------------------------------------------------------------------
+
 
 def _tensor_error(runner, call, specs) -> Result:
     result = host_validate(runner, call.params, specs)
@@ -318,8 +363,9 @@ def test_every_tensor_dtype_and_element_count(runner, index):
     specs = _specs(call)
     specs[index] = dataclasses.replace(specs[index], elements=specs[index].elements + 1)
     result = _tensor_error(runner, call, specs)
-    assert result.message == (f"{OP}: {name}: expected {specs[index].elements - 1} elements, "
-                              f"got {specs[index].elements}")
+    assert result.message == (
+        f"{OP}: {name}: expected {specs[index].elements - 1} elements, got {specs[index].elements}"
+    )
 
 
 def _with_tensor(call, name: str, array: np.ndarray) -> list[TensorSpec]:
@@ -336,20 +382,23 @@ def test_weight_and_channel_contents(runner, layer):
     bad = weights.copy()
     bad[np.flatnonzero(weights)[0]] = -128
     assert _tensor_error(runner, call, _with_tensor(call, f"{layer}_weights", bad)).message == (
-        f"{OP}: {layer}_weights: weights must be in [-127, 127] (symmetric int8)")
+        f"{OP}: {layer}_weights: weights must be in [-127, 127] (symmetric int8)"
+    )
     # padding: d = 12 has no K padding; labels = 3 pads the second pair's channel 3
     if layer == "classifier":
         padded = weights.copy()
         padded[-1] = 1
         assert _tensor_error(runner, call, _with_tensor(call, f"{layer}_weights", padded)).message == (
-            f"{OP}: {layer}_weights: padding bytes of the pair4 layout must be zero")
+            f"{OP}: {layer}_weights: padding bytes of the pair4 layout must be zero"
+        )
     channels = call.tensors[f"{layer}_channels"].reshape(-1, 3)
     for column, value, problem in (
-            (0, BIAS_LIMIT + 1, "bias exceeds +-2^30 (accumulator bound)"),
-            (0, -BIAS_LIMIT - 1, "bias exceeds +-2^30 (accumulator bound)"),
-            (1, MULTIPLIER_MIN - 1, f"multiplier {MULTIPLIER_MIN - 1} is neither 0 nor in [2^30, 2^31)"),
-            (2, 31, "shift 31 is outside [-31, 30]"),
-            (2, -32, "shift -32 is outside [-31, 30]")):
+        (0, BIAS_LIMIT + 1, "bias exceeds +-2^30 (accumulator bound)"),
+        (0, -BIAS_LIMIT - 1, "bias exceeds +-2^30 (accumulator bound)"),
+        (1, MULTIPLIER_MIN - 1, f"multiplier {MULTIPLIER_MIN - 1} is neither 0 nor in [2^30, 2^31)"),
+        (2, 31, "shift 31 is outside [-31, 30]"),
+        (2, -32, "shift -32 is outside [-31, 30]"),
+    ):
         bad = channels.copy()
         bad[-1, column] = value
         if column == 2:
@@ -365,6 +414,7 @@ def test_misaligned_int32_tensor(runner):
 
 
 # ---- run-time argument errors ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", [n for n in NAMES])
 def test_null_tensor_is_an_argument_error(runner, name):
@@ -401,6 +451,7 @@ CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
 def emulator(request, arm_images):
     pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
     cpu, plain = request.param
     return ArmEmulator(arm_images(cpu, plain), cpu)
 
@@ -412,11 +463,21 @@ def run_on_core(emu, call: ClassifierHeadCall, misalign: dict[str, int] | None =
     try:
         addresses = {name: emu.put(array, 16, misalign.get(name, 0)) for name, array in call.tensor_list}
         params = emu.put(bytes(call.params), 8)
-        weights = emu.put(struct.pack(f"<{len(kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS)}I",
-                                      *(addresses[n] for n in kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS)), 8)
+        weights = emu.put(
+            struct.pack(
+                f"<{len(kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS)}I",
+                *(addresses[n] for n in kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS),
+            ),
+            8,
+        )
         message = emu.put(bytes(kernel_abi.MESSAGE_CAPACITY), 4)
-        views = emu.put(b"".join(struct.pack("<Iii", addresses[name], kernel_abi.DTYPE_CODES[array.dtype],
-                                             array.size) for name, array in call.tensor_list), 8)
+        views = emu.put(
+            b"".join(
+                struct.pack("<Iii", addresses[name], kernel_abi.DTYPE_CODES[array.dtype], array.size)
+                for name, array in call.tensor_list
+            ),
+            8,
+        )
         symbols = kernel_abi.CLASSIFIER_HEAD_SYMBOLS
 
         def text() -> str:
@@ -428,20 +489,22 @@ def run_on_core(emu, call: ClassifierHeadCall, misalign: dict[str, int] | None =
         size = emu.call(symbols["get_buffer_size"], *call.dims()).value
         scratch = emu.put(bytes([0x5A]) * size, 16)
         context = emu.put(struct.pack("<Ii", scratch, size), 8)
-        result = emu.call(symbols["s8"], params, weights, addresses["hidden"], addresses["output"],
-                          context, message)
+        result = emu.call(symbols["s8"], params, weights, addresses["hidden"], addresses["output"], context, message)
         logits = np.frombuffer(emu.read(addresses["output"], call.params.labels), np.int8).copy()
         return result.value, text(), logits, max(result.stack_bytes, validated.stack_bytes)
     finally:
         emu.release(mark)
 
 
-CORE_CASES = ([(extreme_case(3, d, n, seed=2), {}) for d, n in ((1, 1), (32, 2), (128, 5), (384, 3))]
-              + [(extreme_case(2, 45, 5, seed=7), {"hidden": 1, "pooler_weights": 3, "tanh_lut": 2,
-                                                   "classifier_weights": 1, "output": 3}),
-                 (extreme_case(2, 6, 3, seed=8), {"hidden": 2}),
-                 (saturation_case(32, 5, "mixed"), {}),
-                 (realistic_case(4, 128, 2), {"hidden": 3})])
+CORE_CASES = [(extreme_case(3, d, n, seed=2), {}) for d, n in ((1, 1), (32, 2), (128, 5), (384, 3))] + [
+    (
+        extreme_case(2, 45, 5, seed=7),
+        {"hidden": 1, "pooler_weights": 3, "tanh_lut": 2, "classifier_weights": 1, "output": 3},
+    ),
+    (extreme_case(2, 6, 3, seed=8), {"hidden": 2}),
+    (saturation_case(32, 5, "mixed"), {}),
+    (realistic_case(4, 128, 2), {"hidden": 3}),
+]
 
 
 @pytest.mark.parametrize("index", range(len(CORE_CASES)), ids=[c.name for c, _ in CORE_CASES])
@@ -464,6 +527,7 @@ def test_stack_bound_holds_statically(build_dir):
     """GCC's call graph from every new entry point (the existing static test covers the others)."""
     from kernel_build import make, need_arm_toolchain
     from test_kernels_static import asm_frames, call_graph, worst_path
+
     need_arm_toolchain()
     for cpu, plain in (("cortex-m7", 0), ("cortex-m4", 0), ("cortex-m7", 1)):
         make(build_dir, "arm", f"CPU={cpu}", f"PLAIN={plain}")
@@ -478,31 +542,43 @@ def test_stack_bound_holds_statically(build_dir):
 
 # ---- ABI mirror -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("compiler", ["gcc", "arm-none-eabi-gcc"])
 def test_structs_match_the_python_mirror(tmp_path, compiler):
     import ctypes
     import shutil
     import subprocess
+
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} not found")
     struct_c = kernel_abi.ClassifierHeadParamsC
-    lines = ["#include <stddef.h>", '#include "mcubert/mcubert_ops.h"',
-             f"_Static_assert(sizeof(mcubert_classifier_head_params) == {ctypes.sizeof(struct_c)}, \"size\");"]
+    lines = [
+        "#include <stddef.h>",
+        '#include "mcubert/mcubert_ops.h"',
+        f'_Static_assert(sizeof(mcubert_classifier_head_params) == {ctypes.sizeof(struct_c)}, "size");',
+    ]
     for field, _ in struct_c._fields_:
-        lines.append(f"_Static_assert(offsetof(mcubert_classifier_head_params, {field}) == "
-                     f"{getattr(struct_c, field).offset}, \"{field}\");")
+        lines.append(
+            f"_Static_assert(offsetof(mcubert_classifier_head_params, {field}) == "
+            f'{getattr(struct_c, field).offset}, "{field}");'
+        )
     fields = kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS
-    lines.append(f"_Static_assert(sizeof(mcubert_classifier_head_weights) == {len(fields)} * sizeof(void *), \"w\");")
+    lines.append(f'_Static_assert(sizeof(mcubert_classifier_head_weights) == {len(fields)} * sizeof(void *), "w");')
     for i, field in enumerate(fields):
-        lines.append(f"_Static_assert(offsetof(mcubert_classifier_head_weights, {field}) == {i} * sizeof(void *), \"{field}\");")
+        lines.append(
+            f'_Static_assert(offsetof(mcubert_classifier_head_weights, {field}) == {i} * sizeof(void *), "{field}");'
+        )
     for i, name in enumerate(NAMES):
-        lines.append(f"_Static_assert(MCUBERT_CLASSIFIER_HEAD_{name.upper()} == {i}, \"{name}\");")
-    lines.append(f"_Static_assert(MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS == {len(NAMES)}, \"count\");")
-    lines.append(f"_Static_assert(MCUBERT_MAX_LABELS == {contract.MAX_LABELS}, \"labels\");")
+        lines.append(f'_Static_assert(MCUBERT_CLASSIFIER_HEAD_{name.upper()} == {i}, "{name}");')
+    lines.append(f'_Static_assert(MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS == {len(NAMES)}, "count");')
+    lines.append(f'_Static_assert(MCUBERT_MAX_LABELS == {contract.MAX_LABELS}, "labels");')
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines) + "\n")
     include = HEADER.parents[1]
     flags = ["-mcpu=cortex-m4", "-mthumb"] if compiler.startswith("arm") else []
-    proc = subprocess.run([compiler, "-std=c11", *flags, f"-I{include}", "-c", str(source), "-o",
-                           str(tmp_path / "layout.o")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [compiler, "-std=c11", *flags, f"-I{include}", "-c", str(source), "-o", str(tmp_path / "layout.o")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr

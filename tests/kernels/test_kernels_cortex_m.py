@@ -23,8 +23,12 @@ unicorn = pytest.importorskip("unicorn", reason="the `unicorn` package runs the 
 from tflm_mcubert.measure.arm_emulator import ArmEmulator, ElfImage, run_kernel  # noqa: E402
 
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
-BUILDS = [("cortex-m7", False, True), ("cortex-m4", False, True), ("cortex-m7", True, True),
-          ("cortex-m7", False, False)]
+BUILDS = [
+    ("cortex-m7", False, True),
+    ("cortex-m4", False, True),
+    ("cortex-m7", True, True),
+    ("cortex-m7", False, False),
+]
 BUILD_IDS = ["m7-dsp", "m4-dsp", "m7-plain", "m7-dsp-c"]
 
 
@@ -37,9 +41,9 @@ def emulator(request, arm_images):
 def _subset() -> list[tuple[Case, dict[str, int]]]:
     return [
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail"), {"hidden": 1, "query_weights": 3}),
-        (attention_case(9, 20, 4, 4), {}),                        # dh = 5: split groups, K tails
+        (attention_case(9, 20, 4, 4), {}),  # dh = 5: split groups, K tails
         (attention_case(13, 12, 3, 13, mask_mode=1), {"key_weights": 2}),
-        (attention_case(6, 8, 2, 3, mask="none"), {}),            # every key masked
+        (attention_case(6, 8, 2, 3, mask="none"), {}),  # every key masked
         (attention_case(4, 64, 2, 3, seed=4), {"hidden": 3}),
         (mlp_case(33, 36, 100, 7, kind="realistic"), {"fc1_weights": 1, "fc2_weights": 2}),
         (mlp_case(9, 7, 13, 4), {"hidden": 2}),
@@ -113,9 +117,21 @@ def test_native_and_python_block_counters_agree(arm_images):
 def test_micro_kernel_every_reduction_length(emulator):
     """K = 0..19 in both linear layers: every count of 4-groups modulo the assembly loop's unroll
     (its TBB entry points), no group at all, and every K % 4 tail; plus ragged row blocks."""
-    for d, f, s, t in ((1, 3, 5, 5), (2, 4, 6, 3), (3, 5, 7, 7), (4, 8, 9, 4), (5, 12, 8, 8),
-                       (6, 16, 6, 2), (7, 19, 10, 5), (8, 17, 5, 5), (11, 13, 9, 9), (12, 9, 4, 4),
-                       (13, 10, 5, 3), (15, 18, 6, 6), (16, 14, 7, 7)):
+    for d, f, s, t in (
+        (1, 3, 5, 5),
+        (2, 4, 6, 3),
+        (3, 5, 7, 7),
+        (4, 8, 9, 4),
+        (5, 12, 8, 8),
+        (6, 16, 6, 2),
+        (7, 19, 10, 5),
+        (8, 17, 5, 5),
+        (11, 13, 9, 9),
+        (12, 9, 4, 4),
+        (13, 10, 5, 3),
+        (15, 18, 6, 6),
+        (16, 14, 7, 7),
+    ):
         case = mlp_case(s, d, f, t, seed=d)
         run = run_kernel(emulator, case.call)
         assert run.status == kernel_abi.OK, run.message
@@ -126,4 +142,4 @@ def test_elf_reader_finds_the_api(arm_images):
     image = ElfImage.read(arm_images("cortex-m4"))
     for symbol in list(kernel_abi.KERNEL_SYMBOLS.values()) + list(kernel_abi.VALIDATE_SYMBOLS.values()):
         assert symbol in image.symbols
-    assert any(address == 0 for address, _, _ in image.segments)   # the vector table
+    assert any(address == 0 for address, _, _ in image.segments)  # the vector table

@@ -14,8 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from kernel_cases import (HEADER_SPEC_HASH, Case, attention_case, embedding_case, mlp_case,
-                          shift_boundary_cases)
+from kernel_cases import HEADER_SPEC_HASH, Case, attention_case, embedding_case, mlp_case, shift_boundary_cases
 from tflm_mcubert.ops import attention, contract, testing
 from tflm_mcubert.ops.linear import Linear, pack_weights
 from tflm_mcubert.ops import kernel_abi
@@ -25,13 +24,16 @@ def check(runner, case: Case, **run_options):
     result = runner.run(case.call, **run_options)
     assert result.status == kernel_abi.OK, result.message
     mismatches = np.flatnonzero(result.output != case.expected)
-    assert mismatches.size == 0, (f"{case.name}: {mismatches.size} bytes differ, first at "
-                                  f"{mismatches[0]}: {result.output[mismatches[0]]} != "
-                                  f"{case.expected[mismatches[0]]}")
+    assert mismatches.size == 0, (
+        f"{case.name}: {mismatches.size} bytes differ, first at "
+        f"{mismatches[0]}: {result.output[mismatches[0]]} != "
+        f"{case.expected[mismatches[0]]}"
+    )
     return result
 
 
 # ---- attention ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
 @pytest.mark.parametrize("dh", [16, 32, 64])
@@ -41,31 +43,37 @@ def test_attention_extreme_parameters(runner, s, dh):
     check(runner, attention_case(s, 2 * dh, 2, t, seed=dh))
 
 
-@pytest.mark.parametrize("s,d,h,t,mask", [
-    (128, 128, 2, 4, "tail"),      # BERT-tiny at the planner's tile
-    (77, 64, 4, 5, "random"),
-    (300, 32, 2, 16, "tail"),
-    (1, 16, 2, 1, "all"),
-])
+@pytest.mark.parametrize(
+    "s,d,h,t,mask",
+    [
+        (128, 128, 2, 4, "tail"),  # BERT-tiny at the planner's tile
+        (77, 64, 4, 5, "random"),
+        (300, 32, 2, 16, "tail"),
+        (1, 16, 2, 1, "all"),
+    ],
+)
 def test_attention_realistic_layer(runner, s, d, h, t, mask):
     check(runner, attention_case(s, d, h, t, kind="realistic", mask=mask))
 
 
-@pytest.mark.parametrize("s,d,h,t", [
-    (9, 6, 2, 4),     # dh = 3: head boundaries inside a channel pair, K tails everywhere
-    (11, 20, 4, 3),   # dh = 5: the output projection's two segments straddle a 4-group
-    (10, 9, 3, 10),   # odd d
-    (5, 4, 4, 2),     # dh = 1
-    (6, 64, 64, 5),   # the most heads
-    (13, 1, 1, 13),   # d = 1
-])
+@pytest.mark.parametrize(
+    "s,d,h,t",
+    [
+        (9, 6, 2, 4),  # dh = 3: head boundaries inside a channel pair, K tails everywhere
+        (11, 20, 4, 3),  # dh = 5: the output projection's two segments straddle a 4-group
+        (10, 9, 3, 10),  # odd d
+        (5, 4, 4, 2),  # dh = 1
+        (6, 64, 64, 5),  # the most heads
+        (13, 1, 1, 13),  # d = 1
+    ],
+)
 def test_attention_odd_geometry(runner, s, d, h, t):
     check(runner, attention_case(s, d, h, t, seed=d))
 
 
 @pytest.mark.parametrize("mask", ["all", "none", "tail", "random"])
 def test_attention_key_masks(runner, mask):
-    """"none": every key masked, so the context is exactly zero (SPEC 3.4)."""
+    """ "none": every key masked, so the context is exactly zero (SPEC 3.4)."""
     check(runner, attention_case(77, 32, 2, 6, mask=mask))
 
 
@@ -79,8 +87,9 @@ def test_attention_every_tile_size(runner):
     reference's bytes (the reference itself is tile-invariant: tests/ops)."""
     base = attention_case(77, 32, 2, 77, seed=5)
     for t in range(1, 78):
-        call = dataclasses.replace(base.call, params=kernel_abi.make_params(
-            contract.ATTENTION, {**base.call.options, "tile": t}))
+        call = dataclasses.replace(
+            base.call, params=kernel_abi.make_params(contract.ATTENTION, {**base.call.options, "tile": t})
+        )
         check(runner, dataclasses.replace(base, call=call, name=f"{base.name}-tile{t}"))
 
 
@@ -90,8 +99,7 @@ def test_attention_saturated_inputs(runner):
         hidden = np.full(case.call.tensors["hidden"].shape, value, np.int8)
         params = _attention_params(case)
         expected = attention.run(params, hidden.reshape(19, 16).copy(), case.call.tensors["mask"])
-        call = kernel_abi.attention_call(params, hidden.reshape(19, 16), case.call.tensors["mask"],
-                                         HEADER_SPEC_HASH)
+        call = kernel_abi.attention_call(params, hidden.reshape(19, 16), case.call.tensors["mask"], HEADER_SPEC_HASH)
         check(runner, Case(f"saturated{value}", call, expected.reshape(-1)))
 
 
@@ -103,20 +111,28 @@ def test_attention_longest_sequence_reaches_the_accumulator_bound(runner):
     zero = pack_weights(np.zeros((d, d), np.int8))
     plain = np.tile(np.array([[0, 1 << 30, 0]], np.int32), (d, 1))
     most_negative = np.tile(np.array([[-(1 << 30), 1 << 30, 0]], np.int32), (d, 1))
-    params = dataclasses.replace(base, query=Linear(d, d, zero, plain), key=Linear(d, d, zero, plain),
-                                 value=Linear(d, d, zero, most_negative)).validate()
+    params = dataclasses.replace(
+        base, query=Linear(d, d, zero, plain), key=Linear(d, d, zero, plain), value=Linear(d, d, zero, most_negative)
+    ).validate()
     hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
     mask = np.ones(s, np.int8)
     expected = attention.run(params, hidden.copy(), mask)
-    check(runner, Case("accumulator-bound", kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
-                       expected.reshape(-1)))
+    check(
+        runner,
+        Case(
+            "accumulator-bound", kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH), expected.reshape(-1)
+        ),
+    )
 
 
 def _attention_params(case: Case):
     """Rebuild the reference params of a case from its serialized call (round trip)."""
     options = {k: v for k, v in case.call.options.items() if k not in ("spec_version", "spec_hash")}
-    tensors = {k: v for k, v in case.call.tensors.items()
-               if k not in kernel_abi.RUNTIME_INPUTS[contract.ATTENTION] and k != "output"}
+    tensors = {
+        k: v
+        for k, v in case.call.tensors.items()
+        if k not in kernel_abi.RUNTIME_INPUTS[contract.ATTENTION] and k != "output"
+    }
     shaped = dict(tensors)
     d = options["hidden"]
     for name in ("query", "key", "value", "output"):
@@ -136,6 +152,7 @@ def test_requantization_on_both_sides_of_the_fast_form(runner, shift):
 
 # ---- MLP ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
 @pytest.mark.parametrize("d,f", [(16, 64), (32, 128), (64, 256)])
 def test_mlp_extreme_parameters(runner, s, d, f):
@@ -147,8 +164,7 @@ def test_mlp_realistic_layer(runner, s, d, f, t):
     check(runner, mlp_case(s, d, f, t, kind="realistic"))
 
 
-@pytest.mark.parametrize("s,d,f,t", [(7, 7, 13, 3), (5, 5, 3, 5), (6, 1, 1, 4), (9, 3, 4096, 2),
-                                     (3, 1024, 6, 2)])
+@pytest.mark.parametrize("s,d,f,t", [(7, 7, 13, 3), (5, 5, 3, 5), (6, 1, 1, 4), (9, 3, 4096, 2), (3, 1024, 6, 2)])
 def test_mlp_odd_geometry(runner, s, d, f, t):
     """Odd K and N everywhere, the largest ffn (accumulator bound) and the largest hidden."""
     check(runner, mlp_case(s, d, f, t, seed=f))
@@ -157,12 +173,14 @@ def test_mlp_odd_geometry(runner, s, d, f, t):
 def test_mlp_every_tile_size(runner):
     base = mlp_case(77, 24, 40, 77, seed=3)
     for t in range(1, 78):
-        call = dataclasses.replace(base.call, params=kernel_abi.make_params(
-            contract.MLP, {**base.call.options, "tile": t}))
+        call = dataclasses.replace(
+            base.call, params=kernel_abi.make_params(contract.MLP, {**base.call.options, "tile": t})
+        )
         check(runner, dataclasses.replace(base, call=call, name=f"{base.name}-tile{t}"))
 
 
 # ---- embedding ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
 @pytest.mark.parametrize("d", [16, 32, 64])
@@ -170,10 +188,13 @@ def test_embedding_extreme_parameters(runner, s, d):
     check(runner, embedding_case(s, d, seed=d))
 
 
-@pytest.mark.parametrize("sizes,ranks", [
-    ((30,), (None,)),                                       # one cluster: plain lookup
-    ((5, 7, 3, 9, 4, 6, 2, 8), (None, 1, 2, 3, 5, 16, 31, 32)),   # 8 clusters, ranks up to d
-])
+@pytest.mark.parametrize(
+    "sizes,ranks",
+    [
+        ((30,), (None,)),  # one cluster: plain lookup
+        ((5, 7, 3, 9, 4, 6, 2, 8), (None, 1, 2, 3, 5, 16, 31, 32)),  # 8 clusters, ranks up to d
+    ],
+)
 def test_embedding_cluster_layouts(runner, sizes, ranks):
     check(runner, embedding_case(50, 32, cluster_sizes=sizes, ranks=ranks, type_vocab=3))
 
@@ -189,6 +210,7 @@ def test_embedding_hidden_of_one(runner):
 
 # ---- memory behaviour -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A])
 def test_results_do_not_depend_on_scratch_contents(runner, fill):
     for case in (attention_case(21, 20, 4, 6), mlp_case(21, 20, 44, 6), embedding_case(21, 20)):
@@ -203,12 +225,15 @@ def test_int8_tensors_may_be_misaligned(runner):
         misalign = {n: o for n, o in every.items() if case.call.tensors[n].dtype == np.int8}
         check(runner, case, misalign=misalign)
         case = mlp_case(10, 12, 20, 3, seed=offset)
-        check(runner, case, misalign={n: offset for n in ("hidden", "fc1_weights", "fc2_weights",
-                                                          "activation_lut")})
+        check(runner, case, misalign={n: offset for n in ("hidden", "fc1_weights", "fc2_weights", "activation_lut")})
         case = embedding_case(10, 12, seed=offset)
-        check(runner, case, misalign={n: offset for n in ("word_rows", "word_projections",
-                                                          "position_table", "token_type_table",
-                                                          "output")})
+        check(
+            runner,
+            case,
+            misalign={
+                n: offset for n in ("word_rows", "word_projections", "position_table", "token_type_table", "output")
+            },
+        )
 
 
 def test_scratch_one_byte_short_is_refused_and_exact_size_suffices(runner):
@@ -226,6 +251,7 @@ def test_the_build_variant_is_the_expected_path(host_runners):
 
 
 # ---- random shapes and a whole encoder ------------------------------------------------------
+
 
 def _random_shapes(seed: int, count: int):
     rng = np.random.default_rng(seed)
@@ -255,8 +281,8 @@ def test_whole_encoder_chained_through_the_kernels(runner):
     s = 77
     valid = np.arange(s) < 60
     encoder, _, ids, types, _ = testing.quantized_encoder(
-        rng, hidden=64, heads=2, ffn=256, layers=2, seq_len=s, tiles={"attention": 5, "mlp": 12},
-        valid=valid)
+        rng, hidden=64, heads=2, ffn=256, layers=2, seq_len=s, tiles={"attention": 5, "mlp": 12}, valid=valid
+    )
     mask = valid.astype(np.int8)
     want = encoder.run(ids, types, mask)
     result = runner.run(kernel_abi.embedding_call(encoder.embedding, ids, types, HEADER_SPEC_HASH))

@@ -20,8 +20,12 @@ from tflm_mcubert.ops import kernel_abi
 A, M, E, H = contract.ATTENTION, contract.MLP, contract.EMBEDDING, contract.CLASSIFIER_HEAD
 OPS = (E, A, M, H)
 STRUCTS = {**kernel_abi.PARAMS_STRUCTS, H: kernel_abi.ClassifierHeadParamsC}
-PARSERS = {E: "mcubert_embedding_parse_options", A: "mcubert_attention_parse_options",
-           M: "mcubert_mlp_parse_options", H: "mcubert_classifier_head_parse_options"}
+PARSERS = {
+    E: "mcubert_embedding_parse_options",
+    A: "mcubert_attention_parse_options",
+    M: "mcubert_mlp_parse_options",
+    H: "mcubert_classifier_head_parse_options",
+}
 INT64_FIELDS, UINT32_FIELDS = {"ln_eps"}, {"spec_hash"}
 
 
@@ -36,16 +40,19 @@ def parse(host_library):
         status = getattr(library, PARSERS[op])(data, ctypes.c_int32(len(buffer)), ctypes.byref(struct), message)
         values = {name: getattr(struct, name) for name, _ in struct._fields_ if name != "reserved"}
         return status, message.value.decode(), values
+
     return call
 
 
 @pytest.fixture(scope="module")
 def options():
     rng = np.random.default_rng(0)
-    return {A: testing.extreme_attention(rng, 9, 8, 2, 4).options(),
-            M: testing.extreme_mlp(rng, 9, 8, 16, 4).options(),
-            E: testing.extreme_embedding(rng, 9, 8).options(),
-            H: {"seq_len": 9, "hidden": 8, "labels": 3, "pooler_zero_point": -5, "logits_zero_point": 7}}
+    return {
+        A: testing.extreme_attention(rng, 9, 8, 2, 4).options(),
+        M: testing.extreme_mlp(rng, 9, 8, 16, 4).options(),
+        E: testing.extreme_embedding(rng, 9, 8).options(),
+        H: {"seq_len": 9, "hidden": 8, "labels": 3, "pooler_zero_point": -5, "logits_zero_point": 7},
+    }
 
 
 def header(**values):
@@ -99,8 +106,11 @@ def test_random_corruption_matches_the_reference_walk(parse, options, op):
         expected = reference_accepts(op, bytes(bad))
         status, message, values = parse(op, bytes(bad))
         if expected is None:
-            assert status in (kernel_abi.ERROR_OPTION, kernel_abi.ERROR_SPEC) \
-                and message.startswith(f"{op}: "), (bytes(bad).hex(), status, message)
+            assert status in (kernel_abi.ERROR_OPTION, kernel_abi.ERROR_SPEC) and message.startswith(f"{op}: "), (
+                bytes(bad).hex(),
+                status,
+                message,
+            )
             outcomes["rejected"] += 1
         else:
             assert (status, values) == (kernel_abi.OK, expected), (bytes(bad).hex(), message)

@@ -46,14 +46,16 @@ def _golden_cases():
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail"), {"value_weights": 2, "output_weights": 1}),
         (attention_case(13, 12, 3, 13, mask_mode=1), {"key_weights": 1}),
         (attention_case(6, 8, 2, 3, mask="none"), {"hidden": 3}),
-        (attention_case(33, 6, 2, 7), {"hidden": 2}),                           # dh = 3
+        (attention_case(33, 6, 2, 7), {"hidden": 2}),  # dh = 3
         (mlp_case(9, 20, 36, 4), {"hidden": 3}),
         (mlp_case(33, 36, 100, 7, kind="realistic"), {"fc1_weights": 1, "activation_lut": 3}),
         (mlp_case(10, 7, 13, 3), {"hidden": 1, "fc2_weights": 3}),
         (embedding_case(7, 12), {"output": 2}),
         (embedding_case(13, 24, kind="realistic"), {"word_rows": 1, "word_projections": 3}),
-        (embedding_case(11, 20, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 20)),
-         {"position_table": 1, "output": 3}),
+        (
+            embedding_case(11, 20, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 20)),
+            {"position_table": 1, "output": 3},
+        ),
     ]
 
 
@@ -82,9 +84,24 @@ def golden():
 def run_qemu(cpu: str, elf) -> tuple[int, str]:
     """(exit status, console text). Semihosting writes go to QEMU's stderr."""
     proc = subprocess.run(
-        ["qemu-system-arm", "-M", MACHINES[cpu], "-nographic", "-monitor", "none", "-serial", "none",
-         "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
-        capture_output=True, text=True, timeout=300)
+        [
+            "qemu-system-arm",
+            "-M",
+            MACHINES[cpu],
+            "-nographic",
+            "-monitor",
+            "none",
+            "-serial",
+            "none",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+            str(elf),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return proc.returncode, proc.stderr + proc.stdout
 
 
@@ -111,5 +128,5 @@ def test_firmware_reports_a_wrong_byte(firmware):
 def test_qemu_faults_on_an_unaligned_ldrd(firmware):
     """The premise of this module: the emulated M7 traps what the kernels must never do."""
     status, console = run_qemu("cortex-m7", firmware("cortex-m7", CANARY, "canary"))
-    assert status == 103, console   # HardFault (UsageFault is not enabled)
+    assert status == 103, console  # HardFault (UsageFault is not enabled)
     assert "FAULT: exception 3" in console

@@ -22,9 +22,11 @@ from kernel_cases import HEADER
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
 # libgcc for Armv7E-M: __aeabi_(u)ldivmod pushes 16 bytes, then __udivmoddi4 32 (leaf).
 EXTERNAL_STACK = {"__aeabi_uldivmod": 48, "__aeabi_ldivmod": 48}
-ENTRY_POINTS = [f"mcubert_{op}_{fn}" for op in ("embedding", "attention", "mlp", "classifier_head")
-                for fn in ("s8", "validate", "get_buffer_size", "parse_options")] + ["mcubert_uses_dsp_path",
-                                                                                     "mcubert_status_name"]
+ENTRY_POINTS = [
+    f"mcubert_{op}_{fn}"
+    for op in ("embedding", "attention", "mlp", "classifier_head")
+    for fn in ("s8", "validate", "get_buffer_size", "parse_options")
+] + ["mcubert_uses_dsp_path", "mcubert_status_name"]
 
 _NODE = re.compile(r'node: \{ title: "([^"]+)" label: "[^\\"]+\\n([^\\"]+)(?:\\n(\d+) bytes \((\w+(?:,\w+)?)\))?')
 _EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
@@ -43,7 +45,7 @@ def call_graph(obj_dir):
             local[name] = f"{ci.stem}:{name}"
             defined[local[name]] = int(size)
         edges += [(local.get(a, a), local.get(b), b) for a, b in _EDGE.findall(text)]
-    exported = {key.split(":", 1)[1]: key for key in defined}   # non-static names are unique
+    exported = {key.split(":", 1)[1]: key for key in defined}  # non-static names are unique
     graph = {key: (size, []) for key, size in defined.items()}
     for source, target_local, target in edges:
         callee = target_local or exported.get(target, target)
@@ -61,9 +63,10 @@ def asm_frames(obj_dir):
     frames = {}
     for obj in sorted(obj_dir.glob("*.o")):
         if obj.with_suffix(".ci").exists():
-            continue   # compiled C: in the call graph already
-        disassembly = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True,
-                                     text=True, check=True).stdout
+            continue  # compiled C: in the call graph already
+        disassembly = subprocess.run(
+            ["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True, check=True
+        ).stdout
         function = None
         for line in disassembly.splitlines():
             match = _ASM_FUNCTION.match(line)
@@ -98,8 +101,9 @@ def worst_path(graph, function, active=()):
     return size + best, [function] + path
 
 
-@pytest.fixture(scope="module", params=[("cortex-m7", 0), ("cortex-m4", 0), ("cortex-m7", 1)],
-                ids=["m7-dsp", "m4-dsp", "m7-plain"])
+@pytest.fixture(
+    scope="module", params=[("cortex-m7", 0), ("cortex-m4", 0), ("cortex-m7", 1)], ids=["m7-dsp", "m4-dsp", "m7-plain"]
+)
 def library(request, build_dir):
     need_arm_toolchain()
     cpu, plain = request.param
@@ -125,14 +129,16 @@ def test_the_dsp_builds_use_the_assembly_micro_kernel(library):
 
 
 def test_only_libgcc_division_is_needed_and_no_fpu_code(library):
-    symbols = subprocess.run(["arm-none-eabi-nm", str(library / "libmcubert.a")],
-                             capture_output=True, text=True, check=True).stdout.splitlines()
+    symbols = subprocess.run(
+        ["arm-none-eabi-nm", str(library / "libmcubert.a")], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     entries = [line.split() for line in symbols if line.strip() and not line.endswith(":")]
     undefined = {e[-1] for e in entries if e[-2] == "U"}
     defined = {e[-1] for e in entries if e[-2] != "U"}
     external = undefined - defined
     assert external <= set(EXTERNAL_STACK), external
-    disassembly = subprocess.run(["arm-none-eabi-objdump", "-d", str(library / "libmcubert.a")],
-                                 capture_output=True, text=True, check=True).stdout
+    disassembly = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", str(library / "libmcubert.a")], capture_output=True, text=True, check=True
+    ).stdout
     fpu = [line for line in disassembly.splitlines() if re.search(r"\t(v[a-z]+|fm|fld|fst)[a-z0-9.]*\s", line)]
     assert not fpu, fpu[:5]

@@ -22,8 +22,12 @@ MODEL_ERROR = 6
 
 
 class IntegrityC(ctypes.Structure):
-    _fields_ = [("verified", ctypes.c_int32), ("corrupt_buffer", ctypes.c_int32),
-                ("corrupt_tensor", ctypes.c_int32), ("corrupt_operator", ctypes.c_int32)]
+    _fields_ = [
+        ("verified", ctypes.c_int32),
+        ("corrupt_buffer", ctypes.c_int32),
+        ("corrupt_tensor", ctypes.c_int32),
+        ("corrupt_operator", ctypes.c_int32),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +45,7 @@ def verify(host_library):
         message = ctypes.create_string_buffer(kernel_abi.MESSAGE_CAPACITY)
         status = library.mcubert_verify_model(data, ctypes.c_uint32(len(model)), ctypes.byref(result), message)
         return status, result, message.value.decode()
+
     return call
 
 
@@ -49,7 +54,7 @@ def python_verdict(model: bytes) -> str:
         return "verified" if verify_integrity(model) else "absent"
     except IntegrityError:
         return "corrupted"
-    except Exception:   # a flatbuffer the lazy reader cannot walk: corrupted for C too
+    except Exception:  # a flatbuffer the lazy reader cannot walk: corrupted for C too
         return "corrupted"
 
 
@@ -80,7 +85,7 @@ def test_each_corrupted_constant_is_named_as_python_names_it(verify, exported):
 def test_corrupted_options_name_the_operator(verify, exported):
     model = schema.Model.GetRootAs(exported, 0)
     operator = model.Subgraphs(0).Operators(1)
-    start = operator._tab.Vector(operator._tab.Offset(14))   # custom_options
+    start = operator._tab.Vector(operator._tab.Offset(14))  # custom_options
     corrupted = bytearray(exported)
     corrupted[start + 3] ^= 0x40
     status, result, message = verify(bytes(corrupted))
@@ -130,8 +135,7 @@ def test_cortex_m_gives_the_same_verdicts_within_a_bounded_cost(arm_images, expo
         mark = emu.heap_mark()
         model_at, result_at = emu.put(model), emu.alloc(16)
         message_at = emu.alloc(kernel_abi.MESSAGE_CAPACITY)
-        run = emu.call("mcubert_verify_model", model_at, len(model), result_at, message_at,
-                       count_instructions=True)
+        run = emu.call("mcubert_verify_model", model_at, len(model), result_at, message_at, count_instructions=True)
         message = emu.read(message_at, kernel_abi.MESSAGE_CAPACITY).split(b"\0")[0].decode()
         assert run.value == expected_status, message
         if expected_status == 0:

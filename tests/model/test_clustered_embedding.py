@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 
 from tflm_mcubert.model.clustered_embedding import (
-    ClusteredLowRankEmbedding, permutation_from_assignment, write_permuted_tokenizer)
+    ClusteredLowRankEmbedding,
+    permutation_from_assignment,
+    write_permuted_tokenizer,
+)
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 
@@ -81,11 +84,23 @@ def test_ranks_above_a_cluster_size_are_lowered_and_bad_shapes_refused():
 
 def test_arrays_round_trip_and_json_description(random_table):
     rng = np.random.default_rng(2)
-    layer = ClusteredLowRankEmbedding.from_dense(random_table(40, 8), cutoffs=[5, 15, 25], ranks=[8, 3, 0],
-                                                 permutation=rng.permutation(40))
+    layer = ClusteredLowRankEmbedding.from_dense(
+        random_table(40, 8), cutoffs=[5, 15, 25], ranks=[8, 3, 0], permutation=rng.permutation(40)
+    )
     arrays = layer.to_arrays()
-    assert set(arrays) == {"dim", "boundaries", "ranks", "table_0", "u_1", "vt_1", "u_2", "vt_2", "u_3", "vt_3",
-                           "permutation"}
+    assert set(arrays) == {
+        "dim",
+        "boundaries",
+        "ranks",
+        "table_0",
+        "u_1",
+        "vt_1",
+        "u_2",
+        "vt_2",
+        "u_3",
+        "vt_3",
+        "permutation",
+    }
     twin = ClusteredLowRankEmbedding.from_arrays(arrays)
     ids = rng.integers(0, 40, size=(2, 7))
     np.testing.assert_array_equal(twin(ids).numpy(), layer(ids).numpy())
@@ -95,8 +110,9 @@ def test_arrays_round_trip_and_json_description(random_table):
     assert described["params"] == layer.stored_params() == sum(c["params"] for c in described["clusters"])
 
 
-def test_permuted_tokenizer_and_full_rank_clustered_model_reproduce_the_dense_model(minilm_tokenizer, tmp_path,
-                                                                                     small_config):
+def test_permuted_tokenizer_and_full_rank_clustered_model_reproduce_the_dense_model(
+    minilm_tokenizer, tmp_path, small_config
+):
     tokenizer = minilm_tokenizer
     config = small_config(vocab_size=len(tokenizer), hidden_size=16)
     dense = BertModel(config)
@@ -115,14 +131,16 @@ def test_permuted_tokenizer_and_full_rank_clustered_model_reproduce_the_dense_mo
     np.testing.assert_array_equal(after["token_type_ids"], before["token_type_ids"])
 
     def hidden(model, enc):
-        return model({k: enc[k].astype(np.int32) for k in ("input_ids", "attention_mask", "token_type_ids")}
-                     )["last_hidden_state"].numpy()
+        return model({k: enc[k].astype(np.int32) for k in ("input_ids", "attention_mask", "token_type_ids")})[
+            "last_hidden_state"
+        ].numpy()
 
     np.testing.assert_allclose(hidden(compressed, after), hidden(dense, before), atol=1e-4)
     # the export twin copies the clustered lookup too
     np.testing.assert_allclose(hidden(compressed.with_options(), after), hidden(compressed, after), atol=1e-6)
     # and the saved directory loads back as a tokenizer producing the same ids
     from transformers import AutoTokenizer
+
     reloaded = AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
     np.testing.assert_array_equal(reloaded(*pair, return_tensors="np")["input_ids"], after["input_ids"])
     assert (tmp_path / "tok" / "vocab.txt").read_text().splitlines()[layer.permutation[101]] == "[CLS]"

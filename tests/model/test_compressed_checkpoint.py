@@ -9,7 +9,12 @@ import pytest
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, write_permuted_tokenizer
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.hf_import import (
-    COMPRESSION_KEY, PERMUTATION_KEY, load_checkpoint, save_checkpoint, to_hf_state_dict)
+    COMPRESSION_KEY,
+    PERMUTATION_KEY,
+    load_checkpoint,
+    save_checkpoint,
+    to_hf_state_dict,
+)
 
 TEXTS = ["the dog was very happy !", "bad film , not good"]
 
@@ -37,7 +42,9 @@ def test_round_trip_keeps_the_model_the_clusters_and_the_permuted_tokenizer(comp
     assert isinstance(lookup, ClusteredLowRankEmbedding)
     assert (lookup.cutoffs, lookup.ranks, lookup.origin) == (layer.cutoffs, layer.ranks, "nas-two-stage")
     np.testing.assert_array_equal(lookup.permutation, layer.permutation)
-    assert loaded.config.pad_token_id == layer.permutation[original.config.pad_token_id] == loaded.tokenizer.pad_token_id
+    assert (
+        loaded.config.pad_token_id == layer.permutation[original.config.pad_token_id] == loaded.tokenizer.pad_token_id
+    )
 
     # The saved tokenizer yields permuted ids directly, and the loaded model on them is the one we saved.
     ids = loaded.tokenizer(TEXTS, padding=True, return_tensors="np")

@@ -43,6 +43,7 @@ def ckpt(tmp_path, make_hf_checkpoint):
 
 # --- Where the checkpoint is -------------------------------------------------------------------------
 
+
 def test_empty_directory(tmp_path):
     with pytest.raises(UserError, match="no config.json"):
         load_checkpoint(tmp_path)
@@ -75,8 +76,11 @@ def test_file_instead_of_directory(ckpt):
 
 def test_hub_id_while_offline():
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # conftest; the hub is never contacted
-    with pytest.raises(UserError, match="prajjwal1/bert-tiny: no such local directory, and the Hugging Face "
-                                        r"hub could not be reached .*HF_HUB_OFFLINE.*local checkpoint directory"):
+    with pytest.raises(
+        UserError,
+        match="prajjwal1/bert-tiny: no such local directory, and the Hugging Face "
+        r"hub could not be reached .*HF_HUB_OFFLINE.*local checkpoint directory",
+    ):
         load_checkpoint("prajjwal1/bert-tiny")
 
 
@@ -90,12 +94,16 @@ def test_hub_id_without_network(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
-    with pytest.raises(UserError, match=r"could not be reached to download it \(Got: ConnectError: "
-                                        r"\[Errno -2\] Name or service not known\); pass a local"):
+    with pytest.raises(
+        UserError,
+        match=r"could not be reached to download it \(Got: ConnectError: "
+        r"\[Errno -2\] Name or service not known\); pass a local",
+    ):
         load_checkpoint("someone/some-bert")
 
 
 # --- config.json ---------------------------------------------------------------------------------------
+
 
 def test_malformed_config(ckpt):
     (ckpt / "config.json").write_text('{"model_type": "bert",')
@@ -117,32 +125,44 @@ def test_absurd_config_is_refused_before_allocating(ckpt):
 
 # --- Weights -------------------------------------------------------------------------------------------
 
+
 def test_missing_weight(ckpt):
     rewrite_weights(ckpt, lambda w: w.pop("encoder.layer.1.output.dense.bias"))
-    with pytest.raises(UserError, match=r"1 weight\(s\) of a 2-layer BertModel missing: "
-                                        r"encoder\.layer\.1\.output\.dense\.bias$"):
+    with pytest.raises(
+        UserError,
+        match=r"1 weight\(s\) of a 2-layer BertModel missing: "
+        r"encoder\.layer\.1\.output\.dense\.bias$",
+    ):
         load_checkpoint(ckpt)
 
 
 def test_unknown_weight(ckpt):
     rewrite_weights(ckpt, lambda w: w.update({"encoder.layer.0.attention.self.mystery.weight": np.zeros(3)}))
-    with pytest.raises(UserError, match=r"1 weight\(s\) unknown to a 2-layer BertModel: "
-                                        r"encoder\.layer\.0\.attention\.self\.mystery\.weight$"):
+    with pytest.raises(
+        UserError,
+        match=r"1 weight\(s\) unknown to a 2-layer BertModel: "
+        r"encoder\.layer\.0\.attention\.self\.mystery\.weight$",
+    ):
         load_checkpoint(ckpt)
 
 
 def test_more_layers_than_config_lists_a_few_and_counts(ckpt):
     edit_config(ckpt, num_hidden_layers=1)
-    with pytest.raises(UserError, match=r"16 weight\(s\) unknown to a 1-layer BertModel: "
-                                        r"encoder\.layer\.1\.\S+, .* and 11 more$"):
+    with pytest.raises(
+        UserError,
+        match=r"16 weight\(s\) unknown to a 1-layer BertModel: "
+        r"encoder\.layer\.1\.\S+, .* and 11 more$",
+    ):
         load_checkpoint(ckpt)
 
 
 def test_classifier_weights_without_classifier_architecture(tmp_path, make_hf_checkpoint):
     ckpt = make_hf_checkpoint(tmp_path, classifier=True)
     edit_config(ckpt, architectures=["BertModel"])
-    with pytest.raises(UserError, match="classifier.bias, classifier.weight; config.json does not declare "
-                                        "BertForSequenceClassification"):
+    with pytest.raises(
+        UserError,
+        match="classifier.bias, classifier.weight; config.json does not declare BertForSequenceClassification",
+    ):
         load_checkpoint(ckpt)
 
 
@@ -150,8 +170,11 @@ def test_shape_mismatch_names_tensor_and_both_shapes(ckpt):
     edit_config(ckpt, intermediate_size=48)  # the weights were saved with 64
     with pytest.raises(UserError) as raised:
         load_checkpoint(ckpt)
-    assert re.search(r"weight encoder\.layer\.0\.intermediate\.dense\.(weight|bias) has shape \[64(, 32)?\], "
-                     r"but config\.json implies \[48(, 32)?\]", str(raised.value)), raised.value
+    assert re.search(
+        r"weight encoder\.layer\.0\.intermediate\.dense\.(weight|bias) has shape \[64(, 32)?\], "
+        r"but config\.json implies \[48(, 32)?\]",
+        str(raised.value),
+    ), raised.value
 
 
 def test_corrupt_safetensors(ckpt):
@@ -161,8 +184,9 @@ def test_corrupt_safetensors(ckpt):
 
 
 def test_tokenizer_larger_than_embedding_table(ckpt):
-    (ckpt / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                                              + [f"word{i}" for i in range(200)]))
+    (ckpt / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(200)])
+    )
     with pytest.raises(UserError, match="the tokenizer has 205 tokens but config.json vocab_size is 128"):
         load_checkpoint(ckpt)
 
@@ -174,14 +198,16 @@ def test_checkpoint_without_tokenizer_files(ckpt):
 
 # --- Unusual but valid spellings -----------------------------------------------------------------------
 
+
 def test_prefix_legacy_names_buffers_and_pretraining_heads(tmp_path, make_hf_checkpoint):
     ckpt = make_hf_checkpoint(tmp_path, classifier=False)
     reference = load_checkpoint(ckpt).model
 
     def to_old_bert_for_pretraining(weights):
         for name in list(weights):
-            new = "bert." + name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
-                                                                                    "LayerNorm.beta")
+            new = "bert." + name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+                "LayerNorm.bias", "LayerNorm.beta"
+            )
             weights[new] = weights.pop(name)
         weights["bert.embeddings.position_ids"] = np.arange(64, dtype=np.int64)[np.newaxis]
         weights["bert.embeddings.token_type_ids"] = np.zeros((1, 64), np.int64)
@@ -235,12 +261,16 @@ def test_missing_pooler_is_random_with_a_warning(ckpt, caplog):
 def test_missing_pooler_in_a_classifier_is_an_error(tmp_path, make_hf_checkpoint):
     ckpt = make_hf_checkpoint(tmp_path, classifier=True)
     rewrite_weights(ckpt, lambda w: [w.pop("bert.pooler.dense.weight"), w.pop("bert.pooler.dense.bias")])
-    with pytest.raises(UserError, match=r"2 weight\(s\) of a 2-layer classifier missing: "
-                                        r"pooler\.dense\.bias, pooler\.dense\.weight"):
+    with pytest.raises(
+        UserError,
+        match=r"2 weight\(s\) of a 2-layer classifier missing: "
+        r"pooler\.dense\.bias, pooler\.dense\.weight",
+    ):
         load_checkpoint(ckpt)
 
 
 # --- pytorch_model.bin ---------------------------------------------------------------------------------
+
 
 class RunsAShellCommand:
     """Unpickling this runs `touch <marker>`: the classic malicious-checkpoint payload."""
@@ -267,8 +297,11 @@ def test_pickle_payload_is_refused_not_executed(tmp_path, make_hf_checkpoint, wr
         with open(bin_path, "wb") as f:
             pickle.dump(state, f, protocol=int(writer[-1]))
 
-    with pytest.raises(UserError, match=r"pytorch_model\.bin: refused to unpickle \(.+\): only plain "
-                                        r"tensor checkpoints are accepted") as raised:
+    with pytest.raises(
+        UserError,
+        match=r"pytorch_model\.bin: refused to unpickle \(.+\): only plain "
+        r"tensor checkpoints are accepted",
+    ) as raised:
         load_checkpoint(ckpt)
     assert not marker.exists()
     if writer != "pickle protocol 4":  # protocol 4 is refused at its first FRAME opcode, before the payload

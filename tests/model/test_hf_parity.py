@@ -12,16 +12,35 @@ CASES = {
     "tiny-classifier-bin": dict(classifier=True, fmt="bin", num_labels=2),
     # Non-preset shapes: odd head count and intermediate size, 3 token types, 1 layer.
     "odd-shapes-classifier-safetensors": dict(
-        classifier=True, fmt="safetensors", hidden_size=96, num_attention_heads=3, num_hidden_layers=1,
-        intermediate_size=200, vocab_size=500, type_vocab_size=3, max_position_embeddings=64, num_labels=5),
+        classifier=True,
+        fmt="safetensors",
+        hidden_size=96,
+        num_attention_heads=3,
+        num_hidden_layers=1,
+        intermediate_size=200,
+        vocab_size=500,
+        type_vocab_size=3,
+        max_position_embeddings=64,
+        num_labels=5,
+    ),
     "odd-shapes-model-bin": dict(
-        classifier=False, fmt="bin", hidden_size=96, num_attention_heads=3, num_hidden_layers=1,
-        intermediate_size=200, vocab_size=500, type_vocab_size=3, max_position_embeddings=64),
+        classifier=False,
+        fmt="bin",
+        hidden_size=96,
+        num_attention_heads=3,
+        num_hidden_layers=1,
+        intermediate_size=200,
+        vocab_size=500,
+        type_vocab_size=3,
+        max_position_embeddings=64,
+    ),
     "relu-classifier-bin": dict(classifier=True, fmt="bin", hidden_act="relu", num_labels=3),
-    "gelu_new-model-safetensors": dict(classifier=False, fmt="safetensors", hidden_act="gelu_new",
-                                       num_attention_heads=4, num_hidden_layers=3),
-    "gelu_pytorch_tanh-classifier-safetensors": dict(classifier=True, fmt="safetensors",
-                                                     hidden_act="gelu_pytorch_tanh", num_labels=2),
+    "gelu_new-model-safetensors": dict(
+        classifier=False, fmt="safetensors", hidden_act="gelu_new", num_attention_heads=4, num_hidden_layers=3
+    ),
+    "gelu_pytorch_tanh-classifier-safetensors": dict(
+        classifier=True, fmt="safetensors", hidden_act="gelu_pytorch_tanh", num_labels=2
+    ),
 }
 
 

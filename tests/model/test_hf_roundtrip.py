@@ -33,9 +33,17 @@ def test_save_then_load_is_identity(tmp_path, classifier, make_hf_checkpoint):
 @pytest.mark.parametrize("classifier", [False, True], ids=["model", "classifier"])
 def test_transformers_reads_a_model_we_built(tmp_path, classifier, random_batch, hf_forward, our_forward):
     # A model that never came from HF (as after our own training), with non-default shapes.
-    config = BertConfig(vocab_size=300, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
-                        intermediate_size=80, max_position_embeddings=32, type_vocab_size=3,
-                        hidden_act="gelu_new", num_labels=4 if classifier else None)
+    config = BertConfig(
+        vocab_size=300,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=80,
+        max_position_embeddings=32,
+        type_vocab_size=3,
+        hidden_act="gelu_new",
+        num_labels=4 if classifier else None,
+    )
     model = build_model(config, seed=11)
     # Keras initialises biases and LayerNorm to zeros/ones; move them so a mix-up would show.
     rng = np.random.default_rng(1)
@@ -55,8 +63,14 @@ def test_transformers_reads_a_model_we_built(tmp_path, classifier, random_batch,
 
 
 def test_save_overwrites_an_earlier_save(tmp_path):
-    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16)
+    config = BertConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     out = tmp_path / "run"
     save_checkpoint(build_model(config, seed=1), out)
     second = build_model(config, seed=2)

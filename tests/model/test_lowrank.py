@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tflm_mcubert.model.lowrank import (
-    fisher_rows, fisher_weighted_factorization, low_rank_factorization)
+from tflm_mcubert.model.lowrank import fisher_rows, fisher_weighted_factorization, low_rank_factorization
 from tflm_mcubert.errors import UserError
 
 
@@ -70,7 +69,10 @@ def test_fwsvd_rows_without_fisher_are_projected_not_infinite(matrix):
 
 
 def test_fisher_rows_sums_duplicate_sparse_rows_before_squaring():
-    grad = tf.IndexedSlices(values=tf.constant([[1.0, 2.0], [3.0, 0.0], [1.0, 1.0]]),
-                            indices=tf.constant([1, 3, 1]), dense_shape=tf.constant([4, 2]))
+    grad = tf.IndexedSlices(
+        values=tf.constant([[1.0, 2.0], [3.0, 0.0], [1.0, 1.0]]),
+        indices=tf.constant([1, 3, 1]),
+        dense_shape=tf.constant([4, 2]),
+    )
     np.testing.assert_allclose(fisher_rows(grad), [0.0, 4.0 + 9.0, 0.0, 9.0])
     np.testing.assert_allclose(fisher_rows(np.array([[1.0, 2.0], [0.0, 3.0]])), [5.0, 9.0])

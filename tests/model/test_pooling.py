@@ -5,8 +5,9 @@ from tflm_mcubert.model.pooling import mean_pool
 
 
 def test_mean_pool_averages_only_unmasked_positions():
-    hidden = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
-                       [[5.0, 6.0], [100.0, 100.0], [100.0, 100.0]]], np.float32)
+    hidden = np.array(
+        [[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]], [[5.0, 6.0], [100.0, 100.0], [100.0, 100.0]]], np.float32
+    )
     mask = np.array([[1, 1, 0], [1, 0, 0]])
     np.testing.assert_allclose(mean_pool(hidden, mask), [[2.0, 3.0], [5.0, 6.0]])
 

@@ -53,8 +53,10 @@ def layer_norm_row(z: list[int], table: list[list[int]], eps: int) -> list[int]:
 
 def linear_row(x: list[int], weight: list[list[int]], channels: list[list[int]]) -> list[int]:
     """Unclamped requantized outputs of one row."""
-    return [requant(bias + sum(a * w for a, w in zip(x, row)), mult, shift)
-            for row, (bias, mult, shift) in zip(weight, channels)]
+    return [
+        requant(bias + sum(a * w for a, w in zip(x, row)), mult, shift)
+        for row, (bias, mult, shift) in zip(weight, channels)
+    ]
 
 
 def residual_row(projected: list[int], x: list[int], channels: list[list[int]]) -> list[int]:
@@ -80,10 +82,16 @@ def embedding(p, ids: list[int], types: list[int]) -> list[list[int]]:
                     w = ints(cl.projection.weight)
                     word = [requant(sum(a * b for a, b in zip(u, w[c])), *rq[c]) for c in range(p.hidden)]
         prq, trq = ints(p.position_requant), ints(p.token_type_requant)
-        z = [clamp(clamp32(word[c])
-                   + clamp32(requant(int(p.position_table[pos, c]), *prq[c]))
-                   + clamp32(requant(int(p.token_type_table[typ, c]), *trq[c])), -32768, 32767)
-             for c in range(p.hidden)]
+        z = [
+            clamp(
+                clamp32(word[c])
+                + clamp32(requant(int(p.position_table[pos, c]), *prq[c]))
+                + clamp32(requant(int(p.token_type_table[typ, c]), *trq[c])),
+                -32768,
+                32767,
+            )
+            for c in range(p.hidden)
+        ]
         out.append(layer_norm_row(z, ln, p.layer_norm.eps))
     return out
 
@@ -101,8 +109,10 @@ def attention(p, x: list[list[int]], valid: list[bool]) -> list[list[int]]:
     for head in range(h):
         cols = range(head * dh, (head + 1) * dh)
         for i in range(s):
-            score = [clamp(requant(sum(q[i][c] * k[j][c] for c in cols), p.score_multiplier,
-                                   p.score_shift), -32768, 32767) for j in range(s)]
+            score = [
+                clamp(requant(sum(q[i][c] * k[j][c] for c in cols), p.score_multiplier, p.score_shift), -32768, 32767)
+                for j in range(s)
+            ]
             keys = [j for j in range(s) if valid[j]]
             m = max(score[j] for j in keys) if keys else 0
             e = [lut[min(m - score[j], 255)] if valid[j] else 0 for j in range(s)]
@@ -115,8 +125,9 @@ def attention(p, x: list[list[int]], valid: list[bool]) -> list[list[int]]:
                 context[i][c] = clamp(requant(mean, p.context_multiplier, p.context_shift), -128, 127)
     ln = ints(p.layer_norm.table)
     res = ints(p.residual)
-    return [layer_norm_row(residual_row(linear_row(context[i], wo, co), x[i], res), ln, p.layer_norm.eps)
-            for i in range(s)]
+    return [
+        layer_norm_row(residual_row(linear_row(context[i], wo, co), x[i], res), ln, p.layer_norm.eps) for i in range(s)
+    ]
 
 
 def mlp(p, x: list[list[int]]) -> list[list[int]]:

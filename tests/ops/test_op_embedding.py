@@ -17,7 +17,7 @@ def quantized(s, d, seed=0):
     fe = testing.float_embedding(rng, d, s)
     vocab = sum(u.shape[0] for u, _ in fe.clusters)
     ids = rng.integers(0, vocab, s).astype(np.int32)
-    ids[:3] = [0, vocab - 1, 40]                       # both ends and a cluster boundary
+    ids[:3] = [0, vocab - 1, 40]  # both ends and a cluster boundary
     types = rng.integers(0, 2, s).astype(np.int32)
     out_q = TensorQuant.observe(fe.forward(ids, types), symmetric=False)
     return EmbeddingParams.quantize(fe, out_q), fe, out_q, ids, types
@@ -29,7 +29,7 @@ def test_matches_float_embedding_within_a_few_lsb(s, d):
     got = embedding.run(params, ids, types, np.zeros((s, d), np.int8))
     want = fe.forward(ids, types) / out_q.scale + out_q.zero_point
     err = np.abs(got - want)
-    assert err.max() <= 3.0 and err.mean() <= 0.5, (err.max(), err.mean())   # int8 tables, LN gain
+    assert err.max() <= 3.0 and err.mean() <= 0.5, (err.max(), err.mean())  # int8 tables, LN gain
 
 
 def test_every_cluster_kind_is_exercised():
@@ -74,13 +74,13 @@ def test_cluster_geometry_is_validated():
         return dataclasses.replace(params, **changes).validate
 
     clusters = params.clusters.copy()
-    clusters[1, 0] = clusters[0, 0]                      # empty cluster
+    clusters[1, 0] = clusters[0, 0]  # empty cluster
     with pytest.raises(OpSpecError, match="MCUBERT_EMBEDDING: clusters: cluster ends"):
         broken(clusters=clusters)()
     with pytest.raises(OpSpecError, match="clusters: cluster ends .* vocab_size"):
         broken(vocab_size=params.vocab_size + 1)()
     clusters = params.clusters.copy()
-    clusters[0, 1] = 8                                   # cluster 0 must be full width
+    clusters[0, 1] = 8  # cluster 0 must be full width
     with pytest.raises(OpSpecError, match="clusters: rank of cluster 0"):
         broken(clusters=clusters)()
     with pytest.raises(OpSpecError, match="MCUBERT_EMBEDDING: word_rows: expected shape"):

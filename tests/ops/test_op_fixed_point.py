@@ -43,20 +43,20 @@ def test_requantize_refuses_accumulators_outside_the_contract():
         fp.requantize(np.array([(1 << 31) + 1]), fp.MULTIPLIER_MIN, 0)
 
 
-@pytest.mark.parametrize("scale", [1.0, 0.5, 0.75, 1e-3, 3.3e-7, 2.0 ** -31, 1000.0, 0.9999999999])
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.75, 1e-3, 3.3e-7, 2.0**-31, 1000.0, 0.9999999999])
 def test_quantize_multiplier_represents_the_scale(scale):
     m, sh = fp.quantize_multiplier(scale)
     assert fp.check_multipliers(m, sh) is None
-    assert abs(int(m) * 2.0 ** (int(sh) - 31) - scale) <= scale * 2.0 ** -30
+    assert abs(int(m) * 2.0 ** (int(sh) - 31) - scale) <= scale * 2.0**-30
 
 
 def test_quantize_multiplier_edges():
     assert [int(v) for v in fp.quantize_multiplier(0.0)] == [0, 0]
-    assert [int(v) for v in fp.quantize_multiplier(2.0 ** -40)] == [0, 0]   # rounds to 0 anyway
-    m, sh = fp.quantize_multiplier(1.0 - 2.0 ** -40)     # mantissa rounds up to 2^31: carry
+    assert [int(v) for v in fp.quantize_multiplier(2.0**-40)] == [0, 0]  # rounds to 0 anyway
+    m, sh = fp.quantize_multiplier(1.0 - 2.0**-40)  # mantissa rounds up to 2^31: carry
     assert (int(m), int(sh)) == (1 << 30, 1)
     with pytest.raises(ValueError):
-        fp.quantize_multiplier(2.0 ** 31)
+        fp.quantize_multiplier(2.0**31)
     with pytest.raises(ValueError):
         fp.quantize_multiplier(-1.0)
 
@@ -94,7 +94,7 @@ def test_activation_lut_is_the_float_function_rounded(name):
     outq = TensorQuant.observe(fn(real_in), symmetric=False)
     lut = fp.build_activation_lut(fn, inq.scale, inq.zero_point, outq.scale, outq.zero_point)
     ideal = fn(real_in) / outq.scale + outq.zero_point
-    assert np.abs(lut - ideal).max() <= 0.5 + 1e-9          # never saturates: range was observed
+    assert np.abs(lut - ideal).max() <= 0.5 + 1e-9  # never saturates: range was observed
     assert np.abs(outq.dequantize(lut) - fn(real_in)).max() <= outq.scale / 2 + 1e-12
 
 
@@ -110,4 +110,4 @@ def test_inverse_sqrt_has_thirty_significant_bits():
     for x, i, k in zip(xs, inv.tolist(), e.tolist()):
         r = math.isqrt(x << (2 * k))
         assert (1 << 60) <= x << (2 * k) < (1 << 62) and i == (1 << 60) // r
-        assert abs(i * 2.0 ** (k - 60) * math.sqrt(x) - 1) < 2.0 ** -28
+        assert abs(i * 2.0 ** (k - 60) * math.sqrt(x) - 1) < 2.0**-28

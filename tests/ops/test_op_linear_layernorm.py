@@ -11,14 +11,42 @@ from tflm_mcubert.ops.validation import OpSpecError
 
 
 def test_pair4_layout_by_example():
-    w = np.arange(1, 16, dtype=np.int8).reshape(3, 5)   # rows 1..5, 6..10, 11..15
+    w = np.arange(1, 16, dtype=np.int8).reshape(3, 5)  # rows 1..5, 6..10, 11..15
     packed = pack_weights(w)
     assert packed_size(3, 5) == packed.size == 2 * 2 * 8
     assert packed.tolist() == [
-        1, 2, 3, 4, 6, 7, 8, 9,          # pair 0, K 0..3: channel 0 then channel 1
-        5, 0, 0, 0, 10, 0, 0, 0,         # pair 0, K 4..7 (zero padded)
-        11, 12, 13, 14, 0, 0, 0, 0,      # pair 1 = channel 2 and a zero channel
-        15, 0, 0, 0, 0, 0, 0, 0,
+        1,
+        2,
+        3,
+        4,
+        6,
+        7,
+        8,
+        9,  # pair 0, K 0..3: channel 0 then channel 1
+        5,
+        0,
+        0,
+        0,
+        10,
+        0,
+        0,
+        0,  # pair 0, K 4..7 (zero padded)
+        11,
+        12,
+        13,
+        14,
+        0,
+        0,
+        0,
+        0,  # pair 1 = channel 2 and a zero channel
+        15,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
     ]
 
 
@@ -30,7 +58,7 @@ def test_pack_unpack_round_trip(n, k):
 
 def test_unpack_rejects_nonzero_padding_and_wrong_size():
     packed = pack_weights(np.ones((3, 5), np.int8))
-    packed[9] = 1   # channel 0, K = 5: padding (K is 5)
+    packed[9] = 1  # channel 0, K = 5: padding (K is 5)
     with pytest.raises(OpSpecError, match="padding"):
         unpack_weights(packed, 3, 5, op="MCUBERT_MLP", field="fc1.weights")
     with pytest.raises(OpSpecError, match="MCUBERT_MLP: fc1.weights"):
@@ -65,7 +93,7 @@ def test_linear_from_float_folds_the_input_zero_point():
 def test_linear_validation_names_op_and_field():
     lin = Linear.from_float(np.ones((2, 4)), np.zeros(2), TensorQuant(1.0), 1.0)
     bad = Linear(4, 2, lin.packed_weights, lin.channels.copy())
-    bad.channels[1, 1] = 5   # neither 0 nor >= 2^30
+    bad.channels[1, 1] = 5  # neither 0 nor >= 2^30
     with pytest.raises(OpSpecError, match="MCUBERT_ATTENTION: query.channels: multiplier 5"):
         bad.validate("MCUBERT_ATTENTION", "query")
     w = pack_weights(np.full((2, 4), -128, np.int8))
@@ -86,7 +114,7 @@ def test_layer_norm_matches_float_within_one_lsb(d):
     got = ln.layer_norm(z, params)
     ideal = ln.float_layer_norm(z * 0.01, gamma, beta, 1e-12) / out.scale + out.zero_point
     inside = np.abs(ideal) < 127
-    assert np.abs(got - ideal)[inside].max() <= 0.5 + 2 ** -10
+    assert np.abs(got - ideal)[inside].max() <= 0.5 + 2**-10
     assert np.all(got[~inside] == np.clip(np.round(ideal[~inside]), -128, 127))
 
 
@@ -95,12 +123,17 @@ def test_layer_norm_constant_rows_give_beta_and_extremes_do_not_overflow():
     rng = np.random.default_rng(5)
     table = np.stack([rng.integers(-(1 << 31), 1 << 31, d), rng.integers(-(1 << 31), 1 << 31, d)], 1)
     params = ln.LayerNormParams(table.astype(np.int32), 0)
-    rows = np.stack([np.full(d, 32767), np.full(d, -32768),
-                     np.where(np.arange(d) % 2, 32767, -32768),            # max variance
-                     np.where(np.arange(d) == 0, 32767, -32768),           # max |normalized|
-                     rng.integers(-32768, 32768, d)]).astype(np.int16)
+    rows = np.stack(
+        [
+            np.full(d, 32767),
+            np.full(d, -32768),
+            np.where(np.arange(d) % 2, 32767, -32768),  # max variance
+            np.where(np.arange(d) == 0, 32767, -32768),  # max |normalized|
+            rng.integers(-32768, 32768, d),
+        ]
+    ).astype(np.int16)
     got = ln.layer_norm(rows, params)
-    beta_only = np.clip(np.floor(table[:, 1] / 2 ** 16 + 0.5), -128, 127)
+    beta_only = np.clip(np.floor(table[:, 1] / 2**16 + 0.5), -128, 127)
     assert np.array_equal(got[0], beta_only) and np.array_equal(got[1], beta_only)
     for eps in (0, 1, ln.EPS_MAX):
         p = ln.LayerNormParams(table.astype(np.int32), eps)
@@ -125,13 +158,13 @@ def test_hidden_quant_scales_are_power_of_two_multiples_of_the_pre_norm_scale():
     hi = np.array([1.0, 2.5, 4.0, 0.0, 0.01])
     q = ln.hidden_quant(lo, hi, z_max_abs=40.0)
     channels, z_scale = ln.residual_channels(q, 40.0, 5)
-    assert np.array_equal(q.scale, z_scale * 2.0 ** channels[:, 1])          # s_x[c] = s_z 2^R_c
+    assert np.array_equal(q.scale, z_scale * 2.0 ** channels[:, 1])  # s_x[c] = s_z 2^R_c
     assert z_scale == max(40.0 / ln.Z_HEADROOM_TARGET, 34.0 / 255 / 128)
-    assert channels[:, 1].tolist() == [3, 4, 7, 2, 0]   # outlier: 7; all-zero channel: range 1 (fallback)
+    assert channels[:, 1].tolist() == [3, 4, 7, 2, 0]  # outlier: 7; all-zero channel: range 1 (fallback)
     assert np.all(q.scale >= (np.maximum(hi, 0) - np.minimum(lo, 0)) / 255)  # no channel clips
     assert np.array_equal(channels[:, 0], q.zero_point)
     assert np.abs(q.dequantize(q.quantize(np.stack([lo, hi]))) - np.stack([lo, hi])).max() <= q.scale.max() / 2
-    free = ln.hidden_quant(lo, hi, None)                                      # last hidden state
+    free = ln.hidden_quant(lo, hi, None)  # last hidden state
     assert np.allclose(free.scale[:3], (hi - lo)[:3] / 255)
     with pytest.raises(ValueError, match="base \\* 2\\^k"):
         ln.residual_channels(TensorQuant(np.array([0.1, 0.3]), np.zeros(2)), 1.0, 2)

@@ -19,8 +19,11 @@ A, M, E = contract.ATTENTION, contract.MLP, contract.EMBEDDING
 @pytest.fixture(scope="module")
 def params():
     rng = np.random.default_rng(0)
-    return {A: testing.extreme_attention(rng, 9, 8, 2, 4), M: testing.extreme_mlp(rng, 9, 8, 16, 4),
-            E: testing.extreme_embedding(rng, 9, 8)}
+    return {
+        A: testing.extreme_attention(rng, 9, 8, 2, 4),
+        M: testing.extreme_mlp(rng, 9, 8, 16, 4),
+        E: testing.extreme_embedding(rng, 9, 8),
+    }
 
 
 def header(**values):
@@ -39,17 +42,20 @@ def test_serialized_ops_compute_the_same_bytes(params):
     rng = np.random.default_rng(1)
     x = rng.integers(-128, 128, (9, 8)).astype(np.int8)
     mask = np.ones(9, np.int8)
-    for op, cls, run in ((A, AttentionParams, lambda p: attention.run(p, x.copy(), mask)),
-                         (M, MLPParams, lambda p: mlp.run(p, x.copy()))):
+    for op, cls, run in (
+        (A, AttentionParams, lambda p: attention.run(p, x.copy(), mask)),
+        (M, MLPParams, lambda p: mlp.run(p, x.copy())),
+    ):
         p = params[op]
         again = cls.from_serialized(decode_options(op, encode_options(op, p.options())), p.tensors())
         assert np.array_equal(run(again), run(p))
     p = params[E]
-    again = EmbeddingParams.from_serialized(decode_options(E, encode_options(E, p.options())),
-                                            p.tensors())
+    again = EmbeddingParams.from_serialized(decode_options(E, encode_options(E, p.options())), p.tensors())
     ids, types = np.arange(9, dtype=np.int32) % p.vocab_size, np.zeros(9, np.int32)
-    assert np.array_equal(embedding.run(again, ids, types, np.zeros((9, 8), np.int8)),
-                          embedding.run(p, ids, types, np.zeros((9, 8), np.int8)))
+    assert np.array_equal(
+        embedding.run(again, ids, types, np.zeros((9, 8), np.int8)),
+        embedding.run(p, ids, types, np.zeros((9, 8), np.int8)),
+    )
 
 
 @pytest.mark.parametrize("op", [A, M, E])
@@ -90,7 +96,7 @@ def test_ranges_and_cross_field_rules_name_the_field(params):
     with pytest.raises(OptionsError, match=r"MCUBERT_ATTENTION: mask_mode: 2 is outside \[0, 1\]"):
         decode_options(A, _with(A, params, mask_mode=2))
     with pytest.raises(OptionsError, match="MCUBERT_ATTENTION: residual_shift: unknown option"):
-        decode_options(A, _with(A, params, residual_shift=0))   # per channel now: the residual tensor
+        decode_options(A, _with(A, params, residual_shift=0))  # per channel now: the residual tensor
     with pytest.raises(OptionsError, match="MCUBERT_ATTENTION: tile: tile 10 exceeds seq_len 9"):
         decode_options(A, _with(A, params, tile=10))
     with pytest.raises(OptionsError, match="MCUBERT_ATTENTION: heads: hidden 8 is not a multiple of heads 3"):
@@ -112,8 +118,8 @@ def test_container_corruption_is_reported_as_options(params):
     # The map's entry count sits just before the values: make it absurd.
     root_width, packed = buf[-1], buf[-2]
     width = 1 << (packed & 3)
-    start = len(buf) - 2 - root_width - int.from_bytes(buf[-2 - root_width:-2], "little")
-    buf[start - width:start] = (0xFFFF).to_bytes(width, "little")
+    start = len(buf) - 2 - root_width - int.from_bytes(buf[-2 - root_width : -2], "little")
+    buf[start - width : start] = (0xFFFF).to_bytes(width, "little")
     with pytest.raises(OptionsError, match="MCUBERT_MLP: options: map of 65535 entries overruns"):
         decode_options(M, bytes(buf))
 
@@ -122,14 +128,14 @@ def test_unsorted_keys_are_rejected(params):
     buf = bytearray(encode_options(M, params[M].options()))
     root_width, packed = buf[-1], buf[-2]
     width = 1 << (packed & 3)
-    start = len(buf) - 2 - root_width - int.from_bytes(buf[-2 - root_width:-2], "little")
+    start = len(buf) - 2 - root_width - int.from_bytes(buf[-2 - root_width : -2], "little")
     keys_field = start - 3 * width
-    keys = keys_field - int.from_bytes(buf[keys_field:keys_field + width], "little")
-    key_width = int.from_bytes(buf[start - 2 * width:start - width], "little")
+    keys = keys_field - int.from_bytes(buf[keys_field : keys_field + width], "little")
+    key_width = int.from_bytes(buf[start - 2 * width : start - width], "little")
     # Point key slot 1 at key 0's string: a duplicate.
-    target = keys - int.from_bytes(buf[keys:keys + key_width], "little")
+    target = keys - int.from_bytes(buf[keys : keys + key_width], "little")
     slot1 = keys + key_width
-    buf[slot1:slot1 + key_width] = (slot1 - target).to_bytes(key_width, "little")
+    buf[slot1 : slot1 + key_width] = (slot1 - target).to_bytes(key_width, "little")
     with pytest.raises(OptionsError, match="MCUBERT_MLP: options: keys are not strictly sorted"):
         decode_options(M, bytes(buf))
 
@@ -148,6 +154,6 @@ def test_random_corruption_only_ever_raises_options_errors(op, params):
         except OptionsError as exc:
             assert str(exc).startswith(f"{op}: ")
         else:
-            accepted += 1     # a flip inside a value that stays in range: still a valid buffer
+            accepted += 1  # a flip inside a value that stays in range: still a valid buffer
             assert set(values) == set(params[op].options())
     assert accepted < 1500

@@ -28,11 +28,14 @@ def test_every_option_field_is_documented():
             assert any(m in SPEC for m in mentions), field.name
 
 
-@pytest.mark.parametrize("preset,s,budget,row", [
-    ("bert-tiny", 128, 44 * KIB, "| BERT-tiny @ 128, 44 KiB | {bytes} ("),
-    ("bert-tiny", 512, 170 * KIB, "| BERT-tiny @ 512, 170 KiB | {bytes} ("),
-    ("bert-mini", 512, 298 * KIB, "| BERT-mini @ 512, 298 KiB | {bytes} ("),
-])
+@pytest.mark.parametrize(
+    "preset,s,budget,row",
+    [
+        ("bert-tiny", 128, 44 * KIB, "| BERT-tiny @ 128, 44 KiB | {bytes} ("),
+        ("bert-tiny", 512, 170 * KIB, "| BERT-tiny @ 512, 170 KiB | {bytes} ("),
+        ("bert-mini", 512, 298 * KIB, "| BERT-mini @ 512, 298 KiB | {bytes} ("),
+    ],
+)
 def test_the_planned_bytes_table_is_current(preset, s, budget, row):
     plan = planner.plan_model(PRESETS[preset], s, budget)
     assert row.format(bytes=plan.planned_bytes) in SPEC

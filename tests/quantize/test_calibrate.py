@@ -11,11 +11,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 from mcubert_models import small_model  # noqa: E402
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding  # noqa: E402
 from tflm_mcubert.data.calibration import (  # noqa: E402
-    builtin_sentences, evaluation_sentences, random_samples, tokenize,
+    builtin_sentences,
+    evaluation_sentences,
+    random_samples,
+    tokenize,
 )
 from tflm_mcubert.model.pooling import mean_pool  # noqa: E402
 from tflm_mcubert.quantize.calibrate import (  # noqa: E402
-    ActivationRange, CalibrationSettings, calibrate, model_inputs,
+    ActivationRange,
+    CalibrationSettings,
+    calibrate,
+    model_inputs,
 )
 from tflm_mcubert.quantize.float_model import FloatBert, embedding_clusters  # noqa: E402
 
@@ -28,8 +34,9 @@ def test_float_model_is_the_keras_model():
         want = {k: np.asarray(v)[0] for k, v in model(sample).items()}
         got = float_model.forward(x.input_ids, x.token_type_ids, x.valid)
         valid = x.valid
-        np.testing.assert_allclose(got["last_hidden_state"][valid], want["last_hidden_state"][valid],
-                                   atol=2e-4, rtol=1e-4)
+        np.testing.assert_allclose(
+            got["last_hidden_state"][valid], want["last_hidden_state"][valid], atol=2e-4, rtol=1e-4
+        )
         np.testing.assert_allclose(got["logits"], want["logits"], atol=2e-4, rtol=1e-4)
 
 
@@ -37,8 +44,11 @@ def test_compressed_embeddings_keep_their_function_under_the_op_cluster_rules():
     rng = np.random.default_rng(0)
     d = 8
     # Cluster 0 empty (whole-table low rank), an empty middle cluster, a rank-0 cluster.
-    factors = [(rng.normal(size=(5, 3)), rng.normal(size=(3, d))), (np.zeros((0, 2)), np.zeros((2, d))),
-               (np.zeros((4, 0)), np.zeros((0, d)))]
+    factors = [
+        (rng.normal(size=(5, 3)), rng.normal(size=(3, d))),
+        (np.zeros((0, 2)), np.zeros((2, d))),
+        (np.zeros((4, 0)), np.zeros((0, d))),
+    ]
     layer = ClusteredLowRankEmbedding.from_factors(np.zeros((0, d)), factors, cutoffs=[0, 5, 5])
     clusters = embedding_clusters(layer)
     assert clusters[0][1] is None and clusters[0][0].shape == (1, d)
@@ -52,10 +62,10 @@ def test_compressed_embeddings_keep_their_function_under_the_op_cluster_rules():
 
 def test_percentiles_come_from_a_uniform_sample_of_everything_seen():
     r = ActivationRange(np.random.default_rng(0))
-    for k in range(40):                              # 40 x 20000 values: far more than the pool keeps
+    for k in range(40):  # 40 x 20000 values: far more than the pool keeps
         r.add(np.random.default_rng(k).normal(size=20000) + (k >= 20) * 3.0)
     assert r.lo < -4 and r.hi > 7
-    assert r.percentile(50.0) == pytest.approx(1.5, abs=0.05)   # both halves weigh the same
+    assert r.percentile(50.0) == pytest.approx(1.5, abs=0.05)  # both halves weigh the same
 
 
 def test_tiles_do_not_change_the_int8_model():
@@ -65,8 +75,10 @@ def test_tiles_do_not_change_the_int8_model():
     q, _ = calibrate(float_model, inputs, seq_len=33)
     tiled = q.with_tiles(5, 7)
     x = inputs[0]
-    assert np.array_equal(q.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"],
-                          tiled.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"])
+    assert np.array_equal(
+        q.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"],
+        tiled.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"],
+    )
 
 
 @pytest.mark.parametrize("propagation", ["float", "quantized"])
@@ -79,7 +91,7 @@ def test_hidden_states_are_per_channel_powers_of_two_over_the_consumer_pre_norm_
     assert len(q.hidden_quant) == len(consumers) + 1
     for hidden, op in zip(q.hidden_quant, consumers):
         assert hidden.per_channel and np.array_equal(op.residual[:, 0], hidden.zero_point)
-        z_scale = hidden.scale / 2.0 ** op.residual[:, 1]             # s_x[c] = s_z 2^R_c
+        z_scale = hidden.scale / 2.0 ** op.residual[:, 1]  # s_x[c] = s_z 2^R_c
         assert np.all(z_scale == z_scale[0])
     x = inputs[0]
     got = q.dequantized(q.run(x.input_ids, x.token_type_ids, x.mask(0)))["last_hidden_state"][x.valid]
@@ -107,11 +119,12 @@ def test_minilm_int8_reference_is_faithful_to_the_float_model():
     seq_len = 64
     float_model = FloatBert.from_keras(loaded.model)
     calibration = model_inputs(tokenize(loaded.tokenizer, builtin_sentences()[:32], seq_len), seq_len)
-    quantized, _ = calibrate(float_model, calibration, seq_len=seq_len,
-                             settings=CalibrationSettings(method="minmax", propagation="float"))
+    quantized, _ = calibrate(
+        float_model, calibration, seq_len=seq_len, settings=CalibrationSettings(method="minmax", propagation="float")
+    )
     cosines = []
     samples = tokenize(loaded.tokenizer, evaluation_sentences(), seq_len)
-    assert not set(evaluation_sentences()) & set(builtin_sentences())       # held out
+    assert not set(evaluation_sentences()) & set(builtin_sentences())  # held out
     for sample, x in zip(samples, model_inputs(samples, seq_len)):
         want = mean_pool(np.asarray(loaded.model(sample)["last_hidden_state"]), sample["attention_mask"])[0]
         got = quantized.dequantized(quantized.run(x.input_ids, x.token_type_ids, x.mask(0)))

@@ -15,13 +15,16 @@ from tflm_mcubert.quantize.qat import QatSettings, distill, fake_quant_forward  
 
 def test_without_ranges_the_fake_quant_forward_is_the_model():
     model = small_model(labels=2)
-    batch = {k: np.concatenate([s[k] for s in random_samples(300, 24, 3, seed=2)])
-             for k in ("input_ids", "attention_mask", "token_type_ids")}
+    batch = {
+        k: np.concatenate([s[k] for s in random_samples(300, 24, 3, seed=2)])
+        for k in ("input_ids", "attention_mask", "token_type_ids")
+    }
     want = model(batch)
     got = fake_quant_forward(model, batch, {})
     valid = batch["attention_mask"].astype(bool)
-    np.testing.assert_allclose(np.asarray(got["last_hidden_state"])[valid],
-                               np.asarray(want["last_hidden_state"])[valid], atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(got["last_hidden_state"])[valid], np.asarray(want["last_hidden_state"])[valid], atol=1e-4
+    )
     np.testing.assert_allclose(np.asarray(got["logits"]), np.asarray(want["logits"]), atol=1e-4)
 
 

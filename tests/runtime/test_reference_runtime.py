@@ -18,7 +18,7 @@ POISON = 0xA5
 
 @pytest.fixture(scope="module")
 def exported():
-    result = small_export(77, labels=None)          # bare encoder: the output is the hidden state
+    result = small_export(77, labels=None)  # bare encoder: the output is the hidden state
     return result, read_model(result.tflite)
 
 
@@ -30,15 +30,15 @@ def test_planned_bytes_are_exactly_what_the_reference_touches(exported):
     assert clean.touched_bytes == parsed.planned_bytes == result.plan.planned_bytes
     # Garbage everywhere inside the plan, poison after it: same output, and the poison untouched.
     arena = np.full(parsed.planned_bytes + 256, POISON, np.uint8)
-    arena[:parsed.planned_bytes] = rng.integers(0, 256, parsed.planned_bytes, dtype=np.uint8)
+    arena[: parsed.planned_bytes] = rng.integers(0, 256, parsed.planned_bytes, dtype=np.uint8)
     dirty = run_reference(parsed, inputs, arena=arena)
     assert np.array_equal(dirty.outputs["last_hidden_state"], clean.outputs["last_hidden_state"])
-    assert np.all(arena[parsed.planned_bytes:] == POISON)
+    assert np.all(arena[parsed.planned_bytes :] == POISON)
     # Every planned byte belongs to some tensor or scratch (16-byte aligned) at some point.
     covered = np.zeros(parsed.planned_bytes, bool)
     for t in parsed.tensors:
         if t.offset >= 0:
-            covered[t.offset:t.offset + align_up(t.nbytes)] = True
+            covered[t.offset : t.offset + align_up(t.nbytes)] = True
     assert covered.all()
 
 
@@ -46,8 +46,7 @@ def test_the_output_matches_the_separate_array_reference(exported):
     result, parsed = exported
     inputs = random_inputs(np.random.default_rng(1), 77, 300, 77)
     run = run_reference(parsed, inputs)
-    direct = result.quantized.run(inputs["input_ids"][0], inputs["token_type_ids"][0],
-                                  inputs["attention_mask"][0])
+    direct = result.quantized.run(inputs["input_ids"][0], inputs["token_type_ids"][0], inputs["attention_mask"][0])
     assert np.array_equal(run.outputs["last_hidden_state"].reshape(77, -1), direct["last_hidden_state"])
 
 

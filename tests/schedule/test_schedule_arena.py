@@ -20,12 +20,12 @@ def views(arena, plan, name, dtype, shape):
     buf = plan.buffer(name)
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     assert nbytes <= buf.nbytes
-    return arena[buf.offset:buf.offset + nbytes].view(dtype).reshape(shape)
+    return arena[buf.offset : buf.offset + nbytes].view(dtype).reshape(shape)
 
 
 def scratch_view(arena, plan, op):
     buf = plan.buffer(op.scratch)
-    return arena[buf.offset:buf.offset + op.scratch_bytes]
+    return arena[buf.offset : buf.offset + op.scratch_bytes]
 
 
 def run_in_arena(encoder, plan, ids, types, mask, rng):
@@ -39,20 +39,27 @@ def run_in_arena(encoder, plan, ids, types, mask, rng):
     def step(op, fn):
         allowed = np.zeros(arena.size, bool)
         hb = plan.buffer("hidden")
-        allowed[hb.offset:hb.offset + hb.nbytes] = True
+        allowed[hb.offset : hb.offset + hb.nbytes] = True
         sb = plan.buffer(op.scratch)
-        allowed[sb.offset:sb.offset + sb.nbytes] = True
+        allowed[sb.offset : sb.offset + sb.nbytes] = True
         scratch = scratch_view(arena, plan, op)
-        scratch[:] = rng.integers(0, 256, scratch.size, dtype=np.uint8)   # garbage, not zeros
+        scratch[:] = rng.integers(0, 256, scratch.size, dtype=np.uint8)  # garbage, not zeros
         before = arena.copy()
         fn(scratch)
         changed = np.flatnonzero(arena != before)
         assert np.all(allowed[changed]), f"{op.name} wrote outside its planned regions"
 
     by_step = {op.step: op for op in plan.ops}
-    step(by_step[0], lambda sc: embedding.run(
-        encoder.embedding, views(arena, plan, "input_ids", np.int32, (s,)),
-        views(arena, plan, "token_type_ids", np.int32, (s,)), hidden, sc))
+    step(
+        by_step[0],
+        lambda sc: embedding.run(
+            encoder.embedding,
+            views(arena, plan, "input_ids", np.int32, (s,)),
+            views(arena, plan, "token_type_ids", np.int32, (s,)),
+            hidden,
+            sc,
+        ),
+    )
     for layer, (ap, mp) in enumerate(encoder.layers):
         a_op, m_op = by_step[2 * layer + 1], by_step[2 * layer + 2]
         mask_view = views(arena, plan, "attention_mask", np.int8, (s,))
@@ -61,17 +68,19 @@ def run_in_arena(encoder, plan, ids, types, mask, rng):
     return hidden.copy()
 
 
-@pytest.mark.parametrize("name,dims,s,budget", [
-    ("bert-tiny@128", dict(hidden=128, heads=2, ffn=512, layers=2), 128, 44 * KIB),
-    ("odd", dict(hidden=48, heads=3, ffn=96, layers=2), 77, 24 * KIB),
-    ("mini@300", dict(hidden=256, heads=4, ffn=1024, layers=1), 300, 190 * KIB),
-])
+@pytest.mark.parametrize(
+    "name,dims,s,budget",
+    [
+        ("bert-tiny@128", dict(hidden=128, heads=2, ffn=512, layers=2), 128, 44 * KIB),
+        ("odd", dict(hidden=48, heads=3, ffn=96, layers=2), 77, 24 * KIB),
+        ("mini@300", dict(hidden=256, heads=4, ffn=1024, layers=1), 300, 190 * KIB),
+    ],
+)
 def test_reference_in_one_planned_arena(name, dims, s, budget):
     plan = planner.plan_model(planner.Dims(**dims), s, budget)
     rng = np.random.default_rng(len(name))
     valid = np.arange(s) < s - 9
-    encoder, _, ids, types, _ = testing.quantized_encoder(
-        rng, seq_len=s, tiles=plan.tiles, valid=valid, **dims)
+    encoder, _, ids, types, _ = testing.quantized_encoder(rng, seq_len=s, tiles=plan.tiles, valid=valid, **dims)
     mask = valid.astype(np.int8)
     separate = encoder.run(ids, types, mask)
     in_arena = run_in_arena(encoder, plan, ids, types, mask, rng)

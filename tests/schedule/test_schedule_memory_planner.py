@@ -20,7 +20,7 @@ TARGETS = [(TINY, 128, 44 * KIB), (TINY, 512, 170 * KIB), (MINI, 512, 298 * KIB)
 def test_planned_bytes_meet_the_targets(dims, s, aim):
     plan = planner.plan_model(dims, s, aim)
     assert plan.planned_bytes <= aim
-    assert plan.tiles["attention"] >= 4 and plan.tiles["mlp"] >= 4    # no micro-kernel starvation
+    assert plan.tiles["attention"] >= 4 and plan.tiles["mlp"] >= 4  # no micro-kernel starvation
 
 
 @pytest.mark.parametrize("dims,s", [(TINY, 128), (TINY, 512), (MINI, 512), (MINI, 77), (TINY, 1)])
@@ -36,7 +36,7 @@ def test_plan_is_exact_and_valid(dims, s, budget):
     # ... no two live-at-once buffers share a byte, and everything is aligned.
     for i, a in enumerate(plan.buffers):
         assert a.offset % 16 == 0 and a.nbytes % 16 == 0
-        for b in plan.buffers[i + 1:]:
+        for b in plan.buffers[i + 1 :]:
             assert not (a.overlaps_in_time(b) and a.overlaps_in_space(b)), (a, b)
     # ... each op's live bytes are what the memory model says for that op.
     for op in plan.ops:
@@ -51,8 +51,11 @@ def test_the_chosen_tile_is_the_cheapest_that_fits():
     plan = planner.plan_model(TINY, 512, budget)
     cost = planner.ProxyCostModel()
     for kind, other in (("attention", "mlp"), ("mlp", "attention")):
-        fitting = [t for t in range(1, 513)
-                   if planner.plan_model(TINY, 512, 10 ** 9, tiles={kind: t, other: 1}).planned_bytes <= budget]
+        fitting = [
+            t
+            for t in range(1, 513)
+            if planner.plan_model(TINY, 512, 10**9, tiles={kind: t, other: 1}).planned_bytes <= budget
+        ]
         costs = {t: cost.cost(planner.OpShape(kind, 512, TINY, t)) for t in fitting}
         assert costs[plan.tiles[kind]] == min(costs.values())
 
@@ -67,7 +70,7 @@ def test_cost_model_is_pluggable():
 
 
 def test_budget_too_small_reports_the_minimum():
-    minimum = planner.plan_model(MINI, 512, 10 ** 9, tiles={"attention": 1, "mlp": 1}).planned_bytes
+    minimum = planner.plan_model(MINI, 512, 10**9, tiles={"attention": 1, "mlp": 1}).planned_bytes
     with pytest.raises(planner.BudgetExceededError, match="attention at seq_len 512 needs") as info:
         planner.plan_model(MINI, 512, 200 * KIB)
     assert info.value.minimum_bytes <= minimum
@@ -76,7 +79,7 @@ def test_budget_too_small_reports_the_minimum():
 def test_board_budgets():
     assert planner.board_budget("nucleo-f746zg") == 304 * KIB
     plan = planner.plan_model(PRESETS["bert-tiny"], 512, planner.board_budget("nucleo-f746zg"))
-    assert plan.planned_bytes <= 304 * KIB      # the paper's headline: BERT-tiny, 512 tokens, F746
+    assert plan.planned_bytes <= 304 * KIB  # the paper's headline: BERT-tiny, 512 tokens, F746
     with pytest.raises(Exception, match="unknown board"):
         planner.board_budget("esp32")
 
@@ -113,17 +116,16 @@ def test_baseline_schedules_by_hand():
 
 @pytest.mark.parametrize("dims", [TINY, MINI])
 def test_mcubert_beats_every_baseline_and_scales_linearly(dims):
-    peaks = {sch: [memory.model_peak(sch, s, dims, 4, 4) for s in (64, 128, 256, 512)]
-             for sch in memory.SCHEDULES}
+    peaks = {sch: [memory.model_peak(sch, s, dims, 4, 4) for s in (64, 128, 256, 512)] for sch in memory.SCHEDULES}
     for sch in ("cmsis-nn", "burrello", "flash"):
         assert all(ours * 1.6 < theirs for ours, theirs in zip(peaks["mcubert"], peaks[sch])), sch
     ours = peaks["mcubert"]
-    assert ours[3] - ours[2] == pytest.approx(2 * (ours[2] - ours[1]), rel=0.05)   # linear in s
+    assert ours[3] - ours[2] == pytest.approx(2 * (ours[2] - ours[1]), rel=0.05)  # linear in s
 
 
 def test_mask_mode_and_limits_are_enforced():
     with pytest.raises(Exception, match="seq_len 2000"):
-        planner.plan_model(TINY, 2000, 10 ** 9)
+        planner.plan_model(TINY, 2000, 10**9)
     with pytest.raises(Exception, match="not a multiple"):
-        planner.plan_model(dataclasses.replace(TINY, heads=3), 128, 10 ** 9)
+        planner.plan_model(dataclasses.replace(TINY, heads=3), 128, 10**9)
     assert contract.MAX_SEQ_LEN == 1024

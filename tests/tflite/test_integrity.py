@@ -73,7 +73,7 @@ def test_random_flips_anywhere_are_rejected_by_name_or_leave_the_output_unchange
     expected = run_reference(read_model(exported), inputs).outputs
     outcomes = {"rejected": 0, "same": 0}
     with warnings.catch_warnings():
-        warnings.simplefilter("error")   # a flip that hides the record must not pass silently either
+        warnings.simplefilter("error")  # a flip that hides the record must not pass silently either
         for _ in range(400):
             corrupted = bytearray(exported)
             corrupted[rng.randrange(len(corrupted))] ^= 1 << rng.randrange(8)

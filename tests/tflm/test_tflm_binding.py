@@ -26,8 +26,9 @@ from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmRunError, TflmSou
 pytestmark = pytest.mark.skipif(
     not os.environ.get("TFLM_DIR"),
     reason="TFLM_DIR is not set: these tests compile custom_ops/tflm against a tflite-micro checkout at "
-           "commit 90b983c (with flatbuffers v25.9.23 and gemmlowp headers) and run it in the "
-           "tflite-micro==0.dev20260820164721 wheel on Python 3.13")
+    "commit 90b983c (with flatbuffers v25.9.23 and gemmlowp headers) and run it in the "
+    "tflite-micro==0.dev20260820164721 wheel on Python 3.13",
+)
 
 SEQ = 128
 
@@ -63,7 +64,7 @@ def sample_inputs(seed: int, vocab_size: int = 30522, length: int | None = None)
     mask = np.zeros((1, SEQ), np.int8)
     mask[0, :length] = 1
     types = np.zeros((1, SEQ), np.int32)
-    types[0, length // 2:length] = 1
+    types[0, length // 2 : length] = 1
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
@@ -80,7 +81,7 @@ def test_bert_tiny_hidden_state_equals_the_reference_byte_for_byte(binding, enco
     # Every byte of the last hidden state, not just two logits: all layers' kernels are covered.
     inputs = sample_inputs(10 + length, length=length)
     model = read_model(encoder)
-    (name, expected), = run_reference(model, inputs).outputs.items()
+    ((name, expected),) = run_reference(model, inputs).outputs.items()
     got = binding.run(encoder, inputs, arena_bytes=1 << 20).outputs[name]
     assert np.array_equal(got.reshape(expected.shape), expected)
 
@@ -99,8 +100,9 @@ def test_tflm_keeps_the_offline_plan_and_its_overhead_is_explained(binding, clas
     assert 0 <= estimate.tail_bytes - run.arena["tail"] <= 256, (estimate.tail, run.arena)
     # And that is all of it: the least arena that runs is head + tail, which the estimate covers
     # (plus its 16 bytes for the arena start's alignment, which the wheel's buffer does not need).
-    smallest = binding.min_arena_bytes(classifier, inputs, lower_failing=model.planned_bytes - 1,
-                                       upper=estimate.arena_bytes + 4096)
+    smallest = binding.min_arena_bytes(
+        classifier, inputs, lower_failing=model.planned_bytes - 1, upper=estimate.arena_bytes + 4096
+    )
     # (the recorded total may hold alignment padding of the last persistent allocation: < 16 bytes)
     assert run.arena["total"] == run.arena["head"] + run.arena["tail"]
     assert run.arena["total"] - 16 < smallest <= run.arena["total"], (smallest, run.arena)
@@ -125,14 +127,18 @@ def _edited(model_bytes: bytes, edit) -> bytes:
 def _with_options(model_bytes: bytes, op_index: int, raw: bytes) -> bytes:
     def edit(subgraph):
         subgraph.operators[op_index].customOptions = np.frombuffer(raw, np.uint8)
+
     return _edited(model_bytes, edit)
 
 
-@pytest.mark.parametrize("change,pattern", [
-    ({"tile": 999}, r"MCUBERT_ATTENTION: tile: "),
-    ({"spec_hash": 0xBAD}, r"MCUBERT_ATTENTION: spec_hash: 0x00000bad does not match"),
-    ({"colour": 3}, r"MCUBERT_ATTENTION: colour: unknown option"),
-])
+@pytest.mark.parametrize(
+    "change,pattern",
+    [
+        ({"tile": 999}, r"MCUBERT_ATTENTION: tile: "),
+        ({"spec_hash": 0xBAD}, r"MCUBERT_ATTENTION: spec_hash: 0x00000bad does not match"),
+        ({"colour": 3}, r"MCUBERT_ATTENTION: colour: unknown option"),
+    ],
+)
 def test_bad_options_stop_allocation_naming_op_and_field(binding, classifier, change, pattern):
     options = read_model(classifier).quantized.layers[0][0].options()
     raw = bytes(flexbuffers.Dumps({"spec_version": 1, "spec_hash": SPEC_HASH, **options, **change}))
@@ -148,6 +154,7 @@ def test_without_planned_scratch_the_ops_request_it_and_compute_the_same(binding
     def drop_scratch(subgraph):
         for operator in subgraph.operators:
             operator.outputs = operator.outputs[:1]
+
     unplanned = _edited(classifier, drop_scratch)
     model, inputs = read_model(classifier), sample_inputs(7)
     expected = run_reference(model, inputs).outputs["logits"]
@@ -161,13 +168,17 @@ def test_without_planned_scratch_the_ops_request_it_and_compute_the_same(binding
 def test_a_node_with_too_many_outputs_is_refused(binding, classifier):
     def extra_output(subgraph):
         subgraph.operators[2].outputs = [*subgraph.operators[2].outputs, subgraph.operators[2].outputs[0]]
-    with pytest.raises(TflmRunError, match=r"MCUBERT_MLP: expected 1 or 2 outputs \(result, then scratch\), the model has 3"):
+
+    with pytest.raises(
+        TflmRunError, match=r"MCUBERT_MLP: expected 1 or 2 outputs \(result, then scratch\), the model has 3"
+    ):
         binding.run(_edited(classifier, extra_output), sample_inputs(7), arena_bytes=1 << 20)
 
 
 def test_a_constant_of_the_wrong_type_is_refused_naming_it(binding, classifier):
     def exp_lut_as_int8(subgraph):
         subgraph.tensors[subgraph.operators[1].inputs[10]].type = schema.TensorType.INT8
+
     with pytest.raises(TflmRunError, match=r"MCUBERT_ATTENTION: exp_lut: "):
         binding.run(_edited(classifier, exp_lut_as_int8), sample_inputs(8), arena_bytes=1 << 20)
 

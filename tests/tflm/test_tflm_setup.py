@@ -5,7 +5,11 @@ import sys
 import pytest
 
 from tflm_mcubert.runtime.tflm_binding import (
-    FLATBUFFERS_VERSION, TflmSetupError, TflmSources, find_python313, flatbuffers_version,
+    FLATBUFFERS_VERSION,
+    TflmSetupError,
+    TflmSources,
+    find_python313,
+    flatbuffers_version,
 )
 
 
@@ -17,8 +21,10 @@ def fake_checkout(root, flatbuffers=(25, 9, 23), gemmlowp=True):
     base = downloads / "flatbuffers/include/flatbuffers/base.h"
     base.parent.mkdir(parents=True)
     major, minor, revision = flatbuffers
-    base.write_text(f"#define FLATBUFFERS_VERSION_MAJOR {major}\n#define FLATBUFFERS_VERSION_MINOR {minor}\n"
-                    f"#define FLATBUFFERS_VERSION_REVISION {revision}\n")
+    base.write_text(
+        f"#define FLATBUFFERS_VERSION_MAJOR {major}\n#define FLATBUFFERS_VERSION_MINOR {minor}\n"
+        f"#define FLATBUFFERS_VERSION_REVISION {revision}\n"
+    )
     if gemmlowp:
         (downloads / "gemmlowp/fixedpoint").mkdir(parents=True)
         (downloads / "gemmlowp/fixedpoint/fixedpoint.h").write_text("")
@@ -36,12 +42,14 @@ def test_a_checkout_with_its_downloads_is_accepted(tmp_path):
 
 
 def test_a_folder_that_is_not_tflm_is_named(tmp_path):
-    with pytest.raises(TflmSetupError, match=r"is not a tflite-micro checkout \(no tensorflow/lite/micro/micro_interpreter.h\)"):
+    with pytest.raises(
+        TflmSetupError, match=r"is not a tflite-micro checkout \(no tensorflow/lite/micro/micro_interpreter.h\)"
+    ):
         TflmSources.from_environment({"TFLM_DIR": str(tmp_path)})
 
 
 def test_flatbuffers_of_another_version_are_refused_naming_both(tmp_path):
-    fake_checkout(tmp_path, flatbuffers=(23, 5, 26))   # Debian's libflatbuffers-dev
+    fake_checkout(tmp_path, flatbuffers=(23, 5, 26))  # Debian's libflatbuffers-dev
     with pytest.raises(TflmSetupError, match=r"are v23\.5\.26; TFLM 90b983c pins v25\.9\.23"):
         TflmSources.from_environment({"TFLM_DIR": str(tmp_path)})
 

@@ -23,8 +23,9 @@ def frequency_ranking(token_frequency: np.ndarray) -> np.ndarray:
     return np.argsort(-np.asarray(token_frequency), kind="stable")
 
 
-def adaptive_embedding(table: np.ndarray, token_frequency: np.ndarray, *, cutoffs=ADAPTIVE_CUTOFFS,
-                       ranks=None, div: float = 4) -> ClusteredLowRankEmbedding:
+def adaptive_embedding(
+    table: np.ndarray, token_frequency: np.ndarray, *, cutoffs=ADAPTIVE_CUTOFFS, ranks=None, div: float = 4
+) -> ClusteredLowRankEmbedding:
     """Frequency-clustered embedding; `ranks` default to d/div^i (BERT-tiny: 32, 8, 2)."""
     table = np.asarray(table)
     if np.shape(token_frequency) != (table.shape[0],):
@@ -32,8 +33,9 @@ def adaptive_embedding(table: np.ndarray, token_frequency: np.ndarray, *, cutoff
     if ranks is None:
         ranks = fixed_ranks(table.shape[1], len(cutoffs) + 1, div)
     permutation = permutation_from_ranking(frequency_ranking(token_frequency))
-    return ClusteredLowRankEmbedding.from_dense(table, cutoffs=cutoffs, ranks=ranks, permutation=permutation,
-                                                origin="adaptive")
+    return ClusteredLowRankEmbedding.from_dense(
+        table, cutoffs=cutoffs, ranks=ranks, permutation=permutation, origin="adaptive"
+    )
 
 
 def svd_embedding(table: np.ndarray, rank: int) -> ClusteredLowRankEmbedding:
@@ -43,8 +45,7 @@ def svd_embedding(table: np.ndarray, rank: int) -> ClusteredLowRankEmbedding:
 
 def fwsvd_embedding(table: np.ndarray, rank: int, row_fisher: np.ndarray) -> ClusteredLowRankEmbedding:
     """The whole table at rank r by Fisher-weighted SVD (`row_fisher`: per-token importance)."""
-    return ClusteredLowRankEmbedding.from_dense(table, cutoffs=[0], ranks=[rank], method="fwsvd",
-                                                row_fisher=row_fisher)
+    return ClusteredLowRankEmbedding.from_dense(table, cutoffs=[0], ranks=[rank], method="fwsvd", row_fisher=row_fisher)
 
 
 def rank_for_budget(vocab_size: int, dim: int, max_params: int) -> int:

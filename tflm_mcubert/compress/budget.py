@@ -36,9 +36,11 @@ def smallest_embedding(vocab_size: int, dim: int) -> int:
 def check_target(target: int, vocab_size: int, dim: int) -> None:
     floor = smallest_embedding(vocab_size, dim)
     if target < floor:
-        raise UserError(f"--target-embedding-params {target:,} is infeasible: the smallest embedding the "
-                        f"search can build (every token at rank 1) has v + d = {vocab_size:,} + {dim} = "
-                        f"{floor:,} parameters")
+        raise UserError(
+            f"--target-embedding-params {target:,} is infeasible: the smallest embedding the "
+            f"search can build (every token at rank 1) has v + d = {vocab_size:,} + {dim} = "
+            f"{floor:,} parameters"
+        )
 
 
 def deployable_params(counts, ranks, dim: int) -> int:
@@ -106,16 +108,18 @@ def betas_for_budget(counts, betas: list[np.ndarray], dim: int, budget: int) -> 
     counts = [int(n) for n in counts]
     keep = [np.zeros(len(b), bool) for b in betas]
     size = counts[0] * dim
-    candidates = sorted(((float(b[l]), i, l) for i, b in enumerate(betas) for l in range(len(b))),
-                        key=lambda item: (-item[0], item[1], item[2]))
-    for _, i, l in candidates:
+    candidates = sorted(
+        ((float(b[k]), i, k) for i, b in enumerate(betas) for k in range(len(b))),
+        key=lambda item: (-item[0], item[1], item[2]),
+    )
+    for _, i, component in candidates:
         n = counts[i + 1]
         rank = int(keep[i].sum())
         if n == 0 or rank >= n:
             continue
         cost = n + dim  # a column of U_i and a row of Vᵀ_i
         if size + cost <= budget:
-            keep[i][l] = True
+            keep[i][component] = True
             size += cost
     return keep
 
@@ -126,22 +130,31 @@ def truncate_to_budget(embedding: ClusteredLowRankEmbedding, budget: int) -> Clu
     if embedding.stored_params() <= budget:
         return embedding
     sizes, dim = embedding.cluster_sizes, embedding.dim
-    products = [np.asarray(u.numpy(), np.float64) @ np.asarray(vt.numpy(), np.float64)
-                for u, vt in zip(embedding.us, embedding.vts)]
+    products = [
+        np.asarray(u.numpy(), np.float64) @ np.asarray(vt.numpy(), np.float64)
+        for u, vt in zip(embedding.us, embedding.vts)
+    ]
     spectra = [svd(p)[1] if r else np.zeros(0) for p, r in zip(products, embedding.ranks)]
     ranks = list(embedding.ranks)
     heap = [(spectra[i][r - 1] ** 2 / (sizes[i + 1] + dim), i) for i, r in enumerate(ranks) if r]
     heapq.heapify(heap)
     while deployable_params(sizes, ranks, dim) > budget:
         if not heap:
-            raise UserError(f"the dense cluster alone ({sizes[0]:,} tokens x {dim}) exceeds the budget of "
-                            f"{budget:,} parameters")
+            raise UserError(
+                f"the dense cluster alone ({sizes[0]:,} tokens x {dim}) exceeds the budget of {budget:,} parameters"
+            )
         _, i = heapq.heappop(heap)
         ranks[i] -= 1
         if ranks[i]:
             heapq.heappush(heap, (spectra[i][ranks[i] - 1] ** 2 / (sizes[i + 1] + dim), i))
-    factors = [low_rank_factorization(p, r) if r else (np.zeros((p.shape[0], 0)), np.zeros((0, dim)))
-               for p, r in zip(products, ranks)]
-    return ClusteredLowRankEmbedding.from_factors(np.asarray(embedding.table.numpy()), factors,
-                                                  cutoffs=embedding.cutoffs, permutation=embedding.permutation,
-                                                  origin=embedding.origin)
+    factors = [
+        low_rank_factorization(p, r) if r else (np.zeros((p.shape[0], 0)), np.zeros((0, dim)))
+        for p, r in zip(products, ranks)
+    ]
+    return ClusteredLowRankEmbedding.from_factors(
+        np.asarray(embedding.table.numpy()),
+        factors,
+        cutoffs=embedding.cutoffs,
+        permutation=embedding.permutation,
+        origin=embedding.origin,
+    )

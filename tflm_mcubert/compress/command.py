@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
@@ -28,7 +27,9 @@ def parse_count(text: str) -> int:
     match = re.fullmatch(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([kKmM]?)\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a parameter count (e.g. 307000, 307k, 0.307M)")
-    value = float(match.group(1).replace("_", "").replace(",", "")) * {"": 1, "k": 1e3, "m": 1e6}[match.group(2).lower()]
+    value = (
+        float(match.group(1).replace("_", "").replace(",", "")) * {"": 1, "k": 1e3, "m": 1e6}[match.group(2).lower()]
+    )
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a parameter count must be positive")
     return int(round(value))
@@ -43,8 +44,11 @@ def int_list(text: str) -> tuple[int, ...]:
 
 def _common(parser: argparse.ArgumentParser, command: str) -> None:
     data = parser.add_argument_group("data")
-    data.add_argument("--task", required=True, help="rotten_tomatoes, sst2, mrpc, qqp, mnli, or a local "
-                                                    ".csv/.tsv/.jsonl file or directory of them")
+    data.add_argument(
+        "--task",
+        required=True,
+        help="rotten_tomatoes, sst2, mrpc, qqp, mnli, or a local .csv/.tsv/.jsonl file or directory of them",
+    )
     data.add_argument("--text-column", default="text", help="local files: the text column (default text)")
     data.add_argument("--text-pair-column", help="local files: the second text of sentence-pair tasks")
     data.add_argument("--label-column", default="label", help="local files: the label column (default label)")
@@ -52,24 +56,44 @@ def _common(parser: argparse.ArgumentParser, command: str) -> None:
     data.add_argument("--max-train-examples", type=int, help="use only this many training examples (quick runs)")
     data.add_argument("--max-eval-examples", type=int, help="use only this many validation and test examples")
     train = parser.add_argument_group("training")
-    train.add_argument("--epochs", type=float, default=DEFAULT_EPOCHS[command],
-                       help=f"default {DEFAULT_EPOCHS[command]:g}" + (" per search stage" if command == "search" else ""))
+    train.add_argument(
+        "--epochs",
+        type=float,
+        default=DEFAULT_EPOCHS[command],
+        help=f"default {DEFAULT_EPOCHS[command]:g}" + (" per search stage" if command == "search" else ""),
+    )
     train.add_argument("--batch-size", type=int, default=32, help="default 32")
-    train.add_argument("--lr", type=float, default=DEFAULT_LR[command],
-                       help=f"AdamW learning rate, no weight decay (default {DEFAULT_LR[command]:g})")
+    train.add_argument(
+        "--lr",
+        type=float,
+        default=DEFAULT_LR[command],
+        help=f"AdamW learning rate, no weight decay (default {DEFAULT_LR[command]:g})",
+    )
     train.add_argument("--seed", type=seed_argument, default=0)
     if command in DEFAULT_KD:
-        train.add_argument("--kd-weight", type=float, default=DEFAULT_KD[command],
-                           help=f"weight of the logits KD loss; labels get 1 - it (default {DEFAULT_KD[command]:g})")
+        train.add_argument(
+            "--kd-weight",
+            type=float,
+            default=DEFAULT_KD[command],
+            help=f"weight of the logits KD loss; labels get 1 - it (default {DEFAULT_KD[command]:g})",
+        )
         train.add_argument("--temperature", type=float, default=2.0, help="KD temperature (default 2)")
     run = parser.add_argument_group("run")
-    run.add_argument("--out", required=True, help="output checkpoint directory (its run/ subdirectory holds the "
-                                                  "training state)")
-    run.add_argument("--resume", action="store_true", help="continue the interrupted run in --out (its settings "
-                                                           "and data must be unchanged)")
+    run.add_argument(
+        "--out", required=True, help="output checkpoint directory (its run/ subdirectory holds the training state)"
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out (its settings and data must be unchanged)",
+    )
     run.add_argument("--checkpoint-every", type=int, default=200, help="steps between checkpoints (default 200)")
-    run.add_argument("--strategy", default="default", choices=("default", "mirrored", "multiworker"),
-                     help="tf.distribute strategy (multiworker reads TF_CONFIG)")
+    run.add_argument(
+        "--strategy",
+        default="default",
+        choices=("default", "mirrored", "multiworker"),
+        help="tf.distribute strategy (multiworker reads TF_CONFIG)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -88,25 +112,42 @@ def add_parser(subparsers) -> list[str]:
     search = subparsers.add_parser("search", help="fine-tuned classifier + task → compressed embedding checkpoint")
     search.add_argument("--checkpoint", required=True, help="fine-tuned classifier to compress")
     search.add_argument("--teacher", help="KD teacher (default: --checkpoint itself, uncompressed)")
-    search.add_argument("--mode", default="two-stage", choices=MODES,
-                        help="two-stage (MCUBERT), its ablations one-stage / ratio-then-clustering / clustering-only, "
-                             "or the baselines adaptive / svd / fwsvd")
+    search.add_argument(
+        "--mode",
+        default="two-stage",
+        choices=MODES,
+        help="two-stage (MCUBERT), its ablations one-stage / ratio-then-clustering / clustering-only, "
+        "or the baselines adaptive / svd / fwsvd",
+    )
     search.add_argument("--clusters", type=int, default=4, help="number of clusters c (default 4)")
     search.add_argument("--div", type=float, default=4.0, help="Stage 1's fixed ranks d/div^i (default 4)")
     budget = search.add_mutually_exclusive_group()
-    budget.add_argument("--lambda", dest="lambda_", type=float,
-                        help="size penalty λ: loss worth removing the whole table (the size is counted as a "
-                             "fraction of the dense v·d table, so λ does not depend on the model)")
-    budget.add_argument("--target-embedding-params", type=parse_count,
-                        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result "
-                             "projected onto the budget")
+    budget.add_argument(
+        "--lambda",
+        dest="lambda_",
+        type=float,
+        help="size penalty λ: loss worth removing the whole table (the size is counted as a "
+        "fraction of the dense v·d table, so λ does not depend on the model)",
+    )
+    budget.add_argument(
+        "--target-embedding-params",
+        type=parse_count,
+        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result projected onto the budget",
+    )
     search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")
     search.add_argument("--arch-lr", type=float, default=1e-3, help="learning rate of α and β (default 1e-3)")
     search.add_argument("--beta-threshold", type=float, default=0.5, help="β*: singular values with β > β* are kept")
-    search.add_argument("--hidden-kd", type=float, default=0.0,
-                        help="weight of last-hidden-state KD (teacher of the same width; default 0)")
-    search.add_argument("--cutoffs", type=int_list, help="adaptive: cluster cut-offs (default 1000,4000,10000 "
-                                                         "for a 30522-token vocabulary, scaled otherwise)")
+    search.add_argument(
+        "--hidden-kd",
+        type=float,
+        default=0.0,
+        help="weight of last-hidden-state KD (teacher of the same width; default 0)",
+    )
+    search.add_argument(
+        "--cutoffs",
+        type=int_list,
+        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise)",
+    )
     search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
     _common(search, "search")
     return ["finetune", "distill", "search"]
@@ -115,13 +156,28 @@ def add_parser(subparsers) -> list[str]:
 def _options(args, command: str):
     from tflm_mcubert.compress.pipeline import DataOptions, TrainOptions
 
-    data = DataOptions(task=args.task, text_column=args.text_column, text_pair_column=args.text_pair_column,
-                       label_column=args.label_column, max_seq_len=args.max_seq_len,
-                       max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples)
-    train = TrainOptions(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                         kd_weight=getattr(args, "kd_weight", 0.0), temperature=getattr(args, "temperature", 2.0),
-                         hidden_kd=getattr(args, "hidden_kd", 0.0), checkpoint_every=args.checkpoint_every,
-                         strategy=args.strategy, resume=args.resume, progress=not args.quiet)
+    data = DataOptions(
+        task=args.task,
+        text_column=args.text_column,
+        text_pair_column=args.text_pair_column,
+        label_column=args.label_column,
+        max_seq_len=args.max_seq_len,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+    )
+    train = TrainOptions(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        kd_weight=getattr(args, "kd_weight", 0.0),
+        temperature=getattr(args, "temperature", 2.0),
+        hidden_kd=getattr(args, "hidden_kd", 0.0),
+        checkpoint_every=args.checkpoint_every,
+        strategy=args.strategy,
+        resume=args.resume,
+        progress=not args.quiet,
+    )
     if train.epochs <= 0 or train.lr <= 0:
         raise UserError(f"{command}: --epochs and --lr must be positive")
     return data, train
@@ -140,13 +196,29 @@ def run(args) -> int:
         metrics = pipeline.distill(args.teacher, out, data, train, preset=args.preset)
         shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
     else:
-        search = SearchOptions(mode=args.mode, num_clusters=args.clusters, div=args.div, lambda_=args.lambda_,
-                               target_params=args.target_embedding_params, epochs=args.epochs,
-                               finetune_epochs=args.finetune_epochs, lr=args.lr, arch_lr=args.arch_lr,
-                               beta_threshold=args.beta_threshold, cutoffs=args.cutoffs, ranks=args.ranks)
+        search = SearchOptions(
+            mode=args.mode,
+            num_clusters=args.clusters,
+            div=args.div,
+            lambda_=args.lambda_,
+            target_params=args.target_embedding_params,
+            epochs=args.epochs,
+            finetune_epochs=args.finetune_epochs,
+            lr=args.lr,
+            arch_lr=args.arch_lr,
+            beta_threshold=args.beta_threshold,
+            cutoffs=args.cutoffs,
+            ranks=args.ranks,
+        )
         metrics = pipeline.search(args.checkpoint, out, data, train, search, teacher_source=args.teacher)
-        shown = ("validation_accuracy", "test_accuracy", "uncompressed_validation_accuracy",
-                 "uncompressed_test_accuracy", "embedding_params", "embedding_fraction")
+        shown = (
+            "validation_accuracy",
+            "test_accuracy",
+            "uncompressed_validation_accuracy",
+            "uncompressed_test_accuracy",
+            "embedding_params",
+            "embedding_fraction",
+        )
     for key in shown:
         value = metrics[key]
         print(f"{key} {value:.6f}" if isinstance(value, float) else f"{key} {value}")

@@ -35,7 +35,12 @@ from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, in
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.lowrank import fisher_rows
 from tflm_mcubert.compress.search_space import (
-    JointSearch, RankSearch, TokenClusteringSearch, fixed_ranks, split_trainable_variables)
+    JointSearch,
+    RankSearch,
+    TokenClusteringSearch,
+    fixed_ranks,
+    split_trainable_variables,
+)
 from tflm_mcubert.train.trainer import Stage, StageRecord, Trainer, UpdateRule, accuracy, predict_logits
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
@@ -77,8 +82,9 @@ class SearchOptions:
         if self.mode in ("svd", "fwsvd") and self.target_params is None:
             raise UserError(f"--mode {self.mode} needs --target-embedding-params (it sets the rank)")
         if self.mode == "adaptive" and self.target_params is not None:
-            raise UserError("--mode adaptive has the size its --cutoffs and --ranks give; "
-                            "drop --target-embedding-params")
+            raise UserError(
+                "--mode adaptive has the size its --cutoffs and --ranks give; drop --target-embedding-params"
+            )
         if not 0.0 <= self.beta_threshold < 1.0:
             raise UserError(f"--beta-threshold must be in [0, 1), got {self.beta_threshold}")
         for name in ("epochs", "finetune_epochs", "lr", "arch_lr"):
@@ -124,8 +130,9 @@ class SizePenalty:
         params = int(self.deployable_size())
         if self.target is not None:
             pressure = float(np.clip(math.log(max(params, 1) / self.target), -1.0, 1.0))
-            self.lam.assign(float(np.clip(float(self.lam.numpy()) * math.exp(LAMBDA_RATE * pressure),
-                                          LAMBDA_MIN, LAMBDA_MAX)))
+            self.lam.assign(
+                float(np.clip(float(self.lam.numpy()) * math.exp(LAMBDA_RATE * pressure), LAMBDA_MIN, LAMBDA_MAX))
+            )
         return {"params": params, "lambda": f"{float(self.lam.numpy()):.3g}"}
 
 
@@ -149,8 +156,9 @@ def adaptive_cutoffs(vocab_size: int, num_clusters: int) -> list[int]:
 def frequency_assignment(token_frequency: np.ndarray, cutoffs) -> np.ndarray:
     """Cluster of each token when tokens are ranked by frequency and cut at `cutoffs`."""
     assignment = np.empty(len(token_frequency), np.int64)
-    assignment[frequency_ranking(token_frequency)] = np.searchsorted(cutoffs, np.arange(len(token_frequency)),
-                                                                     side="right")
+    assignment[frequency_ranking(token_frequency)] = np.searchsorted(
+        cutoffs, np.arange(len(token_frequency)), side="right"
+    )
     return assignment
 
 
@@ -159,8 +167,9 @@ def token_frequency(split: EncodedSplit, vocab_size: int) -> np.ndarray:
     return np.bincount(ids, minlength=vocab_size)
 
 
-def embedding_fisher(model: BertModel, split: EncodedSplit, objective: Objective, teacher_logits, *,
-                     batch_size: int) -> np.ndarray:
+def embedding_fisher(
+    model: BertModel, split: EncodedSplit, objective: Objective, teacher_logits, *, batch_size: int
+) -> np.ndarray:
     """FWSVD's per-token importance: Σ over one pass of the squared task-loss gradient of each word row."""
     table = model.embeddings.word_embeddings
     fisher = np.zeros(table.shape[0], np.float64)
@@ -180,6 +189,7 @@ def embedding_fisher(model: BertModel, split: EncodedSplit, objective: Objective
 
 
 # --- the search ------------------------------------------------------------------------------------------
+
 
 def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
     config = job.model.config
@@ -209,12 +219,24 @@ class _Search:
     def _fit(self, name: str, model: BertModel, layer, deployable_size):
         """Train one alternating search stage of `layer` inside `model`."""
         opts = self.opts
-        penalty = SizePenalty(layer.embedding_size, deployable_size, self.vocab_size * self.dim,
-                              lambda_=DEFAULT_LAMBDA if opts.lambda_ is None else opts.lambda_,
-                              target=opts.target_params)
-        stage = Stage(name, model, search_rules(model, penalty, lr=opts.lr, arch_lr=opts.arch_lr), self.job.train,
-                      opts.epochs, self.job.objective, self.job.teacher_logits, extra_state=[penalty.lam],
-                      after_step=penalty.after_step)
+        penalty = SizePenalty(
+            layer.embedding_size,
+            deployable_size,
+            self.vocab_size * self.dim,
+            lambda_=DEFAULT_LAMBDA if opts.lambda_ is None else opts.lambda_,
+            target=opts.target_params,
+        )
+        stage = Stage(
+            name,
+            model,
+            search_rules(model, penalty, lr=opts.lr, arch_lr=opts.arch_lr),
+            self.job.train,
+            opts.epochs,
+            self.job.objective,
+            self.job.teacher_logits,
+            extra_state=[penalty.lam],
+            after_step=penalty.after_step,
+        )
         self.records.append(self.job.trainer.fit(stage))
         self.final_lambda[name] = float(penalty.lam.numpy())
 
@@ -232,15 +254,16 @@ class _Search:
     def _stage1(self, model: BertModel, table: np.ndarray, ranks=None, name: str = "stage1-clustering"):
         layer = TokenClusteringSearch.from_dense(table, self.opts.num_clusters, self.opts.div, ranks=ranks)
         searched = model.with_word_lookup(layer)
-        self._fit(name, searched, layer,
-                  lambda: budgets.assignment_params(layer.clustering(), layer.ranks, self.dim))
+        self._fit(name, searched, layer, lambda: budgets.assignment_params(layer.clustering(), layer.ranks, self.dim))
         assignment = self._demote(layer.clustering(), layer.alpha_logits.numpy(), layer.ranks)
         return layer, searched, assignment
 
     def _rank_search(self, model: BertModel, table: np.ndarray, assignment, name: str):
         layer = RankSearch.from_assignment(table, assignment, self.opts.num_clusters, self.opts.beta_threshold)
         searched = model.with_word_lookup(layer)
-        self._fit(name, searched, layer, lambda: budgets.deployable_params(layer.cluster_sizes, layer.ranks(), self.dim))
+        self._fit(
+            name, searched, layer, lambda: budgets.deployable_params(layer.cluster_sizes, layer.ranks(), self.dim)
+        )
         return layer, searched, self._kept(layer.cluster_sizes, layer)
 
     @staticmethod
@@ -256,9 +279,10 @@ class _Search:
         layer1, model1, assignment = self._stage1(self.job.model, self.table)
         layer2, model2, keep = self._rank_search(model1, layer1.dense_table(), assignment, "stage2-ranks")
         embedding = layer2.to_clustered_embedding(keep)
-        details = {"stage1": {"clusters": self._clusters(assignment, self.opts.num_clusters),
-                              "ranks": layer1.ranks},
-                   "stage2": {"ranks_above_threshold": layer2.ranks(), "ranks": list(embedding.ranks)}}
+        details = {
+            "stage1": {"clusters": self._clusters(assignment, self.opts.num_clusters), "ranks": layer1.ranks},
+            "stage2": {"ranks_above_threshold": layer2.ranks(), "ranks": list(embedding.ranks)},
+        }
         return embedding, model2, details
 
     def _clustering_only(self):
@@ -269,13 +293,20 @@ class _Search:
     def _one_stage(self):
         layer = JointSearch.from_dense(self.table, self.opts.num_clusters, self.opts.beta_threshold)
         model = self.job.model.with_word_lookup(layer)
-        self._fit("joint-search", model, layer,
-                  lambda: budgets.assignment_params(layer.clustering(), layer.ranks(), self.dim))
+        self._fit(
+            "joint-search", model, layer, lambda: budgets.assignment_params(layer.clustering(), layer.ranks(), self.dim)
+        )
         assignment = self._demote(layer.clustering(), layer.alpha_logits.numpy(), layer.ranks())
-        embedding = layer.to_clustered_embedding(assignment, self._kept(self._clusters(assignment,
-                                                                                     self.opts.num_clusters), layer))
-        details = {"joint": {"clusters": self._clusters(assignment, self.opts.num_clusters),
-                             "ranks_above_threshold": layer.ranks(), "ranks": list(embedding.ranks)}}
+        embedding = layer.to_clustered_embedding(
+            assignment, self._kept(self._clusters(assignment, self.opts.num_clusters), layer)
+        )
+        details = {
+            "joint": {
+                "clusters": self._clusters(assignment, self.opts.num_clusters),
+                "ranks_above_threshold": layer.ranks(),
+                "ranks": list(embedding.ranks),
+            }
+        }
         return embedding, model, details
 
     def _ratio_then_clustering(self):
@@ -287,8 +318,10 @@ class _Search:
         # Stage B starts from the table the ratio search ended with, each token as the model saw it.
         table = np.asarray(layer_a(np.arange(self.vocab_size, dtype=np.int32)[np.newaxis])[0])
         layer_b, model_b, assignment = self._stage1(model_a, table, ranks=ranks, name="clustering-search")
-        details = {"ratio_search": {"clusters": self._clusters(by_frequency, c), "ranks": ranks},
-                   "clustering_search": {"clusters": self._clusters(assignment, c)}}
+        details = {
+            "ratio_search": {"clusters": self._clusters(by_frequency, c), "ranks": ranks},
+            "clustering_search": {"clusters": self._clusters(assignment, c)},
+        }
         return layer_b.to_clustered_embedding(assignment, origin="nas-ratio-then-clustering"), model_b, details
 
     def _adaptive(self):
@@ -308,9 +341,16 @@ class _Search:
     def _fwsvd(self):
         rank = rank_for_budget(self.vocab_size, self.dim, self.opts.target_params)
         fisher = self.job.trainer.run.cached(
-            "fisher", f"{self.job.train.fingerprint()}",
-            lambda: embedding_fisher(self.job.model, self.job.train, self.job.objective, self.job.teacher_logits,
-                                     batch_size=self.job.batch_size))
+            "fisher",
+            f"{self.job.train.fingerprint()}",
+            lambda: embedding_fisher(
+                self.job.model,
+                self.job.train,
+                self.job.objective,
+                self.job.teacher_logits,
+                batch_size=self.job.batch_size,
+            ),
+        )
         return fwsvd_embedding(self.table, rank, fisher), self.job.model, {"rank": rank}
 
     # -- the last stage --
@@ -325,22 +365,35 @@ class _Search:
         validation = self.job.validation
         if validation is not None:  # how much the search itself and the conversion to hard choices cost
             details["validation_accuracy_searched"] = accuracy(
-                predict_logits(searched, validation, self.job.batch_size), validation)
+                predict_logits(searched, validation, self.job.batch_size), validation
+            )
             converted = validation.remapped(permutation)
             details["validation_accuracy_converted"] = accuracy(
-                predict_logits(model, converted, self.job.batch_size), converted)
+                predict_logits(model, converted, self.job.batch_size), converted
+            )
         objective = self.job.objective
         if objective.hidden_weight > 0:  # the teacher still reads original ids
             objective = dataclasses.replace(objective, teacher_ids=invert_permutation(permutation))
-        stage = Stage("finetune", model, [UpdateRule("weights", model.trainable_variables, self.opts.lr)],
-                      self.job.train.remapped(permutation), self.opts.finetune_epochs, objective,
-                      self.job.teacher_logits)
+        stage = Stage(
+            "finetune",
+            model,
+            [UpdateRule("weights", model.trainable_variables, self.opts.lr)],
+            self.job.train.remapped(permutation),
+            self.opts.finetune_epochs,
+            objective,
+            self.job.teacher_logits,
+        )
         self.records.append(self.job.trainer.fit(stage))
         return model
 
 
-
 # Every mode of MODES and the method that runs it (tests/compress check that the two agree).
-MODE_METHODS = {"two-stage": _Search._two_stage, "clustering-only": _Search._clustering_only,
-                "one-stage": _Search._one_stage, "ratio-then-clustering": _Search._ratio_then_clustering,
-                "adaptive": _Search._adaptive, "svd": _Search._svd, "fwsvd": _Search._fwsvd}
+MODE_METHODS = {
+    "two-stage": _Search._two_stage,
+    "clustering-only": _Search._clustering_only,
+    "one-stage": _Search._one_stage,
+    "ratio-then-clustering": _Search._ratio_then_clustering,
+    "adaptive": _Search._adaptive,
+    "svd": _Search._svd,
+    "fwsvd": _Search._fwsvd,
+}

@@ -21,7 +21,16 @@ from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
 from tflm_mcubert.compress.nas import SearchJob, SearchOptions, run_search
 from tflm_mcubert.train.trainer import (
-    RunDirectory, Stage, Trainer, UpdateRule, accuracy, enable_determinism, is_chief, make_strategy, predict_logits)
+    RunDirectory,
+    Stage,
+    Trainer,
+    UpdateRule,
+    accuracy,
+    enable_determinism,
+    is_chief,
+    make_strategy,
+    predict_logits,
+)
 from tflm_mcubert.errors import UserError
 
 METRICS_FILE = "metrics.json"
@@ -70,6 +79,7 @@ def log(message: str) -> None:
 
 # --- shared steps ----------------------------------------------------------------------------------------
 
+
 def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
     from tflm_mcubert.data import tasks
 
@@ -81,8 +91,9 @@ def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if tokenizer is None:
         raise UserError("the checkpoint has no tokenizer files (vocab.txt or tokenizer.json): cannot read text")
-    dataset = tasks.load_task(opts.task, text_column=opts.text_column, text_pair_column=opts.text_pair_column,
-                              label_column=opts.label_column)
+    dataset = tasks.load_task(
+        opts.task, text_column=opts.text_column, text_pair_column=opts.text_pair_column, label_column=opts.label_column
+    )
     count = tasks.num_labels(dataset)
     splits = {}
     for split in SPLITS:
@@ -90,8 +101,9 @@ def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
         limit = opts.max_train_examples if split == "train" else opts.max_eval_examples
         if limit is not None and len(rows) > limit:
             rows = rows.select(range(limit))  # splits are already shuffled: a random subset
-        splits[split] = encode_split(rows, tokenizer, name=split, max_seq_len=opts.max_seq_len, num_labels=count,
-                                     vocab_size=vocab_size)
+        splits[split] = encode_split(
+            rows, tokenizer, name=split, max_seq_len=opts.max_seq_len, num_labels=count, vocab_size=vocab_size
+        )
     return TaskData(splits, count, tasks.label_names(dataset))
 
 
@@ -124,19 +136,28 @@ def open_run(out: Path, settings: dict, opts: TrainOptions, strategy, on_step_en
     run = RunDirectory(out / "run", settings, resume=opts.resume, writer=is_chief(strategy))
     if run.resumed:
         log(f"resuming the run in {out}")
-    trainer = Trainer(run, strategy, batch_size=opts.batch_size, seed=opts.seed,
-                      checkpoint_every=opts.checkpoint_every, progress=opts.progress, on_step_end=on_step_end)
+    trainer = Trainer(
+        run,
+        strategy,
+        batch_size=opts.batch_size,
+        seed=opts.seed,
+        checkpoint_every=opts.checkpoint_every,
+        progress=opts.progress,
+        on_step_end=on_step_end,
+    )
     return run, trainer
 
 
-def teacher_logits(run: RunDirectory, teacher, teacher_fingerprint: str, data: TaskData,
-                   batch_size: int) -> dict[str, np.ndarray]:
+def teacher_logits(
+    run: RunDirectory, teacher, teacher_fingerprint: str, data: TaskData, batch_size: int
+) -> dict[str, np.ndarray]:
     """The teacher's logits on every split, computed once and cached in the run directory."""
     out = {}
     for split in SPLITS:
         key = f"{teacher_fingerprint}:{data.splits[split].fingerprint()}"
-        out[split] = run.cached(f"teacher-logits-{split}", key,
-                                lambda s=split: predict_logits(teacher, data.splits[s], batch_size))
+        out[split] = run.cached(
+            f"teacher-logits-{split}", key, lambda s=split: predict_logits(teacher, data.splits[s], batch_size)
+        )
     return out
 
 
@@ -150,8 +171,11 @@ def evaluate(model, data: TaskData, batch_size: int, remap: Callable[[EncodedSpl
 
 def settings_of(command: str, data_opts: DataOptions, train_opts: TrainOptions, data: TaskData, **extra) -> dict:
     """What a resumed run must share with the original: everything that changes the result."""
-    train = {k: v for k, v in dataclasses.asdict(train_opts).items()
-             if k not in ("checkpoint_every", "strategy", "resume", "progress")}
+    train = {
+        k: v
+        for k, v in dataclasses.asdict(train_opts).items()
+        if k not in ("checkpoint_every", "strategy", "resume", "progress")
+    }
     return {"command": command, **dataclasses.asdict(data_opts), **train, **extra, "data": data.fingerprint()}
 
 
@@ -169,6 +193,7 @@ def _start(opts: TrainOptions):
 
 # --- the commands ----------------------------------------------------------------------------------------
 
+
 def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, on_step_end=None) -> dict:
     """A checkpoint fine-tuned on the task (labels only): the teacher of the later stages."""
     from tflm_mcubert.model.hf_import import load_checkpoint, save_checkpoint
@@ -183,19 +208,33 @@ def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOpti
         _check_labels(model, data, "--checkpoint")
         settings = settings_of("finetune", data_opts, opts, data, checkpoint=checkpoint_fingerprint(checkpoint))
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
-        record = trainer.fit(Stage("finetune", model, [UpdateRule("weights", model.trainable_variables, opts.lr)],
-                                   data.splits["train"], opts.epochs, Objective()))
+        record = trainer.fit(
+            Stage(
+                "finetune",
+                model,
+                [UpdateRule("weights", model.trainable_variables, opts.lr)],
+                data.splits["train"],
+                opts.epochs,
+                Objective(),
+            )
+        )
     scores = evaluate(model, data, opts.batch_size)
     if run.writer:
         save_checkpoint(model, out, tokenizer)
-    metrics = {"command": "finetune", "checkpoint": checkpoint, **scores, "stages": [record.to_dict()],
-               "seconds": round(time.monotonic() - began, 1)}
+    metrics = {
+        "command": "finetune",
+        "checkpoint": checkpoint,
+        **scores,
+        "stages": [record.to_dict()],
+        "seconds": round(time.monotonic() - began, 1),
+    }
     write_metrics(out, metrics, run.writer)
     return metrics
 
 
-def distill(teacher_source: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, preset: str,
-            on_step_end=None) -> dict:
+def distill(
+    teacher_source: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, preset: str, on_step_end=None
+) -> dict:
     """A `preset`-shaped student of the teacher (same vocabulary), trained by task KD."""
     from tflm_mcubert.model.config import preset as preset_config
     from tflm_mcubert.model.hf_import import save_checkpoint
@@ -214,22 +253,48 @@ def distill(teacher_source: str, out: Path, data_opts: DataOptions, opts: TrainO
         settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset)
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         logits = teacher_logits(run, teacher, teacher_fp, data, opts.batch_size)
-        record = trainer.fit(Stage("distill", student, [UpdateRule("weights", student.trainable_variables, opts.lr)],
-                                   data.splits["train"], opts.epochs, objective, logits["train"]))
+        record = trainer.fit(
+            Stage(
+                "distill",
+                student,
+                [UpdateRule("weights", student.trainable_variables, opts.lr)],
+                data.splits["train"],
+                opts.epochs,
+                objective,
+                logits["train"],
+            )
+        )
     scores = evaluate(student, data, opts.batch_size)
-    teacher_scores = {f"teacher_{split}_accuracy": accuracy(logits[split], data.splits[split])
-                      for split in ("validation", "test")}
+    teacher_scores = {
+        f"teacher_{split}_accuracy": accuracy(logits[split], data.splits[split]) for split in ("validation", "test")
+    }
     if run.writer:
         save_checkpoint(student, out, tokenizer)
-    metrics = {"command": "distill", "teacher": teacher_source, "preset": preset, "init": init, **scores,
-               **teacher_scores, "params": student.config.param_count(), "stages": [record.to_dict()],
-               "seconds": round(time.monotonic() - began, 1)}
+    metrics = {
+        "command": "distill",
+        "teacher": teacher_source,
+        "preset": preset,
+        "init": init,
+        **scores,
+        **teacher_scores,
+        "params": student.config.param_count(),
+        "stages": [record.to_dict()],
+        "seconds": round(time.monotonic() - began, 1),
+    }
     write_metrics(out, metrics, run.writer)
     return metrics
 
 
-def search(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOptions, search_opts: SearchOptions, *,
-           teacher_source: str | None = None, on_step_end=None) -> dict:
+def search(
+    checkpoint: str,
+    out: Path,
+    data_opts: DataOptions,
+    opts: TrainOptions,
+    search_opts: SearchOptions,
+    *,
+    teacher_source: str | None = None,
+    on_step_end=None,
+) -> dict:
     """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
     write the compressed checkpoint (permuted vocabulary) to `out`."""
     from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
@@ -242,8 +307,10 @@ def search(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOption
         config = model.config
         search_opts.validate(config.vocab_size, config.hidden_size)
         if tokenizer is not None and len(tokenizer) != config.vocab_size:
-            raise UserError(f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} tokens and config.json "
-                            f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id")
+            raise UserError(
+                f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} tokens and config.json "
+                f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id"
+            )
         data = load_task_data(data_opts, tokenizer, config.vocab_size)
         _check_labels(model, data, "--checkpoint")
         # The teacher: the uncompressed model itself by default (the paper's "trained full model"). A
@@ -251,38 +318,75 @@ def search(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOption
         teacher, _ = load_classifier(teacher_source, what="--teacher")
         _check_labels(teacher, data, "--teacher")
         if opts.hidden_kd and teacher.config.hidden_size != config.hidden_size:
-            raise UserError(f"--hidden-kd needs a teacher as wide as the model ({config.hidden_size}); "
-                            f"--teacher has {teacher.config.hidden_size}")
-        objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature, hidden_weight=opts.hidden_kd,
-                              hidden_teacher=teacher if opts.hidden_kd else None)
+            raise UserError(
+                f"--hidden-kd needs a teacher as wide as the model ({config.hidden_size}); "
+                f"--teacher has {teacher.config.hidden_size}"
+            )
+        objective = Objective(
+            kd_weight=opts.kd_weight,
+            temperature=opts.temperature,
+            hidden_weight=opts.hidden_kd,
+            hidden_teacher=teacher if opts.hidden_kd else None,
+        )
         teacher_fp = checkpoint_fingerprint(teacher_source)
-        settings = settings_of("search", data_opts, opts, data, checkpoint=checkpoint_fingerprint(checkpoint),
-                               teacher=teacher_fp, search=dataclasses.asdict(search_opts))
+        settings = settings_of(
+            "search",
+            data_opts,
+            opts,
+            data,
+            checkpoint=checkpoint_fingerprint(checkpoint),
+            teacher=teacher_fp,
+            search=dataclasses.asdict(search_opts),
+        )
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         logits = teacher_logits(run, teacher, teacher_fp, data, opts.batch_size)
         uncompressed = evaluate(model, data, opts.batch_size)
-        job = SearchJob(trainer, strategy, model, data.splits["train"], objective,
-                        logits["train"] if objective.uses_teacher_logits else None, opts.batch_size,
-                        validation=data.splits["validation"])
+        job = SearchJob(
+            trainer,
+            strategy,
+            model,
+            data.splits["train"],
+            objective,
+            logits["train"] if objective.uses_teacher_logits else None,
+            opts.batch_size,
+            validation=data.splits["validation"],
+        )
         outcome = run_search(job, search_opts)
     permutation = outcome.embedding.permutation
     remap = (lambda split: split) if permutation is None else (lambda split: split.remapped(permutation))
     scores = evaluate(outcome.model, data, opts.batch_size, remap)
     description = outcome.embedding.describe()
     dense = config.vocab_size * config.hidden_size
-    metrics = {"command": "search", "checkpoint": checkpoint, "teacher": teacher_source, "mode": search_opts.mode,
-               **scores, "embedding_params": description["params"], "dense_embedding_params": dense,
-               "embedding_fraction": description["params"] / dense, "int8_embedding_bytes": description["int8_bytes"],
-               **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
-               **{f"teacher_{s}_accuracy": accuracy(logits[s], data.splits[s]) for s in ("validation", "test")},
-               "model_params": outcome.model.count_params(), "details": outcome.details,
-               "stages": [r.to_dict() for r in outcome.records], "seconds": round(time.monotonic() - began, 1)}
+    metrics = {
+        "command": "search",
+        "checkpoint": checkpoint,
+        "teacher": teacher_source,
+        "mode": search_opts.mode,
+        **scores,
+        "embedding_params": description["params"],
+        "dense_embedding_params": dense,
+        "embedding_fraction": description["params"] / dense,
+        "int8_embedding_bytes": description["int8_bytes"],
+        **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
+        **{f"teacher_{s}_accuracy": accuracy(logits[s], data.splits[s]) for s in ("validation", "test")},
+        "model_params": outcome.model.count_params(),
+        "details": outcome.details,
+        "stages": [r.to_dict() for r in outcome.records],
+        "seconds": round(time.monotonic() - began, 1),
+    }
     if run.writer:
-        permuted = write_permuted_tokenizer(tokenizer, permutation if permutation is not None
-                                            else np.arange(config.vocab_size), out)
-        info = {"mode": search_opts.mode, "search": dataclasses.asdict(search_opts), "details": outcome.details,
-                "metrics": {k: metrics[k] for k in ("validation_accuracy", "test_accuracy", "embedding_params",
-                                                     "embedding_fraction")}}
+        permuted = write_permuted_tokenizer(
+            tokenizer, permutation if permutation is not None else np.arange(config.vocab_size), out
+        )
+        info = {
+            "mode": search_opts.mode,
+            "search": dataclasses.asdict(search_opts),
+            "details": outcome.details,
+            "metrics": {
+                k: metrics[k]
+                for k in ("validation_accuracy", "test_accuracy", "embedding_params", "embedding_fraction")
+            },
+        }
         save_checkpoint(outcome.model, out, permuted, compression_info=info)
     write_metrics(out, metrics, run.writer)
     return metrics

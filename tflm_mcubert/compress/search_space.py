@@ -29,8 +29,14 @@ import numpy as np
 import tensorflow as tf
 
 from tflm_mcubert.model.clustered_embedding import (
-    ClusteredLowRankEmbedding, clustered_lookup, cluster_boundaries, check_permutation, invert_permutation, pad_rows,
-    permutation_from_assignment)
+    ClusteredLowRankEmbedding,
+    clustered_lookup,
+    cluster_boundaries,
+    check_permutation,
+    invert_permutation,
+    pad_rows,
+    permutation_from_assignment,
+)
 from tflm_mcubert.model.lowrank import low_rank_factorization
 from tflm_mcubert.errors import UserError
 
@@ -54,15 +60,19 @@ def fixed_ranks(dim: int, num_clusters: int, div: float) -> list[int]:
         raise UserError(f"need at least 2 clusters, got {num_clusters}")
     if div <= 1:
         raise UserError(f"div must be > 1, got {div}")
-    return [int(dim // div ** i) for i in range(1, num_clusters)]
+    return [int(dim // div**i) for i in range(1, num_clusters)]
 
 
 def _thresholds(beta_threshold, num_clusters: int) -> list[float]:
-    values = ([float(beta_threshold)] * (num_clusters - 1) if np.isscalar(beta_threshold)
-              else [float(t) for t in beta_threshold])
+    values = (
+        [float(beta_threshold)] * (num_clusters - 1)
+        if np.isscalar(beta_threshold)
+        else [float(t) for t in beta_threshold]
+    )
     if len(values) != num_clusters - 1 or any(not 0.0 <= t < 1.0 for t in values):
-        raise UserError(f"beta_threshold must be one value or {num_clusters - 1} values in [0, 1), "
-                        f"got {beta_threshold}")
+        raise UserError(
+            f"beta_threshold must be one value or {num_clusters - 1} values in [0, 1), got {beta_threshold}"
+        )
     return values
 
 
@@ -97,14 +107,16 @@ class _SearchLayer(keras.layers.Layer):
 def split_trainable_variables(model: keras.Model) -> tuple[list, list]:
     """(weights w, architecture variables α/β) of a model, for two optimizers."""
     trainable = model.trainable_variables
-    return ([v for v in trainable if not v.name.startswith(ARCH_PREFIX)],
-            [v for v in trainable if v.name.startswith(ARCH_PREFIX)])
+    return (
+        [v for v in trainable if not v.name.startswith(ARCH_PREFIX)],
+        [v for v in trainable if v.name.startswith(ARCH_PREFIX)],
+    )
 
 
 def _soft_mixture(alpha_logits, ids, per_cluster):
     """Σ_i α_ji · Emb_i[j] with α_j = softmax(logits_j); `per_cluster` lists each cluster's [.., d] vectors."""
     alpha = tf.nn.softmax(tf.gather(alpha_logits, ids), axis=-1)
-    return tf.add_n([alpha[..., i:i + 1] * vectors for i, vectors in enumerate(per_cluster)])
+    return tf.add_n([alpha[..., i : i + 1] * vectors for i, vectors in enumerate(per_cluster)])
 
 
 def _assignment_factors(assignment, table_0_rows, factor_rows):
@@ -131,10 +143,13 @@ class TokenClusteringSearch(_SearchLayer):
             self.ranks = [min(r, self.vocab_size) for r in fixed_ranks(self.dim, self.num_clusters, div)]
         else:  # given ranks (the ratio-then-clustering ablation searches them first)
             self.ranks = [int(r) for r in ranks]
-            if len(self.ranks) != self.num_clusters - 1 or any(not 0 <= r <= min(self.dim, self.vocab_size)
-                                                                for r in self.ranks):
-                raise UserError(f"{self.num_clusters} clusters need {self.num_clusters - 1} ranks within "
-                                f"0..{min(self.dim, self.vocab_size)}, got {list(ranks)}")
+            if len(self.ranks) != self.num_clusters - 1 or any(
+                not 0 <= r <= min(self.dim, self.vocab_size) for r in self.ranks
+            ):
+                raise UserError(
+                    f"{self.num_clusters} clusters need {self.num_clusters - 1} ranks within "
+                    f"0..{min(self.dim, self.vocab_size)}, got {list(ranks)}"
+                )
 
     def build(self, input_shape=None):
         self.table = self._table("table_0", (self.vocab_size, self.dim))
@@ -185,15 +200,22 @@ class TokenClusteringSearch(_SearchLayer):
         fixed-rank factors (the clustering-only NAS model)."""
         assignment = self.clustering() if assignment is None else np.asarray(assignment)
         table_0, factors, cutoffs, permutation = _assignment_factors(
-            assignment, self.dense_table(), [(u.numpy(), vt.numpy()) for u, vt in zip(self.us, self.vts)])
+            assignment, self.dense_table(), [(u.numpy(), vt.numpy()) for u, vt in zip(self.us, self.vts)]
+        )
         kwargs.setdefault("origin", "nas-clustering")
-        return ClusteredLowRankEmbedding.from_factors(table_0, factors, cutoffs=cutoffs, permutation=permutation,
-                                                      **kwargs)
+        return ClusteredLowRankEmbedding.from_factors(
+            table_0, factors, cutoffs=cutoffs, permutation=permutation, **kwargs
+        )
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, dim=self.dim, num_clusters=self.num_clusters, div=self.div,
-                      ranks=list(self.ranks))
+        config.update(
+            vocab_size=self.vocab_size,
+            dim=self.dim,
+            num_clusters=self.num_clusters,
+            div=self.div,
+            ranks=list(self.ranks),
+        )
         return config
 
 
@@ -222,19 +244,24 @@ class RankSearch(_SearchLayer):
     def build(self, input_shape=None):
         self.table = self._table("table_0", (self.cluster_sizes[0], self.dim))
         self.us, self.vts, self.betas = [], [], []
-        for i, (n, k, threshold) in enumerate(zip(self.cluster_sizes[1:], self.full_ranks, self.thresholds),
-                                              start=1):
+        for i, (n, k, threshold) in enumerate(zip(self.cluster_sizes[1:], self.full_ranks, self.thresholds), start=1):
             self.us.append(self._table(f"u_{i}", (n, k)))
             self.vts.append(self._table(f"vt_{i}", (k, self.dim)))
-            self.betas.append(self.add_weight(name=f"{ARCH_PREFIX}beta_{i}", shape=(k,),
-                                              initializer=keras.initializers.Constant(threshold),
-                                              constraint=UnitInterval()))
+            self.betas.append(
+                self.add_weight(
+                    name=f"{ARCH_PREFIX}beta_{i}",
+                    shape=(k,),
+                    initializer=keras.initializers.Constant(threshold),
+                    constraint=UnitInterval(),
+                )
+            )
         self._new_ids = tf.constant(self.permutation, tf.int32)
         super().build(input_shape)
 
     @classmethod
-    def from_assignment(cls, table: np.ndarray, assignment: np.ndarray, num_clusters: int = 4,
-                        beta_threshold=0.5, **kwargs) -> "RankSearch":
+    def from_assignment(
+        cls, table: np.ndarray, assignment: np.ndarray, num_clusters: int = 4, beta_threshold=0.5, **kwargs
+    ) -> "RankSearch":
         """Divide `table` (original id order) by the Stage-1 clustering and SVD each cluster i > 0."""
         table = np.asarray(table, np.float32)
         permutation, cutoffs = permutation_from_assignment(assignment, num_clusters)
@@ -242,10 +269,10 @@ class RankSearch(_SearchLayer):
         layer.build()
         permuted = table[invert_permutation(permutation)]
         b = layer.boundaries
-        layer.table.assign(permuted[b[0]:b[1]])
+        layer.table.assign(permuted[b[0] : b[1]])
         for i, (u_var, vt_var, k) in enumerate(zip(layer.us, layer.vts, layer.full_ranks), start=1):
             if k:
-                u, vt = low_rank_factorization(permuted[b[i]:b[i + 1]], k)
+                u, vt = low_rank_factorization(permuted[b[i] : b[i + 1]], k)
                 u_var.assign(u)
                 vt_var.assign(vt)
         return layer
@@ -275,16 +302,27 @@ class RankSearch(_SearchLayer):
     def to_clustered_embedding(self, keep=None, **kwargs) -> ClusteredLowRankEmbedding:
         """The deployable embedding; `keep` (one boolean mask per cluster i > 0) overrides β > β*."""
         ranks = _kept_ranks([b.numpy() for b in self.betas], self.thresholds, keep)
-        factors = [_searched_factors(u.numpy(), vt.numpy(), beta.numpy(), r)
-                   for u, vt, beta, r in zip(self.us, self.vts, self.betas, ranks)]
+        factors = [
+            _searched_factors(u.numpy(), vt.numpy(), beta.numpy(), r)
+            for u, vt, beta, r in zip(self.us, self.vts, self.betas, ranks)
+        ]
         return ClusteredLowRankEmbedding.from_factors(
-            self.table.numpy(), factors, cutoffs=self.boundaries[1:-1], permutation=self.permutation,
-            **{"origin": "nas-two-stage", **kwargs})
+            self.table.numpy(),
+            factors,
+            cutoffs=self.boundaries[1:-1],
+            permutation=self.permutation,
+            **{"origin": "nas-two-stage", **kwargs},
+        )
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, dim=self.dim, cutoffs=self.boundaries[1:-1],
-                      permutation=self.permutation.tolist(), beta_threshold=self.thresholds)
+        config.update(
+            vocab_size=self.vocab_size,
+            dim=self.dim,
+            cutoffs=self.boundaries[1:-1],
+            permutation=self.permutation.tolist(),
+            beta_threshold=self.thresholds,
+        )
         return config
 
 
@@ -309,9 +347,15 @@ class JointSearch(_SearchLayer):
         self.table = self._table("table_0", (self.vocab_size, self.dim))
         self.us = [self._table(f"u_{i}", (self.vocab_size, k)) for i in range(1, self.num_clusters)]
         self.vts = [self._table(f"vt_{i}", (k, self.dim)) for i in range(1, self.num_clusters)]
-        self.betas = [self.add_weight(name=f"{ARCH_PREFIX}beta_{i}", shape=(k,),
-                                      initializer=keras.initializers.Constant(t), constraint=UnitInterval())
-                      for i, t in enumerate(self.thresholds, start=1)]
+        self.betas = [
+            self.add_weight(
+                name=f"{ARCH_PREFIX}beta_{i}",
+                shape=(k,),
+                initializer=keras.initializers.Constant(t),
+                constraint=UnitInterval(),
+            )
+            for i, t in enumerate(self.thresholds, start=1)
+        ]
         self.alpha_logits = self._table(ARCH_PREFIX + "alpha", (self.vocab_size, self.num_clusters))
         super().build(input_shape)
 
@@ -355,14 +399,18 @@ class JointSearch(_SearchLayer):
         assignment = self.clustering() if assignment is None else np.asarray(assignment)
         permutation, cutoffs = permutation_from_assignment(assignment, self.num_clusters)
         members = [np.flatnonzero(assignment == i) for i in range(self.num_clusters)]
-        factors = [_searched_factors(u.numpy()[members[i]], vt.numpy(), beta.numpy(), r)
-                   for i, (u, vt, beta, r) in enumerate(zip(self.us, self.vts, self.betas, ranks), start=1)]
+        factors = [
+            _searched_factors(u.numpy()[members[i]], vt.numpy(), beta.numpy(), r)
+            for i, (u, vt, beta, r) in enumerate(zip(self.us, self.vts, self.betas, ranks), start=1)
+        ]
         table_0 = self.table.numpy()[members[0]]
-        return ClusteredLowRankEmbedding.from_factors(table_0, factors, cutoffs=cutoffs, permutation=permutation,
-                                                      **{"origin": "nas-one-stage", **kwargs})
+        return ClusteredLowRankEmbedding.from_factors(
+            table_0, factors, cutoffs=cutoffs, permutation=permutation, **{"origin": "nas-one-stage", **kwargs}
+        )
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, dim=self.dim, num_clusters=self.num_clusters,
-                      beta_threshold=self.thresholds)
+        config.update(
+            vocab_size=self.vocab_size, dim=self.dim, num_clusters=self.num_clusters, beta_threshold=self.thresholds
+        )
         return config

@@ -28,8 +28,9 @@ def read_sentences(path: str | Path) -> list[str]:
     """One text per line (a .txt), or the first text-like column of a .csv/.tsv."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"--calibration: no such file {str(path)!r} (give a text file, one sentence a line, "
-                        f"or 'random')")
+        raise UserError(
+            f"--calibration: no such file {str(path)!r} (give a text file, one sentence a line, or 'random')"
+        )
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
@@ -39,11 +40,15 @@ def read_sentences(path: str | Path) -> list[str]:
 
         rows = list(csv.reader(lines, delimiter="\t" if path.suffix.lower() == ".tsv" else ","))
         header, body = rows[0] if rows else [], rows[1:]
-        column = next((i for i, name in enumerate(header)
-                       if name.strip().lower() in ("text", "sentence", "sentence1", "review")), None)
+        column = next(
+            (i for i, name in enumerate(header) if name.strip().lower() in ("text", "sentence", "sentence1", "review")),
+            None,
+        )
         if column is None:
-            raise UserError(f"--calibration: {path} has no text column (expected one of "
-                            f"text/sentence/sentence1/review; found {header})")
+            raise UserError(
+                f"--calibration: {path} has no text column (expected one of "
+                f"text/sentence/sentence1/review; found {header})"
+            )
         lines = [row[column] for row in body if len(row) > column]
     sentences = [line.strip() for line in lines if line.strip()]
     if not sentences:
@@ -55,11 +60,13 @@ def tokenize(tokenizer, sentences: list[str], seq_len: int) -> list[Sample]:
     samples = []
     for sentence in sentences:
         enc = tokenizer(sentence, max_length=seq_len, truncation=True, padding="max_length", return_tensors="np")
-        samples.append({
-            "input_ids": enc["input_ids"].astype(np.int32),
-            "attention_mask": enc["attention_mask"].astype(np.int32),
-            "token_type_ids": enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int32),
-        })
+        samples.append(
+            {
+                "input_ids": enc["input_ids"].astype(np.int32),
+                "attention_mask": enc["attention_mask"].astype(np.int32),
+                "token_type_ids": enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int32),
+            }
+        )
     return samples
 
 
@@ -72,25 +79,28 @@ def random_samples(vocab_size: int, seq_len: int, count: int, seed: int = 0) -> 
     for _ in range(count):
         length = int(rng.integers(max(2, seq_len // 4), seq_len + 1))
         ids = np.zeros((1, seq_len), np.int32)
-        ids[0, :length] = rng.integers(1000, vocab_size, length) if vocab_size > 1000 else \
-            rng.integers(1, vocab_size, length)
+        ids[0, :length] = (
+            rng.integers(1000, vocab_size, length) if vocab_size > 1000 else rng.integers(1, vocab_size, length)
+        )
         if vocab_size > 102:
             ids[0, 0], ids[0, length - 1] = 101, 102
         mask = np.zeros((1, seq_len), np.int32)
         mask[0, :length] = 1
-        samples.append({"input_ids": ids, "attention_mask": mask,
-                        "token_type_ids": np.zeros((1, seq_len), np.int32)})
+        samples.append({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros((1, seq_len), np.int32)})
     return samples
 
 
-def calibration_samples(spec: str | None, *, tokenizer, vocab_size: int, seq_len: int,
-                        count: int = 32, seed: int = 0) -> tuple[list[Sample], str]:
+def calibration_samples(
+    spec: str | None, *, tokenizer, vocab_size: int, seq_len: int, count: int = 32, seed: int = 0
+) -> tuple[list[Sample], str]:
     """Returns the samples and a one-line description of where they came from (for the report)."""
     if spec == "random" or (spec is None and tokenizer is None):
         return random_samples(vocab_size, seq_len, count, seed), f"{count} random token sequences (seed {seed})"
     sentences = builtin_sentences() if spec is None else read_sentences(spec)
     if tokenizer is None:
-        raise UserError("--calibration: text needs a tokenizer, and this checkpoint has none "
-                        "(add vocab.txt to it, or use --calibration random)")
+        raise UserError(
+            "--calibration: text needs a tokenizer, and this checkpoint has none "
+            "(add vocab.txt to it, or use --calibration random)"
+        )
     source = "built-in English sentences" if spec is None else spec
     return tokenize(tokenizer, sentences[:count], seq_len), f"{min(count, len(sentences))} sentences from {source}"

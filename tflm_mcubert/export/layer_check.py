@@ -36,8 +36,11 @@ from tflm_mcubert.runtime.reference import run_reference
 HEADER = "layer_data.h"
 SOURCE = "layer_data.c"
 _C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t"}
-_DTYPE_ENUMS = {np.dtype(np.int8): "MCUBERT_DTYPE_INT8", np.dtype(np.int16): "MCUBERT_DTYPE_INT16",
-                np.dtype(np.int32): "MCUBERT_DTYPE_INT32"}
+_DTYPE_ENUMS = {
+    np.dtype(np.int8): "MCUBERT_DTYPE_INT8",
+    np.dtype(np.int16): "MCUBERT_DTYPE_INT16",
+    np.dtype(np.int32): "MCUBERT_DTYPE_INT32",
+}
 _SHORT = {contract.ATTENTION: "attention", contract.MLP: "mlp"}
 
 
@@ -49,9 +52,9 @@ class LayerCheckError(UserError):
 class LayerCheck:
     attention: kernel_abi.KernelCall
     mlp: kernel_abi.KernelCall
-    input_hidden: np.ndarray        # int8[s * d]: the embedding's output
-    expected_hidden: np.ndarray     # int8[s * d]: layer0.mlp's output
-    scratch_bytes: int              # the larger of the two ops' scratch
+    input_hidden: np.ndarray  # int8[s * d]: the embedding's output
+    expected_hidden: np.ndarray  # int8[s * d]: layer0.mlp's output
+    scratch_bytes: int  # the larger of the two ops' scratch
     source: str
     soak_crcs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint32))
 
@@ -99,7 +102,7 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
     and the digests of `soak_runs` more inputs."""
     model = read_model(tflite)
     names = [node.name for node in model.nodes]
-    if names[1:3] != ["layer0.attention", "layer0.mlp"]:   # the reader guarantees this; say so if not
+    if names[1:3] != ["layer0.attention", "layer0.mlp"]:  # the reader guarantees this; say so if not
         raise LayerCheckError(f"expected layer0.attention and layer0.mlp after the embedding, found {names[1:3]}")
     seen: dict[str, np.ndarray] = {}
     run_reference(model, inputs, trace=lambda name, value: seen.__setitem__(name, value))
@@ -109,10 +112,19 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
     input_hidden = seen["embedding"].reshape(-1).astype(np.int8)
     attention_call = kernel_abi.attention_call(attention_params, input_hidden, mask)
     mlp_call = kernel_abi.mlp_call(mlp_params, seen["layer0.attention"].reshape(-1).astype(np.int8))
-    scratch = max(attention.scratch_bytes(s, d, attention_params.heads, attention_params.tile),
-                  mlp.scratch_bytes(s, d, mlp_params.ffn, mlp_params.tile))
-    return LayerCheck(attention_call, mlp_call, input_hidden, seen["layer0.mlp"].reshape(-1).astype(np.int8),
-                      scratch, source, soak_crcs(attention_params, mlp_params, soak_runs))
+    scratch = max(
+        attention.scratch_bytes(s, d, attention_params.heads, attention_params.tile),
+        mlp.scratch_bytes(s, d, mlp_params.ffn, mlp_params.tile),
+    )
+    return LayerCheck(
+        attention_call,
+        mlp_call,
+        input_hidden,
+        seen["layer0.mlp"].reshape(-1).astype(np.int8),
+        scratch,
+        source,
+        soak_crcs(attention_params, mlp_params, soak_runs),
+    )
 
 
 def layer_check_from_export(export_dir: str | Path, soak_runs: int = 0) -> LayerCheck:
@@ -126,8 +138,9 @@ def layer_check_from_export(export_dir: str | Path, soak_runs: int = 0) -> Layer
     inputs, _ = read_test_input(export_dir)
     tflite = model_path.read_bytes()
     try:
-        return layer_check(tflite, inputs, source=f"{model_path}, layer 0, the export's test sequence",
-                           soak_runs=soak_runs)
+        return layer_check(
+            tflite, inputs, source=f"{model_path}, layer 0, the export's test sequence", soak_runs=soak_runs
+        )
     except UserError as exc:
         raise LayerCheckError(f"{model_path}: the layer check needs an MCUBERT-schedule export: {exc}") from None
 
@@ -136,21 +149,27 @@ def layer_check_from_export(export_dir: str | Path, soak_runs: int = 0) -> Layer
 # C rendering
 # ---------------------------------------------------------------------------------------------
 
+
 def _values(array: np.ndarray) -> str:
     items = [str(v) for v in array.reshape(-1).tolist()] or ["0"]
-    return "    " + ",\n    ".join(", ".join(items[i:i + 24]) for i in range(0, len(items), 24))
+    return "    " + ",\n    ".join(", ".join(items[i : i + 24]) for i in range(0, len(items), 24))
 
 
 def _array(name: str, array: np.ndarray) -> str:
-    return (f"const {_C_TYPES[array.dtype]} {name}[{max(array.size, 1)}] = {{\n{_values(array)}\n}};\n")
+    return f"const {_C_TYPES[array.dtype]} {name}[{max(array.size, 1)}] = {{\n{_values(array)}\n}};\n"
 
 
 def _params(name: str, call: kernel_abi.KernelCall) -> str:
     fields = []
     for field, ctype in call.params._fields_:
         value = getattr(call.params, field)
-        literal = (f"{value}LL" if ctype is kernel_abi.ctypes.c_int64 else
-                   f"0x{value:08x}u" if field == "spec_hash" else str(value))
+        literal = (
+            f"{value}LL"
+            if ctype is kernel_abi.ctypes.c_int64
+            else f"0x{value:08x}u"
+            if field == "spec_hash"
+            else str(value)
+        )
         fields.append(f"    .{field} = {literal},")
     return f"const mcubert_{_SHORT[call.op]}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
 
@@ -168,19 +187,19 @@ def _op_data(call: kernel_abi.KernelCall) -> list[str]:
     views = []
     elements = call.params.seq_len * call.params.hidden
     for name, array in call.tensor_list:
-        if name == "output" or name in runtime:   # activations: checked by dtype and size only
+        if name == "output" or name in runtime:  # activations: checked by dtype and size only
             dtype = np.dtype(np.int8)
             count = elements if name in ("output", "hidden") else array.size
             views.append(f"    {{NULL, {_DTYPE_ENUMS[dtype]}, {count}}},  /* {name} */")
         else:
             views.append(f"    {{{prefix}_{name}, {_DTYPE_ENUMS[array.dtype]}, {array.size}}},")
-    count = f"MCUBERT_{short.upper()}_NUM_TENSORS"   # lets the compiler check the count against the API
+    count = f"MCUBERT_{short.upper()}_NUM_TENSORS"  # lets the compiler check the count against the API
     out.append(f"const mcubert_tensor_view {prefix}_tensors[{count}] = {{\n" + "\n".join(views) + "\n};\n")
     return out
 
 
 def render_header(check: LayerCheck) -> str:
-    return f"""/* Generated by tflm_mcubert/export/layer_check.py from {check.source or 'an MCUBERT export'}.
+    return f"""/* Generated by tflm_mcubert/export/layer_check.py from {check.source or "an MCUBERT export"}.
  * One BERT encoder layer (MCUBERT_ATTENTION then MCUBERT_MLP) and the reference's result. Do not edit. */
 #ifndef MCUBERT_LAYER_DATA_H
 #define MCUBERT_LAYER_DATA_H
@@ -212,8 +231,10 @@ extern const uint32_t layer_soak_crc[];  /* CRC-32 of the reference's output for
 
 
 def render_source(check: LayerCheck) -> str:
-    parts = [f"/* Generated by tflm_mcubert/export/layer_check.py; see {HEADER}. Do not edit. */\n"
-             f"#include <stddef.h>\n\n#include \"{HEADER}\"\n"]
+    parts = [
+        f"/* Generated by tflm_mcubert/export/layer_check.py; see {HEADER}. Do not edit. */\n"
+        f'#include <stddef.h>\n\n#include "{HEADER}"\n'
+    ]
     parts += _op_data(check.attention)
     parts += _op_data(check.mlp)
     parts.append(_array("layer_mask", check.attention.tensors["mask"]))
@@ -234,14 +255,26 @@ def write_layer_data(check: LayerCheck, out_dir: str | Path) -> tuple[Path, Path
     return header, source
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tflm_mcubert.export.layer_check",
-                                     description="layer_data.c/.h of examples/baremetal's mcubert_layer_check")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tflm_mcubert.export.layer_check",
+        description="layer_data.c/.h of examples/baremetal's mcubert_layer_check",
+    )
     parser.add_argument("export_dir", help="output directory of `python -m tflm_mcubert export` (mcubert schedule)")
     parser.add_argument("out_dir", help="where to write layer_data.c and layer_data.h")
-    parser.add_argument("--soak", type=int, default=0, metavar="N",
-                        help="also check N more inputs (regenerated on the device) and that stack and arena "
-                             "use stay constant (default 0)")
+    parser.add_argument(
+        "--soak",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also check N more inputs (regenerated on the device) and that stack and arena "
+        "use stay constant (default 0)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not 0 <= args.soak <= 100_000:
         parser.error(f"--soak must be from 0 to 100000, got {args.soak}")

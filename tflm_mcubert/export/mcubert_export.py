@@ -1,29 +1,39 @@
 """`export --schedule mcubert`: compressed embedding, arena plan, int8 calibration, .tflite, report.
 
-    model      the checkpoint; an uncompressed embedding is compressed with the adaptive-embedding
-               baseline (paper's cut-offs 1000/4000/10000, ranks d/4^i, SVD) unless told not to
-    plan       tiles for the board's budget less TFLM's own arena overhead (export/tflm_arena.py);
-               offsets for every tensor and scratch (schedule/planner.py)
-    quantize   PTQ calibration (quantize/calibrate.py), optionally a short QAT fine-tune first
-    write      .tflite (tflite/mcubert_writer.py), read back and verified (tflite/mcubert_reader.py),
-               run once in one planned arena (runtime/reference.py) and compared byte for byte
+model      the checkpoint; an uncompressed embedding is compressed with the adaptive-embedding
+           baseline (paper's cut-offs 1000/4000/10000, ranks d/4^i, SVD) unless told not to
+plan       tiles for the board's budget less TFLM's own arena overhead (export/tflm_arena.py);
+           offsets for every tensor and scratch (schedule/planner.py)
+quantize   PTQ calibration (quantize/calibrate.py), optionally a short QAT fine-tune first
+write      .tflite (tflite/mcubert_writer.py), read back and verified (tflite/mcubert_reader.py),
+           run once in one planned arena (runtime/reference.py) and compared byte for byte
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.tflite.mcubert_reader import RUNTIME_INPUTS
 from tflm_mcubert.export.tflm_arena import (
-    CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena, kernel_op_data_bytes,
+    CORTEX_M,
+    ArenaEstimate,
+    GraphShape,
+    IoTensor,
+    StructSizes,
+    estimate_arena,
+    kernel_op_data_bytes,
 )
 from tflm_mcubert.ops import contract
 from tflm_mcubert.schedule.kernel_cost import KernelCostModel
 from tflm_mcubert.schedule.planner import BudgetExceededError, Plan, plan_model
+
+if TYPE_CHECKING:  # quantize imports TensorFlow; the annotation alone does not need it
+    from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
 EMBEDDING_MODES = ("auto", "dense")
 UNBOUNDED = 1 << 40
@@ -36,6 +46,7 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Graph shape (what TFLM's overhead depends on), from the contracts alone
 # ---------------------------------------------------------------------------------------------
+
 
 def _op_tensors(op: str) -> tuple[int, int]:
     """(inputs, outputs incl. scratch) of an op in the exported graph."""
@@ -58,14 +69,18 @@ def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
     if classifier:
         ops.append(contract.CLASSIFIER_HEAD)
     constants = sum(_op_tensors(op)[0] - len(RUNTIME_INPUTS[op]) for op in ops)
-    outputs = sum(_op_tensors(op)[1] for op in ops)          # hidden/logits + scratch per op
-    inputs = 3                                                # input_ids, attention_mask, token_type_ids
+    outputs = sum(_op_tensors(op)[1] for op in ops)  # hidden/logits + scratch per op
+    inputs = 3  # input_ids, attention_mask, token_type_ids
     kernel_data = tuple(_op_data_bytes(op) for op in ops)
-    return GraphShape(tensors=inputs + outputs + constants, ops=len(ops),
-                      inputs=(IoTensor(False), IoTensor(False), IoTensor(False)),
-                      # logits: one zero point; last_hidden_state: one per channel of d
-                      outputs=(IoTensor(True, channels=1 if classifier else hidden),), planned_buffers=inputs + outputs,
-                      kernel_data=kernel_data)
+    return GraphShape(
+        tensors=inputs + outputs + constants,
+        ops=len(ops),
+        inputs=(IoTensor(False), IoTensor(False), IoTensor(False)),
+        # logits: one zero point; last_hidden_state: one per channel of d
+        outputs=(IoTensor(True, channels=1 if classifier else hidden),),
+        planned_buffers=inputs + outputs,
+        kernel_data=kernel_data,
+    )
 
 
 def arena_of(model, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
@@ -84,10 +99,11 @@ def arena_overhead(layers: int, classifier: bool, hidden: int) -> int:
 # Planning
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class PlanChoice:
     plan: Plan
-    fits: bool                   # the tiles fit the budget
+    fits: bool  # the tiles fit the budget
     largest_fitting_seq_len: int | None
     overhead: int
 
@@ -96,8 +112,9 @@ def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> 
     overhead = arena_overhead(config.num_hidden_layers, bool(labels), config.hidden_size)
     try:
         # Measured kernel costs: among tiles as fast to within the model's resolution, the smallest.
-        plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels,
-                          cost_model=KernelCostModel())
+        plan = plan_model(
+            config, seq_len, arena_budget - overhead, classifier_labels=labels, cost_model=KernelCostModel()
+        )
         return PlanChoice(plan, plan.planned_bytes + overhead <= arena_budget, None, overhead)
     except BudgetExceededError:
         pass
@@ -109,8 +126,9 @@ def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> 
 
 def _fits(config, seq_len: int, arena_budget: int, labels: int | None, overhead: int) -> bool:
     try:
-        plan = plan_model(config, seq_len, arena_budget - overhead, tiles={"attention": 1, "mlp": 1},
-                          classifier_labels=labels)
+        plan = plan_model(
+            config, seq_len, arena_budget - overhead, tiles={"attention": 1, "mlp": 1}, classifier_labels=labels
+        )
     except UserError:
         return False
     return plan.planned_bytes + overhead <= arena_budget
@@ -119,7 +137,7 @@ def _fits(config, seq_len: int, arena_budget: int, labels: int | None, overhead:
 def largest_fitting_seq_len(config, seq_len: int, arena_budget: int, labels: int | None) -> int | None:
     """The largest s < seq_len whose smallest plan fits (memory grows with s: bisect)."""
     overhead = arena_overhead(config.num_hidden_layers, bool(labels), config.hidden_size)
-    lo, hi = 0, seq_len - 1           # lo fits (0 = none yet), hi is the largest candidate
+    lo, hi = 0, seq_len - 1  # lo fits (0 = none yet), hi is the largest candidate
     if hi < 1 or not _fits(config, 1, arena_budget, labels, overhead):
         return None
     lo = 1
@@ -135,6 +153,7 @@ def largest_fitting_seq_len(config, seq_len: int, arena_budget: int, labels: int
 # ---------------------------------------------------------------------------------------------
 # Embedding compression (default)
 # ---------------------------------------------------------------------------------------------
+
 
 def token_frequency(tokenizer, sentences: list[str] | None, vocab_size: int) -> tuple[np.ndarray, str]:
     """Counts of each token id in the (calibration) text, or vocabulary order when there is none."""
@@ -161,16 +180,20 @@ def default_compression(model, tokenizer, sentences: list[str] | None):
     frequency, source = token_frequency(tokenizer, sentences, config.vocab_size)
     layer = adaptive_embedding(model.embeddings.word_embeddings.numpy(), frequency)
     description = {k: v for k, v in layer.describe().items() if k != "clusters"}
-    description.update(default=True, frequencies=source,
-                       note="the checkpoint's embedding was uncompressed: compressed with the adaptive-"
-                            "embedding baseline (paper Table 1: cut-offs 1000/4000/10000, ranks d/4^i, "
-                            "low rank by SVD); input ids are in the permuted vocabulary (see tokenizer/)")
+    description.update(
+        default=True,
+        frequencies=source,
+        note="the checkpoint's embedding was uncompressed: compressed with the adaptive-"
+        "embedding baseline (paper Table 1: cut-offs 1000/4000/10000, ranks d/4^i, "
+        "low rank by SVD); input ids are in the permuted vocabulary (see tokenizer/)",
+    )
     return model.with_word_lookup(layer), description
 
 
 # ---------------------------------------------------------------------------------------------
 # The whole export
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class McubertExport:
@@ -180,13 +203,22 @@ class McubertExport:
     choice: PlanChoice
     arena: ArenaEstimate
     compression: dict | None
-    permutation: np.ndarray | None    # original id -> model id, when this export compressed the embedding
+    permutation: np.ndarray | None  # original id -> model id, when this export compressed the embedding
     fidelity: dict
 
 
-def export_mcubert(model, tokenizer, *, seq_len: int, arena_budget: int, samples: list[dict],
-                   sentences: list[str] | None, embedding: str = "auto",
-                   settings=None, qat=None) -> McubertExport:
+def export_mcubert(
+    model,
+    tokenizer,
+    *,
+    seq_len: int,
+    arena_budget: int,
+    samples: list[dict],
+    sentences: list[str] | None,
+    embedding: str = "auto",
+    settings=None,
+    qat=None,
+) -> McubertExport:
     """Everything `export --schedule mcubert` computes; the caller writes files and checks the fit.
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
@@ -203,8 +235,10 @@ def export_mcubert(model, tokenizer, *, seq_len: int, arena_budget: int, samples
     if embedding == "auto":
         model, compression = default_compression(model, tokenizer, sentences)
         if compression:
-            log(f"compressed the embedding: {compression['params']:,} parameters instead of "
-                f"{compression['dense_params']:,} (adaptive embedding, {compression['frequencies']})")
+            log(
+                f"compressed the embedding: {compression['params']:,} parameters instead of "
+                f"{compression['dense_params']:,} (adaptive embedding, {compression['frequencies']})"
+            )
     config = model.config
     labels = config.num_labels
     choice = choose_plan(config, seq_len, arena_budget, labels)
@@ -222,30 +256,45 @@ def export_mcubert(model, tokenizer, *, seq_len: int, arena_budget: int, samples
         from tflm_mcubert.quantize.qat import distill
 
         log(f"quantization-aware fine-tune: {qat.steps} steps of distillation from the float model ...")
-        model_samples = [{"input_ids": x.input_ids[None], "attention_mask": x.valid[None].astype(np.int32),
-                          "token_type_ids": x.token_type_ids[None]} for x in inputs]
+        model_samples = [
+            {
+                "input_ids": x.input_ids[None],
+                "attention_mask": x.valid[None].astype(np.int32),
+                "token_type_ids": x.token_type_ids[None],
+            }
+            for x in inputs
+        ]
         student, losses = distill(model, model_samples, ranges, qat)
         float_model = FloatBert.from_keras(student)
         quantized, _ = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
-        qat_report = {"steps": qat.steps, "learning_rate": qat.learning_rate, "batch_size": qat.batch_size,
-                      "first_loss": round(losses[0], 6), "last_loss": round(losses[-1], 6)}
+        qat_report = {
+            "steps": qat.steps,
+            "learning_rate": qat.learning_rate,
+            "batch_size": qat.batch_size,
+            "first_loss": round(losses[0], 6),
+            "last_loss": round(losses[-1], 6),
+        }
     fidelity = calibration_fidelity(teacher, quantized, inputs[:8])
     if qat_report:
         fidelity["qat"] = qat_report
     quantized = quantized.with_tiles(choice.plan.tiles["attention"], choice.plan.tiles["mlp"])
 
     tflite = model_to_tflite(quantized, choice.plan)
-    parsed = read_model(tflite)                      # the reader's checks, on what we just wrote
+    parsed = read_model(tflite)  # the reader's checks, on what we just wrote
     probe = inputs[0]
-    in_arena = run_reference(parsed, {"input_ids": probe.input_ids, "attention_mask": probe.mask(0),
-                                      "token_type_ids": probe.token_type_ids})
+    in_arena = run_reference(
+        parsed, {"input_ids": probe.input_ids, "attention_mask": probe.mask(0), "token_type_ids": probe.token_type_ids}
+    )
     separate = quantized.run(probe.input_ids, probe.token_type_ids, probe.mask(0))
     key = "logits" if labels else "last_hidden_state"
-    if not np.array_equal(in_arena.outputs[key].reshape(-1), separate[key].reshape(-1)) \
-            or in_arena.touched_bytes != choice.plan.planned_bytes:
+    if (
+        not np.array_equal(in_arena.outputs[key].reshape(-1), separate[key].reshape(-1))
+        or in_arena.touched_bytes != choice.plan.planned_bytes
+    ):
         raise AssertionError("the exported model does not reproduce the in-memory model in its arena")
-    arena = estimate_arena(graph_shape(config.num_hidden_layers, bool(labels), config.hidden_size),
-                           choice.plan.planned_bytes)
+    arena = estimate_arena(
+        graph_shape(config.num_hidden_layers, bool(labels), config.hidden_size), choice.plan.planned_bytes
+    )
     return McubertExport(tflite, quantized, choice.plan, choice, arena, compression, remap, fidelity)
 
 
@@ -262,8 +311,11 @@ def calibration_fidelity(float_model, quantized, inputs) -> dict:
         cosines.append(float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30)))
         if "logits" in want:
             agree.append(int(np.argmax(want["logits"]) == np.argmax(got["logits"])))
-    out = {"samples": len(inputs), "mean_pooled_cosine_min": round(min(cosines), 5),
-           "mean_pooled_cosine_mean": round(float(np.mean(cosines)), 5)}
+    out = {
+        "samples": len(inputs),
+        "mean_pooled_cosine_min": round(min(cosines), 5),
+        "mean_pooled_cosine_mean": round(float(np.mean(cosines)), 5),
+    }
     if agree:
         out["logits_argmax_agreement"] = round(float(np.mean(agree)), 4)
     return out

@@ -35,8 +35,8 @@ class ExportRequest:
     seq_len: int = 128
     schedule: str = "mcubert"
     precision: str = "int8"
-    embedding: str = "auto"             # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
-    qat_steps: int = 0                  # mcubert: steps of the optional KD quantization-aware fine-tune
+    embedding: str = "auto"  # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
+    qat_steps: int = 0  # mcubert: steps of the optional KD quantization-aware fine-tune
     calibration: str | None = None
     calibration_count: int = 32
     seed: int = DEFAULT_SEED
@@ -59,8 +59,10 @@ def load_model(request: ExportRequest):
         loaded = load_checkpoint(request.checkpoint)
         return loaded.model, loaded.tokenizer, {"checkpoint": loaded.source, "architecture": loaded.architecture}
     config = preset(request.preset, num_labels=request.num_labels)
-    log(f"no --checkpoint: using the {request.preset} preset with seeded random weights (seed {request.seed}); "
-        f"accuracy is meaningless, memory and size figures are real")
+    log(
+        f"no --checkpoint: using the {request.preset} preset with seeded random weights (seed {request.seed}); "
+        f"accuracy is meaningless, memory and size figures are real"
+    )
     model = build_model(config, seed=request.seed)
     return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
 
@@ -76,8 +78,10 @@ def check_request(request: ExportRequest) -> None:
     if request.qat_steps and request.schedule != "mcubert":
         raise UserError("--qat-steps applies to --schedule mcubert")
     if request.schedule == "mcubert" and request.precision != "int8":
-        raise UserError(f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
-                        f"{request.precision} needs --schedule stock")
+        raise UserError(
+            f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
+            f"{request.precision} needs --schedule stock"
+        )
     if not 0 <= request.seed < 2**32:
         raise UserError(f"--seed must be from 0 to {2**32 - 1}, got {request.seed}")
     if request.calibration_count < 1:
@@ -113,14 +117,19 @@ def _misfit_message(fit: FitReport, config, request: ExportRequest, fitting_seq_
             f"Flash: the model needs {human_bytes(fit.flash_bytes)} but {request.board.name} has "
             f"{human_bytes(fit.flash_budget)} for it (misses by {human_bytes(fit.flash_bytes - fit.flash_budget)}); "
             f"the word-embedding table alone is {human_bytes(embedding_bytes)}: the uncompressed model fits no "
-            f"board's Flash, which is the problem MCUBERT's embedding compression solves")
+            f"board's Flash, which is the problem MCUBERT's embedding compression solves"
+        )
     if not fit.sram_ok:
-        hint = (f"--seq-len {fitting_seq_len} fits" if fitting_seq_len else
-                "no sequence length of 8 or more fits this schedule")
+        hint = (
+            f"--seq-len {fitting_seq_len} fits"
+            if fitting_seq_len
+            else "no sequence length of 8 or more fits this schedule"
+        )
         parts.append(
             f"SRAM: the arena needs {human_bytes(fit.arena_bytes)} but the largest region ({fit.region}) leaves "
             f"{human_bytes(fit.arena_budget)} (misses by {human_bytes(fit.arena_bytes - fit.arena_budget)}); "
-            f"{hint}")
+            f"{hint}"
+        )
     return f"the model does not fit {request.board.name}: " + "; ".join(parts)
 
 
@@ -140,8 +149,14 @@ def run_export(request: ExportRequest) -> dict:
     check_seq_len(request.seq_len, config)
 
     def calibration_for(seq_len):
-        return calibration_samples(request.calibration, tokenizer=tokenizer, vocab_size=config.vocab_size,
-                                   seq_len=seq_len, count=request.calibration_count, seed=request.seed)
+        return calibration_samples(
+            request.calibration,
+            tokenizer=tokenizer,
+            vocab_size=config.vocab_size,
+            seq_len=seq_len,
+            count=request.calibration_count,
+            seed=request.seed,
+        )
 
     if request.schedule == "stock":
         return _run_stock(request, model, tokenizer, source, calibration_for, out_dir, started)
@@ -155,12 +170,20 @@ def _write_model(tflite: bytes, out_dir: Path) -> None:
     write_c_array(tflite, out_dir, name="model_data")
 
 
-def _write_firmware(out_dir: Path, request: ExportRequest, tflite: bytes, arena_bytes: int, sample: dict,
-                    sample_source: str) -> list[str]:
+def _write_firmware(
+    out_dir: Path, request: ExportRequest, tflite: bytes, arena_bytes: int, sample: dict, sample_source: str
+) -> list[str]:
     from tflm_mcubert.export.firmware_files import write_firmware_files
 
-    return write_firmware_files(out_dir, tflite=tflite, schedule=request.schedule, board=request.board,
-                                arena_bytes=arena_bytes, sample=sample, sample_source=sample_source)
+    return write_firmware_files(
+        out_dir,
+        tflite=tflite,
+        schedule=request.schedule,
+        board=request.board,
+        arena_bytes=arena_bytes,
+        sample=sample,
+        sample_source=sample_source,
+    )
 
 
 def _sample_source(request: ExportRequest, tokenizer, calibration_source: str) -> str:
@@ -173,8 +196,11 @@ def _sample_source(request: ExportRequest, tokenizer, calibration_source: str) -
 
 
 def _reserves(request: ExportRequest) -> dict:
-    return {k: v for k, v in (("sram_reserve", request.sram_reserve),
-                              ("flash_reserve", request.flash_reserve)) if v is not None}
+    return {
+        k: v
+        for k, v in (("sram_reserve", request.sram_reserve), ("flash_reserve", request.flash_reserve))
+        if v is not None
+    }
 
 
 def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict:
@@ -186,11 +212,14 @@ def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict
     boards = dict(BOARDS)
     boards.setdefault(target.name, target)
     return {
-        "note": ("estimate, not a measurement: encoder layers only (embedding and classifier head excluded), "
-                 "cycles from emulated instruction counts and a Cortex-M7 instruction-class cost model, "
-                 "zero-wait-state memory assumed (a lower bound where weights stream from Flash)"),
-        "boards": {name: predict_latency(config, seq_len, board, tiles=tiles).to_json()
-                   for name, board in boards.items()},
+        "note": (
+            "estimate, not a measurement: encoder layers only (embedding and classifier head excluded), "
+            "cycles from emulated instruction counts and a Cortex-M7 instruction-class cost model, "
+            "zero-wait-state memory assumed (a lower bound where weights stream from Flash)"
+        ),
+        "boards": {
+            name: predict_latency(config, seq_len, board, tiles=tiles).to_json() for name, board in boards.items()
+        },
     }
 
 
@@ -208,8 +237,13 @@ FLASH_NOTE = "size of model.tflite: weights, graph and metadata, all of which th
 
 def _report_head(request: ExportRequest) -> dict:
     """The keys every report starts with, whatever the schedule."""
-    return {"tool": f"tflm-mcubert {__version__}", "schedule": request.schedule,
-            "board": request.board.to_json(), "seq_len": request.seq_len, "precision": request.precision}
+    return {
+        "tool": f"tflm-mcubert {__version__}",
+        "schedule": request.schedule,
+        "board": request.board.to_json(),
+        "seq_len": request.seq_len,
+        "precision": request.precision,
+    }
 
 
 def _finish(report: dict, out_dir: Path, started: float) -> None:
@@ -222,20 +256,25 @@ def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path
 
     config = model.config
     calibration, calibration_source = calibration_for(request.seq_len)
-    log(f"converting ({request.schedule} schedule, {request.precision}, seq {request.seq_len}, "
-        f"calibration: {calibration_source}) ...")
+    log(
+        f"converting ({request.schedule} schedule, {request.precision}, seq {request.seq_len}, "
+        f"calibration: {calibration_source}) ..."
+    )
     tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, calibration)
     _write_model(tflite, out_dir)
-    firmware = _write_firmware(out_dir, request, tflite, arena_bytes, calibration[0],
-                               _sample_source(request, tokenizer, calibration_source))
+    firmware = _write_firmware(
+        out_dir, request, tflite, arena_bytes, calibration[0], _sample_source(request, tokenizer, calibration_source)
+    )
 
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
     report = {
         **_report_head(request),
         "arena_bytes": arena_bytes,
-        "arena_note": ("smallest tensor arena the tflite-micro Python interpreter accepts for this model "
-                       "(it fails at one byte less), measured on this 64-bit host: TFLM's own bookkeeping uses "
-                       "8-byte pointers here, so a 32-bit MCU needs slightly less"),
+        "arena_note": (
+            "smallest tensor arena the tflite-micro Python interpreter accepts for this model "
+            "(it fails at one byte less), measured on this 64-bit host: TFLM's own bookkeeping uses "
+            "8-byte pointers here, so a 32-bit MCU needs slightly less"
+        ),
         "flash_bytes": len(tflite),
         "flash_note": FLASH_NOTE,
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count()},
@@ -249,15 +288,17 @@ def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path
     fitting_seq_len = None
     if not fit.ok and not fit.sram_ok:
         log("the arena does not fit; measuring shorter sequence lengths ...")
-        fitting_seq_len = _largest_fitting_seq_len(model, request, lambda s: calibration_for(s)[0],
-                                                   fit.arena_budget)
+        fitting_seq_len = _largest_fitting_seq_len(model, request, lambda s: calibration_for(s)[0], fit.arena_budget)
         report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
     _finish(report, out_dir, started)
-    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
-        f"(FIRMWARE.md), report.json; arena {arena_bytes:,} B")
+    log(
+        f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
+        f"(FIRMWARE.md), report.json; arena {arena_bytes:,} B"
+    )
     if not fit.ok:
-        raise DoesNotFitError(_misfit_message(fit, config, request, fitting_seq_len)
-                              + f" (files written to {out_dir} for inspection)")
+        raise DoesNotFitError(
+            _misfit_message(fit, config, request, fitting_seq_len) + f" (files written to {out_dir} for inspection)"
+        )
     return report
 
 
@@ -279,14 +320,26 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
     budget = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves).arena_budget
     from tflm_mcubert.quantize.qat import QatSettings
 
-    result = export_mcubert(model, tokenizer, seq_len=request.seq_len, arena_budget=budget, samples=samples,
-                            sentences=_calibration_sentences(request, tokenizer), embedding=request.embedding,
-                            qat=QatSettings(steps=request.qat_steps, seed=request.seed))
+    result = export_mcubert(
+        model,
+        tokenizer,
+        seq_len=request.seq_len,
+        arena_budget=budget,
+        samples=samples,
+        sentences=_calibration_sentences(request, tokenizer),
+        embedding=request.embedding,
+        qat=QatSettings(steps=request.qat_steps, seed=request.seed),
+    )
     tflite, plan, arena = result.tflite, result.plan, result.arena
     _write_model(tflite, out_dir)
-    firmware = _write_firmware(out_dir, request, tflite, arena.arena_bytes,
-                               _model_sample(samples[0], request.seq_len, result.permutation),
-                               _sample_source(request, tokenizer, calibration_source))
+    firmware = _write_firmware(
+        out_dir,
+        request,
+        tflite,
+        arena.arena_bytes,
+        _model_sample(samples[0], request.seq_len, result.permutation),
+        _sample_source(request, tokenizer, calibration_source),
+    )
     files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"]
     if result.permutation is not None and tokenizer is not None:
         from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
@@ -299,23 +352,37 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
     report = {
         **_report_head(request),
         "arena_bytes": arena.arena_bytes,
-        "arena_note": ("what a 32-bit firmware must give TFLM: the offline plan (planned_bytes: every tensor "
-                       "and scratch at its offset, as the reference ran it) plus TFLM's own arena use for "
-                       "this graph (arena.tail: allocator objects, eval tensors, nodes, I/O tensors, the "
-                       "kernels' OpData; modelled from the TFLM source in export/tflm_arena.py)"),
+        "arena_note": (
+            "what a 32-bit firmware must give TFLM: the offline plan (planned_bytes: every tensor "
+            "and scratch at its offset, as the reference ran it) plus TFLM's own arena use for "
+            "this graph (arena.tail: allocator objects, eval tensors, nodes, I/O tensors, the "
+            "kernels' OpData; modelled from the TFLM source in export/tflm_arena.py)"
+        ),
         "planned_bytes": plan.planned_bytes,
         "arena": arena.to_json(),
         "tiles": plan.tiles,
         "flash_bytes": len(tflite),
         "flash_note": FLASH_NOTE,
-        "params": {"embedding": config.embedding_param_count(), "total": config.param_count(),
-                   "stored_embedding": _stored_embedding_params(model, result.compression)},
+        "params": {
+            "embedding": config.embedding_param_count(),
+            "total": config.param_count(),
+            "stored_embedding": _stored_embedding_params(model, result.compression),
+        },
         "compression": result.compression,
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
-        "ops": [{"name": op.name, "op": op.kind, "bytes": constants.get(op.name, 0), "tile": op.tile,
-                 "scratch_bytes": op.scratch_bytes,
-                 "live_bytes": op.live_bytes, "constant_bytes": constants.get(op.name, 0)} for op in plan.ops],
+        "ops": [
+            {
+                "name": op.name,
+                "op": op.kind,
+                "bytes": constants.get(op.name, 0),
+                "tile": op.tile,
+                "scratch_bytes": op.scratch_bytes,
+                "live_bytes": op.live_bytes,
+                "constant_bytes": constants.get(op.name, 0),
+            }
+            for op in plan.ops
+        ],
         "model": {**source, "config": config.to_hf_dict()},
         "calibration": calibration_source,
         "calibration_fidelity": result.fidelity,
@@ -325,9 +392,12 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
     if not result.choice.fits:
         report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
     _finish(report, out_dir, started)
-    log(f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
-        f"(FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B (plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
-        f"tiles {plan.tiles}")
+    log(
+        f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
+        f"(FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B "
+        f"(plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
+        f"tiles {plan.tiles}"
+    )
     if not fit.ok:
         raise DoesNotFitError(_mcubert_misfit(fit, request, result) + f" (files written to {out_dir} for inspection)")
     return report
@@ -351,21 +421,29 @@ def _mcubert_misfit(fit: FitReport, request: ExportRequest, result) -> str:
         embedding = sum(r.constant_bytes for r in rows if r.name == "embedding")
         rest = fit.flash_bytes - embedding
         if rest > fit.flash_budget:
-            hint = (f"the encoder and head alone take {human_bytes(rest)} (the embedding "
-                    f"{human_bytes(embedding)}): a smaller model or a board with more Flash is needed")
+            hint = (
+                f"the encoder and head alone take {human_bytes(rest)} (the embedding "
+                f"{human_bytes(embedding)}): a smaller model or a board with more Flash is needed"
+            )
         elif request.embedding == "dense":
             hint = "drop --embedding dense to compress the embedding"
         else:
-            hint = (f"the embedding takes {human_bytes(embedding)}: compress it further "
-                    f"(python -m tflm_mcubert search --target-embedding-params with a smaller budget) "
-                    f"or choose a board with more Flash")
-        parts.append(f"Flash: the model needs {human_bytes(fit.flash_bytes)} but {request.board.name} has "
-                     f"{human_bytes(fit.flash_budget)} for it (misses by "
-                     f"{human_bytes(fit.flash_bytes - fit.flash_budget)}); {hint}")
+            hint = (
+                f"the embedding takes {human_bytes(embedding)}: compress it further "
+                f"(python -m tflm_mcubert search --target-embedding-params with a smaller budget) "
+                f"or choose a board with more Flash"
+            )
+        parts.append(
+            f"Flash: the model needs {human_bytes(fit.flash_bytes)} but {request.board.name} has "
+            f"{human_bytes(fit.flash_budget)} for it (misses by "
+            f"{human_bytes(fit.flash_bytes - fit.flash_budget)}); {hint}"
+        )
     if not fit.sram_ok:
         longest = result.choice.largest_fitting_seq_len
-        hint = (f"--seq-len {longest} fits" if longest else "no sequence length fits this board's SRAM")
-        parts.append(f"SRAM: the arena needs {human_bytes(fit.arena_bytes)} even with the smallest tiles but the "
-                     f"largest region ({fit.region}) leaves {human_bytes(fit.arena_budget)} (misses by "
-                     f"{human_bytes(fit.arena_bytes - fit.arena_budget)}); {hint}")
+        hint = f"--seq-len {longest} fits" if longest else "no sequence length fits this board's SRAM"
+        parts.append(
+            f"SRAM: the arena needs {human_bytes(fit.arena_bytes)} even with the smallest tiles but the "
+            f"largest region ({fit.region}) leaves {human_bytes(fit.arena_budget)} (misses by "
+            f"{human_bytes(fit.arena_bytes - fit.arena_budget)}); {hint}"
+        )
     return f"the model does not fit {request.board.name}: " + "; ".join(parts)

@@ -58,9 +58,15 @@ class ExportError(Exception):
     """The converter produced a graph that breaks the stock-graph rules (a bug here, not a user error)."""
 
 
-def export_stock(model: BertModel, *, seq_len: int, precision: str,
-                 calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
-                 outputs: Sequence[str] | None = None, mask_value: float = EXPORT_MASK_VALUE) -> bytes:
+def export_stock(
+    model: BertModel,
+    *,
+    seq_len: int,
+    precision: str,
+    calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
+    outputs: Sequence[str] | None = None,
+    mask_value: float = EXPORT_MASK_VALUE,
+) -> bytes:
     """The model as a .tflite for stock TFLM.
 
     `calibration`: the representative data set for int8/int16x8, dicts of int32 [1, seq_len] arrays keyed
@@ -113,8 +119,10 @@ def check_stock_graph(model_bytes: bytes, precision: str) -> list[str]:
         if precision != "float32" and touches_float:
             problems.append(f"{where}: computes in float in a {precision} graph")
         if op.name == "BATCH_MATMUL" and (op.options.get("adj_x") or not op.options.get("adj_y")):
-            problems.append(f"{where}: adj_x={op.options.get('adj_x')} adj_y={op.options.get('adj_y')}; TFLM "
-                            f"keeps a persistent transposed copy of an operand unless adj_x=False, adj_y=True")
+            problems.append(
+                f"{where}: adj_x={op.options.get('adj_x')} adj_y={op.options.get('adj_y')}; TFLM "
+                f"keeps a persistent transposed copy of an operand unless adj_x=False, adj_y=True"
+            )
     return problems
 
 
@@ -132,8 +140,9 @@ def _output_names(model: BertModel, outputs: Sequence[str] | None) -> tuple[str,
     return tuple(dict.fromkeys(outputs))
 
 
-def _calibration_samples(calibration: Iterable[Mapping[str, np.ndarray]] | None,
-                         seq_len: int) -> list[dict[str, np.ndarray]]:
+def _calibration_samples(
+    calibration: Iterable[Mapping[str, np.ndarray]] | None, seq_len: int
+) -> list[dict[str, np.ndarray]]:
     """Complete, checked samples: the representative data set must yield a dict per sample, keyed by the
     signature's input names (a list in some order is silently mis-assigned, or rejected)."""
     if calibration is None:
@@ -142,16 +151,22 @@ def _calibration_samples(calibration: Iterable[Mapping[str, np.ndarray]] | None,
     for n, sample in enumerate(calibration):
         unknown = set(sample) - set(INPUT_NAMES)
         if unknown or "input_ids" not in sample:
-            raise UserError(f"calibration sample {n}: keys must be input_ids and optionally attention_mask, "
-                            f"token_type_ids; got {sorted(sample)}")
+            raise UserError(
+                f"calibration sample {n}: keys must be input_ids and optionally attention_mask, "
+                f"token_type_ids; got {sorted(sample)}"
+            )
         ids = _int32_input(sample["input_ids"], seq_len, n, "input_ids")
-        samples.append({
-            "input_ids": ids,
-            "attention_mask": _int32_input(sample.get("attention_mask", np.ones_like(ids)), seq_len, n,
-                                           "attention_mask"),
-            "token_type_ids": _int32_input(sample.get("token_type_ids", np.zeros_like(ids)), seq_len, n,
-                                           "token_type_ids"),
-        })
+        samples.append(
+            {
+                "input_ids": ids,
+                "attention_mask": _int32_input(
+                    sample.get("attention_mask", np.ones_like(ids)), seq_len, n, "attention_mask"
+                ),
+                "token_type_ids": _int32_input(
+                    sample.get("token_type_ids", np.zeros_like(ids)), seq_len, n, "token_type_ids"
+                ),
+            }
+        )
     if not samples:
         raise UserError("calibration holds no samples")
     return samples
@@ -160,8 +175,9 @@ def _calibration_samples(calibration: Iterable[Mapping[str, np.ndarray]] | None,
 def _int32_input(value, seq_len: int, n: int, name: str) -> np.ndarray:
     array = np.asarray(value)
     if array.shape != (1, seq_len) or array.dtype.kind not in "iu":
-        raise UserError(f"calibration sample {n}: {name} must be integers of shape (1, {seq_len}), "
-                        f"got {array.dtype} {array.shape}")
+        raise UserError(
+            f"calibration sample {n}: {name} must be integers of shape (1, {seq_len}), got {array.dtype} {array.shape}"
+        )
     return array.astype(np.int32)
 
 
@@ -176,8 +192,9 @@ def _frozen_serving_module(model: BertModel, seq_len: int, output_names: tuple[s
 
     @tf.function(input_signature=specs)
     def live(input_ids, attention_mask, token_type_ids):
-        out = model({"input_ids": input_ids, "attention_mask": attention_mask,
-                     "token_type_ids": token_type_ids}, training=False)
+        out = model(
+            {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}, training=False
+        )
         return {name: out[name] for name in output_names}
 
     live_function = live.get_concrete_function()

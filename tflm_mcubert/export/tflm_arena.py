@@ -36,7 +36,7 @@ import dataclasses
 
 from tflm_mcubert.ops.scratch import align_up
 
-ARENA_ALIGNMENT = 16   # MicroArenaBufferAlignment()
+ARENA_ALIGNMENT = 16  # MicroArenaBufferAlignment()
 UNITEMISED_BYTES = 256  # measured residual of the itemised model, rounded up (see the module docstring)
 
 
@@ -50,7 +50,7 @@ class StructSizes:
         return -(-n // self.pointer) * self.pointer
 
     @property
-    def eval_tensor(self) -> int:            # {TfLitePtrUnion data; TfLiteIntArray* dims; TfLiteType type}
+    def eval_tensor(self) -> int:  # {TfLitePtrUnion data; TfLiteIntArray* dims; TfLiteType type}
         return self._align(2 * self.pointer + 4)
 
     @property
@@ -58,24 +58,24 @@ class StructSizes:
         return self._align(6 * self.pointer + 4) + self.pointer
 
     @property
-    def tflite_tensor(self) -> int:          # quantization {type, void*}, params {float, int32}, data,
-        p = self.pointer                     # dims, size_t bytes, type, allocation_type, bool
+    def tflite_tensor(self) -> int:  # quantization {type, void*}, params {float, int32}, data,
+        p = self.pointer  # dims, size_t bytes, type, allocation_type, bool
         return self._align(self._align(4) + p + 8 + p + p + p + 4 + 4 + 1)
 
     @property
-    def affine_quantization(self) -> int:    # {TfLiteFloatArray* scale; TfLiteIntArray* zero_point; int32}
+    def affine_quantization(self) -> int:  # {TfLiteFloatArray* scale; TfLiteIntArray* zero_point; int32}
         return self._align(2 * self.pointer + 4)
 
     @property
-    def arena_allocator(self) -> int:        # 2 vptrs, 5 uint8_t*, intptr_t, int
+    def arena_allocator(self) -> int:  # 2 vptrs, 5 uint8_t*, intptr_t, int
         return self._align(8 * self.pointer + 4)
 
     @property
-    def greedy_planner(self) -> int:         # vptr, 2 ints, 4 pointers, 2 ints, pointer, bool
+    def greedy_planner(self) -> int:  # vptr, 2 ints, 4 pointers, 2 ints, pointer, bool
         return self._align(6 * self.pointer + 4 * 4 + 1)
 
     @property
-    def micro_allocator(self) -> int:        # vptr, 4 pointers, bool, 2 size_t, pointer
+    def micro_allocator(self) -> int:  # vptr, 4 pointers, bool, 2 size_t, pointer
         return self._align(6 * self.pointer + 1) + 2 * self.pointer
 
     @property
@@ -83,17 +83,17 @@ class StructSizes:
         return 2 * self.pointer
 
     @property
-    def subgraph_allocations(self) -> int:   # {TfLiteEvalTensor*; NodeAndRegistration*}
+    def subgraph_allocations(self) -> int:  # {TfLiteEvalTensor*; NodeAndRegistration*}
         return 2 * self.pointer
 
     # Planning-time (temporary, head) structures
     @property
-    def allocation_info(self) -> int:        # {size_t; void**; int; int; int32; bool}
+    def allocation_info(self) -> int:  # {size_t; void**; int; int; int32; bool}
         return self._align(2 * self.pointer + 3 * 4 + 1)
 
-    planner_per_buffer: int = 40             # BufferRequirements 16 + 2 ints + ListEntry 12 + int
-    scratch_request: int = 12                # {size_t bytes; int node_idx; int subgraph_idx} (32-bit)
-    max_scratch_requests_per_op: int = 12    # kMaxScratchBuffersPerOp
+    planner_per_buffer: int = 40  # BufferRequirements 16 + 2 ints + ListEntry 12 + int
+    scratch_request: int = 12  # {size_t bytes; int node_idx; int subgraph_idx} (32-bit)
+    max_scratch_requests_per_op: int = 12  # kMaxScratchBuffersPerOp
 
 
 CORTEX_M = StructSizes(pointer=4)
@@ -103,18 +103,18 @@ HOST_64 = StructSizes(pointer=8)
 @dataclasses.dataclass(frozen=True)
 class IoTensor:
     quantized: bool
-    channels: int = 1         # entries of its scale / zero-point arrays
+    channels: int = 1  # entries of its scale / zero-point arrays
 
 
 @dataclasses.dataclass(frozen=True)
 class GraphShape:
     """What the overhead depends on: counts, not sizes of tensors."""
 
-    tensors: int                       # all tensors of the subgraph, constants included
+    tensors: int  # all tensors of the subgraph, constants included
     ops: int
     inputs: tuple[IoTensor, ...]
     outputs: tuple[IoTensor, ...]
-    planned_buffers: int               # tensors the planner places (non-constant)
+    planned_buffers: int  # tensors the planner places (non-constant)
     kernel_data: tuple[int, ...] = ()  # persistent bytes each kernel allocates in Init/Prepare
     builtin_data: tuple[int, ...] = ()  # parsed builtin options (TfLite*Params) per builtin op
 
@@ -149,14 +149,21 @@ class ArenaEstimate:
         return self.head_bytes + self.tail_bytes + ARENA_ALIGNMENT
 
     def to_json(self) -> dict:
-        return {"arena_bytes": self.arena_bytes, "planned_bytes": self.planned_bytes,
-                "overhead_bytes": self.overhead_bytes, "head_bytes": self.head_bytes,
-                "planning_scratch_bytes": self.planning_bytes, "tail_bytes": self.tail_bytes,
-                "tail": dict(self.tail), "start_alignment_bytes": ARENA_ALIGNMENT}
+        return {
+            "arena_bytes": self.arena_bytes,
+            "planned_bytes": self.planned_bytes,
+            "overhead_bytes": self.overhead_bytes,
+            "head_bytes": self.head_bytes,
+            "planning_scratch_bytes": self.planning_bytes,
+            "tail_bytes": self.tail_bytes,
+            "tail": dict(self.tail),
+            "start_alignment_bytes": ARENA_ALIGNMENT,
+        }
 
 
 def estimate_arena(graph: GraphShape, planned_bytes: int, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
     """TFLM's arena for `graph` whose memory plan needs `planned_bytes` (see the module docstring)."""
+
     def persistent(n: int, alignment: int = None) -> int:
         return align_up(n, alignment or sizes.pointer)
 
@@ -169,10 +176,13 @@ def estimate_arena(graph: GraphShape, planned_bytes: int, sizes: StructSizes = C
         return total
 
     tail = {
-        "allocator_objects": (persistent(sizes.arena_allocator) + persistent(sizes.greedy_planner)
-                              + persistent(sizes.micro_allocator)
-                              + persistent(sizes.builtin_data_allocator)
-                              + persistent(sizes.subgraph_allocations)),
+        "allocator_objects": (
+            persistent(sizes.arena_allocator)
+            + persistent(sizes.greedy_planner)
+            + persistent(sizes.micro_allocator)
+            + persistent(sizes.builtin_data_allocator)
+            + persistent(sizes.subgraph_allocations)
+        ),
         "eval_tensors": persistent(sizes.eval_tensor * graph.tensors),
         "nodes_and_registrations": persistent(sizes.node_and_registration * graph.ops),
         "input_tensors": io_bytes(graph.inputs),
@@ -181,7 +191,10 @@ def estimate_arena(graph: GraphShape, planned_bytes: int, sizes: StructSizes = C
         "builtin_op_data": sum(persistent(n, 4) for n in graph.builtin_data),
         "unitemised": UNITEMISED_BYTES,
     }
-    planning = (align_up(sizes.scratch_request * sizes.max_scratch_requests_per_op)
-                + align_up(sizes.allocation_info * graph.tensors) + align_up(sizes.pointer)
-                + sizes.planner_per_buffer * graph.planned_buffers)
+    planning = (
+        align_up(sizes.scratch_request * sizes.max_scratch_requests_per_op)
+        + align_up(sizes.allocation_info * graph.tensors)
+        + align_up(sizes.pointer)
+        + sizes.planner_per_buffer * graph.planned_buffers
+    )
     return ArenaEstimate(planned_bytes, planning, tail)

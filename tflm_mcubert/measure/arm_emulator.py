@@ -57,7 +57,7 @@ class EmulatorError(RuntimeError):
 class ElfImage:
     """The parts of a 32-bit little-endian Arm ELF the runner needs: load segments and symbols."""
 
-    segments: tuple[tuple[int, bytes, int], ...]   # (address, file bytes, memory size)
+    segments: tuple[tuple[int, bytes, int], ...]  # (address, file bytes, memory size)
     symbols: dict[str, int]
 
     @classmethod
@@ -65,14 +65,16 @@ class ElfImage:
         data = Path(path).read_bytes()
         if data[:4] != b"\x7fELF" or data[4] != 1 or data[5] != 1:
             raise EmulatorError(f"{path}: not a 32-bit little-endian ELF")
-        (e_phoff, e_shoff, _flags, _ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum,
-         _shstrndx) = struct.unpack_from("<IIIHHHHHH", data, 28)
+        (e_phoff, e_shoff, _flags, _ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, _shstrndx) = struct.unpack_from(
+            "<IIIHHHHHH", data, 28
+        )
         segments = []
         for i in range(e_phnum):
             p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _flags, _align = struct.unpack_from(
-                "<8I", data, e_phoff + i * e_phentsize)
+                "<8I", data, e_phoff + i * e_phentsize
+            )
             if p_type == _PT_LOAD and p_memsz:
-                segments.append((p_vaddr, data[p_offset:p_offset + p_filesz], p_memsz))
+                segments.append((p_vaddr, data[p_offset : p_offset + p_filesz], p_memsz))
         sections = [struct.unpack_from("<10I", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
         symbols: dict[str, int] = {}
         for sh in sections:
@@ -81,20 +83,19 @@ class ElfImage:
             strtab = sections[sh[6]]
             str_off = strtab[4]
             for j in range(sh[5] // 16):
-                st_name, st_value, _size, _info, _other, _shndx = struct.unpack_from(
-                    "<IIIBBH", data, sh[4] + j * 16)
+                st_name, st_value, _size, _info, _other, _shndx = struct.unpack_from("<IIIBBH", data, sh[4] + j * 16)
                 if st_name:
                     end = data.index(b"\0", str_off + st_name)
-                    symbols[data[str_off + st_name:end].decode()] = st_value
+                    symbols[data[str_off + st_name : end].decode()] = st_value
         return cls(tuple(segments), symbols)
 
 
 @dataclasses.dataclass(frozen=True)
 class CallResult:
-    value: int                 # r0 as a signed int32
-    instructions: int | None   # executed instructions (None when not counted)
-    stack_bytes: int           # deepest stack use below the caller's SP
-    blocks: dict[tuple[int, int], int] | None = None   # (address, size) -> executions, if counted
+    value: int  # r0 as a signed int32
+    instructions: int | None  # executed instructions (None when not counted)
+    stack_bytes: int  # deepest stack use below the caller's SP
+    blocks: dict[tuple[int, int], int] | None = None  # (address, size) -> executions, if counted
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,8 +132,13 @@ class _Slot(ctypes.Structure):
 
 
 class _Table(ctypes.Structure):
-    _fields_ = [("slots", ctypes.POINTER(_Slot)), ("order", ctypes.POINTER(ctypes.c_uint32)),
-                ("mask", ctypes.c_uint64), ("used", ctypes.c_uint64), ("dropped", ctypes.c_uint64)]
+    _fields_ = [
+        ("slots", ctypes.POINTER(_Slot)),
+        ("order", ctypes.POINTER(ctypes.c_uint32)),
+        ("mask", ctypes.c_uint64),
+        ("used", ctypes.c_uint64),
+        ("dropped", ctypes.c_uint64),
+    ]
 
 
 def _counter_library():
@@ -147,11 +153,12 @@ def _counter_library():
         source = cache.with_suffix(".c")
         source.write_text(_COUNTER_SOURCE)
         partial = cache.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(source)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(source)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             return None
-        os.replace(partial, cache)   # atomic: concurrent builders never see half a file
+        os.replace(partial, cache)  # atomic: concurrent builders never see half a file
     try:
         return ctypes.CDLL(str(cache))
     except OSError:
@@ -168,14 +175,24 @@ class _NativeCounter:
 
         self._slots = (_Slot * _COUNTER_SLOTS)()
         self._order = (ctypes.c_uint32 * _COUNTER_SLOTS)()
-        self._table = _Table(ctypes.cast(self._slots, ctypes.POINTER(_Slot)),
-                             ctypes.cast(self._order, ctypes.POINTER(ctypes.c_uint32)),
-                             _COUNTER_SLOTS - 1, 0, 0)
+        self._table = _Table(
+            ctypes.cast(self._slots, ctypes.POINTER(_Slot)),
+            ctypes.cast(self._order, ctypes.POINTER(ctypes.c_uint32)),
+            _COUNTER_SLOTS - 1,
+            0,
+            0,
+        )
         self._function = ctypes.cast(library.tflm_mcubert_count_block, ctypes.c_void_p)
         handle = binding.uc_hook_h()
-        status = binding.uclib.uc_hook_add(uc._uch, ctypes.byref(handle), UC_HOOK_BLOCK, self._function,
-                                           ctypes.cast(ctypes.pointer(self._table), ctypes.c_void_p),
-                                           ctypes.c_uint64(1), ctypes.c_uint64(0))
+        status = binding.uclib.uc_hook_add(
+            uc._uch,
+            ctypes.byref(handle),
+            UC_HOOK_BLOCK,
+            self._function,
+            ctypes.cast(ctypes.pointer(self._table), ctypes.c_void_p),
+            ctypes.c_uint64(1),
+            ctypes.c_uint64(0),
+        )
         if status != 0:
             raise EmulatorError(f"uc_hook_add failed ({status})")
         self._handle = handle
@@ -207,12 +224,19 @@ def _thumb_instruction_count(code: bytes) -> int:
 class ArmEmulator:
     """One Cortex-M core with the kernel image loaded; reusable for many calls."""
 
-    def __init__(self, elf: str | Path, cpu: str = "cortex-m7", *, ram_size: int = 16 << 20,
-                 stack_size: int = 64 << 10, native_counter: bool = True):
+    def __init__(
+        self,
+        elf: str | Path,
+        cpu: str = "cortex-m7",
+        *,
+        ram_size: int = 16 << 20,
+        stack_size: int = 64 << 10,
+        native_counter: bool = True,
+    ):
         try:
             from unicorn import UC_ARCH_ARM, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
             from unicorn import arm_const
-        except ImportError as exc:   # pragma: no cover - depends on the environment
+        except ImportError as exc:  # pragma: no cover - depends on the environment
             raise EmulatorError("the `unicorn` package is required (pip install unicorn)") from exc
         models = {"cortex-m7": arm_const.UC_CPU_ARM_CORTEX_M7, "cortex-m4": arm_const.UC_CPU_ARM_CORTEX_M4}
         if cpu not in models:
@@ -294,8 +318,9 @@ class ArmEmulator:
         key = (address, size)
         self._python_blocks[key] = self._python_blocks.get(key, 0) + 1
 
-    def call(self, function: str | int, *args: int, count_instructions: bool = False,
-             timeout_s: float = 600.0) -> CallResult:
+    def call(
+        self, function: str | int, *args: int, count_instructions: bool = False, timeout_s: float = 600.0
+    ) -> CallResult:
         """Call `function` (symbol or address) with integer arguments; returns r0 and measurements."""
         from unicorn import UC_HOOK_BLOCK, UcError
 
@@ -303,13 +328,12 @@ class ArmEmulator:
         address = self.symbol(function) if isinstance(function, str) else function
         words = [int(a) & 0xFFFFFFFF for a in args]
         stacked = words[4:]
-        sp = (self.stack_top - 4 * len(stacked) - 64) & ~7   # 8-byte aligned at the call (AAPCS)
+        sp = (self.stack_top - 4 * len(stacked) - 64) & ~7  # 8-byte aligned at the call (AAPCS)
         paint_base = self.stack_top - self.stack_size
         self.uc.mem_write(paint_base, bytes([STACK_PAINT]) * (sp - paint_base))
         if stacked:
             self.uc.mem_write(sp, struct.pack(f"<{len(stacked)}I", *stacked))
-        for reg, value in zip((arm.UC_ARM_REG_R0, arm.UC_ARM_REG_R1, arm.UC_ARM_REG_R2,
-                               arm.UC_ARM_REG_R3), words[:4]):
+        for reg, value in zip((arm.UC_ARM_REG_R0, arm.UC_ARM_REG_R1, arm.UC_ARM_REG_R2, arm.UC_ARM_REG_R3), words[:4]):
             self.uc.reg_write(reg, value)
         self.uc.reg_write(arm.UC_ARM_REG_SP, sp)
         self.uc.reg_write(arm.UC_ARM_REG_LR, self._stop | 1)
@@ -352,25 +376,33 @@ class ArmEmulator:
 # Kernel calls
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class KernelRun:
     status: int
     message: str
-    output: np.ndarray | None   # int8, the result tensor (None if the kernel failed)
-    instructions: int | None    # of the kernel call alone (validate is a separate call)
+    output: np.ndarray | None  # int8, the result tensor (None if the kernel failed)
+    instructions: int | None  # of the kernel call alone (validate is a separate call)
     stack_bytes: int
     validate_status: int = 0
-    blocks: dict[tuple[int, int], int] | None = None   # per-block executions, when counted
+    blocks: dict[tuple[int, int], int] | None = None  # per-block executions, when counted
 
 
 def _tensor_elements(call: KernelCall, name: str, array: np.ndarray) -> int:
     return kernel_abi.output_elements(call) if name == "output" else array.size
 
 
-def run_kernel(emu: ArmEmulator, call: KernelCall, *, validate: bool = True,
-               count_instructions: bool = False, misalign: dict[str, int] | None = None,
-               scratch_fill: int = 0x5A, scratch_size: int | None = None,
-               symbol: str | None = None) -> KernelRun:
+def run_kernel(
+    emu: ArmEmulator,
+    call: KernelCall,
+    *,
+    validate: bool = True,
+    count_instructions: bool = False,
+    misalign: dict[str, int] | None = None,
+    scratch_fill: int = 0x5A,
+    scratch_size: int | None = None,
+    symbol: str | None = None,
+) -> KernelRun:
     """Place `call` in emulated RAM, validate it (optional), run the kernel, read the result.
 
     `misalign` puts the named int8 tensors at an address of that residue mod 16 (tensors of int8
@@ -389,17 +421,26 @@ def run_kernel(emu: ArmEmulator, call: KernelCall, *, validate: bool = True,
         if call.op != contract.EMBEDDING:
             addresses["output"] = addresses["hidden"]
         params = emu.put(bytes(call.params), 8)
-        weights = emu.put(struct.pack(f"<{len(kernel_abi.weight_fields(call.op))}I",
-                                      *(addresses[n] for n in kernel_abi.weight_fields(call.op))), 8)
+        weights = emu.put(
+            struct.pack(
+                f"<{len(kernel_abi.weight_fields(call.op))}I",
+                *(addresses[n] for n in kernel_abi.weight_fields(call.op)),
+            ),
+            8,
+        )
         message = emu.put(bytes(kernel_abi.MESSAGE_CAPACITY), 4)
         validate_status = 0
         if validate:
-            views = b"".join(struct.pack("<Iii", addresses[name], kernel_abi.DTYPE_CODES[array.dtype],
-                                         _tensor_elements(call, name, array))
-                             for name, array in call.tensor_list)
+            views = b"".join(
+                struct.pack(
+                    "<Iii", addresses[name], kernel_abi.DTYPE_CODES[array.dtype], _tensor_elements(call, name, array)
+                )
+                for name, array in call.tensor_list
+            )
             view_address = emu.put(views, 8)
-            validate_status = emu.call(kernel_abi.VALIDATE_SYMBOLS[call.op], params, view_address,
-                                       len(call.tensor_list), message).value
+            validate_status = emu.call(
+                kernel_abi.VALIDATE_SYMBOLS[call.op], params, view_address, len(call.tensor_list), message
+            ).value
             if validate_status != kernel_abi.OK:
                 return KernelRun(validate_status, _message(emu, message), None, None, 0, validate_status)
         if scratch_size is None:
@@ -408,8 +449,15 @@ def run_kernel(emu: ArmEmulator, call: KernelCall, *, validate: bool = True,
         context = emu.put(struct.pack("<Ii", scratch, scratch_size), 8)
         symbol = symbol or kernel_abi.KERNEL_SYMBOLS[call.op]
         if call.op == contract.EMBEDDING:
-            args = (params, weights, addresses["input_ids"], addresses["token_type_ids"],
-                    addresses["output"], context, message)
+            args = (
+                params,
+                weights,
+                addresses["input_ids"],
+                addresses["token_type_ids"],
+                addresses["output"],
+                context,
+                message,
+            )
         elif call.op == contract.ATTENTION:
             args = (params, weights, addresses["hidden"], addresses["mask"], context, message)
         else:
@@ -419,8 +467,15 @@ def run_kernel(emu: ArmEmulator, call: KernelCall, *, validate: bool = True,
         if result.value == kernel_abi.OK:
             n = kernel_abi.output_elements(call)
             output = np.frombuffer(emu.read(addresses["output"], n), np.int8).copy()
-        return KernelRun(result.value, _message(emu, message), output, result.instructions,
-                         result.stack_bytes, validate_status, result.blocks)
+        return KernelRun(
+            result.value,
+            _message(emu, message),
+            output,
+            result.instructions,
+            result.stack_bytes,
+            validate_status,
+            result.blocks,
+        )
     finally:
         emu.release(mark)
 

@@ -25,15 +25,19 @@ from tflm_mcubert.ops.kernel_abi import KernelCall
 
 SCHEDULES = ("cmsis", "burrello", "flash")
 # Every schedule's MLP is the untiled CMSIS-strategy one (the schedules differ in attention).
-_PREFIX = {(contract.ATTENTION, "cmsis"): "mcubert_baseline_cmsis_attention",
-           (contract.ATTENTION, "burrello"): "mcubert_baseline_burrello_attention",
-           (contract.ATTENTION, "flash"): "mcubert_baseline_flash_attention",
-           (contract.MLP, "cmsis"): "mcubert_baseline_cmsis_mlp",
-           (contract.MLP, "burrello"): "mcubert_baseline_cmsis_mlp",
-           (contract.MLP, "flash"): "mcubert_baseline_cmsis_mlp"}
+_PREFIX = {
+    (contract.ATTENTION, "cmsis"): "mcubert_baseline_cmsis_attention",
+    (contract.ATTENTION, "burrello"): "mcubert_baseline_burrello_attention",
+    (contract.ATTENTION, "flash"): "mcubert_baseline_flash_attention",
+    (contract.MLP, "cmsis"): "mcubert_baseline_cmsis_mlp",
+    (contract.MLP, "burrello"): "mcubert_baseline_cmsis_mlp",
+    (contract.MLP, "flash"): "mcubert_baseline_cmsis_mlp",
+}
 # (weight tensor, channels tensor) of every linear layer, by op.
-_LINEARS = {contract.ATTENTION: [(f"{n}_weights", f"{n}_channels") for n in ("query", "key", "value", "output")],
-            contract.MLP: [("fc1_weights", "fc1_channels"), ("fc2_weights", "fc2_channels")]}
+_LINEARS = {
+    contract.ATTENTION: [(f"{n}_weights", f"{n}_channels") for n in ("query", "key", "value", "output")],
+    contract.MLP: [("fc1_weights", "fc1_channels"), ("fc2_weights", "fc2_channels")],
+}
 
 
 def row_major_call(call: KernelCall) -> KernelCall:
@@ -41,24 +45,33 @@ def row_major_call(call: KernelCall) -> KernelCall:
     tensors = dict(call.tensors)
     for weights, channels in _LINEARS[call.op]:
         n = tensors[channels].size // 3
-        k = (call.params.hidden if weights != "fc2_weights" else call.params.ffn)
+        k = call.params.hidden if weights != "fc2_weights" else call.params.ffn
         tensors[weights] = np.ascontiguousarray(unpack_weights(tensors[weights], n, k)).reshape(-1)
     return dataclasses.replace(call, tensors=tensors)
 
 
-def run_baseline(emu: ArmEmulator, schedule: str, call: KernelCall, *, count_instructions: bool = False,
-                 scratch_fill: int = 0x5A) -> KernelRun:
+def run_baseline(
+    emu: ArmEmulator, schedule: str, call: KernelCall, *, count_instructions: bool = False, scratch_fill: int = 0x5A
+) -> KernelRun:
     """Run `schedule`'s version of an attention or MLP call (built for the library kernel)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown baseline {schedule!r} (known: {', '.join(SCHEDULES)})")
     prefix = _PREFIX[(call.op, schedule)]
     size = emu.call(f"{prefix}_get_buffer_size", *call.dims()).value
-    return run_kernel(emu, row_major_call(call), validate=False, symbol=f"{prefix}_s8",
-                      scratch_size=size, count_instructions=count_instructions, scratch_fill=scratch_fill)
+    return run_kernel(
+        emu,
+        row_major_call(call),
+        validate=False,
+        symbol=f"{prefix}_s8",
+        scratch_size=size,
+        count_instructions=count_instructions,
+        scratch_fill=scratch_fill,
+    )
 
 
-def run_linear(emu: ArmEmulator, kind: str, x: np.ndarray, linear: Linear, *,
-               count_instructions: bool = False) -> tuple[np.ndarray, CallResult]:
+def run_linear(
+    emu: ArmEmulator, kind: str, x: np.ndarray, linear: Linear, *, count_instructions: bool = False
+) -> tuple[np.ndarray, CallResult]:
     """y = clamp8(requantize(x W^T + bias)) for int8 x[tokens, in]: kind "ours" (the library's
     4 x 2 x 4 row-block kernel on pair4 weights) or "cmsis" (1x2x4 per token, row-major).
     Returns (y int8[tokens, out], the call's CallResult: instructions and block profile when
@@ -74,12 +87,31 @@ def run_linear(emu: ArmEmulator, kind: str, x: np.ndarray, linear: Linear, *,
         if kind == "ours":
             weights = emu.put(np.ascontiguousarray(linear.packed_weights, np.int8))
             scratch = emu.alloc(8 * k, 16)
-            result = emu.call("mcubert_bench_linear_s8", x_address, tokens, k, n, weights, channels, y, scratch,
-                              count_instructions=count_instructions)
+            result = emu.call(
+                "mcubert_bench_linear_s8",
+                x_address,
+                tokens,
+                k,
+                n,
+                weights,
+                channels,
+                y,
+                scratch,
+                count_instructions=count_instructions,
+            )
         elif kind == "cmsis":
             weights = emu.put(np.ascontiguousarray(linear.weight, np.int8))
-            result = emu.call("mcubert_baseline_cmsis_linear_s8", x_address, tokens, k, n, weights, channels, y,
-                              count_instructions=count_instructions)
+            result = emu.call(
+                "mcubert_baseline_cmsis_linear_s8",
+                x_address,
+                tokens,
+                k,
+                n,
+                weights,
+                channels,
+                y,
+                count_instructions=count_instructions,
+            )
         else:
             raise ValueError(f"unknown linear kind {kind!r} (ours, cmsis)")
         if result.value != kernel_abi.OK:

@@ -39,13 +39,26 @@ import shutil
 import subprocess
 from pathlib import Path
 
-CLASSES = ("alu", "mac", "load", "load_double", "load_multiple", "store", "store_double", "store_multiple",
-           "branch", "table_branch", "divide")
+CLASSES = (
+    "alu",
+    "mac",
+    "load",
+    "load_double",
+    "load_multiple",
+    "store",
+    "store_double",
+    "store_multiple",
+    "branch",
+    "table_branch",
+    "divide",
+)
 
 _CONDITIONS = "eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al"
 _BRANCH = re.compile(rf"^(?:b|bl|blx|bx)(?:{_CONDITIONS})?$")
-_MAC = re.compile(r"^(?:mul|mla|mls|smull|umull|smlal|umlal|umaal|smla|smlsd|smlsld|smuad|smusd|smmul|"
-                  r"smmla|smmls|smul)")
+_MAC = re.compile(
+    r"^(?:mul|mla|mls|smull|umull|smlal|umlal|umaal|smla|smlsd|smlsld|smuad|smusd|smmul|"
+    r"smmla|smmls|smul)"
+)
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{4}\s?){1,2})\s+(\S+)\s*(.*)$")
 
 
@@ -54,10 +67,10 @@ class Instruction:
     address: int
     size: int
     klass: str
-    registers: int = 0          # transferred registers (multiple / double)
-    writes_pc: bool = False     # POP {.., pc} / LDR pc: also a branch
-    target: int | None = None   # direct branch target
-    conditional: bool = False   # b<cond>, cbz, cbnz
+    registers: int = 0  # transferred registers (multiple / double)
+    writes_pc: bool = False  # POP {.., pc} / LDR pc: also a branch
+    target: int | None = None  # direct branch target
+    conditional: bool = False  # b<cond>, cbz, cbnz
 
     @property
     def taken(self) -> bool:
@@ -119,8 +132,9 @@ class InstructionProfile:
     """The classified instructions of one ELF image, by address."""
 
     def __init__(self, elf: str | Path):
-        text = subprocess.run([_objdump(), "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
-                              text=True, check=True).stdout
+        text = subprocess.run(
+            [_objdump(), "-d", "--no-show-raw-insn", str(elf)], capture_output=True, text=True, check=True
+        ).stdout
         raw = subprocess.run([_objdump(), "-d", str(elf)], capture_output=True, text=True, check=True).stdout
         sizes: dict[int, int] = {}
         for line in raw.splitlines():
@@ -146,10 +160,10 @@ class InstructionProfile:
                 found = re.match(r"([0-9a-f]+)\b", operands.split(",")[-1].strip())
                 target = int(found.group(1), 16) if found else None
                 base = mnemonic.split(".")[0].lower()
-                conditional = base in ("cbz", "cbnz") or (base not in ("b", "bl", "blx", "bx")
-                                                          and base.startswith("b"))
-            self.instructions[address] = Instruction(address, sizes[address], klass, registers, writes_pc,
-                                                     target, conditional)
+                conditional = base in ("cbz", "cbnz") or (base not in ("b", "bl", "blx", "bx") and base.startswith("b"))
+            self.instructions[address] = Instruction(
+                address, sizes[address], klass, registers, writes_pc, target, conditional
+            )
 
     @functools.lru_cache(maxsize=None)
     def block(self, address: int, size: int) -> tuple[Instruction, ...]:
@@ -157,7 +171,7 @@ class InstructionProfile:
         out, at = [], address
         while at < address + size:
             instruction = self.instructions.get(at)
-            if instruction is None:   # data in the code (literal pools are never executed)
+            if instruction is None:  # data in the code (literal pools are never executed)
                 break
             out.append(instruction)
             at += instruction.size
@@ -197,7 +211,7 @@ def _block_cycles_m4(block: tuple[Instruction, ...]) -> float:
             cycles += 4
         elif k == "divide":
             cycles += 7
-        else:   # alu, mac
+        else:  # alu, mac
             cycles += 1
         previous_memory = k in ("load", "store")
     return cycles

@@ -88,14 +88,17 @@ class BertEmbeddings(keras.layers.Layer):
         c = self.config
         init = keras.initializers.TruncatedNormal(stddev=0.02)
         if self.word_lookup is None:
-            self.word_embeddings = self.add_weight(name="word_embeddings", shape=(c.vocab_size, c.hidden_size),
-                                                   initializer=init)
+            self.word_embeddings = self.add_weight(
+                name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init
+            )
         elif not self.word_lookup.built:
             self.word_lookup.build((None, None))
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size), initializer=init)
+            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size), initializer=init
+        )
         self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init)
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init
+        )
         self.layer_norm.build((None, None, c.hidden_size))
 
     def call(self, input_ids, token_type_ids):
@@ -197,19 +200,26 @@ class BertModel(keras.Model):
     so that the int8 score scale is not spent on the mask.
     """
 
-    def __init__(self, config: BertConfig, *, gelu_mode: str = "exact", mask_value: float = -1e9,
-                 word_lookup: keras.layers.Layer | None = None, **kwargs):
+    def __init__(
+        self,
+        config: BertConfig,
+        *,
+        gelu_mode: str = "exact",
+        mask_value: float = -1e9,
+        word_lookup: keras.layers.Layer | None = None,
+        **kwargs,
+    ):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         self.config = config.validate()
         self.gelu_mode = gelu_mode
         self.mask_value = float(mask_value)
         self.embeddings = BertEmbeddings(config, word_lookup, name="embeddings")
-        self.encoder_layers = [BertLayer(config, gelu_mode, mask_value, name=f"layer_{i}")
-                               for i in range(config.num_hidden_layers)]
+        self.encoder_layers = [
+            BertLayer(config, gelu_mode, mask_value, name=f"layer_{i}") for i in range(config.num_hidden_layers)
+        ]
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh", name="pooler")
-        self.classifier = (keras.layers.Dense(config.num_labels, name="classifier")
-                           if config.num_labels else None)
+        self.classifier = keras.layers.Dense(config.num_labels, name="classifier") if config.num_labels else None
         self._build_all()
 
     def _build_all(self):
@@ -251,9 +261,12 @@ class BertModel(keras.Model):
         if seed is not None:
             keras.utils.set_random_seed(seed)
         lookup = self.embeddings.word_lookup
-        twin = BertModel(dataclasses.replace(self.config, num_labels=num_labels), gelu_mode=self.gelu_mode,
-                         mask_value=self.mask_value,
-                         word_lookup=None if lookup is None else type(lookup).from_config(lookup.get_config()))
+        twin = BertModel(
+            dataclasses.replace(self.config, num_labels=num_labels),
+            gelu_mode=self.gelu_mode,
+            mask_value=self.mask_value,
+            word_lookup=None if lookup is None else type(lookup).from_config(lookup.get_config()),
+        )
         ours, theirs = self.embeddings, twin.embeddings
         theirs.set_weights(ours.get_weights())
         for source, target in [*zip(self.encoder_layers, twin.encoder_layers), (self.pooler, twin.pooler)]:
@@ -263,15 +276,18 @@ class BertModel(keras.Model):
     def with_options(self, *, gelu_mode: str | None = None, mask_value: float | None = None) -> "BertModel":
         """A twin of this model sharing nothing but copied weights, with other graph options (for export)."""
         lookup = self.embeddings.word_lookup
-        twin = BertModel(self.config,
-                         gelu_mode=self.gelu_mode if gelu_mode is None else gelu_mode,
-                         mask_value=self.mask_value if mask_value is None else mask_value,
-                         word_lookup=None if lookup is None else type(lookup).from_config(lookup.get_config()))
+        twin = BertModel(
+            self.config,
+            gelu_mode=self.gelu_mode if gelu_mode is None else gelu_mode,
+            mask_value=self.mask_value if mask_value is None else mask_value,
+            word_lookup=None if lookup is None else type(lookup).from_config(lookup.get_config()),
+        )
         twin.set_weights(self.get_weights())
         return twin
 
-    def with_word_lookup(self, word_lookup: keras.layers.Layer | None, *,
-                         config: BertConfig | None = None) -> "BertModel":
+    def with_word_lookup(
+        self, word_lookup: keras.layers.Layer | None, *, config: BertConfig | None = None
+    ) -> "BertModel":
         """A twin whose word embeddings come from `word_lookup` (used as is, not copied; None: a fresh dense
         table) and whose other weights are copied: how a compressed embedding replaces the dense one.
         `config` may replace the configuration where it does not change a shape (e.g. the pad id of a
@@ -283,8 +299,11 @@ class BertModel(keras.Model):
         ours, theirs = self.embeddings, twin.embeddings
         theirs.position_embeddings.assign(ours.position_embeddings)
         theirs.token_type_embeddings.assign(ours.token_type_embeddings)
-        pairs = [(ours.layer_norm, theirs.layer_norm), (self.pooler, twin.pooler),
-                 *zip(self.encoder_layers, twin.encoder_layers)]
+        pairs = [
+            (ours.layer_norm, theirs.layer_norm),
+            (self.pooler, twin.pooler),
+            *zip(self.encoder_layers, twin.encoder_layers),
+        ]
         if self.classifier is not None:
             pairs.append((self.classifier, twin.classifier))
         for source, target in pairs:

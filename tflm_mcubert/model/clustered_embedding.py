@@ -31,6 +31,7 @@ INDEX_BYTES = 4
 
 # --- vocabulary permutation ----------------------------------------------------------------------------
 
+
 def permutation_from_assignment(assignment: np.ndarray, num_clusters: int) -> tuple[np.ndarray, list[int]]:
     """Sort tokens by cluster (ties by original id). Returns (permutation old→new, the c-1 cut-offs)."""
     assignment = np.asarray(assignment)
@@ -75,8 +76,10 @@ def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | 
     vocab = tokenizer.get_vocab()
     permutation = check_permutation(permutation)
     if len(vocab) != permutation.size or sorted(vocab.values()) != list(range(permutation.size)):
-        raise UserError(f"the tokenizer has {len(vocab)} tokens but the embedding's vocabulary has "
-                        f"{permutation.size}: cannot permute it")
+        raise UserError(
+            f"the tokenizer has {len(vocab)} tokens but the embedding's vocabulary has "
+            f"{permutation.size}: cannot permute it"
+        )
     new_tokens = [""] * permutation.size
     for token, old_id in vocab.items():
         new_tokens[permutation[old_id]] = token
@@ -93,8 +96,11 @@ def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | 
         do_lower_case=options.get("do_lower_case", True),
         tokenize_chinese_chars=options.get("tokenize_chinese_chars", True),
         strip_accents=options.get("strip_accents"),
-        unk_token=tokenizer.unk_token, sep_token=tokenizer.sep_token, pad_token=tokenizer.pad_token,
-        cls_token=tokenizer.cls_token, mask_token=tokenizer.mask_token,
+        unk_token=tokenizer.unk_token,
+        sep_token=tokenizer.sep_token,
+        pad_token=tokenizer.pad_token,
+        cls_token=tokenizer.cls_token,
+        mask_token=tokenizer.mask_token,
         model_max_length=tokenizer.model_max_length,
     )
     if permuted.get_vocab() != {token: int(permutation[old_id]) for token, old_id in vocab.items()}:
@@ -104,6 +110,7 @@ def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | 
 
 
 # --- the layer -----------------------------------------------------------------------------------------
+
 
 def cluster_boundaries(vocab_size: int, cutoffs) -> list[int]:
     """(0, cut_0, ..., cut_{c-2}, vocab_size), validated: cut-offs non-decreasing inside [0, vocab_size]."""
@@ -150,15 +157,16 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
     ("adaptive", "nas-two-stage", "svd", ...), for the description only.
     """
 
-    def __init__(self, vocab_size: int, dim: int, cutoffs, ranks, *, permutation=None, origin: str = "",
-                 **kwargs):
+    def __init__(self, vocab_size: int, dim: int, cutoffs, ranks, *, permutation=None, origin: str = "", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.boundaries = cluster_boundaries(vocab_size, cutoffs)
         ranks = [int(r) for r in ranks]
         if len(ranks) != len(self.boundaries) - 2:
-            raise UserError(f"{len(self.boundaries) - 1} clusters need {len(self.boundaries) - 2} ranks "
-                            f"(clusters 1..c-1; cluster 0 is dense), got {ranks}")
+            raise UserError(
+                f"{len(self.boundaries) - 1} clusters need {len(self.boundaries) - 2} ranks "
+                f"(clusters 1..c-1; cluster 0 is dense), got {ranks}"
+            )
         if any(not 0 <= r <= self.dim for r in ranks):
             raise UserError(f"ranks {ranks} must be within 0..{self.dim}")
         self.ranks = tuple(min(r, n) for r, n in zip(ranks, self.cluster_sizes[1:]))
@@ -208,15 +216,31 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
 
     # -- construction --
     @classmethod
-    def from_dense(cls, table: np.ndarray, *, cutoffs, ranks, permutation=None, method: str = "svd",
-                   row_fisher: np.ndarray | None = None, origin: str | None = None,
-                   **kwargs) -> "ClusteredLowRankEmbedding":
+    def from_dense(
+        cls,
+        table: np.ndarray,
+        *,
+        cutoffs,
+        ranks,
+        permutation=None,
+        method: str = "svd",
+        row_fisher: np.ndarray | None = None,
+        origin: str | None = None,
+        **kwargs,
+    ) -> "ClusteredLowRankEmbedding":
         """Compress a dense table [vocab, d] given in the ORIGINAL id order: permute it, then factorize each
         cluster i > 0 at its rank with Alg. 2 ("svd") or FWSVD ("fwsvd", with per-row Fisher importances
         `row_fisher`, also in the original order)."""
         table = np.asarray(table, np.float32)
-        layer = cls(table.shape[0], table.shape[1], cutoffs, ranks, permutation=permutation,
-                    origin=method if origin is None else origin, **kwargs)
+        layer = cls(
+            table.shape[0],
+            table.shape[1],
+            cutoffs,
+            ranks,
+            permutation=permutation,
+            origin=method if origin is None else origin,
+            **kwargs,
+        )
         order = np.arange(table.shape[0]) if layer.permutation is None else invert_permutation(layer.permutation)
         table = table[order]
         fisher = None if row_fisher is None else np.asarray(row_fisher)[order]
@@ -231,7 +255,7 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
             # A cluster whose tokens the task never touched has no Fisher weight to go by: plain SVD then.
             cluster_method = "svd" if weights is not None and not np.any(weights > 0) else method
             factors.append(factorize(table[rows], rank, method=cluster_method, row_fisher=weights))
-        layer.set_arrays(table[b[0]:b[1]], factors)
+        layer.set_arrays(table[b[0] : b[1]], factors)
         return layer
 
     @classmethod
@@ -241,8 +265,9 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
         return cls.from_dense(table, cutoffs=cutoffs, ranks=ranks, permutation=permutation, **kwargs)
 
     @classmethod
-    def from_factors(cls, table_0: np.ndarray, factors, *, cutoffs, permutation=None, origin: str = "",
-                     **kwargs) -> "ClusteredLowRankEmbedding":
+    def from_factors(
+        cls, table_0: np.ndarray, factors, *, cutoffs, permutation=None, origin: str = "", **kwargs
+    ) -> "ClusteredLowRankEmbedding":
         """From ready arrays: the dense cluster-0 rows and one (U_i, Vᵀ_i) per cluster i > 0."""
         dim = int(np.shape(table_0)[1])
         vocab_size = int(np.shape(table_0)[0]) + sum(int(np.shape(u)[0]) for u, _ in factors)
@@ -264,8 +289,12 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
 
     # -- plain-array export (for the custom-op exporter) --
     def to_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {"dim": np.int32(self.dim), "boundaries": np.asarray(self.boundaries, np.int32),
-                  "ranks": np.asarray(self.ranks, np.int32), "table_0": np.asarray(self.table.numpy())}
+        arrays = {
+            "dim": np.int32(self.dim),
+            "boundaries": np.asarray(self.boundaries, np.int32),
+            "ranks": np.asarray(self.ranks, np.int32),
+            "table_0": np.asarray(self.table.numpy()),
+        }
         for i, (u, vt) in enumerate(zip(self.us, self.vts), start=1):
             arrays[f"u_{i}"], arrays[f"vt_{i}"] = np.asarray(u.numpy()), np.asarray(vt.numpy())
         if self.permutation is not None:
@@ -275,17 +304,29 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], **kwargs) -> "ClusteredLowRankEmbedding":
         boundaries = [int(b) for b in arrays["boundaries"]]
-        layer = cls(boundaries[-1], int(arrays["dim"]), boundaries[1:-1], [int(r) for r in arrays["ranks"]],
-                    permutation=arrays.get("permutation"), **kwargs)
-        layer.set_arrays(arrays["table_0"], [(arrays[f"u_{i}"], arrays[f"vt_{i}"])
-                                             for i in range(1, layer.num_clusters)])
+        layer = cls(
+            boundaries[-1],
+            int(arrays["dim"]),
+            boundaries[1:-1],
+            [int(r) for r in arrays["ranks"]],
+            permutation=arrays.get("permutation"),
+            **kwargs,
+        )
+        layer.set_arrays(
+            arrays["table_0"], [(arrays[f"u_{i}"], arrays[f"vt_{i}"]) for i in range(1, layer.num_clusters)]
+        )
         return layer
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, dim=self.dim, cutoffs=self.cutoffs, ranks=list(self.ranks),
-                      permutation=None if self.permutation is None else self.permutation.tolist(),
-                      origin=self.origin)
+        config.update(
+            vocab_size=self.vocab_size,
+            dim=self.dim,
+            cutoffs=self.cutoffs,
+            ranks=list(self.ranks),
+            permutation=None if self.permutation is None else self.permutation.tolist(),
+            origin=self.origin,
+        )
         return config
 
     # -- accounting --
@@ -314,12 +355,23 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
     def describe(self) -> dict:
         """JSON-able summary: clusters as id ranges of the permuted vocabulary, ranks, parameters."""
         ranks = [self.dim, *self.ranks]
-        clusters = [{"ids": [a, b], "tokens": b - a, "rank": r, "dense": i == 0, "params": p}
-                    for i, (a, b, r, p) in enumerate(zip(self.boundaries[:-1], self.boundaries[1:], ranks,
-                                                         self.cluster_params()))]
+        clusters = [
+            {"ids": [a, b], "tokens": b - a, "rank": r, "dense": i == 0, "params": p}
+            for i, (a, b, r, p) in enumerate(
+                zip(self.boundaries[:-1], self.boundaries[1:], ranks, self.cluster_params())
+            )
+        ]
         dense = self.vocab_size * self.dim
-        return {"origin": self.origin, "vocab_size": self.vocab_size, "dim": self.dim,
-                "cutoffs": self.cutoffs, "ranks": list(self.ranks), "clusters": clusters,
-                "params": self.stored_params(), "dense_params": dense,
-                "compression": round(dense / max(1, self.stored_params()), 3),
-                "int8_bytes": self.stored_bytes("int8"), "permuted": self.permutation is not None}
+        return {
+            "origin": self.origin,
+            "vocab_size": self.vocab_size,
+            "dim": self.dim,
+            "cutoffs": self.cutoffs,
+            "ranks": list(self.ranks),
+            "clusters": clusters,
+            "params": self.stored_params(),
+            "dense_params": dense,
+            "compression": round(dense / max(1, self.stored_params()), 3),
+            "int8_bytes": self.stored_bytes("int8"),
+            "permuted": self.permutation is not None,
+        }

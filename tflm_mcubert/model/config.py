@@ -38,18 +38,28 @@ class BertConfig:
 
     def validate(self) -> "BertConfig":
         """Refuse configs that HF would refuse or that cannot fit in memory, before allocating."""
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise UserError(f"config: {name} must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads:
             raise UserError(
                 f"config: hidden_size {self.hidden_size} is not a multiple of "
-                f"num_attention_heads {self.num_attention_heads}")
+                f"num_attention_heads {self.num_attention_heads}"
+            )
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(f"config: hidden_act {self.hidden_act!r} is not supported "
-                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
+            raise UserError(
+                f"config: hidden_act {self.hidden_act!r} is not supported "
+                f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
+            )
         if self.num_labels is not None and (not isinstance(self.num_labels, int) or self.num_labels <= 0):
             raise UserError(f"config: num_labels must be a positive integer, got {self.num_labels!r}")
         if not (0 < float(self.layer_norm_eps) < 1):
@@ -57,7 +67,8 @@ class BertConfig:
         if self.param_count() > MAX_PARAMS:
             raise UserError(
                 f"config: {self.param_count():,} parameters is absurd for this tool "
-                f"(limit {MAX_PARAMS:,}); refusing before allocating memory")
+                f"(limit {MAX_PARAMS:,}); refusing before allocating memory"
+            )
         return self
 
     def embedding_param_count(self) -> int:
@@ -103,13 +114,15 @@ class BertConfig:
             raise UserError(f"{source}: model_type {model_type!r} is not BERT; only BERT checkpoints are supported")
         archs = raw.get("architectures") or []
         for arch in archs:
-            if arch not in ("BertModel", "BertForSequenceClassification", "BertForPreTraining",
-                            "BertForMaskedLM"):
-                raise UserError(f"{source}: architecture {arch!r} is not supported "
-                                f"(BertModel or BertForSequenceClassification)")
+            if arch not in ("BertModel", "BertForSequenceClassification", "BertForPreTraining", "BertForMaskedLM"):
+                raise UserError(
+                    f"{source}: architecture {arch!r} is not supported (BertModel or BertForSequenceClassification)"
+                )
         if raw.get("position_embedding_type", "absolute") != "absolute":
-            raise UserError(f"{source}: position_embedding_type {raw['position_embedding_type']!r} "
-                            f"is not supported (only 'absolute')")
+            raise UserError(
+                f"{source}: position_embedding_type {raw['position_embedding_type']!r} "
+                f"is not supported (only 'absolute')"
+            )
         is_classifier = "BertForSequenceClassification" in archs
         num_labels = None
         if is_classifier:
@@ -168,8 +181,8 @@ MIN_SEQ_LEN = 2
 def check_seq_len(seq_len: int, config: BertConfig | None = None, flag: str = "--seq-len") -> None:
     """A UserError unless `seq_len` holds [CLS] + [SEP] and, given a config, its position table covers it."""
     if seq_len < MIN_SEQ_LEN:
-        raise UserError(f"{flag} must be at least {MIN_SEQ_LEN} (a sequence holds [CLS] and [SEP] around "
-                        f"the text), got {seq_len}")
+        raise UserError(
+            f"{flag} must be at least {MIN_SEQ_LEN} (a sequence holds [CLS] and [SEP] around the text), got {seq_len}"
+        )
     if config is not None and seq_len > config.max_position_embeddings:
-        raise UserError(f"{flag} {seq_len} exceeds the model's {config.max_position_embeddings} "
-                        f"position embeddings")
+        raise UserError(f"{flag} {seq_len} exceeds the model's {config.max_position_embeddings} position embeddings")

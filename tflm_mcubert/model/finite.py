@@ -18,5 +18,7 @@ def require_finite(arrays: dict[str, np.ndarray], *, source: str) -> None:
             continue
         bad = int(array.size - np.count_nonzero(np.isfinite(array.astype(np.float32, copy=False))))
         if bad:
-            raise UserError(f"{source}: weight {name} has {bad:,} non-finite value{'s' * (bad != 1)} (NaN or inf) "
-                            f"of {array.size:,}: the checkpoint is corrupt or its training diverged")
+            raise UserError(
+                f"{source}: weight {name} has {bad:,} non-finite value{'s' * (bad != 1)} (NaN or inf) "
+                f"of {array.size:,}: the checkpoint is corrupt or its training diverged"
+            )

@@ -72,12 +72,18 @@ def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
         word_lookup = _clustered_embedding_from(weights, compression, config, source=str(ckpt_dir))
     model = BertModel(config, word_lookup=word_lookup)
     assign_hf_weights(model, weights, source=str(ckpt_dir))
-    return LoadedCheckpoint(model=model, config=config, tokenizer=load_tokenizer(ckpt_dir, config),
-                            source=str(source), architecture=_declared_architecture(ckpt_dir, config))
+    return LoadedCheckpoint(
+        model=model,
+        config=config,
+        tokenizer=load_tokenizer(ckpt_dir, config),
+        source=str(source),
+        architecture=_declared_architecture(ckpt_dir, config),
+    )
 
 
-def save_checkpoint(model: BertModel, out_dir: str | Path, tokenizer=None, *,
-                    compression_info: dict | None = None) -> Path:
+def save_checkpoint(
+    model: BertModel, out_dir: str | Path, tokenizer=None, *, compression_info: dict | None = None
+) -> Path:
     """Write an HF-layout directory that `load_checkpoint` and `transformers.*.from_pretrained` both read.
 
     A model whose word lookup is a `ClusteredLowRankEmbedding` is written in the compressed format (see
@@ -91,8 +97,10 @@ def save_checkpoint(model: BertModel, out_dir: str | Path, tokenizer=None, *,
     lookup = model.embeddings.word_lookup
     if lookup is not None:
         if tokenizer is not None and tokenizer.pad_token_id != model.config.pad_token_id:
-            raise ValueError(f"the tokenizer's [PAD] id {tokenizer.pad_token_id} is not the model's "
-                             f"{model.config.pad_token_id}: pass the tokenizer of the permuted vocabulary")
+            raise ValueError(
+                f"the tokenizer's [PAD] id {tokenizer.pad_token_id} is not the model's "
+                f"{model.config.pad_token_id}: pass the tokenizer of the permuted vocabulary"
+            )
         config_dict[COMPRESSION_KEY] = {**(compression_info or {}), **_compression_structure(lookup)}
     elif compression_info:
         raise ValueError("compression_info describes a compressed word embedding, and this model has none")
@@ -108,6 +116,7 @@ def save_checkpoint(model: BertModel, out_dir: str | Path, tokenizer=None, *,
 
 
 # --- Locating the checkpoint -------------------------------------------------------------------------
+
 
 def resolve_checkpoint_dir(source: str | Path) -> Path:
     path = Path(source).expanduser()
@@ -126,25 +135,28 @@ def _download_from_hub(repo_id: str) -> Path:
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     try:
-        path = Path(huggingface_hub.snapshot_download(
-            repo_id, allow_patterns=_HUB_COMMON_PATTERNS + _HUB_SAFETENSORS_PATTERNS))
+        path = Path(
+            huggingface_hub.snapshot_download(repo_id, allow_patterns=_HUB_COMMON_PATTERNS + _HUB_SAFETENSORS_PATTERNS)
+        )
         if not _has_weights(path):  # older repositories ship only pytorch_model.bin
-            path = Path(huggingface_hub.snapshot_download(
-                repo_id, allow_patterns=_HUB_COMMON_PATTERNS + [TORCH_BIN_FILE]))
+            path = Path(
+                huggingface_hub.snapshot_download(repo_id, allow_patterns=_HUB_COMMON_PATTERNS + [TORCH_BIN_FILE])
+            )
     except RepositoryNotFoundError:  # also covers gated repositories
-        raise UserError(f"{repo_id}: no such local directory, and no such (accessible) model "
-                        f"on the Hugging Face hub") from None
+        raise UserError(
+            f"{repo_id}: no such local directory, and no such (accessible) model on the Hugging Face hub"
+        ) from None
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as exc:
-        reason = ("HF_HUB_OFFLINE is set" if huggingface_hub.constants.HF_HUB_OFFLINE
-                  else _first_line(exc))
-        raise UserError(f"{repo_id}: no such local directory, and the Hugging Face hub could not be "
-                        f"reached to download it ({reason}); pass a local checkpoint directory") from None
+        reason = "HF_HUB_OFFLINE is set" if huggingface_hub.constants.HF_HUB_OFFLINE else _first_line(exc)
+        raise UserError(
+            f"{repo_id}: no such local directory, and the Hugging Face hub could not be "
+            f"reached to download it ({reason}); pass a local checkpoint directory"
+        ) from None
     return path
 
 
 def _has_weights(ckpt_dir: Path) -> bool:
-    return any((ckpt_dir / name).is_file()
-               for name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, TORCH_BIN_FILE))
+    return any((ckpt_dir / name).is_file() for name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, TORCH_BIN_FILE))
 
 
 def _declared_architecture(ckpt_dir: Path, config: BertConfig) -> str:
@@ -156,6 +168,7 @@ def _declared_architecture(ckpt_dir: Path, config: BertConfig) -> str:
 
 
 # --- Reading tensors ---------------------------------------------------------------------------------
+
 
 def read_hf_weights(ckpt_dir: Path) -> dict[str, np.ndarray]:
     """Every tensor of the checkpoint, by its HF name; safetensors preferred over pytorch_model.bin."""
@@ -173,8 +186,7 @@ def _weight_files(ckpt_dir: Path) -> list[Path]:
         return _shards_of(ckpt_dir / SAFETENSORS_INDEX_FILE)
     if (ckpt_dir / TORCH_BIN_FILE).is_file():
         return [ckpt_dir / TORCH_BIN_FILE]
-    raise UserError(f"{ckpt_dir}: no weights ({SAFETENSORS_FILE}, {SAFETENSORS_INDEX_FILE} "
-                    f"or {TORCH_BIN_FILE})")
+    raise UserError(f"{ckpt_dir}: no weights ({SAFETENSORS_FILE}, {SAFETENSORS_INDEX_FILE} or {TORCH_BIN_FILE})")
 
 
 def _shards_of(index_path: Path) -> list[Path]:
@@ -209,23 +221,29 @@ def _read_torch_bin(path: Path) -> dict[str, np.ndarray]:
     try:
         import torch
     except ImportError:
-        raise UserError(f"{path}: reading a .bin checkpoint needs PyTorch; install torch, "
-                        f"or convert the checkpoint to safetensors") from None
+        raise UserError(
+            f"{path}: reading a .bin checkpoint needs PyTorch; install torch, or convert the checkpoint to safetensors"
+        ) from None
     try:
         # weights_only: the unpickler accepts tensors and plain containers, and refuses anything that
         # would import or call code. Never retry without it.
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise UserError(f"{path}: refused to unpickle ({_unpickler_refusal(exc)}): only plain tensor "
-                        f"checkpoints are accepted, since anything else could run code when loaded") from None
+        raise UserError(
+            f"{path}: refused to unpickle ({_unpickler_refusal(exc)}): only plain tensor "
+            f"checkpoints are accepted, since anything else could run code when loaded"
+        ) from None
     except Exception as exc:  # torch reports a corrupt archive as RuntimeError, EOFError, ValueError...
         raise UserError(f"{path}: not a readable PyTorch checkpoint ({_first_line(exc)})") from None
     if not isinstance(state, dict) or not all(
-            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
         raise UserError(f"{path}: expected a flat mapping of tensor names to tensors (a state_dict)")
     # numpy has no bfloat16 of its own; every float becomes float32 in torch before conversion.
-    return {name: (t.detach().to(torch.float32) if t.is_floating_point() else t.detach()).numpy()
-            for name, t in state.items()}
+    return {
+        name: (t.detach().to(torch.float32) if t.is_floating_point() else t.detach()).numpy()
+        for name, t in state.items()
+    }
 
 
 def _unpickler_refusal(exc: pickle.UnpicklingError) -> str:
@@ -245,6 +263,7 @@ def _as_float32_if_float(array: np.ndarray) -> np.ndarray:
 
 
 # --- Names -------------------------------------------------------------------------------------------
+
 
 def normalise_hf_names(weights: dict[str, np.ndarray], *, source: str) -> dict[str, np.ndarray]:
     """HF names without the `bert.` prefix or legacy gamma/beta, buffers and pretraining heads dropped."""
@@ -288,7 +307,7 @@ def hf_weight_slots(model: BertModel) -> dict[str, WeightSlot]:
     emb = model.embeddings
     # A model whose word lookup replaces the dense table has every slot but that one.
     tables = ("position_embeddings", "token_type_embeddings")
-    for table in (tables if emb.word_lookup is not None else ("word_embeddings", *tables)):
+    for table in tables if emb.word_lookup is not None else ("word_embeddings", *tables):
         slots[f"embeddings.{table}.weight"] = WeightSlot(getattr(emb, table), transpose=False)
     layer_norm("embeddings.LayerNorm", emb.layer_norm)
     for i, layer in enumerate(model.encoder_layers):
@@ -314,8 +333,11 @@ def assign_hf_weights(model: BertModel, weights: dict[str, np.ndarray], *, sourc
     kind = f"a {c.num_hidden_layers}-layer {'classifier' if model.classifier is not None else 'BertModel'}"
     unknown = sorted(set(weights) - set(slots))
     if unknown:
-        hint = ("; config.json does not declare BertForSequenceClassification"
-                if model.classifier is None and "classifier.weight" in unknown else "")
+        hint = (
+            "; config.json does not declare BertForSequenceClassification"
+            if model.classifier is None and "classifier.weight" in unknown
+            else ""
+        )
         raise UserError(f"{source}: {len(unknown)} weight(s) unknown to {kind}: {_preview(unknown)}{hint}")
     missing = set(slots) - set(weights)
     if _POOLER_WEIGHTS <= missing and model.classifier is None:
@@ -326,8 +348,10 @@ def assign_hf_weights(model: BertModel, weights: dict[str, np.ndarray], *, sourc
     for name, array in weights.items():
         slot = slots[name]
         if array.shape != slot.hf_shape():
-            raise UserError(f"{source}: weight {name} has shape {list(array.shape)}, "
-                            f"but config.json implies {list(slot.hf_shape())}")
+            raise UserError(
+                f"{source}: weight {name} has shape {list(array.shape)}, "
+                f"but config.json implies {list(slot.hf_shape())}"
+            )
         if array.dtype.kind != "f":
             raise UserError(f"{source}: weight {name} has dtype {array.dtype}; expected floating point")
     for name, array in weights.items():
@@ -343,8 +367,10 @@ def to_hf_state_dict(model: BertModel) -> dict[str, np.ndarray]:
     prefix = "bert." if model.classifier is not None else ""
     lookup = model.embeddings.word_lookup
     if lookup is not None and not _is_clustered(lookup):
-        raise ValueError(f"the word lookup {type(lookup).__name__} has no checkpoint format; convert the search "
-                         f"layer to a ClusteredLowRankEmbedding first")
+        raise ValueError(
+            f"the word lookup {type(lookup).__name__} has no checkpoint format; convert the search "
+            f"layer to a ClusteredLowRankEmbedding first"
+        )
     state = {}
     for name, slot in hf_weight_slots(model).items():
         value = keras.ops.convert_to_numpy(slot.variable)
@@ -391,8 +417,13 @@ def _clustered_arrays(layer) -> dict[str, np.ndarray]:
 
 def _compression_structure(layer) -> dict:
     description = layer.describe()
-    return {"format": COMPRESSION_FORMAT, "embedding": description, "cutoffs": layer.cutoffs,
-            "ranks": list(layer.ranks), "tensors": sorted(CLUSTERED_PREFIX + k for k in _clustered_arrays(layer))}
+    return {
+        "format": COMPRESSION_FORMAT,
+        "embedding": description,
+        "cutoffs": layer.cutoffs,
+        "ranks": list(layer.ranks),
+        "tensors": sorted(CLUSTERED_PREFIX + k for k in _clustered_arrays(layer)),
+    }
 
 
 def compression_block(ckpt_dir: Path) -> dict | None:
@@ -416,12 +447,20 @@ def _clustered_embedding_from(weights: dict[str, np.ndarray], block: dict, confi
     """Pop the clustered arrays (and permutation) out of `weights` and build the layer they describe."""
     from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 
-    layer = ClusteredLowRankEmbedding(config.vocab_size, config.hidden_size, block["cutoffs"], block["ranks"],
-                                      permutation=weights.pop(PERMUTATION_KEY, None),
-                                      origin=str(block.get("embedding", {}).get("origin", "")))
+    layer = ClusteredLowRankEmbedding(
+        config.vocab_size,
+        config.hidden_size,
+        block["cutoffs"],
+        block["ranks"],
+        permutation=weights.pop(PERMUTATION_KEY, None),
+        origin=str(block.get("embedding", {}).get("origin", "")),
+    )
     layer.build()
-    expected = {"table_0": layer.table, **{f"u_{i}": u for i, u in enumerate(layer.us, 1)},
-                **{f"vt_{i}": vt for i, vt in enumerate(layer.vts, 1)}}
+    expected = {
+        "table_0": layer.table,
+        **{f"u_{i}": u for i, u in enumerate(layer.us, 1)},
+        **{f"vt_{i}": vt for i, vt in enumerate(layer.vts, 1)},
+    }
     arrays = {}
     for key, variable in expected.items():
         name = CLUSTERED_PREFIX + key
@@ -429,8 +468,10 @@ def _clustered_embedding_from(weights: dict[str, np.ndarray], block: dict, confi
             raise UserError(f"{source}: compressed checkpoint lacks {name}")
         array = weights.pop(name)
         if tuple(array.shape) != tuple(variable.shape):
-            raise UserError(f"{source}: {name} has shape {list(array.shape)}, but the cut-offs and ranks in "
-                            f"config.json imply {list(variable.shape)}")
+            raise UserError(
+                f"{source}: {name} has shape {list(array.shape)}, but the cut-offs and ranks in "
+                f"config.json imply {list(variable.shape)}"
+            )
         arrays[key] = array
     stray = sorted(k for k in weights if k.startswith(CLUSTERED_PREFIX))
     if stray:
@@ -440,6 +481,7 @@ def _clustered_embedding_from(weights: dict[str, np.ndarray], block: dict, confi
 
 
 # --- Tokenizer ---------------------------------------------------------------------------------------
+
 
 def load_tokenizer(ckpt_dir: Path, config: BertConfig):
     if not any((ckpt_dir / name).is_file() for name in TOKENIZER_FILES):
@@ -452,12 +494,14 @@ def load_tokenizer(ckpt_dir: Path, config: BertConfig):
         raise UserError(f"{ckpt_dir}: the tokenizer files could not be loaded ({_first_line(exc)})") from None
     # A token id past the embedding table would crash the model later, far from the cause.
     if len(tokenizer) > config.vocab_size:
-        raise UserError(f"{ckpt_dir}: the tokenizer has {len(tokenizer)} tokens but config.json "
-                        f"vocab_size is {config.vocab_size}")
+        raise UserError(
+            f"{ckpt_dir}: the tokenizer has {len(tokenizer)} tokens but config.json vocab_size is {config.vocab_size}"
+        )
     return tokenizer
 
 
 # --- Helpers -----------------------------------------------------------------------------------------
+
 
 def _preview(names: list[str], limit: int = 5) -> str:
     shown = ", ".join(names[:limit])

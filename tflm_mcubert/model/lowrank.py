@@ -16,8 +16,9 @@ def _check_rank(matrix: np.ndarray, rank: int) -> None:
     if matrix.ndim != 2:
         raise ValueError(f"expected a 2-D matrix, got shape {matrix.shape}")
     if not 0 <= rank <= min(matrix.shape):
-        raise UserError(f"rank {rank} is outside 0..{min(matrix.shape)} for a {matrix.shape[0]}x{matrix.shape[1]} "
-                        f"matrix")
+        raise UserError(
+            f"rank {rank} is outside 0..{min(matrix.shape)} for a {matrix.shape[0]}x{matrix.shape[1]} matrix"
+        )
 
 
 def svd(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -32,12 +33,12 @@ def low_rank_factorization(matrix: np.ndarray, rank: int) -> tuple[np.ndarray, n
     _check_rank(matrix, rank)
     u, s, vt = svd(matrix)
     root = np.sqrt(s[:rank])
-    return ((u[:, :rank] * root).astype(np.float32),
-            (root[:, None] * vt[:rank]).astype(np.float32))
+    return ((u[:, :rank] * root).astype(np.float32), (root[:, None] * vt[:rank]).astype(np.float32))
 
 
-def fisher_weighted_factorization(matrix: np.ndarray, rank: int,
-                                  row_fisher: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fisher_weighted_factorization(
+    matrix: np.ndarray, rank: int, row_fisher: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """FWSVD (Hsu et al., ICLR'22): the rank-r factorization minimising Σ_j I_j ||W_j - (UVᵀ)_j||².
 
     `row_fisher[j]` is row j's Fisher importance I_j: the squared gradients of the task loss w.r.t. row j,
@@ -63,12 +64,12 @@ def fisher_weighted_factorization(matrix: np.ndarray, rank: int,
     # so this reproduces (U·Σ^½, Σ^½·Vᵀ) exactly.
     scale = np.sqrt(np.linalg.norm(coefficients, axis=0))
     scale[scale == 0] = 1.0
-    return ((coefficients / scale).astype(np.float32),
-            (scale[:, None] * basis).astype(np.float32))
+    return ((coefficients / scale).astype(np.float32), (scale[:, None] * basis).astype(np.float32))
 
 
-def factorize(matrix: np.ndarray, rank: int, *, method: str = "svd",
-              row_fisher: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def factorize(
+    matrix: np.ndarray, rank: int, *, method: str = "svd", row_fisher: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Dispatch on `method`: "svd" (Alg. 2) or "fwsvd" (needs `row_fisher`)."""
     if method == "svd":
         return low_rank_factorization(matrix, rank)

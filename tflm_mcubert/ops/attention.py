@@ -48,11 +48,26 @@ import numpy as np
 
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.fixed_point import (
-    EXP_ONE, INT8_MAX, INT8_MIN, INT16_MIN, INT16_MAX, LUT_SIZE, build_exp_lut, check_multipliers,
-    quantize_multiplier, requantize, round_shift_right, saturate,
+    EXP_ONE,
+    INT8_MAX,
+    INT8_MIN,
+    INT16_MIN,
+    INT16_MAX,
+    LUT_SIZE,
+    build_exp_lut,
+    check_multipliers,
+    quantize_multiplier,
+    requantize,
+    round_shift_right,
+    saturate,
 )
 from tflm_mcubert.ops.layernorm import (
-    LayerNormParams, check_dim, check_residual, float_layer_norm, layer_norm, residual_channels,
+    LayerNormParams,
+    check_dim,
+    check_residual,
+    float_layer_norm,
+    layer_norm,
+    residual_channels,
     residual_sum,
 )
 from tflm_mcubert.ops.linear import Linear, int_matmul
@@ -61,11 +76,11 @@ from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
 
 OP = contract.ATTENTION
-RECIP_BITS = contract.SOFTMAX_RECIP_BITS                               # 44
-MEAN_SHIFT = contract.SOFTMAX_RECIP_BITS - contract.SOFTMAX_MEAN_FRAC_BITS   # 28
+RECIP_BITS = contract.SOFTMAX_RECIP_BITS  # 44
+MEAN_SHIFT = contract.SOFTMAX_RECIP_BITS - contract.SOFTMAX_MEAN_FRAC_BITS  # 28
 # Offline: the score difference (rowmax - score) the exp table covers; beyond it e = LUT[255] ~ 0.
 SCORE_LUT_RANGE = 12.0
-SCORE_INT16_TARGET = 32000   # a coarser scale is used only if the largest score would pass this
+SCORE_INT16_TARGET = 32000  # a coarser scale is used only if the largest score would pass this
 
 
 def choose_score_scale(max_abs_score: float) -> float:
@@ -77,18 +92,26 @@ def scratch_layout(s: int, d: int, h: int, t: int) -> ScratchLayout:
     """The op's scratch. `query`/`scores`/row stats are dead once a tile's context exists, and
     `residual` (the pre-norm sum) is born after that, so they share one slot."""
     dh = d // h
-    return (LayoutBuilder(OP)
-            .add("key", (s, dh), np.int8)
-            .add("value_t", (dh, s), np.int8)          # transposed: P.V reduces over contiguous s
-            .add("context", (s, (h - 1) * dh), np.int8)
-            .add("context_tile", (t, dh), np.int8)     # the last head's context, one tile
-            .overlay([("query", (t, dh), np.int8), ("scores", (t, s), np.int16),
-                      ("row_max", (t,), np.int32), ("row_recip", (t,), np.int32)],
-                     [("residual", (t, d), np.int16)])
-            # DSP path: 4 activation rows widened to int16 for SMLAD; the longest reduction is
-            # max(d, s) (projections: d, P.V: s — where the exp weights are looked up while widening).
-            .add("widened", (contract.DSP_ROWS, max(d, s)), np.int16)
-            .build())
+    return (
+        LayoutBuilder(OP)
+        .add("key", (s, dh), np.int8)
+        .add("value_t", (dh, s), np.int8)  # transposed: P.V reduces over contiguous s
+        .add("context", (s, (h - 1) * dh), np.int8)
+        .add("context_tile", (t, dh), np.int8)  # the last head's context, one tile
+        .overlay(
+            [
+                ("query", (t, dh), np.int8),
+                ("scores", (t, s), np.int16),
+                ("row_max", (t,), np.int32),
+                ("row_recip", (t,), np.int32),
+            ],
+            [("residual", (t, d), np.int16)],
+        )
+        # DSP path: 4 activation rows widened to int16 for SMLAD; the longest reduction is
+        # max(d, s) (projections: d, P.V: s — where the exp weights are looked up while widening).
+        .add("widened", (contract.DSP_ROWS, max(d, s)), np.int16)
+        .build()
+    )
 
 
 def scratch_bytes(s: int, d: int, h: int, t: int) -> int:
@@ -110,9 +133,9 @@ class AttentionParams:
     key: Linear
     value: Linear
     output: Linear
-    exp_lut: np.ndarray          # int16[256]
+    exp_lut: np.ndarray  # int16[256]
     layer_norm: LayerNormParams
-    residual: np.ndarray         # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
+    residual: np.ndarray  # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
 
     @property
     def head_size(self) -> int:
@@ -126,8 +149,7 @@ class AttentionParams:
             raise OpSpecError(OP, "heads", f"hidden {d} is not a multiple of heads {h}")
         check_int(OP, "tile", self.tile, 1, s)
         check_int(OP, "mask_mode", self.mask_mode, 0, 1)
-        for mult, shift in (("score_multiplier", "score_shift"),
-                            ("context_multiplier", "context_shift")):
+        for mult, shift in (("score_multiplier", "score_shift"), ("context_multiplier", "context_shift")):
             check_int(OP, mult, getattr(self, mult), 0, (1 << 31) - 1)
             check_int(OP, shift, getattr(self, shift), -31, 30)
             problem = check_multipliers(getattr(self, mult), getattr(self, shift))
@@ -136,13 +158,15 @@ class AttentionParams:
         for name in ("query", "key", "value", "output"):
             lin: Linear = getattr(self, name)
             if (lin.in_features, lin.out_features) != (d, d):
-                raise OpSpecError(OP, name, f"expected a {d} x {d} layer, got "
-                                  f"{lin.out_features} x {lin.in_features}")
+                raise OpSpecError(OP, name, f"expected a {d} x {d} layer, got {lin.out_features} x {lin.in_features}")
             lin.validate(OP, name)
         lut = check_array(OP, "exp_lut", self.exp_lut, np.int16, (LUT_SIZE,), 0, EXP_ONE)
         if lut[0] != EXP_ONE:
-            raise OpSpecError(OP, "exp_lut", f"entry 0 must be EXP_ONE = {EXP_ONE} (the row max "
-                              f"contributes exactly one), got {int(lut[0])}")
+            raise OpSpecError(
+                OP,
+                "exp_lut",
+                f"entry 0 must be EXP_ONE = {EXP_ONE} (the row max contributes exactly one), got {int(lut[0])}",
+            )
         self.layer_norm.validate(OP, "layer_norm", d)
         check_residual(OP, "residual", self.residual, d)
         return self
@@ -150,11 +174,18 @@ class AttentionParams:
     # -- serialization ----------------------------------------------------------------------
 
     def options(self) -> dict[str, int]:
-        return {"seq_len": self.seq_len, "hidden": self.hidden, "heads": self.heads,
-                "tile": self.tile, "mask_mode": self.mask_mode,
-                "score_multiplier": self.score_multiplier, "score_shift": self.score_shift,
-                "context_multiplier": self.context_multiplier, "context_shift": self.context_shift,
-                "ln_eps": self.layer_norm.eps}
+        return {
+            "seq_len": self.seq_len,
+            "hidden": self.hidden,
+            "heads": self.heads,
+            "tile": self.tile,
+            "mask_mode": self.mask_mode,
+            "score_multiplier": self.score_multiplier,
+            "score_shift": self.score_shift,
+            "context_multiplier": self.context_multiplier,
+            "context_shift": self.context_shift,
+            "ln_eps": self.layer_norm.eps,
+        }
 
     def tensors(self) -> dict[str, np.ndarray]:
         """Constant inputs by contract name (hidden and mask come at run time)."""
@@ -171,31 +202,60 @@ class AttentionParams:
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
         d = options["hidden"]
-        lin = {name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"])
-               for name in ("query", "key", "value", "output")}
-        return cls(options["seq_len"], d, options["heads"], options["tile"], options["mask_mode"],
-                   options["score_multiplier"], options["score_shift"],
-                   options["context_multiplier"], options["context_shift"],
-                   lin["query"], lin["key"], lin["value"], lin["output"], tensors["exp_lut"],
-                   LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
-                   tensors["residual"]).validate()
+        lin = {
+            name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"])
+            for name in ("query", "key", "value", "output")
+        }
+        return cls(
+            options["seq_len"],
+            d,
+            options["heads"],
+            options["tile"],
+            options["mask_mode"],
+            options["score_multiplier"],
+            options["score_shift"],
+            options["context_multiplier"],
+            options["context_shift"],
+            lin["query"],
+            lin["key"],
+            lin["value"],
+            lin["output"],
+            tensors["exp_lut"],
+            LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+            tensors["residual"],
+        ).validate()
 
     # -- offline quantization ---------------------------------------------------------------
 
     @classmethod
-    def quantize(cls, fw: "AttentionFloat", quant: "AttentionQuant", *, seq_len: int, tile: int,
-                 mask_mode: int = contract.MASK_MODE_KEY_MASK) -> "AttentionParams":
+    def quantize(
+        cls,
+        fw: "AttentionFloat",
+        quant: "AttentionQuant",
+        *,
+        seq_len: int,
+        tile: int,
+        mask_mode: int = contract.MASK_MODE_KEY_MASK,
+    ) -> "AttentionParams":
         x = quant.input
         residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
         dh = fw.hidden // fw.heads
         score_m, score_s = quantize_multiplier(
-            quant.query.scale * quant.key.scale / (math.sqrt(dh) * quant.score_scale))
+            quant.query.scale * quant.key.scale / (math.sqrt(dh) * quant.score_scale)
+        )
         ctx_m, ctx_s = quantize_multiplier(
-            quant.value.scale / (quant.context.scale * (1 << contract.SOFTMAX_MEAN_FRAC_BITS)))
+            quant.value.scale / (quant.context.scale * (1 << contract.SOFTMAX_MEAN_FRAC_BITS))
+        )
         return cls(
-            seq_len=seq_len, hidden=fw.hidden, heads=fw.heads, tile=tile, mask_mode=mask_mode,
-            score_multiplier=int(score_m), score_shift=int(score_s),
-            context_multiplier=int(ctx_m), context_shift=int(ctx_s),
+            seq_len=seq_len,
+            hidden=fw.hidden,
+            heads=fw.heads,
+            tile=tile,
+            mask_mode=mask_mode,
+            score_multiplier=int(score_m),
+            score_shift=int(score_s),
+            context_multiplier=int(ctx_m),
+            context_shift=int(ctx_s),
             query=Linear.from_float(fw.wq, fw.bq, x, quant.query.scale),
             key=Linear.from_float(fw.wk, fw.bk, x, quant.key.scale),
             value=Linear.from_float(fw.wv, fw.bv, x, quant.value.scale),
@@ -209,6 +269,7 @@ class AttentionParams:
 # ---------------------------------------------------------------------------------------------
 # Reference
 # ---------------------------------------------------------------------------------------------
+
 
 def key_validity(params: AttentionParams, mask: np.ndarray) -> np.ndarray:
     """bool[s]: which keys may be attended, from the mask input of either mode."""
@@ -228,15 +289,14 @@ def _project(lin: Linear, x: np.ndarray, columns: slice) -> np.ndarray:
 def scores(params: AttentionParams, q: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """int16[n, s] = clamp(requantize(q . k)) for q int8[n, dh], keys int8[s, dh]."""
     acc = int_matmul(q, keys.T)
-    return saturate(requantize(acc, params.score_multiplier, params.score_shift),
-                    INT16_MIN, INT16_MAX, np.int16)
+    return saturate(requantize(acc, params.score_multiplier, params.score_shift), INT16_MIN, INT16_MAX, np.int16)
 
 
 def exp_weights(scores_q: np.ndarray, valid: np.ndarray, exp_lut: np.ndarray):
     """(e int64[n, s], row_max int64[n], sum int64[n]) of the softmax numerators."""
     sc = scores_q.astype(np.int64)
     row_max = np.where(valid, sc, INT16_MIN).max(axis=1)  # any value works for fully masked rows
-    index = np.clip(row_max[:, None] - sc, 0, LUT_SIZE - 1)   # masked keys may be < 0: zeroed below
+    index = np.clip(row_max[:, None] - sc, 0, LUT_SIZE - 1)  # masked keys may be < 0: zeroed below
     e = np.where(valid, exp_lut.astype(np.int64)[index], 0)
     return e, row_max, e.sum(axis=1)
 
@@ -246,8 +306,14 @@ def reciprocal(total: np.ndarray) -> np.ndarray:
     return np.where(total > 0, (np.int64(1) << RECIP_BITS) // np.maximum(total, 1), 0)
 
 
-def attend(params: AttentionParams, scores_q: np.ndarray, valid: np.ndarray,
-           value_t: np.ndarray, row_max_out=None, row_recip_out=None) -> np.ndarray:
+def attend(
+    params: AttentionParams,
+    scores_q: np.ndarray,
+    valid: np.ndarray,
+    value_t: np.ndarray,
+    row_max_out=None,
+    row_recip_out=None,
+) -> np.ndarray:
     """int8[n, dh] context of one tile from its int16 scores and V^T (int8[dh, s])."""
     e, row_max, total = exp_weights(scores_q, valid, params.exp_lut)
     recip = reciprocal(total)
@@ -256,12 +322,10 @@ def attend(params: AttentionParams, scores_q: np.ndarray, valid: np.ndarray,
         row_recip_out[:] = recip
     acc = int_matmul(e, value_t.T)
     mean = round_shift_right(acc * recip[:, None], MEAN_SHIFT)
-    return saturate(requantize(mean, params.context_multiplier, params.context_shift),
-                    INT8_MIN, INT8_MAX, np.int8)
+    return saturate(requantize(mean, params.context_multiplier, params.context_shift), INT8_MIN, INT8_MAX, np.int8)
 
 
-def effective_probabilities(params: AttentionParams, scores_q: np.ndarray,
-                            valid: np.ndarray) -> np.ndarray:
+def effective_probabilities(params: AttentionParams, scores_q: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """float64[n, s]: the attention weights the integer op applies, e[k] * recip / 2^44.
 
     (Diagnostics and tests only: the op never materialises them.)
@@ -270,8 +334,7 @@ def effective_probabilities(params: AttentionParams, scores_q: np.ndarray,
     return e * reciprocal(total)[:, None] / float(1 << RECIP_BITS)
 
 
-def run(params: AttentionParams, hidden: np.ndarray, mask: np.ndarray,
-        scratch: np.ndarray | None = None) -> np.ndarray:
+def run(params: AttentionParams, hidden: np.ndarray, mask: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     """Run the op in place on `hidden` (int8[s, d]); returns `hidden`.
 
     `scratch`: uint8[>= scratch_bytes(s, d, h, t)] — e.g. a view into a planned arena. Every
@@ -295,14 +358,12 @@ def run(params: AttentionParams, hidden: np.ndarray, mask: np.ndarray,
             tile_scores = v["scores"][:n]
             tile_scores[:] = scores(params, q, v["key"])
             target = v["context_tile"][:n] if last else v["context"][rows, cols]
-            target[:] = attend(params, tile_scores, valid, v["value_t"],
-                               v["row_max"][:n], v["row_recip"][:n])
+            target[:] = attend(params, tile_scores, valid, v["value_t"], v["row_max"][:n], v["row_recip"][:n])
             if last:
                 # The kernel reads the context row as two segments: earlier heads, then this tile.
                 context_rows = np.concatenate([v["context"][rows], target], axis=1)
                 z = v["residual"][:n]
-                z[:] = residual_sum(params.output.requantized(context_rows), hidden[rows],
-                                    params.residual)
+                z[:] = residual_sum(params.output.requantized(context_rows), hidden[rows], params.residual)
                 hidden[rows] = layer_norm(z, params.layer_norm)
     return hidden
 
@@ -311,18 +372,19 @@ def run(params: AttentionParams, hidden: np.ndarray, mask: np.ndarray,
 # Float reference and calibration (offline)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class AttentionQuant:
     """Activation quantization of one attention layer (scales from calibration)."""
 
-    input: TensorQuant       # hidden state in (asymmetric)
-    query: TensorQuant       # symmetric
-    key: TensorQuant         # symmetric
-    value: TensorQuant       # symmetric
-    score_scale: float       # int16 scores of q.k / sqrt(dh) (choose_score_scale)
-    context: TensorQuant     # symmetric
-    z_max_abs: float         # max |attention output + residual| (pre-norm)
-    output: TensorQuant      # hidden state out (asymmetric)
+    input: TensorQuant  # hidden state in (asymmetric)
+    query: TensorQuant  # symmetric
+    key: TensorQuant  # symmetric
+    value: TensorQuant  # symmetric
+    score_scale: float  # int16 scores of q.k / sqrt(dh) (choose_score_scale)
+    context: TensorQuant  # symmetric
+    z_max_abs: float  # max |attention output + residual| (pre-norm)
+    output: TensorQuant  # hidden state out (asymmetric)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -378,8 +440,11 @@ class AttentionFloat:
         """Activation scales from one float pass over the (dequantized) calibration input."""
         seen: dict = {}
         self.forward(x, valid, seen)
-        sym = {name: TensorQuant.observe(seen[name], symmetric=True)
-               for name in ("query", "key", "value", "context")}
-        return AttentionQuant(input=input_quant, z_max_abs=float(np.abs(seen["z"]).max()),
-                              score_scale=choose_score_scale(float(np.abs(seen["scores"]).max())),
-                              output=TensorQuant.observe(seen["output"], symmetric=False), **sym)
+        sym = {name: TensorQuant.observe(seen[name], symmetric=True) for name in ("query", "key", "value", "context")}
+        return AttentionQuant(
+            input=input_quant,
+            z_max_abs=float(np.abs(seen["z"]).max()),
+            score_scale=choose_score_scale(float(np.abs(seen["scores"]).max())),
+            output=TensorQuant.observe(seen["output"], symmetric=False),
+            **sym,
+        )

@@ -31,10 +31,12 @@ OP = contract.CLASSIFIER_HEAD
 
 
 def scratch_layout(d: int) -> ScratchLayout:
-    return (LayoutBuilder(OP)
-            .add("pooled", (d,), np.int8)          # tanh index, then the pooled vector in place
-            .add("widened", (d,), np.int16)        # DSP path: the one activation row as int16
-            .build())
+    return (
+        LayoutBuilder(OP)
+        .add("pooled", (d,), np.int8)  # tanh index, then the pooled vector in place
+        .add("widened", (d,), np.int16)  # DSP path: the one activation row as int16
+        .build()
+    )
 
 
 def scratch_bytes(d: int) -> int:
@@ -50,11 +52,11 @@ class ClassifierHeadParams:
     seq_len: int
     hidden: int
     labels: int
-    pooler_zero_point: int       # zero point of the tanh table's input
+    pooler_zero_point: int  # zero point of the tanh table's input
     logits_zero_point: int
-    pooler: Linear               # d -> d
-    tanh_lut: np.ndarray         # int8[256]
-    classifier: Linear           # d -> labels
+    pooler: Linear  # d -> d
+    tanh_lut: np.ndarray  # int8[256]
+    classifier: Linear  # d -> labels
 
     def validate(self) -> "ClassifierHeadParams":
         check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
@@ -65,41 +67,60 @@ class ClassifierHeadParams:
         for name, shape in (("pooler", (d, d)), ("classifier", (n, d))):
             lin: Linear = getattr(self, name)
             if (lin.out_features, lin.in_features) != shape:
-                raise OpSpecError(OP, name, f"expected a {shape[0]} x {shape[1]} layer, got "
-                                  f"{lin.out_features} x {lin.in_features}")
+                raise OpSpecError(
+                    OP, name, f"expected a {shape[0]} x {shape[1]} layer, got {lin.out_features} x {lin.in_features}"
+                )
             lin.validate(OP, name)
         check_array(OP, "tanh_lut", self.tanh_lut, np.int8, (LUT_SIZE,))
         return self
 
     def options(self) -> dict[str, int]:
-        return {"seq_len": self.seq_len, "hidden": self.hidden, "labels": self.labels,
-                "pooler_zero_point": self.pooler_zero_point,
-                "logits_zero_point": self.logits_zero_point}
+        return {
+            "seq_len": self.seq_len,
+            "hidden": self.hidden,
+            "labels": self.labels,
+            "pooler_zero_point": self.pooler_zero_point,
+            "logits_zero_point": self.logits_zero_point,
+        }
 
     def tensors(self) -> dict[str, np.ndarray]:
-        return {"pooler_weights": self.pooler.packed_weights,
-                "pooler_channels": self.pooler.channels, "tanh_lut": self.tanh_lut,
-                "classifier_weights": self.classifier.packed_weights,
-                "classifier_channels": self.classifier.channels}
+        return {
+            "pooler_weights": self.pooler.packed_weights,
+            "pooler_channels": self.pooler.channels,
+            "tanh_lut": self.tanh_lut,
+            "classifier_weights": self.classifier.packed_weights,
+            "classifier_channels": self.classifier.channels,
+        }
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
         d, n = options["hidden"], options["labels"]
-        return cls(options["seq_len"], d, n, options["pooler_zero_point"],
-                   options["logits_zero_point"],
-                   Linear(d, d, tensors["pooler_weights"], tensors["pooler_channels"]),
-                   tensors["tanh_lut"],
-                   Linear(d, n, tensors["classifier_weights"], tensors["classifier_channels"]),
-                   ).validate()
+        return cls(
+            options["seq_len"],
+            d,
+            n,
+            options["pooler_zero_point"],
+            options["logits_zero_point"],
+            Linear(d, d, tensors["pooler_weights"], tensors["pooler_channels"]),
+            tensors["tanh_lut"],
+            Linear(d, n, tensors["classifier_weights"], tensors["classifier_channels"]),
+        ).validate()
 
     @classmethod
-    def quantize(cls, fw: "ClassifierHeadFloat", quant: "ClassifierHeadQuant", *,
-                 seq_len: int) -> "ClassifierHeadParams":
-        lut = build_activation_lut(_tanh, quant.pre_activation.scale,
-                                   quant.pre_activation.zero_point, quant.pooled.scale,
-                                   quant.pooled.zero_point)
+    def quantize(
+        cls, fw: "ClassifierHeadFloat", quant: "ClassifierHeadQuant", *, seq_len: int
+    ) -> "ClassifierHeadParams":
+        lut = build_activation_lut(
+            _tanh,
+            quant.pre_activation.scale,
+            quant.pre_activation.zero_point,
+            quant.pooled.scale,
+            quant.pooled.zero_point,
+        )
         return cls(
-            seq_len=seq_len, hidden=fw.hidden, labels=fw.labels,
+            seq_len=seq_len,
+            hidden=fw.hidden,
+            labels=fw.labels,
             pooler_zero_point=quant.pre_activation.zero_point,
             logits_zero_point=quant.logits.zero_point,
             pooler=Linear.from_float(fw.wp, fw.bp, quant.input, quant.pre_activation.scale),
@@ -108,8 +129,9 @@ class ClassifierHeadParams:
         ).validate()
 
 
-def run(params: ClassifierHeadParams, hidden: np.ndarray, logits: np.ndarray,
-        scratch: np.ndarray | None = None) -> np.ndarray:
+def run(
+    params: ClassifierHeadParams, hidden: np.ndarray, logits: np.ndarray, scratch: np.ndarray | None = None
+) -> np.ndarray:
     """Write int8 logits[labels] from row 0 of `hidden` (int8[s, d]); returns `logits`."""
     s, d, n = params.seq_len, params.hidden, params.labels
     check_array(OP, "hidden", hidden, np.int8, (s, d))
@@ -117,11 +139,13 @@ def run(params: ClassifierHeadParams, hidden: np.ndarray, logits: np.ndarray,
     if not logits.flags.writeable:
         raise OpSpecError(OP, "logits", "must be writable")
     pooled = scratch_layout(d).views(scratch)["pooled"]
-    pooled[:] = saturate(params.pooler.requantized(hidden[:1])[0] + params.pooler_zero_point,
-                         INT8_MIN, INT8_MAX, np.int8)
+    pooled[:] = saturate(
+        params.pooler.requantized(hidden[:1])[0] + params.pooler_zero_point, INT8_MIN, INT8_MAX, np.int8
+    )
     pooled[:] = params.tanh_lut[pooled.astype(np.int64) - INT8_MIN]
-    logits[:] = saturate(params.classifier.requantized(pooled[None])[0] + params.logits_zero_point,
-                         INT8_MIN, INT8_MAX, np.int8)
+    logits[:] = saturate(
+        params.classifier.requantized(pooled[None])[0] + params.logits_zero_point, INT8_MIN, INT8_MAX, np.int8
+    )
     return logits
 
 
@@ -129,19 +153,20 @@ def run(params: ClassifierHeadParams, hidden: np.ndarray, logits: np.ndarray,
 # Float reference and quantization (offline)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class ClassifierHeadQuant:
-    input: TensorQuant            # the final hidden state
-    pre_activation: TensorQuant   # pooler dense output (asymmetric: it only indexes the table)
-    pooled: TensorQuant           # tanh output
+    input: TensorQuant  # the final hidden state
+    pre_activation: TensorQuant  # pooler dense output (asymmetric: it only indexes the table)
+    pooled: TensorQuant  # tanh output
     logits: TensorQuant
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ClassifierHeadFloat:
-    wp: np.ndarray   # [d, d]
+    wp: np.ndarray  # [d, d]
     bp: np.ndarray
-    wc: np.ndarray   # [labels, d]
+    wc: np.ndarray  # [labels, d]
     bc: np.ndarray
 
     @property
@@ -166,4 +191,3 @@ class ClassifierHeadFloat:
 def tanh_output_quant() -> TensorQuant:
     """tanh lies in [-1, 1]: a fixed symmetric scale needs no calibration and never clips."""
     return TensorQuant(1.0 / INT8_MAX, 0)
-

@@ -15,7 +15,7 @@ from tflm_mcubert.ops import fixed_point, layernorm, linear
 
 SPEC_VERSION = 1
 
-MAX_SEQ_LEN = 1024      # exp sums and P.V accumulators are bounded for s <= 1024 (fixed_point.EXP_ONE)
+MAX_SEQ_LEN = 1024  # exp sums and P.V accumulators are bounded for s <= 1024 (fixed_point.EXP_ONE)
 MAX_HIDDEN = layernorm.MAX_DIM
 MAX_FFN = linear.MAX_IN_FEATURES
 MAX_HEADS = 64
@@ -29,8 +29,8 @@ ATTENTION = "MCUBERT_ATTENTION"
 MLP = "MCUBERT_MLP"
 CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
 
-MASK_MODE_KEY_MASK = 0     # input 1 is int8[s]: 0 = masked key, anything else = attend
-MASK_MODE_VALID_LENGTH = 1 # input 1 is int32[1]: keys [0, L) attend, L in [0, s]
+MASK_MODE_KEY_MASK = 0  # input 1 is int8[s]: 0 = masked key, anything else = attend
+MASK_MODE_VALID_LENGTH = 1  # input 1 is int32[1]: keys [0, L) attend, L in [0, s]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +95,9 @@ def _check_attention(v: dict[str, int]):
         return "heads", f"hidden {v['hidden']} is not a multiple of heads {v['heads']}"
     if v["tile"] > v["seq_len"]:
         return "tile", f"tile {v['tile']} exceeds seq_len {v['seq_len']}"
-    return (_multiplier_ok(v, "score_multiplier", "score_shift")
-            or _multiplier_ok(v, "context_multiplier", "context_shift"))
+    return _multiplier_ok(v, "score_multiplier", "score_shift") or _multiplier_ok(
+        v, "context_multiplier", "context_shift"
+    )
 
 
 def _check_mlp(v: dict[str, int]):
@@ -106,20 +107,22 @@ def _check_mlp(v: dict[str, int]):
 
 
 def _no_cross_field_rules(v: dict[str, int]):
-    return None   # the classifier head's fields are independent of each other
+    return None  # the classifier head's fields are independent of each other
 
 
 _REQUANT_D = "int32", "[d, 2]"
 _LN = TensorSig("layer_norm", "int32", "[d, 2]", "gamma_q, beta_q (Q16 output units)")
 _HIDDEN_IO = TensorSig("hidden", "int8", "[s, d]", "hidden state, updated in place")
-_RESIDUAL = TensorSig("residual", "int32", "[d, 2]",
-                      "per channel (zero point [-128, 127], shift R_c [0, 7]): s_x[c] = s_z * 2^R_c")
+_RESIDUAL = TensorSig(
+    "residual", "int32", "[d, 2]", "per channel (zero point [-128, 127], shift R_c [0, 7]): s_x[c] = s_z * 2^R_c"
+)
 
 CONTRACTS: dict[str, OpContract] = {
     EMBEDDING: OpContract(
         EMBEDDING,
         options=(
-            _SEQ, _HIDDEN,
+            _SEQ,
+            _HIDDEN,
             OptionField("vocab_size", 1, INT32_MAX, "v; ids outside [0, v) are an error"),
             OptionField("cluster_count", 1, MAX_CLUSTERS, "c"),
             OptionField("type_vocab_size", 1, MAX_TYPE_VOCAB, "token types; others are an error"),
@@ -130,8 +133,12 @@ CONTRACTS: dict[str, OpContract] = {
             TensorSig("token_type_ids", "int32", "[s]", "segment ids"),
             TensorSig("clusters", "int32", "[c, 2]", "(end_id exclusive, rank r_i); r_0 = d"),
             TensorSig("word_rows", "int8", "[sum n_i*r_i]", "U_0 | U_1 | ... row-major, concatenated"),
-            TensorSig("word_projections", "int8", "[sum_{i>0} packed(d, r_i)]",
-                      "V_i (d out, r_i in) in pair4 layout, concatenated"),
+            TensorSig(
+                "word_projections",
+                "int8",
+                "[sum_{i>0} packed(d, r_i)]",
+                "V_i (d out, r_i in) in pair4 layout, concatenated",
+            ),
             TensorSig("word_requant", "int32", "[c, d, 2]", "(multiplier, shift) per cluster, channel"),
             TensorSig("position_table", "int8", "[s, d]", "rows 0..s-1 only"),
             TensorSig("position_requant", *_REQUANT_D, "(multiplier, shift) per channel"),
@@ -145,7 +152,8 @@ CONTRACTS: dict[str, OpContract] = {
     ATTENTION: OpContract(
         ATTENTION,
         options=(
-            _SEQ, _HIDDEN,
+            _SEQ,
+            _HIDDEN,
             OptionField("heads", 1, MAX_HEADS, "h, divides d"),
             _TILE,
             OptionField("mask_mode", 0, 1, "0: int8[s] key mask; 1: int32[1] valid length"),
@@ -167,7 +175,8 @@ CONTRACTS: dict[str, OpContract] = {
             TensorSig("output_weights", "int8", "[packed(d, d)]", "pair4"),
             TensorSig("output_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
             TensorSig("exp_lut", "int16", "[256]", "EXP_ONE*exp(-k*s_score); [0] = EXP_ONE"),
-            _LN, _RESIDUAL,
+            _LN,
+            _RESIDUAL,
         ),
         outputs=(_HIDDEN_IO,),
         cross_check=_check_attention,
@@ -175,7 +184,8 @@ CONTRACTS: dict[str, OpContract] = {
     MLP: OpContract(
         MLP,
         options=(
-            _SEQ, _HIDDEN,
+            _SEQ,
+            _HIDDEN,
             OptionField("ffn", 1, MAX_FFN, "intermediate size"),
             _TILE,
             OptionField("fc1_output_zero_point", -128, 127, "zero point of the GELU table's input"),
@@ -188,7 +198,8 @@ CONTRACTS: dict[str, OpContract] = {
             TensorSig("activation_lut", "int8", "[256]", "GELU: entry q+128 for input q"),
             TensorSig("fc2_weights", "int8", "[packed(d, ffn)]", "pair4"),
             TensorSig("fc2_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
-            _LN, _RESIDUAL,
+            _LN,
+            _RESIDUAL,
         ),
         outputs=(_HIDDEN_IO,),
         cross_check=_check_mlp,
@@ -196,7 +207,8 @@ CONTRACTS: dict[str, OpContract] = {
     CLASSIFIER_HEAD: OpContract(
         CLASSIFIER_HEAD,
         options=(
-            _SEQ, _HIDDEN,
+            _SEQ,
+            _HIDDEN,
             OptionField("labels", 1, MAX_LABELS, "classifier outputs n"),
             OptionField("pooler_zero_point", -128, 127, "zero point of the tanh table's input"),
             OptionField("logits_zero_point", -128, 127, "zero point of the int8 logits"),

@@ -24,8 +24,16 @@ import numpy as np
 
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.fixed_point import (
-    INT8_MAX, INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, check_multipliers, quantize_multiplier,
-    requantize, round_half_up, saturate,
+    INT8_MAX,
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    check_multipliers,
+    quantize_multiplier,
+    requantize,
+    round_half_up,
+    saturate,
 )
 from tflm_mcubert.ops.layernorm import LayerNormParams, check_dim, float_layer_norm, layer_norm
 from tflm_mcubert.ops.linear import Linear, packed_size
@@ -41,10 +49,7 @@ Z_TARGET = 32000
 
 def scratch_layout(s: int, d: int) -> ScratchLayout:
     """z rows for ROWS tokens, plus the DSP path's int16-widened U rows (ranks are <= d)."""
-    return (LayoutBuilder(OP)
-            .add("z", (ROWS, d), np.int16)
-            .add("widened", (contract.DSP_ROWS, d), np.int16)
-            .build())
+    return LayoutBuilder(OP).add("z", (ROWS, d), np.int16).add("widened", (contract.DSP_ROWS, d), np.int16).build()
 
 
 def scratch_bytes(s: int, d: int) -> int:
@@ -56,9 +61,9 @@ class Cluster:
     start: int
     end: int
     rank: int
-    rows: np.ndarray            # int8[end - start, rank]
-    projection: Linear | None   # d outputs from rank inputs; None for cluster 0
-    requant: np.ndarray         # int32[d, 2]
+    rows: np.ndarray  # int8[end - start, rank]
+    projection: Linear | None  # d outputs from rank inputs; None for cluster 0
+    requant: np.ndarray  # int32[d, 2]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -67,13 +72,13 @@ class EmbeddingParams:
     hidden: int
     vocab_size: int
     type_vocab_size: int
-    clusters: np.ndarray            # int32[c, 2]: end id (exclusive), rank (r_0 = d)
-    word_rows: np.ndarray           # int8[sum n_i * r_i]
-    word_projections: np.ndarray    # int8[sum_{i>0} packed_size(d, r_i)]
-    word_requant: np.ndarray        # int32[c, d, 2]
-    position_table: np.ndarray      # int8[s, d]
-    position_requant: np.ndarray    # int32[d, 2]
-    token_type_table: np.ndarray    # int8[T, d]
+    clusters: np.ndarray  # int32[c, 2]: end id (exclusive), rank (r_0 = d)
+    word_rows: np.ndarray  # int8[sum n_i * r_i]
+    word_projections: np.ndarray  # int8[sum_{i>0} packed_size(d, r_i)]
+    word_requant: np.ndarray  # int32[c, d, 2]
+    position_table: np.ndarray  # int8[s, d]
+    position_requant: np.ndarray  # int32[d, 2]
+    token_type_table: np.ndarray  # int8[T, d]
     token_type_requant: np.ndarray  # int32[d, 2]
     layer_norm: LayerNormParams
 
@@ -100,14 +105,18 @@ class EmbeddingParams:
         d = self.hidden
         table = check_array(OP, "clusters", self.clusters, np.int32)
         if table.ndim != 2 or table.shape[1] != 2 or not 1 <= table.shape[0] <= contract.MAX_CLUSTERS:
-            raise OpSpecError(OP, "clusters", f"expected int32[c, 2] with 1 <= c <= "
-                              f"{contract.MAX_CLUSTERS}, got shape {table.shape}")
+            raise OpSpecError(
+                OP, "clusters", f"expected int32[c, 2] with 1 <= c <= {contract.MAX_CLUSTERS}, got shape {table.shape}"
+            )
         c = table.shape[0]
         ends, ranks = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
         starts = np.concatenate([[0], ends[:-1]])
         if np.any(ends <= starts) or ends[-1] != self.vocab_size:
-            raise OpSpecError(OP, "clusters", "cluster ends must increase strictly and the last "
-                              f"must equal vocab_size {self.vocab_size}")
+            raise OpSpecError(
+                OP,
+                "clusters",
+                f"cluster ends must increase strictly and the last must equal vocab_size {self.vocab_size}",
+            )
         if ranks[0] != d or np.any(ranks[1:] < 1) or np.any(ranks[1:] > d):
             raise OpSpecError(OP, "clusters", f"rank of cluster 0 must be d={d}; others in [1, d]")
         # Sizes in int64 (Python ints): a hostile table cannot wrap the offsets.
@@ -123,12 +132,13 @@ class EmbeddingParams:
         row_off = proj_off = 0
         for i in range(c):
             n, r = int(ends[i] - starts[i]), int(ranks[i])
-            rows = self.word_rows[row_off:row_off + n * r].reshape(n, r)
+            rows = self.word_rows[row_off : row_off + n * r].reshape(n, r)
             projection = None
             if i > 0:
                 channels = np.concatenate([np.zeros((d, 1), np.int32), requant[i]], axis=1)
-                projection = Linear(r, d, self.word_projections[proj_off:proj_off + proj_sizes[i]],
-                                    channels).validate(OP, f"word_projections[{i}]")
+                projection = Linear(
+                    r, d, self.word_projections[proj_off : proj_off + proj_sizes[i]], channels
+                ).validate(OP, f"word_projections[{i}]")
             views.append(Cluster(int(starts[i]), int(ends[i]), r, rows, projection, requant[i]))
             row_off += row_sizes[i]
             proj_off += proj_sizes[i]
@@ -137,26 +147,46 @@ class EmbeddingParams:
     # -- serialization ----------------------------------------------------------------------
 
     def options(self) -> dict[str, int]:
-        return {"seq_len": self.seq_len, "hidden": self.hidden, "vocab_size": self.vocab_size,
-                "cluster_count": int(self.clusters.shape[0]),
-                "type_vocab_size": self.type_vocab_size, "ln_eps": self.layer_norm.eps}
+        return {
+            "seq_len": self.seq_len,
+            "hidden": self.hidden,
+            "vocab_size": self.vocab_size,
+            "cluster_count": int(self.clusters.shape[0]),
+            "type_vocab_size": self.type_vocab_size,
+            "ln_eps": self.layer_norm.eps,
+        }
 
     def tensors(self) -> dict[str, np.ndarray]:
         """Constant inputs by contract name (input_ids / token_type_ids come at run time)."""
-        return {"clusters": self.clusters, "word_rows": self.word_rows,
-                "word_projections": self.word_projections, "word_requant": self.word_requant,
-                "position_table": self.position_table, "position_requant": self.position_requant,
-                "token_type_table": self.token_type_table,
-                "token_type_requant": self.token_type_requant, "layer_norm": self.layer_norm.table}
+        return {
+            "clusters": self.clusters,
+            "word_rows": self.word_rows,
+            "word_projections": self.word_projections,
+            "word_requant": self.word_requant,
+            "position_table": self.position_table,
+            "position_requant": self.position_requant,
+            "token_type_table": self.token_type_table,
+            "token_type_requant": self.token_type_requant,
+            "layer_norm": self.layer_norm.table,
+        }
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
-        params = cls(options["seq_len"], options["hidden"], options["vocab_size"],
-                     options["type_vocab_size"], tensors["clusters"], tensors["word_rows"],
-                     tensors["word_projections"], tensors["word_requant"], tensors["position_table"],
-                     tensors["position_requant"], tensors["token_type_table"],
-                     tensors["token_type_requant"],
-                     LayerNormParams(tensors["layer_norm"], options["ln_eps"])).validate()
+        params = cls(
+            options["seq_len"],
+            options["hidden"],
+            options["vocab_size"],
+            options["type_vocab_size"],
+            tensors["clusters"],
+            tensors["word_rows"],
+            tensors["word_projections"],
+            tensors["word_requant"],
+            tensors["position_table"],
+            tensors["position_requant"],
+            tensors["token_type_table"],
+            tensors["token_type_requant"],
+            LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+        ).validate()
         if params.clusters.shape[0] != options["cluster_count"]:
             raise OpSpecError(OP, "cluster_count", "does not match the clusters tensor")
         return params
@@ -201,15 +231,18 @@ class EmbeddingParams:
         pos_q, pos_rq = per_channel(fw.position)
         type_q, type_rq = per_channel(fw.token_type)
         return cls(
-            seq_len=fw.position.shape[0], hidden=d, vocab_size=end,
+            seq_len=fw.position.shape[0],
+            hidden=d,
+            vocab_size=end,
             type_vocab_size=fw.token_type.shape[0],
             clusters=np.array([ends, ranks], dtype=np.int32).T.copy(),
             word_rows=np.concatenate(rows),
-            word_projections=(np.concatenate(projections) if projections
-                              else np.zeros(0, np.int8)),
+            word_projections=(np.concatenate(projections) if projections else np.zeros(0, np.int8)),
             word_requant=np.stack(requants).astype(np.int32),
-            position_table=pos_q, position_requant=pos_rq,
-            token_type_table=type_q, token_type_requant=type_rq,
+            position_table=pos_q,
+            position_requant=pos_rq,
+            token_type_table=type_q,
+            token_type_requant=type_rq,
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, output),
         ).validate()
 
@@ -218,8 +251,7 @@ def _check_ids(ids: np.ndarray, field: str, s: int, limit: int) -> np.ndarray:
     check_array(OP, field, ids, np.int32, (s,))
     bad = np.flatnonzero((ids < 0) | (ids >= limit))
     if bad.size:
-        raise OpSpecError(OP, field, f"id {int(ids[bad[0]])} at position {int(bad[0])} is outside "
-                          f"[0, {limit})")
+        raise OpSpecError(OP, field, f"id {int(ids[bad[0]])} at position {int(bad[0])} is outside [0, {limit})")
     return ids
 
 
@@ -240,8 +272,13 @@ def word_terms(params: EmbeddingParams, ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def run(params: EmbeddingParams, input_ids: np.ndarray, token_type_ids: np.ndarray,
-        out: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+def run(
+    params: EmbeddingParams,
+    input_ids: np.ndarray,
+    token_type_ids: np.ndarray,
+    out: np.ndarray,
+    scratch: np.ndarray | None = None,
+) -> np.ndarray:
     """Write the int8 hidden state for `input_ids` into `out` (int8[s, d]); returns `out`.
 
     `scratch`: a uint8 buffer of >= scratch_bytes(s, d) (a view into an arena is fine).
@@ -255,8 +292,9 @@ def run(params: EmbeddingParams, input_ids: np.ndarray, token_type_ids: np.ndarr
     word = word_terms(params, input_ids)
     pos_rq, type_rq = params.position_requant, params.token_type_requant
     position = _clamp32(requantize(params.position_table.astype(np.int64), pos_rq[:, 0], pos_rq[:, 1]))
-    token_type = _clamp32(requantize(params.token_type_table[token_type_ids].astype(np.int64),
-                                     type_rq[:, 0], type_rq[:, 1]))
+    token_type = _clamp32(
+        requantize(params.token_type_table[token_type_ids].astype(np.int64), type_rq[:, 0], type_rq[:, 1])
+    )
     for start in range(0, s, ROWS):
         rows = slice(start, min(start + ROWS, s))
         n = rows.stop - start
@@ -269,11 +307,12 @@ def run(params: EmbeddingParams, input_ids: np.ndarray, token_type_ids: np.ndarr
 # Float reference (offline: calibration, and the yardstick the tests hold the integer op to)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class EmbeddingFloat:
     clusters: tuple[tuple[np.ndarray, np.ndarray | None], ...]  # (U_0, None), (U_i, V_i^T), ...
-    position: np.ndarray     # [s, d]
-    token_type: np.ndarray   # [T, d]
+    position: np.ndarray  # [s, d]
+    token_type: np.ndarray  # [T, d]
     gamma: np.ndarray
     beta: np.ndarray
     eps: float = 1e-12
@@ -293,7 +332,5 @@ class EmbeddingFloat:
         return out
 
     def forward(self, input_ids: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
-        z = (self.word_vectors(input_ids) + self.position[:input_ids.shape[0]]
-             + self.token_type[token_type_ids])
+        z = self.word_vectors(input_ids) + self.position[: input_ids.shape[0]] + self.token_type[token_type_ids]
         return float_layer_norm(z, self.gamma, self.beta, self.eps)
-

@@ -122,6 +122,7 @@ def inverse_sqrt(x):
 # depend on how these floats were rounded — only on the integers stored in the model.
 # ---------------------------------------------------------------------------------------------
 
+
 def round_half_up(x) -> np.ndarray:
     """Deterministic float rounding for the offline builders (numpy's np.round is half-to-even)."""
     return np.floor(np.asarray(x, dtype=np.float64) + 0.5)
@@ -137,7 +138,7 @@ def quantize_multiplier(real_scale):
     if np.any(~np.isfinite(real)) or np.any(real < 0):
         raise ValueError("quantize_multiplier: scales must be finite and >= 0")
     frac, exp = np.frexp(real)  # real = frac * 2^exp, frac in [0.5, 1)
-    mult = round_half_up(frac * 2.0 ** 31).astype(np.int64)
+    mult = round_half_up(frac * 2.0**31).astype(np.int64)
     carry = mult == (1 << 31)
     mult = np.where(carry, 1 << 30, mult)
     exp = np.where(carry, exp + 1, exp).astype(np.int64)
@@ -170,8 +171,9 @@ def build_exp_lut(score_scale: float) -> np.ndarray:
     return round_half_up(EXP_ONE * np.exp(-k * score_scale)).astype(np.int16)
 
 
-def build_activation_lut(fn: Callable[[np.ndarray], np.ndarray], in_scale: float, in_zero_point: int,
-                         out_scale: float, out_zero_point: int) -> np.ndarray:
+def build_activation_lut(
+    fn: Callable[[np.ndarray], np.ndarray], in_scale: float, in_zero_point: int, out_scale: float, out_zero_point: int
+) -> np.ndarray:
     """int8[256] mapping every int8 input q (entry q + 128) to the requantized fn(real(q)).
 
     The table *is* the specification of the activation: kernels index it, nothing else.
@@ -192,7 +194,7 @@ def gelu_erf(x):
 
 def gelu_tanh(x):
     x = np.asarray(x, dtype=np.float64)
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def relu(x):

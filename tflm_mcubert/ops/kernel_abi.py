@@ -20,52 +20,77 @@ from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
 
 # mcubert_dtype: TfLiteType numbering.
 DTYPE_INT32, DTYPE_INT16, DTYPE_INT8 = 2, 7, 9
-DTYPE_CODES = {np.dtype(np.int8): DTYPE_INT8, np.dtype(np.int16): DTYPE_INT16,
-               np.dtype(np.int32): DTYPE_INT32}
+DTYPE_CODES = {np.dtype(np.int8): DTYPE_INT8, np.dtype(np.int16): DTYPE_INT16, np.dtype(np.int32): DTYPE_INT32}
 
 # mcubert_status
 STATUS_NAMES = {0: "ok", 1: "argument", 2: "spec", 3: "option", 4: "tensor", 5: "input", 6: "model"}
 OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT = range(6)
 
 OP_IDS = {contract.EMBEDDING: 0, contract.ATTENTION: 1, contract.MLP: 2}
-KERNEL_SYMBOLS = {contract.EMBEDDING: "mcubert_embedding_s8", contract.ATTENTION: "mcubert_attention_s8",
-                  contract.MLP: "mcubert_mlp_s8"}
+KERNEL_SYMBOLS = {
+    contract.EMBEDDING: "mcubert_embedding_s8",
+    contract.ATTENTION: "mcubert_attention_s8",
+    contract.MLP: "mcubert_mlp_s8",
+}
 VALIDATE_SYMBOLS = {op: sym.replace("_s8", "_validate") for op, sym in KERNEL_SYMBOLS.items()}
 MESSAGE_CAPACITY = 128
 
 
 class EmbeddingParamsC(ctypes.Structure):
-    _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
-                ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32),
-                ("vocab_size", ctypes.c_int32), ("cluster_count", ctypes.c_int32),
-                ("type_vocab_size", ctypes.c_int32), ("reserved", ctypes.c_int32),
-                ("ln_eps", ctypes.c_int64)]
+    _fields_ = [
+        ("spec_version", ctypes.c_int32),
+        ("spec_hash", ctypes.c_uint32),
+        ("seq_len", ctypes.c_int32),
+        ("hidden", ctypes.c_int32),
+        ("vocab_size", ctypes.c_int32),
+        ("cluster_count", ctypes.c_int32),
+        ("type_vocab_size", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("ln_eps", ctypes.c_int64),
+    ]
 
 
 class AttentionParamsC(ctypes.Structure):
-    _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
-                ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32), ("heads", ctypes.c_int32),
-                ("tile", ctypes.c_int32), ("mask_mode", ctypes.c_int32),
-                ("score_multiplier", ctypes.c_int32), ("score_shift", ctypes.c_int32),
-                ("context_multiplier", ctypes.c_int32), ("context_shift", ctypes.c_int32),
-                ("ln_eps", ctypes.c_int64)]
+    _fields_ = [
+        ("spec_version", ctypes.c_int32),
+        ("spec_hash", ctypes.c_uint32),
+        ("seq_len", ctypes.c_int32),
+        ("hidden", ctypes.c_int32),
+        ("heads", ctypes.c_int32),
+        ("tile", ctypes.c_int32),
+        ("mask_mode", ctypes.c_int32),
+        ("score_multiplier", ctypes.c_int32),
+        ("score_shift", ctypes.c_int32),
+        ("context_multiplier", ctypes.c_int32),
+        ("context_shift", ctypes.c_int32),
+        ("ln_eps", ctypes.c_int64),
+    ]
 
 
 class MLPParamsC(ctypes.Structure):
-    _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
-                ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32), ("ffn", ctypes.c_int32),
-                ("tile", ctypes.c_int32), ("fc1_output_zero_point", ctypes.c_int32),
-                ("reserved", ctypes.c_int32), ("ln_eps", ctypes.c_int64)]
+    _fields_ = [
+        ("spec_version", ctypes.c_int32),
+        ("spec_hash", ctypes.c_uint32),
+        ("seq_len", ctypes.c_int32),
+        ("hidden", ctypes.c_int32),
+        ("ffn", ctypes.c_int32),
+        ("tile", ctypes.c_int32),
+        ("fc1_output_zero_point", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("ln_eps", ctypes.c_int64),
+    ]
 
 
-PARAMS_STRUCTS = {contract.EMBEDDING: EmbeddingParamsC, contract.ATTENTION: AttentionParamsC,
-                  contract.MLP: MLPParamsC}
+PARAMS_STRUCTS = {contract.EMBEDDING: EmbeddingParamsC, contract.ATTENTION: AttentionParamsC, contract.MLP: MLPParamsC}
 
 # Tensors of validate's list: the contract's inputs then its output.
 TENSOR_NAMES = {op: [t.name for t in contract.CONTRACTS[op].inputs] + ["output"] for op in OP_IDS}
 # Run-time inputs (kernel arguments); the other inputs are the weights struct, in order.
-RUNTIME_INPUTS = {contract.EMBEDDING: ("input_ids", "token_type_ids"),
-                  contract.ATTENTION: ("hidden", "mask"), contract.MLP: ("hidden",)}
+RUNTIME_INPUTS = {
+    contract.EMBEDDING: ("input_ids", "token_type_ids"),
+    contract.ATTENTION: ("hidden", "mask"),
+    contract.MLP: ("hidden",),
+}
 
 
 def weight_fields(op: str) -> list[str]:
@@ -73,8 +98,7 @@ def weight_fields(op: str) -> list[str]:
     return [n for n in TENSOR_NAMES[op][:-1] if n not in RUNTIME_INPUTS[op]]
 
 
-def make_params(op: str, options: dict[str, int], spec_hash: int | None = None,
-                **overrides) -> ctypes.Structure:
+def make_params(op: str, options: dict[str, int], spec_hash: int | None = None, **overrides) -> ctypes.Structure:
     """The params struct of `op` from its option dict, plus spec version and hash (default: the
     Python contract's SPEC_HASH; pass the hash a kernel build was made for to test its numerics
     while the contract text is being changed elsewhere)."""
@@ -94,7 +118,7 @@ class KernelCall:
 
     op: str
     params: ctypes.Structure
-    tensors: dict[str, np.ndarray]    # by contract name; "output" last
+    tensors: dict[str, np.ndarray]  # by contract name; "output" last
 
     @property
     def tensor_list(self) -> list[tuple[str, np.ndarray]]:
@@ -128,10 +152,12 @@ def _contiguous(array: np.ndarray, dtype) -> np.ndarray:
 
 def attention_call(params, hidden: np.ndarray, mask: np.ndarray, spec_hash: int | None = None) -> KernelCall:
     """From ops.attention.AttentionParams (validated), hidden int8[s, d], mask int8[s] or int32[1]."""
-    tensors = {"hidden": _contiguous(hidden, np.int8).copy(),
-               "mask": _contiguous(mask, np.int8 if params.mask_mode == 0 else np.int32)}
+    tensors = {
+        "hidden": _contiguous(hidden, np.int8).copy(),
+        "mask": _contiguous(mask, np.int8 if params.mask_mode == 0 else np.int32),
+    }
     tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
-    tensors["output"] = np.zeros(0, np.int8)   # aliases hidden
+    tensors["output"] = np.zeros(0, np.int8)  # aliases hidden
     return KernelCall(contract.ATTENTION, make_params(contract.ATTENTION, params.options(), spec_hash), tensors)
 
 
@@ -142,9 +168,10 @@ def mlp_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> Kernel
     return KernelCall(contract.MLP, make_params(contract.MLP, params.options(), spec_hash), tensors)
 
 
-def embedding_call(params, input_ids: np.ndarray, token_type_ids: np.ndarray, spec_hash: int | None = None) -> KernelCall:
-    tensors = {"input_ids": _contiguous(input_ids, np.int32),
-               "token_type_ids": _contiguous(token_type_ids, np.int32)}
+def embedding_call(
+    params, input_ids: np.ndarray, token_type_ids: np.ndarray, spec_hash: int | None = None
+) -> KernelCall:
+    tensors = {"input_ids": _contiguous(input_ids, np.int32), "token_type_ids": _contiguous(token_type_ids, np.int32)}
     tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
     tensors["output"] = np.zeros(params.seq_len * params.hidden, np.int8)
     return KernelCall(contract.EMBEDDING, make_params(contract.EMBEDDING, params.options(), spec_hash), tensors)
@@ -161,16 +188,24 @@ def output_elements(call: KernelCall) -> int:
 # three encoder ops only; tests/kernels/test_kernels_classifier_head.py uses the names below.
 # ---------------------------------------------------------------------------------------------
 
-CLASSIFIER_HEAD_OP_ID = 3   # host_runner.c OP_CLASSIFIER_HEAD
-CLASSIFIER_HEAD_SYMBOLS = {"s8": "mcubert_classifier_head_s8",
-                           "validate": "mcubert_classifier_head_validate",
-                           "get_buffer_size": "mcubert_classifier_head_get_buffer_size"}
+CLASSIFIER_HEAD_OP_ID = 3  # host_runner.c OP_CLASSIFIER_HEAD
+CLASSIFIER_HEAD_SYMBOLS = {
+    "s8": "mcubert_classifier_head_s8",
+    "validate": "mcubert_classifier_head_validate",
+    "get_buffer_size": "mcubert_classifier_head_get_buffer_size",
+}
 
 
 class ClassifierHeadParamsC(ctypes.Structure):
-    _fields_ = [("spec_version", ctypes.c_int32), ("spec_hash", ctypes.c_uint32),
-                ("seq_len", ctypes.c_int32), ("hidden", ctypes.c_int32), ("labels", ctypes.c_int32),
-                ("pooler_zero_point", ctypes.c_int32), ("logits_zero_point", ctypes.c_int32)]
+    _fields_ = [
+        ("spec_version", ctypes.c_int32),
+        ("spec_hash", ctypes.c_uint32),
+        ("seq_len", ctypes.c_int32),
+        ("hidden", ctypes.c_int32),
+        ("labels", ctypes.c_int32),
+        ("pooler_zero_point", ctypes.c_int32),
+        ("logits_zero_point", ctypes.c_int32),
+    ]
 
 
 # validate's tensor list (MCUBERT_CLASSIFIER_HEAD_* enum): the contract's inputs, then the output.
@@ -179,8 +214,9 @@ CLASSIFIER_HEAD_TENSOR_NAMES = [t.name for t in contract.CONTRACTS[contract.CLAS
 CLASSIFIER_HEAD_WEIGHT_FIELDS = [n for n in CLASSIFIER_HEAD_TENSOR_NAMES[:-1] if n != "hidden"]
 
 
-def make_classifier_head_params(options: dict[str, int], spec_hash: int | None = None,
-                                **overrides) -> ClassifierHeadParamsC:
+def make_classifier_head_params(
+    options: dict[str, int], spec_hash: int | None = None, **overrides
+) -> ClassifierHeadParamsC:
     values = {"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **options, **overrides}
     if spec_hash is not None:
         values["spec_hash"] = spec_hash
@@ -195,7 +231,7 @@ class ClassifierHeadCall:
     """One mcubert_classifier_head_s8 invocation (KernelCall's shape; the result is `output`)."""
 
     params: ClassifierHeadParamsC
-    tensors: dict[str, np.ndarray]    # by contract name; "output" (int8[labels]) last
+    tensors: dict[str, np.ndarray]  # by contract name; "output" (int8[labels]) last
 
     op = contract.CLASSIFIER_HEAD
     result_name = "output"

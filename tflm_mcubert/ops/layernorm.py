@@ -30,23 +30,32 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.ops.fixed_point import (
-    INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INV_SQRT_BITS, inverse_sqrt,
-    round_half_up, round_shift_right, saturate,
+    INT8_MAX,
+    INT8_MIN,
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INV_SQRT_BITS,
+    inverse_sqrt,
+    round_half_up,
+    round_shift_right,
+    saturate,
 )
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int
 
 MAX_DIM = 1024
-NORM_FRAC_BITS = 26      # n_q: normalized value in Q26
-PARAM_FRAC_BITS = 16     # gamma_q, beta_q: Q16 output LSBs
-OUTPUT_SHIFT = NORM_FRAC_BITS + PARAM_FRAC_BITS   # 42
+NORM_FRAC_BITS = 26  # n_q: normalized value in Q26
+PARAM_FRAC_BITS = 16  # gamma_q, beta_q: Q16 output LSBs
+OUTPUT_SHIFT = NORM_FRAC_BITS + PARAM_FRAC_BITS  # 42
 EPS_MAX = 1 << 50
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LayerNormParams:
-    table: np.ndarray   # int32[d, 2]: gamma_q, beta_q (Q16 output units, zero point folded into beta)
-    eps: int            # eps_q = round(eps * d^2 / s_z^2), in [0, 2^50]
+    table: np.ndarray  # int32[d, 2]: gamma_q, beta_q (Q16 output units, zero point folded into beta)
+    eps: int  # eps_q = round(eps * d^2 / s_z^2), in [0, 2^50]
 
     @property
     def dim(self) -> int:
@@ -58,8 +67,9 @@ class LayerNormParams:
         return self
 
     @classmethod
-    def from_float(cls, gamma: np.ndarray, beta: np.ndarray, eps: float, input_scale: float,
-                   output: TensorQuant) -> "LayerNormParams":
+    def from_float(
+        cls, gamma: np.ndarray, beta: np.ndarray, eps: float, input_scale: float, output: TensorQuant
+    ) -> "LayerNormParams":
         gamma = np.asarray(gamma, dtype=np.float64)
         beta = np.asarray(beta, dtype=np.float64)
         d = gamma.shape[0]
@@ -68,7 +78,7 @@ class LayerNormParams:
         beta_q = round_half_up((beta / output.scale + output.zero_point) * one)
         if np.any(np.abs(gamma_q) > INT32_MAX) or np.any(np.abs(beta_q) > INT32_MAX):
             raise ValueError("LayerNormParams.from_float: |gamma| or |beta| / output scale >= 2^15")
-        eps_q = int(min(round_half_up(eps * d * d / input_scale ** 2), EPS_MAX))
+        eps_q = int(min(round_half_up(eps * d * d / input_scale**2), EPS_MAX))
         return cls(np.stack([gamma_q, beta_q], axis=1).astype(np.int32), eps_q)
 
 
@@ -113,8 +123,7 @@ def check_residual(op: str, field: str, channels: np.ndarray, d: int) -> np.ndar
         values = channels[:, column]
         bad = np.flatnonzero((values < lo) | (values > hi))
         if bad.size:
-            raise OpSpecError(op, field, f"channel {int(bad[0])}: {name} {int(values[bad[0]])} "
-                              f"is outside [{lo}, {hi}]")
+            raise OpSpecError(op, field, f"channel {int(bad[0])}: {name} {int(values[bad[0]])} is outside [{lo}, {hi}]")
     return channels
 
 
@@ -134,7 +143,7 @@ def float_layer_norm(z: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: fl
 
 # The pre-norm sum is sized so that the calibrated maximum lands here, leaving headroom below 32767.
 Z_HEADROOM_TARGET = 24000
-MAX_RESIDUAL_SHIFT = 7   # (x - zp) << 7 <= 255 * 128 still fits int16
+MAX_RESIDUAL_SHIFT = 7  # (x - zp) << 7 <= 255 * 128 still fits int16
 
 
 def choose_residual_shift(input_scale: float, z_max_abs: float, max_shift: int = MAX_RESIDUAL_SHIFT) -> int:

@@ -26,14 +26,18 @@ import functools
 import numpy as np
 
 from tflm_mcubert.ops.fixed_point import (
-    INT32_MAX, check_multipliers, quantize_multiplier, requantize, round_half_up,
+    INT32_MAX,
+    check_multipliers,
+    quantize_multiplier,
+    requantize,
+    round_half_up,
 )
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.validation import OpSpecError, check_array
 
-PACK_CHANNELS = 2   # output channels per group (the micro-kernel's N)
-PACK_DEPTH = 4      # K values per channel per group (one SMLAD pair of pairs)
-WEIGHT_MAX = 127    # symmetric int8 weights: [-127, 127], as TFLite's int8 per-channel spec
+PACK_CHANNELS = 2  # output channels per group (the micro-kernel's N)
+PACK_DEPTH = 4  # K values per channel per group (one SMLAD pair of pairs)
+WEIGHT_MAX = 127  # symmetric int8 weights: [-127, 127], as TFLite's int8 per-channel spec
 MAX_IN_FEATURES = 4096
 # |bias| <= 2^30 and |sum x*w| <= 4096 * 128 * 127 < 2^26 keep every accumulator inside int32.
 BIAS_LIMIT = 1 << 30
@@ -57,8 +61,9 @@ def pack_weights(weight: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(grouped).reshape(-1)
 
 
-def unpack_weights(packed: np.ndarray, out_features: int, in_features: int, *,
-                   op: str = "pack", field: str = "weights") -> np.ndarray:
+def unpack_weights(
+    packed: np.ndarray, out_features: int, in_features: int, *, op: str = "pack", field: str = "weights"
+) -> np.ndarray:
     """Inverse of pack_weights; refuses a wrong size or non-zero padding."""
     check_array(op, field, packed, np.int8, (packed_size(out_features, in_features),))
     pairs, blocks = -(-out_features // PACK_CHANNELS), -(-in_features // PACK_DEPTH)
@@ -85,13 +90,12 @@ class Linear:
 
     in_features: int
     out_features: int
-    packed_weights: np.ndarray   # int8[packed_size(N, K)]
-    channels: np.ndarray         # int32[N, 3]: bias, multiplier, shift
+    packed_weights: np.ndarray  # int8[packed_size(N, K)]
+    channels: np.ndarray  # int32[N, 3]: bias, multiplier, shift
 
     def validate(self, op: str, field: str) -> "Linear":
         if not 1 <= self.in_features <= MAX_IN_FEATURES:
-            raise OpSpecError(op, f"{field}.in_features",
-                              f"{self.in_features} is outside [1, {MAX_IN_FEATURES}]")
+            raise OpSpecError(op, f"{field}.in_features", f"{self.in_features} is outside [1, {MAX_IN_FEATURES}]")
         check_array(op, f"{field}.channels", self.channels, np.int32, (self.out_features, 3))
         bias = self.channels[:, 0].astype(np.int64)
         if np.any(np.abs(bias) > BIAS_LIMIT):
@@ -99,8 +103,9 @@ class Linear:
         problem = check_multipliers(self.channels[:, 1], self.channels[:, 2])
         if problem:
             raise OpSpecError(op, f"{field}.channels", problem)
-        weight = unpack_weights(self.packed_weights, self.out_features, self.in_features,
-                                op=op, field=f"{field}.weights")
+        weight = unpack_weights(
+            self.packed_weights, self.out_features, self.in_features, op=op, field=f"{field}.weights"
+        )
         if weight.size and int(weight.min()) < -WEIGHT_MAX:
             raise OpSpecError(op, f"{field}.weights", "weights must be in [-127, 127] (symmetric int8)")
         return self
@@ -125,8 +130,9 @@ class Linear:
         return requantize(self.accumulate(x, columns), ch[:, 1], ch[:, 2])
 
     @classmethod
-    def from_float(cls, weight: np.ndarray, bias: np.ndarray, input_quant: TensorQuant,
-                   output_scale: float) -> "Linear":
+    def from_float(
+        cls, weight: np.ndarray, bias: np.ndarray, input_quant: TensorQuant, output_scale: float
+    ) -> "Linear":
         """Quantize a float layer y = x W^T + b: per-channel symmetric weights, bias in acc units.
 
         A per-channel input quantization folds into the weights (column k scaled by s_in[k], input
@@ -147,8 +153,9 @@ class Linear:
         else:
             bias_q -= in_zero * w_q.astype(np.int64).sum(axis=1)
         if np.any(np.abs(bias_q) > BIAS_LIMIT):
-            raise ValueError("Linear.from_float: bias does not fit +-2^30 accumulator units "
-                             "(input scale too small for this bias)")
+            raise ValueError(
+                "Linear.from_float: bias does not fit +-2^30 accumulator units (input scale too small for this bias)"
+            )
         mult, shift = quantize_multiplier(acc_scale / output_scale)
         channels = np.stack([bias_q, mult, shift], axis=1).astype(np.int32)
         assert int(np.abs(channels).max()) <= INT32_MAX

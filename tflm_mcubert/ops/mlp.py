@@ -21,10 +21,20 @@ import numpy as np
 
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.fixed_point import (
-    ACTIVATIONS, INT8_MAX, INT8_MIN, LUT_SIZE, build_activation_lut, saturate,
+    ACTIVATIONS,
+    INT8_MAX,
+    INT8_MIN,
+    LUT_SIZE,
+    build_activation_lut,
+    saturate,
 )
 from tflm_mcubert.ops.layernorm import (
-    LayerNormParams, check_dim, check_residual, float_layer_norm, layer_norm, residual_channels,
+    LayerNormParams,
+    check_dim,
+    check_residual,
+    float_layer_norm,
+    layer_norm,
+    residual_channels,
     residual_sum,
 )
 from tflm_mcubert.ops.linear import Linear
@@ -36,11 +46,13 @@ OP = contract.MLP
 
 
 def scratch_layout(s: int, d: int, ffn: int, t: int) -> ScratchLayout:
-    return (LayoutBuilder(OP)
-            .add("intermediate", (t, ffn), np.int8)    # FC1 output, then GELU in place
-            .add("residual", (t, d), np.int16)         # pre-norm sum of FC2 and the residual
-            .add("widened", (contract.DSP_ROWS, max(d, ffn)), np.int16)  # DSP: 4 rows of K
-            .build())
+    return (
+        LayoutBuilder(OP)
+        .add("intermediate", (t, ffn), np.int8)  # FC1 output, then GELU in place
+        .add("residual", (t, d), np.int16)  # pre-norm sum of FC2 and the residual
+        .add("widened", (contract.DSP_ROWS, max(d, ffn)), np.int16)  # DSP: 4 rows of K
+        .build()
+    )
 
 
 def scratch_bytes(s: int, d: int, ffn: int, t: int) -> int:
@@ -55,10 +67,10 @@ class MLPParams:
     tile: int
     fc1_output_zero_point: int
     fc1: Linear
-    activation_lut: np.ndarray   # int8[256]
+    activation_lut: np.ndarray  # int8[256]
     fc2: Linear
     layer_norm: LayerNormParams
-    residual: np.ndarray   # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
+    residual: np.ndarray  # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
 
     def validate(self) -> "MLPParams":
         s = check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
@@ -69,8 +81,9 @@ class MLPParams:
         for name, shape in (("fc1", (f, d)), ("fc2", (d, f))):
             lin: Linear = getattr(self, name)
             if (lin.out_features, lin.in_features) != shape:
-                raise OpSpecError(OP, name, f"expected a {shape[0]} x {shape[1]} layer, got "
-                                  f"{lin.out_features} x {lin.in_features}")
+                raise OpSpecError(
+                    OP, name, f"expected a {shape[0]} x {shape[1]} layer, got {lin.out_features} x {lin.in_features}"
+                )
             lin.validate(OP, name)
         check_array(OP, "activation_lut", self.activation_lut, np.int8, (LUT_SIZE,))
         self.layer_norm.validate(OP, "layer_norm", d)
@@ -78,36 +91,62 @@ class MLPParams:
         return self
 
     def options(self) -> dict[str, int]:
-        return {"seq_len": self.seq_len, "hidden": self.hidden, "ffn": self.ffn, "tile": self.tile,
-                "fc1_output_zero_point": self.fc1_output_zero_point, "ln_eps": self.layer_norm.eps}
+        return {
+            "seq_len": self.seq_len,
+            "hidden": self.hidden,
+            "ffn": self.ffn,
+            "tile": self.tile,
+            "fc1_output_zero_point": self.fc1_output_zero_point,
+            "ln_eps": self.layer_norm.eps,
+        }
 
     def tensors(self) -> dict[str, np.ndarray]:
-        return {"fc1_weights": self.fc1.packed_weights, "fc1_channels": self.fc1.channels,
-                "activation_lut": self.activation_lut,
-                "fc2_weights": self.fc2.packed_weights, "fc2_channels": self.fc2.channels,
-                "layer_norm": self.layer_norm.table, "residual": self.residual}
+        return {
+            "fc1_weights": self.fc1.packed_weights,
+            "fc1_channels": self.fc1.channels,
+            "activation_lut": self.activation_lut,
+            "fc2_weights": self.fc2.packed_weights,
+            "fc2_channels": self.fc2.channels,
+            "layer_norm": self.layer_norm.table,
+            "residual": self.residual,
+        }
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
         d, f = options["hidden"], options["ffn"]
-        return cls(options["seq_len"], d, f, options["tile"], options["fc1_output_zero_point"],
-                   Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"]),
-                   tensors["activation_lut"],
-                   Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"]),
-                   LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
-                   tensors["residual"]).validate()
+        return cls(
+            options["seq_len"],
+            d,
+            f,
+            options["tile"],
+            options["fc1_output_zero_point"],
+            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"]),
+            tensors["activation_lut"],
+            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"]),
+            LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+            tensors["residual"],
+        ).validate()
 
     @classmethod
     def quantize(cls, fw: "MLPFloat", quant: "MLPQuant", *, seq_len: int, tile: int) -> "MLPParams":
         x = quant.input
         residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
-        lut = build_activation_lut(ACTIVATIONS[fw.activation], quant.fc1_output.scale,
-                                   quant.fc1_output.zero_point, quant.activation.scale,
-                                   quant.activation.zero_point)
+        lut = build_activation_lut(
+            ACTIVATIONS[fw.activation],
+            quant.fc1_output.scale,
+            quant.fc1_output.zero_point,
+            quant.activation.scale,
+            quant.activation.zero_point,
+        )
         fc1 = Linear.from_float(fw.w1, fw.b1, x, quant.fc1_output.scale)
         return cls(
-            seq_len=seq_len, hidden=fw.hidden, ffn=fw.ffn, tile=tile,
-            fc1_output_zero_point=quant.fc1_output.zero_point, fc1=fc1, activation_lut=lut,
+            seq_len=seq_len,
+            hidden=fw.hidden,
+            ffn=fw.ffn,
+            tile=tile,
+            fc1_output_zero_point=quant.fc1_output.zero_point,
+            fc1=fc1,
+            activation_lut=lut,
             fc2=Linear.from_float(fw.w2, fw.b2, quant.activation, z_scale),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
             residual=residual,
@@ -127,8 +166,9 @@ def run(params: MLPParams, hidden: np.ndarray, scratch: np.ndarray | None = None
         rows = slice(start, min(start + t, s))
         n = rows.stop - start
         a = v["intermediate"][:n]
-        a[:] = saturate(params.fc1.requantized(hidden[rows]) + params.fc1_output_zero_point,
-                        INT8_MIN, INT8_MAX, np.int8)
+        a[:] = saturate(
+            params.fc1.requantized(hidden[rows]) + params.fc1_output_zero_point, INT8_MIN, INT8_MAX, np.int8
+        )
         a[:] = lut[a.astype(np.int64) - INT8_MIN]
         z = v["residual"][:n]
         z[:] = residual_sum(params.fc2.requantized(a), hidden[rows], params.residual)
@@ -140,20 +180,21 @@ def run(params: MLPParams, hidden: np.ndarray, scratch: np.ndarray | None = None
 # Float reference and calibration (offline)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class MLPQuant:
-    input: TensorQuant        # hidden state in (asymmetric)
-    fc1_output: TensorQuant   # activation input (asymmetric: it only indexes the table)
-    activation: TensorQuant   # activation output (asymmetric: GELU is [-0.17, max])
+    input: TensorQuant  # hidden state in (asymmetric)
+    fc1_output: TensorQuant  # activation input (asymmetric: it only indexes the table)
+    activation: TensorQuant  # activation output (asymmetric: GELU is [-0.17, max])
     z_max_abs: float
     output: TensorQuant
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MLPFloat:
-    w1: np.ndarray   # [ffn, d]
+    w1: np.ndarray  # [ffn, d]
     b1: np.ndarray
-    w2: np.ndarray   # [d, ffn]
+    w2: np.ndarray  # [d, ffn]
     b2: np.ndarray
     gamma: np.ndarray
     beta: np.ndarray
@@ -181,8 +222,10 @@ class MLPFloat:
     def calibrate(self, x: np.ndarray, input_quant: TensorQuant) -> MLPQuant:
         seen: dict = {}
         self.forward(x, seen)
-        return MLPQuant(input=input_quant,
-                        fc1_output=TensorQuant.observe(seen["fc1_output"], symmetric=False),
-                        activation=TensorQuant.observe(seen["activation"], symmetric=False),
-                        z_max_abs=float(np.abs(seen["z"]).max()),
-                        output=TensorQuant.observe(seen["output"], symmetric=False))
+        return MLPQuant(
+            input=input_quant,
+            fc1_output=TensorQuant.observe(seen["fc1_output"], symmetric=False),
+            activation=TensorQuant.observe(seen["activation"], symmetric=False),
+            z_max_abs=float(np.abs(seen["z"]).max()),
+            output=TensorQuant.observe(seen["output"], symmetric=False),
+        )

@@ -26,11 +26,23 @@ from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
 from tflm_mcubert.ops.validation import OpSpecError
 
 _TYPE_INT, _TYPE_UINT, _TYPE_MAP = 1, 2, 9
-_TYPE_NAMES = {0: "null", 1: "int", 2: "uint", 3: "float", 4: "key", 5: "string", 6: "indirect int",
-               7: "indirect uint", 8: "indirect float", 9: "map", 10: "vector", 25: "blob",
-               26: "bool"}
+_TYPE_NAMES = {
+    0: "null",
+    1: "int",
+    2: "uint",
+    3: "float",
+    4: "key",
+    5: "string",
+    6: "indirect int",
+    7: "indirect uint",
+    8: "indirect float",
+    9: "map",
+    10: "vector",
+    25: "blob",
+    26: "bool",
+}
 _WIDTHS = (1, 2, 4, 8)
-MAX_OPTIONS_BYTES = 4096   # our options are ~200 bytes; refuse absurd buffers up front
+MAX_OPTIONS_BYTES = 4096  # our options are ~200 bytes; refuse absurd buffers up front
 
 
 class OptionsError(OpSpecError):
@@ -67,7 +79,7 @@ class _Reader:
             raise self.fail(f"invalid byte width {width}")
         if pos < 0 or pos > len(self.data) - width:
             raise self.fail(f"read of {width} bytes at {pos} is outside the {len(self.data)}-byte buffer")
-        return int.from_bytes(self.data[pos:pos + width], "little", signed=False)
+        return int.from_bytes(self.data[pos : pos + width], "little", signed=False)
 
     def int(self, pos: int, width: int) -> int:
         value = self.uint(pos, width)
@@ -102,7 +114,7 @@ def _parse_map(op: str, data: bytes) -> dict[str, tuple[int, int]]:
     if start < 3 * width:
         raise r.fail("map header lies before the start of the buffer")
     size = r.uint(start - width, width)
-    if size > (n - start) // (width + 1):   # values (width each) + one type byte each
+    if size > (n - start) // (width + 1):  # values (width each) + one type byte each
         raise r.fail(f"map of {size} entries overruns the buffer")
     keys_field = start - 3 * width
     keys = r.back(keys_field, r.uint(keys_field, width), "keys vector")
@@ -153,12 +165,16 @@ def _check_schema(op: str, spec: contract.OpContract, values: dict[str, int]) ->
     if "spec_version" not in values:
         raise OptionsError(op, "spec_version", "missing")
     if values["spec_version"] != SPEC_VERSION:
-        raise OptionsError(op, "spec_version", f"unsupported version {values['spec_version']} "
-                           f"(this build implements {SPEC_VERSION})")
+        raise OptionsError(
+            op, "spec_version", f"unsupported version {values['spec_version']} (this build implements {SPEC_VERSION})"
+        )
     if values.get("spec_hash") != SPEC_HASH:
         got = values.get("spec_hash")
-        raise OptionsError(op, "spec_hash", "missing" if got is None else
-                           f"0x{got:08x} does not match this build's contract 0x{SPEC_HASH:08x}")
+        raise OptionsError(
+            op,
+            "spec_hash",
+            "missing" if got is None else f"0x{got:08x} does not match this build's contract 0x{SPEC_HASH:08x}",
+        )
     fields = contract.HEADER_FIELDS + spec.options
     known = {f.name for f in fields}
     for key in values:

@@ -4,10 +4,10 @@ Activations are int8 per tensor, except the hidden state: per channel (TensorQua
 and zero point; layernorm.hidden_quant), free for the kernels (SPEC.md section 2). Tensors that feed
 a matmul against *weights* (the hidden state, the GELU output, the FC1 output that indexes the GELU
 table) are asymmetric: their zero point folds into the bias offline, so it costs the kernel nothing
-and buys up to one bit of range (GELU output is [-0.17, max], LayerNorm output is rarely centred). Tensors that meet *another activation* in a
-matmul (Q, K, V, the attention context) are symmetric (zero point 0): an asymmetric pair would need
-row sums of both operands at run time. Scores are symmetric too; their zero point would cancel in
-(rowmax - score) anyway.
+and buys up to one bit of range (GELU output is [-0.17, max], LayerNorm output is rarely centred).
+Tensors that meet *another activation* in a matmul (Q, K, V, the attention context) are symmetric
+(zero point 0): an asymmetric pair would need row sums of both operands at run time. Scores are
+symmetric too; their zero point would cancel in (rowmax - score) anyway.
 """
 
 from __future__ import annotations
@@ -52,9 +52,12 @@ class TensorQuant:
     def __eq__(self, other) -> bool:
         if not isinstance(other, TensorQuant):
             return NotImplemented
-        return (np.shape(self.scale) == np.shape(other.scale)
-                and np.shape(self.zero_point) == np.shape(other.zero_point)
-                and bool(np.all(self.scale == other.scale)) and bool(np.all(self.zero_point == other.zero_point)))
+        return (
+            np.shape(self.scale) == np.shape(other.scale)
+            and np.shape(self.zero_point) == np.shape(other.zero_point)
+            and bool(np.all(self.scale == other.scale))
+            and bool(np.all(self.zero_point == other.zero_point))
+        )
 
     __hash__ = None
 
@@ -79,8 +82,9 @@ class TensorQuant:
         return cls.asymmetric(float(values.min(initial=0.0)), float(values.max(initial=0.0)))
 
     def quantize(self, real: np.ndarray) -> np.ndarray:
-        return saturate(round_half_up(np.asarray(real, np.float64) / self.scale) + self.zero_point,
-                        INT8_MIN, INT8_MAX, np.int8)
+        return saturate(
+            round_half_up(np.asarray(real, np.float64) / self.scale) + self.zero_point, INT8_MIN, INT8_MAX, np.int8
+        )
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         return self.scale * (np.asarray(q, dtype=np.float64) - self.zero_point)

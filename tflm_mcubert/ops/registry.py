@@ -47,6 +47,6 @@ def fnv1a32(data: bytes) -> int:
 SPEC_VERSION = contract.SPEC_VERSION
 SPEC_HASH = fnv1a32(contract_text().encode("ascii"))
 
-if __name__ == "__main__":   # python -m tflm_mcubert.ops.registry: the text for SPEC.md section 8
+if __name__ == "__main__":  # python -m tflm_mcubert.ops.registry: the text for SPEC.md section 8
     print(f"SPEC_VERSION {SPEC_VERSION}  SPEC_HASH 0x{SPEC_HASH:08x}")
     print(contract_text(), end="")

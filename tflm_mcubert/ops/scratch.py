@@ -62,10 +62,8 @@ class ScratchLayout:
         if not buffer.flags.c_contiguous or not buffer.flags.writeable:
             raise OpSpecError(self.op, "scratch", "must be contiguous and writable")
         if buffer.size < self.total_bytes:
-            raise OpSpecError(self.op, "scratch", f"{buffer.size} bytes given, "
-                              f"{self.total_bytes} needed")
-        return {r.name: buffer[r.offset:r.offset + r.nbytes].view(r.dtype).reshape(r.shape)
-                for r in self.regions}
+            raise OpSpecError(self.op, "scratch", f"{buffer.size} bytes given, {self.total_bytes} needed")
+        return {r.name: buffer[r.offset : r.offset + r.nbytes].view(r.dtype).reshape(r.shape) for r in self.regions}
 
 
 class LayoutBuilder:

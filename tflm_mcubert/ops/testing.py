@@ -29,8 +29,10 @@ from tflm_mcubert.ops.quantization import TensorQuant
 
 
 def _dense(rng: np.random.Generator, out_features: int, in_features: int):
-    return (rng.normal(0.0, 1.0 / np.sqrt(in_features), (out_features, in_features)),
-            rng.normal(0.0, 0.05, out_features))
+    return (
+        rng.normal(0.0, 1.0 / np.sqrt(in_features), (out_features, in_features)),
+        rng.normal(0.0, 0.05, out_features),
+    )
 
 
 def _norm(rng: np.random.Generator, d: int):
@@ -54,8 +56,9 @@ def float_mlp(rng: np.random.Generator, d: int, ffn: int, activation: str = "gel
     return MLPFloat(w1, b1, w2, b2, gamma, beta, activation)
 
 
-def float_embedding(rng: np.random.Generator, d: int, s: int, cluster_sizes=(40, 60, 100),
-                    ranks=(None, 16, 4), type_vocab: int = 2) -> EmbeddingFloat:
+def float_embedding(
+    rng: np.random.Generator, d: int, s: int, cluster_sizes=(40, 60, 100), ranks=(None, 16, 4), type_vocab: int = 2
+) -> EmbeddingFloat:
     clusters = []
     for n, r in zip(cluster_sizes, ranks):
         if r is None:
@@ -63,15 +66,16 @@ def float_embedding(rng: np.random.Generator, d: int, s: int, cluster_sizes=(40,
         else:
             clusters.append((rng.normal(0, 0.2, (n, r)), rng.normal(0, 0.2, (r, d))))
     gamma, beta = _norm(rng, d)
-    return EmbeddingFloat(tuple(clusters), rng.normal(0, 0.02, (s, d)),
-                          rng.normal(0, 0.02, (type_vocab, d)), gamma, beta)
+    return EmbeddingFloat(
+        tuple(clusters), rng.normal(0, 0.02, (s, d)), rng.normal(0, 0.02, (type_vocab, d)), gamma, beta
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class QuantizedEncoder:
     embedding: EmbeddingParams
     layers: tuple[tuple[AttentionParams, MLPParams], ...]
-    output: TensorQuant          # quantization of the final hidden state
+    output: TensorQuant  # quantization of the final hidden state
 
     def run(self, input_ids, token_type_ids, mask) -> np.ndarray:
         """The whole encoder on separate arrays (each op allocates its own scratch)."""
@@ -84,9 +88,19 @@ class QuantizedEncoder:
         return hidden
 
 
-def quantized_encoder(rng: np.random.Generator, *, hidden: int, heads: int, ffn: int, layers: int,
-                      seq_len: int, tiles: dict[str, int] | None = None, valid=None,
-                      cluster_sizes=(40, 60, 100), ranks=(None, 16, 4)):
+def quantized_encoder(
+    rng: np.random.Generator,
+    *,
+    hidden: int,
+    heads: int,
+    ffn: int,
+    layers: int,
+    seq_len: int,
+    tiles: dict[str, int] | None = None,
+    valid=None,
+    cluster_sizes=(40, 60, 100),
+    ranks=(None, 16, 4),
+):
     """(QuantizedEncoder, float forward function, calibration ids, types, valid).
 
     Calibrated on one random sequence through the float model, layer by layer.
@@ -129,7 +143,7 @@ def quantized_encoder(rng: np.random.Generator, *, hidden: int, heads: int, ffn:
 
 
 def _weights(rng, n, k) -> np.ndarray:
-    w = rng.choice(np.array([-127, 127, -1, 0, 1], np.int8), size=(n, k), p=[.4, .4, .05, .1, .05])
+    w = rng.choice(np.array([-127, 127, -1, 0, 1], np.int8), size=(n, k), p=[0.4, 0.4, 0.05, 0.1, 0.05])
     return w.astype(np.int8)
 
 
@@ -157,7 +171,7 @@ def _linear(rng, n, k, *, shifts=(-24, -12)) -> Linear:
 
 def _layer_norm(rng, d) -> LayerNormParams:
     table = np.stack([_mostly(rng, d, 1 << 21, INT32_MAX), _mostly(rng, d, 1 << 22, INT32_MAX)], 1)
-    eps = int(rng.choice([0, 1, EPS_MAX, int(rng.integers(0, EPS_MAX))], p=[.4, .2, .1, .3]))
+    eps = int(rng.choice([0, 1, EPS_MAX, int(rng.integers(0, EPS_MAX))], p=[0.4, 0.2, 0.1, 0.3]))
     return LayerNormParams(table.astype(np.int32), eps)
 
 
@@ -175,24 +189,43 @@ def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0) -
     lut[0] = EXP_ONE
     sm, ss = _requant(rng, 2)
     return AttentionParams(
-        seq_len=s, hidden=d, heads=h, tile=t, mask_mode=mask_mode,
-        score_multiplier=int(max(sm[0], MULTIPLIER_MIN)), score_shift=int(rng.integers(-20, -5)),
-        context_multiplier=int(max(sm[1], MULTIPLIER_MIN)), context_shift=int(rng.integers(-20, 0)),
-        query=_linear(rng, d, d), key=_linear(rng, d, d), value=_linear(rng, d, d),
-        output=_linear(rng, d, d, shifts=(-16, -4)), exp_lut=lut, layer_norm=_layer_norm(rng, d),
-        residual=_residual(rng, d)).validate()
+        seq_len=s,
+        hidden=d,
+        heads=h,
+        tile=t,
+        mask_mode=mask_mode,
+        score_multiplier=int(max(sm[0], MULTIPLIER_MIN)),
+        score_shift=int(rng.integers(-20, -5)),
+        context_multiplier=int(max(sm[1], MULTIPLIER_MIN)),
+        context_shift=int(rng.integers(-20, 0)),
+        query=_linear(rng, d, d),
+        key=_linear(rng, d, d),
+        value=_linear(rng, d, d),
+        output=_linear(rng, d, d, shifts=(-16, -4)),
+        exp_lut=lut,
+        layer_norm=_layer_norm(rng, d),
+        residual=_residual(rng, d),
+    ).validate()
 
 
 def extreme_mlp(rng, s: int, d: int, ffn: int, t: int) -> MLPParams:
     return MLPParams(
-        seq_len=s, hidden=d, ffn=ffn, tile=t, fc1_output_zero_point=int(rng.integers(-128, 128)),
-        fc1=_linear(rng, ffn, d), activation_lut=rng.integers(-128, 128, 256).astype(np.int8),
-        fc2=_linear(rng, d, ffn, shifts=(-16, -4)), layer_norm=_layer_norm(rng, d),
-        residual=_residual(rng, d)).validate()
+        seq_len=s,
+        hidden=d,
+        ffn=ffn,
+        tile=t,
+        fc1_output_zero_point=int(rng.integers(-128, 128)),
+        fc1=_linear(rng, ffn, d),
+        activation_lut=rng.integers(-128, 128, 256).astype(np.int8),
+        fc2=_linear(rng, d, ffn, shifts=(-16, -4)),
+        layer_norm=_layer_norm(rng, d),
+        residual=_residual(rng, d),
+    ).validate()
 
 
-def extreme_embedding(rng, s: int, d: int, cluster_sizes=(3, 4, 5), ranks=(None, 2, 5),
-                      type_vocab: int = 2) -> EmbeddingParams:
+def extreme_embedding(
+    rng, s: int, d: int, cluster_sizes=(3, 4, 5), ranks=(None, 2, 5), type_vocab: int = 2
+) -> EmbeddingParams:
     ends = np.cumsum(cluster_sizes)
     rank_list = [d if r is None else r for r in ranks]
     rows, projections, requants = [], [], []
@@ -202,13 +235,17 @@ def extreme_embedding(rng, s: int, d: int, cluster_sizes=(3, 4, 5), ranks=(None,
             projections.append(pack_weights(_weights(rng, d, r)))
         requants.append(np.stack(_requant(rng, d), axis=1))
     return EmbeddingParams(
-        seq_len=s, hidden=d, vocab_size=int(ends[-1]), type_vocab_size=type_vocab,
+        seq_len=s,
+        hidden=d,
+        vocab_size=int(ends[-1]),
+        type_vocab_size=type_vocab,
         clusters=np.array([ends, rank_list], dtype=np.int32).T.copy(),
         word_rows=np.concatenate(rows),
         word_projections=np.concatenate(projections) if projections else np.zeros(0, np.int8),
         word_requant=np.stack(requants).astype(np.int32),
-        position_table=_weights(rng, s, d), position_requant=np.stack(_requant(rng, d), 1),
+        position_table=_weights(rng, s, d),
+        position_requant=np.stack(_requant(rng, d), 1),
         token_type_table=_weights(rng, type_vocab, d),
         token_type_requant=np.stack(_requant(rng, d), 1),
-        layer_norm=_layer_norm(rng, d)).validate()
-
+        layer_norm=_layer_norm(rng, d),
+    ).validate()

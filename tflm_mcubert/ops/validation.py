@@ -34,8 +34,9 @@ def check_int(op: str, field: str, value, lo: int, hi: int) -> int:
     return value
 
 
-def check_array(op: str, field: str, array, dtype, shape: Sequence[int] | None = None,
-                lo: int | None = None, hi: int | None = None) -> np.ndarray:
+def check_array(
+    op: str, field: str, array, dtype, shape: Sequence[int] | None = None, lo: int | None = None, hi: int | None = None
+) -> np.ndarray:
     """A numpy array of exactly `dtype` (no silent casts: a float table is a bug upstream)."""
     if not isinstance(array, np.ndarray):
         raise OpSpecError(op, field, f"expected a numpy array, got {type(array).__name__}")

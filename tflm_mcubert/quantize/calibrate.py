@@ -47,7 +47,7 @@ _RESERVOIR = 1 << 18
 @dataclasses.dataclass(frozen=True)
 class CalibrationSettings:
     method: str = "minmax"
-    percentile: float = 99.99          # used by method "percentile" (two-sided for asymmetric)
+    percentile: float = 99.99  # used by method "percentile" (two-sided for asymmetric)
     propagation: str = "float"
     seed: int = 0
 
@@ -125,20 +125,20 @@ def symmetric(r: ActivationRange, settings: CalibrationSettings) -> TensorQuant:
 
 def asymmetric(r: ActivationRange, settings: CalibrationSettings) -> TensorQuant:
     if settings.method == "percentile":
-        return TensorQuant.asymmetric(r.percentile(100.0 - settings.percentile),
-                                      r.percentile(settings.percentile))
+        return TensorQuant.asymmetric(r.percentile(100.0 - settings.percentile), r.percentile(settings.percentile))
     return TensorQuant.asymmetric(r.lo, r.hi)
 
 
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class ModelInput:
     """One calibration/evaluation sequence in the model's vocabulary."""
 
-    input_ids: np.ndarray        # int32[s]
-    token_type_ids: np.ndarray   # int32[s]
-    valid: np.ndarray            # bool[s]
+    input_ids: np.ndarray  # int32[s]
+    token_type_ids: np.ndarray  # int32[s]
+    valid: np.ndarray  # bool[s]
 
     def mask(self, mask_mode: int) -> np.ndarray:
         if mask_mode == contract.MASK_MODE_KEY_MASK:
@@ -146,8 +146,9 @@ class ModelInput:
         return np.array([int(self.valid.sum())], np.int32)
 
 
-def model_inputs(samples: Iterable[Mapping[str, np.ndarray]], seq_len: int,
-                 permutation: np.ndarray | None = None) -> list[ModelInput]:
+def model_inputs(
+    samples: Iterable[Mapping[str, np.ndarray]], seq_len: int, permutation: np.ndarray | None = None
+) -> list[ModelInput]:
     """Tokenizer output ({input_ids, attention_mask, token_type_ids} int [1, s] in the original
     vocabulary) -> ModelInputs (ids permuted for a compressed embedding)."""
     out = []
@@ -163,9 +164,15 @@ def model_inputs(samples: Iterable[Mapping[str, np.ndarray]], seq_len: int,
     return out
 
 
-def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
-              tiles: Mapping[str, int] | None = None, mask_mode: int = contract.MASK_MODE_KEY_MASK,
-              settings: CalibrationSettings = CalibrationSettings()) -> tuple[QuantizedBert, RangeSet]:
+def calibrate(
+    model: FloatBert,
+    inputs: list[ModelInput],
+    *,
+    seq_len: int,
+    tiles: Mapping[str, int] | None = None,
+    mask_mode: int = contract.MASK_MODE_KEY_MASK,
+    settings: CalibrationSettings = CalibrationSettings(),
+) -> tuple[QuantizedBert, RangeSet]:
     """The int8 model of `model` at `seq_len` with the given tiles ("attention", "mlp"; default s:
     the tiles change memory and speed, never the bytes, and the reference is fastest untiled)."""
     if not inputs:
@@ -173,15 +180,18 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
     ranges = RangeSet(settings.seed)
     quantized = settings.propagation == "quantized"
 
-    stages = [(kind, fw, f"layer{index}.{kind}") for index, layer in enumerate(model.layers)
-              for kind, fw in zip(("attention", "mlp"), layer)]
+    stages = [
+        (kind, fw, f"layer{index}.{kind}")
+        for index, layer in enumerate(model.layers)
+        for kind, fw in zip(("attention", "mlp"), layer)
+    ]
 
     def forward(stage, xs, see):
         kind, fw, name = stage
         run = attention_forward if kind == "attention" else mlp_forward
         return [run(fw, x, sample.valid, name, see) for x, sample in zip(xs, inputs)]
 
-    ahead = []   # float outputs of the next stage, computed to size the hidden state feeding it
+    ahead = []  # float outputs of the next stage, computed to size the hidden state feeding it
 
     def output_quant(name: str, outs: list[np.ndarray], consumer: int) -> TensorQuant:
         """Per-channel quantization of the hidden state `outs` (layernorm.hidden_quant): its channel
@@ -219,7 +229,7 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
     current = output_quant("embedding.output", xs, 0)
     emb_params = EmbeddingParams.quantize(emb_float, current)
     hidden_quant_list = [current]
-    states = []           # int8 hidden states (quantized propagation)
+    states = []  # int8 hidden states (quantized propagation)
     if quantized:
         for sample in inputs:
             h = np.zeros((seq_len, model.hidden), np.int8)
@@ -235,18 +245,24 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
         output = output_quant(f"{name}.output", outs, k + 1)
         if kind == "attention":
             aq = AttentionQuant(
-                input=current, query=symmetric(ranges[f"{name}.query"], settings),
+                input=current,
+                query=symmetric(ranges[f"{name}.query"], settings),
                 key=symmetric(ranges[f"{name}.key"], settings),
                 value=symmetric(ranges[f"{name}.value"], settings),
                 score_scale=choose_score_scale(ranges[f"{name}.scores"].max_abs),
                 context=symmetric(ranges[f"{name}.context"], settings),
-                z_max_abs=ranges[f"{name}.z"].max_abs, output=output)
-            params = pending = AttentionParams.quantize(fw, aq, seq_len=seq_len, tile=seq_len,
-                                                        mask_mode=mask_mode)
+                z_max_abs=ranges[f"{name}.z"].max_abs,
+                output=output,
+            )
+            params = pending = AttentionParams.quantize(fw, aq, seq_len=seq_len, tile=seq_len, mask_mode=mask_mode)
         else:
-            mq = MLPQuant(input=current, fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
-                          activation=asymmetric(ranges[f"{name}.activation"], settings),
-                          z_max_abs=ranges[f"{name}.z"].max_abs, output=output)
+            mq = MLPQuant(
+                input=current,
+                fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
+                activation=asymmetric(ranges[f"{name}.activation"], settings),
+                z_max_abs=ranges[f"{name}.z"].max_abs,
+                output=output,
+            )
             params = MLPParams.quantize(fw, mq, seq_len=seq_len, tile=seq_len)
             layers.append((pending, params))
         current = output
@@ -268,10 +284,12 @@ def calibrate(model: FloatBert, inputs: list[ModelInput], *, seq_len: int,
             model.head.forward(x[:1], seen)
             for key in ("pre_activation", "logits"):
                 ranges.observe(f"head.{key}", seen[key])
-        hq = ClassifierHeadQuant(input=current,
-                                 pre_activation=asymmetric(ranges["head.pre_activation"], settings),
-                                 pooled=tanh_output_quant(),
-                                 logits=asymmetric(ranges["head.logits"], settings))
+        hq = ClassifierHeadQuant(
+            input=current,
+            pre_activation=asymmetric(ranges["head.pre_activation"], settings),
+            pooled=tanh_output_quant(),
+            logits=asymmetric(ranges["head.logits"], settings),
+        )
         head = ClassifierHeadParams.quantize(model.head, hq, seq_len=seq_len)
         logits_quant = hq.logits
     quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quant_list), logits_quant)

@@ -34,13 +34,15 @@ Observer = Callable[[str, np.ndarray], None]
 
 def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
     """Keras Dense -> (weight [out, in], bias) in float64."""
-    return (np.asarray(layer.kernel.numpy(), np.float64).T.copy(),
-            np.asarray(layer.bias.numpy(), np.float64))
+    return (np.asarray(layer.kernel.numpy(), np.float64).T.copy(), np.asarray(layer.bias.numpy(), np.float64))
 
 
 def _norm(layer) -> tuple[np.ndarray, np.ndarray, float]:
-    return (np.asarray(layer.gamma.numpy(), np.float64), np.asarray(layer.beta.numpy(), np.float64),
-            float(layer.epsilon))
+    return (
+        np.asarray(layer.gamma.numpy(), np.float64),
+        np.asarray(layer.beta.numpy(), np.float64),
+        float(layer.epsilon),
+    )
 
 
 def embedding_clusters(word_lookup, dense_table=None):
@@ -59,7 +61,7 @@ def embedding_clusters(word_lookup, dense_table=None):
             continue
         u = np.asarray(arrays[f"u_{i}"], np.float64).reshape(n, -1)
         vt = np.asarray(arrays[f"vt_{i}"], np.float64).reshape(-1, d)
-        if u.shape[1] == 0:                       # rank 0: every token embeds to zero
+        if u.shape[1] == 0:  # rank 0: every token embeds to zero
             u, vt = np.zeros((n, 1)), np.zeros((1, d))
         low_rank.append((u, vt))
     if dense.shape[0] == 0:
@@ -74,11 +76,11 @@ def embedding_clusters(word_lookup, dense_table=None):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FloatBert:
-    embedding: EmbeddingFloat                 # positions: all max_position_embeddings rows
+    embedding: EmbeddingFloat  # positions: all max_position_embeddings rows
     layers: tuple[tuple[AttentionFloat, MLPFloat], ...]
-    head: ClassifierHeadFloat | None          # pooler + classifier (classifiers only)
+    head: ClassifierHeadFloat | None  # pooler + classifier (classifiers only)
     vocab_size: int
-    permutation: np.ndarray | None            # original id -> model id (compressed embeddings)
+    permutation: np.ndarray | None  # original id -> model id (compressed embeddings)
 
     @classmethod
     def from_keras(cls, model) -> "FloatBert":
@@ -86,12 +88,16 @@ class FloatBert:
         config = model.config
         emb = model.embeddings
         lookup = emb.word_lookup
-        clusters = embedding_clusters(lookup, None if lookup is not None
-                                      else emb.word_embeddings.numpy())
+        clusters = embedding_clusters(lookup, None if lookup is not None else emb.word_embeddings.numpy())
         gamma, beta, eps = _norm(emb.layer_norm)
-        embedding = EmbeddingFloat(clusters, np.asarray(emb.position_embeddings.numpy(), np.float64),
-                                   np.asarray(emb.token_type_embeddings.numpy(), np.float64),
-                                   gamma, beta, eps)
+        embedding = EmbeddingFloat(
+            clusters,
+            np.asarray(emb.position_embeddings.numpy(), np.float64),
+            np.asarray(emb.token_type_embeddings.numpy(), np.float64),
+            gamma,
+            beta,
+            eps,
+        )
         layers = []
         for layer in model.encoder_layers:
             att, ff = layer.attention, layer.feed_forward
@@ -103,9 +109,12 @@ class FloatBert:
             w1, c1 = _dense(ff.intermediate)
             w2, c2 = _dense(ff.output_dense)
             g2, b2, e2 = _norm(ff.layer_norm)
-            layers.append((AttentionFloat(wq, bq, wk, bk, wv, bv, wo, bo, g1, b1,
-                                          config.num_attention_heads, e1),
-                           MLPFloat(w1, c1, w2, c2, g2, b2, config.hidden_act, e2)))
+            layers.append(
+                (
+                    AttentionFloat(wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, config.num_attention_heads, e1),
+                    MLPFloat(w1, c1, w2, c2, g2, b2, config.hidden_act, e2),
+                )
+            )
         head = None
         if model.classifier is not None:
             wp, bp = _dense(model.pooler)
@@ -122,8 +131,9 @@ class FloatBert:
         """The embedding with only the positions a seq_len model stores."""
         return dataclasses.replace(self.embedding, position=self.embedding.position[:seq_len])
 
-    def forward(self, input_ids: np.ndarray, token_type_ids: np.ndarray, valid: np.ndarray,
-                observer: Observer | None = None) -> dict[str, np.ndarray]:
+    def forward(
+        self, input_ids: np.ndarray, token_type_ids: np.ndarray, valid: np.ndarray, observer: Observer | None = None
+    ) -> dict[str, np.ndarray]:
         """One sequence (ids in the model's vocabulary): last_hidden_state [s, d] and, for a
         classifier, logits [labels]. Every quantized activation is shown to `observer`."""
         see = observer or (lambda name, values: None)
@@ -141,8 +151,7 @@ class FloatBert:
         return out
 
 
-def attention_forward(fa: AttentionFloat, x: np.ndarray, valid: np.ndarray, name: str,
-                      see: Observer) -> np.ndarray:
+def attention_forward(fa: AttentionFloat, x: np.ndarray, valid: np.ndarray, name: str, see: Observer) -> np.ndarray:
     seen: dict = {}
     y = fa.forward(x, valid, seen)
     for key in ("query", "context", "z", "output"):
@@ -156,8 +165,7 @@ def attention_forward(fa: AttentionFloat, x: np.ndarray, valid: np.ndarray, name
     return y
 
 
-def mlp_forward(fm: MLPFloat, x: np.ndarray, valid: np.ndarray, name: str,
-                see: Observer) -> np.ndarray:
+def mlp_forward(fm: MLPFloat, x: np.ndarray, valid: np.ndarray, name: str, see: Observer) -> np.ndarray:
     """MLPFloat.forward, with the erf GELU vectorised (the reference's math.erf loop is slow)."""
     x = np.asarray(x, dtype=np.float64)
     fc1 = x @ fm.w1.T + fm.b1
@@ -171,9 +179,8 @@ def mlp_forward(fm: MLPFloat, x: np.ndarray, valid: np.ndarray, name: str,
 
 def float_activation(name: str, x: np.ndarray) -> np.ndarray:
     """The MLP activation (HF `hidden_act` name) in float64, vectorised."""
-    if name == "gelu":   # erf GELU in float64 through TensorFlow's vectorised erf
+    if name == "gelu":  # erf GELU in float64 through TensorFlow's vectorised erf
         import tensorflow as tf
 
         return 0.5 * x * (1.0 + tf.math.erf(x / np.sqrt(2.0)).numpy())
     return ACTIVATIONS[name](x)
-

@@ -56,8 +56,7 @@ def fake_quant_forward(model, inputs: dict, ranges: dict):
         lo, hi, symmetric = ranges[name]
         if hi <= lo:
             return x
-        return tf.quantization.fake_quant_with_min_max_args(x, min=lo, max=hi, num_bits=8,
-                                                            narrow_range=symmetric)
+        return tf.quantization.fake_quant_with_min_max_args(x, min=lo, max=hi, num_bits=8, narrow_range=symmetric)
 
     config = model.config
     ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
@@ -73,8 +72,9 @@ def fake_quant_forward(model, inputs: dict, ranges: dict):
     for i, layer in enumerate(model.encoder_layers):
         att, ff = layer.attention, layer.feed_forward
         name = f"layer{i}.attention"
-        q, k, v = (fq(f"{name}.{t}", dense(h)) for t, dense in
-                   (("query", att.query), ("key", att.key), ("value", att.value)))
+        q, k, v = (
+            fq(f"{name}.{t}", dense(h)) for t, dense in (("query", att.query), ("key", att.key), ("value", att.value))
+        )
         scores = tf.matmul(split(q), split(k), transpose_b=True) / math.sqrt(dh)
         context = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), split(v))
         context = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (-1, tf.shape(h)[1], config.hidden_size))
@@ -98,8 +98,10 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[
     if not samples:
         raise UserError("QAT needs calibration samples")
     student = model.with_options()
-    batch = {k: np.concatenate([s[k] for s in samples]).astype(np.int32)
-             for k in ("input_ids", "attention_mask", "token_type_ids")}
+    batch = {
+        k: np.concatenate([s[k] for s in samples]).astype(np.int32)
+        for k in ("input_ids", "attention_mask", "token_type_ids")
+    }
     teacher = {k: tf.constant(v) for k, v in model(batch).items() if k in ("last_hidden_state", "logits")}
     fq_ranges = _fake_quant_ranges(ranges)
     optimizer = keras.optimizers.Adam(settings.learning_rate)

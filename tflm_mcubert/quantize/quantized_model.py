@@ -24,7 +24,7 @@ class QuantizedBert:
     embedding: EmbeddingParams
     layers: tuple[tuple[AttentionParams, MLPParams], ...]
     head: ClassifierHeadParams | None
-    hidden_quant: tuple[TensorQuant, ...]   # the hidden state after each op: embedding, attention0, mlp0, ...
+    hidden_quant: tuple[TensorQuant, ...]  # the hidden state after each op: embedding, attention0, mlp0, ...
     logits_quant: TensorQuant | None
 
     @property
@@ -46,8 +46,10 @@ class QuantizedBert:
     def with_tiles(self, attention_tile: int, mlp_tile: int) -> "QuantizedBert":
         """The same model with other tiles: the output bytes do not depend on them (SPEC.md 4.2),
         only memory and speed do; the reference is fastest with one tile of s tokens."""
-        layers = tuple((dataclasses.replace(a, tile=attention_tile).validate(),
-                        dataclasses.replace(m, tile=mlp_tile).validate()) for a, m in self.layers)
+        layers = tuple(
+            (dataclasses.replace(a, tile=attention_tile).validate(), dataclasses.replace(m, tile=mlp_tile).validate())
+            for a, m in self.layers
+        )
         return dataclasses.replace(self, layers=layers)
 
     def op_names(self) -> list[str]:
@@ -56,8 +58,9 @@ class QuantizedBert:
             names += [f"layer{index}.attention", f"layer{index}.mlp"]
         return names + (["head"] if self.head is not None else [])
 
-    def run(self, input_ids: np.ndarray, token_type_ids: np.ndarray, mask: np.ndarray,
-            trace: Trace | None = None) -> dict[str, np.ndarray]:
+    def run(
+        self, input_ids: np.ndarray, token_type_ids: np.ndarray, mask: np.ndarray, trace: Trace | None = None
+    ) -> dict[str, np.ndarray]:
         """int8 last_hidden_state [s, d] (and int8 logits [labels] for a classifier) of one sequence.
 
         `mask`: int8[s] key mask (mask mode 0) or int32[1] valid length (mode 1), as the model's

@@ -81,8 +81,13 @@ class ArenaProbe:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
             self._child = subprocess.Popen(
                 [sys.executable, "-m", "tflm_mcubert.runtime.arena_probe", self._model_file.name],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._child_errors,
-                text=True, errors="replace", env=env)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._child_errors,
+                text=True,
+                errors="replace",
+                env=env,
+            )
         return self._child
 
     def _reap(self) -> int:

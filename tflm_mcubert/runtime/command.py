@@ -17,17 +17,27 @@ from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 
 DEFAULT_SAMPLES = 3
-GENEROUS_ARENA = 1 << 22   # for the byte-exactness runs; the arena is measured separately
+GENEROUS_ARENA = 1 << 22  # for the byte-exactness runs; the arena is measured separately
 
 
 def add_parser(subparsers) -> list[str]:
-    check = subparsers.add_parser("tflm-check", help="run an exported model in the real TFLM with the MCUBERT ops "
-                                                     "and compare with the reference (needs TFLM_DIR)")
+    check = subparsers.add_parser(
+        "tflm-check",
+        help="run an exported model in the real TFLM with the MCUBERT ops "
+        "and compare with the reference (needs TFLM_DIR)",
+    )
     check.add_argument("model", help="model.tflite, or the export's output directory")
-    check.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
-                       help=f"random inputs compared byte for byte (default {DEFAULT_SAMPLES})")
-    check.add_argument("--no-arena-search", action="store_true",
-                       help="skip finding the least arena TFLM runs in (a bisection of ~15 runs)")
+    check.add_argument(
+        "--samples",
+        type=int,
+        default=DEFAULT_SAMPLES,
+        help=f"random inputs compared byte for byte (default {DEFAULT_SAMPLES})",
+    )
+    check.add_argument(
+        "--no-arena-search",
+        action="store_true",
+        help="skip finding the least arena TFLM runs in (a bisection of ~15 runs)",
+    )
     check.add_argument("--build-dir", help="where the binding is built (default: inside the interpreter environment)")
     check.add_argument("--seed", type=seed_argument, default=0)
     return ["tflm-check"]
@@ -65,11 +75,13 @@ def run(args) -> int:
     if args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     model_bytes = _model_path(args.model).read_bytes()
-    model = read_model(model_bytes)   # a clear error for anything but an MCUBERT model
+    model = read_model(model_bytes)  # a clear error for anything but an MCUBERT model
     sources = TflmSources.from_environment()
     if sources is None:
-        raise UserError("TFLM_DIR is not set: point it at a tflite-micro checkout at commit 90b983c (the one "
-                        "the tflite-micro==0.dev20260820164721 wheel was built from)")
+        raise UserError(
+            "TFLM_DIR is not set: point it at a tflite-micro checkout at commit 90b983c (the one "
+            "the tflite-micro==0.dev20260820164721 wheel was built from)"
+        )
     env_dir = default_environment_dir()
     build_dir = Path(args.build_dir) if args.build_dir else env_dir / "mcubert-binding"
     binding = TflmBinding.build(sources, env_dir, build_dir)
@@ -85,17 +97,23 @@ def run(args) -> int:
             mismatches += not same
             length = int(inputs["attention_mask"].sum())
             differing = int(np.count_nonzero(got[name].reshape(want.shape) != want))
-            print(f"sample {sample} ({length} tokens): {name} {'equal to the reference byte for byte' if same else f'DIFFERS in {differing} of {want.size} bytes'}")
+            verdict = "equal to the reference byte for byte" if same else f"DIFFERS in {differing} of {want.size} bytes"
+            print(f"sample {sample} ({length} tokens): {name} {verdict}")
 
     last = binding.run(model_bytes, inputs, GENEROUS_ARENA).arena
     estimate = arena_of(model, HOST_64)
-    print(f"TFLM arena (64-bit host): head {last['head']:,} B (the offline plan: {model.planned_bytes:,} B), "
-          f"tail {last['tail']:,} B (TFLM's bookkeeping; export's model for this host: {estimate.tail_bytes:,} B)")
+    print(
+        f"TFLM arena (64-bit host): head {last['head']:,} B (the offline plan: {model.planned_bytes:,} B), "
+        f"tail {last['tail']:,} B (TFLM's bookkeeping; export's model for this host: {estimate.tail_bytes:,} B)"
+    )
     if not args.no_arena_search:
-        smallest = binding.min_arena_bytes(model_bytes, inputs, lower_failing=model.planned_bytes - 1,
-                                           upper=estimate.arena_bytes + 4096)
-        print(f"least arena TFLM runs in: {smallest:,} B (export's model for this host: {estimate.arena_bytes:,} B; "
-              f"on Cortex-M pointers are 4 bytes, which report.json's arena_bytes accounts for)")
+        smallest = binding.min_arena_bytes(
+            model_bytes, inputs, lower_failing=model.planned_bytes - 1, upper=estimate.arena_bytes + 4096
+        )
+        print(
+            f"least arena TFLM runs in: {smallest:,} B (export's model for this host: {estimate.arena_bytes:,} B; "
+            f"on Cortex-M pointers are 4 bytes, which report.json's arena_bytes accounts for)"
+        )
     if mismatches:
         print(f"{mismatches} output(s) differ from the reference")
         return 1

@@ -29,8 +29,8 @@ class ReferenceInputError(UserError):
 
 @dataclasses.dataclass(frozen=True)
 class ReferenceRun:
-    outputs: dict[str, np.ndarray]   # int8, copied out of the arena
-    touched_bytes: int               # end of the furthest arena region any op or input used
+    outputs: dict[str, np.ndarray]  # int8, copied out of the arena
+    touched_bytes: int  # end of the furthest arena region any op or input used
 
 
 def _sequence(name: str, value, s: int, lo: int, hi: int) -> np.ndarray:
@@ -43,15 +43,22 @@ def _sequence(name: str, value, s: int, lo: int, hi: int) -> np.ndarray:
         raise ReferenceInputError(f"{name}: expected shape (1, {s}) or ({s},), got {np.shape(value)}")
     if array.size != s:
         relation = "longer" if array.size > s else "shorter"
-        raise ReferenceInputError(f"{name}: {array.size} positions is {relation} than the model's "
-                                  f"seq_len {s} (pad or truncate to exactly {s})")
+        raise ReferenceInputError(
+            f"{name}: {array.size} positions is {relation} than the model's "
+            f"seq_len {s} (pad or truncate to exactly {s})"
+        )
     if array.size and (int(array.min()) < lo or int(array.max()) > hi):
         raise ReferenceInputError(f"{name}: values must lie in [{lo}, {hi}]")
     return array
 
 
-def run_reference(model: McubertModel, inputs: Mapping[str, np.ndarray], *,
-                  arena: np.ndarray | None = None, trace: Trace | None = None) -> ReferenceRun:
+def run_reference(
+    model: McubertModel,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    arena: np.ndarray | None = None,
+    trace: Trace | None = None,
+) -> ReferenceRun:
     """Run the model on one sequence. `inputs`: input_ids, and optionally attention_mask (default:
     all ones) and token_type_ids (default zeros), each [1, s] or [s]. `arena`: a uint8 buffer of at
     least planned_bytes (default: a fresh zeroed one); its contents outside the plan are left alone.
@@ -60,27 +67,28 @@ def run_reference(model: McubertModel, inputs: Mapping[str, np.ndarray], *,
     s = q.seq_len
     unknown = set(inputs) - set(INPUT_NAMES)
     if unknown or "input_ids" not in inputs:
-        raise ReferenceInputError(f"inputs must be input_ids and optionally attention_mask, token_type_ids; "
-                                  f"got {sorted(inputs)}")
+        raise ReferenceInputError(
+            f"inputs must be input_ids and optionally attention_mask, token_type_ids; got {sorted(inputs)}"
+        )
     int32 = np.iinfo(np.int32)
     ids = _sequence("input_ids", inputs["input_ids"], s, int32.min, int32.max)
     mask = _sequence("attention_mask", inputs.get("attention_mask", np.ones(s, np.int8)), s, 0, 1)
-    types = _sequence("token_type_ids", inputs.get("token_type_ids", np.zeros(s, np.int32)), s,
-                      int32.min, int32.max)
+    types = _sequence("token_type_ids", inputs.get("token_type_ids", np.zeros(s, np.int32)), s, int32.min, int32.max)
     if arena is None:
         arena = np.zeros(model.planned_bytes, np.uint8)
     if not isinstance(arena, np.ndarray) or arena.dtype != np.uint8 or arena.ndim != 1:
         raise ReferenceInputError("arena: expected a 1-D uint8 numpy buffer")
     if arena.size < model.planned_bytes:
-        raise ReferenceInputError(f"arena of {arena.size:,} bytes is smaller than the model's plan "
-                                  f"({model.planned_bytes:,} bytes)")
+        raise ReferenceInputError(
+            f"arena of {arena.size:,} bytes is smaller than the model's plan ({model.planned_bytes:,} bytes)"
+        )
     touched = 0
 
     def view(index: int, raw: bool = False) -> np.ndarray:
         nonlocal touched
         t = model.tensor(index)
         touched = max(touched, t.offset + align_up(t.nbytes))
-        region = arena[t.offset:t.offset + t.nbytes]
+        region = arena[t.offset : t.offset + t.nbytes]
         return region if raw else region.view(t.dtype)
 
     view(model.inputs["input_ids"])[:] = ids
@@ -89,7 +97,7 @@ def run_reference(model: McubertModel, inputs: Mapping[str, np.ndarray], *,
     params = [q.embedding] + [p for layer in q.layers for p in layer] + ([q.head] if q.head else [])
     d = q.hidden
     for node, p in zip(model.nodes, params):
-        scratch = view(node.scratch, raw=True)   # the ops carve their scratch from bytes
+        scratch = view(node.scratch, raw=True)  # the ops carve their scratch from bytes
         if node.op == contract.EMBEDDING:
             out = view(node.outputs[0]).reshape(s, d)
             embedding.run(p, view(node.inputs[0]), view(node.inputs[1]), out, scratch)
@@ -102,6 +110,5 @@ def run_reference(model: McubertModel, inputs: Mapping[str, np.ndarray], *,
             out = classifier_head.run(p, view(node.inputs[0]).reshape(s, d), view(node.outputs[0]), scratch)
         if trace:
             trace(node.name, out.copy())
-    outputs = {name: view(index).reshape(model.tensor(index).shape).copy()
-               for name, index in model.outputs.items()}
+    outputs = {name: view(index).reshape(model.tensor(index).shape).copy() for name, index in model.outputs.items()}
     return ReferenceRun(outputs, touched)

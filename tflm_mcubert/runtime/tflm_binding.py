@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -42,15 +41,21 @@ WHEEL_VERSION = "0.dev20260820164721"
 FLATBUFFERS_VERSION = "25.9.23"
 # The interpreter environment: the wheel, then what `import tflite_micro` needs (pinned: this is a
 # compatibility check, it must not drift).
-INTERPRETER_REQUIREMENTS = (f"tflite-micro=={WHEEL_VERSION}", "numpy==2.5.5", f"flatbuffers=={FLATBUFFERS_VERSION}",
-                            "absl-py==2.5.1", "bitarray==3.12.3", "PyYAML==6.0.3")
-REGISTERER = "mcubert_register_ops"   # custom_ops/tflm/python/mcubert_python_registerer.cc
+INTERPRETER_REQUIREMENTS = (
+    f"tflite-micro=={WHEEL_VERSION}",
+    "numpy==2.5.5",
+    f"flatbuffers=={FLATBUFFERS_VERSION}",
+    "absl-py==2.5.1",
+    "bitarray==3.12.3",
+    "PyYAML==6.0.3",
+)
+REGISTERER = "mcubert_register_ops"  # custom_ops/tflm/python/mcubert_python_registerer.cc
 TFLM_DEFINES = ("TF_LITE_STATIC_MEMORY=1", "USE_TFLM_COMPRESSION=1")
 
 CUSTOM_OPS = Path(__file__).resolve().parents[2] / "custom_ops"
 CHILD_SCRIPT = Path(__file__).with_name("tflm_child.py")
 EXIT_TFLM_ERROR, EXIT_WRONG_WHEEL = 3, 4
-_THIRD_PARTY = Path("tensorflow/lite/micro/tools/make/downloads")   # where TFLM's make puts them
+_THIRD_PARTY = Path("tensorflow/lite/micro/tools/make/downloads")  # where TFLM's make puts them
 
 
 class TflmSetupError(UserError):
@@ -78,36 +83,49 @@ class TflmSources:
             return None
         tflm_dir = Path(environ["TFLM_DIR"]).expanduser()
         downloads = tflm_dir / _THIRD_PARTY
-        return cls(tflm_dir,
-                   Path(environ.get("FLATBUFFERS_INCLUDE") or downloads / "flatbuffers" / "include").expanduser(),
-                   Path(environ.get("GEMMLOWP_DIR") or downloads / "gemmlowp").expanduser()).checked()
+        return cls(
+            tflm_dir,
+            Path(environ.get("FLATBUFFERS_INCLUDE") or downloads / "flatbuffers" / "include").expanduser(),
+            Path(environ.get("GEMMLOWP_DIR") or downloads / "gemmlowp").expanduser(),
+        ).checked()
 
     def checked(self) -> "TflmSources":
-        for relative in ("tensorflow/lite/micro/micro_interpreter.h",
-                         "python/tflite_micro/python_ops_resolver.h"):
+        for relative in ("tensorflow/lite/micro/micro_interpreter.h", "python/tflite_micro/python_ops_resolver.h"):
             if not (self.tflm_dir / relative).is_file():
                 raise TflmSetupError(f"TFLM_DIR={self.tflm_dir} is not a tflite-micro checkout (no {relative})")
         base = self.flatbuffers_include / "flatbuffers" / "base.h"
         if not base.is_file():
-            raise TflmSetupError(f"no flatbuffers headers at {self.flatbuffers_include} (expected flatbuffers/base.h); "
-                                 f"set FLATBUFFERS_INCLUDE to the include/ folder of flatbuffers v{FLATBUFFERS_VERSION}")
+            raise TflmSetupError(
+                f"no flatbuffers headers at {self.flatbuffers_include} (expected flatbuffers/base.h); "
+                f"set FLATBUFFERS_INCLUDE to the include/ folder of flatbuffers v{FLATBUFFERS_VERSION}"
+            )
         found = flatbuffers_version(base)
         if found != FLATBUFFERS_VERSION:
-            raise TflmSetupError(f"flatbuffers headers at {self.flatbuffers_include} are v{found}; TFLM {TFLM_COMMIT} "
-                                 f"pins v{FLATBUFFERS_VERSION} (its generated schema refuses any other): set "
-                                 f"FLATBUFFERS_INCLUDE to flatbuffers v{FLATBUFFERS_VERSION}'s include/")
+            raise TflmSetupError(
+                f"flatbuffers headers at {self.flatbuffers_include} are v{found}; TFLM {TFLM_COMMIT} "
+                f"pins v{FLATBUFFERS_VERSION} (its generated schema refuses any other): set "
+                f"FLATBUFFERS_INCLUDE to flatbuffers v{FLATBUFFERS_VERSION}'s include/"
+            )
         if not (self.gemmlowp_dir / "fixedpoint" / "fixedpoint.h").is_file():
-            raise TflmSetupError(f"no gemmlowp at {self.gemmlowp_dir} (expected fixedpoint/fixedpoint.h); set GEMMLOWP_DIR")
+            raise TflmSetupError(
+                f"no gemmlowp at {self.gemmlowp_dir} (expected fixedpoint/fixedpoint.h); set GEMMLOWP_DIR"
+            )
         return self
 
     @property
     def include_dirs(self) -> tuple[Path, ...]:
-        return (self.tflm_dir, self.flatbuffers_include, self.gemmlowp_dir,
-                CUSTOM_OPS / "include", CUSTOM_OPS / "src", CUSTOM_OPS / "tflm")
+        return (
+            self.tflm_dir,
+            self.flatbuffers_include,
+            self.gemmlowp_dir,
+            CUSTOM_OPS / "include",
+            CUSTOM_OPS / "src",
+            CUSTOM_OPS / "tflm",
+        )
 
 
 def flatbuffers_version(base_h: Path) -> str:
-    """"MAJOR.MINOR.REVISION" from flatbuffers/base.h."""
+    """ "MAJOR.MINOR.REVISION" from flatbuffers/base.h."""
     text = base_h.read_text(errors="replace")
     parts = [re.search(rf"#define FLATBUFFERS_VERSION_{part}\s+(\d+)", text) for part in ("MAJOR", "MINOR", "REVISION")]
     return ".".join(m.group(1) for m in parts) if all(parts) else "unknown"
@@ -126,14 +144,20 @@ def find_python313(environ: Mapping[str, str] | None = None) -> Path:
     for candidate in filter(None, candidates):
         if _is_python313(Path(candidate)):
             return Path(candidate)
-    raise TflmSetupError(f"the tflite-micro wheel that matches TFLM {TFLM_COMMIT} needs Python 3.13: install it "
-                         f"or set TFLM_PYTHON to a python3.13")
+    raise TflmSetupError(
+        f"the tflite-micro wheel that matches TFLM {TFLM_COMMIT} needs Python 3.13: install it "
+        f"or set TFLM_PYTHON to a python3.13"
+    )
 
 
 def _is_python313(python: Path) -> bool:
     try:
-        proc = subprocess.run([str(python), "-c", "import sys; print(sys.version_info[:2] == (3, 13))"],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [str(python), "-c", "import sys; print(sys.version_info[:2] == (3, 13))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except OSError:
         return False
     return proc.stdout.strip() == "True"
@@ -144,7 +168,7 @@ class InterpreterEnvironment:
     """The Python 3.13 virtual environment holding the pinned tflite-micro wheel."""
 
     python: Path
-    runtime_dir: Path   # folder of the wheel's _runtime.so
+    runtime_dir: Path  # folder of the wheel's _runtime.so
 
     @classmethod
     def ensure(cls, env_dir: Path, base_python: Path | None = None, log=print) -> "InterpreterEnvironment":
@@ -155,8 +179,19 @@ class InterpreterEnvironment:
             base_python = base_python or find_python313()
             log(f"creating the TFLM interpreter environment in {env_dir} ({base_python}) ...")
             _checked_run([str(base_python), "-m", "venv", str(env_dir)], "creating the Python 3.13 environment")
-            _checked_run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                          "--no-deps", *INTERPRETER_REQUIREMENTS], "installing the tflite-micro wheel")
+            _checked_run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    *INTERPRETER_REQUIREMENTS,
+                ],
+                "installing the tflite-micro wheel",
+            )
         response, _ = _call_child(python, {"mode": "info"})
         return cls(python, Path(str(response["runtime_dir"])))
 
@@ -173,8 +208,12 @@ def _call_child(python: Path, request: dict, timeout: float = 600) -> tuple[dict
     with tempfile.TemporaryDirectory(prefix="mcubert-tflm-") as tmp:
         request_path, response_path = Path(tmp) / "request.npz", Path(tmp) / "response.npz"
         np.savez(request_path, expected_version=np.array(WHEEL_VERSION), **request)
-        proc = subprocess.run([str(python), str(CHILD_SCRIPT), str(request_path), str(response_path)],
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [str(python), str(CHILD_SCRIPT), str(request_path), str(response_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         output = (proc.stdout + proc.stderr).strip()
         if proc.returncode == EXIT_WRONG_WHEEL:
             raise TflmSetupError(output)
@@ -192,16 +231,27 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
     """libmcubert_tflm.so: the kernels (plain C path) + the binding + the Python registerer, against
     `sources`' headers, linked to `runtime_dir`/_runtime.so. Rebuilds only what changed."""
     if not (CUSTOM_OPS / "tflm" / "mcubert_tflm.h").is_file():
-        raise TflmSetupError(f"the C sources are not at {CUSTOM_OPS}: build the binding from a checkout of this "
-                             f"repository (pip install -e .)")
+        raise TflmSetupError(
+            f"the C sources are not at {CUSTOM_OPS}: build the binding from a checkout of this "
+            f"repository (pip install -e .)"
+        )
     build_dir = Path(build_dir)
     (build_dir / "obj").mkdir(parents=True, exist_ok=True)
     includes = [f"-I{d}" for d in sources.include_dirs]
     c_flags = ["gcc", "-std=c99", "-O2", "-fPIC", *includes]
-    cxx_flags = ["g++", "-std=c++17", "-O2", "-fPIC", "-fno-exceptions", "-fno-rtti",
-                 *(f"-D{d}" for d in TFLM_DEFINES), *includes]
-    units = ([(src, c_flags) for src in sorted((CUSTOM_OPS / "src").glob("*.c"))]
-             + [(src, cxx_flags) for src in sorted((CUSTOM_OPS / "tflm").rglob("*.cc"))])
+    cxx_flags = [
+        "g++",
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-fno-exceptions",
+        "-fno-rtti",
+        *(f"-D{d}" for d in TFLM_DEFINES),
+        *includes,
+    ]
+    units = [(src, c_flags) for src in sorted((CUSTOM_OPS / "src").glob("*.c"))] + [
+        (src, cxx_flags) for src in sorted((CUSTOM_OPS / "tflm").rglob("*.cc"))
+    ]
     headers = [*CUSTOM_OPS.glob("include/mcubert/*.h"), *CUSTOM_OPS.glob("src/*.h"), *CUSTOM_OPS.rglob("tflm/*.h")]
     newest_header = max(h.stat().st_mtime for h in headers)
 
@@ -217,15 +267,27 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
         objects = list(pool.map(compile_unit, units))
     library = build_dir / "libmcubert_tflm.so"
     # --no-undefined: every TFLM symbol the binding uses must resolve in this very _runtime.so.
-    _checked_run(["g++", "-shared", "-o", str(library), *map(str, objects), f"-L{runtime_dir}", "-l:_runtime.so",
-                  f"-Wl,-rpath,{runtime_dir}", "-Wl,--no-undefined"], "linking the TFLM binding")
+    _checked_run(
+        [
+            "g++",
+            "-shared",
+            "-o",
+            str(library),
+            *map(str, objects),
+            f"-L{runtime_dir}",
+            "-l:_runtime.so",
+            f"-Wl,-rpath,{runtime_dir}",
+            "-Wl,--no-undefined",
+        ],
+        "linking the TFLM binding",
+    )
     return library
 
 
 @dataclasses.dataclass(frozen=True)
 class TflmRun:
-    outputs: dict[str, np.ndarray]   # by graph output name, as TFLM returns them (int8 for MCUBERT models)
-    arena: dict[str, int]            # the recording allocator's figures: total, head, tail (bytes)
+    outputs: dict[str, np.ndarray]  # by graph output name, as TFLM returns them (int8 for MCUBERT models)
+    arena: dict[str, int]  # the recording allocator's figures: total, head, tail (bytes)
 
 
 _ALLOCATION = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
@@ -251,14 +313,21 @@ class TflmBinding:
         expected = [io.name for io in graph.inputs]
         if sorted(inputs) != sorted(expected):
             raise ValueError(f"inputs must be exactly {expected}, got {sorted(inputs)}")
-        request = {"mode": np.array("run"), "library": np.array(str(self.library)),
-                   "registerer": np.array(REGISTERER), "model": np.frombuffer(bytes(model_bytes), np.uint8),
-                   "arena_bytes": np.array(int(arena_bytes)), "output_count": np.array(len(graph.outputs))}
+        request = {
+            "mode": np.array("run"),
+            "library": np.array(str(self.library)),
+            "registerer": np.array(REGISTERER),
+            "model": np.frombuffer(bytes(model_bytes), np.uint8),
+            "arena_bytes": np.array(int(arena_bytes)),
+            "output_count": np.array(len(graph.outputs)),
+        }
         for io in graph.inputs:
             value = np.asarray(inputs[io.name])
             if value.shape != io.tensor.shape or value.dtype != io.tensor.dtype:
-                raise ValueError(f"input {io.name!r}: {value.dtype}{list(value.shape)} given, the model takes "
-                                 f"{io.tensor.dtype}{list(io.tensor.shape)}")
+                raise ValueError(
+                    f"input {io.name!r}: {value.dtype}{list(value.shape)} given, the model takes "
+                    f"{io.tensor.dtype}{list(io.tensor.shape)}"
+                )
             request[f"input_{io.position}"] = value
         response, output = _call_child(self.environment.python, request)
         arena = {kind: int(n) for kind, n in _ALLOCATION.findall(output)}
@@ -271,8 +340,9 @@ class TflmBinding:
             return False
         return True
 
-    def min_arena_bytes(self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], *, lower_failing: int,
-                        upper: int) -> int:
+    def min_arena_bytes(
+        self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], *, lower_failing: int, upper: int
+    ) -> int:
         """The least arena in which the model sets up and runs, by bisection between a size that
         fails and one that must work (each probe is a child process)."""
         if not self.fits(model_bytes, inputs, upper):
@@ -292,5 +362,3 @@ def default_environment_dir() -> Path:
         return Path(os.environ["TFLM_PYTHON_ENV"])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "tflm_mcubert" / f"python3.13-tflite-micro-{WHEEL_VERSION}"
-
-

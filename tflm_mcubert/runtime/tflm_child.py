@@ -35,8 +35,10 @@ def main(request_path: str, response_path: str) -> int:
     version = importlib.metadata.version("tflite-micro")
     expected = _scalar(request, "expected_version")
     if version != expected:
-        print(f"tflite-micro {version} is installed, the binding is built for {expected}: their "
-              f"C++ interfaces differ", file=sys.stderr)
+        print(
+            f"tflite-micro {version} is installed, the binding is built for {expected}: their C++ interfaces differ",
+            file=sys.stderr,
+        )
         return EXIT_WRONG_WHEEL
     # Checked before the wheel's native module loads: a mismatched _runtime.so may not even import.
     from tflite_micro.python.tflite_micro import _runtime, runtime
@@ -47,8 +49,8 @@ def main(request_path: str, response_path: str) -> int:
         model = request["model"].tobytes()
         try:
             interpreter = runtime.Interpreter.from_bytes(
-                model, custom_op_registerers=[_scalar(request, "registerer")],
-                arena_size=int(request["arena_bytes"]))
+                model, custom_op_registerers=[_scalar(request, "registerer")], arena_size=int(request["arena_bytes"])
+            )
             position = 0
             while f"input_{position}" in request:
                 interpreter.set_input(request[f"input_{position}"], position)
@@ -60,7 +62,7 @@ def main(request_path: str, response_path: str) -> int:
         for position in range(int(request["output_count"])):
             response[f"output_{position}"] = np.array(interpreter.get_output(position))
         sys.stdout.flush()
-        interpreter.print_allocations()   # the recording allocator's arena breakdown
+        interpreter.print_allocations()  # the recording allocator's arena breakdown
     np.savez(response_path, **response)
     return 0
 

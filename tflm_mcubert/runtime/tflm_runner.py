@@ -102,8 +102,9 @@ class TflmRunner:
         parse(model_bytes)  # a clear error for what is not a model, before any child is started
         with ArenaProbe(model_bytes) as probe:
             if not probe.fits("allocate", arena_bytes):
-                raise TflmError(f"TFLM could not set up the model in a {int(arena_bytes):,}-byte arena: "
-                                f"{probe.last_failure}")
+                raise TflmError(
+                    f"TFLM could not set up the model in a {int(arena_bytes):,}-byte arena: {probe.last_failure}"
+                )
         self._set_up(model_bytes, arena_bytes)
 
     @classmethod
@@ -123,8 +124,9 @@ class TflmRunner:
             except RuntimeError as exc:
                 failure = exc
         if failure is not None:
-            raise TflmError(f"TFLM could not set up the model in a {self.arena_bytes:,}-byte arena: "
-                            f"{failure}{_report(native)}")
+            raise TflmError(
+                f"TFLM could not set up the model in a {self.arena_bytes:,}-byte arena: {failure}{_report(native)}"
+            )
 
     def run(self, inputs: Mapping[str, np.ndarray], *, dequantize_outputs: bool = True) -> dict[str, np.ndarray]:
         """Invoke on `inputs` (keyed by input name); outputs keyed by output name.
@@ -154,8 +156,13 @@ class TflmRunner:
         return outputs
 
 
-def run_tflm(model_bytes: bytes, inputs: Mapping[str, np.ndarray], arena_bytes: int = DEFAULT_ARENA_BYTES,
-             *, dequantize_outputs: bool = True) -> dict[str, np.ndarray]:
+def run_tflm(
+    model_bytes: bytes,
+    inputs: Mapping[str, np.ndarray],
+    arena_bytes: int = DEFAULT_ARENA_BYTES,
+    *,
+    dequantize_outputs: bool = True,
+) -> dict[str, np.ndarray]:
     """Run the model once in TFLM: `TflmRunner(model_bytes, arena_bytes).run(inputs)`."""
     return TflmRunner(model_bytes, arena_bytes).run(inputs, dequantize_outputs=dequantize_outputs)
 
@@ -191,8 +198,7 @@ def min_arena_bytes(model_bytes: bytes) -> int:
         if not probe.fits("run", fits):
             fits = _smallest_passing(lambda n: probe.fits("run", n), lower_failing=fits)
         if probe.fits("run", fits - 1):
-            raise TflmError(f"arena search is inconsistent: the model runs in {fits - 1:,} bytes as well as "
-                            f"{fits:,}")
+            raise TflmError(f"arena search is inconsistent: the model runs in {fits - 1:,} bytes as well as {fits:,}")
     return fits
 
 

@@ -21,15 +21,27 @@ def add_parser(subparsers) -> list[str]:
     plan = subparsers.add_parser("plan", help="peak memory vs sequence length per schedule (table + PNG)")
     plan.add_argument("--checkpoint", help="Hugging Face BERT directory (only its config.json is read)")
     plan.add_argument("--preset", default="bert-tiny", help="bert-tiny or bert-mini (without --checkpoint)")
-    plan.add_argument("--seq-lens", default=",".join(map(str, DEFAULT_SEQ_LENS)),
-                      help="comma-separated sequence lengths (default 32,64,...,512)")
+    plan.add_argument(
+        "--seq-lens",
+        default=",".join(map(str, DEFAULT_SEQ_LENS)),
+        help="comma-separated sequence lengths (default 32,64,...,512)",
+    )
     plan.add_argument("--tile", type=int, default=4, help="tile of the tiled schedules (default 4)")
-    plan.add_argument("--boards", default="nucleo-f746zg,nucleo-f767zi,nucleo-h7a3zi-q",
-                      help="boards whose arena budget is drawn (comma-separated; '' for none)")
-    plan.add_argument("--measure-stock", action="store_true",
-                      help="also convert the stock int8 model and measure its TFLM arena (slow)")
-    plan.add_argument("--measure-seq-lens", default="32,64,128",
-                      help="sequence lengths measured with --measure-stock (default 32,64,128)")
+    plan.add_argument(
+        "--boards",
+        default="nucleo-f746zg,nucleo-f767zi,nucleo-h7a3zi-q",
+        help="boards whose arena budget is drawn (comma-separated; '' for none)",
+    )
+    plan.add_argument(
+        "--measure-stock",
+        action="store_true",
+        help="also convert the stock int8 model and measure its TFLM arena (slow)",
+    )
+    plan.add_argument(
+        "--measure-seq-lens",
+        default="32,64,128",
+        help="sequence lengths measured with --measure-stock (default 32,64,128)",
+    )
     plan.add_argument("--out", default="plan.png", help="PNG to write (default plan.png)")
     return ["plan"]
 
@@ -55,8 +67,7 @@ def _config(args):
 def memory_table(config, seq_lens: list[int], tile: int) -> dict[str, list[int]]:
     from tflm_mcubert.schedule.memory import SCHEDULES, model_peak
 
-    return {name: [model_peak(name, s, config, min(tile, s), min(tile, s)) for s in seq_lens]
-            for name in SCHEDULES}
+    return {name: [model_peak(name, s, config, min(tile, s), min(tile, s)) for s in seq_lens] for name in SCHEDULES}
 
 
 def measure_stock(config, seq_lens: list[int]) -> dict[int, int]:
@@ -69,8 +80,7 @@ def measure_stock(config, seq_lens: list[int]) -> dict[int, int]:
     model = build_model(config, seed=0)
     measured = {}
     for s in seq_lens:
-        tflite = export_stock(model, seq_len=s, precision="int8",
-                              calibration=random_samples(config.vocab_size, s, 4))
+        tflite = export_stock(model, seq_len=s, precision="int8", calibration=random_samples(config.vocab_size, s, 4))
         measured[s] = min_arena_bytes(tflite)
     return measured
 
@@ -89,8 +99,9 @@ def draw(path: Path, title: str, seq_lens, table, budgets: dict[str, int], stock
         ax.plot(xs, [stock[s] / 1024 for s in xs], "k^", label="stock TFLM (measured)")
     for board, budget in budgets.items():
         ax.axhline(budget / 1024, linestyle="--", linewidth=0.8, color="grey")
-        ax.annotate(f"{board} ({budget // 1024} KiB)", (seq_lens[0], budget / 1024), fontsize=7,
-                    va="bottom", color="dimgrey")
+        ax.annotate(
+            f"{board} ({budget // 1024} KiB)", (seq_lens[0], budget / 1024), fontsize=7, va="bottom", color="dimgrey"
+        )
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("peak activation memory (KiB)")
     ax.set_yscale("log")
@@ -117,8 +128,10 @@ def run(args) -> int:
     stock = measure_stock(config, _ints(args.measure_seq_lens, "--measure-seq-lens")) if args.measure_stock else {}
 
     columns = list(table)
-    print(f"peak activation memory (KiB) of {name} (d={config.hidden_size}, layers={config.num_hidden_layers}), "
-          f"tile {args.tile}")
+    print(
+        f"peak activation memory (KiB) of {name} (d={config.hidden_size}, layers={config.num_hidden_layers}), "
+        f"tile {args.tile}"
+    )
     print("seq_len  " + "  ".join(f"{c:>9}" for c in columns) + ("  stock(measured)" if stock else ""))
     for i, s in enumerate(seq_lens):
         row = "  ".join(f"{table[c][i] / 1024:>9.1f}" for c in columns)

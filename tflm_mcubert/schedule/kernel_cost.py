@@ -28,8 +28,8 @@ from tflm_mcubert.boards import Board, get_board
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.planner import OpShape
 
-BLOCK_ROWS = 4   # the micro-kernel's rows (contract dsp_rows)
-GROUP = 4        # K values per SMLAD group
+BLOCK_ROWS = 4  # the micro-kernel's rows (contract dsp_rows)
+GROUP = 4  # K values per SMLAD group
 
 
 def _blocks(rows: int) -> list[int]:
@@ -74,14 +74,50 @@ class _Events(dict):
                 self.add("ragged_channels", channels)
 
 
-ATTENTION_FEATURES = ("call", "heads", "tiles", "last_tiles", "kv_blocks", "q_blocks", "out_blocks",
-                      "micro_calls", "micro_groups", "micro_iterations", "tail_macs", "widen8_rows",
-                      "widen8_groups", "widen16_rows", "widen16_groups", "store_s8", "store_scores",
-                      "store_context", "store_residual", "ragged_outputs", "ragged_channels",
-                      "softmax_rows", "softmax_keys", "layernorm_rows", "layernorm_elements")
-MLP_FEATURES = ("call", "tiles", "blocks", "micro_calls", "micro_groups", "micro_iterations", "tail_macs",
-                "widen8_rows", "widen8_groups", "store_s8_lut", "store_residual", "ragged_outputs",
-                "ragged_channels", "layernorm_rows", "layernorm_elements")
+ATTENTION_FEATURES = (
+    "call",
+    "heads",
+    "tiles",
+    "last_tiles",
+    "kv_blocks",
+    "q_blocks",
+    "out_blocks",
+    "micro_calls",
+    "micro_groups",
+    "micro_iterations",
+    "tail_macs",
+    "widen8_rows",
+    "widen8_groups",
+    "widen16_rows",
+    "widen16_groups",
+    "store_s8",
+    "store_scores",
+    "store_context",
+    "store_residual",
+    "ragged_outputs",
+    "ragged_channels",
+    "softmax_rows",
+    "softmax_keys",
+    "layernorm_rows",
+    "layernorm_elements",
+)
+MLP_FEATURES = (
+    "call",
+    "tiles",
+    "blocks",
+    "micro_calls",
+    "micro_groups",
+    "micro_iterations",
+    "tail_macs",
+    "widen8_rows",
+    "widen8_groups",
+    "store_s8_lut",
+    "store_residual",
+    "ragged_outputs",
+    "ragged_channels",
+    "layernorm_rows",
+    "layernorm_elements",
+)
 
 
 def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
@@ -96,16 +132,16 @@ def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
         pairs = _pairs(c0, c0 + dh)
         e.add("kv_blocks", len(kv_blocks))
         e.widen(kv_blocks, d, "widen8")
-        e.gemm(kv_blocks, 2 * pairs, d)                    # K and V
+        e.gemm(kv_blocks, 2 * pairs, d)  # K and V
         e.stores(kv_blocks, 2 * dh, "store_s8")
         for n in tiles:
             blocks = _blocks(n)
             e.add("tiles", 1)
             e.add("q_blocks", len(blocks))
-            e.widen(blocks, d, "widen8")                   # x rows for Q
+            e.widen(blocks, d, "widen8")  # x rows for Q
             e.gemm(blocks, pairs, d)
             e.stores(blocks, dh, "store_s8")
-            e.widen(blocks, dh, "widen8")                  # Q rows for the scores
+            e.widen(blocks, dh, "widen8")  # Q rows for the scores
             e.gemm(blocks, math.ceil(keys / 2), dh)
             for count in blocks:
                 full_pairs = keys // 2 if count == BLOCK_ROWS else 0
@@ -165,43 +201,103 @@ def op_features(shape: OpShape) -> dict[str, float]:
 # t = 1..128 at s 128 (bench/kernel_cost.py --fit).
 # instructions per event
 ATTENTION_INSTRUCTIONS: dict[str, float] = {
-    "call": -3613.47, "heads": 1504.16, "tiles": -219.172, "last_tiles": 1353.36,
-    "kv_blocks": 5052.61, "q_blocks": 605.698, "out_blocks": -1970.42, "micro_calls": 86.8086,
-    "micro_groups": 12.4311, "micro_iterations": 4.24948, "tail_macs": 32.7145,
-    "widen8_rows": -98.1198, "widen8_groups": 6.4199, "widen16_rows": -390.95,
-    "widen16_groups": 73.1628, "store_s8": 222.027, "store_scores": -162.078,
-    "store_context": -242.871, "store_residual": -242.871, "ragged_outputs": -3.28425,
-    "ragged_channels": 25.9882, "softmax_rows": -390.95, "softmax_keys": 23.5399,
-    "layernorm_rows": 1508.35, "layernorm_elements": 40.6894}
+    "call": -3613.47,
+    "heads": 1504.16,
+    "tiles": -219.172,
+    "last_tiles": 1353.36,
+    "kv_blocks": 5052.61,
+    "q_blocks": 605.698,
+    "out_blocks": -1970.42,
+    "micro_calls": 86.8086,
+    "micro_groups": 12.4311,
+    "micro_iterations": 4.24948,
+    "tail_macs": 32.7145,
+    "widen8_rows": -98.1198,
+    "widen8_groups": 6.4199,
+    "widen16_rows": -390.95,
+    "widen16_groups": 73.1628,
+    "store_s8": 222.027,
+    "store_scores": -162.078,
+    "store_context": -242.871,
+    "store_residual": -242.871,
+    "ragged_outputs": -3.28425,
+    "ragged_channels": 25.9882,
+    "softmax_rows": -390.95,
+    "softmax_keys": 23.5399,
+    "layernorm_rows": 1508.35,
+    "layernorm_elements": 40.6894,
+}
 MLP_INSTRUCTIONS: dict[str, float] = {
-    "call": 287.742, "tiles": 99.1513, "blocks": 114.259, "micro_calls": 52.6735,
-    "micro_groups": 6.75061, "micro_iterations": 27.0025, "tail_macs": -6.69388e-10,
-    "widen8_rows": 196.058, "widen8_groups": 41.7914, "store_s8_lut": 35.2392,
-    "store_residual": 38.197, "ragged_outputs": 31.8628, "ragged_channels": 45.9162,
-    "layernorm_rows": 392.117, "layernorm_elements": 23.3351}
+    "call": 287.742,
+    "tiles": 99.1513,
+    "blocks": 114.259,
+    "micro_calls": 52.6735,
+    "micro_groups": 6.75061,
+    "micro_iterations": 27.0025,
+    "tail_macs": -6.69388e-10,
+    "widen8_rows": 196.058,
+    "widen8_groups": 41.7914,
+    "store_s8_lut": 35.2392,
+    "store_residual": 38.197,
+    "ragged_outputs": 31.8628,
+    "ragged_channels": 45.9162,
+    "layernorm_rows": 392.117,
+    "layernorm_elements": 23.3351,
+}
 # estimated Cortex-M7 cycles per event (measure/instruction_classes.py)
 ATTENTION_CYCLES_M7: dict[str, float] = {
-    "call": -1979.69, "heads": 857.69, "tiles": -112.44, "last_tiles": 853.137,
-    "kv_blocks": 3057.1, "q_blocks": 383.493, "out_blocks": -1192.17, "micro_calls": 62.0962,
-    "micro_groups": 7.63708, "micro_iterations": 2.7029, "tail_macs": 20.165,
-    "widen8_rows": -52.2457, "widen8_groups": 3.63508, "widen16_rows": -211.897,
-    "widen16_groups": 43.9074, "store_s8": 129.524, "store_scores": -95.2535,
-    "store_context": -135.225, "store_residual": -135.225, "ragged_outputs": -3.15175,
-    "ragged_channels": 22.1791, "softmax_rows": -211.897, "softmax_keys": 12.6706,
-    "layernorm_rows": 926.79, "layernorm_elements": 22.1697}
+    "call": -1979.69,
+    "heads": 857.69,
+    "tiles": -112.44,
+    "last_tiles": 853.137,
+    "kv_blocks": 3057.1,
+    "q_blocks": 383.493,
+    "out_blocks": -1192.17,
+    "micro_calls": 62.0962,
+    "micro_groups": 7.63708,
+    "micro_iterations": 2.7029,
+    "tail_macs": 20.165,
+    "widen8_rows": -52.2457,
+    "widen8_groups": 3.63508,
+    "widen16_rows": -211.897,
+    "widen16_groups": 43.9074,
+    "store_s8": 129.524,
+    "store_scores": -95.2535,
+    "store_context": -135.225,
+    "store_residual": -135.225,
+    "ragged_outputs": -3.15175,
+    "ragged_channels": 22.1791,
+    "softmax_rows": -211.897,
+    "softmax_keys": 12.6706,
+    "layernorm_rows": 926.79,
+    "layernorm_elements": 22.1697,
+}
 MLP_CYCLES_M7: dict[str, float] = {
-    "call": 242.323, "tiles": 67.1747, "blocks": 104.932, "micro_calls": 39.8159,
-    "micro_groups": 4.1566, "micro_iterations": 16.6264, "tail_macs": -3.63798e-10,
-    "widen8_rows": 123.074, "widen8_groups": 25.2824, "store_s8_lut": 23.9932,
-    "store_residual": 27.3273, "ragged_outputs": 16.0144, "ragged_channels": 38.0707,
-    "layernorm_rows": 246.148, "layernorm_elements": 12.641}
+    "call": 242.323,
+    "tiles": 67.1747,
+    "blocks": 104.932,
+    "micro_calls": 39.8159,
+    "micro_groups": 4.1566,
+    "micro_iterations": 16.6264,
+    "tail_macs": -3.63798e-10,
+    "widen8_rows": 123.074,
+    "widen8_groups": 25.2824,
+    "store_s8_lut": 23.9932,
+    "store_residual": 27.3273,
+    "ragged_outputs": 16.0144,
+    "ragged_channels": 38.0707,
+    "layernorm_rows": 246.148,
+    "layernorm_elements": 12.641,
+}
 # Largest relative error on the held-out measured shapes.
 FIT_MAX_RELATIVE_ERROR = {"instructions": 0.0024, "cycles": 0.0041}
 
-_COEFFICIENTS = {("attention", "instructions"): ATTENTION_INSTRUCTIONS,
-                 ("mlp", "instructions"): MLP_INSTRUCTIONS,
-                 ("attention", "cycles"): ATTENTION_CYCLES_M7,
-                 ("mlp", "cycles"): MLP_CYCLES_M7}
+_COEFFICIENTS = {
+    ("attention", "instructions"): ATTENTION_INSTRUCTIONS,
+    ("mlp", "instructions"): MLP_INSTRUCTIONS,
+    ("attention", "cycles"): ATTENTION_CYCLES_M7,
+    ("mlp", "cycles"): MLP_CYCLES_M7,
+}
 
 
 def predict(shape: OpShape, quantity: str = "instructions") -> float:
@@ -242,6 +338,7 @@ class KernelCostModel:
 # Latency per board
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class LatencyEstimate:
     board: str
@@ -249,7 +346,7 @@ class LatencyEstimate:
     seq_len: int
     layers: int
     tiles: dict[str, int]
-    attention_cycles: float     # one layer's attention op (estimated Cortex-M7 cycles)
+    attention_cycles: float  # one layer's attention op (estimated Cortex-M7 cycles)
     mlp_cycles: float
     attention_instructions: float
     mlp_instructions: float
@@ -275,16 +372,23 @@ class LatencyEstimate:
             "layers": self.layers,
             "tiles": dict(self.tiles),
             "per_layer": {
-                "attention": {"instructions": round(self.attention_instructions),
-                              "cycles_estimate": round(self.attention_cycles),
-                              "ms": self.attention_cycles * ms},
-                "mlp": {"instructions": round(self.mlp_instructions),
-                        "cycles_estimate": round(self.mlp_cycles), "ms": self.mlp_cycles * ms},
+                "attention": {
+                    "instructions": round(self.attention_instructions),
+                    "cycles_estimate": round(self.attention_cycles),
+                    "ms": self.attention_cycles * ms,
+                },
+                "mlp": {
+                    "instructions": round(self.mlp_instructions),
+                    "cycles_estimate": round(self.mlp_cycles),
+                    "ms": self.mlp_cycles * ms,
+                },
             },
             "encoder_ms": self.encoder_cycles * ms,
-            "model": ("Cortex-M7 DSP kernels: fitted instruction-class cycle estimate (zero-wait-state "
-                      "memory; Flash wait states and cache misses not modelled) / clock; encoder "
-                      "layers only (embedding and classifier head excluded)"),
+            "model": (
+                "Cortex-M7 DSP kernels: fitted instruction-class cycle estimate (zero-wait-state "
+                "memory; Flash wait states and cache misses not modelled) / clock; encoder "
+                "layers only (embedding and classifier head excluded)"
+            ),
         }
 
 
@@ -298,6 +402,13 @@ def predict_latency(config, seq_len: int, board: Board | str, *, tiles: dict[str
     dims = Dims.of(config)
     shapes = {kind: OpShape(kind, seq_len, dims, tiles[kind]) for kind in ("attention", "mlp")}
     return LatencyEstimate(
-        board=board.name, clock_hz=board.clock_hz, seq_len=seq_len, layers=dims.layers, tiles=dict(tiles),
-        attention_cycles=predict(shapes["attention"], "cycles"), mlp_cycles=predict(shapes["mlp"], "cycles"),
-        attention_instructions=predict(shapes["attention"]), mlp_instructions=predict(shapes["mlp"]))
+        board=board.name,
+        clock_hz=board.clock_hz,
+        seq_len=seq_len,
+        layers=dims.layers,
+        tiles=dict(tiles),
+        attention_cycles=predict(shapes["attention"], "cycles"),
+        mlp_cycles=predict(shapes["mlp"], "cycles"),
+        attention_instructions=predict(shapes["attention"]),
+        mlp_instructions=predict(shapes["mlp"]),
+    )

@@ -57,8 +57,12 @@ class Dims:
         """From a Dims, a BertConfig, or anything with HF-style attribute names."""
         if isinstance(config, Dims):
             return config
-        return cls(hidden=int(config.hidden_size), heads=int(config.num_attention_heads),
-                   ffn=int(config.intermediate_size), layers=int(config.num_hidden_layers))
+        return cls(
+            hidden=int(config.hidden_size),
+            heads=int(config.num_attention_heads),
+            ffn=int(config.intermediate_size),
+            layers=int(config.num_hidden_layers),
+        )
 
     @property
     def head_size(self) -> int:
@@ -68,7 +72,7 @@ class Dims:
 @dataclasses.dataclass(frozen=True)
 class Step:
     name: str
-    live: tuple[tuple[str, int], ...]   # (buffer, aligned bytes)
+    live: tuple[tuple[str, int], ...]  # (buffer, aligned bytes)
 
     @property
     def bytes(self) -> int:
@@ -84,17 +88,25 @@ def peak(steps: Iterable[Step]) -> Step:
 
 
 def mask_bytes(s: int) -> int:
-    return s   # int8[s] key mask (the valid-length mode needs 4 bytes; we plan for the mask)
+    return s  # int8[s] key mask (the valid-length mode needs 4 bytes; we plan for the mask)
 
 
 # ---------------------------------------------------------------------------------------------
 # Per-op steps
 # ---------------------------------------------------------------------------------------------
 
+
 def embedding_steps(s: int, dims: Dims) -> list[Step]:
-    return [_step("embedding", input_ids=4 * s, token_type_ids=4 * s, attention_mask=mask_bytes(s),
-                  hidden=s * dims.hidden,
-                  scratch=embedding.scratch_bytes(s, dims.hidden))]
+    return [
+        _step(
+            "embedding",
+            input_ids=4 * s,
+            token_type_ids=4 * s,
+            attention_mask=mask_bytes(s),
+            hidden=s * dims.hidden,
+            scratch=embedding.scratch_bytes(s, dims.hidden),
+        )
+    ]
 
 
 def attention_steps(schedule: str, s: int, dims: Dims, t: int) -> list[Step]:
@@ -102,8 +114,7 @@ def attention_steps(schedule: str, s: int, dims: Dims, t: int) -> list[Step]:
     m = mask_bytes(s)
     sd = s * d
     if schedule == "mcubert":
-        return [_step("attention", attention_mask=m, hidden=sd,
-                      scratch=attention.scratch_bytes(s, d, h, t))]
+        return [_step("attention", attention_mask=m, hidden=sd, scratch=attention.scratch_bytes(s, d, h, t))]
     if schedule == "cmsis-nn":
         hss = h * s * s
         return [
@@ -123,16 +134,34 @@ def attention_steps(schedule: str, s: int, dims: Dims, t: int) -> list[Step]:
         ]
     if schedule == "burrello":
         return [
-            _step("head: q,k,v,scores", attention_mask=m, x=sd, context=sd, q_head=s * dh,
-                  k_head=s * dh, v_head=s * dh, scores=s * s),
+            _step(
+                "head: q,k,v,scores",
+                attention_mask=m,
+                x=sd,
+                context=sd,
+                q_head=s * dh,
+                k_head=s * dh,
+                v_head=s * dh,
+                scores=s * s,
+            ),
             _step("o=fc(context)", attention_mask=m, x=sd, context=sd, o=sd),
             _step("add+layernorm in place", attention_mask=m, x=sd, o=sd),
         ]
     if schedule == "flash":
         return [
             _step("q,k,v=fc(x)", attention_mask=m, x=sd, q=sd, k=sd, v=sd),
-            _step("blocks", attention_mask=m, x=sd, q=sd, k=sd, v=sd, out_int32=4 * sd,
-                  row_max=4 * s, row_sum=4 * s, block_scores=4 * t * t),
+            _step(
+                "blocks",
+                attention_mask=m,
+                x=sd,
+                q=sd,
+                k=sd,
+                v=sd,
+                out_int32=4 * sd,
+                row_max=4 * s,
+                row_sum=4 * s,
+                block_scores=4 * t * t,
+            ),
             _step("requantize out in place", attention_mask=m, x=sd, out_int32=4 * sd),
             _step("o=fc(context)", attention_mask=m, x=sd, context=sd, o=sd),
             _step("add+layernorm in place", attention_mask=m, x=sd, o=sd),
@@ -173,6 +202,7 @@ def model_peak(schedule: str, s: int, config, t_attention: int = 1, t_mlp: int =
 # Inside the MCUBERT attention op: which scratch regions are live in each phase
 # ---------------------------------------------------------------------------------------------
 
+
 def attention_phases(s: int, dims: Dims, t: int) -> list[Step]:
     """Live scratch regions per phase of the op (the scratch layout must cover the worst one)."""
     layout = attention.scratch_layout(s, dims.hidden, dims.heads, t)
@@ -195,6 +225,6 @@ def attention_formula_bytes(s: int, dims: Dims, t: int) -> int:
     """The closed form (2 + 1/h) s d + tile terms, unaligned (documentation and a cross-check)."""
     d, h, dh = dims.hidden, dims.heads, dims.head_size
     resident = s * d + mask_bytes(s)
-    big = s * dh * (h - 1) + 2 * s * dh          # earlier heads' context + one head's K, V
+    big = s * dh * (h - 1) + 2 * s * dh  # earlier heads' context + one head's K, V
     tile = t * dh + max(t * dh + 2 * t * s + 8 * t, 2 * t * d) + 2 * 4 * max(d, s)
     return resident + big + tile

@@ -34,9 +34,10 @@ def board_budget(board: Board | str, reserve: int = DEFAULT_SRAM_RESERVE) -> int
 # Cost models
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class OpShape:
-    kind: str          # "attention" or "mlp"
+    kind: str  # "attention" or "mlp"
     seq_len: int
     dims: Dims
     tile: int
@@ -69,9 +70,9 @@ class ProxyCostModel:
         tiles = self._tiles(s, t)
         if shape.kind == "attention":
             h, dh = shape.dims.heads, shape.dims.head_size
-            per_row = d * dh + 2 * s * dh          # Q projection, scores, P.V
+            per_row = d * dh + 2 * s * dh  # Q projection, scores, P.V
             macs = h * (2 * self._padded(s) * d * dh + sum(self._padded(n) * per_row for n in tiles))
-            macs += sum(self._padded(n) * d * d for n in tiles)     # output projection, last head
+            macs += sum(self._padded(n) * d * d for n in tiles)  # output projection, last head
             return macs + self.tile_overhead * len(tiles) * (3 * h + 1)
         if shape.kind == "mlp":
             f = shape.dims.ffn
@@ -84,10 +85,11 @@ class ProxyCostModel:
 # Plan
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Buffer:
     name: str
-    nbytes: int         # aligned size
+    nbytes: int  # aligned size
     first_step: int
     last_step: int
     offset: int = -1
@@ -101,13 +103,13 @@ class Buffer:
 
 @dataclasses.dataclass(frozen=True)
 class OpPlan:
-    name: str            # "embedding", "layer0.attention", ...
-    kind: str            # "embedding" | "attention" | "mlp"
+    name: str  # "embedding", "layer0.attention", ...
+    kind: str  # "embedding" | "attention" | "mlp"
     step: int
     tile: int | None
-    scratch: str         # name of its scratch buffer
-    scratch_bytes: int   # exact bytes the op asks for (unaligned)
-    live_bytes: int      # arena bytes live during this op (aligned buffers)
+    scratch: str  # name of its scratch buffer
+    scratch_bytes: int  # exact bytes the op asks for (unaligned)
+    live_bytes: int  # arena bytes live during this op (aligned buffers)
     cost: float
 
 
@@ -141,12 +143,16 @@ class Plan:
         raise KeyError(name)
 
     def summary(self) -> str:
-        lines = [f"s={self.seq_len} d={self.dims.hidden} h={self.dims.heads} ffn={self.dims.ffn} "
-                 f"layers={self.dims.layers}: {self.planned_bytes} bytes "
-                 f"({self.planned_bytes / KIB:.1f} KiB) of budget {self.budget / KIB:.1f} KiB, "
-                 f"tiles {self.tiles}"]
-        lines += [f"  {b.name:<28} @{b.offset:>8}  {b.nbytes:>8} B  steps {b.first_step}..{b.last_step}"
-                  for b in sorted(self.buffers, key=lambda b: (b.first_step, b.offset))]
+        lines = [
+            f"s={self.seq_len} d={self.dims.hidden} h={self.dims.heads} ffn={self.dims.ffn} "
+            f"layers={self.dims.layers}: {self.planned_bytes} bytes "
+            f"({self.planned_bytes / KIB:.1f} KiB) of budget {self.budget / KIB:.1f} KiB, "
+            f"tiles {self.tiles}"
+        ]
+        lines += [
+            f"  {b.name:<28} @{b.offset:>8}  {b.nbytes:>8} B  steps {b.first_step}..{b.last_step}"
+            for b in sorted(self.buffers, key=lambda b: (b.first_step, b.offset))
+        ]
         return "\n".join(lines)
 
 
@@ -183,7 +189,9 @@ def choose_tile(kind: str, s: int, dims: Dims, budget: int, cost_model: CostMode
         minimum = resident + align_up(_scratch_bytes(kind, s, dims, 1))
         raise BudgetExceededError(
             f"{kind} at seq_len {s} needs {minimum} bytes even with tile 1 "
-            f"(budget {budget}); shorten the sequence or choose a larger board", minimum)
+            f"(budget {budget}); shorten the sequence or choose a larger board",
+            minimum,
+        )
     return best[1], best[0][0]
 
 
@@ -202,8 +210,15 @@ def assign_offsets(buffers: list[Buffer]) -> list[Buffer]:
     return sorted(placed, key=lambda b: order[b.name])
 
 
-def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel | None = None,
-               tiles: dict[str, int] | None = None, classifier_labels: int | None = None) -> Plan:
+def plan_model(
+    config,
+    seq_len: int,
+    sram_budget: int,
+    *,
+    cost_model: CostModel | None = None,
+    tiles: dict[str, int] | None = None,
+    classifier_labels: int | None = None,
+) -> Plan:
     """Plan the arena of a whole model. `tiles` forces a tile per kind ("attention", "mlp").
 
     `classifier_labels`: the model ends in MCUBERT_CLASSIFIER_HEAD (step 2L+1: its scratch and
@@ -217,10 +232,12 @@ def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel 
     cost_model = cost_model or ProxyCostModel()
     last = 2 * dims.layers
     head_step = last + 1 if classifier_labels else None
-    buffers = [Buffer("input_ids", align_up(4 * s), 0, 0),
-               Buffer("token_type_ids", align_up(4 * s), 0, 0),
-               Buffer("attention_mask", align_up(mask_bytes(s)), 0, max(last - 1, 0)),
-               Buffer("hidden", align_up(s * d), 0, head_step or last)]
+    buffers = [
+        Buffer("input_ids", align_up(4 * s), 0, 0),
+        Buffer("token_type_ids", align_up(4 * s), 0, 0),
+        Buffer("attention_mask", align_up(mask_bytes(s)), 0, max(last - 1, 0)),
+        Buffer("hidden", align_up(s * d), 0, head_step or last),
+    ]
     emb_scratch = embedding.scratch_bytes(s, d)
     buffers.append(Buffer("embedding.scratch", align_up(emb_scratch), 0, 0))
     chosen: dict[str, tuple[int, float]] = {}
@@ -242,14 +259,26 @@ def plan_model(config, seq_len: int, sram_budget: int, *, cost_model: CostModel 
             op_specs.append((f"layer{layer}.{kind}", kind, step, t, nbytes, cost))
     if head_step:
         head_scratch = classifier_head.scratch_bytes(d)
-        buffers += [Buffer("head.scratch", align_up(head_scratch), head_step, head_step),
-                    Buffer("logits", align_up(classifier_labels), head_step, head_step)]
+        buffers += [
+            Buffer("head.scratch", align_up(head_scratch), head_step, head_step),
+            Buffer("logits", align_up(classifier_labels), head_step, head_step),
+        ]
         op_specs.append(("head", "head", head_step, None, head_scratch, 0.0))
     placed = assign_offsets(buffers)
     planned = max(b.offset + b.nbytes for b in placed)
-    ops = tuple(OpPlan(name, kind, step, t, f"{name}.scratch", nbytes,
-                       sum(b.nbytes for b in placed if b.first_step <= step <= b.last_step), cost)
-                for name, kind, step, t, nbytes, cost in op_specs)
+    ops = tuple(
+        OpPlan(
+            name,
+            kind,
+            step,
+            t,
+            f"{name}.scratch",
+            nbytes,
+            sum(b.nbytes for b in placed if b.first_step <= step <= b.last_step),
+            cost,
+        )
+        for name, kind, step, t, nbytes, cost in op_specs
+    )
     return Plan(s, dims, sram_budget, planned, ops, tuple(placed))
 
 

@@ -14,9 +14,20 @@ from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as sch
 
 _BUILTIN_NAMES = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
 _TYPE_NAMES = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
-_NUMPY_TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64, "INT8": np.int8,
-                "UINT8": np.uint8, "INT16": np.int16, "UINT16": np.uint16, "INT32": np.int32,
-                "UINT32": np.uint32, "INT64": np.int64, "UINT64": np.uint64, "BOOL": np.bool_}
+_NUMPY_TYPES = {
+    "FLOAT32": np.float32,
+    "FLOAT16": np.float16,
+    "FLOAT64": np.float64,
+    "INT8": np.int8,
+    "UINT8": np.uint8,
+    "INT16": np.int16,
+    "UINT16": np.uint16,
+    "INT32": np.int32,
+    "UINT32": np.uint32,
+    "INT64": np.int64,
+    "UINT64": np.uint64,
+    "BOOL": np.bool_,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +110,9 @@ def parse(model_bytes: bytes) -> TfliteGraph:
         tensors=tensors,
         ops=ops,
         inputs=tuple(IoTensor(names_in.get(t, tensors[t].name), pos, tensors[t]) for pos, t in enumerate(input_order)),
-        outputs=tuple(IoTensor(names_out.get(t, tensors[t].name), pos, tensors[t])
-                      for pos, t in enumerate(output_order)),
+        outputs=tuple(
+            IoTensor(names_out.get(t, tensors[t].name), pos, tensors[t]) for pos, t in enumerate(output_order)
+        ),
     )
 
 
@@ -113,8 +125,7 @@ def _signature_names(model) -> tuple[dict[int, str], dict[int, str]]:
     def names(length, get):
         return {get(i).TensorIndex(): get(i).Name().decode() for i in range(length)}
 
-    return (names(signature.InputsLength(), signature.Inputs),
-            names(signature.OutputsLength(), signature.Outputs))
+    return (names(signature.InputsLength(), signature.Inputs), names(signature.OutputsLength(), signature.Outputs))
 
 
 def _buffer_bytes(model, index: int) -> int:
@@ -128,8 +139,9 @@ def _buffer_bytes(model, index: int) -> int:
 def _tensor_info(model, tensor, index: int) -> TensorInfo:
     quant = tensor.Quantization()
     scales = tuple(float(s) for s in quant.ScaleAsNumpy()) if quant is not None and quant.ScaleLength() else ()
-    zero_points = (tuple(int(z) for z in quant.ZeroPointAsNumpy())
-                   if quant is not None and quant.ZeroPointLength() else ())
+    zero_points = (
+        tuple(int(z) for z in quant.ZeroPointAsNumpy()) if quant is not None and quant.ZeroPointLength() else ()
+    )
     shape = tuple(int(d) for d in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else ()
     return TensorInfo(
         index=index,

@@ -26,7 +26,7 @@ from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as sch
 INTEGRITY_METADATA = "MCUBERT_INTEGRITY"
 INTEGRITY_MAGIC = 0x4E49434D
 INTEGRITY_VERSION = 1
-_HEADER_WORDS = 5   # magic, version, file size, file CRC, buffer count
+_HEADER_WORDS = 5  # magic, version, file size, file CRC, buffer count
 
 
 class IntegrityError(ValueError):
@@ -40,12 +40,13 @@ def record_words(buffer_count: int, operator_count: int) -> int:
 @dataclasses.dataclass(frozen=True)
 class _Layout:
     """Where the record sits in a packed model, and what the CRCs cover."""
-    start: int                # byte offset of the record's data
+
+    start: int  # byte offset of the record's data
     length: int
     record_buffer: int
-    buffers: list[bytes]      # data of every buffer (b"" when none)
-    options: list[bytes]      # custom options of every operator of subgraph 0
-    tensor_names: dict[int, str]   # buffer index -> name of the first tensor that uses it
+    buffers: list[bytes]  # data of every buffer (b"" when none)
+    options: list[bytes]  # custom options of every operator of subgraph 0
+    tensor_names: dict[int, str]  # buffer index -> name of the first tensor that uses it
 
 
 def _vector_start(table, field_offset: int) -> int:
@@ -89,7 +90,7 @@ def _layout(data: bytes) -> _Layout | None:
 def _file_crc(data: bytes, start: int, length: int) -> int:
     crc = zlib.crc32(data[:start])
     crc = zlib.crc32(bytes(length), crc)
-    return zlib.crc32(data[start + length:], crc)
+    return zlib.crc32(data[start + length :], crc)
 
 
 def add_integrity_record(packed: bytes) -> bytes:
@@ -98,11 +99,21 @@ def add_integrity_record(packed: bytes) -> bytes:
     if layout is None or layout.length != 4 * record_words(len(layout.buffers), len(layout.options)):
         raise ValueError("add_integrity_record: the model has no zeroed record of the right size")
     buffer_crcs = [0 if i == layout.record_buffer else zlib.crc32(b) for i, b in enumerate(layout.buffers)]
-    words = np.array([INTEGRITY_MAGIC, INTEGRITY_VERSION, len(packed),
-                      _file_crc(packed, layout.start, layout.length), len(layout.buffers), *buffer_crcs,
-                      len(layout.options), *(zlib.crc32(o) for o in layout.options)], dtype="<u4")
+    words = np.array(
+        [
+            INTEGRITY_MAGIC,
+            INTEGRITY_VERSION,
+            len(packed),
+            _file_crc(packed, layout.start, layout.length),
+            len(layout.buffers),
+            *buffer_crcs,
+            len(layout.options),
+            *(zlib.crc32(o) for o in layout.options),
+        ],
+        dtype="<u4",
+    )
     out = bytearray(packed)
-    out[layout.start:layout.start + layout.length] = words.tobytes()
+    out[layout.start : layout.start + layout.length] = words.tobytes()
     return bytes(out)
 
 
@@ -115,29 +126,35 @@ def verify_integrity(data: bytes) -> bool:
     layout = _layout(data)
     if layout is None:
         return False
-    words = np.frombuffer(data[layout.start:layout.start + layout.length], dtype="<u4")
+    words = np.frombuffer(data[layout.start : layout.start + layout.length], dtype="<u4")
     if layout.length % 4 or words.size < _HEADER_WORDS or words[0] != INTEGRITY_MAGIC:
         raise IntegrityError(f"{INTEGRITY_METADATA}: not an integrity record (corrupted)")
     if words[1] != INTEGRITY_VERSION:
-        raise IntegrityError(f"{INTEGRITY_METADATA}: record version {words[1]} (this reader knows "
-                             f"{INTEGRITY_VERSION})")
+        raise IntegrityError(f"{INTEGRITY_METADATA}: record version {words[1]} (this reader knows {INTEGRITY_VERSION})")
     if words.size != record_words(len(layout.buffers), len(layout.options)) or words[4] != len(layout.buffers):
-        raise IntegrityError(f"{INTEGRITY_METADATA}: {words.size} words do not match {len(layout.buffers)} "
-                             f"buffers and {len(layout.options)} operators (corrupted)")
+        raise IntegrityError(
+            f"{INTEGRITY_METADATA}: {words.size} words do not match {len(layout.buffers)} "
+            f"buffers and {len(layout.options)} operators (corrupted)"
+        )
     if words[2] != len(data):
-        raise IntegrityError(f"the model is {len(data):,} bytes but was exported as {int(words[2]):,} "
-                             f"(truncated or padded)")
+        raise IntegrityError(
+            f"the model is {len(data):,} bytes but was exported as {int(words[2]):,} (truncated or padded)"
+        )
     if words[3] == _file_crc(data, layout.start, layout.length):
         return True
-    buffer_crcs = words[_HEADER_WORDS:_HEADER_WORDS + len(layout.buffers)]
+    buffer_crcs = words[_HEADER_WORDS : _HEADER_WORDS + len(layout.buffers)]
     for i, (expected, raw) in enumerate(zip(buffer_crcs, layout.buffers)):
         if i != layout.record_buffer and expected != zlib.crc32(raw):
             name = layout.tensor_names.get(i, f"buffer {i}")
-            raise IntegrityError(f"{name}: constant data corrupted (buffer {i}: CRC-32 {zlib.crc32(raw):08x}, "
-                                 f"exported {int(expected):08x})")
-    option_crcs = words[_HEADER_WORDS + len(layout.buffers) + 1:]
+            raise IntegrityError(
+                f"{name}: constant data corrupted (buffer {i}: CRC-32 {zlib.crc32(raw):08x}, "
+                f"exported {int(expected):08x})"
+            )
+    option_crcs = words[_HEADER_WORDS + len(layout.buffers) + 1 :]
     for k, (expected, raw) in enumerate(zip(option_crcs, layout.options)):
         if expected != zlib.crc32(raw):
             raise IntegrityError(f"operator {k}: custom options corrupted")
-    raise IntegrityError("the model's structure (tensor table, shapes, quantization or offsets) is corrupted: "
-                         "its CRC-32 differs from the exported one, but no constant or options did")
+    raise IntegrityError(
+        "the model's structure (tensor table, shapes, quantization or offsets) is corrupted: "
+        "its CRC-32 differs from the exported one, but no constant or options did"
+    )

@@ -24,7 +24,11 @@ from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as sch
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, IntegrityError, verify_integrity
 from tflm_mcubert.tflite.mcubert_writer import (
-    FILE_IDENTIFIER, INPUT_NAMES, OFFLINE_PLAN_METADATA, OFFLINE_PLAN_VERSION, ONLINE_PLANNED,
+    FILE_IDENTIFIER,
+    INPUT_NAMES,
+    OFFLINE_PLAN_METADATA,
+    OFFLINE_PLAN_VERSION,
+    ONLINE_PLANNED,
 )
 from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 from tflm_mcubert.ops.attention import AttentionParams
@@ -37,13 +41,24 @@ from tflm_mcubert.ops.scratch import ALIGNMENT, align_up
 from tflm_mcubert.ops.validation import OpSpecError
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
-_DTYPES = {schema.TensorType.INT8: np.dtype(np.int8), schema.TensorType.INT16: np.dtype(np.int16),
-           schema.TensorType.INT32: np.dtype(np.int32)}
-_PARAMS = {contract.EMBEDDING: EmbeddingParams, contract.ATTENTION: AttentionParams,
-           contract.MLP: MLPParams, contract.CLASSIFIER_HEAD: ClassifierHeadParams}
+_DTYPES = {
+    schema.TensorType.INT8: np.dtype(np.int8),
+    schema.TensorType.INT16: np.dtype(np.int16),
+    schema.TensorType.INT32: np.dtype(np.int32),
+}
+_PARAMS = {
+    contract.EMBEDDING: EmbeddingParams,
+    contract.ATTENTION: AttentionParams,
+    contract.MLP: MLPParams,
+    contract.CLASSIFIER_HEAD: ClassifierHeadParams,
+}
 # Inputs that come from the arena (not the flatbuffer), per op.
-RUNTIME_INPUTS = {contract.EMBEDDING: ("input_ids", "token_type_ids"), contract.ATTENTION: ("hidden", "mask"),
-                  contract.MLP: ("hidden",), contract.CLASSIFIER_HEAD: ("hidden",)}
+RUNTIME_INPUTS = {
+    contract.EMBEDDING: ("input_ids", "token_type_ids"),
+    contract.ATTENTION: ("hidden", "mask"),
+    contract.MLP: ("hidden",),
+    contract.CLASSIFIER_HEAD: ("hidden",),
+}
 
 
 class ModelFormatError(UserError):
@@ -56,7 +71,7 @@ class ArenaTensor:
     name: str
     dtype: np.dtype
     shape: tuple[int, ...]
-    offset: int            # offline arena offset; -1 for constants
+    offset: int  # offline arena offset; -1 for constants
 
     @property
     def nbytes(self) -> int:
@@ -65,10 +80,10 @@ class ArenaTensor:
 
 @dataclasses.dataclass(frozen=True)
 class OpNode:
-    name: str              # "embedding", "layer0.attention", ..., "head"
-    op: str                # custom code
+    name: str  # "embedding", "layer0.attention", ..., "head"
+    op: str  # custom code
     inputs: tuple[int, ...]
-    outputs: tuple[int, ...]   # (hidden or logits, scratch)
+    outputs: tuple[int, ...]  # (hidden or logits, scratch)
 
     @property
     def scratch(self) -> int:
@@ -104,8 +119,11 @@ def _check_integrity(data: bytes) -> None:
     except _PARSE_ERRORS as exc:
         raise _fail("model", f"corrupt flatbuffer ({type(exc).__name__}: {exc})") from None
     if not verified:
-        warnings.warn(f"the model has no {INTEGRITY_METADATA} record (exported by an older version, or by "
-                      "another tool): it cannot be checked for corruption", stacklevel=3)
+        warnings.warn(
+            f"the model has no {INTEGRITY_METADATA} record (exported by an older version, or by "
+            "another tool): it cannot be checked for corruption",
+            stacklevel=3,
+        )
 
 
 def _unpack(model_bytes: bytes):
@@ -115,7 +133,7 @@ def _unpack(model_bytes: bytes):
     _check_integrity(data)
     try:
         return schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-    except Exception as exc:   # the generated reader indexes wherever corrupt offsets point
+    except Exception as exc:  # the generated reader indexes wherever corrupt offsets point
         raise _fail("model", f"corrupt flatbuffer ({type(exc).__name__}: {exc})") from None
 
 
@@ -144,8 +162,9 @@ def _offline_offsets(model, tensor_count: int) -> list[int]:
         if words[1] != 1:
             raise _fail(OFFLINE_PLAN_METADATA, f"{words[1]} subgraphs (expected 1)")
         if words[2] != tensor_count or words.size != 3 + tensor_count:
-            raise _fail(OFFLINE_PLAN_METADATA, f"{words[2]} offsets in {words.size - 3} words for "
-                        f"{tensor_count} tensors")
+            raise _fail(
+                OFFLINE_PLAN_METADATA, f"{words[2]} offsets in {words.size - 3} words for {tensor_count} tensors"
+            )
         return [int(w) for w in words[3:]]
     raise _fail(OFFLINE_PLAN_METADATA, "missing: an MCUBERT model carries its arena plan")
 
@@ -165,15 +184,18 @@ def _tensor_table(model, subgraph, offsets) -> tuple[list[ArenaTensor], dict[int
         if not 0 <= t.buffer < len(buffers):
             raise _fail(name, f"buffer index {t.buffer} is out of range")
         data = buffers[t.buffer].data if t.buffer > 0 else None
-        if tensor.nbytes == 0 and offsets[i] == ONLINE_PLANNED:   # an empty table (no low-rank cluster)
+        if tensor.nbytes == 0 and offsets[i] == ONLINE_PLANNED:  # an empty table (no low-rank cluster)
             constants[i] = np.zeros(shape, dtype)
         elif data is not None and len(data):
             if len(data) != tensor.nbytes:
                 raise _fail(name, f"{len(data)} data bytes for shape {shape} of {dtype.name}")
             if offsets[i] != ONLINE_PLANNED:
                 raise _fail(name, "a constant tensor must not have an arena offset")
-            constants[i] = np.frombuffer(np.asarray(data, np.uint8).tobytes(), dtype.newbyteorder("<")
-                                         ).astype(dtype).reshape(shape)
+            constants[i] = (
+                np.frombuffer(np.asarray(data, np.uint8).tobytes(), dtype.newbyteorder("<"))
+                .astype(dtype)
+                .reshape(shape)
+            )
         elif offsets[i] < 0 or offsets[i] % ALIGNMENT:
             raise _fail(name, f"arena offset {offsets[i]} is not a non-negative multiple of {ALIGNMENT}")
         tensors.append(tensor)
@@ -188,8 +210,10 @@ def _quant(subgraph, index: int, where: str) -> TensorQuant:
     if len(scale) == len(zero) == 1:
         return _checked_quant(where, float(scale[0]), int(zero[0]))
     if not (len(scale) == len(zero) == shape[-1] > 1 and q.quantizedDimension == len(shape) - 1):
-        raise _fail(where, "expected per-tensor quantization (one scale, one zero point) or one per "
-                    "channel of the last dimension")
+        raise _fail(
+            where,
+            "expected per-tensor quantization (one scale, one zero point) or one per channel of the last dimension",
+        )
     return _checked_quant(where, np.asarray(scale, np.float64), np.asarray(zero, np.int64))
 
 
@@ -202,8 +226,11 @@ def _checked_quant(where: str, scale, zero_point) -> TensorQuant:
 
 def _expect(tensor: ArenaTensor, where: str, dtype, elements: int) -> None:
     if tensor.dtype != np.dtype(dtype) or int(np.prod(tensor.shape)) != elements:
-        raise _fail(where, f"tensor {tensor.name!r} is {tensor.dtype.name}{list(tensor.shape)}, expected "
-                    f"{np.dtype(dtype).name} with {elements} elements")
+        raise _fail(
+            where,
+            f"tensor {tensor.name!r} is {tensor.dtype.name}{list(tensor.shape)}, expected "
+            f"{np.dtype(dtype).name} with {elements} elements",
+        )
 
 
 def read_model(model_bytes: bytes) -> McubertModel:
@@ -211,7 +238,7 @@ def read_model(model_bytes: bytes) -> McubertModel:
     model = _unpack(model_bytes)
     try:
         return _read_unpacked(model)
-    except _PARSE_ERRORS as exc:   # a defect no named check anticipated: still one clear error
+    except _PARSE_ERRORS as exc:  # a defect no named check anticipated: still one clear error
         raise _fail("model", f"malformed ({type(exc).__name__}: {exc})") from None
 
 
@@ -242,8 +269,11 @@ def _read_unpacked(model) -> McubertModel:
         inputs = [int(i) for i in (operator.inputs if operator.inputs is not None else [])]
         outputs = [int(i) for i in (operator.outputs if operator.outputs is not None else [])]
         if len(inputs) != len(spec.inputs) or len(outputs) != len(spec.outputs) + 1:
-            raise _fail(f"{name}: {op}", f"{len(inputs)} inputs and {len(outputs)} outputs, expected "
-                        f"{len(spec.inputs)} and {len(spec.outputs) + 1} (the last output is the scratch)")
+            raise _fail(
+                f"{name}: {op}",
+                f"{len(inputs)} inputs and {len(outputs)} outputs, expected "
+                f"{len(spec.inputs)} and {len(spec.outputs) + 1} (the last output is the scratch)",
+            )
         if any(not 0 <= i < len(tensors) for i in inputs + outputs):
             raise _fail(f"{name}: {op}", "tensor index out of range")
         options_raw = operator.customOptions
@@ -256,8 +286,10 @@ def _read_unpacked(model) -> McubertModel:
         for sig, index in zip(spec.inputs, inputs):
             runtime = sig.name in RUNTIME_INPUTS[op]
             if runtime == (index in constants):
-                raise _fail(f"{name}: {op}: {sig.name}", "must be " + ("computed at run time, not constant"
-                                                                       if runtime else "a constant tensor"))
+                raise _fail(
+                    f"{name}: {op}: {sig.name}",
+                    "must be " + ("computed at run time, not constant" if runtime else "a constant tensor"),
+                )
             if not runtime:
                 arrays[sig.name] = constants[index]
         try:
@@ -280,8 +312,7 @@ def _assemble(nodes, params, tensors, subgraph) -> QuantizedBert:
     if ops and ops[-1] == contract.CLASSIFIER_HEAD:
         expected.append(contract.CLASSIFIER_HEAD)
     if ops != expected or not layers:
-        raise _fail("model", f"op sequence {ops} is not EMBEDDING, (ATTENTION, MLP) x L >= 1, optional "
-                    f"CLASSIFIER_HEAD")
+        raise _fail("model", f"op sequence {ops} is not EMBEDDING, (ATTENTION, MLP) x L >= 1, optional CLASSIFIER_HEAD")
     first = params[0]
     s, d = first.seq_len, first.hidden
     mask = nodes[1].inputs[1]
@@ -329,8 +360,10 @@ def _io(model, subgraph, nodes, tensors) -> tuple[dict[str, int], dict[str, int]
     graph_inputs = [int(i) for i in (subgraph.inputs if subgraph.inputs is not None else [])]
     expected_inputs = [nodes[0].inputs[0], nodes[1].inputs[1], nodes[0].inputs[1]]
     if graph_inputs != expected_inputs:
-        raise _fail("model", f"graph inputs {graph_inputs} are not (input_ids, attention_mask, "
-                    f"token_type_ids) = {expected_inputs}")
+        raise _fail(
+            "model",
+            f"graph inputs {graph_inputs} are not (input_ids, attention_mask, token_type_ids) = {expected_inputs}",
+        )
     graph_outputs = [int(i) for i in (subgraph.outputs if subgraph.outputs is not None else [])]
     if graph_outputs != [nodes[-1].outputs[0]]:
         raise _fail("model", f"graph outputs {graph_outputs} are not the last op's output")
@@ -367,11 +400,12 @@ def _check_plan(nodes, tensors, graph_inputs, graph_outputs) -> int:
         extent[key] = (t.offset, t.offset + align_up(t.nbytes))
     keys = list(life)
     for a_pos, a in enumerate(keys):
-        for b in keys[a_pos + 1:]:
+        for b in keys[a_pos + 1 :]:
             alive_together = life[a][0] <= life[b][1] and life[b][0] <= life[a][1]
             overlap = extent[a][0] < extent[b][1] and extent[b][0] < extent[a][1]
             if alive_together and overlap:
                 names = [("hidden states" if k == "hidden" else tensors[k].name) for k in (a, b)]
-                raise _fail(OFFLINE_PLAN_METADATA, f"{names[0]} and {names[1]} are alive together but "
-                            f"overlap in the arena")
+                raise _fail(
+                    OFFLINE_PLAN_METADATA, f"{names[0]} and {names[1]} are alive together but overlap in the arena"
+                )
     return max(end for _, end in extent.values())

@@ -47,8 +47,11 @@ SIGNATURE_KEY = "serving_default"
 DESCRIPTION = "MCUBERT int8 BERT (tflm-mcubert)"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
-TENSOR_TYPES = {np.dtype(np.int8): schema.TensorType.INT8, np.dtype(np.int16): schema.TensorType.INT16,
-                np.dtype(np.int32): schema.TensorType.INT32}
+TENSOR_TYPES = {
+    np.dtype(np.int8): schema.TensorType.INT8,
+    np.dtype(np.int16): schema.TensorType.INT16,
+    np.dtype(np.int32): schema.TensorType.INT32,
+}
 
 
 class _AlignedBufferT(schema.BufferT):
@@ -60,7 +63,7 @@ class _AlignedBufferT(schema.BufferT):
             raw = np.ascontiguousarray(self.data).reshape(-1).view(np.uint8).tobytes()
             builder.StartVector(1, len(raw), BUFFER_ALIGNMENT)
             builder.head -= len(raw)
-            builder.Bytes[builder.head:builder.head + len(raw)] = raw
+            builder.Bytes[builder.head : builder.head + len(raw)] = raw
             data = builder.EndVector()
         schema.BufferStart(builder)
         if data is not None:
@@ -72,14 +75,13 @@ class _GraphBuilder:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.tensors: list[schema.TensorT] = []
-        self.buffers: list[schema.BufferT] = [_AlignedBufferT()]   # buffer 0: the empty sentinel
+        self.buffers: list[schema.BufferT] = [_AlignedBufferT()]  # buffer 0: the empty sentinel
         self.offsets: list[int] = []
         self.operators: list[schema.OperatorT] = []
         self.opcodes: dict[str, int] = {}
         self.codes: list[schema.OperatorCodeT] = []
 
-    def _tensor(self, name: str, dtype, shape, buffer: int, offset: int,
-                quant: TensorQuant | None = None) -> int:
+    def _tensor(self, name: str, dtype, shape, buffer: int, offset: int, quant: TensorQuant | None = None) -> int:
         tensor = schema.TensorT()
         tensor.name = name
         tensor.type = TENSOR_TYPES[np.dtype(dtype)]
@@ -89,7 +91,7 @@ class _GraphBuilder:
             params = schema.QuantizationParametersT()
             params.scale = [float(v) for v in np.atleast_1d(quant.scale)]
             params.zeroPoint = [int(v) for v in np.atleast_1d(quant.zero_point)]
-            if quant.per_channel:   # hidden states: one (scale, zero point) per channel of d
+            if quant.per_channel:  # hidden states: one (scale, zero point) per channel of d
                 params.quantizedDimension = len(shape) - 1
             tensor.quantization = params
         self.tensors.append(tensor)
@@ -131,8 +133,9 @@ class _GraphBuilder:
         self.operators.append(operator)
 
 
-def _constants(graph: _GraphBuilder, op_name: str, op: str, tensors: dict[str, np.ndarray],
-               runtime: list[int]) -> list[int]:
+def _constants(
+    graph: _GraphBuilder, op_name: str, op: str, tensors: dict[str, np.ndarray], runtime: list[int]
+) -> list[int]:
     """The op's input tensor indices in contract order: run-time ones given, constants created."""
     indices, runtime = [], list(runtime)
     for sig in contract.CONTRACTS[op].inputs:
@@ -160,8 +163,7 @@ def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
     types = graph.activation("token_type_ids", np.int32, (1, s), "token_type_ids")
 
     def hidden(name: str, index: int) -> int:
-        return graph.activation(f"{name}/hidden", np.int8, (1, s, d), "hidden",
-                                model.hidden_quant[index])
+        return graph.activation(f"{name}/hidden", np.int8, (1, s, d), "hidden", model.hidden_quant[index])
 
     p = model.embedding
     inputs = _constants(graph, "embedding", contract.EMBEDDING, p.tensors(), [ids, types])
@@ -259,4 +261,3 @@ def constant_bytes_by_op(model: QuantizedBert) -> list[OpBytes]:
 
 def _nbytes(tensors: dict[str, np.ndarray]) -> int:
     return sum(int(a.nbytes) for a in tensors.values())
-

@@ -43,19 +43,24 @@ class EncodedSplit:
         """The same examples with every token id (padding included) mapped through `new_id_of[old_id]`:
         what a tokenizer with a permuted vocabulary would have produced."""
         new_id_of = np.asarray(new_id_of, np.int32)
-        return dataclasses.replace(self, input_ids=[new_id_of[ids] for ids in self.input_ids],
-                                   pad_id=int(new_id_of[self.pad_id]))
+        return dataclasses.replace(
+            self, input_ids=[new_id_of[ids] for ids in self.input_ids], pad_id=int(new_id_of[self.pad_id])
+        )
 
 
-def encode_split(split, tokenizer, *, name: str, max_seq_len: int, num_labels: int,
-                 vocab_size: int) -> EncodedSplit:
+def encode_split(split, tokenizer, *, name: str, max_seq_len: int, num_labels: int, vocab_size: int) -> EncodedSplit:
     """Tokenize a `datasets` split of a task (columns text[, text_pair], label), truncating to max_seq_len."""
     if tokenizer.pad_token_id is None:
         raise UserError("the tokenizer has no [PAD] token, so batches cannot be padded")
     pairs = TEXT_PAIR in split.column_names
     # list(): datasets 5 returns a lazy Column, which the tokenizer does not accept.
-    encoded = tokenizer(list(split[TEXT]), list(split[TEXT_PAIR]) if pairs else None, truncation=True,
-                        max_length=max_seq_len, return_token_type_ids=True)
+    encoded = tokenizer(
+        list(split[TEXT]),
+        list(split[TEXT_PAIR]) if pairs else None,
+        truncation=True,
+        max_length=max_seq_len,
+        return_token_type_ids=True,
+    )
     input_ids = [np.asarray(ids, np.int32) for ids in encoded["input_ids"]]
     token_type_ids = [np.asarray(types, np.int32) for types in encoded["token_type_ids"]]
     labels = np.asarray(split[LABEL], np.int32)
@@ -64,8 +69,10 @@ def encode_split(split, tokenizer, *, name: str, max_seq_len: int, num_labels: i
         raise UserError(f"{name} split: label {bad} is outside 0..{num_labels - 1} ({num_labels} labels)")
     top = max((int(ids.max()) for ids in input_ids if ids.size), default=0)
     if top >= vocab_size:
-        raise UserError(f"the tokenizer produces id {top}, but the model's vocabulary has {vocab_size} ids: "
-                        f"tokenizer and checkpoint do not match")
+        raise UserError(
+            f"the tokenizer produces id {top}, but the model's vocabulary has {vocab_size} ids: "
+            f"tokenizer and checkpoint do not match"
+        )
     if len(labels) == 0:
         raise UserError(f"the {name} split is empty")
     return EncodedSplit(name, input_ids, token_type_ids, labels, int(tokenizer.pad_token_id))
@@ -83,8 +90,13 @@ def pad_batch(split: EncodedSplit, rows: np.ndarray, length: int | None = None) 
         input_ids[k, :n] = split.input_ids[r]
         token_type_ids[k, :n] = split.token_type_ids[r]
         attention_mask[k, :n] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids,
-            "labels": split.labels[rows], "index": rows.astype(np.int32)}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_type_ids,
+        "labels": split.labels[rows],
+        "index": rows.astype(np.int32),
+    }
 
 
 def epoch_order(size: int, seed: int, epoch: int) -> np.ndarray:
@@ -100,7 +112,7 @@ def training_batch(split: EncodedSplit, *, batch_size: int, seed: int, step: int
     """Global step `step` of seeded training over `split` (the last batch of an epoch may be smaller)."""
     per_epoch = steps_per_epoch(len(split), batch_size)
     epoch, position = divmod(step, per_epoch)
-    rows = epoch_order(len(split), seed, epoch)[position * batch_size:(position + 1) * batch_size]
+    rows = epoch_order(len(split), seed, epoch)[position * batch_size : (position + 1) * batch_size]
     return pad_batch(split, rows)
 
 

@@ -55,9 +55,11 @@ class Objective:
 
     def check_student(self, student: BertModel) -> None:
         if self.hidden_weight > 0 and self.hidden_teacher.config.hidden_size != student.config.hidden_size:
-            raise UserError(f"hidden-state KD needs teacher and student of one width; the teacher has "
-                            f"{self.hidden_teacher.config.hidden_size}, the student "
-                            f"{student.config.hidden_size} (use --hidden-kd 0)")
+            raise UserError(
+                f"hidden-state KD needs teacher and student of one width; the teacher has "
+                f"{self.hidden_teacher.config.hidden_size}, the student "
+                f"{student.config.hidden_size} (use --hidden-kd 0)"
+            )
 
     def per_example_loss(self, model: BertModel, batch) -> tf.Tensor:
         inputs = {name: batch[name] for name in INPUT_NAMES}
@@ -83,12 +85,18 @@ class Objective:
 
 # --- students --------------------------------------------------------------------------------------------
 
+
 def student_config(teacher: BertConfig, shape: BertConfig) -> BertConfig:
     """`shape` (a preset's widths and depth) with the teacher's vocabulary, positions, types and labels."""
-    return dataclasses.replace(shape, vocab_size=teacher.vocab_size,
-                               max_position_embeddings=teacher.max_position_embeddings,
-                               type_vocab_size=teacher.type_vocab_size, pad_token_id=teacher.pad_token_id,
-                               layer_norm_eps=teacher.layer_norm_eps, num_labels=teacher.num_labels).validate()
+    return dataclasses.replace(
+        shape,
+        vocab_size=teacher.vocab_size,
+        max_position_embeddings=teacher.max_position_embeddings,
+        type_vocab_size=teacher.type_vocab_size,
+        pad_token_id=teacher.pad_token_id,
+        layer_norm_eps=teacher.layer_norm_eps,
+        num_labels=teacher.num_labels,
+    ).validate()
 
 
 def embedding_projection(teacher: BertModel, width: int) -> np.ndarray:
@@ -97,8 +105,13 @@ def embedding_projection(teacher: BertModel, width: int) -> np.ndarray:
     their sum, which a common projection preserves (separate bases would not add up). A student wider
     than the teacher gets zero columns past the teacher's width."""
     emb = teacher.embeddings
-    stacked = np.concatenate([np.asarray(emb.word_embeddings.numpy()), np.asarray(emb.position_embeddings.numpy()),
-                              np.asarray(emb.token_type_embeddings.numpy())]).astype(np.float64)
+    stacked = np.concatenate(
+        [
+            np.asarray(emb.word_embeddings.numpy()),
+            np.asarray(emb.position_embeddings.numpy()),
+            np.asarray(emb.token_type_embeddings.numpy()),
+        ]
+    ).astype(np.float64)
     _, _, vt = np.linalg.svd(stacked, full_matrices=False)
     projection = np.zeros((stacked.shape[1], width), np.float32)
     kept = min(width, vt.shape[0])
@@ -139,5 +152,8 @@ def student_from_teacher(teacher: BertModel, config: BertConfig, *, seed: int) -
     projection = embedding_projection(teacher, config.hidden_size)
     for name in tables:
         getattr(s_emb, name).assign(np.asarray(getattr(t_emb, name).numpy()) @ projection)
-    return student, {"embeddings": f"SVD projection {teacher.config.hidden_size} -> {config.hidden_size}",
-                     "encoder_layers_from": None, "pooler": "random"}
+    return student, {
+        "embeddings": f"SVD projection {teacher.config.hidden_size} -> {config.hidden_size}",
+        "encoder_layers_from": None,
+        "pooler": "random",
+    }

@@ -47,6 +47,7 @@ LOSS_DECAY = 0.98
 
 # --- strategies ----------------------------------------------------------------------------------------
 
+
 def make_strategy(name: str) -> tf.distribute.Strategy:
     """default: one device. mirrored: every local GPU, or every logical CPU device when there is no GPU
     (a plain MirroredStrategy would use only /cpu:0). multiworker: the cluster described by TF_CONFIG."""
@@ -76,11 +77,16 @@ def enable_determinism(seed: int) -> None:
 
 # --- run directory ---------------------------------------------------------------------------------------
 
+
 def _describe_difference(stored: dict, current: dict) -> str:
     keys = sorted(set(stored) | set(current))
     changed = [k for k in keys if stored.get(k) != current.get(k)]
-    shown = [f"{k}: {stored.get(k)!r} -> {current.get(k)!r}" if k != "data" else "the data (task, tokenizer, "
-             "max length or example count)" for k in changed[:4]]
+    shown = [
+        f"{k}: {stored.get(k)!r} -> {current.get(k)!r}"
+        if k != "data"
+        else "the data (task, tokenizer, max length or example count)"
+        for k in changed[:4]
+    ]
     more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
     return "; ".join(shown) + more
 
@@ -97,12 +103,15 @@ class RunDirectory:
         run_file = self.root / RUN_FILE
         if run_file.is_file():
             if not resume:
-                raise UserError(f"{self.root.parent}: holds an earlier run; pass --resume to continue it, "
-                                f"or choose another --out")
+                raise UserError(
+                    f"{self.root.parent}: holds an earlier run; pass --resume to continue it, or choose another --out"
+                )
             stored = json.loads(run_file.read_text())
             if stored != self.settings:
-                raise UserError(f"--resume: {self.root.parent} was started with different settings "
-                                f"({_describe_difference(stored, self.settings)}); use a new --out")
+                raise UserError(
+                    f"--resume: {self.root.parent} was started with different settings "
+                    f"({_describe_difference(stored, self.settings)}); use a new --out"
+                )
             self.resumed = True
         else:
             self.resumed = False
@@ -149,6 +158,7 @@ class RunDirectory:
 
 # --- stages ----------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class UpdateRule:
     """Variables moved by one optimizer on the task loss (+ `penalty()`, e.g. λ·size, for this rule only)."""
@@ -190,9 +200,17 @@ class Trainer:
     """Runs stages (see module docstring). `on_step_end(stage_name, steps_done)` is called after every
     step and its checkpoint, e.g. to stop a run early."""
 
-    def __init__(self, run: RunDirectory, strategy: tf.distribute.Strategy, *, batch_size: int, seed: int,
-                 checkpoint_every: int = 200, progress: bool = True,
-                 on_step_end: Callable[[str, int], None] | None = None):
+    def __init__(
+        self,
+        run: RunDirectory,
+        strategy: tf.distribute.Strategy,
+        *,
+        batch_size: int,
+        seed: int,
+        checkpoint_every: int = 200,
+        progress: bool = True,
+        on_step_end: Callable[[str, int], None] | None = None,
+    ):
         if batch_size < 1:
             raise UserError(f"--batch-size must be positive, got {batch_size}")
         if checkpoint_every < 1:
@@ -209,14 +227,19 @@ class Trainer:
 
     def fit(self, stage: Stage) -> StageRecord:
         stage.objective.check_student(stage.model)
-        if stage.objective.uses_teacher_logits and (stage.teacher_logits is None
-                                                     or len(stage.teacher_logits) != len(stage.train)):
+        if stage.objective.uses_teacher_logits and (
+            stage.teacher_logits is None or len(stage.teacher_logits) != len(stage.train)
+        ):
             raise ValueError(f"stage {stage.name}: KD needs teacher logits for every training example")
         # A rank-0 cluster has zero-size factors: nothing to train, and MirroredStrategy's all-reduce of an
         # empty gradient crashes the process on CPU, so rules leave them out.
-        stage = dataclasses.replace(stage, rules=[
-            dataclasses.replace(rule, variables=[v for v in rule.variables if math.prod(v.shape) > 0])
-            for rule in stage.rules])
+        stage = dataclasses.replace(
+            stage,
+            rules=[
+                dataclasses.replace(rule, variables=[v for v in rule.variables if math.prod(v.shape) > 0])
+                for rule in stage.rules
+            ],
+        )
         with self.strategy.scope():
             # The paper's AdamW with zero weight decay is Adam; Keras' AdamW would still trace a decay step.
             optimizers = [keras.optimizers.Adam(rule.learning_rate, name=f"opt_{rule.name}") for rule in stage.rules]
@@ -236,13 +259,21 @@ class Trainer:
                 for rule, step_fn in zip(stage.rules, steps):
                     loss = float(step_fn(distributed))
                     # A moving average over ~50 steps: one batch's loss says little.
-                    loss_average[rule.name] = loss if rule.name not in loss_average else (
-                        LOSS_DECAY * loss_average[rule.name] + (1 - LOSS_DECAY) * loss)
+                    loss_average[rule.name] = (
+                        loss
+                        if rule.name not in loss_average
+                        else (LOSS_DECAY * loss_average[rule.name] + (1 - LOSS_DECAY) * loss)
+                    )
                 if stage.after_step is not None:
                     metrics = stage.after_step() or {}
                 bar.update(1)
-                bar.set_postfix({**{k: f"{v:.4f}" for k, v in loss_average.items()},
-                                 **{k: v for k, v in metrics.items() if isinstance(v, (int, str))}}, refresh=False)
+                bar.set_postfix(
+                    {
+                        **{k: f"{v:.4f}" for k, v in loss_average.items()},
+                        **{k: v for k, v in metrics.items() if isinstance(v, (int, str))},
+                    },
+                    refresh=False,
+                )
                 done = step + 1
                 if done == total or done % self.checkpoint_every == 0:
                     self._save(stage, optimizers, done, total, loss_average, metrics)
@@ -250,8 +281,9 @@ class Trainer:
                     self.on_step_end(stage.name, done)
         finally:
             bar.close()
-        return StageRecord(stage.name, total, stage.epochs, round(time.monotonic() - began, 1), start, loss_average,
-                           metrics)
+        return StageRecord(
+            stage.name, total, stage.epochs, round(time.monotonic() - began, 1), start, loss_average, metrics
+        )
 
     # -- steps --
     def _step_function(self, stage: Stage, rule: UpdateRule, optimizer):
@@ -281,8 +313,11 @@ class Trainer:
             # reduce_retracing makes their second trace shape-generic instead.
             if "step" not in compiled:
                 plain = all(isinstance(t, tf.Tensor) for t in tf.nest.flatten(batch))
-                signature = ([tf.nest.map_structure(lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batch)]
-                             if plain else None)
+                signature = (
+                    [tf.nest.map_structure(lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batch)]
+                    if plain
+                    else None
+                )
                 compiled["step"] = tf.function(step, input_signature=signature, reduce_retracing=not plain)
             return compiled["step"](batch)
 
@@ -315,10 +350,16 @@ class Trainer:
                 arrays[f"opt/{rule.name}/{i}"] = np.asarray(v.numpy())
         for i, v in enumerate(stage.extra_state):
             arrays[f"extra/{i}"] = np.asarray(v.numpy())
-        meta = {"stage": stage.name, "step": done, "total": total, "done": done == total, "loss_average": loss_average,
-                "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))},
-                # Shapes, not paths: Keras numbers layer names per process ("..._1"), so paths may differ.
-                "model_shapes": [list(v.shape) for v in stage.model.variables]}
+        meta = {
+            "stage": stage.name,
+            "step": done,
+            "total": total,
+            "done": done == total,
+            "loss_average": loss_average,
+            "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))},
+            # Shapes, not paths: Keras numbers layer names per process ("..._1"), so paths may differ.
+            "model_shapes": [list(v.shape) for v in stage.model.variables],
+        }
         self.run.save_arrays(f"stage-{stage.name}", arrays, meta)
 
     def _restore(self, stage: Stage, optimizers, total: int) -> tuple[int, dict, dict]:
@@ -327,16 +368,19 @@ class Trainer:
             return 0, {}, {}
         arrays, meta = found
         if meta["total"] != total or meta["model_shapes"] != [list(v.shape) for v in stage.model.variables]:
-            raise UserError(f"{self.run.root}: the checkpoint of stage {stage.name} does not match this run's "
-                            f"model or schedule; use a new --out")
+            raise UserError(
+                f"{self.run.root}: the checkpoint of stage {stage.name} does not match this run's "
+                f"model or schedule; use a new --out"
+            )
         targets = [(f"model/{i}", v) for i, v in enumerate(stage.model.variables)]
         for rule, optimizer in zip(stage.rules, optimizers):
             targets += [(f"opt/{rule.name}/{i}", v) for i, v in enumerate(optimizer.variables)]
         targets += [(f"extra/{i}", v) for i, v in enumerate(stage.extra_state)]
         for key, variable in targets:
             if key not in arrays or tuple(arrays[key].shape) != tuple(variable.shape):
-                raise UserError(f"{self.run.root}: the checkpoint of stage {stage.name} lacks or mis-shapes "
-                                f"{key}; use a new --out")
+                raise UserError(
+                    f"{self.run.root}: the checkpoint of stage {stage.name} lacks or mis-shapes {key}; use a new --out"
+                )
             variable.assign(arrays[key])
         return int(meta["step"]), dict(meta["loss_average"]), dict(meta["metrics"])
 
@@ -345,8 +389,16 @@ class Trainer:
 
         interactive = sys.stderr.isatty()
         # In a log file, a bar redrawn every 0.1 s would be thousands of lines: redraw every 30 s there.
-        return tqdm(total=total, initial=start, desc=name, unit="step", file=sys.stderr, dynamic_ncols=interactive,
-                    mininterval=0.5 if interactive else 30.0, disable=not self.progress)
+        return tqdm(
+            total=total,
+            initial=start,
+            desc=name,
+            unit="step",
+            file=sys.stderr,
+            dynamic_ncols=interactive,
+            mininterval=0.5 if interactive else 30.0,
+            disable=not self.progress,
+        )
 
 
 # --- evaluation ------------------------------------------------------------------------------------------
@@ -359,10 +411,13 @@ def predict_logits(model: BertModel, split: EncodedSplit, batch_size: int) -> np
     """Logits for every example of `split`, in order (dynamic padding; run outside any replica context)."""
     forward = _FORWARD_OF.get(model)
     if forward is None:  # one trace per model, whatever the batch shapes
-        forward = _FORWARD_OF[model] = tf.function(lambda inputs: model(inputs)["logits"],
-                                                   input_signature=_INPUT_SIGNATURE)
-    out = [np.asarray(forward({name: tf.constant(batch[name]) for name in INPUT_NAMES}))
-           for batch in evaluation_batches(split, batch_size)]
+        forward = _FORWARD_OF[model] = tf.function(
+            lambda inputs: model(inputs)["logits"], input_signature=_INPUT_SIGNATURE
+        )
+    out = [
+        np.asarray(forward({name: tf.constant(batch[name]) for name in INPUT_NAMES}))
+        for batch in evaluation_batches(split, batch_size)
+    ]
     return np.concatenate(out).astype(np.float32)
 
 

@@ -73,11 +73,7 @@ typedef struct {
 } mcubert_context;
 
 /* Element types, numbered as TfLiteType so a binding can pass tensor->type through. */
-typedef enum {
-    MCUBERT_DTYPE_INT32 = 2,
-    MCUBERT_DTYPE_INT16 = 7,
-    MCUBERT_DTYPE_INT8 = 9
-} mcubert_dtype;
+typedef enum { MCUBERT_DTYPE_INT32 = 2, MCUBERT_DTYPE_INT16 = 7, MCUBERT_DTYPE_INT8 = 9 } mcubert_dtype;
 
 /* What a binding knows about one tensor at Prepare. `data` is NULL for tensors without data
  * yet (activations); constant tensors pass their data and get their contents checked. */
@@ -101,50 +97,55 @@ typedef struct {
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
-    int32_t spec_version; /* MCUBERT_SPEC_VERSION */
-    uint32_t spec_hash;   /* MCUBERT_SPEC_HASH */
-    int32_t seq_len;      /* s, [1, 1024] */
-    int32_t hidden;       /* d, [1, 1024] */
-    int32_t vocab_size;   /* [1, 2^31 - 1]; ids outside [0, vocab_size) are an input error */
+    int32_t spec_version;    /* MCUBERT_SPEC_VERSION */
+    uint32_t spec_hash;      /* MCUBERT_SPEC_HASH */
+    int32_t seq_len;         /* s, [1, 1024] */
+    int32_t hidden;          /* d, [1, 1024] */
+    int32_t vocab_size;      /* [1, 2^31 - 1]; ids outside [0, vocab_size) are an input error */
     int32_t cluster_count;   /* c, [1, 8] */
     int32_t type_vocab_size; /* T, [1, 1024] */
     int32_t reserved;        /* 0; keeps ln_eps 8-byte aligned on every ABI */
     int64_t ln_eps;          /* [0, 2^50] */
 } mcubert_embedding_params;
 
-typedef struct {                      /* constant inputs 2..10, contract order */
-    const int32_t *clusters;          /* [c][2]: end id (exclusive), rank (rank_0 = d) */
-    const int8_t *word_rows;          /* U_0 | U_1 | ... row-major */
-    const int8_t *word_projections;   /* V_i (d outputs x r_i inputs), pair4, concatenated */
-    const int32_t *word_requant;      /* [c][d][2]: multiplier, shift */
-    const int8_t *position_table;     /* [s][d] */
-    const int32_t *position_requant;  /* [d][2] */
-    const int8_t *token_type_table;   /* [T][d] */
+typedef struct {                       /* constant inputs 2..10, contract order */
+    const int32_t *clusters;           /* [c][2]: end id (exclusive), rank (rank_0 = d) */
+    const int8_t *word_rows;           /* U_0 | U_1 | ... row-major */
+    const int8_t *word_projections;    /* V_i (d outputs x r_i inputs), pair4, concatenated */
+    const int32_t *word_requant;       /* [c][d][2]: multiplier, shift */
+    const int8_t *position_table;      /* [s][d] */
+    const int32_t *position_requant;   /* [d][2] */
+    const int8_t *token_type_table;    /* [T][d] */
     const int32_t *token_type_requant; /* [d][2] */
-    const int32_t *layer_norm;        /* [d][2]: gamma_q, beta_q */
+    const int32_t *layer_norm;         /* [d][2]: gamma_q, beta_q */
 } mcubert_embedding_weights;
 
 enum { /* tensor order of mcubert_embedding_validate: inputs then the output */
-    MCUBERT_EMBEDDING_INPUT_IDS, MCUBERT_EMBEDDING_TOKEN_TYPE_IDS, MCUBERT_EMBEDDING_CLUSTERS,
-    MCUBERT_EMBEDDING_WORD_ROWS, MCUBERT_EMBEDDING_WORD_PROJECTIONS, MCUBERT_EMBEDDING_WORD_REQUANT,
-    MCUBERT_EMBEDDING_POSITION_TABLE, MCUBERT_EMBEDDING_POSITION_REQUANT,
-    MCUBERT_EMBEDDING_TOKEN_TYPE_TABLE, MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT,
-    MCUBERT_EMBEDDING_LAYER_NORM, MCUBERT_EMBEDDING_OUTPUT, MCUBERT_EMBEDDING_NUM_TENSORS
+       MCUBERT_EMBEDDING_INPUT_IDS,
+       MCUBERT_EMBEDDING_TOKEN_TYPE_IDS,
+       MCUBERT_EMBEDDING_CLUSTERS,
+       MCUBERT_EMBEDDING_WORD_ROWS,
+       MCUBERT_EMBEDDING_WORD_PROJECTIONS,
+       MCUBERT_EMBEDDING_WORD_REQUANT,
+       MCUBERT_EMBEDDING_POSITION_TABLE,
+       MCUBERT_EMBEDDING_POSITION_REQUANT,
+       MCUBERT_EMBEDDING_TOKEN_TYPE_TABLE,
+       MCUBERT_EMBEDDING_TOKEN_TYPE_REQUANT,
+       MCUBERT_EMBEDDING_LAYER_NORM,
+       MCUBERT_EMBEDDING_OUTPUT,
+       MCUBERT_EMBEDDING_NUM_TENSORS
 };
 
 int32_t mcubert_embedding_get_buffer_size(int32_t seq_len, int32_t hidden);
 
-mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params,
-                                          const mcubert_tensor_view *tensors, int32_t count,
-                                          mcubert_message *message);
+mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params, const mcubert_tensor_view *tensors,
+                                          int32_t count, mcubert_message *message);
 
 /* hidden[s][d] = LayerNorm(word + position + token type). Errors: MCUBERT_ERROR_INPUT for an
  * id or type out of range (nothing is written then). */
-mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params,
-                                    const mcubert_embedding_weights *weights,
-                                    const int32_t *input_ids, const int32_t *token_type_ids,
-                                    int8_t *hidden, const mcubert_context *context,
-                                    mcubert_message *message);
+mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params, const mcubert_embedding_weights *weights,
+                                    const int32_t *input_ids, const int32_t *token_type_ids, int8_t *hidden,
+                                    const mcubert_context *context, mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * MCUBERT_ATTENTION: the attention sub-layer, in place on the hidden state [s][d].
@@ -165,8 +166,8 @@ typedef struct {
     int64_t ln_eps;             /* [0, 2^50] */
 } mcubert_attention_params;
 
-typedef struct {                  /* constant inputs 2..12, contract order */
-    const int8_t *query_weights;  /* pair4, packed(d, d) */
+typedef struct {                   /* constant inputs 2..12, contract order */
+    const int8_t *query_weights;   /* pair4, packed(d, d) */
     const int32_t *query_channels; /* [d][3]: bias, multiplier, shift */
     const int8_t *key_weights;
     const int32_t *key_channels;
@@ -174,32 +175,38 @@ typedef struct {                  /* constant inputs 2..12, contract order */
     const int32_t *value_channels;
     const int8_t *output_weights;
     const int32_t *output_channels;
-    const int16_t *exp_lut;       /* [256], exp_lut[0] = MCUBERT_EXP_ONE */
-    const int32_t *layer_norm;    /* [d][2] */
-    const int32_t *residual;      /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */
+    const int16_t *exp_lut;    /* [256], exp_lut[0] = MCUBERT_EXP_ONE */
+    const int32_t *layer_norm; /* [d][2] */
+    const int32_t *residual;   /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */
 } mcubert_attention_weights;
 
 enum {
-    MCUBERT_ATTENTION_HIDDEN, MCUBERT_ATTENTION_MASK, MCUBERT_ATTENTION_QUERY_WEIGHTS,
-    MCUBERT_ATTENTION_QUERY_CHANNELS, MCUBERT_ATTENTION_KEY_WEIGHTS, MCUBERT_ATTENTION_KEY_CHANNELS,
-    MCUBERT_ATTENTION_VALUE_WEIGHTS, MCUBERT_ATTENTION_VALUE_CHANNELS,
-    MCUBERT_ATTENTION_OUTPUT_WEIGHTS, MCUBERT_ATTENTION_OUTPUT_CHANNELS, MCUBERT_ATTENTION_EXP_LUT,
-    MCUBERT_ATTENTION_LAYER_NORM, MCUBERT_ATTENTION_RESIDUAL, MCUBERT_ATTENTION_OUTPUT,
+    MCUBERT_ATTENTION_HIDDEN,
+    MCUBERT_ATTENTION_MASK,
+    MCUBERT_ATTENTION_QUERY_WEIGHTS,
+    MCUBERT_ATTENTION_QUERY_CHANNELS,
+    MCUBERT_ATTENTION_KEY_WEIGHTS,
+    MCUBERT_ATTENTION_KEY_CHANNELS,
+    MCUBERT_ATTENTION_VALUE_WEIGHTS,
+    MCUBERT_ATTENTION_VALUE_CHANNELS,
+    MCUBERT_ATTENTION_OUTPUT_WEIGHTS,
+    MCUBERT_ATTENTION_OUTPUT_CHANNELS,
+    MCUBERT_ATTENTION_EXP_LUT,
+    MCUBERT_ATTENTION_LAYER_NORM,
+    MCUBERT_ATTENTION_RESIDUAL,
+    MCUBERT_ATTENTION_OUTPUT,
     MCUBERT_ATTENTION_NUM_TENSORS
 };
 
-int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads,
-                                          int32_t tile);
+int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t heads, int32_t tile);
 
-mcubert_status mcubert_attention_validate(const mcubert_attention_params *params,
-                                          const mcubert_tensor_view *tensors, int32_t count,
-                                          mcubert_message *message);
+mcubert_status mcubert_attention_validate(const mcubert_attention_params *params, const mcubert_tensor_view *tensors,
+                                          int32_t count, mcubert_message *message);
 
 /* In place on hidden[s][d]. `mask`: int8[s] (mask_mode 0) or int32[1] (mask_mode 1; a length
  * outside [0, s] is MCUBERT_ERROR_INPUT and nothing is written). */
-mcubert_status mcubert_attention_s8(const mcubert_attention_params *params,
-                                    const mcubert_attention_weights *weights, int8_t *hidden,
-                                    const void *mask, const mcubert_context *context,
+mcubert_status mcubert_attention_s8(const mcubert_attention_params *params, const mcubert_attention_weights *weights,
+                                    int8_t *hidden, const void *mask, const mcubert_context *context,
                                     mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
@@ -218,31 +225,36 @@ typedef struct {
     int64_t ln_eps;                /* [0, 2^50] */
 } mcubert_mlp_params;
 
-typedef struct {                   /* constant inputs 1..7, contract order */
-    const int8_t *fc1_weights;     /* pair4, packed(f, d) */
-    const int32_t *fc1_channels;   /* [f][3] */
-    const int8_t *activation_lut;  /* [256]: entry q + 128 for input q */
-    const int8_t *fc2_weights;     /* pair4, packed(d, f) */
-    const int32_t *fc2_channels;   /* [d][3] */
-    const int32_t *layer_norm;     /* [d][2] */
-    const int32_t *residual;       /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */
+typedef struct {                  /* constant inputs 1..7, contract order */
+    const int8_t *fc1_weights;    /* pair4, packed(f, d) */
+    const int32_t *fc1_channels;  /* [f][3] */
+    const int8_t *activation_lut; /* [256]: entry q + 128 for input q */
+    const int8_t *fc2_weights;    /* pair4, packed(d, f) */
+    const int32_t *fc2_channels;  /* [d][3] */
+    const int32_t *layer_norm;    /* [d][2] */
+    const int32_t *residual;      /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */
 } mcubert_mlp_weights;
 
 enum {
-    MCUBERT_MLP_HIDDEN, MCUBERT_MLP_FC1_WEIGHTS, MCUBERT_MLP_FC1_CHANNELS,
-    MCUBERT_MLP_ACTIVATION_LUT, MCUBERT_MLP_FC2_WEIGHTS, MCUBERT_MLP_FC2_CHANNELS,
-    MCUBERT_MLP_LAYER_NORM, MCUBERT_MLP_RESIDUAL, MCUBERT_MLP_OUTPUT, MCUBERT_MLP_NUM_TENSORS
+    MCUBERT_MLP_HIDDEN,
+    MCUBERT_MLP_FC1_WEIGHTS,
+    MCUBERT_MLP_FC1_CHANNELS,
+    MCUBERT_MLP_ACTIVATION_LUT,
+    MCUBERT_MLP_FC2_WEIGHTS,
+    MCUBERT_MLP_FC2_CHANNELS,
+    MCUBERT_MLP_LAYER_NORM,
+    MCUBERT_MLP_RESIDUAL,
+    MCUBERT_MLP_OUTPUT,
+    MCUBERT_MLP_NUM_TENSORS
 };
 
 int32_t mcubert_mlp_get_buffer_size(int32_t seq_len, int32_t hidden, int32_t ffn, int32_t tile);
 
-mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params,
-                                    const mcubert_tensor_view *tensors, int32_t count,
+mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcubert_tensor_view *tensors, int32_t count,
                                     mcubert_message *message);
 
-mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights,
-                              int8_t *hidden, const mcubert_context *context,
-                              mcubert_message *message);
+mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_mlp_weights *weights, int8_t *hidden,
+                              const mcubert_context *context, mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * MCUBERT_CLASSIFIER_HEAD (SPEC 4.4): BERT's pooler (dense + tanh table) and the sequence
@@ -270,10 +282,14 @@ typedef struct {                        /* constant inputs 1..5, contract order 
 } mcubert_classifier_head_weights;
 
 enum {
-    MCUBERT_CLASSIFIER_HEAD_HIDDEN, MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS,
-    MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS, MCUBERT_CLASSIFIER_HEAD_TANH_LUT,
-    MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS, MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS,
-    MCUBERT_CLASSIFIER_HEAD_OUTPUT, MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS
+    MCUBERT_CLASSIFIER_HEAD_HIDDEN,
+    MCUBERT_CLASSIFIER_HEAD_POOLER_WEIGHTS,
+    MCUBERT_CLASSIFIER_HEAD_POOLER_CHANNELS,
+    MCUBERT_CLASSIFIER_HEAD_TANH_LUT,
+    MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_WEIGHTS,
+    MCUBERT_CLASSIFIER_HEAD_CLASSIFIER_CHANNELS,
+    MCUBERT_CLASSIFIER_HEAD_OUTPUT,
+    MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS
 };
 
 /* A(d) + A(2d) bytes (independent of seq_len and labels, which are range-checked); -1 for
@@ -286,9 +302,8 @@ mcubert_status mcubert_classifier_head_validate(const mcubert_classifier_head_pa
 
 /* logits[n] from hidden[0][0..d) (hidden is int8[s][d]; logits must not overlap it). */
 mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *params,
-                                          const mcubert_classifier_head_weights *weights,
-                                          const int8_t *hidden, int8_t *logits,
-                                          const mcubert_context *context, mcubert_message *message);
+                                          const mcubert_classifier_head_weights *weights, const int8_t *hidden,
+                                          int8_t *logits, const mcubert_context *context, mcubert_message *message);
 
 /* ---- end of MCUBERT_CLASSIFIER_HEAD ------------------------------------------------------- */
 
@@ -300,17 +315,14 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
  * ranges are left to *_validate. On error *params is zeroed.
  * ---------------------------------------------------------------------------------------- */
 
-mcubert_status mcubert_embedding_parse_options(const uint8_t *buffer, int32_t length,
-                                               mcubert_embedding_params *params,
+mcubert_status mcubert_embedding_parse_options(const uint8_t *buffer, int32_t length, mcubert_embedding_params *params,
                                                mcubert_message *message);
-mcubert_status mcubert_attention_parse_options(const uint8_t *buffer, int32_t length,
-                                               mcubert_attention_params *params,
+mcubert_status mcubert_attention_parse_options(const uint8_t *buffer, int32_t length, mcubert_attention_params *params,
                                                mcubert_message *message);
-mcubert_status mcubert_mlp_parse_options(const uint8_t *buffer, int32_t length,
-                                         mcubert_mlp_params *params, mcubert_message *message);
+mcubert_status mcubert_mlp_parse_options(const uint8_t *buffer, int32_t length, mcubert_mlp_params *params,
+                                         mcubert_message *message);
 mcubert_status mcubert_classifier_head_parse_options(const uint8_t *buffer, int32_t length,
-                                                     mcubert_classifier_head_params *params,
-                                                     mcubert_message *message);
+                                                     mcubert_classifier_head_params *params, mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.

@@ -17,16 +17,21 @@ __attribute__((noinline)) void mcubert_emu_stop(void)
 
 typedef void (*entry_point)(void);
 __attribute__((used)) const entry_point mcubert_emu_api[] = {
-    (entry_point)mcubert_embedding_s8, (entry_point)mcubert_embedding_validate,
+    (entry_point)mcubert_embedding_s8,
+    (entry_point)mcubert_embedding_validate,
     (entry_point)mcubert_embedding_get_buffer_size,
-    (entry_point)mcubert_attention_s8, (entry_point)mcubert_attention_validate,
+    (entry_point)mcubert_attention_s8,
+    (entry_point)mcubert_attention_validate,
     (entry_point)mcubert_attention_get_buffer_size,
-    (entry_point)mcubert_mlp_s8, (entry_point)mcubert_mlp_validate,
+    (entry_point)mcubert_mlp_s8,
+    (entry_point)mcubert_mlp_validate,
     (entry_point)mcubert_mlp_get_buffer_size,
-    (entry_point)mcubert_classifier_head_s8, (entry_point)mcubert_classifier_head_validate,
+    (entry_point)mcubert_classifier_head_s8,
+    (entry_point)mcubert_classifier_head_validate,
     (entry_point)mcubert_classifier_head_get_buffer_size,
     (entry_point)mcubert_verify_model,
-    (entry_point)mcubert_uses_dsp_path, mcubert_emu_stop,
+    (entry_point)mcubert_uses_dsp_path,
+    mcubert_emu_stop,
 };
 
 int main(void)

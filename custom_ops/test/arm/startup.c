@@ -17,8 +17,7 @@ void Fault_Handler(void);
 #define SCB_CPACR (*(volatile uint32_t *)0xE000ED88u)
 #define CCR_DIV_0_TRP (1u << 4)
 
-__attribute__((section(".isr_vector"), used))
-void (*const vector_table[16])(void) = {
+__attribute__((section(".isr_vector"), used)) void (*const vector_table[16])(void) = {
     (void (*)(void))(uintptr_t)&__stack_top__,
     Reset_Handler,
     Fault_Handler, /* NMI */
@@ -26,7 +25,10 @@ void (*const vector_table[16])(void) = {
     Fault_Handler, /* MemManage */
     Fault_Handler, /* BusFault */
     Fault_Handler, /* UsageFault (an unaligned LDRD/LDM lands here) */
-    0, 0, 0, 0,
+    0,
+    0,
+    0,
+    0,
     Fault_Handler, /* SVCall */
     Fault_Handler, /* DebugMon */
     0,

@@ -175,8 +175,8 @@ int main(void)
     mcubert_platform_write(mcubert_uses_dsp_path() ? ", DSP path\n" : ", plain C path\n");
 
     /* What a TFLM op's Prepare does: options, tensor shapes and constant contents, scratch size. */
-    status = mcubert_attention_validate(&layer_attention_params, layer_attention_tensors,
-                                        MCUBERT_ATTENTION_NUM_TENSORS, &message);
+    status = mcubert_attention_validate(&layer_attention_params, layer_attention_tensors, MCUBERT_ATTENTION_NUM_TENSORS,
+                                        &message);
     if (status != MCUBERT_OK) {
         return report_error("attention validate", status, &message);
     }
@@ -186,8 +186,8 @@ int main(void)
     }
     attention_scratch = mcubert_attention_get_buffer_size(layer_attention_params.seq_len, layer_attention_params.hidden,
                                                           layer_attention_params.heads, layer_attention_params.tile);
-    mlp_scratch = mcubert_mlp_get_buffer_size(layer_mlp_params.seq_len, layer_mlp_params.hidden,
-                                              layer_mlp_params.ffn, layer_mlp_params.tile);
+    mlp_scratch = mcubert_mlp_get_buffer_size(layer_mlp_params.seq_len, layer_mlp_params.hidden, layer_mlp_params.ffn,
+                                              layer_mlp_params.tile);
     if (attention_scratch < 0 || mlp_scratch < 0 || attention_scratch > LAYER_SCRATCH_BYTES ||
         mlp_scratch > LAYER_SCRATCH_BYTES) {
         mcubert_platform_write("FAIL: get_buffer_size disagrees with the exported scratch size\n");
@@ -225,7 +225,7 @@ int main(void)
         return 1;
     }
 #if LAYER_SOAK_RUNS > 0
-    mismatches = soak(attention_scratch, mlp_scratch);   /* 0, or the exit status of its failure */
+    mismatches = soak(attention_scratch, mlp_scratch); /* 0, or the exit status of its failure */
     if (mismatches != 0) {
         return mismatches;
     }

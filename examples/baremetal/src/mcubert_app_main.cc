@@ -34,11 +34,10 @@ namespace {
 
 constexpr size_t kArenaBytes = MCUBERT_MODEL_ARENA_BYTES + MCUBERT_APP_ARENA_EXTRA_BYTES;
 // In the board's largest contiguous SRAM region (the linker script's REGION_ARENA).
-alignas(MCUBERT_MODEL_ARENA_ALIGNMENT) __attribute__((section(".bss.mcubert_arena")))
-uint8_t tensor_arena[kArenaBytes];
+alignas(MCUBERT_MODEL_ARENA_ALIGNMENT) __attribute__((section(".bss.mcubert_arena"))) uint8_t tensor_arena[kArenaBytes];
 
 using OutputType = MCUBERT_MODEL_OUTPUT_TYPE;
-constexpr int32_t kFixedDecimals = 4;   // printed reals: 4 decimals, without printf's float support
+constexpr int32_t kFixedDecimals = 4;  // printed reals: 4 decimals, without printf's float support
 
 void Write(const char* text) { mcubert_platform_write(text); }
 
@@ -75,7 +74,7 @@ float Dequantized(OutputType q) {
 #if MCUBERT_MODEL_OUTPUT_PER_TENSOR_QUANTIZED
   return (static_cast<float>(q) - static_cast<float>(MCUBERT_MODEL_OUTPUT_ZERO_POINT)) * MCUBERT_MODEL_OUTPUT_SCALE;
 #else
-  return static_cast<float>(q);   // float output, or per-channel quantized: print as stored
+  return static_cast<float>(q);  // float output, or per-channel quantized: print as stored
 #endif
 }
 

@@ -30,8 +30,7 @@ void Fault_Handler(void);
 #define STACK_PAINT 0x5AC4DA1Eu
 #define PAINT_MARGIN_WORDS 16u /* left unpainted below Reset_Handler's own frame */
 
-__attribute__((section(".isr_vector"), used))
-void (*const mcubert_vector_table[16])(void) = {
+__attribute__((section(".isr_vector"), used)) void (*const mcubert_vector_table[16])(void) = {
     (void (*)(void))(uintptr_t)&__stack_top__,
     Reset_Handler,
     Fault_Handler, /* NMI */
@@ -39,7 +38,10 @@ void (*const mcubert_vector_table[16])(void) = {
     Fault_Handler, /* MemManage */
     Fault_Handler, /* BusFault */
     Fault_Handler, /* UsageFault */
-    0, 0, 0, 0,
+    0,
+    0,
+    0,
+    0,
     Fault_Handler, /* SVCall */
     Fault_Handler, /* DebugMon */
     0,

@@ -135,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (length > r.size - r.at) {
         length = (uint32_t)(r.size - r.at);
     }
-    options = (uint8_t *)malloc(length ? length : 1);   /* exact size: ASan sees past the end */
+    options = (uint8_t *)malloc(length ? length : 1); /* exact size: ASan sees past the end */
     if (options == NULL) {
         return 0;
     }
