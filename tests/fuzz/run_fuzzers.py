@@ -81,7 +81,10 @@ def run(binary: Path, harness: str, *, seconds: float | None, runs: int | None, 
             f"-artifact_prefix={artifacts}/{harness}-",
             "-print_final_stats=1",
             "-max_len=65536",
-            "-rss_limit_mb=1024",
+            # The RSS high-water mark survives exec: started from a large parent (pytest with TensorFlow
+            # loaded) the fuzzer would see the parent's peak. Limit single allocations instead.
+            "-rss_limit_mb=8192",
+            "-malloc_limit_mb=256",
             "-timeout=10",
         ]
         args += [f"-max_total_time={int(seconds)}"] if seconds else []
