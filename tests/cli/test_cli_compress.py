@@ -95,7 +95,10 @@ def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint)
     )
     assert code == 0
     printed = dict(line.split(" ", 1) for line in out.strip().splitlines())
-    assert 0.0 <= float(printed["test_accuracy"]) <= 1.0 and int(printed["embedding_params"]) <= budget
+    assert int(printed["embedding_params"]) <= budget
+    # A quarter of the table on a task that two words decide: the compressed model keeps the
+    # uncompressed one's validation accuracy to within two of the ten validation rows.
+    assert abs(float(printed["validation_accuracy"]) - float(printed["uncompressed_validation_accuracy"])) <= 0.2
 
     loaded = load_checkpoint(tmp_path / "small")
     lookup = loaded.model.embeddings.word_lookup

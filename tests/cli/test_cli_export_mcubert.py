@@ -92,8 +92,10 @@ def test_evaluate_reports_accuracy_of_float_int8_and_stock(capsys, tmp_path, mak
     )
     assert code == 0, capsys.readouterr().err
     data = json.loads(results.read_text())
-    for name in ("float", "int8", "stock"):
-        assert 0.0 <= data[f"{name}_accuracy"] <= 1.0
+    # Random weights make accuracy meaningless; what int8 must keep is the float model's decisions.
+    for name in ("int8", "stock"):
+        assert data[f"{name}_argmax_agreement"] >= 7 / 8, data
+        assert abs(data[f"{name}_accuracy"] - data["float_accuracy"]) <= 1 / 8, data
     assert data["int8_cosine"]["min"] > 0.9
     sample = np.load(dump / "sample_0000.npz")
     assert {

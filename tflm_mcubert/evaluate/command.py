@@ -15,6 +15,7 @@ float output and int8 output (raw and dequantized) for debugging.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -96,41 +97,64 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
 
 
-def run(args) -> int:
-    from tflm_mcubert.boards import get_board
-    from tflm_mcubert.data.calibration import calibration_samples
-    from tflm_mcubert.export.mcubert_export import default_compression
-    from tflm_mcubert.export.pipeline import ExportRequest, _calibration_sentences, load_model
-    from tflm_mcubert.model.pooling import mean_pool
-    from tflm_mcubert.quantize.calibrate import calibrate, model_inputs
-    from tflm_mcubert.quantize.float_model import FloatBert
+@dataclasses.dataclass
+class _Models:
+    """What evaluate compares: the float model, its int8 MCUBERT model and, with --stock, stock TFLM."""
 
+    config: object
+    source: dict
+    tokenizer: object
+    float_model: object
+    quantized: object
+    remap: np.ndarray | None  # ids the tokenizer emits -> the compressed model's ids (None: the same)
+    calibration_source: str
+    stock_runner: object | None
+
+
+def run(args) -> int:
     if args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
-    request = ExportRequest(
-        out_dir=Path("."),
-        board=get_board("nucleo-f746zg"),
-        checkpoint=args.checkpoint,
-        preset=args.preset,
-        num_labels=args.num_labels,
-        seq_len=args.seq_len,
-        calibration=args.calibration,
-        calibration_count=args.calibration_samples,
-        seed=args.seed,
+    dump = output_directory(args.dump, "--dump") if args.dump else None
+    models = _load_models(args)
+    texts, labels, text_source = _texts(args, models.tokenizer)
+    samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)
+    scores, predictions = _score(models, samples, args.seq_len, dump)
+    results = {
+        "model": {**models.source, "config": models.config.to_hf_dict()},
+        "texts": text_source,
+        "calibration": models.calibration_source,
+        "seq_len": args.seq_len,
+    }
+    print(f"{len(samples)} texts from {text_source}; seq_len {args.seq_len}")
+    _summarize(results, scores, predictions, labels)
+    if dump:
+        print(f"  per-layer tensors in {dump}/sample_*.npz")
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def _load_models(args) -> _Models:
+    from tflm_mcubert.data.calibration import calibration_samples
+    from tflm_mcubert.export.mcubert_export import default_compression
+    from tflm_mcubert.export.pipeline import calibration_sentences, load_model
+    from tflm_mcubert.quantize.calibrate import calibrate, model_inputs
+    from tflm_mcubert.quantize.float_model import FloatBert
+
+    model, tokenizer, source = load_model(
+        args.checkpoint, preset_name=args.preset, num_labels=args.num_labels, seed=args.seed
     )
-    model, tokenizer, source = load_model(request)
     config = model.config
     check_seq_len(args.seq_len, config)
     if args.task and not config.num_labels:
         raise UserError("--task needs a classifier (BertForSequenceClassification) checkpoint")
     dense_model, compressed_here = model, None
     if args.embedding == "auto":
-        model, compressed_here = default_compression(model, tokenizer, _calibration_sentences(request, tokenizer))
-
-    texts, labels, text_source = _texts(args, tokenizer)
-    samples = _tokenize(tokenizer, texts, args.seq_len, config.vocab_size, args.seed)
+        model, compressed_here = default_compression(
+            model, tokenizer, calibration_sentences(args.calibration, tokenizer)
+        )
     calibration, calibration_source = calibration_samples(
         args.calibration,
         tokenizer=tokenizer,
@@ -143,8 +167,6 @@ def run(args) -> int:
     # The tokenizer emits the model's ids unless the embedding was compressed just now.
     remap = float_model.permutation if compressed_here else None
     quantized, _ = calibrate(float_model, model_inputs(calibration, args.seq_len, remap), seq_len=args.seq_len)
-    inputs = model_inputs(samples, args.seq_len, remap)
-
     stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
@@ -152,52 +174,59 @@ def run(args) -> int:
 
         stock = export_stock(dense_model, seq_len=args.seq_len, precision="int8", calibration=calibration)
         stock_runner = TflmRunner(stock)
+    return _Models(config, source, tokenizer, float_model, quantized, remap, calibration_source, stock_runner)
 
-    dump = output_directory(args.dump, "--dump") if args.dump else None
+
+def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> tuple[dict, dict]:
+    """Per model: mean-pooled cosine against float ("int8", "stock") and argmax predictions."""
+    from tflm_mcubert.model.pooling import mean_pool
+    from tflm_mcubert.quantize.calibrate import model_inputs
+
     scores: dict[str, list] = {"int8": [], "stock": []}
     predictions: dict[str, list] = {"float": [], "int8": [], "stock": []}
-    for n, (x, sample) in enumerate(zip(inputs, samples)):
+    for n, (x, sample) in enumerate(zip(model_inputs(samples, seq_len, models.remap), samples)):
         float_layers: dict[str, np.ndarray] = {}
         int8_layers: dict[str, np.ndarray] = {}
         want = (
-            _traced_float(float_model, x, float_layers)
+            _traced_float(models.float_model, x, float_layers)
             if dump
-            else float_model.forward(x.input_ids, x.token_type_ids, x.valid)
+            else models.float_model.forward(x.input_ids, x.token_type_ids, x.valid)
         )
-        got_q = quantized.run(
+        got_q = models.quantized.run(
             x.input_ids,
             x.token_type_ids,
             x.mask(0),
             trace=(lambda name, v: int8_layers.__setitem__(name, v)) if dump else None,
         )
-        got = quantized.dequantized(got_q)
+        got = models.quantized.dequantized(got_q)
         pooled = mean_pool(want["last_hidden_state"][None], x.valid[None])[0]
         scores["int8"].append(_cosine(pooled, mean_pool(got["last_hidden_state"][None], x.valid[None])[0]))
         if "logits" in want:
             predictions["float"].append(int(np.argmax(want["logits"])))
             predictions["int8"].append(int(np.argmax(got["logits"])))
-        if stock_runner is not None:
-            out = stock_runner.run(sample)
+        if models.stock_runner is not None:
+            out = models.stock_runner.run(sample)
             if "logits" in out:
                 predictions["stock"].append(int(np.argmax(out["logits"])))
             if "last_hidden_state" in out:
                 stock_pooled = mean_pool(np.asarray(out["last_hidden_state"]), sample["attention_mask"])[0]
                 scores["stock"].append(_cosine(pooled, stock_pooled))
         if dump:
-            arrays = {f"float/{k}": v for k, v in float_layers.items()}
-            arrays.update({f"int8/{k}": v for k, v in int8_layers.items()})
-            for k, (name, v) in enumerate(int8_layers.items()):
-                q = quantized.hidden_quant[k] if name != "head" else quantized.logits_quant
-                arrays[f"int8_dequantized/{name}"] = q.dequantize(v)
-            np.savez_compressed(dump / f"sample_{n:04d}.npz", input_ids=x.input_ids, valid=x.valid, **arrays)
+            _dump_sample(dump / f"sample_{n:04d}.npz", models.quantized, x, float_layers, int8_layers)
+    return scores, predictions
 
-    results = {
-        "model": {**source, "config": config.to_hf_dict()},
-        "texts": text_source,
-        "calibration": calibration_source,
-        "seq_len": args.seq_len,
-    }
-    print(f"{len(inputs)} texts from {text_source}; seq_len {args.seq_len}")
+
+def _dump_sample(path: Path, quantized, x, float_layers: dict, int8_layers: dict) -> None:
+    arrays = {f"float/{k}": v for k, v in float_layers.items()}
+    arrays.update({f"int8/{k}": v for k, v in int8_layers.items()})
+    for k, (name, v) in enumerate(int8_layers.items()):
+        q = quantized.hidden_quant[k] if name != "head" else quantized.logits_quant
+        arrays[f"int8_dequantized/{name}"] = q.dequantize(v)
+    np.savez_compressed(path, input_ids=x.input_ids, valid=x.valid, **arrays)
+
+
+def _summarize(results: dict, scores: dict, predictions: dict, labels) -> None:
+    """Accuracy (with labels), cosine and argmax agreement with float, into `results` and printed."""
     if labels is not None:
         for name in ("float", "int8", "stock"):
             if predictions[name]:
@@ -206,22 +235,13 @@ def run(args) -> int:
                 print(f"  {name:6s} accuracy {accuracy:.4f}")
     for name in ("int8", "stock"):
         if scores[name]:
-            results[f"{name}_cosine"] = {
-                "min": round(min(scores[name]), 5),
-                "mean": round(float(np.mean(scores[name])), 5),
-            }
-            print(
-                f"  {name:6s} mean-pooled cosine vs float: min {min(scores[name]):.4f} mean {np.mean(scores[name]):.4f}"
-            )
-        if predictions[name] and predictions["float"] and labels is None:
+            low, mean = min(scores[name]), float(np.mean(scores[name]))
+            results[f"{name}_cosine"] = {"min": round(low, 5), "mean": round(mean, 5)}
+            print(f"  {name:6s} mean-pooled cosine vs float: min {low:.4f} mean {mean:.4f}")
+        if predictions[name] and predictions["float"]:
             agree = float(np.mean(np.asarray(predictions[name]) == np.asarray(predictions["float"])))
             results[f"{name}_argmax_agreement"] = round(agree, 4)
             print(f"  {name:6s} argmax agreement with float {agree:.4f}")
-    if dump:
-        print(f"  per-layer tensors in {dump}/sample_*.npz")
-    if json_path:
-        json_path.write_text(json.dumps(results, indent=2) + "\n")
-    return 0
 
 
 def _traced_float(float_model, x, layers: dict) -> dict:

@@ -48,23 +48,24 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def load_model(request: ExportRequest):
-    """The model to export and a description of where it came from. Heavy imports stay inside."""
+def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny", num_labels: int = 2, seed: int = 0):
+    """(model, tokenizer or None, where it came from): the checkpoint, or without one the preset with
+    seeded random weights. Used by export and evaluate; heavy imports stay inside."""
     from tflm_mcubert.model.bert import build_model
     from tflm_mcubert.model.config import preset
 
-    if request.checkpoint:
+    if checkpoint:
         from tflm_mcubert.model.hf_import import load_checkpoint
 
-        loaded = load_checkpoint(request.checkpoint)
+        loaded = load_checkpoint(checkpoint)
         return loaded.model, loaded.tokenizer, {"checkpoint": loaded.source, "architecture": loaded.architecture}
-    config = preset(request.preset, num_labels=request.num_labels)
+    config = preset(preset_name, num_labels=num_labels)
     log(
-        f"no --checkpoint: using the {request.preset} preset with seeded random weights (seed {request.seed}); "
+        f"no --checkpoint: using the {preset_name} preset with seeded random weights (seed {seed}); "
         f"accuracy is meaningless, memory and size figures are real"
     )
-    model = build_model(config, seed=request.seed)
-    return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
+    model = build_model(config, seed=seed)
+    return model, None, {"preset": preset_name, "random_weights": True, "seed": seed}
 
 
 def check_request(request: ExportRequest) -> None:
@@ -144,7 +145,9 @@ def run_export(request: ExportRequest) -> dict:
     started = time.time()
     check_request(request)
     out_dir = output_directory(request.out_dir)
-    model, tokenizer, source = load_model(request)
+    model, tokenizer, source = load_model(
+        request.checkpoint, preset_name=request.preset, num_labels=request.num_labels, seed=request.seed
+    )
     config = model.config
     check_seq_len(request.seq_len, config)
 
@@ -188,7 +191,7 @@ def _write_firmware(
 
 def _sample_source(request: ExportRequest, tokenizer, calibration_source: str) -> str:
     """Where the firmware's test sequence (the first calibration sample) came from, in one line."""
-    sentences = _calibration_sentences(request, tokenizer)
+    sentences = calibration_sentences(request.calibration, tokenizer)
     if sentences:
         text = sentences[0] if len(sentences[0]) <= 80 else sentences[0][:77] + "..."
         return f"the first calibration sentence, {text!r}"
@@ -302,13 +305,13 @@ def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path
     return report
 
 
-def _calibration_sentences(request: ExportRequest, tokenizer) -> list[str] | None:
-    """The calibration text (for token frequencies), or None for random ids."""
+def calibration_sentences(spec: str | None, tokenizer) -> list[str] | None:
+    """The calibration text of --calibration `spec` (for token frequencies), or None for random ids."""
     from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 
-    if request.calibration == "random" or tokenizer is None:
+    if spec == "random" or tokenizer is None:
         return None
-    return builtin_sentences() if request.calibration is None else read_sentences(request.calibration)
+    return builtin_sentences() if spec is None else read_sentences(spec)
 
 
 def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
@@ -326,7 +329,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
         seq_len=request.seq_len,
         arena_budget=budget,
         samples=samples,
-        sentences=_calibration_sentences(request, tokenizer),
+        sentences=calibration_sentences(request.calibration, tokenizer),
         embedding=request.embedding,
         qat=QatSettings(steps=request.qat_steps, seed=request.seed),
     )

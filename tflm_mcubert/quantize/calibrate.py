@@ -177,75 +177,113 @@ def calibrate(
     the tiles change memory and speed, never the bytes, and the reference is fastest untiled)."""
     if not inputs:
         raise UserError("calibration needs at least one sample")
-    ranges = RangeSet(settings.seed)
-    quantized = settings.propagation == "quantized"
+    run = _CalibrationRun(model, inputs, seq_len, mask_mode, settings)
+    emb_params, hidden_quants = run.embedding()
+    layers, pending = [], None
+    for k, (kind, fw, name) in enumerate(run.stages):
+        outs = run.stage_outputs(k)
+        output = run.output_quant(f"{name}.output", outs, k + 1)
+        params = run.stage_params(kind, fw, name, output)
+        if kind == "attention":
+            pending = params
+        else:
+            layers.append((pending, params))
+        run.advance(kind, params, output, outs)
+        hidden_quants.append(output)
+    head, logits_quant = run.head()
+    quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quants), logits_quant)
+    if tiles:
+        quantized_model = quantized_model.with_tiles(tiles["attention"], tiles["mlp"])
+    return quantized_model, run.ranges
 
-    stages = [
-        (kind, fw, f"layer{index}.{kind}")
-        for index, layer in enumerate(model.layers)
-        for kind, fw in zip(("attention", "mlp"), layer)
-    ]
 
-    def forward(stage, xs, see):
+class _CalibrationRun:
+    """One pass over the stages (embedding, attention and MLP per layer, head), keeping what the
+    next stage needs: the current hidden quantization, the float inputs `xs` of the next stage,
+    the int8 states (quantized propagation) and the next stage's float outputs computed ahead."""
+
+    def __init__(self, model: FloatBert, inputs: list[ModelInput], seq_len: int, mask_mode: int, settings):
+        self.model, self.inputs, self.seq_len, self.mask_mode, self.settings = (
+            model,
+            inputs,
+            seq_len,
+            mask_mode,
+            settings,
+        )
+        self.ranges = RangeSet(settings.seed)
+        self.quantized = settings.propagation == "quantized"
+        self.stages = [
+            (kind, fw, f"layer{index}.{kind}")
+            for index, layer in enumerate(model.layers)
+            for kind, fw in zip(("attention", "mlp"), layer)
+        ]
+        self.ahead: list[np.ndarray] = []  # float outputs of the next stage, computed to size its input
+        self.xs: list[np.ndarray] = []  # float inputs of the next stage
+        self.states: list[np.ndarray] = []  # int8 hidden states (quantized propagation)
+        self.current: TensorQuant | None = None
+
+    def forward(self, stage, xs, see) -> list[np.ndarray]:
         kind, fw, name = stage
         run = attention_forward if kind == "attention" else mlp_forward
-        return [run(fw, x, sample.valid, name, see) for x, sample in zip(xs, inputs)]
+        return [run(fw, x, sample.valid, name, see) for x, sample in zip(xs, self.inputs)]
 
-    ahead = []  # float outputs of the next stage, computed to size the hidden state feeding it
-
-    def output_quant(name: str, outs: list[np.ndarray], consumer: int) -> TensorQuant:
+    def output_quant(self, name: str, outs: list[np.ndarray], consumer: int) -> TensorQuant:
         """Per-channel quantization of the hidden state `outs` (layernorm.hidden_quant): its channel
         scales are powers of two over the consuming stage's pre-norm scale, so that stage's float
         run on `outs` comes first (with float propagation it *is* that stage's run)."""
         peak = None
-        if consumer < len(stages):
+        if consumer < len(self.stages):
             seen = {"z": 0.0}
 
             def see(key, values):
-                if not quantized:
-                    ranges.observe(key, values)
+                if not self.quantized:
+                    self.ranges.observe(key, values)
                 if key.endswith(".z"):
                     seen["z"] = max(seen["z"], float(np.abs(values).max(initial=0.0)))
 
-            ahead[:] = forward(stages[consumer], outs, see)
+            self.ahead = self.forward(self.stages[consumer], outs, see)
             peak = seen["z"]
-        rows = np.concatenate([x[sample.valid] for x, sample in zip(outs, inputs)])
+        rows = np.concatenate([x[sample.valid] for x, sample in zip(outs, self.inputs)])
         if not rows.size:
             raise ValueError(f"calibration saw no values of {name}")
-        if settings.method == "percentile":
-            lo = np.percentile(rows, 100.0 - settings.percentile, axis=0)
-            hi = np.percentile(rows, settings.percentile, axis=0)
+        if self.settings.method == "percentile":
+            lo = np.percentile(rows, 100.0 - self.settings.percentile, axis=0)
+            hi = np.percentile(rows, self.settings.percentile, axis=0)
         else:
             lo, hi = rows.min(axis=0), rows.max(axis=0)
         return hidden_quant(lo, hi, peak)
 
-    # Embedding: its output scale comes from the float embedding (the op's input is ids).
-    emb_float = model.embedding_for(seq_len)
-    xs = []
-    for sample in inputs:
-        x = emb_float.forward(sample.input_ids, sample.token_type_ids)
-        ranges.observe("embedding.output", x[sample.valid])
-        xs.append(x)
-    current = output_quant("embedding.output", xs, 0)
-    emb_params = EmbeddingParams.quantize(emb_float, current)
-    hidden_quant_list = [current]
-    states = []  # int8 hidden states (quantized propagation)
-    if quantized:
-        for sample in inputs:
-            h = np.zeros((seq_len, model.hidden), np.int8)
-            embedding.run(emb_params, sample.input_ids, sample.token_type_ids, h)
-            states.append(h)
-        xs = [current.dequantize(h) for h in states]
+    def embedding(self) -> tuple[EmbeddingParams, list[TensorQuant]]:
+        """The embedding's params (its output scale comes from the float embedding: the op's input is
+        ids) and the hidden quantizations so far."""
+        emb_float = self.model.embedding_for(self.seq_len)
+        xs = []
+        for sample in self.inputs:
+            x = emb_float.forward(sample.input_ids, sample.token_type_ids)
+            self.ranges.observe("embedding.output", x[sample.valid])
+            xs.append(x)
+        self.current = self.output_quant("embedding.output", xs, 0)
+        emb_params = EmbeddingParams.quantize(emb_float, self.current)
+        self.xs = xs
+        if self.quantized:
+            for sample in self.inputs:
+                h = np.zeros((self.seq_len, self.model.hidden), np.int8)
+                embedding.run(emb_params, sample.input_ids, sample.token_type_ids, h)
+                self.states.append(h)
+            self.xs = [self.current.dequantize(h) for h in self.states]
+        return emb_params, [self.current]
 
-    layers = []
-    pending = None
-    for k, stage in enumerate(stages):
-        kind, fw, name = stage
-        outs = forward(stage, xs, ranges.observe) if quantized else list(ahead)
-        output = output_quant(f"{name}.output", outs, k + 1)
+    def stage_outputs(self, k: int) -> list[np.ndarray]:
+        """Float outputs of stage k: run now on the int8 states, or already run ahead (float)."""
+        if self.quantized:
+            return self.forward(self.stages[k], self.xs, self.ranges.observe)
+        return list(self.ahead)
+
+    def stage_params(self, kind: str, fw, name: str, output: TensorQuant):
+        ranges, settings = self.ranges, self.settings
         if kind == "attention":
             aq = AttentionQuant(
-                input=current,
+                input=self.current,
                 query=symmetric(ranges[f"{name}.query"], settings),
                 key=symmetric(ranges[f"{name}.key"], settings),
                 value=symmetric(ranges[f"{name}.value"], settings),
@@ -254,45 +292,42 @@ def calibrate(
                 z_max_abs=ranges[f"{name}.z"].max_abs,
                 output=output,
             )
-            params = pending = AttentionParams.quantize(fw, aq, seq_len=seq_len, tile=seq_len, mask_mode=mask_mode)
-        else:
-            mq = MLPQuant(
-                input=current,
-                fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
-                activation=asymmetric(ranges[f"{name}.activation"], settings),
-                z_max_abs=ranges[f"{name}.z"].max_abs,
-                output=output,
-            )
-            params = MLPParams.quantize(fw, mq, seq_len=seq_len, tile=seq_len)
-            layers.append((pending, params))
-        current = output
-        hidden_quant_list.append(current)
-        if quantized:
-            for h, sample in zip(states, inputs):
+            return AttentionParams.quantize(fw, aq, seq_len=self.seq_len, tile=self.seq_len, mask_mode=self.mask_mode)
+        mq = MLPQuant(
+            input=self.current,
+            fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
+            activation=asymmetric(ranges[f"{name}.activation"], settings),
+            z_max_abs=ranges[f"{name}.z"].max_abs,
+            output=output,
+        )
+        return MLPParams.quantize(fw, mq, seq_len=self.seq_len, tile=self.seq_len)
+
+    def advance(self, kind: str, params, output: TensorQuant, outs: list[np.ndarray]) -> None:
+        """The next stage's inputs: the int8 states run through this stage, or its float outputs `outs`."""
+        self.current = output
+        if self.quantized:
+            for h, sample in zip(self.states, self.inputs):
                 if kind == "attention":
-                    attention.run(params, h, sample.mask(mask_mode))
+                    attention.run(params, h, sample.mask(self.mask_mode))
                 else:
                     mlp.run(params, h)
-            xs = [current.dequantize(h) for h in states]
+            self.xs = [self.current.dequantize(h) for h in self.states]
         else:
-            xs = outs
+            self.xs = outs
 
-    head = logits_quant = None
-    if model.head is not None:
-        for x in xs:
+    def head(self):
+        """(head params, logits quantization), or (None, None) without a classifier."""
+        if self.model.head is None:
+            return None, None
+        for x in self.xs:
             seen: dict = {}
-            model.head.forward(x[:1], seen)
+            self.model.head.forward(x[:1], seen)
             for key in ("pre_activation", "logits"):
-                ranges.observe(f"head.{key}", seen[key])
+                self.ranges.observe(f"head.{key}", seen[key])
         hq = ClassifierHeadQuant(
-            input=current,
-            pre_activation=asymmetric(ranges["head.pre_activation"], settings),
+            input=self.current,
+            pre_activation=asymmetric(self.ranges["head.pre_activation"], self.settings),
             pooled=tanh_output_quant(),
-            logits=asymmetric(ranges["head.logits"], settings),
+            logits=asymmetric(self.ranges["head.logits"], self.settings),
         )
-        head = ClassifierHeadParams.quantize(model.head, hq, seq_len=seq_len)
-        logits_quant = hq.logits
-    quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quant_list), logits_quant)
-    if tiles:
-        quantized_model = quantized_model.with_tiles(tiles["attention"], tiles["mlp"])
-    return quantized_model, ranges
+        return ClassifierHeadParams.quantize(self.model.head, hq, seq_len=self.seq_len), hq.logits
