@@ -297,9 +297,6 @@ def search(
 ) -> dict:
     """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
     write the compressed checkpoint (permuted vocabulary) to `out`."""
-    from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
-    from tflm_mcubert.model.hf_import import save_checkpoint
-
     strategy, began = _start(opts)
     teacher_source = teacher_source or checkpoint
     with strategy.scope():
@@ -313,21 +310,7 @@ def search(
             )
         data = load_task_data(data_opts, tokenizer, config.vocab_size)
         _check_labels(model, data, "--checkpoint")
-        # The teacher: the uncompressed model itself by default (the paper's "trained full model"). A
-        # separate frozen copy, as the searched model's weights move; logits alone would not need one.
-        teacher, _ = load_classifier(teacher_source, what="--teacher")
-        _check_labels(teacher, data, "--teacher")
-        if opts.hidden_kd and teacher.config.hidden_size != config.hidden_size:
-            raise UserError(
-                f"--hidden-kd needs a teacher as wide as the model ({config.hidden_size}); "
-                f"--teacher has {teacher.config.hidden_size}"
-            )
-        objective = Objective(
-            kd_weight=opts.kd_weight,
-            temperature=opts.temperature,
-            hidden_weight=opts.hidden_kd,
-            hidden_teacher=teacher if opts.hidden_kd else None,
-        )
+        teacher, objective = _search_teacher(teacher_source, model, data, opts)
         teacher_fp = checkpoint_fingerprint(teacher_source)
         settings = settings_of(
             "search",
@@ -375,21 +358,48 @@ def search(
         "seconds": round(time.monotonic() - began, 1),
     }
     if run.writer:
-        permuted = write_permuted_tokenizer(
-            tokenizer, permutation if permutation is not None else np.arange(config.vocab_size), out
-        )
-        info = {
-            "mode": search_opts.mode,
-            "search": dataclasses.asdict(search_opts),
-            "details": outcome.details,
-            "metrics": {
-                k: metrics[k]
-                for k in ("validation_accuracy", "test_accuracy", "embedding_params", "embedding_fraction")
-            },
-        }
-        save_checkpoint(outcome.model, out, permuted, compression_info=info)
+        _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)
     write_metrics(out, metrics, run.writer)
     return metrics
+
+
+def _search_teacher(teacher_source: str, model, data: TaskData, opts: TrainOptions):
+    """(teacher, KD objective). The teacher is the uncompressed model itself by default (the paper's
+    "trained full model"): a separate frozen copy, as the searched model's weights move."""
+    teacher, _ = load_classifier(teacher_source, what="--teacher")
+    _check_labels(teacher, data, "--teacher")
+    if opts.hidden_kd and teacher.config.hidden_size != model.config.hidden_size:
+        raise UserError(
+            f"--hidden-kd needs a teacher as wide as the model ({model.config.hidden_size}); "
+            f"--teacher has {teacher.config.hidden_size}"
+        )
+    objective = Objective(
+        kd_weight=opts.kd_weight,
+        temperature=opts.temperature,
+        hidden_weight=opts.hidden_kd,
+        hidden_teacher=teacher if opts.hidden_kd else None,
+    )
+    return teacher, objective
+
+
+def _save_compressed(outcome, tokenizer, vocab_size: int, search_opts: SearchOptions, metrics: dict, out: Path):
+    """The compressed checkpoint: model, permuted tokenizer and the compression block."""
+    from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
+    from tflm_mcubert.model.hf_import import save_checkpoint
+
+    permutation = outcome.embedding.permutation
+    permuted = write_permuted_tokenizer(
+        tokenizer, permutation if permutation is not None else np.arange(vocab_size), out
+    )
+    info = {
+        "mode": search_opts.mode,
+        "search": dataclasses.asdict(search_opts),
+        "details": outcome.details,
+        "metrics": {
+            k: metrics[k] for k in ("validation_accuracy", "test_accuracy", "embedding_params", "embedding_fraction")
+        },
+    }
+    save_checkpoint(outcome.model, out, permuted, compression_info=info)
 
 
 def _check_labels(model, data: TaskData, what: str) -> None:

@@ -370,6 +370,7 @@ def render_sample_json(model: FirmwareModel, reference: ReferenceSample) -> str:
 def render_guide(
     model: FirmwareModel, reference: ReferenceSample, board: Board, arena_bytes: int, flash_bytes: int
 ) -> str:
+    # Long: one Markdown page, written top to bottom as the user reads it; split, the page would scatter.
     region = board.largest_contiguous_sram
     output = (
         f"{model.num_labels} int8 logits"

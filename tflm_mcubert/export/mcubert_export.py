@@ -223,6 +223,7 @@ def export_mcubert(
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
     """
+    # Long: the export's steps in order (compress, calibrate, plan, write, read back), each feeding the next.
     from tflm_mcubert.tflite.mcubert_reader import read_model
     from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
     from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs

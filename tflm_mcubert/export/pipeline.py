@@ -315,6 +315,7 @@ def calibration_sentences(spec: str | None, tokenizer) -> list[str] | None:
 
 
 def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
+    # Long: the mcubert export's files and report.json fields in order; each step is one call.
     from tflm_mcubert.export.mcubert_export import export_mcubert
     from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 

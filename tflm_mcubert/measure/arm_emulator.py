@@ -409,6 +409,7 @@ def run_kernel(
     elements may live anywhere; int16/int32 tensors must stay aligned to their size). `symbol`
     calls another function with the kernel's arguments (the baselines of measure/baseline_abi.py).
     """
+    # Long: one kernel call laid out in emulator memory (every argument), run, and read back.
     misalign = misalign or {}
     mark = emu.heap_mark()
     try:
