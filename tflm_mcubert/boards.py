@@ -55,6 +55,14 @@ class Board:
             runs.append(region)
         return max(runs, key=lambda r: r.size)
 
+    def arena_budget(self, reserve: int = DEFAULT_SRAM_RESERVE) -> int:
+        """Bytes for the tensor arena: the largest contiguous SRAM region less `reserve` (stack, runtime)."""
+        return max(0, self.largest_contiguous_sram.size - reserve)
+
+    def flash_budget(self, reserve: int = DEFAULT_FLASH_RESERVE) -> int:
+        """Bytes for the model in Flash, less `reserve` for code."""
+        return max(0, self.flash_bytes - reserve)
+
     def to_json(self) -> dict:
         largest = self.largest_contiguous_sram
         return {
@@ -221,9 +229,9 @@ def check_fit(
     region = board.largest_contiguous_sram
     return FitReport(
         arena_bytes=arena_bytes,
-        arena_budget=max(0, region.size - sram_reserve),
+        arena_budget=board.arena_budget(sram_reserve),
         flash_bytes=flash_bytes,
-        flash_budget=max(0, board.flash_bytes - flash_reserve),
+        flash_budget=board.flash_budget(flash_reserve),
         sram_reserve=sram_reserve,
         flash_reserve=flash_reserve,
         region=region.name,

@@ -73,7 +73,7 @@ def test_micro_kernel_events_cover_every_multiply_accumulate():
 
 
 def test_planner_takes_the_smallest_tile_among_the_equally_fast():
-    budget = planner.board_budget("nucleo-f746zg")
+    budget = BOARDS["nucleo-f746zg"].arena_budget()
     plan = planner.plan_model(TINY, 128, budget, cost_model=kernel_cost.KernelCostModel())
     assert plan.tiles == {"attention": 4, "mlp": 4}
     exact = planner.plan_model(TINY, 128, budget, cost_model=kernel_cost.KernelCostModel(resolution=0))

@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from tflm_mcubert.boards import get_board
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.ops import attention, contract
 from tflm_mcubert.schedule import memory, planner
@@ -77,11 +78,12 @@ def test_budget_too_small_reports_the_minimum():
 
 
 def test_board_budgets():
-    assert planner.board_budget("nucleo-f746zg") == 304 * KIB
-    plan = planner.plan_model(PRESETS["bert-tiny"], 512, planner.board_budget("nucleo-f746zg"))
+    assert get_board("nucleo-f746zg").arena_budget() == 304 * KIB
+    assert get_board("nucleo-f746zg").arena_budget(reserve=1 << 30) == 0
+    plan = planner.plan_model(PRESETS["bert-tiny"], 512, get_board("nucleo-f746zg").arena_budget())
     assert plan.planned_bytes <= 304 * KIB  # the paper's headline: BERT-tiny, 512 tokens, F746
     with pytest.raises(Exception, match="unknown board"):
-        planner.board_budget("esp32")
+        get_board("esp32")
 
 
 @pytest.mark.parametrize("dims", [TINY, MINI, Dims(96, 3, 384, 1), Dims(64, 1, 128, 1)])

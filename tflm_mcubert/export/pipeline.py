@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tflm_mcubert import __version__
-from tflm_mcubert.boards import Board, FitReport, check_fit, human_bytes
+from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import check_seq_len
@@ -321,7 +321,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
 
     samples, calibration_source = calibration_for(request.seq_len)
     reserves = _reserves(request)
-    budget = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves).arena_budget
+    budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
     from tflm_mcubert.quantize.qat import QatSettings
 
     result = export_mcubert(

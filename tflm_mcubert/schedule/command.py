@@ -115,7 +115,7 @@ def draw(path: Path, title: str, seq_lens, table, budgets: dict[str, int], stock
 
 
 def run(args) -> int:
-    from tflm_mcubert.schedule.planner import board_budget
+    from tflm_mcubert.boards import get_board
 
     seq_lens = _ints(args.seq_lens, "--seq-lens")
     out = output_file(args.out, "--out")
@@ -124,7 +124,7 @@ def run(args) -> int:
     config, name = _config(args)
     table = memory_table(config, seq_lens, args.tile)
     boards = [b.strip() for b in args.boards.split(",") if b.strip()]
-    budgets = {b: board_budget(b) for b in boards}
+    budgets = {b: get_board(b).arena_budget() for b in boards}
     stock = measure_stock(config, _ints(args.measure_seq_lens, "--measure-seq-lens")) if args.measure_stock else {}
 
     columns = list(table)

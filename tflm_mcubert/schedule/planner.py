@@ -15,19 +15,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, get_board
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.schedule.memory import Dims, mask_bytes
 
 KIB = 1024
-
-
-def board_budget(board: Board | str, reserve: int = DEFAULT_SRAM_RESERVE) -> int:
-    """Arena budget on a board: its largest contiguous SRAM region minus `reserve` (stack, runtime)."""
-    board = get_board(board) if isinstance(board, str) else board
-    return board.largest_contiguous_sram.size - reserve
 
 
 # ---------------------------------------------------------------------------------------------
