@@ -26,7 +26,15 @@ def test_default_export_fits_the_default_board(capsys, tmp_path):
     assert report["flash_bytes"] == len(model) <= report["fits"]["flash"]["budget_bytes"]
     assert report["arena_bytes"] == report["planned_bytes"] + report["arena"]["overhead_bytes"]
     assert [op["name"] for op in report["ops"]][-1] == "head"
-    assert all({"tile", "scratch_bytes", "live_bytes", "constant_bytes"} <= set(op) for op in report["ops"])
+    assert all({"bytes", "tile", "scratch_bytes", "live_bytes"} <= set(op) for op in report["ops"])
+    # Constant bytes per op add up to the model's constants, the embedding's are the compression block's.
+    assert report["ops"][0]["name"] == "embedding"
+    assert report["compression"]["int8_bytes"] == report["ops"][0]["bytes"]
+    assert (
+        sum(op["bytes"] for op in report["ops"])
+        < report["flash_bytes"]
+        < 1.05 * sum(op["bytes"] for op in report["ops"])
+    )
     parsed = read_model(model)
     assert parsed.planned_bytes == report["planned_bytes"]
     ids = np.zeros((1, 128), np.int32)

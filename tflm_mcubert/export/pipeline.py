@@ -372,7 +372,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
             "total": config.param_count(),
             "stored_embedding": _stored_embedding_params(model, result.compression),
         },
-        "compression": result.compression,
+        "compression": _with_real_embedding_bytes(result.compression, constants.get("embedding", 0)),
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
         "ops": [
@@ -383,7 +383,6 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
                 "tile": op.tile,
                 "scratch_bytes": op.scratch_bytes,
                 "live_bytes": op.live_bytes,
-                "constant_bytes": constants.get(op.name, 0),
             }
             for op in plan.ops
         ],
@@ -405,6 +404,12 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
     if not fit.ok:
         raise DoesNotFitError(_mcubert_misfit(fit, request, result) + f" (files written to {out_dir} for inspection)")
     return report
+
+
+def _with_real_embedding_bytes(compression: dict | None, embedding_bytes: int) -> dict | None:
+    """The compression block with int8_bytes as this .tflite stores the embedding op (its constants at this
+    seq-len: tables, projections, requantization), not the layer's own seq-len-free estimate."""
+    return None if compression is None else {**compression, "int8_bytes": embedding_bytes}
 
 
 def _model_sample(sample: dict, seq_len: int, permutation) -> dict:
