@@ -21,7 +21,8 @@ from tflm_mcubert.export.mcubert_export import arena_of
 from tflm_mcubert.export.tflm_arena import HOST_64
 from tflm_mcubert.ops.registry import SPEC_HASH
 from tflm_mcubert.runtime.reference import run_reference
-from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmRunError, TflmSources
+from tflm_mcubert.runtime.arena_search import TflmError
+from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmSources
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("TFLM_DIR"),
@@ -112,7 +113,7 @@ def test_tflm_keeps_the_offline_plan_and_its_overhead_is_explained(binding, clas
 def test_token_ids_out_of_range_fail_invoke_naming_the_input(binding, classifier):
     inputs = sample_inputs(4, length=SEQ)
     inputs["input_ids"][0, 5] = 30522
-    with pytest.raises(TflmRunError, match=r"MCUBERT_EMBEDDING: input_ids: id 30522 at position 5 is outside"):
+    with pytest.raises(TflmError, match=r"MCUBERT_EMBEDDING: input_ids: id 30522 at position 5 is outside"):
         binding.run(classifier, inputs, arena_bytes=1 << 20)
 
 
@@ -142,7 +143,7 @@ def _with_options(model_bytes: bytes, op_index: int, raw: bytes) -> bytes:
 def test_bad_options_stop_allocation_naming_op_and_field(binding, classifier, change, pattern):
     options = read_model(classifier).quantized.layers[0][0].options()
     raw = bytes(flexbuffers.Dumps({"spec_version": 1, "spec_hash": SPEC_HASH, **options, **change}))
-    with pytest.raises(TflmRunError, match=pattern):
+    with pytest.raises(TflmError, match=pattern):
         binding.run(_with_options(classifier, 1, raw), sample_inputs(5), arena_bytes=1 << 20)
 
 
@@ -170,7 +171,7 @@ def test_a_node_with_too_many_outputs_is_refused(binding, classifier):
         subgraph.operators[2].outputs = [*subgraph.operators[2].outputs, subgraph.operators[2].outputs[0]]
 
     with pytest.raises(
-        TflmRunError, match=r"MCUBERT_MLP: expected 1 or 2 outputs \(result, then scratch\), the model has 3"
+        TflmError, match=r"MCUBERT_MLP: expected 1 or 2 outputs \(result, then scratch\), the model has 3"
     ):
         binding.run(_edited(classifier, extra_output), sample_inputs(7), arena_bytes=1 << 20)
 
@@ -179,10 +180,10 @@ def test_a_constant_of_the_wrong_type_is_refused_naming_it(binding, classifier):
     def exp_lut_as_int8(subgraph):
         subgraph.tensors[subgraph.operators[1].inputs[10]].type = schema.TensorType.INT8
 
-    with pytest.raises(TflmRunError, match=r"MCUBERT_ATTENTION: exp_lut: "):
+    with pytest.raises(TflmError, match=r"MCUBERT_ATTENTION: exp_lut: "):
         binding.run(_edited(classifier, exp_lut_as_int8), sample_inputs(8), arena_bytes=1 << 20)
 
 
 def test_an_arena_below_the_plan_is_refused(binding, classifier):
-    with pytest.raises(TflmRunError):
+    with pytest.raises(TflmError):
         binding.run(classifier, sample_inputs(6), arena_bytes=read_model(classifier).planned_bytes // 2)

@@ -5,8 +5,8 @@ persistent buffer the allocator could not provide, and the process dies (SIGSEGV
 sizes of 0-100 and 20,000 bytes, while 60,000 gives a clean error). So every size that might be too small
 is tried in a child first; a crash there only means "does not fit".
 
-One child serves many probes (a bisection makes ~20), and is restarted after a crash. Run as
-`python -m tflm_mcubert.runtime.arena_probe MODEL.tflite`, it is that child: it reads lines
+One child serves many probes (a bisection makes ~20), and is restarted after a crash. The child is
+`python -m tflm_mcubert.runtime.arena_probe_child MODEL.tflite` (arena_probe_child.py): it reads lines
 "allocate N" or "run N" and answers each with a line "1" (fits) or "0 TFLM's report".
 """
 
@@ -80,7 +80,7 @@ class ArenaProbe:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
             self._child = subprocess.Popen(
-                [sys.executable, "-m", "tflm_mcubert.runtime.arena_probe", self._model_file.name],
+                [sys.executable, "-m", "tflm_mcubert.runtime.arena_probe_child", self._model_file.name],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._child_errors,
@@ -97,32 +97,3 @@ class ArenaProbe:
         except subprocess.TimeoutExpired:
             child.kill()
             return child.wait()
-
-
-def _serve(model_path: str) -> None:
-    import numpy as np
-
-    from tflm_mcubert.tflite.graph import parse
-    from tflm_mcubert.runtime.tflm_runner import TflmError, TflmRunner
-
-    model_bytes = Path(model_path).read_bytes()
-    zeros = {io.name: np.zeros(io.tensor.shape, io.tensor.dtype) for io in parse(model_bytes).inputs}
-    # Answers go out on a private copy of stdout; fd 1 itself goes to stderr, so that nothing native
-    # code prints can be mistaken for an answer.
-    answers = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    for line in sys.stdin:
-        kind, arena = line.split()
-        try:
-            runner = TflmRunner.without_probe(model_bytes, int(arena))
-            if kind == "run":
-                runner.run(zeros)
-            answer = "1"
-        except TflmError as exc:
-            answer = "0 " + " ".join(str(exc).split())  # one line, whatever line breaks TFLM used
-        answers.write(answer + "\n")
-        answers.flush()
-
-
-if __name__ == "__main__":
-    _serve(sys.argv[1])

@@ -35,6 +35,7 @@ from typing import Mapping
 import numpy as np
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 
 TFLM_COMMIT = "90b983c"
 WHEEL_VERSION = "0.dev20260820164721"
@@ -60,10 +61,6 @@ _THIRD_PARTY = Path("tensorflow/lite/micro/tools/make/downloads")  # where TFLM'
 
 class TflmSetupError(UserError):
     """The TFLM checkout, its third-party headers, Python 3.13 or the build is not usable."""
-
-
-class TflmRunError(RuntimeError):
-    """TFLM refused the model or failed to invoke it; the message holds TFLM's own output."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +200,7 @@ def _checked_run(cmd: list[str], what: str) -> None:
 
 
 def _call_child(python: Path, request: dict, timeout: float = 600) -> tuple[dict, str]:
-    """One tflm_child.py run: (response arrays, its combined output). Raises TflmRunError when TFLM
+    """One tflm_child.py run: (response arrays, its combined output). Raises TflmError when TFLM
     refused, TflmSetupError when the environment is wrong."""
     with tempfile.TemporaryDirectory(prefix="mcubert-tflm-") as tmp:
         request_path, response_path = Path(tmp) / "request.npz", Path(tmp) / "response.npz"
@@ -218,9 +215,9 @@ def _call_child(python: Path, request: dict, timeout: float = 600) -> tuple[dict
         if proc.returncode == EXIT_WRONG_WHEEL:
             raise TflmSetupError(output)
         if proc.returncode == EXIT_TFLM_ERROR:
-            raise TflmRunError(output)
+            raise TflmError(output)
         if proc.returncode < 0:
-            raise TflmRunError(f"TFLM crashed (signal {-proc.returncode}){': ' + output if output else ''}")
+            raise TflmError(f"TFLM crashed (signal {-proc.returncode}){': ' + output if output else ''}")
         if proc.returncode != 0:
             raise TflmSetupError(f"the TFLM interpreter environment failed ({python}):\n{output[-3000:]}")
         with np.load(response_path, allow_pickle=False) as response:
@@ -336,7 +333,7 @@ class TflmBinding:
     def fits(self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], arena_bytes: int) -> bool:
         try:
             self.run(model_bytes, inputs, arena_bytes)
-        except TflmRunError:
+        except TflmError:
             return False
         return True
 
@@ -345,15 +342,7 @@ class TflmBinding:
     ) -> int:
         """The least arena in which the model sets up and runs, by bisection between a size that
         fails and one that must work (each probe is a child process)."""
-        if not self.fits(model_bytes, inputs, upper):
-            raise TflmRunError(f"the model does not run even in a {upper:,}-byte arena")
-        while upper - lower_failing > 1:
-            middle = (lower_failing + upper) // 2
-            if self.fits(model_bytes, inputs, middle):
-                upper = middle
-            else:
-                lower_failing = middle
-        return upper
+        return smallest_passing(lambda n: self.fits(model_bytes, inputs, n), lower_failing=lower_failing, upper=upper)
 
 
 def default_environment_dir() -> Path:

@@ -19,17 +19,12 @@ import numpy as np
 from tflite_micro.python.tflite_micro import runtime
 
 from tflm_mcubert.runtime.arena_probe import ArenaProbe
+from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 from tflm_mcubert.tflite.graph import OpInfo, TensorInfo, TfliteGraph, parse
 
 # Host memory is cheap: a run that does not ask for a particular arena gets one far larger than any
 # model here needs. (The wheel's own default, 10x the model size, is 250 MB for MiniLM.)
 DEFAULT_ARENA_BYTES = 64 * 1024 * 1024
-# Upper limit of the search in min_arena_bytes: past it, the model is not an MCU model.
-MAX_ARENA_BYTES = 1024 * 1024 * 1024
-
-
-class TflmError(RuntimeError):
-    """The interpreter refused the model or failed to run it; the message carries TFLM's own report."""
 
 
 def flash_bytes(model_bytes: bytes) -> int:
@@ -194,9 +189,9 @@ def min_arena_bytes(model_bytes: bytes) -> int:
     with ArenaProbe(model_bytes) as probe:
         # Allocation is the cheap test and the binding one in practice: bisect on it, then on a full run
         # from there in case invoking needs more.
-        fits = _smallest_passing(lambda n: probe.fits("allocate", n), lower_failing=_arena_lower_bound(model_bytes))
+        fits = smallest_passing(lambda n: probe.fits("allocate", n), lower_failing=_arena_lower_bound(model_bytes))
         if not probe.fits("run", fits):
-            fits = _smallest_passing(lambda n: probe.fits("run", n), lower_failing=fits)
+            fits = smallest_passing(lambda n: probe.fits("run", n), lower_failing=fits)
         if probe.fits("run", fits - 1):
             raise TflmError(f"arena search is inconsistent: the model runs in {fits - 1:,} bytes as well as {fits:,}")
     return fits
@@ -213,23 +208,6 @@ def _arena_lower_bound(model_bytes: bytes) -> int:
         live = {i for i in (*op.inputs, *op.outputs) if i >= 0 and not graph.tensors[i].constant_bytes}
         largest = max(largest, sum(graph.tensors[i].nbytes for i in live))
     return max(largest - 1, 0)
-
-
-def _smallest_passing(passes, *, lower_failing: int) -> int:
-    """Least n > lower_failing with passes(n), assuming passing is monotone in n."""
-    upper = max(2 * lower_failing, 64 * 1024)
-    while not passes(upper):
-        lower_failing = upper
-        upper *= 2
-        if upper > MAX_ARENA_BYTES:
-            raise TflmError(f"the model does not run even in a {MAX_ARENA_BYTES:,}-byte arena")
-    while upper - lower_failing > 1:
-        middle = (lower_failing + upper) // 2
-        if passes(middle):
-            upper = middle
-        else:
-            lower_failing = middle
-    return upper
 
 
 @contextlib.contextmanager
