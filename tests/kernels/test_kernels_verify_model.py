@@ -18,16 +18,7 @@ from tests.tflite.test_integrity import constant_buffers
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, IntegrityError, verify_integrity
 
-MODEL_ERROR = 6
-
-
-class IntegrityC(ctypes.Structure):
-    _fields_ = [
-        ("verified", ctypes.c_int32),
-        ("corrupt_buffer", ctypes.c_int32),
-        ("corrupt_tensor", ctypes.c_int32),
-        ("corrupt_operator", ctypes.c_int32),
-    ]
+MODEL_ERROR = kernel_abi.ERROR_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +32,7 @@ def verify(host_library):
 
     def call(model: bytes):
         data = (ctypes.c_uint8 * max(len(model), 1)).from_buffer_copy(model or b"\0")
-        result = IntegrityC()
+        result = kernel_abi.ModelIntegrityC()
         message = ctypes.create_string_buffer(kernel_abi.MESSAGE_CAPACITY)
         status = library.mcubert_verify_model(data, ctypes.c_uint32(len(model)), ctypes.byref(result), message)
         return status, result, message.value.decode()

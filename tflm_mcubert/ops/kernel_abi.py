@@ -24,7 +24,7 @@ DTYPE_CODES = {np.dtype(np.int8): DTYPE_INT8, np.dtype(np.int16): DTYPE_INT16, n
 
 # mcubert_status
 STATUS_NAMES = {0: "ok", 1: "argument", 2: "spec", 3: "option", 4: "tensor", 5: "input", 6: "model"}
-OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT = range(6)
+OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT, ERROR_MODEL = range(7)
 
 OP_IDS = {contract.EMBEDDING: 0, contract.ATTENTION: 1, contract.MLP: 2}
 KERNEL_SYMBOLS = {
@@ -34,6 +34,17 @@ KERNEL_SYMBOLS = {
 }
 VALIDATE_SYMBOLS = {op: sym.replace("_s8", "_validate") for op, sym in KERNEL_SYMBOLS.items()}
 MESSAGE_CAPACITY = 128
+
+
+class ModelIntegrityC(ctypes.Structure):
+    """mcubert_model_integrity: what mcubert_verify_model found."""
+
+    _fields_ = [
+        ("verified", ctypes.c_int32),
+        ("corrupt_buffer", ctypes.c_int32),
+        ("corrupt_tensor", ctypes.c_int32),
+        ("corrupt_operator", ctypes.c_int32),
+    ]
 
 
 class EmbeddingParamsC(ctypes.Structure):
