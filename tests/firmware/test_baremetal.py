@@ -370,3 +370,65 @@ def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
         f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
         f"least that works {least} B; stack high-water {stack} of {reserved} B"
     )
+
+
+# ---- custom_ops/CMakeLists.txt ------------------------------------------------------------------
+
+
+def test_the_kernels_cmake_description_builds_on_its_own_for_the_host(tmp_path):
+    """The `mcubert` target any CMake project takes with add_subdirectory(custom_ops), here with host gcc."""
+    need("cmake", "ninja", "gcc")
+    build = tmp_path / "build"
+    for command in (
+        ["cmake", "-S", str(REPO / "custom_ops"), "-B", str(build), "-G", "Ninja"],
+        ["cmake", "--build", str(build)],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    program = tmp_path / "uses_mcubert.c"
+    program.write_text(
+        '#include "mcubert/mcubert_ops.h"\n'
+        "int main(void) { return mcubert_status_name(MCUBERT_ERROR_MODEL)[0] == 'm' ? 0 : 1; }\n"
+    )
+    linked = subprocess.run(
+        [
+            "gcc",
+            "-std=c99",
+            "-I",
+            str(REPO / "custom_ops" / "include"),
+            str(program),
+            str(build / "libmcubert.a"),
+            "-o",
+            str(tmp_path / "uses_mcubert"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert linked.returncode == 0, linked.stderr
+    assert subprocess.run([str(tmp_path / "uses_mcubert")]).returncode == 0
+
+
+def test_the_binding_target_builds_for_cortex_m7_against_tflm(tmp_path):
+    """mcubert_tflm (custom_ops/CMakeLists.txt) through the bare-metal project, TFLM headers only."""
+    need("arm-none-eabi-g++", "cmake", "ninja")
+    tflm = os.environ.get("TFLM_DIR")
+    if not tflm:
+        pytest.skip("set TFLM_DIR (a tflite-micro checkout; FLATBUFFERS_INCLUDE and GEMMLOWP_DIR) to build the binding")
+    build = tmp_path / "build"
+    configure = [
+        "cmake",
+        "-S",
+        str(BAREMETAL),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        f"-DCMAKE_TOOLCHAIN_FILE={BAREMETAL / 'cmake' / 'arm-none-eabi.cmake'}",
+        f"-DTFLM_DIR={tflm}",
+        f"-DTFLM_THIRD_PARTY_INCLUDES={tflm_third_party_includes()}",
+        "-DMCUBERT_BUILD_APP=OFF",
+    ]
+    for command in (configure, ["cmake", "--build", str(build), "--target", "mcubert_tflm"]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (build / "mcubert" / "libmcubert_tflm.a").is_file()
