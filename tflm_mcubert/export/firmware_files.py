@@ -124,9 +124,14 @@ def describe_model(tflite: bytes, schedule: str) -> FirmwareModel:
 
 
 def reference_sample(
-    tflite: bytes, model: FirmwareModel, sample: Mapping[str, np.ndarray], source: str
+    tflite: bytes,
+    model: FirmwareModel,
+    sample: Mapping[str, np.ndarray],
+    source: str,
+    expected: np.ndarray | None = None,
 ) -> ReferenceSample:
-    """`sample` (input name -> [1, s] or [s] integers, in the model's vocabulary) and the reference output."""
+    """`sample` (input name -> [1, s] or [s] integers, in the model's vocabulary) and the reference output
+    (`expected` when the caller already ran the reference on this sample)."""
     missing = set(model.input_names) - set(sample)
     if missing:
         raise FirmwareFilesError(f"the test sample lacks the model input(s) {', '.join(sorted(missing))}")
@@ -139,7 +144,8 @@ def reference_sample(
         if values.min() < info.min or values.max() > info.max:
             raise FirmwareFilesError(f"test sample {name}: values outside {tensor.dtype.name}")
         inputs[name] = values.astype(tensor.dtype)
-    expected = _reference_output(tflite, model, inputs)
+    if expected is None:
+        expected = _reference_output(tflite, model, inputs)
     return ReferenceSample(inputs, expected.reshape(-1).astype(model.output.dtype), source)
 
 
@@ -164,12 +170,14 @@ def write_firmware_files(
     arena_bytes: int,
     sample: Mapping[str, np.ndarray],
     sample_source: str,
+    sample_output: np.ndarray | None = None,
 ) -> list[str]:
-    """Write FILES into `out_dir` (next to model_data.cc/.h; created if needed); returns their names."""
+    """Write FILES into `out_dir` (next to model_data.cc/.h; created if needed); returns their names.
+    `sample_output`: the reference's output for `sample`, when the export has it already."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model = describe_model(tflite, schedule)
-    reference = reference_sample(tflite, model, sample, sample_source)
+    reference = reference_sample(tflite, model, sample, sample_source, sample_output)
     (out_dir / SETTINGS_FILE).write_text(render_settings(model, board, arena_bytes))
     (out_dir / TEST_INPUT_HEADER).write_text(render_sample_header(model, reference))
     (out_dir / TEST_INPUT_SOURCE).write_text(render_sample_source(model, reference))

@@ -205,6 +205,9 @@ class McubertExport:
     compression: dict | None
     permutation: np.ndarray | None  # original id -> model id, when this export compressed the embedding
     fidelity: dict
+    # The reference's output for samples[0] (the firmware's test sequence), from the .tflite as written:
+    # the firmware files take it instead of parsing and running the model again.
+    sample_output: np.ndarray | None = None
 
 
 def export_mcubert(
@@ -296,7 +299,9 @@ def export_mcubert(
     arena = estimate_arena(
         graph_shape(config.num_hidden_layers, bool(labels), config.hidden_size), choice.plan.planned_bytes
     )
-    return McubertExport(tflite, quantized, choice.plan, choice, arena, compression, remap, fidelity)
+    return McubertExport(
+        tflite, quantized, choice.plan, choice, arena, compression, remap, fidelity, in_arena.outputs[key]
+    )
 
 
 def calibration_fidelity(float_model, quantized, inputs) -> dict:

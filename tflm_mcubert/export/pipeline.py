@@ -174,7 +174,13 @@ def _write_model(tflite: bytes, out_dir: Path) -> None:
 
 
 def _write_firmware(
-    out_dir: Path, request: ExportRequest, tflite: bytes, arena_bytes: int, sample: dict, sample_source: str
+    out_dir: Path,
+    request: ExportRequest,
+    tflite: bytes,
+    arena_bytes: int,
+    sample: dict,
+    sample_source: str,
+    sample_output=None,
 ) -> list[str]:
     from tflm_mcubert.export.firmware_files import write_firmware_files
 
@@ -186,6 +192,7 @@ def _write_firmware(
         arena_bytes=arena_bytes,
         sample=sample,
         sample_source=sample_source,
+        sample_output=sample_output,
     )
 
 
@@ -343,6 +350,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
         arena.arena_bytes,
         _model_sample(samples[0], request.seq_len, result.permutation),
         _sample_source(request, tokenizer, calibration_source),
+        result.sample_output,  # the export ran the reference on samples[0] already
     )
     files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"]
     if result.permutation is not None and tokenizer is not None:
