@@ -3,6 +3,8 @@ seeded random token ids (a random-weight model has no meaningful text anyway).""
 
 from __future__ import annotations
 
+import dataclasses
+
 from importlib import resources
 from pathlib import Path
 
@@ -90,17 +92,46 @@ def random_samples(vocab_size: int, seq_len: int, count: int, seed: int = 0) -> 
     return samples
 
 
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """--calibration, read once: its sentences (None: random ids) and samples at any sequence length."""
+
+    sentences: list[str] | None
+    source: str  # "built-in English sentences", the file, or "random"
+    tokenizer: object
+    vocab_size: int
+    count: int
+    seed: int
+
+    @classmethod
+    def load(cls, spec: str | None, *, tokenizer, vocab_size: int, count: int = 32, seed: int = 0) -> "Calibration":
+        if spec == "random" or (spec is None and tokenizer is None):
+            return cls(None, "random", tokenizer, vocab_size, count, seed)
+        sentences = builtin_sentences() if spec is None else read_sentences(spec)
+        if tokenizer is None:
+            raise UserError(
+                "--calibration: text needs a tokenizer, and this checkpoint has none "
+                "(add vocab.txt to it, or use --calibration random)"
+            )
+        return cls(
+            sentences, "built-in English sentences" if spec is None else spec, tokenizer, vocab_size, count, seed
+        )
+
+    def samples(self, seq_len: int) -> tuple[list[Sample], str]:
+        """The samples at `seq_len` and a one-line description of where they came from (for the report)."""
+        if self.sentences is None:
+            return (
+                random_samples(self.vocab_size, seq_len, self.count, self.seed),
+                f"{self.count} random token sequences (seed {self.seed})",
+            )
+        return (
+            tokenize(self.tokenizer, self.sentences[: self.count], seq_len),
+            f"{min(self.count, len(self.sentences))} sentences from {self.source}",
+        )
+
+
 def calibration_samples(
     spec: str | None, *, tokenizer, vocab_size: int, seq_len: int, count: int = 32, seed: int = 0
 ) -> tuple[list[Sample], str]:
     """Returns the samples and a one-line description of where they came from (for the report)."""
-    if spec == "random" or (spec is None and tokenizer is None):
-        return random_samples(vocab_size, seq_len, count, seed), f"{count} random token sequences (seed {seed})"
-    sentences = builtin_sentences() if spec is None else read_sentences(spec)
-    if tokenizer is None:
-        raise UserError(
-            "--calibration: text needs a tokenizer, and this checkpoint has none "
-            "(add vocab.txt to it, or use --calibration random)"
-        )
-    source = "built-in English sentences" if spec is None else spec
-    return tokenize(tokenizer, sentences[:count], seq_len), f"{min(count, len(sentences))} sentences from {source}"
+    return Calibration.load(spec, tokenizer=tokenizer, vocab_size=vocab_size, count=count, seed=seed).samples(seq_len)

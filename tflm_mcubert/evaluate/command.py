@@ -137,9 +137,9 @@ def run(args) -> int:
 
 
 def _load_models(args) -> _Models:
-    from tflm_mcubert.data.calibration import calibration_samples
+    from tflm_mcubert.data.calibration import Calibration
     from tflm_mcubert.export.mcubert_export import default_compression
-    from tflm_mcubert.export.pipeline import calibration_sentences, load_model
+    from tflm_mcubert.export.pipeline import load_model
     from tflm_mcubert.quantize.calibrate import calibrate, model_inputs
     from tflm_mcubert.quantize.float_model import FloatBert
 
@@ -150,19 +150,17 @@ def _load_models(args) -> _Models:
     check_seq_len(args.seq_len, config)
     if args.task and not config.num_labels:
         raise UserError("--task needs a classifier (BertForSequenceClassification) checkpoint")
-    dense_model, compressed_here = model, None
-    if args.embedding == "auto":
-        model, compressed_here = default_compression(
-            model, tokenizer, calibration_sentences(args.calibration, tokenizer)
-        )
-    calibration, calibration_source = calibration_samples(
+    source_text = Calibration.load(
         args.calibration,
         tokenizer=tokenizer,
         vocab_size=config.vocab_size,
-        seq_len=args.seq_len,
         count=args.calibration_samples,
         seed=args.seed,
     )
+    dense_model, compressed_here = model, None
+    if args.embedding == "auto":
+        model, compressed_here = default_compression(model, tokenizer, source_text.sentences)
+    calibration, calibration_source = source_text.samples(args.seq_len)
     float_model = FloatBert.from_keras(model)
     # The tokenizer emits the model's ids unless the embedding was compressed just now.
     remap = float_model.permutation if compressed_here else None

@@ -140,7 +140,7 @@ def run_export(request: ExportRequest) -> dict:
 
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
-    from tflm_mcubert.data.calibration import calibration_samples
+    from tflm_mcubert.data.calibration import Calibration
 
     started = time.time()
     check_request(request)
@@ -151,19 +151,16 @@ def run_export(request: ExportRequest) -> dict:
     config = model.config
     check_seq_len(request.seq_len, config)
 
-    def calibration_for(seq_len):
-        return calibration_samples(
-            request.calibration,
-            tokenizer=tokenizer,
-            vocab_size=config.vocab_size,
-            seq_len=seq_len,
-            count=request.calibration_count,
-            seed=request.seed,
-        )
-
+    calibration = Calibration.load(
+        request.calibration,
+        tokenizer=tokenizer,
+        vocab_size=config.vocab_size,
+        count=request.calibration_count,
+        seed=request.seed,
+    )
     if request.schedule == "stock":
-        return _run_stock(request, model, tokenizer, source, calibration_for, out_dir, started)
-    return _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir, started)
+        return _run_stock(request, model, tokenizer, source, calibration, out_dir, started)
+    return _run_mcubert(request, model, tokenizer, source, calibration, out_dir, started)
 
 
 def _write_model(tflite: bytes, out_dir: Path) -> None:
@@ -196,9 +193,9 @@ def _write_firmware(
     )
 
 
-def _sample_source(request: ExportRequest, tokenizer, calibration_source: str) -> str:
+def _sample_source(calibration, calibration_source: str) -> str:
     """Where the firmware's test sequence (the first calibration sample) came from, in one line."""
-    sentences = calibration_sentences(request.calibration, tokenizer)
+    sentences = calibration.sentences
     if sentences:
         text = sentences[0] if len(sentences[0]) <= 80 else sentences[0][:77] + "..."
         return f"the first calibration sentence, {text!r}"
@@ -261,19 +258,19 @@ def _finish(report: dict, out_dir: Path, started: float) -> None:
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
-def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
+def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
     from tflm_mcubert.runtime.tflm_runner import describe_ops
 
     config = model.config
-    calibration, calibration_source = calibration_for(request.seq_len)
+    samples, calibration_source = calibration.samples(request.seq_len)
     log(
         f"converting ({request.schedule} schedule, {request.precision}, seq {request.seq_len}, "
         f"calibration: {calibration_source}) ..."
     )
-    tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, calibration)
+    tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, samples)
     _write_model(tflite, out_dir)
     firmware = _write_firmware(
-        out_dir, request, tflite, arena_bytes, calibration[0], _sample_source(request, tokenizer, calibration_source)
+        out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source)
     )
 
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
@@ -298,7 +295,9 @@ def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path
     fitting_seq_len = None
     if not fit.ok and not fit.sram_ok:
         log("the arena does not fit; measuring shorter sequence lengths ...")
-        fitting_seq_len = _largest_fitting_seq_len(model, request, lambda s: calibration_for(s)[0], fit.arena_budget)
+        fitting_seq_len = _largest_fitting_seq_len(
+            model, request, lambda s: calibration.samples(s)[0], fit.arena_budget
+        )
         report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
     _finish(report, out_dir, started)
     log(
@@ -312,21 +311,12 @@ def _run_stock(request, model, tokenizer, source, calibration_for, out_dir: Path
     return report
 
 
-def calibration_sentences(spec: str | None, tokenizer) -> list[str] | None:
-    """The calibration text of --calibration `spec` (for token frequencies), or None for random ids."""
-    from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
-
-    if spec == "random" or tokenizer is None:
-        return None
-    return builtin_sentences() if spec is None else read_sentences(spec)
-
-
-def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Path, started: float) -> dict:
+def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
     # Long: the mcubert export's files and report.json fields in order; each step is one call.
     from tflm_mcubert.export.mcubert_export import export_mcubert
     from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
-    samples, calibration_source = calibration_for(request.seq_len)
+    samples, calibration_source = calibration.samples(request.seq_len)
     reserves = _reserves(request)
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
     from tflm_mcubert.quantize.qat import QatSettings
@@ -337,7 +327,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
         seq_len=request.seq_len,
         arena_budget=budget,
         samples=samples,
-        sentences=calibration_sentences(request.calibration, tokenizer),
+        sentences=calibration.sentences,
         embedding=request.embedding,
         qat=QatSettings(steps=request.qat_steps, seed=request.seed),
     )
@@ -349,7 +339,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration_for, out_dir: Pa
         tflite,
         arena.arena_bytes,
         _model_sample(samples[0], request.seq_len, result.permutation),
-        _sample_source(request, tokenizer, calibration_source),
+        _sample_source(calibration, calibration_source),
         result.sample_output,  # the export ran the reference on samples[0] already
     )
     files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"]
