@@ -2,7 +2,8 @@
 
     python tests/fuzz/make_corpus.py [--out tests/fuzz/corpus]
 
-fuzz_verify_model/: the whole exported .tflite (a 1-layer, d = 16 BERT at seq 8: a few KB).
+fuzz_verify_model/: the whole exported .tflite, as tiny_export.bin (git ignores *.tflite): a 1-layer,
+d = 16 BERT at seq 8, a few KB.
 fuzz_options_validate/: one seed per op of that export, in the harness's input layout (see
 harnesses/fuzz_options_validate.c): op, options, then each tensor of the op's validate step (its
 inputs, then its output) with the constants' bytes. tests/fuzz/test_fuzz_c.py keeps the committed
@@ -76,7 +77,7 @@ def op_seeds(model_bytes: bytes) -> dict[str, bytes]:
 
 def write_corpus(out: Path) -> list[Path]:
     model_bytes = tiny_export()
-    files = {Path("fuzz_verify_model") / "tiny_export.tflite": model_bytes}
+    files = {Path("fuzz_verify_model") / "tiny_export.bin": model_bytes}
     for name, seed in op_seeds(model_bytes).items():
         files[Path("fuzz_options_validate") / f"{name}.bin"] = seed
     written = []

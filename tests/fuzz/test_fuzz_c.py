@@ -70,3 +70,5 @@ def test_the_committed_corpus_is_what_make_corpus_writes(tmp_path):
     for path in make_corpus.write_corpus(tmp_path):
         committed = HERE / "corpus" / path.relative_to(tmp_path)
         assert committed.read_bytes() == path.read_bytes(), f"run tests/fuzz/make_corpus.py ({committed})"
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(committed)], cwd=HERE, capture_output=True)
+        assert tracked.returncode == 0, f"{committed} is not in git (ignored?): a clean clone would lack it"
