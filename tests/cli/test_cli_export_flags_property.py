@@ -1,8 +1,8 @@
 """Property: whatever numbers the export flags get, the result is an export or one named error.
 
-Hypothesis sweeps seq-len, calibration samples, QAT steps, the seed, the memory sizes and reserves over their
-whole range, edge values included (0, 1, negative, the model's limits, absurdly large, malformed
-sizes), on a tiny checkpoint so that each export takes about a second. CI runs 30 examples;
+Hypothesis sweeps seq-len, calibration samples, QAT steps, the seed, the memory sizes and reserves
+(and `plan`'s tile, sequence lengths and boards) over their whole range, edge values included (0, 1,
+negative, the model's limits, absurdly large, malformed sizes), on a tiny checkpoint so that each export takes about a second. CI runs 30 examples;
 MCUBERT_PROPERTY_EXAMPLES=500 is the longer run.
 """
 
@@ -105,3 +105,29 @@ def test_any_numeric_flags_give_an_export_or_one_named_error(
     assert code in (0, 2, 3), err[-2000:]
     if code:
         assert_one_clean_error(err)
+
+
+@settings(
+    max_examples=int(os.environ.get("MCUBERT_PROPERTY_EXAMPLES", 30)),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    tile=st.one_of(st.sampled_from(EDGE_INTS), st.integers(-2, 600)),
+    seq_lens=st.one_of(
+        st.sampled_from(["", ",", "0", "-8", "1", "32,64", "2,1024,4096", "x", "1e3", "32,,64"]),
+        st.lists(st.integers(-4, 5000), min_size=1, max_size=4).map(lambda v: ",".join(map(str, v))),
+    ),
+    boards=st.sampled_from(["", "nucleo-f746zg", "nucleo-f746zg,nucleo-h7a3zi-q", "nope", ","]),
+)
+def test_any_plan_tile_and_sequence_lengths_give_a_plan_or_one_named_error(
+    capsys, tmp_path_factory, tile, seq_lens, boards
+):
+    out = tmp_path_factory.mktemp("plan") / "plan.png"
+    code, _, err = run_cli(capsys, "plan", "--tile", tile, "--seq-lens", seq_lens, "--boards", boards, "--out", out)
+    assert code in (0, 2), err[-2000:]
+    if code:
+        assert_one_clean_error(err)
+    else:
+        assert out.read_bytes()[:4] == b"\x89PNG"
