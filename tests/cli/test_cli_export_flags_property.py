@@ -2,8 +2,8 @@
 
 Hypothesis sweeps seq-len, calibration samples, QAT steps, the seed, the memory sizes and reserves
 (and `plan`'s tile, sequence lengths and boards) over their whole range, edge values included (0, 1,
-negative, the model's limits, absurdly large, malformed sizes), on a tiny checkpoint so that each export takes about a second. CI runs 30 examples;
-MCUBERT_PROPERTY_EXAMPLES=500 is the longer run.
+negative, the model's limits, absurdly large, malformed sizes), on a tiny checkpoint so that each
+export takes about a second. CI runs 30 examples; MCUBERT_PROPERTY_EXAMPLES=500 is the longer run.
 """
 
 import os
