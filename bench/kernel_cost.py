@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tflm_mcubert.ops import attention, mlp, testing  # noqa: E402
+from tflm_mcubert.ops import attention, contract, mlp, testing  # noqa: E402
 from tflm_mcubert.ops.attention import AttentionParams  # noqa: E402
 from tflm_mcubert.ops.fixed_point import saturate  # noqa: E402
 from tflm_mcubert.ops.linear import Linear  # noqa: E402
@@ -59,7 +59,7 @@ from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
 from tflm_mcubert.ops import kernel_abi  # noqa: E402
 from tflm_mcubert.schedule import kernel_cost  # noqa: E402
 from tflm_mcubert.schedule.memory import Dims  # noqa: E402
-from tflm_mcubert.schedule.planner import OpShape  # noqa: E402
+from tflm_mcubert.schedule.cost import OpShape  # noqa: E402
 
 CPUS = ("cortex-m7", "cortex-m4")
 MODELS = {
@@ -234,7 +234,7 @@ def layer_tasks(cpus, models, seqs, tiles) -> list[tuple]:
     for cpu in cpus:
         for model in models:
             for s in seqs:
-                for kind in ("attention", "mlp"):
+                for kind in contract.TILED_KINDS:
                     t = min(tiles[kind], s)
                     tasks.append(("op", cpu, model, s, kind, "ours", t))
                     impls = BASELINES if kind == "attention" else ("cmsis",)
@@ -252,7 +252,7 @@ def linear_shapes(models) -> list[tuple[str, int, int]]:
 
 def sweep_tasks(model: str, s: int) -> list[tuple]:
     return [
-        ("op", "cortex-m7", model, s, kind, "ours", t) for kind in ("attention", "mlp") for t in SWEEP_TILES if t <= s
+        ("op", "cortex-m7", model, s, kind, "ours", t) for kind in contract.TILED_KINDS for t in SWEEP_TILES if t <= s
     ]
 
 
@@ -434,10 +434,10 @@ def summarize(results: dict, cpus, models, seqs, tiles) -> list[dict]:
                     "cpu": cpu,
                     "model": model,
                     "seq": s,
-                    "tiles": {k: min(tiles[k], s) for k in ("attention", "mlp")},
+                    "tiles": {k: min(tiles[k], s) for k in contract.TILED_KINDS},
                     "ops": {},
                 }
-                for kind in ("attention", "mlp"):
+                for kind in contract.TILED_KINDS:
                     t = min(tiles[kind], s)
                     impls = ("ours",) + (BASELINES if kind == "attention" else ("cmsis",))
                     op = {impl: results[("op", cpu, model, s, kind, impl, t)] for impl in impls}
@@ -453,14 +453,14 @@ def summarize(results: dict, cpus, models, seqs, tiles) -> list[dict]:
                     op["smlad_efficiency"] = op["smlad_bound"] / op["ours"]["instructions"]
                     entry["ops"][kind] = op
                 layer = {
-                    impl: sum(entry["ops"][k][impl]["instructions"] for k in ("attention", "mlp"))
+                    impl: sum(entry["ops"][k][impl]["instructions"] for k in contract.TILED_KINDS)
                     for impl in ("ours",) + BASELINES
                 }
                 cycles = {
-                    impl: sum(entry["ops"][k][impl]["cycles_estimate"] for k in ("attention", "mlp"))
+                    impl: sum(entry["ops"][k][impl]["cycles_estimate"] for k in contract.TILED_KINDS)
                     for impl in ("ours",) + BASELINES
                 }
-                bound = sum(entry["ops"][k]["smlad_bound"] for k in ("attention", "mlp"))
+                bound = sum(entry["ops"][k]["smlad_bound"] for k in contract.TILED_KINDS)
                 entry["layer"] = {
                     "instructions": layer,
                     "cycles_estimate": cycles,
@@ -479,7 +479,7 @@ def tile_sweep(results: dict, model: str, s: int) -> dict:
 
     resident = align_up(s * dims.hidden) + align_up(s)
     sweep = {}
-    for kind in ("attention", "mlp"):
+    for kind in contract.TILED_KINDS:
         points = []
         for t in SWEEP_TILES:
             if t > s:
@@ -556,7 +556,7 @@ def print_tables(rows, linear, sweep, model_check, before):
             + " |"
         )
         out.append("|---|---|---|" + "---|" * len(sweep["attention"]["points"]))
-        for kind in ("attention", "mlp"):
+        for kind in contract.TILED_KINDS:
             sw = sweep[kind]
             out.append(
                 f"| {kind} | {sw['best_tile']} | {sw['smallest_tile_within_5pct']} | "
@@ -605,7 +605,7 @@ def plot(rows, sweep, path: Path):
     ax.set_title("Encoder layer, Cortex-M7 (lower is better)")
     ax.legend(fontsize=8)
     if sweep:
-        for ax, kind in zip(axes[1:], ("attention", "mlp")):
+        for ax, kind in zip(axes[1:], contract.TILED_KINDS):
             pts = sweep[kind]["points"]
             t = [p["tile"] for p in pts]
             ax.plot(t, [p["instructions"] / 1e6 for p in pts], "o-", color="C0")
@@ -735,12 +735,12 @@ def main(argv=None) -> int:
         (r["model"], r["seq"], kind, r["tiles"][kind], r["ops"][kind]["ours"])
         for r in rows
         if r["cpu"] == "cortex-m7"
-        for kind in ("attention", "mlp")
+        for kind in contract.TILED_KINDS
     ]
     if sweep:
         checks += [
             ("bert-tiny", 128, kind, p["tile"], results[("op", "cortex-m7", "bert-tiny", 128, kind, "ours", p["tile"])])
-            for kind in ("attention", "mlp")
+            for kind in contract.TILED_KINDS
             for p in sweep[kind]["points"]
         ]
     for model, s, kind, t, measured in checks:

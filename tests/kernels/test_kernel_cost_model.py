@@ -14,7 +14,7 @@ from tflm_mcubert.boards import BOARDS
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.schedule import kernel_cost, planner
 from tflm_mcubert.schedule.memory import Dims
-from tflm_mcubert.schedule.planner import OpShape
+from tflm_mcubert.schedule.cost import OpShape
 
 TINY = Dims(hidden=128, heads=2, ffn=512, layers=2)
 # The fit's own held-out error is below 0.25% (instructions); fresh shapes get 2x that.

@@ -8,6 +8,8 @@ from tflm_mcubert.boards import get_board
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.ops import attention, contract
 from tflm_mcubert.schedule import memory, planner
+from tflm_mcubert.schedule.cost import OpShape
+from tflm_mcubert.schedule.kernel_cost import KernelCostModel
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.planner import KIB
 
@@ -50,14 +52,14 @@ def test_plan_is_exact_and_valid(dims, s, budget):
 def test_the_chosen_tile_is_the_cheapest_that_fits():
     budget = 170 * KIB
     plan = planner.plan_model(TINY, 512, budget)
-    cost = planner.ProxyCostModel()
+    cost = KernelCostModel()
     for kind, other in (("attention", "mlp"), ("mlp", "attention")):
         fitting = [
             t
             for t in range(1, 513)
             if planner.plan_model(TINY, 512, 10**9, tiles={kind: t, other: 1}).planned_bytes <= budget
         ]
-        costs = {t: cost.cost(planner.OpShape(kind, 512, TINY, t)) for t in fitting}
+        costs = {t: cost.cost(OpShape(kind, 512, TINY, t)) for t in fitting}
         assert costs[plan.tiles[kind]] == min(costs.values())
 
 
@@ -131,3 +133,15 @@ def test_mask_mode_and_limits_are_enforced():
     with pytest.raises(Exception, match="not a multiple"):
         planner.plan_model(dataclasses.replace(TINY, heads=3), 128, 10**9)
     assert contract.MAX_SEQ_LEN == 1024
+
+
+def test_plan_op_kinds_are_the_contracts_kinds():
+    plan = planner.plan_model(TINY, 64, 10**9, classifier_labels=2)
+    assert {op.kind for op in plan.ops} == set(contract.KINDS.values())
+    assert set(plan.tiles) == set(contract.TILED_KINDS)
+    assert all(contract.CUSTOM_CODES[contract.KINDS[code]] == code for code in contract.KINDS)
+
+
+def test_a_tile_for_an_unknown_kind_is_an_error():
+    with pytest.raises(planner.UserError, match=r"no tile for op kind\(s\) \['embedding'\]"):
+        planner.plan_model(TINY, 64, 10**9, tiles={"embedding": 2})

@@ -41,7 +41,6 @@ _DTYPE_ENUMS = {
     np.dtype(np.int16): "MCUBERT_DTYPE_INT16",
     np.dtype(np.int32): "MCUBERT_DTYPE_INT32",
 }
-_SHORT = {contract.ATTENTION: "attention", contract.MLP: "mlp"}
 
 
 class LayerCheckError(UserError):
@@ -171,11 +170,11 @@ def _params(name: str, call: kernel_abi.KernelCall) -> str:
             else str(value)
         )
         fields.append(f"    .{field} = {literal},")
-    return f"const mcubert_{_SHORT[call.op]}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
+    return f"const mcubert_{contract.KINDS[call.op]}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
 
 
 def _op_data(call: kernel_abi.KernelCall) -> list[str]:
-    short = _SHORT[call.op]
+    short = contract.KINDS[call.op]
     prefix = f"layer_{short}"
     out = []
     runtime = kernel_abi.RUNTIME_INPUTS[call.op]

@@ -29,8 +29,7 @@ from tflm_mcubert.export.tflm_arena import (
     kernel_op_data_bytes,
 )
 from tflm_mcubert.ops import contract
-from tflm_mcubert.schedule.kernel_cost import KernelCostModel
-from tflm_mcubert.schedule.planner import BudgetExceededError, Plan, plan_model
+from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
 
 if TYPE_CHECKING:  # quantize imports TensorFlow; the annotation alone does not need it
     from tflm_mcubert.quantize.quantized_model import QuantizedBert
@@ -111,24 +110,21 @@ class PlanChoice:
 def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> PlanChoice:
     overhead = arena_overhead(config.num_hidden_layers, bool(labels), config.hidden_size)
     try:
-        # Measured kernel costs: among tiles as fast to within the model's resolution, the smallest.
-        plan = plan_model(
-            config, seq_len, arena_budget - overhead, classifier_labels=labels, cost_model=KernelCostModel()
-        )
+        # The planner's default cost model is the kernels' fitted instruction counts: among tiles as
+        # fast to within its resolution, the smallest.
+        plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels)
         return PlanChoice(plan, plan.planned_bytes + overhead <= arena_budget, None, overhead)
     except BudgetExceededError:
         pass
     # Does not fit: plan the smallest arena (tile 1) so the files can still be written, and find the
     # longest sequence that would fit (planning is cheap: no conversion needed).
-    plan = plan_model(config, seq_len, UNBOUNDED, tiles={"attention": 1, "mlp": 1}, classifier_labels=labels)
+    plan = plan_model(config, seq_len, UNBOUNDED, tiles=SMALLEST_TILES, classifier_labels=labels)
     return PlanChoice(plan, False, largest_fitting_seq_len(config, seq_len, arena_budget, labels), overhead)
 
 
 def _fits(config, seq_len: int, arena_budget: int, labels: int | None, overhead: int) -> bool:
     try:
-        plan = plan_model(
-            config, seq_len, arena_budget - overhead, tiles={"attention": 1, "mlp": 1}, classifier_labels=labels
-        )
+        plan = plan_model(config, seq_len, arena_budget - overhead, tiles=SMALLEST_TILES, classifier_labels=labels)
     except UserError:
         return False
     return plan.planned_bytes + overhead <= arena_budget

@@ -29,6 +29,12 @@ ATTENTION = "MCUBERT_ATTENTION"
 MLP = "MCUBERT_MLP"
 CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
 
+# An op's kind is its name everywhere outside the .tflite: plan steps, cost models, report.json,
+# --tile, tensor and op names ("layer0.attention"). This table is the one translation between the two.
+KINDS = {EMBEDDING: "embedding", ATTENTION: "attention", MLP: "mlp", CLASSIFIER_HEAD: "head"}
+CUSTOM_CODES = {kind: code for code, kind in KINDS.items()}
+TILED_KINDS = (KINDS[ATTENTION], KINDS[MLP])  # the ops whose schedule has a token tile
+
 MASK_MODE_KEY_MASK = 0  # input 1 is int8[s]: 0 = masked key, anything else = attend
 MASK_MODE_VALID_LENGTH = 1  # input 1 is int32[1]: keys [0, L) attend, L in [0, s]
 

@@ -215,7 +215,7 @@ class _CalibrationRun:
         self.stages = [
             (kind, fw, f"layer{index}.{kind}")
             for index, layer in enumerate(model.layers)
-            for kind, fw in zip(("attention", "mlp"), layer)
+            for kind, fw in zip(contract.TILED_KINDS, layer)
         ]
         self.ahead: list[np.ndarray] = []  # float outputs of the next stage, computed to size its input
         self.xs: list[np.ndarray] = []  # float inputs of the next stage

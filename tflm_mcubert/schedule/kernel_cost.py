@@ -25,8 +25,9 @@ import dataclasses
 import math
 
 from tflm_mcubert.boards import Board, get_board
+from tflm_mcubert.ops import contract
 from tflm_mcubert.schedule.memory import Dims
-from tflm_mcubert.schedule.planner import OpShape
+from tflm_mcubert.schedule.cost import OpShape
 
 BLOCK_ROWS = 4  # the micro-kernel's rows (contract dsp_rows)
 GROUP = 4  # K values per SMLAD group
@@ -311,7 +312,7 @@ def predict(shape: OpShape, quantity: str = "instructions") -> float:
 
 @dataclasses.dataclass(frozen=True)
 class KernelCostModel:
-    """planner.CostModel from the fitted instruction formulas.
+    """schedule.cost.CostModel from the fitted instruction formulas.
 
     `resolution`: costs within this relative step count as equal (they are quantized on a log
     scale), so that the planner's tie-break — the smaller footprint — picks the smallest tile
@@ -400,7 +401,7 @@ def predict_latency(config, seq_len: int, board: Board | str, *, tiles: dict[str
     if board.core != "cortex-m7":
         raise ValueError(f"{board.name}: latency formulas are fitted for Cortex-M7, not {board.core}")
     dims = Dims.of(config)
-    shapes = {kind: OpShape(kind, seq_len, dims, tiles[kind]) for kind in ("attention", "mlp")}
+    shapes = {kind: OpShape(kind, seq_len, dims, tiles[kind]) for kind in contract.TILED_KINDS}
     return LatencyEstimate(
         board=board.name,
         clock_hz=board.clock_hz,

@@ -1,7 +1,8 @@
 """Tile choice and arena offsets for a whole MCUBERT model.
 
 plan_model(config, seq_len, sram_budget) picks, per op kind, the cheapest tile whose step fits the
-budget (cost from a pluggable CostModel), then places every arena buffer — model inputs, the
+budget (cost from a pluggable CostModel; by default the kernels' fitted instruction counts,
+schedule/kernel_cost.py), then places every arena buffer — model inputs, the
 hidden state, one scratch block per op — at an offset, TFLM-style (greedy by size, first fit among
 buffers whose lifetimes overlap). Buffers are 16-byte aligned; `planned_bytes` is the exact arena
 size those offsets need. Steps: 0 = embedding, 2l+1 = attention of layer l, 2l+2 = its MLP.
@@ -13,65 +14,16 @@ for everything that is not the tensor arena (boards.DEFAULT_SRAM_RESERVE, 16 KiB
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 from tflm_mcubert.ops.scratch import align_up
+from tflm_mcubert.schedule.cost import CostModel, OpShape
+from tflm_mcubert.schedule.kernel_cost import KernelCostModel
 from tflm_mcubert.schedule.memory import Dims, mask_bytes
 
 KIB = 1024
-
-
-# ---------------------------------------------------------------------------------------------
-# Cost models
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class OpShape:
-    kind: str  # "attention" or "mlp"
-    seq_len: int
-    dims: Dims
-    tile: int
-
-
-class CostModel(Protocol):
-    """Relative cost of running one op with a given tile (lower is better; units are the model's)."""
-
-    def cost(self, shape: OpShape) -> float: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class ProxyCostModel:
-    """MAC slots issued by a micro-kernel that computes `rows_per_block` rows at once (a ragged tile
-    pays for padded rows), plus a fixed overhead per tile per matmul stage (loop setup, pointer and
-    requantization-parameter reloads, softmax row passes). A stand-in until the kernels are measured.
-    """
-
-    rows_per_block: int = contract.DSP_ROWS
-    tile_overhead: float = 2000.0
-
-    def _padded(self, rows: int) -> int:
-        return -(-rows // self.rows_per_block) * self.rows_per_block
-
-    def _tiles(self, s: int, t: int) -> list[int]:
-        return [t] * (s // t) + ([s % t] if s % t else [])
-
-    def cost(self, shape: OpShape) -> float:
-        s, d, t = shape.seq_len, shape.dims.hidden, shape.tile
-        tiles = self._tiles(s, t)
-        if shape.kind == "attention":
-            h, dh = shape.dims.heads, shape.dims.head_size
-            per_row = d * dh + 2 * s * dh  # Q projection, scores, P.V
-            macs = h * (2 * self._padded(s) * d * dh + sum(self._padded(n) * per_row for n in tiles))
-            macs += sum(self._padded(n) * d * d for n in tiles)  # output projection, last head
-            return macs + self.tile_overhead * len(tiles) * (3 * h + 1)
-        if shape.kind == "mlp":
-            f = shape.dims.ffn
-            macs = sum(self._padded(n) * 2 * d * f for n in tiles)
-            return macs + self.tile_overhead * len(tiles) * 2
-        raise ValueError(f"no cost for op kind {shape.kind!r}")
+SMALLEST_TILES = {kind: 1 for kind in contract.TILED_KINDS}  # the smallest arena
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,7 +49,7 @@ class Buffer:
 @dataclasses.dataclass(frozen=True)
 class OpPlan:
     name: str  # "embedding", "layer0.attention", ...
-    kind: str  # "embedding" | "attention" | "mlp"
+    kind: str  # contract.KINDS: "embedding" | "attention" | "mlp" | "head"
     step: int
     tile: int | None
     scratch: str  # name of its scratch buffer
@@ -212,7 +164,7 @@ def plan_model(
     tiles: dict[str, int] | None = None,
     classifier_labels: int | None = None,
 ) -> Plan:
-    """Plan the arena of a whole model. `tiles` forces a tile per kind ("attention", "mlp").
+    """Plan the arena of a whole model. `tiles` forces a tile per kind (contract.TILED_KINDS).
 
     `classifier_labels`: the model ends in MCUBERT_CLASSIFIER_HEAD (step 2L+1: its scratch and
     the int8 logits; the hidden state lives until then)."""
@@ -222,7 +174,7 @@ def plan_model(
         raise UserError(f"seq_len {s} is outside [1, {contract.MAX_SEQ_LEN}]")
     if d % dims.heads:
         raise UserError(f"hidden {d} is not a multiple of heads {dims.heads}")
-    cost_model = cost_model or ProxyCostModel()
+    cost_model = cost_model or KernelCostModel()
     last = 2 * dims.layers
     head_step = last + 1 if classifier_labels else None
     buffers = [
@@ -233,8 +185,11 @@ def plan_model(
     ]
     emb_scratch = embedding.scratch_bytes(s, d)
     buffers.append(Buffer("embedding.scratch", align_up(emb_scratch), 0, 0))
+    unknown = sorted(set(tiles or ()) - set(contract.TILED_KINDS))
+    if unknown:
+        raise UserError(f"no tile for op kind(s) {unknown}: tiled kinds are {list(contract.TILED_KINDS)}")
     chosen: dict[str, tuple[int, float]] = {}
-    for kind in ("attention", "mlp"):
+    for kind in contract.TILED_KINDS:
         if tiles and kind in tiles:
             t = tiles[kind]
             if not 1 <= t <= s:
@@ -242,9 +197,10 @@ def plan_model(
             chosen[kind] = (t, cost_model.cost(OpShape(kind, s, dims, t)))
         else:
             chosen[kind] = choose_tile(kind, s, dims, sram_budget, cost_model)
-    op_specs = [("embedding", "embedding", 0, None, emb_scratch, 0.0)]
+    embedding_kind = contract.KINDS[contract.EMBEDDING]
+    op_specs = [(embedding_kind, embedding_kind, 0, None, emb_scratch, 0.0)]
     for layer in range(dims.layers):
-        for offset, kind in ((1, "attention"), (2, "mlp")):
+        for offset, kind in enumerate(contract.TILED_KINDS, start=1):
             t, cost = chosen[kind]
             step = 2 * layer + offset
             nbytes = _scratch_bytes(kind, s, dims, t)
@@ -256,7 +212,8 @@ def plan_model(
             Buffer("head.scratch", align_up(head_scratch), head_step, head_step),
             Buffer("logits", align_up(classifier_labels), head_step, head_step),
         ]
-        op_specs.append(("head", "head", head_step, None, head_scratch, 0.0))
+        head_kind = contract.KINDS[contract.CLASSIFIER_HEAD]
+        op_specs.append((head_kind, head_kind, head_step, None, head_scratch, 0.0))
     placed = assign_offsets(buffers)
     planned = max(b.offset + b.nbytes for b in placed)
     ops = tuple(
