@@ -1,8 +1,8 @@
 """What both ways of running TFLM share: their error type and the arena-size bisection.
 
-The in-process runner (tflm_runner.py, the tflite-micro wheel's own kernels) and the binding
-(tflm_binding.py, our kernels compiled into TFLM, run in a child interpreter) both look for the
-smallest arena a model runs in, and both report TFLM's refusal as a TflmError.
+The runner of the wheel's own kernels (tflm_runner.py) and the binding of ours (tflm_binding.py)
+both look for the smallest arena a model runs in, both reach TFLM through one child protocol
+(tflm_process.py), and both report TFLM's refusal or crash as a TflmError.
 """
 
 from __future__ import annotations

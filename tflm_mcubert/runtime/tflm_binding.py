@@ -8,8 +8,8 @@ Two facts shape this module:
   90b983c matches the wheel `tflite-micro==0.dev20260820164721`, whose only working build is for
   Python 3.13, while this package pins a newer nightly on 3.11 whose C++ interface differs. So the
   run happens in a second, small Python 3.13 environment (the wheel and its import-time
-  dependencies, installed --no-deps) through `tflm_child.py`, one child process per request (a
-  too-small arena can crash TFLM; a child keeps that from taking this process down).
+  dependencies, installed --no-deps) through `tflm_child.py` (tflm_process.py: one child for many
+  requests; a too-small arena can crash TFLM, and a child keeps that from taking this process down).
 * Python loads the wheel's `_runtime.so` privately (RTLD_LOCAL), so a library loaded later cannot
   see TFLM's symbols unless it names `_runtime.so` itself: the binding is linked with DT_NEEDED on
   it and an rpath to its folder; the loader then reuses the copy already loaded (same file), and
@@ -28,14 +28,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from tflm_mcubert.errors import UserError
 from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
+from tflm_mcubert.runtime.tflm_process import TflmProcess, TflmSetupError
 
 TFLM_COMMIT = "90b983c"
 WHEEL_VERSION = "0.dev20260820164721"
@@ -54,13 +53,7 @@ REGISTERER = "mcubert_register_ops"  # custom_ops/tflm/python/mcubert_python_reg
 TFLM_DEFINES = ("TF_LITE_STATIC_MEMORY=1", "USE_TFLM_COMPRESSION=1")
 
 CUSTOM_OPS = Path(__file__).resolve().parents[2] / "custom_ops"
-CHILD_SCRIPT = Path(__file__).with_name("tflm_child.py")
-EXIT_TFLM_ERROR, EXIT_WRONG_WHEEL = 3, 4
 _THIRD_PARTY = Path("tensorflow/lite/micro/tools/make/downloads")  # where TFLM's make puts them
-
-
-class TflmSetupError(UserError):
-    """The TFLM checkout, its third-party headers, Python 3.13 or the build is not usable."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +182,8 @@ class InterpreterEnvironment:
                 ],
                 "installing the tflite-micro wheel",
             )
-        response, _ = _call_child(python, {"mode": "info"})
+        with TflmProcess(python, WHEEL_VERSION) as tflm:
+            response, _ = tflm.request({"mode": "info"})
         return cls(python, Path(str(response["runtime_dir"])))
 
 
@@ -197,31 +191,6 @@ def _checked_run(cmd: list[str], what: str) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise TflmSetupError(f"{what} failed ({' '.join(cmd[:4])} ...):\n{(proc.stdout + proc.stderr)[-3000:]}")
-
-
-def _call_child(python: Path, request: dict, timeout: float = 600) -> tuple[dict, str]:
-    """One tflm_child.py run: (response arrays, its combined output). Raises TflmError when TFLM
-    refused, TflmSetupError when the environment is wrong."""
-    with tempfile.TemporaryDirectory(prefix="mcubert-tflm-") as tmp:
-        request_path, response_path = Path(tmp) / "request.npz", Path(tmp) / "response.npz"
-        np.savez(request_path, expected_version=np.array(WHEEL_VERSION), **request)
-        proc = subprocess.run(
-            [str(python), str(CHILD_SCRIPT), str(request_path), str(response_path)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        output = (proc.stdout + proc.stderr).strip()
-        if proc.returncode == EXIT_WRONG_WHEEL:
-            raise TflmSetupError(output)
-        if proc.returncode == EXIT_TFLM_ERROR:
-            raise TflmError(output)
-        if proc.returncode < 0:
-            raise TflmError(f"TFLM crashed (signal {-proc.returncode}){': ' + output if output else ''}")
-        if proc.returncode != 0:
-            raise TflmSetupError(f"the TFLM interpreter environment failed ({python}):\n{output[-3000:]}")
-        with np.load(response_path, allow_pickle=False) as response:
-            return {key: response[key] for key in response.files}, output
 
 
 def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs: int = 2) -> Path:
@@ -295,6 +264,12 @@ class TflmBinding:
 
     def __init__(self, environment: InterpreterEnvironment, library: Path):
         self.environment, self.library = environment, Path(library)
+        self._tflm: TflmProcess | None = None  # one child for all runs, started on the first
+
+    def close(self) -> None:
+        if self._tflm is not None:
+            self._tflm.close()
+            self._tflm = None
 
     @classmethod
     def build(cls, sources: TflmSources, env_dir: Path, build_dir: Path, log=print) -> "TflmBinding":
@@ -314,7 +289,6 @@ class TflmBinding:
             "mode": np.array("run"),
             "library": np.array(str(self.library)),
             "registerer": np.array(REGISTERER),
-            "model": np.frombuffer(bytes(model_bytes), np.uint8),
             "arena_bytes": np.array(int(arena_bytes)),
             "output_count": np.array(len(graph.outputs)),
         }
@@ -326,7 +300,9 @@ class TflmBinding:
                     f"{io.tensor.dtype}{list(io.tensor.shape)}"
                 )
             request[f"input_{io.position}"] = value
-        response, output = _call_child(self.environment.python, request)
+        if self._tflm is None:
+            self._tflm = TflmProcess(self.environment.python, WHEEL_VERSION)
+        response, output = self._tflm.request(request, bytes(model_bytes))
         arena = {kind: int(n) for kind, n in _ALLOCATION.findall(output)}
         return TflmRun({io.name: response[f"output_{io.position}"] for io in graph.outputs}, arena)
 
@@ -341,7 +317,7 @@ class TflmBinding:
         self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], *, lower_failing: int, upper: int
     ) -> int:
         """The least arena in which the model sets up and runs, by bisection between a size that
-        fails and one that must work (each probe is a child process)."""
+        fails and one that must work (probes run in the child)."""
         return smallest_passing(lambda n: self.fits(model_bytes, inputs, n), lower_failing=lower_failing, upper=upper)
 
 

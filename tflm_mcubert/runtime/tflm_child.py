@@ -1,18 +1,22 @@
-"""Runs one request in the real TFLM interpreter, inside the Python 3.13 environment of the pinned
-`tflite-micro` wheel (see tflm_binding.py for why it is a separate environment).
+"""The child side of every TFLM run outside this process: a small server around the `tflite-micro`
+wheel's interpreter. Its parent is tflm_process.TflmProcess.
 
-Self-contained on purpose: it imports numpy, the wheel and the standard library only, never
-tflm_mcubert (whose dependencies that environment does not have). Usage:
+Why a child at all: a too-small arena can crash TFLM (some kernels use a persistent buffer the
+allocator could not provide; seen as SIGSEGV on BERT at arena sizes of 0-100 and 20,000 bytes), and a
+crash must only mean "does not fit". And the binding of our ops must run in the Python 3.13
+environment of the wheel that matches its TFLM (tflm_binding.py). So this file is self-contained on
+purpose: it imports numpy, the wheel and the standard library only, never tflm_mcubert.
 
-    python tflm_child.py REQUEST.npz RESPONSE.npz
+    python tflm_child.py
 
-REQUEST holds `mode` ("info" | "run"), `expected_version`, and for "run": `library` (the binding,
-loaded RTLD_GLOBAL so the interpreter's dlsym finds its registerer), `registerer`, `model` (uint8),
-`arena_bytes`, `output_count` and `input_0`, `input_1`, ... in graph input order. RESPONSE gets `version`,
-`runtime_dir` and, for "run", `output_0`, ... . TFLM's own messages go to stderr.
+One request per line on stdin: "REQUEST.npz RESPONSE.npz OUTPUT.txt". Everything native code prints
+while the request is handled goes to OUTPUT; the answer is one line on stdout, the status: 0 done,
+3 TFLM refused (its report is in OUTPUT), 4 the installed wheel is not the expected version.
 
-Exit status: 0 done, 3 TFLM refused (setup or invoke; the reason is on stderr), 4 the installed
-wheel is not the expected version.
+REQUEST: `mode` ("info" | "allocate" | "run"), `expected_version` ("" = any); for "allocate" and
+"run": `model_path`, `arena_bytes`, optionally `library` (loaded RTLD_GLOBAL so the interpreter's
+dlsym finds its registerer) and `registerer`; for "run": `output_count` and `input_0`, `input_1`, ...
+in graph input order. RESPONSE: `version`, `runtime_dir` and, for "run", `output_0`, ... .
 """
 
 import ctypes
@@ -22,50 +26,80 @@ import sys
 
 import numpy as np
 
-EXIT_TFLM_ERROR = 3
-EXIT_WRONG_WHEEL = 4
+STATUS_DONE = 0
+STATUS_TFLM_ERROR = 3
+STATUS_WRONG_WHEEL = 4
 
 
 def _scalar(request, key: str) -> str:
     return str(request[key].item())
 
 
-def main(request_path: str, response_path: str) -> int:
-    request = np.load(request_path, allow_pickle=False)
+def handle(request, response_path: str, loaded_libraries: set) -> int:
     version = importlib.metadata.version("tflite-micro")
     expected = _scalar(request, "expected_version")
-    if version != expected:
-        print(
-            f"tflite-micro {version} is installed, the binding is built for {expected}: their C++ interfaces differ",
-            file=sys.stderr,
-        )
-        return EXIT_WRONG_WHEEL
+    if expected and version != expected:
+        print(f"tflite-micro {version} is installed, the binding is built for {expected}: their C++ interfaces differ")
+        return STATUS_WRONG_WHEEL
     # Checked before the wheel's native module loads: a mismatched _runtime.so may not even import.
     from tflite_micro.python.tflite_micro import _runtime, runtime
 
     response = {"version": np.array(version), "runtime_dir": np.array(os.path.dirname(_runtime.__file__))}
-    if _scalar(request, "mode") == "run":
-        ctypes.CDLL(_scalar(request, "library"), mode=os.RTLD_GLOBAL)
-        model = request["model"].tobytes()
+    mode = _scalar(request, "mode")
+    if mode in ("allocate", "run"):
+        registerers = []
+        if "library" in request:
+            library = _scalar(request, "library")
+            if library not in loaded_libraries:
+                ctypes.CDLL(library, mode=os.RTLD_GLOBAL)
+                loaded_libraries.add(library)
+            registerers = [_scalar(request, "registerer")]
+        with open(_scalar(request, "model_path"), "rb") as model_file:
+            model = model_file.read()
         try:
             interpreter = runtime.Interpreter.from_bytes(
-                model, custom_op_registerers=[_scalar(request, "registerer")], arena_size=int(request["arena_bytes"])
+                model, custom_op_registerers=registerers, arena_size=int(request["arena_bytes"])
             )
-            position = 0
-            while f"input_{position}" in request:
-                interpreter.set_input(request[f"input_{position}"], position)
-                position += 1
-            interpreter.invoke()
+            if mode == "run":
+                position = 0
+                while f"input_{position}" in request:
+                    interpreter.set_input(request[f"input_{position}"], position)
+                    position += 1
+                interpreter.invoke()
         except (RuntimeError, ValueError) as exc:
-            print(f"TFLM: {exc}", file=sys.stderr)
-            return EXIT_TFLM_ERROR
-        for position in range(int(request["output_count"])):
-            response[f"output_{position}"] = np.array(interpreter.get_output(position))
-        sys.stdout.flush()
-        interpreter.print_allocations()  # the recording allocator's arena breakdown
+            print(f"TFLM: {exc}")
+            return STATUS_TFLM_ERROR
+        if mode == "run":
+            for position in range(int(request["output_count"])):
+                response[f"output_{position}"] = np.array(interpreter.get_output(position))
+            sys.stdout.flush()
+            interpreter.print_allocations()  # the recording allocator's arena breakdown
     np.savez(response_path, **response)
-    return 0
+    return STATUS_DONE
+
+
+def serve() -> None:
+    # Answers go out on a private copy of stdout; during a request fds 1 and 2 point at its OUTPUT
+    # file, so nothing native code prints can be mistaken for an answer or lost.
+    answers = os.fdopen(os.dup(1), "w")
+    quiet = os.dup(2)
+    loaded_libraries: set = set()
+    for line in sys.stdin:
+        request_path, response_path, output_path = line.split()
+        with open(output_path, "wb") as output:
+            os.dup2(output.fileno(), 1)
+            os.dup2(output.fileno(), 2)
+            try:
+                with np.load(request_path, allow_pickle=False) as request:
+                    status = handle(request, response_path, loaded_libraries)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(quiet, 1)
+                os.dup2(quiet, 2)
+        answers.write(f"{status}\n")
+        answers.flush()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    serve()
