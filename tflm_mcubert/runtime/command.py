@@ -2,7 +2,7 @@
 and compare every output byte with the numpy reference; report TFLM's arena against the plan.
 
 Needs a TFLM checkout (TFLM_DIR at commit 90b983c; FLATBUFFERS_INCLUDE / GEMMLOWP_DIR when they are
-not in TFLM's downloads folder) and a Python 3.13 for the matching tflite-micro wheel; see
+not in TFLM's downloads folder), cmake, and a Python 3.13 for the matching tflite-micro wheel; see
 runtime/tflm_binding.py. The interpreter environment is kept in ~/.cache/tflm_mcubert (or
 TFLM_PYTHON_ENV) and the binding is rebuilt only when its sources change.
 """

@@ -22,7 +22,6 @@ TFLM pins (its generated schema refuses others; Debian's are older).
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import os
 import re
@@ -195,59 +194,35 @@ def _checked_run(cmd: list[str], what: str) -> None:
 
 def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs: int = 2) -> Path:
     """libmcubert_tflm.so: the kernels (plain C path) + the binding + the Python registerer, against
-    `sources`' headers, linked to `runtime_dir`/_runtime.so. Rebuilds only what changed."""
-    if not (CUSTOM_OPS / "tflm" / "mcubert_tflm.h").is_file():
+    `sources`' headers, linked to `runtime_dir`/_runtime.so — the `mcubert_tflm_python` target of
+    custom_ops/CMakeLists.txt, the build description every other build of the kernels uses too.
+    Rebuilds only what changed."""
+    if not (CUSTOM_OPS / "CMakeLists.txt").is_file():
         raise TflmSetupError(
             f"the C sources are not at {CUSTOM_OPS}: build the binding from a checkout of this "
             f"repository (pip install -e .)"
         )
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise TflmSetupError(
+            "cmake not found: the binding is built with custom_ops/CMakeLists.txt "
+            "(pip install cmake, or apt-get install cmake)"
+        )
     build_dir = Path(build_dir)
-    (build_dir / "obj").mkdir(parents=True, exist_ok=True)
-    includes = [f"-I{d}" for d in sources.include_dirs]
-    c_flags = ["gcc", "-std=c99", "-O2", "-fPIC", *includes]
-    cxx_flags = [
-        "g++",
-        "-std=c++17",
-        "-O2",
-        "-fPIC",
-        "-fno-exceptions",
-        "-fno-rtti",
-        *(f"-D{d}" for d in TFLM_DEFINES),
-        *includes,
+    configure = [cmake, "-S", str(CUSTOM_OPS), "-B", str(build_dir)]
+    if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
+        configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
+    configure += [
+        "-DMCUBERT_TFLM_INCLUDE_DIRS=" + ";".join(str(d) for d in sources.include_dirs),
+        "-DMCUBERT_TFLM_DEFINES=" + ";".join(TFLM_DEFINES),
+        f"-DMCUBERT_TFLM_PYTHON_RUNTIME_DIR={runtime_dir}",
+        "-DCMAKE_C_FLAGS=-O2",
+        "-DCMAKE_CXX_FLAGS=-O2",
     ]
-    units = [(src, c_flags) for src in sorted((CUSTOM_OPS / "src").glob("*.c"))] + [
-        (src, cxx_flags) for src in sorted((CUSTOM_OPS / "tflm").rglob("*.cc"))
-    ]
-    headers = [*CUSTOM_OPS.glob("include/mcubert/*.h"), *CUSTOM_OPS.glob("src/*.h"), *CUSTOM_OPS.rglob("tflm/*.h")]
-    newest_header = max(h.stat().st_mtime for h in headers)
-
-    def compile_unit(unit) -> Path:
-        source, flags = unit
-        obj = build_dir / "obj" / f"{source.parent.name}_{source.stem}.o"
-        if obj.exists() and obj.stat().st_mtime > max(source.stat().st_mtime, newest_header):
-            return obj
-        _checked_run([*flags, "-c", str(source), "-o", str(obj)], f"compiling {source.relative_to(CUSTOM_OPS)}")
-        return obj
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        objects = list(pool.map(compile_unit, units))
-    library = build_dir / "libmcubert_tflm.so"
-    # --no-undefined: every TFLM symbol the binding uses must resolve in this very _runtime.so.
-    _checked_run(
-        [
-            "g++",
-            "-shared",
-            "-o",
-            str(library),
-            *map(str, objects),
-            f"-L{runtime_dir}",
-            "-l:_runtime.so",
-            f"-Wl,-rpath,{runtime_dir}",
-            "-Wl,--no-undefined",
-        ],
-        "linking the TFLM binding",
-    )
-    return library
+    _checked_run(configure, "configuring custom_ops/CMakeLists.txt")
+    target = ["--target", "mcubert_tflm_python", "--parallel", str(jobs)]
+    _checked_run([cmake, "--build", str(build_dir), *target], "building the TFLM binding")
+    return build_dir / "libmcubert_tflm.so"
 
 
 @dataclasses.dataclass(frozen=True)
