@@ -75,6 +75,14 @@ CASES = {
     "bert-tiny@128": lambda tmp: [],
     "bert-tiny@512": lambda tmp: ["--seq-len", "512", "--board", "nucleo-f767zi"],
     "compressed@64": lambda tmp: ["--checkpoint", compressed_checkpoint(tmp), "--seq-len", "64"],
+    "compressed-stock@64": lambda tmp: [
+        "--checkpoint",
+        compressed_checkpoint(tmp),
+        "--seq-len",
+        "64",
+        "--schedule",
+        "stock",
+    ],
 }
 
 

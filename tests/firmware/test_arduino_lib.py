@@ -39,7 +39,8 @@ CPUS = {  # cpu -> float flags (the boards' usual ABI), DSP path expected
     "cortex-m0plus": (["-mfloat-abi=soft"], False),
 }
 QEMU_MACHINES = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
-# Roughly what the Arduino cores pass (gnu11 / gnu++17, sections for --gc-sections, no
+# The Arduino builder reads no CMake: this is its recipe, not a fourth one of ours. Roughly what
+# the Arduino cores pass (gnu11 / gnu++17, sections for --gc-sections, no
 # exceptions or RTTI in C++), plus warnings as errors.
 C_FLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections"]
 CXX_FLAGS = [
