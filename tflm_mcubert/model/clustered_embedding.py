@@ -158,6 +158,9 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size: int, dim: int, cutoffs, ranks, *, permutation=None, origin: str = "", **kwargs):
+        # A fixed name: Keras numbers unnamed layers per process, and the stock export's tensor names
+        # (so its bytes) would depend on how many embeddings were built before.
+        kwargs.setdefault("name", "word_lookup")
         super().__init__(**kwargs)
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.boundaries = cluster_boundaries(vocab_size, cutoffs)
