@@ -25,6 +25,7 @@ import numpy as np
 
 from tflm_mcubert.boards import Board, human_bytes
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.template import fill
 from tflm_mcubert.export.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
 from tflm_mcubert.tflite.graph import TensorInfo, parse
 
@@ -222,56 +223,41 @@ def _c_string(text: str) -> str:
 
 def render_settings(model: FirmwareModel, board: Board, arena_bytes: int) -> str:
     out = model.output
-    register_ops = register_expression(list(model.resolver_calls), line_break=MACRO_LINE_BREAK)
-    lines = [
-        _banner(f"Facts a TFLM firmware needs about this model ({model.schedule} schedule, {board.name})."),
-        "#ifndef TFLM_MCUBERT_MODEL_SETTINGS_H_",
-        "#define TFLM_MCUBERT_MODEL_SETTINGS_H_",
-        "",
-        f"#define MCUBERT_MODEL_SCHEDULE {_c_string(model.schedule)}",
-        f"#define MCUBERT_MODEL_USES_CUSTOM_OPS {int(MCUBERT_REGISTRATION in model.resolver_calls)}"
-        "  // 1: build custom_ops/tflm and custom_ops/src in",
-        f"#define MCUBERT_MODEL_BOARD {_c_string(board.name)}",
-        f"#define MCUBERT_MODEL_BOARD_CLOCK_HZ {board.clock_hz}u  // the board's maximum clock, not its reset clock",
-        f"#define MCUBERT_MODEL_SEQ_LEN {model.seq_len}",
-        f"#define MCUBERT_MODEL_NUM_LABELS {model.num_labels}  // 0: the output is the hidden state",
-        "",
-        "// Tensor arena: at least this many bytes, at this alignment, in one contiguous SRAM region.",
-        f"#define MCUBERT_MODEL_ARENA_BYTES {arena_bytes}",
-        f"#define MCUBERT_MODEL_ARENA_ALIGNMENT {ARENA_ALIGNMENT}",
-        "",
-        "// tflite::MicroMutableOpResolver<MCUBERT_MODEL_OP_RESOLVER_SIZE> resolver;",
-        "// if (MCUBERT_MODEL_REGISTER_OPS(resolver) != kTfLiteOk) { /* resolver too small */ }",
-        "// Registers exactly the ops this model uses"
-        + (" (needs custom_ops/tflm/mcubert_tflm.h)." if model.schedule == "mcubert" else "."),
-        f"#define MCUBERT_MODEL_OP_RESOLVER_SIZE {model.resolver_slots}",
-        f"#define MCUBERT_MODEL_REGISTER_OPS(resolver) \\\n    {register_ops}",
-        "",
-        "// Inputs, in interpreter order: interpreter.input(MCUBERT_MODEL_<NAME>_INDEX).",
-        f"#define MCUBERT_MODEL_INPUT_COUNT {len(model.inputs)}",
-        "#define MCUBERT_MODEL_INPUT_NAMES {" + ", ".join(_c_string(n) for n in model.input_names) + "}",
-    ]
-    for position, (name, tensor) in enumerate(zip(model.input_names, model.inputs)):
-        lines.append(f"#define {_macro(name)}_INDEX {position}")
-        lines.append(f"#define {_macro(name)}_TYPE {_C_TYPES[tensor.dtype]}")
     per_tensor = len(out.scales) == 1
-    lines += [
-        "",
-        "// The output the firmware reports: interpreter.output(MCUBERT_MODEL_OUTPUT_INDEX).",
-        f"#define MCUBERT_MODEL_OUTPUT_INDEX {model.output_index}",
-        f"#define MCUBERT_MODEL_OUTPUT_NAME {_c_string(model.output_name)}",
-        f"#define MCUBERT_MODEL_OUTPUT_TYPE {_C_TYPES[out.dtype]}",
-        f"#define MCUBERT_MODEL_OUTPUT_ELEMENTS {int(np.prod(out.shape))}",
-        "// 1: real = (q - ZERO_POINT) * SCALE; 0: float, or one scale per channel (hidden state)",
-        f"#define MCUBERT_MODEL_OUTPUT_PER_TENSOR_QUANTIZED {int(per_tensor)}",
-    ]
+    input_macros = []
+    for position, (name, tensor) in enumerate(zip(model.input_names, model.inputs)):
+        input_macros.append(f"#define {_macro(name)}_INDEX {position}")
+        input_macros.append(f"#define {_macro(name)}_TYPE {_C_TYPES[tensor.dtype]}")
+    output_quantization = ""
     if per_tensor:
-        lines += [
-            f"#define MCUBERT_MODEL_OUTPUT_SCALE {_float_literal(out.scales[0])}",
-            f"#define MCUBERT_MODEL_OUTPUT_ZERO_POINT {int(out.zero_points[0]) if out.zero_points else 0}",
-        ]
-    lines += ["", "#endif  // TFLM_MCUBERT_MODEL_SETTINGS_H_", ""]
-    return "\n".join(lines)
+        output_quantization = (
+            f"#define MCUBERT_MODEL_OUTPUT_SCALE {_float_literal(out.scales[0])}\n"
+            f"#define MCUBERT_MODEL_OUTPUT_ZERO_POINT {int(out.zero_points[0]) if out.zero_points else 0}\n"
+        )
+    return fill(
+        "model_settings.h.tmpl",
+        banner=_banner(f"Facts a TFLM firmware needs about this model ({model.schedule} schedule, {board.name})."),
+        schedule=_c_string(model.schedule),
+        uses_custom_ops=int(MCUBERT_REGISTRATION in model.resolver_calls),
+        board=_c_string(board.name),
+        clock_hz=board.clock_hz,
+        seq_len=model.seq_len,
+        num_labels=model.num_labels,
+        arena_bytes=arena_bytes,
+        arena_alignment=ARENA_ALIGNMENT,
+        binding_note=" (needs custom_ops/tflm/mcubert_tflm.h)." if model.schedule == "mcubert" else ".",
+        resolver_slots=model.resolver_slots,
+        register_ops=register_expression(list(model.resolver_calls), line_break=MACRO_LINE_BREAK),
+        input_count=len(model.inputs),
+        input_names=", ".join(_c_string(n) for n in model.input_names),
+        input_macros="\n".join(input_macros),
+        output_index=model.output_index,
+        output_name=_c_string(model.output_name),
+        output_type=_C_TYPES[out.dtype],
+        output_elements=int(np.prod(out.shape)),
+        per_tensor=int(per_tensor),
+        output_quantization=output_quantization,
+    )
 
 
 def _tolerance(model: FirmwareModel, reference: ReferenceSample) -> str:
@@ -282,48 +268,19 @@ def _tolerance(model: FirmwareModel, reference: ReferenceSample) -> str:
 
 
 def render_sample_header(model: FirmwareModel, reference: ReferenceSample) -> str:
-    lines = [
-        _banner("One test sequence and the output the host reference computes for it."),
-        "#ifndef TFLM_MCUBERT_MODEL_TEST_INPUT_H_",
-        "#define TFLM_MCUBERT_MODEL_TEST_INPUT_H_",
-        "",
-        "#include <stdint.h>",
-        "",
-        f'#include "{SETTINGS_FILE}"',
-        "",
-        "#ifdef __cplusplus",
-        'extern "C" {',
-        "#endif",
-        "",
-        f"// Source: {reference.source}",
-        f"#define MCUBERT_TEST_VALID_TOKENS {reference.valid_tokens}",
-        "// Largest |output - expected| of a correct run (0: bit-exact).",
-        f"#define MCUBERT_TEST_OUTPUT_TOLERANCE {_tolerance(model, reference)}",
-        "",
+    declarations = [
+        f"extern const {_C_TYPES[tensor.dtype]} g_model_test_{name}[MCUBERT_MODEL_SEQ_LEN];"
+        for name, tensor in zip(model.input_names, model.inputs)
     ]
-    for name, tensor in zip(model.input_names, model.inputs):
-        lines.append(f"extern const {_C_TYPES[tensor.dtype]} g_model_test_{name}[MCUBERT_MODEL_SEQ_LEN];")
-    lines += [
-        "",
-        "typedef struct {",
-        "  const char* name;",
-        "  const void* data;",
-        "  uint32_t bytes;",
-        "} mcubert_test_tensor;",
-        "",
-        "// The inputs in interpreter order: copy data into interpreter.input(i) (bytes must match).",
-        "extern const mcubert_test_tensor g_model_test_inputs[MCUBERT_MODEL_INPUT_COUNT];",
-        "",
-        "extern const MCUBERT_MODEL_OUTPUT_TYPE g_model_test_expected_output[MCUBERT_MODEL_OUTPUT_ELEMENTS];",
-        "",
-        "#ifdef __cplusplus",
-        '}  // extern "C"',
-        "#endif",
-        "",
-        "#endif  // TFLM_MCUBERT_MODEL_TEST_INPUT_H_",
-        "",
-    ]
-    return "\n".join(lines)
+    return fill(
+        "model_test_input.h.tmpl",
+        banner=_banner("One test sequence and the output the host reference computes for it."),
+        settings_file=SETTINGS_FILE,
+        source=reference.source,
+        valid_tokens=reference.valid_tokens,
+        tolerance=_tolerance(model, reference),
+        input_declarations="\n".join(declarations),
+    )
 
 
 def _values(array: np.ndarray) -> str:
@@ -378,8 +335,6 @@ def render_sample_json(model: FirmwareModel, reference: ReferenceSample) -> str:
 def render_guide(
     model: FirmwareModel, reference: ReferenceSample, board: Board, arena_bytes: int, flash_bytes: int
 ) -> str:
-    # Long: one Markdown page, written top to bottom as the user reads it; split, the page would scatter.
-    region = board.largest_contiguous_sram
     output = (
         f"{model.num_labels} int8 logits"
         if model.num_labels and model.output.dtype == np.int8
@@ -391,78 +346,47 @@ def render_guide(
         if custom
         else ", ".join(c.removeprefix("Add") for c in model.resolver_calls) + " (TFLM builtins)"
     )
-    board_arg = board.name if board.name != "custom" else "<your board's linker script>"
-    return f"""# Firmware files of this export
-
-| | |
-|---|---|
-| schedule | {model.schedule} |
-| board | {board.name} ({board.mcu}, {board.core}, {board.clock_hz // 1_000_000} MHz maximum clock) |
-| sequence length | {model.seq_len} tokens |
-| output | {output} |
-| tensor arena | {arena_bytes:,} B ({human_bytes(arena_bytes)}), aligned to {ARENA_ALIGNMENT}, in {region.name} ({
-        human_bytes(region.size)
-    }) |
-| model in Flash | {flash_bytes:,} B ({human_bytes(flash_bytes)}) |
-| op resolver | {model.resolver_slots} slots: {ops} |
-
-Files: `model_data.cc/.h` (the .tflite as an aligned C array), `model_settings.h` (the numbers above as
-macros, the input/output facts and `MCUBERT_MODEL_REGISTER_OPS(resolver)`), `model_test_input.cc/.h`
-(one sequence, {reference.valid_tokens} valid tokens, from {reference.source}; and the output the host reference
-computes for it, so the firmware can print "matches the reference: yes/no"), `model_test_input.json`
-(the same, for host tools).
-
-## Bare-metal CMake project (`examples/baremetal/`)
-
-No copying: point the project at this directory. It needs a TFLM static library built for the same core
-(TFLM's Makefile, `TARGET=cortex_m_generic TARGET_ARCH=cortex-m7+fp`, plus `FPU=fpv5-sp-d16` for the F746's
-single-precision FPU), its source tree and the third-party headers its Makefile downloads:
-
-```sh
-cmake -S examples/baremetal -B build/{board_arg} -G Ninja \\
-  -DCMAKE_TOOLCHAIN_FILE=$PWD/examples/baremetal/cmake/arm-none-eabi.cmake \\
-  -DMCUBERT_BOARD={board_arg} -DMCUBERT_EXPORT_DIR=$PWD/<this directory> \\
-  -DTFLM_DIR=<tflite-micro> -DTFLM_LIB=<libtensorflow-microlite.a> \\
-  -DTFLM_THIRD_PARTY_INCLUDES="<flatbuffers/include>;<gemmlowp>"
-cmake --build build/{board_arg} --target mcubert_app
-```
-
-Flash `build/{board_arg}/mcubert_app.bin` (see examples/baremetal/README.md); the application prints the
-output, the cycles and milliseconds of `Invoke()`, `arena_used_bytes()` and the self-check over SWO.
-
-## Your own TFLM application (mbed_app/, an STM32Cube project, ...)
-
-Add `model_data.cc`, `model_test_input.cc` and {
-        "`custom_ops/tflm/*.cc`, `custom_ops/src/*.c`, `custom_ops/src/*.S`" if custom else "nothing else"
-    }
-to the build, put this directory{
-        " and `custom_ops/include`, `custom_ops/tflm`" if custom else ""
-    } on the include path, and:
-
-```cpp
-#include "model_data.h"
-#include "model_settings.h"{chr(10) + '#include "mcubert_tflm.h"' if custom else ""}
-alignas(MCUBERT_MODEL_ARENA_ALIGNMENT) static uint8_t arena[MCUBERT_MODEL_ARENA_BYTES];
-static tflite::MicroMutableOpResolver<MCUBERT_MODEL_OP_RESOLVER_SIZE> resolver;
-MCUBERT_MODEL_REGISTER_OPS(resolver);   // kTfLiteOk or kTfLiteError
-tflite::MicroInterpreter interpreter(tflite::GetModel(g_model_data), resolver, arena, sizeof(arena));
-```
-
-Inputs in interpreter order: {
-        ", ".join(f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for i, (n, t) in enumerate(zip(model.input_names, model.inputs)))
-    }.
-{
+    arena_note = (
         "The arena figure is modelled for a 32-bit MCU (plan plus TFLM's own allocations)."
         if custom
         else "The arena figure was measured on the 64-bit host (TFLM's reference kernels); an optimized kernel "
         "library (CMSIS-NN) may request a little more scratch: raise the arena if AllocateTensors() fails, and "
         "expect its int8 outputs to differ from the reference kernels' by a few LSB at most."
-    }
-
-## Arduino (arduino_lib/)
-
-{_arduino_section(custom)}
-"""
+    )
+    inputs = ", ".join(
+        f"{i}: `{n}` ({_C_TYPES[t.dtype]})" for i, (n, t) in enumerate(zip(model.input_names, model.inputs))
+    )
+    region = board.largest_contiguous_sram
+    return fill(
+        "FIRMWARE.md.tmpl",
+        schedule=model.schedule,
+        board=board.name,
+        mcu=board.mcu,
+        core=board.core,
+        clock_mhz=board.clock_hz // 1_000_000,
+        seq_len=model.seq_len,
+        output=output,
+        arena_bytes=f"{arena_bytes:,}",
+        arena_human=human_bytes(arena_bytes),
+        arena_alignment=ARENA_ALIGNMENT,
+        region=region.name,
+        region_human=human_bytes(region.size),
+        flash_bytes=f"{flash_bytes:,}",
+        flash_human=human_bytes(flash_bytes),
+        resolver_slots=model.resolver_slots,
+        ops=ops,
+        valid_tokens=reference.valid_tokens,
+        sample_source=reference.source,
+        board_arg=board.name if board.name != "custom" else "<your board's linker script>",
+        sources_to_add="`custom_ops/tflm/*.cc`, `custom_ops/src/*.c`, `custom_ops/src/*.S`"
+        if custom
+        else "nothing else",
+        include_dirs_to_add=" and `custom_ops/include`, `custom_ops/tflm`" if custom else "",
+        binding_include="\n" + '#include "mcubert_tflm.h"' if custom else "",
+        inputs=inputs,
+        arena_note=arena_note,
+        arduino_section=_arduino_section(custom),
+    )
 
 
 def _arduino_section(custom: bool) -> str:
