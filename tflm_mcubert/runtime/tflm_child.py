@@ -13,10 +13,15 @@ One request per line on stdin: "REQUEST.npz RESPONSE.npz OUTPUT.txt". Everything
 while the request is handled goes to OUTPUT; the answer is one line on stdout, the status: 0 done,
 3 TFLM refused (its report is in OUTPUT), 4 the installed wheel is not the expected version.
 
-REQUEST: `mode` ("info" | "allocate" | "run"), `expected_version` ("" = any); for "allocate" and
-"run": `model_path`, `arena_bytes`, optionally `library` (loaded RTLD_GLOBAL so the interpreter's
-dlsym finds its registerer) and `registerer`; for "run": `output_count` and `input_0`, `input_1`, ...
-in graph input order. RESPONSE: `version`, `runtime_dir` and, for "run", `output_0`, ... .
+REQUEST: `mode` ("info" | "allocate" | "run" | "kernel"), `expected_version` ("" = any); for
+"allocate" and "run": `model_path`, `arena_bytes`, optionally `library` (loaded RTLD_GLOBAL so the
+interpreter's dlsym finds its registerer) and `registerer`; for "run": `output_count` and `input_0`,
+`input_1`, ... in graph input order. RESPONSE: `version`, `runtime_dir` and, for "run", `output_0`, ...
+
+"kernel" runs one op through TFLM's KernelRunner (tests/tflm/kernel_runner/: the per-op binding
+test): `library` (that build), `op`, `options` (uint8, the op's flexbuffer), `input_count`, `types`
+(TfLiteType codes), `constant` (per input: 1 = read-only flatbuffer data) and `tensor_0`, ... (node
+inputs, then outputs). RESPONSE also gets `tensor_0`, ... as the op left them.
 """
 
 import ctypes
@@ -35,7 +40,50 @@ def _scalar(request, key: str) -> str:
     return str(request[key].item())
 
 
-def handle(request, response_path: str, loaded_libraries: set) -> int:
+def _load(library: str, loaded_libraries: dict):
+    if library not in loaded_libraries:
+        loaded_libraries[library] = ctypes.CDLL(library, mode=os.RTLD_GLOBAL)
+    return loaded_libraries[library]
+
+
+def run_kernel(request, response: dict, loaded_libraries: dict) -> int:
+    run = _load(_scalar(request, "library"), loaded_libraries).mcubert_kernel_runner_run
+    count = int(request["types"].size)
+    tensors = [np.array(request[f"tensor_{i}"], order="C") for i in range(count)]  # writable copies
+
+    def int32s(values):
+        array = np.ascontiguousarray(values, np.int32)
+        return array, array.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+
+    types, types_p = int32s(request["types"])
+    constant, constant_p = int32s(request["constant"])
+    ranks, ranks_p = int32s([t.ndim for t in tensors])
+    dims, dims_p = int32s([n for t in tensors for n in t.shape] or [0])
+    sizes, sizes_p = int32s([t.nbytes for t in tensors])
+    data = (ctypes.c_void_p * count)(*[t.ctypes.data for t in tensors])
+    options = np.ascontiguousarray(request["options"], np.uint8)
+    status = run(
+        _scalar(request, "op").encode(),
+        options.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+        ctypes.c_int32(options.size),
+        ctypes.c_int32(count),
+        ctypes.c_int32(int(request["input_count"])),
+        types_p,
+        constant_p,
+        ranks_p,
+        dims_p,
+        data,
+        sizes_p,
+    )
+    if status != 0:
+        stage = {1: "InitAndPrepare", 2: "Invoke"}.get(status, "the call (bad arguments)")
+        print(f"TFLM: KernelRunner: {stage} failed")
+        return STATUS_TFLM_ERROR
+    response.update({f"tensor_{i}": t for i, t in enumerate(tensors)})
+    return STATUS_DONE
+
+
+def handle(request, response_path: str, loaded_libraries: dict) -> int:
     version = importlib.metadata.version("tflite-micro")
     expected = _scalar(request, "expected_version")
     if expected and version != expected:
@@ -46,13 +94,14 @@ def handle(request, response_path: str, loaded_libraries: set) -> int:
 
     response = {"version": np.array(version), "runtime_dir": np.array(os.path.dirname(_runtime.__file__))}
     mode = _scalar(request, "mode")
+    if mode == "kernel":
+        status = run_kernel(request, response, loaded_libraries)
+        if status != STATUS_DONE:
+            return status
     if mode in ("allocate", "run"):
         registerers = []
         if "library" in request:
-            library = _scalar(request, "library")
-            if library not in loaded_libraries:
-                ctypes.CDLL(library, mode=os.RTLD_GLOBAL)
-                loaded_libraries.add(library)
+            _load(_scalar(request, "library"), loaded_libraries)
             registerers = [_scalar(request, "registerer")]
         with open(_scalar(request, "model_path"), "rb") as model_file:
             model = model_file.read()
@@ -83,7 +132,7 @@ def serve() -> None:
     # file, so nothing native code prints can be mistaken for an answer or lost.
     answers = os.fdopen(os.dup(1), "w")
     quiet = os.dup(2)
-    loaded_libraries: set = set()
+    loaded_libraries: dict = {}
     for line in sys.stdin:
         request_path, response_path, output_path = line.split()
         with open(output_path, "wb") as output:
