@@ -19,9 +19,10 @@ interpreter's dlsym finds its registerer) and `registerer`; for "run": `output_c
 `input_1`, ... in graph input order. RESPONSE: `version`, `runtime_dir` and, for "run", `output_0`, ...
 
 "kernel" runs one op through TFLM's KernelRunner (tests/tflm/kernel_runner/: the per-op binding
-test): `library` (that build), `op`, `options` (uint8, the op's flexbuffer), `input_count`, `types`
-(TfLiteType codes), `constant` (per input: 1 = read-only flatbuffer data) and `tensor_0`, ... (node
-inputs, then outputs). RESPONSE also gets `tensor_0`, ... as the op left them.
+test): `library` (that build; `entry` names another function with the same arguments), `op`,
+`options` (uint8, the op's flexbuffer), `input_count`, `types` (TfLiteType codes), `constant` (per
+input: 1 = read-only flatbuffer data) and `tensor_0`, ... (node inputs, then outputs). RESPONSE also
+gets `tensor_0`, ... as the op left them.
 """
 
 import ctypes
@@ -47,7 +48,8 @@ def _load(library: str, loaded_libraries: dict):
 
 
 def run_kernel(request, response: dict, loaded_libraries: dict) -> int:
-    run = _load(_scalar(request, "library"), loaded_libraries).mcubert_kernel_runner_run
+    library = _load(_scalar(request, "library"), loaded_libraries)
+    run = getattr(library, _scalar(request, "entry") if "entry" in request else "mcubert_kernel_runner_run")
     count = int(request["types"].size)
     tensors = [np.array(request[f"tensor_{i}"], order="C") for i in range(count)]  # writable copies
 

@@ -1,0 +1,202 @@
+// Runs one MCUBERT op's registration (custom_ops/tflm/) against the stand-in TFLM of this folder:
+// Init with the flexbuffer options, Prepare, Invoke, the way TFLM's KernelRunner does, with an
+// arena whose size the caller picks (so running out of it can be tested too). Always builds: no
+// TFLM checkout needed. tests/tflm/test_tflm_binding_glue.py drives it with ctypes.
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mcubert_tflm.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
+#include "tensorflow/lite/micro/micro_utils.h"
+
+namespace {
+
+constexpr int kMaxTensors = 24;
+constexpr int kMaxDims = kMaxTensors * 8;
+constexpr size_t kArenaCapacity = 1 << 20;
+constexpr int kMaxScratch = 4;
+
+enum RunStatus { kRunOk = 0, kRunPrepareFailed = 1, kRunInvokeFailed = 2, kRunBadArguments = 3 };
+
+char g_log[4096];
+size_t g_log_used = 0;
+
+alignas(16) uint8_t g_arena[kArenaCapacity];
+size_t g_arena_limit = kArenaCapacity;
+size_t g_arena_used = 0;
+void* g_scratch[kMaxScratch];
+int g_scratch_count = 0;
+
+TfLiteTensor g_tensors[kMaxTensors];
+TfLiteEvalTensor g_eval[kMaxTensors];
+
+void* Allocate(size_t bytes) {
+  const size_t start = (g_arena_used + 15u) & ~static_cast<size_t>(15u);
+  if (start + bytes > g_arena_limit) return nullptr;
+  g_arena_used = start + bytes;
+  return g_arena + start;
+}
+
+void* AllocatePersistentBuffer(TfLiteContext*, size_t bytes) { return Allocate(bytes); }
+
+TfLiteStatus RequestScratchBufferInArena(TfLiteContext*, size_t bytes, int* index) {
+  void* buffer = Allocate(bytes);
+  if (buffer == nullptr || g_scratch_count == kMaxScratch) return kTfLiteError;
+  g_scratch[g_scratch_count] = buffer;
+  *index = g_scratch_count++;
+  return kTfLiteOk;
+}
+
+void* GetScratchBuffer(TfLiteContext*, int index) {
+  return index >= 0 && index < g_scratch_count ? g_scratch[index] : nullptr;
+}
+
+class HarnessContext : public tflite::MicroContext {
+ public:
+  TfLiteTensor* AllocateTempInputTensor(const TfLiteNode* node, int index) override {
+    return index < node->inputs->size ? &g_tensors[node->inputs->data[index]] : nullptr;
+  }
+  TfLiteTensor* AllocateTempOutputTensor(const TfLiteNode* node, int index) override {
+    return index < node->outputs->size ? &g_tensors[node->outputs->data[index]] : nullptr;
+  }
+  void DeallocateTempTfLiteTensor(TfLiteTensor*) override {}
+};
+
+HarnessContext g_micro_context;
+
+const TFLMRegistration* RegistrationOf(const char* op) {
+  if (strcmp(op, mcubert::kEmbeddingOpName) == 0) return mcubert::Register_MCUBERT_EMBEDDING();
+  if (strcmp(op, mcubert::kAttentionOpName) == 0) return mcubert::Register_MCUBERT_ATTENTION();
+  if (strcmp(op, mcubert::kMlpOpName) == 0) return mcubert::Register_MCUBERT_MLP();
+  if (strcmp(op, mcubert::kClassifierHeadOpName) == 0) return mcubert::Register_MCUBERT_CLASSIFIER_HEAD();
+  return nullptr;
+}
+
+TfLiteIntArray* IntArray(int* storage, int size, const int32_t* values) {
+  storage[0] = size;
+  for (int i = 0; i < size; ++i) storage[1 + i] = values[i];
+  return reinterpret_cast<TfLiteIntArray*>(storage);
+}
+
+}  // namespace
+
+void MicroPrintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  const int written = vsnprintf(g_log + g_log_used, sizeof(g_log) - g_log_used, format, args);
+  va_end(args);
+  if (written > 0) g_log_used += static_cast<size_t>(written);
+  if (g_log_used >= sizeof(g_log) - 1) g_log_used = sizeof(g_log) - 2;
+  g_log[g_log_used++] = '\n';
+  g_log[g_log_used] = '\0';
+}
+
+namespace tflite {
+
+int ElementCount(const TfLiteIntArray& dims) {
+  int count = 1;
+  for (int i = 0; i < dims.size; ++i) count *= dims.data[i];
+  return count;
+}
+
+size_t EvalTensorBytes(const TfLiteEvalTensor* tensor) {
+  for (int i = 0; i < kMaxTensors; ++i) {
+    if (&g_eval[i] == tensor) return g_tensors[i].bytes;
+  }
+  return 0;
+}
+
+MicroContext* GetMicroContext(const TfLiteContext*) { return &g_micro_context; }
+
+namespace micro {
+
+const TfLiteEvalTensor* GetEvalInput(const TfLiteContext*, const TfLiteNode* node, int index) {
+  return &g_eval[node->inputs->data[index]];
+}
+
+TfLiteEvalTensor* GetEvalOutput(const TfLiteContext*, const TfLiteNode* node, int index) {
+  return &g_eval[node->outputs->data[index]];
+}
+
+TFLMRegistration RegisterOp(void* (*init)(TfLiteContext*, const char*, size_t),
+                            TfLiteStatus (*prepare)(TfLiteContext*, TfLiteNode*),
+                            TfLiteStatus (*invoke)(TfLiteContext*, TfLiteNode*), void (*free)(TfLiteContext*, void*),
+                            void (*reset)(TfLiteContext*, void*)) {
+  TFLMRegistration registration = {init, free, prepare, invoke, reset};
+  return registration;
+}
+
+}  // namespace micro
+}  // namespace tflite
+
+extern "C" const char* mcubert_glue_log(void) { return g_log; }
+
+// AddMcubertOps into a resolver with room for `room` ops (1..8): 0 = every op added, 1 = refused.
+extern "C" int mcubert_glue_add_ops(int room) {
+  switch (room) {
+    case 3: {
+      tflite::MicroMutableOpResolver<3> resolver;
+      return mcubert::AddMcubertOps(resolver) == kTfLiteOk ? 0 : 1;
+    }
+    case 4: {
+      tflite::MicroMutableOpResolver<4> resolver;
+      return mcubert::AddMcubertOps(resolver) == kTfLiteOk && resolver.count() == mcubert::kOpCount ? 0 : 1;
+    }
+    default:
+      return -1;
+  }
+}
+
+// What Init's persistent data and the scratch requests of the next runs may use together.
+extern "C" int mcubert_glue_set_arena_bytes(int32_t arena_bytes) {
+  if (arena_bytes < 0 || static_cast<size_t>(arena_bytes) > kArenaCapacity) return 1;
+  g_arena_limit = static_cast<size_t>(arena_bytes);
+  return 0;
+}
+
+// The entry of tests/tflm/kernel_runner/mcubert_kernel_runner.cc, with the same arguments.
+extern "C" int mcubert_glue_run(const char* op, const uint8_t* options, int32_t options_bytes, int32_t tensor_count,
+                                int32_t input_count, const int32_t* types, const int32_t* constant,
+                                const int32_t* ranks, const int32_t* dims, void* const* data, const int32_t* bytes) {
+  g_log_used = 0;
+  g_log[0] = '\0';
+  const TFLMRegistration* registration = RegistrationOf(op);
+  if (registration == nullptr || tensor_count > kMaxTensors || input_count < 1 || input_count >= tensor_count) {
+    return kRunBadArguments;
+  }
+  static int dim_storage[kMaxDims + kMaxTensors];
+  int used = 0;
+  const int32_t* shape = dims;
+  for (int i = 0; i < tensor_count; ++i) {
+    if (ranks[i] < 0 || used + 1 + ranks[i] > kMaxDims + kMaxTensors) return kRunBadArguments;
+    TfLiteTensor& tensor = g_tensors[i];
+    tensor = TfLiteTensor{};
+    tensor.type = static_cast<TfLiteType>(types[i]);
+    tensor.data.data = data[i];
+    tensor.dims = IntArray(&dim_storage[used], ranks[i], shape);
+    tensor.bytes = static_cast<size_t>(bytes[i]);
+    tensor.allocation_type = i < input_count && constant[i] ? kTfLiteMmapRo : kTfLiteArenaRw;
+    g_eval[i].data = tensor.data;
+    g_eval[i].dims = tensor.dims;
+    g_eval[i].type = tensor.type;
+    used += 1 + ranks[i];
+    shape += ranks[i];
+  }
+  int input_storage[kMaxTensors + 1];
+  int output_storage[kMaxTensors + 1];
+  int32_t indices[kMaxTensors];
+  for (int i = 0; i < tensor_count; ++i) indices[i] = i;
+  TfLiteNode node = {};
+  node.inputs = IntArray(input_storage, input_count, indices);
+  node.outputs = IntArray(output_storage, tensor_count - input_count, indices + input_count);
+  TfLiteContext context = {AllocatePersistentBuffer, RequestScratchBufferInArena, GetScratchBuffer, nullptr};
+  g_arena_used = 0;
+  g_scratch_count = 0;
+  node.user_data = registration->init(&context, reinterpret_cast<const char*>(options), options_bytes);
+  if (registration->prepare(&context, &node) != kTfLiteOk) return kRunPrepareFailed;
+  return registration->invoke(&context, &node) == kTfLiteOk ? kRunOk : kRunInvokeFailed;
+}
