@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from mcubert_models import small_export
+from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.boards import get_board
 from tflm_mcubert.data.calibration import random_samples
 from tflm_mcubert.export import firmware_files
@@ -30,7 +31,6 @@ from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.tflm_op_resolver import BUILTIN_ADD_METHODS, UnsupportedOpError, registration
 from tflm_mcubert.runtime.reference import run_reference
-from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.runtime.tflm_runner import run_tflm
 
 BOARD = get_board("nucleo-f767zi")
@@ -188,7 +188,7 @@ def test_unknown_op_and_incomplete_sample_are_named():
     with pytest.raises(UnsupportedOpError, match="MY_CUSTOM_OP"):
         registration(["FULLY_CONNECTED", "MY_CUSTOM_OP"])
     result = small_export(16)
-    model = describe_model(result.tflite, "mcubert")
+    model = describe_model(parse(result.tflite), "mcubert")
     with pytest.raises(FirmwareFilesError, match="token_type_ids"):
         firmware_files.reference_sample(
             result.tflite, model, {"input_ids": np.zeros(16, np.int32), "attention_mask": np.ones(16, np.int8)}, "x"

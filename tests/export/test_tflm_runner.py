@@ -9,10 +9,7 @@ from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.runtime.tflm_runner import (
     TflmError,
     TflmRunner,
-    constant_bytes,
     dequantize,
-    describe_ops,
-    flash_bytes,
     min_arena_bytes,
     quantize,
     run_tflm,
@@ -69,13 +66,12 @@ def test_an_arena_far_too_small_is_an_error_not_a_crash(micro_int8, arena):
         TflmRunner(micro_int8, arena)
 
 
-def test_describe_ops_accounts_for_every_constant_byte(micro_int8):
-    rows = describe_ops(micro_int8)
+def test_op_rows_account_for_every_constant_byte(micro_int8):
     graph = parse(micro_int8)
+    rows = graph.op_rows()
     assert [row["name"] for row in rows] == [op.name for op in graph.ops]
     assert [row["index"] for row in rows] == list(range(len(rows)))
-    assert sum(row["bytes"] for row in rows) == constant_bytes(micro_int8)
-    assert constant_bytes(micro_int8) < flash_bytes(micro_int8) == len(micro_int8)
+    assert sum(row["bytes"] for row in rows) == graph.constant_bytes() < len(micro_int8)
     # The word embeddings are the int8 table of one GATHER (vocab x hidden); each fully connected op
     # carries its int8 weights and int32 biases: q, k, v, attention output, pooler (32x32), FFN 64x32 and
     # 32x64, classifier 3x32.

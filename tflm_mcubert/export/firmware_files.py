@@ -27,7 +27,7 @@ from tflm_mcubert.boards import Board, human_bytes
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.template import fill
 from tflm_mcubert.export.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
-from tflm_mcubert.tflite.graph import TensorInfo, parse
+from tflm_mcubert.tflite.graph import TensorInfo, TfliteGraph, parse
 
 SETTINGS_FILE = "model_settings.h"
 TEST_INPUT_HEADER = "model_test_input.h"
@@ -89,9 +89,8 @@ class ReferenceSample:
         )
 
 
-def describe_model(tflite: bytes, schedule: str) -> FirmwareModel:
-    """Inputs, the reported output and the op registration of a .tflite (either schedule)."""
-    graph = parse(bytes(tflite))
+def describe_model(graph: TfliteGraph, schedule: str) -> FirmwareModel:
+    """Inputs, the reported output and the op registration of a parsed .tflite (either schedule)."""
     names = [io.name for io in graph.inputs]
     for name in names:
         if not _IDENTIFIER.fullmatch(name):
@@ -172,12 +171,14 @@ def write_firmware_files(
     sample: Mapping[str, np.ndarray],
     sample_source: str,
     sample_output: np.ndarray | None = None,
+    graph: TfliteGraph | None = None,
 ) -> list[str]:
     """Write FILES into `out_dir` (next to model_data.cc/.h; created if needed); returns their names.
-    `sample_output`: the reference's output for `sample`, when the export has it already."""
+    `sample_output`: the reference's output for `sample`, and `graph`: the parsed `tflite`, when the
+    export has them already."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model = describe_model(tflite, schedule)
+    model = describe_model(graph or parse(bytes(tflite)), schedule)
     reference = reference_sample(tflite, model, sample, sample_source, sample_output)
     (out_dir / SETTINGS_FILE).write_text(render_settings(model, board, arena_bytes))
     (out_dir / TEST_INPUT_HEADER).write_text(render_sample_header(model, reference))

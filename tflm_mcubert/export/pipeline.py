@@ -19,6 +19,7 @@ from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, FitReport, check_fi
 from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import check_seq_len
+from tflm_mcubert.tflite.graph import parse
 
 SCHEDULES = ("mcubert", "stock")
 PRECISIONS = ("int8", "int16x8", "float32")
@@ -178,6 +179,7 @@ def _write_firmware(
     sample: dict,
     sample_source: str,
     sample_output=None,
+    graph=None,
 ) -> list[str]:
     from tflm_mcubert.export.firmware_files import write_firmware_files
 
@@ -190,6 +192,7 @@ def _write_firmware(
         sample=sample,
         sample_source=sample_source,
         sample_output=sample_output,
+        graph=graph,
     )
 
 
@@ -259,8 +262,6 @@ def _finish(report: dict, out_dir: Path, started: float) -> None:
 
 
 def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
-    from tflm_mcubert.runtime.tflm_runner import describe_ops
-
     config = model.config
     samples, calibration_source = calibration.samples(request.seq_len)
     log(
@@ -269,8 +270,9 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
     )
     tflite, arena_bytes = _stock_artifacts(model, request.seq_len, request.precision, samples)
     _write_model(tflite, out_dir)
+    graph = parse(tflite)  # once, for the firmware files and the report's op rows
     firmware = _write_firmware(
-        out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source)
+        out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source), graph=graph
     )
 
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
@@ -286,7 +288,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         "flash_note": FLASH_NOTE,
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count()},
         "fits": fit.to_json(),
-        "ops": describe_ops(tflite),
+        "ops": graph.op_rows(),
         "model": {**source, "config": config.to_hf_dict()},
         "calibration": calibration_source,
         "files": ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"],

@@ -13,56 +13,18 @@ import contextlib
 import os
 import sys
 import tempfile
-from typing import Iterator, Mapping
+from typing import Mapping
 
 import numpy as np
 from tflite_micro.python.tflite_micro import runtime
 
 from tflm_mcubert.runtime.arena_probe import ArenaProbe
 from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
-from tflm_mcubert.tflite.graph import OpInfo, TensorInfo, TfliteGraph, parse
+from tflm_mcubert.tflite.graph import TensorInfo, parse
 
 # Host memory is cheap: a run that does not ask for a particular arena gets one far larger than any
 # model here needs. (The wheel's own default, 10x the model size, is 250 MB for MiniLM.)
 DEFAULT_ARENA_BYTES = 64 * 1024 * 1024
-
-
-def flash_bytes(model_bytes: bytes) -> int:
-    """Flash a deployment needs for the model: the whole .tflite (weights, graph, metadata) as stored."""
-    return len(model_bytes)
-
-
-def describe_ops(model_bytes: bytes) -> list[dict]:
-    """One row per operator, in execution order: index, name (builtin name or custom code), bytes.
-
-    `bytes` is the constant (weight, bias, shape...) data the operator reads from the flatbuffer. A
-    constant read by several operators counts for the first of them only, so the rows add up to the
-    model's constant bytes exactly; the rest of `flash_bytes` is the graph structure.
-    """
-    graph = parse(model_bytes)
-    seen_buffers: set[int] = set()
-    rows = []
-    for op in graph.ops:
-        constant = 0
-        for tensor in _constant_inputs(graph, op):
-            if tensor.buffer not in seen_buffers:
-                seen_buffers.add(tensor.buffer)
-                constant += tensor.constant_bytes
-        rows.append({"index": op.index, "name": op.name, "bytes": constant})
-    return rows
-
-
-def constant_bytes(model_bytes: bytes) -> int:
-    """Bytes of constant data (each buffer once) the operators read."""
-    graph = parse(model_bytes)
-    buffers = {t.buffer: t.constant_bytes for op in graph.ops for t in _constant_inputs(graph, op)}
-    return sum(buffers.values())
-
-
-def _constant_inputs(graph: TfliteGraph, op: OpInfo) -> Iterator[TensorInfo]:
-    for index in op.inputs:
-        if index >= 0 and graph.tensors[index].constant_bytes:
-            yield graph.tensors[index]
 
 
 def quantize(values, tensor: TensorInfo) -> np.ndarray:

@@ -8,6 +8,7 @@ TFLM runs, and every model this package exports has no other.
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterator
 
 import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
@@ -85,6 +86,33 @@ class TfliteGraph:
 
     def output_named(self, name: str) -> IoTensor:
         return _named(self.outputs, name, "output")
+
+    def constant_inputs(self, op: OpInfo) -> Iterator[TensorInfo]:
+        for index in op.inputs:
+            if index >= 0 and self.tensors[index].constant_bytes:
+                yield self.tensors[index]
+
+    def op_rows(self) -> list[dict]:
+        """One row per operator, in execution order: index, name (builtin name or custom code), bytes.
+
+        `bytes` is the constant (weight, bias, shape...) data the operator reads from the flatbuffer.
+        A constant read by several operators counts for the first of them only, so the rows add up to
+        constant_bytes() exactly; the rest of the file (its Flash) is the graph structure."""
+        seen_buffers: set[int] = set()
+        rows = []
+        for op in self.ops:
+            constant = 0
+            for tensor in self.constant_inputs(op):
+                if tensor.buffer not in seen_buffers:
+                    seen_buffers.add(tensor.buffer)
+                    constant += tensor.constant_bytes
+            rows.append({"index": op.index, "name": op.name, "bytes": constant})
+        return rows
+
+    def constant_bytes(self) -> int:
+        """Bytes of constant data (each buffer once) the operators read."""
+        buffers = {t.buffer: t.constant_bytes for op in self.ops for t in self.constant_inputs(op)}
+        return sum(buffers.values())
 
 
 def _named(items, name, kind):
