@@ -67,7 +67,7 @@ def test_a_model_without_the_record_loads_with_a_warning(exported):
 
 
 def test_random_flips_anywhere_are_rejected_by_name_or_leave_the_output_unchanged(exported):
-    """The issue's 'random byte flips' row: no crash and no unflagged different output (a CI sample)."""
+    """Random byte flips anywhere: no crash and no unflagged different output (a CI sample)."""
     rng = random.Random(1)
     inputs = random_inputs(np.random.default_rng(0), SEQ_LEN, 300, valid=11)
     expected = run_reference(read_model(exported), inputs).outputs

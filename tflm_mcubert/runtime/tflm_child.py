@@ -2,7 +2,7 @@
 wheel's interpreter. Its parent is tflm_process.TflmProcess.
 
 Why a child at all: a too-small arena can crash TFLM (some kernels use a persistent buffer the
-allocator could not provide; seen as SIGSEGV on BERT at arena sizes of 0-100 and 20,000 bytes), and a
+allocator could not provide: SIGSEGV on BERT at some too-small arena sizes), and a
 crash must only mean "does not fit". And the binding of our ops must run in the Python 3.13
 environment of the wheel that matches its TFLM (tflm_binding.py). So this file is self-contained on
 purpose: it imports numpy, the wheel and the standard library only, never tflm_mcubert.

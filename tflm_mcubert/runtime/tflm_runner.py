@@ -2,9 +2,8 @@
 
 Arena figures come from this host build of TFLM, which is 64-bit: TFLM's bookkeeping in the arena
 (TfLiteEvalTensor, node and registration structs, pointers in kernels' persistent data) holds 8-byte
-pointers, so a 32-bit Cortex-M needs somewhat less than `min_arena_bytes` reports. For bert-tiny int8 at
-seq 128 that bookkeeping is ~11 KB of 250 KB (162 eval tensors at 24 B, 106 node structs at 64 B), about
-half of it pointers; the tensor buffers, the bulk, are the same size on both.
+pointers, so a 32-bit Cortex-M needs somewhat less than `min_arena_bytes` reports (export/tflm_arena.py
+models the difference); the tensor buffers, the bulk, are the same size on both.
 """
 
 from __future__ import annotations
