@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mcubert_test_node.h"
 #include "mcubert_tflm.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/micro_context.h"
@@ -15,12 +16,9 @@
 
 namespace {
 
-constexpr int kMaxTensors = 24;
-constexpr int kMaxDims = kMaxTensors * 8;
+using mcubert_test::kMaxTensors;
 constexpr size_t kArenaCapacity = 1 << 20;
 constexpr int kMaxScratch = 4;
-
-enum RunStatus { kRunOk = 0, kRunPrepareFailed = 1, kRunInvokeFailed = 2, kRunBadArguments = 3 };
 
 char g_log[4096];
 size_t g_log_used = 0;
@@ -31,7 +29,7 @@ size_t g_arena_used = 0;
 void* g_scratch[kMaxScratch];
 int g_scratch_count = 0;
 
-TfLiteTensor g_tensors[kMaxTensors];
+mcubert_test::Node g_node;
 TfLiteEvalTensor g_eval[kMaxTensors];
 
 void* Allocate(size_t bytes) {
@@ -58,29 +56,15 @@ void* GetScratchBuffer(TfLiteContext*, int index) {
 class HarnessContext : public tflite::MicroContext {
  public:
   TfLiteTensor* AllocateTempInputTensor(const TfLiteNode* node, int index) override {
-    return index < node->inputs->size ? &g_tensors[node->inputs->data[index]] : nullptr;
+    return index < node->inputs->size ? &g_node.tensors[node->inputs->data[index]] : nullptr;
   }
   TfLiteTensor* AllocateTempOutputTensor(const TfLiteNode* node, int index) override {
-    return index < node->outputs->size ? &g_tensors[node->outputs->data[index]] : nullptr;
+    return index < node->outputs->size ? &g_node.tensors[node->outputs->data[index]] : nullptr;
   }
   void DeallocateTempTfLiteTensor(TfLiteTensor*) override {}
 };
 
 HarnessContext g_micro_context;
-
-const TFLMRegistration* RegistrationOf(const char* op) {
-  if (strcmp(op, mcubert::kEmbeddingOpName) == 0) return mcubert::Register_MCUBERT_EMBEDDING();
-  if (strcmp(op, mcubert::kAttentionOpName) == 0) return mcubert::Register_MCUBERT_ATTENTION();
-  if (strcmp(op, mcubert::kMlpOpName) == 0) return mcubert::Register_MCUBERT_MLP();
-  if (strcmp(op, mcubert::kClassifierHeadOpName) == 0) return mcubert::Register_MCUBERT_CLASSIFIER_HEAD();
-  return nullptr;
-}
-
-TfLiteIntArray* IntArray(int* storage, int size, const int32_t* values) {
-  storage[0] = size;
-  for (int i = 0; i < size; ++i) storage[1 + i] = values[i];
-  return reinterpret_cast<TfLiteIntArray*>(storage);
-}
 
 }  // namespace
 
@@ -105,7 +89,7 @@ int ElementCount(const TfLiteIntArray& dims) {
 
 size_t EvalTensorBytes(const TfLiteEvalTensor* tensor) {
   for (int i = 0; i < kMaxTensors; ++i) {
-    if (&g_eval[i] == tensor) return g_tensors[i].bytes;
+    if (&g_eval[i] == tensor) return g_node.tensors[i].bytes;
   }
   return 0;
 }
@@ -164,39 +148,23 @@ extern "C" int mcubert_glue_run(const char* op, const uint8_t* options, int32_t 
                                 const int32_t* ranks, const int32_t* dims, void* const* data, const int32_t* bytes) {
   g_log_used = 0;
   g_log[0] = '\0';
-  const TFLMRegistration* registration = RegistrationOf(op);
-  if (registration == nullptr || tensor_count > kMaxTensors || input_count < 1 || input_count >= tensor_count) {
-    return kRunBadArguments;
+  const TFLMRegistration* registration = mcubert_test::RegistrationOf(op);
+  if (registration == nullptr ||
+      !mcubert_test::LayOut(&g_node, tensor_count, input_count, types, constant, ranks, dims, data, bytes)) {
+    return mcubert_test::kRunBadArguments;
   }
-  static int dim_storage[kMaxDims + kMaxTensors];
-  int used = 0;
-  const int32_t* shape = dims;
   for (int i = 0; i < tensor_count; ++i) {
-    if (ranks[i] < 0 || used + 1 + ranks[i] > kMaxDims + kMaxTensors) return kRunBadArguments;
-    TfLiteTensor& tensor = g_tensors[i];
-    tensor = TfLiteTensor{};
-    tensor.type = static_cast<TfLiteType>(types[i]);
-    tensor.data.data = data[i];
-    tensor.dims = IntArray(&dim_storage[used], ranks[i], shape);
-    tensor.bytes = static_cast<size_t>(bytes[i]);
-    tensor.allocation_type = i < input_count && constant[i] ? kTfLiteMmapRo : kTfLiteArenaRw;
-    g_eval[i].data = tensor.data;
-    g_eval[i].dims = tensor.dims;
-    g_eval[i].type = tensor.type;
-    used += 1 + ranks[i];
-    shape += ranks[i];
+    g_eval[i].data = g_node.tensors[i].data;
+    g_eval[i].dims = g_node.tensors[i].dims;
+    g_eval[i].type = g_node.tensors[i].type;
   }
-  int input_storage[kMaxTensors + 1];
-  int output_storage[kMaxTensors + 1];
-  int32_t indices[kMaxTensors];
-  for (int i = 0; i < tensor_count; ++i) indices[i] = i;
   TfLiteNode node = {};
-  node.inputs = IntArray(input_storage, input_count, indices);
-  node.outputs = IntArray(output_storage, tensor_count - input_count, indices + input_count);
+  node.inputs = g_node.inputs;
+  node.outputs = g_node.outputs;
   TfLiteContext context = {AllocatePersistentBuffer, RequestScratchBufferInArena, GetScratchBuffer, nullptr};
   g_arena_used = 0;
   g_scratch_count = 0;
   node.user_data = registration->init(&context, reinterpret_cast<const char*>(options), options_bytes);
-  if (registration->prepare(&context, &node) != kTfLiteOk) return kRunPrepareFailed;
-  return registration->invoke(&context, &node) == kTfLiteOk ? kRunOk : kRunInvokeFailed;
+  if (registration->prepare(&context, &node) != kTfLiteOk) return mcubert_test::kRunPrepareFailed;
+  return registration->invoke(&context, &node) == kTfLiteOk ? mcubert_test::kRunOk : mcubert_test::kRunInvokeFailed;
 }
