@@ -220,7 +220,7 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
         "-DCMAKE_CXX_FLAGS=-O2",
     ]
     _checked_run(configure, "configuring custom_ops/CMakeLists.txt")
-    target = ["--target", "mcubert_tflm_python", "--parallel", str(jobs)]
+    target = ["--target", "mcubert_tflm_python", "-j", str(jobs)]
     _checked_run([cmake, "--build", str(build_dir), *target], "building the TFLM binding")
     return build_dir / "libmcubert_tflm.so"
 
