@@ -32,6 +32,16 @@ def test_board_totals_match_datasheets():
     assert BOARDS["nucleo-f746zg"].flash_bytes == 1 * MB
 
 
+def test_hobbyist_boards_match_their_datasheets():
+    nano, pico, pico2 = (BOARDS[n] for n in ("nano33ble", "pico", "pico2"))
+    assert (nano.core, nano.sram_bytes, nano.flash_bytes, nano.clock_hz) == ("cortex-m4", 256 * KB, 1 * MB, 64_000_000)
+    assert (pico.core, pico.sram_bytes, pico.flash_bytes) == ("cortex-m0plus", 264 * KB, 2 * MB)
+    assert (pico2.core, pico2.sram_bytes, pico2.flash_bytes) == ("cortex-m33", 520 * KB, 4 * MB)
+    # The RP2040/RP2350 banks follow one another in the address map: one arena spans them all.
+    assert pico.largest_contiguous_sram.size == 264 * KB
+    assert pico2.largest_contiguous_sram.size == 520 * KB
+
+
 def test_adjacent_f7_regions_merge_but_h7_regions_do_not():
     assert BOARDS["nucleo-f746zg"].largest_contiguous_sram.size == 320 * KB
     assert BOARDS["nucleo-f767zi"].largest_contiguous_sram.size == 512 * KB

@@ -77,7 +77,8 @@ class Board:
         }
 
 
-# Memory maps from the STM32F74x/F76x/H7A3 reference manuals (RM0385, RM0410, RM0455).
+# Memory maps from the vendors' manuals: STM32F74x/F76x/H7A3 reference manuals (RM0385, RM0410,
+# RM0455); the others are cited at their entries.
 BOARDS: dict[str, Board] = {
     "nucleo-f746zg": Board(
         name="nucleo-f746zg",
@@ -115,6 +116,46 @@ BOARDS: dict[str, Board] = {
             MemoryRegion("AHB-SRAM1+2", 0x3000_0000, 128 * KB),
             MemoryRegion("SRD-SRAM", 0x3800_0000, 32 * KB),
             MemoryRegion("ITCM", 0x0000_0000, 64 * KB),
+        ),
+    ),
+    # nRF52840 Product Specification (v1.7), "Memory" chapter: 1 MB Flash, 256 KB RAM at
+    # 0x2000_0000, 64 MHz Cortex-M4F. The one board the TFLM Arduino library supports.
+    "nano33ble": Board(
+        name="nano33ble",
+        mcu="nRF52840",
+        core="cortex-m4",
+        clock_hz=64_000_000,
+        flash_bytes=1 * MB,
+        sram_regions=(MemoryRegion("RAM", 0x2000_0000, 256 * KB),),
+    ),
+    # RP2040 Datasheet section 2.6.2: 256 KB striped over SRAM0-3 at 0x2000_0000, then SRAM4 and
+    # SRAM5 (4 KB each) at 0x2004_0000 and 0x2004_1000; 133 MHz Cortex-M0+ (no DSP extension).
+    # Raspberry Pi Pico Datasheet: 2 MB QSPI Flash.
+    "pico": Board(
+        name="pico",
+        mcu="RP2040",
+        core="cortex-m0plus",
+        clock_hz=133_000_000,
+        flash_bytes=2 * MB,
+        sram_regions=(
+            MemoryRegion("SRAM0-3", 0x2000_0000, 256 * KB),
+            MemoryRegion("SRAM4", 0x2004_0000, 4 * KB),
+            MemoryRegion("SRAM5", 0x2004_1000, 4 * KB),
+        ),
+    ),
+    # RP2350 Datasheet, "SRAM" in the address map chapter: 512 KB striped over SRAM0-7 at 0x2000_0000, SRAM8 and
+    # SRAM9 (4 KB each) at 0x2008_0000 and 0x2008_1000; 150 MHz Cortex-M33 with the DSP extension.
+    # Raspberry Pi Pico 2 Datasheet: 4 MB QSPI Flash.
+    "pico2": Board(
+        name="pico2",
+        mcu="RP2350",
+        core="cortex-m33",
+        clock_hz=150_000_000,
+        flash_bytes=4 * MB,
+        sram_regions=(
+            MemoryRegion("SRAM0-7", 0x2000_0000, 512 * KB),
+            MemoryRegion("SRAM8", 0x2008_0000, 4 * KB),
+            MemoryRegion("SRAM9", 0x2008_1000, 4 * KB),
         ),
     ),
 }

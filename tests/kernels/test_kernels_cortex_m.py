@@ -1,4 +1,5 @@
-"""The arm-none-eabi builds on emulated Cortex-M7 and Cortex-M4 cores (unicorn).
+"""The arm-none-eabi builds on emulated Cortex-M7, M4, M33 and M0+ cores (unicorn; the M0+ build runs
+on unicorn's Cortex-M0 model, the same ARMv6-M instruction set).
 
 The kernels are called directly (tflm_mcubert/measure/arm_emulator.py): the DSP path as built for
 each core (Thumb-2 assembly micro-kernel), and on the M7 also the DSP path with the C version of
@@ -26,10 +27,13 @@ STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.r
 BUILDS = [
     ("cortex-m7", False, True),
     ("cortex-m4", False, True),
+    ("cortex-m33", False, True),  # Raspberry Pi Pico 2 (RP2350): ARMv8-M with the DSP extension
+    ("cortex-m0plus", False, True),  # Raspberry Pi Pico (RP2040): no DSP extension, so the plain path
     ("cortex-m7", True, True),
     ("cortex-m7", False, False),
 ]
-BUILD_IDS = ["m7-dsp", "m4-dsp", "m7-plain", "m7-dsp-c"]
+BUILD_IDS = ["m7-dsp", "m4-dsp", "m33-dsp", "m0plus-plain", "m7-plain", "m7-dsp-c"]
+NO_DSP_CORES = {"cortex-m0plus"}  # ARMv6-M: the build takes the plain path by itself
 
 
 @pytest.fixture(scope="module", params=BUILDS, ids=BUILD_IDS)
@@ -68,7 +72,7 @@ def test_bit_exact_on_the_core(emulator, index):
 @pytest.mark.parametrize("cpu,plain,asm", BUILDS, ids=BUILD_IDS)
 def test_each_image_runs_its_path_and_agrees_on_buffer_sizes(arm_images, cpu, plain, asm):
     emu = ArmEmulator(arm_images(cpu, plain, asm), cpu)
-    assert emu.call("mcubert_uses_dsp_path").value == (0 if plain else 1)
+    assert emu.call("mcubert_uses_dsp_path").value == (0 if plain or cpu in NO_DSP_CORES else 1)
     for dims in ((128, 128, 512, 28), (77, 256, 1024, 5), (1, 1, 1, 1)):
         assert emu.call("mcubert_mlp_get_buffer_size", *dims).value == mlp.scratch_bytes(*dims)
     for dims in ((128, 128, 2, 4), (77, 64, 4, 5), (512, 256, 4, 8)):

@@ -221,6 +221,8 @@ def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict
 
     boards = dict(BOARDS)
     boards.setdefault(target.name, target)
+    # The cycle formulas are fitted on the Cortex-M7 pipeline; other cores get no estimate.
+    boards = {name: board for name, board in boards.items() if board.core == "cortex-m7"}
     return {
         "note": (
             "estimate, not a measurement: encoder layers only (embedding and classifier head excluded), "

@@ -8,7 +8,8 @@ The image is custom_ops' `make emu CPU=...` output (the static library linked at
 map of custom_ops/test/arm/mps2.ld). Its loadable segments are copied to their run addresses
 (no startup code runs), arrays and structs are placed on a bump heap after the image's RAM, and a
 function is called AAPCS-style: r0-r3 then the stack, LR pointing at `mcubert_emu_stop`, where
-emulation halts. The CPU model is the real core's (UC_CPU_ARM_CORTEX_M7 / M4), so DSP instructions
+emulation halts. The CPU model is the real core's (UC_CPU_ARM_CORTEX_M7 / M4 / M33 / M3; the M0 for the M0+,
+which has the same ARMv6-M instruction set), so DSP instructions
 behave as on silicon; unlike QEMU's system emulation, unicorn does not fault on unaligned LDRD/LDM
 (custom_ops' QEMU firmware test covers that).
 
@@ -238,7 +239,14 @@ class ArmEmulator:
             from unicorn import arm_const
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise EmulatorError("the `unicorn` package is required (pip install unicorn)") from exc
-        models = {"cortex-m7": arm_const.UC_CPU_ARM_CORTEX_M7, "cortex-m4": arm_const.UC_CPU_ARM_CORTEX_M4}
+        models = {
+            "cortex-m7": arm_const.UC_CPU_ARM_CORTEX_M7,
+            "cortex-m4": arm_const.UC_CPU_ARM_CORTEX_M4,
+            "cortex-m33": arm_const.UC_CPU_ARM_CORTEX_M33,
+            "cortex-m3": arm_const.UC_CPU_ARM_CORTEX_M3,
+            # unicorn has no Cortex-M0+ model; the M0 runs the same ISA (ARMv6-M).
+            "cortex-m0plus": arm_const.UC_CPU_ARM_CORTEX_M0,
+        }
         if cpu not in models:
             raise EmulatorError(f"unsupported cpu {cpu!r} (known: {', '.join(models)})")
         self.cpu = cpu
