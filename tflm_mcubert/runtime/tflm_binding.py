@@ -32,6 +32,7 @@ from typing import Mapping
 
 import numpy as np
 
+from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 from tflm_mcubert.runtime.tflm_process import TflmProcess, TflmSetupError
 
@@ -51,7 +52,6 @@ INTERPRETER_REQUIREMENTS = (
 REGISTERER = "mcubert_register_ops"  # custom_ops/tflm/python/mcubert_python_registerer.cc
 TFLM_DEFINES = ("TF_LITE_STATIC_MEMORY=1", "USE_TFLM_COMPRESSION=1")
 
-CUSTOM_OPS = Path(__file__).resolve().parents[2] / "custom_ops"
 _THIRD_PARTY = Path("tensorflow/lite/micro/tools/make/downloads")  # where TFLM's make puts them
 
 
@@ -103,13 +103,14 @@ class TflmSources:
 
     @property
     def include_dirs(self) -> tuple[Path, ...]:
+        custom_ops = custom_ops_dir()
         return (
             self.tflm_dir,
             self.flatbuffers_include,
             self.gemmlowp_dir,
-            CUSTOM_OPS / "include",
-            CUSTOM_OPS / "src",
-            CUSTOM_OPS / "tflm",
+            custom_ops / "include",
+            custom_ops / "src",
+            custom_ops / "tflm",
         )
 
 
@@ -197,11 +198,7 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
     `sources`' headers, linked to `runtime_dir`/_runtime.so — the `mcubert_tflm_python` target of
     custom_ops/CMakeLists.txt, the build description every other build of the kernels uses too.
     Rebuilds only what changed."""
-    if not (CUSTOM_OPS / "CMakeLists.txt").is_file():
-        raise TflmSetupError(
-            f"the C sources are not at {CUSTOM_OPS}: build the binding from a checkout of this "
-            f"repository (pip install -e .)"
-        )
+    custom_ops = custom_ops_dir()
     cmake = shutil.which("cmake")
     if cmake is None:
         raise TflmSetupError(
@@ -209,7 +206,7 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
             "(pip install cmake, or apt-get install cmake)"
         )
     build_dir = Path(build_dir)
-    configure = [cmake, "-S", str(CUSTOM_OPS), "-B", str(build_dir)]
+    configure = [cmake, "-S", str(custom_ops), "-B", str(build_dir)]
     if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
         configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
     configure += [
