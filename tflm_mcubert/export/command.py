@@ -81,6 +81,13 @@ def add_parser(subparsers) -> list[str]:
     export.add_argument("--calibration-samples", type=int, default=32)
     export.add_argument("--seed", type=seed_argument, default=0)
     export.add_argument("--out", required=True, help="output directory")
+    export.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="cmake",
+        help="also write a self-contained project: cmake (OUT/cmake/, the mcubert_model library target)",
+    )
     add_board_args(export)
     return ["export"]
 
@@ -105,6 +112,7 @@ def run(args) -> int:
         seed=args.seed,
         sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
         flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None,
+        bundles=tuple(args.bundle),
     )
     report = run_export(request)
     fits = report["fits"]

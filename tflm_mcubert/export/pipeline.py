@@ -22,6 +22,7 @@ from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.tflite.graph import parse
 
 SCHEDULES = ("mcubert", "stock")
+BUNDLES = ("cmake",)  # --bundle: self-contained projects written next to the export
 PRECISIONS = ("int8", "int16x8", "float32")
 DEFAULT_SEED = 0
 
@@ -43,6 +44,7 @@ class ExportRequest:
     seed: int = DEFAULT_SEED
     sram_reserve: int | None = None
     flash_reserve: int | None = None
+    bundles: tuple[str, ...] = ()
 
 
 def log(message: str) -> None:
@@ -71,6 +73,9 @@ def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny",
 
 def check_request(request: ExportRequest) -> None:
     """Everything about the request that can be checked before the model loads (which may reach the hub)."""
+    unknown = [b for b in request.bundles if b not in BUNDLES]
+    if unknown:
+        raise UserError(f"--bundle {unknown[0]!r} is not available (choose from: {', '.join(BUNDLES)})")
     if request.schedule not in SCHEDULES:
         raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
     if request.precision not in PRECISIONS:
@@ -258,7 +263,13 @@ def _report_head(request: ExportRequest) -> dict:
     }
 
 
-def _finish(report: dict, out_dir: Path, started: float) -> None:
+def _finish(report: dict, out_dir: Path, started: float, request: ExportRequest) -> None:
+    if "cmake" in request.bundles:
+        from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, write_cmake_bundle
+
+        summary = f"{request.checkpoint or request.preset}, {request.schedule} schedule, seq {request.seq_len}"
+        write_cmake_bundle(out_dir, f"{summary}, {request.board.name}")
+        report["files"].append(f"{BUNDLE_DIR}/")
     report["seconds"] = round(time.time() - started, 1)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
 
@@ -303,7 +314,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
             model, request, lambda s: calibration.samples(s)[0], fit.arena_budget
         )
         report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
-    _finish(report, out_dir, started)
+    _finish(report, out_dir, started, request)
     log(
         f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
         f"(FIRMWARE.md), report.json; arena {arena_bytes:,} B"
@@ -396,7 +407,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     }
     if not result.choice.fits:
         report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
-    _finish(report, out_dir, started)
+    _finish(report, out_dir, started, request)
     log(
         f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
         f"(FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B "
