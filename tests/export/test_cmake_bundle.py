@@ -1,7 +1,9 @@
-"""`export --bundle cmake`: OUT/cmake/ is a self-contained CMake project (library target
-mcubert_model: kernels, TFLM binding, this model) that builds on the host and for Cortex-M7 (DSP
-path) and Cortex-M0+ (plain path) with nothing else of this repository; with TFLM_DIR, also its
-binding and the example application against the user's TFLM tree."""
+"""`export --bundle cmake`, and the report's board table.
+
+OUT/cmake/ is a self-contained CMake project (library target mcubert_model: kernels, TFLM binding,
+this model) that builds on the host and for Cortex-M7 (DSP path) and Cortex-M0+ (plain path) with
+nothing else of this repository; with TFLM_DIR, also its binding and the example application
+against the user's TFLM tree."""
 
 from __future__ import annotations
 
@@ -108,3 +110,15 @@ def test_with_a_tflm_tree_the_binding_and_the_example_build_for_cortex_m7(bundle
 def test_an_unknown_bundle_is_named(tmp_path, capsys):
     code, _, err = run_cli(capsys, "export", "--bundle", "zephyr", "--out", tmp_path / "out")
     assert code == 2 and "--bundle 'zephyr' is not available (choose from: cmake)" in err
+
+
+def test_the_report_says_which_boards_the_export_fits(bundle):
+    from tflm_mcubert.boards import BOARDS
+    from tflm_mcubert.export.boards_command import longest_sequence
+
+    report = json.loads((bundle / "report.json").read_text())
+    assert set(report["boards"]) == set(BOARDS)
+    for name, fit in report["boards"].items():
+        assert fit["longest_seq_len"] == longest_sequence(BOARDS[name], "bert-tiny")  # the same default model
+        assert fit["arena_fits"] == (fit["longest_seq_len"] >= 32)
+        assert fit["flash_fits"] == (report["flash_bytes"] <= BOARDS[name].flash_budget())

@@ -146,6 +146,27 @@ def largest_fitting_seq_len(config, seq_len: int, arena_budget: int, labels: int
     return lo
 
 
+def fit_on_every_board(config, seq_len: int, flash_bytes: int, labels: int | None, reserves: dict) -> dict:
+    """For each known board: does this export fit it (arena as planned for that board's budget, and
+    Flash), and the longest sequence whose arena fits it. Flash grows with the sequence only by the
+    position table, so `flash_fits` is for this export's sequence length."""
+    from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE
+
+    sram_reserve = reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE)
+    flash_reserve = reserves.get("flash_reserve", DEFAULT_FLASH_RESERVE)
+    fits = {}
+    for name, board in BOARDS.items():
+        budget = board.arena_budget(sram_reserve)
+        longest = largest_fitting_seq_len(config, contract.MAX_SEQ_LEN + 1, budget, labels)
+        longest = min(longest, config.max_position_embeddings) if longest else None
+        fits[name] = {
+            "arena_fits": bool(longest and longest >= seq_len),
+            "flash_fits": flash_bytes <= board.flash_budget(flash_reserve),
+            "longest_seq_len": longest,
+        }
+    return fits
+
+
 # ---------------------------------------------------------------------------------------------
 # Embedding compression (default)
 # ---------------------------------------------------------------------------------------------

@@ -328,7 +328,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
 
 def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
     # Long: the mcubert export's files and report.json fields in order; each step is one call.
-    from tflm_mcubert.export.mcubert_export import export_mcubert
+    from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
     from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
     samples, calibration_source = calibration.samples(request.seq_len)
@@ -388,6 +388,8 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         "compression": _with_real_embedding_bytes(result.compression, constants.get("embedding", 0)),
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
+        # Every known board at once: whether this export fits it, and the longest sequence that would.
+        "boards": fit_on_every_board(config, request.seq_len, len(tflite), config.num_labels, reserves),
         "ops": [
             {
                 "name": op.name,
