@@ -673,8 +673,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--cpus",
         default=",".join(CPUS),
-        help=f"cores to measure (default {','.join(CPUS)}; also cortex-m33: the re-implemented baselines need "
-        "the DSP extension, so cores without it cannot be compared here)",
+        help=f"cores to measure (default {','.join(CPUS)}, the cores the instruction-class cycle model covers)",
     )
     args = parser.parse_args(argv)
     started = time.time()

@@ -44,61 +44,30 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+from tflm_mcubert.export import arduino_library as library  # noqa: E402  (the layout lives in the package)
+
 SCRIPT = "arduino_lib/extras/sync_from_custom_ops.py"
 EXAMPLE_VECTOR = Path("examples/mcubert_classify/mcubert_test_vector.h")
-COPIED_SUFFIXES = (".c", ".h", ".S")
-# A header every TFLM revision the binding could build against has; its presence means the sketch
-# included <TensorFlowLite.h> and TFLM's src/ is on the include path.
-TFLM_PROBE_HEADER = "tensorflow/lite/micro/micro_interpreter.h"
+EXAMPLE_SKETCH = Path("examples/mcubert_bert_tiny/mcubert_bert_tiny.ino")
+# The committed BERT sketch's comment block (the body is the package's sketch template, which
+# `export --bundle arduino` fills for each model).
+SKETCH_HEADER = """\
+// mcubert_bert_tiny: an exported BERT (mcubert schedule) through tflite::MicroInterpreter.
+//
+// The model and its facts are not in this folder in git: export a model
+// (`python -m tflm_mcubert export --out OUT`) and copy its files here with
+//   python arduino_lib/extras/copy_export_to_sketch.py OUT <this sketch folder>
+// (README.md in this folder). Needs the Arduino_TensorFlowLite library with a TFLM that has
+// TFLMRegistration (this library's README.md says which).
+//
+// Runs the export's test sequence once and prints the logits (int8 and dequantized), the latency of
+// Invoke() (micros()), the arena TFLM used, and whether the output equals the one the host
+// reference computed for the same sequence. Open the serial monitor at 115200 baud."""
 
 
 def banner(source: str) -> str:
-    # A C comment: valid at the top of .c, .h and .S (the .S file goes through the C preprocessor).
-    return (
-        f"/* GENERATED FILE - do not edit. Generated from {source} by {SCRIPT};\n"
-        f" * edit the source, not this copy, and re-run the script. */\n"
-    )
-
-
-MAIN_HEADER = """\
-/* The MCUBERT kernels' Arduino header: the portable C99 kernel API (mcubert/mcubert_ops.h).
- * Usable from C and C++ sketches; the declarations are extern "C". */
-#ifndef MCUBERT_H
-#define MCUBERT_H
-
-#include "mcubert/mcubert_ops.h"
-
-#endif /* MCUBERT_H */
-"""
-
-TFLM_HEADER = """\
-// The MCUBERT TFLM binding's Arduino header: TFLM first, then mcubert::AddMcubertOps() and the ops'
-// registrations (mcubert_tflm.h). Needs the Arduino_TensorFlowLite library with a TFLM that has
-// TFLMRegistration (see this library's README.md).
-#ifndef MCUBERT_TFLM_ARDUINO_H
-#define MCUBERT_TFLM_ARDUINO_H
-
-// Included first so that the Arduino builder finds Arduino_TensorFlowLite: it resolves a library by
-// a header in that library's src/ root, never by a path like "tensorflow/lite/c/common.h".
-#include <TensorFlowLite.h>
-
-#include "mcubert_tflm.h"
-
-#endif  // MCUBERT_TFLM_ARDUINO_H
-"""
-
-
-def guarded_binding_source(text: str) -> str:
-    """A binding .cc as the library's .cpp: compiled only when TFLM's headers are on the include path."""
-    return (
-        "// Compiled only when the sketch uses Arduino_TensorFlowLite (TFLM's headers on the include\n"
-        "// path): the Arduino builder compiles every source of a library, and kernel-only sketches\n"
-        "// must build without TFLM.\n"
-        "#if defined(__has_include)\n"
-        f'#if __has_include("{TFLM_PROBE_HEADER}")\n\n'
-        + text
-        + "\n#endif  // TFLM on the include path\n#endif  // defined(__has_include)\n"
-    )
+    return library.banner(source, SCRIPT)
 
 
 def _c_array(ctype: str, name: str, values, per_line: int = 12) -> str:
@@ -170,33 +139,9 @@ def example_vector() -> str:
 
 def expected_files(source: Path) -> dict[str, bytes]:
     """Library-relative path -> the bytes the library must hold."""
-    files: dict[str, bytes] = {}
-    header = source / "include" / "mcubert" / "mcubert_ops.h"
-    files["src/mcubert/mcubert_ops.h"] = (
-        banner("custom_ops/include/mcubert/mcubert_ops.h") + header.read_text()
-    ).encode()
-    for path in sorted((source / "src").iterdir()):
-        if path.is_file() and path.suffix in COPIED_SUFFIXES:
-            files[f"src/{path.name}"] = (banner(f"custom_ops/src/{path.name}") + path.read_text()).encode()
-    for path in sorted((source / "tflm").iterdir()):  # files only: tflm/python/ stays out
-        if not path.is_file() or path.suffix not in (".h", ".cc"):
-            continue
-        origin = f"custom_ops/tflm/{path.name}"
-        if path.suffix == ".h":
-            rel, text = f"src/{path.name}", path.read_text()
-        else:
-            rel, text = f"src/{path.stem}.cpp", guarded_binding_source(path.read_text())
-        if rel in files:
-            raise SystemExit(f"{origin} would collide with {rel} copied from custom_ops/src")
-        files[rel] = (banner(origin) + text).encode()
-    for rel, template, name in (
-        ("src/mcubert.h", MAIN_HEADER, "MAIN_HEADER"),
-        ("src/mcubert_tflm_arduino.h", TFLM_HEADER, "TFLM_HEADER"),
-    ):
-        if rel in files:
-            raise SystemExit(f"a custom_ops file would collide with the generated library header {rel}")
-        files[rel] = (banner(f"the {name} template in {SCRIPT}") + template).encode()
+    files = library.library_sources(source, SCRIPT)
     files[EXAMPLE_VECTOR.as_posix()] = example_vector().encode()
+    files[EXAMPLE_SKETCH.as_posix()] = library.sketch(EXAMPLE_SKETCH.stem, SKETCH_HEADER.rstrip("\n")).encode()
     return files
 
 
@@ -207,9 +152,9 @@ def existing_files(lib: Path) -> dict[str, bytes]:
         for path in sorted((lib / "src").rglob("*")):
             if path.is_file():
                 found[path.relative_to(lib).as_posix()] = path.read_bytes()
-    vector = lib / EXAMPLE_VECTOR
-    if vector.is_file():
-        found[EXAMPLE_VECTOR.as_posix()] = vector.read_bytes()
+    for owned in (EXAMPLE_VECTOR, EXAMPLE_SKETCH):
+        if (lib / owned).is_file():
+            found[owned.as_posix()] = (lib / owned).read_bytes()
     return found
 
 

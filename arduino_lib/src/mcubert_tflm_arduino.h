@@ -1,4 +1,4 @@
-/* GENERATED FILE - do not edit. Generated from the TFLM_HEADER template in arduino_lib/extras/sync_from_custom_ops.py by arduino_lib/extras/sync_from_custom_ops.py;
+/* GENERATED FILE - do not edit. Generated from the TFLM_HEADER template in tflm_mcubert/export/arduino_library.py by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 // The MCUBERT TFLM binding's Arduino header: TFLM first, then mcubert::AddMcubertOps() and the ops'
 // registrations (mcubert_tflm.h). Needs the Arduino_TensorFlowLite library with a TFLM that has

@@ -109,7 +109,7 @@ def test_with_a_tflm_tree_the_binding_and_the_example_build_for_cortex_m7(bundle
 
 def test_an_unknown_bundle_is_named(tmp_path, capsys):
     code, _, err = run_cli(capsys, "export", "--bundle", "zephyr", "--out", tmp_path / "out")
-    assert code == 2 and "--bundle 'zephyr' is not available (choose from: cmake)" in err
+    assert code == 2 and "--bundle 'zephyr' is not available (choose from: arduino, cmake)" in err
 
 
 def test_the_report_says_which_boards_the_export_fits(bundle):

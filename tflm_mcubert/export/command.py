@@ -85,8 +85,9 @@ def add_parser(subparsers) -> list[str]:
         "--bundle",
         action="append",
         default=[],
-        metavar="cmake",
-        help="also write a self-contained project: cmake (OUT/cmake/, the mcubert_model library target)",
+        metavar="arduino|cmake",
+        help="also write a self-contained project (repeatable): arduino (OUT/<model>_mcubert.zip, an Arduino "
+        "library with an example sketch) or cmake (OUT/cmake/, the mcubert_model library target)",
     )
     add_board_args(export)
     return ["export"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.tflite.graph import parse
 
 SCHEDULES = ("mcubert", "stock")
-BUNDLES = ("cmake",)  # --bundle: self-contained projects written next to the export
+BUNDLES = ("arduino", "cmake")  # --bundle: self-contained projects written next to the export
 PRECISIONS = ("int8", "int16x8", "float32")
 DEFAULT_SEED = 0
 
@@ -76,6 +77,8 @@ def check_request(request: ExportRequest) -> None:
     unknown = [b for b in request.bundles if b not in BUNDLES]
     if unknown:
         raise UserError(f"--bundle {unknown[0]!r} is not available (choose from: {', '.join(BUNDLES)})")
+    if "arduino" in request.bundles and request.schedule != "mcubert":
+        raise UserError("--bundle arduino packs the MCUBERT ops' sketch: it needs --schedule mcubert")
     if request.schedule not in SCHEDULES:
         raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
     if request.precision not in PRECISIONS:
@@ -264,12 +267,19 @@ def _report_head(request: ExportRequest) -> dict:
 
 
 def _finish(report: dict, out_dir: Path, started: float, request: ExportRequest) -> None:
+    model = request.checkpoint or request.preset
+    summary = f"{model}, {request.schedule} schedule, seq {request.seq_len}, {request.board.name}"
     if "cmake" in request.bundles:
         from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, write_cmake_bundle
 
-        summary = f"{request.checkpoint or request.preset}, {request.schedule} schedule, seq {request.seq_len}"
-        write_cmake_bundle(out_dir, f"{summary}, {request.board.name}")
+        write_cmake_bundle(out_dir, summary)
         report["files"].append(f"{BUNDLE_DIR}/")
+    if "arduino" in request.bundles:
+        from tflm_mcubert.export.arduino_library import write_arduino_bundle
+        from tflm_mcubert.kernel_sources import custom_ops_dir
+
+        name = re.sub(r"[^A-Za-z0-9_]", "_", Path(str(model)).name.strip("/")) or "model"
+        report["files"].append(write_arduino_bundle(out_dir, custom_ops_dir(), name, summary).name)
     report["seconds"] = round(time.time() - started, 1)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
 
