@@ -84,7 +84,22 @@ def test_installed_package_finds_and_builds_its_kernels(installed, tmp_path):
 def test_installed_package_exports(installed, tmp_path):
     _, target = installed
     out = tmp_path / "out"
-    result = run_installed(target, tmp_path, "-m", "tflm_mcubert", "export", "--seq-len", "32", "--out", str(out))
+    result = run_installed(
+        target,
+        tmp_path,
+        "-m",
+        "tflm_mcubert",
+        "export",
+        "--seq-len",
+        "32",
+        "--bundle",
+        "arduino",
+        "--bundle",
+        "cmake",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    for name in ("model.tflite", "model_data.cc", "model_settings.h", "FIRMWARE.md", "report.json"):
+    names = ("model.tflite", "model_data.cc", "model_settings.h", "FIRMWARE.md", "report.json")
+    for name in (*names, "bert_tiny_mcubert.zip", "cmake/CMakeLists.txt", "cmake/custom_ops/src/mcubert_mlp_s8.c"):
         assert (out / name).is_file(), name
