@@ -5,7 +5,6 @@ the committed arduino_lib/ has them, plus this model's files as .cpp/.h) and exa
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import zipfile
@@ -14,23 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_helpers import run_cli
+from tests.firmware.arduino_spec import CATEGORIES, SEMVER
 from tflm_mcubert.cli import main
 from tflm_mcubert.export.arduino_library import BUNDLE_GENERATOR, library_sources
 from tflm_mcubert.kernel_sources import custom_ops_dir
 
 LIBRARY = "bert_tiny_mcubert"
 REQUIRED = ("name", "version", "author", "maintainer", "sentence", "paragraph", "category", "url", "architectures")
-CATEGORIES = {
-    "Display",
-    "Communication",
-    "Signal Input/Output",
-    "Sensors",
-    "Device Control",
-    "Timing",
-    "Data Storage",
-    "Data Processing",
-    "Other",
-}
 CPUS = {  # the Nano 33 BLE (nRF52840) and the NUCLEO boards, with their float ABI
     "cortex-m4": ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
     "cortex-m7": ["-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"],
@@ -53,7 +42,7 @@ def test_the_library_follows_the_specification(bundle):
         line.split("=", 1) for line in (bundle / "library.properties").read_text().splitlines() if "=" in line
     )
     assert all(fields.get(key) for key in REQUIRED), fields
-    assert fields["name"] == LIBRARY and re.fullmatch(r"\d+\.\d+\.\d+", fields["version"])
+    assert fields["name"] == LIBRARY and SEMVER.match(fields["version"])
     assert fields["category"] in CATEGORIES
     assert (bundle / "examples" / LIBRARY / f"{LIBRARY}.ino").is_file()
     sketch = (bundle / "examples" / LIBRARY / f"{LIBRARY}.ino").read_text()

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.firmware.arduino_spec import CATEGORIES, SEMVER
+
 REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "arduino_lib"
 SCRIPT = REPO / "arduino_lib" / "extras" / "sync_from_custom_ops.py"
@@ -195,21 +197,6 @@ REQUIRED = (
     "architectures",
     "depends",
     "includes",
-)
-CATEGORIES = {
-    "Display",
-    "Communication",
-    "Signal Input/Output",
-    "Sensors",
-    "Device Control",
-    "Timing",
-    "Data Storage",
-    "Data Processing",
-    "Other",
-}
-SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
 
 
