@@ -24,6 +24,9 @@ per translated block (deterministic for the fixed seeds here).
 
     python bench/kernel_cost.py [--quick] [--fit] [--before REV] [--jobs 2] [--out runs/kernel_cost]
 
+The hobbyist boards' cores (Cortex-M33, M0+), which the cycle model does not cover and the
+re-implemented baselines (DSP-only) cannot run on: bench/kernel_cores.py.
+
 Needs arm-none-eabi-gcc, a host C compiler (the emulator's block counter) and the `unicorn`
 package (pip install -e .[bench]). About two minutes on two cores (the block counter is compiled C,
 so whole layers are measured directly, seq 512 included: no sampling or extrapolation).
