@@ -1,4 +1,5 @@
-"""`boards`: every known board, its memory, and the longest sequence whose arena it holds."""
+"""`boards`: every known board, its memory, and the longest sequence of the default export it holds
+(arena in SRAM and .tflite in Flash)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 
 from tests.cli.cli_helpers import run_cli
 from tflm_mcubert.boards import BOARDS
+from tflm_mcubert.export import boards_command
 from tflm_mcubert.export.mcubert_export import arena_overhead
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, plan_model
@@ -15,6 +17,11 @@ def arena_fits(preset: str, seq_len: int, budget: int) -> bool:
     config = PRESETS[preset]
     plan = plan_model(config, seq_len, 1 << 40, tiles=SMALLEST_TILES, classifier_labels=2)
     return plan.planned_bytes + arena_overhead(config.num_hidden_layers, True, config.hidden_size) <= budget
+
+
+def fits(board, preset: str, seq_len: int) -> bool:
+    flash = boards_command.flash_bytes_at(preset, seq_len)
+    return arena_fits(preset, seq_len, board.arena_budget()) and flash <= board.flash_budget()
 
 
 def test_boards_lists_every_board_with_its_longest_sequence(capsys):
@@ -27,11 +34,22 @@ def test_boards_lists_every_board_with_its_longest_sequence(capsys):
         assert row["largest_sram_region"]["bytes"] == board.largest_contiguous_sram.size
         for preset, longest in row["longest_seq_len"].items():
             positions = PRESETS[preset].max_position_embeddings
-            assert arena_fits(preset, longest, board.arena_budget())
-            assert longest == positions or not arena_fits(preset, longest + 1, board.arena_budget())
-    # The smaller boards cannot hold BERT-mini's whole 512 positions; the RP2040 runs plain C.
-    assert rows["nano33ble"]["longest_seq_len"]["bert-mini"] < 512
+            if longest is None:
+                assert not fits(board, preset, 1)
+                continue
+            assert fits(board, preset, longest)
+            assert longest == positions or not fits(board, preset, longest + 1)
+    # BERT-mini's default export (about 3.9 MB) fits no board's Flash; BERT-tiny's fits every board.
+    assert all(row["longest_seq_len"]["bert-mini"] is None for row in rows.values())
+    assert all(row["longest_seq_len"]["bert-tiny"] == 512 for row in rows.values())
     assert rows["pico"]["kernels"] == "plain C" and rows["pico2"]["kernels"] == "DSP"
+
+
+def test_the_flash_model_is_the_exports_own_figure(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "export", "--seq-len", "32", "--board", "nucleo-h7a3zi-q", "--out", tmp_path / "o")
+    assert code == 0, err
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["flash_bytes"] == boards_command.flash_bytes_at("bert-tiny", 32)
 
 
 def test_boards_table_names_each_board_once(capsys):
@@ -40,4 +58,4 @@ def test_boards_table_names_each_board_once(capsys):
     lines = out.splitlines()
     for name in BOARDS:
         assert sum(line.startswith(name + " ") for line in lines) == 1
-    assert "export --board NAME" in out
+    assert "whose .tflite fits Flash" in out

@@ -1,14 +1,19 @@
-"""`boards`: the boards `export --board` knows, and the longest sequence each one's SRAM holds.
+"""`boards`: the boards `export --board` knows, and the longest sequence each one holds.
 
-The sequence lengths are the export's own arena figure (the planner's smallest plan plus TFLM's
-bookkeeping, as `export` computes it) against the board's largest contiguous SRAM region less the
-default reserve. Flash is not in them: the model's size depends on its embedding compression, and
-`export --board NAME` checks both.
+A sequence fits when both hold: the export's own arena figure (the planner's smallest plan plus
+TFLM's bookkeeping, as `export` computes it) fits the largest contiguous SRAM region less the default
+reserve, and the default export's .tflite fits Flash less the default code reserve. The Flash size is
+measured once per model by exporting it at FLASH_PROBE_SEQ tokens (seeded random weights, the default
+embedding compression); a longer sequence adds only its rows of the int8 position table (hidden
+bytes per token).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import tempfile
+from pathlib import Path
 
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, human_bytes
 from tflm_mcubert.model.config import PRESETS
@@ -16,6 +21,7 @@ from tflm_mcubert.model.config import PRESETS
 FIT_PRESETS = ("bert-tiny", "bert-mini")
 FIT_LABELS = 2  # a sequence classifier, as the default export builds
 DSP_CORES = {"cortex-m4", "cortex-m7", "cortex-m33"}  # the kernels' DSP path; others run plain C
+FLASH_PROBE_SEQ = 8
 
 
 def add_parser(subparsers) -> list[str]:
@@ -24,12 +30,38 @@ def add_parser(subparsers) -> list[str]:
     return ["boards"]
 
 
+@functools.lru_cache(maxsize=None)
+def default_flash_bytes(preset: str) -> int:
+    """Flash of the default export of `preset` at FLASH_PROBE_SEQ tokens, measured by exporting it."""
+    from tflm_mcubert.errors import DoesNotFitError
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
+
+    largest = max(BOARDS.values(), key=lambda b: b.flash_bytes)
+    with tempfile.TemporaryDirectory(prefix="mcubert-boards-") as tmp:
+        out = Path(tmp) / "out"
+        request = ExportRequest(out, largest, preset=preset, num_labels=FIT_LABELS, seq_len=FLASH_PROBE_SEQ)
+        try:
+            run_export(request)
+        except DoesNotFitError:  # the files and the report are written all the same
+            pass
+        return json.loads((out / "report.json").read_text())["flash_bytes"]
+
+
+def flash_bytes_at(preset: str, seq_len: int) -> int:
+    """The default export's Flash at `seq_len`: the probe plus the position table's extra rows."""
+    return default_flash_bytes(preset) + (seq_len - FLASH_PROBE_SEQ) * PRESETS[preset].hidden_size
+
+
 def longest_sequence(board: Board, preset: str) -> int | None:
-    """The longest sequence whose arena fits `board` (None: not even one token)."""
+    """The longest sequence whose arena and Flash fit `board` (None: not even one token)."""
     from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
 
     config = PRESETS[preset]
-    return largest_fitting_seq_len(config, config.max_position_embeddings + 1, board.arena_budget(), FIT_LABELS)
+    by_arena = largest_fitting_seq_len(config, config.max_position_embeddings + 1, board.arena_budget(), FIT_LABELS)
+    spare = board.flash_budget() - flash_bytes_at(preset, 1)
+    if by_arena is None or spare < 0:
+        return None
+    return min(by_arena, 1 + spare // config.hidden_size)
 
 
 def board_rows() -> list[dict]:
@@ -40,6 +72,7 @@ def board_rows() -> list[dict]:
         row["arena_budget_bytes"] = board.arena_budget(DEFAULT_SRAM_RESERVE)
         row["flash_budget_bytes"] = board.flash_budget(DEFAULT_FLASH_RESERVE)
         row["longest_seq_len"] = {preset: longest_sequence(board, preset) for preset in FIT_PRESETS}
+        row["default_export_flash_bytes"] = {preset: flash_bytes_at(preset, FLASH_PROBE_SEQ) for preset in FIT_PRESETS}
         rows.append(row)
     return rows
 
@@ -76,8 +109,13 @@ def run(args) -> int:
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
     print(
-        f"\nseq: the longest sequence whose tensor arena fits the largest SRAM region less "
-        f"{human_bytes(DEFAULT_SRAM_RESERVE)} (a {FIT_LABELS}-label classifier; all: every position the "
-        "model has). Flash depends on the embedding compression: `export --board NAME` checks both."
+        f"\nseq: the longest sequence of the default export (a {FIT_LABELS}-label classifier, the default "
+        f"embedding compression) whose tensor arena fits the largest SRAM region less "
+        f"{human_bytes(DEFAULT_SRAM_RESERVE)} and whose .tflite fits Flash less "
+        f"{human_bytes(DEFAULT_FLASH_RESERVE)}; all: every position the model has; -: none. "
+        + ", ".join(
+            f"{p}: {human_bytes(flash_bytes_at(p, FLASH_PROBE_SEQ))} at {FLASH_PROBE_SEQ} tokens" for p in FIT_PRESETS
+        )
+        + "."
     )
     return 0
