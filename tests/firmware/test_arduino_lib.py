@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import qemu
+
 from tests.firmware.arduino_spec import CATEGORIES, SEMVER
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +42,7 @@ CPUS = {  # cpu -> float flags (the boards' usual ABI), DSP path expected
     "cortex-m4": (["-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"], True),
     "cortex-m0plus": (["-mfloat-abi=soft"], False),
 }
-QEMU_MACHINES = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
+QEMU_MACHINES = qemu.MACHINES
 # The Arduino builder reads no CMake: this is its recipe, not a fourth one of ours. Roughly what
 # the Arduino cores pass (gnu11 / gnu++17, sections for --gc-sections, no
 # exceptions or RTTI in C++), plus warnings as errors.
@@ -485,28 +487,8 @@ def test_sketch_links_and_prints_the_reference_logits(tmp_path, cpu):
     assert result.returncode == 0, result.stderr
     if shutil.which("qemu-system-arm") is None:
         pytest.skip("linked; qemu-system-arm not found to run it")
-    run = subprocess.run(
-        [
-            "qemu-system-arm",
-            "-M",
-            QEMU_MACHINES[cpu],
-            "-nographic",
-            "-monitor",
-            "none",
-            "-serial",
-            "none",
-            "-semihosting-config",
-            "enable=on,target=native",
-            "-kernel",
-            str(elf),
-        ],
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=60,
-    )
-    console = run.stderr + run.stdout
-    assert run.returncode == 0, console
+    returncode, console = qemu.run_qemu(elf, machine=QEMU_MACHINES[cpu], timeout=60)
+    assert returncode == 0, console
     assert "DSP path: yes" in console
     assert "(match)" in console and "MISMATCH" not in console, console
     assert "latency us: " in console

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import qemu
+
 from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.export.layer_check import layer_check_from_export, write_layer_data
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
@@ -100,29 +102,8 @@ def layer_data(layer_check, tmp_path_factory):
 
 
 def run_qemu(elf: Path, command_line: str = "") -> tuple[int, str]:
-    """(exit status, console): semihosting output goes to QEMU's stderr; `command_line` is -append's."""
-    proc = subprocess.run(
-        [
-            "qemu-system-arm",
-            "-M",
-            "mps2-an500",
-            "-nographic",
-            "-monitor",
-            "none",
-            "-serial",
-            "none",
-            "-semihosting-config",
-            "enable=on,target=native",
-            "-kernel",
-            str(elf),
-            "-append",
-            command_line,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return proc.returncode, proc.stderr + proc.stdout
+    """(exit status, console) of the app on the Cortex-M7 board; `command_line` is its argv."""
+    return qemu.run_qemu(elf, command_line=command_line)
 
 
 KERNEL_STACK_BOUND = int(

@@ -10,16 +10,17 @@ number of failures (100 + exception number on a fault).
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
+
+from tests import qemu
 
 import kernel_golden
 from kernel_build import make, need_arm_toolchain
 from kernel_cases import attention_case, embedding_case, mlp_case
 
-MACHINES = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386"}
+MACHINES = qemu.MACHINES
 
 CANARY = """\
 #include <stdint.h>
@@ -82,27 +83,7 @@ def golden():
 
 
 def run_qemu(cpu: str, elf) -> tuple[int, str]:
-    """(exit status, console text). Semihosting writes go to QEMU's stderr."""
-    proc = subprocess.run(
-        [
-            "qemu-system-arm",
-            "-M",
-            MACHINES[cpu],
-            "-nographic",
-            "-monitor",
-            "none",
-            "-serial",
-            "none",
-            "-semihosting-config",
-            "enable=on,target=native",
-            "-kernel",
-            str(elf),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return proc.returncode, proc.stderr + proc.stdout
+    return qemu.run_qemu(elf, machine=MACHINES[cpu])
 
 
 @pytest.mark.parametrize("cpu", sorted(MACHINES))
