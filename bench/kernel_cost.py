@@ -22,10 +22,13 @@ per translated block (deterministic for the fixed seeds here).
 * the fitted cost formulas of tflm_mcubert/schedule/kernel_cost.py checked against every measured
   layer (--fit refits them first, from extra small shapes, and prints the coefficients).
 
-    python bench/kernel_cost.py [--quick] [--fit] [--before REV] [--jobs 2] [--out runs/kernel_cost]
+    python bench/kernel_cost.py [--quick] [--fit] [--before REV] [--cores cortex-m33,cortex-m0plus]
+                                [--jobs 2] [--out runs/kernel_cost]
 
-The hobbyist boards' cores (Cortex-M33, M0+), which the cycle model does not cover and the
-re-implemented baselines (DSP-only) cannot run on: bench/kernel_cores.py.
+* ours on every core the boards use (--cores, default Cortex-M33 for the Pico 2 with the DSP path
+  and Cortex-M0+ for the Pico with the plain C path, run on unicorn's Cortex-M0 model: the same
+  ARMv6-M instruction set), one layer of each model at seq 128, next to the M7 and M4; the
+  re-implemented baselines are DSP-only and do not run there.
 
 Needs arm-none-eabi-gcc, a host C compiler (the emulator's block counter) and the `unicorn`
 package (pip install -e .[bench]). About two minutes on two cores (the block counter is compiled C,
@@ -64,15 +67,19 @@ from tflm_mcubert.schedule import kernel_cost  # noqa: E402
 from tflm_mcubert.schedule.memory import Dims  # noqa: E402
 from tflm_mcubert.schedule.cost import OpShape  # noqa: E402
 
-CPUS = ("cortex-m7", "cortex-m4")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_cost_report import BASELINES, CMSIS_NN_FC_M7, plot, print_tables  # noqa: E402
+
+CPUS = ("cortex-m7", "cortex-m4")  # ours and the baselines
+BOARD_CORES = ("cortex-m33", "cortex-m0plus")  # ours only
+PLAIN_CORES = {"cortex-m0plus"}  # no DSP extension: the kernels' plain C path
+BOARD_CORES_SEQ = 128
 MODELS = {
     "bert-tiny": Dims(hidden=128, heads=2, ffn=512, layers=2),
     "bert-mini": Dims(hidden=256, heads=4, ffn=1024, layers=4),
 }
 SEQS = (64, 128, 256, 512)
-BASELINES = ("cmsis", "burrello", "flash")
 FLASH_BLOCK = 32  # keys (and queries) per FlashAttention block
-CMSIS_NN_FC_M7 = 18_986_751  # arm_fully_connected_s8, 128 x 128 -> 512, Cortex-M7 (issue)
 SWEEP_TILES = tuple(range(1, 17)) + (20, 24, 28, 32, 48, 64, 96, 128)
 WITHIN = 0.05  # "within 5% of the best"
 
@@ -82,16 +89,19 @@ WITHIN = 0.05  # "within 5% of the best"
 # ---------------------------------------------------------------------------------------------
 
 
-def build_images(build: Path, cpus=CPUS) -> dict[str, Path]:
+def build_images(build: Path, cpus=CPUS, cores=()) -> dict[str, Path]:
+    """The emulator images: with the baselines for `cpus`, the library alone for `cores`."""
     images = {}
-    for cpu in cpus:
+    for cpu, target, image in [(c, "baselines", "mcubert_baselines_emu.elf") for c in cpus] + [
+        (c, "emu", "mcubert_emu.elf") for c in cores if c not in cpus
+    ]:
         subprocess.run(
-            ["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "baselines", f"CPU={cpu}"],
+            ["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", target, f"CPU={cpu}"],
             check=True,
             capture_output=True,
             text=True,
         )
-        images[cpu] = build / cpu / "mcubert_baselines_emu.elf"
+        images[cpu] = build / cpu / image
     return images
 
 
@@ -243,6 +253,43 @@ def layer_tasks(cpus, models, seqs, tiles) -> list[tuple]:
                     impls = BASELINES if kind == "attention" else ("cmsis",)
                     tasks += [("op", cpu, model, s, kind, impl, t) for impl in impls]
     return tasks
+
+
+def board_core_tasks(cores, models, tiles) -> list[tuple]:
+    s = BOARD_CORES_SEQ
+    return [
+        ("op", cpu, model, s, kind, "ours", min(tiles[kind], s))
+        for cpu in cores
+        for model in models
+        for kind in contract.TILED_KINDS
+    ]
+
+
+def summarize_board_cores(results: dict, cores, models, tiles) -> list[dict]:
+    """Ours per layer on each core, with the ratio to the Cortex-M7 (measured in the same run)."""
+    s = BOARD_CORES_SEQ
+    rows = []
+    for model in models:
+        per_core = {}
+        for cpu in cores:
+            ops = {
+                kind: results[("op", cpu, model, s, kind, "ours", min(tiles[kind], s))] for kind in contract.TILED_KINDS
+            }
+            per_core[cpu] = {
+                "model": model,
+                "seq": s,
+                "cpu": cpu,
+                "path": "plain" if cpu in PLAIN_CORES else "DSP",
+                **{kind: ops[kind]["instructions"] for kind in contract.TILED_KINDS},
+                "instructions": sum(op["instructions"] for op in ops.values()),
+                "cycles_estimate": sum(op["cycles_estimate"] for op in ops.values()),
+            }
+        reference = per_core["cortex-m7"]
+        for row in per_core.values():
+            row["vs_m7"] = row["instructions"] / reference["instructions"]
+            row["cycles_vs_m7"] = row["cycles_estimate"] / reference["cycles_estimate"]
+            rows.append(row)
+    return rows
 
 
 def linear_shapes(models) -> list[tuple[str, int, int]]:
@@ -505,125 +552,6 @@ def tile_sweep(results: dict, model: str, s: int) -> dict:
     return sweep
 
 
-def print_tables(rows, linear, sweep, model_check, before):
-    out = []
-    fmt = lambda n: f"{n / 1e6:.2f}M"  # noqa: E731
-    for cpu in sorted({r["cpu"] for r in rows}, reverse=True):
-        out.append(f"\n### {cpu}: instructions per layer (ours | ratio ours/baseline: cmsis, burrello, flash)\n")
-        out.append(
-            "| model | seq | attention | att. vs cmsis / burrello / flash | MLP | MLP vs cmsis | "
-            "layer | layer vs cmsis / burrello / flash | SMLAD bound | efficiency |"
-        )
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            if r["cpu"] != cpu:
-                continue
-            a, m, lay = r["ops"]["attention"], r["ops"]["mlp"], r["layer"]
-            out.append(
-                f"| {r['model']} | {r['seq']} | {fmt(a['ours']['instructions'])} | "
-                + " / ".join(f"{a['ratio_vs'][b]:.2f}" for b in BASELINES)
-                + f" | {fmt(m['ours']['instructions'])} | {m['ratio_vs']['cmsis']:.2f} | "
-                + f"{fmt(lay['instructions']['ours'])} | "
-                + " / ".join(f"{lay['ratio_vs'][b]:.2f}" for b in BASELINES)
-                + f" | {fmt(lay['smlad_bound'])} | {lay['smlad_efficiency']:.0%} |"
-            )
-        out.append(f"\n### {cpu}: estimated cycles per layer (instruction-class model; ours | ratio)\n")
-        out.append("| model | seq | ours | vs cmsis / burrello / flash |")
-        out.append("|---|---|---|---|")
-        for r in rows:
-            if r["cpu"] == cpu:
-                lay = r["layer"]
-                out.append(
-                    f"| {r['model']} | {r['seq']} | {fmt(lay['cycles_estimate']['ours'])} | "
-                    + " / ".join(f"{lay['cycle_ratio_vs'][b]:.2f}" for b in BASELINES)
-                    + " |"
-                )
-    out.append("\n### linear layers alone (128 tokens): ours vs 1x2x4 per token\n")
-    out.append("| cpu | layer | in -> out | ours | 1x2x4 | ratio | SMLAD bound | efficiency |")
-    out.append("|---|---|---|---|---|---|---|---|")
-    for item in linear:
-        out.append(
-            f"| {item['cpu']} | {item['name']} | {item['in']} -> {item['out']} | "
-            f"{fmt(item['ours']['instructions'])} | {fmt(item['cmsis']['instructions'])} | "
-            f"{item['ratio']:.2f} | {fmt(item['smlad_bound'])} | {item['smlad_efficiency']:.0%} |"
-        )
-    out.append(
-        f"\n(CMSIS-NN's own arm_fully_connected_s8, 128 x 128 -> 512 on Cortex-M7: "
-        f"{CMSIS_NN_FC_M7:,} instructions — reported with issue #13, not measured here.)"
-    )
-    if sweep:
-        out.append("\n### tile sweep (BERT-tiny, seq 128, Cortex-M7)\n")
-        out.append(
-            "| op | best tile | smallest tile within 5% | "
-            + " | ".join(f"t={p['tile']}" for p in sweep["attention"]["points"])
-            + " |"
-        )
-        out.append("|---|---|---|" + "---|" * len(sweep["attention"]["points"]))
-        for kind in contract.TILED_KINDS:
-            sw = sweep[kind]
-            out.append(
-                f"| {kind} | {sw['best_tile']} | {sw['smallest_tile_within_5pct']} | "
-                + " | ".join(f"{p['instructions'] / sw['best_instructions']:.2f}" for p in sw["points"])
-                + " |"
-            )
-    if model_check:
-        for quantity in ("instructions", "cycles"):
-            errors = [abs(c["relative_error"]) for c in model_check if c["quantity"] == quantity]
-            if errors:
-                out.append(
-                    f"\nkernel_cost formulas ({quantity}) vs the {len(errors)} measured Cortex-M7 "
-                    f"layers and sweep points: largest error {max(errors):.2%}"
-                )
-    if before:
-        out.append("\n### before / after (ours, instructions)\n")
-        out.append("| cpu | model | seq | op | before | after | after / before |")
-        out.append("|---|---|---|---|---|---|---|")
-        for b in before:
-            out.append(
-                f"| {b['cpu']} | {b['model']} | {b['seq']} | {b['op']} | {fmt(b['before'])} | "
-                f"{fmt(b['after'])} | {b['after'] / b['before']:.2f} |"
-            )
-    text = "\n".join(out)
-    print(text)
-    return text
-
-
-def plot(rows, sweep, path: Path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3 if sweep else 1, figsize=(17 if sweep else 7, 4.6))
-    axes = np.atleast_1d(axes)
-    ax = axes[0]
-    m7 = [r for r in rows if r["cpu"] == "cortex-m7"]
-    labels = [f"{r['model'].replace('bert-', '')}\n{r['seq']}" for r in m7]
-    x = np.arange(len(m7))
-    for i, b in enumerate(BASELINES):
-        ax.bar(x + (i - 1) * 0.27, [r["layer"]["ratio_vs"][b] for r in m7], 0.27, label=f"vs {b}")
-    ax.axhline(0.6, color="k", ls="--", lw=0.8, label="target 0.6")
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_ylabel("instructions, ours / baseline")
-    ax.set_title("Encoder layer, Cortex-M7 (lower is better)")
-    ax.legend(fontsize=8)
-    if sweep:
-        for ax, kind in zip(axes[1:], contract.TILED_KINDS):
-            pts = sweep[kind]["points"]
-            t = [p["tile"] for p in pts]
-            ax.plot(t, [p["instructions"] / 1e6 for p in pts], "o-", color="C0")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("tile t (tokens)")
-            ax.set_ylabel("instructions (M)", color="C0")
-            twin = ax.twinx()
-            twin.plot(t, [p["live_bytes"] / 1024 for p in pts], "s--", color="C3")
-            twin.set_ylabel("live memory (KiB)", color="C3")
-            ax.axvline(sweep[kind]["smallest_tile_within_5pct"], color="gray", ls=":")
-            ax.set_title(f"BERT-tiny s=128 {kind}: cost and memory vs tile")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-
-
 def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     """Ours at git revision `rev` (custom_ops as committed there), for the before/after table."""
     import re
@@ -678,14 +606,21 @@ def main(argv=None) -> int:
         default=",".join(CPUS),
         help=f"cores to measure (default {','.join(CPUS)}, the cores the instruction-class cycle model covers)",
     )
+    parser.add_argument(
+        "--cores",
+        default=",".join(BOARD_CORES),
+        help=f"more cores, ours only at seq {BOARD_CORES_SEQ} (default {','.join(BOARD_CORES)}; '' for none)",
+    )
     args = parser.parse_args(argv)
     started = time.time()
     tiles = {k: int(v) for k, v in (item.split("=") for item in args.tiles.split(","))}
     cpus = tuple(args.cpus.split(","))
+    cores = tuple(c for c in args.cores.split(",") if c)
+    table_cores = tuple(dict.fromkeys(("cortex-m7",) + cpus + cores)) if cores else ()
     seqs = SEQS[:2] if args.quick else SEQS
     models = tuple(MODELS)
     build = args.build or Path(tempfile.mkdtemp(prefix="mcubert_bench_"))
-    images = build_images(build, cpus)
+    images = build_images(build, cpus, table_cores)
     print(f"built images in {time.time() - started:.0f} s")
 
     tasks = layer_tasks(cpus, models, seqs, tiles)
@@ -696,6 +631,7 @@ def main(argv=None) -> int:
         tasks += sweep_tasks("bert-tiny", 128)
     if args.fit:
         tasks += fit_tasks()
+    tasks += board_core_tasks(table_cores, models, tiles)
     results = execute(tasks, images, args.jobs)
     measured_at = time.time()
     print(f"measured {len(results)} runs in {measured_at - started:.0f} s")
@@ -720,6 +656,7 @@ def main(argv=None) -> int:
             }
         )
     sweep = tile_sweep(results, "bert-tiny", 128) if sweep_on else None
+    board_cores = summarize_board_cores(results, table_cores, models, tiles) if table_cores else []
 
     fitted = None
     if args.fit:
@@ -782,7 +719,7 @@ def main(argv=None) -> int:
             r = next(r for r in rows if (r["cpu"], r["model"], r["seq"]) == (b["cpu"], b["model"], b["seq"]))
             b["after"] = r["ops"][b["op"]]["ours"]["instructions"]
 
-    text = print_tables(rows, linear, sweep, model_check, before)
+    text = print_tables(rows, linear, sweep, model_check, before, board_cores)
     elapsed = time.time() - started
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
@@ -801,6 +738,7 @@ def main(argv=None) -> int:
         "layers": rows,
         "linear": linear,
         "tile_sweep": sweep,
+        "board_cores": board_cores,
         "cost_model_check": model_check,
         "before_after": before,
         "fitted": ({f"{k}/{q}": v for (k, q), v in fitted.items()} if fitted else None),

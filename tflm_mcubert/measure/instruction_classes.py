@@ -1,4 +1,4 @@
-"""Instruction classes of executed Thumb code, and a cycle ESTIMATE for Cortex-M4 / Cortex-M7.
+"""Instruction classes of executed Thumb code, and a cycle ESTIMATE for Cortex-M7, M4, M33 and M0+.
 
 The emulator (measure/arm_emulator.py) counts executions per translated block; this module
 disassembles the same ELF once (arm-none-eabi-objdump), classifies every instruction, and turns a
@@ -25,7 +25,12 @@ Cortex-M7 TRM r1p2 and Arm's Cortex-M7 processor overview for the pipeline):
     Mispredictions, result latencies, dual-issue pairing rules and cache/flash wait states are
     ignored: it is close to a throughput bound, for code and data in zero-wait-state memory
     (TCM, or cache hits).
-  Branches (both cores): which way a conditional branch went is not in a block profile; the
+  Cortex-M33 (3-stage, in order, single issue, single-cycle 32-bit multiplier and DSP MACs): Arm
+    publishes no per-instruction cycle table for it, so the Cortex-M4 table stands in.
+  Cortex-M0+ (2-stage; Cortex-M0+ TRM r0p1 "Instruction set summary", with the single-cycle
+    multiplier option the RP2040 has): data processing and MULS 1; LDR*/STR* 2; LDM/STM/PUSH/POP
+    of N registers 1 + N, POP with pc 3 + N; taken branch 2 (BL 3), not taken 1.
+  Branches (every core): which way a conditional branch went is not in a block profile; the
     static heuristic "backward taken, forward not taken" stands in (loop back-edges dominate
     these kernels); unconditional branches, returns and table branches are taken.
 """
@@ -71,6 +76,7 @@ class Instruction:
     writes_pc: bool = False  # POP {.., pc} / LDR pc: also a branch
     target: int | None = None  # direct branch target
     conditional: bool = False  # b<cond>, cbz, cbnz
+    links: bool = False  # bl: a call
 
     @property
     def taken(self) -> bool:
@@ -155,14 +161,15 @@ class InstructionProfile:
             if address not in sizes or not mnemonic or mnemonic.startswith("."):
                 continue
             klass, registers, writes_pc = classify(mnemonic, operands)
-            target, conditional = None, False
+            target, conditional, links = None, False, False
             if klass == "branch":
                 found = re.match(r"([0-9a-f]+)\b", operands.split(",")[-1].strip())
                 target = int(found.group(1), 16) if found else None
                 base = mnemonic.split(".")[0].lower()
                 conditional = base in ("cbz", "cbnz") or (base not in ("b", "bl", "blx", "bx") and base.startswith("b"))
+                links = base == "bl"
             self.instructions[address] = Instruction(
-                address, sizes[address], klass, registers, writes_pc, target, conditional
+                address, sizes[address], klass, registers, writes_pc, target, conditional, links
             )
 
     @functools.lru_cache(maxsize=None)
@@ -187,7 +194,7 @@ class InstructionProfile:
 
     def cycles(self, blocks: dict[tuple[int, int], int], cpu: str) -> float:
         """Estimated cycles (see the module docstring) of a block profile on `cpu`."""
-        cost = {"cortex-m4": _block_cycles_m4, "cortex-m7": _block_cycles_m7}[cpu]
+        cost = CYCLE_MODELS[cpu]
         return float(sum(count * cost(self.block(address, size)) for (address, size), count in blocks.items()))
 
 
@@ -233,3 +240,28 @@ def _block_cycles_m7(block: tuple[Instruction, ...]) -> float:
         if ins.taken:
             extra += 1
     return max(issue, mac, memory) + extra
+
+
+@functools.lru_cache(maxsize=None)
+def _block_cycles_m0plus(block: tuple[Instruction, ...]) -> float:
+    cycles = 0.0
+    for ins in block:
+        k = ins.klass
+        if k in ("load", "store"):
+            cycles += 2 + (1 if ins.writes_pc else 0)
+        elif k in ("load_multiple", "store_multiple", "load_double", "store_double"):
+            cycles += 1 + ins.registers + (2 if ins.writes_pc else 0)
+        elif k == "branch":
+            cycles += (3 if ins.links else 2) if ins.taken else 1
+        else:  # alu, mac (MULS); ARMv6-M has no divide or table branch
+            cycles += 1
+    return cycles
+
+
+# The cores with a cycle model; the M33 uses the M4's table (see the module docstring).
+CYCLE_MODELS = {
+    "cortex-m7": _block_cycles_m7,
+    "cortex-m4": _block_cycles_m4,
+    "cortex-m33": _block_cycles_m4,
+    "cortex-m0plus": _block_cycles_m0plus,
+}
