@@ -39,6 +39,7 @@ class Board:
     clock_hz: int
     flash_bytes: int
     sram_regions: tuple[MemoryRegion, ...]
+    bootloader_bytes: int = 0  # Flash a factory bootloader keeps at its start (not the application's)
 
     @property
     def sram_bytes(self) -> int:
@@ -60,8 +61,8 @@ class Board:
         return max(0, self.largest_contiguous_sram.size - reserve)
 
     def flash_budget(self, reserve: int = DEFAULT_FLASH_RESERVE) -> int:
-        """Bytes for the model in Flash, less `reserve` for code."""
-        return max(0, self.flash_bytes - reserve)
+        """Bytes for the model in Flash: less the bootloader's and `reserve` for code."""
+        return max(0, self.flash_bytes - self.bootloader_bytes - reserve)
 
     def to_json(self) -> dict:
         largest = self.largest_contiguous_sram
@@ -71,6 +72,7 @@ class Board:
             "core": self.core,
             "clock_hz": self.clock_hz,
             "flash_bytes": self.flash_bytes,
+            "bootloader_bytes": self.bootloader_bytes,
             "sram_bytes": self.sram_bytes,
             "sram_regions": [dataclasses.asdict(r) for r in self.sram_regions],
             "largest_sram_region": {"name": largest.name, "bytes": largest.size},
@@ -119,7 +121,8 @@ BOARDS: dict[str, Board] = {
         ),
     ),
     # nRF52840 Product Specification (v1.7), "Memory" chapter: 1 MB Flash, 256 KB RAM at
-    # 0x2000_0000, 64 MHz Cortex-M4F. The one board the TFLM Arduino library supports.
+    # 0x2000_0000, 64 MHz Cortex-M4F. The one board the TFLM Arduino library supports. The Arduino
+    # bootloader keeps Flash below 0x1_0000 (the Arduino mbed core links sketches from there).
     "nano33ble": Board(
         name="nano33ble",
         mcu="nRF52840",
@@ -127,6 +130,7 @@ BOARDS: dict[str, Board] = {
         clock_hz=64_000_000,
         flash_bytes=1 * MB,
         sram_regions=(MemoryRegion("RAM", 0x2000_0000, 256 * KB),),
+        bootloader_bytes=64 * KB,
     ),
     # RP2040 Datasheet section 2.6.2: 256 KB striped over SRAM0-3 at 0x2000_0000, then SRAM4 and
     # SRAM5 (4 KB each) at 0x2004_0000 and 0x2004_1000; 133 MHz Cortex-M0+ (no DSP extension).

@@ -1,11 +1,12 @@
 """Build a firmware of examples/baremetal for every board and tabulate its Flash and SRAM use.
 
-    python examples/baremetal/firmware_sizes.py --layer-data DIR [--build-dir DIR]
+    python examples/baremetal/firmware_sizes.py --layer-data DIR [--build-dir DIR] [--rp2040-boot2 FILE]
 
 builds `mcubert_layer_check` (layer_data.c/.h from `python -m tflm_mcubert.export.layer_check`) with each
-NUCLEO board's linker script, reads `arm-none-eabi-size` (Berkeley: text, data, bss) and compares them
-with the board's memory as its linker script declares it: text + data against the Flash region, data +
-bss against the SRAM regions the script puts .data/.bss and the arena in. The linker script parser here
+board's linker script (the Pico only when given the Pico SDK's boot stage 2), reads `arm-none-eabi-size`
+(Berkeley: text, data, bss) and compares them with the board's memory as its linker script declares it:
+text + data against the Flash region, data + bss against the SRAM regions the script puts .data/.bss and
+the arena in. The linker script parser here
 is also what tests/firmware/test_baremetal.py uses to check the scripts against tflm_mcubert/boards.py.
 """
 
@@ -22,6 +23,15 @@ BAREMETAL = Path(__file__).resolve().parent
 BOARDS_DIR = BAREMETAL / "boards"
 TOOLCHAIN_FILE = BAREMETAL / "cmake" / "arm-none-eabi.cmake"
 NUCLEO_BOARDS = ("nucleo-f746zg", "nucleo-f767zi", "nucleo-h7a3zi-q")
+BOARDS = NUCLEO_BOARDS + ("nano33ble", "pico", "pico2")
+# Where each board's Flash starts in its address map (the application's part may start later:
+# boards.py's bootloader_bytes).
+FLASH_ORIGIN = {
+    **dict.fromkeys(NUCLEO_BOARDS, 0x0800_0000),
+    "nano33ble": 0x0,
+    "pico": 0x1000_0000,
+    "pico2": 0x1000_0000,
+}
 
 _REGION = re.compile(
     r"^\s*(\w+)\s*\([rwx]+\)\s*:\s*ORIGIN\s*=\s*(0x[0-9A-Fa-f]+|\d+)\s*,\s*LENGTH\s*=\s*(\d+)([KM]?)", re.MULTILINE
@@ -121,9 +131,15 @@ def board_size(board: str, elf: Path) -> BoardSize:
     )
 
 
-def size_table(layer_data: Path, work_dir: Path, boards=NUCLEO_BOARDS) -> list[BoardSize]:
-    """Build mcubert_layer_check for each board under `work_dir` and measure it."""
-    return [board_size(board, build(board, Path(work_dir) / board, layer_data=layer_data)) for board in boards]
+def size_table(layer_data: Path, work_dir: Path, boards=BOARDS, rp2040_boot2: Path | None = None) -> list[BoardSize]:
+    """Build mcubert_layer_check for each board under `work_dir` and measure it (the Pico needs a boot stage 2)."""
+    rows = []
+    for board in boards:
+        if board == "pico" and rp2040_boot2 is None:
+            continue
+        extra = (f"-DMCUBERT_RP2040_BOOT2={Path(rp2040_boot2).resolve()}",) if board == "pico" else ()
+        rows.append(board_size(board, build(board, Path(work_dir) / board, layer_data=layer_data, cmake_args=extra)))
+    return rows
 
 
 def format_table(rows: list[BoardSize]) -> str:
@@ -144,9 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layer-data", required=True, type=Path, help="directory of layer_data.c/.h")
     parser.add_argument("--build-dir", type=Path, default=Path("build/firmware-sizes"))
+    parser.add_argument(
+        "--rp2040-boot2", type=Path, default=None, help="the Pico SDK's bs2_default_padded_checksummed.S (else no Pico)"
+    )
     args = parser.parse_args(argv)
     try:
-        rows = size_table(args.layer_data, args.build_dir)
+        rows = size_table(args.layer_data, args.build_dir, rp2040_boot2=args.rp2040_boot2)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

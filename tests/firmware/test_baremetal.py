@@ -1,7 +1,14 @@
 """examples/baremetal: linker scripts, the QEMU layer check, per-board sizes, and the TFLM app's guards.
 
-* Each NUCLEO linker script declares Flash at 0x08000000 and SRAM regions whose address-contiguous runs
-  equal tflm_mcubert/boards.py's (the source of truth), and puts the arena in the largest run.
+* Each board's linker script declares the application's Flash (the board's, less a bootloader's share)
+  and SRAM regions whose address-contiguous runs equal tflm_mcubert/boards.py's (the source of truth),
+  and puts the arena in the largest run.
+* The boot blocks: the Pico's boot stage 2 (the Pico SDK's; a stand-in of its size here) fills the first
+  256 bytes of Flash with the vector table after it; the Pico 2's IMAGE_DEF follows the vector table
+  inside the first 4 KB; the Nano 33 BLE's image starts above the Arduino bootloader. Pico without a
+  boot stage 2 stops at configure time, saying where to get one.
+* The layer check built for the Nano 33 BLE (Cortex-M4F), Pico (M0+, plain C) and Pico 2 (M33, DSP)
+  runs from its reset vector under unicorn (no QEMU machine has these parts) and passes.
 * `mcubert_layer_check` with layer 0 of an exported BERT-tiny (seq 128): under qemu-system-arm
   (mps2-an500, semihosting) it prints PASS and exits 0; with one corrupted expected byte it prints FAIL
   naming it and exits 1.
@@ -23,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +38,12 @@ from pathlib import Path
 import pytest
 
 from tests import qemu
+from tests.firmware import unicorn_board
 
 from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.export.layer_check import layer_check_from_export, write_layer_data
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
+from tflm_mcubert.measure.arm_emulator import ElfImage
 from tflm_mcubert.runtime.tflm_binding import TflmSources
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +53,12 @@ firmware_sizes = importlib.util.module_from_spec(_spec)
 sys.modules["firmware_sizes"] = firmware_sizes  # dataclasses look their module up there
 _spec.loader.exec_module(firmware_sizes)
 
-STM32_FLASH = 0x0800_0000
+RP2040_BOOT2_STAND_IN = """\
+/* A stand-in with the layout of the Pico SDK's boot stage 2 (256 bytes in .boot2, CRC last): not bootable */
+.section .boot2, "ax"
+.space 252, 0
+.word 0
+"""
 
 
 def need(*tools: str) -> None:
@@ -66,12 +81,16 @@ def contiguous_runs(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [tuple(run) for run in runs]
 
 
-@pytest.mark.parametrize("board", firmware_sizes.NUCLEO_BOARDS)
+@pytest.mark.parametrize("board", firmware_sizes.BOARDS)
 def test_linker_script_agrees_with_boards_py(board):
     spec = BOARDS[board]
     memory = firmware_sizes.linker_memory(BAREMETAL / "boards" / f"{board}.ld")
     text = memory.aliases["REGION_TEXT"]
-    assert memory.regions[text] == (STM32_FLASH, spec.flash_bytes)
+    application_flash = (
+        firmware_sizes.FLASH_ORIGIN[board] + spec.bootloader_bytes,
+        spec.flash_bytes - spec.bootloader_bytes,
+    )
+    assert memory.regions[text] == application_flash
     script_ram = [r for name, r in memory.regions.items() if name != text]
     assert contiguous_runs(script_ram) == contiguous_runs([(r.address, r.size) for r in spec.sram_regions])
     largest = spec.largest_contiguous_sram
@@ -182,19 +201,86 @@ def test_corrupted_expected_output_fails(layer_check, tmp_path):
     assert "PASS" not in console
 
 
-def test_layer_check_fits_every_board(layer_data, tmp_path):
+@pytest.fixture(scope="module")
+def rp2040_boot2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("boot2") / "bs2_stand_in.S"
+    path.write_text(RP2040_BOOT2_STAND_IN)
+    return path
+
+
+@pytest.fixture(scope="module")
+def board_builds(layer_data, rp2040_boot2, tmp_path_factory):
+    """mcubert_layer_check built for every board: board -> ELF."""
     need("arm-none-eabi-gcc", "arm-none-eabi-size", "cmake", "ninja")
-    rows = firmware_sizes.size_table(layer_data, tmp_path)
+    work = tmp_path_factory.mktemp("boards")
+    return {
+        board: firmware_sizes.build(
+            board,
+            work / board,
+            layer_data=layer_data,
+            cmake_args=(f"-DMCUBERT_RP2040_BOOT2={rp2040_boot2}",) if board == "pico" else (),
+        )
+        for board in firmware_sizes.BOARDS
+    }
+
+
+def test_layer_check_fits_every_board(board_builds):
+    rows = [firmware_sizes.board_size(board, elf) for board, elf in board_builds.items()]
     print(
         "\nmcubert_layer_check (BERT-tiny layer 0, seq 128), arm-none-eabi-size:\n" + firmware_sizes.format_table(rows)
     )
     for row in rows:
         board = BOARDS[row.board]
-        assert row.flash_bytes == board.flash_bytes
-        assert row.flash_used <= board.flash_bytes, row
+        assert row.flash_bytes == board.flash_bytes - board.bootloader_bytes
+        assert row.flash_used <= row.flash_bytes, row
         assert row.sram_used <= row.sram_bytes <= board.sram_bytes, row
         # layer 0's weights and both hidden states are in Flash; the working state and scratch in SRAM
         assert row.text > 190_000 and row.bss >= 2 * 128 * 128
+
+
+def words_at(elf: Path, address: int, count: int) -> list[int]:
+    image = ElfImage.read(elf)
+    for start, content, _ in image.segments:
+        if start <= address < start + len(content):
+            return list(struct.unpack_from(f"<{count}I", content, address - start))
+    raise AssertionError(f"{address:#x} is in no loaded segment of {elf}")
+
+
+def test_boot_blocks_sit_where_each_bootrom_looks(board_builds):
+    pico = ElfImage.read(board_builds["pico"]).symbols
+    assert pico["__boot_block_start__"] == 0x1000_0000 and pico["mcubert_vector_table"] == 0x1000_0100
+    pico2_elf = board_builds["pico2"]
+    pico2 = ElfImage.read(pico2_elf).symbols
+    assert pico2["mcubert_vector_table"] == 0x1000_0000
+    image_def = pico2["mcubert_rp2350_image_def"]
+    assert image_def + 20 <= 0x1000_1000
+    assert words_at(pico2_elf, image_def, 5) == [0xFFFFDED3, 0x10210142, 0x000001FF, 0, 0xAB123579]
+    nano = ElfImage.read(board_builds["nano33ble"]).symbols
+    assert nano["mcubert_vector_table"] == 0x1_0000  # above the Arduino bootloader
+    for board, elf in board_builds.items():  # the initial stack pointer is the top of the data region
+        memory = firmware_sizes.linker_memory(BAREMETAL / "boards" / f"{board}.ld")
+        origin, length = memory.region("REGION_DATA")
+        assert words_at(elf, ElfImage.read(elf).symbols["mcubert_vector_table"], 1) == [origin + length], board
+
+
+@pytest.mark.parametrize(
+    "board, cpu, path",
+    [("nano33ble", "cortex-m4", "DSP"), ("pico", "cortex-m0plus", "plain C"), ("pico2", "cortex-m33", "DSP")],
+)
+def test_layer_check_runs_from_reset_on_the_hobbyist_boards(board_builds, board, cpu, path):
+    pytest.importorskip("unicorn")
+    memory = firmware_sizes.linker_memory(BAREMETAL / "boards" / f"{board}.ld")
+    status, console = unicorn_board.run_from_reset(board_builds[board], cpu, list(memory.regions.values()))
+    assert status == 0, console
+    if board != "nano33ble":  # the Nano's console is ITM (SWO), which nothing reads here
+        assert f"{path} path" in console, console
+        assert "PASS: the layer's output matches the reference byte for byte" in console, console
+
+
+def test_pico_without_a_boot_stage_2_stops_with_a_clear_error(tmp_path):
+    need("arm-none-eabi-gcc", "cmake", "ninja")
+    message = configure_error(tmp_path, "-DMCUBERT_BOARD=pico")
+    assert "MCUBERT_BOARD=pico needs -DMCUBERT_RP2040_BOOT2=<bs2_default_padded_checksummed.S>" in message
 
 
 # ---- mcubert_app -------------------------------------------------------------------------------

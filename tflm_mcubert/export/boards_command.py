@@ -108,11 +108,15 @@ def run(args) -> int:
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    bootloaders = ", ".join(
+        f"{human_bytes(b.bootloader_bytes)} on the {b.name}" for b in BOARDS.values() if b.bootloader_bytes
+    )
     print(
         f"\nseq: the longest sequence of the default export (a {FIT_LABELS}-label classifier, the default "
         f"embedding compression) whose tensor arena fits the largest SRAM region less "
         f"{human_bytes(DEFAULT_SRAM_RESERVE)} and whose .tflite fits Flash less "
-        f"{human_bytes(DEFAULT_FLASH_RESERVE)}; all: every position the model has; -: none. "
+        f"{human_bytes(DEFAULT_FLASH_RESERVE)} (and less a factory bootloader's share: {bootloaders}); "
+        "all: every position the model has; -: none. "
         + ", ".join(
             f"{p}: {human_bytes(flash_bytes_at(p, FLASH_PROBE_SEQ))} at {FLASH_PROBE_SEQ} tokens" for p in FIT_PRESETS
         )

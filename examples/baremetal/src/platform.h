@@ -5,7 +5,8 @@
  * any source file of your build and the linker takes yours. Defaults (platform_itm.c): text to ITM
  * stimulus port 0, which ST-LINK carries over SWO on NUCLEO boards; exit parks the core with the
  * status in `mcubert_exit_status`. The QEMU target links platform_semihosting.c instead (console,
- * command line and exit status through semihosting).
+ * command line and exit status through semihosting); the Raspberry Pi boards link platform_memory.c
+ * (console text in a RAM buffer a debugger reads).
  */
 #ifndef MCUBERT_PLATFORM_H
 #define MCUBERT_PLATFORM_H
@@ -17,7 +18,9 @@ extern "C" {
 #endif
 
 /* The core clock the firmware runs at, for cycles -> milliseconds. The startup code leaves the
- * clock at its reset value: 16 MHz (HSI) on STM32F7, 64 MHz (HSI) on STM32H7. Configure PLLs in
+ * clock at its reset value: 16 MHz (HSI) on STM32F7, 64 MHz (HSI) on STM32H7, 64 MHz on the nRF52840;
+ * the Raspberry Pi parts boot from a ring oscillator of no exact frequency (0 here: no milliseconds
+ * are printed). Configure PLLs in
  * mcubert_platform_init() (or your own startup) and set this to match, or build with
  * -DMCUBERT_CORE_CLOCK_HZ=<Hz> (CMake: -DMCUBERT_CORE_CLOCK_HZ=...). */
 extern uint32_t mcubert_core_clock_hz;
@@ -28,7 +31,8 @@ void mcubert_platform_exit(int32_t status) __attribute__((noreturn));
 /* The text the firmware was started with: QEMU's -append (through semihosting); "" on the boards. */
 const char *mcubert_platform_command_line(void);
 
-/* DWT cycle counter (enabled by the startup code). QEMU does not model it: it reads 0 there. */
+/* DWT cycle counter (enabled by the startup code). It reads 0 where there is none: under QEMU, and
+ * on ARMv6-M cores (Cortex-M0+). */
 uint32_t mcubert_cycles(void);
 
 /* Stack high-water mark: bytes of the reserved stack (__stack_size__, 16 KB by default) ever used

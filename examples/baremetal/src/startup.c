@@ -1,10 +1,13 @@
 /*
- * Cortex-M7 startup without CMSIS or a HAL: the vector table, a Reset_Handler that copies .data,
+ * Cortex-M startup without CMSIS or a HAL: the vector table, a Reset_Handler that copies .data,
  * zeroes .bss, paints the stack (so mcubert_stack_used_bytes() can tell its high-water mark),
- * enables the FPU and the DWT cycle counter, runs C++ constructors, calls main() and hands its
- * status to mcubert_platform_exit(). System registers are written by address (ARMv7-M ARM, B3.2).
+ * enables the FPU and the DWT cycle counter where the core has them, runs C++ constructors, calls
+ * main() and hands its status to mcubert_platform_exit(). System registers are written by address
+ * (ARMv7-M ARM B3.2, ARMv8-M ARM D1). The same table serves ARMv6-M (Cortex-M0+), where the
+ * configurable-fault vectors are reserved and never taken.
  *
- * The clock is left at its reset value (STM32F7: 16 MHz HSI, STM32H7: 64 MHz HSI); see platform.h.
+ * The clock is left at its reset value (STM32F7: 16 MHz HSI, STM32H7: 64 MHz HSI, nRF52840: 64 MHz);
+ * see platform.h.
  * Only the 16 core exceptions have vectors: nothing here enables a peripheral interrupt.
  */
 #include <stdint.h>
@@ -29,6 +32,13 @@ void Fault_Handler(void);
 #define CORESIGHT_UNLOCK 0xC5ACCE55u
 #define STACK_PAINT 0x5AC4DA1Eu
 #define PAINT_MARGIN_WORDS 16u /* left unpainted below Reset_Handler's own frame */
+
+/* ARMv7-M and ARMv8-M Mainline have the DWT cycle counter; ARMv6-M (Cortex-M0+) has none. */
+#if defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+#define MCUBERT_HAS_CYCLE_COUNTER 1
+#else
+#define MCUBERT_HAS_CYCLE_COUNTER 0
+#endif
 
 __attribute__((section(".isr_vector"), used)) void (*const mcubert_vector_table[16])(void) = {
     (void (*)(void))(uintptr_t)&__stack_top__,
@@ -80,10 +90,14 @@ uint32_t mcubert_stack_size_bytes(void)
 
 static void enable_cycle_counter(void)
 {
+#if MCUBERT_HAS_CYCLE_COUNTER
     DEMCR |= DEMCR_TRCENA;
-    DWT_LAR = CORESIGHT_UNLOCK; /* the Cortex-M7 DWT ignores writes until unlocked */
+#if defined(__ARM_ARCH_7EM__)
+    DWT_LAR = CORESIGHT_UNLOCK; /* the Cortex-M7 DWT ignores writes until unlocked (ARMv8-M has no lock) */
+#endif
     DWT_CYCCNT = 0u;
     DWT_CTRL |= DWT_CTRL_CYCCNTENA;
+#endif
 }
 
 void Reset_Handler(void)
@@ -111,7 +125,11 @@ void Reset_Handler(void)
 
 uint32_t mcubert_cycles(void)
 {
+#if MCUBERT_HAS_CYCLE_COUNTER
     return DWT_CYCCNT;
+#else
+    return 0u; /* no cycle counter on this core */
+#endif
 }
 
 void Fault_Handler(void)
