@@ -99,6 +99,12 @@ void mcubert_attention_layout_of(int32_t s, int32_t d, int32_t h, int32_t t, mcu
 void mcubert_mlp_layout_of(int32_t s, int32_t d, int32_t f, int32_t t, mcubert_mlp_layout *layout);
 void mcubert_embedding_layout_of(int32_t s, int32_t d, mcubert_embedding_layout *layout);
 
+/* ---- CRC-32 (mcubert_crc32.c) ------------------------------------------------------------- */
+
+/* zlib's CRC-32 register after `data` (start with 0xFFFFFFFF; the CRC is its complement). A NULL
+ * `data` stands for `length` zero bytes. */
+uint32_t mcubert_crc32_update(uint32_t state, const uint8_t *data, uint32_t length);
+
 /* ---- messages and checks (mcubert_validate.c) -------------------------------------------- */
 
 /* Starts "OP: field: " in message (NULL: no message wanted) and returns status, so a check

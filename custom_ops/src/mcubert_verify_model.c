@@ -36,29 +36,9 @@ typedef struct { /* a vector's elements: bytes [start, start + count * element s
     uint32_t count;
 } fb_vector;
 
-/* ---- CRC-32 (zlib's: polynomial 0xEDB88320 reflected), four bits at a time ---------------- */
-
-/* A 16-entry table: 64 bytes of Flash instead of zlib's 1 KB, for ~2x the instructions per byte. */
-static const uint32_t crc_nibble[16] = {0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
-                                        0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
-                                        0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
-
-/* `state` is the running register (start with 0xFFFFFFFF, the CRC is its complement). A NULL
- * `data` stands for `length` zero bytes. */
-static uint32_t crc_update(uint32_t state, const uint8_t *data, uint32_t length)
-{
-    uint32_t i;
-    for (i = 0; i < length; ++i) {
-        state ^= data != NULL ? data[i] : 0u;
-        state = (state >> 4) ^ crc_nibble[state & 0xFu];
-        state = (state >> 4) ^ crc_nibble[state & 0xFu];
-    }
-    return state;
-}
-
 static uint32_t crc32_of(const uint8_t *data, uint32_t length)
 {
-    return ~crc_update(0xFFFFFFFFu, data, length);
+    return ~mcubert_crc32_update(0xFFFFFFFFu, data, length);
 }
 
 /* ---- bounds-checked flatbuffer reads: each returns 0 when the bytes are not there ---------- */
@@ -249,10 +229,10 @@ static mcubert_status check_header(const flatbuffer *fb, const record_location *
 
 static uint32_t file_crc(const flatbuffer *fb, const record_location *at)
 {
-    uint32_t state = crc_update(0xFFFFFFFFu, fb->bytes, at->record.start);
+    uint32_t state = mcubert_crc32_update(0xFFFFFFFFu, fb->bytes, at->record.start);
     uint32_t end = at->record.start + at->record.count;
-    state = crc_update(state, NULL, at->record.count);
-    return ~crc_update(state, fb->bytes + end, fb->size - end);
+    state = mcubert_crc32_update(state, NULL, at->record.count);
+    return ~mcubert_crc32_update(state, fb->bytes + end, fb->size - end);
 }
 
 /* ---- naming what was hit --------------------------------------------------------------------- */
