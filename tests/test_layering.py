@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tflm_mcubert"
 # Lowest first. A module may import its own package and any package of a lower layer.
 LAYERS = [
     {"__init__", "errors", "files", "kernel_sources"},
-    {"boards", "ops", "data", "model"},
+    {"boards", "ops", "data", "model", "tokenizer"},
     {"quantize", "train", "measure"},
     {"compress", "schedule"},
     {"tflite"},

@@ -6,7 +6,9 @@ fuzz_verify_model/: the whole exported .tflite, as tiny_export.bin (git ignores 
 d = 16 BERT at seq 8, a few KB.
 fuzz_options_validate/: one seed per op of that export, in the harness's input layout (see
 harnesses/fuzz_options_validate.c): op, options, then each tensor of the op's validate step (its
-inputs, then its output) with the constants' bytes. tests/fuzz/test_fuzz_c.py keeps the committed
+inputs, then its output) with the constants' bytes.
+fuzz_tokenize/: the tokenizer blob of a small BERT vocabulary (built here, no download) with one
+sentence each, in harnesses/fuzz_tokenize.c's layout. tests/fuzz/test_fuzz_c.py keeps the committed
 corpus equal to what this script writes.
 """
 
@@ -75,11 +77,50 @@ def op_seeds(model_bytes: bytes) -> dict[str, bytes]:
     return seeds
 
 
+TOKENIZER_WORDS = (
+    "the a an of and to in is it that this film movie good bad not no story one his her great funny love "
+    "play ##s ##ing ##ed ##ly ##er un ##able re ##ment caf ##e na ##ive 中 文 東 京 ᄒ ᅡ ᆫ ! , . ? ' - ( )"
+).split()
+TOKENIZER_SEEDS = {
+    "plain": (0, "A good film, and a great story!"),
+    "accents_cjk_hangul": (0, "Naïve café 東京 한 중文 Crème"),
+    "specials_controls": (0, "[CLS]x[SEP] \u200bzero\x01\t[MASK]\ufeff"),
+    "long_word_pair": (1, "unplayable " + "y" * 120 + " and the funny one is not bad"),
+    "invalid_utf8": (0, "bad \udcff\udce0 bytes"),
+}
+
+
+def tokenizer_seeds() -> dict[str, bytes]:
+    """One seed per sentence: seq_len selector, flags, the small vocabulary's blob, the sentence."""
+    import tempfile
+
+    from transformers import BertTokenizerFast
+
+    from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["##" + chr(c) for c in range(ord("a"), ord("z") + 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "vocab.txt").write_text("\n".join(specials) + "\n", encoding="utf-8")
+        base = BertTokenizerFast(vocab=str(Path(tmp) / "vocab.txt"))
+        tokens = list(dict.fromkeys(specials + letters + list(TOKENIZER_WORDS)))
+        tokenizer = bert_tokenizer_with_vocab(tokens, base, Path(tmp) / "small")
+        blob = vocab_blob.pack(reference.spec_from_hf(tokenizer))
+    seeds = {}
+    for name, (flags, text) in TOKENIZER_SEEDS.items():
+        raw = text.encode("utf-8", "surrogateescape")
+        seeds[name] = bytes([30, flags]) + struct.pack("<I", len(blob)) + blob + raw
+    return seeds
+
+
 def write_corpus(out: Path) -> list[Path]:
     model_bytes = tiny_export()
     files = {Path("fuzz_verify_model") / "tiny_export.bin": model_bytes}
     for name, seed in op_seeds(model_bytes).items():
         files[Path("fuzz_options_validate") / f"{name}.bin"] = seed
+    for name, seed in tokenizer_seeds().items():
+        files[Path("fuzz_tokenize") / f"{name}.bin"] = seed
     written = []
     for relative, data in sorted(files.items()):
         path = out / relative

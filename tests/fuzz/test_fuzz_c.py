@@ -36,7 +36,11 @@ def build_dir(tmp_path_factory):
 
 def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
     """Mutations start deep only if the seeds are accepted: every op seed validates, the model verifies."""
-    checks = {"fuzz_options_validate": "mcubert status 0: ", "fuzz_verify_model": "mcubert status 0 verified 1: "}
+    checks = {
+        "fuzz_options_validate": "mcubert status 0: ",
+        "fuzz_verify_model": "mcubert status 0 verified 1: ",
+        "fuzz_tokenize": "mcubert status 0: ",
+    }
     for harness, accepted in checks.items():
         binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
         seeds = sorted((HERE / "corpus" / harness).iterdir())

@@ -2,7 +2,7 @@
 committed copy in arduino_lib/ (arduino_lib/extras/sync_from_custom_ops.py) and the per-model zip of
 `export --bundle arduino` are both made here, so they cannot drift apart.
 
-    custom_ops/include/mcubert/mcubert_ops.h  ->  src/mcubert/mcubert_ops.h
+    custom_ops/include/mcubert/*.h            ->  src/mcubert/*.h
     custom_ops/src/*.c, *.h, *.S              ->  src/            (flat, as in custom_ops)
     custom_ops/tflm/*.h                       ->  src/            (the TFLM binding's headers)
     custom_ops/tflm/*.cc                      ->  src/*.cpp       (the binding, guarded; see below)
@@ -40,12 +40,14 @@ def banner(source: str, generator: str) -> str:
 
 
 MAIN_HEADER = """\
-/* The MCUBERT kernels' Arduino header: the portable C99 kernel API (mcubert/mcubert_ops.h).
- * Usable from C and C++ sketches; the declarations are extern "C". */
+/* The MCUBERT kernels' Arduino header: the portable C99 kernel API (mcubert/mcubert_ops.h) and the
+ * on-device tokenizer (mcubert/mcubert_tokenizer.h). Usable from C and C++ sketches; the declarations
+ * are extern "C". */
 #ifndef MCUBERT_H
 #define MCUBERT_H
 
 #include "mcubert/mcubert_ops.h"
+#include "mcubert/mcubert_tokenizer.h"
 
 #endif /* MCUBERT_H */
 """
@@ -83,10 +85,9 @@ def guarded_binding_source(text: str) -> str:
 def library_sources(custom_ops: Path, generator: str) -> dict[str, bytes]:
     """Library-relative path (src/...) -> bytes of every source the library holds."""
     files: dict[str, bytes] = {}
-    header = custom_ops / "include" / "mcubert" / "mcubert_ops.h"
-    files["src/mcubert/mcubert_ops.h"] = (
-        banner("custom_ops/include/mcubert/mcubert_ops.h", generator) + header.read_text()
-    ).encode()
+    for header in sorted((custom_ops / "include" / "mcubert").glob("*.h")):
+        origin = f"custom_ops/include/mcubert/{header.name}"
+        files[f"src/mcubert/{header.name}"] = (banner(origin, generator) + header.read_text()).encode()
     for path in sorted((custom_ops / "src").iterdir()):
         if path.is_file() and path.suffix in COPIED_SUFFIXES:
             files[f"src/{path.name}"] = (banner(f"custom_ops/src/{path.name}", generator) + path.read_text()).encode()

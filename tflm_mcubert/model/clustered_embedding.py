@@ -62,6 +62,34 @@ def invert_permutation(permutation) -> np.ndarray:
     return inverse
 
 
+def bert_tokenizer_with_vocab(tokens: list[str], like, out_dir: str | Path):
+    """A BertTokenizerFast whose id k is tokens[k], with the options and special tokens of `like`; its
+    vocab.txt is written to out_dir."""
+    import inspect
+
+    from transformers import BertTokenizerFast
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab_file = out_dir / "vocab.txt"
+    vocab_file.write_text("".join(token + "\n" for token in tokens), encoding="utf-8")
+    options = like.init_kwargs
+    # transformers 5 takes the vocabulary as `vocab` and silently ignores a `vocab_file`; 4.x wants `vocab_file`.
+    vocab_arg = "vocab" if "vocab" in inspect.signature(BertTokenizerFast.__init__).parameters else "vocab_file"
+    return BertTokenizerFast(
+        **{vocab_arg: str(vocab_file)},
+        do_lower_case=options.get("do_lower_case", True),
+        tokenize_chinese_chars=options.get("tokenize_chinese_chars", True),
+        strip_accents=options.get("strip_accents"),
+        unk_token=like.unk_token,
+        sep_token=like.sep_token,
+        pad_token=like.pad_token,
+        cls_token=like.cls_token,
+        mask_token=like.mask_token,
+        model_max_length=like.model_max_length,
+    )
+
+
 def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | Path):
     """Save a BERT WordPiece tokenizer whose vocab.txt lists the tokens in the new order, and return it.
 
@@ -69,9 +97,6 @@ def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | 
     directly. Special tokens are found by their text, so [CLS], [SEP], [PAD], ... keep working (at their
     new ids). `AutoTokenizer.from_pretrained(out_dir)` loads the result.
     """
-    import inspect
-
-    from transformers import BertTokenizerFast
 
     vocab = tokenizer.get_vocab()
     permutation = check_permutation(permutation)
@@ -83,26 +108,7 @@ def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | 
     new_tokens = [""] * permutation.size
     for token, old_id in vocab.items():
         new_tokens[permutation[old_id]] = token
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    vocab_file = out_dir / "vocab.txt"
-    vocab_file.write_text("".join(token + "\n" for token in new_tokens), encoding="utf-8")
-
-    options = tokenizer.init_kwargs
-    # transformers 5 takes the vocabulary as `vocab` and silently ignores a `vocab_file`; 4.x wants `vocab_file`.
-    vocab_arg = "vocab" if "vocab" in inspect.signature(BertTokenizerFast.__init__).parameters else "vocab_file"
-    permuted = BertTokenizerFast(
-        **{vocab_arg: str(vocab_file)},
-        do_lower_case=options.get("do_lower_case", True),
-        tokenize_chinese_chars=options.get("tokenize_chinese_chars", True),
-        strip_accents=options.get("strip_accents"),
-        unk_token=tokenizer.unk_token,
-        sep_token=tokenizer.sep_token,
-        pad_token=tokenizer.pad_token,
-        cls_token=tokenizer.cls_token,
-        mask_token=tokenizer.mask_token,
-        model_max_length=tokenizer.model_max_length,
-    )
+    permuted = bert_tokenizer_with_vocab(new_tokens, tokenizer, out_dir)
     if permuted.get_vocab() != {token: int(permutation[old_id]) for token, old_id in vocab.items()}:
         raise UserError("transformers did not build the permuted tokenizer from its vocab.txt")
     permuted.save_pretrained(str(out_dir))

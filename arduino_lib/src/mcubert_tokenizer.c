@@ -1,0 +1,660 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_tokenizer.c by arduino_lib/extras/sync_from_custom_ops.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * mcubert_tokenize: BERT's tokenizer on the device (see mcubert/mcubert_tokenizer.h). The blob layout
+ * and the algorithm's reference are tflm_mcubert/tokenizer/{vocab_blob,reference}.py.
+ *
+ * Text streams through once (twice for a sentence pair, whose truncation needs both lengths): each
+ * code point's kind and mapping come from a binary search of the character ranges; a word collects
+ * its mapped characters in the caller's buffer and, at its end, greedy longest-match-first WordPiece
+ * emits its ids, each piece found by a binary search of the bucket heads and one bucket's scan.
+ */
+#include "mcubert/mcubert_tokenizer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcubert_internal.h"
+
+#define OP "TOKENIZER"
+#define HEADER_BYTES 64u
+#define BUCKET 16u
+#define ESCAPE 0xFFu
+#define KIND_REMOVE 0u
+#define KIND_SPACE 1u
+#define KIND_ISOLATE 2u
+#define MODE_DELTA 0u
+#define MODE_CONST 1u
+#define MODE_STRING 2u
+#define HANGUL_FIRST 0xAC00u
+#define HANGUL_COUNT 11172u
+#define MAX_CODE_POINT 0x10FFFFu
+
+static uint32_t rd16(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ---- blob checks --------------------------------------------------------------------------- */
+
+static mcubert_status bad_blob(mcubert_message *message, const char *field, const char *problem)
+{
+    return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP, field, problem);
+}
+
+/* bytes [offset, offset + length) lie in the blob */
+static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
+{
+    return offset <= size && length <= size - offset;
+}
+
+/* Strictly after `previous` (its first previous_len bytes) in byte order: the piece that shares
+ * `shared` bytes with it and continues with `suffix`. */
+static int follows(const uint8_t *previous, uint32_t previous_len, uint32_t shared, const uint8_t *suffix,
+                   uint32_t length)
+{
+    uint32_t k;
+    for (k = 0; shared + k < previous_len && k < length; ++k) {
+        if (suffix[k] != previous[shared + k]) {
+            return suffix[k] > previous[shared + k];
+        }
+    }
+    return shared + length > previous_len; /* equal so far: only a longer piece comes after */
+}
+
+/* Decodes every piece of a list once: offsets in bounds, entries well formed, pieces strictly
+ * increasing (the binary search relies on it) and no longer than max_piece_bytes, ids in range. */
+static mcubert_status check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *list,
+                                       const char *name, mcubert_message *message)
+{
+    uint8_t previous[256]; /* the piece before, rebuilt (pieces are at most 255 bytes) */
+    uint32_t i, pos = 0, previous_len = 0, ids_bytes;
+    if (!in_blob(t->size, at, 12u)) {
+        return bad_blob(message, name, "piece list outside the blob");
+    }
+    list->count = rd32(t->blob + at);
+    list->bucket_count = rd32(t->blob + at + 4u);
+    list->data_bytes = rd32(t->blob + at + 8u);
+    ids_bytes = (2u * list->count + 3u) & ~3u;
+    if (list->count > 0xFFFFu || list->bucket_count != (list->count + BUCKET - 1u) / BUCKET ||
+        !in_blob(t->size, at + 12u, 4u * list->bucket_count + ids_bytes) ||
+        !in_blob(t->size, at + 12u + 4u * list->bucket_count + ids_bytes, list->data_bytes)) {
+        return bad_blob(message, name, "counts or sizes do not fit the blob");
+    }
+    list->bucket_offsets = t->blob + at + 12u;
+    list->ids = list->bucket_offsets + 4u * list->bucket_count;
+    list->data = list->ids + ids_bytes;
+    for (i = 0; i < list->count; ++i) {
+        uint32_t shared = 0, length, header = 1u;
+        if (rd16(list->ids + 2u * i) >= t->vocab_size) {
+            return bad_blob(message, name, "a piece's id is not below vocab_size");
+        }
+        if (pos >= list->data_bytes) {
+            return bad_blob(message, name, "a piece runs past the list");
+        }
+        if (i % BUCKET == 0u) {
+            if (rd32(list->bucket_offsets + 4u * (i / BUCKET)) != pos) {
+                return bad_blob(message, name, "a bucket offset does not point at its first piece");
+            }
+            length = list->data[pos];
+        } else if (list->data[pos] == ESCAPE) {
+            if (list->data_bytes - pos < 3u) {
+                return bad_blob(message, name, "a piece runs past the list");
+            }
+            shared = list->data[pos + 1u];
+            length = list->data[pos + 2u];
+            header = 3u;
+        } else {
+            shared = list->data[pos] >> 4;
+            length = list->data[pos] & 15u;
+        }
+        pos += header;
+        if (shared > previous_len || shared + length == 0u || shared + length > t->max_piece_bytes ||
+            length > list->data_bytes - pos) {
+            return bad_blob(message, name, "a piece is empty, too long, or shares more than its predecessor has");
+        }
+        if (i > 0u && !follows(previous, previous_len, shared, list->data + pos, length)) {
+            return bad_blob(message, name, "pieces are not in strictly increasing byte order");
+        }
+        /* volatile: a plain byte loop would become a call to memcpy, which the kernels do not link */
+        for (previous_len = 0; previous_len < length; ++previous_len) {
+            ((volatile uint8_t *)previous)[shared + previous_len] = list->data[pos + previous_len];
+        }
+        previous_len += shared;
+        pos += length;
+    }
+    return pos == list->data_bytes ? MCUBERT_OK : bad_blob(message, name, "bytes left after the last piece");
+}
+
+static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *message)
+{
+    uint32_t i, previous_start = 0;
+    for (i = 0; i < t->range_count; ++i) {
+        uint32_t word = rd32(t->ranges + 8u * i), start = word & 0x1FFFFFu, mode = (word >> 23) & 3u;
+        int32_t value = (int32_t)rd32(t->ranges + 8u * i + 4u);
+        uint32_t end = i + 1u < t->range_count ? (rd32(t->ranges + 8u * (i + 1u)) & 0x1FFFFFu) : MAX_CODE_POINT + 1u;
+        if ((i == 0u && start != 0u) || (i > 0u && start <= previous_start) || start > MAX_CODE_POINT ||
+            (word >> 25) != 0u) {
+            return bad_blob(message, "ranges", "not increasing from code point 0, or reserved bits set");
+        }
+        if (mode == MODE_DELTA && ((int64_t)start + value < 0 || (int64_t)end - 1 + value > (int64_t)MAX_CODE_POINT)) {
+            return bad_blob(message, "ranges", "a shifted range maps outside Unicode");
+        }
+        if ((mode == MODE_CONST && (uint32_t)value > MAX_CODE_POINT) ||
+            (mode == MODE_STRING && (uint32_t)value >= t->string_count)) {
+            return bad_blob(message, "ranges", "a mapping names a code point or string that does not exist");
+        }
+        previous_start = start;
+    }
+    return MCUBERT_OK;
+}
+
+static mcubert_status check_strings_and_specials(const mcubert_tokenizer *t, uint32_t specials_at,
+                                                 mcubert_message *message)
+{
+    uint32_t i, previous_end = 0, at = specials_at;
+    for (i = 0; i < t->string_count; ++i) {
+        uint32_t end = rd16(t->string_ends + 2u * i);
+        if (end < previous_end || end - previous_end > t->max_chars_per_word * 4u) {
+            return bad_blob(message, "strings", "string ends decrease or a string is too long");
+        }
+        previous_end = end;
+    }
+    if (!in_blob(t->size, (uint32_t)(t->string_bytes - t->blob), previous_end)) {
+        return bad_blob(message, "strings", "strings run past the blob");
+    }
+    for (i = 0; i < t->special_count; ++i) {
+        if (!in_blob(t->size, at, 1u) || t->blob[at] == 0u || !in_blob(t->size, at + 1u, t->blob[at] + 2u) ||
+            rd16(t->blob + at + 1u + t->blob[at]) >= t->vocab_size) {
+            return bad_blob(message, "special tokens",
+                            "an entry is empty, runs past the blob or has an id out of range");
+        }
+        at += 3u + t->blob[at];
+    }
+    return MCUBERT_OK;
+}
+
+static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uint32_t size, mcubert_message *message)
+{
+    uint32_t ranges_at, strings_at, specials_at;
+    mcubert_status status;
+    if (size < HEADER_BYTES) {
+        return bad_blob(message, "header", "shorter than the 64-byte header (truncated?)");
+    }
+    if (blob[0] != 'M' || blob[1] != 'C' || blob[2] != 'T' || blob[3] != 'K') {
+        return bad_blob(message, "header", "not a tokenizer blob (no 'MCTK' header)");
+    }
+    if (rd16(blob + 4) != MCUBERT_TOKENIZER_VERSION || rd16(blob + 6) != HEADER_BYTES) {
+        return bad_blob(message, "header", "a blob version this library does not read");
+    }
+    if (rd32(blob + 8) != size) {
+        return bad_blob(message, "header", "the blob's size is not the size given (truncated?)");
+    }
+    if (~mcubert_crc32_update(0xFFFFFFFFu, blob + 16, size - 16u) != rd32(blob + 12)) {
+        return bad_blob(message, "header", "CRC-32 mismatch: the blob is corrupted");
+    }
+    t->blob = blob;
+    t->size = size;
+    t->max_chars_per_word = rd16(blob + 16);
+    t->special_count = rd16(blob + 18);
+    t->cls_id = (int32_t)rd16(blob + 20);
+    t->sep_id = (int32_t)rd16(blob + 22);
+    t->pad_id = (int32_t)rd16(blob + 24);
+    t->unk_id = (int32_t)rd16(blob + 26);
+    t->range_count = rd32(blob + 28);
+    ranges_at = rd32(blob + 32);
+    t->string_count = rd32(blob + 36);
+    strings_at = rd32(blob + 40);
+    specials_at = rd32(blob + 44);
+    t->vocab_size = rd32(blob + 56);
+    t->max_piece_bytes = rd32(blob + 60);
+    if (t->max_chars_per_word == 0u || t->max_chars_per_word > 1000u || t->max_piece_bytes == 0u ||
+        t->max_piece_bytes > 255u || t->vocab_size == 0u || t->vocab_size > 0x10000u || t->range_count == 0u ||
+        (uint32_t)t->cls_id >= t->vocab_size || (uint32_t)t->sep_id >= t->vocab_size ||
+        (uint32_t)t->pad_id >= t->vocab_size || (uint32_t)t->unk_id >= t->vocab_size) {
+        return bad_blob(message, "header", "limits or special ids out of range");
+    }
+    if (!in_blob(size, ranges_at, 8u * t->range_count) || t->string_count > 0xFFFFu ||
+        !in_blob(size, strings_at, 2u * t->string_count)) {
+        return bad_blob(message, "header", "a section lies outside the blob");
+    }
+    t->ranges = blob + ranges_at;
+    t->string_ends = blob + strings_at;
+    t->string_bytes = blob + strings_at + 2u * t->string_count;
+    t->specials = blob + specials_at;
+    status = check_ranges(t, message);
+    if (status == MCUBERT_OK) {
+        status = check_strings_and_specials(t, specials_at, message);
+    }
+    if (status == MCUBERT_OK) {
+        status = check_piece_list(t, rd32(blob + 48), &t->word_pieces, "word pieces", message);
+    }
+    if (status == MCUBERT_OK) {
+        status = check_piece_list(t, rd32(blob + 52), &t->continuation_pieces, "continuation pieces", message);
+    }
+    return status;
+}
+
+mcubert_status mcubert_tokenizer_init(mcubert_tokenizer *tokenizer, const uint8_t *blob, uint32_t size,
+                                      mcubert_message *message)
+{
+    mcubert_status status;
+    if (tokenizer == NULL || blob == NULL) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, "blob", "NULL pointer");
+    }
+    tokenizer->blob = NULL;
+    status = read_header(tokenizer, blob, size, message);
+    if (status != MCUBERT_OK) {
+        tokenizer->blob = NULL; /* mcubert_tokenize refuses a tokenizer whose init failed */
+    }
+    return status;
+}
+
+/* ---- the scratch: one word ------------------------------------------------------------------ */
+
+typedef struct {
+    uint8_t *bytes;      /* UTF-8 of the word's mapped characters, (max_chars + 1) * 4 bytes */
+    uint16_t *char_ends; /* byte offset after each character, max_chars + 1 entries */
+    uint32_t chars;      /* characters held (max_chars + 1 means: too long, [UNK]) */
+} word_buffer;
+
+uint32_t mcubert_tokenizer_get_buffer_size(const mcubert_tokenizer *tokenizer)
+{
+    uint32_t slots = tokenizer == NULL ? 0u : tokenizer->max_chars_per_word + 1u;
+    return 4u * slots + ((2u * slots + 3u) & ~3u);
+}
+
+static void word_append(word_buffer *word, uint32_t cp, uint32_t max_chars)
+{
+    uint32_t at = word->chars == 0u ? 0u : word->char_ends[word->chars - 1u];
+    if (word->chars > max_chars) {
+        return; /* already too long: it becomes [UNK] whatever follows */
+    }
+    if (cp < 0x80u) {
+        word->bytes[at++] = (uint8_t)cp;
+    } else if (cp < 0x800u) {
+        word->bytes[at++] = (uint8_t)(0xC0u | cp >> 6);
+        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
+    } else if (cp < 0x10000u) {
+        word->bytes[at++] = (uint8_t)(0xE0u | cp >> 12);
+        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
+        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
+    } else {
+        word->bytes[at++] = (uint8_t)(0xF0u | cp >> 18);
+        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 12) & 0x3Fu));
+        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
+        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
+    }
+    word->char_ends[word->chars++] = (uint16_t)at;
+}
+
+/* ---- UTF-8 in ------------------------------------------------------------------------------- */
+
+/* The code point at text[*at] (advancing *at), or -1 for an invalid sequence, of which the maximal
+ * subpart is consumed (Unicode 15, 3.9 "U+FFFD Substitution of Maximal Subparts"). */
+static int32_t next_code_point(const uint8_t *text, uint32_t size, uint32_t *at)
+{
+    uint32_t lead = text[*at], need, k, cp, low = 0x80u, high = 0xBFu;
+    *at += 1u;
+    if (lead < 0x80u) {
+        return (int32_t)lead;
+    }
+    if (lead >= 0xC2u && lead <= 0xDFu) {
+        need = 1u;
+    } else if (lead >= 0xE0u && lead <= 0xEFu) {
+        need = 2u;
+        low = lead == 0xE0u ? 0xA0u : 0x80u;
+        high = lead == 0xEDu ? 0x9Fu : 0xBFu; /* no surrogates */
+    } else if (lead >= 0xF0u && lead <= 0xF4u) {
+        need = 3u;
+        low = lead == 0xF0u ? 0x90u : 0x80u;
+        high = lead == 0xF4u ? 0x8Fu : 0xBFu; /* nothing above U+10FFFF */
+    } else {
+        return -1;
+    }
+    cp = lead & (0x3Fu >> need);
+    for (k = 0; k < need; ++k) {
+        uint32_t byte;
+        if (*at >= size) {
+            return -1;
+        }
+        byte = text[*at];
+        if (byte < (k == 0u ? low : 0x80u) || byte > (k == 0u ? high : 0xBFu)) {
+            return -1; /* the offending byte starts the next character */
+        }
+        cp = cp << 6 | (byte & 0x3Fu);
+        *at += 1u;
+    }
+    return (int32_t)cp;
+}
+
+/* The range holding cp: the last whose start <= cp (range 0 starts at 0). */
+static const uint8_t *range_of(const mcubert_tokenizer *t, uint32_t cp)
+{
+    uint32_t lo = 0, hi = t->range_count - 1u;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1u) / 2u;
+        if ((rd32(t->ranges + 8u * mid) & 0x1FFFFFu) <= cp) {
+            lo = mid;
+        } else {
+            hi = mid - 1u;
+        }
+    }
+    return t->ranges + 8u * lo;
+}
+
+/* Appends cp's mapped characters (kind letter or isolate) to the word. */
+static void append_mapped(const mcubert_tokenizer *t, const uint8_t *range, uint32_t cp, word_buffer *word)
+{
+    uint32_t mode = (rd32(range) >> 23) & 3u;
+    int32_t value = (int32_t)rd32(range + 4);
+    if (mode == MODE_DELTA) {
+        word_append(word, (uint32_t)((int32_t)cp + value), t->max_chars_per_word);
+    } else if (mode == MODE_CONST) {
+        word_append(word, (uint32_t)value, t->max_chars_per_word);
+    } else if (mode == MODE_STRING) {
+        uint32_t begin = value == 0 ? 0u : rd16(t->string_ends + 2u * (uint32_t)(value - 1));
+        uint32_t end = rd16(t->string_ends + 2u * (uint32_t)value);
+        while (begin < end) {
+            int32_t mapped = next_code_point(t->string_bytes, end, &begin);
+            if (mapped >= 0) {
+                word_append(word, (uint32_t)mapped, t->max_chars_per_word);
+            }
+        }
+    } else if (cp - HANGUL_FIRST < HANGUL_COUNT) { /* NFD of a Hangul syllable: 2 or 3 jamo */
+        uint32_t index = cp - HANGUL_FIRST, trail = index % 28u;
+        word_append(word, 0x1100u + index / (21u * 28u), t->max_chars_per_word);
+        word_append(word, 0x1161u + (index % (21u * 28u)) / 28u, t->max_chars_per_word);
+        if (trail != 0u) {
+            word_append(word, 0x11A7u + trail, t->max_chars_per_word);
+        }
+    } else {
+        word_append(word, cp, t->max_chars_per_word);
+    }
+}
+
+/* ---- piece lookup ----------------------------------------------------------------------------- */
+
+/* <0, 0, >0 as piece (length `length`) compares with the query */
+static int32_t compare(const uint8_t *piece, uint32_t length, const uint8_t *query, uint32_t query_length)
+{
+    uint32_t k, n = length < query_length ? length : query_length;
+    for (k = 0; k < n; ++k) {
+        if (piece[k] != query[k]) {
+            return (int32_t)piece[k] - (int32_t)query[k];
+        }
+    }
+    return (int32_t)length - (int32_t)query_length;
+}
+
+/* The id of the piece equal to `query`, or -1. The bucket is scanned without rebuilding its pieces:
+ * `matched` is the common prefix of the query and the piece before, which decides each next one. */
+static int32_t find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
+{
+    uint32_t lo = 0, hi, i, pos, matched;
+    if (list->count == 0u) {
+        return -1;
+    }
+    hi = list->bucket_count - 1u;
+    while (lo < hi) { /* the last bucket whose first piece <= query */
+        uint32_t mid = (lo + hi + 1u) / 2u;
+        const uint8_t *head = list->data + rd32(list->bucket_offsets + 4u * mid);
+        if (compare(head + 1, head[0], query, length) <= 0) {
+            lo = mid;
+        } else {
+            hi = mid - 1u;
+        }
+    }
+    pos = rd32(list->bucket_offsets + 4u * lo);
+    matched = 0;
+    for (i = lo * BUCKET; i < list->count && (i == lo * BUCKET || i % BUCKET != 0u); ++i) {
+        uint32_t shared = 0, piece_length, k;
+        const uint8_t *suffix;
+        if (i == lo * BUCKET) {
+            piece_length = list->data[pos];
+            pos += 1u;
+        } else if (list->data[pos] == ESCAPE) {
+            shared = list->data[pos + 1u];
+            piece_length = list->data[pos + 2u];
+            pos += 3u;
+        } else {
+            shared = list->data[pos] >> 4;
+            piece_length = list->data[pos] & 15u;
+            pos += 1u;
+        }
+        suffix = list->data + pos;
+        pos += piece_length;
+        if (shared > matched) {
+            continue; /* agrees with the piece before beyond where that one left the query: still below */
+        }
+        if (shared < matched) {
+            return -1; /* differs from the query where the piece before agreed with it: past the query */
+        }
+        for (k = 0; k < piece_length && matched + k < length && suffix[k] == query[matched + k]; ++k) {
+        }
+        if (k == piece_length && matched + k == length) {
+            return (int32_t)rd16(list->ids + 2u * i);
+        }
+        if (k < piece_length && (matched + k == length || suffix[k] > query[matched + k])) {
+            return -1; /* the first piece above the query */
+        }
+        matched += k;
+    }
+    return -1;
+}
+
+/* ---- WordPiece and the id sink ------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t *ids;      /* NULL: count only */
+    uint32_t capacity; /* ids stored; later ones are counted, not stored */
+    uint32_t count;
+} id_sink;
+
+static void emit(id_sink *sink, int32_t id)
+{
+    if (sink->ids != NULL && sink->count < sink->capacity) {
+        sink->ids[sink->count] = id;
+    }
+    sink->count += 1u;
+}
+
+/* Greedy longest-match-first over the word's characters; the whole word is [UNK] when a position
+ * has no piece, or when it has more than max_chars_per_word characters. */
+static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *sink)
+{
+    uint32_t start = 0, mark = sink->count;
+    if (word->chars == 0u) {
+        return;
+    }
+    if (word->chars > t->max_chars_per_word) {
+        emit(sink, t->unk_id);
+        word->chars = 0;
+        return;
+    }
+    while (start < word->chars) {
+        uint32_t begin = start == 0u ? 0u : word->char_ends[start - 1u], end;
+        const mcubert_piece_list *list = start == 0u ? &t->word_pieces : &t->continuation_pieces;
+        int32_t found = -1;
+        for (end = word->chars; end > start; --end) {
+            uint32_t length = word->char_ends[end - 1u] - begin;
+            if (length <= t->max_piece_bytes) {
+                found = find_piece(list, word->bytes + begin, length);
+                if (found >= 0) {
+                    break;
+                }
+            }
+        }
+        if (found < 0) {
+            sink->count = mark;
+            emit(sink, t->unk_id);
+            break;
+        }
+        emit(sink, found);
+        start = end;
+    }
+    word->chars = 0;
+}
+
+/* The special token whose text starts at text[at] (the longest), as (length, id); length 0 if none. */
+static uint32_t special_at(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at, int32_t *id)
+{
+    uint32_t i, entry = 0, best = 0;
+    for (i = 0; i < t->special_count; ++i) {
+        const uint8_t *special = t->specials + entry;
+        uint32_t length = special[0];
+        if (length > best && length <= size - at && compare(special + 1, length, text + at, length) == 0) {
+            best = length;
+            *id = (int32_t)rd16(special + 1 + length);
+        }
+        entry += 3u + length;
+    }
+    return best;
+}
+
+/* All ids of one text into `sink`. With `stop_when_full`, stops at the first word boundary once the
+ * sink's capacity is reached (later ids would be truncated away). */
+static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, word_buffer *word,
+                          id_sink *sink, int stop_when_full)
+{
+    uint32_t at = 0;
+    while (at < size) {
+        uint32_t kind, special_length = 0;
+        int32_t special_id = 0, cp;
+        const uint8_t *range;
+        if (stop_when_full && word->chars == 0u && sink->count >= sink->capacity) {
+            return;
+        }
+        if (text[at] == '[') {
+            special_length = special_at(t, text, size, at, &special_id);
+        }
+        if (special_length > 0u) {
+            word_piece(t, word, sink);
+            emit(sink, special_id);
+            at += special_length;
+            continue;
+        }
+        cp = next_code_point(text, size, &at);
+        if (cp < 0) {
+            continue; /* dropped, as U+FFFD */
+        }
+        range = range_of(t, (uint32_t)cp);
+        kind = (rd32(range) >> 21) & 3u;
+        if (kind == KIND_REMOVE) {
+            continue;
+        }
+        if (kind == KIND_SPACE || kind == KIND_ISOLATE) {
+            word_piece(t, word, sink);
+        }
+        if (kind != KIND_SPACE) {
+            append_mapped(t, range, (uint32_t)cp, word);
+        }
+        if (kind == KIND_ISOLATE) {
+            word_piece(t, word, sink);
+        }
+    }
+    word_piece(t, word, sink);
+}
+
+/* Tokens kept of each text: `tokenizers`' LongestFirst truncation to `budget` (reference.py). */
+static void truncated_lengths(uint32_t first, uint32_t second, uint32_t budget, uint32_t *keep_first,
+                              uint32_t *keep_second)
+{
+    uint32_t shorter = first <= second ? first : second, longer;
+    if (first + second <= budget) {
+        *keep_first = first;
+        *keep_second = second;
+        return;
+    }
+    if (shorter > budget) {
+        longer = shorter;
+    } else {
+        longer = budget - shorter > shorter ? budget - shorter : shorter;
+    }
+    if (shorter + longer > budget) {
+        shorter = budget / 2u;
+        longer = shorter + budget % 2u;
+    }
+    *keep_first = first <= second ? shorter : longer;
+    *keep_second = first <= second ? longer : shorter;
+}
+
+mcubert_status mcubert_tokenize(const mcubert_tokenizer *tokenizer, const uint8_t *text, uint32_t text_bytes,
+                                const uint8_t *pair, uint32_t pair_bytes, uint32_t seq_len, int32_t *ids,
+                                int32_t *token_types, int8_t *mask, uint32_t *valid, void *buffer,
+                                uint32_t buffer_bytes, mcubert_message *message)
+{
+    const uint32_t specials = pair != NULL && pair_bytes > 0u ? 3u : 2u;
+    word_buffer word;
+    id_sink sink;
+    uint32_t keep_first, keep_second = 0, first_end, i;
+    if (tokenizer == NULL || tokenizer->blob == NULL || ids == NULL || valid == NULL || buffer == NULL ||
+        (text == NULL && text_bytes > 0u) || (pair == NULL && pair_bytes > 0u) || ((uintptr_t)buffer & 3u) != 0u) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, "arguments",
+                                 "NULL tokenizer (or one whose init failed), text, pair, ids, valid or buffer, "
+                                 "or a misaligned buffer");
+    }
+    if (buffer_bytes < mcubert_tokenizer_get_buffer_size(tokenizer)) {
+        mcubert_fail(message, MCUBERT_ERROR_ARGUMENT, OP, "buffer_bytes");
+        mcubert_append(message, "needs ");
+        mcubert_append_int(message, mcubert_tokenizer_get_buffer_size(tokenizer));
+        return MCUBERT_ERROR_ARGUMENT;
+    }
+    if (seq_len < specials) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP, "seq_len", "no room for [CLS] and [SEP]");
+    }
+    if (pair_bytes == 0u) {
+        pair = NULL; /* an empty pair is no pair, as in `transformers` */
+    }
+    word.bytes = (uint8_t *)buffer;
+    word.char_ends = (uint16_t *)(void *)((uint8_t *)buffer + 4u * (tokenizer->max_chars_per_word + 1u));
+    word.chars = 0;
+    if (pair == NULL) {
+        keep_first = seq_len - specials;
+    } else { /* LongestFirst needs both lengths: count them first */
+        uint32_t first, second;
+        sink.ids = NULL;
+        sink.capacity = 0;
+        sink.count = 0;
+        tokenize_text(tokenizer, text, text_bytes, &word, &sink, 0);
+        first = sink.count;
+        sink.count = 0;
+        tokenize_text(tokenizer, pair, pair_bytes, &word, &sink, 0);
+        second = sink.count;
+        truncated_lengths(first, second, seq_len - specials, &keep_first, &keep_second);
+    }
+    ids[0] = tokenizer->cls_id;
+    sink.ids = ids + 1;
+    sink.capacity = keep_first;
+    sink.count = 0;
+    tokenize_text(tokenizer, text, text_bytes, &word, &sink, 1);
+    first_end = 1u + (sink.count < keep_first ? sink.count : keep_first);
+    ids[first_end] = tokenizer->sep_id;
+    *valid = first_end + 1u;
+    if (pair != NULL) {
+        sink.ids = ids + *valid;
+        sink.capacity = keep_second;
+        sink.count = 0;
+        tokenize_text(tokenizer, pair, pair_bytes, &word, &sink, 1);
+        *valid += sink.count < keep_second ? sink.count : keep_second;
+        ids[*valid] = tokenizer->sep_id;
+        *valid += 1u;
+    }
+    for (i = 0; i < seq_len; ++i) {
+        if (i >= *valid) {
+            ids[i] = tokenizer->pad_id;
+        }
+        if (token_types != NULL) {
+            token_types[i] = (pair != NULL && i > first_end && i < *valid) ? 1 : 0;
+        }
+        if (mask != NULL) {
+            mask[i] = (int8_t)(i < *valid ? 1 : 0);
+        }
+    }
+    return MCUBERT_OK;
+}

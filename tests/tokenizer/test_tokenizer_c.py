@@ -1,0 +1,138 @@
+"""The C tokenizer (host build, through ctypes) against the Python reference, byte for byte: ids, token
+types, mask and valid length on the corpus, the adversarial set, sentence pairs and random bytes; and
+mcubert_tokenizer_init's and mcubert_tokenize's errors."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.tokenizer.conftest import ADVERSARIAL
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.tokenizer import reference, vocab_blob
+from tflm_mcubert.tokenizer.host import HostTokenizer, build_library
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no host C compiler")
+    return build_library(tmp_path_factory.mktemp("tokenizer"), extra_flags=("-Wall", "-Wextra", "-Werror"))
+
+
+@pytest.fixture(scope="module")
+def host(library, minilm_blob):
+    return HostTokenizer(minilm_blob, library)
+
+
+def same(a: reference.Encoded, b: reference.Encoded) -> bool:
+    return (
+        a.valid == b.valid
+        and np.array_equal(a.ids, b.ids)
+        and np.array_equal(a.token_types, b.token_types)
+        and np.array_equal(a.mask, b.mask)
+    )
+
+
+def test_corpus_matches_the_reference(host, minilm_spec, corpus_sentences):
+    differ = [t for t in corpus_sentences if not same(host.encode(t, 128), reference.encode(minilm_spec, t, 128))]
+    assert not differ, differ[:5]
+
+
+@pytest.mark.parametrize("seq_len", [2, 3, 16, 128, 512])
+def test_adversarial_text_and_pairs_match_the_reference(host, minilm_spec, seq_len):
+    for text in ADVERSARIAL:
+        assert same(host.encode(text, seq_len), reference.encode(minilm_spec, text, seq_len)), text
+        if seq_len >= 3:
+            for pair in ("a second sentence", "", ADVERSARIAL[0]):
+                assert same(host.encode(text, seq_len, pair), reference.encode(minilm_spec, text, seq_len, pair)), (
+                    text,
+                    pair,
+                )
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=200), pair=st.none() | st.binary(max_size=60), seq_len=st.integers(3, 40))
+def test_random_bytes_match_the_reference(host, minilm_spec, data, pair, seq_len):
+    assert same(host.encode(data, seq_len, pair), reference.encode(minilm_spec, data, seq_len, pair))
+
+
+def test_a_pruned_vocabulary_matches_the_reference(library, pruned_tokenizer, corpus_sentences):
+    spec = reference.spec_from_hf(pruned_tokenizer)
+    host = HostTokenizer(vocab_blob.pack(spec), library)
+    for text in corpus_sentences[:3000] + ADVERSARIAL:
+        assert same(host.encode(text, 64), reference.encode(spec, text, 64)), text
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda b: b[:-1], "size is not the size given"),
+        (lambda b: b[:40], "shorter than the 64-byte header"),
+        (lambda b: b"MCTX" + b[4:], "not a tokenizer blob"),
+        (lambda b: b[:4] + b"\x02" + b[5:], "version"),
+        (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "CRC-32 mismatch"),
+    ],
+)
+def test_a_damaged_blob_is_rejected_with_the_reason(library, minilm_blob, damage, problem):
+    with pytest.raises(UserError, match=problem):
+        HostTokenizer(damage(minilm_blob), library)
+
+
+def resealed(blob: bytearray) -> bytes:
+    """The blob with its CRC recomputed: damage the CRC does not catch, for the structural checks."""
+    import struct
+    import zlib
+
+    struct.pack_into("<I", blob, 12, zlib.crc32(bytes(blob[16:])))
+    return bytes(blob)
+
+
+def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
+    import struct
+
+    cases = {
+        "ranges": (32, 0xFFFFFF),  # the ranges' offset past the end
+        "limits or special ids": (20, 0xFFFF),  # [CLS]'s id
+        "word pieces": (48, 8),  # the word pieces' offset into the header
+    }
+    for problem, (offset, value) in cases.items():
+        blob = bytearray(minilm_blob)
+        size = 2 if offset in (20,) else 4
+        blob[offset : offset + size] = value.to_bytes(size, "little")
+        with pytest.raises(UserError, match="TOKENIZER"):
+            HostTokenizer(resealed(blob), library)
+    # swap two pieces' bytes: out of order
+    spec = vocab_blob.unpack(minilm_blob)
+    word_at = struct.unpack_from("<I", minilm_blob, 48)[0]
+    count, buckets, _ = struct.unpack_from("<III", minilm_blob, word_at)
+    data_at = word_at + 12 + 4 * buckets + ((2 * count + 3) & ~3)
+    blob = bytearray(minilm_blob)
+    length = blob[data_at]
+    blob[data_at + 1], blob[data_at + length] = blob[data_at + length], blob[data_at + 1]
+    if bytes(blob) != minilm_blob:
+        with pytest.raises(UserError, match="order|bucket|piece"):
+            HostTokenizer(resealed(blob), library)
+    assert spec.word_pieces
+
+
+def test_arguments_are_checked(host):
+    with pytest.raises(UserError, match="seq_len: no room"):
+        host.encode("text", 1)
+    with pytest.raises(UserError, match="seq_len: no room"):
+        host.encode("text", 2, pair="pair")
+
+
+def test_a_word_over_the_limit_is_one_unk_and_the_buffer_is_one_word(host, minilm_spec):
+    assert host.buffer_bytes == 4 * (minilm_spec.max_chars_per_word + 1) + 2 * (minilm_spec.max_chars_per_word + 2)
+    encoded = host.encode("a" * 5000 + " b", 8)
+    assert list(encoded.ids[: encoded.valid]) == [
+        minilm_spec.specials["cls"],
+        minilm_spec.specials["unk"],
+        minilm_spec.word_pieces["b"],
+        minilm_spec.specials["sep"],
+    ]

@@ -1,0 +1,226 @@
+"""The tokenizer blob the device reads from Flash: the character table, the special tokens and the
+WordPiece vocabulary, packed (custom_ops/include/mcubert/mcubert_tokenizer.h reads the same layout).
+
+Little-endian, sections 4-byte aligned, offsets from the blob's start:
+
+    header (64 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids, offsets
+    char ranges      u32 start | kind << 21 | mode << 23, i32 value   (unicode_table.CharRange)
+    strings          u16 end offsets, then the UTF-8 bytes            (unicode_table.UnicodeTable.strings)
+    special tokens   u8 length, the raw text ("[CLS]"), u16 id        (matched in the input before anything)
+    word pieces      a piece list of the pieces that start a word
+    '##' pieces      a piece list of the continuations, '##' dropped
+
+A piece list is sorted by UTF-8 bytes and front-coded in buckets of 16: u32 count, u32 bucket count,
+u32 data bytes, u32 bucket offsets, u16 ids (padded to 4 B), then the data: a bucket's first piece as
+u8 length + bytes, each next one as u8 (shared << 4 | suffix length) + suffix bytes, or 0xFF, u8 shared,
+u8 suffix length + suffix bytes when either is 15 or more. A lookup binary-searches the bucket heads and
+decodes one bucket.
+
+Only the pieces the tokenizer can produce are stored: a piece with a character no code point
+normalizes to (upper case in an uncased vocabulary), or several characters one of which is a word of
+its own (punctuation), never matches, so leaving it out changes no id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.tokenizer.unicode_table import (
+    KIND_ISOLATE,
+    KIND_LETTER,
+    CharRange,
+    UnicodeTable,
+    apply_rule,
+)
+
+MAGIC = b"MCTK"
+VERSION = 1
+HEADER_BYTES = 64
+BUCKET = 16
+ESCAPE = 0xFF
+_HEADER = struct.Struct("<4sHHII HH HHHH II II I II II")  # 64 bytes with the trailing reserved word
+SPECIAL_NAMES = ("cls", "sep", "pad", "unk")
+assert _HEADER.size == HEADER_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerSpec:
+    """Everything the device tokenizer needs, in the export's id space."""
+
+    table: UnicodeTable
+    word_pieces: dict[str, int]  # pieces that start a word
+    continuation_pieces: dict[str, int]  # '##' pieces, without the '##'
+    specials: dict[str, int]  # cls, sep, pad, unk -> id
+    special_tokens: dict[str, int]  # raw text matched in the input ("[CLS]", "[MASK]", ...) -> id
+    max_chars_per_word: int
+    vocab_size: int  # ids are < vocab_size
+
+    @property
+    def max_piece_bytes(self) -> int:
+        return max(len(p.encode()) for p in [*self.word_pieces, *self.continuation_pieces])
+
+
+def _align(blob: bytearray) -> None:
+    blob.extend(bytes(-len(blob) % 4))
+
+
+def pack_piece_list(pieces: dict[str, int]) -> bytes:
+    ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
+    if any(len(p) > 255 or not p for p, _ in ordered):
+        raise UserError("a vocabulary piece is empty or longer than 255 bytes")
+    data = bytearray()
+    offsets = []
+    previous = b""
+    for index, (piece, _) in enumerate(ordered):
+        if index % BUCKET == 0:
+            offsets.append(len(data))
+            data += bytes([len(piece)]) + piece
+        else:
+            shared = 0
+            while shared < min(len(piece), len(previous)) and piece[shared] == previous[shared]:
+                shared += 1
+            suffix = piece[shared:]
+            if shared < 15 and len(suffix) < 15:
+                data += bytes([shared << 4 | len(suffix)]) + suffix
+            else:
+                data += bytes([ESCAPE, shared, len(suffix)]) + suffix
+        previous = piece
+    out = bytearray(struct.pack("<III", len(ordered), len(offsets), len(data)))
+    out += struct.pack(f"<{len(offsets)}I", *offsets)
+    out += struct.pack(f"<{len(ordered)}H", *(piece_id for _, piece_id in ordered))
+    _align(out)
+    out += data
+    _align(out)
+    return bytes(out)
+
+
+def unpack_piece_list(blob: bytes, offset: int) -> dict[str, int]:
+    count, buckets, data_bytes = struct.unpack_from("<III", blob, offset)
+    ids_at = offset + 12 + 4 * buckets
+    ids = struct.unpack_from(f"<{count}H", blob, ids_at)
+    data_at = ids_at + 2 * count + (-(2 * count) % 4)
+    data = blob[data_at : data_at + data_bytes]
+    pieces, at, previous = {}, 0, b""
+    for index in range(count):
+        if index % BUCKET == 0:
+            length = data[at]
+            piece = data[at + 1 : at + 1 + length]
+            at += 1 + length
+        else:
+            head = data[at]
+            if head == ESCAPE:
+                shared, length, at = data[at + 1], data[at + 2], at + 3
+            else:
+                shared, length, at = head >> 4, head & 15, at + 1
+            piece = previous[:shared] + data[at : at + length]
+            at += length
+        pieces[piece.decode()] = ids[index]
+        previous = piece
+    return pieces
+
+
+def pack(spec: TokenizerSpec) -> bytes:
+    if spec.vocab_size > 0xFFFF:
+        raise UserError(f"the on-device tokenizer stores 16-bit ids; this vocabulary has {spec.vocab_size}")
+    body = bytearray(HEADER_BYTES)
+    ranges_at = len(body)
+    for r in spec.table.ranges:
+        body += struct.pack("<Ii", r.start | r.kind << 21 | r.mode << 23, r.value)
+    strings_at = len(body)
+    encoded = [s.encode() for s in spec.table.strings]
+    ends, end = [], 0
+    for s in encoded:
+        end += len(s)
+        ends.append(end)
+    body += struct.pack(f"<{len(ends)}H", *ends) + b"".join(encoded)
+    _align(body)
+    specials_at = len(body)
+    for text, special_id in spec.special_tokens.items():
+        raw = text.encode()
+        body += bytes([len(raw)]) + raw + struct.pack("<H", special_id)
+    _align(body)
+    word_at = len(body)
+    body += pack_piece_list(spec.word_pieces)
+    continuation_at = len(body)
+    body += pack_piece_list(spec.continuation_pieces)
+    header = _HEADER.pack(
+        MAGIC,
+        VERSION,
+        HEADER_BYTES,
+        len(body),
+        0,
+        spec.max_chars_per_word,
+        len(spec.special_tokens),
+        *(spec.specials[name] for name in SPECIAL_NAMES),
+        len(spec.table.ranges),
+        ranges_at,
+        len(spec.table.strings),
+        strings_at,
+        specials_at,
+        word_at,
+        continuation_at,
+        spec.vocab_size,
+        spec.max_piece_bytes,
+    )
+    body[: len(header)] = header
+    struct.pack_into("<I", body, 12, zlib.crc32(bytes(body[16:])))
+    return bytes(body)
+
+
+def unpack(blob: bytes) -> TokenizerSpec:
+    """The spec a blob holds; UserError naming the problem for one that is not a valid blob."""
+    if len(blob) < HEADER_BYTES or blob[:4] != MAGIC:
+        raise UserError("not a tokenizer blob (no 'MCTK' header)")
+    fields = _HEADER.unpack_from(blob, 0)
+    _, version, header_bytes, total, crc, max_chars, n_special, cls, sep, pad, unk = fields[:11]
+    n_ranges, ranges_at, n_strings, strings_at, specials_at, word_at, continuation_at, vocab_size, _ = fields[11:]
+    if version != VERSION or header_bytes != HEADER_BYTES:
+        raise UserError(f"tokenizer blob version {version} (header {header_bytes} B); this package reads {VERSION}")
+    if total != len(blob) or zlib.crc32(blob[16:]) != crc:
+        raise UserError("the tokenizer blob is truncated or corrupted (size or CRC-32 mismatch)")
+    ranges = []
+    for i in range(n_ranges):
+        word, value = struct.unpack_from("<Ii", blob, ranges_at + 8 * i)
+        ranges.append(CharRange(word & 0x1FFFFF, (word >> 21) & 3, (word >> 23) & 3, value))
+    ends = struct.unpack_from(f"<{n_strings}H", blob, strings_at)
+    pool_at = strings_at + 2 * n_strings
+    strings, begin = [], 0
+    for end in ends:
+        strings.append(blob[pool_at + begin : pool_at + end].decode())
+        begin = end
+    special_tokens, at = {}, specials_at
+    for _ in range(n_special):
+        length = blob[at]
+        special_tokens[blob[at + 1 : at + 1 + length].decode()] = struct.unpack_from("<H", blob, at + 1 + length)[0]
+        at += 3 + length
+    return TokenizerSpec(
+        table=UnicodeTable(tuple(ranges), tuple(strings)),
+        word_pieces=unpack_piece_list(blob, word_at),
+        continuation_pieces=unpack_piece_list(blob, continuation_at),
+        specials=dict(zip(SPECIAL_NAMES, (cls, sep, pad, unk))),
+        special_tokens=special_tokens,
+        max_chars_per_word=max_chars,
+        vocab_size=vocab_size,
+    )
+
+
+def producible_characters(table: UnicodeTable, alphabet: set[str]) -> tuple[set[str], set[str]]:
+    """(characters a word can hold, characters that are words of their own), within `alphabet`."""
+    letters, isolated = set(), set()
+    for index, r in enumerate(table.ranges):
+        if r.kind not in (KIND_LETTER, KIND_ISOLATE):
+            continue
+        end = table.ranges[index + 1].start if index + 1 < len(table.ranges) else 0x110000
+        target = letters if r.kind == KIND_LETTER else isolated
+        if r.mode == 0:  # delta: only the alphabet's characters can matter
+            for ch in alphabet:
+                if r.start <= ord(ch) - r.value < end:
+                    target.add(ch)
+        else:
+            for cp in (r.start,) if r.mode != 3 else range(r.start, end):
+                mapped = apply_rule(r.kind, r.mode, r.value, cp, table.strings)
+                target.update(ch for ch in mapped if ch in alphabet)
+    return letters, isolated
