@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "tflm_mcubert.schedule.command",
     "tflm_mcubert.export.command",
     "tflm_mcubert.export.boards_command",
+    "tflm_mcubert.tokenizer.command",
     "tflm_mcubert.evaluate.command",
     "tflm_mcubert.runtime.command",
 )

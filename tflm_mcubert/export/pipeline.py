@@ -18,6 +18,7 @@ from pathlib import Path
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.export.vocab_files import write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.tflite.graph import parse
@@ -252,7 +253,10 @@ def _stored_embedding_params(model, compression: dict | None) -> int:
     return lookup.stored_params() if lookup is not None else model.config.vocab_size * model.config.hidden_size
 
 
-FLASH_NOTE = "size of model.tflite: weights, graph and metadata, all of which the firmware keeps in Flash"
+FLASH_NOTE = (
+    "model.tflite (weights, graph and metadata) plus the tokenizer blob (model_vocab.cc) when there is one: "
+    "what the firmware keeps in Flash besides its code"
+)
 
 
 def _report_head(request: ExportRequest) -> dict:
@@ -298,7 +302,9 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source), graph=graph
     )
 
-    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=len(tflite), **_reserves(request))
+    vocab = write_vocab_files(out_dir, tokenizer)
+    flash_bytes = len(tflite) + vocab.blob_bytes
+    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **_reserves(request))
     report = {
         **_report_head(request),
         "arena_bytes": arena_bytes,
@@ -307,14 +313,17 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
             "(it fails at one byte less), measured on this 64-bit host: TFLM's own bookkeeping uses "
             "8-byte pointers here, so a 32-bit MCU needs slightly less"
         ),
-        "flash_bytes": len(tflite),
+        "flash_bytes": flash_bytes,
         "flash_note": FLASH_NOTE,
+        "tflite_bytes": len(tflite),
+        "vocab_bytes": vocab.blob_bytes,
+        "tokenizer": vocab.report,
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count()},
         "fits": fit.to_json(),
         "ops": graph.op_rows(),
         "model": {**source, "config": config.to_hf_dict()},
         "calibration": calibration_source,
-        "files": ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"],
+        "files": ["model.tflite", "model_data.cc", "model_data.h", *firmware, *vocab.files, "report.json"],
         "seconds": None,
     }
     fitting_seq_len = None
@@ -373,8 +382,11 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
 
         write_permuted_tokenizer(tokenizer, result.permutation, out_dir / "tokenizer")
         files.append("tokenizer/")
+    vocab = write_vocab_files(out_dir, tokenizer, result.permutation)
+    files += vocab.files
+    flash_bytes = len(tflite) + vocab.blob_bytes
     config = model.config
-    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves)
+    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=flash_bytes, **reserves)
     constants = {row.name: row.constant_bytes for row in constant_bytes_by_op(result.quantized)}
     report = {
         **_report_head(request),
@@ -388,8 +400,11 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         "planned_bytes": plan.planned_bytes,
         "arena": arena.to_json(),
         "tiles": plan.tiles,
-        "flash_bytes": len(tflite),
+        "flash_bytes": flash_bytes,
         "flash_note": FLASH_NOTE,
+        "tflite_bytes": len(tflite),
+        "vocab_bytes": vocab.blob_bytes,
+        "tokenizer": vocab.report,
         "params": {
             "embedding": config.embedding_param_count(),
             "total": config.param_count(),
@@ -399,7 +414,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
         # Every known board at once: whether this export fits it, and the longest sequence that would.
-        "boards": fit_on_every_board(config, request.seq_len, len(tflite), config.num_labels, reserves),
+        "boards": fit_on_every_board(config, request.seq_len, flash_bytes, config.num_labels, reserves),
         "ops": [
             {
                 "name": op.name,

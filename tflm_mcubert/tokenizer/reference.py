@@ -33,7 +33,9 @@ class Encoded:
 def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str] | None = None) -> TokenizerSpec:
     """The spec of a Hugging Face BERT tokenizer, ids mapped through `permutation` (old id -> new id).
     `keep`: the pieces a pruned vocabulary keeps (the others are [UNK]); None keeps all."""
-    backend = tokenizer.backend_tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise UserError("the on-device tokenizer is built from a fast (Rust `tokenizers`) tokenizer; this one is not")
     config = check_bert_tokenizer(backend)
     vocab = tokenizer.get_vocab()
     remap = (lambda i: int(permutation[i])) if permutation is not None else int

@@ -1,0 +1,65 @@
+"""The export's tokenizer for the device: model_vocab.cc/.h holding the tokenizer blob (tokenizer/vocab_blob.py)
+in the export's id space (model_vocab.bin: the same bytes, for `python -m tflm_mcubert tokenize`), and the
+report's figures for it.
+
+    vocab = write_vocab_files(out_dir, tokenizer, permutation)   # None when there is no tokenizer
+    vocab.blob_bytes, vocab.report                               # counted in flash_bytes; report.json
+
+A checkpoint whose tokenizer the device cannot reproduce (not BERT's WordPiece) gets no blob and a
+report entry saying why; the export itself goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.c_array import write_c_array
+
+VOCAB_NAME = "model_vocab"
+VOCAB_FILES = (f"{VOCAB_NAME}.cc", f"{VOCAB_NAME}.h", f"{VOCAB_NAME}.bin")  # .bin: the raw blob, for tools
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabFiles:
+    files: tuple[str, ...]  # written into the export directory ((): none)
+    blob_bytes: int
+    report: dict
+
+
+def tokenizer_report(spec, tokenizer, blob_bytes: int) -> dict:
+    vocabulary = len(tokenizer.get_vocab())
+    stored = len(spec.word_pieces) + len(spec.continuation_pieces)
+    return {
+        "vocab_bytes": blob_bytes,
+        "vocabulary_tokens": vocabulary,
+        "stored_pieces": stored,
+        "special_tokens": len(spec.special_tokens),
+        "unreachable_pieces_left_out": vocabulary - stored - len(spec.special_tokens),
+        "char_ranges": len(spec.table.ranges),
+        "max_chars_per_word": spec.max_chars_per_word,
+        "files": list(VOCAB_FILES),
+        "note": (
+            "the on-device tokenizer's blob (mcubert/mcubert_tokenizer.h): ids in this export's id space, "
+            "identical to the checkpoint's Hugging Face tokenizer; pieces no text can produce are left out"
+        ),
+    }
+
+
+def write_vocab_files(out_dir: Path, tokenizer, permutation=None) -> VocabFiles:
+    """model_vocab.cc/.h for `tokenizer` (ids through `permutation`), or the reason there are none."""
+    if tokenizer is None:
+        return VocabFiles(
+            (), 0, {"vocab_bytes": 0, "note": "no tokenizer: the checkpoint has none (or none was given)"}
+        )
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    try:
+        spec = reference.spec_from_hf(tokenizer, permutation)
+    except UserError as exc:
+        return VocabFiles((), 0, {"vocab_bytes": 0, "note": f"no on-device tokenizer: {exc}"})
+    blob = vocab_blob.pack(spec)
+    (Path(out_dir) / f"{VOCAB_NAME}.bin").write_bytes(blob)
+    write_c_array(blob, out_dir, name=VOCAB_NAME, what="the checkpoint's tokenizer (tokenizer/vocab_blob.py)")
+    return VocabFiles(VOCAB_FILES, len(blob), tokenizer_report(spec, tokenizer, len(blob)))
