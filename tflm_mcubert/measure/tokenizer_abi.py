@@ -1,0 +1,85 @@
+"""The C tokenizer on an emulated Cortex-M core (measure/arm_emulator.py): the same calls the firmware
+makes, for bit-exactness against the reference and for instruction counts and stack use.
+
+    emulated = EmulatedTokenizer(ArmEmulator(elf, "cortex-m7"), blob)
+    run = emulated.encode(b"some text", 128, count_instructions=True)   # .encoded, .instructions, .stack_bytes
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import numpy as np
+
+from tflm_mcubert.measure.arm_emulator import ArmEmulator, EmulatorError
+from tflm_mcubert.tokenizer.reference import Encoded
+
+STATE_BYTES = 128  # sizeof(mcubert_tokenizer) on a 32-bit core is under 128
+MESSAGE_BYTES = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class EmulatedRun:
+    encoded: Encoded
+    instructions: int | None
+    stack_bytes: int
+
+
+class EmulatedTokenizer:
+    """One blob initialised by mcubert_tokenizer_init inside the emulator."""
+
+    def __init__(self, emu: ArmEmulator, blob: bytes):
+        self.emu = emu
+        self._blob = emu.put(bytes(blob), align=4)
+        self._state = emu.alloc(STATE_BYTES, align=8)
+        self._message = emu.alloc(MESSAGE_BYTES, align=4)
+        result = emu.call("mcubert_tokenizer_init", self._state, self._blob, len(blob), self._message)
+        if result.value != 0:
+            raise EmulatorError(f"mcubert_tokenizer_init: {self._text(self._message)}")
+        self.init_stack_bytes = result.stack_bytes
+        self.buffer_bytes = emu.call("mcubert_tokenizer_get_buffer_size", self._state).value
+        self._buffer = emu.alloc(self.buffer_bytes, align=4)
+
+    def _text(self, address: int) -> str:
+        return self.emu.read(address, MESSAGE_BYTES).split(b"\0")[0].decode(errors="replace")
+
+    def encode(
+        self, text: bytes | str, seq_len: int, pair: bytes | str | None = None, *, count_instructions: bool = False
+    ) -> EmulatedRun:
+        raw = text.encode() if isinstance(text, str) else bytes(text)
+        raw_pair = pair.encode() if isinstance(pair, str) else (bytes(pair) if pair is not None else None)
+        mark = self.emu.heap_mark()
+        try:
+            text_at = self.emu.put(raw or b"\0", align=4)
+            pair_at = self.emu.put(raw_pair or b"\0", align=4) if raw_pair is not None else 0
+            ids, types, mask = (self.emu.alloc(n, align=4) for n in (4 * seq_len, 4 * seq_len, seq_len))
+            valid = self.emu.alloc(4, align=4)
+            result = self.emu.call(
+                "mcubert_tokenize",
+                self._state,
+                text_at,
+                len(raw),
+                pair_at,
+                len(raw_pair) if raw_pair is not None else 0,
+                seq_len,
+                ids,
+                types,
+                mask,
+                valid,
+                self._buffer,
+                self.buffer_bytes,
+                self._message,
+                count_instructions=count_instructions,
+            )
+            if result.value != 0:
+                raise EmulatorError(f"mcubert_tokenize: {self._text(self._message)}")
+            encoded = Encoded(
+                ids=np.frombuffer(self.emu.read(ids, 4 * seq_len), np.int32).copy(),
+                token_types=np.frombuffer(self.emu.read(types, 4 * seq_len), np.int32).copy(),
+                mask=np.frombuffer(self.emu.read(mask, seq_len), np.int8).copy(),
+                valid=struct.unpack("<I", self.emu.read(valid, 4))[0],
+            )
+            return EmulatedRun(encoded, result.instructions, result.stack_bytes)
+        finally:
+            self.emu.release(mark)
