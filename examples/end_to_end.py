@@ -241,6 +241,10 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 str(args.seed),
                 "--out",
                 str(out / "firmware"),
+                # The firmware here is fed token ids: with MiniLM's full 30,522-piece vocabulary the on-device
+                # tokenizer's blob (~172 KB) would not fit the F746ZG's Flash next to the model (README:
+                # "Text in"); a vocabulary pruned before compression would.
+                "--no-vocab",
             ),
             "report.json",
             resumable=False,

@@ -26,17 +26,17 @@ def evaluation_sentences() -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def read_sentences(path: str | Path) -> list[str]:
-    """One text per line (a .txt), or the first text-like column of a .csv/.tsv."""
+def read_sentences(path: str | Path, flag: str = "--calibration") -> list[str]:
+    """One text per line (a .txt), or the first text-like column of a .csv/.tsv. `flag` names the option
+    the path came from, in errors."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(
-            f"--calibration: no such file {str(path)!r} (give a text file, one sentence a line, or 'random')"
-        )
+        alternative = ", or 'random'" if flag == "--calibration" else ""
+        raise UserError(f"{flag}: no such file {str(path)!r} (give a text file, one sentence a line{alternative})")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
-        raise UserError(f"--calibration: {path} is not UTF-8 text") from None
+        raise UserError(f"{flag}: {path} is not UTF-8 text") from None
     if path.suffix.lower() in (".csv", ".tsv"):
         import csv
 
@@ -48,13 +48,12 @@ def read_sentences(path: str | Path) -> list[str]:
         )
         if column is None:
             raise UserError(
-                f"--calibration: {path} has no text column (expected one of "
-                f"text/sentence/sentence1/review; found {header})"
+                f"{flag}: {path} has no text column (expected one of text/sentence/sentence1/review; found {header})"
             )
         lines = [row[column] for row in body if len(row) > column]
     sentences = [line.strip() for line in lines if line.strip()]
     if not sentences:
-        raise UserError(f"--calibration: {path} holds no text")
+        raise UserError(f"{flag}: {path} holds no text")
     return sentences
 
 

@@ -79,6 +79,20 @@ def add_parser(subparsers) -> list[str]:
         "checkpoint has a tokenizer, else random ids)",
     )
     export.add_argument("--calibration-samples", type=int, default=32)
+    export.add_argument(
+        "--prune-vocab",
+        metavar="CORPUS",
+        help="keep only the special tokens, the single characters and the word pieces CORPUS uses (a task's "
+        "training split, e.g. rotten_tomatoes, or a text file): a smaller word table and tokenizer blob",
+    )
+    export.add_argument(
+        "--prune-top-n", type=int, default=None, help="with --prune-vocab: keep only its N most frequent pieces"
+    )
+    export.add_argument(
+        "--no-vocab",
+        action="store_true",
+        help="do not write the on-device tokenizer (model_vocab.*): the firmware gets token ids from elsewhere",
+    )
     export.add_argument("--seed", type=seed_argument, default=0)
     export.add_argument("--out", required=True, help="output directory")
     export.add_argument(
@@ -114,6 +128,9 @@ def run(args) -> int:
         sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
         flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None,
         bundles=tuple(args.bundle),
+        prune_vocab=args.prune_vocab,
+        prune_top_n=args.prune_top_n,
+        vocab=not args.no_vocab,
     )
     report = run_export(request)
     fits = report["fits"]

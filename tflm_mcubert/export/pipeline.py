@@ -47,6 +47,9 @@ class ExportRequest:
     sram_reserve: int | None = None
     flash_reserve: int | None = None
     bundles: tuple[str, ...] = ()
+    prune_vocab: str | None = None  # a corpus (task name or text file): keep only the pieces it uses
+    prune_top_n: int | None = None  # with prune_vocab: only its N most frequent pieces
+    vocab: bool = True  # write the on-device tokenizer's blob (model_vocab.*) when the checkpoint has a tokenizer
 
 
 def log(message: str) -> None:
@@ -86,6 +89,10 @@ def check_request(request: ExportRequest) -> None:
         raise UserError(f"--precision {request.precision!r} is not supported (choose from: {', '.join(PRECISIONS)})")
     if request.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
+    if request.prune_top_n is not None and (request.prune_top_n < 1 or not request.prune_vocab):
+        raise UserError("--prune-top-n needs --prune-vocab CORPUS and a count of 1 or more")
+    if request.prune_vocab and not request.checkpoint:
+        raise UserError("--prune-vocab needs a --checkpoint with a tokenizer (the preset model has none)")
     if request.qat_steps and request.schedule != "mcubert":
         raise UserError("--qat-steps applies to --schedule mcubert")
     if request.schedule == "mcubert" and request.precision != "int8":
@@ -158,6 +165,8 @@ def run_export(request: ExportRequest) -> dict:
     model, tokenizer, source = load_model(
         request.checkpoint, preset_name=request.preset, num_labels=request.num_labels, seed=request.seed
     )
+    if request.prune_vocab:
+        model, tokenizer, source = _prune_vocabulary(request, model, tokenizer, source, out_dir)
     config = model.config
     check_seq_len(request.seq_len, config)
 
@@ -171,6 +180,26 @@ def run_export(request: ExportRequest) -> dict:
     if request.schedule == "stock":
         return _run_stock(request, model, tokenizer, source, calibration, out_dir, started)
     return _run_mcubert(request, model, tokenizer, source, calibration, out_dir, started)
+
+
+def _prune_vocabulary(request: ExportRequest, model, tokenizer, source: dict, out_dir: Path):
+    """The model and tokenizer with the vocabulary pruned to the corpus; the pruning's figures join the
+    report's model block, and the pruned tokenizer is saved as out/tokenizer (the export's permuted one
+    replaces it when the embedding is compressed)."""
+    from tflm_mcubert.compress.vocab_pruning import corpus_sentences, prune_vocabulary
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    sentences = corpus_sentences(request.prune_vocab)
+    log(f"pruning the vocabulary to the pieces of {request.prune_vocab} ({len(sentences):,} texts) ...")
+    pruned = prune_vocabulary(model, tokenizer, sentences, out_dir / "tokenizer", request.prune_top_n)
+    pruned.tokenizer.save_pretrained(str(out_dir / "tokenizer"))
+    try:
+        blob_before = len(vocab_blob.pack(reference.spec_from_hf(tokenizer)))
+    except UserError:
+        blob_before = None
+    report = {**pruned.report, "corpus": request.prune_vocab, "vocab_bytes_before": blob_before}
+    log(f"kept {report['tokens_kept']:,} of {report['tokens_before']:,} tokens")
+    return pruned.model, pruned.tokenizer, {**source, "vocab_pruning": report}
 
 
 def _write_model(tflite: bytes, out_dir: Path) -> None:
@@ -302,7 +331,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source), graph=graph
     )
 
-    vocab = write_vocab_files(out_dir, tokenizer)
+    vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None)
     flash_bytes = len(tflite) + vocab.blob_bytes
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **_reserves(request))
     report = {
@@ -323,7 +352,15 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         "ops": graph.op_rows(),
         "model": {**source, "config": config.to_hf_dict()},
         "calibration": calibration_source,
-        "files": ["model.tflite", "model_data.cc", "model_data.h", *firmware, *vocab.files, "report.json"],
+        "files": [
+            "model.tflite",
+            "model_data.cc",
+            "model_data.h",
+            *firmware,
+            *vocab.files,
+            *(["tokenizer/"] if (out_dir / "tokenizer").is_dir() else []),
+            "report.json",
+        ],
         "seconds": None,
     }
     fitting_seq_len = None
@@ -381,8 +418,9 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
 
         write_permuted_tokenizer(tokenizer, result.permutation, out_dir / "tokenizer")
+    if (out_dir / "tokenizer").is_dir():
         files.append("tokenizer/")
-    vocab = write_vocab_files(out_dir, tokenizer, result.permutation)
+    vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, result.permutation)
     files += vocab.files
     flash_bytes = len(tflite) + vocab.blob_bytes
     config = model.config
@@ -442,7 +480,9 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         f"tiles {plan.tiles}"
     )
     if not fit.ok:
-        raise DoesNotFitError(_mcubert_misfit(fit, request, result) + f" (files written to {out_dir} for inspection)")
+        raise DoesNotFitError(
+            _mcubert_misfit(fit, request, result, vocab.blob_bytes) + f" (files written to {out_dir} for inspection)"
+        )
     return report
 
 
@@ -461,15 +501,24 @@ def _model_sample(sample: dict, seq_len: int, permutation) -> dict:
     return {"input_ids": x.input_ids, "attention_mask": x.valid.astype("int8"), "token_type_ids": x.token_type_ids}
 
 
-def _mcubert_misfit(fit: FitReport, request: ExportRequest, result) -> str:
+def vocab_hint(vocab_bytes: int) -> str:
+    return (
+        f"without the on-device tokenizer's {human_bytes(vocab_bytes)} blob it fits: prune the vocabulary "
+        "(--prune-vocab CORPUS) or, when the firmware gets token ids from elsewhere, export with --no-vocab"
+    )
+
+
+def _mcubert_misfit(fit: FitReport, request: ExportRequest, result, vocab_bytes: int = 0) -> str:
     parts = []
     if not fit.flash_ok:
         from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
         rows = constant_bytes_by_op(result.quantized)
         embedding = sum(r.constant_bytes for r in rows if r.name == "embedding")
-        rest = fit.flash_bytes - embedding
-        if rest > fit.flash_budget:
+        rest = fit.flash_bytes - embedding - vocab_bytes
+        if 0 < vocab_bytes and fit.flash_bytes - vocab_bytes <= fit.flash_budget:
+            hint = vocab_hint(vocab_bytes)
+        elif rest > fit.flash_budget:
             hint = (
                 f"the encoder and head alone take {human_bytes(rest)} (the embedding "
                 f"{human_bytes(embedding)}): a smaller model or a board with more Flash is needed"

@@ -296,19 +296,43 @@ class BertModel(keras.Model):
         if dataclasses.replace(config, pad_token_id=self.config.pad_token_id) != self.config:
             raise ValueError("with_word_lookup: the new config may only change pad_token_id")
         twin = BertModel(config, gelu_mode=self.gelu_mode, mask_value=self.mask_value, word_lookup=word_lookup)
-        ours, theirs = self.embeddings, twin.embeddings
-        theirs.position_embeddings.assign(ours.position_embeddings)
-        theirs.token_type_embeddings.assign(ours.token_type_embeddings)
-        pairs = [
-            (ours.layer_norm, theirs.layer_norm),
-            (self.pooler, twin.pooler),
-            *zip(self.encoder_layers, twin.encoder_layers),
-        ]
-        if self.classifier is not None:
-            pairs.append((self.classifier, twin.classifier))
-        for source, target in pairs:
-            target.set_weights(source.get_weights())
+        copy_all_but_word_embeddings(self, twin)
         return twin
+
+
+def with_vocabulary(model: BertModel, kept_ids) -> BertModel:
+    """A twin whose vocabulary is the tokens `kept_ids` (old ids, in their new order): the word table's rows
+    are those tokens' rows, every other weight is copied. Vocabulary pruning; the embedding must be dense."""
+    import numpy as np
+
+    if model.embeddings.word_lookup is not None:
+        raise ValueError("with_vocabulary: the word embedding is compressed; prune the vocabulary before compressing")
+    kept = np.asarray(kept_ids, np.int64)
+    old_pad = model.config.pad_token_id
+    if old_pad not in set(kept.tolist()):
+        raise ValueError(f"with_vocabulary: the pad token (id {old_pad}) must be kept")
+    config = dataclasses.replace(
+        model.config, vocab_size=int(kept.size), pad_token_id=int(np.flatnonzero(kept == old_pad)[0])
+    )
+    twin = BertModel(config.validate(), gelu_mode=model.gelu_mode, mask_value=model.mask_value)
+    twin.embeddings.word_embeddings.assign(model.embeddings.word_embeddings.numpy()[kept])
+    copy_all_but_word_embeddings(model, twin)
+    return twin
+
+
+def copy_all_but_word_embeddings(source: BertModel, target: BertModel) -> None:
+    """Position and token-type tables, LayerNorms, encoder, pooler and classifier from source to target."""
+    target.embeddings.position_embeddings.assign(source.embeddings.position_embeddings)
+    target.embeddings.token_type_embeddings.assign(source.embeddings.token_type_embeddings)
+    pairs = [
+        (source.embeddings.layer_norm, target.embeddings.layer_norm),
+        (source.pooler, target.pooler),
+        *zip(source.encoder_layers, target.encoder_layers),
+    ]
+    if source.classifier is not None:
+        pairs.append((source.classifier, target.classifier))
+    for layer_from, layer_to in pairs:
+        layer_to.set_weights(layer_from.get_weights())
 
 
 def build_model(config: BertConfig, *, seed: int | None = None, **options) -> BertModel:

@@ -1,0 +1,84 @@
+"""Vocabulary pruning: keep the special tokens, every single-character piece and the pieces a corpus uses
+(or its N most frequent); the rest leave the vocabulary, the word table and the tokenizer blob.
+
+    pruned = prune_vocabulary(model, tokenizer, sentences, out_dir)   # .model, .tokenizer, .report
+
+The pruned tokenizer is the checkpoint's with the smaller vocab.txt (ids renumbered in the old order), so
+a word whose piece was dropped re-tokenizes into shorter kept pieces, down to single characters (all
+kept), and only characters outside the kept ones become [UNK]: what Hugging Face's tokenizer does with
+the same vocabulary, which the on-device tokenizer matches. Prune before compressing: the clustered
+embedding is then built over the kept tokens only (a pruned token needs no row in any cluster).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from pathlib import Path
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.bert import with_vocabulary
+from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
+
+CONTINUATION = "##"
+
+
+@dataclasses.dataclass
+class PrunedVocabulary:
+    model: object
+    tokenizer: object
+    kept_ids: list[int]  # old ids in their new order (new id k is old id kept_ids[k])
+    report: dict
+
+
+def pieces_to_keep(tokenizer, sentences: list[str], top_n: int | None = None) -> list[int]:
+    """Old ids to keep, ascending: special tokens, single-character pieces, and the corpus's pieces."""
+    vocab = tokenizer.get_vocab()
+    counts: collections.Counter[int] = collections.Counter()
+    for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"]:
+        counts.update(ids)
+    used = [i for i, _ in counts.most_common(top_n)] if top_n is not None else list(counts)
+    always = {vocab[t] for t in tokenizer.all_special_tokens if t in vocab}
+    always |= {i for piece, i in vocab.items() if len(piece.removeprefix(CONTINUATION) or piece) == 1}
+    return sorted(always | set(used))
+
+
+def prune_vocabulary(
+    model, tokenizer, sentences: list[str], out_dir: Path, top_n: int | None = None
+) -> PrunedVocabulary:
+    if tokenizer is None:
+        raise UserError("--prune-vocab needs the checkpoint's tokenizer (vocab.txt or tokenizer.json)")
+    if not sentences:
+        raise UserError("--prune-vocab: the corpus holds no text")
+    if model.embeddings.word_lookup is not None:
+        raise UserError("--prune-vocab: this checkpoint's embedding is already compressed; prune before compressing")
+    kept = pieces_to_keep(tokenizer, sentences, top_n)
+    by_id = {i: piece for piece, i in tokenizer.get_vocab().items()}
+    pruned_tokenizer = bert_tokenizer_with_vocab([by_id[i] for i in kept], tokenizer, out_dir)
+    pruned_model = with_vocabulary(model, kept)
+    original = len(by_id)
+    hidden = model.config.hidden_size
+    report = {
+        "corpus_sentences": len(sentences),
+        "top_n": top_n,
+        "tokens_kept": len(kept),
+        "tokens_before": original,
+        "embedding_params_saved": (original - len(kept)) * hidden,
+        "note": (
+            "kept: special tokens, every single-character piece, and the corpus's pieces; a word whose piece "
+            "was dropped re-tokenizes into shorter kept pieces"
+        ),
+    }
+    return PrunedVocabulary(pruned_model, pruned_tokenizer, kept, report)
+
+
+def corpus_sentences(spec: str) -> list[str]:
+    """The texts of a corpus: a task's training split (rotten_tomatoes, sst2, ...) or a text/CSV file."""
+    from tflm_mcubert.data.calibration import read_sentences
+    from tflm_mcubert.data.tasks import GLUE_TASKS, ROTTEN_TOMATOES, load_task
+
+    if spec.lower() in (*GLUE_TASKS, ROTTEN_TOMATOES):
+        train = load_task(spec)["train"]
+        columns = [c for c in ("text", "text_pair") if c in train.column_names]
+        return [t for c in columns for t in train[c] if t]
+    return read_sentences(spec, flag="--prune-vocab")
