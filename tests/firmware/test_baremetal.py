@@ -35,6 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import qemu
@@ -329,7 +330,8 @@ def tflm_third_party_includes() -> str:
     return f"{sources.flatbuffers_include};{sources.gemmlowp_dir}"
 
 
-def test_app_main_compiles_against_tflm(export_dir):
+@pytest.mark.parametrize("text", [0, 1], ids=["test-sequence", "text-in"])
+def test_app_main_compiles_against_tflm(export_dir, text, tmp_path):
     tflm = os.environ.get("TFLM_DIR")
     if not tflm:
         pytest.skip(
@@ -337,8 +339,13 @@ def test_app_main_compiles_against_tflm(export_dir):
             "GEMMLOWP_DIR; default: the Makefile's downloads/) to syntax-check mcubert_app"
         )
     need("arm-none-eabi-g++")
+    if text:  # the export's tokenizer blob, as export writes it for a checkpoint with a tokenizer
+        from tflm_mcubert.export.c_array import write_c_array
+
+        write_c_array(b"\0" * 64, tmp_path, name="model_vocab")
     includes = [
         export_dir,
+        tmp_path,
         REPO / "custom_ops" / "tflm",
         REPO / "custom_ops" / "include",
         BAREMETAL / "src",
@@ -361,6 +368,7 @@ def test_app_main_compiles_against_tflm(export_dir):
             "-Wno-unused-parameter",
             "-fsyntax-only",
             "-DTF_LITE_STATIC_MEMORY",
+            f"-DMCUBERT_APP_TEXT={text}",
             *[f"-I{path}" for path in includes],
             str(BAREMETAL / "src" / "mcubert_app_main.cc"),
         ],
@@ -437,6 +445,43 @@ def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
         f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
         f"least that works {least} B; stack high-water {stack} of {reserved} B"
     )
+
+
+TEXTS = ["The cat sat on the mat.", "This film is very good!", "not bad, and happy", "Ünïcödé — 東京 [MASK]"]
+
+
+def test_text_in_matches_the_reference_under_qemu(tmp_path):
+    """Sentences go in as text (`text=` on the command line), are tokenized on the device, and the printed
+    logits equal the reference run on the ids the Python reference tokenizer gives."""
+    cmake_args = tflm_cmake_args()
+    need("arm-none-eabi-g++", "cmake", "ninja", "qemu-system-arm")
+    pytest.importorskip("torch")
+    from tests.conftest import build_hf_checkpoint
+    from tflm_mcubert.runtime.reference import run_reference
+    from tflm_mcubert.tflite.mcubert_reader import read_model
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    checkpoint = build_hf_checkpoint(tmp_path, classifier=True, num_labels=2)
+    out = tmp_path / "export"
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f767zi"), seq_len=16, checkpoint=str(checkpoint)))
+    elf = firmware_sizes.build(
+        "qemu-mps2-an500",
+        tmp_path / "build",
+        target="mcubert_app",
+        cmake_args=(f"-DMCUBERT_EXPORT_DIR={out}", *cmake_args),
+    )
+    spec = vocab_blob.unpack((out / "model_vocab.bin").read_bytes())
+    model = read_model((out / "model.tflite").read_bytes())
+    for text in TEXTS:
+        status, console = run_qemu(elf, f"text={text}")
+        assert status == 0, console
+        encoded = reference.encode(spec, text, 16)
+        inputs = {"input_ids": encoded.ids, "attention_mask": encoded.mask, "token_type_ids": encoded.token_types}
+        expected = run_reference(model, inputs).outputs["logits"].reshape(-1)
+        printed = [int(q) for q in re.findall(r"^  \[\d+\] (-?\d+) = ", console, re.MULTILINE)]
+        assert printed == list(expected), (text, console)
+        assert f"tokens: {encoded.valid} of 16" in console
+        assert f"label: {int(np.argmax(expected))}" in console
 
 
 # ---- custom_ops/CMakeLists.txt ------------------------------------------------------------------

@@ -10,6 +10,11 @@
 //
 // `arena=<bytes>` on the command line (QEMU: -append) hands TFLM only that much of the arena: the
 // least that works on this core is found by running again, not by rebuilding.
+//
+// Text in (MCUBERT_APP_TEXT, set when the export has the tokenizer blob model_vocab.cc): `text=<UTF-8>`
+// as the last thing on the command line is tokenized on the device (mcubert_tokenize) and run instead
+// of the test sequence; the app prints the label, the scores and the cycles of tokenize and invoke.
+// On a board, define mcubert_platform_command_line() to return the line your UART received.
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +29,11 @@
 #if MCUBERT_MODEL_USES_CUSTOM_OPS
 #include "mcubert/mcubert_ops.h"
 #include "mcubert_tflm.h"
+#endif
+#if MCUBERT_APP_TEXT
+#include "mcubert/mcubert_tokenizer.h"
+#include "model_vocab.h"
+#include "tensorflow/lite/kernels/internal/tensor_ctypes.h"
 #endif
 
 #ifndef MCUBERT_APP_ARENA_EXTRA_BYTES
@@ -127,6 +137,70 @@ bool MatchesReference(const OutputType* values, float* max_difference, int32_t* 
   return *max_difference <= static_cast<float>(MCUBERT_TEST_OUTPUT_TOLERANCE);
 }
 
+#if MCUBERT_APP_TEXT
+// The text after `text=` on the command line, or nullptr.
+const char* TextFromCommandLine(const char* command_line) {
+  const char* text = std::strstr(command_line, "text=");
+  return text == nullptr ? nullptr : text + 5;
+}
+
+// Tokenizes `text` into the interpreter's three inputs; false (after saying why) when it cannot.
+bool TokenizeInto(tflite::MicroInterpreter& interpreter, const char* text, uint32_t* cycles) {
+  static mcubert_tokenizer tokenizer;
+  static uint32_t word_buffer[256];  // >= mcubert_tokenizer_get_buffer_size(): one word of 100 characters
+  static int32_t ids[MCUBERT_MODEL_SEQ_LEN], types[MCUBERT_MODEL_SEQ_LEN];
+  static int8_t mask[MCUBERT_MODEL_SEQ_LEN];
+  mcubert_message message;
+  if (mcubert_tokenizer_init(&tokenizer, g_model_vocab, g_model_vocab_len, &message) != MCUBERT_OK ||
+      mcubert_tokenizer_get_buffer_size(&tokenizer) > sizeof(word_buffer)) {
+    Write(message.text);
+    Write("\n");
+    return false;
+  }
+  uint32_t valid = 0;
+  const uint32_t start = mcubert_cycles();
+  const mcubert_status status = mcubert_tokenize(
+      &tokenizer, reinterpret_cast<const uint8_t*>(text), static_cast<uint32_t>(std::strlen(text)), nullptr, 0u,
+      MCUBERT_MODEL_SEQ_LEN, ids, types, mask, &valid, word_buffer, sizeof(word_buffer), &message);
+  *cycles = mcubert_cycles() - start;
+  if (status != MCUBERT_OK) {
+    Write(message.text);
+    Write("\n");
+    return false;
+  }
+  for (int32_t i = 0; i < MCUBERT_MODEL_SEQ_LEN; ++i) {
+    tflite::GetTensorData<MCUBERT_MODEL_INPUT_IDS_TYPE>(interpreter.input(MCUBERT_MODEL_INPUT_IDS_INDEX))[i] =
+        static_cast<MCUBERT_MODEL_INPUT_IDS_TYPE>(ids[i]);
+    tflite::GetTensorData<MCUBERT_MODEL_ATTENTION_MASK_TYPE>(interpreter.input(MCUBERT_MODEL_ATTENTION_MASK_INDEX))[i] =
+        static_cast<MCUBERT_MODEL_ATTENTION_MASK_TYPE>(mask[i]);
+    tflite::GetTensorData<MCUBERT_MODEL_TOKEN_TYPE_IDS_TYPE>(interpreter.input(MCUBERT_MODEL_TOKEN_TYPE_IDS_INDEX))[i] =
+        static_cast<MCUBERT_MODEL_TOKEN_TYPE_IDS_TYPE>(types[i]);
+  }
+  Write("tokens: ");
+  mcubert_platform_write_uint(valid);
+  Write(" of ");
+  mcubert_platform_write_int(MCUBERT_MODEL_SEQ_LEN);
+  Write("\ntokenize: ");
+  mcubert_platform_write_uint(*cycles);
+  Write(" cycles\n");
+  return true;
+}
+
+// The label (the largest score) and the scores.
+void WriteLabel(const OutputType* values) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < MCUBERT_MODEL_NUM_LABELS; ++i) {
+    if (values[i] > values[best]) {
+      best = i;
+    }
+  }
+  Write("label: ");
+  mcubert_platform_write_int(best);
+  Write("\n");
+  WriteOutput(values);
+}
+#endif
+
 }  // namespace
 
 int main() {
@@ -180,6 +254,13 @@ int main() {
     }
     std::memcpy(input->data.raw, g_model_test_inputs[i].data, g_model_test_inputs[i].bytes);
   }
+#if MCUBERT_APP_TEXT
+  const char* text = TextFromCommandLine(mcubert_platform_command_line());
+  uint32_t tokenize_cycles = 0;
+  if (text != nullptr && !TokenizeInto(interpreter, text, &tokenize_cycles)) {
+    return Fail("tokenizing the text (the tokenizer's message above)");
+  }
+#endif
 
   const uint32_t start = mcubert_cycles();
   const TfLiteStatus status = interpreter.Invoke();
@@ -192,6 +273,13 @@ int main() {
     return Fail("output size differs from model_settings.h");
   }
   const OutputType* values = reinterpret_cast<const OutputType*>(output->data.raw);
+#if MCUBERT_APP_TEXT
+  if (text != nullptr) {  // text in: no reference output to compare with
+    WriteLabel(values);
+    WriteCycles(cycles);
+    return 0;
+  }
+#endif
 
   WriteOutput(values);
   WriteCycles(cycles);
