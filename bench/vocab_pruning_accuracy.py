@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         ("full", pruned.report["tokens_before"], full_blob, full.mean()),
         (name, len(pruned.kept_ids), pruned_blob, cut.mean()),
     ]
-    print(f"{'vocabulary':<34}{'tokens':>8}{'blob B':>10}{'dense table B':>15}{'test accuracy':>15}")
+    print(f"{'vocabulary':<34}{'tokens':>8}{'blob B':>10}{'int8 table B':>15}{'test accuracy':>15}")
     for label, tokens, blob, accuracy in rows:
         print(f"{label:<34}{tokens:>8,}{blob:>10,}{tokens * hidden:>15,}{accuracy:>15.2%}")
     print(
