@@ -3,8 +3,10 @@ permuted vocabulary when the embedding is compressed), counted in flash_bytes an
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import shutil
 
 import pytest
 
@@ -48,6 +50,12 @@ def test_the_blob_tokenizes_as_the_exports_own_tokenizer(checkpoint, tmp_path, s
     )
     assert {"model_vocab.cc", "model_vocab.h"} <= set(report["files"])
     assert json.loads((out / "report.json").read_text())["vocab_bytes"] == len(blob)
+    cost = report["tokenizer"]["cost"]  # measured on the board's core when the emulator can be built
+    if shutil.which("arm-none-eabi-gcc") and importlib.util.find_spec("unicorn"):
+        assert cost["core"] == "cortex-m7" and cost["tokens"] == 16 and 1_000 < cost["instructions"] < 200_000
+        assert cost["stack_bytes"] <= 1024
+    else:
+        assert cost["instructions"] is None and "not measured" in cost["note"]
     # the ids the model takes: the permuted tokenizer's when the export wrote one, else the checkpoint's
     tokenizer_dir = out / "tokenizer" if (out / "tokenizer").is_dir() else checkpoint
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))

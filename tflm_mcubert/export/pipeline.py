@@ -331,7 +331,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source), graph=graph
     )
 
-    vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None)
+    vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, None, request.seq_len, request.board.core)
     flash_bytes = len(tflite) + vocab.blob_bytes
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **_reserves(request))
     report = {
@@ -420,7 +420,9 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         write_permuted_tokenizer(tokenizer, result.permutation, out_dir / "tokenizer")
     if (out_dir / "tokenizer").is_dir():
         files.append("tokenizer/")
-    vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, result.permutation)
+    vocab = write_vocab_files(
+        out_dir, tokenizer if request.vocab else None, result.permutation, request.seq_len, request.board.core
+    )
     files += vocab.files
     flash_bytes = len(tflite) + vocab.blob_bytes
     config = model.config

@@ -47,8 +47,25 @@ def tokenizer_report(spec, tokenizer, blob_bytes: int) -> dict:
     }
 
 
-def write_vocab_files(out_dir: Path, tokenizer, permutation=None) -> VocabFiles:
-    """model_vocab.cc/.h for `tokenizer` (ids through `permutation`), or the reason there are none."""
+def measured_cost(blob: bytes, seq_len: int, core: str) -> dict:
+    """The tokenizer's instructions on the board's core for a full input of built-in English sentences;
+    where the emulator or the Arm compiler is missing, the reason instead."""
+    from tflm_mcubert.data.calibration import builtin_sentences
+
+    text = " ".join(builtin_sentences())
+    try:
+        from tflm_mcubert.measure.tokenizer_abi import tokenize_cost
+
+        return tokenize_cost(blob, text, seq_len, core)
+    except (ImportError, RuntimeError) as exc:  # no unicorn, no arm-none-eabi-gcc, or the emulator failed
+        return {"core": core, "instructions": None, "note": f"not measured: {exc}"}
+
+
+def write_vocab_files(
+    out_dir: Path, tokenizer, permutation=None, seq_len: int = 128, core: str = "cortex-m7"
+) -> VocabFiles:
+    """model_vocab.cc/.h for `tokenizer` (ids through `permutation`), or the reason there are none; the
+    report includes the tokenizer's measured cost for `seq_len` positions on `core`."""
     if tokenizer is None:
         return VocabFiles(
             (), 0, {"vocab_bytes": 0, "note": "no tokenizer: the checkpoint has none (or none was given)"}
@@ -62,4 +79,5 @@ def write_vocab_files(out_dir: Path, tokenizer, permutation=None) -> VocabFiles:
     blob = vocab_blob.pack(spec)
     (Path(out_dir) / f"{VOCAB_NAME}.bin").write_bytes(blob)
     write_c_array(blob, out_dir, name=VOCAB_NAME, what="the checkpoint's tokenizer (tokenizer/vocab_blob.py)")
-    return VocabFiles(VOCAB_FILES, len(blob), tokenizer_report(spec, tokenizer, len(blob)))
+    report = {**tokenizer_report(spec, tokenizer, len(blob)), "cost": measured_cost(blob, seq_len, core)}
+    return VocabFiles(VOCAB_FILES, len(blob), report)

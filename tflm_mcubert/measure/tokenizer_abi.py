@@ -8,7 +8,12 @@ makes, for bit-exactness against the reference and for instruction counts and st
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+import shutil
 import struct
+import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -83,3 +88,42 @@ class EmulatedTokenizer:
             return EmulatedRun(encoded, result.instructions, result.stack_bytes)
         finally:
             self.emu.release(mark)
+
+
+def emulator_image(core: str, cache_dir: Path | None = None) -> Path:
+    """custom_ops' `make emu CPU=core` image, built once per source revision into a cache directory.
+    Raises RuntimeError saying what is missing (arm-none-eabi-gcc) or what failed."""
+    from tflm_mcubert.kernel_sources import custom_ops_dir
+
+    root = custom_ops_dir()
+    if shutil.which("arm-none-eabi-gcc") is None:
+        raise RuntimeError("arm-none-eabi-gcc not found (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+    digest = hashlib.sha256()
+    for path in sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix in (".c", ".h", ".S", ".ld") or p.name == "Makefile"
+    ):
+        digest.update(path.name.encode() + path.read_bytes())
+    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tflm_mcubert"
+    build = cache / f"emu-{digest.hexdigest()[:16]}"
+    image = build / core / "mcubert_emu.elf"
+    if not image.is_file():
+        done = subprocess.run(
+            ["make", "-C", str(root), f"BUILD={build}", "-j2", "emu", f"CPU={core}"], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"building the emulator image failed: {done.stderr[-500:]}")
+    return image
+
+
+def tokenize_cost(blob: bytes, text: str, seq_len: int, core: str = "cortex-m7") -> dict:
+    """Executed instructions and stack of mcubert_tokenize on `text` (and of the blob check), emulated."""
+    emulated = EmulatedTokenizer(ArmEmulator(emulator_image(core), core), blob)
+    run = emulated.encode(text, seq_len, count_instructions=True)
+    return {
+        "core": core,
+        "tokens": run.encoded.valid,
+        "seq_len": seq_len,
+        "instructions": run.instructions,
+        "stack_bytes": max(run.stack_bytes, emulated.init_stack_bytes),
+        "measure": "executed instructions under unicorn (tflm_mcubert/measure/tokenizer_abi.py)",
+    }
