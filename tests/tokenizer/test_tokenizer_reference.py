@@ -112,3 +112,19 @@ def test_unreachable_pieces_are_left_out(minilm_tokenizer, minilm_spec):
     assert "A" not in minilm_spec.word_pieces or "A" not in vocab  # uncased: nothing maps to 'A'
     assert minilm_spec.word_pieces["the"] == vocab["the"]
     assert minilm_spec.continuation_pieces["ing"] == vocab["##ing"]
+
+
+def test_the_table_cache_returns_the_generated_table_and_survives_damage(minilm_tokenizer, tmp_path, monkeypatch):
+    from tflm_mcubert.tokenizer.unicode_table import table_for
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    backend, alphabet = minilm_tokenizer.backend_tokenizer.to_str(), frozenset("abcdefghij")
+    table_for.cache_clear()
+    generated = table_for(backend, alphabet)
+    (entry,) = (tmp_path / "tflm_mcubert" / "unicode_tables").glob("*.json")
+    table_for.cache_clear()
+    assert table_for(backend, alphabet) == generated
+    entry.write_text("{damaged")
+    table_for.cache_clear()
+    assert table_for(backend, alphabet) == generated
+    table_for.cache_clear()

@@ -175,11 +175,40 @@ def _new_rule(cp, kind, mapped, exact, alphabet, upcoming, pool, index) -> tuple
     return (kind, MODE_STRING, index[mapped])
 
 
+TABLE_CACHE_VERSION = 1  # bump when classify() or build_table() change what they produce
+
+
 @functools.lru_cache(maxsize=4)
 def table_for(backend_json: str, alphabet: frozenset[str]) -> UnicodeTable:
-    """The table of a tokenizer (its JSON) and alphabet; generating it runs ~1.1 M code points (seconds)."""
+    """The table of a tokenizer (its JSON) and alphabet. Generating it runs ~1.1 M code points (seconds),
+    so it is kept on disk, keyed by what it depends on: the normalizer, the pre-tokenizer and the alphabet
+    (the cache is under ~/.cache/tflm_mcubert, or $XDG_CACHE_HOME; TFLM_MCUBERT_NO_CACHE=1 skips it)."""
+    import hashlib
+    import os
+    from pathlib import Path
+
     from tokenizers import Tokenizer
 
     backend = Tokenizer.from_str(backend_json)
-    check_bert_tokenizer(backend)
-    return build_table(classify(backend.normalizer.normalize_str, backend.pre_tokenizer.pre_tokenize_str), alphabet)
+    config = check_bert_tokenizer(backend)
+    key = json.dumps([TABLE_CACHE_VERSION, config["normalizer"], config["pre_tokenizer"], sorted(alphabet)])
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tflm_mcubert" / "unicode_tables"
+    path = cache / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    use_cache = not os.environ.get("TFLM_MCUBERT_NO_CACHE")
+    if use_cache and path.is_file():
+        try:
+            stored = json.loads(path.read_text())
+            return UnicodeTable(tuple(CharRange(*r) for r in stored["ranges"]), tuple(stored["strings"]))
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache entry: generate the table again
+    table = build_table(classify(backend.normalizer.normalize_str, backend.pre_tokenizer.pre_tokenize_str), alphabet)
+    if use_cache:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            ranges = [[r.start, r.kind, r.mode, r.value] for r in table.ranges]
+            partial.write_text(json.dumps({"ranges": ranges, "strings": list(table.strings)}))
+            os.replace(partial, path)
+        except OSError:
+            pass  # a read-only home: the table is simply generated next time too
+    return table
