@@ -10,9 +10,10 @@ per translated block (deterministic for the fixed seeds here).
   BERT-mini (d 256, 4 heads, ffn 1024) at seq 64/128/256/512, one layer each (layers are identical
   in cost), realistic quantized weights (random BERT-like floats through the ops' own offline
   quantization), mask mode 0 with every key attending; ours at the tiles given by --tiles;
-* linear layers alone (the model's shapes, 128 tokens): ours vs 1x2x4 per token; for scale,
-  CMSIS-NN's own arm_fully_connected_s8 runs 128 tokens x 128 -> 512 in 18,986,751 instructions
-  on a Cortex-M7 (a figure reported with issue #13, not measured here);
+* linear layers alone (the model's shapes, 128 tokens): ours vs 1x2x4 per token, and, given a
+  CMSIS-NN checkout (CMSIS_NN_DIR or --cmsis-nn-dir; bench/kernel_cost_cmsis_nn.py), vs the real
+  kernels TFLM runs: arm_convolve_1x1_s8_fast / arm_nn_mat_mult_nt_t_s8 (rank-3 inputs) and
+  arm_fully_connected_per_channel_s8 (per token); without one that table is skipped, saying so;
 * the SMLAD bound (MACs / 2: one SMLAD is two 16x16 MACs) and our efficiency against it;
 * an ESTIMATE of cycles from instruction classes (tflm_mcubert/measure/instruction_classes.py:
   Cortex-M4 TRM cycle table; Cortex-M7 as a dual-issue / one-MAC / one-load-store throughput
@@ -23,7 +24,7 @@ per translated block (deterministic for the fixed seeds here).
   layer (--fit refits them first, from extra small shapes, and prints the coefficients).
 
     python bench/kernel_cost.py [--quick] [--fit] [--before REV] [--cores cortex-m33,cortex-m0plus]
-                                [--jobs 2] [--out runs/kernel_cost]
+                                [--cmsis-nn-dir DIR] [--jobs 2] [--out runs/kernel_cost]
 
 * ours on every core the boards use (--cores, default Cortex-M33 for the Pico 2 with the DSP path
   and Cortex-M0+ for the Pico with the plain C path, run on unicorn's Cortex-M0 model: the same
@@ -68,7 +69,8 @@ from tflm_mcubert.schedule.memory import Dims  # noqa: E402
 from tflm_mcubert.schedule.cost import OpShape  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_cost_report import BASELINES, CMSIS_NN_FC_M7, plot, print_tables  # noqa: E402
+import kernel_cost_cmsis_nn  # noqa: E402
+from kernel_cost_report import BASELINES, plot, print_tables  # noqa: E402
 
 CPUS = ("cortex-m7", "cortex-m4")  # ours and the baselines
 BOARD_CORES = ("cortex-m33", "cortex-m0plus")  # ours only
@@ -169,17 +171,18 @@ _IMAGES: dict[str, Path] = {}
 
 
 @functools.lru_cache(maxsize=None)
-def _emulator(cpu: str):
+def _emulator(image: str):
+    """The emulator of an image key: a core ("cortex-m7") or a core's real CMSIS-NN ("cortex-m7/cmsis-nn")."""
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
 
-    return ArmEmulator(_IMAGES[cpu], cpu)
+    return ArmEmulator(_IMAGES[image], image.split("/")[0])
 
 
 @functools.lru_cache(maxsize=None)
-def _profile(cpu: str):
+def _profile(image: str):
     from tflm_mcubert.measure.instruction_classes import InstructionProfile
 
-    return InstructionProfile(_IMAGES[cpu])
+    return InstructionProfile(_IMAGES[image])
 
 
 def _init_worker(images: dict[str, Path]) -> None:
@@ -223,17 +226,25 @@ def task_op(cpu: str, model: str, s: int, kind: str, impl: str, tile: int) -> di
 
 
 def task_linear(cpu: str, k: int, n: int, tokens: int, impl: str) -> dict:
+    """impl: "ours", "cmsis" (the re-implemented 1x2x4 strategy) or "real-conv1x1" / "real-fc" (CMSIS-NN)."""
     from tflm_mcubert.measure.baseline_abi import run_linear
 
     linear, xq = linear_layer(k, n, tokens)
-    y, call = run_linear(_emulator(cpu), impl, xq, linear, count_instructions=True)
+    image = f"{cpu}/cmsis-nn" if impl.startswith("real-") else cpu
+    if impl.startswith("real-"):
+        y, call = kernel_cost_cmsis_nn.run_linear(_emulator(image), impl.removeprefix("real-"), xq, linear)
+    else:
+        y, call = run_linear(_emulator(image), impl, xq, linear, count_instructions=True)
     expected = saturate(linear.requantized(xq), -128, 127, np.int8)
-    profile = _profile(cpu)
+    profile = _profile(image)
+    difference = int(np.abs(y.astype(np.int32) - expected.astype(np.int32)).max())
+    if difference > (1 if impl.startswith("real-") else 0):
+        raise RuntimeError(f"{impl} linear {k}x{n} on {cpu}: output differs from the reference by {difference}")
     return {
         "instructions": call.instructions,
         "classes": profile.classes(call.blocks),
         "cycles_estimate": profile.cycles(call.blocks, cpu),
-        "bit_exact": bool(np.array_equal(y, expected)),
+        "bit_exact": difference == 0,
     }
 
 
@@ -611,6 +622,15 @@ def main(argv=None) -> int:
         default=",".join(BOARD_CORES),
         help=f"more cores, ours only at seq {BOARD_CORES_SEQ} (default {','.join(BOARD_CORES)}; '' for none)",
     )
+    parser.add_argument(
+        "--cmsis-nn-dir",
+        type=Path,
+        default=os.environ.get("CMSIS_NN_DIR") or None,
+        help="a CMSIS-NN checkout (default: $CMSIS_NN_DIR): also measure the real kernels TFLM runs",
+    )
+    parser.add_argument(
+        "--cmsis-nn-rev", default=None, help="the checkout's revision, for the table (default: git's, when it is one)"
+    )
     args = parser.parse_args(argv)
     started = time.time()
     tiles = {k: int(v) for k, v in (item.split("=") for item in args.tiles.split(","))}
@@ -621,11 +641,17 @@ def main(argv=None) -> int:
     models = tuple(MODELS)
     build = args.build or Path(tempfile.mkdtemp(prefix="mcubert_bench_"))
     images = build_images(build, cpus, table_cores)
+    real_impls = ()
+    if args.cmsis_nn_dir:
+        real_impls = ("real-conv1x1", "real-fc")
+        for cpu in cpus:
+            images[f"{cpu}/cmsis-nn"] = kernel_cost_cmsis_nn.build_image(args.cmsis_nn_dir, cpu, build / "cmsis-nn")
     print(f"built images in {time.time() - started:.0f} s")
 
     tasks = layer_tasks(cpus, models, seqs, tiles)
     linear_specs = [(cpu, name, k, n) for cpu in cpus for name, k, n in linear_shapes(models)]
-    tasks += [("linear", cpu, k, n, 128, impl) for cpu, _, k, n in linear_specs for impl in ("ours", "cmsis")]
+    impls = ("ours", "cmsis", *real_impls)
+    tasks += [("linear", cpu, k, n, 128, impl) for cpu, _, k, n in linear_specs for impl in impls]
     sweep_on = not args.quick and "cortex-m7" in cpus
     if sweep_on:
         tasks += sweep_tasks("bert-tiny", 128)
@@ -640,8 +666,12 @@ def main(argv=None) -> int:
     linear = []
     for cpu, name, k, n in linear_specs:
         ours, base = results[("linear", cpu, k, n, 128, "ours")], results[("linear", cpu, k, n, 128, "cmsis")]
+        real = {impl: results[("linear", cpu, k, n, 128, impl)] for impl in real_impls}
         linear.append(
             {
+                "real_cmsis_nn": {
+                    impl: {**r, "ratio": ours["instructions"] / r["instructions"]} for impl, r in real.items()
+                },
                 "cpu": cpu,
                 "name": name,
                 "in": k,
@@ -719,7 +749,12 @@ def main(argv=None) -> int:
             r = next(r for r in rows if (r["cpu"], r["model"], r["seq"]) == (b["cpu"], b["model"], b["seq"]))
             b["after"] = r["ops"][b["op"]]["ours"]["instructions"]
 
-    text = print_tables(rows, linear, sweep, model_check, before, board_cores)
+    real_note = (
+        f"CMSIS-NN {args.cmsis_nn_rev or kernel_cost_cmsis_nn.revision(args.cmsis_nn_dir)}"
+        if args.cmsis_nn_dir
+        else None
+    )
+    text = print_tables(rows, linear, sweep, model_check, before, board_cores, real_note)
     elapsed = time.time() - started
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
@@ -730,7 +765,7 @@ def main(argv=None) -> int:
             "flash_block": FLASH_BLOCK,
             "measure": "executed instructions (unicorn, per translated block)",
             "cycles": "ESTIMATE from instruction classes (tflm_mcubert/measure/instruction_classes.py)",
-            "cmsis_nn_fc_m7_reference": CMSIS_NN_FC_M7,
+            "cmsis_nn": real_note,
             "git": subprocess.run(
                 ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
             ).stdout.strip(),

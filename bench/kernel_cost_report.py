@@ -9,7 +9,6 @@ import numpy as np
 from tflm_mcubert.ops import contract
 
 BASELINES = ("cmsis", "burrello", "flash")
-CMSIS_NN_FC_M7 = 18_986_751  # arm_fully_connected_s8, 128 x 128 -> 512, Cortex-M7 (issue)
 
 
 def board_cores_table(cores: list[dict]) -> list[str]:
@@ -34,7 +33,37 @@ def _mega(n: float) -> str:
     return f"{n / 1e6:.2f}M"
 
 
-def print_tables(rows, linear, sweep, model_check, before, cores):
+def real_cmsis_nn_table(linear: list[dict], note: str | None) -> list[str]:
+    """Ours against the real CMSIS-NN kernels TFLM runs (or why that table is missing)."""
+    if note is None:
+        return [
+            "\n(real CMSIS-NN: skipped; set CMSIS_NN_DIR to a CMSIS-NN checkout, e.g. the one TFLM's Makefile "
+            "downloads, to measure arm_nn_mat_mult_nt_t_s8 and arm_fully_connected_per_channel_s8 here)"
+        ]
+    out = [f"\n### linear layers (128 tokens) against the real kernels TFLM runs ({note})\n"]
+    out.append(
+        "| cpu | layer | in -> out | ours | arm_convolve_1x1_s8_fast (mat_mult_nt_t) | ours / it | "
+        "arm_fully_connected_per_channel_s8 | ours / it | SMLAD bound |"
+    )
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for item in linear:
+        mat_mult, per_token = item["real_cmsis_nn"]["real-conv1x1"], item["real_cmsis_nn"]["real-fc"]
+        cells = [
+            item["cpu"],
+            item["name"],
+            f"{item['in']} -> {item['out']}",
+            _mega(item["ours"]["instructions"]),
+            _mega(mat_mult["instructions"]),
+            f"{mat_mult['ratio']:.3f}",
+            _mega(per_token["instructions"]),
+            f"{per_token['ratio']:.3f}",
+            _mega(item["smlad_bound"]),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def print_tables(rows, linear, sweep, model_check, before, cores, real_note=None):
     out = []
     fmt = _mega
     for cpu in sorted({r["cpu"] for r in rows}, reverse=True):
@@ -76,10 +105,7 @@ def print_tables(rows, linear, sweep, model_check, before, cores):
             f"{fmt(item['ours']['instructions'])} | {fmt(item['cmsis']['instructions'])} | "
             f"{item['ratio']:.2f} | {fmt(item['smlad_bound'])} | {item['smlad_efficiency']:.0%} |"
         )
-    out.append(
-        f"\n(CMSIS-NN's own arm_fully_connected_s8, 128 x 128 -> 512 on Cortex-M7: "
-        f"{CMSIS_NN_FC_M7:,} instructions — reported with issue #13, not measured here.)"
-    )
+    out += real_cmsis_nn_table(linear, real_note)
     if cores:
         out += board_cores_table(cores)
     if sweep:

@@ -14,6 +14,7 @@ image; measure/baseline_abi.py calls them).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,3 +131,31 @@ def test_baselines_refuse_a_short_scratch(emu):
             symbol="mcubert_baseline_cmsis_attention_s8",
         )
         assert run.status == status
+
+
+@pytest.mark.parametrize("kind", ["conv1x1", "fc"])
+def test_the_real_cmsis_nn_kernels_compute_the_layer(kind, tmp_path):
+    """bench/kernel_cost.py's real CMSIS-NN path (a user's checkout in CMSIS_NN_DIR) runs the layer it
+    claims to: outputs within one unit of the reference (CMSIS-NN rounds its requantization twice)."""
+    import os
+    import sys
+
+    cmsis_nn_dir = os.environ.get("CMSIS_NN_DIR")
+    if not cmsis_nn_dir:
+        pytest.skip("set CMSIS_NN_DIR to a CMSIS-NN checkout to check the benchmark's real-kernel path")
+    pytest.importorskip("unicorn")
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    sys.path.insert(0, str(bench))
+    import kernel_cost_cmsis_nn
+    from kernel_cost import linear_layer
+
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+    from tflm_mcubert.ops.fixed_point import saturate
+
+    emu = ArmEmulator(kernel_cost_cmsis_nn.build_image(Path(cmsis_nn_dir), "cortex-m7", tmp_path), "cortex-m7")
+    for k, n in ((32, 48), (64, 16)):
+        linear, x = linear_layer(k, n, 9)
+        y, call = kernel_cost_cmsis_nn.run_linear(emu, kind, x, linear)
+        expected = saturate(linear.requantized(x), -128, 127, np.int8)
+        assert np.abs(y.astype(int) - expected.astype(int)).max() <= 1
+        assert call.instructions > k * n * 9 // 4
