@@ -39,7 +39,6 @@ import numpy as np
 import pytest
 
 from tests import qemu
-from tests.firmware import unicorn_board
 
 from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.export.layer_check import layer_check_from_export, write_layer_data
@@ -271,7 +270,10 @@ def test_boot_blocks_sit_where_each_bootrom_looks(board_builds):
 def test_layer_check_runs_from_reset_on_the_hobbyist_boards(board_builds, board, cpu, path):
     pytest.importorskip("unicorn")
     memory = firmware_sizes.linker_memory(BAREMETAL / "boards" / f"{board}.ld")
-    status, console = unicorn_board.run_from_reset(board_builds[board], cpu, list(memory.regions.values()))
+    from tflm_mcubert.measure.firmware_emulator import run_firmware
+
+    run = run_firmware(board_builds[board], cpu, list(memory.regions.values()))
+    status, console = run.status, run.console
     assert status == 0, console
     if board != "nano33ble":  # the Nano's console is ITM (SWO), which nothing reads here
         assert f"{path} path" in console, console

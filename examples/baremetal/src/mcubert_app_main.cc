@@ -24,10 +24,15 @@
 #include "platform.h"
 #include "tensorflow/lite/micro/cortex_m_generic/debug_log_callback.h"
 #include "tensorflow/lite/micro/micro_interpreter.h"
+#if MCUBERT_APP_PROFILE
+#include <new>
+
+#include "tensorflow/lite/micro/micro_profiler.h"
+#endif
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 #include "tensorflow/lite/schema/schema_generated.h"
+#include "mcubert/mcubert_ops.h"  // mcubert_verify_model, for any export
 #if MCUBERT_MODEL_USES_CUSTOM_OPS
-#include "mcubert/mcubert_ops.h"
 #include "mcubert_tflm.h"
 #endif
 #if MCUBERT_APP_TEXT
@@ -238,7 +243,14 @@ int main() {
   if (MCUBERT_MODEL_REGISTER_OPS(resolver) != kTfLiteOk) {
     return Fail("registering the model's ops");
   }
+#if MCUBERT_APP_PROFILE  // per-op ticks (the DWT cycle counter) after Invoke: bench/whole_model.py
+  // Placement new into static storage: no destructor to register, so no C++ runtime exit machinery.
+  alignas(tflite::MicroProfiler) static uint8_t profiler_storage[sizeof(tflite::MicroProfiler)];
+  tflite::MicroProfiler& profiler = *new (profiler_storage) tflite::MicroProfiler();
+  tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, arena_bytes, nullptr, &profiler);
+#else
   tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, arena_bytes);
+#endif
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     return Fail("AllocateTensors (TFLM's message above; too small an arena: -DMCUBERT_APP_ARENA_EXTRA_BYTES=...)");
   }
@@ -268,6 +280,9 @@ int main() {
   if (status != kTfLiteOk) {
     return Fail("Invoke (TFLM's message above)");
   }
+#if MCUBERT_APP_PROFILE
+  profiler.LogTicksPerTagCsv();
+#endif
   const TfLiteTensor* output = interpreter.output(MCUBERT_MODEL_OUTPUT_INDEX);
   if (output == nullptr || output->bytes != sizeof(g_model_test_expected_output)) {
     return Fail("output size differs from model_settings.h");
