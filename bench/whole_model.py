@@ -1,0 +1,140 @@
+"""Whole model, head to head: BERT-tiny through TFLM with the MCUBERT ops against the stock int8 export
+through stock TFLM, executed instructions per op and in total, and the arena each needs. Prints a table;
+not a test.
+
+    TFLM_DIR=... TFLM_LIB=... python bench/whole_model.py [--seq-len 128] [--tflm-lib-cmsis-nn LIB]
+
+TFLM_LIB is a libtensorflow-microlite.a of that checkout built for TARGET_ARCH=cortex-m7+fp FPU=fpv5-sp-d16
+(TFLM's reference kernels; single precision, the FPU unicorn's Cortex-M7 has); --tflm-lib-cmsis-nn (or
+TFLM_LIB_CMSIS_NN) adds a run of the stock model on a TFLM built the same way with
+OPTIMIZED_KERNEL_DIR=cmsis_nn. Neither is built or downloaded here. Flatbuffers and gemmlowp headers:
+TFLM_THIRD_PARTY_INCLUDES, or FLATBUFFERS_INCLUDE and GEMMLOWP_DIR.
+
+Both exports are built into examples/baremetal's mcubert_app with TFLM's MicroProfiler (per-op ticks
+from the DWT cycle counter) for the emulator-only board `emulator-m7` (16 MiB of "Flash": the stock
+BERT-tiny is 4.4 MB, more than the mps2 boards' memory map) and run under unicorn
+(tflm_mcubert/measure/firmware_emulator.py), whose cycle counter reads executed instructions. Each app
+also checks its output against its export's reference before the figures are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_spec = importlib.util.spec_from_file_location("firmware_sizes", ROOT / "examples" / "baremetal" / "firmware_sizes.py")
+firmware_sizes = importlib.util.module_from_spec(_spec)
+sys.modules["firmware_sizes"] = firmware_sizes
+_spec.loader.exec_module(firmware_sizes)
+
+EMULATOR_REGIONS = [(0x0000_0000, 16 << 20), (0x2000_0000, 16 << 20)]
+
+
+def third_party_includes() -> str:
+    if os.environ.get("TFLM_THIRD_PARTY_INCLUDES"):
+        return os.environ["TFLM_THIRD_PARTY_INCLUDES"]
+    missing = [name for name in ("FLATBUFFERS_INCLUDE", "GEMMLOWP_DIR") if not os.environ.get(name)]
+    if missing:
+        raise SystemExit(f"set TFLM_THIRD_PARTY_INCLUDES, or {' and '.join(missing)}")
+    return f"{os.environ['FLATBUFFERS_INCLUDE']};{os.environ['GEMMLOWP_DIR']}"
+
+
+def build_app(export_dir: Path, build: Path, tflm_dir: str, tflm_lib: str) -> Path:
+    return firmware_sizes.build(
+        "emulator-m7",
+        build,
+        target="mcubert_app",
+        cmake_args=(
+            f"-DMCUBERT_EXPORT_DIR={export_dir}",
+            f"-DTFLM_DIR={tflm_dir}",
+            f"-DTFLM_LIB={tflm_lib}",
+            f"-DTFLM_THIRD_PARTY_INCLUDES={third_party_includes()}",
+            "-DMCUBERT_APP_PROFILE=ON",
+        ),
+    )
+
+
+def per_op(console: str) -> dict[str, int]:
+    """MicroProfiler::LogTicksPerTagCsv's lines: tag -> ticks (here: executed instructions)."""
+    rows = {}
+    for tag, ticks in re.findall(r"^([A-Za-z_][A-Za-z0-9_]*), (\d+)\r?$", console, re.MULTILINE):
+        rows[tag] = int(ticks)
+    return rows
+
+
+def measure(name: str, export_dir: Path, build: Path, tflm_dir: str, tflm_lib: str) -> dict:
+    from tflm_mcubert.measure.firmware_emulator import run_firmware
+
+    elf = build_app(export_dir, build, tflm_dir, tflm_lib)
+    run = run_firmware(elf, "cortex-m7", EMULATOR_REGIONS)
+    if run.status != 0 or "output matches the reference: yes" not in run.console:
+        raise SystemExit(f"{name}: the app failed or its output differs from the reference:\n{run.console[-2000:]}")
+    invoke = int(re.search(r"invoke: (\d+) cycles", run.console)[1])
+    arena = int(re.search(r"arena used: (\d+) of", run.console)[1])
+    return {"name": name, "ops": per_op(run.console), "invoke": invoke, "arena": arena, "total": run.instructions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--tflm-lib-cmsis-nn", default=os.environ.get("TFLM_LIB_CMSIS_NN"))
+    args = parser.parse_args(argv)
+    tflm_dir, tflm_lib = os.environ.get("TFLM_DIR"), os.environ.get("TFLM_LIB")
+    if not tflm_dir or not tflm_lib:
+        raise SystemExit(
+            "set TFLM_DIR (a tflite-micro checkout) and TFLM_LIB (its microlite library, TARGET_ARCH=cortex-m7+fp "
+            "FPU=fpv5-sp-d16)"
+        )
+    from tflm_mcubert.boards import get_board
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
+
+    started = time.time()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mcubert_whole_") as tmp:
+        work = Path(tmp)
+        board = get_board("nucleo-h7a3zi-q")  # the export's fit check only; the app runs on emulator-m7
+        run_export(ExportRequest(out_dir=work / "mcubert", board=board, seq_len=args.seq_len))
+        try:
+            run_export(ExportRequest(out_dir=work / "stock", board=board, seq_len=args.seq_len, schedule="stock"))
+        except Exception as exc:  # noqa: BLE001 - the stock model misses every board's Flash: files are written
+            if not (work / "stock" / "model_data.cc").is_file():
+                raise
+            print(f"(stock export: {exc})")
+        rows.append(measure("MCUBERT ops, TFLM", work / "mcubert", work / "b1", tflm_dir, tflm_lib))
+        rows.append(measure("stock int8, TFLM reference kernels", work / "stock", work / "b2", tflm_dir, tflm_lib))
+        if args.tflm_lib_cmsis_nn:
+            rows.append(
+                measure("stock int8, TFLM + CMSIS-NN", work / "stock", work / "b3", tflm_dir, args.tflm_lib_cmsis_nn)
+            )
+    print_tables(rows, args.seq_len)
+    print(f"measured in {time.time() - started:.0f} s")
+    return 0
+
+
+def print_tables(rows: list[dict], seq_len: int) -> None:
+    ours = rows[0]
+    print(f"\nBERT-tiny, seq {seq_len}, one inference on Cortex-M7 (unicorn): executed instructions\n")
+    print("| model | invoke | arena used | invoke / ours |")
+    print("|---|---|---|---|")
+    for row in rows:
+        ratio = row["invoke"] / ours["invoke"]
+        print(f"| {row['name']} | {row['invoke'] / 1e6:.1f} M | {row['arena']:,} B | {ratio:.2f} |")
+    for row in rows:
+        print(f"\n{row['name']}, per op (TFLM MicroProfiler):\n")
+        print("| op | instructions | share |")
+        print("|---|---|---|")
+        for tag, ticks in sorted(row["ops"].items(), key=lambda item: -item[1]):
+            print(f"| {tag} | {ticks / 1e6:.2f} M | {ticks / row['invoke']:.1%} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
