@@ -32,6 +32,29 @@ class MemoryRegion:
 
 
 @dataclasses.dataclass(frozen=True)
+class FlashTiming:
+    """How reading constants from internal Flash stalls the core (schedule/flash_traffic.py).
+
+    A data-cache miss on Flash fills one `cache_line_bytes` line with `cache_line_bytes * 8 /
+    read_bits` Flash accesses of `wait_states + 1` clock cycles each (the reference manuals'
+    read-latency tables at the board's clock and 2.7-3.6 V)."""
+
+    wait_states: int
+    read_bits: int  # Flash access width
+    cache_line_bytes: int  # L1 data cache line (Cortex-M7: 32 B)
+    data_cache_bytes: int
+    source: str
+
+    @property
+    def miss_cycles(self) -> int:
+        reads = -(-self.cache_line_bytes * 8 // self.read_bits)
+        return reads * (self.wait_states + 1)
+
+    def to_json(self) -> dict:
+        return {**dataclasses.asdict(self), "miss_cycles": self.miss_cycles}
+
+
+@dataclasses.dataclass(frozen=True)
 class Board:
     name: str
     mcu: str
@@ -40,6 +63,10 @@ class Board:
     flash_bytes: int
     sram_regions: tuple[MemoryRegion, ...]
     bootloader_bytes: int = 0  # Flash a factory bootloader keeps at its start (not the application's)
+    # None where weights are not read from on-chip Flash through a cache this model describes
+    # (the RP2040/RP2350 execute in place from QSPI Flash; the nRF52840's NVMC timing is not
+    # specified per access): their latency estimates leave Flash out and say so.
+    flash_timing: FlashTiming | None = None
 
     @property
     def sram_bytes(self) -> int:
@@ -76,6 +103,7 @@ class Board:
             "sram_bytes": self.sram_bytes,
             "sram_regions": [dataclasses.asdict(r) for r in self.sram_regions],
             "largest_sram_region": {"name": largest.name, "bytes": largest.size},
+            "flash_timing": self.flash_timing.to_json() if self.flash_timing else None,
         }
 
 
@@ -93,6 +121,14 @@ BOARDS: dict[str, Board] = {
             MemoryRegion("SRAM1", 0x2001_0000, 240 * KB),
             MemoryRegion("SRAM2", 0x2004_C000, 16 * KB),
         ),
+        flash_timing=FlashTiming(
+            wait_states=7,
+            read_bits=256,
+            cache_line_bytes=32,
+            data_cache_bytes=4 * KB,
+            source="RM0385 (STM32F75xxx/74xxx), Embedded Flash memory: read access latency table "
+            "(7 WS for 210 < HCLK <= 216 MHz at 2.7-3.6 V), 256-bit Flash reads; DS10916: 4 KB L1 data cache",
+        ),
     ),
     "nucleo-f767zi": Board(
         name="nucleo-f767zi",
@@ -104,6 +140,15 @@ BOARDS: dict[str, Board] = {
             MemoryRegion("DTCM", 0x2000_0000, 128 * KB),
             MemoryRegion("SRAM1", 0x2002_0000, 368 * KB),
             MemoryRegion("SRAM2", 0x2007_C000, 16 * KB),
+        ),
+        flash_timing=FlashTiming(
+            wait_states=7,
+            read_bits=256,
+            cache_line_bytes=32,
+            data_cache_bytes=16 * KB,
+            source="RM0410 (STM32F76xxx/77xxx), Embedded Flash memory: read access latency table "
+            "(7 WS for 210 < HCLK <= 216 MHz at 2.7-3.6 V), 256-bit reads in single-bank mode (the "
+            "factory default); DS11532: 16 KB L1 data cache",
         ),
     ),
     "nucleo-h7a3zi-q": Board(
@@ -118,6 +163,14 @@ BOARDS: dict[str, Board] = {
             MemoryRegion("AHB-SRAM1+2", 0x3000_0000, 128 * KB),
             MemoryRegion("SRD-SRAM", 0x3800_0000, 32 * KB),
             MemoryRegion("ITCM", 0x0000_0000, 64 * KB),
+        ),
+        flash_timing=FlashTiming(
+            wait_states=6,
+            read_bits=128,
+            cache_line_bytes=32,
+            data_cache_bytes=16 * KB,
+            source="RM0455 (STM32H7A3/7B3/7B0), Embedded Flash memory: recommended wait states at VOS0 "
+            "(6 WS for 252 < ACLK <= 280 MHz), 128-bit Flash words; DS13195: 16 KB L1 data cache",
         ),
     ),
     # nRF52840 Product Specification (v1.7), "Memory" chapter: 1 MB Flash, 256 KB RAM at

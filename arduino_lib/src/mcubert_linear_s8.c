@@ -34,10 +34,11 @@ MCUBERT_NOINLINE static void store_channel_s8(const int32_t *acc, int32_t count,
 }
 
 /* Where and how a channel's int8 outputs go (mcubert_linear_to_s8's arguments, gathered so the
- * per-channel stage below takes four register arguments). */
+ * output stage below takes few register arguments). */
 typedef struct {
     int32_t offset;
     int32_t row_stride;
+    int32_t col_stride;
     const int8_t *lut;
 } output_s8;
 
@@ -49,27 +50,37 @@ typedef struct {
     const int32_t *channels; /* [n][2]: zero point, shift R_c */
 } output_s16;
 
-/* One channel of a full block, fast requantization with shift <= -2 (shift -1, which needs the
- * doubled accumulator, is rare in these layers and goes the generic way): |y| < 2^30, so the
- * clamp16 before adding the offset cannot change the int8 result and is skipped. Out of line with few
- * arguments: inlined, it leaves GCC too few registers for the four rows. */
-MCUBERT_NOINLINE static void store_channel_s8_fast(const int32_t *acc, const int32_t *ch, const output_s8 *o,
-                                                   int8_t *dst)
+/* One channel of a full block through the fast stage, when the channel allows it; returns 0
+ * (storing nothing) when not. The fast stage needs shift <= -2 (shift -1, which needs the
+ * doubled accumulator, is rare in these layers and goes the generic way) and folds the output
+ * offset into SMMLA's addend — (v >> n) + offset = (v + offset 2^n) >> n for flooring shifts —
+ * which |bias| <= 2^29 and n = -1 - shift <= 22 keep inside int32 (|acc| < 2^26, M < 2^31).
+ * Realistic layers meet all three. Per value: ADD, SMMLA, ASR, SSAT (and the table) and the
+ * store; |y| < 2^30, so the clamp16 before the offset cannot change the int8 result and is
+ * skipped. Out of line with four register arguments: inlined into the channel loop, it leaves
+ * GCC too few registers for the four rows. */
+MCUBERT_NOINLINE static int store_channel_s8_fast(const int32_t *acc, const int32_t *ch, const output_s8 *o,
+                                                  int8_t *dst)
 {
-    const mcubert_requant q = mcubert_requant_of_shift2(ch[0], ch[1], ch[2]);
-    const int32_t offset = o->offset;
+    const int32_t bias = ch[0], multiplier = ch[1], shift = -1 - ch[2];
     const int32_t stride = o->row_stride;
     const int8_t *lut = o->lut;
-    const int32_t y0 = mcubert_sat8(mcubert_requant_fast(acc[0], &q) + offset);
-    const int32_t y1 = mcubert_sat8(mcubert_requant_fast(acc[1], &q) + offset);
-    const int32_t y2 = mcubert_sat8(mcubert_requant_fast(acc[2], &q) + offset);
-    const int32_t y3 = mcubert_sat8(mcubert_requant_fast(acc[3], &q) + offset);
+    int32_t addend, y0, y1, y2, y3;
+    if (shift < 1 || shift > 22 || bias < -((int32_t)1 << 29) || bias > ((int32_t)1 << 29)) {
+        return 0;
+    }
+    addend = ((int32_t)1 << (shift - 1)) + o->offset * ((int32_t)1 << shift);
+    y0 = mcubert_sat8(mcubert_mul_high_add(acc[0] + bias, multiplier, addend) >> shift);
+    y1 = mcubert_sat8(mcubert_mul_high_add(acc[1] + bias, multiplier, addend) >> shift);
+    y2 = mcubert_sat8(mcubert_mul_high_add(acc[2] + bias, multiplier, addend) >> shift);
+    y3 = mcubert_sat8(mcubert_mul_high_add(acc[3] + bias, multiplier, addend) >> shift);
     if (lut != NULL) {
-        dst[0] = lut[y0 + 128];
-        dst[stride] = lut[y1 + 128];
+        lut += 128;
+        dst[0] = lut[y0];
+        dst[stride] = lut[y1];
         dst += 2 * stride;
-        dst[0] = lut[y2 + 128];
-        dst[stride] = lut[y3 + 128];
+        dst[0] = lut[y2];
+        dst[stride] = lut[y3];
     } else {
         dst[0] = (int8_t)y0;
         dst[stride] = (int8_t)y1;
@@ -77,42 +88,51 @@ MCUBERT_NOINLINE static void store_channel_s8_fast(const int32_t *acc, const int
         dst[0] = (int8_t)y2;
         dst[stride] = (int8_t)y3;
     }
+    return 1;
+}
+
+/* Channels [begin, end) of a chunk: acc[j] and ch + 3 j belong to the chunk's channel j, whose
+ * outputs start at dst + j * col_stride. */
+MCUBERT_NOINLINE static void store_chunk_s8(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], int32_t begin, int32_t end,
+                                            int32_t count, const int32_t *ch, const output_s8 *o, int8_t *dst)
+{
+    const int32_t col_stride = o->col_stride;
+    int32_t j;
+    dst += begin * col_stride;
+    for (j = begin; j < end; ++j, dst += col_stride) {
+        const int32_t *cj = ch + 3 * j;
+        if (count != MCUBERT_BLOCK_ROWS || !store_channel_s8_fast(acc[j], cj, o, dst)) {
+            store_channel_s8(acc[j], count, cj, o->offset, o->lut, dst, o->row_stride);
+        }
+    }
 }
 
 void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin, int32_t c_end,
                           int32_t offset, const int8_t *lut, int8_t *out, int32_t row_stride, int32_t col_stride)
 {
     const int32_t stride = pair_stride(layer);
-    const int32_t count = rows->count;
-    const int32_t *channels = layer->channels;
     output_s8 o;
     int32_t c = c_begin;
     o.offset = offset;
     o.row_stride = row_stride;
+    o.col_stride = col_stride;
     o.lut = lut;
-    /* A head's channel range may start or end mid-pair (odd head size): the pair is computed
-     * whole and only the channels inside [c_begin, c_end) are stored. */
+    /* Chunks start on a pair: a head's channel range may start mid-pair (odd head size), and
+     * then the pair is computed whole and only the channels inside [c_begin, c_end) stored. */
     while (c < c_end) {
-        const int32_t pair = c >> 1;
-        const int32_t *ch = channels + 3 * c;
-        int8_t *dst = out + (c - c_begin) * col_stride;
-        int32_t acc[2][MCUBERT_BLOCK_ROWS];
-        mcubert_gemm_4x2_pair4(rows, layer->weights + pair * stride, acc);
-        if ((c & 1) == 0 && c + 1 < c_end && count == MCUBERT_BLOCK_ROWS && ch[2] <= -2 && ch[5] <= -2) {
-            store_channel_s8_fast(acc[0], ch, &o, dst);
-            store_channel_s8_fast(acc[1], ch + 3, &o, dst + col_stride);
-            c += 2;
-            continue;
-        }
-        for (; c < c_end && c <= 2 * pair + 1; ++c, ch += 3, dst += col_stride) {
-            store_channel_s8(acc[c & 1], count, ch, offset, lut, dst, row_stride);
-        }
+        const int32_t first = c & ~1;
+        const int32_t n = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, c_end - first);
+        int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+        mcubert_gemm_4xn_pair4(rows, layer->weights + (first >> 1) * stride, stride, n, acc);
+        store_chunk_s8((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, c - first, n, rows->count,
+                       layer->channels + 3 * first, &o, out + (first - c_begin) * col_stride);
+        c = first + n;
     }
 }
 
 /* Channel c of a full block, fast requantization (shift <= -1: output projections often have
  * -1, their target being the finer pre-norm scale): z[r][c] = clamp16(y_r + residual term);
- * |y| < 2^30 and |(x - zp) << R| < 2^15, so the int32 sum is exact. Straight-line, four rows. */
+ * |y| < 2^30 and |(x - zp) << R| < 2^15, so the int32 sum is exact. */
 MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, const int32_t *ch, const output_s16 *o,
                                                          int32_t c)
 {
@@ -134,7 +154,6 @@ MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, con
     z[0] = mcubert_clamp16_i32(y2 + (x[0] - zero_point) * scale);
     z[n] = mcubert_clamp16_i32(y3 + (x[n] - zero_point) * scale);
 }
-
 /* Any requantization, rows [0, count): the same sum with y saturated to int32 (SPEC 3.2). */
 MCUBERT_NOINLINE static void store_channel_residual(const int32_t *acc, int32_t count, const int32_t *ch,
                                                     const output_s16 *o, int32_t c)
@@ -149,29 +168,36 @@ MCUBERT_NOINLINE static void store_channel_residual(const int32_t *acc, int32_t 
     }
 }
 
+/* Channels [c, c + n) of one chunk (acc[j] is channel c + j), fast or generic per channel. */
+static void store_chunk_residual(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], int32_t c, int32_t n, int32_t count,
+                                 const int32_t *ch, const output_s16 *o)
+{
+    int32_t j;
+    for (j = 0; j < n; ++j, ch += 3) {
+        if (count == MCUBERT_BLOCK_ROWS && mcubert_requant_fast_ok(ch[0], ch[2])) {
+            store_channel_residual_fast(acc[j], ch, o, c + j);
+        } else {
+            store_channel_residual(acc[j], count, ch, o, c + j);
+        }
+    }
+}
+
 void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_linear *layer, const int8_t *residual,
                                     const int32_t *channels, int16_t *z)
 {
     const int32_t n = layer->out_features;
     const int32_t stride = pair_stride(layer);
-    const int32_t count = rows->count;
-    const int32_t *ch = layer->channels;
     output_s16 o;
     int32_t c;
     o.residual = residual;
     o.z = z;
     o.stride = n;
     o.channels = channels;
-    for (c = 0; c < n; c += 2, ch += 6) {
-        int32_t acc[2][MCUBERT_BLOCK_ROWS];
-        int32_t j;
-        mcubert_gemm_4x2_pair4(rows, layer->weights + (c >> 1) * stride, acc);
-        for (j = 0; j < 2 && c + j < n; ++j) {
-            if (count == MCUBERT_BLOCK_ROWS && mcubert_requant_fast_ok(ch[3 * j], ch[3 * j + 2])) {
-                store_channel_residual_fast(acc[j], ch + 3 * j, &o, c + j);
-            } else {
-                store_channel_residual(acc[j], count, ch + 3 * j, &o, c + j);
-            }
-        }
+    for (c = 0; c < n; c += MCUBERT_CHUNK_CHANNELS) {
+        const int32_t chunk = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, n - c);
+        int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+        mcubert_gemm_4xn_pair4(rows, layer->weights + (c >> 1) * stride, stride, chunk, acc);
+        store_chunk_residual((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, c, chunk, rows->count, layer->channels + 3 * c,
+                             &o);
     }
 }

@@ -264,12 +264,14 @@ MCUBERT_NOINLINE static void query_scores(const attention_state *a, int32_t n)
         int32_t j;
         mcubert_rows_init_s8(&rows, a->query_rows + r0 * a->dh, a->dh, count, a->dh);
         mcubert_rows_widen(&rows, a->widened);
-        for (j = 0; j < keys; j += 2) {
-            const int8_t *k0 = a->key_rows + j * a->dh;
-            const int32_t both = j + 1 < keys;
-            int32_t acc[2][MCUBERT_BLOCK_ROWS];
-            mcubert_gemm_4x2_rows(&rows, k0, both ? k0 + a->dh : k0, acc);
-            store_scores((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, count, both, &score, block + j, a->s);
+        for (j = 0; j < keys; j += MCUBERT_CHUNK_CHANNELS) {
+            const int32_t chunk = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, keys - j);
+            int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS], c;
+            mcubert_gemm_4xn_rows(&rows, a->key_rows + j * a->dh, a->dh, chunk, acc);
+            for (c = 0; c < chunk; c += 2) {
+                store_scores((const int32_t(*)[MCUBERT_BLOCK_ROWS])(acc + c), count, c + 1 < chunk, &score,
+                             block + j + c, a->s);
+            }
         }
     }
 }
@@ -310,13 +312,12 @@ MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, 
         }
         mcubert_rows_init_s16(&rows, a->scores + r0 * a->s, a->s, count, a->keys.count);
         mcubert_rows_widen(&rows, a->widened);
-        for (c = 0; c < a->dh; c += 2) {
-            const int8_t *v0 = a->value_t + c * a->s;
-            int32_t acc[2][MCUBERT_BLOCK_ROWS];
-            mcubert_gemm_4x2_rows(&rows, v0, c + 1 < a->dh ? v0 + a->s : v0, acc);
-            store_context(acc[0], recip, count, &context, block + c, target_stride);
-            if (c + 1 < a->dh) {
-                store_context(acc[1], recip, count, &context, block + c + 1, target_stride);
+        for (c = 0; c < a->dh; c += MCUBERT_CHUNK_CHANNELS) {
+            const int32_t chunk = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, a->dh - c);
+            int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS], j;
+            mcubert_gemm_4xn_rows(&rows, a->value_t + c * a->s, a->s, chunk, acc);
+            for (j = 0; j < chunk; ++j) {
+                store_context(acc[j], recip, count, &context, block + c + j, target_stride);
             }
         }
     }

@@ -156,6 +156,11 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
     rows->widened = widened;
 }
 
+static inline const int8_t *channel_base(const mcubert_channel_walk *walk, int32_t c)
+{
+    return walk->base + (c >> 1) * walk->pair_stride + (c & 1) * walk->lane_offset;
+}
+
 #if !MCUBERT_DSP_ASM
 /* One sweep of the micro-kernel: acc[r] = row r (of 4) against one channel, whose weight word
  * g is at w + step * g. The weight word is sign-extended once (SXTB16, SXTB16 ROR 8) and used
@@ -182,46 +187,63 @@ static void dsp_sweep(const uint32_t *x, int32_t groups, const int8_t *w, int32_
     acc[3] = a3;
 }
 
-/* The 4 x 2 block as two sweeps, one per channel (see the .S file for why not one pass). */
-void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
+/* One sweep per channel (see the .S file for why not two channels per pass). */
+void mcubert_dsp_4xn_step8(const uint32_t *x, int32_t groups, const mcubert_channel_walk *walk, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
-    dsp_sweep(x, groups, w0, 8, acc[0]);
-    dsp_sweep(x, groups, w1, 8, acc[1]);
+    int32_t c;
+    for (c = 0; c < channels; ++c) {
+        dsp_sweep(x, groups, channel_base(walk, c), 8, acc[c]);
+    }
 }
 
-void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
+void mcubert_dsp_4xn_step4(const uint32_t *x, int32_t groups, const mcubert_channel_walk *walk, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
-    dsp_sweep(x, groups, w0, 4, acc[0]);
-    dsp_sweep(x, groups, w1, 4, acc[1]);
+    int32_t c;
+    for (c = 0; c < channels; ++c) {
+        dsp_sweep(x, groups, channel_base(walk, c), 4, acc[c]);
+    }
 }
 #endif /* !MCUBERT_DSP_ASM */
 
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4])
+void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
+                            int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
     const int32_t full = rows->length & ~3;
-    int32_t r, k;
-    mcubert_dsp_4x2_step8(rows->widened, rows->length >> 2, group, group + 4, acc);
+    mcubert_channel_walk walk;
+    int32_t c, r, k;
+    walk.base = pairs;
+    walk.pair_stride = pair_stride;
+    walk.lane_offset = 4;
+    mcubert_dsp_4xn_step8(rows->widened, rows->length >> 2, &walk, channels, acc);
     /* K % 4 tail: the last group's lanes, read in place (its padding lanes are never used). */
     for (k = full; k < rows->length; ++k) {
-        const int8_t *w = group + 2 * k - (k & 3);
-        for (r = 0; r < rows->count; ++r) {
-            const int32_t x = activation_at(rows, r, k);
-            acc[0][r] += x * w[0];
-            acc[1][r] += x * w[4];
+        for (c = 0; c < channels; ++c) {
+            const int8_t *w = channel_base(&walk, c) + 2 * k - (k & 3);
+            for (r = 0; r < rows->count; ++r) {
+                acc[c][r] += activation_at(rows, r, k) * w[0];
+            }
         }
     }
 }
 
-void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
+void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_t row_stride, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
     const int32_t full = rows->length & ~3;
-    int32_t r, k;
-    mcubert_dsp_4x2_step4(rows->widened, rows->length >> 2, w0, w1, acc);
+    mcubert_channel_walk walk;
+    int32_t c, r, k;
+    walk.base = first;
+    walk.pair_stride = 2 * row_stride;
+    walk.lane_offset = row_stride;
+    mcubert_dsp_4xn_step4(rows->widened, rows->length >> 2, &walk, channels, acc);
     for (k = full; k < rows->length; ++k) {
-        for (r = 0; r < rows->count; ++r) {
-            const int32_t x = activation_at(rows, r, k);
-            acc[0][r] += x * w0[k];
-            acc[1][r] += x * w1[k];
+        for (c = 0; c < channels; ++c) {
+            const int32_t w = first[c * row_stride + k];
+            for (r = 0; r < rows->count; ++r) {
+                acc[c][r] += activation_at(rows, r, k) * w;
+            }
         }
     }
 }
@@ -263,47 +285,62 @@ static inline void pair4_segment(const int8_t *x, int32_t k_begin, int32_t k_end
     *acc1 = s1;
 }
 
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4])
+void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
+                            int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
-    int32_t r;
-    for (r = 0; r < rows->count; ++r) {
-        int32_t a0 = 0, a1 = 0;
-        pair4_segment(row_s8(rows, r), 0, rows->split, group, &a0, &a1);
-        if (rows->split < rows->length) {
-            pair4_segment(second_s8(rows, r), rows->split, rows->length, group, &a0, &a1);
+    int32_t r, c;
+    for (c = 0; c < channels; c += 2) {
+        const int8_t *group = pairs + (c >> 1) * pair_stride;
+        for (r = 0; r < rows->count; ++r) {
+            int32_t a0 = 0, a1 = 0;
+            pair4_segment(row_s8(rows, r), 0, rows->split, group, &a0, &a1);
+            if (rows->split < rows->length) {
+                pair4_segment(second_s8(rows, r), rows->split, rows->length, group, &a0, &a1);
+            }
+            acc[c][r] = a0;
+            if (c + 1 < channels) {
+                acc[c + 1][r] = a1;
+            }
         }
-        acc[0][r] = a0;
-        acc[1][r] = a1;
     }
 }
 
-void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1, int32_t acc[2][4])
+/* One int8 weight row against activation row r, whatever the row's storage. */
+static int32_t row_dot(const mcubert_rows *rows, int32_t r, const int8_t *w)
 {
-    int32_t r, k;
-    for (r = 0; r < rows->count; ++r) {
-        int32_t a0 = 0, a1 = 0;
-        if (rows->kind == MCUBERT_ROWS_S16) {
-            const int16_t *x = row_s16(rows, r);
-            for (k = 0; k < rows->length; ++k) {
-                a0 += x[k] * w0[k];
-                a1 += x[k] * w1[k];
-            }
-        } else if (rows->split == rows->length) {
-            const int8_t *x = row_s8(rows, r);
-            for (k = 0; k < rows->length; ++k) {
-                a0 += x[k] * w0[k];
-                a1 += x[k] * w1[k];
-            }
-        } else {
-            for (k = 0; k < rows->length; ++k) {
-                const int32_t x = activation_at(rows, r, k);
-                a0 += x * w0[k];
-                a1 += x * w1[k];
-            }
+    int32_t sum = 0, k;
+    if (rows->kind == MCUBERT_ROWS_S16) {
+        const int16_t *x = row_s16(rows, r);
+        for (k = 0; k < rows->length; ++k) {
+            sum += x[k] * w[k];
         }
-        acc[0][r] = a0;
-        acc[1][r] = a1;
+    } else if (rows->split == rows->length) {
+        const int8_t *x = row_s8(rows, r);
+        for (k = 0; k < rows->length; ++k) {
+            sum += x[k] * w[k];
+        }
+    } else {
+        for (k = 0; k < rows->length; ++k) {
+            sum += activation_at(rows, r, k) * w[k];
+        }
+    }
+    return sum;
+}
+
+void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_t row_stride, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    int32_t c, r;
+    for (c = 0; c < channels; ++c) {
+        for (r = 0; r < rows->count; ++r) {
+            acc[c][r] = row_dot(rows, r, first + c * row_stride);
+        }
     }
 }
 
 #endif /* MCUBERT_DSP */
+
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][MCUBERT_BLOCK_ROWS])
+{
+    mcubert_gemm_4xn_pair4(rows, group, 0, 2, acc);
+}

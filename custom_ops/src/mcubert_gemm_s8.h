@@ -1,7 +1,8 @@
 /*
  * Matrix micro-kernels shared by the ops: one call multiplies a block of up to 4 activation
- * rows with 2 output channels and returns the 4 x 2 int32 accumulators; the op applies its own
- * output stage (requantize, clamp, residual...). Two weight layouts:
+ * rows with a run of output channels (up to MCUBERT_CHUNK_CHANNELS) and returns the int32
+ * accumulators; the op applies its own output stage (requantize, clamp, residual...) to the
+ * whole chunk. Two weight layouts:
  *
  *   pair4 (linear layers, SPEC 3.1): one 8-byte group per 4 K values holds channel 2p's four
  *          weights then channel 2p+1's, so both channels advance through one pointer;
@@ -14,7 +15,7 @@
  * per row block into `widened`, laid out [K/4][4 rows][2 words] with each word an int16 pair
  * (x0,x2) then (x1,x3) — the order SXTB16 produces from a weight word (bytes 0,2 and, after
  * ROR 8, bytes 1,3), so two SMLADs per row and channel consume 4 K, and one group of all four
- * rows is 8 consecutive words (two LDMs). The micro-kernel (mcubert_dsp_4x2_*) sweeps K once
+ * rows is 8 consecutive words (two LDMs). The micro-kernel (mcubert_dsp_4xn_*) sweeps K once
  * per output channel with the four rows in registers. The K % 4 tail (at most 3 values) is
  * done in scalar code, so widening never needs more than the spec's int16[4][K] region.
  *
@@ -25,7 +26,8 @@
 
 #include <stdint.h>
 
-#define MCUBERT_BLOCK_ROWS 4 /* the micro-kernel's M (contract dsp_rows) */
+#define MCUBERT_BLOCK_ROWS 4     /* the micro-kernel's M (contract dsp_rows) */
+#define MCUBERT_CHUNK_CHANNELS 8 /* channels per call of the chunked kernels: 128 B of accumulators */
 
 typedef enum { MCUBERT_ROWS_S8 = 0, MCUBERT_ROWS_S16 = 1 } mcubert_rows_kind;
 
@@ -58,19 +60,38 @@ void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stri
  * aligned). Plain path: nothing to do. Call once per row block, before the gemm calls. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 
-/* acc[c][r] = sum_k x_r[k] * W[2p + c][k]: `group` is pair p's first 8-byte group in the
- * pair4 tensor (packed + p * ceil(K/4) * 8). int8 rows only. Entries of rows >= count are
+/* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS)
+ * channels from 2p on: `pairs` is pair p's first 8-byte group in the pair4 tensor (packed +
+ * p * pair_stride, pair_stride = ceil(K/4) * 8). int8 rows only. Entries of rows >= count are
  * unspecified (the DSP micro-kernel always computes four rows). */
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][4]);
+void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
+                            int32_t acc[][MCUBERT_BLOCK_ROWS]);
 
-/* acc[c][r] = sum_k x_r[k] * w_c[k] for two int8 weight rows (w1 may equal w0 when the
- * second channel does not exist). int8 or int16 activation rows. Rows >= count: as above. */
-void mcubert_gemm_4x2_rows(const mcubert_rows *rows, const int8_t *w0, const int8_t *w1, int32_t acc[2][4]);
+/* The two channels of one pair (the chunked kernel with channels = 2). */
+void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][MCUBERT_BLOCK_ROWS]);
 
-/* The micro-kernel proper (DSP path): acc[c][r] over the `groups` full 4-groups of the widened
- * block x; channel c's weight word g is at w_c + step * g. Thumb-2 assembly
- * (mcubert_gemm_dsp_s8.S) or the equivalent C (mcubert_gemm_s8.c). */
-void mcubert_dsp_4x2_step8(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4]);
-void mcubert_dsp_4x2_step4(const uint32_t *x, int32_t groups, const int8_t *w0, const int8_t *w1, int32_t acc[2][4]);
+/* acc[j][r] = sum_k x_r[k] * w_j[k] for `channels` (1..MCUBERT_CHUNK_CHANNELS) int8 weight
+ * rows w_j = first + j * row_stride (attention's key rows and value_t rows). int8 or int16
+ * activation rows. Rows >= count: as above. */
+void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_t row_stride, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS]);
+
+/* Where a run of channels' weights start: channel c at base + (c >> 1) * pair_stride +
+ * (c & 1) * lane_offset (pair4: lane_offset 4; two plain rows: pair_stride 0, lane_offset
+ * w1 - w0). The assembly reads the fields by offset: keep their order. */
+typedef struct {
+    const int8_t *base;
+    int32_t pair_stride;
+    int32_t lane_offset;
+} mcubert_channel_walk;
+
+/* The micro-kernel proper (DSP path): acc[c][r] for channels c < `channels` (>= 1) over the
+ * `groups` full 4-groups of the widened block x; channel c's weight word g is `step` bytes
+ * after word g - 1 (8: pair4, 4: plain rows). Thumb-2 assembly (mcubert_gemm_dsp_s8.S) or the
+ * equivalent C (mcubert_gemm_s8.c). */
+void mcubert_dsp_4xn_step8(const uint32_t *x, int32_t groups, const mcubert_channel_walk *walk, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS]);
+void mcubert_dsp_4xn_step4(const uint32_t *x, int32_t groups, const mcubert_channel_walk *walk, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS]);
 
 #endif /* MCUBERT_GEMM_S8_H */

@@ -53,7 +53,7 @@ def test_mlp_formula_matches_a_measurement(emulator, s, d, f, t):
 
 def test_micro_kernel_events_cover_every_multiply_accumulate():
     """Each swept group is 4 K values of 4 rows: 16 MAC slots. So the formulas' main term is
-    exactly the op's matmuls with rows padded to blocks of 4, keys to pairs and K to whole groups
+    exactly the op's matmuls with rows padded to blocks of 4 and K to whole groups
     (s = 50 leaves a K tail of 2 in P.V, which the tail term counts)."""
     s, d, h, t, f = 50, 64, 2, 7, 256
     dh = d // h
@@ -63,11 +63,11 @@ def test_micro_kernel_events_cover_every_multiply_accumulate():
     assert attention["micro_groups"] * 16 == (
         h * key_rows * 2 * dh * d  # K and V projections
         + h * padded * dh * d  # Q
-        + h * padded * 2 * math.ceil(s / 2) * dh  # scores
+        + h * padded * s * dh  # scores
         + h * padded * dh * (s // 4 * 4)  # P.V (whole groups)
         + padded * d * d
     )  # output projection
-    assert attention["tail_macs"] == h * s * (dh // 2) * (s % 4)
+    assert attention["tail_macs"] == h * s * dh * (s % 4)
     mlp = kernel_cost.mlp_features(s, d, f, t)
     assert mlp["micro_groups"] * 16 == padded * 2 * d * f
 

@@ -15,8 +15,8 @@ requantization shifts <= -2 (the fast output path), mask mode 0 with every key a
 
 Cycles are the instruction-class ESTIMATE of measure/instruction_classes.py (a throughput model of
 the Cortex-M7 pipeline, zero-wait-state memory) fitted the same way; `predict_latency` divides them
-by a board's clock. Flash wait states and cache misses on weight reads are not modelled, so on a
-board with weights in internal Flash the real latency is higher.
+by a board's clock. The Flash stalls of the weight reads come from schedule/flash_traffic.py (the
+board's wait states and cache line) and are reported next to it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from tflm_mcubert.schedule.cost import OpShape
 
 BLOCK_ROWS = 4  # the micro-kernel's rows (contract dsp_rows)
 GROUP = 4  # K values per SMLAD group
+CHUNK = 8  # channels per micro-kernel call (MCUBERT_CHUNK_CHANNELS)
+UNROLL = 8  # groups per iteration of the assembly's sweep
 
 
 def _blocks(rows: int) -> list[int]:
@@ -38,27 +40,28 @@ def _blocks(rows: int) -> list[int]:
     return [BLOCK_ROWS] * (rows // BLOCK_ROWS) + ([rows % BLOCK_ROWS] if rows % BLOCK_ROWS else [])
 
 
-def _tiles(s: int, t: int) -> list[int]:
+def tile_sizes(s: int, t: int) -> list[int]:
+    """Token counts of the tiles of a sequence of s tokens with tile t."""
     return [t] * (s // t) + ([s % t] if s % t else [])
 
 
-def _pairs(c_begin: int, c_end: int) -> int:
-    """Channel pairs a linear stage visits for channels [c_begin, c_end)."""
-    return ((c_end - 1) >> 1) - (c_begin >> 1) + 1 if c_end > c_begin else 0
+def _swept(c_begin: int, c_end: int) -> int:
+    """Channels a linear stage sweeps for channels [c_begin, c_end): chunks start on a pair."""
+    return c_end - (c_begin & ~1) if c_end > c_begin else 0
 
 
 class _Events(dict):
     def add(self, name: str, value: float) -> None:
         self[name] = self.get(name, 0) + value
 
-    def gemm(self, blocks: list[int], pairs: int, k: int) -> None:
-        """`pairs` 4x2 micro-kernel calls per row block over K = k (two sweeps each)."""
+    def gemm(self, blocks: list[int], channels: int, k: int) -> None:
+        """Per row block, `channels` sweeps over K = k in micro-kernel calls of up to CHUNK channels."""
         groups = k // GROUP
         for count in blocks:
-            self.add("micro_calls", pairs)
-            self.add("micro_groups", pairs * 2 * groups)
-            self.add("micro_iterations", pairs * 2 * math.ceil(groups / 4))
-            self.add("tail_macs", pairs * (k % GROUP) * count)
+            self.add("micro_calls", math.ceil(channels / CHUNK))
+            self.add("micro_groups", channels * groups)
+            self.add("micro_iterations", channels * math.ceil(groups / UNROLL))
+            self.add("tail_macs", channels * (k % GROUP) * count)
 
     def widen(self, blocks: list[int], k: int, name: str) -> None:
         rows = sum(blocks)
@@ -127,23 +130,23 @@ def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
     keys = s
     e = _Events(call=1, heads=h)
     kv_blocks = _blocks(keys)
-    tiles = _tiles(s, t)
+    tiles = tile_sizes(s, t)
     for head in range(h):
         c0 = head * dh
-        pairs = _pairs(c0, c0 + dh)
+        swept = _swept(c0, c0 + dh)
         e.add("kv_blocks", len(kv_blocks))
         e.widen(kv_blocks, d, "widen8")
-        e.gemm(kv_blocks, 2 * pairs, d)  # K and V
+        e.gemm(kv_blocks, 2 * swept, d)  # K and V
         e.stores(kv_blocks, 2 * dh, "store_s8")
         for n in tiles:
             blocks = _blocks(n)
             e.add("tiles", 1)
             e.add("q_blocks", len(blocks))
             e.widen(blocks, d, "widen8")  # x rows for Q
-            e.gemm(blocks, pairs, d)
+            e.gemm(blocks, swept, d)
             e.stores(blocks, dh, "store_s8")
             e.widen(blocks, dh, "widen8")  # Q rows for the scores
-            e.gemm(blocks, math.ceil(keys / 2), dh)
+            e.gemm(blocks, keys, dh)
             for count in blocks:
                 full_pairs = keys // 2 if count == BLOCK_ROWS else 0
                 e.add("store_scores", full_pairs)
@@ -151,13 +154,13 @@ def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
             e.add("softmax_rows", n)
             e.add("softmax_keys", n * keys)
             e.widen(blocks, keys, "widen16")
-            e.gemm(blocks, math.ceil(dh / 2), keys)
+            e.gemm(blocks, dh, keys)
             e.stores(blocks, dh, "store_context")
             if head == h - 1:
                 e.add("last_tiles", 1)
                 e.add("out_blocks", len(blocks))
                 e.widen(blocks, d, "widen8")
-                e.gemm(blocks, math.ceil(d / 2), d)
+                e.gemm(blocks, d, d)
                 e.stores(blocks, d, "store_residual")
                 e.add("layernorm_rows", n)
                 e.add("layernorm_elements", n * d)
@@ -167,15 +170,15 @@ def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
 def mlp_features(s: int, d: int, f: int, t: int) -> dict[str, float]:
     """Event counts of one MCUBERT_MLP call."""
     e = _Events(call=1)
-    for n in _tiles(s, t):
+    for n in tile_sizes(s, t):
         blocks = _blocks(n)
         e.add("tiles", 1)
         e.add("blocks", len(blocks))
         e.widen(blocks, d, "widen8")
-        e.gemm(blocks, math.ceil(f / 2), d)
+        e.gemm(blocks, f, d)
         e.stores(blocks, f, "store_s8_lut")
         e.widen(blocks, f, "widen8")
-        e.gemm(blocks, math.ceil(d / 2), f)
+        e.gemm(blocks, d, f)
         e.stores(blocks, d, "store_residual")
         e.add("layernorm_rows", n)
         e.add("layernorm_elements", n * d)
@@ -202,93 +205,93 @@ def op_features(shape: OpShape) -> dict[str, float]:
 # t = 1..128 at s 128 (bench/kernel_cost.py --fit).
 # instructions per event
 ATTENTION_INSTRUCTIONS: dict[str, float] = {
-    "call": -3613.47,
-    "heads": 1504.16,
-    "tiles": -219.172,
-    "last_tiles": 1353.36,
-    "kv_blocks": 5052.61,
-    "q_blocks": 605.698,
-    "out_blocks": -1970.42,
-    "micro_calls": 86.8086,
-    "micro_groups": 12.4311,
-    "micro_iterations": 4.24948,
-    "tail_macs": 32.7145,
-    "widen8_rows": -98.1198,
-    "widen8_groups": 6.4199,
-    "widen16_rows": -390.95,
-    "widen16_groups": 73.1628,
-    "store_s8": 222.027,
-    "store_scores": -162.078,
-    "store_context": -242.871,
-    "store_residual": -242.871,
-    "ragged_outputs": -3.28425,
-    "ragged_channels": 25.9882,
-    "softmax_rows": -390.95,
-    "softmax_keys": 23.5399,
-    "layernorm_rows": 1508.35,
-    "layernorm_elements": 40.6894,
+    "call": -4832.96,
+    "heads": 1370.24,
+    "tiles": -371.493,
+    "last_tiles": 1708.13,
+    "kv_blocks": 4380.79,
+    "q_blocks": 1013.74,
+    "out_blocks": -2853.01,
+    "micro_calls": 297.238,
+    "micro_groups": 12.9161,
+    "micro_iterations": 2.58879,
+    "tail_macs": 23.621,
+    "widen8_rows": -90.2676,
+    "widen8_groups": 6.76153,
+    "widen16_rows": -371.218,
+    "widen16_groups": 119.373,
+    "store_s8": 205.581,
+    "store_scores": -167.955,
+    "store_context": -207.061,
+    "store_residual": -207.061,
+    "ragged_outputs": -2.36359,
+    "ragged_channels": 26.0256,
+    "softmax_rows": -371.218,
+    "softmax_keys": 13.8102,
+    "layernorm_rows": 1770.79,
+    "layernorm_elements": 46.6168,
 }
 MLP_INSTRUCTIONS: dict[str, float] = {
-    "call": 287.742,
-    "tiles": 99.1513,
-    "blocks": 114.259,
-    "micro_calls": 52.6735,
-    "micro_groups": 6.75061,
-    "micro_iterations": 27.0025,
-    "tail_macs": -6.69388e-10,
-    "widen8_rows": 196.058,
-    "widen8_groups": 41.7914,
-    "store_s8_lut": 35.2392,
-    "store_residual": 38.197,
-    "ragged_outputs": 31.8628,
-    "ragged_channels": 45.9162,
-    "layernorm_rows": 392.117,
-    "layernorm_elements": 23.3351,
+    "call": 156.258,
+    "tiles": 117.609,
+    "blocks": 120.919,
+    "micro_calls": 190.725,
+    "micro_groups": 6.62572,
+    "micro_iterations": 53.0058,
+    "tail_macs": 9.60426e-10,
+    "widen8_rows": 198.196,
+    "widen8_groups": 41.5557,
+    "store_s8_lut": 36.4971,
+    "store_residual": 29.6191,
+    "ragged_outputs": 30.9042,
+    "ragged_channels": 36.5246,
+    "layernorm_rows": 396.392,
+    "layernorm_elements": 28.9154,
 }
 # estimated Cortex-M7 cycles per event (measure/instruction_classes.py)
 ATTENTION_CYCLES_M7: dict[str, float] = {
-    "call": -1979.69,
-    "heads": 857.69,
-    "tiles": -112.44,
-    "last_tiles": 853.137,
-    "kv_blocks": 3057.1,
-    "q_blocks": 383.493,
-    "out_blocks": -1192.17,
-    "micro_calls": 62.0962,
-    "micro_groups": 7.63708,
-    "micro_iterations": 2.7029,
-    "tail_macs": 20.165,
-    "widen8_rows": -52.2457,
-    "widen8_groups": 3.63508,
-    "widen16_rows": -211.897,
-    "widen16_groups": 43.9074,
-    "store_s8": 129.524,
-    "store_scores": -95.2535,
-    "store_context": -135.225,
-    "store_residual": -135.225,
-    "ragged_outputs": -3.15175,
-    "ragged_channels": 22.1791,
-    "softmax_rows": -211.897,
-    "softmax_keys": 12.6706,
-    "layernorm_rows": 926.79,
-    "layernorm_elements": 22.1697,
+    "call": -2304.04,
+    "heads": 687.289,
+    "tiles": -221.068,
+    "last_tiles": 1123.02,
+    "kv_blocks": 2558.67,
+    "q_blocks": 637.994,
+    "out_blocks": -1777.86,
+    "micro_calls": 205.655,
+    "micro_groups": 8.10714,
+    "micro_iterations": 1.65805,
+    "tail_macs": 15.3198,
+    "widen8_rows": -43.292,
+    "widen8_groups": 3.82318,
+    "widen16_rows": -184.687,
+    "widen16_groups": 71.2537,
+    "store_s8": 123.166,
+    "store_scores": -100.083,
+    "store_context": -118.509,
+    "store_residual": -118.509,
+    "ragged_outputs": -2.99085,
+    "ragged_channels": 20.8795,
+    "softmax_rows": -184.687,
+    "softmax_keys": 6.73121,
+    "layernorm_rows": 1069.86,
+    "layernorm_elements": 25.8859,
 }
 MLP_CYCLES_M7: dict[str, float] = {
-    "call": 242.323,
-    "tiles": 67.1747,
-    "blocks": 104.932,
-    "micro_calls": 39.8159,
-    "micro_groups": 4.1566,
-    "micro_iterations": 16.6264,
-    "tail_macs": -3.63798e-10,
-    "widen8_rows": 123.074,
-    "widen8_groups": 25.2824,
-    "store_s8_lut": 23.9932,
-    "store_residual": 27.3273,
-    "ragged_outputs": 16.0144,
-    "ragged_channels": 38.0707,
-    "layernorm_rows": 246.148,
-    "layernorm_elements": 12.641,
+    "call": 151.476,
+    "tiles": 78.8651,
+    "blocks": 112.56,
+    "micro_calls": 144.379,
+    "micro_groups": 4.15662,
+    "micro_iterations": 33.253,
+    "tail_macs": 6.25732e-10,
+    "widen8_rows": 124.27,
+    "widen8_groups": 25.6741,
+    "store_s8_lut": 26.154,
+    "store_residual": 18.0671,
+    "ragged_outputs": 15.2509,
+    "ragged_channels": 29.8929,
+    "layernorm_rows": 248.541,
+    "layernorm_elements": 16.3197,
 }
 # Largest relative error on the held-out measured shapes.
 FIT_MAX_RELATIVE_ERROR = {"instructions": 0.0024, "cycles": 0.0041}
@@ -314,25 +317,20 @@ def predict(shape: OpShape, quantity: str = "instructions") -> float:
 class KernelCostModel:
     """schedule.cost.CostModel from the fitted instruction formulas.
 
-    `resolution`: costs within this relative step count as equal (they are quantized on a log
-    scale), so that the planner's tie-break — the smaller footprint — picks the smallest tile
-    among those as fast to within the resolution. The default, 0.5%, is about twice the
-    formulas' error: below it a difference is not a measurement. Tiles that are multiples of
-    the micro-kernel's 4 rows all cost the same to within ~0.2% (a few hundred instructions
-    per tile and head), so the planner then takes t = 4 — the paper's choice — instead of the
-    largest tile that fits (at BERT-tiny s = 128: 43,680 instead of 118,912 arena bytes for a
-    0.05% gain). resolution=0 keeps exact costs: the cheapest tile that fits, however small
-    the gain."""
+    `resolution`: the planner (planner.choose_tile) treats tiles whose cost is within this
+    fraction of the cheapest as equally fast and takes the one with the smallest footprint. The
+    default, 0.5%, is about twice the formulas' error: below it a difference is not a
+    measurement. Tiles that are multiples of the micro-kernel's 4 rows all cost the same to
+    within ~0.1% (a few hundred instructions per tile and head), so the planner then takes
+    t = 4 — the paper's choice — instead of the largest tile that fits (at BERT-tiny s = 128:
+    43,680 instead of 118,912 arena bytes for a 0.05% gain). resolution=0 takes the cheapest
+    tile that fits, however small the gain."""
 
     quantity: str = "instructions"
     resolution: float = 0.005
 
     def cost(self, shape: OpShape) -> float:
-        value = predict(shape, self.quantity)
-        if self.resolution > 0 and value > 0:
-            step = math.log1p(self.resolution)
-            return math.exp(round(math.log(value) / step) * step)
-        return value
+        return predict(shape, self.quantity)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,6 +349,9 @@ class LatencyEstimate:
     mlp_cycles: float
     attention_instructions: float
     mlp_instructions: float
+    attention_flash_stall_cycles: float = 0.0  # schedule/flash_traffic.py; 0 without a Flash model
+    mlp_flash_stall_cycles: float = 0.0
+    flash_timing: dict | None = None  # the board's FlashTiming.to_json(), None when not modelled
 
     @property
     def layer_cycles(self) -> float:
@@ -363,6 +364,10 @@ class LatencyEstimate:
     @property
     def encoder_seconds(self) -> float:
         return self.encoder_cycles / self.clock_hz
+
+    @property
+    def encoder_flash_stall_cycles(self) -> float:
+        return self.layers * (self.attention_flash_stall_cycles + self.mlp_flash_stall_cycles)
 
     def to_json(self) -> dict:
         ms = 1e3 / self.clock_hz
@@ -385,11 +390,27 @@ class LatencyEstimate:
                 },
             },
             "encoder_ms": self.encoder_cycles * ms,
+            "flash": self._flash_json(ms),
             "model": (
                 "Cortex-M7 DSP kernels: fitted instruction-class cycle estimate (zero-wait-state "
-                "memory; Flash wait states and cache misses not modelled) / clock; encoder "
-                "layers only (embedding and classifier head excluded)"
+                "memory) / clock, encoder layers only (embedding and classifier head excluded); "
+                "'flash' adds the estimated stalls of streaming the weights from Flash"
             ),
+        }
+
+    def _flash_json(self, ms: float) -> dict:
+        if self.flash_timing is None:
+            return {"modelled": False, "why": "no Flash timing for this board (boards.FlashTiming)"}
+        stalls = self.encoder_flash_stall_cycles
+        return {
+            "modelled": True,
+            "timing": self.flash_timing,
+            "per_layer_stall_cycles": {
+                "attention": round(self.attention_flash_stall_cycles),
+                "mlp": round(self.mlp_flash_stall_cycles),
+            },
+            "encoder_stall_ms": stalls * ms,
+            "encoder_ms_with_flash": (self.encoder_cycles + stalls) * ms,
         }
 
 
@@ -397,6 +418,8 @@ def predict_latency(config, seq_len: int, board: Board | str, *, tiles: dict[str
     """Estimated latency of the encoder layers of `config` (a BertConfig, Dims, or anything with
     HF attribute names) at `seq_len` on `board` (its clock; a Cortex-M7), with the ops' tiles
     (e.g. Plan.tiles)."""
+    from tflm_mcubert.schedule import flash_traffic  # it builds on this module's formulas
+
     board = get_board(board) if isinstance(board, str) else board
     if board.core != "cortex-m7":
         raise ValueError(f"{board.name}: latency formulas are fitted for Cortex-M7, not {board.core}")
@@ -412,4 +435,7 @@ def predict_latency(config, seq_len: int, board: Board | str, *, tiles: dict[str
         mlp_cycles=predict(shapes["mlp"], "cycles"),
         attention_instructions=predict(shapes["attention"]),
         mlp_instructions=predict(shapes["mlp"]),
+        attention_flash_stall_cycles=flash_traffic.stall_cycles(shapes["attention"], board),
+        mlp_flash_stall_cycles=flash_traffic.stall_cycles(shapes["mlp"], board),
+        flash_timing=board.flash_timing.to_json() if board.flash_timing else None,
     )

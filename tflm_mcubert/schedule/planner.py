@@ -120,16 +120,21 @@ def _scratch_bytes(kind: str, s: int, dims: Dims, tile: int) -> int:
 
 
 def choose_tile(kind: str, s: int, dims: Dims, budget: int, cost_model: CostModel) -> tuple[int, float]:
-    """The cheapest tile t in [1, s] whose step fits `budget` (ties: the smaller footprint)."""
+    """The tile t in [1, s] whose step fits `budget` with the smallest footprint among those within
+    the cost model's `resolution` (relative; 0 when it has none) of the cheapest that fits."""
     resident = sum(n for _, n in _resident(s, dims.hidden))
-    best = None
+    tolerance = getattr(cost_model, "resolution", 0.0)
+    fits = []
     for t in range(1, s + 1):
         live = resident + align_up(_scratch_bytes(kind, s, dims, t))
-        if live > budget:
-            continue
-        key = (cost_model.cost(OpShape(kind, s, dims, t)), live)
-        if best is None or key < best[0]:
-            best = (key, t)
+        if live <= budget:
+            fits.append((cost_model.cost(OpShape(kind, s, dims, t)), live, t))
+    best = None
+    if fits:
+        cheapest = min(cost for cost, _, _ in fits)
+        near = [f for f in fits if f[0] <= cheapest * (1 + tolerance)]
+        cost, _, t = min(near, key=lambda f: (f[1], f[0], f[2]))
+        best = ((cost, 0), t)
     if best is None:
         minimum = resident + align_up(_scratch_bytes(kind, s, dims, 1))
         raise BudgetExceededError(
