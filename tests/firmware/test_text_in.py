@@ -6,7 +6,9 @@ It reads a file of sentences (accents, CJK, emoji, an empty line, invalid UTF-8,
 NUL, lines far over seq_len and over the firmware's 256-byte line buffer, no newline after the last)
 through semihosting; for every line the label, the int8 logits and the token count it prints must equal
 the numpy reference run (runtime/reference.py) on the ids the Python tokenizer reference gives for the
-same bytes (cut at 256, as the firmware cuts them).
+same bytes (cut at 256, as the firmware cuts them). Built for the emulator-only board (emulator-m7,
+under unicorn, whose cycle counter reads executed instructions), it prints nonzero tokenize and model
+counts where QEMU prints 0.
 """
 
 from __future__ import annotations
@@ -159,3 +161,27 @@ def test_an_export_without_a_tokenizer_blob_is_refused(export_dir, tmp_path):
     (copy / "model_vocab.bin").unlink()
     with pytest.raises(WholeModelDataError, match="model_vocab.bin: missing"):
         whole_model_from_export(copy)
+
+
+def test_cycle_counts_on_the_emulator_only_board(export_dir, tmp_path):
+    """QEMU has no cycle counter (the counts read 0); unicorn's emulator-m7 counts executed instructions,
+    so there the same firmware prints nonzero counts, and the same results as the reference."""
+    need("arm-none-eabi-gcc", "cmake", "ninja")
+    pytest.importorskip("unicorn")
+    from tflm_mcubert.measure.firmware_emulator import run_firmware
+
+    data = tmp_path / "text-data"
+    write_text_data(whole_model_from_export(export_dir), data)
+    elf = _firmware_sizes().build(
+        "emulator-m7", tmp_path / "build", target="mcubert_text_check", cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}",)
+    )
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_bytes(b"\n".join(SENTENCES[:4]))
+    regions = [(0x0000_0000, 16 << 20), (0x2000_0000, 16 << 20)]  # emulator-m7.ld
+    run = run_firmware(elf, "cortex-m7", regions, command_line=f"sentences={sentences}")
+    assert run.status == 0, run.console
+    matches = list(RESULT.finditer(run.console))
+    printed = [(int(m[2]), [int(v) for v in m[3].split(", ")], int(m[4])) for m in matches]
+    assert printed == expected_results(export_dir)[:4], run.console
+    assert all(int(m[6]) > 0 and int(m[7]) > int(m[6]) for m in matches), run.console
+    print(f"\n{run.console}")
