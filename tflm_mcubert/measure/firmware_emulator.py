@@ -6,9 +6,10 @@ machine for (nRF52840, RP2040, RP2350), and instruction counts of a firmware QEM
 Flash and SRAM are mapped as the caller says (a board's linker script, or a large emulator-only map);
 the core's system control space is plain memory, except that a read of the DWT cycle counter returns the
 instructions executed so far, so a firmware's own cycle printouts (and TFLM's profiler) report executed
-instructions. Semihosting (BKPT 0xAB: SYS_WRITE0, SYS_GET_CMDLINE, SYS_EXIT_EXTENDED) works as under
-QEMU; where the firmware has no semihosting, the run stops at mcubert_platform_exit, and the console is
-platform_memory.c's RAM buffer when the image has one.
+instructions. Semihosting (BKPT 0xAB: SYS_WRITE0, SYS_GET_CMDLINE, SYS_EXIT_EXTENDED, and SYS_OPEN /
+SYS_READ / SYS_CLOSE of host files for reading) works as under QEMU; where the firmware has no
+semihosting, the run stops at mcubert_platform_exit, and the console is platform_memory.c's RAM buffer
+when the image has one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from tflm_mcubert.measure.arm_emulator import ElfImage, EmulatorError, _thumb_in
 SYSTEM_CONTROL_SPACE = (0xE000_0000, 0x10_0000)
 DWT_CYCCNT = 0xE000_1004
 SYS_WRITE0, SYS_GET_CMDLINE, SYS_EXIT_EXTENDED = 0x04, 0x15, 0x20
+SYS_OPEN, SYS_CLOSE, SYS_READ = 0x01, 0x02, 0x06
+READ_MODES = (0, 1)  # fopen's "r" and "rb": the firmware only reads host files
 _MODELS = {"cortex-m7": "M7", "cortex-m4": "M4", "cortex-m33": "M33", "cortex-m0plus": "M0"}
 
 
@@ -54,6 +57,7 @@ class _Machine:
         self.console = bytearray()
         self.status: int | None = None
         self.instructions = 0
+        self.files: dict[int, list] = {}  # handle -> [content, position]
         self._block_sizes: dict[tuple[int, int], int] = {}
 
     def word(self, address: int) -> int:
@@ -89,6 +93,8 @@ class _Machine:
             text = self.command_line[: max(0, length - 1)]
             uc.mem_write(buffer, text + b"\0")
             uc.mem_write(argument + 4, struct.pack("<I", len(text)))
+        elif operation in (SYS_OPEN, SYS_READ, SYS_CLOSE):
+            result = self.file_call(operation, argument)
         elif operation == SYS_EXIT_EXTENDED:
             self.status = struct.unpack("<i", uc.mem_read(argument + 4, 4))[0]
             uc.emu_stop()
@@ -97,6 +103,32 @@ class _Machine:
             result = 0xFFFFFFFF
         uc.reg_write(self.arm.UC_ARM_REG_R0, result)
         uc.reg_write(self.arm.UC_ARM_REG_PC, (pc + 2) | 1)
+
+    def file_call(self, operation: int, argument: int) -> int:
+        """SYS_OPEN {name, mode, length} -> handle; SYS_READ {handle, buffer, size} -> bytes NOT read;
+        SYS_CLOSE {handle} -> 0. Errors are 0xFFFFFFFF, as the semihosting spec has them."""
+        if operation == SYS_OPEN:
+            name, mode, length = (self.word(argument + 4 * i) for i in range(3))
+            try:
+                if mode not in READ_MODES:
+                    raise OSError(f"mode {mode}")
+                content = Path(bytes(self.uc.mem_read(name, length)).decode()).read_bytes()
+            except (OSError, UnicodeDecodeError):
+                return 0xFFFFFFFF
+            handle = max(self.files, default=0) + 1
+            self.files[handle] = [content, 0]
+            return handle
+        entry = self.files.get(self.word(argument))
+        if entry is None:
+            return 0xFFFFFFFF
+        if operation == SYS_CLOSE:
+            del self.files[self.word(argument)]
+            return 0
+        buffer, size = self.word(argument + 4), self.word(argument + 8)
+        chunk = entry[0][entry[1] : entry[1] + size]
+        self.uc.mem_write(buffer, chunk)
+        entry[1] += len(chunk)
+        return size - len(chunk)
 
     def on_exit(self, uc, _address, _size, _):
         self.status = struct.unpack("<i", struct.pack("<I", uc.reg_read(self.arm.UC_ARM_REG_R0)))[0]

@@ -56,6 +56,17 @@ void mcubert_platform_write_fixed(int32_t value, int32_t decimals)
     mcubert_platform_write(digits);
 }
 
+/* No text input unless the platform has one (platform_semihosting.c) or the application brings its own. */
+__attribute__((weak)) int32_t mcubert_platform_read_line(const char *source, uint8_t *buffer, uint32_t capacity,
+                                                         uint32_t *line_bytes)
+{
+    (void)source;
+    (void)buffer;
+    (void)capacity;
+    *line_bytes = 0u;
+    return -1;
+}
+
 /* newlib's abort() (TFLM's TFLITE_ABORT, a failed TFLITE_DCHECK) and exit() end here. libnosys's
  * _exit spins forever, which under QEMU looks like a hang: report it and exit with status 3. */
 void _exit(int status)

@@ -1,7 +1,7 @@
 /*
  * The platform layer of the bare-metal examples: text output, exit, cycle counter and clock.
  *
- * mcubert_platform_init/_write/_exit/_command_line are weak: define your own (a UART, RTT, ...) in
+ * mcubert_platform_init/_write/_exit/_command_line/_read_line are weak: define your own (a UART, RTT, ...) in
  * any source file of your build and the linker takes yours. Defaults (platform_itm.c): text to ITM
  * stimulus port 0, which ST-LINK carries over SWO on NUCLEO boards; exit parks the core with the
  * status in `mcubert_exit_status`. The QEMU target links platform_semihosting.c instead (console,
@@ -30,6 +30,14 @@ void mcubert_platform_write(const char *text);
 void mcubert_platform_exit(int32_t status) __attribute__((noreturn));
 /* The text the firmware was started with: QEMU's -append (through semihosting); "" on the boards. */
 const char *mcubert_platform_command_line(void);
+
+/* Text input, one line at a time: the next line's bytes without its '\n', at most `capacity` of them
+ * into `buffer` (the rest of a longer line is skipped); *line_bytes gets the line's whole length, so
+ * the caller can tell it was cut. Returns the bytes stored, or -1 when there is no (more) input.
+ * `source` names the input where the platform has a choice: under QEMU the host file it opens
+ * (semihosting) on the first call; boards ignore it. The default (platform.c, weak) has no input:
+ * on a board, define this in your own file to read a UART line (the ST-LINK virtual COM port). */
+int32_t mcubert_platform_read_line(const char *source, uint8_t *buffer, uint32_t capacity, uint32_t *line_bytes);
 
 /* DWT cycle counter (enabled by the startup code). It reads 0 where there is none: under QEMU, and
  * on ARMv6-M cores (Cortex-M0+). */

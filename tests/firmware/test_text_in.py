@@ -1,0 +1,187 @@
+"""examples/baremetal's mcubert_text_check: text in, label out, on QEMU's Cortex-M7, without TFLM.
+
+A tiny sequence classifier with a tokenizer is exported (mcubert schedule, seq_len 16), its ops and
+tokenizer blob written as C (export/whole_model_data.py), and the firmware built for qemu-mps2-an500.
+It reads a file of sentences (accents, CJK, emoji, an empty line, invalid UTF-8, control characters and
+NUL, lines far over seq_len and over the firmware's 256-byte line buffer, no newline after the last)
+through semihosting; for every line the label, the int8 logits and the token count it prints must equal
+the numpy reference run (runtime/reference.py) on the ids the Python tokenizer reference gives for the
+same bytes (cut at 256, as the firmware cuts them). Built for the emulator-only board (emulator-m7,
+under unicorn, whose cycle counter reads executed instructions), it prints nonzero tokenize and model
+counts where QEMU prints 0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests import qemu
+
+from tflm_mcubert.boards import get_board
+from tflm_mcubert.export.pipeline import ExportRequest, run_export
+from tflm_mcubert.export.whole_model_data import WholeModelDataError, whole_model_from_export, write_text_data
+
+REPO = Path(__file__).resolve().parents[2]
+BAREMETAL = REPO / "examples" / "baremetal"
+SEQ_LEN = 16
+LINE_BYTES = 256  # text_check_main.c TEXT_LINE_BYTES
+
+
+def _firmware_sizes():
+    """examples/baremetal/firmware_sizes.py (its build()), loaded once as test_baremetal.py loads it."""
+    if "firmware_sizes" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("firmware_sizes", BAREMETAL / "firmware_sizes.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["firmware_sizes"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["firmware_sizes"]
+
+
+def need(*tools: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            pytest.skip(
+                f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+                f"cmake ninja-build qemu-system-arm)"
+            )
+
+
+# One line each; no "\n" inside. The 3-byte character that straddles byte 256 is cut by the firmware's
+# line buffer, which leaves an invalid sequence for the tokenizer to drop.
+SENTENCES = [
+    "The cat sat on the mat.".encode(),
+    "This film is very good!".encode(),
+    "not bad, and happy".encode(),
+    "A dog was sad.".encode(),
+    "Crème brûlée à la mode, naïve café résumé".encode(),
+    "東京タワーと中文字符、한국어 텍스트".encode(),
+    "emoji 😀👍🏽 and flags 🇫🇷 test".encode(),
+    b"",
+    b"invalid \xff\xfe bytes \xc3 and \xe6\x9d a lone continuation \x80 here",
+    b"\xed\xa0\x80 surrogate and overlong \xc0\xaf",
+    b"control \x01\x07\x7f\tchars and a \x00 NUL",
+    "word ".encode() * 40,  # 200 bytes, far more tokens than seq_len
+    ("x" * 254 + "東 tail").encode(),  # 254 + 3 + 5 bytes: cut inside 東
+    ("long " * 300).encode(),  # 1,500 bytes
+    "   \t  ".encode(),
+    "[CLS] in text [SEP] and [MASK]".encode(),
+    "ＦＵＬＬ　ｗｉｄｔｈ and ﬁ ligatures".encode(),
+    "digits 1234567890 ١٢٣ and math ∑∫√ ≠".encode(),
+    b"carriage return at the end\r",
+    "the good, the bad and the ugly".encode(),
+]
+
+RESULT = re.compile(
+    r"^sentence (\d+): label (\d+), logits \[([-\d, ]*)\], tokens (\d+) of (\d+), "
+    r"tokenize (\d+) cycles(?: \([\d.]+ ms\))?, model (\d+) cycles",
+    re.MULTILINE,
+)
+TRUNCATED = re.compile(r"^sentence (\d+): the line has (\d+) bytes; only its first (\d+) are read$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    pytest.importorskip("torch")
+    from tests.conftest import build_hf_checkpoint
+
+    root = tmp_path_factory.mktemp("text-in")
+    checkpoint = build_hf_checkpoint(root, classifier=True, num_labels=3)
+    out = root / "export"
+    run_export(
+        ExportRequest(out_dir=out, board=get_board("nucleo-f767zi"), seq_len=SEQ_LEN, checkpoint=str(checkpoint))
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def firmware(export_dir, tmp_path_factory):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    data = tmp_path_factory.mktemp("text-data")
+    write_text_data(whole_model_from_export(export_dir), data)
+    return _firmware_sizes().build(
+        "qemu-mps2-an500",
+        tmp_path_factory.mktemp("text-build"),
+        target="mcubert_text_check",
+        cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}",),
+    )
+
+
+def expected_results(export_dir: Path) -> list[tuple[int, list[int], int]]:
+    """(label, int8 logits, valid tokens) of the reference for each sentence, cut as the firmware cuts it."""
+    from tflm_mcubert.runtime.reference import run_reference
+    from tflm_mcubert.tflite.mcubert_reader import read_model
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    spec = vocab_blob.unpack((export_dir / "model_vocab.bin").read_bytes())
+    model = read_model((export_dir / "model.tflite").read_bytes())
+    results = []
+    for text in SENTENCES:
+        encoded = reference.encode(spec, text[:LINE_BYTES], SEQ_LEN)
+        inputs = {"input_ids": encoded.ids, "attention_mask": encoded.mask, "token_type_ids": encoded.token_types}
+        logits = run_reference(model, inputs).outputs["logits"].reshape(-1)
+        results.append((int(np.argmax(logits)), [int(v) for v in logits], encoded.valid))
+    return results
+
+
+def test_sentences_in_labels_out_match_the_reference_under_qemu(export_dir, firmware, tmp_path):
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_bytes(b"\n".join(SENTENCES))  # the last line ends at the end of the file, not at a "\n"
+    status, console = qemu.run_qemu(firmware, command_line=f"sentences={sentences}", timeout=120)
+    assert status == 0, console
+    matches = list(RESULT.finditer(console))
+    assert [int(m[1]) for m in matches] == list(range(1, len(SENTENCES) + 1)), console
+    assert {int(m[5]) for m in matches} == {SEQ_LEN}
+    printed = [(int(m[2]), [int(v) for v in m[3].split(", ")], int(m[4])) for m in matches]
+    expected = expected_results(export_dir)
+    for i, (got, want) in enumerate(zip(printed, expected, strict=True)):
+        assert got == want, (i + 1, SENTENCES[i], console)
+    truncated = {int(m[1]): (int(m[2]), int(m[3])) for m in TRUNCATED.finditer(console)}
+    long_lines = {i + 1: (len(s), LINE_BYTES) for i, s in enumerate(SENTENCES) if len(s) > LINE_BYTES}
+    assert truncated == long_lines and len(long_lines) == 2, console
+    assert f"done: {len(SENTENCES)} sentences" in console
+    print(f"\n{console}")
+
+
+def test_without_input_it_says_so(firmware, tmp_path):
+    for command_line in (None, f"sentences={tmp_path / 'missing.txt'}"):
+        status, console = qemu.run_qemu(firmware, command_line=command_line, timeout=60)
+        assert status == 4 and "FAIL: no input" in console, console
+
+
+def test_an_export_without_a_tokenizer_blob_is_refused(export_dir, tmp_path):
+    copy = tmp_path / "export"
+    shutil.copytree(export_dir, copy)
+    (copy / "model_vocab.bin").unlink()
+    with pytest.raises(WholeModelDataError, match="model_vocab.bin: missing"):
+        whole_model_from_export(copy)
+
+
+def test_cycle_counts_on_the_emulator_only_board(export_dir, tmp_path):
+    """QEMU has no cycle counter (the counts read 0); unicorn's emulator-m7 counts executed instructions,
+    so there the same firmware prints nonzero counts, and the same results as the reference."""
+    need("arm-none-eabi-gcc", "cmake", "ninja")
+    pytest.importorskip("unicorn")
+    from tflm_mcubert.measure.firmware_emulator import run_firmware
+
+    data = tmp_path / "text-data"
+    write_text_data(whole_model_from_export(export_dir), data)
+    elf = _firmware_sizes().build(
+        "emulator-m7", tmp_path / "build", target="mcubert_text_check", cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}",)
+    )
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_bytes(b"\n".join(SENTENCES[:4]))
+    regions = [(0x0000_0000, 16 << 20), (0x2000_0000, 16 << 20)]  # emulator-m7.ld
+    run = run_firmware(elf, "cortex-m7", regions, command_line=f"sentences={sentences}")
+    assert run.status == 0, run.console
+    matches = list(RESULT.finditer(run.console))
+    printed = [(int(m[2]), [int(v) for v in m[3].split(", ")], int(m[4])) for m in matches]
+    assert printed == expected_results(export_dir)[:4], run.console
+    assert all(int(m[6]) > 0 and int(m[7]) > int(m[6]) for m in matches), run.console
+    print(f"\n{run.console}")

@@ -1,0 +1,96 @@
+"""C source for the bare-metal checks (examples/baremetal): kernel calls as initialized C data.
+
+One `KernelCall` (ops/kernel_abi.py) becomes its params struct, its weights struct with the constant
+tensors it points to, and the tensor views mcubert_<op>_validate takes — the same options and constant
+tensors the TFLM binding hands the kernels. The layer check (layer_check.py) and the whole-model text
+check (whole_model_data.py) both write their data with these helpers, so they cannot disagree about
+field or tensor order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tflm_mcubert.ops import contract, kernel_abi
+
+C_TYPES = {
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t",
+}
+DTYPE_ENUMS = {
+    np.dtype(np.int8): "MCUBERT_DTYPE_INT8",
+    np.dtype(np.int16): "MCUBERT_DTYPE_INT16",
+    np.dtype(np.int32): "MCUBERT_DTYPE_INT32",
+}
+
+
+def values(array: np.ndarray) -> str:
+    """The elements as the body of a C initializer, 24 a line."""
+    items = [str(v) for v in array.reshape(-1).tolist()] or ["0"]
+    return "    " + ",\n    ".join(", ".join(items[i : i + 24]) for i in range(0, len(items), 24))
+
+
+def array(name: str, data: np.ndarray, attributes: str = "") -> str:
+    """`const T name[n] = {...};` (n at least 1: C has no empty arrays)."""
+    return f"const {C_TYPES[data.dtype]} {name}[{max(data.size, 1)}]{attributes} = {{\n{values(data)}\n}};\n"
+
+
+def struct_name(op: str) -> str:
+    """The C name of an op in mcubert_ops.h: mcubert_<this>_params, MCUBERT_<THIS>_NUM_TENSORS."""
+    return "classifier_head" if op == contract.CLASSIFIER_HEAD else contract.KINDS[op]
+
+
+def _weight_fields(call) -> list[str]:
+    if call.op == contract.CLASSIFIER_HEAD:
+        return list(kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS)
+    return kernel_abi.weight_fields(call.op)
+
+
+def _runtime_inputs(call) -> tuple[str, ...]:
+    return ("hidden",) if call.op == contract.CLASSIFIER_HEAD else kernel_abi.RUNTIME_INPUTS[call.op]
+
+
+def output_elements(call) -> int:
+    """Elements of the op's output: the logits for the head, else the hidden state."""
+    if call.op == contract.CLASSIFIER_HEAD:
+        return int(call.params.labels)
+    return int(call.params.seq_len * call.params.hidden)
+
+
+def params(name: str, call) -> str:
+    fields = []
+    for field, ctype in call.params._fields_:
+        value = getattr(call.params, field)
+        if ctype is kernel_abi.ctypes.c_int64:
+            literal = f"{value}LL"
+        elif field == "spec_hash":
+            literal = f"0x{value:08x}u"
+        else:
+            literal = str(value)
+        fields.append(f"    .{field} = {literal},")
+    return f"const mcubert_{struct_name(call.op)}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
+
+
+def op_data(call, prefix: str) -> list[str]:
+    """C definitions of `call`: the weights' arrays (static), then `<prefix>_params`, `<prefix>_weights`
+    and `<prefix>_tensors` (validate's views; activations by dtype and size only)."""
+    short = struct_name(call.op)
+    runtime = _runtime_inputs(call)
+    fields = _weight_fields(call)
+    out = ["static " + array(f"{prefix}_{name}", call.tensors[name]) for name in fields]
+    out.append(params(f"{prefix}_params", call))
+    members = ",\n".join(f"    {prefix}_{name}" for name in fields)
+    out.append(f"const mcubert_{short}_weights {prefix}_weights = {{\n{members}\n}};\n")
+    views = []
+    for name, data in call.tensor_list:
+        if name == "output":
+            views.append(f"    {{NULL, MCUBERT_DTYPE_INT8, {output_elements(call)}}},  /* output */")
+        elif name in runtime:
+            views.append(f"    {{NULL, {DTYPE_ENUMS[data.dtype]}, {data.size}}},  /* {name} */")
+        else:
+            views.append(f"    {{{prefix}_{name}, {DTYPE_ENUMS[data.dtype]}, {data.size}}},")
+    count = f"MCUBERT_{short.upper()}_NUM_TENSORS"  # lets the compiler check the count against the API
+    out.append(f"const mcubert_tensor_view {prefix}_tensors[{count}] = {{\n" + "\n".join(views) + "\n};\n")
+    return out

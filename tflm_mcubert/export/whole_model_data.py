@@ -1,0 +1,193 @@
+"""Data of the firmware text check: every op of an exported model and its tokenizer, as C.
+
+The bare-metal `mcubert_text_check` (examples/baremetal/) reads sentences, tokenizes each on the device
+(mcubert_tokenizer) and runs the whole model — MCUBERT_EMBEDDING, each layer's MCUBERT_ATTENTION and
+MCUBERT_MLP, MCUBERT_CLASSIFIER_HEAD — through the C kernels, without TFLM. This module writes what it
+needs, `text_data.h` / `text_data.c`:
+
+    params, weights, tensor views   of every op, decoded from the .tflite by tflite/mcubert_reader.py
+                                    (export/c_data.py: the layer check's rendering)
+    tokenizer blob                  the export's model_vocab.bin, and the scratch its tokenizer needs
+    sizes                           seq_len, hidden, layers, labels; one scratch of the largest op's size
+
+    python -m tflm_mcubert.export.whole_model_data EXPORT_DIR OUT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export import c_data
+from tflm_mcubert.export.template import fill
+from tflm_mcubert.export.vocab_files import VOCAB_NAME
+from tflm_mcubert.ops import attention, classifier_head, contract, embedding, kernel_abi, mlp
+from tflm_mcubert.tflite.mcubert_reader import read_model
+from tflm_mcubert.tokenizer import vocab_blob
+
+HEADER = "text_data.h"
+SOURCE = "text_data.c"
+
+
+class WholeModelDataError(UserError):
+    """The export cannot provide the text check (not an MCUBERT classifier, no tokenizer blob)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WholeModel:
+    embedding: kernel_abi.KernelCall
+    layers: tuple[tuple[kernel_abi.KernelCall, kernel_abi.KernelCall], ...]  # (attention, mlp) each
+    head: kernel_abi.ClassifierHeadCall
+    vocab: bytes  # the tokenizer blob
+    tokenizer_buffer_bytes: int
+    scratch_bytes: int  # the largest op's
+    source: str = ""
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.embedding.params.seq_len)
+
+    @property
+    def hidden(self) -> int:
+        return int(self.embedding.params.hidden)
+
+    @property
+    def labels(self) -> int:
+        return int(self.head.params.labels)
+
+
+def tokenizer_buffer_bytes(max_chars_per_word: int) -> int:
+    """mcubert_tokenizer_get_buffer_size(): one word's UTF-8 (4 B a character) and u16 character ends."""
+    slots = max_chars_per_word + 1
+    return 4 * slots + ((2 * slots + 3) & ~3)
+
+
+def whole_model(tflite: bytes, vocab: bytes, source: str = "") -> WholeModel:
+    """The kernel calls of every op of an MCUBERT classifier .tflite (run-time inputs zero), and `vocab`."""
+    q = read_model(tflite).quantized
+    if q.head is None:
+        raise WholeModelDataError("the model has no MCUBERT_CLASSIFIER_HEAD (export a sequence classifier)")
+    try:
+        spec = vocab_blob.unpack(vocab)
+    except (UserError, ValueError) as exc:
+        raise WholeModelDataError(f"the tokenizer blob is not readable: {exc}") from None
+    s, d = q.seq_len, q.hidden
+    hidden = np.zeros((s, d), np.int8)
+    emb = kernel_abi.embedding_call(q.embedding, np.zeros(s, np.int32), np.zeros(s, np.int32))
+    layers = []
+    scratch = [embedding.scratch_bytes(s, d), classifier_head.scratch_bytes(d)]
+    for att, ff in q.layers:
+        key_mask = att.mask_mode == contract.MASK_MODE_KEY_MASK
+        mask = np.zeros(s, np.int8) if key_mask else np.zeros(1, np.int32)
+        layers.append((kernel_abi.attention_call(att, hidden, mask), kernel_abi.mlp_call(ff, hidden)))
+        scratch += [attention.scratch_bytes(s, d, att.heads, att.tile), mlp.scratch_bytes(s, d, ff.ffn, ff.tile)]
+    head = kernel_abi.classifier_head_call(q.head, hidden)
+    return WholeModel(
+        emb, tuple(layers), head, bytes(vocab), tokenizer_buffer_bytes(spec.max_chars_per_word), max(scratch), source
+    )
+
+
+def whole_model_from_export(export_dir: str | Path) -> WholeModel:
+    """The model and tokenizer of the export in `export_dir` (model.tflite, model_vocab.bin)."""
+    export_dir = Path(export_dir)
+    model_path, vocab_path = export_dir / "model.tflite", export_dir / f"{VOCAB_NAME}.bin"
+    if not model_path.is_file():
+        raise WholeModelDataError(f"{model_path}: missing (export a model into {export_dir} first)")
+    if not vocab_path.is_file():
+        raise WholeModelDataError(
+            f"{vocab_path}: missing (the export writes it for a checkpoint whose tokenizer the device can run)"
+        )
+    try:
+        return whole_model(model_path.read_bytes(), vocab_path.read_bytes(), source=str(model_path))
+    except WholeModelDataError as exc:
+        raise WholeModelDataError(f"{model_path}: {exc}") from None
+    except UserError as exc:
+        raise WholeModelDataError(f"{model_path}: the text check needs an MCUBERT-schedule export: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# C rendering
+# ---------------------------------------------------------------------------------------------
+
+
+def render_header(model: WholeModel) -> str:
+    return fill(
+        "text_data.h.tmpl",
+        source=model.source or "an MCUBERT export",
+        seq_len=model.seq_len,
+        hidden=model.hidden,
+        layers=len(model.layers),
+        labels=model.labels,
+        hidden_bytes=model.seq_len * model.hidden,
+        scratch_bytes=model.scratch_bytes,
+        vocab_bytes=len(model.vocab),
+        tokenizer_buffer_bytes=model.tokenizer_buffer_bytes,
+    )
+
+
+def _table(ctype: str, name: str, items: list[str]) -> str:
+    """`const ctype *const name[TEXT_LAYERS] = {&a, &b};` (items are the pointed-to names)."""
+    return f"const {ctype} *const {name}[TEXT_LAYERS] = {{" + ", ".join(items) + "};\n"
+
+
+def render_source(model: WholeModel) -> str:
+    parts = [
+        f"/* Generated by tflm_mcubert/export/whole_model_data.py; see {HEADER}. Do not edit. */\n"
+        f'#include <stddef.h>\n\n#include "{HEADER}"\n'
+    ]
+    parts += c_data.op_data(model.embedding, "text_embedding")
+    names = []
+    for i, (att, ff) in enumerate(model.layers):
+        parts += c_data.op_data(att, f"text_layer{i}_attention")
+        parts += c_data.op_data(ff, f"text_layer{i}_mlp")
+        names.append((f"text_layer{i}_attention", f"text_layer{i}_mlp"))
+    for op, column in (("attention", 0), ("mlp", 1)):
+        prefixes = [pair[column] for pair in names]
+        parts.append(_table(f"mcubert_{op}_params", f"text_{op}_params", [f"&{p}_params" for p in prefixes]))
+        parts.append(_table(f"mcubert_{op}_weights", f"text_{op}_weights", [f"&{p}_weights" for p in prefixes]))
+        parts.append(_table("mcubert_tensor_view", f"text_{op}_tensors", [f"{p}_tensors" for p in prefixes]))
+    parts += c_data.op_data(model.head, "text_head")
+    # The tokenizer reads the blob's u16/u32 fields in place: align it as the export's model_vocab.cc does.
+    vocab = np.frombuffer(model.vocab, np.uint8)
+    parts.append(c_data.array("text_vocab", vocab, " __attribute__((aligned(16)))"))
+    return "\n".join(parts)
+
+
+def write_text_data(model: WholeModel, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write text_data.h and text_data.c into `out_dir` (created if needed)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    header, source = out_dir / HEADER, out_dir / SOURCE
+    header.write_text(render_header(model))
+    source.write_text(render_source(model))
+    return header, source
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tflm_mcubert.export.whole_model_data",
+        description="text_data.c/.h of examples/baremetal's mcubert_text_check (text in, label out, no TFLM)",
+    )
+    parser.add_argument(
+        "export_dir",
+        help="output directory of `python -m tflm_mcubert export` (mcubert schedule, "
+        "a sequence classifier with a tokenizer)",
+    )
+    parser.add_argument("out_dir", help="where to write text_data.c and text_data.h")
+    args = parser.parse_args(argv)
+    try:
+        header, source = write_text_data(whole_model_from_export(args.export_dir), args.out_dir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {source} and {header}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
