@@ -307,35 +307,48 @@ void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32
     }
 }
 
-/* One int8 weight row against activation row r, whatever the row's storage. */
-static int32_t row_dot(const mcubert_rows *rows, int32_t r, const int8_t *w)
+/* Two int8 weight rows against activation row r, whatever the row's storage (w1 may equal w0):
+ * each activation is loaded once for both. */
+static void row_dot2(const mcubert_rows *rows, int32_t r, const int8_t *w0, const int8_t *w1, int32_t *out)
 {
-    int32_t sum = 0, k;
+    int32_t a0 = 0, a1 = 0, k;
     if (rows->kind == MCUBERT_ROWS_S16) {
         const int16_t *x = row_s16(rows, r);
         for (k = 0; k < rows->length; ++k) {
-            sum += x[k] * w[k];
+            a0 += x[k] * w0[k];
+            a1 += x[k] * w1[k];
         }
     } else if (rows->split == rows->length) {
         const int8_t *x = row_s8(rows, r);
         for (k = 0; k < rows->length; ++k) {
-            sum += x[k] * w[k];
+            a0 += x[k] * w0[k];
+            a1 += x[k] * w1[k];
         }
     } else {
         for (k = 0; k < rows->length; ++k) {
-            sum += activation_at(rows, r, k) * w[k];
+            const int32_t x = activation_at(rows, r, k);
+            a0 += x * w0[k];
+            a1 += x * w1[k];
         }
     }
-    return sum;
+    out[0] = a0;
+    out[1] = a1;
 }
 
 void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_t row_stride, int32_t channels,
                            int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
     int32_t c, r;
-    for (c = 0; c < channels; ++c) {
+    for (c = 0; c < channels; c += 2) {
+        const int8_t *w0 = first + c * row_stride;
+        const int8_t *w1 = c + 1 < channels ? w0 + row_stride : w0;
         for (r = 0; r < rows->count; ++r) {
-            acc[c][r] = row_dot(rows, r, first + c * row_stride);
+            int32_t pair[2];
+            row_dot2(rows, r, w0, w1, pair);
+            acc[c][r] = pair[0];
+            if (c + 1 < channels) {
+                acc[c + 1][r] = pair[1];
+            }
         }
     }
 }
