@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -185,3 +186,61 @@ def test_cycle_counts_on_the_emulator_only_board(export_dir, tmp_path):
     assert printed == expected_results(export_dir)[:4], run.console
     assert all(int(m[6]) > 0 and int(m[7]) > int(m[6]) for m in matches), run.console
     print(f"\n{run.console}")
+
+
+# The NUCLEO boards' ST-LINK virtual COM port (USART3) and the register blocks its set-up writes.
+UART_BOARDS = {
+    "nucleo-f746zg": ((0x4002_3800, 0x400), (0x4002_0C00, 0x400)),  # RCC, GPIOD (RM0385)
+    "nucleo-h7a3zi-q": ((0x5802_4400, 0x400), (0x5802_0C00, 0x400)),  # RCC, GPIOD (RM0455)
+}
+USART3 = 0x4000_4800
+
+
+@pytest.mark.parametrize("board", sorted(UART_BOARDS))
+def test_sentences_typed_into_the_nucleo_virtual_com_port(export_dir, tmp_path, board):
+    """-DMCUBERT_CONSOLE=uart: the board's own image, run from its reset vector under unicorn with USART3
+    modelled, reads lines as a terminal sends them ("\\r\\n", a bare "\\r", ^D to end) and answers on the
+    same port with the reference's labels and logits."""
+    need("arm-none-eabi-gcc", "cmake", "ninja")
+    pytest.importorskip("unicorn")
+    from tflm_mcubert.measure.firmware_emulator import Stm32Usart, run_firmware
+
+    data = tmp_path / "text-data"
+    write_text_data(whole_model_from_export(export_dir), data)
+    elf = _firmware_sizes().build(
+        board,
+        tmp_path / "build",
+        target="mcubert_text_check",
+        cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}", "-DMCUBERT_CONSOLE=uart"),
+    )
+    spec = get_board(board)
+    regions = [(0x0800_0000, spec.flash_bytes)] + [(r.address, r.size) for r in spec.sram_regions]
+    typed = SENTENCES[0] + b"\r\n" + SENTENCES[1] + b"\r" + SENTENCES[2] + b"\n" + SENTENCES[4] + b"\x04"
+    uart = Stm32Usart(USART3, typed, UART_BOARDS[board])
+    run = run_firmware(elf, "cortex-m7", regions, uart=uart)
+    console = run.console.replace("\r\n", "\n")
+    assert run.status == 0 and "\r" not in console, run.console
+    matches = list(RESULT.finditer(console))
+    printed = [(int(m[2]), [int(v) for v in m[3].split(", ")], int(m[4])) for m in matches]
+    expected = expected_results(export_dir)
+    assert printed == [expected[i] for i in (0, 1, 2, 4)], console
+    assert "done: 4 sentences" in console
+
+
+def test_the_uart_console_is_for_nucleo_boards_only(tmp_path):
+    need("cmake")
+    result = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(BAREMETAL),
+            "-B",
+            str(tmp_path),
+            f"-DCMAKE_TOOLCHAIN_FILE={BAREMETAL / 'cmake' / 'arm-none-eabi.cmake'}",
+            "-DMCUBERT_BOARD=nano33ble",
+            "-DMCUBERT_CONSOLE=uart",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0 and "MCUBERT_CONSOLE=uart is for the NUCLEO boards" in result.stderr

@@ -9,7 +9,8 @@ instructions executed so far, so a firmware's own cycle printouts (and TFLM's pr
 instructions. Semihosting (BKPT 0xAB: SYS_WRITE0, SYS_GET_CMDLINE, SYS_EXIT_EXTENDED, and SYS_OPEN /
 SYS_READ / SYS_CLOSE of host files for reading) works as under QEMU; where the firmware has no
 semihosting, the run stops at mcubert_platform_exit, and the console is platform_memory.c's RAM buffer
-when the image has one.
+when the image has one, or what the firmware sends through a modelled UART (`Stm32Usart`: a polled STM32
+USART fed with input bytes, e.g. the NUCLEO boards' ST-LINK virtual COM port).
 """
 
 from __future__ import annotations
@@ -29,6 +30,21 @@ _MODELS = {"cortex-m7": "M7", "cortex-m4": "M4", "cortex-m33": "M33", "cortex-m0
 
 
 @dataclasses.dataclass(frozen=True)
+class Stm32Usart:
+    """A polled STM32 USART (the F7/H7 register layout: ISR at 0x1C, RDR at 0x24, TDR at 0x28) whose
+    receiver holds `input` and whose transmitter is the run's console; TXE is always set and RXNE while
+    input is left (reading RDR past its end returns 0 and keeps RXNE clear). `plain`: the other register
+    blocks the firmware's set-up writes (RCC, GPIO), (origin, length), mapped as memory."""
+
+    base: int
+    input: bytes
+    plain: tuple[tuple[int, int], ...] = ()
+
+    ISR, RDR, TDR = 0x1C, 0x24, 0x28
+    RXNE, TC, TXE = 1 << 5, 1 << 6, 1 << 7
+
+
+@dataclasses.dataclass(frozen=True)
 class FirmwareRun:
     status: int
     console: str
@@ -40,7 +56,9 @@ def _page(value: int, up: bool) -> int:
 
 
 class _Machine:
-    def __init__(self, elf: Path, cpu: str, regions: list[tuple[int, int]], command_line: str):
+    def __init__(
+        self, elf: Path, cpu: str, regions: list[tuple[int, int]], command_line: str, uart: Stm32Usart | None = None
+    ):
         from unicorn import UC_ARCH_ARM, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
 
         if cpu not in _MODELS:
@@ -59,6 +77,27 @@ class _Machine:
         self.instructions = 0
         self.files: dict[int, list] = {}  # handle -> [content, position]
         self._block_sizes: dict[tuple[int, int], int] = {}
+        self.uart, self.uart_position = uart, 0
+        if uart is not None:
+            for origin, length in uart.plain:
+                self.uc.mem_map(_page(origin, False), _page(origin + length, True) - _page(origin, False))
+            page = _page(uart.base, False)
+            self.uart_offset = uart.base - page
+            self.uc.mmio_map(page, 0x1000, self.on_uart_read, None, self.on_uart_write, None)
+
+    def on_uart_read(self, _uc, offset, _size, _data) -> int:
+        register = offset - self.uart_offset
+        if register == self.uart.ISR:
+            ready = self.uart.RXNE if self.uart_position < len(self.uart.input) else 0
+            return self.uart.TXE | self.uart.TC | ready
+        if register == self.uart.RDR and self.uart_position < len(self.uart.input):
+            self.uart_position += 1
+            return self.uart.input[self.uart_position - 1]
+        return 0
+
+    def on_uart_write(self, _uc, offset, _size, value, _data) -> None:
+        if offset - self.uart_offset == self.uart.TDR:
+            self.console.append(value & 0xFF)
 
     def word(self, address: int) -> int:
         return struct.unpack("<I", self.uc.mem_read(address, 4))[0]
@@ -136,12 +175,18 @@ class _Machine:
 
 
 def run_firmware(
-    elf: Path, cpu: str, regions: list[tuple[int, int]], *, command_line: str = "", timeout_s: float = 900.0
+    elf: Path,
+    cpu: str,
+    regions: list[tuple[int, int]],
+    *,
+    command_line: str = "",
+    uart: Stm32Usart | None = None,
+    timeout_s: float = 900.0,
 ) -> FirmwareRun:
     """(exit status, console, executed instructions) of `elf` run from its reset vector."""
     from unicorn import UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_READ
 
-    machine = _Machine(Path(elf), cpu, regions, command_line)
+    machine = _Machine(Path(elf), cpu, regions, command_line, uart)
     uc, symbols = machine.uc, machine.image.symbols
     uc.hook_add(UC_HOOK_BLOCK, machine.on_block)
     uc.hook_add(UC_HOOK_MEM_READ, machine.on_cycle_counter_read, begin=DWT_CYCCNT, end=DWT_CYCCNT + 3)
