@@ -69,9 +69,6 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
                             int32_t acc[][MCUBERT_BLOCK_ROWS]);
 
-/* The two channels of one pair (the chunked kernel with channels = 2). */
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][MCUBERT_BLOCK_ROWS]);
-
 /* acc[j][r] = sum_k x_r[k] * w_j[k] for `channels` (1..MCUBERT_CHUNK_CHANNELS) int8 weight
  * rows w_j = first + j * row_stride (attention's key rows and value_t rows). int8 or int16
  * activation rows. Rows >= count: as above. */

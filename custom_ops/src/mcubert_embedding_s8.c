@@ -12,6 +12,7 @@
  */
 #include <stddef.h>
 
+#include "mcubert_dsp.h"
 #include "mcubert_fixed_point.h"
 #include "mcubert_internal.h"
 
@@ -253,14 +254,23 @@ MCUBERT_NOINLINE static void word_full_rows(const embedding_state *e, int32_t p0
     }
 }
 
-/* z of channels c0, c0 + 1 for the m gathered tokens (block rows member[g]) of one cluster. */
-MCUBERT_NOINLINE static void store_low_rank_pair(const embedding_state *e, int32_t p0, const int32_t *member, int32_t m,
-                                                 const int32_t *requant, int32_t c0, int32_t acc[2][MCUBERT_BLOCK_ROWS])
+/* Channels per micro-kernel call of the low-rank clusters. The plain path gains nothing from
+ * chunks and its deeper frames would pass MCUBERT_STACK_BOUND_BYTES with eight: it takes four. */
+#if MCUBERT_DSP
+#define LOW_RANK_CHUNK MCUBERT_CHUNK_CHANNELS
+#else
+#define LOW_RANK_CHUNK (MCUBERT_CHUNK_CHANNELS / 2)
+#endif
+
+/* z of channels [c0, c0 + n) for the m gathered tokens (block rows member[g]) of one cluster. */
+MCUBERT_NOINLINE static void store_low_rank_chunk(const embedding_state *e, int32_t p0, const int32_t *member,
+                                                  int32_t m, const int32_t *requant, int32_t c0, int32_t n,
+                                                  int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
     const mcubert_embedding_weights *w = e->weights;
     const int32_t d = e->params->hidden;
     int32_t j, g;
-    for (j = 0; j < 2 && c0 + j < d; ++j) {
+    for (j = 0; j < n; ++j) {
         const int32_t c = c0 + j;
         for (g = 0; g < m; ++g) {
             const int32_t token = p0 + member[g];
@@ -283,7 +293,7 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     int32_t member[ROWS];
     cluster_info cluster;
     const int8_t *projection;
-    int32_t pair_bytes, pair, r, m = 0;
+    int32_t pair_bytes, c, r, m = 0;
     mcubert_rows rows;
     for (r = 0; r < n; ++r) {
         if (cluster_of[r] == i) {
@@ -302,10 +312,11 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     }
     mcubert_rows_init_gather_s8(&rows, row_pointers, m, cluster.rank);
     mcubert_rows_widen(&rows, e->widened);
-    for (pair = 0; 2 * pair < d; ++pair) {
-        int32_t acc[2][MCUBERT_BLOCK_ROWS];
-        mcubert_gemm_4x2_pair4(&rows, projection + pair * pair_bytes, acc);
-        store_low_rank_pair(e, p0, member, m, requant, 2 * pair, acc);
+    for (c = 0; c < d; c += LOW_RANK_CHUNK) {
+        const int32_t chunk = mcubert_min_i32(LOW_RANK_CHUNK, d - c);
+        int32_t acc[LOW_RANK_CHUNK][MCUBERT_BLOCK_ROWS];
+        mcubert_gemm_4xn_pair4(&rows, projection + (c >> 1) * pair_bytes, pair_bytes, chunk, acc);
+        store_low_rank_chunk(e, p0, member, m, requant, c, chunk, acc);
     }
 }
 

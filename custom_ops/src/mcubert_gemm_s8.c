@@ -156,6 +156,15 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
     rows->widened = widened;
 }
 
+/* Activation k of each of the block's rows, x[r] for r < count (the K % 4 tails). */
+static void activations_at(const mcubert_rows *rows, int32_t k, int32_t x[MCUBERT_BLOCK_ROWS])
+{
+    int32_t r;
+    for (r = 0; r < rows->count; ++r) {
+        x[r] = activation_at(rows, r, k);
+    }
+}
+
 static inline const int8_t *channel_base(const mcubert_channel_walk *walk, int32_t c)
 {
     return walk->base + (c >> 1) * walk->pair_stride + (c & 1) * walk->lane_offset;
@@ -216,13 +225,22 @@ void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32
     walk.base = pairs;
     walk.pair_stride = pair_stride;
     walk.lane_offset = 4;
-    mcubert_dsp_4xn_step8(rows->widened, rows->length >> 2, &walk, channels, acc);
+    if (rows->length >= 4) {
+        mcubert_dsp_4xn_step8(rows->widened, rows->length >> 2, &walk, channels, acc);
+    } else { /* a rank-1..3 embedding cluster: the tail below is the whole product */
+        for (c = 0; c < channels; ++c) {
+            acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0;
+        }
+    }
     /* K % 4 tail: the last group's lanes, read in place (its padding lanes are never used). */
     for (k = full; k < rows->length; ++k) {
+        const int8_t *w = pairs + 2 * k - (k & 3);
+        int32_t x[MCUBERT_BLOCK_ROWS];
+        activations_at(rows, k, x);
         for (c = 0; c < channels; ++c) {
-            const int8_t *w = channel_base(&walk, c) + 2 * k - (k & 3);
+            const int32_t weight = w[(c >> 1) * pair_stride + (c & 1) * 4];
             for (r = 0; r < rows->count; ++r) {
-                acc[c][r] += activation_at(rows, r, k) * w[0];
+                acc[c][r] += x[r] * weight;
             }
         }
     }
@@ -239,10 +257,12 @@ void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_
     walk.lane_offset = row_stride;
     mcubert_dsp_4xn_step4(rows->widened, rows->length >> 2, &walk, channels, acc);
     for (k = full; k < rows->length; ++k) {
+        int32_t x[MCUBERT_BLOCK_ROWS];
+        activations_at(rows, k, x);
         for (c = 0; c < channels; ++c) {
-            const int32_t w = first[c * row_stride + k];
+            const int32_t weight = first[c * row_stride + k];
             for (r = 0; r < rows->count; ++r) {
-                acc[c][r] += activation_at(rows, r, k) * w;
+                acc[c][r] += x[r] * weight;
             }
         }
     }
@@ -352,8 +372,3 @@ void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_
 }
 
 #endif /* MCUBERT_DSP */
-
-void mcubert_gemm_4x2_pair4(const mcubert_rows *rows, const int8_t *group, int32_t acc[2][MCUBERT_BLOCK_ROWS])
-{
-    mcubert_gemm_4xn_pair4(rows, group, 0, 2, acc);
-}
