@@ -1,0 +1,193 @@
+"""A sorted WordPiece list as the tokenizer blob stores it (version 2): front-coded, entropy-coded, ids
+bit-packed. custom_ops/src/mcubert_tokenizer.c decodes the same layout.
+
+Little-endian, offsets from the list's start:
+
+    u32 count, u32 data bytes, u8 bucket shift, u8 id bits, u8 offset bytes, u8 0
+    three canonical Huffman codes: piece lengths, shared lengths, piece bytes; each u16 [15] the number
+        of codes of each bit length 1..15, then u8 [their sum] the symbols in code order
+    bucket offsets   (offset bytes) [buckets]: byte offsets into the data
+    ids              id bits each, packed
+    data             the buckets, each starting on a byte: the first piece as length + bytes, each next
+                     one as shared length + suffix length + suffix bytes, all Huffman codes
+    (padded to 4 B)
+
+Bits are read most significant first. Codes are canonical (zlib's puff.c decodes them the same way):
+the device keeps no decoding table, only the 30-byte counts and the symbols. A piece's bytes cost about
+4.5 bits instead of 8 (the vocabulary is mostly a-z) and its two lengths about 5 bits together; ids take
+the vocabulary's bit width instead of 16: in byte order they are random, so front coding cannot shrink
+them. A bucket of 32 pieces is one binary search step's worth of decoding.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import struct
+
+from tflm_mcubert.errors import UserError
+
+BUCKET_SHIFT = 4
+MAX_CODE_BITS = 15
+_HEAD = struct.Struct("<IIBBBB")
+
+
+def code_lengths(frequencies: dict[int, int]) -> dict[int, int]:
+    """Huffman code lengths of the symbols, at most MAX_CODE_BITS (frequencies are flattened until the
+    longest fits; a lone symbol gets a 1-bit code)."""
+    frequencies = {s: f for s, f in frequencies.items() if f > 0}
+    if len(frequencies) <= 1:
+        return {s: 1 for s in frequencies}
+    while True:
+        heap = [(f, s, (s,)) for s, f in sorted(frequencies.items())]
+        heapq.heapify(heap)
+        lengths = collections.Counter()
+        tiebreak = 256
+        while len(heap) > 1:
+            fa, _, a = heapq.heappop(heap)
+            fb, _, b = heapq.heappop(heap)
+            lengths.update(a + b)
+            heapq.heappush(heap, (fa + fb, tiebreak, a + b))
+            tiebreak += 1
+        if max(lengths.values()) <= MAX_CODE_BITS:
+            return dict(lengths)
+        frequencies = {s: (f + 1) // 2 for s, f in frequencies.items()}
+
+
+class Code:
+    """A canonical Huffman code: symbols ordered by (length, symbol), consecutive codes per length."""
+
+    def __init__(self, lengths: dict[int, int]):
+        self.counts = [0] * (MAX_CODE_BITS + 1)
+        for length in lengths.values():
+            self.counts[length] += 1
+        self.symbols = sorted(lengths, key=lambda s: (lengths[s], s))
+        self.codes, code, at = {}, 0, 0
+        for length in range(1, MAX_CODE_BITS + 1):
+            for s in self.symbols[at : at + self.counts[length]]:
+                self.codes[s] = (code, length)
+                code += 1
+            at += self.counts[length]
+            code <<= 1
+        self.decode = {v: s for s, v in self.codes.items()}
+
+    def table(self) -> bytes:
+        return struct.pack(f"<{MAX_CODE_BITS}H", *self.counts[1:]) + bytes(self.symbols)
+
+    @classmethod
+    def read(cls, blob: bytes, at: int) -> tuple[Code, int]:
+        counts = struct.unpack_from(f"<{MAX_CODE_BITS}H", blob, at)
+        at += 2 * MAX_CODE_BITS
+        symbols = blob[at : at + sum(counts)]
+        lengths, index = {}, 0
+        for length, count in enumerate(counts, start=1):
+            for s in symbols[index : index + count]:
+                lengths[s] = length
+            index += count
+        return cls(lengths), at + sum(counts)
+
+
+class BitWriter:
+    def __init__(self):
+        self.bits: list[int] = []
+
+    def put(self, value: int, width: int) -> None:
+        self.bits.extend((value >> (width - 1 - k)) & 1 for k in range(width))
+
+    def code(self, code: Code, symbol: int) -> None:
+        self.put(*code.codes[symbol])
+
+    def align(self) -> None:
+        self.bits.extend([0] * (-len(self.bits) % 8))
+
+    def data(self) -> bytes:
+        self.align()
+        return bytes(int("".join(map(str, self.bits[i : i + 8])), 2) for i in range(0, len(self.bits), 8))
+
+
+class BitReader:
+    def __init__(self, data: bytes, bit: int = 0):
+        self.data, self.bit = data, bit
+
+    def get(self, width: int) -> int:
+        value = 0
+        for _ in range(width):
+            value = value << 1 | (self.data[self.bit >> 3] >> (7 - (self.bit & 7))) & 1
+            self.bit += 1
+        return value
+
+    def symbol(self, code: Code) -> int:
+        value, length = 0, 0
+        while (value, length) not in code.decode:
+            value, length = value << 1 | self.get(1), length + 1
+            if length > MAX_CODE_BITS:
+                raise UserError("the tokenizer blob holds an invalid Huffman code")
+        return code.decode[(value, length)]
+
+
+def _front_coded(ordered: list[bytes]) -> list[tuple[int, bytes]]:
+    """(shared length with the piece before in its bucket, suffix) of each piece."""
+    out, previous = [], b""
+    for index, piece in enumerate(ordered):
+        shared = 0
+        if index % (1 << BUCKET_SHIFT):
+            while shared < min(len(piece), len(previous)) and piece[shared] == previous[shared]:
+                shared += 1
+        out.append((shared, piece[shared:]))
+        previous = piece
+    return out
+
+
+def pack(pieces: dict[str, int], id_bits: int) -> bytes:
+    ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
+    if any(len(p) > 255 or not p for p, _ in ordered):
+        raise UserError("a vocabulary piece is empty or longer than 255 bytes")
+    coded = _front_coded([p for p, _ in ordered])
+    bucket = 1 << BUCKET_SHIFT
+    lengths = Code(code_lengths(collections.Counter(len(suffix) for _, suffix in coded)))
+    shared = Code(code_lengths(collections.Counter(s for i, (s, _) in enumerate(coded) if i % bucket)))
+    symbols = Code(code_lengths(collections.Counter(b"".join(suffix for _, suffix in coded))))
+    writer, offsets = BitWriter(), []
+    for index, (shared_length, suffix) in enumerate(coded):
+        if index % bucket == 0:
+            writer.align()
+            offsets.append(len(writer.bits) // 8)
+        else:
+            writer.code(shared, shared_length)
+        writer.code(lengths, len(suffix))
+        for byte in suffix:
+            writer.code(symbols, byte)
+    data = writer.data()
+    offset_bytes = 2 if not offsets or offsets[-1] <= 0xFFFF else 4
+    ids = BitWriter()
+    for _, piece_id in ordered:
+        ids.put(piece_id, id_bits)
+    out = bytearray(_HEAD.pack(len(ordered), len(data), BUCKET_SHIFT, id_bits, offset_bytes, 0))
+    out += lengths.table() + shared.table() + symbols.table()
+    out += b"".join(o.to_bytes(offset_bytes, "little") for o in offsets)
+    out += ids.data() + data
+    out += bytes(-len(out) % 4)
+    return bytes(out)
+
+
+def unpack(blob: bytes, offset: int) -> dict[str, int]:
+    count, data_bytes, bucket_shift, id_bits, offset_bytes, _ = _HEAD.unpack_from(blob, offset)
+    lengths, at = Code.read(blob, offset + _HEAD.size)
+    shared, at = Code.read(blob, at)
+    symbols, at = Code.read(blob, at)
+    buckets = -(-count // (1 << bucket_shift))
+    ids_at = at + offset_bytes * buckets
+    data_at = ids_at + (count * id_bits + 7) // 8
+    ids = BitReader(blob[ids_at:data_at])
+    data = BitReader(blob[data_at : data_at + data_bytes])
+    pieces, previous = {}, b""
+    for index in range(count):
+        shared_length = 0
+        if index % (1 << bucket_shift) == 0:
+            data.bit = -(-data.bit // 8) * 8
+        else:
+            shared_length = data.symbol(shared)
+        suffix = bytes(data.symbol(symbols) for _ in range(data.symbol(lengths)))
+        previous = previous[:shared_length] + suffix
+        pieces[previous.decode()] = ids.get(id_bits)
+    return pieces
