@@ -22,6 +22,7 @@
 #define CODE_SHARED 1
 #define CODE_BYTES 2
 #define MAX_BUCKET_SHIFT 10u
+#define MAX_PEEK_BITS 8u
 
 typedef struct {
     const uint8_t *data;
@@ -50,28 +51,51 @@ static uint32_t read_bits(bit_reader *r, uint32_t width)
     return value;
 }
 
-/* The next symbol of a canonical code (u16 counts of codes per length 1..15, then the symbols): the
- * codes of one length are consecutive numbers after those of the shorter lengths, so counting them
- * finds the symbol. The next 24 bits are read once: they hold any code after the bit offset.
- * -1: no symbol has these bits (only a damaged blob, caught by the check). */
-static int32_t decode(bit_reader *r, const uint8_t *code)
+/* The code table's counts: after its peek bits and peek table. */
+static const uint8_t *code_counts(const uint8_t *code)
 {
-    uint32_t length, first = 0, index = 0, at = r->bit >> 3, window = 0, k;
-    for (k = 0; k < 3u; ++k) {
-        window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
-    }
-    window <<= 8u + (r->bit & 7u); /* the code's first bit at bit 31 */
-    for (length = 1; length <= MAX_CODE_BITS; ++length) {
-        uint32_t count = rd16(code + 2u * (length - 1u)), value = window >> (32u - length);
+    return code + 1u + (2u << code[0]);
+}
+
+/* The symbol whose canonical code starts `window` (its first bit at bit 31), as symbol | length << 8,
+ * or 0: the codes of one length are consecutive numbers after those of the shorter lengths, so counting
+ * them finds the symbol (zlib's puff.c) without a table in RAM. */
+static uint32_t count_codes(const uint8_t *counts, uint32_t window, uint32_t max_length)
+{
+    uint32_t length, first = 0, index = 0;
+    for (length = 1; length <= max_length; ++length) {
+        uint32_t count = rd16(counts + 2u * (length - 1u)), value = window >> (32u - length);
         if (value - first < count) { /* value >= first holds for a code that is not oversubscribed */
-            r->bit += length;
-            return (int32_t)code[CODE_COUNT_BYTES + index + value - first];
+            return counts[CODE_COUNT_BYTES + index + value - first] | length << 8;
         }
         index += count;
         first = (first + count) << 1;
     }
-    r->bit += MAX_CODE_BITS;
-    return -1;
+    return 0;
+}
+
+/* The next symbol of a code (layout in piece_list.py): most are one read of the peek table; the next 24
+ * bits hold any code after the bit offset. -1: no symbol has these bits (only a damaged blob, which
+ * the check catches). */
+static int32_t decode(bit_reader *r, const uint8_t *code)
+{
+    uint32_t at = r->bit >> 3, window = 0, k, entry = 0;
+    for (k = 0; k < 3u; ++k) {
+        window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
+    }
+    window <<= 8u + (r->bit & 7u); /* the code's first bit at bit 31 */
+    if (code[0] != 0u) {
+        entry = rd16(code + 1u + 2u * (window >> (32u - code[0])));
+    }
+    if (entry == 0u) {
+        entry = count_codes(code_counts(code), window, MAX_CODE_BITS);
+    }
+    if (entry == 0u) {
+        r->bit += MAX_CODE_BITS;
+        return -1;
+    }
+    r->bit += entry >> 8;
+    return (int32_t)(entry & 0xFFu);
 }
 
 static uint32_t bucket_offset(const mcubert_piece_list *list, uint32_t bucket)
@@ -106,27 +130,35 @@ static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
     return offset <= size && length <= size - offset;
 }
 
-/* A code's table at *at lies in the blob and is not oversubscribed (so decode() never indexes past
- * its symbols); *at moves past it. */
+/* A code's table at *at lies in the blob, is not oversubscribed (so decoding never indexes past its
+ * symbols) and its peek table agrees with its counts; *at moves past it. */
 static int check_code(const mcubert_tokenizer *t, uint32_t *at)
 {
-    uint32_t length, symbols = 0;
+    const uint8_t *code = t->blob + *at;
+    uint32_t length, symbols = 0, peek, entry;
     int32_t left = 1; /* codes of the current length still free */
-    if (!in_blob(t->size, *at, CODE_COUNT_BYTES)) {
+    if (!in_blob(t->size, *at, 1u) || code[0] > MAX_PEEK_BITS ||
+        !in_blob(t->size, *at, 1u + (2u << code[0]) + CODE_COUNT_BYTES)) {
         return 0;
     }
     for (length = 0; length < MAX_CODE_BITS; ++length) {
-        uint32_t count = rd16(t->blob + *at + 2u * length);
+        uint32_t count = rd16(code_counts(code) + 2u * length);
         left = 2 * left - (int32_t)count;
         if (left < 0) {
             return 0;
         }
         symbols += count;
     }
-    if (symbols > 256u || !in_blob(t->size, *at + CODE_COUNT_BYTES, symbols)) {
+    if (symbols > 256u || !in_blob(t->size, *at + 1u + (2u << code[0]) + CODE_COUNT_BYTES, symbols)) {
         return 0;
     }
-    *at += CODE_COUNT_BYTES + symbols;
+    for (peek = 0; peek < (1u << code[0]); ++peek) {
+        entry = code[0] == 0u ? 0u : count_codes(code_counts(code), peek << (32u - code[0]), code[0]);
+        if (rd16(code + 1u + 2u * peek) != entry) {
+            return 0;
+        }
+    }
+    *at += 1u + (2u << code[0]) + CODE_COUNT_BYTES + symbols;
     return 1;
 }
 
@@ -202,7 +234,8 @@ mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at,
     for (k = 0; k < 3u; ++k) {
         list->codes[k] = t->blob + tables;
         if (!check_code(t, &tables)) {
-            return bad_list(message, name, "a Huffman code table is oversubscribed or runs past the blob");
+            return bad_list(message, name,
+                            "a Huffman code table is oversubscribed, inconsistent or runs past the blob");
         }
     }
     buckets = bucket_count(list);

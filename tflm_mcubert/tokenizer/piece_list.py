@@ -4,16 +4,18 @@ bit-packed. custom_ops/src/mcubert_tokenizer.c decodes the same layout.
 Little-endian, offsets from the list's start:
 
     u32 count, u32 data bytes, u8 bucket shift, u8 id bits, u8 offset bytes, u8 0
-    three canonical Huffman codes: piece lengths, shared lengths, piece bytes; each u16 [15] the number
-        of codes of each bit length 1..15, then u8 [their sum] the symbols in code order
+    three canonical Huffman codes: piece lengths, shared lengths, piece bytes; each u8 peek bits P,
+        u16 [1 << P] the symbol | length << 8 of the code the next P bits start (0: a longer code),
+        u16 [15] the number of codes of each bit length 1..15, u8 [their sum] the symbols in code order
     bucket offsets   (offset bytes) [buckets]: byte offsets into the data
     ids              id bits each, packed
     data             the buckets, each starting on a byte: the first piece as length + bytes, each next
                      one as shared length + suffix length + suffix bytes, all Huffman codes
     (padded to 4 B)
 
-Bits are read most significant first. Codes are canonical (zlib's puff.c decodes them the same way):
-the device keeps no decoding table, only the 30-byte counts and the symbols. A piece's bytes cost about
+Bits are read most significant first. Codes are canonical (zlib's puff.c decodes them the same way),
+so the device needs no table in RAM: a short code (most letters) is one read of the peek table in the
+blob, a longer one is found by counting codes per length. A piece's bytes cost about
 4.5 bits instead of 8 (the vocabulary is mostly a-z) and its two lengths about 5 bits together; ids take
 the vocabulary's bit width instead of 16: in byte order they are random, so front coding cannot shrink
 them. A bucket of 32 pieces is one binary search step's worth of decoding.
@@ -27,7 +29,10 @@ import struct
 
 from tflm_mcubert.errors import UserError
 
-BUCKET_SHIFT = 4
+BUCKET_SHIFT = 5
+# Codes at most this long decode with one table read; longer ones by counting (see the docstring).
+PEEK_BITS_BYTES = 7
+PEEK_BITS_LENGTHS = 5
 MAX_CODE_BITS = 15
 _HEAD = struct.Struct("<IIBBBB")
 
@@ -71,11 +76,28 @@ class Code:
             code <<= 1
         self.decode = {v: s for s, v in self.codes.items()}
 
-    def table(self) -> bytes:
-        return struct.pack(f"<{MAX_CODE_BITS}H", *self.counts[1:]) + bytes(self.symbols)
+    def peek_table(self, peek_bits: int) -> list[int]:
+        """symbol | length << 8 of the code the first peek_bits bits start, 0 where it is longer."""
+        entries = [0] * (1 << peek_bits)
+        for s, (code, length) in self.codes.items():
+            if length <= peek_bits:
+                low = code << (peek_bits - length)
+                entries[low : low + (1 << (peek_bits - length))] = [s | length << 8] * (1 << (peek_bits - length))
+        return entries
+
+    def table(self, peek_cap: int) -> bytes:
+        peek_bits = min(peek_cap, max((length for _, length in self.codes.values()), default=0))
+        entries = self.peek_table(peek_bits)
+        return (
+            bytes([peek_bits])
+            + struct.pack(f"<{len(entries)}H", *entries)
+            + struct.pack(f"<{MAX_CODE_BITS}H", *self.counts[1:])
+            + bytes(self.symbols)
+        )
 
     @classmethod
     def read(cls, blob: bytes, at: int) -> tuple[Code, int]:
+        at += 1 + (2 << blob[at])  # the peek table: redundant with the counts and symbols
         counts = struct.unpack_from(f"<{MAX_CODE_BITS}H", blob, at)
         at += 2 * MAX_CODE_BITS
         symbols = blob[at : at + sum(counts)]
@@ -163,7 +185,7 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
     for _, piece_id in ordered:
         ids.put(piece_id, id_bits)
     out = bytearray(_HEAD.pack(len(ordered), len(data), BUCKET_SHIFT, id_bits, offset_bytes, 0))
-    out += lengths.table() + shared.table() + symbols.table()
+    out += lengths.table(PEEK_BITS_LENGTHS) + shared.table(PEEK_BITS_LENGTHS) + symbols.table(PEEK_BITS_BYTES)
     out += b"".join(o.to_bytes(offset_bytes, "little") for o in offsets)
     out += ids.data() + data
     out += bytes(-len(out) % 4)
