@@ -28,6 +28,7 @@
 #define HANGUL_FIRST 0xAC00u
 #define HANGUL_COUNT 11172u
 #define MAX_CODE_POINT 0x10FFFFu
+#define RANGE_BYTES 6u
 
 static uint32_t rd16(const uint8_t *p)
 {
@@ -37,6 +38,14 @@ static uint32_t rd16(const uint8_t *p)
 static uint32_t rd32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A character range's mapping value: bits 25..46 of its 48 bits, signed (enough for any code point or
+ * delta between two, at 6 bytes a range instead of 8). */
+static int32_t range_value(const uint8_t *range)
+{
+    uint32_t bits = rd32(range) >> 25 | ((uint32_t)range[4] | (uint32_t)(range[5] & 0x7Fu) << 8) << 7;
+    return (int32_t)(bits ^ 0x200000u) - 0x200000; /* sign-extend 22 bits */
 }
 
 /* ---- blob checks --------------------------------------------------------------------------- */
@@ -56,11 +65,12 @@ static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *
 {
     uint32_t i, previous_start = 0;
     for (i = 0; i < t->range_count; ++i) {
-        uint32_t word = rd32(t->ranges + 8u * i), start = word & 0x1FFFFFu, mode = (word >> 23) & 3u;
-        int32_t value = (int32_t)rd32(t->ranges + 8u * i + 4u);
-        uint32_t end = i + 1u < t->range_count ? (rd32(t->ranges + 8u * (i + 1u)) & 0x1FFFFFu) : MAX_CODE_POINT + 1u;
+        const uint8_t *range = t->ranges + RANGE_BYTES * i;
+        uint32_t word = rd32(range), start = word & 0x1FFFFFu, mode = (word >> 23) & 3u;
+        int32_t value = range_value(range);
+        uint32_t end = i + 1u < t->range_count ? (rd32(range + RANGE_BYTES) & 0x1FFFFFu) : MAX_CODE_POINT + 1u;
         if ((i == 0u && start != 0u) || (i > 0u && start <= previous_start) || start > MAX_CODE_POINT ||
-            (word >> 25) != 0u) {
+            (range[5] & 0x80u) != 0u) {
             return bad_blob(message, "ranges", "not increasing from code point 0, or reserved bits set");
         }
         if (mode == MODE_DELTA && ((int64_t)start + value < 0 || (int64_t)end - 1 + value > (int64_t)MAX_CODE_POINT)) {
@@ -146,7 +156,7 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         (uint32_t)t->pad_id >= t->vocab_size || (uint32_t)t->unk_id >= t->vocab_size) {
         return bad_blob(message, "header", "limits or special ids out of range");
     }
-    if (!in_blob(size, ranges_at, 8u * t->range_count) || t->string_count > 0xFFFFu ||
+    if (!in_blob(size, ranges_at, RANGE_BYTES * t->range_count) || t->string_count > 0xFFFFu ||
         !in_blob(size, strings_at, 2u * t->string_count)) {
         return bad_blob(message, "header", "a section lies outside the blob");
     }
@@ -266,20 +276,20 @@ static const uint8_t *range_of(const mcubert_tokenizer *t, uint32_t cp)
     uint32_t lo = 0, hi = t->range_count - 1u;
     while (lo < hi) {
         uint32_t mid = (lo + hi + 1u) / 2u;
-        if ((rd32(t->ranges + 8u * mid) & 0x1FFFFFu) <= cp) {
+        if ((rd32(t->ranges + RANGE_BYTES * mid) & 0x1FFFFFu) <= cp) {
             lo = mid;
         } else {
             hi = mid - 1u;
         }
     }
-    return t->ranges + 8u * lo;
+    return t->ranges + RANGE_BYTES * lo;
 }
 
 /* Appends cp's mapped characters (kind letter or isolate) to the word. */
 static void append_mapped(const mcubert_tokenizer *t, const uint8_t *range, uint32_t cp, word_buffer *word)
 {
     uint32_t mode = (rd32(range) >> 23) & 3u;
-    int32_t value = (int32_t)rd32(range + 4);
+    int32_t value = range_value(range);
     if (mode == MODE_DELTA) {
         word_append(word, (uint32_t)((int32_t)cp + value), t->max_chars_per_word);
     } else if (mode == MODE_CONST) {

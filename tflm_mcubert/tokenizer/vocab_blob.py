@@ -4,7 +4,8 @@ WordPiece vocabulary, packed (custom_ops/include/mcubert/mcubert_tokenizer.h rea
 Little-endian, sections 4-byte aligned, offsets from the blob's start:
 
     header (64 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids, offsets
-    char ranges      u32 start | kind << 21 | mode << 23, i32 value   (unicode_table.CharRange)
+    char ranges      48 bits: start | kind << 21 | mode << 23 | value << 25 (22 bits, signed; any
+                     code point or delta fits)                       (unicode_table.CharRange)
     strings          u16 end offsets, then the UTF-8 bytes            (unicode_table.UnicodeTable.strings)
     special tokens   u8 length, the raw text ("[CLS]"), u16 id        (matched in the input before anything)
     word pieces      a piece list of the pieces that start a word
@@ -38,6 +39,8 @@ from tflm_mcubert.tokenizer.unicode_table import (
 MAGIC = b"MCTK"
 VERSION = 2
 HEADER_BYTES = 64
+RANGE_BYTES = 6
+RANGE_VALUE_LIMIT = 1 << 21
 _HEADER = struct.Struct("<4sHHII HH HHHH II II I II II")  # 64 bytes with the trailing reserved word
 SPECIAL_NAMES = ("cls", "sep", "pad", "unk")
 assert _HEADER.size == HEADER_BYTES
@@ -70,7 +73,11 @@ def pack(spec: TokenizerSpec) -> bytes:
     body = bytearray(HEADER_BYTES)
     ranges_at = len(body)
     for r in spec.table.ranges:
-        body += struct.pack("<Ii", r.start | r.kind << 21 | r.mode << 23, r.value)
+        if not -RANGE_VALUE_LIMIT <= r.value < RANGE_VALUE_LIMIT:
+            raise UserError(f"a character range's value {r.value} does not fit the blob's 22 bits")
+        word = r.start | r.kind << 21 | r.mode << 23 | (r.value & (2 * RANGE_VALUE_LIMIT - 1)) << 25
+        body += word.to_bytes(RANGE_BYTES, "little")
+    _align(body)
     strings_at = len(body)
     encoded = [s.encode() for s in spec.table.strings]
     ends, end = [], 0
@@ -126,7 +133,8 @@ def unpack(blob: bytes) -> TokenizerSpec:
         raise UserError("the tokenizer blob is truncated or corrupted (size or CRC-32 mismatch)")
     ranges = []
     for i in range(n_ranges):
-        word, value = struct.unpack_from("<Ii", blob, ranges_at + 8 * i)
+        word = int.from_bytes(blob[ranges_at + RANGE_BYTES * i : ranges_at + RANGE_BYTES * (i + 1)], "little")
+        value = ((word >> 25) ^ RANGE_VALUE_LIMIT) - RANGE_VALUE_LIMIT  # sign-extend 22 bits
         ranges.append(CharRange(word & 0x1FFFFF, (word >> 21) & 3, (word >> 23) & 3, value))
     ends = struct.unpack_from(f"<{n_strings}H", blob, strings_at)
     pool_at = strings_at + 2 * n_strings
