@@ -19,6 +19,9 @@
 #define CODE_LENGTHS 0
 #define CODE_SHARED 1
 #define CODE_BYTES 2
+#define CODE_DELTAS 3
+#define CODES 4u
+#define CODE(list, k) ((list)->codes + (list)->code_at[k])
 #define MAX_BUCKET_SHIFT 10u
 #define MAX_PEEK_BITS 8u
 
@@ -162,7 +165,8 @@ static int check_code(const mcubert_tokenizer *t, uint32_t *at)
 
 /* Decodes every piece: each bucket starts at its offset, codes exist, pieces strictly increase, are
  * 1..max_piece_bytes long, share no more than the piece before has and, inside a bucket, exactly the
- * prefix they have in common with it (the lookup's scan relies on that), and the data ends with them. */
+ * prefix they have in common with it (a delta >= 1; the lookup's scan relies on that), and the data ends
+ * with them. */
 static mcubert_status check_pieces(const mcubert_tokenizer *t, const mcubert_piece_list *list, const char *name,
                                    mcubert_message *message)
 {
@@ -173,33 +177,36 @@ static mcubert_status check_pieces(const mcubert_tokenizer *t, const mcubert_pie
     r.bit = 0;
     r.end = 8u * list->data_bytes;
     for (i = 0; i < list->count; ++i) {
-        int32_t shared = 0, suffix, byte = 0, order = 0, k;
+        int32_t shared = 0, suffix, byte = 0, order = 0, k, delta_coded;
         if ((i & mask) == 0u) {
             r.bit = (r.bit + 7u) & ~7u;
             if (r.bit != 8u * bucket_offset(list, i >> list->bucket_shift)) {
                 return bad_list(message, name, "a bucket offset does not point at its first piece");
             }
         } else {
-            shared = decode(&r, list->codes[CODE_SHARED]);
+            shared = decode(&r, CODE(list, CODE_SHARED));
         }
-        suffix = decode(&r, list->codes[CODE_LENGTHS]);
+        suffix = decode(&r, CODE(list, CODE_LENGTHS));
         if (shared < 0 || suffix < 0 || (uint32_t)shared > length || shared + suffix == 0 ||
             (uint32_t)(shared + suffix) > t->max_piece_bytes) {
             return bad_list(message, name, "a piece is empty, too long, or shares more than its predecessor has");
         }
+        delta_coded = (i & mask) != 0u && (uint32_t)shared < length;
         for (k = 0; k < suffix && byte >= 0; ++k) {
-            byte = decode(&r, list->codes[CODE_BYTES]);
+            if (k == 0 && delta_coded) { /* above the piece before's byte: sorted and shared is maximal */
+                int32_t delta = decode(&r, CODE(list, CODE_DELTAS));
+                byte = delta < 1 || piece[shared] + delta > 0xFF ? -1 : piece[shared] + delta;
+            } else {
+                byte = decode(&r, CODE(list, CODE_BYTES));
+            }
             if (order == 0 && (uint32_t)(shared + k) < length && byte != piece[shared + k]) {
                 order = byte > piece[shared + k] ? 1 : -1;
-            }
-            if (k == 0 && (i & mask) != 0u && (uint32_t)shared < length && byte == piece[shared]) {
-                order = -2; /* shared is not the whole common prefix with the piece before */
             }
             /* volatile: a plain byte loop would become a call to memcpy, which the kernels do not link */
             ((volatile uint8_t *)piece)[shared + k] = (uint8_t)byte;
         }
         if (byte < 0 || r.bit > r.end) {
-            return bad_list(message, name, "a piece has an invalid code or runs past the list");
+            return bad_list(message, name, "a piece has an invalid code or delta, or runs past the list");
         }
         if (order == 0) { /* equal through the shorter: only a longer piece comes after */
             order = (uint32_t)(shared + suffix) > length ? 1 : -1;
@@ -229,8 +236,9 @@ mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at,
         (list->offset_bytes != 2u && list->offset_bytes != 4u) || head[11] != 0u || list->data_bytes > 0x1FFFFFFFu) {
         return bad_list(message, name, "counts or field widths out of range");
     }
-    for (k = 0; k < 3u; ++k) {
-        list->codes[k] = t->blob + tables;
+    list->codes = t->blob + tables;
+    for (k = 0; k < CODES; ++k) {
+        list->code_at[k] = (uint16_t)(tables - at - LIST_HEAD_BYTES); /* < 4 * 800 B */
         if (!check_code(t, &tables)) {
             return bad_list(message, name,
                             "a Huffman code table is oversubscribed, inconsistent or runs past the blob");
@@ -257,13 +265,13 @@ mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at,
 /* <0, 0, >0 as the piece at r (a bucket's first) compares with the query; decodes only what decides. */
 static int32_t compare_head(bit_reader *r, const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
 {
-    uint32_t k, piece_length = (uint32_t)decode(r, list->codes[CODE_LENGTHS]);
+    uint32_t k, piece_length = (uint32_t)decode(r, CODE(list, CODE_LENGTHS));
     for (k = 0; k < piece_length; ++k) {
         int32_t byte;
         if (k == length) {
             return 1;
         }
-        byte = decode(r, list->codes[CODE_BYTES]);
+        byte = decode(r, CODE(list, CODE_BYTES));
         if (byte != (int32_t)query[k]) {
             return byte - (int32_t)query[k];
         }
@@ -276,6 +284,7 @@ static int32_t compare_head(bit_reader *r, const mcubert_piece_list *list, const
 int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
 {
     uint32_t lo = 0, hi, i, end, matched = 0;
+    uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
     bit_reader r;
     if (list->count == 0u) {
         return -1;
@@ -296,14 +305,21 @@ int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query,
     end = (lo + 1u) << list->bucket_shift;
     end = end < list->count ? end : list->count;
     for (i = lo << list->bucket_shift; i < end; ++i) {
-        uint32_t shared = i == lo << list->bucket_shift ? 0u : (uint32_t)decode(&r, list->codes[CODE_SHARED]);
-        uint32_t k, agree = 0, piece_length = (uint32_t)decode(&r, list->codes[CODE_LENGTHS]);
+        uint32_t head = i == lo << list->bucket_shift;
+        uint32_t shared = head ? 0u : (uint32_t)decode(&r, CODE(list, CODE_SHARED));
+        uint32_t k, agree = 0, differing = 0, suffix = (uint32_t)decode(&r, CODE(list, CODE_LENGTHS));
+        uint32_t delta_coded = !head && shared < previous_length;
         int below = shared > matched; /* agrees with the piece before past where that one left the query */
         if (shared < matched) {
             return -1; /* differs from the query where the piece before agreed with it: past the query */
         }
-        for (k = 0; k < piece_length; ++k) { /* every byte is decoded: the next piece's codes follow */
-            uint32_t byte = (uint32_t)decode(&r, list->codes[CODE_BYTES]);
+        for (k = 0; k < suffix; ++k) { /* every byte is decoded: the next piece's codes follow */
+            uint32_t byte;
+            if (k == 0 && delta_coded) { /* below: the value is not needed, at_matched may not be its base */
+                byte = (uint32_t)decode(&r, CODE(list, CODE_DELTAS)) + (below ? 0u : at_matched);
+            } else {
+                byte = (uint32_t)decode(&r, CODE(list, CODE_BYTES));
+            }
             if (below) {
                 continue;
             }
@@ -311,14 +327,17 @@ int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query,
                 return -1; /* the first piece above the query */
             }
             below = byte < query[matched + k];
+            differing = byte;
             agree += below ? 0u : 1u;
         }
         if (!below && matched + agree == length) {
             return (int32_t)piece_id(list, i);
         }
-        if (shared == matched) {
+        if (shared == matched) { /* this piece is the new piece before: its byte where it leaves the query */
             matched += agree;
+            at_matched = differing;
         }
+        previous_length = shared + suffix;
     }
     return -1;
 }

@@ -110,7 +110,7 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
     word_at = struct.unpack_from("<I", minilm_blob, 48)[0]
     count, data_bytes, shift, id_bits, offset_bytes, _ = struct.unpack_from("<IIBBBB", minilm_blob, word_at)
     tables = word_at + 12
-    for _ in range(3):  # peek bits, peek table, counts, symbols
+    for _ in range(4):  # peek bits, peek table, counts, symbols
         tables += 1 + (2 << minilm_blob[tables])
         tables += 30 + sum(struct.unpack_from("<15H", minilm_blob, tables))
     data_at = tables + offset_bytes * -(-count >> shift) + (count * id_bits + 7) // 8

@@ -4,13 +4,16 @@ bit-packed. custom_ops/src/mcubert_tokenizer.c decodes the same layout.
 Little-endian, offsets from the list's start:
 
     u32 count, u32 data bytes, u8 bucket shift, u8 id bits, u8 offset bytes, u8 0
-    three canonical Huffman codes: piece lengths, shared lengths, piece bytes; each u8 peek bits P,
+    four canonical Huffman codes: suffix lengths, shared lengths, suffix bytes, first-byte deltas; each
+        u8 peek bits P,
         u16 [1 << P] the symbol | length << 8 of the code the next P bits start (0: a longer code),
         u16 [15] the number of codes of each bit length 1..15, u8 [their sum] the symbols in code order
     bucket offsets   (offset bytes) [buckets]: byte offsets into the data
     ids              id bits each, packed
     data             the buckets, each starting on a byte: the first piece as length + bytes, each next
-                     one as shared length + suffix length + suffix bytes, all Huffman codes
+                     one as shared length + suffix length + suffix bytes, all Huffman codes; where
+                     the piece before goes on past the shared bytes, the first suffix byte is coded as
+                     its difference from that one's byte there (sorted: >= 1, mostly small)
     (padded to 4 B)
 
 Bits are read most significant first. Codes are canonical (zlib's puff.c decodes them the same way),
@@ -147,15 +150,18 @@ class BitReader:
         return code.decode[(value, length)]
 
 
-def _front_coded(ordered: list[bytes]) -> list[tuple[int, bytes]]:
-    """(shared length with the piece before in its bucket, suffix) of each piece."""
+def _front_coded(ordered: list[bytes]) -> list[tuple[int, int | None, bytes]]:
+    """(shared length with the piece before in its bucket, its first differing byte's delta from the
+    piece before's or None when that one ends there, the rest of the suffix) of each piece."""
     out, previous = [], b""
     for index, piece in enumerate(ordered):
-        shared = 0
+        shared, delta = 0, None
         if index % (1 << BUCKET_SHIFT):
             while shared < min(len(piece), len(previous)) and piece[shared] == previous[shared]:
                 shared += 1
-        out.append((shared, piece[shared:]))
+            if shared < len(previous):  # sorted: piece[shared] is above previous[shared]
+                delta = piece[shared] - previous[shared]
+        out.append((shared, delta, piece[shared:]))
         previous = piece
     return out
 
@@ -166,18 +172,22 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
         raise UserError("a vocabulary piece is empty or longer than 255 bytes")
     coded = _front_coded([p for p, _ in ordered])
     bucket = 1 << BUCKET_SHIFT
-    lengths = Code(code_lengths(collections.Counter(len(suffix) for _, suffix in coded)))
-    shared = Code(code_lengths(collections.Counter(s for i, (s, _) in enumerate(coded) if i % bucket)))
-    symbols = Code(code_lengths(collections.Counter(b"".join(suffix for _, suffix in coded))))
+    lengths = Code(code_lengths(collections.Counter(len(suffix) for _, _, suffix in coded)))
+    shared = Code(code_lengths(collections.Counter(s for i, (s, _, _) in enumerate(coded) if i % bucket)))
+    plain = b"".join(suffix[delta is not None :] for _, delta, suffix in coded)
+    symbols = Code(code_lengths(collections.Counter(plain)))
+    deltas = Code(code_lengths(collections.Counter(d for _, d, _ in coded if d is not None)))
     writer, offsets = BitWriter(), []
-    for index, (shared_length, suffix) in enumerate(coded):
+    for index, (shared_length, delta, suffix) in enumerate(coded):
         if index % bucket == 0:
             writer.align()
             offsets.append(len(writer.bits) // 8)
         else:
             writer.code(shared, shared_length)
         writer.code(lengths, len(suffix))
-        for byte in suffix:
+        if delta is not None:
+            writer.code(deltas, delta)
+        for byte in suffix[delta is not None :]:
             writer.code(symbols, byte)
     data = writer.data()
     offset_bytes = 2 if not offsets or offsets[-1] <= 0xFFFF else 4
@@ -185,7 +195,8 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
     for _, piece_id in ordered:
         ids.put(piece_id, id_bits)
     out = bytearray(_HEAD.pack(len(ordered), len(data), BUCKET_SHIFT, id_bits, offset_bytes, 0))
-    out += lengths.table(PEEK_BITS_LENGTHS) + shared.table(PEEK_BITS_LENGTHS) + symbols.table(PEEK_BITS_BYTES)
+    out += lengths.table(PEEK_BITS_LENGTHS) + shared.table(PEEK_BITS_LENGTHS)
+    out += symbols.table(PEEK_BITS_BYTES) + deltas.table(PEEK_BITS_LENGTHS)
     out += b"".join(o.to_bytes(offset_bytes, "little") for o in offsets)
     out += ids.data() + data
     out += bytes(-len(out) % 4)
@@ -197,6 +208,7 @@ def unpack(blob: bytes, offset: int) -> dict[str, int]:
     lengths, at = Code.read(blob, offset + _HEAD.size)
     shared, at = Code.read(blob, at)
     symbols, at = Code.read(blob, at)
+    deltas, at = Code.read(blob, at)
     buckets = -(-count // (1 << bucket_shift))
     ids_at = at + offset_bytes * buckets
     data_at = ids_at + (count * id_bits + 7) // 8
@@ -209,7 +221,11 @@ def unpack(blob: bytes, offset: int) -> dict[str, int]:
             data.bit = -(-data.bit // 8) * 8
         else:
             shared_length = data.symbol(shared)
-        suffix = bytes(data.symbol(symbols) for _ in range(data.symbol(lengths)))
+        length = data.symbol(lengths)
+        suffix = b""
+        if index % (1 << bucket_shift) and shared_length < len(previous) and length:
+            suffix = bytes([previous[shared_length] + data.symbol(deltas)])
+        suffix += bytes(data.symbol(symbols) for _ in range(length - len(suffix)))
         previous = previous[:shared_length] + suffix
         pieces[previous.decode()] = ids.get(id_bits)
     return pieces

@@ -34,10 +34,11 @@ extern "C" {
 typedef struct {
     uint32_t count;
     uint32_t data_bytes;
+    const uint8_t *codes; /* four canonical Huffman codes: suffix lengths, shared lengths, bytes, deltas */
+    uint16_t code_at[4];  /* each code's offset from `codes` */
     uint8_t bucket_shift; /* buckets of 1 << bucket_shift pieces */
     uint8_t id_bits;
     uint8_t offset_bytes;          /* of each bucket offset: 2 or 4 */
-    const uint8_t *codes[3];       /* canonical Huffman codes: piece lengths, shared lengths, piece bytes */
     const uint8_t *bucket_offsets; /* then the ids, id_bits each, packed (no pointer: the state stays 128 B) */
     const uint8_t *data;
 } mcubert_piece_list;
