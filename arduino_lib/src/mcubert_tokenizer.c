@@ -315,7 +315,7 @@ static void append_mapped(const mcubert_tokenizer *t, const uint8_t *range, uint
     }
 }
 
-/* ---- piece lookup ----------------------------------------------------------------------------- */
+/* ---- byte comparison (special tokens) -------------------------------------------------------- */
 
 /* <0, 0, >0 as piece (length `length`) compares with the query */
 static int32_t compare(const uint8_t *piece, uint32_t length, const uint8_t *query, uint32_t query_length)
