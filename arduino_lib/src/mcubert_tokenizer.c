@@ -15,11 +15,10 @@
 #include <stdint.h>
 
 #include "mcubert_internal.h"
+#include "mcubert_tokenizer_pieces.h"
 
 #define OP "TOKENIZER"
 #define HEADER_BYTES 64u
-#define BUCKET 16u
-#define ESCAPE 0xFFu
 #define KIND_REMOVE 0u
 #define KIND_SPACE 1u
 #define KIND_ISOLATE 2u
@@ -29,6 +28,7 @@
 #define HANGUL_FIRST 0xAC00u
 #define HANGUL_COUNT 11172u
 #define MAX_CODE_POINT 0x10FFFFu
+#define RANGE_BYTES 6u
 
 static uint32_t rd16(const uint8_t *p)
 {
@@ -38,6 +38,14 @@ static uint32_t rd16(const uint8_t *p)
 static uint32_t rd32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A character range's mapping value: bits 25..46 of its 48 bits, signed (enough for any code point or
+ * delta between two, at 6 bytes a range instead of 8). */
+static int32_t range_value(const uint8_t *range)
+{
+    uint32_t bits = rd32(range) >> 25 | ((uint32_t)range[4] | (uint32_t)(range[5] & 0x7Fu) << 8) << 7;
+    return (int32_t)(bits ^ 0x200000u) - 0x200000; /* sign-extend 22 bits */
 }
 
 /* ---- blob checks --------------------------------------------------------------------------- */
@@ -53,93 +61,16 @@ static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
     return offset <= size && length <= size - offset;
 }
 
-/* Strictly after `previous` (its first previous_len bytes) in byte order: the piece that shares
- * `shared` bytes with it and continues with `suffix`. */
-static int follows(const uint8_t *previous, uint32_t previous_len, uint32_t shared, const uint8_t *suffix,
-                   uint32_t length)
-{
-    uint32_t k;
-    for (k = 0; shared + k < previous_len && k < length; ++k) {
-        if (suffix[k] != previous[shared + k]) {
-            return suffix[k] > previous[shared + k];
-        }
-    }
-    return shared + length > previous_len; /* equal so far: only a longer piece comes after */
-}
-
-/* Decodes every piece of a list once: offsets in bounds, entries well formed, pieces strictly
- * increasing (the binary search relies on it) and no longer than max_piece_bytes, ids in range. */
-static mcubert_status check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *list,
-                                       const char *name, mcubert_message *message)
-{
-    uint8_t previous[256]; /* the piece before, rebuilt (pieces are at most 255 bytes) */
-    uint32_t i, pos = 0, previous_len = 0, ids_bytes;
-    if (!in_blob(t->size, at, 12u)) {
-        return bad_blob(message, name, "piece list outside the blob");
-    }
-    list->count = rd32(t->blob + at);
-    list->bucket_count = rd32(t->blob + at + 4u);
-    list->data_bytes = rd32(t->blob + at + 8u);
-    ids_bytes = (2u * list->count + 3u) & ~3u;
-    if (list->count > 0xFFFFu || list->bucket_count != (list->count + BUCKET - 1u) / BUCKET ||
-        !in_blob(t->size, at + 12u, 4u * list->bucket_count + ids_bytes) ||
-        !in_blob(t->size, at + 12u + 4u * list->bucket_count + ids_bytes, list->data_bytes)) {
-        return bad_blob(message, name, "counts or sizes do not fit the blob");
-    }
-    list->bucket_offsets = t->blob + at + 12u;
-    list->ids = list->bucket_offsets + 4u * list->bucket_count;
-    list->data = list->ids + ids_bytes;
-    for (i = 0; i < list->count; ++i) {
-        uint32_t shared = 0, length, header = 1u;
-        if (rd16(list->ids + 2u * i) >= t->vocab_size) {
-            return bad_blob(message, name, "a piece's id is not below vocab_size");
-        }
-        if (pos >= list->data_bytes) {
-            return bad_blob(message, name, "a piece runs past the list");
-        }
-        if (i % BUCKET == 0u) {
-            if (rd32(list->bucket_offsets + 4u * (i / BUCKET)) != pos) {
-                return bad_blob(message, name, "a bucket offset does not point at its first piece");
-            }
-            length = list->data[pos];
-        } else if (list->data[pos] == ESCAPE) {
-            if (list->data_bytes - pos < 3u) {
-                return bad_blob(message, name, "a piece runs past the list");
-            }
-            shared = list->data[pos + 1u];
-            length = list->data[pos + 2u];
-            header = 3u;
-        } else {
-            shared = list->data[pos] >> 4;
-            length = list->data[pos] & 15u;
-        }
-        pos += header;
-        if (shared > previous_len || shared + length == 0u || shared + length > t->max_piece_bytes ||
-            length > list->data_bytes - pos) {
-            return bad_blob(message, name, "a piece is empty, too long, or shares more than its predecessor has");
-        }
-        if (i > 0u && !follows(previous, previous_len, shared, list->data + pos, length)) {
-            return bad_blob(message, name, "pieces are not in strictly increasing byte order");
-        }
-        /* volatile: a plain byte loop would become a call to memcpy, which the kernels do not link */
-        for (previous_len = 0; previous_len < length; ++previous_len) {
-            ((volatile uint8_t *)previous)[shared + previous_len] = list->data[pos + previous_len];
-        }
-        previous_len += shared;
-        pos += length;
-    }
-    return pos == list->data_bytes ? MCUBERT_OK : bad_blob(message, name, "bytes left after the last piece");
-}
-
 static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *message)
 {
     uint32_t i, previous_start = 0;
     for (i = 0; i < t->range_count; ++i) {
-        uint32_t word = rd32(t->ranges + 8u * i), start = word & 0x1FFFFFu, mode = (word >> 23) & 3u;
-        int32_t value = (int32_t)rd32(t->ranges + 8u * i + 4u);
-        uint32_t end = i + 1u < t->range_count ? (rd32(t->ranges + 8u * (i + 1u)) & 0x1FFFFFu) : MAX_CODE_POINT + 1u;
+        const uint8_t *range = t->ranges + RANGE_BYTES * i;
+        uint32_t word = rd32(range), start = word & 0x1FFFFFu, mode = (word >> 23) & 3u;
+        int32_t value = range_value(range);
+        uint32_t end = i + 1u < t->range_count ? (rd32(range + RANGE_BYTES) & 0x1FFFFFu) : MAX_CODE_POINT + 1u;
         if ((i == 0u && start != 0u) || (i > 0u && start <= previous_start) || start > MAX_CODE_POINT ||
-            (word >> 25) != 0u) {
+            (range[5] & 0x80u) != 0u) {
             return bad_blob(message, "ranges", "not increasing from code point 0, or reserved bits set");
         }
         if (mode == MODE_DELTA && ((int64_t)start + value < 0 || (int64_t)end - 1 + value > (int64_t)MAX_CODE_POINT)) {
@@ -190,7 +121,13 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         return bad_blob(message, "header", "not a tokenizer blob (no 'MCTK' header)");
     }
     if (rd16(blob + 4) != MCUBERT_TOKENIZER_VERSION || rd16(blob + 6) != HEADER_BYTES) {
-        return bad_blob(message, "header", "a blob version this library does not read");
+        mcubert_fail(message, MCUBERT_ERROR_MODEL, OP, "header");
+        mcubert_append(message, "blob version ");
+        mcubert_append_int(message, rd16(blob + 4));
+        mcubert_append(message, "; this library reads version ");
+        mcubert_append_int(message, MCUBERT_TOKENIZER_VERSION);
+        mcubert_append(message, " (export the model again)");
+        return MCUBERT_ERROR_MODEL;
     }
     if (rd32(blob + 8) != size) {
         return bad_blob(message, "header", "the blob's size is not the size given (truncated?)");
@@ -219,7 +156,7 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         (uint32_t)t->pad_id >= t->vocab_size || (uint32_t)t->unk_id >= t->vocab_size) {
         return bad_blob(message, "header", "limits or special ids out of range");
     }
-    if (!in_blob(size, ranges_at, 8u * t->range_count) || t->string_count > 0xFFFFu ||
+    if (!in_blob(size, ranges_at, RANGE_BYTES * t->range_count) || t->string_count > 0xFFFFu ||
         !in_blob(size, strings_at, 2u * t->string_count)) {
         return bad_blob(message, "header", "a section lies outside the blob");
     }
@@ -232,10 +169,10 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         status = check_strings_and_specials(t, specials_at, message);
     }
     if (status == MCUBERT_OK) {
-        status = check_piece_list(t, rd32(blob + 48), &t->word_pieces, "word pieces", message);
+        status = mcubert_check_piece_list(t, rd32(blob + 48), &t->word_pieces, "word pieces", message);
     }
     if (status == MCUBERT_OK) {
-        status = check_piece_list(t, rd32(blob + 52), &t->continuation_pieces, "continuation pieces", message);
+        status = mcubert_check_piece_list(t, rd32(blob + 52), &t->continuation_pieces, "continuation pieces", message);
     }
     return status;
 }
@@ -339,20 +276,20 @@ static const uint8_t *range_of(const mcubert_tokenizer *t, uint32_t cp)
     uint32_t lo = 0, hi = t->range_count - 1u;
     while (lo < hi) {
         uint32_t mid = (lo + hi + 1u) / 2u;
-        if ((rd32(t->ranges + 8u * mid) & 0x1FFFFFu) <= cp) {
+        if ((rd32(t->ranges + RANGE_BYTES * mid) & 0x1FFFFFu) <= cp) {
             lo = mid;
         } else {
             hi = mid - 1u;
         }
     }
-    return t->ranges + 8u * lo;
+    return t->ranges + RANGE_BYTES * lo;
 }
 
 /* Appends cp's mapped characters (kind letter or isolate) to the word. */
 static void append_mapped(const mcubert_tokenizer *t, const uint8_t *range, uint32_t cp, word_buffer *word)
 {
     uint32_t mode = (rd32(range) >> 23) & 3u;
-    int32_t value = (int32_t)rd32(range + 4);
+    int32_t value = range_value(range);
     if (mode == MODE_DELTA) {
         word_append(word, (uint32_t)((int32_t)cp + value), t->max_chars_per_word);
     } else if (mode == MODE_CONST) {
@@ -378,7 +315,7 @@ static void append_mapped(const mcubert_tokenizer *t, const uint8_t *range, uint
     }
 }
 
-/* ---- piece lookup ----------------------------------------------------------------------------- */
+/* ---- byte comparison (special tokens) -------------------------------------------------------- */
 
 /* <0, 0, >0 as piece (length `length`) compares with the query */
 static int32_t compare(const uint8_t *piece, uint32_t length, const uint8_t *query, uint32_t query_length)
@@ -390,62 +327,6 @@ static int32_t compare(const uint8_t *piece, uint32_t length, const uint8_t *que
         }
     }
     return (int32_t)length - (int32_t)query_length;
-}
-
-/* The id of the piece equal to `query`, or -1. The bucket is scanned without rebuilding its pieces:
- * `matched` is the common prefix of the query and the piece before, which decides each next one. */
-static int32_t find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
-{
-    uint32_t lo = 0, hi, i, pos, matched;
-    if (list->count == 0u) {
-        return -1;
-    }
-    hi = list->bucket_count - 1u;
-    while (lo < hi) { /* the last bucket whose first piece <= query */
-        uint32_t mid = (lo + hi + 1u) / 2u;
-        const uint8_t *head = list->data + rd32(list->bucket_offsets + 4u * mid);
-        if (compare(head + 1, head[0], query, length) <= 0) {
-            lo = mid;
-        } else {
-            hi = mid - 1u;
-        }
-    }
-    pos = rd32(list->bucket_offsets + 4u * lo);
-    matched = 0;
-    for (i = lo * BUCKET; i < list->count && (i == lo * BUCKET || i % BUCKET != 0u); ++i) {
-        uint32_t shared = 0, piece_length, k;
-        const uint8_t *suffix;
-        if (i == lo * BUCKET) {
-            piece_length = list->data[pos];
-            pos += 1u;
-        } else if (list->data[pos] == ESCAPE) {
-            shared = list->data[pos + 1u];
-            piece_length = list->data[pos + 2u];
-            pos += 3u;
-        } else {
-            shared = list->data[pos] >> 4;
-            piece_length = list->data[pos] & 15u;
-            pos += 1u;
-        }
-        suffix = list->data + pos;
-        pos += piece_length;
-        if (shared > matched) {
-            continue; /* agrees with the piece before beyond where that one left the query: still below */
-        }
-        if (shared < matched) {
-            return -1; /* differs from the query where the piece before agreed with it: past the query */
-        }
-        for (k = 0; k < piece_length && matched + k < length && suffix[k] == query[matched + k]; ++k) {
-        }
-        if (k == piece_length && matched + k == length) {
-            return (int32_t)rd16(list->ids + 2u * i);
-        }
-        if (k < piece_length && (matched + k == length || suffix[k] > query[matched + k])) {
-            return -1; /* the first piece above the query */
-        }
-        matched += k;
-    }
-    return -1;
 }
 
 /* ---- WordPiece and the id sink ------------------------------------------------------------------ */
@@ -484,7 +365,7 @@ static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *s
         for (end = word->chars; end > start; --end) {
             uint32_t length = word->char_ends[end - 1u] - begin;
             if (length <= t->max_piece_bytes) {
-                found = find_piece(list, word->bytes + begin, length);
+                found = mcubert_find_piece(list, word->bytes + begin, length);
                 if (found >= 0) {
                     break;
                 }

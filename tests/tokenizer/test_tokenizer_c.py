@@ -74,7 +74,7 @@ def test_a_pruned_vocabulary_matches_the_reference(library, pruned_tokenizer, co
         (lambda b: b[:-1], "size is not the size given"),
         (lambda b: b[:40], "shorter than the 64-byte header"),
         (lambda b: b"MCTX" + b[4:], "not a tokenizer blob"),
-        (lambda b: b[:4] + b"\x02" + b[5:], "version"),
+        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 2"),
         (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "CRC-32 mismatch"),
     ],
 )
@@ -106,18 +106,25 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
         blob[offset : offset + size] = value.to_bytes(size, "little")
         with pytest.raises(UserError, match="TOKENIZER"):
             HostTokenizer(resealed(blob), library)
-    # swap two pieces' bytes: out of order
-    spec = vocab_blob.unpack(minilm_blob)
+    # a piece list's own fields, behind a valid CRC: a bucket offset, the id width, a bit of the data
     word_at = struct.unpack_from("<I", minilm_blob, 48)[0]
-    count, buckets, _ = struct.unpack_from("<III", minilm_blob, word_at)
-    data_at = word_at + 12 + 4 * buckets + ((2 * count + 3) & ~3)
-    blob = bytearray(minilm_blob)
-    length = blob[data_at]
-    blob[data_at + 1], blob[data_at + length] = blob[data_at + length], blob[data_at + 1]
-    if bytes(blob) != minilm_blob:
-        with pytest.raises(UserError, match="order|bucket|piece"):
+    count, data_bytes, shift, id_bits, offset_bytes, _ = struct.unpack_from("<IIBBBB", minilm_blob, word_at)
+    tables = word_at + 12
+    for _ in range(4):  # peek bits, peek table, counts, symbols
+        tables += 1 + (2 << minilm_blob[tables])
+        tables += 30 + sum(struct.unpack_from("<15H", minilm_blob, tables))
+    data_at = tables + offset_bytes * -(-count >> shift) + (count * id_bits + 7) // 8
+    damages = {
+        "bucket offset": (tables + offset_bytes, minilm_blob[tables + offset_bytes] + 1),
+        "sizes do not fit|id": (word_at + 9, id_bits + 1),
+        "piece|order|code|bucket|bytes left": (data_at + 3, minilm_blob[data_at + 3] ^ 0x10),
+    }
+    for problem, (offset, value) in damages.items():
+        blob = bytearray(minilm_blob)
+        blob[offset] = value & 0xFF
+        with pytest.raises(UserError, match=problem):
             HostTokenizer(resealed(blob), library)
-    assert spec.word_pieces
+    assert vocab_blob.unpack(minilm_blob).word_pieces
 
 
 def test_arguments_are_checked(host):

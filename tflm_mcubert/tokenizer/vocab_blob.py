@@ -4,17 +4,16 @@ WordPiece vocabulary, packed (custom_ops/include/mcubert/mcubert_tokenizer.h rea
 Little-endian, sections 4-byte aligned, offsets from the blob's start:
 
     header (64 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids, offsets
-    char ranges      u32 start | kind << 21 | mode << 23, i32 value   (unicode_table.CharRange)
+    char ranges      48 bits: start | kind << 21 | mode << 23 | value << 25 (22 bits, signed; any
+                     code point or delta fits)                       (unicode_table.CharRange)
     strings          u16 end offsets, then the UTF-8 bytes            (unicode_table.UnicodeTable.strings)
     special tokens   u8 length, the raw text ("[CLS]"), u16 id        (matched in the input before anything)
     word pieces      a piece list of the pieces that start a word
     '##' pieces      a piece list of the continuations, '##' dropped
 
-A piece list is sorted by UTF-8 bytes and front-coded in buckets of 16: u32 count, u32 bucket count,
-u32 data bytes, u32 bucket offsets, u16 ids (padded to 4 B), then the data: a bucket's first piece as
-u8 length + bytes, each next one as u8 (shared << 4 | suffix length) + suffix bytes, or 0xFF, u8 shared,
-u8 suffix length + suffix bytes when either is 15 or more. A lookup binary-searches the bucket heads and
-decodes one bucket.
+A piece list (tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 32 and
+Huffman-coded, with ids of the vocabulary's bit width. A lookup binary-searches the bucket heads and
+decodes one bucket. Version 1 (u16 ids, plain front coding) is refused.
 
 Only the pieces the tokenizer can produce are stored: a piece with a character no code point
 normalizes to (upper case in an uncased vocabulary), or several characters one of which is a word of
@@ -28,6 +27,7 @@ import struct
 import zlib
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.tokenizer import piece_list
 from tflm_mcubert.tokenizer.unicode_table import (
     KIND_ISOLATE,
     KIND_LETTER,
@@ -37,10 +37,10 @@ from tflm_mcubert.tokenizer.unicode_table import (
 )
 
 MAGIC = b"MCTK"
-VERSION = 1
+VERSION = 2
 HEADER_BYTES = 64
-BUCKET = 16
-ESCAPE = 0xFF
+RANGE_BYTES = 6
+RANGE_VALUE_LIMIT = 1 << 21
 _HEADER = struct.Struct("<4sHHII HH HHHH II II I II II")  # 64 bytes with the trailing reserved word
 SPECIAL_NAMES = ("cls", "sep", "pad", "unk")
 assert _HEADER.size == HEADER_BYTES
@@ -67,68 +67,17 @@ def _align(blob: bytearray) -> None:
     blob.extend(bytes(-len(blob) % 4))
 
 
-def pack_piece_list(pieces: dict[str, int]) -> bytes:
-    ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
-    if any(len(p) > 255 or not p for p, _ in ordered):
-        raise UserError("a vocabulary piece is empty or longer than 255 bytes")
-    data = bytearray()
-    offsets = []
-    previous = b""
-    for index, (piece, _) in enumerate(ordered):
-        if index % BUCKET == 0:
-            offsets.append(len(data))
-            data += bytes([len(piece)]) + piece
-        else:
-            shared = 0
-            while shared < min(len(piece), len(previous)) and piece[shared] == previous[shared]:
-                shared += 1
-            suffix = piece[shared:]
-            if shared < 15 and len(suffix) < 15:
-                data += bytes([shared << 4 | len(suffix)]) + suffix
-            else:
-                data += bytes([ESCAPE, shared, len(suffix)]) + suffix
-        previous = piece
-    out = bytearray(struct.pack("<III", len(ordered), len(offsets), len(data)))
-    out += struct.pack(f"<{len(offsets)}I", *offsets)
-    out += struct.pack(f"<{len(ordered)}H", *(piece_id for _, piece_id in ordered))
-    _align(out)
-    out += data
-    _align(out)
-    return bytes(out)
-
-
-def unpack_piece_list(blob: bytes, offset: int) -> dict[str, int]:
-    count, buckets, data_bytes = struct.unpack_from("<III", blob, offset)
-    ids_at = offset + 12 + 4 * buckets
-    ids = struct.unpack_from(f"<{count}H", blob, ids_at)
-    data_at = ids_at + 2 * count + (-(2 * count) % 4)
-    data = blob[data_at : data_at + data_bytes]
-    pieces, at, previous = {}, 0, b""
-    for index in range(count):
-        if index % BUCKET == 0:
-            length = data[at]
-            piece = data[at + 1 : at + 1 + length]
-            at += 1 + length
-        else:
-            head = data[at]
-            if head == ESCAPE:
-                shared, length, at = data[at + 1], data[at + 2], at + 3
-            else:
-                shared, length, at = head >> 4, head & 15, at + 1
-            piece = previous[:shared] + data[at : at + length]
-            at += length
-        pieces[piece.decode()] = ids[index]
-        previous = piece
-    return pieces
-
-
 def pack(spec: TokenizerSpec) -> bytes:
     if spec.vocab_size > 0xFFFF:
         raise UserError(f"the on-device tokenizer stores 16-bit ids; this vocabulary has {spec.vocab_size}")
     body = bytearray(HEADER_BYTES)
     ranges_at = len(body)
     for r in spec.table.ranges:
-        body += struct.pack("<Ii", r.start | r.kind << 21 | r.mode << 23, r.value)
+        if not -RANGE_VALUE_LIMIT <= r.value < RANGE_VALUE_LIMIT:
+            raise UserError(f"a character range's value {r.value} does not fit the blob's 22 bits")
+        word = r.start | r.kind << 21 | r.mode << 23 | (r.value & (2 * RANGE_VALUE_LIMIT - 1)) << 25
+        body += word.to_bytes(RANGE_BYTES, "little")
+    _align(body)
     strings_at = len(body)
     encoded = [s.encode() for s in spec.table.strings]
     ends, end = [], 0
@@ -143,9 +92,10 @@ def pack(spec: TokenizerSpec) -> bytes:
         body += bytes([len(raw)]) + raw + struct.pack("<H", special_id)
     _align(body)
     word_at = len(body)
-    body += pack_piece_list(spec.word_pieces)
+    id_bits = max(1, (spec.vocab_size - 1).bit_length())
+    body += piece_list.pack(spec.word_pieces, id_bits)
     continuation_at = len(body)
-    body += pack_piece_list(spec.continuation_pieces)
+    body += piece_list.pack(spec.continuation_pieces, id_bits)
     header = _HEADER.pack(
         MAGIC,
         VERSION,
@@ -183,7 +133,8 @@ def unpack(blob: bytes) -> TokenizerSpec:
         raise UserError("the tokenizer blob is truncated or corrupted (size or CRC-32 mismatch)")
     ranges = []
     for i in range(n_ranges):
-        word, value = struct.unpack_from("<Ii", blob, ranges_at + 8 * i)
+        word = int.from_bytes(blob[ranges_at + RANGE_BYTES * i : ranges_at + RANGE_BYTES * (i + 1)], "little")
+        value = ((word >> 25) ^ RANGE_VALUE_LIMIT) - RANGE_VALUE_LIMIT  # sign-extend 22 bits
         ranges.append(CharRange(word & 0x1FFFFF, (word >> 21) & 3, (word >> 23) & 3, value))
     ends = struct.unpack_from(f"<{n_strings}H", blob, strings_at)
     pool_at = strings_at + 2 * n_strings
@@ -198,8 +149,8 @@ def unpack(blob: bytes) -> TokenizerSpec:
         at += 3 + length
     return TokenizerSpec(
         table=UnicodeTable(tuple(ranges), tuple(strings)),
-        word_pieces=unpack_piece_list(blob, word_at),
-        continuation_pieces=unpack_piece_list(blob, continuation_at),
+        word_pieces=piece_list.unpack(blob, word_at),
+        continuation_pieces=piece_list.unpack(blob, continuation_at),
         specials=dict(zip(SPECIAL_NAMES, (cls, sep, pad, unk))),
         special_tokens=special_tokens,
         max_chars_per_word=max_chars,

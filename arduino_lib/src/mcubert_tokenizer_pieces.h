@@ -1,0 +1,22 @@
+/* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_tokenizer_pieces.h by arduino_lib/extras/sync_from_custom_ops.py;
+ * edit the source, not this copy, and re-run the script. */
+/*
+ * The tokenizer blob's piece lists (mcubert_tokenizer_pieces.c), shared with mcubert_tokenizer.c.
+ */
+#ifndef MCUBERT_TOKENIZER_PIECES_H
+#define MCUBERT_TOKENIZER_PIECES_H
+
+#include <stdint.h>
+
+#include "mcubert/mcubert_tokenizer.h"
+
+/* Fills `list` from the piece list at blob offset `at` and decodes every piece once: sizes in the blob,
+ * codes well formed, pieces strictly increasing and front-coded as the lookup expects, ids below
+ * vocab_size. MCUBERT_ERROR_MODEL naming `name` and the problem otherwise. */
+mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *list,
+                                        const char *name, mcubert_message *message);
+
+/* The id of the piece equal to query[0, length), or -1; `list` checked by mcubert_check_piece_list. */
+int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length);
+
+#endif

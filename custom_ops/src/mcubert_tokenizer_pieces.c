@@ -1,0 +1,343 @@
+/*
+ * The tokenizer blob's piece lists, version 2 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
+ * pieces front-coded in buckets, every length and byte a canonical Huffman code, ids bit-packed. The
+ * check at init decodes every piece once; a lookup binary-searches the bucket heads and decodes one
+ * bucket. Codes are decoded as zlib's puff.c does, from the per-length code counts alone, so the device
+ * needs no decoding table in RAM.
+ */
+#include "mcubert_tokenizer_pieces.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcubert_internal.h"
+
+#define OP "TOKENIZER"
+#define LIST_HEAD_BYTES 12u
+#define MAX_CODE_BITS 15u
+#define CODE_COUNT_BYTES (2u * MAX_CODE_BITS)
+#define CODE_LENGTHS 0
+#define CODE_SHARED 1
+#define CODE_BYTES 2
+#define CODE_DELTAS 3
+#define CODES 4u
+#define CODE(list, k) ((list)->codes + (list)->code_at[k])
+#define MAX_BUCKET_SHIFT 10u
+#define MAX_PEEK_BITS 8u
+
+typedef struct {
+    const uint8_t *data;
+    uint32_t bit; /* the next bit, most significant first in each byte */
+    uint32_t end; /* bits in data: reads past it give 0 and only the check looks (bit > end) */
+} bit_reader;
+
+static uint32_t rd16(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t read_bits(bit_reader *r, uint32_t width)
+{
+    uint32_t value = 0;
+    for (; width > 0u; --width) {
+        uint32_t bit = r->bit < r->end ? (uint32_t)(r->data[r->bit >> 3] >> (7u - (r->bit & 7u))) & 1u : 0u;
+        value = value << 1 | bit;
+        r->bit += 1u;
+    }
+    return value;
+}
+
+/* The code table's counts: after its peek bits and peek table. */
+static const uint8_t *code_counts(const uint8_t *code)
+{
+    return code + 1u + (2u << code[0]);
+}
+
+/* The symbol whose canonical code starts `window` (its first bit at bit 31), as symbol | length << 8,
+ * or 0: the codes of one length are consecutive numbers after those of the shorter lengths, so counting
+ * them finds the symbol (zlib's puff.c) without a table in RAM. */
+static uint32_t count_codes(const uint8_t *counts, uint32_t window, uint32_t max_length)
+{
+    uint32_t length, first = 0, index = 0;
+    for (length = 1; length <= max_length; ++length) {
+        uint32_t count = rd16(counts + 2u * (length - 1u)), value = window >> (32u - length);
+        if (value - first < count) { /* value >= first holds for a code that is not oversubscribed */
+            return counts[CODE_COUNT_BYTES + index + value - first] | length << 8;
+        }
+        index += count;
+        first = (first + count) << 1;
+    }
+    return 0;
+}
+
+/* The next symbol of a code (layout in piece_list.py): most are one read of the peek table; the next 24
+ * bits hold any code after the bit offset. -1: no symbol has these bits (only a damaged blob, which
+ * the check catches). */
+static int32_t decode(bit_reader *r, const uint8_t *code)
+{
+    uint32_t at = r->bit >> 3, window = 0, k, entry = 0;
+    for (k = 0; k < 3u; ++k) {
+        window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
+    }
+    window <<= 8u + (r->bit & 7u); /* the code's first bit at bit 31 */
+    if (code[0] != 0u) {
+        entry = rd16(code + 1u + 2u * (window >> (32u - code[0])));
+    }
+    if (entry == 0u) {
+        entry = count_codes(code_counts(code), window, MAX_CODE_BITS);
+    }
+    if (entry == 0u) {
+        r->bit += MAX_CODE_BITS;
+        return -1;
+    }
+    r->bit += entry >> 8;
+    return (int32_t)(entry & 0xFFu);
+}
+
+static uint32_t bucket_offset(const mcubert_piece_list *list, uint32_t bucket)
+{
+    const uint8_t *at = list->bucket_offsets + list->offset_bytes * bucket;
+    return list->offset_bytes == 2u ? rd16(at) : rd32(at);
+}
+
+static uint32_t bucket_count(const mcubert_piece_list *list)
+{
+    return (list->count + (1u << list->bucket_shift) - 1u) >> list->bucket_shift;
+}
+
+static uint32_t piece_id(const mcubert_piece_list *list, uint32_t index)
+{
+    bit_reader r;
+    r.data = list->bucket_offsets + list->offset_bytes * bucket_count(list);
+    r.bit = index * list->id_bits;
+    r.end = list->count * list->id_bits;
+    return read_bits(&r, list->id_bits);
+}
+
+/* ---- the check ------------------------------------------------------------------------------- */
+
+static mcubert_status bad_list(mcubert_message *message, const char *name, const char *problem)
+{
+    return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP, name, problem);
+}
+
+static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
+{
+    return offset <= size && length <= size - offset;
+}
+
+/* A code's table at *at lies in the blob, is not oversubscribed (so decoding never indexes past its
+ * symbols) and its peek table agrees with its counts; *at moves past it. */
+static int check_code(const mcubert_tokenizer *t, uint32_t *at)
+{
+    const uint8_t *code = t->blob + *at;
+    uint32_t length, symbols = 0, peek, entry;
+    int32_t left = 1; /* codes of the current length still free */
+    if (!in_blob(t->size, *at, 1u) || code[0] > MAX_PEEK_BITS ||
+        !in_blob(t->size, *at, 1u + (2u << code[0]) + CODE_COUNT_BYTES)) {
+        return 0;
+    }
+    for (length = 0; length < MAX_CODE_BITS; ++length) {
+        uint32_t count = rd16(code_counts(code) + 2u * length);
+        left = 2 * left - (int32_t)count;
+        if (left < 0) {
+            return 0;
+        }
+        symbols += count;
+    }
+    if (symbols > 256u || !in_blob(t->size, *at + 1u + (2u << code[0]) + CODE_COUNT_BYTES, symbols)) {
+        return 0;
+    }
+    for (peek = 0; peek < (1u << code[0]); ++peek) {
+        entry = code[0] == 0u ? 0u : count_codes(code_counts(code), peek << (32u - code[0]), code[0]);
+        if (rd16(code + 1u + 2u * peek) != entry) {
+            return 0;
+        }
+    }
+    *at += 1u + (2u << code[0]) + CODE_COUNT_BYTES + symbols;
+    return 1;
+}
+
+/* Decodes every piece: each bucket starts at its offset, codes exist, pieces strictly increase, are
+ * 1..max_piece_bytes long, share no more than the piece before has and, inside a bucket, exactly the
+ * prefix they have in common with it (a delta >= 1; the lookup's scan relies on that), and the data ends
+ * with them. */
+static mcubert_status check_pieces(const mcubert_tokenizer *t, const mcubert_piece_list *list, const char *name,
+                                   mcubert_message *message)
+{
+    uint8_t piece[256]; /* the piece before, overwritten in place by the next (pieces are <= 255 bytes) */
+    uint32_t i, length = 0, mask = (1u << list->bucket_shift) - 1u;
+    bit_reader r;
+    r.data = list->data;
+    r.bit = 0;
+    r.end = 8u * list->data_bytes;
+    for (i = 0; i < list->count; ++i) {
+        int32_t shared = 0, suffix, byte = 0, order = 0, k, delta_coded;
+        if ((i & mask) == 0u) {
+            r.bit = (r.bit + 7u) & ~7u;
+            if (r.bit != 8u * bucket_offset(list, i >> list->bucket_shift)) {
+                return bad_list(message, name, "a bucket offset does not point at its first piece");
+            }
+        } else {
+            shared = decode(&r, CODE(list, CODE_SHARED));
+        }
+        suffix = decode(&r, CODE(list, CODE_LENGTHS));
+        if (shared < 0 || suffix < 0 || (uint32_t)shared > length || shared + suffix == 0 ||
+            (uint32_t)(shared + suffix) > t->max_piece_bytes) {
+            return bad_list(message, name, "a piece is empty, too long, or shares more than its predecessor has");
+        }
+        delta_coded = (i & mask) != 0u && (uint32_t)shared < length;
+        for (k = 0; k < suffix && byte >= 0; ++k) {
+            if (k == 0 && delta_coded) { /* above the piece before's byte: sorted and shared is maximal */
+                int32_t delta = decode(&r, CODE(list, CODE_DELTAS));
+                byte = delta < 1 || piece[shared] + delta > 0xFF ? -1 : piece[shared] + delta;
+            } else {
+                byte = decode(&r, CODE(list, CODE_BYTES));
+            }
+            if (order == 0 && (uint32_t)(shared + k) < length && byte != piece[shared + k]) {
+                order = byte > piece[shared + k] ? 1 : -1;
+            }
+            /* volatile: a plain byte loop would become a call to memcpy, which the kernels do not link */
+            ((volatile uint8_t *)piece)[shared + k] = (uint8_t)byte;
+        }
+        if (byte < 0 || r.bit > r.end) {
+            return bad_list(message, name, "a piece has an invalid code or delta, or runs past the list");
+        }
+        if (order == 0) { /* equal through the shorter: only a longer piece comes after */
+            order = (uint32_t)(shared + suffix) > length ? 1 : -1;
+        }
+        if (i > 0u && order != 1) {
+            return bad_list(message, name, "pieces are not strictly increasing or not front-coded");
+        }
+        length = (uint32_t)(shared + suffix);
+    }
+    return ((r.bit + 7u) & ~7u) == r.end ? MCUBERT_OK : bad_list(message, name, "bytes left after the last piece");
+}
+
+mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *list,
+                                        const char *name, mcubert_message *message)
+{
+    const uint8_t *head = t->blob + at;
+    uint32_t i, k, buckets, ids_bytes, tables = at + LIST_HEAD_BYTES;
+    if (!in_blob(t->size, at, LIST_HEAD_BYTES)) {
+        return bad_list(message, name, "piece list outside the blob");
+    }
+    list->count = rd32(head);
+    list->data_bytes = rd32(head + 4);
+    list->bucket_shift = head[8];
+    list->id_bits = head[9];
+    list->offset_bytes = head[10];
+    if (list->count > 0xFFFFu || list->bucket_shift > MAX_BUCKET_SHIFT || list->id_bits == 0u || list->id_bits > 16u ||
+        (list->offset_bytes != 2u && list->offset_bytes != 4u) || head[11] != 0u || list->data_bytes > 0x1FFFFFFFu) {
+        return bad_list(message, name, "counts or field widths out of range");
+    }
+    list->codes = t->blob + tables;
+    for (k = 0; k < CODES; ++k) {
+        list->code_at[k] = (uint16_t)(tables - at - LIST_HEAD_BYTES); /* < 4 * 800 B */
+        if (!check_code(t, &tables)) {
+            return bad_list(message, name,
+                            "a Huffman code table is oversubscribed, inconsistent or runs past the blob");
+        }
+    }
+    buckets = bucket_count(list);
+    ids_bytes = (list->count * list->id_bits + 7u) / 8u;
+    if (!in_blob(t->size, tables, list->offset_bytes * buckets + ids_bytes) ||
+        !in_blob(t->size, tables + list->offset_bytes * buckets + ids_bytes, list->data_bytes)) {
+        return bad_list(message, name, "counts or sizes do not fit the blob");
+    }
+    list->bucket_offsets = t->blob + tables;
+    list->data = list->bucket_offsets + list->offset_bytes * buckets + ids_bytes;
+    for (i = 0; i < list->count; ++i) {
+        if (piece_id(list, i) >= t->vocab_size) {
+            return bad_list(message, name, "a piece's id is not below vocab_size");
+        }
+    }
+    return check_pieces(t, list, name, message);
+}
+
+/* ---- the lookup ------------------------------------------------------------------------------ */
+
+/* <0, 0, >0 as the piece at r (a bucket's first) compares with the query; decodes only what decides. */
+static int32_t compare_head(bit_reader *r, const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
+{
+    uint32_t k, piece_length = (uint32_t)decode(r, CODE(list, CODE_LENGTHS));
+    for (k = 0; k < piece_length; ++k) {
+        int32_t byte;
+        if (k == length) {
+            return 1;
+        }
+        byte = decode(r, CODE(list, CODE_BYTES));
+        if (byte != (int32_t)query[k]) {
+            return byte - (int32_t)query[k];
+        }
+    }
+    return piece_length == length ? 0 : -1;
+}
+
+/* The bucket is scanned without rebuilding its pieces: `matched` is the common prefix of the query and
+ * the piece before, which with a piece's shared length decides most pieces before their bytes. */
+int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
+{
+    uint32_t lo = 0, hi, i, end, matched = 0;
+    uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
+    bit_reader r;
+    if (list->count == 0u) {
+        return -1;
+    }
+    r.data = list->data;
+    r.end = 8u * list->data_bytes;
+    hi = (list->count - 1u) >> list->bucket_shift;
+    while (lo < hi) { /* the last bucket whose first piece <= query */
+        uint32_t mid = (lo + hi + 1u) / 2u;
+        r.bit = 8u * bucket_offset(list, mid);
+        if (compare_head(&r, list, query, length) <= 0) {
+            lo = mid;
+        } else {
+            hi = mid - 1u;
+        }
+    }
+    r.bit = 8u * bucket_offset(list, lo);
+    end = (lo + 1u) << list->bucket_shift;
+    end = end < list->count ? end : list->count;
+    for (i = lo << list->bucket_shift; i < end; ++i) {
+        uint32_t head = i == lo << list->bucket_shift;
+        uint32_t shared = head ? 0u : (uint32_t)decode(&r, CODE(list, CODE_SHARED));
+        uint32_t k, agree = 0, differing = 0, suffix = (uint32_t)decode(&r, CODE(list, CODE_LENGTHS));
+        uint32_t delta_coded = !head && shared < previous_length;
+        int below = shared > matched; /* agrees with the piece before past where that one left the query */
+        if (shared < matched) {
+            return -1; /* differs from the query where the piece before agreed with it: past the query */
+        }
+        for (k = 0; k < suffix; ++k) { /* every byte is decoded: the next piece's codes follow */
+            uint32_t byte;
+            if (k == 0 && delta_coded) { /* below: the value is not needed, at_matched may not be its base */
+                byte = (uint32_t)decode(&r, CODE(list, CODE_DELTAS)) + (below ? 0u : at_matched);
+            } else {
+                byte = (uint32_t)decode(&r, CODE(list, CODE_BYTES));
+            }
+            if (below) {
+                continue;
+            }
+            if (matched + k == length || byte > query[matched + k]) {
+                return -1; /* the first piece above the query */
+            }
+            below = byte < query[matched + k];
+            differing = byte;
+            agree += below ? 0u : 1u;
+        }
+        if (!below && matched + agree == length) {
+            return (int32_t)piece_id(list, i);
+        }
+        if (shared == matched) { /* this piece is the new piece before: its byte where it leaves the query */
+            matched += agree;
+            at_matched = differing;
+        }
+        previous_length = shared + suffix;
+    }
+    return -1;
+}
