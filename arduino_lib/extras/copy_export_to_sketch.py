@@ -10,6 +10,8 @@ specification compiles .cpp, and .cc support differs between IDE versions.
     model_data.cc        ->  model_data.cpp
     model_test_input.cc  ->  model_test_input.cpp
     model_data.h, model_settings.h, model_test_input.h   copied as they are
+    model_vocab.cc -> model_vocab.cpp, model_vocab.h      when the export has them (the on-device
+                                                          tokenizer's vocabulary: the sketch reads text)
 
 Refuses, changing nothing, when a file is missing from EXPORT_DIR, when the export is a stock-schedule
 one (TFLM builtins: no MCUBERT ops for the sketch to register), or when SKETCH_DIR already holds a .cc
@@ -32,6 +34,9 @@ SKETCH_FILES = {
     "model_test_input.cc": "model_test_input.cpp",
     "model_test_input.h": "model_test_input.h",
 }
+# Copied when the export has the on-device tokenizer's vocabulary (the sketch then reads text), and
+# removed from the sketch when it does not, so that no other model's vocabulary is left behind.
+OPTIONAL_FILES = {"model_vocab.cc": "model_vocab.cpp", "model_vocab.h": "model_vocab.h"}
 _SCHEDULE = re.compile(r'^#define MCUBERT_MODEL_SCHEDULE "([^"]*)"', re.MULTILINE)
 
 
@@ -61,7 +66,7 @@ def check(export_dir: Path, sketch_dir: Path) -> None:
         )
     if not (sketch_dir / f"{sketch_dir.name}.ino").is_file():
         raise CopyError(f"{sketch_dir}: not a sketch folder (no {sketch_dir.name}.ino in it)")
-    stale = [name for name in SKETCH_FILES if name.endswith(".cc") and (sketch_dir / name).exists()]
+    stale = [name for name in [*SKETCH_FILES, *OPTIONAL_FILES] if name.endswith(".cc") and (sketch_dir / name).exists()]
     if stale:
         raise CopyError(
             f"{sketch_dir} holds {', '.join(stale)}: remove it, the .cpp copy replaces it (with both, "
@@ -76,6 +81,12 @@ def copy_export(export_dir: Path, sketch_dir: Path) -> list[Path]:
     written = []
     for source, target in SKETCH_FILES.items():
         written.append(Path(shutil.copyfile(export_dir / source, sketch_dir / target)))
+    for source, target in OPTIONAL_FILES.items():
+        if (export_dir / source).is_file():
+            written.append(Path(shutil.copyfile(export_dir / source, sketch_dir / target)))
+        elif (sketch_dir / target).exists():
+            (sketch_dir / target).unlink()
+            print(f"removed {sketch_dir / target}: this export has no vocabulary")
     return written
 
 

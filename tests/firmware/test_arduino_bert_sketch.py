@@ -85,6 +85,8 @@ class StubSerial {
   size_t println(unsigned long value);
   size_t println(double value, int digits = 2);
   size_t println(void);
+  int available(void);
+  int read(void);
 };
 extern StubSerial Serial;
 void setup(void);
@@ -104,6 +106,20 @@ def copy_export(export_dir: Path, sketch_dir: Path) -> subprocess.CompletedProce
 def export_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("bert-tiny-128")
     run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=128))
+    return out
+
+
+@pytest.fixture(scope="module")
+def text_export_dir(tmp_path_factory):
+    """A tiny classifier whose checkpoint has a tokenizer: the export writes model_vocab.* (text in)."""
+    pytest.importorskip("torch")
+    from tests.conftest import build_hf_checkpoint
+
+    root = tmp_path_factory.mktemp("text-classifier")
+    checkpoint = build_hf_checkpoint(root, classifier=True, num_labels=3)
+    out = root / "export"
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=16, checkpoint=str(checkpoint)))
+    assert (out / "model_vocab.cc").is_file()
     return out
 
 
@@ -134,6 +150,15 @@ def refused(export_dir: Path, sketch_dir: Path) -> str:
     assert result.returncode == 1, result.stdout
     assert sorted(p.name for p in sketch_dir.iterdir()) == before  # nothing copied
     return " ".join(result.stderr.split())
+
+
+def test_copy_brings_the_vocabulary_and_removes_a_stale_one(text_export_dir, export_dir, sketch_copy):
+    assert copy_export(text_export_dir, sketch_copy).returncode == 0
+    for source, target in (("model_vocab.cc", "model_vocab.cpp"), ("model_vocab.h", "model_vocab.h")):
+        assert (sketch_copy / target).read_bytes() == (text_export_dir / source).read_bytes()
+    result = copy_export(export_dir, sketch_copy)  # no vocabulary: another model's must not stay
+    assert result.returncode == 0 and "removed" in result.stdout
+    assert not (sketch_copy / "model_vocab.cpp").exists() and not (sketch_copy / "model_vocab.h").exists()
 
 
 def test_copy_refuses_an_incomplete_export(export_dir, sketch_copy, tmp_path):
@@ -174,15 +199,18 @@ EXPORT_NAME = re.compile(r"\b(MCUBERT_MODEL_\w+|MCUBERT_TEST_\w+|g_model_\w+)\b"
 def names_the_export_defines(export_dir: Path) -> set[str]:
     """Macros #defined and symbols declared extern in the export's headers."""
     names = set()
-    for header in ("model_settings.h", "model_test_input.h", "model_data.h"):
+    for header in ("model_settings.h", "model_test_input.h", "model_data.h", "model_vocab.h"):
+        if not (export_dir / header).is_file():
+            continue  # model_vocab.h: only exports of a checkpoint with a tokenizer
         text = (export_dir / header).read_text()
         names |= set(re.findall(r"^#define (\w+)", text, re.MULTILINE))
         names |= set(re.findall(r"^extern [^;(\n]*?\b(\w+)(?:\[[^\]]*\])?;", text, re.MULTILINE))
     return names
 
 
-def test_sketch_uses_only_what_the_export_writes(export_dir):
-    defined = names_the_export_defines(export_dir)
+def test_sketch_uses_only_what_the_export_writes(export_dir, text_export_dir):
+    defined = names_the_export_defines(export_dir) | names_the_export_defines(text_export_dir)
+    assert {"g_model_vocab", "g_model_vocab_len"} <= defined
     assert {"MCUBERT_MODEL_REGISTER_OPS", "g_model_data", "g_model_test_inputs"} <= defined  # the parser works
     sketch_code = re.sub(r"//[^\n]*", "", SKETCH.read_text())
     used = set(EXPORT_NAME.findall(sketch_code)) - {"MCUBERT_SKETCH_ARENA_EXTRA_BYTES"}
@@ -262,8 +290,15 @@ def symbols(objects: list[Path]) -> tuple[set[str], set[str]]:
     return defined, undefined
 
 
-def test_sketch_compiles_with_the_export_and_the_library_against_tflm(export_dir, sketch_copy, tmp_path):
+@pytest.mark.parametrize("with_text", [False, True], ids=["test-sequence", "text-in"])
+def test_sketch_compiles_with_the_export_and_the_library_against_tflm(
+    request, export_dir, sketch_copy, tmp_path, with_text
+):
+    """Both builds: the test sequence only, and with the export's vocabulary the serial text loop
+    (mcubert::TextInput from the binding)."""
     tflm_dirs = tflm_include_dirs()
+    if with_text:
+        export_dir = request.getfixturevalue("text_export_dir")
     assert copy_export(export_dir, sketch_copy).returncode == 0
     stubs = tmp_path / "stubs"
     stubs.mkdir()
@@ -276,6 +311,8 @@ def test_sketch_compiles_with_the_export_and_the_library_against_tflm(export_dir
     include_dirs = [stubs, LIB / "src", *tflm_dirs, sketch_copy]
     library_sources = sorted(p for p in (LIB / "src").rglob("*") if p.suffix in (".c", ".cpp", ".S"))
     sketch_sources = [sketch_cpp, sketch_copy / "model_data.cpp", sketch_copy / "model_test_input.cpp"]
+    if with_text:
+        sketch_sources.append(sketch_copy / "model_vocab.cpp")
     jobs = [
         (source, tmp_path / f"{kind}-{source.name}.o")
         for kind, sources in (("lib", library_sources), ("sketch", sketch_sources))
@@ -286,11 +323,14 @@ def test_sketch_compiles_with_the_export_and_the_library_against_tflm(export_dir
     assert not errors, "\n\n".join(errors)
 
     objects = [obj for _, obj in jobs]
-    sketch_defined, sketch_needs = symbols([objects[-3]])
+    sketch_object = objects[len(library_sources)]
+    sketch_defined, sketch_needs = symbols([sketch_object])
     assert {"setup()", "loop()"} <= sketch_defined
-    ours_defined, _ = symbols(objects[:-3] + objects[-2:])
+    ours_defined, _ = symbols([obj for obj in objects if obj != sketch_object])
     ours = {name for name in sketch_needs if name.startswith(("mcubert", "g_model_"))}
     assert {"mcubert::Register_MCUBERT_EMBEDDING()", "g_model_data", "g_model_test_inputs"} <= ours
+    uses_text = "g_model_vocab" in ours and any(name.startswith("mcubert::TextInput::") for name in ours)
+    assert uses_text == with_text
     assert ours - ours_defined == set(), f"undefined in the library and export objects: {sorted(ours - ours_defined)}"
     binding_defined, _ = symbols([obj for source, obj in jobs if source.name.endswith("_tflm.cpp")])
     assert {

@@ -131,6 +131,8 @@ MODEL_FILES = {
     "model_test_input.cc": "model_test_input.cpp",
     "model_test_input.h": "model_test_input.h",
 }
+# Written when the export has the on-device tokenizer's vocabulary: the sketch then reads text.
+OPTIONAL_MODEL_FILES = {"model_vocab.cc": "model_vocab.cpp", "model_vocab.h": "model_vocab.h"}
 _ZIP_TIME = (2024, 1, 1, 0, 0, 0)  # fixed: the same export gives the same zip
 
 
@@ -167,7 +169,9 @@ def bundle_sketch_header(sketch_name: str, summary: str) -> str:
             "//",
             "// Runs the export's test sequence once and prints the logits (int8 and dequantized), the latency of",
             "// Invoke() (micros()), the arena TFLM used, and whether the output equals the one the host",
-            "// reference computed for the same sequence. Open the serial monitor at 115200 baud.",
+            "// reference computed for the same sequence. Open the serial monitor at 115200 baud. With the",
+            "// export's vocabulary (model_vocab.cpp, when the checkpoint has a tokenizer) it then classifies",
+            "// every line typed into the monitor, tokenized on the board.",
         ]
     )
 
@@ -178,6 +182,9 @@ def write_arduino_bundle(export_dir: Path, custom_ops: Path, name: str, summary:
     files = library_sources(custom_ops, BUNDLE_GENERATOR)
     for source, target in MODEL_FILES.items():
         files[f"src/{target}"] = (Path(export_dir) / source).read_bytes()
+    for source, target in OPTIONAL_MODEL_FILES.items():
+        if (Path(export_dir) / source).is_file():
+            files[f"src/{target}"] = (Path(export_dir) / source).read_bytes()
     files["library.properties"] = bundle_properties(library, summary).encode()
     files[f"examples/{library}/{library}.ino"] = sketch(library, bundle_sketch_header(library, summary)).encode()
     buffer = io.BytesIO()

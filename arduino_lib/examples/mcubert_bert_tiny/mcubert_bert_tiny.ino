@@ -21,6 +21,20 @@
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 #include "tensorflow/lite/schema/schema_generated.h"
 
+// Text in: an export of a checkpoint with a tokenizer writes model_vocab.h/.cpp (the on-device
+// tokenizer's vocabulary). With them in the sketch folder, every line typed into the serial monitor is
+// tokenized on the board and classified.
+#if defined(__has_include)
+#if __has_include("model_vocab.h")
+#define MCUBERT_SKETCH_TEXT 1
+#include <mcubert_tflm_text.h>
+#include "model_vocab.h"
+#endif
+#endif
+#ifndef MCUBERT_SKETCH_TEXT
+#define MCUBERT_SKETCH_TEXT 0
+#endif
+
 // The arena the export planned (MCUBERT_MODEL_ARENA_BYTES: the offline plan plus TFLM's own
 // allocations); raise MCUBERT_SKETCH_ARENA_EXTRA_BYTES if AllocateTensors() reports it too small.
 #define MCUBERT_SKETCH_ARENA_EXTRA_BYTES 0
@@ -75,6 +89,9 @@ static int differing_values(const OutputType *values) {
   return differing;
 }
 
+// The interpreter run_test_sequence() set up (nullptr when it failed), for the text loop.
+static tflite::MicroInterpreter *g_interpreter = nullptr;
+
 static void run_test_sequence() {
   Serial.print("mcubert_bert_tiny: " MCUBERT_MODEL_SCHEDULE " schedule, exported for " MCUBERT_MODEL_BOARD
                ", seq_len ");
@@ -105,6 +122,7 @@ static void run_test_sequence() {
     return;
   }
   static tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, kArenaBytes);
+  g_interpreter = &interpreter;
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     fail("AllocateTensors (TFLM's message above; arena too small: raise MCUBERT_SKETCH_ARENA_EXTRA_BYTES)");
     return;
@@ -159,6 +177,68 @@ static void run_test_sequence() {
   }
 }
 
+#if MCUBERT_SKETCH_TEXT
+// Tokenizes one line, runs the model and prints the label, the logits and the time of each step.
+static void classify(const char *line, size_t bytes) {
+  static mcubert::TextInput text(g_model_vocab, g_model_vocab_len);  // checks the vocabulary once
+  uint32_t tokens = 0;
+  const unsigned long start = micros();
+  const TfLiteStatus tokenized = text.Fill(
+      *g_interpreter,
+      {MCUBERT_MODEL_INPUT_IDS_INDEX, MCUBERT_MODEL_TOKEN_TYPE_IDS_INDEX, MCUBERT_MODEL_ATTENTION_MASK_INDEX},
+      reinterpret_cast<const uint8_t *>(line), static_cast<uint32_t>(bytes), &tokens);
+  const unsigned long tokenize_us = micros() - start;
+  if (tokenized != kTfLiteOk) {
+    Serial.println(text.message());
+    return;
+  }
+  const unsigned long invoke_start = micros();
+  if (g_interpreter->Invoke() != kTfLiteOk) {
+    fail("Invoke (TFLM's message above)");
+    return;
+  }
+  const unsigned long invoke_us = micros() - invoke_start;
+  const OutputType *values =
+      reinterpret_cast<const OutputType *>(g_interpreter->output(MCUBERT_MODEL_OUTPUT_INDEX)->data.raw);
+  int label = 0;
+  for (int i = 1; i < MCUBERT_MODEL_NUM_LABELS; ++i) {
+    if (values[i] > values[label]) {
+      label = i;
+    }
+  }
+  Serial.print("label: ");
+  Serial.println(label);
+  print_output(values);
+  Serial.print("tokens: ");
+  Serial.print(tokens);
+  Serial.print(" of ");
+  Serial.print(MCUBERT_MODEL_SEQ_LEN);
+  Serial.print(", tokenize us: ");
+  Serial.print(tokenize_us);
+  Serial.print(", invoke us: ");
+  Serial.println(invoke_us);
+}
+
+// One line from the serial monitor (Enter sends "\n", "\r" or both: either ends it; an empty line
+// is skipped); longer lines are cut at the buffer, as the tokenizer would truncate them anyway.
+static void read_serial_lines() {
+  static char line[256];
+  static size_t length = 0;
+  while (Serial.available() > 0) {
+    const int c = Serial.read();
+    if (c == '\n' || c == '\r') {
+      if (length > 0) {
+        classify(line, length);
+        Serial.println("type a sentence:");
+      }
+      length = 0;
+    } else if (length < sizeof(line)) {
+      line[length++] = static_cast<char>(c);
+    }
+  }
+}
+#endif
+
 void setup() {
   Serial.begin(115200);
   const unsigned long start = millis();
@@ -166,6 +246,17 @@ void setup() {
     delay(10);
   }
   run_test_sequence();
+#if MCUBERT_SKETCH_TEXT
+  if (g_interpreter != nullptr) {
+    Serial.println("type a sentence:");
+  }
+#endif
 }
 
-void loop() {}
+void loop() {
+#if MCUBERT_SKETCH_TEXT
+  if (g_interpreter != nullptr) {
+    read_serial_lines();
+  }
+#endif
+}

@@ -36,9 +36,8 @@
 #include "mcubert_tflm.h"
 #endif
 #if MCUBERT_APP_TEXT
-#include "mcubert/mcubert_tokenizer.h"
+#include "mcubert_tflm_text.h"
 #include "model_vocab.h"
-#include "tensorflow/lite/kernels/internal/tensor_ctypes.h"
 #endif
 
 #ifndef MCUBERT_APP_ARENA_EXTRA_BYTES
@@ -151,35 +150,18 @@ const char* TextFromCommandLine(const char* command_line) {
 
 // Tokenizes `text` into the interpreter's three inputs; false (after saying why) when it cannot.
 bool TokenizeInto(tflite::MicroInterpreter& interpreter, const char* text, uint32_t* cycles) {
-  static mcubert_tokenizer tokenizer;
-  static uint32_t word_buffer[256];  // >= mcubert_tokenizer_get_buffer_size(): one word of 100 characters
-  static int32_t ids[MCUBERT_MODEL_SEQ_LEN], types[MCUBERT_MODEL_SEQ_LEN];
-  static int8_t mask[MCUBERT_MODEL_SEQ_LEN];
-  mcubert_message message;
-  if (mcubert_tokenizer_init(&tokenizer, g_model_vocab, g_model_vocab_len, &message) != MCUBERT_OK ||
-      mcubert_tokenizer_get_buffer_size(&tokenizer) > sizeof(word_buffer)) {
-    Write(message.text);
-    Write("\n");
-    return false;
-  }
+  static mcubert::TextInput text_input(g_model_vocab, g_model_vocab_len);  // checks the blob once
   uint32_t valid = 0;
   const uint32_t start = mcubert_cycles();
-  const mcubert_status status = mcubert_tokenize(
-      &tokenizer, reinterpret_cast<const uint8_t*>(text), static_cast<uint32_t>(std::strlen(text)), nullptr, 0u,
-      MCUBERT_MODEL_SEQ_LEN, ids, types, mask, &valid, word_buffer, sizeof(word_buffer), &message);
+  const TfLiteStatus status = text_input.Fill(
+      interpreter,
+      {MCUBERT_MODEL_INPUT_IDS_INDEX, MCUBERT_MODEL_TOKEN_TYPE_IDS_INDEX, MCUBERT_MODEL_ATTENTION_MASK_INDEX},
+      reinterpret_cast<const uint8_t*>(text), static_cast<uint32_t>(std::strlen(text)), &valid);
   *cycles = mcubert_cycles() - start;
-  if (status != MCUBERT_OK) {
-    Write(message.text);
+  if (status != kTfLiteOk) {
+    Write(text_input.message());
     Write("\n");
     return false;
-  }
-  for (int32_t i = 0; i < MCUBERT_MODEL_SEQ_LEN; ++i) {
-    tflite::GetTensorData<MCUBERT_MODEL_INPUT_IDS_TYPE>(interpreter.input(MCUBERT_MODEL_INPUT_IDS_INDEX))[i] =
-        static_cast<MCUBERT_MODEL_INPUT_IDS_TYPE>(ids[i]);
-    tflite::GetTensorData<MCUBERT_MODEL_ATTENTION_MASK_TYPE>(interpreter.input(MCUBERT_MODEL_ATTENTION_MASK_INDEX))[i] =
-        static_cast<MCUBERT_MODEL_ATTENTION_MASK_TYPE>(mask[i]);
-    tflite::GetTensorData<MCUBERT_MODEL_TOKEN_TYPE_IDS_TYPE>(interpreter.input(MCUBERT_MODEL_TOKEN_TYPE_IDS_INDEX))[i] =
-        static_cast<MCUBERT_MODEL_TOKEN_TYPE_IDS_TYPE>(types[i]);
   }
   Write("tokens: ");
   mcubert_platform_write_uint(valid);
