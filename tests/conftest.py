@@ -179,6 +179,20 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(str(Path(gt.__file__).parent / "model"))
 
 
+@pytest.fixture(scope="session")
+def minilm_spec(minilm_tokenizer):
+    from tflm_mcubert.tokenizer import reference
+
+    return reference.spec_from_hf(minilm_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def minilm_blob(minilm_spec):
+    from tflm_mcubert.tokenizer import vocab_blob
+
+    return vocab_blob.pack(minilm_spec)
+
+
 @pytest.fixture
 def random_table():
     def make(rows, cols, seed=0):

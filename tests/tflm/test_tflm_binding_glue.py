@@ -155,3 +155,39 @@ def test_add_mcubert_ops_needs_room_for_all_four(glue):
     _, library = glue
     assert library.mcubert_glue_add_ops(4) == 0
     assert library.mcubert_glue_add_ops(3) == 1
+
+
+# ---- mcubert::TextInput (custom_ops/tflm/mcubert_tflm_text.cc) -----------------------------------
+
+
+def text_fill(glue, blob: bytes, text: bytes, seq_len: int, types=(2, 2, 9)):
+    """(status, ids, token types, mask, valid, message) of TextInput::Fill on stand-in inputs."""
+    _, library = glue
+    ids, token_types = np.zeros(seq_len, np.int32), np.zeros(seq_len, np.int32)
+    mask = np.zeros(seq_len, np.int8)
+    data = (ctypes.c_void_p * 3)(*(a.ctypes.data for a in (ids, token_types, mask)))
+    valid, message = ctypes.c_uint32(), ctypes.create_string_buffer(128)
+    status = library.mcubert_glue_text_fill(
+        blob, len(blob), text, len(text), (ctypes.c_int32 * 3)(*types), data, seq_len, ctypes.byref(valid), message
+    )
+    return status, ids, token_types, mask, valid.value, message.value.decode()
+
+
+def test_text_input_fills_the_three_inputs_as_the_reference_tokenizer(glue, minilm_blob, minilm_spec):
+    from tflm_mcubert.tokenizer import reference
+
+    for text in ("A gripping, funny film.", "Crème brûlée, 東京 and 😀", "", "word " * 50):
+        status, ids, token_types, mask, valid, message = text_fill(glue, minilm_blob, text.encode(), 32)
+        want = reference.encode(minilm_spec, text.encode(), 32)
+        assert status == 0, message
+        assert (ids == want.ids).all() and (token_types == want.token_types).all() and (mask == want.mask).all()
+        assert valid == want.valid
+
+
+def test_text_input_refuses_inputs_it_cannot_fill_and_a_damaged_blob(glue, minilm_blob):
+    status, *_, message = text_fill(glue, minilm_blob, b"text", 32, types=(2, 2, 2))  # an int32 mask
+    assert status == 1 and "attention_mask is not the INT8 tensor" in message
+    damaged = bytearray(minilm_blob)
+    damaged[len(damaged) // 2] ^= 0xFF
+    status, *_, message = text_fill(glue, bytes(damaged), b"text", 32)
+    assert status == 1 and "CRC-32 mismatch" in message

@@ -35,20 +35,6 @@ ADVERSARIAL = [
 
 
 @pytest.fixture(scope="session")
-def minilm_spec(minilm_tokenizer):
-    from tflm_mcubert.tokenizer import reference
-
-    return reference.spec_from_hf(minilm_tokenizer)
-
-
-@pytest.fixture(scope="session")
-def minilm_blob(minilm_spec):
-    from tflm_mcubert.tokenizer import vocab_blob
-
-    return vocab_blob.pack(minilm_spec)
-
-
-@pytest.fixture(scope="session")
 def corpus_sentences():
     """Every sentence of the rotten-tomatoes corpus, the calibration and the evaluation sentences."""
     from tflm_mcubert.data.tasks import rotten_tomatoes_file

@@ -9,6 +9,7 @@
 
 #include "mcubert_test_node.h"
 #include "mcubert_tflm.h"
+#include "mcubert_tflm_text.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
@@ -167,4 +168,25 @@ extern "C" int mcubert_glue_run(const char* op, const uint8_t* options, int32_t 
   node.user_data = registration->init(&context, reinterpret_cast<const char*>(options), options_bytes);
   if (registration->prepare(&context, &node) != kTfLiteOk) return mcubert_test::kRunPrepareFailed;
   return registration->invoke(&context, &node) == kTfLiteOk ? mcubert_test::kRunOk : mcubert_test::kRunInvokeFailed;
+}
+
+// mcubert::TextInput::Fill on three stand-in input tensors (types as TfLiteType values, each seq_len
+// long): returns 0 (filled) or 1, *valid gets the tokens used, message (128 B) why not.
+extern "C" int mcubert_glue_text_fill(const uint8_t* blob, uint32_t blob_bytes, const uint8_t* text,
+                                      uint32_t text_bytes, const int32_t* types, void* const* data, uint32_t seq_len,
+                                      uint32_t* valid, char* message) {
+  static TfLiteTensor inputs[3];
+  const uint32_t element_bytes[3] = {4, 4, 1};
+  for (int i = 0; i < 3; ++i) {
+    inputs[i] = TfLiteTensor{};
+    inputs[i].type = static_cast<TfLiteType>(types[i]);
+    inputs[i].data.data = data[i];
+    inputs[i].bytes = seq_len * element_bytes[i];
+  }
+  tflite::MicroInterpreter interpreter(inputs, 3);
+  mcubert::TextInput text_input(blob, blob_bytes);
+  const TfLiteStatus status = text_input.Fill(interpreter, {0, 1, 2}, text, text_bytes, valid);
+  strncpy(message, text_input.message(), 127);
+  message[127] = '\0';
+  return status == kTfLiteOk ? 0 : 1;
 }

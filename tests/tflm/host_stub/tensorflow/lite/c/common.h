@@ -22,6 +22,11 @@ typedef enum {
 
 typedef enum { kTfLiteArenaRw = 2, kTfLiteMmapRo = 3 } TfLiteAllocationType;
 
+static inline const char *TfLiteTypeGetName(TfLiteType type)
+{
+    return type == kTfLiteInt32 ? "INT32" : type == kTfLiteInt8 ? "INT8" : "OTHER";
+}
+
 typedef struct {
     int size;
     int data[];
