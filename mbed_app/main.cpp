@@ -6,6 +6,9 @@
 //   model_settings.h    arena size and alignment, op resolver size and MCUBERT_MODEL_REGISTER_OPS,
 //                       input order and output facts
 //   model_test_input.h  one input sequence and the output the host reference computed for it
+//   model_vocab.h       (when the checkpoint has a tokenizer) the on-device tokenizer's vocabulary:
+//                       after the test, every line typed into the serial terminal is tokenized on
+//                       the board and classified
 // so a new model needs no edit here: export, sync, rebuild.
 
 #include <inttypes.h>
@@ -27,6 +30,16 @@
 #if MCUBERT_MODEL_USES_CUSTOM_OPS
 #include "mcubert/mcubert_ops.h"
 #include "mcubert_tflm.h"
+#if defined(__has_include)
+#if __has_include("model_vocab.h")
+#define MCUBERT_APP_TEXT 1
+#include "mcubert_tflm_text.h"
+#include "model_vocab.h"
+#endif
+#endif
+#endif
+#ifndef MCUBERT_APP_TEXT
+#define MCUBERT_APP_TEXT 0
 #endif
 
 namespace {
@@ -105,16 +118,21 @@ double Dequantized(double value) {
 #endif
 }
 
-// Prints the output (all logits; the first values of a hidden state) and returns how many values
-// differ from the reference by more than MCUBERT_TEST_OUTPUT_TOLERANCE.
-int ReportOutput(const TfLiteTensor& output) {
-  const auto* values = reinterpret_cast<const MCUBERT_MODEL_OUTPUT_TYPE*>(output.data.raw);
+// Prints the output: all logits, or the first values of a hidden state.
+void ReportScores(const MCUBERT_MODEL_OUTPUT_TYPE* values) {
   const int shown = MCUBERT_MODEL_NUM_LABELS > 0 ? MCUBERT_MODEL_NUM_LABELS : 8;
   printf("%s:", MCUBERT_MODEL_OUTPUT_NAME);
   for (int i = 0; i < shown && i < MCUBERT_MODEL_OUTPUT_ELEMENTS; ++i) {
     printf(" %.4f", Dequantized(static_cast<double>(values[i])));
   }
   printf(MCUBERT_MODEL_NUM_LABELS > 0 ? "\n" : " ...\n");
+}
+
+// Prints the output and returns how many values differ from the reference by more than
+// MCUBERT_TEST_OUTPUT_TOLERANCE.
+int ReportOutput(const TfLiteTensor& output) {
+  const auto* values = reinterpret_cast<const MCUBERT_MODEL_OUTPUT_TYPE*>(output.data.raw);
+  ReportScores(values);
   int mismatches = 0;
   double worst = 0.0;
   for (int i = 0; i < MCUBERT_MODEL_OUTPUT_ELEMENTS; ++i) {
@@ -128,6 +146,9 @@ int ReportOutput(const TfLiteTensor& output) {
          static_cast<double>(MCUBERT_TEST_OUTPUT_TOLERANCE), worst);
   return mismatches;
 }
+
+// The interpreter Run() set up, for the text loop (nullptr until then).
+tflite::MicroInterpreter* g_interpreter = nullptr;
 
 int Run() {
   printf("\nMCUBERT on %s (export for %s, %s schedule), seq len %d, core clock %" PRIu32
@@ -158,6 +179,7 @@ int Run() {
     return 1;
   }
   static tflite::MicroInterpreter interpreter(model, g_resolver, g_arena, sizeof(g_arena));
+  g_interpreter = &interpreter;
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     printf("error: AllocateTensors failed with a %d B arena (TFLM printed why above)\n", MCUBERT_MODEL_ARENA_BYTES);
     return 1;
@@ -207,12 +229,67 @@ int Run() {
   return ReportOutput(*output) == 0 ? 0 : 1;
 }
 
+#if MCUBERT_APP_TEXT
+// One line from the serial terminal (stdin): Enter sends "\r", "\n" or both, either ends it; longer
+// lines are cut at the buffer (the tokenizer truncates to the sequence length anyway). -1 at EOF.
+int ReadLine(char* line, int capacity) {
+  int length = 0;
+  int c;
+  while ((c = getchar()) != EOF) {
+    if (c == '\n' || c == '\r') {
+      if (length > 0) return length;
+      continue;  // the second half of "\r\n", or an empty line
+    }
+    if (length < capacity) line[length++] = static_cast<char>(c);
+  }
+  return length > 0 ? length : -1;
+}
+
+// Tokenizes, runs and prints label, logits and cycles for every line typed until EOF.
+void ClassifyLines(tflite::MicroInterpreter& interpreter) {
+  static mcubert::TextInput text(g_model_vocab, g_model_vocab_len);  // checks the vocabulary once
+  static char line[256];
+  printf("type a sentence:\n");
+  int length;
+  while ((length = ReadLine(line, sizeof(line))) >= 0) {
+    uint32_t tokens = 0;
+    const uint32_t start = DWT->CYCCNT;
+    const TfLiteStatus tokenized = text.Fill(
+        interpreter,
+        {MCUBERT_MODEL_INPUT_IDS_INDEX, MCUBERT_MODEL_TOKEN_TYPE_IDS_INDEX, MCUBERT_MODEL_ATTENTION_MASK_INDEX},
+        reinterpret_cast<const uint8_t*>(line), static_cast<uint32_t>(length), &tokens);
+    const uint32_t tokenize_cycles = DWT->CYCCNT - start;
+    if (tokenized != kTfLiteOk) {
+      printf("error: %s\n", text.message());
+      continue;
+    }
+    const uint32_t invoke_start = DWT->CYCCNT;
+    if (interpreter.Invoke() != kTfLiteOk) {
+      printf("error: Invoke failed (TFLM printed why above)\n");
+      continue;
+    }
+    const uint32_t invoke_cycles = DWT->CYCCNT - invoke_start;
+    const auto* values =
+        reinterpret_cast<const MCUBERT_MODEL_OUTPUT_TYPE*>(interpreter.output(MCUBERT_MODEL_OUTPUT_INDEX)->data.raw);
+    int label = 0;
+    for (int i = 1; i < MCUBERT_MODEL_NUM_LABELS; ++i) label = values[i] > values[label] ? i : label;
+    printf("label %d (tokens %" PRIu32 " of %d; tokenize %" PRIu32 " cycles, invoke %" PRIu32 " cycles, %.2f ms)\n",
+           label, tokens, MCUBERT_MODEL_SEQ_LEN, tokenize_cycles, invoke_cycles, 1e3 * invoke_cycles / SystemCoreClock);
+    ReportScores(values);
+    printf("type a sentence:\n");
+  }
+}
+#endif
+
 }  // namespace
 
 int main() {
   tflite::InitializeTarget();
   const int result = Run();
   printf("done: %s\n", result == 0 ? "PASS" : "FAIL");
+#if MCUBERT_APP_TEXT
+  if (result == 0 && g_interpreter != nullptr) ClassifyLines(*g_interpreter);
+#endif
   while (true) {
     __WFI();  // nothing else to do; the serial output stays on the terminal
   }

@@ -40,6 +40,8 @@ KERNEL_SOURCES = (
 # What the firmware compiles from an export (`python -m tflm_mcubert export --out EXPORT`). The
 # .tflite, report.json and the JSON test vector stay behind: they are for host tools.
 EXPORT_FILES = ("model_data.cc", "model_data.h", "model_settings.h", "model_test_input.cc", "model_test_input.h")
+# The on-device tokenizer's vocabulary, when the checkpoint has a tokenizer: main.cpp then reads text.
+OPTIONAL_EXPORT_FILES = ("model_vocab.cc", "model_vocab.h")
 MODEL_DIR = "model"
 
 
@@ -62,7 +64,9 @@ def planned_copies(repo: Path, app: Path, export: Path | None) -> dict[Path, dic
                 f"{export}: lacks {', '.join(missing)}; export the model there first "
                 f"(python -m tflm_mcubert export --out {export})"
             )
-        plan[app / MODEL_DIR] = {name: export / name for name in EXPORT_FILES}
+        plan[app / MODEL_DIR] = {
+            name: export / name for name in (*EXPORT_FILES, *OPTIONAL_EXPORT_FILES) if (export / name).is_file()
+        }
     return plan
 
 

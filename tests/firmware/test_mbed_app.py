@@ -43,6 +43,22 @@ KERNEL_API = REPO / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"
 
 
 @pytest.fixture(scope="module")
+def text_export_dir(tmp_path_factory) -> Path:
+    """A tiny classifier whose checkpoint has a tokenizer: the export writes model_vocab.* (text in)."""
+    pytest.importorskip("torch")
+    from tests.conftest import build_hf_checkpoint
+    from tflm_mcubert.boards import get_board
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
+
+    root = tmp_path_factory.mktemp("mbed-text")
+    checkpoint = build_hf_checkpoint(root, classifier=True, num_labels=3)
+    out = root / "export"
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f767zi"), seq_len=16, checkpoint=str(checkpoint)))
+    assert (out / "model_vocab.h").is_file()
+    return out
+
+
+@pytest.fixture(scope="module")
 def mbed_app_json() -> dict:
     return json.loads((APP / "mbed_app.json").read_text())
 
@@ -137,10 +153,12 @@ def test_lib_files_pin_mbed_os_6_17_0_and_the_tflm_revision_of_the_binding():
 # ---- main.cpp against a real export -----------------------------------------------------------
 
 
-def test_main_uses_only_names_a_real_export_defines(export_dir):
+def test_main_uses_only_names_a_real_export_defines(export_dir, text_export_dir):
     source = (APP / "main.cpp").read_text()
-    used = set(re.findall(r"\b(MCUBERT_\w+|g_model_\w+|mcubert_test_tensor)\b", source))
-    defined = defined_names([export_dir / name for name in GENERATED_HEADERS] + [KERNEL_API])
+    used = set(re.findall(r"\b(MCUBERT_\w+|g_model_\w+|mcubert_test_tensor)\b", source)) - {"MCUBERT_APP_TEXT"}
+    defined = defined_names(
+        [export_dir / name for name in GENERATED_HEADERS] + [text_export_dir / "model_vocab.h", KERNEL_API]
+    )
     assert used - defined == set(), (
         f"main.cpp uses names neither the export nor the kernel API defines: {sorted(used - defined)}"
     )
@@ -272,10 +290,18 @@ def tflm_include_dirs() -> list[Path]:
     return dirs
 
 
-@pytest.mark.parametrize("target", MBED_TARGETS)
-def test_main_compiles_for_cortex_m7_against_tflm(tmp_path, export_dir, tflm_include_dirs, mbed_app_json, target):
+@pytest.mark.parametrize(
+    "target, with_text", [*((t, False) for t in MBED_TARGETS), ("NUCLEO_F767ZI", True)], ids=lambda v: str(v)
+)
+def test_main_compiles_for_cortex_m7_against_tflm(
+    request, tmp_path, export_dir, tflm_include_dirs, mbed_app_json, target, with_text
+):
+    """With text: an export with the tokenizer's vocabulary, so main.cpp's serial text loop compiles too."""
+    if with_text:
+        export_dir = request.getfixturevalue("text_export_dir")
     app = tmp_path / "app"
     assert sync("--app", app, "--export", export_dir).returncode == 0
+    assert (app / "model" / "model_vocab.h").is_file() == with_text
     (tmp_path / "stub").mkdir()
     (tmp_path / "stub" / "mbed.h").write_text(STUB_MBED_H)
     # What Mbed's config system turns mbed_app.json into for this target.

@@ -7,18 +7,25 @@
 
 #include "tensorflow/lite/c/common.h"
 
-namespace tflite {
+namespace tflite
+{
 
-class MicroInterpreter {
- public:
-  MicroInterpreter(TfLiteTensor* inputs, size_t count) : inputs_(inputs), count_(count) {}
-  TfLiteTensor* input(size_t index) { return index < count_ ? &inputs_[index] : nullptr; }
+class MicroInterpreter
+{
+  public:
+    MicroInterpreter(TfLiteTensor *inputs, size_t count) : inputs_(inputs), count_(count)
+    {
+    }
+    TfLiteTensor *input(size_t index)
+    {
+        return index < count_ ? &inputs_[index] : nullptr;
+    }
 
- private:
-  TfLiteTensor* inputs_;
-  size_t count_;
+  private:
+    TfLiteTensor *inputs_;
+    size_t count_;
 };
 
-}  // namespace tflite
+} // namespace tflite
 
-#endif  // TENSORFLOW_LITE_MICRO_MICRO_INTERPRETER_H_
+#endif // TENSORFLOW_LITE_MICRO_MICRO_INTERPRETER_H_
