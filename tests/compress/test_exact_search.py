@@ -162,9 +162,18 @@ def test_finetune_lr_warms_up_over_6_percent_then_decays_linearly_to_zero():
     assert 0 < lr[-1] < 0.02
 
 
-def test_baselines_get_the_search_steps_as_fine_tune():
-    options = nas.SearchOptions(mode="adaptive", epochs=1.5, finetune_epochs=2.0)
-    assert options.finetune_epochs + nas.SEARCH_STAGES * options.epochs == 5.0
+def test_baselines_get_as_many_steps_as_the_search_and_its_fine_tune(tmp_path, small_config, make_split):
+    keras.utils.set_random_seed(0)
+    dense = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=2))
+    split = make_split(V, size=30, seed=4, min_len=8, max_len=8)  # 4 steps an epoch, the last one short
+    steps = {}
+    for mode, extra in (("two-stage", {"target_params": 400}), ("adaptive", {"ranks": (4, 2, 1)})):
+        job = nas.SearchJob(
+            tiny_trainer(tmp_path / mode), tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8
+        )
+        outcome = nas.run_search(job, nas.SearchOptions(mode=mode, epochs=0.3, finetune_epochs=0.6, **extra))
+        steps[mode] = sum(record.steps for record in outcome.records)
+    assert steps["two-stage"] == steps["adaptive"] == 2 + 2 + 3
     assert nas.SearchOptions().relaxation == "exact" and nas.SearchOptions().lr_schedule == "warmup-linear"
 
 

@@ -36,7 +36,7 @@ from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
-from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches
+from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.lowrank import fisher_rows
@@ -479,7 +479,9 @@ class _Search:
         opts = self.opts
         epochs = opts.finetune_epochs
         if opts.equal_steps and opts.mode in BASELINE_MODES:  # the search's steps, spent on fine-tuning
-            epochs += SEARCH_STAGES * opts.epochs
+            per_epoch = steps_per_epoch(len(self.job.train), self.job.batch_size)
+            steps = SEARCH_STAGES * math.ceil(opts.epochs * per_epoch) + math.ceil(epochs * per_epoch)
+            epochs = (steps - 0.5) / per_epoch  # the trainer's ceil(epochs · per_epoch) is then `steps` exactly
         details["finetune_epochs"] = epochs
         stage = Stage(
             "finetune", model, [], self.job.train.remapped(permutation), epochs, objective, self.job.teacher_logits
