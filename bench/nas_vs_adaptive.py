@@ -148,6 +148,11 @@ def main() -> int:
     parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
     parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
     parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
+    parser.add_argument(
+        "--methods",
+        default="nas,adaptive",
+        help="run only these (a finished run of the other, e.g. linked from another --out, is still read back)",
+    )
     opts, search_args = parser.parse_known_args()
     opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -157,7 +162,13 @@ def main() -> int:
         print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
     seeds = [int(s) for s in opts.seeds.split(",")]
-    jobs = [(method, seed) for seed in seeds for method in METHODS]
+    wanted = opts.methods.split(",")
+    jobs = [
+        (method, seed)
+        for seed in seeds
+        for method in METHODS
+        if method in wanted or (opts.out / f"{method}-seed{seed}" / "metrics.json").is_file()
+    ]
     with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
         results = list(pool.map(lambda job: run_one(*job, opts, log), jobs))
     runs = {m: [r for r in results if r["method"] == m and "failed" not in r] for m in METHODS}
