@@ -158,3 +158,28 @@ def truncate_to_budget(embedding: ClusteredLowRankEmbedding, budget: int) -> Clu
         permutation=embedding.permutation,
         origin=embedding.origin,
     )
+
+
+def keep_by_importance(counts, importance: list[np.ndarray], dim: int, budget: int | None) -> list[np.ndarray]:
+    """The singular components a budget keeps, by importance PER PARAMETER: a component of cluster i costs
+    n_i + d (a column of U_i, a row of Vᵀ_i), so a cheap cluster's weaker component may beat a big
+    cluster's stronger one. Greedy, each kept if it still fits; components of no importance are never kept,
+    so a cluster may end at rank 0. Without a budget every component of positive importance is kept.
+    Returns one boolean mask per cluster i > 0 (counts[0] is the dense cluster)."""
+    counts = [int(n) for n in counts]
+    keep = [np.zeros(len(s), bool) for s in importance]
+    size = counts[0] * dim
+    candidates = sorted(
+        (
+            (-float(s[k]) / (counts[i + 1] + dim), i, k)
+            for i, s in enumerate(importance)
+            for k in range(len(s))
+            if s[k] > 0 and counts[i + 1] > 0
+        ),
+    )
+    for _, i, component in candidates:
+        cost = counts[i + 1] + dim
+        if budget is None or size + cost <= budget:
+            keep[i][component] = True
+            size += cost
+    return keep

@@ -119,6 +119,31 @@ def add_parser(subparsers) -> list[str]:
         help="two-stage (MCUBERT), its ablations one-stage / ratio-then-clustering / clustering-only, "
         "or the baselines adaptive / svd / fwsvd",
     )
+    search.add_argument(
+        "--relaxation",
+        default="exact",
+        choices=("exact", "soft"),
+        help="exact (default): train only deployable architectures (hard choices, straight-through "
+        "gradients); soft: the paper's relaxation, argmax/threshold at the end (two-stage, clustering-only)",
+    )
+    search.add_argument(
+        "--min-count",
+        type=int,
+        default=3,
+        help="exact search: tokens seen fewer times in training follow their frequency cluster (default 3)",
+    )
+    search.add_argument(
+        "--lr-schedule",
+        default="warmup-linear",
+        choices=("warmup-linear", "constant"),
+        help="the fine-tune's learning rate: 6%% warm-up then linear decay (default), or constant (the paper's)",
+    )
+    search.add_argument(
+        "--no-equal-steps",
+        dest="equal_steps",
+        action="store_false",
+        help="baselines fine-tune only --finetune-epochs (default: also the two search stages' epochs)",
+    )
     search.add_argument("--clusters", type=int, default=4, help="number of clusters c (default 4)")
     search.add_argument("--div", type=float, default=4.0, help="Stage 1's fixed ranks d/div^i (default 4)")
     budget = search.add_mutually_exclusive_group()
@@ -209,6 +234,10 @@ def run(args) -> int:
             beta_threshold=args.beta_threshold,
             cutoffs=args.cutoffs,
             ranks=args.ranks,
+            relaxation=args.relaxation,
+            min_count=args.min_count,
+            lr_schedule=args.lr_schedule,
+            equal_steps=args.equal_steps,
         )
         metrics = pipeline.search(args.checkpoint, out, data, train, search, teacher_source=args.teacher)
         shown = (

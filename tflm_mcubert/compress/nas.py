@@ -2,9 +2,14 @@
 ending in the same KD fine-tune of the compressed model.
 
 Modes:
-- two-stage (the paper): Stage 1 (Alg. 1) searches the clustering α at fixed ranks d/div^i, alternating
-  w and α updates; argmax α gives the clusters. Stage 2 (Alg. 3) searches the ranks β of that clustering,
-  alternating w and β; singular values with β > β* are kept.
+- two-stage, `relaxation="exact"` (the default): the straight-through search of `exact_space`: every
+  architecture it trains is one it can deploy. Stage 1 starts from the frequency clustering (rare tokens
+  stay there), Stage 2 factorises the table the encoder saw and keeps components by importance per
+  parameter within the budget, possibly cutting a cluster to rank 0. What it writes is the architecture of
+  its last training step.
+- two-stage, `relaxation="soft"` (the paper): Stage 1 (Alg. 1) searches the clustering α at fixed ranks
+  d/div^i, alternating w and α updates; argmax α gives the clusters. Stage 2 (Alg. 3) searches the ranks β
+  of that clustering, alternating w and β; singular values with β > β* are kept.
 - one-stage: α and β together (DARTS); ratio-then-clustering: β first (on the frequency clustering of
   adaptive embedding), then α at those ranks; clustering-only: Stage 1 alone.
 - adaptive, svd, fwsvd: the baselines, no search.
@@ -28,9 +33,10 @@ import numpy as np
 import tensorflow as tf
 
 from tflm_mcubert.compress import budget as budgets
+from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
-from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches
+from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.lowrank import fisher_rows
@@ -41,13 +47,17 @@ from tflm_mcubert.compress.search_space import (
     fixed_ranks,
     split_trainable_variables,
 )
-from tflm_mcubert.train.trainer import Stage, StageRecord, Trainer, UpdateRule, accuracy, predict_logits
+from tflm_mcubert.train.trainer import Stage, StageRecord, Trainer, UpdateRule, WarmupLinearDecay, accuracy
+from tflm_mcubert.train.trainer import predict_logits
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 
 NAS_MODES = ("two-stage", "one-stage", "ratio-then-clustering", "clustering-only")
 BASELINE_MODES = ("adaptive", "svd", "fwsvd")
 MODES = NAS_MODES + BASELINE_MODES
+RELAXATIONS = ("exact", "soft")  # exact: two-stage and clustering-only; the other ablations are soft
+LR_SCHEDULES = ("warmup-linear", "constant")
+SEARCH_STAGES = 2  # the two-stage search's stages, whose steps the baselines' fine-tune gets (equal_steps)
 
 # λ control: at most a factor e^0.05 per step, and λ kept within a range where it stays meaningful.
 LAMBDA_RATE, LAMBDA_MIN, LAMBDA_MAX = 0.05, 1e-4, 1e4
@@ -68,6 +78,10 @@ class SearchOptions:
     beta_threshold: float = 0.5
     cutoffs: tuple[int, ...] | None = None  # adaptive embedding (default: Baevski & Auli's, scaled)
     ranks: tuple[int, ...] | None = None  # adaptive embedding (default: d/div^i)
+    relaxation: str = "exact"
+    min_count: int = 3  # exact Stage 1: tokens seen fewer times in training follow their frequency cluster
+    lr_schedule: str = "warmup-linear"  # the fine-tune's: 6% warm-up, linear decay (constant: the paper's)
+    equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
 
     def validate(self, vocab_size: int, dim: int) -> "SearchOptions":
         if self.mode not in MODES:
@@ -85,6 +99,12 @@ class SearchOptions:
             raise UserError(
                 "--mode adaptive has the size its --cutoffs and --ranks give; drop --target-embedding-params"
             )
+        if self.relaxation not in RELAXATIONS:
+            raise UserError(f"unknown --relaxation {self.relaxation!r} (choose from: {', '.join(RELAXATIONS)})")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise UserError(f"unknown --lr-schedule {self.lr_schedule!r} (choose from: {', '.join(LR_SCHEDULES)})")
+        if self.min_count < 0:
+            raise UserError(f"--min-count must be non-negative, got {self.min_count}")
         if not 0.0 <= self.beta_threshold < 1.0:
             raise UserError(f"--beta-threshold must be in [0, 1), got {self.beta_threshold}")
         for name in ("epochs", "finetune_epochs", "lr", "arch_lr"):
@@ -216,7 +236,7 @@ class _Search:
         self.final_lambda: dict[str, float] = {}
 
     # -- helpers --
-    def _fit(self, name: str, model: BertModel, layer, deployable_size):
+    def _fit(self, name: str, model: BertModel, layer, deployable_size, before_step=None):
         """Train one alternating search stage of `layer` inside `model`."""
         opts = self.opts
         penalty = SizePenalty(
@@ -236,6 +256,7 @@ class _Search:
             self.job.teacher_logits,
             extra_state=[penalty.lam],
             after_step=penalty.after_step,
+            before_step=before_step,
         )
         self.records.append(self.job.trainer.fit(stage))
         self.final_lambda[name] = float(penalty.lam.numpy())
@@ -276,19 +297,105 @@ class _Search:
         return MODE_METHODS[mode](self)
 
     def _two_stage(self):
+        if self.opts.relaxation == "exact":
+            return self._exact_two_stage()
         layer1, model1, assignment = self._stage1(self.job.model, self.table)
+        stage1 = self._stage_log(model1, layer1, layer1.to_clustered_embedding(assignment))
         layer2, model2, keep = self._rank_search(model1, layer1.dense_table(), assignment, "stage2-ranks")
         embedding = layer2.to_clustered_embedding(keep)
-        details = {
-            "stage1": {"clusters": self._clusters(assignment, self.opts.num_clusters), "ranks": layer1.ranks},
-            "stage2": {"ranks_above_threshold": layer2.ranks(), "ranks": list(embedding.ranks)},
+        stage2 = self._stage_log(model2, layer2, layer2.to_clustered_embedding(keep))
+        stage1.update(alpha_entropy=_entropy(layer1.alpha().numpy()))
+        stage2.update(ranks_above_threshold=layer2.ranks(), beta_histogram=_beta_histogram(layer2.betas))
+        return embedding, model2, {"stage1": stage1, "stage2": stage2}
+
+    def _exact_start(self):
+        """Stage 1's start: the frequency clustering, and the tokens too rare to own an α."""
+        frequency = token_frequency(self.job.train, self.vocab_size)
+        start = frequency_assignment(frequency, adaptive_cutoffs(self.vocab_size, self.opts.num_clusters))
+        return exact_space.ExactClusteringSearch.from_frequency(
+            self.table,
+            start,
+            frequency,
+            min_count=self.opts.min_count,
+            num_clusters=self.opts.num_clusters,
+            div=self.opts.div,
+        ), {"rare_tokens": int(np.sum(frequency < self.opts.min_count)), "start": start}
+
+    def _exact_stage1(self):
+        layer, info = self._exact_start()
+        model = self.job.model.with_word_lookup(layer)
+        self._fit(
+            "stage1-clustering",
+            model,
+            layer,
+            lambda: budgets.assignment_params(layer.clustering(), layer.ranks, self.dim),
+            before_step=layer.choose,
+        )
+        assignment = layer.clustering()
+        log = self._stage_log(model, layer, layer.to_clustered_embedding(assignment, origin="nas-clustering"))
+        log.update(
+            alpha_entropy=layer.alpha_entropy(),
+            rare_tokens=info["rare_tokens"],
+            moved_from_frequency=int(np.sum(assignment != info["start"])),
+        )
+        return layer, model, assignment, log
+
+    def _exact_two_stage(self):
+        opts = self.opts
+        layer1, model1, assignment, stage1 = self._exact_stage1()
+        if opts.target_params is not None and np.sum(assignment == 0) * self.dim > opts.target_params:
+            # The dense cluster alone overshoots: no rank choice can fit, so Stage 1's choice must yield.
+            assignment = self._demote(assignment, layer1.effective_logits().numpy(), layer1.ranks)
+            stage1["demoted_to_budget"] = True
+        layer2 = exact_space.ExactRankSearch.from_clustering(
+            layer1.seen_table(),
+            assignment,
+            num_clusters=opts.num_clusters,
+            beta_threshold=opts.beta_threshold,
+            budget=opts.target_params,
+        )
+        model2 = model1.with_word_lookup(layer2)
+        self._fit(
+            "stage2-ranks",
+            model2,
+            layer2,
+            lambda: budgets.deployable_params(layer2.cluster_sizes, layer2.ranks(), self.dim),
+            before_step=layer2.choose,
+        )
+        stage2 = self._stage_log(model2, layer2, layer2.to_clustered_embedding())
+        stage2["beta_histogram"] = _beta_histogram(layer2.betas)
+        return layer2.to_clustered_embedding(), model2, {"stage1": stage1, "stage2": stage2}
+
+    def _stage_log(self, searched: BertModel, layer, embedding: ClusteredLowRankEmbedding) -> dict:
+        """Cluster sizes and ranks of what the stage would write; on dev, the model as trained, as the soft
+        relaxation and as written (hard). The exact search trains the hard one, the paper's the soft one."""
+        log = {
+            "clusters": list(embedding.cluster_sizes),
+            "ranks": list(embedding.ranks),
+            "params": int(embedding.stored_params()),
+            "trained": "hard" if hasattr(layer, "hardness") else "soft",
         }
-        return embedding, model2, details
+        validation, batch = self.job.validation, self.job.batch_size
+        if validation is None:
+            return log
+        log["trained_dev"] = accuracy(predict_logits(searched, validation, batch), validation)
+        if hasattr(layer, "hardness"):
+            with exact_space.relaxed(layer):
+                log["soft_dev"] = accuracy(predict_logits(searched, validation, batch), validation)
+        else:
+            log["soft_dev"] = log["trained_dev"]
+        model, permutation = with_embedding(searched, embedding)
+        remapped = validation.remapped(permutation)
+        log["hard_dev"] = accuracy(predict_logits(model, remapped, batch), remapped)
+        return log
 
     def _clustering_only(self):
-        layer, model, assignment = self._stage1(self.job.model, self.table)
-        details = {"stage1": {"clusters": self._clusters(assignment, self.opts.num_clusters), "ranks": layer.ranks}}
-        return layer.to_clustered_embedding(assignment), model, details
+        if self.opts.relaxation == "exact":
+            layer, model, assignment, log = self._exact_stage1()
+        else:
+            layer, model, assignment = self._stage1(self.job.model, self.table)
+            log = self._stage_log(model, layer, layer.to_clustered_embedding(assignment))
+        return layer.to_clustered_embedding(assignment), model, {"stage1": log}
 
     def _one_stage(self):
         layer = JointSearch.from_dense(self.table, self.opts.num_clusters, self.opts.beta_threshold)
@@ -356,12 +463,7 @@ class _Search:
     # -- the last stage --
     def finetune(self, searched: BertModel, embedding: ClusteredLowRankEmbedding, details: dict) -> BertModel:
         """KD fine-tune of the compressed model on permuted ids (what its tokenizer will produce)."""
-        config = searched.config
-        permutation = embedding.permutation
-        if permutation is None:
-            permutation = np.arange(config.vocab_size, dtype=np.int32)
-        pad = int(permutation[config.pad_token_id])
-        model = searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad))
+        model, permutation = with_embedding(searched, embedding)
         validation = self.job.validation
         if validation is not None:  # how much the search itself and the conversion to hard choices cost
             details["validation_accuracy_searched"] = accuracy(
@@ -374,17 +476,42 @@ class _Search:
         objective = self.job.objective
         if objective.hidden_weight > 0:  # the teacher still reads original ids
             objective = dataclasses.replace(objective, teacher_ids=invert_permutation(permutation))
+        opts = self.opts
+        epochs = opts.finetune_epochs
+        if opts.equal_steps and opts.mode in BASELINE_MODES:  # the search's steps, spent on fine-tuning
+            per_epoch = steps_per_epoch(len(self.job.train), self.job.batch_size)
+            steps = SEARCH_STAGES * math.ceil(opts.epochs * per_epoch) + math.ceil(epochs * per_epoch)
+            epochs = (steps - 0.5) / per_epoch  # the trainer's ceil(epochs · per_epoch) is then `steps` exactly
+        details["finetune_epochs"] = epochs
         stage = Stage(
-            "finetune",
-            model,
-            [UpdateRule("weights", model.trainable_variables, self.opts.lr)],
-            self.job.train.remapped(permutation),
-            self.opts.finetune_epochs,
-            objective,
-            self.job.teacher_logits,
+            "finetune", model, [], self.job.train.remapped(permutation), epochs, objective, self.job.teacher_logits
         )
+        lr = opts.lr
+        if opts.lr_schedule == "warmup-linear":
+            lr = WarmupLinearDecay(opts.lr, self.job.trainer.total_steps(stage))
+        stage.rules = [UpdateRule("weights", model.trainable_variables, lr)]
         self.records.append(self.job.trainer.fit(stage))
         return model
+
+
+def with_embedding(searched: BertModel, embedding: ClusteredLowRankEmbedding) -> tuple[BertModel, np.ndarray]:
+    """`searched` with `embedding` as its word lookup, and the permutation (old id → new id) its ids take."""
+    config = searched.config
+    permutation = embedding.permutation
+    if permutation is None:
+        permutation = np.arange(config.vocab_size, dtype=np.int32)
+    pad = int(permutation[config.pad_token_id])
+    return searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad)), permutation
+
+
+def _entropy(alpha: np.ndarray) -> float:
+    """Mean entropy (nats) of the rows of α."""
+    return float(np.mean(-np.sum(alpha * np.log(np.maximum(alpha, 1e-30)), axis=-1)))
+
+
+def _beta_histogram(betas, bins: int = 10) -> list[int]:
+    values = np.concatenate([b.numpy() for b in betas]) if betas else np.zeros(0)
+    return np.histogram(values, bins=bins, range=(0.0, 1.0))[0].tolist()
 
 
 # Every mode of MODES and the method that runs it (tests/compress check that the two agree).

@@ -161,11 +161,22 @@ def teacher_logits(
     return out
 
 
-def evaluate(model, data: TaskData, batch_size: int, remap: Callable[[EncodedSplit], EncodedSplit] | None = None):
+def evaluate(
+    model,
+    data: TaskData,
+    batch_size: int,
+    remap: Callable[[EncodedSplit], EncodedSplit] | None = None,
+    predictions: dict | None = None,
+):
+    """Validation and test accuracy; `predictions`, when given, receives each split's predicted labels (for
+    paired tests between methods)."""
     scores = {}
     for split in ("validation", "test"):
         encoded = data.splits[split] if remap is None else remap(data.splits[split])
-        scores[f"{split}_accuracy"] = accuracy(predict_logits(model, encoded, batch_size), encoded)
+        logits = predict_logits(model, encoded, batch_size)
+        scores[f"{split}_accuracy"] = accuracy(logits, encoded)
+        if predictions is not None:
+            predictions[split] = np.argmax(logits, axis=-1).astype(int).tolist()
     return scores
 
 
@@ -337,7 +348,8 @@ def search(
         outcome = run_search(job, search_opts)
     permutation = outcome.embedding.permutation
     remap = (lambda split: split) if permutation is None else (lambda split: split.remapped(permutation))
-    scores = evaluate(outcome.model, data, opts.batch_size, remap)
+    predictions = {}
+    scores = evaluate(outcome.model, data, opts.batch_size, remap, predictions)
     description = outcome.embedding.describe()
     dense = config.vocab_size * config.hidden_size
     metrics = {
@@ -356,6 +368,8 @@ def search(
         "details": outcome.details,
         "stages": [r.to_dict() for r in outcome.records],
         "seconds": round(time.monotonic() - began, 1),
+        "predictions": predictions,
+        "labels": {s: data.splits[s].labels.astype(int).tolist() for s in ("validation", "test")},
     }
     if run.writer:
         _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)

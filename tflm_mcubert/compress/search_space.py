@@ -175,6 +175,10 @@ class TokenClusteringSearch(_SearchLayer):
         ids = tf.cast(input_ids, tf.int32)
         per_cluster = [tf.gather(self.table, ids)]
         per_cluster += [tf.matmul(tf.gather(u, ids), vt) for u, vt in zip(self.us, self.vts)]
+        return self._mix(ids, per_cluster)
+
+    def _mix(self, ids, per_cluster):
+        """The relaxation: the softmax-weighted mixture (the exact search overrides it)."""
         return _soft_mixture(self.alpha_logits, ids, per_cluster)
 
     def alpha(self) -> tf.Tensor:
@@ -285,9 +289,13 @@ class RankSearch(_SearchLayer):
                 return tf.gather(pad_rows(self.table), local)
             if self.full_ranks[i - 1] == 0:
                 return None
-            return tf.matmul(tf.gather(pad_rows(self.us[i - 1]), local) * self.betas[i - 1], self.vts[i - 1])
+            return tf.matmul(tf.gather(pad_rows(self.us[i - 1]), local) * self._gate(i - 1), self.vts[i - 1])
 
         return clustered_lookup(new_ids, self.boundaries, embed_cluster, self.dim)
+
+    def _gate(self, i: int):
+        """How cluster i+1's singular components are weighted: by β (the exact search overrides it)."""
+        return self.betas[i]
 
     def embedding_size(self) -> tf.Tensor:
         size = tf.constant(float(self.cluster_sizes[0] * self.dim))

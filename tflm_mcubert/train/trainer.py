@@ -165,7 +165,7 @@ class UpdateRule:
 
     name: str
     variables: list
-    learning_rate: float
+    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule
     penalty: Callable[[], tf.Tensor] | None = None
 
 
@@ -180,6 +180,8 @@ class Stage:
     teacher_logits: np.ndarray | None = None  # [len(train), num_labels], when objective uses KD
     extra_state: list = dataclasses.field(default_factory=list)  # tf.Variables saved with the stage
     after_step: Callable[[], dict] | None = None  # runs after every step (e.g. λ control); returns metrics
+    # Runs before every step, resumed ones included (e.g. the exact search's hard choices for that step).
+    before_step: Callable[[], None] | None = None
 
 
 @dataclasses.dataclass
@@ -254,6 +256,8 @@ class Trainer:
         bar = self._progress_bar(stage.name, total, start)
         try:
             for step in range(start, total):
+                if stage.before_step is not None:
+                    stage.before_step()
                 batch = training_batch(stage.train, batch_size=self.batch_size, seed=self.seed, step=step)
                 distributed = self._distribute(batch, stage.teacher_logits)
                 for rule, step_fn in zip(stage.rules, steps):
@@ -399,6 +403,25 @@ class Trainer:
             mininterval=0.5 if interactive else 30.0,
             disable=not self.progress,
         )
+
+
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0 to `peak` over the first `warmup` fraction of `total` steps, then linear decay
+    to 0 at `total` (BERT's fine-tuning schedule). A function of the optimizer's step count alone, so a
+    resumed stage (whose optimizer iterations are checkpointed) continues on the same curve."""
+
+    def __init__(self, peak: float, total: int, warmup: float = 0.06):
+        self.peak, self.total = float(peak), max(1, int(total))
+        self.warmup_steps = max(1, int(round(warmup * self.total)))
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32) + 1.0  # the first update already has a non-zero rate
+        rise = step / self.warmup_steps
+        fall = (self.total - step + 1.0) / max(1.0, self.total - self.warmup_steps + 1.0)
+        return self.peak * tf.clip_by_value(tf.minimum(rise, fall), 0.0, 1.0)
+
+    def get_config(self):
+        return {"peak": self.peak, "total": self.total, "warmup": self.warmup_steps / self.total}
 
 
 # --- evaluation ------------------------------------------------------------------------------------------
