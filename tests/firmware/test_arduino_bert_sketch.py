@@ -109,20 +109,6 @@ def export_dir(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def text_export_dir(tmp_path_factory):
-    """A tiny classifier whose checkpoint has a tokenizer: the export writes model_vocab.* (text in)."""
-    pytest.importorskip("torch")
-    from tests.conftest import build_hf_checkpoint
-
-    root = tmp_path_factory.mktemp("text-classifier")
-    checkpoint = build_hf_checkpoint(root, classifier=True, num_labels=3)
-    out = root / "export"
-    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=16, checkpoint=str(checkpoint)))
-    assert (out / "model_vocab.cc").is_file()
-    return out
-
-
 @pytest.fixture
 def sketch_copy(tmp_path):
     """The example folder as a user's sketchbook copy (git holds only the .ino and README.md)."""

@@ -43,22 +43,6 @@ KERNEL_API = REPO / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"
 
 
 @pytest.fixture(scope="module")
-def text_export_dir(tmp_path_factory) -> Path:
-    """A tiny classifier whose checkpoint has a tokenizer: the export writes model_vocab.* (text in)."""
-    pytest.importorskip("torch")
-    from tests.conftest import build_hf_checkpoint
-    from tflm_mcubert.boards import get_board
-    from tflm_mcubert.export.pipeline import ExportRequest, run_export
-
-    root = tmp_path_factory.mktemp("mbed-text")
-    checkpoint = build_hf_checkpoint(root, classifier=True, num_labels=3)
-    out = root / "export"
-    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f767zi"), seq_len=16, checkpoint=str(checkpoint)))
-    assert (out / "model_vocab.h").is_file()
-    return out
-
-
-@pytest.fixture(scope="module")
 def mbed_app_json() -> dict:
     return json.loads((APP / "mbed_app.json").read_text())
 

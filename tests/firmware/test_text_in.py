@@ -26,7 +26,6 @@ import pytest
 from tests import qemu
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.whole_model_data import WholeModelDataError, whole_model_from_export, write_text_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,17 +87,8 @@ TRUNCATED = re.compile(r"^sentence (\d+): the line has (\d+) bytes; only its fir
 
 
 @pytest.fixture(scope="module")
-def export_dir(tmp_path_factory):
-    pytest.importorskip("torch")
-    from tests.conftest import build_hf_checkpoint
-
-    root = tmp_path_factory.mktemp("text-in")
-    checkpoint = build_hf_checkpoint(root, classifier=True, num_labels=3)
-    out = root / "export"
-    run_export(
-        ExportRequest(out_dir=out, board=get_board("nucleo-f767zi"), seq_len=SEQ_LEN, checkpoint=str(checkpoint))
-    )
-    return out
+def export_dir(text_export_dir):
+    return text_export_dir
 
 
 @pytest.fixture(scope="module")
