@@ -153,13 +153,13 @@ class BitReader:
         return code.decode[(value, length)]
 
 
-def _front_coded(ordered: list[bytes]) -> list[tuple[int, int | None, bytes]]:
+def _front_coded(ordered: list[bytes], bucket_shift: int) -> list[tuple[int, int | None, bytes]]:
     """(shared length with the piece before in its bucket, its first differing byte's delta from the
     piece before's or None when that one ends there, the rest of the suffix) of each piece."""
     out, previous = [], b""
     for index, piece in enumerate(ordered):
         shared, delta = 0, None
-        if index % (1 << BUCKET_SHIFT):
+        if index % (1 << bucket_shift):
             while shared < min(len(piece), len(previous)) and piece[shared] == previous[shared]:
                 shared += 1
             if shared < len(previous):  # sorted: piece[shared] is above previous[shared]
@@ -177,7 +177,7 @@ def implicit_base(pieces: dict[str, int]) -> int | None:
     return None
 
 
-def pack(pieces: dict[str, int], id_bits: int) -> bytes:
+def pack(pieces: dict[str, int], id_bits: int, bucket_shift: int = BUCKET_SHIFT) -> bytes:
     """The list of `pieces`; id_bits 0 stores no ids (implicit_base(pieces) must not be None)."""
     ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
     base = 0
@@ -187,8 +187,8 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
             raise ValueError("implicit ids need consecutive ids in byte order")
     if any(len(p) > 255 or not p for p, _ in ordered):
         raise UserError("a vocabulary piece is empty or longer than 255 bytes")
-    coded = _front_coded([p for p, _ in ordered])
-    bucket = 1 << BUCKET_SHIFT
+    coded = _front_coded([p for p, _ in ordered], bucket_shift)
+    bucket = 1 << bucket_shift
     lengths = Code(code_lengths(collections.Counter(len(suffix) for _, _, suffix in coded)))
     shared = Code(code_lengths(collections.Counter(s for i, (s, _, _) in enumerate(coded) if i % bucket)))
     plain = b"".join(suffix[delta is not None :] for _, delta, suffix in coded)
@@ -214,7 +214,7 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
     tables = [lengths.table(PEEK_BITS_LENGTHS), shared.table(PEEK_BITS_LENGTHS)]
     tables += [symbols.table(PEEK_BITS_BYTES), deltas.table(PEEK_BITS_LENGTHS)]
     code_at = [sum(len(t) for t in tables[:k]) for k in range(5)]
-    out = bytearray(_HEAD.pack(len(ordered), len(data), base, BUCKET_SHIFT, id_bits, offset_bytes, 0, *code_at, 0))
+    out = bytearray(_HEAD.pack(len(ordered), len(data), base, bucket_shift, id_bits, offset_bytes, 0, *code_at, 0))
     out += b"".join(tables)
     out += b"".join(o.to_bytes(offset_bytes, "little") for o in offsets)
     out += ids.data() + data

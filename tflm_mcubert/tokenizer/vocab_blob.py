@@ -17,9 +17,11 @@ lookup binary-searches each list's bucket heads and decodes one bucket per list.
 
 Ids are implicit (version 3): the export numbers each embedding cluster's pieces in byte order
 (export/id_order.py), so each cluster's word pieces and its continuations are one list each whose ids are
-base, base + 1, ... and no id is stored. A vocabulary whose ids are not in that order (a checkpoint's own
-tokenizer, tests) splits into more runs than MAX_LISTS: it gets one list with explicit ids of the
-vocabulary's bit width, as version 2 stored them. Versions 1 and 2 are refused.
+base, base + 1, ... and no id is stored (those lists use buckets of 16: a lookup searches each). A
+vocabulary whose ids are not in that order (a checkpoint's own tokenizer, an export that could not
+reorder) splits into more runs than MAX_LISTS, or into runs whose code tables cost more than the ids:
+it gets one list with explicit ids of the vocabulary's bit width, as version 2 stored them. Versions 1
+and 2 are refused.
 
 Only the pieces the tokenizer can produce are stored: a piece with a character no code point
 normalizes to (upper case in an uncased vocabulary), or several characters one of which is a word of
@@ -87,14 +89,20 @@ def id_runs(pieces: dict[str, int]) -> list[dict[str, int]]:
 
 def _pack_group(body: bytearray, pieces: dict[str, int], id_bits: int) -> None:
     runs = id_runs(pieces)
-    lists = [(run, 0) for run in runs] if len(runs) <= MAX_LISTS else [(pieces, id_bits)]
-    at = len(body) + 4 + 4 * len(lists)
-    packed = [piece_list.pack(run, bits) for run, bits in lists]
+    packed = [piece_list.pack(pieces, id_bits)]
+    if len(runs) <= MAX_LISTS:
+        shift = piece_list.BUCKET_SHIFT - (len(runs) > 1)  # several lists: each searched, so scan less of each
+        implicit = [piece_list.pack(run, 0, shift) for run in runs]
+        # Each list has its own code tables: a small vocabulary whose ids happen to fall into a few runs
+        # is smaller (and as fast) with one explicit list.
+        if sum(map(len, implicit)) + 4 * len(implicit) < len(packed[0]) + 4:
+            packed = implicit
+    at = len(body) + 4 + 4 * len(packed)
     offsets = []
     for data in packed:
         offsets.append(at)
         at += len(data)
-    body += struct.pack(f"<I{len(lists)}I", len(lists), *offsets) + b"".join(packed)
+    body += struct.pack(f"<I{len(packed)}I", len(packed), *offsets) + b"".join(packed)
 
 
 def _unpack_group(blob: bytes, at: int) -> dict[str, int]:
