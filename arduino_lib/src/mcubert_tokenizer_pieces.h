@@ -10,13 +10,16 @@
 
 #include "mcubert/mcubert_tokenizer.h"
 
-/* Fills `list` from the piece list at blob offset `at` and decodes every piece once: sizes in the blob,
+/* Fills `lists` from the list group at blob offset `at` and decodes every piece once: sizes in the blob,
  * codes well formed, pieces strictly increasing and front-coded as the lookup expects, ids below
- * vocab_size. MCUBERT_ERROR_MODEL naming `name` and the problem otherwise. */
-mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *list,
+ * vocab_size, implicit id ranges increasing and apart. MCUBERT_ERROR_MODEL naming `name` and the
+ * problem otherwise. */
+mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *lists,
                                         const char *name, mcubert_message *message);
 
-/* The id of the piece equal to query[0, length), or -1; `list` checked by mcubert_check_piece_list. */
-int32_t mcubert_find_piece(const mcubert_piece_list *list, const uint8_t *query, uint32_t length);
+/* The id of the piece equal to query[0, length) in any of `lists`, or -1; `lists` checked by
+ * mcubert_check_piece_list. */
+int32_t mcubert_find_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
+                           uint32_t length);
 
 #endif

@@ -363,7 +363,7 @@ static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *s
         for (end = word->chars; end > start; --end) {
             uint32_t length = word->char_ends[end - 1u] - begin;
             if (length <= t->max_piece_bytes) {
-                found = mcubert_find_piece(list, word->bytes + begin, length);
+                found = mcubert_find_piece(t, list, word->bytes + begin, length);
                 if (found >= 0) {
                     break;
                 }

@@ -91,7 +91,8 @@ def test_export_with_prune_vocab(minilm_checkpoint, tmp_path):
     pruned = run_export(ExportRequest(out_dir=tmp_path / "pruned", prune_vocab=str(corpus), **request))
     pruning = pruned["model"]["vocab_pruning"]
     assert pruning["tokens_before"] == 30522 and pruning["tokens_kept"] < 2_500
-    assert pruning["vocab_bytes_before"] == full["vocab_bytes"] > 3 * pruned["vocab_bytes"]
+    # before: the checkpoint's own ids (stored); the full export numbers them in the blob's order (none stored)
+    assert pruning["vocab_bytes_before"] > full["vocab_bytes"] > 3 * pruned["vocab_bytes"]
     assert pruned["flash_bytes"] < full["flash_bytes"]
     assert pruned["params"]["embedding"] < full["params"]["embedding"]
     # a board whose Flash holds the model but not the full vocabulary's blob: the message says what fits

@@ -74,7 +74,8 @@ def test_a_pruned_vocabulary_matches_the_reference(library, pruned_tokenizer, co
         (lambda b: b[:-1], "size is not the size given"),
         (lambda b: b[:40], "shorter than the 64-byte header"),
         (lambda b: b"MCTX" + b[4:], "not a tokenizer blob"),
-        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 2"),
+        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 3"),
+        (lambda b: b[:4] + b"\x02" + b[5:], "blob version 2; this library reads version 3"),
         (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "CRC-32 mismatch"),
     ],
 )
@@ -107,16 +108,16 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
         with pytest.raises(UserError, match="TOKENIZER"):
             HostTokenizer(resealed(blob), library)
     # a piece list's own fields, behind a valid CRC: a bucket offset, the id width, a bit of the data
-    word_at = struct.unpack_from("<I", minilm_blob, 48)[0]
-    count, data_bytes, shift, id_bits, offset_bytes, _ = struct.unpack_from("<IIBBBB", minilm_blob, word_at)
-    tables = word_at + 12
+    word_at = struct.unpack_from("<I", minilm_blob, struct.unpack_from("<I", minilm_blob, 48)[0] + 4)[0]
+    count, data_bytes, _, shift, id_bits, offset_bytes = struct.unpack_from("<IIIBBB", minilm_blob, word_at)
+    tables = word_at + 28
     for _ in range(4):  # peek bits, peek table, counts, symbols
         tables += 1 + (2 << minilm_blob[tables])
         tables += 30 + sum(struct.unpack_from("<15H", minilm_blob, tables))
     data_at = tables + offset_bytes * -(-count >> shift) + (count * id_bits + 7) // 8
     damages = {
         "bucket offset": (tables + offset_bytes, minilm_blob[tables + offset_bytes] + 1),
-        "sizes do not fit|id": (word_at + 9, id_bits + 1),
+        "sizes do not fit|id": (word_at + 13, id_bits + 1),
         "piece|order|code|bucket|bytes left": (data_at + 3, minilm_blob[data_at + 3] ^ 0x10),
     }
     for problem, (offset, value) in damages.items():
@@ -125,6 +126,66 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
         with pytest.raises(UserError, match=problem):
             HostTokenizer(resealed(blob), library)
     assert vocab_blob.unpack(minilm_blob).word_pieces
+
+
+@pytest.fixture(scope="module")
+def clustered(library, minilm_tokenizer, minilm_spec):
+    """The MiniLM tokenizer numbered as an export numbers a 4-cluster embedding: implicit ids."""
+    from tflm_mcubert.export.id_order import blob_order
+
+    vocab_size = len(minilm_tokenizer.get_vocab())
+    spec = reference.spec_from_hf(minilm_tokenizer, blob_order(minilm_spec, [0, 1000, 4000, 10000, vocab_size]))
+    blob = vocab_blob.pack(spec)
+    return spec, blob, HostTokenizer(blob, library)
+
+
+def test_implicit_ids_match_the_reference_and_store_no_ids(clustered, corpus_sentences):
+    import struct
+
+    spec, blob, host = clustered
+    assert vocab_blob.unpack(blob).word_pieces == spec.word_pieces
+    assert len(blob) < 80_000
+    for group_at in struct.unpack_from("<II", blob, 48):
+        count = struct.unpack_from("<I", blob, group_at)[0]
+        assert 2 <= count <= 4  # one list per cluster holding pieces of this kind
+        for list_at in struct.unpack_from(f"<{count}I", blob, group_at + 4):
+            assert blob[list_at + 13] == 0  # implicit ids
+    for text in corpus_sentences[:3000] + ADVERSARIAL:
+        assert same(host.encode(text, 64), reference.encode(spec, text, 64)), text
+        assert same(host.encode(text, 64, "a pair"), reference.encode(spec, text, 64, "a pair")), text
+
+
+def _list_at(blob: bytes, index: int) -> int:
+    import struct
+
+    group_at = struct.unpack_from("<I", blob, 48)[0]
+    return struct.unpack_from("<I", blob, group_at + 4 + 4 * index)[0]
+
+
+def test_damaged_implicit_lists_are_rejected(library, clustered):
+    import struct
+
+    _, blob, _ = clustered
+    first, second = _list_at(blob, 0), _list_at(blob, 1)
+    vocab_size = struct.unpack_from("<I", blob, 56)[0]
+    group_at = struct.unpack_from("<I", blob, 48)[0]
+    damages = {  # offset, u32 value
+        "not below vocab_size": (second + 8, vocab_size - 1),  # implicit ids past the vocabulary
+        "overlap or are out of order": (second + 8, struct.unpack_from("<I", blob, first + 8)[0]),
+        "more lists than the lookup searches": (group_at, 17),
+        "list outside the blob": (group_at + 4, len(blob) - 8),
+        "code table": (first + 16, 2),  # the first code's offset
+        "sizes do not fit": (first + 24, 1 << 15),  # the tables' end
+        "field widths": (first + 24 + 2, 0),  # the reserved word after the code offsets
+    }
+    for problem, (offset, value) in damages.items():
+        damaged = bytearray(blob)
+        if problem == "field widths":
+            damaged[offset] = 1
+        else:
+            struct.pack_into("<I" if offset % 4 == 0 else "<H", damaged, offset, value)
+        with pytest.raises(UserError, match=problem):
+            HostTokenizer(resealed(damaged), library)
 
 
 def test_arguments_are_checked(host):

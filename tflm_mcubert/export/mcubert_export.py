@@ -224,7 +224,7 @@ class McubertExport:
     choice: PlanChoice
     arena: ArenaEstimate
     compression: dict | None
-    permutation: np.ndarray | None  # original id -> model id, when this export compressed the embedding
+    permutation: np.ndarray | None  # tokenizer id -> model id, when this export compressed or reordered
     fidelity: dict
     # The reference's output for samples[0] (the firmware's test sequence), from the .tflite as written:
     # the firmware files take it instead of parsing and running the model again.
@@ -253,6 +253,7 @@ def export_mcubert(
     from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
     from tflm_mcubert.quantize.float_model import FloatBert
     from tflm_mcubert.runtime.reference import run_reference
+    from tflm_mcubert.export.id_order import reorder_for_blob
 
     if embedding not in EMBEDDING_MODES:
         raise UserError(f"--embedding {embedding!r} (choose from {', '.join(EMBEDDING_MODES)})")
@@ -264,13 +265,15 @@ def export_mcubert(
                 f"compressed the embedding: {compression['params']:,} parameters instead of "
                 f"{compression['dense_params']:,} (adaptive embedding, {compression['frequencies']})"
             )
+    # Samples come from the checkpoint's tokenizer: a compressed checkpoint ships the permuted one,
+    # while an embedding compressed here still needs its ids mapped; then each cluster's rows take the
+    # tokenizer blob's order, so the blob stores no ids (export/id_order.py).
+    remap = model.embeddings.word_lookup.permutation if compression else None
+    model, remap = reorder_for_blob(model, tokenizer, remap)
     config = model.config
     labels = config.num_labels
     choice = choose_plan(config, seq_len, arena_budget, labels)
     float_model = FloatBert.from_keras(model)
-    # Samples come from the checkpoint's tokenizer: a compressed checkpoint ships the permuted one,
-    # while an embedding compressed here still needs its ids mapped.
-    remap = float_model.permutation if compression else None
     inputs = model_inputs(samples, seq_len, remap)
     log(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
     settings = settings or CalibrationSettings()

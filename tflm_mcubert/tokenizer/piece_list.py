@@ -1,15 +1,17 @@
-"""A sorted WordPiece list as the tokenizer blob stores it (version 2): front-coded, entropy-coded, ids
-bit-packed. custom_ops/src/mcubert_tokenizer.c decodes the same layout.
+"""A sorted WordPiece list as the tokenizer blob stores it (version 3): front-coded, entropy-coded, ids
+implicit (base + rank) or bit-packed. custom_ops/src/mcubert_tokenizer_pieces.c decodes the same layout.
 
 Little-endian, offsets from the list's start:
 
-    u32 count, u32 data bytes, u8 bucket shift, u8 id bits, u8 offset bytes, u8 0
+    u32 count, u32 data bytes, u32 base id, u8 bucket shift, u8 id bits (0: implicit ids, the i-th
+        piece's id is base + i), u8 offset bytes, u8 0, u16 [5] each code's offset from the first's
+        and the end of the last, u16 0
     four canonical Huffman codes: suffix lengths, shared lengths, suffix bytes, first-byte deltas; each
         u8 peek bits P,
         u16 [1 << P] the symbol | length << 8 of the code the next P bits start (0: a longer code),
         u16 [15] the number of codes of each bit length 1..15, u8 [their sum] the symbols in code order
     bucket offsets   (offset bytes) [buckets]: byte offsets into the data
-    ids              id bits each, packed
+    ids              id bits each, packed (none when implicit)
     data             the buckets, each starting on a byte: the first piece as length + bytes, each next
                      one as shared length + suffix length + suffix bytes, all Huffman codes; where
                      the piece before goes on past the shared bytes, the first suffix byte is coded as
@@ -19,9 +21,10 @@ Little-endian, offsets from the list's start:
 Bits are read most significant first. Codes are canonical (zlib's puff.c decodes them the same way),
 so the device needs no table in RAM: a short code (most letters) is one read of the peek table in the
 blob, a longer one is found by counting codes per length. A piece's bytes cost about
-4.5 bits instead of 8 (the vocabulary is mostly a-z) and its two lengths about 5 bits together; ids take
-the vocabulary's bit width instead of 16: in byte order they are random, so front coding cannot shrink
-them. A bucket of 32 pieces is one binary search step's worth of decoding.
+4.5 bits instead of 8 (the vocabulary is mostly a-z) and its two lengths about 5 bits together. Ids in
+byte order are random unless the export numbered the pieces in that order (export/id_order.py): then
+they cost nothing; otherwise they take the vocabulary's bit width. The code offsets in the head let a
+lookup start without walking the tables. A bucket of 32 pieces is one binary search step's worth of decoding.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ BUCKET_SHIFT = 5
 PEEK_BITS_BYTES = 7
 PEEK_BITS_LENGTHS = 5
 MAX_CODE_BITS = 15
-_HEAD = struct.Struct("<IIBBBB")
+_HEAD = struct.Struct("<IIIBBBB5HH")
 
 
 def code_lengths(frequencies: dict[int, int]) -> dict[int, int]:
@@ -150,13 +153,13 @@ class BitReader:
         return code.decode[(value, length)]
 
 
-def _front_coded(ordered: list[bytes]) -> list[tuple[int, int | None, bytes]]:
+def _front_coded(ordered: list[bytes], bucket_shift: int) -> list[tuple[int, int | None, bytes]]:
     """(shared length with the piece before in its bucket, its first differing byte's delta from the
     piece before's or None when that one ends there, the rest of the suffix) of each piece."""
     out, previous = [], b""
     for index, piece in enumerate(ordered):
         shared, delta = 0, None
-        if index % (1 << BUCKET_SHIFT):
+        if index % (1 << bucket_shift):
             while shared < min(len(piece), len(previous)) and piece[shared] == previous[shared]:
                 shared += 1
             if shared < len(previous):  # sorted: piece[shared] is above previous[shared]
@@ -166,12 +169,26 @@ def _front_coded(ordered: list[bytes]) -> list[tuple[int, int | None, bytes]]:
     return out
 
 
-def pack(pieces: dict[str, int], id_bits: int) -> bytes:
+def implicit_base(pieces: dict[str, int]) -> int | None:
+    """The base id when the pieces' ids are base, base + 1, ... in byte order (ids need not be stored)."""
     ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
+    if ordered and all(piece_id == ordered[0][1] + i for i, (_, piece_id) in enumerate(ordered)):
+        return ordered[0][1]
+    return None
+
+
+def pack(pieces: dict[str, int], id_bits: int, bucket_shift: int = BUCKET_SHIFT) -> bytes:
+    """The list of `pieces`; id_bits 0 stores no ids (implicit_base(pieces) must not be None)."""
+    ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
+    base = 0
+    if id_bits == 0:
+        base = implicit_base(pieces)
+        if base is None:
+            raise ValueError("implicit ids need consecutive ids in byte order")
     if any(len(p) > 255 or not p for p, _ in ordered):
         raise UserError("a vocabulary piece is empty or longer than 255 bytes")
-    coded = _front_coded([p for p, _ in ordered])
-    bucket = 1 << BUCKET_SHIFT
+    coded = _front_coded([p for p, _ in ordered], bucket_shift)
+    bucket = 1 << bucket_shift
     lengths = Code(code_lengths(collections.Counter(len(suffix) for _, _, suffix in coded)))
     shared = Code(code_lengths(collections.Counter(s for i, (s, _, _) in enumerate(coded) if i % bucket)))
     plain = b"".join(suffix[delta is not None :] for _, delta, suffix in coded)
@@ -192,11 +209,13 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
     data = writer.data()
     offset_bytes = 2 if not offsets or offsets[-1] <= 0xFFFF else 4
     ids = BitWriter()
-    for _, piece_id in ordered:
+    for _, piece_id in ordered if id_bits else ():
         ids.put(piece_id, id_bits)
-    out = bytearray(_HEAD.pack(len(ordered), len(data), BUCKET_SHIFT, id_bits, offset_bytes, 0))
-    out += lengths.table(PEEK_BITS_LENGTHS) + shared.table(PEEK_BITS_LENGTHS)
-    out += symbols.table(PEEK_BITS_BYTES) + deltas.table(PEEK_BITS_LENGTHS)
+    tables = [lengths.table(PEEK_BITS_LENGTHS), shared.table(PEEK_BITS_LENGTHS)]
+    tables += [symbols.table(PEEK_BITS_BYTES), deltas.table(PEEK_BITS_LENGTHS)]
+    code_at = [sum(len(t) for t in tables[:k]) for k in range(5)]
+    out = bytearray(_HEAD.pack(len(ordered), len(data), base, bucket_shift, id_bits, offset_bytes, 0, *code_at, 0))
+    out += b"".join(tables)
     out += b"".join(o.to_bytes(offset_bytes, "little") for o in offsets)
     out += ids.data() + data
     out += bytes(-len(out) % 4)
@@ -204,7 +223,7 @@ def pack(pieces: dict[str, int], id_bits: int) -> bytes:
 
 
 def unpack(blob: bytes, offset: int) -> dict[str, int]:
-    count, data_bytes, bucket_shift, id_bits, offset_bytes, _ = _HEAD.unpack_from(blob, offset)
+    count, data_bytes, base, bucket_shift, id_bits, offset_bytes = _HEAD.unpack_from(blob, offset)[:6]
     lengths, at = Code.read(blob, offset + _HEAD.size)
     shared, at = Code.read(blob, at)
     symbols, at = Code.read(blob, at)
@@ -227,5 +246,5 @@ def unpack(blob: bytes, offset: int) -> dict[str, int]:
             suffix = bytes([previous[shared_length] + data.symbol(deltas)])
         suffix += bytes(data.symbol(symbols) for _ in range(length - len(suffix)))
         previous = previous[:shared_length] + suffix
-        pieces[previous.decode()] = ids.get(id_bits)
+        pieces[previous.decode()] = ids.get(id_bits) if id_bits else base + index
     return pieces

@@ -8,12 +8,20 @@ Little-endian, sections 4-byte aligned, offsets from the blob's start:
                      code point or delta fits)                       (unicode_table.CharRange)
     strings          u16 end offsets, then the UTF-8 bytes            (unicode_table.UnicodeTable.strings)
     special tokens   u8 length, the raw text ("[CLS]"), u16 id        (matched in the input before anything)
-    word pieces      a piece list of the pieces that start a word
-    '##' pieces      a piece list of the continuations, '##' dropped
+    word pieces      a list group of the pieces that start a word
+    '##' pieces      a list group of the continuations, '##' dropped
 
-A piece list (tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 32 and
-Huffman-coded, with ids of the vocabulary's bit width. A lookup binary-searches the bucket heads and
-decodes one bucket. Version 1 (u16 ids, plain front coding) is refused.
+A list group is u32 n (<= MAX_LISTS), u32 [n] blob offsets of its piece lists. A piece list
+(tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 32 and Huffman-coded. A
+lookup binary-searches each list's bucket heads and decodes one bucket per list.
+
+Ids are implicit (version 3): the export numbers each embedding cluster's pieces in byte order
+(export/id_order.py), so each cluster's word pieces and its continuations are one list each whose ids are
+base, base + 1, ... and no id is stored (those lists use buckets of 16: a lookup searches each). A
+vocabulary whose ids are not in that order (a checkpoint's own tokenizer, an export that could not
+reorder) splits into more runs than MAX_LISTS, or into runs whose code tables cost more than the ids:
+it gets one list with explicit ids of the vocabulary's bit width, as version 2 stored them. Versions 1
+and 2 are refused.
 
 Only the pieces the tokenizer can produce are stored: a piece with a character no code point
 normalizes to (upper case in an uncased vocabulary), or several characters one of which is a word of
@@ -37,7 +45,8 @@ from tflm_mcubert.tokenizer.unicode_table import (
 )
 
 MAGIC = b"MCTK"
-VERSION = 2
+VERSION = 3
+MAX_LISTS = 16  # per group: a lookup searches every list, so only a handful of clusters pay off
 HEADER_BYTES = 64
 RANGE_BYTES = 6
 RANGE_VALUE_LIMIT = 1 << 21
@@ -67,6 +76,43 @@ def _align(blob: bytearray) -> None:
     blob.extend(bytes(-len(blob) % 4))
 
 
+def id_runs(pieces: dict[str, int]) -> list[dict[str, int]]:
+    """The pieces cut into runs of consecutive ids in byte order (each run a list with implicit ids)."""
+    runs, previous = [], None
+    for piece, piece_id in sorted(pieces.items(), key=lambda item: item[1]):
+        if previous is None or piece_id != previous[1] + 1 or piece.encode() <= previous[0].encode():
+            runs.append({})
+        runs[-1][piece] = piece_id
+        previous = (piece, piece_id)
+    return runs
+
+
+def _pack_group(body: bytearray, pieces: dict[str, int], id_bits: int) -> None:
+    runs = id_runs(pieces)
+    packed = [piece_list.pack(pieces, id_bits)]
+    if len(runs) <= MAX_LISTS:
+        shift = piece_list.BUCKET_SHIFT - (len(runs) > 1)  # several lists: each searched, so scan less of each
+        implicit = [piece_list.pack(run, 0, shift) for run in runs]
+        # Each list has its own code tables: a small vocabulary whose ids happen to fall into a few runs
+        # is smaller (and as fast) with one explicit list.
+        if sum(map(len, implicit)) + 4 * len(implicit) < len(packed[0]) + 4:
+            packed = implicit
+    at = len(body) + 4 + 4 * len(packed)
+    offsets = []
+    for data in packed:
+        offsets.append(at)
+        at += len(data)
+    body += struct.pack(f"<I{len(packed)}I", len(packed), *offsets) + b"".join(packed)
+
+
+def _unpack_group(blob: bytes, at: int) -> dict[str, int]:
+    (count,) = struct.unpack_from("<I", blob, at)
+    pieces = {}
+    for offset in struct.unpack_from(f"<{count}I", blob, at + 4):
+        pieces.update(piece_list.unpack(blob, offset))
+    return pieces
+
+
 def pack(spec: TokenizerSpec) -> bytes:
     if spec.vocab_size > 0xFFFF:
         raise UserError(f"the on-device tokenizer stores 16-bit ids; this vocabulary has {spec.vocab_size}")
@@ -93,9 +139,9 @@ def pack(spec: TokenizerSpec) -> bytes:
     _align(body)
     word_at = len(body)
     id_bits = max(1, (spec.vocab_size - 1).bit_length())
-    body += piece_list.pack(spec.word_pieces, id_bits)
+    _pack_group(body, spec.word_pieces, id_bits)
     continuation_at = len(body)
-    body += piece_list.pack(spec.continuation_pieces, id_bits)
+    _pack_group(body, spec.continuation_pieces, id_bits)
     header = _HEADER.pack(
         MAGIC,
         VERSION,
@@ -149,8 +195,8 @@ def unpack(blob: bytes) -> TokenizerSpec:
         at += 3 + length
     return TokenizerSpec(
         table=UnicodeTable(tuple(ranges), tuple(strings)),
-        word_pieces=piece_list.unpack(blob, word_at),
-        continuation_pieces=piece_list.unpack(blob, continuation_at),
+        word_pieces=_unpack_group(blob, word_at),
+        continuation_pieces=_unpack_group(blob, continuation_at),
         specials=dict(zip(SPECIAL_NAMES, (cls, sep, pad, unk))),
         special_tokens=special_tokens,
         max_chars_per_word=max_chars,

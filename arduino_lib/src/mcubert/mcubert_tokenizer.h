@@ -29,18 +29,13 @@
 extern "C" {
 #endif
 
-#define MCUBERT_TOKENIZER_VERSION 2
+#define MCUBERT_TOKENIZER_VERSION 3
 
+/* The piece lists of one kind (word starts or '##' continuations): one per embedding cluster, each
+ * sorted with implicit ids (or one with explicit ids). A lookup reads each list's head from the blob. */
 typedef struct {
+    const uint8_t *offsets; /* u32 [count]: each list's offset in the blob */
     uint32_t count;
-    uint32_t data_bytes;
-    const uint8_t *codes; /* four canonical Huffman codes: suffix lengths, shared lengths, bytes, deltas */
-    uint16_t code_at[4];  /* each code's offset from `codes` */
-    uint8_t bucket_shift; /* buckets of 1 << bucket_shift pieces */
-    uint8_t id_bits;
-    uint8_t offset_bytes;          /* of each bucket offset: 2 or 4 */
-    const uint8_t *bucket_offsets; /* then the ids, id_bits each, packed (no pointer: the state stays 128 B) */
-    const uint8_t *data;
 } mcubert_piece_list;
 
 /* A checked view of a tokenizer blob (fill it with mcubert_tokenizer_init). */

@@ -1,0 +1,74 @@
+"""The export's token ids in the tokenizer blob's order, so the blob stores no ids (tokenizer/vocab_blob.py).
+
+Inside every contiguous range of ids the embedding treats alike (a cluster of a compressed embedding,
+the whole vocabulary of a dense one) the order of the rows is free. The export numbers each range as:
+the pieces that start a word, by UTF-8 bytes; then the '##' continuations, by their bytes after '##';
+then everything the tokenizer never produces (special tokens, [unusedN], unproducible pieces) in the
+order they had. Each range's two piece lists then have ids base, base + 1, ... and cost no id bits.
+
+    order = blob_order(spec, boundaries)     # model id -> reordered model id
+    reordered = compose(permutation, order)  # original id -> reordered model id
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def blob_order(spec, boundaries: list[int]) -> np.ndarray:
+    """model id -> reordered model id for `spec` (ids in the model's id space) and the ranges
+    [boundaries[i], boundaries[i + 1]) whose rows may be reordered among themselves."""
+    vocab_size = boundaries[-1]
+    words = {i: p.encode() for p, i in spec.word_pieces.items()}
+    continuations = {i: p.encode() for p, i in spec.continuation_pieces.items()}
+    order = np.empty(vocab_size, np.int32)
+    for start, end in zip(boundaries[:-1], boundaries[1:]):
+        ids = range(start, end)
+        ranked = sorted((i for i in ids if i in words), key=words.__getitem__)
+        ranked += sorted((i for i in ids if i in continuations), key=continuations.__getitem__)
+        ranked += [i for i in ids if i not in words and i not in continuations]
+        order[np.asarray(ranked, np.int64)] = np.arange(start, end, dtype=np.int32)
+    return order
+
+
+def compose(permutation: np.ndarray | None, order: np.ndarray) -> np.ndarray:
+    """original id -> reordered model id: `permutation` (None: identity) then `order`."""
+    return order.copy() if permutation is None else order[np.asarray(permutation)]
+
+
+def reorder_for_blob(model, tokenizer, permutation: np.ndarray | None):
+    """(model, tokenizer id -> model id) with each embedding range's rows in the blob's order, the
+    tokenizer's ids through `permutation` (None: the model's own ids) then that order. Unchanged where
+    the blob cannot use it (no tokenizer, one the device cannot reproduce, a vocabulary of another size,
+    an embedding layer of another kind): that blob stores explicit ids instead."""
+    import dataclasses
+
+    from tflm_mcubert.errors import UserError
+    from tflm_mcubert.model.bert import with_vocabulary
+    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
+    from tflm_mcubert.tokenizer import reference
+
+    config, layer = model.config, model.embeddings.word_lookup
+    if tokenizer is None or len(tokenizer.get_vocab()) != config.vocab_size:
+        return model, permutation
+    if layer is not None and not isinstance(layer, ClusteredLowRankEmbedding):
+        return model, permutation
+    try:
+        spec = reference.spec_from_hf(tokenizer, permutation)
+    except UserError:
+        return model, permutation
+    boundaries = [0, config.vocab_size] if layer is None else list(layer.boundaries)
+    order = blob_order(spec, boundaries)
+    rows = invert_permutation(order)  # reordered id -> model id: the row each new id takes
+    if layer is None:
+        return with_vocabulary(model, rows), compose(permutation, order)
+    arrays = layer.to_arrays()
+    arrays["table_0"] = arrays["table_0"][rows[boundaries[0] : boundaries[1]]]
+    for i in range(1, len(boundaries) - 1):
+        arrays[f"u_{i}"] = arrays[f"u_{i}"][rows[boundaries[i] : boundaries[i + 1]] - boundaries[i]]
+    arrays["permutation"] = compose(layer.permutation, order)  # the layer's original ids -> its new ones
+    reordered = ClusteredLowRankEmbedding.from_arrays(arrays, origin=layer.origin)
+    pad = int(order[config.pad_token_id])
+    return model.with_word_lookup(reordered, config=dataclasses.replace(config, pad_token_id=pad)), compose(
+        permutation, order
+    )
