@@ -68,6 +68,25 @@ def clamp32(x: int) -> int:
     return clamp(x, -(1 << 31), (1 << 31) - 1)
 
 
+def int4_row(p, tok: int) -> tuple[list[int], int]:
+    """(values, row scale; 1 outside cluster 0) of token `tok`'s int4 row, read straight from the
+    stored bytes by SPEC 4.1.1 (not through the reference's unpacking)."""
+    data = [b & 0xFF for b in ints(p.word_rows)]
+    offset, start = 0, 0
+    for i, (end, rank) in enumerate(ints(p.clusters)):
+        row_bytes = (rank + 1) // 2 + (2 if i == 0 else 0)
+        if tok < end:
+            at = offset + (tok - start) * row_bytes
+            scale = 1
+            if i == 0:
+                scale, at = data[at] + 256 * data[at + 1], at + 2
+            nibbles = [(data[at + k // 2] >> (4 * (k % 2))) & 0xF for k in range(rank)]
+            return [n - 16 if n >= 8 else n for n in nibbles], scale
+        offset += (end - start) * row_bytes
+        start = end
+    raise AssertionError(tok)
+
+
 def embedding(p, ids: list[int], types: list[int]) -> list[list[int]]:
     ln = ints(p.layer_norm.table)
     out = []
@@ -75,6 +94,9 @@ def embedding(p, ids: list[int], types: list[int]) -> list[list[int]]:
         for cl in p.cluster_views:
             if cl.start <= tok < cl.end:
                 u = ints(cl.rows[tok - cl.start])
+                if p.word_bits == 4:
+                    u, scale = int4_row(p, tok)
+                    u = [value * scale for value in u]
                 rq = ints(cl.requant)
                 if cl.projection is None:
                     word = [requant(u[c], *rq[c]) for c in range(p.hidden)]

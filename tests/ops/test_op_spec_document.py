@@ -48,3 +48,16 @@ def test_the_integrity_record_section_quotes_the_record_constants():
     assert f"`{integrity.INTEGRITY_METADATA}`" in section
     assert f"magic `0x{integrity.INTEGRITY_MAGIC:08X}`" in section
     assert f"record version **{integrity.INTEGRITY_VERSION}**" in section
+
+
+def test_spec_quotes_version_2_and_its_addendum():
+    assert (
+        f"Version 2 (hash **`0x{registry.SPEC_HASH_V2:08x}`**, `SPEC_VERSION_INT4 = {registry.SPEC_VERSION_INT4}`)"
+        in SPEC
+    )
+    block = SPEC.split("Version 2 hashes version 1's text above", 1)[1].split("```\n", 2)[1]
+    assert registry.contract_text() + block == registry.contract_text_v2()
+    for fields in contract.VERSION_OPTIONS.values():
+        for op_fields in fields.values():
+            for field in op_fields:
+                assert f"`{field.name}`" in SPEC

@@ -13,7 +13,14 @@ from typing import Callable
 
 from tflm_mcubert.ops import fixed_point, layernorm, linear
 
-SPEC_VERSION = 1
+SPEC_VERSION = 1  # what every op's options carry unless they need a later version (below)
+# Version 2 = version 1 plus int4 embedding storage (SPEC.md 4.1.1): the embedding's options gain
+# `word_bits`. The encoder writes the lowest version that can express an op's options, so int8
+# models keep version 1 and their bytes; kernels accept both.
+SPEC_VERSION_INT4 = 2
+SPEC_VERSIONS = (SPEC_VERSION, SPEC_VERSION_INT4)
+EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
+INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
 
 MAX_SEQ_LEN = 1024  # exp sums and P.V accumulators are bounded for s <= 1024 (fixed_point.EXP_ONE)
 MAX_HIDDEN = layernorm.MAX_DIM
@@ -91,6 +98,9 @@ def _multiplier_ok(values: dict[str, int], mult: str, shift: str):
 
 
 def _check_embedding(v: dict[str, int]):
+    bits = v.get("word_bits", 8)
+    if bits not in EMBEDDING_WORD_BITS:
+        return "word_bits", f"{bits} is not a storage width (4: packed int4, 8: int8)"
     if v["cluster_count"] > v["vocab_size"]:
         return "cluster_count", f"{v['cluster_count']} clusters for a vocabulary of {v['vocab_size']}"
     return None
@@ -259,6 +269,59 @@ SOFTMAX_MEAN_FRAC_BITS = 16
 # Rows the embedding kernel may normalize at once, and rows the DSP micro-kernel widens (its M).
 EMBEDDING_ROWS = 4
 DSP_ROWS = 4
+
+
+# Option fields a later version adds, by version and op (absent from, and unknown to, earlier ones).
+VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
+    SPEC_VERSION_INT4: {
+        EMBEDDING: (OptionField("word_bits", 4, 8, "word table storage: 4 (packed int4) or 8 (int8)"),),
+    }
+}
+
+
+def option_fields(op: str, version: int) -> tuple[OptionField, ...]:
+    """The header plus `op`'s option fields in spec `version`."""
+    extra = tuple(f for v, ops in VERSION_OPTIONS.items() if v <= version for f in ops.get(op, ()))
+    return HEADER_FIELDS + CONTRACTS[op].options + extra
+
+
+def options_version(op: str, values: dict[str, int]) -> int:
+    """The lowest spec version whose fields include every key of `values` (what the encoder writes).
+    An int4 embedding needs version 2; everything else stays version 1."""
+    for version in SPEC_VERSIONS:
+        if set(values) <= {f.name for f in option_fields(op, version)}:
+            return version
+    return SPEC_VERSIONS[-1]
+
+
+def int4_row_bytes(length: int) -> int:
+    """Bytes of one packed int4 row of `length` values (the last byte's high nibble pads an odd one)."""
+    return (length + 1) // 2
+
+
+def word_row_bytes(cluster: int, rank: int, bits: int) -> int:
+    """Bytes of one stored row of cluster `cluster` (rank r_i; r_0 = d) at `bits` (SPEC 4.1.1)."""
+    if bits == 8:
+        return rank
+    return int4_row_bytes(rank) + (INT4_ROW_SCALE_BYTES if cluster == 0 else 0)
+
+
+def int4_contract_lines() -> list[str]:
+    """What version 2 adds to the contract text (its hash covers version 1's text, then these)."""
+    lines = [
+        f"spec_version={SPEC_VERSION_INT4}",
+        "int4=two's complement nibble in [-8,7];value 2j in the low nibble of byte j;"
+        "odd length pads a zero high nibble",
+        f"embedding_int4_rows=cluster 0:uint16le row_scale,int4[d]:{INT4_ROW_SCALE_BYTES}+ceil(d/2) bytes;"
+        "cluster i>0:int4[r_i]:ceil(r_i/2) bytes",
+        "embedding_int4_word=cluster 0:requantize(q*row_scale,Mw_0[c]);cluster i>0:as int8",
+    ]
+    for version, ops in VERSION_OPTIONS.items():
+        for op, fields in ops.items():
+            for f in fields:
+                lines.append(f"{op}.option.{f.name}=int[{f.lo},{f.hi}];v{version};values {EMBEDDING_WORD_BITS}")
+    lines.append(f"{EMBEDDING}.input3.word_rows=int8[sum n_i*row_bytes_i(word_bits)]")
+    return lines
 
 
 def contract_lines() -> list[str]:

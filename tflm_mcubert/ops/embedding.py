@@ -13,6 +13,11 @@ V_i (d x r_i, a pair4-packed linear layer). Per token at position p with id and 
 All three terms are requantized into the pre-norm scale s_z; the sum is int64 before the clamp.
 Ids outside [0, vocab_size) and types outside [0, type_vocab_size) are errors (the kernel returns
 kTfLiteError). The op writes `out` (the hidden state) and nothing else besides its scratch.
+
+int4 storage (word_bits = 4, spec version 2, SPEC.md 4.1.1): the same arithmetic on packed nibbles.
+A cluster-0 row is a uint16 row scale then d nibbles and contributes requantize(q[c] * row_scale,
+Mw_0[c]) (per row x per channel scale); a U_i row is r_i nibbles whose per-column scales are folded
+into V_i offline, so the low-rank path is the int8 one. Only the gather changes, never a GEMM.
 """
 
 from __future__ import annotations
@@ -56,14 +61,51 @@ def scratch_bytes(s: int, d: int) -> int:
     return scratch_layout(s, d).total_bytes
 
 
+def pack_int4(values: np.ndarray) -> np.ndarray:
+    """int8[n, r] in [-8, 7] -> uint8[n, ceil(r/2)]: value 2j in the low nibble of byte j, an odd
+    row's last high nibble 0 (SPEC 4.1.1)."""
+    values = np.asarray(values)
+    if values.size and (values.min() < -8 or values.max() > 7):
+        raise ValueError("pack_int4: values must be in [-8, 7]")
+    n, r = values.shape
+    nibbles = np.zeros((n, 2 * contract.int4_row_bytes(r)), np.uint8)
+    nibbles[:, :r] = values.astype(np.int64) & 0xF
+    return (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).astype(np.uint8)
+
+
+def unpack_int4(packed: np.ndarray, length: int) -> np.ndarray:
+    """uint8/int8[n, ceil(r/2)] -> int8[n, r] (sign-extended nibbles)."""
+    raw = np.asarray(packed).view(np.uint8).astype(np.int16)
+    nibbles = np.empty((raw.shape[0], 2 * raw.shape[1]), np.int16)
+    nibbles[:, 0::2], nibbles[:, 1::2] = raw & 0xF, raw >> 4
+    return ((nibbles[:, :length] ^ 8) - 8).astype(np.int8)
+
+
+def embedding_storage_bytes(clusters, hidden: int, bits: int = 8) -> int:
+    """Flash bytes of the word tables (word_rows + word_projections) of an embedding stored at
+    `bits` (8: int8, 4: packed int4 rows, SPEC 4.1.1). `clusters`: (rows n_i, rank r_i) per cluster,
+    cluster 0 first with r_0 = hidden (it stores full rows, no projection). The one place that
+    knows what a stored embedding costs: the exporter's Flash accounting and byte budgets use it.
+    Per-channel requantization tables (8 bytes per channel and cluster) are not included."""
+    if bits not in contract.EMBEDDING_WORD_BITS:
+        raise ValueError(f"embedding_storage_bytes: bits {bits} is not a storage width {contract.EMBEDDING_WORD_BITS}")
+    total = 0
+    for i, (n, r) in enumerate(clusters):
+        total += int(n) * contract.word_row_bytes(i, int(r), bits)
+        if i > 0:
+            total += packed_size(hidden, int(r))
+    return total
+
+
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     start: int
     end: int
     rank: int
-    rows: np.ndarray  # int8[end - start, rank]
+    rows: np.ndarray  # int8[end - start, rank] (int4 storage: unpacked)
     projection: Linear | None  # d outputs from rank inputs; None for cluster 0
     requant: np.ndarray  # int32[d, 2]
+    row_scale: np.ndarray | None = None  # int4 cluster 0: int64[end - start], the uint16 row scales
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -81,6 +123,7 @@ class EmbeddingParams:
     token_type_table: np.ndarray  # int8[T, d]
     token_type_requant: np.ndarray  # int32[d, 2]
     layer_norm: LayerNormParams
+    word_bits: int = 8  # 8: int8 word tables; 4: packed int4 (spec version 2, SPEC 4.1.1)
 
     # -- validation -------------------------------------------------------------------------
 
@@ -88,6 +131,9 @@ class EmbeddingParams:
         s = check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
         d = check_dim(OP, "hidden", check_int(OP, "hidden", self.hidden, 1, contract.MAX_HIDDEN))
         check_int(OP, "vocab_size", self.vocab_size, 1, INT32_MAX)
+        bits = check_int(OP, "word_bits", self.word_bits, 4, 8)
+        if bits not in contract.EMBEDDING_WORD_BITS:
+            raise OpSpecError(OP, "word_bits", f"{bits} is not a storage width (4: packed int4, 8: int8)")
         t = check_int(OP, "type_vocab_size", self.type_vocab_size, 1, contract.MAX_TYPE_VOCAB)
         check_array(OP, "position_table", self.position_table, np.int8, (s, d))
         check_array(OP, "token_type_table", self.token_type_table, np.int8, (t, d))
@@ -120,8 +166,12 @@ class EmbeddingParams:
         if ranks[0] != d or np.any(ranks[1:] < 1) or np.any(ranks[1:] > d):
             raise OpSpecError(OP, "clusters", f"rank of cluster 0 must be d={d}; others in [1, d]")
         # Sizes in int64 (Python ints): a hostile table cannot wrap the offsets.
-        row_sizes = [int(n) * int(r) for n, r in zip(ends - starts, ranks)]
+        bits = self.word_bits
+        row_bytes = [contract.word_row_bytes(i, int(r), bits) for i, r in enumerate(ranks)]
+        row_sizes = [int(n) * b for n, b in zip(ends - starts, row_bytes)]
         proj_sizes = [0] + [packed_size(d, int(r)) for r in ranks[1:]]
+        if bits == 4:
+            _check_int4_size(self.word_rows, row_sizes, d)
         check_array(OP, "word_rows", self.word_rows, np.int8, (sum(row_sizes),))
         check_array(OP, "word_projections", self.word_projections, np.int8, (sum(proj_sizes),))
         requant = check_array(OP, "word_requant", self.word_requant, np.int32, (c, d, 2))
@@ -132,14 +182,15 @@ class EmbeddingParams:
         row_off = proj_off = 0
         for i in range(c):
             n, r = int(ends[i] - starts[i]), int(ranks[i])
-            rows = self.word_rows[row_off : row_off + n * r].reshape(n, r)
+            stored = self.word_rows[row_off : row_off + row_sizes[i]].reshape(n, row_bytes[i])
+            rows, row_scale = (stored, None) if bits == 8 else _unpack_cluster(stored, i, r)
             projection = None
             if i > 0:
                 channels = np.concatenate([np.zeros((d, 1), np.int32), requant[i]], axis=1)
                 projection = Linear(
                     r, d, self.word_projections[proj_off : proj_off + proj_sizes[i]], channels
                 ).validate(OP, f"word_projections[{i}]")
-            views.append(Cluster(int(starts[i]), int(ends[i]), r, rows, projection, requant[i]))
+            views.append(Cluster(int(starts[i]), int(ends[i]), r, rows, projection, requant[i], row_scale))
             row_off += row_sizes[i]
             proj_off += proj_sizes[i]
         return tuple(views)
@@ -147,7 +198,8 @@ class EmbeddingParams:
     # -- serialization ----------------------------------------------------------------------
 
     def options(self) -> dict[str, int]:
-        return {
+        """Version 1's fields; `word_bits` only for int4 (which makes the options version 2)."""
+        values = {
             "seq_len": self.seq_len,
             "hidden": self.hidden,
             "vocab_size": self.vocab_size,
@@ -155,6 +207,14 @@ class EmbeddingParams:
             "type_vocab_size": self.type_vocab_size,
             "ln_eps": self.layer_norm.eps,
         }
+        if self.word_bits != 8:
+            values["word_bits"] = self.word_bits
+        return values
+
+    @property
+    def storage_bytes(self) -> int:
+        """Flash bytes of the word tables as stored (embedding_storage_bytes of this geometry)."""
+        return int(self.word_rows.size + self.word_projections.size)
 
     def tensors(self) -> dict[str, np.ndarray]:
         """Constant inputs by contract name (input_ids / token_type_ids come at run time)."""
@@ -186,6 +246,7 @@ class EmbeddingParams:
             tensors["token_type_table"],
             tensors["token_type_requant"],
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+            options.get("word_bits", 8),
         ).validate()
         if params.clusters.shape[0] != options["cluster_count"]:
             raise OpSpecError(OP, "cluster_count", "does not match the clusters tensor")
@@ -194,7 +255,11 @@ class EmbeddingParams:
     # -- offline quantization ---------------------------------------------------------------
 
     @classmethod
-    def quantize(cls, fw: "EmbeddingFloat", output: TensorQuant) -> "EmbeddingParams":
+    def quantize(cls, fw: "EmbeddingFloat", output: TensorQuant, word_bits: int = 8) -> "EmbeddingParams":
+        """`word_bits` 8: int8 word tables (U_0 per channel, U_i per tensor); 4: packed int4 (U_0 per
+        row x per channel, U_i per column with the column scales folded into V_i; SPEC 4.1.1)."""
+        if word_bits not in contract.EMBEDDING_WORD_BITS:
+            raise OpSpecError(OP, "word_bits", f"{word_bits} is not a storage width (4: packed int4, 8: int8)")
         d = fw.hidden
         word_max = np.zeros(d)
         for u, vt in fw.clusters:
@@ -217,11 +282,17 @@ class EmbeddingParams:
             end += u.shape[0]
             ends.append(end)
             if vt is None:
-                q, rq = per_channel(u)
+                q, rq = per_channel(u) if word_bits == 8 else _int4_full_rows(u, z_scale)
                 ranks.append(d)
             else:
-                u_quant = TensorQuant.symmetric(float(np.abs(u).max()))
-                q = u_quant.quantize(u)
+                if word_bits == 8:
+                    u_quant = TensorQuant.symmetric(float(np.abs(u).max()))
+                    q = u_quant.quantize(u)
+                else:  # per column of U_i; the scale folds into column l of V_i (Linear.from_float)
+                    col_max = np.abs(u).max(axis=0)
+                    col_scale = np.where(col_max > 0, col_max / INT4_MAX, 1.0)
+                    u_quant = TensorQuant(col_scale, np.zeros(u.shape[1], np.int64))
+                    q = pack_int4(np.clip(round_half_up(u / col_scale), -INT4_MAX, INT4_MAX)).view(np.int8)
                 lin = Linear.from_float(vt.T, np.zeros(d), u_quant, z_scale)
                 projections.append(lin.packed_weights)
                 rq = lin.channels[:, 1:]
@@ -244,7 +315,64 @@ class EmbeddingParams:
             token_type_table=type_q,
             token_type_requant=type_rq,
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, output),
+            word_bits=word_bits,
         ).validate()
+
+
+INT4_MAX = 7  # int4 tables are quantized symmetrically to [-7, 7] (the kernel accepts -8 as well)
+ROW_SCALE_MAX = (1 << 16) - 1
+
+
+def _int4_full_rows(u: np.ndarray, z_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster 0 as int4 rows (int8[n * (2 + ceil(d/2))] stored bytes) and its requant int32[d, 2].
+
+    U_0[id, c] ~ q[id, c] * row_scale[id] * unit * s_c: per channel s_c (its max, so outlier
+    channels do not set every row's step; free, it lives in Mw_0[c]) times a per-row uint16 scale
+    (rare tokens' small rows keep their resolution), unit = the largest row step / 65535."""
+    ch_max = np.abs(u).max(axis=0)
+    ch_scale = np.where(ch_max > 0, ch_max, 1.0)
+    normalized = u / ch_scale
+    step = np.abs(normalized).max(axis=1) / INT4_MAX
+    unit = max(float(step.max()), 1e-30) / ROW_SCALE_MAX
+    row_scale = np.clip(round_half_up(step / unit), 0, ROW_SCALE_MAX).astype(np.int64)
+    effective = np.where(row_scale > 0, row_scale * unit, 1.0)
+    q = np.clip(round_half_up(normalized / effective[:, None]), -INT4_MAX, INT4_MAX)
+    q[row_scale == 0] = 0
+    mult, shift = quantize_multiplier(ch_scale * unit / z_scale)
+    header = np.stack([row_scale & 0xFF, row_scale >> 8], axis=1).astype(np.uint8)
+    stored = np.concatenate([header, pack_int4(q.astype(np.int8))], axis=1).view(np.int8)
+    return stored, np.stack([mult, shift], axis=1).astype(np.int32)
+
+
+def _check_int4_size(word_rows, row_sizes: list[int], d: int) -> None:
+    """A clear message for a word_rows tensor whose size does not fit int4 storage (SPEC 4.1.1)."""
+    if isinstance(word_rows, np.ndarray) and word_rows.shape != (sum(row_sizes),):
+        raise OpSpecError(
+            OP,
+            "word_rows",
+            f"int4 storage of these clusters is {sum(row_sizes)} bytes (cluster 0: rows of "
+            f"{contract.INT4_ROW_SCALE_BYTES} + ceil({d}/2) bytes; cluster i: rows of ceil(r_i/2) bytes), "
+            f"got shape {tuple(word_rows.shape)}",
+        )
+
+
+def _unpack_cluster(stored: np.ndarray, index: int, rank: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(int8[n, rank] values, int64[n] row scales or None) of one cluster's packed int4 rows."""
+    raw = stored.view(np.uint8)
+    row_scale = None
+    if index == 0:
+        row_scale = raw[:, 0].astype(np.int64) | (raw[:, 1].astype(np.int64) << 8)
+        raw = raw[:, contract.INT4_ROW_SCALE_BYTES :]
+    if rank % 2:
+        bad = np.flatnonzero(raw[:, -1] >> 4)
+        if bad.size:
+            raise OpSpecError(
+                OP,
+                "word_rows",
+                f"cluster {index} row {int(bad[0])}: the padding nibble of an odd-length int4 row "
+                f"(rank {rank}) must be 0, got {int(raw[bad[0], -1] >> 4)}",
+            )
+    return unpack_int4(raw, rank), row_scale
 
 
 def _check_ids(ids: np.ndarray, field: str, s: int, limit: int) -> np.ndarray:
@@ -268,6 +396,8 @@ def word_terms(params: EmbeddingParams, ids: np.ndarray) -> np.ndarray:
             continue
         u = cl.rows[ids[members] - cl.start]
         acc = u.astype(np.int64) if cl.projection is None else cl.projection.accumulate(u)
+        if cl.row_scale is not None:  # int4 cluster 0: q * row_scale, |.| <= 8 * 65535 < 2^19
+            acc = acc * cl.row_scale[ids[members] - cl.start][:, None]
         out[members] = _clamp32(requantize(acc, cl.requant[:, 0], cl.requant[:, 1]))
     return out
 

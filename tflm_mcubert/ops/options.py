@@ -22,7 +22,7 @@ from __future__ import annotations
 from flatbuffers import flexbuffers
 
 from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
+from tflm_mcubert.ops.registry import SPEC_HASHES, SPEC_VERSIONS
 from tflm_mcubert.ops.validation import OpSpecError
 
 _TYPE_INT, _TYPE_UINT, _TYPE_MAP = 1, 2, 9
@@ -57,10 +57,12 @@ def _contract(op: str) -> contract.OpContract:
 
 
 def encode_options(op: str, values: dict[str, int]) -> bytes:
-    """The flexbuffer of `values` (the op's fields) with spec_version and spec_hash added."""
+    """The flexbuffer of `values` (the op's fields) with spec_version and spec_hash added: the lowest
+    version that has every field (so an int8 model's options are version 1's, byte for byte)."""
     spec = _contract(op)
     plain = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}  # numpy -> int
-    full = {"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **plain}
+    version = contract.options_version(op, plain)
+    full = {"spec_version": version, "spec_hash": SPEC_HASHES[version], **plain}
     _check_schema(op, spec, full)
     return bytes(flexbuffers.Dumps(full))
 
@@ -164,18 +166,19 @@ def _check_schema(op: str, spec: contract.OpContract, values: dict[str, int]) ->
     # Version first: a newer model's fields would otherwise be reported as "unknown".
     if "spec_version" not in values:
         raise OptionsError(op, "spec_version", "missing")
-    if values["spec_version"] != SPEC_VERSION:
-        raise OptionsError(
-            op, "spec_version", f"unsupported version {values['spec_version']} (this build implements {SPEC_VERSION})"
-        )
-    if values.get("spec_hash") != SPEC_HASH:
+    version = values["spec_version"]
+    if version not in SPEC_VERSIONS:
+        implemented = " and ".join(str(v) for v in SPEC_VERSIONS)
+        raise OptionsError(op, "spec_version", f"unsupported version {version} (this build implements {implemented})")
+    expected = SPEC_HASHES[version]
+    if values.get("spec_hash") != expected:
         got = values.get("spec_hash")
         raise OptionsError(
             op,
             "spec_hash",
-            "missing" if got is None else f"0x{got:08x} does not match this build's contract 0x{SPEC_HASH:08x}",
+            "missing" if got is None else f"0x{got:08x} does not match this build's contract 0x{expected:08x}",
         )
-    fields = contract.HEADER_FIELDS + spec.options
+    fields = contract.option_fields(op, version)
     known = {f.name for f in fields}
     for key in values:
         if key not in known:

@@ -44,9 +44,19 @@ def fnv1a32(data: bytes) -> int:
     return value
 
 
+def contract_text_v2() -> str:
+    """Version 2: version 1's text, then the int4 embedding storage (contract.int4_contract_lines)."""
+    return contract_text() + "\n".join(contract.int4_contract_lines()) + "\n"
+
+
 SPEC_VERSION = contract.SPEC_VERSION
 SPEC_HASH = fnv1a32(contract_text().encode("ascii"))
+SPEC_VERSION_INT4 = contract.SPEC_VERSION_INT4
+SPEC_HASH_V2 = fnv1a32(contract_text_v2().encode("ascii"))
+SPEC_HASHES = {SPEC_VERSION: SPEC_HASH, SPEC_VERSION_INT4: SPEC_HASH_V2}
+SPEC_VERSIONS = contract.SPEC_VERSIONS
 
 if __name__ == "__main__":  # python -m tflm_mcubert.ops.registry: the text for SPEC.md section 8
     print(f"SPEC_VERSION {SPEC_VERSION}  SPEC_HASH 0x{SPEC_HASH:08x}")
-    print(contract_text(), end="")
+    print(f"SPEC_VERSION {SPEC_VERSION_INT4}  SPEC_HASH 0x{SPEC_HASH_V2:08x}")
+    print(contract_text_v2(), end="")

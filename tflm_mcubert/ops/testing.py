@@ -223,14 +223,25 @@ def extreme_mlp(rng, s: int, d: int, ffn: int, t: int) -> MLPParams:
     ).validate()
 
 
+def _int4_rows(rng, n: int, r: int, row_scales: bool) -> np.ndarray:
+    """Stored int4 rows: any nibble, -8 included (zero padding nibble), uint16 row scales over their
+    whole range (the extremes among them) for cluster 0."""
+    packed = embedding.pack_int4(rng.integers(-8, 8, (n, r)))
+    if row_scales:
+        scale = rng.integers(0, 1 << 16, n)
+        scale[: min(n, 2)] = [(1 << 16) - 1, 0][: min(n, 2)]
+        packed = np.concatenate([np.stack([scale & 0xFF, scale >> 8], 1).astype(np.uint8), packed], axis=1)
+    return packed.view(np.int8).reshape(-1)
+
+
 def extreme_embedding(
-    rng, s: int, d: int, cluster_sizes=(3, 4, 5), ranks=(None, 2, 5), type_vocab: int = 2
+    rng, s: int, d: int, cluster_sizes=(3, 4, 5), ranks=(None, 2, 5), type_vocab: int = 2, word_bits: int = 8
 ) -> EmbeddingParams:
     ends = np.cumsum(cluster_sizes)
     rank_list = [d if r is None else r for r in ranks]
     rows, projections, requants = [], [], []
     for i, (n, r) in enumerate(zip(cluster_sizes, rank_list)):
-        rows.append(_weights(rng, n, r).reshape(-1))
+        rows.append(_weights(rng, n, r).reshape(-1) if word_bits == 8 else _int4_rows(rng, n, r, i == 0))
         if i > 0:
             projections.append(pack_weights(_weights(rng, d, r)))
         requants.append(np.stack(_requant(rng, d), axis=1))
@@ -248,4 +259,5 @@ def extreme_embedding(
         token_type_table=_weights(rng, type_vocab, d),
         token_type_requant=np.stack(_requant(rng, d), 1),
         layer_norm=_layer_norm(rng, d),
+        word_bits=word_bits,
     ).validate()
