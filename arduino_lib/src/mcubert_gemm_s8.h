@@ -31,7 +31,10 @@
 #define MCUBERT_BLOCK_ROWS 4     /* the micro-kernel's M (contract dsp_rows) */
 #define MCUBERT_CHUNK_CHANNELS 8 /* channels per call of the chunked kernels: 128 B of accumulators */
 
-typedef enum { MCUBERT_ROWS_S8 = 0, MCUBERT_ROWS_S16 = 1 } mcubert_rows_kind;
+/* S4: packed int4 rows (the embedding's int4 U rows, SPEC 4.1.1): value k in the low (k even) or
+ * high nibble of byte k / 2. mcubert_rows_widen unpacks them: into the widened block on the DSP
+ * path, into int8 rows (then S8) on the plain path. */
+typedef enum { MCUBERT_ROWS_S8 = 0, MCUBERT_ROWS_S16 = 1, MCUBERT_ROWS_S4 = 2 } mcubert_rows_kind;
 
 typedef struct {
     mcubert_rows_kind kind;
@@ -55,11 +58,15 @@ void mcubert_rows_init_split_s8(mcubert_rows *rows, const int8_t *first_base, in
 /* `count` int8 rows at arbitrary addresses (the embedding's gathered U rows). */
 void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_pointers, int32_t count, int32_t length);
 
+/* `count` packed int4 rows at arbitrary addresses, K = length values each. */
+void mcubert_rows_init_gather_s4(mcubert_rows *rows, const uint8_t *const *row_pointers, int32_t count, int32_t length);
+
 /* `count` int16 rows base + r * stride. */
 void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count, int32_t length);
 
 /* DSP path: widen the rows' full 4-groups into `widened` (int16[4][K] of scratch, 4-byte
- * aligned). Plain path: nothing to do. Call once per row block, before the gemm calls. */
+ * aligned). Plain path: nothing to do, except for int4 rows, which become int8 rows in
+ * `widened`. Call once per row block, before the gemm calls. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 
 /* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS)

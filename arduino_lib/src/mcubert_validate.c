@@ -94,21 +94,25 @@ const char *mcubert_status_name(mcubert_status status)
 
 mcubert_status mcubert_check_spec(const char *op, int32_t version, uint32_t hash, mcubert_message *message)
 {
+    uint32_t expected;
     /* Version first: a newer model should read "unsupported version", not a hash mismatch. */
-    if (version != MCUBERT_SPEC_VERSION) {
+    if (version != MCUBERT_SPEC_VERSION && version != MCUBERT_SPEC_VERSION_INT4) {
         mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_version");
         mcubert_append(message, "unsupported version ");
         mcubert_append_int(message, version);
         mcubert_append(message, " (this build implements ");
         mcubert_append_int(message, MCUBERT_SPEC_VERSION);
+        mcubert_append(message, " and ");
+        mcubert_append_int(message, MCUBERT_SPEC_VERSION_INT4);
         mcubert_append(message, ")");
         return st;
     }
-    if (hash != MCUBERT_SPEC_HASH) {
+    expected = version == MCUBERT_SPEC_VERSION ? MCUBERT_SPEC_HASH : MCUBERT_SPEC_HASH_V2;
+    if (hash != expected) {
         mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_hash");
         mcubert_append_hex(message, hash);
         mcubert_append(message, " does not match this build's contract ");
-        mcubert_append_hex(message, MCUBERT_SPEC_HASH);
+        mcubert_append_hex(message, expected);
         return st;
     }
     return MCUBERT_OK;

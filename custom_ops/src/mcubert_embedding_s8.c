@@ -9,6 +9,10 @@
  *
  * Tokens go in blocks of 4 (the z scratch); within a block, the tokens of one low-rank cluster
  * share one micro-kernel pass over V_i.
+ *
+ * int4 tables (word_bits = 4, SPEC 4.1.1) change only the gather: a cluster-0 row is a uint16 row
+ * scale then d nibbles, word[c] = requantize(q[c] * row_scale, Mw_0[c]); a U_i row is r_i nibbles
+ * that the micro-kernel's row widening unpacks (V_i carries U_i's column scales).
  */
 #include <stddef.h>
 
@@ -40,6 +44,33 @@ int32_t mcubert_embedding_get_buffer_size(int32_t seq_len, int32_t hidden)
     return layout.total;
 }
 
+/* 4 or 8; version 1's params (word_bits 0, as its options parser leaves it) are int8. */
+static int32_t word_bits(const mcubert_embedding_params *p)
+{
+    return p->word_bits == 4 ? 4 : 8;
+}
+
+/* Bytes of one stored row of cluster i (SPEC 4.1.1). */
+static int32_t row_bytes(int32_t i, int32_t rank, int32_t bits)
+{
+    return bits == 8 ? rank : ((rank + 1) >> 1) + (i == 0 ? MCUBERT_INT4_ROW_SCALE_BYTES : 0);
+}
+
+static mcubert_status check_word_bits(const mcubert_embedding_params *p, mcubert_message *m)
+{
+    const int32_t bits = p->word_bits;
+    mcubert_status st;
+    if (bits == 8 || (bits == 0 && p->spec_version == MCUBERT_SPEC_VERSION) ||
+        (bits == 4 && p->spec_version == MCUBERT_SPEC_VERSION_INT4)) {
+        return MCUBERT_OK;
+    }
+    st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "word_bits");
+    mcubert_append_int(m, bits);
+    mcubert_append(m, bits == 4 ? " (int4 tables) needs spec_version 2"
+                                : " is not a storage width (4: packed int4, 8: int8)");
+    return st;
+}
+
 static mcubert_status validate_options(const mcubert_embedding_params *p, mcubert_message *m)
 {
     mcubert_status st;
@@ -52,7 +83,7 @@ static mcubert_status validate_options(const mcubert_embedding_params *p, mcuber
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "type_vocab_size", p->type_vocab_size, 1, MCUBERT_MAX_TYPE_VOCAB, m)) !=
             MCUBERT_OK ||
-        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK || (st = check_word_bits(p, m)) != MCUBERT_OK) {
         return st;
     }
     if (p->cluster_count > p->vocab_size) {
@@ -93,7 +124,7 @@ static mcubert_status check_clusters(const mcubert_embedding_params *p, const in
             mcubert_append(m, "; others in [1, d]");
             return st;
         }
-        rows += (int64_t)(clusters[2 * i] - start) * rank;
+        rows += (int64_t)(clusters[2 * i] - start) * row_bytes(i, rank, word_bits(p));
         if (i > 0) {
             projections += mcubert_packed_size(p->hidden, rank);
         }
@@ -104,19 +135,20 @@ static mcubert_status check_clusters(const mcubert_embedding_params *p, const in
     return MCUBERT_OK;
 }
 
-/* Cluster i of a checked table: its ids [start, end), rank, and where its U rows and its
- * projection V_i start. Recomputed where needed (c <= 8) rather than kept on the stack. */
+/* Cluster i of a checked table: its ids [start, end), rank, and where its U rows (row_bytes
+ * each) and its projection V_i start. Recomputed where needed (c <= 8) rather than kept on the
+ * stack. */
 typedef struct {
-    int32_t start, end, rank;
+    int32_t start, end, rank, row_bytes;
     int64_t row_offset, projection_offset;
 } cluster_info;
 
-static void cluster_at(const int32_t *clusters, int32_t d, int32_t i, cluster_info *info)
+static void cluster_at(const int32_t *clusters, int32_t d, int32_t bits, int32_t i, cluster_info *info)
 {
     int64_t rows = 0, projections = 0;
     int32_t j, start = 0;
     for (j = 0; j < i; ++j) {
-        rows += (int64_t)(clusters[2 * j] - start) * clusters[2 * j + 1];
+        rows += (int64_t)(clusters[2 * j] - start) * row_bytes(j, clusters[2 * j + 1], bits);
         if (j > 0) {
             projections += mcubert_packed_size(d, clusters[2 * j + 1]);
         }
@@ -125,8 +157,39 @@ static void cluster_at(const int32_t *clusters, int32_t d, int32_t i, cluster_in
     info->start = start;
     info->end = clusters[2 * i];
     info->rank = clusters[2 * i + 1];
+    info->row_bytes = row_bytes(i, info->rank, bits);
     info->row_offset = rows;
     info->projection_offset = projections;
+}
+
+/* int4 rows of odd length end in a padding nibble that must be 0 (SPEC 4.1.1), as pair4 padding. */
+static mcubert_status check_int4_padding(const mcubert_embedding_params *p, const int32_t *clusters,
+                                         const uint8_t *rows, mcubert_message *m)
+{
+    int32_t i, row;
+    for (i = 0; i < p->cluster_count; ++i) {
+        cluster_info info;
+        cluster_at(clusters, p->hidden, 4, i, &info);
+        if ((info.rank & 1) == 0) {
+            continue;
+        }
+        for (row = 0; row < info.end - info.start; ++row) {
+            const int32_t last = rows[info.row_offset + (int64_t)(row + 1) * info.row_bytes - 1];
+            if ((last >> 4) != 0) {
+                mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_TENSOR, OP, "word_rows");
+                mcubert_append(m, "cluster ");
+                mcubert_append_int(m, i);
+                mcubert_append(m, " row ");
+                mcubert_append_int(m, row);
+                mcubert_append(m, ": the padding nibble of an odd-length int4 row (rank ");
+                mcubert_append_int(m, info.rank);
+                mcubert_append(m, ") must be 0, got ");
+                mcubert_append_int(m, last >> 4);
+                return st;
+            }
+        }
+    }
+    return MCUBERT_OK;
 }
 
 mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params, const mcubert_tensor_view *tensors,
@@ -165,9 +228,14 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
                                        MCUBERT_DTYPE_INT8, projections_total, message)) != MCUBERT_OK) {
             return st;
         }
+        if (word_bits(params) == 4 && t[MCUBERT_EMBEDDING_WORD_ROWS].data != NULL &&
+            (st = check_int4_padding(params, clusters, (const uint8_t *)t[MCUBERT_EMBEDDING_WORD_ROWS].data,
+                                     message)) != MCUBERT_OK) {
+            return st;
+        }
         for (i = 1; i < params->cluster_count && projections != NULL; ++i) {
             cluster_info info;
-            cluster_at(clusters, (int32_t)d, i, &info);
+            cluster_at(clusters, (int32_t)d, word_bits(params), i, &info);
             st = mcubert_check_pair4(OP, "word_projections", projections + info.projection_offset, (int32_t)d,
                                      info.rank, message);
             if (st != MCUBERT_OK) {
@@ -232,11 +300,30 @@ typedef struct {
     uint32_t *widened; /* DSP: [4][d] int16 */
 } embedding_state;
 
+/* An int4 cluster-0 row's z (SPEC 4.1.1): word[c] = requantize(q[c] * row_scale, Mw_0[c]),
+ * two channels per stored byte. */
+static void word_full_row_int4(const embedding_state *e, const uint8_t *row, const int8_t *position_row,
+                               const int8_t *type_row, int16_t *z)
+{
+    const mcubert_embedding_weights *w = e->weights;
+    const int32_t d = e->params->hidden;
+    const int32_t scale = (int32_t)row[0] | ((int32_t)row[1] << 8);
+    const uint8_t *nibbles = row + MCUBERT_INT4_ROW_SCALE_BYTES;
+    int32_t c;
+    for (c = 0; c < d; ++c) {
+        const int32_t byte = nibbles[c >> 1];
+        const int32_t q = ((((c & 1) ? byte >> 4 : byte) & 0xF) ^ 8) - 8;
+        const int32_t word = mcubert_requantize(q * scale, w->word_requant[2 * c], w->word_requant[2 * c + 1]);
+        z[c] = pre_norm(word, w, position_row, type_row, c);
+    }
+}
+
 /* Cluster-0 tokens of the block: word[c] = requantize(U_0[id][c], Mw_0[c]). */
 MCUBERT_NOINLINE static void word_full_rows(const embedding_state *e, int32_t p0, const int32_t *cluster_of, int32_t n)
 {
     const mcubert_embedding_weights *w = e->weights;
     const int32_t d = e->params->hidden;
+    const int32_t bits = word_bits(e->params);
     int32_t r, c;
     for (r = 0; r < n; ++r) {
         const int32_t token = p0 + r;
@@ -244,9 +331,13 @@ MCUBERT_NOINLINE static void word_full_rows(const embedding_state *e, int32_t p0
         if (cluster_of[r] != 0) {
             continue;
         }
-        u = w->word_rows + (int64_t)e->input_ids[token] * d;
+        u = w->word_rows + (int64_t)e->input_ids[token] * row_bytes(0, d, bits);
         position_row = w->position_table + token * d;
         type_row = w->token_type_table + e->token_type_ids[token] * d;
+        if (bits == 4) {
+            word_full_row_int4(e, (const uint8_t *)u, position_row, type_row, e->z + r * d);
+            continue;
+        }
         for (c = 0; c < d; ++c) {
             const int32_t word = mcubert_requantize(u[c], w->word_requant[2 * c], w->word_requant[2 * c + 1]);
             e->z[r * d + c] = pre_norm(word, w, position_row, type_row, c);
@@ -303,14 +394,18 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     if (m == 0) {
         return;
     }
-    cluster_at(w->clusters, d, i, &cluster);
+    cluster_at(w->clusters, d, word_bits(e->params), i, &cluster);
     projection = w->word_projections + cluster.projection_offset;
     pair_bytes = ((cluster.rank + 3) >> 2) * 8;
     for (r = 0; r < m; ++r) {
-        row_pointers[r] =
-            w->word_rows + cluster.row_offset + (int64_t)(e->input_ids[p0 + member[r]] - cluster.start) * cluster.rank;
+        row_pointers[r] = w->word_rows + cluster.row_offset +
+                          (int64_t)(e->input_ids[p0 + member[r]] - cluster.start) * cluster.row_bytes;
     }
-    mcubert_rows_init_gather_s8(&rows, row_pointers, m, cluster.rank);
+    if (word_bits(e->params) == 4) {
+        mcubert_rows_init_gather_s4(&rows, (const uint8_t *const *)row_pointers, m, cluster.rank);
+    } else {
+        mcubert_rows_init_gather_s8(&rows, row_pointers, m, cluster.rank);
+    }
     mcubert_rows_widen(&rows, e->widened);
     for (c = 0; c < d; c += LOW_RANK_CHUNK) {
         const int32_t chunk = mcubert_min_i32(LOW_RANK_CHUNK, d - c);

@@ -52,6 +52,15 @@ void mcubert_rows_init_gather_s8(mcubert_rows *rows, const int8_t *const *row_po
     }
 }
 
+void mcubert_rows_init_gather_s4(mcubert_rows *rows, const uint8_t *const *row_pointers, int32_t count, int32_t length)
+{
+    int32_t r;
+    rows_clear(rows, MCUBERT_ROWS_S4, count, length);
+    for (r = 0; r < count; ++r) {
+        rows->row[r] = row_pointers[r];
+    }
+}
+
 void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stride, int32_t count, int32_t length)
 {
     int32_t r;
@@ -77,11 +86,21 @@ static inline const int8_t *second_s8(const mcubert_rows *rows, int32_t r)
     return rows->second + r * rows->second_stride;
 }
 
+/* Value k of a packed int4 row: the two's complement nibble, sign-extended. */
+static inline int32_t nibble_at(const uint8_t *row, int32_t k)
+{
+    const int32_t byte = row[k >> 1];
+    return ((((k & 1) ? byte >> 4 : byte) & 0xF) ^ 8) - 8;
+}
+
 /* Activation k of row r, whatever its storage (scalar paths: tails, odd splits). */
 static inline int32_t activation_at(const mcubert_rows *rows, int32_t r, int32_t k)
 {
     if (rows->kind == MCUBERT_ROWS_S16) {
         return row_s16(rows, r)[k];
+    }
+    if (rows->kind == MCUBERT_ROWS_S4) {
+        return nibble_at((const uint8_t *)rows->row[r], k);
     }
     return k < rows->split ? row_s8(rows, r)[k] : second_s8(rows, r)[k - rows->split];
 }
@@ -114,6 +133,24 @@ static void widen_s8(const int8_t *src, uint32_t *dst, int32_t groups)
     }
 }
 
+/* Sign-extends the 4-bit values in bits 0-3 and 16-19 of x (other bits 0) to two int16 halves:
+ * bit 3 of each half, times 0xFFF0, fills its bits 4-15 (the halves cannot carry into each other). */
+static inline uint32_t sign_extend_nibble_pair(uint32_t x)
+{
+    return x | (((x >> 3) & 0x00010001u) * 0xFFF0u);
+}
+
+/* Widens `groups` 4-groups of a packed int4 row (two bytes each) into row r's slots: nibbles
+ * x0..x3 of bytes (x0 | x1 << 4, x2 | x3 << 4) become the words (x0, x2) and (x1, x3). */
+static void widen_s4(const uint8_t *src, uint32_t *dst, int32_t groups)
+{
+    for (; groups > 0; --groups, src += 2, dst += 8) {
+        const uint32_t x = (uint32_t)src[0] | ((uint32_t)src[1] << 16); /* x0 x1 in bits 0-7, x2 x3 in 16-23 */
+        dst[0] = sign_extend_nibble_pair(x & 0x000F000Fu);
+        dst[1] = sign_extend_nibble_pair((x >> 4) & 0x000F000Fu);
+    }
+}
+
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
 {
     const int32_t groups = rows->length >> 2;
@@ -121,6 +158,10 @@ void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
     for (r = 0; r < rows->count; ++r) {
         uint32_t *dst = widened + 2 * r; /* row r's words inside each 8-word group */
         int32_t g = 0;
+        if (rows->kind == MCUBERT_ROWS_S4) {
+            widen_s4((const uint8_t *)rows->row[r], dst, groups);
+            continue;
+        }
         if (rows->kind == MCUBERT_ROWS_S16) {
             const int16_t *src = row_s16(rows, r);
             for (; g < groups; ++g, src += 4, dst += 8) {
@@ -272,10 +313,22 @@ void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_
 
 /* ---- plain C path ---------------------------------------------------------------------- */
 
+/* int4 rows become int8 rows r * length bytes into `widened` (int16[4][K] holds 4 int8 rows of
+ * K), so the plain loops below only ever see int8 or int16 rows. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
 {
-    (void)rows;
-    (void)widened;
+    int32_t r, k;
+    if (rows->kind != MCUBERT_ROWS_S4) {
+        return;
+    }
+    for (r = 0; r < rows->count; ++r) {
+        int8_t *unpacked = (int8_t *)(void *)widened + r * rows->length;
+        for (k = 0; k < rows->length; ++k) {
+            unpacked[k] = (int8_t)activation_at(rows, r, k);
+        }
+        rows->row[r] = unpacked;
+    }
+    rows->kind = MCUBERT_ROWS_S8;
 }
 
 /* Two channels of a pair4 group over K values [k_begin, k_end) of one segment (x points at

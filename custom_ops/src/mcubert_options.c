@@ -24,6 +24,7 @@ typedef struct {
     const char *name;
     size_t offset; /* within the params struct */
     field_kind kind;
+    int32_t since; /* the spec version that added the field: unknown to earlier versions */
 } option_field;
 
 typedef struct {
@@ -314,17 +315,23 @@ static mcubert_status parse(const char *op, const uint8_t *buffer, int32_t lengt
         return report_unknown(&r, &unknown);
     }
     for (f = 2; f < field_count; ++f) {
-        if ((seen & (1u << f)) == 0) {
+        if ((seen & (1u << f)) != 0 && fields[f].since > version) {
+            return mcubert_fail_text(message, MCUBERT_ERROR_OPTION, op, fields[f].name, "unknown option");
+        }
+    }
+    for (f = 2; f < field_count; ++f) {
+        if ((seen & (1u << f)) == 0 && fields[f].since <= version) {
             return mcubert_fail_text(message, MCUBERT_ERROR_OPTION, op, fields[f].name, "missing");
         }
     }
     return MCUBERT_OK;
 }
 
-#define FIELD(type, name, kind)                                                                                        \
+#define FIELD_SINCE(type, name, kind, version)                                                                         \
     {                                                                                                                  \
-#name, offsetof(type, name), kind                                                                              \
+#name, offsetof(type, name), kind, version                                                                     \
     }
+#define FIELD(type, name, kind) FIELD_SINCE(type, name, kind, MCUBERT_SPEC_VERSION)
 #define HEADER(type) FIELD(type, spec_version, FIELD_INT32), FIELD(type, spec_hash, FIELD_UINT32)
 
 static const option_field embedding_fields[] = {
@@ -335,6 +342,7 @@ static const option_field embedding_fields[] = {
     FIELD(mcubert_embedding_params, cluster_count, FIELD_INT32),
     FIELD(mcubert_embedding_params, type_vocab_size, FIELD_INT32),
     FIELD(mcubert_embedding_params, ln_eps, FIELD_INT64),
+    FIELD_SINCE(mcubert_embedding_params, word_bits, FIELD_INT32, MCUBERT_SPEC_VERSION_INT4),
 };
 
 static const option_field attention_fields[] = {

@@ -28,6 +28,8 @@ HEADER = Path(__file__).resolve().parents[2] / "custom_ops" / "include" / "mcube
 # numerics even while the contract text changes elsewhere; test_kernels_api checks that it equals
 # ops.registry.SPEC_HASH.
 HEADER_SPEC_HASH = int(re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", HEADER.read_text()).group(1), 16)
+# Version 2's (int4 embedding tables, SPEC 4.1.1); an int4 embedding call carries it.
+HEADER_SPEC_HASH_V2 = int(re.search(r"#define MCUBERT_SPEC_HASH_V2 (0x[0-9a-fA-F]+)u", HEADER.read_text()).group(1), 16)
 
 
 @dataclasses.dataclass
@@ -129,23 +131,26 @@ def embedding_case(
     cluster_sizes=(3, 4, 5),
     ranks=(None, 2, 5),
     type_vocab: int = 2,
+    word_bits: int = 8,
 ) -> Case:
+    """word_bits 4: the int4 tables (SPEC 4.1.1), spec version 2."""
     rng = np.random.default_rng(seed * 7919 + s * 31 + d)
     if kind == "extreme":
-        params = testing.extreme_embedding(rng, s, d, cluster_sizes, ranks, type_vocab)
+        params = testing.extreme_embedding(rng, s, d, cluster_sizes, ranks, type_vocab, word_bits)
     else:
         from tflm_mcubert.ops.embedding import EmbeddingParams
 
         fe = testing.float_embedding(rng, d, s, cluster_sizes, ranks, type_vocab)
         ids0 = rng.integers(0, sum(cluster_sizes), s).astype(np.int32)
         out = TensorQuant.observe(fe.forward(ids0, np.zeros(s, np.int32)), symmetric=False)
-        params = EmbeddingParams.quantize(fe, out)
+        params = EmbeddingParams.quantize(fe, out, word_bits)
     ids = rng.integers(0, params.vocab_size, s).astype(np.int32)
     types = rng.integers(0, params.type_vocab_size, s).astype(np.int32)
     expected = embedding.run(params, ids, types, np.zeros((s, d), np.int8))
+    spec_hash = HEADER_SPEC_HASH if word_bits == 8 else HEADER_SPEC_HASH_V2
     return Case(
-        f"embedding-{kind}-s{s}-d{d}",
-        kernel_abi.embedding_call(params, ids, types, HEADER_SPEC_HASH),
+        f"embedding-{kind}-s{s}-d{d}" + ("" if word_bits == 8 else "-int4"),
+        kernel_abi.embedding_call(params, ids, types, spec_hash),
         expected.reshape(-1),
     )
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from kernel_build import CUSTOM_OPS, need_arm_toolchain
-from kernel_cases import HEADER, HEADER_SPEC_HASH, attention_case, embedding_case, mlp_case
+from kernel_cases import HEADER, HEADER_SPEC_HASH, HEADER_SPEC_HASH_V2, attention_case, embedding_case, mlp_case
 from kernel_host import TensorSpec, tensor_specs
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.ops import attention, contract, embedding, mlp, options as options_codec
@@ -63,6 +63,15 @@ def test_header_implements_the_contract_spec_md_documents():
         f"documents {quoted.group(1)}: update MCUBERT_SPEC_HASH (and the kernels, if the numerics changed)"
     )
     assert int(quoted.group(2)) == SPEC_VERSION
+
+
+def test_header_implements_version_2_as_spec_md_documents():
+    from tflm_mcubert.ops import registry
+
+    quoted = re.search(r"Version 2 \(hash \*\*`(0x[0-9a-f]{8})`\*\*, `SPEC_VERSION_INT4 = (\d+)`\)", SPEC_MD)
+    assert quoted and int(quoted.group(1), 16) == HEADER_SPEC_HASH_V2 == registry.SPEC_HASH_V2
+    assert f"#define MCUBERT_SPEC_VERSION_INT4 {quoted.group(2)}" in HEADER.read_text()
+    assert f"#define MCUBERT_INT4_ROW_SCALE_BYTES {contract.INT4_ROW_SCALE_BYTES}" in HEADER.read_text()
 
 
 def test_header_limits_equal_the_contract():
@@ -254,10 +263,10 @@ def test_cross_field_rules_with_the_python_wording(runner, cases, op, changes, f
 @pytest.mark.parametrize("op", [ATTN, MLP, EMB])
 def test_spec_version_and_hash_are_checked_first(runner, cases, op):
     values = dict(cases[op].call.options)
-    bad_version = kernel_abi.make_params(op, {**values, "spec_version": 2, "tile": 0}, HEADER_SPEC_HASH)
+    bad_version = kernel_abi.make_params(op, {**values, "spec_version": 3, "tile": 0}, HEADER_SPEC_HASH)
     result = runner.validate(op, bad_version, [])
     assert result.status == kernel_abi.ERROR_SPEC
-    assert result.message == f"{op}: spec_version: unsupported version 2 (this build implements 1)"
+    assert result.message == f"{op}: spec_version: unsupported version 3 (this build implements 1 and 2)"
     bad_hash = kernel_abi.make_params(op, values, 0x12345678)
     result = runner.validate(op, bad_hash, [])
     assert result.status == kernel_abi.ERROR_SPEC
@@ -449,6 +458,56 @@ def test_embedding_cluster_table_and_the_sizes_it_implies(runner, cases):
         table[-1, 0] = 7
         result = _validate(runner, call, _with(call, name, table.reshape(-1)))
         assert result.message == f"{EMB}: {name}: multiplier 7 is neither 0 nor in [2^30, 2^31)"
+
+
+def test_corrupt_int4_embeddings_are_refused_with_the_python_message(runner):
+    """word_bits of no storage width or of the wrong version, int4 sizes (an int4 table read as
+    int8 included) and non-zero padding nibbles: the C message is the reference's."""
+    from tflm_mcubert.ops.embedding import EmbeddingParams
+    from tflm_mcubert.ops.validation import OpSpecError
+
+    call = embedding_case(9, 13, seed=3, word_bits=4, ranks=(None, 2, 5)).call  # odd d and rank 5: padding
+    good = _validate(runner, call, tensor_specs(call))
+    assert good.ok, good.message
+    for overrides, message in (
+        ({"word_bits": 5}, f"{EMB}: word_bits: 5 is not a storage width (4: packed int4, 8: int8)"),
+        ({"word_bits": 0}, f"{EMB}: word_bits: 0 is not a storage width (4: packed int4, 8: int8)"),
+        ({"spec_version": 1, "spec_hash": HEADER_SPEC_HASH}, f"{EMB}: word_bits: 4 (int4 tables) needs spec_version 2"),
+    ):
+        params = kernel_abi.make_params(EMB, {**call.options, **overrides})
+        result = runner.validate(EMB, params, [])
+        assert (result.status, result.message) == (kernel_abi.ERROR_OPTION, message), overrides
+    rows = call.tensors["word_rows"]
+    shorter = _validate(runner, call, _with(call, "word_rows", rows[:-1]))
+    assert shorter.message == f"{EMB}: word_rows: expected {rows.size} elements, got {rows.size - 1}"
+    as_int8 = kernel_abi.make_params(EMB, {**call.options, "word_bits": 8})
+    result = runner.validate(EMB, as_int8, tensor_specs(call))
+    assert result.status == kernel_abi.ERROR_TENSOR and result.message.startswith(f"{EMB}: word_rows: expected ")
+    for offset, cluster, row in ((2 + 6, 0, 0), (3 * 9 + 4 * 1 + 2 * 3 + 2, 2, 2)):
+        padded = rows.copy()
+        padded[offset] |= np.int8(0x50)  # the high nibble of an odd row's last byte
+        result = _validate(runner, call, _with(call, "word_rows", padded))
+        assert result.status == kernel_abi.ERROR_TENSOR
+        tail = "must be 0, got 5"
+        assert result.message.startswith(f"{EMB}: word_rows: cluster {cluster} row {row}: ") and tail in result.message
+        tensors = {**_embedding_tensors(call), "word_rows": padded}
+        with pytest.raises(OpSpecError, match=re.escape(result.message)):
+            EmbeddingParams.from_serialized(dict(call.options), tensors)
+
+
+def _embedding_tensors(call):
+    """The constant tensors of an embedding call, shaped as the reference reads them from a .tflite."""
+    p = call.params
+    shapes = {
+        "clusters": (p.cluster_count, 2),
+        "word_requant": (p.cluster_count, p.hidden, 2),
+        "position_table": (p.seq_len, p.hidden),
+        "token_type_table": (p.type_vocab_size, p.hidden),
+        "position_requant": (p.hidden, 2),
+        "token_type_requant": (p.hidden, 2),
+        "layer_norm": (p.hidden, 2),
+    }
+    return {name: call.tensors[name].reshape(shapes.get(name, (-1,))) for name in kernel_abi.weight_fields(EMB)}
 
 
 # ---- run-time errors ------------------------------------------------------------------------------

@@ -53,6 +53,9 @@ def _subset() -> list[tuple[Case, dict[str, int]]]:
         (mlp_case(9, 7, 13, 4), {"hidden": 2}),
         (embedding_case(13, 24, kind="realistic"), {"word_rows": 1, "word_projections": 3}),
         (embedding_case(11, 20, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 20)), {"output": 1}),
+        # int4 tables (SPEC 4.1.1): odd d and ranks (padding nibbles), K tails, rank < 4, rows misaligned
+        (embedding_case(13, 24, kind="realistic", word_bits=4), {"word_rows": 1, "word_projections": 3}),
+        (embedding_case(11, 21, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 21), word_bits=4), {"word_rows": 3}),
     ] + [(case, {}) for shift in (-2, -1) for case in shift_boundary_cases(shift)]
 
 

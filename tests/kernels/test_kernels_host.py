@@ -182,12 +182,18 @@ def test_mlp_every_tile_size(runner):
 # ---- embedding ------------------------------------------------------------------------------
 
 
+# Every embedding test runs on int8 tables and on int4 ones (word_bits 4, SPEC 4.1.1).
+WORD_BITS = pytest.mark.parametrize("bits", [8, 4], ids=["int8", "int4"])
+
+
+@WORD_BITS
 @pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
-@pytest.mark.parametrize("d", [16, 32, 64])
-def test_embedding_extreme_parameters(runner, s, d):
-    check(runner, embedding_case(s, d, seed=d))
+@pytest.mark.parametrize("d", [16, 32, 64, 17])  # odd d: int4 rows of cluster 0 end in a padding nibble
+def test_embedding_extreme_parameters(runner, s, d, bits):
+    check(runner, embedding_case(s, d, seed=d, word_bits=bits))
 
 
+@WORD_BITS
 @pytest.mark.parametrize(
     "sizes,ranks",
     [
@@ -195,17 +201,22 @@ def test_embedding_extreme_parameters(runner, s, d):
         ((5, 7, 3, 9, 4, 6, 2, 8), (None, 1, 2, 3, 5, 16, 31, 32)),  # 8 clusters, ranks up to d
     ],
 )
-def test_embedding_cluster_layouts(runner, sizes, ranks):
-    check(runner, embedding_case(50, 32, cluster_sizes=sizes, ranks=ranks, type_vocab=3))
+def test_embedding_cluster_layouts(runner, sizes, ranks, bits):
+    check(runner, embedding_case(50, 32, cluster_sizes=sizes, ranks=ranks, type_vocab=3, word_bits=bits))
 
 
+@WORD_BITS
 @pytest.mark.parametrize("s,d", [(13, 24), (128, 128)])
-def test_embedding_realistic(runner, s, d):
-    check(runner, embedding_case(s, d, kind="realistic", cluster_sizes=(40, 60, 100), ranks=(None, 16, 4)))
+def test_embedding_realistic(runner, s, d, bits):
+    check(
+        runner,
+        embedding_case(s, d, kind="realistic", cluster_sizes=(40, 60, 100), ranks=(None, 16, 4), word_bits=bits),
+    )
 
 
-def test_embedding_hidden_of_one(runner):
-    check(runner, embedding_case(9, 1, cluster_sizes=(3, 4), ranks=(None, 1)))
+@WORD_BITS
+def test_embedding_hidden_of_one(runner, bits):
+    check(runner, embedding_case(9, 1, cluster_sizes=(3, 4), ranks=(None, 1), word_bits=bits))
 
 
 # ---- memory behaviour -----------------------------------------------------------------------
@@ -213,7 +224,12 @@ def test_embedding_hidden_of_one(runner):
 
 @pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A])
 def test_results_do_not_depend_on_scratch_contents(runner, fill):
-    for case in (attention_case(21, 20, 4, 6), mlp_case(21, 20, 44, 6), embedding_case(21, 20)):
+    for case in (
+        attention_case(21, 20, 4, 6),
+        mlp_case(21, 20, 44, 6),
+        embedding_case(21, 20),
+        embedding_case(21, 20, word_bits=4),
+    ):
         check(runner, case, scratch_fill=fill)
 
 
@@ -226,14 +242,15 @@ def test_int8_tensors_may_be_misaligned(runner):
         check(runner, case, misalign=misalign)
         case = mlp_case(10, 12, 20, 3, seed=offset)
         check(runner, case, misalign={n: offset for n in ("hidden", "fc1_weights", "fc2_weights", "activation_lut")})
-        case = embedding_case(10, 12, seed=offset)
-        check(
-            runner,
-            case,
-            misalign={
-                n: offset for n in ("word_rows", "word_projections", "position_table", "token_type_table", "output")
-            },
-        )
+        for bits in (8, 4):
+            case = embedding_case(10, 12, seed=offset, word_bits=bits)
+            check(
+                runner,
+                case,
+                misalign={
+                    n: offset for n in ("word_rows", "word_projections", "position_table", "token_type_table", "output")
+                },
+            )
 
 
 def test_scratch_one_byte_short_is_refused_and_exact_size_suffices(runner):
@@ -272,6 +289,7 @@ def test_random_shapes(runner, shape):
     check(runner, attention_case(s, d, h, t, seed=seed, mask=mask, mask_mode=mask_mode))
     check(runner, mlp_case(s, d, f, t, seed=seed))
     check(runner, embedding_case(s, d, seed=seed, cluster_sizes=(4, 5, 6), ranks=(None, 1, min(d, 7))))
+    check(runner, embedding_case(s, d, seed=seed, cluster_sizes=(4, 5, 6), ranks=(None, 1, min(d, 7)), word_bits=4))
 
 
 def test_whole_encoder_chained_through_the_kernels(runner):

@@ -14,11 +14,12 @@ from flatbuffers import flexbuffers
 
 from tflm_mcubert.ops import contract, testing
 from tflm_mcubert.ops.options import OptionsError, _parse_map, encode_options
-from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
+from tflm_mcubert.ops.registry import SPEC_HASHES
 from tflm_mcubert.ops import kernel_abi
 
 A, M, E, H = contract.ATTENTION, contract.MLP, contract.EMBEDDING, contract.CLASSIFIER_HEAD
-OPS = (E, A, M, H)
+E4 = E + "-int4"  # the embedding's version-2 options (int4 tables, word_bits)
+OPS = (E, E4, A, M, H)
 STRUCTS = {**kernel_abi.PARAMS_STRUCTS, H: kernel_abi.ClassifierHeadParamsC}
 PARSERS = {
     E: "mcubert_embedding_parse_options",
@@ -34,11 +35,14 @@ def parse(host_library):
     library = ctypes.CDLL(str(host_library))
 
     def call(op: str, buffer: bytes):
+        op = op.split("-")[0]
         struct = STRUCTS[op]()
         message = ctypes.create_string_buffer(kernel_abi.MESSAGE_CAPACITY)
         data = (ctypes.c_uint8 * max(len(buffer), 1)).from_buffer_copy(buffer or b"\0")
         status = getattr(library, PARSERS[op])(data, ctypes.c_int32(len(buffer)), ctypes.byref(struct), message)
         values = {name: getattr(struct, name) for name, _ in struct._fields_ if name != "reserved"}
+        if values.get("word_bits") == 0:  # version 1 has no such option; the parser leaves it 0
+            del values["word_bits"]
         return status, message.value.decode(), values
 
     return call
@@ -51,24 +55,33 @@ def options():
         A: testing.extreme_attention(rng, 9, 8, 2, 4).options(),
         M: testing.extreme_mlp(rng, 9, 8, 16, 4).options(),
         E: testing.extreme_embedding(rng, 9, 8).options(),
+        E4: testing.extreme_embedding(rng, 9, 8, word_bits=4).options(),
         H: {"seq_len": 9, "hidden": 8, "labels": 3, "pooler_zero_point": -5, "logits_zero_point": 7},
     }
 
 
+def _op(name: str) -> str:
+    return name.split("-")[0]
+
+
 def header(**values):
-    return {"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **values}
+    version = 2 if "word_bits" in values else 1
+    return {"spec_version": version, "spec_hash": SPEC_HASHES[version], **values}
 
 
 def reference_accepts(op: str, buffer: bytes) -> dict | None:
     """The values the C decoder must produce, or None where it must refuse: the Python container walk
     and key set, spec version and hash, and each value representable in its C field."""
+    op = op.split("-")[0]
     try:
         entries = _parse_map(op, buffer)
     except OptionsError:
         return None
     values = {key: value for key, (_, value) in entries.items()}
-    fields = {name for name, _ in STRUCTS[op]._fields_ if name != "reserved"}
-    if set(values) != fields or values["spec_version"] != SPEC_VERSION or values["spec_hash"] != SPEC_HASH:
+    version = values.get("spec_version")
+    if version not in SPEC_HASHES or values.get("spec_hash") != SPEC_HASHES[version]:
+        return None
+    if set(values) != {f.name for f in contract.option_fields(op, version)}:
         return None
     for key, value in values.items():
         bits, signed = (64, True) if key in INT64_FIELDS else (32, key not in UINT32_FIELDS)
@@ -80,23 +93,23 @@ def reference_accepts(op: str, buffer: bytes) -> dict | None:
 
 @pytest.mark.parametrize("op", OPS)
 def test_parses_what_the_exporter_writes(parse, options, op):
-    status, message, values = parse(op, encode_options(op, options[op]))
+    status, message, values = parse(op, encode_options(_op(op), options[op]))
     assert (status, message) == (kernel_abi.OK, "")
     assert values == header(**options[op])
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_every_truncation_is_rejected_naming_the_op(parse, options, op):
-    buffer = encode_options(op, options[op])
+    buffer = encode_options(_op(op), options[op])
     for n in range(len(buffer)):
         status, message, values = parse(op, buffer[:n])
-        assert status != kernel_abi.OK and message.startswith(f"{op}: "), (n, message)
+        assert status != kernel_abi.OK and message.startswith(f"{_op(op)}: "), (n, message)
         assert not any(values.values()), "a failed parse must leave params zeroed"
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_random_corruption_matches_the_reference_walk(parse, options, op):
-    buffer = encode_options(op, options[op])
+    buffer = encode_options(_op(op), options[op])
     rnd = random.Random(op)
     outcomes = {"accepted": 0, "rejected": 0}
     for _ in range(3000):
@@ -106,7 +119,7 @@ def test_random_corruption_matches_the_reference_walk(parse, options, op):
         expected = reference_accepts(op, bytes(bad))
         status, message, values = parse(op, bytes(bad))
         if expected is None:
-            assert status in (kernel_abi.ERROR_OPTION, kernel_abi.ERROR_SPEC) and message.startswith(f"{op}: "), (
+            assert status in (kernel_abi.ERROR_OPTION, kernel_abi.ERROR_SPEC) and message.startswith(f"{_op(op)}: "), (
                 bytes(bad).hex(),
                 status,
                 message,
@@ -128,7 +141,8 @@ def test_key_set_and_contract_errors_name_the_field(parse, options):
     cases = [
         (_with(M, options, ffn=None), "MCUBERT_MLP: ffn: missing"),
         (_with(M, options, gelu=1), "MCUBERT_MLP: gelu: unknown option"),
-        (_with(M, options, spec_version=2, new_field=3), "MCUBERT_MLP: spec_version: unsupported version 2"),
+        (_with(M, options, spec_version=3, new_field=3), "MCUBERT_MLP: spec_version: unsupported version 3"),
+        (_with(M, options, spec_version=2), "MCUBERT_MLP: spec_hash: "),  # version 2 has its own hash
         (_with(M, options, spec_hash=0x1234), "MCUBERT_MLP: spec_hash: "),
         (_with(M, options, spec_hash=None), "MCUBERT_MLP: spec_hash: missing"),
         (_with(M, options, tile=4.0), "MCUBERT_MLP: tile: expected an inline integer"),
@@ -140,6 +154,23 @@ def test_key_set_and_contract_errors_name_the_field(parse, options):
     for buffer, expected in cases:
         status, message, _ = parse(M, buffer)
         assert status != kernel_abi.OK and message.startswith(expected), (expected, message)
+
+
+def test_int4_key_set_errors_name_the_field(parse, options):
+    """word_bits belongs to version 2: unknown to a version-1 embedding, required in a version-2 one."""
+    v1 = {"spec_version": 1, "spec_hash": SPEC_HASHES[1]}
+    cases = [
+        (_with(E4, options, **v1), "MCUBERT_EMBEDDING: word_bits: unknown option"),
+        (_with(E4, options, word_bits=None), "MCUBERT_EMBEDDING: word_bits: missing"),
+        (_with(E4, options, word_bits=4.0), "MCUBERT_EMBEDDING: word_bits: expected an inline integer"),
+    ]
+    for buffer, expected in cases:
+        status, message, _ = parse(E, buffer)
+        assert status == kernel_abi.ERROR_OPTION and message == expected, (expected, message)
+        with pytest.raises(OptionsError, match=expected):
+            from tflm_mcubert.ops.options import decode_options
+
+            decode_options(E, buffer)
 
 
 def test_values_out_of_contract_range_are_left_to_validate(parse, options):

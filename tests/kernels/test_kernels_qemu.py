@@ -57,6 +57,12 @@ def _golden_cases():
             embedding_case(11, 20, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 20)),
             {"position_table": 1, "output": 3},
         ),
+        (embedding_case(7, 12, word_bits=4), {"word_rows": 1}),
+        (embedding_case(13, 24, kind="realistic", word_bits=4), {"word_rows": 3, "word_projections": 1}),
+        (
+            embedding_case(11, 21, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 21), word_bits=4),
+            {"word_rows": 2, "output": 1},
+        ),
     ]
 
 

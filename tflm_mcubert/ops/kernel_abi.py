@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
+from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_HASHES, SPEC_VERSION
 
 # mcubert_dtype: TfLiteType numbering.
 DTYPE_INT32, DTYPE_INT16, DTYPE_INT8 = 2, 7, 9
@@ -56,7 +56,7 @@ class EmbeddingParamsC(ctypes.Structure):
         ("vocab_size", ctypes.c_int32),
         ("cluster_count", ctypes.c_int32),
         ("type_vocab_size", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
+        ("word_bits", ctypes.c_int32),  # 0 (version 1: int8), 4 or 8
         ("ln_eps", ctypes.c_int64),
     ]
 
@@ -110,10 +110,12 @@ def weight_fields(op: str) -> list[str]:
 
 
 def make_params(op: str, options: dict[str, int], spec_hash: int | None = None, **overrides) -> ctypes.Structure:
-    """The params struct of `op` from its option dict, plus spec version and hash (default: the
-    Python contract's SPEC_HASH; pass the hash a kernel build was made for to test its numerics
-    while the contract text is being changed elsewhere)."""
-    values = {"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **options, **overrides}
+    """The params struct of `op` from its option dict, plus spec version and hash: the lowest version
+    with every option (an int4 embedding's is 2), its hash by default the Python contract's; pass
+    the hash (of that version) a kernel build was made for to test its numerics while the contract
+    text is being changed elsewhere. Absent optional fields (word_bits of version 1) are 0."""
+    version = contract.options_version(op, dict(options))
+    values = {"spec_version": version, "spec_hash": SPEC_HASHES[version], "word_bits": 0, **options, **overrides}
     if spec_hash is not None:
         values["spec_hash"] = spec_hash
     struct = PARAMS_STRUCTS[op]()

@@ -43,6 +43,10 @@ extern "C" {
 /* The contract these kernels implement (SPEC.md section 8). Every op's options carry both. */
 #define MCUBERT_SPEC_VERSION 1
 #define MCUBERT_SPEC_HASH 0x89fbd93fu
+/* Version 2 = version 1 + int4 embedding tables (SPEC 4.1.1; only an int4 embedding carries it). */
+#define MCUBERT_SPEC_VERSION_INT4 2
+#define MCUBERT_SPEC_HASH_V2 0x345ba4edu
+#define MCUBERT_INT4_ROW_SCALE_BYTES 2 /* int4 cluster-0 rows: uint16 little-endian scale first */
 
 /* Upper bound of the stack any mcubert_* entry point uses, helpers and libgcc included.
  * With arm-none-eabi-gcc 12.2 -O2 the deepest path is 488 bytes (embedding and attention,
@@ -106,13 +110,13 @@ typedef struct {
     int32_t vocab_size;      /* [1, 2^31 - 1]; ids outside [0, vocab_size) are an input error */
     int32_t cluster_count;   /* c, [1, 8] */
     int32_t type_vocab_size; /* T, [1, 1024] */
-    int32_t reserved;        /* 0; keeps ln_eps 8-byte aligned on every ABI */
+    int32_t word_bits;       /* 8 (or 0: version 1's int8 tables); 4: packed int4 rows, spec_version 2 */
     int64_t ln_eps;          /* [0, 2^50] */
 } mcubert_embedding_params;
 
 typedef struct {                       /* constant inputs 2..10, contract order */
     const int32_t *clusters;           /* [c][2]: end id (exclusive), rank (rank_0 = d) */
-    const int8_t *word_rows;           /* U_0 | U_1 | ... row-major */
+    const int8_t *word_rows;           /* U_0 | U_1 | ... row-major (int4: SPEC 4.1.1 rows) */
     const int8_t *word_projections;    /* V_i (d outputs x r_i inputs), pair4, concatenated */
     const int32_t *word_requant;       /* [c][d][2]: multiplier, shift */
     const int8_t *position_table;      /* [s][d] */
