@@ -30,6 +30,7 @@ def test_default_export_fits_the_default_board(capsys, tmp_path):
     # Constant bytes per op add up to the model's constants, the embedding's are the compression block's.
     assert report["ops"][0]["name"] == "embedding"
     assert report["compression"]["int8_bytes"] == report["ops"][0]["bytes"]
+    assert report["embedding"]["storage_bits"] == 8 and report["embedding"]["op_bytes"] == report["ops"][0]["bytes"]
     assert (
         sum(op["bytes"] for op in report["ops"])
         < report["flash_bytes"]
@@ -42,6 +43,30 @@ def test_default_export_fits_the_default_board(capsys, tmp_path):
     run = run_reference(parsed, {"input_ids": ids, "attention_mask": (np.arange(128) < 6)[None].astype(np.int8)})
     assert run.outputs["logits"].shape == (1, 2) and run.touched_bytes == report["planned_bytes"]
     assert "g_model_data" in (out / "model_data.h").read_text()
+
+
+def test_int4_embedding_export_halves_the_word_tables_and_runs(capsys, tmp_path):
+    out = tmp_path / "int4"
+    code = main(["export", "--seq-len", "64", "--embedding-bits", "4", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    storage = report["embedding"]
+    assert storage["storage_bits"] == 4 and storage["embedding_bytes"] == storage["embedding_bytes_int4"]
+    # Rows halve; V_i stays int8 and cluster-0 rows carry a 2-byte scale, so a bit over half.
+    assert 0.5 < storage["embedding_bytes"] / storage["embedding_bytes_int8"] < 0.53, storage
+    assert storage["op_bytes"] == report["ops"][0]["bytes"] and report["fits"]["ok"] is True
+    parsed = read_model((out / "model.tflite").read_bytes())
+    assert parsed.quantized.embedding.word_bits == 4
+    assert parsed.quantized.embedding.storage_bytes == storage["embedding_bytes"]
+    ids = np.zeros((1, 64), np.int32)
+    ids[0, :6] = [0, 17, 999, 30000, 5, 1]
+    run = run_reference(parsed, {"input_ids": ids, "attention_mask": (np.arange(64) < 6)[None].astype(np.int8)})
+    assert run.outputs["logits"].shape == (1, 2) and run.touched_bytes == report["planned_bytes"]
+
+
+def test_int4_embedding_needs_the_mcubert_schedule(capsys, tmp_path):
+    code = main(["export", "--schedule", "stock", "--embedding-bits", "4", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--embedding-bits 4" in capsys.readouterr().err
 
 
 def test_a_model_that_cannot_fit_is_refused_with_the_longest_fitting_length(capsys, tmp_path):
@@ -92,6 +117,9 @@ def test_evaluate_reports_accuracy_of_float_int8_and_stock(capsys, tmp_path, mak
             "--calibration-samples",
             "8",
             "--stock",
+            "--embedding-bits",
+            "8",
+            "4",
             "--dump",
             str(dump),
             "--json",
@@ -105,6 +133,10 @@ def test_evaluate_reports_accuracy_of_float_int8_and_stock(capsys, tmp_path, mak
         assert data[f"{name}_argmax_agreement"] >= 7 / 8, data
         assert abs(data[f"{name}_accuracy"] - data["float_accuracy"]) <= 1 / 8, data
     assert data["int8_cosine"]["min"] > 0.9
+    # int4 word tables (everything else int8): reported beside int8, per example for paired tests.
+    assert 0.5 < data["int4_cosine"]["mean"] <= 1 and "int4_accuracy" in data, data
+    assert sorted(data["predictions"]) == ["float", "int4", "int8", "stock"]
+    assert len(data["labels"]) == len(data["predictions"]["int4"]) == 8
     sample = np.load(dump / "sample_0000.npz")
     assert {
         "float/layer0.attention",

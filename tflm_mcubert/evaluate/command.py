@@ -8,7 +8,9 @@ Two measures, on the same inputs for every model:
                 also the agreement of argmax(logits) with the float model
 
 The int8 model is calibrated exactly as `export --schedule mcubert` does (same calibration data and
-settings; tiles do not change its bytes). `--stock` also converts the stock int8 .tflite and runs it
+settings; tiles do not change its bytes). `--embedding-bits 8 4` evaluates both storages of the
+embedding's word tables side by side: "int8", and "int4" (int4 word tables, SPEC 4.1.1; everything
+else int8), as `export --embedding-bits 4` writes them. `--stock` also converts the stock int8 .tflite and runs it
 in the tflite-micro interpreter. `--dump DIR` writes, per evaluated text, an npz with every layer's
 float output and int8 output (raw and dequantized) for debugging.
 """
@@ -44,6 +46,15 @@ def add_parser(subparsers) -> list[str]:
         choices=("dense", "auto"),
         help="dense (default): evaluate the checkpoint as is; auto: compress an uncompressed "
         "embedding first, as export does (the float reference is then the compressed model)",
+    )
+    ev.add_argument(
+        "--embedding-bits",
+        type=int,
+        nargs="+",
+        default=[8],
+        choices=(8, 4),
+        help="storage of the embedding's word tables to evaluate: 8 (int8, default), 4 (packed int4, as "
+        "export --embedding-bits 4), or both (8 4); the models are reported as int8 and int4",
     )
     ev.add_argument("--calibration", help="as for export (text file or 'random')")
     ev.add_argument("--calibration-samples", type=int, default=32)
@@ -105,7 +116,7 @@ class _Models:
     source: dict
     tokenizer: object
     float_model: object
-    quantized: object
+    quantized: dict  # "int8" / "int4" (int4 word tables) -> QuantizedBert
     remap: np.ndarray | None  # ids the tokenizer emits -> the compressed model's ids (None: the same)
     calibration_source: str
     stock_runner: object | None
@@ -140,7 +151,7 @@ def _load_models(args) -> _Models:
     from tflm_mcubert.data.calibration import Calibration
     from tflm_mcubert.export.mcubert_export import default_compression
     from tflm_mcubert.export.pipeline import load_model
-    from tflm_mcubert.quantize.calibrate import calibrate, model_inputs
+    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
     from tflm_mcubert.quantize.float_model import FloatBert
 
     model, tokenizer, source = load_model(
@@ -164,7 +175,11 @@ def _load_models(args) -> _Models:
     float_model = FloatBert.from_keras(model)
     # The tokenizer emits the model's ids unless the embedding was compressed just now.
     remap = float_model.permutation if compressed_here else None
-    quantized, _ = calibrate(float_model, model_inputs(calibration, args.seq_len, remap), seq_len=args.seq_len)
+    inputs = model_inputs(calibration, args.seq_len, remap)
+    quantized = {}
+    for bits in dict.fromkeys(args.embedding_bits):  # in the order given, once each
+        settings = CalibrationSettings(embedding_bits=bits)
+        quantized[_quantized_name(bits)] = calibrate(float_model, inputs, seq_len=args.seq_len, settings=settings)[0]
     stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
@@ -175,13 +190,18 @@ def _load_models(args) -> _Models:
     return _Models(config, source, tokenizer, float_model, quantized, remap, calibration_source, stock_runner)
 
 
+def _quantized_name(bits: int) -> str:
+    return "int8" if bits == 8 else "int4"
+
+
 def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> tuple[dict, dict]:
-    """Per model: mean-pooled cosine against float ("int8", "stock") and argmax predictions."""
+    """Per model: mean-pooled cosine against float ("int8", "int4", "stock") and argmax predictions."""
     from tflm_mcubert.model.pooling import mean_pool
     from tflm_mcubert.quantize.calibrate import model_inputs
 
-    scores: dict[str, list] = {"int8": [], "stock": []}
-    predictions: dict[str, list] = {"float": [], "int8": [], "stock": []}
+    scores: dict[str, list] = {name: [] for name in (*models.quantized, "stock")}
+    predictions: dict[str, list] = {name: [] for name in ("float", *models.quantized, "stock")}
+    first = next(iter(models.quantized))  # the one --dump traces
     for n, (x, sample) in enumerate(zip(model_inputs(samples, seq_len, models.remap), samples)):
         float_layers: dict[str, np.ndarray] = {}
         int8_layers: dict[str, np.ndarray] = {}
@@ -190,18 +210,20 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
             if dump
             else models.float_model.forward(x.input_ids, x.token_type_ids, x.valid)
         )
-        got_q = models.quantized.run(
-            x.input_ids,
-            x.token_type_ids,
-            x.mask(0),
-            trace=(lambda name, v: int8_layers.__setitem__(name, v)) if dump else None,
-        )
-        got = models.quantized.dequantized(got_q)
         pooled = mean_pool(want["last_hidden_state"][None], x.valid[None])[0]
-        scores["int8"].append(_cosine(pooled, mean_pool(got["last_hidden_state"][None], x.valid[None])[0]))
         if "logits" in want:
             predictions["float"].append(int(np.argmax(want["logits"])))
-            predictions["int8"].append(int(np.argmax(got["logits"])))
+        for name, quantized in models.quantized.items():
+            got_q = quantized.run(
+                x.input_ids,
+                x.token_type_ids,
+                x.mask(0),
+                trace=(lambda key, v: int8_layers.__setitem__(key, v)) if dump and name == first else None,
+            )
+            got = quantized.dequantized(got_q)
+            scores[name].append(_cosine(pooled, mean_pool(got["last_hidden_state"][None], x.valid[None])[0]))
+            if "logits" in want:
+                predictions[name].append(int(np.argmax(got["logits"])))
         if models.stock_runner is not None:
             out = models.stock_runner.run(sample)
             if "logits" in out:
@@ -210,7 +232,7 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
                 stock_pooled = mean_pool(np.asarray(out["last_hidden_state"]), sample["attention_mask"])[0]
                 scores["stock"].append(_cosine(pooled, stock_pooled))
         if dump:
-            _dump_sample(dump / f"sample_{n:04d}.npz", models.quantized, x, float_layers, int8_layers)
+            _dump_sample(dump / f"sample_{n:04d}.npz", models.quantized[first], x, float_layers, int8_layers)
     return scores, predictions
 
 
@@ -226,12 +248,15 @@ def _dump_sample(path: Path, quantized, x, float_layers: dict, int8_layers: dict
 def _summarize(results: dict, scores: dict, predictions: dict, labels) -> None:
     """Accuracy (with labels), cosine and argmax agreement with float, into `results` and printed."""
     if labels is not None:
-        for name in ("float", "int8", "stock"):
+        for name in predictions:
             if predictions[name]:
                 accuracy = float(np.mean(np.asarray(predictions[name]) == labels[: len(predictions[name])]))
                 results[f"{name}_accuracy"] = round(accuracy, 4)
                 print(f"  {name:6s} accuracy {accuracy:.4f}")
-    for name in ("int8", "stock"):
+        # Per example, for paired tests between models (McNemar, bootstrap) on the same texts.
+        results["labels"] = [int(v) for v in labels[: len(predictions["float"])]]
+        results["predictions"] = {name: values for name, values in predictions.items() if values}
+    for name in scores:
         if scores[name]:
             low, mean = min(scores[name]), float(np.mean(scores[name]))
             results[f"{name}_cosine"] = {"min": round(low, 5), "mean": round(mean, 5)}

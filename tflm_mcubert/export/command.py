@@ -33,6 +33,7 @@ def board_from_args(args):
 
 
 def add_parser(subparsers) -> list[str]:
+    # Long: one add_argument per export option, in --help order.
     from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES
 
     export = subparsers.add_parser("export", help="checkpoint → .tflite + C array + report.json")
@@ -65,6 +66,14 @@ def add_parser(subparsers) -> list[str]:
         default=0,
         help="mcubert: steps of a quantization-aware fine-tune by distillation from the "
         "float model on the calibration samples, before calibration (default 0: PTQ only)",
+    )
+    export.add_argument(
+        "--embedding-bits",
+        type=int,
+        default=8,
+        choices=(8, 4),
+        help="mcubert: store the embedding's word tables as int8 (8, default) or packed int4 (4: about half "
+        "the Flash; cluster rows with per-row scales, low-rank rows with per-column scales, ops/SPEC.md 4.1.1)",
     )
     export.add_argument(
         "--precision",
@@ -122,6 +131,7 @@ def run(args) -> int:
         precision=args.precision,
         embedding=args.embedding,
         qat_steps=args.qat_steps,
+        embedding_bits=args.embedding_bits,
         calibration=args.calibration,
         calibration_count=args.calibration_samples,
         seed=args.seed,

@@ -242,10 +242,12 @@ def export_mcubert(
     embedding: str = "auto",
     settings=None,
     qat=None,
+    embedding_bits: int = 8,
 ) -> McubertExport:
     """Everything `export --schedule mcubert` computes; the caller writes files and checks the fit.
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
+    `embedding_bits`: 4 stores the word tables as packed int4 (SPEC 4.1.1; overrides `settings`').
     """
     # Long: the export's steps in order (compress, calibrate, plan, write, read back), each feeding the next.
     from tflm_mcubert.tflite.mcubert_reader import read_model
@@ -276,7 +278,7 @@ def export_mcubert(
     float_model = FloatBert.from_keras(model)
     inputs = model_inputs(samples, seq_len, remap)
     log(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
-    settings = settings or CalibrationSettings()
+    settings = dataclasses.replace(settings or CalibrationSettings(), embedding_bits=embedding_bits)
     quantized, ranges = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
     teacher = float_model
     qat_report = None

@@ -41,6 +41,7 @@ class ExportRequest:
     precision: str = "int8"
     embedding: str = "auto"  # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
     qat_steps: int = 0  # mcubert: steps of the optional KD quantization-aware fine-tune
+    embedding_bits: int = 8  # mcubert: word tables as int8 (8) or packed int4 (4, SPEC 4.1.1)
     calibration: str | None = None
     calibration_count: int = 32
     seed: int = DEFAULT_SEED
@@ -95,6 +96,10 @@ def check_request(request: ExportRequest) -> None:
         raise UserError("--prune-vocab needs a --checkpoint with a tokenizer (the preset model has none)")
     if request.qat_steps and request.schedule != "mcubert":
         raise UserError("--qat-steps applies to --schedule mcubert")
+    if request.embedding_bits not in (4, 8):
+        raise UserError(f"--embedding-bits must be 4 or 8, got {request.embedding_bits}")
+    if request.embedding_bits != 8 and request.schedule != "mcubert":
+        raise UserError("--embedding-bits 4 stores the MCUBERT embedding op's tables: it needs --schedule mcubert")
     if request.schedule == "mcubert" and request.precision != "int8":
         raise UserError(
             f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
@@ -401,6 +406,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         sentences=calibration.sentences,
         embedding=request.embedding,
         qat=QatSettings(steps=request.qat_steps, seed=request.seed),
+        embedding_bits=request.embedding_bits,
     )
     tflite, plan, arena = result.tflite, result.plan, result.arena
     _write_model(tflite, out_dir)
@@ -451,6 +457,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             "stored_embedding": _stored_embedding_params(model, result.compression),
         },
         "compression": _with_real_embedding_bytes(result.compression, constants.get("embedding", 0)),
+        "embedding": embedding_storage_report(result.quantized.embedding, constants.get("embedding", 0)),
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
         # Every known board at once: whether this export fits it, and the longest sequence that would.
@@ -486,6 +493,25 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             _mcubert_misfit(fit, request, result, vocab.blob_bytes) + f" (files written to {out_dir} for inspection)"
         )
     return report
+
+
+def embedding_storage_report(params, op_bytes: int) -> dict:
+    """report.json's "embedding": how the word tables are stored and what they take in Flash, at this
+    storage width and at the other (both from ops.embedding.embedding_storage_bytes)."""
+    from tflm_mcubert.ops.embedding import embedding_storage_bytes
+
+    geometry = [(view.end - view.start, view.rank) for view in params.cluster_views]
+    by_bits = {bits: embedding_storage_bytes(geometry, params.hidden, bits) for bits in (8, 4)}
+    return {
+        "storage_bits": params.word_bits,
+        "embedding_bytes": by_bits[params.word_bits],
+        "embedding_bytes_int8": by_bits[8],
+        "embedding_bytes_int4": by_bits[4],
+        "op_bytes": op_bytes,
+        "note": "embedding_bytes: the word tables as stored (word_rows + word_projections; ops.embedding."
+        "embedding_storage_bytes); op_bytes: every constant of the embedding op (also positions, token "
+        "types, requantization and LayerNorm tables)",
+    }
 
 
 def _with_real_embedding_bytes(compression: dict | None, embedding_bytes: int) -> dict | None:

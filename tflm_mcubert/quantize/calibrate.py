@@ -50,8 +50,11 @@ class CalibrationSettings:
     percentile: float = 99.99  # used by method "percentile" (two-sided for asymmetric)
     propagation: str = "float"
     seed: int = 0
+    embedding_bits: int = 8  # storage of the embedding's word tables: 8 (int8) or 4 (int4, SPEC 4.1.1)
 
     def __post_init__(self):
+        if self.embedding_bits not in (4, 8):
+            raise UserError(f"embedding bits {self.embedding_bits!r} (choose 4 or 8)")
         if self.method not in METHODS:
             raise UserError(f"calibration method {self.method!r} (choose from {', '.join(METHODS)})")
         if self.propagation not in PROPAGATIONS:
@@ -263,7 +266,7 @@ class _CalibrationRun:
             self.ranges.observe("embedding.output", x[sample.valid])
             xs.append(x)
         self.current = self.output_quant("embedding.output", xs, 0)
-        emb_params = EmbeddingParams.quantize(emb_float, self.current)
+        emb_params = EmbeddingParams.quantize(emb_float, self.current, self.settings.embedding_bits)
         self.xs = xs
         if self.quantized:
             for sample in self.inputs:
