@@ -56,6 +56,13 @@ def add_parser(subparsers) -> list[str]:
         help="storage of the embedding's word tables to evaluate: 8 (int8, default), 4 (packed int4, as "
         "export --embedding-bits 4), or both (8 4); the models are reported as int8 and int4",
     )
+    ev.add_argument(
+        "--qat-steps",
+        type=int,
+        default=0,
+        help="as for export: steps of a quantization-aware fine-tune (distillation from the float model on the "
+        "calibration samples) before each quantized model's calibration; with int4 word tables for int4",
+    )
     ev.add_argument("--calibration", help="as for export (text file or 'random')")
     ev.add_argument("--calibration-samples", type=int, default=32)
     ev.add_argument("--stock", action="store_true", help="also evaluate the stock int8 .tflite in TFLM")
@@ -125,6 +132,8 @@ class _Models:
 def run(args) -> int:
     if args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
+    if args.qat_steps < 0:
+        raise UserError(f"--qat-steps must be 0 or more, got {args.qat_steps}")
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
     dump = output_directory(args.dump, "--dump") if args.dump else None
@@ -179,7 +188,11 @@ def _load_models(args) -> _Models:
     quantized = {}
     for bits in dict.fromkeys(args.embedding_bits):  # in the order given, once each
         settings = CalibrationSettings(embedding_bits=bits)
-        quantized[_quantized_name(bits)] = calibrate(float_model, inputs, seq_len=args.seq_len, settings=settings)[0]
+        quantized[_quantized_name(bits)], ranges = calibrate(
+            float_model, inputs, seq_len=args.seq_len, settings=settings
+        )
+        if args.qat_steps:
+            quantized[_quantized_name(bits)] = _fine_tuned(model, inputs, ranges, settings, args)
     stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
@@ -192,6 +205,26 @@ def _load_models(args) -> _Models:
 
 def _quantized_name(bits: int) -> str:
     return "int8" if bits == 8 else "int4"
+
+
+def _fine_tuned(model, inputs, ranges, settings, args):
+    """The quantized model after export's KD quantization-aware fine-tune (quantize/qat.py), calibrated again."""
+    from tflm_mcubert.quantize.calibrate import calibrate
+    from tflm_mcubert.quantize.float_model import FloatBert
+    from tflm_mcubert.quantize.qat import QatSettings, distill
+
+    samples = [
+        {
+            "input_ids": x.input_ids[None],
+            "attention_mask": x.valid[None].astype(np.int32),
+            "token_type_ids": x.token_type_ids[None],
+        }
+        for x in inputs
+    ]
+    qat = QatSettings(steps=args.qat_steps, seed=args.seed, embedding_bits=settings.embedding_bits)
+    student, losses = distill(model, samples, ranges, qat)
+    print(f"  QAT ({settings.embedding_bits}-bit word tables): loss {losses[0]:.5f} -> {losses[-1]:.5f}")
+    return calibrate(FloatBert.from_keras(student), inputs, seq_len=args.seq_len, settings=settings)[0]
 
 
 def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> tuple[dict, dict]:

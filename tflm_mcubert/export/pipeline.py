@@ -405,7 +405,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         samples=samples,
         sentences=calibration.sentences,
         embedding=request.embedding,
-        qat=QatSettings(steps=request.qat_steps, seed=request.seed),
+        qat=QatSettings(steps=request.qat_steps, seed=request.seed, embedding_bits=request.embedding_bits),
         embedding_bits=request.embedding_bits,
     )
     tflite, plan, arena = result.tflite, result.plan, result.arena

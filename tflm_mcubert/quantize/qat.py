@@ -11,6 +11,11 @@ A short, simple QAT on the calibration samples, before the final PTQ calibration
             classifier), student vs teacher
   then      the fine-tuned float weights are calibrated again (quantize/calibrate.py)
 
+With `embedding_bits=4` the student also fake-quantizes the compressed embedding's word tables as
+`export --embedding-bits 4` stores them (ops/SPEC.md 4.1.1), straight-through: cluster 0 per
+channel x per row, each U_i per column, to [-7, 7]; so the fine-tune learns tables that survive 4
+bits. (V_i stays float here: int8 per channel costs little.)
+
 Scores, the exp table, LayerNorm arithmetic and the pre-norm sums are left in float: the spec
 computes them in 14-16 bits or exactly, so they add little error. Steps are few and the learning
 rate small: the student should learn to live with int8 activations, not to forget the teacher.
@@ -32,6 +37,7 @@ class QatSettings:
     learning_rate: float = 1e-5
     batch_size: int = 8
     seed: int = 0
+    embedding_bits: int = 8  # 4: also fake-quantize the word tables as int4 (SPEC 4.1.1)
 
 
 def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
@@ -46,8 +52,56 @@ def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
     return out
 
 
-def fake_quant_forward(model, inputs: dict, ranges: dict):
-    """The BertModel forward with int8 fake quantization where the MCUBERT ops quantize."""
+INT4_MAX = 7.0
+
+
+def _fake_int4(x, scale):
+    """Round x / scale to [-7, 7] and back, with the identity's gradient (straight-through)."""
+    import tensorflow as tf
+
+    scale = tf.stop_gradient(tf.where(scale > 0, scale, tf.ones_like(scale)))
+    q = tf.clip_by_value(tf.round(x / scale), -INT4_MAX, INT4_MAX) * scale
+    return x + tf.stop_gradient(q - x)
+
+
+def int4_word_vectors(lookup, ids):
+    """A ClusteredLowRankEmbedding's word vectors with its tables fake-quantized as SPEC 4.1.1 stores
+    them: cluster 0 per channel (its max) x per row (max / 7), U_i per column (max / 7)."""
+    import tensorflow as tf
+
+    from tflm_mcubert.model.clustered_embedding import clustered_lookup, pad_rows
+
+    def embed_cluster(i, local):
+        if i == 0:
+            table = lookup.table
+            channel = tf.reduce_max(tf.abs(table), axis=0, keepdims=True)
+            channel = tf.stop_gradient(tf.where(channel > 0, channel, tf.ones_like(channel)))
+            row_step = tf.reduce_max(tf.abs(table / channel), axis=1, keepdims=True) / INT4_MAX
+            return tf.gather(pad_rows(_fake_int4(table / channel, row_step) * channel), local)
+        if lookup.ranks[i - 1] == 0:
+            return None
+        u = lookup.us[i - 1]
+        u = _fake_int4(u, tf.reduce_max(tf.abs(u), axis=0, keepdims=True) / INT4_MAX)
+        return tf.matmul(tf.gather(pad_rows(u), local), lookup.vts[i - 1])
+
+    return clustered_lookup(tf.cast(ids, tf.int32), lookup.boundaries, embed_cluster, lookup.dim)
+
+
+def _embeddings(model, ids, types, embedding_bits: int):
+    """BertEmbeddings' forward, with int4 word tables when asked (and the embedding is compressed)."""
+    import tensorflow as tf
+
+    emb = model.embeddings
+    if embedding_bits != 4 or emb.word_lookup is None or not hasattr(emb.word_lookup, "us"):
+        return emb(ids, types)
+    words = int4_word_vectors(emb.word_lookup, ids)
+    positions = emb.position_embeddings[: tf.shape(ids)[1]][tf.newaxis]
+    return emb.layer_norm(words + positions + tf.gather(emb.token_type_embeddings, types))
+
+
+def fake_quant_forward(model, inputs: dict, ranges: dict, embedding_bits: int = 8):
+    """The BertModel forward with int8 fake quantization where the MCUBERT ops quantize (and int4
+    word tables with embedding_bits=4)."""
     import tensorflow as tf
 
     def fq(name, x):
@@ -62,7 +116,7 @@ def fake_quant_forward(model, inputs: dict, ranges: dict):
     ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
     keep = tf.cast(tf.convert_to_tensor(inputs["attention_mask"]), tf.float32)
     types = tf.convert_to_tensor(inputs["token_type_ids"], tf.int32)
-    h = fq("embedding.output", model.embeddings(ids, types))
+    h = fq("embedding.output", _embeddings(model, ids, types, embedding_bits))
     bias = tf.reshape((1.0 - keep) * -1e9, (-1, 1, 1, tf.shape(keep)[1]))
     heads, dh = config.num_attention_heads, config.head_size
 
@@ -112,7 +166,7 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[
     def step(inputs, rows):
         keep = tf.cast(inputs["attention_mask"][..., None], tf.float32)
         with tf.GradientTape() as tape:
-            out = fake_quant_forward(student, inputs, fq_ranges)
+            out = fake_quant_forward(student, inputs, fq_ranges, settings.embedding_bits)
             diff = (out["last_hidden_state"] - tf.gather(teacher["last_hidden_state"], rows)) * keep
             loss = tf.reduce_sum(diff * diff) / (tf.reduce_sum(keep) * hidden)
             if "logits" in out:

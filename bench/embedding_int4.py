@@ -1,0 +1,139 @@
+"""int4 against int8 embedding tables (ops/SPEC.md 4.1.1): Flash bytes and the embedding op's executed
+instructions on emulated Cortex-M cores, from two exports of one checkpoint.
+
+    python -m tflm_mcubert export --checkpoint CKPT --embedding-bits 8 --out OUT8
+    python -m tflm_mcubert export --checkpoint CKPT --embedding-bits 4 --out OUT4
+    python bench/embedding_int4.py --int8 OUT8 --int4 OUT4 [--sentences 16] [--cores cortex-m7,cortex-m4]
+                                   [--json FILE]
+
+Not a test: prints a table (and JSON). The op runs on the exported models' own tables (read back from
+model.tflite) with real token ids: the rotten-tomatoes test sentences through the export's tokenizer
+(tokenizer/, the permuted vocabulary), padded to the export's sequence length, so the share of tokens
+in each cluster is the real one. Every run is checked byte for byte against the numpy reference.
+Needs arm-none-eabi-gcc, a host C compiler and `unicorn` (pip install -e .[bench]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tflm_mcubert.ops import embedding, kernel_abi  # noqa: E402
+from tflm_mcubert.tflite.mcubert_reader import read_model  # noqa: E402
+
+
+def exported(out_dir: Path):
+    """(embedding params, report.json) of an export directory."""
+    model = read_model((out_dir / "model.tflite").read_bytes())
+    return model.quantized.embedding, json.loads((out_dir / "report.json").read_text())
+
+
+def token_ids(out_dir: Path, seq_len: int, count: int) -> list[np.ndarray]:
+    """int32[s] ids of the first `count` rotten-tomatoes test sentences, through the export's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from tflm_mcubert.data.tasks import TEXT, load_task
+
+    tokenizer = AutoTokenizer.from_pretrained(out_dir / "tokenizer", local_files_only=True)
+    test = load_task("rotten_tomatoes", seed=0)["test"]
+    texts = list(test.select(range(min(count, len(test))))[TEXT])
+    encoded = tokenizer(texts, max_length=seq_len, truncation=True, padding="max_length", return_tensors="np")
+    return [row.astype(np.int32) for row in encoded["input_ids"]]
+
+
+def emulator(core: str, build: Path):
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
+    subprocess.run(
+        ["make", "-s", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "emu", f"CPU={core}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return ArmEmulator(build / core / "mcubert_emu.elf", core)
+
+
+def instructions(emu, params, sequences: list[np.ndarray]) -> list[int]:
+    """Executed instructions of one embedding call per sequence, each output checked against the reference."""
+    from tflm_mcubert.measure.arm_emulator import run_kernel
+
+    counts = []
+    types = np.zeros(params.seq_len, np.int32)
+    for ids in sequences:
+        run = run_kernel(emu, kernel_abi.embedding_call(params, ids, types), count_instructions=True)
+        want = embedding.run(params, ids, types, np.zeros((params.seq_len, params.hidden), np.int8))
+        if run.status != kernel_abi.OK or not np.array_equal(run.output, want.reshape(-1)):
+            raise SystemExit(f"the kernel disagrees with the reference ({run.message or 'output differs'})")
+        counts.append(run.instructions)
+    return counts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--int8", type=Path, required=True, help="export directory (--embedding-bits 8)")
+    parser.add_argument("--int4", type=Path, required=True, help="export directory (--embedding-bits 4)")
+    parser.add_argument("--sentences", type=int, default=16)
+    parser.add_argument("--cores", default="cortex-m7,cortex-m4")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    models = {8: exported(args.int8), 4: exported(args.int4)}
+    (p8, _), (p4, _) = models[8], models[4]
+    geometry = [(v.end - v.start, v.rank) for v in p8.cluster_views]
+    if geometry != [(v.end - v.start, v.rank) for v in p4.cluster_views] or p8.word_bits != 8 or p4.word_bits != 4:
+        raise SystemExit("--int8 and --int4 must be exports of one checkpoint at 8 and 4 bits")
+    sequences = token_ids(args.int4, p4.seq_len, args.sentences)
+    ids = np.concatenate(sequences)
+    ends = np.cumsum([n for n, _ in geometry])
+    share = np.bincount(np.searchsorted(ends, ids, side="right"), minlength=len(geometry)) / ids.size
+    results = {
+        "clusters": [{"rows": n, "rank": r, "token_share": round(float(s), 4)} for (n, r), s in zip(geometry, share)],
+        "sentences": len(sequences),
+        "seq_len": p4.seq_len,
+        "bits": {},
+    }
+    with tempfile.TemporaryDirectory() as build:
+        emulators = {core: emulator(core, Path(build)) for core in args.cores.split(",")}
+        for bits, (params, report) in models.items():
+            entry = {
+                "embedding_bytes": params.storage_bytes,
+                "embedding_bytes_formula": embedding.embedding_storage_bytes(geometry, params.hidden, bits),
+                "op_bytes": report["embedding"]["op_bytes"],
+                "tflite_bytes": report["tflite_bytes"],
+                "flash_bytes": report["flash_bytes"],
+                "flash_budget": report["fits"]["flash"]["budget_bytes"],
+                "fits": report["fits"]["ok"],
+                "instructions": {},
+            }
+            for core, emu in emulators.items():
+                counts = instructions(emu, params, sequences)
+                entry["instructions"][core] = {"mean": float(np.mean(counts)), "min": min(counts), "max": max(counts)}
+            results["bits"][bits] = entry
+    print(f"{len(sequences)} rotten-tomatoes test sentences at seq_len {p4.seq_len}; clusters (rows, rank, share):")
+    print("  " + ", ".join(f"({c['rows']}, {c['rank']}, {c['token_share']:.3f})" for c in results["clusters"]))
+    header = f"{'bits':>4} {'word tables B':>14} {'op B':>9} {'.tflite B':>10} {'Flash B':>10} {'fits':>5}"
+    print(header + "".join(f" {core + ' instr/seq':>22}" for core in emulators))
+    for bits, e in results["bits"].items():
+        row = f"{bits:>4} {e['embedding_bytes']:>14,} {e['op_bytes']:>9,} {e['tflite_bytes']:>10,} "
+        row += f"{e['flash_bytes']:>10,} {str(e['fits']):>5}"
+        print(row + "".join(f" {e['instructions'][c]['mean']:>22,.0f}" for c in emulators))
+    for core in emulators:
+        ratio = results["bits"][4]["instructions"][core]["mean"] / results["bits"][8]["instructions"][core]["mean"]
+        print(f"  {core}: int4 / int8 instructions {ratio:.3f}")
+    saved = results["bits"][8]["flash_bytes"] - results["bits"][4]["flash_bytes"]
+    print(f"  Flash saved by int4 tables: {saved:,} B")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
