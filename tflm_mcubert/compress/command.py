@@ -157,7 +157,8 @@ def add_parser(subparsers) -> list[str]:
     budget.add_argument(
         "--target-embedding-params",
         type=parse_count,
-        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result projected onto the budget",
+        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result projected onto the "
+        "budget; --mode adaptive: Baevski & Auli's cut-offs and ranks scaled by one factor, the largest that fits",
     )
     search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")
     search.add_argument("--arch-lr", type=float, default=1e-3, help="learning rate of α and β (default 1e-3)")
@@ -171,7 +172,8 @@ def add_parser(subparsers) -> list[str]:
     search.add_argument(
         "--cutoffs",
         type=int_list,
-        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise)",
+        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise; "
+        "or scaled to --target-embedding-params)",
     )
     search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
     _common(search, "search")

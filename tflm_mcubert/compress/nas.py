@@ -34,7 +34,8 @@ import tensorflow as tf
 
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import exact_space
-from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding
+from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
+from tflm_mcubert.compress.baselines import frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
 from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
@@ -95,9 +96,10 @@ class SearchOptions:
             raise UserError(f"--mode {self.mode} needs --lambda or --target-embedding-params")
         if self.mode in ("svd", "fwsvd") and self.target_params is None:
             raise UserError(f"--mode {self.mode} needs --target-embedding-params (it sets the rank)")
-        if self.mode == "adaptive" and self.target_params is not None:
+        if self.mode == "adaptive" and self.target_params is not None and (self.cutoffs or self.ranks):
             raise UserError(
-                "--mode adaptive has the size its --cutoffs and --ranks give; drop --target-embedding-params"
+                "--mode adaptive: give either --target-embedding-params (cut-offs and ranks scaled to it) "
+                "or --cutoffs/--ranks, not both"
             )
         if self.relaxation not in RELAXATIONS:
             raise UserError(f"unknown --relaxation {self.relaxation!r} (choose from: {', '.join(RELAXATIONS)})")
@@ -160,17 +162,6 @@ def search_rules(model: BertModel, penalty: SizePenalty, *, lr: float, arch_lr: 
     """Alg. 1/3's alternation: w on the task loss, then α/β on the task loss + the size penalty."""
     weights, architecture = split_trainable_variables(model)
     return [UpdateRule("weights", weights, lr), UpdateRule("architecture", architecture, arch_lr, penalty)]
-
-
-def adaptive_cutoffs(vocab_size: int, num_clusters: int) -> list[int]:
-    """Baevski & Auli's cut-offs (1000, 4000, 10000 for BERT's 30522 tokens) as fractions of the
-    vocabulary; for other cluster counts, log-spaced between the same first and last fractions."""
-    base = 30522
-    if num_clusters == len(ADAPTIVE_CUTOFFS) + 1:
-        fractions = np.asarray(ADAPTIVE_CUTOFFS) / base
-    else:
-        fractions = np.geomspace(ADAPTIVE_CUTOFFS[0] / base, ADAPTIVE_CUTOFFS[-1] / base, num_clusters - 1)
-    return [int(round(f * vocab_size)) for f in fractions]
 
 
 def frequency_assignment(token_frequency: np.ndarray, cutoffs) -> np.ndarray:
@@ -432,9 +423,14 @@ class _Search:
         return layer_b.to_clustered_embedding(assignment, origin="nas-ratio-then-clustering"), model_b, details
 
     def _adaptive(self):
-        c = self.opts.num_clusters
-        cutoffs = list(self.opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
-        ranks = list(self.opts.ranks or fixed_ranks(self.dim, c, self.opts.div))
+        c, opts = self.opts.num_clusters, self.opts
+        if opts.target_params is not None:  # Baevski & Auli's shape scaled to the budget
+            cutoffs, ranks = adaptive_for_budget(
+                self.vocab_size, self.dim, opts.target_params, num_clusters=c, div=opts.div
+            )
+        else:
+            cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
+            ranks = list(opts.ranks or fixed_ranks(self.dim, c, opts.div))
         if len(cutoffs) != c - 1 or len(ranks) != c - 1:
             raise UserError(f"--clusters {c} needs {c - 1} --cutoffs and {c - 1} --ranks")
         frequency = token_frequency(self.job.train, self.vocab_size)
