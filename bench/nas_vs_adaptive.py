@@ -42,6 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's tflm_mcubert, as the `search`es run it
+from tflm_mcubert.compress.baselines import adaptive_params  # noqa: E402
+
 METHODS = ("nas", "adaptive")
 LABELS = {"nas": "exact two-stage NAS", "adaptive": "adaptive embedding (scaled)"}
 # What a budget directory's runs were made with: a rerun with other values is refused.
@@ -50,54 +54,83 @@ SETTINGS = ("task", "student", "epochs_per_search_stage", "finetune_epochs", "se
 
 @dataclasses.dataclass
 class Budget:
-    label: str  # directory name: 2pct, or the parameter count
+    label: str  # directory name: 2pct, the parameter count, or the byte count and B
     requested: str  # as given
-    target: int  # parameters
+    target: int  # parameters, or bytes
     nas_target: int  # adaptive's actual size: NAS is held to it
     cutoffs: list[int]
     ranks: list[int]
+    unit: str = "params"  # or "bytes": the export's stored word-embedding bytes (int8)
 
     @property
     def directory_settings(self) -> dict:
-        return {"budget": self.nas_target, "adaptive_cutoffs": self.cutoffs, "adaptive_ranks": self.ranks}
+        settings = {"budget": self.nas_target, "adaptive_cutoffs": self.cutoffs, "adaptive_ranks": self.ranks}
+        return settings if self.unit == "params" else {**settings, "budget_unit": self.unit}
 
     def method_args(self, method: str) -> list[str]:
+        option = f"--target-embedding-{self.unit}"
         if method == "nas":
-            return ["--mode", "two-stage", "--target-embedding-params", str(self.nas_target)]
-        return ["--mode", "adaptive", "--target-embedding-params", str(self.target)]
+            return ["--mode", "two-stage", option, str(self.nas_target)]
+        return ["--mode", "adaptive", option, str(self.target)]
 
 
-def parse_budget(text: str, vocab_size: int, dim: int) -> tuple[str, int]:
-    """`2%` or `2` (≤ 100): percent of the dense table, rounded down; `318420`, `156k`: parameters."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(%|[kKmM]?)\s*", text)
-    if not match:
-        raise SystemExit(f"--budgets: {text!r} is neither a percentage (2%, 2) nor a parameter count (318420, 156k)")
+def parse_budget(text: str, vocab_size: int, dim: int) -> tuple[str, int, str]:
+    """`2%` or `2` (≤ 100): percent of the dense table's parameters, rounded down; `318420`, `156k`:
+    parameters; `160000B`, `160kB`: bytes as the export stores the word embedding (int8)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(%|[kKmM]?)\s*([bB]?)\s*", text)
+    if not match or (match.group(3) and match.group(2) == "%"):
+        raise SystemExit(
+            f"--budgets: {text!r} is neither a percentage (2%, 2), a parameter count (318420, 156k) "
+            "nor a byte count (160000B, 160kB)"
+        )
     value, unit = float(match.group(1)), match.group(2)
+    if match.group(3):
+        count = int(round(value * {"": 1, "k": 1e3, "m": 1e6}[unit.lower()]))
+        return f"{count}B", count, "bytes"
     if unit == "%" or (not unit and value <= 100):
         if not 0 < value <= 100:
             raise SystemExit(f"--budgets: {text!r} is not a percentage in (0, 100]")
-        return f"{value:g}pct", int(math.floor(value / 100 * vocab_size * dim))
+        return f"{value:g}pct", int(math.floor(value / 100 * vocab_size * dim)), "params"
     params = int(round(value * {"": 1, "k": 1e3, "m": 1e6}[unit.lower()]))
-    return str(params), params
+    return str(params), params, "params"
 
 
 def plan_budgets(texts: str, student: Path) -> list[Budget]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tflm_mcubert.compress.baselines import adaptive_for_budget, adaptive_params
+    from tflm_mcubert.compress.baselines import adaptive_for_budget
     from tflm_mcubert.errors import UserError
 
     config = json.loads((student / "config.json").read_text())
     vocab_size, dim = config["vocab_size"], config["hidden_size"]
     budgets = []
     for text in texts.split(","):
-        label, target = parse_budget(text, vocab_size, dim)
+        label, target, unit = parse_budget(text, vocab_size, dim)
+        bits = 8 if unit == "bytes" else None
         try:
-            cutoffs, ranks = adaptive_for_budget(vocab_size, dim, target)
+            cutoffs, ranks = adaptive_for_budget(vocab_size, dim, target, bits=bits)
         except UserError as error:
             raise SystemExit(f"--budgets {text}: {error}") from None
-        size = adaptive_params(vocab_size, dim, cutoffs, ranks)
-        budgets.append(Budget(label, text, target, size, cutoffs, ranks))
+        size = (
+            adaptive_params(vocab_size, dim, cutoffs, ranks)
+            if bits is None
+            else adaptive_bytes(vocab_size, dim, cutoffs, ranks)
+        )
+        budgets.append(Budget(label, text, target, size, cutoffs, ranks, unit))
     return budgets
+
+
+def adaptive_bytes(vocab_size: int, dim: int, cutoffs, ranks) -> int:
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+
+    bounds = [0, *cutoffs, vocab_size]
+    return stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, 8)
+
+
+def written_bytes(checkpoint: Path) -> int:
+    """The export's stored word-embedding bytes (int8) of a `search --out`, recomputed from its cut-offs and
+    ranks with today's accounting (older runs' metrics.json used an earlier estimate)."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    block = config["mcubert_compression"]
+    return adaptive_bytes(config["vocab_size"], config["hidden_size"], block["cutoffs"], block["ranks"])
 
 
 def claim_directory(directory: Path, settings: dict) -> None:
@@ -129,7 +162,9 @@ def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
         command += [*budget.method_args(method), *opts.search_args]
         log(f"{name} {' '.join(command[2:])}")
         began = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # this checkout's package
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             log(f"{name} failed ({done.returncode}): {done.stderr.strip().splitlines()[-3:]}")
             return {
@@ -146,14 +181,15 @@ def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
             f"{out}: adaptive {details['cutoffs']}/{details['ranks']}, this budget's is "
             f"{budget.cutoffs}/{budget.ranks}: a different configuration"
         )
-    if metrics["embedding_params"] > budget.nas_target:
-        raise SystemExit(f"{out}: {metrics['embedding_params']:,} parameters, over this budget's {budget.nas_target:,}")
+    size = metrics["embedding_params"] if budget.unit == "params" else written_bytes(out)
+    if size > budget.nas_target:
+        raise SystemExit(f"{out}: {size:,} {budget.unit}, over this budget's {budget.nas_target:,}")
     return {
         "budget": budget.label,
         "method": method,
         "seed": seed,
         "embedding_params": metrics["embedding_params"],
-        "int8_embedding_bytes": metrics.get("int8_embedding_bytes"),
+        "embedding_bytes": written_bytes(out),
         "validation_accuracy": metrics["validation_accuracy"],
         "test_accuracy": metrics["test_accuracy"],
         "steps": sum(stage["steps"] for stage in metrics["stages"]),
@@ -231,7 +267,7 @@ def compare(runs: dict[str, list[dict]]) -> dict:
     return result
 
 
-def summarize_budget(budget: Budget, results: list[dict], dense: int) -> dict:
+def summarize_budget(budget: Budget, results: list[dict], dense_shape: tuple[int, int]) -> dict:
     runs = {m: [r for r in results if r["method"] == m and "failed" not in r] for m in METHODS}
     methods = {}
     for method, rows in runs.items():
@@ -239,19 +275,27 @@ def summarize_budget(budget: Budget, results: list[dict], dense: int) -> dict:
             methods[method] = {
                 "seeds": [r["seed"] for r in rows],
                 "embedding_params": sorted({r["embedding_params"] for r in rows}),
-                "int8_embedding_bytes": sorted({r["int8_embedding_bytes"] for r in rows if r["int8_embedding_bytes"]}),
+                "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
                 "steps": sorted({r["steps"] for r in rows}),
                 "validation": statistics([r["validation_accuracy"] for r in rows]),
                 "test": statistics([r["test_accuracy"] for r in rows]),
                 "architectures": [r["architecture"] for r in rows],
             }
+    vocab_size, dim = dense_shape
+    adaptive_size = adaptive_params(vocab_size, dim, budget.cutoffs, budget.ranks)
     return {
         "label": budget.label,
         "requested": budget.requested,
-        "target_params": budget.target,
-        "nas_target_params": budget.nas_target,
-        "fraction_of_table": budget.nas_target / dense,
-        "adaptive": {"cutoffs": budget.cutoffs, "ranks": budget.ranks},
+        "unit": budget.unit,  # what the budget counts: parameters, or the export's word-embedding bytes (int8)
+        "target": budget.target,
+        "nas_target": budget.nas_target,  # adaptive's size: NAS is held to it
+        "fraction_of_table": adaptive_size / (vocab_size * dim),  # adaptive's parameters / the dense table's
+        "adaptive": {
+            "cutoffs": budget.cutoffs,
+            "ranks": budget.ranks,
+            "params": adaptive_size,
+            "bytes": adaptive_bytes(vocab_size, dim, budget.cutoffs, budget.ranks),
+        },
         "methods": methods,
         "comparison": compare(runs),
         "runs": results,
@@ -264,11 +308,11 @@ def _p(value) -> str:
 
 def markdown_table(summaries: list[dict]) -> str:
     lines = [
-        "| budget (% of table) | method (seeds, mean ± sd) | embedding params | steps | dev | test "
-        "| NAS − adaptive dev / test | bootstrap p dev / test | McNemar p on test, per seed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| budget (params: % of table) | method (seeds, mean ± sd) | embedding params | int8 export bytes | steps "
+        "| dev | test | NAS − adaptive dev / test | bootstrap p dev / test | McNemar p on test, per seed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for summary in sorted(summaries, key=lambda s: s["nas_target_params"]):
+    for summary in sorted(summaries, key=lambda s: s["fraction_of_table"]):
         comparison = summary["comparison"]
         for method in METHODS:
             row = summary["methods"].get(method)
@@ -278,8 +322,12 @@ def markdown_table(summaries: list[dict]) -> str:
             if method == "adaptive":
                 shape = summary["adaptive"]
                 name += f" {'/'.join(map(str, shape['cutoffs']))}; ranks {'/'.join(map(str, shape['ranks']))}"
-            params = "–".join(f"{p:,}" for p in sorted({row["embedding_params"][0], row["embedding_params"][-1]}))
-            cells = [f"{summary['requested']} ({100 * summary['fraction_of_table']:.2f}%)", name, params]
+            params, stored = (
+                "–".join(f"{p:,}" for p in sorted({row[key][0], row[key][-1]}))
+                for key in ("embedding_params", "embedding_bytes")
+            )
+            budget = f"{summary['nas_target']:,} {'params' if summary['unit'] == 'params' else 'B'}"
+            cells = [f"{budget} ({100 * summary['fraction_of_table']:.2f}%)", name, params, stored]
             cells += [",".join(map(str, row["steps"]))]
             cells += [f"{row[s]['mean']:.2f} ± {row[s]['sd']:.2f}" for s in ("validation", "test")]
             if method == "nas" and comparison["seeds"]:
@@ -314,7 +362,7 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
     except ImportError:
         print("matplotlib is not installed: no plot", file=sys.stderr)
         return None
-    summaries = sorted(summaries, key=lambda s: s["nas_target_params"])
+    summaries = sorted(summaries, key=lambda s: s["fraction_of_table"])
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
     for axis, split in zip(axes, ("validation", "test")):
         for offset, (method, marker) in zip((-0.04, 0.04), (("nas", "o"), ("adaptive", "^"))):
@@ -335,6 +383,7 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
         if uncompressed:
             axis.axhline(100 * uncompressed[0], color="grey", linestyle=":", label="uncompressed student")
         axis.set_xscale("log")
+        axis.minorticks_off()
         axis.set_xticks([100 * s["fraction_of_table"] for s in summaries])
         axis.set_xticklabels([f"{100 * s['fraction_of_table']:.2g}%" for s in summaries])
         axis.set_xlabel("embedding parameters, % of the dense table")
@@ -397,10 +446,11 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
         results = list(pool.map(lambda job: run_one(*job, opts, log), jobs))
     config = json.loads((opts.student / "config.json").read_text())
-    dense = config["vocab_size"] * config["hidden_size"]
+    dense_shape = (config["vocab_size"], config["hidden_size"])
+    dense = dense_shape[0] * dense_shape[1]
     summaries = []
     for budget in budgets:
-        summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense)
+        summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense_shape)
         (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
         summaries.append(summary)
     wall = time.monotonic() - began

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_ranking
+from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.compress.search_space import fixed_ranks
 from tflm_mcubert.errors import UserError
 
@@ -72,16 +73,18 @@ def scaled_adaptive(vocab_size: int, dim: int, base_cutoffs, base_ranks, factor:
 
 
 def adaptive_for_budget(
-    vocab_size: int, dim: int, target: int, *, num_clusters: int = 4, div: float = 4.0
+    vocab_size: int, dim: int, target: int, *, num_clusters: int = 4, div: float = 4.0, bits: int | None = None
 ) -> tuple[list[int], list[int]]:
-    """Adaptive embedding's cut-offs and ranks for an embedding budget of `target` parameters.
+    """Adaptive embedding's cut-offs and ranks for an embedding budget of `target` parameters (or, with
+    `bits`, of `target` bytes as the export stores it at that width: `stored_embedding_bytes`).
 
     The rule: Baevski & Auli's shape (`adaptive_cutoffs`, ranks d/div^i) scaled as a whole, every cut-off
     and every rank multiplied by the same factor f (`scaled_adaptive`); f runs over the head sizes
-    k = 1, 2, ... (f = k / first cut-off), and the largest configuration whose parameters do not exceed
-    `target` is returned. Its size never decreases with f (tokens move to dearer clusters, ranks grow), so
-    it is found by bisection. f = 1 is the paper's configuration (BERT-tiny: 1000/4000/10000, ranks
-    32/8/2, 318,420 parameters), returned for any target from 318,420 up to the next head size's.
+    k = 1, 2, ... (f = k / first cut-off), and the largest configuration whose size does not exceed
+    `target` is returned. The size never decreases with f (tokens move to dearer clusters, ranks grow, and
+    with them the exported Vᵀ's padding), so it is found by bisection. f = 1 is the paper's configuration
+    (BERT-tiny: 1000/4000/10000, ranks 32/8/2, 318,420 parameters), returned for any parameter target
+    from 318,420 up to the next head size's.
     Refused (UserError) when even f at a one-token head does not fit.
     """
     base_cutoffs = adaptive_cutoffs(vocab_size, num_clusters)
@@ -91,12 +94,17 @@ def adaptive_for_budget(
         return scaled_adaptive(vocab_size, dim, base_cutoffs, base_ranks, head / base_cutoffs[0])
 
     def size(head: int) -> int:
-        return adaptive_params(vocab_size, dim, *config(head))
+        if bits is None:
+            return adaptive_params(vocab_size, dim, *config(head))
+        cutoffs, ranks = config(head)
+        bounds = [0, *cutoffs, vocab_size]
+        return stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, bits)
 
     if size(1) > target:
+        unit = "parameters" if bits is None else "bytes"
         raise UserError(
-            f"an embedding budget of {target:,} parameters is below the smallest adaptive embedding of this "
-            f"shape ({size(1):,}: a one-token dense cluster, every rank 1)"
+            f"an embedding budget of {target:,} {unit} is below the smallest adaptive embedding of this shape "
+            f"({size(1):,}: a one-token dense cluster, every rank 1)"
         )
     # the largest head keeping every cut-off below the vocabulary size
     low, high = 1, max(1, int((vocab_size - 1) * base_cutoffs[0] / base_cutoffs[-1]))
