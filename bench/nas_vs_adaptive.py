@@ -1,26 +1,28 @@
-"""Exact two-stage NAS vs adaptive embedding at equal embedding parameters, over budgets and seeds. A script,
-not a test.
+"""Exact two-stage NAS vs adaptive embedding at equal embedding parameters, over budgets and seeds. A script, not
+a test.
 
 Model: a distilled BERT-tiny (`distill --out`). Budgets (`--budgets`): percentages of the dense v·d table
-(`2%`, or a bare number up to 100: `2,4,8`) and/or absolute parameter counts (`318420`, `156k`). At each
-budget T, adaptive embedding is Baevski & Auli's shape with cut-offs and ranks scaled by one factor, the
-largest that fits T (`compress.baselines.adaptive_for_budget`; at 318,420 for BERT-tiny: 1000/4000/10000,
-ranks 32/8/2, the paper's); NAS gets exactly adaptive's parameter count as its `--target-embedding-params`,
-so the two compare at equal parameters. Each seed runs two `search`es with the same total number of training
-steps: NAS = 2 search stages of --epochs + --finetune-epochs of KD fine-tune; adaptive fine-tunes for all of
-them (`search`'s equal-steps default). Both fine-tunes: 6% warm-up, linear decay.
+(`2%`, or a bare number up to 100: `2,4,8`), absolute parameter counts (`318420`, `156k`) and/or bytes as the
+export stores the word embedding in int8 (`160kB`, `160000B`: `stored_embedding_bytes`). At each budget T,
+adaptive embedding is Baevski & Auli's shape with cut-offs and ranks scaled by one factor, the largest that
+fits T (`compress.baselines.adaptive_for_budget`; at 318,420 for BERT-tiny: 1000/4000/10000, ranks 32/8/2, the
+paper's); NAS gets exactly adaptive's size as its `--target-embedding-params` (or `--target-embedding-bytes`),
+so the two compare at equal parameters (or bytes). Each seed runs two `search`es with the same total number of
+training steps: NAS = 2 search stages of --epochs + --finetune-epochs of KD fine-tune; adaptive fine-tunes for
+all of them (`search`'s equal-steps default). Both fine-tunes: 6% warm-up, linear decay.
 
 Reported per budget: mean ± sd over seeds of dev and test accuracy (selection on dev, accuracy on test); per
 seed, an exact McNemar test of NAS vs adaptive on the per-example test predictions; over all seeds, a paired
 bootstrap over test (and dev) examples of the seed-averaged accuracy difference; for NAS, each stage's dev
-accuracy as trained, as the soft relaxation and as written (hard). Printed as a markdown table; OUT/summary.json
-keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and test accuracy
-(mean ± sd) against the budget.
+accuracy as trained, as the soft relaxation and as written (hard). Printed as a markdown table;
+OUT/summary.json keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and
+test accuracy (mean ± sd) against the budget.
 
-Resumable: each run lives in OUT/<budget>/<method>-seed<k>/ (<budget>: `2pct`, or the parameter count); a
-finished one (metrics.json) is read back, an interrupted one continues with `search --resume`. Rerun the same
-command to finish. OUT/<budget>/bench.json records the settings its runs were made with; a rerun with other
-settings is refused. An older single-budget OUT (its summary.json with the same settings) is taken over as is.
+Resumable: each run lives in OUT/<budget>/<method>-seed<k>/ (<budget>: `2pct`, the parameter count, or the
+byte count and `B`); a finished one (metrics.json) is read back, an interrupted one continues with
+`search --resume`. Rerun the same command to finish. OUT/<budget>/bench.json records the settings its runs were made
+with; a rerun with other settings is refused. An older single-budget OUT (its summary.json with the same
+settings) is taken over as is.
 
     python bench/nas_vs_adaptive.py --student runs/student-tiny --out runs/budgets --budgets 2,4,318420 \
         --epochs 0.5 --finetune-epochs 1 --jobs 2 --max-seq-len 64
