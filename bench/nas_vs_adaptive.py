@@ -1,29 +1,42 @@
-"""Exact two-stage NAS vs adaptive embedding at equal embedding parameters, over seeds. A script, not a test.
+"""Exact two-stage NAS vs adaptive embedding at equal embedding parameters, over budgets and seeds. A script, not
+a test.
 
-Model: a distilled BERT-tiny (`distill --out`). Each seed runs two `search`es with the same total number of
-training steps: NAS = 2 search stages of --epochs + --finetune-epochs of KD fine-tune; adaptive embedding
-(Baevski & Auli cut-offs, ranks d/4^i: 318,420 parameters for BERT-tiny, the NAS budget) fine-tunes for
+Model: a distilled BERT-tiny (`distill --out`). Budgets (`--budgets`): percentages of the dense v·d table
+(`2%`, or a bare number up to 100: `2,4,8`), absolute parameter counts (`318420`, `156k`) and/or bytes as the
+export stores the word embedding in int8 (`160kB`, `160000B`: `stored_embedding_bytes`). At each budget T,
+adaptive embedding is Baevski & Auli's shape with cut-offs and ranks scaled by one factor, the largest that
+fits T (`compress.baselines.adaptive_for_budget`; at 318,420 for BERT-tiny: 1000/4000/10000, ranks 32/8/2, the
+paper's); NAS gets exactly adaptive's size as its `--target-embedding-params` (or `--target-embedding-bytes`),
+so the two compare at equal parameters (or bytes). Each seed runs two `search`es with the same total number of
+training steps: NAS = 2 search stages of --epochs + --finetune-epochs of KD fine-tune; adaptive fine-tunes for
 all of them (`search`'s equal-steps default). Both fine-tunes: 6% warm-up, linear decay.
 
-Reported: mean ± sd over seeds of dev and test accuracy (selection on dev, accuracy on test); per seed, an
-exact McNemar test of NAS vs adaptive on the per-example test predictions; over all seeds, a paired
+Reported per budget: mean ± sd over seeds of dev and test accuracy (selection on dev, accuracy on test); per
+seed, an exact McNemar test of NAS vs adaptive on the per-example test predictions; over all seeds, a paired
 bootstrap over test (and dev) examples of the seed-averaged accuracy difference; for NAS, each stage's dev
-accuracy as trained, as the soft relaxation and as written (hard). OUT/summary.json keeps everything,
-per-example predictions included.
+accuracy as trained, as the soft relaxation and as written (hard). Printed as a markdown table;
+OUT/summary.json keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and
+test accuracy (mean ± sd) against the budget.
 
-Resumable: each run lives in OUT/<method>-seed<k>/; a finished one (metrics.json) is read back, an
-interrupted one continues with `search --resume`. Rerun the same command to finish.
+Resumable: each run lives in OUT/<budget>/<method>-seed<k>/ (<budget>: `2pct`, the parameter count, or the
+byte count and `B`); a finished one (metrics.json) is read back, an interrupted one continues with
+`search --resume`. Rerun the same command to finish. OUT/<budget>/bench.json records the settings its runs were made
+with; a rerun with other settings is refused. An older single-budget OUT (its summary.json with the same
+settings) is taken over as is.
 
-    python bench/nas_vs_adaptive.py --student runs/student-tiny --out runs/nas-vs-adaptive --jobs 2
+    python bench/nas_vs_adaptive.py --student runs/student-tiny --out runs/budgets --budgets 2,4,318420 \
+        --epochs 0.5 --finetune-epochs 1 --jobs 2 --max-seq-len 64
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,42 +44,175 @@ from pathlib import Path
 
 import numpy as np
 
-BUDGET = 318_420  # adaptive embedding's size for BERT-tiny (1000/4000/10000 cut-offs, ranks 128/32/8/2)
-METHODS = {
-    "nas": ["--mode", "two-stage", "--target-embedding-params", str(BUDGET)],
-    "adaptive": ["--mode", "adaptive"],
-}
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's tflm_mcubert, as the `search`es run it
+from tflm_mcubert.compress.baselines import adaptive_params  # noqa: E402
+
+METHODS = ("nas", "adaptive")
+LABELS = {"nas": "exact two-stage NAS", "adaptive": "adaptive embedding (scaled)"}
+# What a budget directory's runs were made with: a rerun with other values is refused.
+SETTINGS = ("task", "student", "epochs_per_search_stage", "finetune_epochs", "search_args")
 
 
-def run_one(method: str, seed: int, opts, log) -> dict:
-    out = opts.out / f"{method}-seed{seed}"
+@dataclasses.dataclass
+class Budget:
+    label: str  # directory name: 2pct, the parameter count, or the byte count and B
+    requested: str  # as given
+    target: int  # parameters, or bytes
+    nas_target: int  # adaptive's actual size: NAS is held to it
+    cutoffs: list[int]
+    ranks: list[int]
+    unit: str = "params"  # or "bytes": the export's stored word-embedding bytes (int8)
+
+    @property
+    def directory_settings(self) -> dict:
+        settings = {"budget": self.nas_target, "adaptive_cutoffs": self.cutoffs, "adaptive_ranks": self.ranks}
+        return settings if self.unit == "params" else {**settings, "budget_unit": self.unit}
+
+    def method_args(self, method: str) -> list[str]:
+        option = f"--target-embedding-{self.unit}"
+        if method == "nas":
+            return ["--mode", "two-stage", option, str(self.nas_target)]
+        return ["--mode", "adaptive", option, str(self.target)]
+
+
+def parse_budget(text: str, vocab_size: int, dim: int) -> tuple[str, int, str]:
+    """`2%` or `2` (≤ 100): percent of the dense table's parameters, rounded down; `318420`, `156k`:
+    parameters; `160000B`, `160kB`: bytes as the export stores the word embedding (int8)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(%|[kKmM]?)\s*([bB]?)\s*", text)
+    if not match or (match.group(3) and match.group(2) == "%"):
+        raise SystemExit(
+            f"--budgets: {text!r} is neither a percentage (2%, 2), a parameter count (318420, 156k) "
+            "nor a byte count (160000B, 160kB)"
+        )
+    value, unit = float(match.group(1)), match.group(2)
+    if match.group(3):
+        count = int(round(value * {"": 1, "k": 1e3, "m": 1e6}[unit.lower()]))
+        return f"{count}B", count, "bytes"
+    if unit == "%" or (not unit and value <= 100):
+        if not 0 < value <= 100:
+            raise SystemExit(f"--budgets: {text!r} is not a percentage in (0, 100]")
+        return f"{value:g}pct", int(math.floor(value / 100 * vocab_size * dim)), "params"
+    params = int(round(value * {"": 1, "k": 1e3, "m": 1e6}[unit.lower()]))
+    return str(params), params, "params"
+
+
+def plan_budgets(texts: str, student: Path) -> list[Budget]:
+    from tflm_mcubert.compress.baselines import adaptive_for_budget
+    from tflm_mcubert.errors import UserError
+
+    config = json.loads((student / "config.json").read_text())
+    vocab_size, dim = config["vocab_size"], config["hidden_size"]
+    budgets = []
+    for text in texts.split(","):
+        label, target, unit = parse_budget(text, vocab_size, dim)
+        bits = 8 if unit == "bytes" else None
+        try:
+            cutoffs, ranks = adaptive_for_budget(vocab_size, dim, target, bits=bits)
+        except UserError as error:
+            raise SystemExit(f"--budgets {text}: {error}") from None
+        size = (
+            adaptive_params(vocab_size, dim, cutoffs, ranks)
+            if bits is None
+            else adaptive_bytes(vocab_size, dim, cutoffs, ranks)
+        )
+        budgets.append(Budget(label, text, target, size, cutoffs, ranks, unit))
+    return budgets
+
+
+def adaptive_bytes(vocab_size: int, dim: int, cutoffs, ranks) -> int:
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+
+    bounds = [0, *cutoffs, vocab_size]
+    return stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, 8)
+
+
+def written_bytes(checkpoint: Path) -> int:
+    """The export's stored word-embedding bytes (int8) of a `search --out`, recomputed from its cut-offs and
+    ranks with today's accounting (older runs' metrics.json used an earlier estimate)."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    block = config["mcubert_compression"]
+    return adaptive_bytes(config["vocab_size"], config["hidden_size"], block["cutoffs"], block["ranks"])
+
+
+def claim_directory(directory: Path, settings: dict) -> None:
+    """Refuse to mix runs made with other settings into `directory` (module docstring)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    record = directory / "bench.json"
+    if record.is_file():
+        previous = json.loads(record.read_text())
+    elif (directory / "summary.json").is_file():  # an older single-budget run of this script
+        old = json.loads((directory / "summary.json").read_text())
+        previous = {key: old.get(key) for key in (*SETTINGS, "budget")}
+        previous |= {k: settings[k] for k in ("adaptive_cutoffs", "adaptive_ranks")}  # checked per run below
+    else:
+        previous = settings
+    if previous != settings:
+        changed = {k: (previous.get(k), settings.get(k)) for k in settings if previous.get(k) != settings.get(k)}
+        raise SystemExit(f"{directory} holds runs made with other settings (was, now): {changed}")
+    record.write_text(json.dumps(settings, indent=1) + "\n")
+
+
+def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
+    out = opts.out / budget.label / f"{method}-seed{seed}"
     metrics_file = out / "metrics.json"
+    name = f"[{budget.label} {method} seed {seed}]"
     if not metrics_file.is_file():
         command = [sys.executable, "-m", "tflm_mcubert", "search", "--checkpoint", str(opts.student)]
         command += ["--task", opts.task, "--out", str(out), "--resume", "--quiet", "--seed", str(seed)]
         command += ["--epochs", str(opts.epochs), "--finetune-epochs", str(opts.finetune_epochs)]
-        command += [*METHODS[method], *opts.search_args]
-        log(f"[{method} seed {seed}] {' '.join(command[2:])}")
+        command += [*budget.method_args(method), *opts.search_args]
+        log(f"{name} {' '.join(command[2:])}")
         began = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # this checkout's package
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
-            log(f"[{method} seed {seed}] failed ({done.returncode}): {done.stderr.strip().splitlines()[-3:]}")
-            return {"method": method, "seed": seed, "failed": done.stderr.strip().splitlines()[-3:]}
-        log(f"[{method} seed {seed}] done in {time.monotonic() - began:.0f} s")
+            log(f"{name} failed ({done.returncode}): {done.stderr.strip().splitlines()[-3:]}")
+            return {
+                "budget": budget.label,
+                "method": method,
+                "seed": seed,
+                "failed": done.stderr.strip().splitlines()[-3:],
+            }
+        log(f"{name} done in {time.monotonic() - began:.0f} s")
     metrics = json.loads(metrics_file.read_text())
+    details = metrics["details"]
+    if method == "adaptive" and (details["cutoffs"], details["ranks"]) != (budget.cutoffs, budget.ranks):
+        raise SystemExit(
+            f"{out}: adaptive {details['cutoffs']}/{details['ranks']}, this budget's is "
+            f"{budget.cutoffs}/{budget.ranks}: a different configuration"
+        )
+    size = metrics["embedding_params"] if budget.unit == "params" else written_bytes(out)
+    if size > budget.nas_target:
+        raise SystemExit(f"{out}: {size:,} {budget.unit}, over this budget's {budget.nas_target:,}")
     return {
+        "budget": budget.label,
         "method": method,
         "seed": seed,
         "embedding_params": metrics["embedding_params"],
+        "embedding_bytes": written_bytes(out),
         "validation_accuracy": metrics["validation_accuracy"],
         "test_accuracy": metrics["test_accuracy"],
         "steps": sum(stage["steps"] for stage in metrics["stages"]),
         "seconds": metrics["seconds"],
-        "stages": {k: v for k, v in metrics["details"].items() if k in ("stage1", "stage2")},
+        "architecture": {"clusters": _clusters(details), "ranks": _ranks(details)},
+        "stages": {k: v for k, v in details.items() if k in ("stage1", "stage2")},
         "predictions": metrics["predictions"],
         "labels": metrics["labels"],
         "uncompressed": {s: metrics[f"uncompressed_{s}_accuracy"] for s in ("validation", "test")},
     }
+
+
+def _clusters(details: dict):
+    if "stage2" in details:
+        return details["stage2"]["clusters"]
+    bounds = [0, *details["cutoffs"]]
+    return [b - a for a, b in zip(bounds[:-1], bounds[1:])] + ["rest"]
+
+
+def _ranks(details: dict):
+    return details["stage2"]["ranks"] if "stage2" in details else details["ranks"]
 
 
 def mcnemar(a_correct: np.ndarray, b_correct: np.ndarray) -> float:
@@ -94,14 +240,18 @@ def mean_sd(values) -> str:
     return f"{values.mean():.2f} ± {sd:.2f}"
 
 
+def statistics(values) -> dict:
+    values = 100 * np.asarray(values, np.float64)
+    return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)) if values.size > 1 else 0.0}
+
+
 def compare(runs: dict[str, list[dict]]) -> dict:
-    nas, adaptive = runs["nas"], runs["adaptive"]
-    paired = sorted({r["seed"] for r in nas} & {r["seed"] for r in adaptive})
-    by_seed = {m: {r["seed"]: r for r in runs[m]} for m in runs}
-    result = {"seeds": paired, "mcnemar_test_p": {}, "bootstrap_p": {}}
+    by_seed = {m: {r["seed"]: r for r in runs[m]} for m in METHODS}
+    paired = sorted(set(by_seed["nas"]) & set(by_seed["adaptive"]))
+    result = {"seeds": paired, "mcnemar_test_p": {}, "bootstrap_p": {}, "difference": {}}
     correct = {}
     for split in ("validation", "test"):
-        for method in ("nas", "adaptive"):
+        for method in METHODS:
             correct[method, split] = np.array(
                 [
                     np.asarray(by_seed[method][s]["predictions"][split])
@@ -111,39 +261,155 @@ def compare(runs: dict[str, list[dict]]) -> dict:
             )
         if paired:
             result["bootstrap_p"][split] = paired_bootstrap(correct["nas", split], correct["adaptive", split])
+            result["difference"][split] = float(
+                100 * (correct["nas", split].mean() - correct["adaptive", split].mean())
+            )
     for k, s in enumerate(paired):
         result["mcnemar_test_p"][s] = mcnemar(correct["nas", "test"][k], correct["adaptive", "test"][k])
     return result
 
 
-def print_table(runs: dict[str, list[dict]], comparison: dict, wall: float) -> None:
-    print(f"{'method':10s} {'seeds':>5s} {'emb params':>10s} {'steps':>6s} {'dev %':>14s} {'test %':>14s}")
+def summarize_budget(budget: Budget, results: list[dict], dense_shape: tuple[int, int]) -> dict:
+    runs = {m: [r for r in results if r["method"] == m and "failed" not in r] for m in METHODS}
+    methods = {}
     for method, rows in runs.items():
         if rows:
-            print(
-                f"{method:10s} {len(rows):>5d} {rows[0]['embedding_params']:>10,d} {rows[0]['steps']:>6d} "
-                f"{mean_sd([r['validation_accuracy'] for r in rows]):>14s} "
-                f"{mean_sd([r['test_accuracy'] for r in rows]):>14s}"
+            methods[method] = {
+                "seeds": [r["seed"] for r in rows],
+                "embedding_params": sorted({r["embedding_params"] for r in rows}),
+                "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
+                "steps": sorted({r["steps"] for r in rows}),
+                "validation": statistics([r["validation_accuracy"] for r in rows]),
+                "test": statistics([r["test_accuracy"] for r in rows]),
+                "architectures": [r["architecture"] for r in rows],
+            }
+    vocab_size, dim = dense_shape
+    adaptive_size = adaptive_params(vocab_size, dim, budget.cutoffs, budget.ranks)
+    return {
+        "label": budget.label,
+        "requested": budget.requested,
+        "unit": budget.unit,  # what the budget counts: parameters, or the export's word-embedding bytes (int8)
+        "target": budget.target,
+        "nas_target": budget.nas_target,  # adaptive's size: NAS is held to it
+        "fraction_of_table": adaptive_size / (vocab_size * dim),  # adaptive's parameters / the dense table's
+        "adaptive": {
+            "cutoffs": budget.cutoffs,
+            "ranks": budget.ranks,
+            "params": adaptive_size,
+            "bytes": adaptive_bytes(vocab_size, dim, budget.cutoffs, budget.ranks),
+        },
+        "methods": methods,
+        "comparison": compare(runs),
+        "runs": results,
+    }
+
+
+def _p(value) -> str:
+    return "n/a" if value is None else f"{value:.2g}" if value < 0.01 else f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def markdown_table(summaries: list[dict]) -> str:
+    lines = [
+        "| budget (params: % of table) | method (seeds, mean ± sd) | embedding params | int8 export bytes | steps "
+        "| dev | test | NAS − adaptive dev / test | bootstrap p dev / test | McNemar p on test, per seed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for summary in sorted(summaries, key=lambda s: s["fraction_of_table"]):
+        comparison = summary["comparison"]
+        for method in METHODS:
+            row = summary["methods"].get(method)
+            if row is None:
+                continue
+            name = f"{LABELS[method]} ({len(row['seeds'])})"
+            if method == "adaptive":
+                shape = summary["adaptive"]
+                name += f" {'/'.join(map(str, shape['cutoffs']))}; ranks {'/'.join(map(str, shape['ranks']))}"
+            params, stored = (
+                "–".join(f"{p:,}" for p in sorted({row[key][0], row[key][-1]}))
+                for key in ("embedding_params", "embedding_bytes")
             )
+            budget = f"{summary['nas_target']:,} {'params' if summary['unit'] == 'params' else 'B'}"
+            cells = [f"{budget} ({100 * summary['fraction_of_table']:.2f}%)", name, params, stored]
+            cells += [",".join(map(str, row["steps"]))]
+            cells += [f"{row[s]['mean']:.2f} ± {row[s]['sd']:.2f}" for s in ("validation", "test")]
+            if method == "nas" and comparison["seeds"]:
+                d, b = comparison["difference"], comparison["bootstrap_p"]
+                cells += [f"{d['validation']:+.2f} / {d['test']:+.2f}", f"{_p(b['validation'])} / {_p(b['test'])}"]
+                cells += [", ".join(_p(p) for p in comparison["mcnemar_test_p"].values())]
+            else:
+                cells += ["", "", ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def print_stages(summary: dict) -> None:
+    rows_all = [r for r in summary["runs"] if r["method"] == "nas" and "failed" not in r]
     for stage in ("stage1", "stage2"):
-        rows = [r["stages"][stage] for r in runs["nas"] if "hard_dev" in r["stages"].get(stage, {})]
+        rows = [r["stages"][stage] for r in rows_all if "hard_dev" in r["stages"].get(stage, {})]
         if rows:
             cells = "  ".join(
                 f"{key} {mean_sd([x[key] for x in rows])}" for key in ("trained_dev", "soft_dev", "hard_dev")
             )
             gap = mean_sd([x["trained_dev"] - x["hard_dev"] for x in rows])
-            print(f"NAS {stage}: {cells}  trained-hard {gap}  ranks {[x['ranks'] for x in rows]}")
-    print(f"paired bootstrap p (NAS vs adaptive, seed-averaged): {comparison['bootstrap_p']}")
-    print(f"McNemar p on test, per seed: {comparison['mcnemar_test_p']}")
-    summed = sum(r["seconds"] for rows in runs.values() for r in rows)
-    print(f"wall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
+            shapes = [(x["clusters"], x["ranks"]) for x in rows]
+            print(f"{summary['label']} NAS {stage}: {cells}  trained-hard {gap}  clusters/ranks {shapes}")
+
+
+def plot(summaries: list[dict], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return None
+    summaries = sorted(summaries, key=lambda s: s["fraction_of_table"])
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    for axis, split in zip(axes, ("validation", "test")):
+        for offset, (method, marker) in zip((-0.04, 0.04), (("nas", "o"), ("adaptive", "^"))):
+            points = [
+                (100 * s["fraction_of_table"], s["methods"][method][split]) for s in summaries if method in s["methods"]
+            ]
+            if points:
+                x = np.array([p[0] for p in points])
+                axis.errorbar(
+                    x * (1 + offset),
+                    [p[1]["mean"] for p in points],
+                    yerr=[p[1]["sd"] for p in points],
+                    marker=marker,
+                    capsize=4,
+                    label=LABELS[method],
+                )
+        uncompressed = [r["uncompressed"][split] for s in summaries for r in s["runs"] if "uncompressed" in r]
+        if uncompressed:
+            axis.axhline(100 * uncompressed[0], color="grey", linestyle=":", label="uncompressed student")
+        axis.set_xscale("log")
+        axis.minorticks_off()
+        axis.set_xticks([100 * s["fraction_of_table"] for s in summaries])
+        axis.set_xticklabels([f"{100 * s['fraction_of_table']:.2g}%" for s in summaries])
+        axis.set_xlabel("embedding parameters, % of the dense table")
+        axis.set_ylabel(f"{'dev' if split == 'validation' else 'test'} accuracy % (mean ± sd over seeds)")
+        axis.grid(alpha=0.3)
+    axes[0].legend(loc="lower right", fontsize=8)
+    figure.suptitle("exact two-stage NAS vs adaptive embedding at equal embedding parameters")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
     parser.add_argument("--task", default="rotten_tomatoes")
-    parser.add_argument("--out", type=Path, default=Path("/work/runs/nas-vs-adaptive"))
+    parser.add_argument("--out", type=Path, default=Path("/work/runs/budgets"))
+    parser.add_argument(
+        "--budgets",
+        default="318420",
+        help="comma-separated; percent of the dense table (2%%, or a bare number <= 100) or parameters "
+        "(318420, 156k); run in this order (default 318420: the paper's adaptive embedding for BERT-tiny)",
+    )
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
     parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
@@ -155,7 +421,16 @@ def main() -> int:
     )
     opts, search_args = parser.parse_known_args()
     opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
-    opts.out.mkdir(parents=True, exist_ok=True)
+    budgets = plan_budgets(opts.budgets, opts.student)
+    settings = {
+        "task": opts.task,
+        "student": str(opts.student),
+        "epochs_per_search_stage": opts.epochs,
+        "finetune_epochs": opts.finetune_epochs,
+        "search_args": opts.search_args,
+    }
+    for budget in budgets:
+        claim_directory(opts.out / budget.label, settings | budget.directory_settings)
     began = time.monotonic()
 
     def log(message):
@@ -164,30 +439,38 @@ def main() -> int:
     seeds = [int(s) for s in opts.seeds.split(",")]
     wanted = opts.methods.split(",")
     jobs = [
-        (method, seed)
+        (budget, method, seed)
+        for budget in budgets
         for seed in seeds
         for method in METHODS
-        if method in wanted or (opts.out / f"{method}-seed{seed}" / "metrics.json").is_file()
+        if method in wanted or (opts.out / budget.label / f"{method}-seed{seed}" / "metrics.json").is_file()
     ]
     with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
         results = list(pool.map(lambda job: run_one(*job, opts, log), jobs))
-    runs = {m: [r for r in results if r["method"] == m and "failed" not in r] for m in METHODS}
-    comparison = compare(runs)
+    config = json.loads((opts.student / "config.json").read_text())
+    dense_shape = (config["vocab_size"], config["hidden_size"])
+    dense = dense_shape[0] * dense_shape[1]
+    summaries = []
+    for budget in budgets:
+        summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense_shape)
+        (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
+        summaries.append(summary)
     wall = time.monotonic() - began
-    summary = {
-        "task": opts.task,
-        "student": str(opts.student),
-        "budget": BUDGET,
-        "epochs_per_search_stage": opts.epochs,
-        "finetune_epochs": opts.finetune_epochs,
-        "search_args": opts.search_args,
-        "comparison": comparison,
-        "runs": results,
+    summed = sum(r.get("seconds", 0) for r in results)
+    summary = settings | {
+        "dense_embedding_params": dense,
+        "budgets": summaries,
         "wall_seconds_this_invocation": round(wall, 1),
+        "run_seconds_summed": round(summed, 1),
     }
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print_table(runs, comparison, wall)
-    print(f"wrote {opts.out / 'summary.json'}")
+    print(markdown_table(summaries))
+    print()
+    for s in summaries:
+        print_stages(s)
+    print(f"wall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
+    figure = plot(summaries, opts.out / "nas_vs_adaptive.png")
+    print(f"wrote {opts.out / 'summary.json'}" + (f" and {figure}" if figure else ""))
     return 0 if all("failed" not in r for r in results) else 1
 
 

@@ -40,6 +40,9 @@ def classifier_checkpoint(tmp_path, make_hf_checkpoint):
         ("search", ["--target-embedding-params", "40"], "reviews", ["infeasible", "v + d = 30 + 32 = 62"]),
         ("search", ["--mode", "svd"], "reviews", ["--mode svd needs --target-embedding-params"]),
         ("search", ["--lambda", "1", "--target-embedding-params", "1k"], "reviews", ["not allowed with argument"]),
+        ("search", ["--target-embedding-params", "1k", "--target-embedding-bytes", "5k"], "reviews", ["not allowed"]),
+        # v = 30, d = 32: 4 clusters' tables take 4 x (8 + 8 x 32) = 1,056 B, the smallest embedding 62 parameters
+        ("search", ["--target-embedding-bytes", "1100"], "reviews", ["1,100 is infeasible", "1,056 B", "62 param"]),
     ],
 )
 def test_bad_input_ends_in_one_clear_line(capsys, tmp_path, classifier_checkpoint, command, extra, data, fragments):
@@ -106,8 +109,29 @@ def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint)
     assert loaded.tokenizer.pad_token_id == loaded.config.pad_token_id == lookup.permutation[0]
     metrics = json.loads((tmp_path / "small" / "metrics.json").read_text())
     assert [s["name"] for s in metrics["stages"]] == ["stage1-clustering", "stage2-ranks", "finetune"]
+    assert metrics["target_embedding_params"] == budget and metrics["target_embedding_bytes"] is None
+    assert metrics["embedding_bytes"] == lookup.stored_bytes(8) and metrics["embedding_storage_bits"] == 8
     # The checkpoint computes what the search measured: same test accuracy from the saved files.
     texts = ["good happy film", "bad sad movie"]
     ids = loaded.tokenizer(texts, padding=True, return_tensors="np")
     logits = loaded.model({k: ids[k].astype(np.int32) for k in ("input_ids", "attention_mask", "token_type_ids")})
     assert np.all(np.isfinite(logits["logits"].numpy()))
+
+
+def test_search_to_a_byte_budget_reports_params_and_bytes(capsys, tmp_path, classifier_checkpoint):
+    from tflm_mcubert.model.hf_import import load_checkpoint
+
+    data = write_reviews(tmp_path / "reviews.csv", count=60)
+    budget = 1_800  # bytes: 4 cluster tables take 1,056, the smallest adaptive embedding 1,656
+    for mode in ("two-stage", "adaptive"):
+        out = tmp_path / mode
+        code, printed, err = run_cli(
+            capsys, "search", "--checkpoint", classifier_checkpoint, "--task", data, "--out", out, "--quiet",
+            "--mode", mode, "--target-embedding-bytes", budget, "--epochs", 0.5, "--finetune-epochs", 0.5,
+        )  # fmt: skip
+        assert code == 0, (mode, err)
+        printed = dict(line.split(" ", 1) for line in printed.strip().splitlines())
+        metrics = json.loads((out / "metrics.json").read_text())
+        lookup = load_checkpoint(out).model.embeddings.word_lookup
+        assert int(printed["embedding_bytes"]) == metrics["embedding_bytes"] == lookup.stored_bytes(8) <= budget
+        assert metrics["embedding_params"] == lookup.stored_params() and metrics["target_embedding_bytes"] == budget

@@ -31,6 +31,11 @@ def test_default_export_fits_the_default_board(capsys, tmp_path):
     assert report["ops"][0]["name"] == "embedding"
     assert report["compression"]["int8_bytes"] == report["ops"][0]["bytes"]
     assert report["embedding"]["storage_bits"] == 8 and report["embedding"]["op_bytes"] == report["ops"][0]["bytes"]
+    # ... of which the word-embedding tables (rows, Vᵀ, requantization, cluster table) are the budget's bytes
+    assert report["params"]["stored_embedding_bytes"] == report["compression"]["bytes"]
+    assert report["params"]["stored_embedding"] == report["compression"]["params"] == 318_420
+    # 4 clusters' (end, rank) and requantization tables; the rank-2 Vᵀ is packed at rank 4
+    assert report["compression"]["bytes"] == 318_420 + 4 * (8 + 8 * 128) + 128 * 2 == 322_804
     assert (
         sum(op["bytes"] for op in report["ops"])
         < report["flash_bytes"]

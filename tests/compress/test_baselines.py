@@ -3,12 +3,17 @@ import pytest
 
 from tflm_mcubert.compress.baselines import (
     ADAPTIVE_CUTOFFS,
+    adaptive_cutoffs,
     adaptive_embedding,
+    adaptive_for_budget,
+    adaptive_params,
     frequency_ranking,
     fwsvd_embedding,
     rank_for_budget,
+    scaled_adaptive,
     svd_embedding,
 )
+from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.compress.search_space import fixed_ranks
 
@@ -62,3 +67,73 @@ def test_whole_table_baselines_are_one_low_rank_cluster(random_table):
     svd_error = np.sum(fisher[:, None] * (svd(np.arange(50)[None]).numpy()[0] - table) ** 2)
     assert fw_error < svd_error
     assert fw.describe()["origin"] == "fwsvd"
+
+
+@pytest.mark.parametrize("dim", [128, 256])
+def test_adaptive_for_budget_gives_the_paper_configuration_at_its_own_size(dim):
+    paper = ClusteredLowRankEmbedding(BERT_VOCAB, dim, ADAPTIVE_CUTOFFS, fixed_ranks(dim, 4, 4)).stored_params()
+    assert adaptive_for_budget(BERT_VOCAB, dim, paper) == (list(ADAPTIVE_CUTOFFS), fixed_ranks(dim, 4, 4))
+
+
+@pytest.mark.parametrize(
+    "percent, cutoffs, ranks, params",
+    [(2, [293, 1172, 2930], [9, 2, 1], 78_059), (4, [597, 2388, 5970], [19, 5, 1], 156_107)],
+)
+def test_adaptive_for_budget_scales_cutoffs_and_ranks_by_one_factor(percent, cutoffs, ranks, params):
+    target = BERT_VOCAB * 128 * percent // 100
+    got = adaptive_for_budget(BERT_VOCAB, 128, target)
+    assert got == (cutoffs, ranks)
+    assert adaptive_params(BERT_VOCAB, 128, *got) == params <= target
+    assert ClusteredLowRankEmbedding(BERT_VOCAB, 128, *got).stored_params() == params
+    factor = cutoffs[0] / 1000
+    assert got == scaled_adaptive(BERT_VOCAB, 128, ADAPTIVE_CUTOFFS, [32, 8, 2], factor)
+    # the next head size is over the target: the largest configuration that fits
+    bigger = scaled_adaptive(BERT_VOCAB, 128, ADAPTIVE_CUTOFFS, [32, 8, 2], (cutoffs[0] + 1) / 1000)
+    assert adaptive_params(BERT_VOCAB, 128, *bigger) > target
+
+
+def test_adaptive_for_budget_is_the_largest_fit_by_brute_force():
+    vocab, dim = 500, 64
+    base, ranks = adaptive_cutoffs(vocab, 4), fixed_ranks(dim, 4, 4)
+    heads = range(1, (vocab - 1) * base[0] // base[-1] + 1)  # every head size whose cut-offs fit the vocabulary
+    sizes = [adaptive_params(vocab, dim, *scaled_adaptive(vocab, dim, base, ranks, h / base[0])) for h in heads]
+    assert sizes == sorted(sizes)  # monotone: bisection finds the largest fit
+    for target in range(sizes[0], sizes[-1] + 200, 37):
+        best = max(h for h, size in zip(heads, sizes) if size <= target)
+        assert adaptive_for_budget(vocab, dim, target) == scaled_adaptive(vocab, dim, base, ranks, best / base[0])
+
+
+def test_adaptive_for_budget_refuses_a_budget_below_its_smallest_shape():
+    with pytest.raises(UserError, match="below the smallest adaptive embedding"):
+        adaptive_for_budget(BERT_VOCAB, 128, 31_000)  # smallest: 31,033
+
+
+def test_search_adaptive_at_a_budget_uses_the_scaled_configuration(tmp_path, small_config, make_split):
+    import keras
+    import tensorflow as tf
+
+    from tflm_mcubert.compress import nas
+    from tflm_mcubert.model.bert import BertModel
+    from tflm_mcubert.train.distill import Objective
+    from tflm_mcubert.train.trainer import RunDirectory, Trainer
+
+    vocab, dim, target = 200, 32, 1500
+    keras.utils.set_random_seed(0)
+    dense = BertModel(small_config(vocab_size=vocab, hidden_size=dim, num_labels=2))
+    split = make_split(vocab, size=16, seed=4, min_len=8, max_len=8)
+    trainer = Trainer(
+        RunDirectory(tmp_path / "run", {"test": 1}, resume=False),
+        tf.distribute.get_strategy(),
+        batch_size=8,
+        seed=0,
+        progress=False,
+    )
+    job = nas.SearchJob(trainer, tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8)
+    options = nas.SearchOptions(mode="adaptive", target_params=target, epochs=0.1, finetune_epochs=0.1)
+    outcome = nas.run_search(job, options)
+    cutoffs, ranks = adaptive_for_budget(vocab, dim, target)
+    assert outcome.details["cutoffs"] == cutoffs and outcome.details["ranks"] == ranks
+    assert outcome.embedding.cutoffs == cutoffs and list(outcome.embedding.ranks) == ranks
+    assert outcome.embedding.stored_params() == adaptive_params(vocab, dim, cutoffs, ranks) <= target
+    with pytest.raises(UserError, match="not both"):
+        nas.SearchOptions(mode="adaptive", target_params=target, ranks=(4, 2, 1)).validate(vocab, dim)

@@ -9,6 +9,8 @@ from tflm_mcubert.compress.budget import (
     check_target,
     demote_to_budget,
     deployable_params,
+    fit_to_bytes,
+    params_for_bytes,
     truncate_to_budget,
 )
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
@@ -75,3 +77,24 @@ def test_a_target_below_rank_one_for_every_token_is_refused():
     check_target(30522 + 128, 30522, 128)
     with pytest.raises(UserError, match=r"infeasible.*30,650"):
         check_target(30_000, 30522, 128)
+
+
+def test_fit_to_bytes_drops_the_least_energy_per_byte_and_never_a_last_free_column(random_table):
+    layer = ClusteredLowRankEmbedding.from_dense(random_table(80, D), cutoffs=[10, 30, 60], ranks=[4, 3, 1])
+    assert fit_to_bytes(layer, layer.stored_bytes()) is layer
+    # One byte under: dropping rank 1 -> 0 of cluster 3 saves nothing (stored as a zero column), rank 3 -> 2 of
+    # cluster 2 saves its 30 rows' bytes (its Vᵀ stays padded to 4), rank 4 -> 3 of cluster 1 saves 20.
+    fitted = fit_to_bytes(layer, layer.stored_bytes() - 1)
+    assert fitted.stored_bytes() <= layer.stored_bytes() - 1 and fitted.ranks[2] == 1
+    assert sum(fitted.ranks) == sum(layer.ranks) - 1
+    # Every cluster at rank 1 and still over: no drop saves a byte, so the budget is refused.
+    floor = ClusteredLowRankEmbedding.from_dense(random_table(80, D), cutoffs=[10, 30, 60], ranks=[1, 1, 1])
+    assert fit_to_bytes(layer, floor.stored_bytes()).ranks == (1, 1, 1)
+    with pytest.raises(UserError, match="no rank lowers its stored size"):
+        fit_to_bytes(layer, floor.stored_bytes() - 1)
+
+
+def test_a_byte_budget_is_searched_as_parameters_after_the_cluster_tables():
+    assert params_for_bytes(10_000, 80, D, 4) == 10_000 - 4 * (8 + 8 * D)
+    with pytest.raises(UserError, match="infeasible"):
+        params_for_bytes(4 * (8 + 8 * D) + 80 + D - 1, 80, D, 4)

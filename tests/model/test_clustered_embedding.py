@@ -59,10 +59,35 @@ def test_stored_params_count_every_weight_and_bytes_add_scales(random_table):
     layer = ClusteredLowRankEmbedding.from_dense(random_table(40, 8), cutoffs=[5, 15, 25], ranks=[8, 3, 0])
     assert layer.stored_params() == sum(int(np.prod(w.shape)) for w in layer.weights)
     assert layer.stored_params() == 5 * 8 + 8 * (10 + 8) + 3 * (10 + 8)
-    # int8 weights + table/U scales (1 each) + per-channel Vᵀ scales (d each, 2 factorized clusters)
-    # + cut-offs and ranks (3 each, int32)
-    assert layer.stored_bytes("int8") == layer.stored_params() + 4 * (1 + 2 * (1 + 8)) + 4 * 6
-    assert layer.stored_bytes("float32") == 4 * layer.stored_params() + 4 * 6
+    # per exported cluster: its (end, rank) row and d (multiplier, shift) pairs, all int32; rows int8;
+    # Vᵀ pair4-packed (ranks padded to 4); the rank-0 cluster is stored at rank 1 (a zero column)
+    overhead = 4 * (8 + 8 * 8)
+    rows = 5 * 8 + 10 * 8 + 10 * 3 + 15 * 1
+    projections = 8 * 8 + 8 * 4 + 8 * 4
+    assert layer.stored_bytes() == overhead + rows + projections
+    with pytest.raises(UserError, match="2 bits is not exported"):
+        layer.stored_bytes(2)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize(
+    "cutoffs, ranks",
+    [([5, 15, 25], [8, 3, 0]), ([0, 12, 12], [5, 2, 1]), ([7, 7, 30], [3, 6, 2]), ([0, 1, 39], [4, 1, 1])],
+)
+def test_stored_bytes_are_what_the_export_stores(random_table, cutoffs, ranks, bits):
+    """The word-embedding tables of the op the exporter builds (`EmbeddingParams`), byte for byte."""
+    from tflm_mcubert.ops.embedding import EmbeddingFloat, EmbeddingParams
+    from tflm_mcubert.ops.quantization import TensorQuant
+    from tflm_mcubert.quantize.float_model import embedding_clusters
+
+    layer = ClusteredLowRankEmbedding.from_dense(random_table(40, 8), cutoffs=cutoffs, ranks=ranks)
+    rng = np.random.default_rng(1)
+    float_op = EmbeddingFloat(
+        embedding_clusters(layer), rng.normal(size=(4, 8)), rng.normal(size=(2, 8)), np.ones(8), np.zeros(8)
+    )
+    op = EmbeddingParams.quantize(float_op, TensorQuant.symmetric(4.0), word_bits=bits)
+    tables = (op.clusters, op.word_rows, op.word_projections, op.word_requant)
+    assert layer.stored_bytes(bits) == sum(table.nbytes for table in tables)
 
 
 def test_ranks_above_a_cluster_size_are_lowered_and_bad_shapes_refused():

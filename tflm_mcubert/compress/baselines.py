@@ -2,6 +2,8 @@
 
 - Adaptive embedding (Baevski & Auli 2019): tokens ranked by train-split frequency, cut at fixed
   cut-offs, ranks d/4^i; here each cluster is initialised from the pretrained table with Alg. 2.
+  At another budget (`adaptive_for_budget`): the same shape shrunk or grown as a whole, cut-offs and ranks
+  multiplied by one factor.
 - Whole-table SVD and FWSVD (Hsu et al. 2022): one low-rank cluster holding the whole vocabulary
   (cluster 0, the dense one, is empty).
 """
@@ -11,11 +13,25 @@ from __future__ import annotations
 import numpy as np
 
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_ranking
+from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.compress.search_space import fixed_ranks
 from tflm_mcubert.errors import UserError
 
 # Baevski & Auli's cut-offs, as the paper uses them for both BERT-tiny and BERT-mini.
 ADAPTIVE_CUTOFFS = (1000, 4000, 10000)
+BERT_VOCAB_SIZE = 30522  # the vocabulary those cut-offs were set for
+
+
+def adaptive_cutoffs(vocab_size: int, num_clusters: int) -> list[int]:
+    """Baevski & Auli's cut-offs (1000, 4000, 10000 for BERT's 30522 tokens) as fractions of the
+    vocabulary; for other cluster counts, log-spaced between the same first and last fractions."""
+    if num_clusters == len(ADAPTIVE_CUTOFFS) + 1:
+        fractions = np.asarray(ADAPTIVE_CUTOFFS) / BERT_VOCAB_SIZE
+    else:
+        fractions = np.geomspace(
+            ADAPTIVE_CUTOFFS[0] / BERT_VOCAB_SIZE, ADAPTIVE_CUTOFFS[-1] / BERT_VOCAB_SIZE, num_clusters - 1
+        )
+    return [int(round(f * vocab_size)) for f in fractions]
 
 
 def frequency_ranking(token_frequency: np.ndarray) -> np.ndarray:
@@ -36,6 +52,69 @@ def adaptive_embedding(
     return ClusteredLowRankEmbedding.from_dense(
         table, cutoffs=cutoffs, ranks=ranks, permutation=permutation, origin="adaptive"
     )
+
+
+def adaptive_params(vocab_size: int, dim: int, cutoffs, ranks) -> int:
+    """Stored parameters of adaptive embedding: n_0·d + Σ r_i·(n_i + d), n_i the tokens between cut-offs."""
+    bounds = [0, *cutoffs, vocab_size]
+    sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    return sizes[0] * dim + sum(min(r, n) * (n + dim) for n, r in zip(sizes[1:], ranks) if n)
+
+
+def scaled_adaptive(vocab_size: int, dim: int, base_cutoffs, base_ranks, factor: float):
+    """Cut-offs and ranks of adaptive embedding scaled by `factor`: cut-offs round(f·c_i), kept strictly
+    increasing and below the vocabulary size; ranks round(f·r_i), at least 1 and at most d."""
+    cutoffs, previous = [], 0
+    for c in base_cutoffs:
+        previous = min(vocab_size - 1, max(previous + 1, int(round(factor * c))))
+        cutoffs.append(previous)
+    ranks = [min(dim, max(1, int(round(factor * r)))) for r in base_ranks]
+    return cutoffs, ranks
+
+
+def adaptive_for_budget(
+    vocab_size: int, dim: int, target: int, *, num_clusters: int = 4, div: float = 4.0, bits: int | None = None
+) -> tuple[list[int], list[int]]:
+    """Adaptive embedding's cut-offs and ranks for an embedding budget of `target` parameters (or, with
+    `bits`, of `target` bytes as the export stores it at that width: `stored_embedding_bytes`).
+
+    The rule: Baevski & Auli's shape (`adaptive_cutoffs`, ranks d/div^i) scaled as a whole, every cut-off
+    and every rank multiplied by the same factor f (`scaled_adaptive`); f runs over the head sizes
+    k = 1, 2, ... (f = k / first cut-off), and the largest configuration whose size does not exceed
+    `target` is returned. The size never decreases with f (tokens move to dearer clusters, ranks grow, and
+    with them the exported Vᵀ's padding), so it is found by bisection. f = 1 is the paper's configuration
+    (BERT-tiny: 1000/4000/10000, ranks 32/8/2, 318,420 parameters), returned for any parameter target
+    from 318,420 up to the next head size's.
+    Refused (UserError) when even f at a one-token head does not fit.
+    """
+    base_cutoffs = adaptive_cutoffs(vocab_size, num_clusters)
+    base_ranks = fixed_ranks(dim, num_clusters, div)
+
+    def config(head: int):
+        return scaled_adaptive(vocab_size, dim, base_cutoffs, base_ranks, head / base_cutoffs[0])
+
+    def size(head: int) -> int:
+        if bits is None:
+            return adaptive_params(vocab_size, dim, *config(head))
+        cutoffs, ranks = config(head)
+        bounds = [0, *cutoffs, vocab_size]
+        return stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, bits)
+
+    if size(1) > target:
+        unit = "parameters" if bits is None else "bytes"
+        raise UserError(
+            f"an embedding budget of {target:,} {unit} is below the smallest adaptive embedding of this shape "
+            f"({size(1):,}: a one-token dense cluster, every rank 1)"
+        )
+    # the largest head keeping every cut-off below the vocabulary size
+    low, high = 1, max(1, int((vocab_size - 1) * base_cutoffs[0] / base_cutoffs[-1]))
+    while low < high:  # invariant: size(low) <= target
+        middle = (low + high + 1) // 2
+        if size(middle) <= target:
+            low = middle
+        else:
+            high = middle - 1
+    return config(low)
 
 
 def svd_embedding(table: np.ndarray, rank: int) -> ClusteredLowRankEmbedding:

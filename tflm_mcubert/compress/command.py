@@ -23,7 +23,7 @@ DEFAULT_KD = {"distill": 1.0, "search": 0.9}
 
 
 def parse_count(text: str) -> int:
-    """A parameter count: 307000, 307_000, 307k or 0.307M."""
+    """A parameter (or byte) count: 307000, 307_000, 307k or 0.307M."""
     match = re.fullmatch(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([kKmM]?)\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a parameter count (e.g. 307000, 307k, 0.307M)")
@@ -157,7 +157,15 @@ def add_parser(subparsers) -> list[str]:
     budget.add_argument(
         "--target-embedding-params",
         type=parse_count,
-        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result projected onto the budget",
+        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result projected onto the "
+        "budget; --mode adaptive: Baevski & Auli's cut-offs and ranks scaled by one factor, the largest that fits",
+    )
+    budget.add_argument(
+        "--target-embedding-bytes",
+        type=parse_count,
+        help="embedding budget in Flash bytes as the export stores the word embedding (int8 rows, Vᵀ, "
+        "per-channel requantization, cluster table), e.g. 160k: searched as a parameter budget, then ranks "
+        "lowered until the bytes fit; --mode adaptive: scaled as for --target-embedding-params",
     )
     search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")
     search.add_argument("--arch-lr", type=float, default=1e-3, help="learning rate of α and β (default 1e-3)")
@@ -171,7 +179,8 @@ def add_parser(subparsers) -> list[str]:
     search.add_argument(
         "--cutoffs",
         type=int_list,
-        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise)",
+        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise; "
+        "or scaled to --target-embedding-params)",
     )
     search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
     _common(search, "search")
@@ -227,6 +236,7 @@ def run(args) -> int:
             div=args.div,
             lambda_=args.lambda_,
             target_params=args.target_embedding_params,
+            target_bytes=args.target_embedding_bytes,
             epochs=args.epochs,
             finetune_epochs=args.finetune_epochs,
             lr=args.lr,
@@ -246,6 +256,7 @@ def run(args) -> int:
             "uncompressed_validation_accuracy",
             "uncompressed_test_accuracy",
             "embedding_params",
+            "embedding_bytes",
             "embedding_fraction",
         )
     for key in shown:

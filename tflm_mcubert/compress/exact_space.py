@@ -122,9 +122,10 @@ class ExactClusteringSearch(TokenClusteringSearch):
 
 class ExactRankSearch(RankSearch):
     """Stage 2 with 0/1 rank masks in the forward pass (module docstring). `budget`: embedding parameters
-    the masks must fit (None: β > β*)."""
+    the masks must fit (None: β > β*), or what `stored_size` counts (a byte budget)."""
 
     budget: int | None = None
+    stored_size = None  # what `budget` counts (`budget.keep_by_importance`): None = parameters
 
     def build(self, input_shape=None):
         self.masks = [
@@ -135,10 +136,12 @@ class ExactRankSearch(RankSearch):
         super().build(input_shape)
 
     @classmethod
-    def from_clustering(cls, table, assignment, *, num_clusters: int, beta_threshold, budget: int | None):
+    def from_clustering(
+        cls, table, assignment, *, num_clusters: int, beta_threshold, budget: int | None, stored_size=None
+    ):
         """Divide `table` (the table Stage 1's encoder saw) by the clustering; β starts at 1 (all kept)."""
         layer = cls.from_assignment(table, assignment, num_clusters, beta_threshold)
-        layer.budget = budget
+        layer.budget, layer.stored_size = budget, stored_size
         for beta in layer.betas:
             beta.assign(np.ones(beta.shape, np.float32))
         layer.choose()
@@ -159,7 +162,9 @@ class ExactRankSearch(RankSearch):
         if self.budget is None:
             keep = [beta.numpy() > t for beta, t in zip(self.betas, self.thresholds)]
         else:
-            keep = budgets.keep_by_importance(self.cluster_sizes, self.importance(), self.dim, self.budget)
+            keep = budgets.keep_by_importance(
+                self.cluster_sizes, self.importance(), self.dim, self.budget, self.stored_size
+            )
         for mask, k in zip(self.masks, keep):
             mask.assign(k.astype(np.float32))
 

@@ -34,7 +34,8 @@ import tensorflow as tf
 
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import exact_space
-from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding, frequency_ranking, fwsvd_embedding
+from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
+from tflm_mcubert.compress.baselines import frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
 from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
@@ -71,6 +72,7 @@ class SearchOptions:
     div: float = 4.0  # Stage 1's fixed ranks d/div^i
     lambda_: float | None = None  # fixed λ; with target_params, λ's starting value
     target_params: int | None = None
+    target_bytes: int | None = None  # the export's stored word-embedding bytes (int8); replaces target_params
     epochs: float = 1.0  # per search stage
     finetune_epochs: float = 1.0
     lr: float = 5e-5  # weights w (the paper's AdamW, no weight decay)
@@ -87,17 +89,23 @@ class SearchOptions:
         if self.mode not in MODES:
             raise UserError(f"unknown --mode {self.mode!r} (choose from: {', '.join(MODES)})")
         fixed_ranks(dim, self.num_clusters, self.div)  # checks clusters >= 2 and div > 1
+        if self.target_params is not None and self.target_bytes is not None:
+            raise UserError("give --target-embedding-params or --target-embedding-bytes, not both")
         if self.target_params is not None:
             budgets.check_target(self.target_params, vocab_size, dim)
+        if self.target_bytes is not None:
+            budgets.params_for_bytes(self.target_bytes, vocab_size, dim, self.num_clusters)
         if self.lambda_ is not None and self.lambda_ < 0:
             raise UserError(f"--lambda must be non-negative, got {self.lambda_}")
-        if self.mode in NAS_MODES and self.lambda_ is None and self.target_params is None:
-            raise UserError(f"--mode {self.mode} needs --lambda or --target-embedding-params")
-        if self.mode in ("svd", "fwsvd") and self.target_params is None:
-            raise UserError(f"--mode {self.mode} needs --target-embedding-params (it sets the rank)")
-        if self.mode == "adaptive" and self.target_params is not None:
+        budget = self.target_params is not None or self.target_bytes is not None
+        if self.mode in NAS_MODES and self.lambda_ is None and not budget:
+            raise UserError(f"--mode {self.mode} needs --lambda or --target-embedding-params/-bytes")
+        if self.mode in ("svd", "fwsvd") and not budget:
+            raise UserError(f"--mode {self.mode} needs --target-embedding-params/-bytes (it sets the rank)")
+        if self.mode == "adaptive" and budget and (self.cutoffs or self.ranks):
             raise UserError(
-                "--mode adaptive has the size its --cutoffs and --ranks give; drop --target-embedding-params"
+                "--mode adaptive: give either --target-embedding-params/-bytes (cut-offs and ranks scaled to "
+                "it) or --cutoffs/--ranks, not both"
             )
         if self.relaxation not in RELAXATIONS:
             raise UserError(f"unknown --relaxation {self.relaxation!r} (choose from: {', '.join(RELAXATIONS)})")
@@ -162,17 +170,6 @@ def search_rules(model: BertModel, penalty: SizePenalty, *, lr: float, arch_lr: 
     return [UpdateRule("weights", weights, lr), UpdateRule("architecture", architecture, arch_lr, penalty)]
 
 
-def adaptive_cutoffs(vocab_size: int, num_clusters: int) -> list[int]:
-    """Baevski & Auli's cut-offs (1000, 4000, 10000 for BERT's 30522 tokens) as fractions of the
-    vocabulary; for other cluster counts, log-spaced between the same first and last fractions."""
-    base = 30522
-    if num_clusters == len(ADAPTIVE_CUTOFFS) + 1:
-        fractions = np.asarray(ADAPTIVE_CUTOFFS) / base
-    else:
-        fractions = np.geomspace(ADAPTIVE_CUTOFFS[0] / base, ADAPTIVE_CUTOFFS[-1] / base, num_clusters - 1)
-    return [int(round(f * vocab_size)) for f in fractions]
-
-
 def frequency_assignment(token_frequency: np.ndarray, cutoffs) -> np.ndarray:
     """Cluster of each token when tokens are ranked by frequency and cut at `cutoffs`."""
     assignment = np.empty(len(token_frequency), np.int64)
@@ -216,12 +213,20 @@ def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
     opts.validate(config.vocab_size, config.hidden_size)
     if job.model.embeddings.word_lookup is not None:
         raise UserError("the checkpoint's word embedding is already compressed; search from an uncompressed one")
+    if opts.target_bytes is not None:  # searched in parameters, then fitted to the bytes (`budget.py`)
+        params = budgets.params_for_bytes(opts.target_bytes, config.vocab_size, config.hidden_size, opts.num_clusters)
+        opts = dataclasses.replace(opts, target_params=params)
     with job.strategy.scope():
         search = _Search(job, opts)
         embedding, searched_model, details = search.run_mode(opts.mode)
         if opts.target_params is not None and embedding.stored_params() > opts.target_params:
             details["truncated_from_params"] = embedding.stored_params()
             embedding = budgets.truncate_to_budget(embedding, opts.target_params)
+        if opts.target_bytes is not None:
+            details["params_budget_from_bytes"] = opts.target_params
+            if embedding.stored_bytes() > opts.target_bytes:
+                details["truncated_from_bytes"] = embedding.stored_bytes()
+                embedding = budgets.fit_to_bytes(embedding, opts.target_bytes)
         model = search.finetune(searched_model, embedding, details)
     details["lambda"] = search.final_lambda
     return SearchOutcome(embedding, model, search.records, details)
@@ -343,7 +348,13 @@ class _Search:
     def _exact_two_stage(self):
         opts = self.opts
         layer1, model1, assignment, stage1 = self._exact_stage1()
-        if opts.target_params is not None and np.sum(assignment == 0) * self.dim > opts.target_params:
+        if opts.target_bytes is not None:  # the same for bytes: every low-rank cluster stores one column
+            demoted = budgets.demote_to_bytes(
+                assignment, layer1.effective_logits().numpy(), opts.num_clusters, self.dim, opts.target_bytes
+            )
+            if np.any(demoted != assignment):
+                assignment, stage1["demoted_to_budget"] = demoted, True
+        elif opts.target_params is not None and np.sum(assignment == 0) * self.dim > opts.target_params:
             # The dense cluster alone overshoots: no rank choice can fit, so Stage 1's choice must yield.
             assignment = self._demote(assignment, layer1.effective_logits().numpy(), layer1.ranks)
             stage1["demoted_to_budget"] = True
@@ -352,7 +363,9 @@ class _Search:
             assignment,
             num_clusters=opts.num_clusters,
             beta_threshold=opts.beta_threshold,
-            budget=opts.target_params,
+            # a byte budget is kept in bytes here: a cluster cut to rank 0 still stores a zero column
+            budget=opts.target_params if opts.target_bytes is None else opts.target_bytes,
+            stored_size=None if opts.target_bytes is None else budgets.bytes_of(self.dim),
         )
         model2 = model1.with_word_lookup(layer2)
         self._fit(
@@ -432,9 +445,16 @@ class _Search:
         return layer_b.to_clustered_embedding(assignment, origin="nas-ratio-then-clustering"), model_b, details
 
     def _adaptive(self):
-        c = self.opts.num_clusters
-        cutoffs = list(self.opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
-        ranks = list(self.opts.ranks or fixed_ranks(self.dim, c, self.opts.div))
+        c, opts = self.opts.num_clusters, self.opts
+        if opts.target_bytes is not None or opts.target_params is not None:  # Baevski & Auli's shape, scaled
+            bits = None if opts.target_bytes is None else 8
+            target = opts.target_params if bits is None else opts.target_bytes
+            cutoffs, ranks = adaptive_for_budget(
+                self.vocab_size, self.dim, target, num_clusters=c, div=opts.div, bits=bits
+            )
+        else:
+            cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
+            ranks = list(opts.ranks or fixed_ranks(self.dim, c, opts.div))
         if len(cutoffs) != c - 1 or len(ranks) != c - 1:
             raise UserError(f"--clusters {c} needs {c - 1} --cutoffs and {c - 1} --ranks")
         frequency = token_frequency(self.job.train, self.vocab_size)

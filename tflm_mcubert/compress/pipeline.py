@@ -361,7 +361,11 @@ def search(
         "embedding_params": description["params"],
         "dense_embedding_params": dense,
         "embedding_fraction": description["params"] / dense,
-        "int8_embedding_bytes": description["int8_bytes"],
+        "embedding_bytes": description["bytes"],  # stored as the export stores it, int8 rows
+        "embedding_storage_bits": description["storage_bits"],
+        "int8_embedding_bytes": description["bytes"],  # the same, under its earlier name
+        "target_embedding_params": search_opts.target_params,
+        "target_embedding_bytes": search_opts.target_bytes,
         **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
         **{f"teacher_{s}_accuracy": accuracy(logits[s], data.splits[s]) for s in ("validation", "test")},
         "model_params": outcome.model.count_params(),
@@ -410,7 +414,14 @@ def _save_compressed(outcome, tokenizer, vocab_size: int, search_opts: SearchOpt
         "search": dataclasses.asdict(search_opts),
         "details": outcome.details,
         "metrics": {
-            k: metrics[k] for k in ("validation_accuracy", "test_accuracy", "embedding_params", "embedding_fraction")
+            k: metrics[k]
+            for k in (
+                "validation_accuracy",
+                "test_accuracy",
+                "embedding_params",
+                "embedding_bytes",
+                "embedding_fraction",
+            )
         },
     }
     save_checkpoint(outcome.model, out, permuted, compression_info=info)

@@ -287,6 +287,16 @@ def _stored_embedding_params(model, compression: dict | None) -> int:
     return lookup.stored_params() if lookup is not None else model.config.vocab_size * model.config.hidden_size
 
 
+def _stored_embedding_bytes(embedding_op) -> int:
+    """Flash bytes of the word-embedding tables this export stores (`stored_embedding_bytes` at the op's
+    storage width), from the geometry of the embedding op as written."""
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+
+    ends, ranks = (embedding_op.clusters[:, k].tolist() for k in (0, 1))
+    sizes = [end - start for start, end in zip([0, *ends[:-1]], ends)]
+    return stored_embedding_bytes(sizes, ranks[1:], embedding_op.hidden, embedding_op.word_bits)
+
+
 FLASH_NOTE = (
     "model.tflite (weights, graph and metadata) plus the tokenizer blob (model_vocab.cc) when there is one: "
     "what the firmware keeps in Flash besides its code"
@@ -455,6 +465,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             "embedding": config.embedding_param_count(),
             "total": config.param_count(),
             "stored_embedding": _stored_embedding_params(model, result.compression),
+            "stored_embedding_bytes": _stored_embedding_bytes(result.quantized.embedding),
         },
         "compression": _with_real_embedding_bytes(result.compression, constants.get("embedding", 0)),
         "embedding": embedding_storage_report(result.quantized.embedding, constants.get("embedding", 0)),
