@@ -186,18 +186,12 @@ def _prune_vocabulary(request: ExportRequest, model, tokenizer, source: dict, ou
     """The model and tokenizer with the vocabulary pruned to the corpus; the pruning's figures join the
     report's model block, and the pruned tokenizer is saved as out/tokenizer (the export's permuted one
     replaces it when the embedding is compressed)."""
-    from tflm_mcubert.compress.vocab_pruning import corpus_sentences, prune_vocabulary
-    from tflm_mcubert.tokenizer import reference, vocab_blob
+    from tflm_mcubert.compress.vocab_pruning import prune_to_corpus
 
-    sentences = corpus_sentences(request.prune_vocab)
-    log(f"pruning the vocabulary to the pieces of {request.prune_vocab} ({len(sentences):,} texts) ...")
-    pruned = prune_vocabulary(model, tokenizer, sentences, out_dir / "tokenizer", request.prune_top_n)
+    log(f"pruning the vocabulary to the pieces of {request.prune_vocab} ...")
+    pruned = prune_to_corpus(model, tokenizer, request.prune_vocab, out_dir / "tokenizer", request.prune_top_n)
     pruned.tokenizer.save_pretrained(str(out_dir / "tokenizer"))
-    try:
-        blob_before = len(vocab_blob.pack(reference.spec_from_hf(tokenizer)))
-    except UserError:
-        blob_before = None
-    report = {**pruned.report, "corpus": request.prune_vocab, "vocab_bytes_before": blob_before}
+    report = pruned.report
     log(f"kept {report['tokens_kept']:,} of {report['tokens_before']:,} tokens")
     return pruned.model, pruned.tokenizer, {**source, "vocab_pruning": report}
 
