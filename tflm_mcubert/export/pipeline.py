@@ -18,7 +18,7 @@ from pathlib import Path
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.export.vocab_files import write_vocab_files
+from tflm_mcubert.export.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.tflite.graph import parse
@@ -326,6 +326,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
     )
 
     vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, None, request.seq_len, request.board.core)
+    append_text_guide(out_dir, vocab, custom=False, seq_len=request.seq_len)
     flash_bytes = len(tflite) + vocab.blob_bytes
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **_reserves(request))
     report = {
@@ -417,6 +418,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     vocab = write_vocab_files(
         out_dir, tokenizer if request.vocab else None, result.permutation, request.seq_len, request.board.core
     )
+    append_text_guide(out_dir, vocab, custom=True, seq_len=request.seq_len)
     files += vocab.files
     flash_bytes = len(tflite) + vocab.blob_bytes
     config = model.config
