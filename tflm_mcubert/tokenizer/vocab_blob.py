@@ -29,8 +29,8 @@ so each cluster's word pieces and its continuations are one list each whose ids 
 and no id is stored. A vocabulary whose ids are not in that order (a checkpoint's own tokenizer, an
 export that could not reorder) splits into more runs than MAX_LISTS, or into runs that cost more than
 the ids: it gets one list with explicit ids of the vocabulary's bit width. Version 4 (this one) shares
-the code tables and stores the character ranges in 3 bytes instead of 6 (version 3: 47,156 -> 38.8 KB
-for the measured pruned export); versions 1 to 3 are refused with a message to export again.
+the code tables and stores the character ranges in 3 bytes instead of 6 (the measured pruned export's blob:
+47,156 B in version 3, 38,880 B in version 4); versions 1 to 3 are refused with a message to export again.
 
 Only the pieces the tokenizer can produce are stored: a piece with a character no code point
 normalizes to (upper case in an uncased vocabulary), or several characters one of which is a word of
