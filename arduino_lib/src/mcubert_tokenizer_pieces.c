@@ -1,11 +1,11 @@
 /* GENERATED FILE - do not edit. Generated from custom_ops/src/mcubert_tokenizer_pieces.c by arduino_lib/extras/sync_from_custom_ops.py;
  * edit the source, not this copy, and re-run the script. */
 /*
- * The tokenizer blob's piece lists, version 3 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
- * pieces front-coded in buckets, every length and byte a canonical Huffman code, ids implicit (base +
- * rank) or bit-packed. The check at init decodes every piece once; a lookup binary-searches each list's
- * bucket heads and decodes one bucket. Codes are decoded as zlib's puff.c does, from the per-length code counts alone,
- * so the device needs no decoding table in RAM.
+ * The tokenizer blob's piece lists, version 4 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
+ * pieces front-coded in buckets, every length and byte a canonical Huffman code of a code set the lists
+ * share, ids implicit (base + rank) or bit-packed. The check at init decodes every piece once; a lookup
+ * binary-searches each list's bucket heads and decodes one bucket. Codes are decoded as zlib's puff.c does, from the
+ * per-length code counts alone, so the device needs no decoding table in RAM.
  */
 #include "mcubert_tokenizer_pieces.h"
 
@@ -15,8 +15,9 @@
 #include "mcubert_internal.h"
 
 #define OP "TOKENIZER"
-#define LIST_HEAD_BYTES 28u
-#define MAX_LISTS 16u /* per kind: vocab_blob.MAX_LISTS */
+#define LIST_HEAD_BYTES 20u
+#define CODE_SET_HEAD_BYTES 12u
+#define MAX_LISTS MCUBERT_PIECE_MAX_LISTS
 #define MAX_CODE_BITS 15u
 #define CODE_COUNT_BYTES (2u * MAX_CODE_BITS)
 #define CODE_LENGTHS 0
@@ -33,8 +34,9 @@ typedef struct {
     uint32_t count;
     uint32_t data_bytes;
     uint32_t base;        /* the first piece's id when ids are implicit */
-    const uint8_t *codes; /* four canonical Huffman codes: suffix lengths, shared lengths, bytes, deltas */
-    uint16_t code_at[5];  /* each code's offset from `codes`, then the tables' end */
+    const uint8_t *codes; /* its code set: four canonical Huffman codes (suffix lengths, shared lengths,
+                             bytes, deltas) */
+    uint16_t code_at[5];  /* each code's offset from `codes`, then the set's end */
     uint8_t bucket_shift; /* buckets of 1 << bucket_shift pieces */
     uint8_t id_bits;      /* 0: implicit ids */
     uint8_t offset_bytes; /* of each bucket offset: 2 or 4 */
@@ -239,49 +241,65 @@ static mcubert_status check_pieces(const mcubert_tokenizer *t, const piece_list 
     return ((r.bit + 7u) & ~7u) == r.end ? MCUBERT_OK : bad_list(message, name, "bytes left after the last piece");
 }
 
-/* The list whose head is at `head` (checked by check_list, or being checked). */
-static void open_list(const uint8_t *head, piece_list *list)
+/* The list whose head is at `head` (checked by check_list, or being checked: its code set offset is
+ * then in the blob). */
+static void open_list(const uint8_t *blob, const uint8_t *head, piece_list *list)
 {
     uint32_t k;
     list->count = rd32(head);
     list->data_bytes = rd32(head + 4);
     list->base = rd32(head + 8);
-    list->bucket_shift = head[12];
-    list->id_bits = head[13];
-    list->offset_bytes = head[14];
+    list->codes = blob + rd32(head + 12);
+    list->bucket_shift = head[16];
+    list->id_bits = head[17];
+    list->offset_bytes = head[18];
     for (k = 0; k <= CODES; ++k) {
-        list->code_at[k] = (uint16_t)rd16(head + 16u + 2u * k);
+        list->code_at[k] = (uint16_t)rd16(list->codes + 2u * k);
     }
-    list->codes = head + LIST_HEAD_BYTES;
-    list->bucket_offsets = list->codes + list->code_at[CODES];
+    list->bucket_offsets = head + LIST_HEAD_BYTES;
     list->data =
         list->bucket_offsets + list->offset_bytes * bucket_count(list) + (list->count * list->id_bits + 7u) / 8u;
 }
 
+/* The code set at blob offset `at`: its head, then four code tables exactly where it says. */
+static int check_code_set(const mcubert_tokenizer *t, uint32_t at)
+{
+    uint32_t k, tables = at + CODE_SET_HEAD_BYTES;
+    if ((at & 3u) != 0u || !in_blob(t->size, at, CODE_SET_HEAD_BYTES) || rd16(t->blob + at + 10u) != 0u) {
+        return 0;
+    }
+    for (k = 0; k < CODES; ++k) {
+        if (rd16(t->blob + at + 2u * k) != tables - at || !check_code(t, &tables)) {
+            return 0;
+        }
+    }
+    return rd16(t->blob + at + 2u * CODES) == tables - at;
+}
+
 /* One list at blob offset `at`: its head, code tables, sizes and ids; then every piece (check_pieces). */
-static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, piece_list *list, const char *name,
-                                 mcubert_message *message)
+static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, uint32_t *checked_codes, piece_list *list,
+                                 const char *name, mcubert_message *message)
 {
     const uint8_t *head = t->blob + at;
-    uint32_t i, k, buckets, ids_bytes, tables = at + LIST_HEAD_BYTES;
+    uint32_t i, buckets, ids_bytes, tables = at + LIST_HEAD_BYTES;
     if (!in_blob(t->size, at, LIST_HEAD_BYTES)) {
         return bad_list(message, name, "piece list outside the blob");
     }
-    if (rd32(head) > 0xFFFFu || head[12] > MAX_BUCKET_SHIFT || head[13] > 16u || (head[14] != 2u && head[14] != 4u) ||
-        head[15] != 0u || rd32(head + 4) > 0x1FFFFFFFu || rd16(head + 26) != 0u) {
+    if (rd32(head) > 0xFFFFu || head[16] > MAX_BUCKET_SHIFT || head[17] > 16u || (head[18] != 2u && head[18] != 4u) ||
+        head[19] != 0u || rd32(head + 4) > 0x1FFFFFFFu) {
         return bad_list(message, name, "counts or field widths out of range");
     }
-    open_list(head, list);
-    for (k = 0; k < CODES; ++k) {
-        if (list->code_at[k] != tables - at - LIST_HEAD_BYTES || !check_code(t, &tables)) {
+    if (rd32(head + 12) != *checked_codes) { /* lists share code sets: each is checked once in a row */
+        if (!check_code_set(t, rd32(head + 12))) {
             return bad_list(message, name,
                             "a Huffman code table is oversubscribed, inconsistent, misplaced or runs past the blob");
         }
+        *checked_codes = rd32(head + 12);
     }
+    open_list(t->blob, head, list);
     buckets = bucket_count(list);
     ids_bytes = (list->count * list->id_bits + 7u) / 8u;
-    if (list->code_at[CODES] != tables - at - LIST_HEAD_BYTES ||
-        !in_blob(t->size, tables, list->offset_bytes * buckets + ids_bytes) ||
+    if (!in_blob(t->size, tables, list->offset_bytes * buckets + ids_bytes) ||
         !in_blob(t->size, tables + list->offset_bytes * buckets + ids_bytes, list->data_bytes)) {
         return bad_list(message, name, "counts or sizes do not fit the blob");
     }
@@ -300,7 +318,7 @@ static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, piece_
 mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *lists,
                                         const char *name, mcubert_message *message)
 {
-    uint32_t i, implicit_end = 0;
+    uint32_t i, implicit_end = 0, checked_codes = 0xFFFFFFFFu;
     piece_list list;
     mcubert_status status;
     if (!in_blob(t->size, at, 4u) || rd32(t->blob + at) > MAX_LISTS ||
@@ -310,7 +328,7 @@ mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at,
     lists->count = rd32(t->blob + at);
     lists->offsets = t->blob + at + 4u;
     for (i = 0; i < lists->count; ++i) {
-        status = check_list(t, rd32(lists->offsets + 4u * i), &list, name, message);
+        status = check_list(t, rd32(lists->offsets + 4u * i), &checked_codes, &list, name, message);
         if (status != MCUBERT_OK) {
             return status;
         }
@@ -344,12 +362,15 @@ static int32_t compare_head(bit_reader *r, const piece_list *list, const uint8_t
 }
 
 /* The bucket is scanned without rebuilding its pieces: `matched` is the common prefix of the query and
- * the piece before, which with a piece's shared length decides most pieces before their bytes. */
-static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length)
+ * the piece before, which with a piece's shared length decides most pieces before their bytes. On a miss
+ * *prefix gets the common prefix of the query and the last piece below it: every piece that is a prefix
+ * of the query lies between those two in byte order, so is a prefix of that piece too, and is no longer. */
+static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, uint32_t *prefix)
 {
     uint32_t lo = 0, hi, i, end, matched = 0;
     uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
     bit_reader r;
+    *prefix = 0;
     if (list->count == 0u) {
         return -1;
     }
@@ -375,6 +396,7 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         uint32_t delta_coded = !head && shared < previous_length;
         int below = shared > matched; /* agrees with the piece before past where that one left the query */
         if (shared < matched) {
+            *prefix = matched;
             return -1; /* differs from the query where the piece before agreed with it: past the query */
         }
         for (k = 0; k < suffix; ++k) { /* every byte is decoded: the next piece's codes follow */
@@ -388,6 +410,7 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
                 continue;
             }
             if (matched + k == length || byte > query[matched + k]) {
+                *prefix = matched;
                 return -1; /* the first piece above the query */
             }
             below = byte < query[matched + k];
@@ -403,21 +426,27 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         }
         previous_length = shared + suffix;
     }
+    *prefix = matched; /* the bucket's last piece is below the query, the next bucket's first above it */
     return -1;
 }
 
 int32_t mcubert_find_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
-                           uint32_t length)
+                           uint32_t length, uint8_t *bounds, uint32_t *limit)
 {
-    uint32_t i;
+    uint32_t i, prefix;
+    *limit = 0;
     for (i = 0; i < lists->count; ++i) { /* a piece is in one list at most: the first hit is the answer */
         piece_list list;
         int32_t found;
-        open_list(t->blob + rd32(lists->offsets + 4u * i), &list);
-        found = find_in_list(&list, query, length);
-        if (found >= 0) {
-            return found;
+        if (length <= bounds[i]) { /* else a longer query's miss showed no piece this long is a prefix */
+            open_list(t->blob, t->blob + rd32(lists->offsets + 4u * i), &list);
+            found = find_in_list(&list, query, length, &prefix);
+            if (found >= 0) {
+                return found;
+            }
+            bounds[i] = (uint8_t)prefix; /* < length <= 255 */
         }
+        *limit = bounds[i] > *limit ? bounds[i] : *limit;
     }
     return -1;
 }

@@ -3,7 +3,7 @@
  * and the algorithm's reference are tflm_mcubert/tokenizer/{vocab_blob,reference}.py.
  *
  * Text streams through once (twice for a sentence pair, whose truncation needs both lengths): each
- * code point's kind and mapping come from a binary search of the character ranges; a word collects
+ * code point's kind and mapping come from a binary search of its plane's character ranges; a word collects
  * its mapped characters in the caller's buffer and, at its end, greedy longest-match-first WordPiece
  * emits its ids, each piece found by a binary search of the bucket heads and one bucket's scan.
  */
@@ -26,7 +26,7 @@
 #define HANGUL_FIRST 0xAC00u
 #define HANGUL_COUNT 11172u
 #define MAX_CODE_POINT 0x10FFFFu
-#define RANGE_BYTES 6u
+#define PLANES 17u /* every plane starts a range: vocab_blob.PLANES */
 
 static uint32_t rd16(const uint8_t *p)
 {
@@ -38,12 +38,24 @@ static uint32_t rd32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* A character range's mapping value: bits 25..46 of its 48 bits, signed (enough for any code point or
- * delta between two, at 6 bytes a range instead of 8). */
-static int32_t range_value(const uint8_t *range)
+/* A rule: kind | mode << 2 | value << 4, the value 22 bits and signed (any code point or delta fits). */
+#define RULE_KIND(rule) ((rule)&3u)
+#define RULE_MODE(rule) (((rule) >> 2) & 3u)
+
+static int32_t rule_value(uint32_t rule)
 {
-    uint32_t bits = rd32(range) >> 25 | ((uint32_t)range[4] | (uint32_t)(range[5] & 0x7Fu) << 8) << 7;
-    return (int32_t)(bits ^ 0x200000u) - 0x200000; /* sign-extend 22 bits */
+    return (int32_t)(((rule >> 4) & 0x3FFFFFu) ^ 0x200000u) - 0x200000; /* sign-extend 22 bits */
+}
+
+static uint32_t range_start(const mcubert_tokenizer *t, uint32_t i)
+{
+    return rd16(t->range_starts + 2u * i);
+}
+
+static uint32_t range_rule(const mcubert_tokenizer *t, uint32_t i)
+{
+    uint32_t index = t->rule_count > 256u ? rd16(t->range_rules + 2u * i) : t->range_rules[i];
+    return rd32(t->rules + 4u * index);
 }
 
 /* ---- blob checks --------------------------------------------------------------------------- */
@@ -59,26 +71,43 @@ static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
     return offset <= size && length <= size - offset;
 }
 
+/* Every plane's ranges start at its first code point and increase; rules are well formed and name
+ * code points and strings that exist; a shifted range stays in Unicode. */
 static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *message)
 {
-    uint32_t i, previous_start = 0;
-    for (i = 0; i < t->range_count; ++i) {
-        const uint8_t *range = t->ranges + RANGE_BYTES * i;
-        uint32_t word = rd32(range), start = word & 0x1FFFFFu, mode = (word >> 23) & 3u;
-        int32_t value = range_value(range);
-        uint32_t end = i + 1u < t->range_count ? (rd32(range + RANGE_BYTES) & 0x1FFFFFu) : MAX_CODE_POINT + 1u;
-        if ((i == 0u && start != 0u) || (i > 0u && start <= previous_start) || start > MAX_CODE_POINT ||
-            (range[5] & 0x80u) != 0u) {
-            return bad_blob(message, "ranges", "not increasing from code point 0, or reserved bits set");
-        }
-        if (mode == MODE_DELTA && ((int64_t)start + value < 0 || (int64_t)end - 1 + value > (int64_t)MAX_CODE_POINT)) {
-            return bad_blob(message, "ranges", "a shifted range maps outside Unicode");
+    uint32_t plane, i;
+    if (rd16(t->planes) != 0u || rd16(t->planes + 2u * PLANES) != t->range_count) {
+        return bad_blob(message, "ranges", "the plane index does not cover the ranges");
+    }
+    for (i = 0; i < t->rule_count; ++i) {
+        uint32_t rule = rd32(t->rules + 4u * i), mode = RULE_MODE(rule);
+        int32_t value = rule_value(rule);
+        if ((rule >> 26) != 0u) {
+            return bad_blob(message, "ranges", "reserved bits set in a rule");
         }
         if ((mode == MODE_CONST && (uint32_t)value > MAX_CODE_POINT) ||
             (mode == MODE_STRING && (uint32_t)value >= t->string_count)) {
             return bad_blob(message, "ranges", "a mapping names a code point or string that does not exist");
         }
-        previous_start = start;
+    }
+    for (plane = 0; plane < PLANES; ++plane) {
+        uint32_t first = rd16(t->planes + 2u * plane), last = rd16(t->planes + 2u * (plane + 1u));
+        if (first >= last || range_start(t, first) != 0u) {
+            return bad_blob(message, "ranges", "a plane has no range starting at its first code point");
+        }
+        for (i = first; i < last; ++i) {
+            uint32_t start = plane << 16 | range_start(t, i), rule, index;
+            uint32_t end = i + 1u < last ? plane << 16 | range_start(t, i + 1u) : (plane + 1u) << 16;
+            index = t->rule_count > 256u ? rd16(t->range_rules + 2u * i) : t->range_rules[i];
+            if (end <= start || index >= t->rule_count) {
+                return bad_blob(message, "ranges", "starts not increasing in a plane, or a rule index out of range");
+            }
+            rule = range_rule(t, i);
+            if (RULE_MODE(rule) == MODE_DELTA && ((int64_t)start + rule_value(rule) < 0 ||
+                                                  (int64_t)end - 1 + rule_value(rule) > (int64_t)MAX_CODE_POINT)) {
+                return bad_blob(message, "ranges", "a shifted range maps outside Unicode");
+            }
+        }
     }
     return MCUBERT_OK;
 }
@@ -141,7 +170,8 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
     t->sep_id = (int32_t)rd16(blob + 22);
     t->pad_id = (int32_t)rd16(blob + 24);
     t->unk_id = (int32_t)rd16(blob + 26);
-    t->range_count = rd32(blob + 28);
+    t->range_count = rd16(blob + 28);
+    t->rule_count = rd16(blob + 30);
     ranges_at = rd32(blob + 32);
     t->string_count = rd32(blob + 36);
     strings_at = rd32(blob + 40);
@@ -154,11 +184,16 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         (uint32_t)t->pad_id >= t->vocab_size || (uint32_t)t->unk_id >= t->vocab_size) {
         return bad_blob(message, "header", "limits or special ids out of range");
     }
-    if (!in_blob(size, ranges_at, RANGE_BYTES * t->range_count) || t->string_count > 0xFFFFu ||
-        !in_blob(size, strings_at, 2u * t->string_count)) {
+    if (t->rule_count == 0u ||
+        !in_blob(size, ranges_at,
+                 4u * t->rule_count + 2u * (PLANES + 1u) + (t->rule_count > 256u ? 4u : 3u) * t->range_count) ||
+        t->string_count > 0xFFFFu || !in_blob(size, strings_at, 2u * t->string_count)) {
         return bad_blob(message, "header", "a section lies outside the blob");
     }
-    t->ranges = blob + ranges_at;
+    t->rules = blob + ranges_at;
+    t->planes = t->rules + 4u * t->rule_count;
+    t->range_starts = t->planes + 2u * (PLANES + 1u);
+    t->range_rules = t->range_starts + 2u * t->range_count;
     t->string_ends = blob + strings_at;
     t->string_bytes = blob + strings_at + 2u * t->string_count;
     t->specials = blob + specials_at;
@@ -268,26 +303,28 @@ static int32_t next_code_point(const uint8_t *text, uint32_t size, uint32_t *at)
     return (int32_t)cp;
 }
 
-/* The range holding cp: the last whose start <= cp (range 0 starts at 0). */
-static const uint8_t *range_of(const mcubert_tokenizer *t, uint32_t cp)
+/* The rule of the range holding cp: the last of its plane's ranges whose start <= cp (each plane's
+ * first range starts at its first code point). cp <= MAX_CODE_POINT. */
+static uint32_t rule_of(const mcubert_tokenizer *t, uint32_t cp)
 {
-    uint32_t lo = 0, hi = t->range_count - 1u;
+    uint32_t low = cp & 0xFFFFu, lo = rd16(t->planes + 2u * (cp >> 16)),
+             hi = rd16(t->planes + 2u * ((cp >> 16) + 1u)) - 1u;
     while (lo < hi) {
         uint32_t mid = (lo + hi + 1u) / 2u;
-        if ((rd32(t->ranges + RANGE_BYTES * mid) & 0x1FFFFFu) <= cp) {
+        if (range_start(t, mid) <= low) {
             lo = mid;
         } else {
             hi = mid - 1u;
         }
     }
-    return t->ranges + RANGE_BYTES * lo;
+    return range_rule(t, lo);
 }
 
 /* Appends cp's mapped characters (kind letter or isolate) to the word. */
-static void append_mapped(const mcubert_tokenizer *t, const uint8_t *range, uint32_t cp, word_buffer *word)
+static void append_mapped(const mcubert_tokenizer *t, uint32_t rule, uint32_t cp, word_buffer *word)
 {
-    uint32_t mode = (rd32(range) >> 23) & 3u;
-    int32_t value = range_value(range);
+    uint32_t mode = RULE_MODE(rule);
+    int32_t value = rule_value(rule);
     if (mode == MODE_DELTA) {
         word_append(word, (uint32_t)((int32_t)cp + value), t->max_chars_per_word);
     } else if (mode == MODE_CONST) {
@@ -344,7 +381,9 @@ static void emit(id_sink *sink, int32_t id)
 }
 
 /* Greedy longest-match-first over the word's characters; the whole word is [UNK] when a position
- * has no piece, or when it has more than max_chars_per_word characters. */
+ * has no piece, or when it has more than max_chars_per_word characters. A miss bounds the length of
+ * any piece that can still match, per list (mcubert_find_piece): longer prefixes are not looked up, and
+ * a list is not searched for a length it cannot hold. */
 static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *sink)
 {
     uint32_t start = 0, mark = sink->count;
@@ -360,10 +399,15 @@ static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *s
         uint32_t begin = start == 0u ? 0u : word->char_ends[start - 1u], end;
         const mcubert_piece_list *list = start == 0u ? &t->word_pieces : &t->continuation_pieces;
         int32_t found = -1;
+        uint32_t k, limit = t->max_piece_bytes;  /* no longer piece can match here */
+        uint8_t bounds[MCUBERT_PIECE_MAX_LISTS]; /* per list: the same (mcubert_find_piece) */
+        for (k = 0; k < MCUBERT_PIECE_MAX_LISTS; ++k) {
+            ((volatile uint8_t *)bounds)[k] = 0xFFu; /* volatile: a plain loop may become a memset call */
+        }
         for (end = word->chars; end > start; --end) {
             uint32_t length = word->char_ends[end - 1u] - begin;
-            if (length <= t->max_piece_bytes) {
-                found = mcubert_find_piece(t, list, word->bytes + begin, length);
+            if (length <= limit) {
+                found = mcubert_find_piece(t, list, word->bytes + begin, length, bounds, &limit);
                 if (found >= 0) {
                     break;
                 }
@@ -405,7 +449,7 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
     while (at < size) {
         uint32_t kind, special_length = 0;
         int32_t special_id = 0, cp;
-        const uint8_t *range;
+        uint32_t rule;
         if (stop_when_full && word->chars == 0u && sink->count >= sink->capacity) {
             return;
         }
@@ -422,8 +466,8 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
         if (cp < 0) {
             continue; /* dropped, as U+FFFD */
         }
-        range = range_of(t, (uint32_t)cp);
-        kind = (rd32(range) >> 21) & 3u;
+        rule = rule_of(t, (uint32_t)cp);
+        kind = RULE_KIND(rule);
         if (kind == KIND_REMOVE) {
             continue;
         }
@@ -431,7 +475,7 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
             word_piece(t, word, sink);
         }
         if (kind != KIND_SPACE) {
-            append_mapped(t, range, (uint32_t)cp, word);
+            append_mapped(t, rule, (uint32_t)cp, word);
         }
         if (kind == KIND_ISOLATE) {
             word_piece(t, word, sink);

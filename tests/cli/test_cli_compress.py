@@ -135,3 +135,89 @@ def test_search_to_a_byte_budget_reports_params_and_bytes(capsys, tmp_path, clas
         lookup = load_checkpoint(out).model.embeddings.word_lookup
         assert int(printed["embedding_bytes"]) == metrics["embedding_bytes"] == lookup.stored_bytes(8) <= budget
         assert metrics["embedding_params"] == lookup.stored_params() and metrics["target_embedding_bytes"] == budget
+
+
+def test_distill_and_search_prune_the_vocabulary_and_export_needs_no_more(
+    capsys, tmp_path, classifier_checkpoint, make_hf_checkpoint
+):
+    """--prune-vocab as a step of distill and search: training on the pruned tokenization, the budget over
+    kept rows only, the pruned tokenizer in the checkpoint, and an export of it that prunes nothing more."""
+    from tflm_mcubert.boards import get_board
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
+    from tflm_mcubert.model.hf_import import load_checkpoint
+
+    data = write_reviews(tmp_path / "reviews.csv", count=64)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the good happy film\nthe cat sat on the mat\n")
+    kept = 5 + 5 + 8  # special tokens, single characters (a ##s . , !), the corpus's words
+    common = ["--task", data, "--batch-size", 16, "--quiet", "--prune-vocab", corpus]
+
+    code, out, _ = run_cli(
+        capsys, "distill", "--teacher", classifier_checkpoint, "--out", tmp_path / "student", "--epochs", 1, *common
+    )
+    assert code == 0
+    printed = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    assert int(printed["tokens_kept"]) == kept
+    student = load_checkpoint(tmp_path / "student")
+    assert student.config.vocab_size == len(student.tokenizer.get_vocab()) == kept
+    assert "bad" not in student.tokenizer.get_vocab() and "film" in student.tokenizer.get_vocab()
+    metrics = json.loads((tmp_path / "student" / "metrics.json").read_text())
+    pruning = metrics["vocab_pruning"]
+    assert pruning["tokens_before"] == 30 and pruning["tokens_kept"] == kept
+    assert pruning["vocab_bytes_saved"] == pruning["vocab_bytes_before"] - pruning["vocab_bytes_after"] > 0
+    assert pruning["embedding_params_saved"] == (30 - kept) * student.config.hidden_size
+    assert 0 <= metrics["teacher_test_accuracy"] <= 1  # the teacher read its own, unpruned tokenization
+
+    budget = kept * 32 // 2  # half of the pruned table: the budget counts kept rows only
+    code, out, _ = run_cli(
+        capsys,
+        "search",
+        "--checkpoint",
+        classifier_checkpoint,
+        "--out",
+        tmp_path / "small",
+        "--target-embedding-params",
+        budget,
+        "--epochs",
+        0.5,
+        "--finetune-epochs",
+        0.5,
+        *common,
+    )
+    assert code == 0
+    printed = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    assert int(printed["embedding_params"]) <= budget and int(printed["tokens_kept"]) == kept
+    metrics = json.loads((tmp_path / "small" / "metrics.json").read_text())
+    assert metrics["dense_embedding_params"] == kept * 32 and metrics["vocab_pruning"]["tokens_kept"] == kept
+    small = load_checkpoint(tmp_path / "small")
+    assert small.config.vocab_size == len(small.tokenizer.get_vocab()) == kept
+    assert small.model.embeddings.word_lookup.stored_params() == int(printed["embedding_params"])
+
+    report = run_export(
+        ExportRequest(
+            out_dir=tmp_path / "export",
+            board=get_board("nucleo-f767zi"),
+            seq_len=16,
+            checkpoint=str(tmp_path / "small"),
+        )
+    )
+    assert "vocab_pruning" not in report["model"]  # nothing left to prune: the checkpoint's tokenizer is pruned
+    assert report["tokenizer"]["vocabulary_tokens"] == kept
+
+
+def test_prune_top_n_needs_prune_vocab(capsys, tmp_path, classifier_checkpoint):
+    data = write_reviews(tmp_path / "reviews.csv")
+    code, _, err = run_cli(
+        capsys,
+        "distill",
+        "--teacher",
+        classifier_checkpoint,
+        "--task",
+        data,
+        "--out",
+        tmp_path / "o",
+        "--prune-top-n",
+        3,
+    )
+    assert code == 2
+    assert_one_clean_error(err, "--prune-top-n needs --prune-vocab")

@@ -50,6 +50,9 @@ def test_the_blob_tokenizes_as_the_exports_own_tokenizer(checkpoint, tmp_path, s
     )
     assert {"model_vocab.cc", "model_vocab.h"} <= set(report["files"])
     assert json.loads((out / "report.json").read_text())["vocab_bytes"] == len(blob)
+    guide = (out / "FIRMWARE.md").read_text()  # the text-in section: this blob's figures and how to call it
+    assert f"format version {vocab_blob.VERSION}, {len(blob):,} B of Flash" in guide
+    assert ("mcubert::TextInput" in guide) == (schedule == "mcubert")
     cost = report["tokenizer"]["cost"]  # measured on the board's core when the emulator can be built
     if shutil.which("arm-none-eabi-gcc") and importlib.util.find_spec("unicorn"):
         assert cost["core"] == "cortex-m7" and cost["tokens"] == 16 and 1_000 < cost["instructions"] < 200_000
@@ -70,3 +73,4 @@ def test_an_export_without_a_tokenizer_says_so(tmp_path):
     assert report["vocab_bytes"] == 0 and "no tokenizer" in report["tokenizer"]["note"]
     assert report["flash_bytes"] == report["tflite_bytes"]
     assert not (tmp_path / "o" / "model_vocab.cc").exists()
+    assert "Text in" not in (tmp_path / "o" / "FIRMWARE.md").read_text()

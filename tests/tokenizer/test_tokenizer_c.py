@@ -74,8 +74,9 @@ def test_a_pruned_vocabulary_matches_the_reference(library, pruned_tokenizer, co
         (lambda b: b[:-1], "size is not the size given"),
         (lambda b: b[:40], "shorter than the 64-byte header"),
         (lambda b: b"MCTX" + b[4:], "not a tokenizer blob"),
-        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 3"),
-        (lambda b: b[:4] + b"\x02" + b[5:], "blob version 2; this library reads version 3"),
+        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 4"),
+        (lambda b: b[:4] + b"\x02" + b[5:], "blob version 2; this library reads version 4"),
+        (lambda b: b[:4] + b"\x03" + b[5:], r"blob version 3; this library reads version 4 \(export the model again\)"),
         (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "CRC-32 mismatch"),
     ],
 )
@@ -100,24 +101,22 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
         "ranges": (32, 0xFFFFFF),  # the ranges' offset past the end
         "limits or special ids": (20, 0xFFFF),  # [CLS]'s id
         "word pieces": (48, 8),  # the word pieces' offset into the header
+        "plane index|section": (28, 3),  # the range count: no longer what the plane index says
     }
     for problem, (offset, value) in cases.items():
         blob = bytearray(minilm_blob)
-        size = 2 if offset in (20,) else 4
+        size = 2 if offset in (20, 28) else 4
         blob[offset : offset + size] = value.to_bytes(size, "little")
         with pytest.raises(UserError, match="TOKENIZER"):
             HostTokenizer(resealed(blob), library)
     # a piece list's own fields, behind a valid CRC: a bucket offset, the id width, a bit of the data
     word_at = struct.unpack_from("<I", minilm_blob, struct.unpack_from("<I", minilm_blob, 48)[0] + 4)[0]
-    count, data_bytes, _, shift, id_bits, offset_bytes = struct.unpack_from("<IIIBBB", minilm_blob, word_at)
-    tables = word_at + 28
-    for _ in range(4):  # peek bits, peek table, counts, symbols
-        tables += 1 + (2 << minilm_blob[tables])
-        tables += 30 + sum(struct.unpack_from("<15H", minilm_blob, tables))
+    count, data_bytes, _, _, shift, id_bits, offset_bytes = struct.unpack_from("<IIIIBBB", minilm_blob, word_at)
+    tables = word_at + 20  # the bucket offsets (the code tables are in the shared code set)
     data_at = tables + offset_bytes * -(-count >> shift) + (count * id_bits + 7) // 8
     damages = {
         "bucket offset": (tables + offset_bytes, minilm_blob[tables + offset_bytes] + 1),
-        "sizes do not fit|id": (word_at + 13, id_bits + 1),
+        "sizes do not fit|id": (word_at + 17, id_bits + 1),
         "piece|order|code|bucket|bytes left": (data_at + 3, minilm_blob[data_at + 3] ^ 0x10),
     }
     for problem, (offset, value) in damages.items():
@@ -144,12 +143,15 @@ def test_implicit_ids_match_the_reference_and_store_no_ids(clustered, corpus_sen
 
     spec, blob, host = clustered
     assert vocab_blob.unpack(blob).word_pieces == spec.word_pieces
-    assert len(blob) < 80_000
+    assert len(blob) < 70_000
     for group_at in struct.unpack_from("<II", blob, 48):
         count = struct.unpack_from("<I", blob, group_at)[0]
         assert 2 <= count <= 4  # one list per cluster holding pieces of this kind
+        code_sets = set()
         for list_at in struct.unpack_from(f"<{count}I", blob, group_at + 4):
-            assert blob[list_at + 13] == 0  # implicit ids
+            assert blob[list_at + 17] == 0  # implicit ids
+            code_sets.add(struct.unpack_from("<I", blob, list_at + 12)[0])
+        assert len(code_sets) == 1  # a group's lists share their code tables
     for text in corpus_sentences[:3000] + ADVERSARIAL:
         assert same(host.encode(text, 64), reference.encode(spec, text, 64)), text
         assert same(host.encode(text, 64, "a pair"), reference.encode(spec, text, 64, "a pair")), text
@@ -169,22 +171,21 @@ def test_damaged_implicit_lists_are_rejected(library, clustered):
     first, second = _list_at(blob, 0), _list_at(blob, 1)
     vocab_size = struct.unpack_from("<I", blob, 56)[0]
     group_at = struct.unpack_from("<I", blob, 48)[0]
-    damages = {  # offset, u32 value
-        "not below vocab_size": (second + 8, vocab_size - 1),  # implicit ids past the vocabulary
-        "overlap or are out of order": (second + 8, struct.unpack_from("<I", blob, first + 8)[0]),
-        "more lists than the lookup searches": (group_at, 17),
-        "list outside the blob": (group_at + 4, len(blob) - 8),
-        "code table": (first + 16, 2),  # the first code's offset
-        "sizes do not fit": (first + 24, 1 << 15),  # the tables' end
-        "field widths": (first + 24 + 2, 0),  # the reserved word after the code offsets
+    codes_at = struct.unpack_from("<I", blob, first + 12)[0]
+    damages = {  # offset, format, value
+        "not below vocab_size": (second + 8, "<I", vocab_size - 1),  # implicit ids past the vocabulary
+        "overlap or are out of order": (second + 8, "<I", struct.unpack_from("<I", blob, first + 8)[0]),
+        "more lists than the lookup searches": (group_at, "<I", 17),
+        "list outside the blob": (group_at + 4, "<I", len(blob) - 8),
+        "code table": (first + 12, "<I", codes_at + 2),  # the code set's offset, misaligned
+        "code table ": (codes_at, "<H", 2),  # the code set's first code offset
+        "sizes do not fit": (first + 4, "<I", 1 << 28),  # the data's bytes
+        "field widths": (first + 19, "<B", 1),  # the reserved byte after the offset width
     }
-    for problem, (offset, value) in damages.items():
+    for problem, (offset, form, value) in damages.items():
         damaged = bytearray(blob)
-        if problem == "field widths":
-            damaged[offset] = 1
-        else:
-            struct.pack_into("<I" if offset % 4 == 0 else "<H", damaged, offset, value)
-        with pytest.raises(UserError, match=problem):
+        struct.pack_into(form, damaged, offset, value)
+        with pytest.raises(UserError, match=problem.strip()):
             HostTokenizer(resealed(damaged), library)
 
 

@@ -5,6 +5,9 @@ compressed checkpoint that `export` takes.
     distill  --teacher teacher/ --task T --out student/         a bert-tiny/-mini student, task KD
     search   --checkpoint student/ --task T --out compressed/   compressed embedding (MCUBERT NAS), KD
 
+distill and search take --prune-vocab CORPUS [--prune-top-n N]: they train with the vocabulary pruned to
+the corpus's pieces and write the pruned tokenizer (compress/vocab_pruning.py).
+
 Each prints its validation and test accuracy at the end, one `name value` pair a line.
 """
 
@@ -78,6 +81,15 @@ def _common(parser: argparse.ArgumentParser, command: str) -> None:
             help=f"weight of the logits KD loss; labels get 1 - it (default {DEFAULT_KD[command]:g})",
         )
         train.add_argument("--temperature", type=float, default=2.0, help="KD temperature (default 2)")
+    if command in ("distill", "search"):
+        data.add_argument(
+            "--prune-vocab",
+            metavar="CORPUS",
+            help="train with the vocabulary pruned to the pieces CORPUS uses (a task's training split, e.g. "
+            "rotten_tomatoes, or a text file): special tokens and single characters are kept, the rest map to "
+            "[UNK] and need no embedding row; OUT's tokenizer is the pruned one",
+        )
+        data.add_argument("--prune-top-n", type=int, help="with --prune-vocab: keep only its N most frequent pieces")
     run = parser.add_argument_group("run")
     run.add_argument(
         "--out", required=True, help="output checkpoint directory (its run/ subdirectory holds the training state)"
@@ -217,17 +229,31 @@ def _options(args, command: str):
     return data, train
 
 
+def _pruning(args):
+    from tflm_mcubert.compress.pipeline import Pruning
+
+    corpus, top_n = getattr(args, "prune_vocab", None), getattr(args, "prune_top_n", None)
+    if top_n is not None and not corpus:
+        raise UserError("--prune-top-n needs --prune-vocab CORPUS")
+    if corpus is None:
+        return None
+    pruning = Pruning(corpus, top_n)
+    pruning.validate()
+    return pruning
+
+
 def run(args) -> int:
     from tflm_mcubert.compress import pipeline
     from tflm_mcubert.compress.nas import SearchOptions
 
     data, train = _options(args, args.command)
+    pruning = _pruning(args)
     out = output_directory(args.out)
     if args.command == "finetune":
         metrics = pipeline.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
     elif args.command == "distill":
-        metrics = pipeline.distill(args.teacher, out, data, train, preset=args.preset)
+        metrics = pipeline.distill(args.teacher, out, data, train, preset=args.preset, pruning=pruning)
         shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
     else:
         search = SearchOptions(
@@ -249,7 +275,9 @@ def run(args) -> int:
             lr_schedule=args.lr_schedule,
             equal_steps=args.equal_steps,
         )
-        metrics = pipeline.search(args.checkpoint, out, data, train, search, teacher_source=args.teacher)
+        metrics = pipeline.search(
+            args.checkpoint, out, data, train, search, teacher_source=args.teacher, pruning=pruning
+        )
         shown = (
             "validation_accuracy",
             "test_accuracy",
@@ -259,6 +287,9 @@ def run(args) -> int:
             "embedding_bytes",
             "embedding_fraction",
         )
+    if "vocab_pruning" in metrics:
+        shown += ("tokens_kept",)
+        metrics = {**metrics, "tokens_kept": metrics["vocab_pruning"]["tokens_kept"]}
     for key in shown:
         value = metrics[key]
         print(f"{key} {value:.6f}" if isinstance(value, float) else f"{key} {value}")

@@ -3,6 +3,11 @@
 Each one: loads checkpoints and the task, opens its run directory (OUT/run: settings, cached teacher
 logits, stage checkpoints; see `train.RunDirectory`), trains, evaluates on validation and test, and writes
 a checkpoint to OUT with `metrics.json` next to it.
+
+`distill` and `search` take a `Pruning` (--prune-vocab CORPUS): the model to train loses the pieces the
+corpus does not use (compress/vocab_pruning.py) before training, trains and is evaluated on the pruned
+tokenization, and OUT's tokenizer is the pruned one (export then needs no --prune-vocab). The teacher
+keeps its vocabulary and its logits come from its own tokenization of the same examples.
 """
 
 from __future__ import annotations
@@ -61,6 +66,18 @@ class TrainOptions:
     strategy: str = "default"
     resume: bool = False
     progress: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Pruning:
+    """--prune-vocab CORPUS [--prune-top-n N]: a task name or a text/CSV file (vocab_pruning.corpus_sentences)."""
+
+    corpus: str
+    top_n: int | None = None
+
+    def validate(self) -> None:
+        if self.top_n is not None and self.top_n < 1:
+            raise UserError("--prune-top-n needs a count of 1 or more")
 
 
 @dataclasses.dataclass
@@ -190,6 +207,25 @@ def settings_of(command: str, data_opts: DataOptions, train_opts: TrainOptions, 
     return {"command": command, **dataclasses.asdict(data_opts), **train, **extra, "data": data.fingerprint()}
 
 
+def prune_for_training(model, tokenizer, pruning: Pruning | None, what: str):
+    """(model, tokenizer, report): with `pruning`, the model and tokenizer pruned to its corpus (the
+    pruning's report: tokens kept, embedding and blob bytes saved); else unchanged and None."""
+    import tempfile
+
+    from tflm_mcubert.compress.vocab_pruning import prune_to_corpus
+
+    if pruning is None:
+        return model, tokenizer, None
+    pruning.validate()
+    if tokenizer is None:
+        raise UserError(f"--prune-vocab: {what} has no tokenizer (vocab.txt or tokenizer.json)")
+    log(f"pruning the vocabulary to the pieces of {pruning.corpus} ...")
+    with tempfile.TemporaryDirectory() as scratch:  # the pruned vocab.txt; the tokenizer keeps it in memory
+        pruned = prune_to_corpus(model, tokenizer, pruning.corpus, Path(scratch), pruning.top_n)
+    log(f"kept {pruned.report['tokens_kept']:,} of {pruned.report['tokens_before']:,} tokens")
+    return pruned.model, pruned.tokenizer, pruned.report
+
+
 def write_metrics(out: Path, metrics: dict, writer: bool) -> None:
     if writer:
         out.mkdir(parents=True, exist_ok=True)
@@ -244,26 +280,37 @@ def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOpti
 
 
 def distill(
-    teacher_source: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, preset: str, on_step_end=None
+    teacher_source: str,
+    out: Path,
+    data_opts: DataOptions,
+    opts: TrainOptions,
+    *,
+    preset: str,
+    pruning: Pruning | None = None,
+    on_step_end=None,
 ) -> dict:
-    """A `preset`-shaped student of the teacher (same vocabulary), trained by task KD."""
+    """A `preset`-shaped student of the teacher (same vocabulary, or the teacher's pruned to
+    `pruning`'s corpus), trained by task KD."""
     from tflm_mcubert.model.config import preset as preset_config
     from tflm_mcubert.model.hf_import import save_checkpoint
 
     strategy, began = _start(opts)
     shape = preset_config(preset)
     with strategy.scope():
-        teacher, tokenizer = load_classifier(teacher_source, what="--teacher")
-        data = load_task_data(data_opts, tokenizer, teacher.config.vocab_size)
-        _check_labels(teacher, data, "--teacher")
+        teacher, teacher_tokenizer = load_classifier(teacher_source, what="--teacher")
+        teacher_data = load_task_data(data_opts, teacher_tokenizer, teacher.config.vocab_size)
+        _check_labels(teacher, teacher_data, "--teacher")
         objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature)
         if opts.hidden_kd:
             raise UserError("distill: hidden-state KD needs equal widths; the student is narrower (use --hidden-kd 0)")
         student, init = student_from_teacher(teacher, student_config(teacher.config, shape), seed=opts.seed)
+        student, tokenizer, pruned = prune_for_training(student, teacher_tokenizer, pruning, "--teacher")
+        data = teacher_data if pruned is None else load_task_data(data_opts, tokenizer, student.config.vocab_size)
         teacher_fp = checkpoint_fingerprint(teacher_source)
-        settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset)
+        extra = {} if pruning is None else {"prune": dataclasses.asdict(pruning)}
+        settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset, **extra)
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
-        logits = teacher_logits(run, teacher, teacher_fp, data, opts.batch_size)
+        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size)
         record = trainer.fit(
             Stage(
                 "distill",
@@ -277,7 +324,8 @@ def distill(
         )
     scores = evaluate(student, data, opts.batch_size)
     teacher_scores = {
-        f"teacher_{split}_accuracy": accuracy(logits[split], data.splits[split]) for split in ("validation", "test")
+        f"teacher_{split}_accuracy": accuracy(logits[split], teacher_data.splits[split])
+        for split in ("validation", "test")
     }
     if run.writer:
         save_checkpoint(student, out, tokenizer)
@@ -289,6 +337,7 @@ def distill(
         **scores,
         **teacher_scores,
         "params": student.config.param_count(),
+        **({} if pruned is None else {"vocab_pruning": pruned}),
         "stages": [record.to_dict()],
         "seconds": round(time.monotonic() - began, 1),
     }
@@ -304,23 +353,20 @@ def search(
     search_opts: SearchOptions,
     *,
     teacher_source: str | None = None,
+    pruning: Pruning | None = None,
     on_step_end=None,
 ) -> dict:
     """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
-    write the compressed checkpoint (permuted vocabulary) to `out`."""
+    write the compressed checkpoint (permuted vocabulary) to `out`. With `pruning`, the classifier's
+    vocabulary is first pruned to its corpus: the search sees only the kept tokens (a pruned token needs
+    no row in any cluster, and the embedding budget counts kept rows only)."""
     strategy, began = _start(opts)
     teacher_source = teacher_source or checkpoint
     with strategy.scope():
-        model, tokenizer = load_classifier(checkpoint)
+        model, tokenizer, data, teacher_data, pruned = _search_model_and_data(
+            checkpoint, data_opts, opts, search_opts, pruning
+        )
         config = model.config
-        search_opts.validate(config.vocab_size, config.hidden_size)
-        if tokenizer is not None and len(tokenizer) != config.vocab_size:
-            raise UserError(
-                f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} tokens and config.json "
-                f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id"
-            )
-        data = load_task_data(data_opts, tokenizer, config.vocab_size)
-        _check_labels(model, data, "--checkpoint")
         teacher, objective = _search_teacher(teacher_source, model, data, opts)
         teacher_fp = checkpoint_fingerprint(teacher_source)
         settings = settings_of(
@@ -331,9 +377,10 @@ def search(
             checkpoint=checkpoint_fingerprint(checkpoint),
             teacher=teacher_fp,
             search=dataclasses.asdict(search_opts),
+            **({} if pruning is None else {"prune": dataclasses.asdict(pruning)}),
         )
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
-        logits = teacher_logits(run, teacher, teacher_fp, data, opts.batch_size)
+        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size)
         uncompressed = evaluate(model, data, opts.batch_size)
         job = SearchJob(
             trainer,
@@ -367,8 +414,9 @@ def search(
         "target_embedding_params": search_opts.target_params,
         "target_embedding_bytes": search_opts.target_bytes,
         **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
-        **{f"teacher_{s}_accuracy": accuracy(logits[s], data.splits[s]) for s in ("validation", "test")},
+        **{f"teacher_{s}_accuracy": accuracy(logits[s], teacher_data.splits[s]) for s in ("validation", "test")},
         "model_params": outcome.model.count_params(),
+        **({} if pruned is None else {"vocab_pruning": pruned}),
         "details": outcome.details,
         "stages": [r.to_dict() for r in outcome.records],
         "seconds": round(time.monotonic() - began, 1),
@@ -379,6 +427,27 @@ def search(
         _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)
     write_metrics(out, metrics, run.writer)
     return metrics
+
+
+def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, pruning):
+    """(model, tokenizer, data, teacher's data, pruning report): the classifier to compress, pruned when
+    asked, its task data, and the unpruned checkpoint's tokenization of the same examples (the teacher's)."""
+    model, full_tokenizer = load_classifier(checkpoint)
+    full_vocab_size = model.config.vocab_size
+    if pruning is not None and opts.hidden_kd:
+        raise UserError("--prune-vocab with --hidden-kd: the teacher's hidden states follow its own tokenization")
+    model, tokenizer, pruned = prune_for_training(model, full_tokenizer, pruning, "--checkpoint")
+    config = model.config
+    search_opts.validate(config.vocab_size, config.hidden_size)
+    if tokenizer is not None and len(tokenizer) != config.vocab_size:
+        raise UserError(
+            f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} tokens and config.json "
+            f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id"
+        )
+    data = load_task_data(data_opts, tokenizer, config.vocab_size)
+    _check_labels(model, data, "--checkpoint")
+    teacher_data = data if pruned is None else load_task_data(data_opts, full_tokenizer, full_vocab_size)
+    return model, tokenizer, data, teacher_data, pruned
 
 
 def _search_teacher(teacher_source: str, model, data: TaskData, opts: TrainOptions):

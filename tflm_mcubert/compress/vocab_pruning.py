@@ -2,6 +2,11 @@
 (or its N most frequent); the rest leave the vocabulary, the word table and the tokenizer blob.
 
     pruned = prune_vocabulary(model, tokenizer, sentences, out_dir)   # .model, .tokenizer, .report
+    pruned = prune_to_corpus(model, tokenizer, "rotten_tomatoes", out_dir)  # + the blob's bytes saved
+
+`export --prune-vocab` prunes the checkpoint it exports; `distill`/`search --prune-vocab` prune before
+training (the student trains on the pruned tokenization, the search's embedding budget counts only kept
+rows) and write a checkpoint whose tokenizer is the pruned one, so its export needs no further pruning.
 
 The pruned tokenizer is the checkpoint's with the smaller vocab.txt (ids renumbered in the old order), so
 a word whose piece was dropped re-tokenizes into shorter kept pieces, down to single characters (all
@@ -82,3 +87,30 @@ def corpus_sentences(spec: str) -> list[str]:
         columns = [c for c in ("text", "text_pair") if c in train.column_names]
         return [t for c in columns for t in train[c] if t]
     return read_sentences(spec, flag="--prune-vocab")
+
+
+def blob_bytes(tokenizer) -> int | None:
+    """Bytes of the on-device tokenizer blob of `tokenizer` as it stands (ids as they are), or None when
+    the device cannot reproduce it."""
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    try:
+        return len(vocab_blob.pack(reference.spec_from_hf(tokenizer)))
+    except UserError:
+        return None
+
+
+def prune_to_corpus(model, tokenizer, corpus: str, out_dir: Path, top_n: int | None = None) -> PrunedVocabulary:
+    """prune_vocabulary to the texts of `corpus` (corpus_sentences); the report adds the corpus, the
+    tokenizer blob's bytes before and after, and the bytes saved (blob, and the int8 dense word table's)."""
+    sentences = corpus_sentences(corpus)
+    pruned = prune_vocabulary(model, tokenizer, sentences, out_dir, top_n)
+    before, after = blob_bytes(tokenizer), blob_bytes(pruned.tokenizer)
+    pruned.report.update(
+        corpus=corpus,
+        vocab_bytes_before=before,
+        vocab_bytes_after=after,
+        vocab_bytes_saved=None if before is None or after is None else before - after,
+        int8_embedding_bytes_saved=pruned.report["embedding_params_saved"],
+    )
+    return pruned

@@ -18,7 +18,7 @@ from pathlib import Path
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.export.vocab_files import write_vocab_files
+from tflm_mcubert.export.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.tflite.graph import parse
@@ -191,18 +191,12 @@ def _prune_vocabulary(request: ExportRequest, model, tokenizer, source: dict, ou
     """The model and tokenizer with the vocabulary pruned to the corpus; the pruning's figures join the
     report's model block, and the pruned tokenizer is saved as out/tokenizer (the export's permuted one
     replaces it when the embedding is compressed)."""
-    from tflm_mcubert.compress.vocab_pruning import corpus_sentences, prune_vocabulary
-    from tflm_mcubert.tokenizer import reference, vocab_blob
+    from tflm_mcubert.compress.vocab_pruning import prune_to_corpus
 
-    sentences = corpus_sentences(request.prune_vocab)
-    log(f"pruning the vocabulary to the pieces of {request.prune_vocab} ({len(sentences):,} texts) ...")
-    pruned = prune_vocabulary(model, tokenizer, sentences, out_dir / "tokenizer", request.prune_top_n)
+    log(f"pruning the vocabulary to the pieces of {request.prune_vocab} ...")
+    pruned = prune_to_corpus(model, tokenizer, request.prune_vocab, out_dir / "tokenizer", request.prune_top_n)
     pruned.tokenizer.save_pretrained(str(out_dir / "tokenizer"))
-    try:
-        blob_before = len(vocab_blob.pack(reference.spec_from_hf(tokenizer)))
-    except UserError:
-        blob_before = None
-    report = {**pruned.report, "corpus": request.prune_vocab, "vocab_bytes_before": blob_before}
+    report = pruned.report
     log(f"kept {report['tokens_kept']:,} of {report['tokens_before']:,} tokens")
     return pruned.model, pruned.tokenizer, {**source, "vocab_pruning": report}
 
@@ -347,6 +341,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
     )
 
     vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, None, request.seq_len, request.board.core)
+    append_text_guide(out_dir, vocab, custom=False, seq_len=request.seq_len)
     flash_bytes = len(tflite) + vocab.blob_bytes
     fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **_reserves(request))
     report = {
@@ -439,6 +434,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     vocab = write_vocab_files(
         out_dir, tokenizer if request.vocab else None, result.permutation, request.seq_len, request.board.core
     )
+    append_text_guide(out_dir, vocab, custom=True, seq_len=request.seq_len)
     files += vocab.files
     flash_bytes = len(tflite) + vocab.blob_bytes
     config = model.config

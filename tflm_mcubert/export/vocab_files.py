@@ -4,6 +4,7 @@ report's figures for it.
 
     vocab = write_vocab_files(out_dir, tokenizer, permutation)   # None when there is no tokenizer
     vocab.blob_bytes, vocab.report                               # counted in flash_bytes; report.json
+    append_text_guide(out_dir, vocab, custom=True, seq_len=128)  # FIRMWARE.md's text-in section
 
 A checkpoint whose tokenizer the device cannot reproduce (not BERT's WordPiece) gets no blob and a
 report entry saying why; the export itself goes on.
@@ -81,3 +82,55 @@ def write_vocab_files(
     write_c_array(blob, out_dir, name=VOCAB_NAME, what="the checkpoint's tokenizer (tokenizer/vocab_blob.py)")
     report = {**tokenizer_report(spec, tokenizer, len(blob)), "cost": measured_cost(blob, seq_len, core)}
     return VocabFiles(VOCAB_FILES, len(blob), report)
+
+
+_TEXT_INPUT_USAGE = """Add `model_vocab.cc` and `custom_ops/tflm/mcubert_tflm_text.cc` to the build;
+`mcubert::TextInput` writes the tokenizer's output straight into the model's input tensors:
+
+```cpp
+#include "mcubert_tflm_text.h"
+#include "model_vocab.h"
+static mcubert::TextInput text(g_model_vocab, g_model_vocab_len);  // checks the blob once
+uint32_t tokens = 0;
+if (text.Fill(interpreter, {MCUBERT_MODEL_INPUT_IDS_INDEX, MCUBERT_MODEL_TOKEN_TYPE_IDS_INDEX,
+                            MCUBERT_MODEL_ATTENTION_MASK_INDEX}, line, line_bytes, &tokens) == kTfLiteOk) {
+  interpreter.Invoke();  // else text.message() says why
+}
+```
+
+`examples/baremetal`'s `mcubert_app` (UART on the boards, semihosting under QEMU), the Arduino sketch and
+the Mbed application read a line of text this way and print the label."""
+
+_C_USAGE = """Add `model_vocab.cc` and `custom_ops/src/mcubert_tokenizer*.c` to the build and call the C tokenizer
+(`custom_ops/include/mcubert/mcubert_tokenizer.h`: `mcubert_tokenizer_init` once on `g_model_vocab`, then
+`mcubert_tokenize` per text into int32 ids and token types and an int8 mask, converted to this model's
+input types)."""
+
+
+def append_text_guide(out_dir: Path, vocab: VocabFiles, *, custom: bool, seq_len: int) -> None:
+    """Appends FIRMWARE.md's text-in section (blob, cost, how to call it) when `vocab` wrote a blob."""
+    from tflm_mcubert.export.template import fill
+    from tflm_mcubert.tokenizer import vocab_blob
+
+    guide = Path(out_dir) / "FIRMWARE.md"
+    if not vocab.files or not guide.is_file():
+        return
+    report = vocab.report
+    cost = report.get("cost", {})
+    measured = (
+        f"{cost['instructions']:,} instructions on the {cost['core']} (measured under unicorn), stack "
+        f"{cost['stack_bytes']} B"
+        if cost.get("instructions")
+        else cost.get("note", "not measured")
+    )
+    section = fill(
+        "FIRMWARE_text.md.tmpl",
+        version=vocab_blob.VERSION,
+        vocab_bytes=f"{vocab.blob_bytes:,}",
+        tokens=f"{report['vocabulary_tokens']:,}",
+        seq_len=seq_len,
+        cost=measured,
+        usage=_TEXT_INPUT_USAGE if custom else _C_USAGE,
+    )
+    with open(guide, "a", encoding="utf-8") as f:
+        f.write(section)

@@ -1,30 +1,34 @@
-"""A sorted WordPiece list as the tokenizer blob stores it (version 3): front-coded, entropy-coded, ids
-implicit (base + rank) or bit-packed. custom_ops/src/mcubert_tokenizer_pieces.c decodes the same layout.
+"""A sorted WordPiece list as the tokenizer blob stores it (version 4): front-coded, entropy-coded, ids
+implicit (base + rank) or bit-packed, the Huffman codes in a code set several lists share.
+custom_ops/src/mcubert_tokenizer_pieces.c decodes the same layout.
 
-Little-endian, offsets from the list's start:
+Little-endian, offsets from the list's start unless said otherwise:
 
-    u32 count, u32 data bytes, u32 base id, u8 bucket shift, u8 id bits (0: implicit ids, the i-th
-        piece's id is base + i), u8 offset bytes, u8 0, u16 [5] each code's offset from the first's
-        and the end of the last, u16 0
-    four canonical Huffman codes: suffix lengths, shared lengths, suffix bytes, first-byte deltas; each
+    code set (shared: 4-byte aligned, at a blob offset lists name)
+        u16 [5] each code's offset from the set's start and the end of the last, u16 0
+        four canonical Huffman codes: suffix lengths, shared lengths, suffix bytes, first-byte deltas; each
         u8 peek bits P,
         u16 [1 << P] the symbol | length << 8 of the code the next P bits start (0: a longer code),
         u16 [15] the number of codes of each bit length 1..15, u8 [their sum] the symbols in code order
-    bucket offsets   (offset bytes) [buckets]: byte offsets into the data
-    ids              id bits each, packed (none when implicit)
-    data             the buckets, each starting on a byte: the first piece as length + bytes, each next
-                     one as shared length + suffix length + suffix bytes, all Huffman codes; where
-                     the piece before goes on past the shared bytes, the first suffix byte is coded as
-                     its difference from that one's byte there (sorted: >= 1, mostly small)
-    (padded to 4 B)
+    list
+        u32 count, u32 data bytes, u32 base id, u32 blob offset of its code set, u8 bucket shift, u8 id bits
+            (0: implicit ids, the i-th piece's id is base + i), u8 offset bytes, u8 0
+        bucket offsets   (offset bytes) [buckets]: byte offsets into the data
+        ids              id bits each, packed (none when implicit)
+        data             the buckets, each starting on a byte: the first piece as length + bytes, each next
+                         one as shared length + suffix length + suffix bytes, all Huffman codes; where
+                         the piece before goes on past the shared bytes, the first suffix byte is coded as
+                         its difference from that one's byte there (sorted: >= 1, mostly small)
+        (padded to 4 B)
 
 Bits are read most significant first. Codes are canonical (zlib's puff.c decodes them the same way),
 so the device needs no table in RAM: a short code (most letters) is one read of the peek table in the
 blob, a longer one is found by counting codes per length. A piece's bytes cost about
 4.5 bits instead of 8 (the vocabulary is mostly a-z) and its two lengths about 5 bits together. Ids in
 byte order are random unless the export numbered the pieces in that order (export/id_order.py): then
-they cost nothing; otherwise they take the vocabulary's bit width. The code offsets in the head let a
-lookup start without walking the tables. A bucket of 32 pieces is one binary search step's worth of decoding.
+they cost nothing; otherwise they take the vocabulary's bit width. A code set is about 0.7 KB: the lists
+of one blob (one per embedding cluster and kind) share one, built from all their symbols (version 3 gave
+each list its own). A bucket of 32 pieces is one binary search step's worth of decoding.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ BUCKET_SHIFT = 5
 PEEK_BITS_BYTES = 7
 PEEK_BITS_LENGTHS = 5
 MAX_CODE_BITS = 15
-_HEAD = struct.Struct("<IIIBBBB5HH")
+_HEAD = struct.Struct("<IIIIBBBB")
+_CODE_SET = struct.Struct("<5HH")
+CODES = 4  # suffix lengths, shared lengths, suffix bytes, first-byte deltas
 
 
 def code_lengths(frequencies: dict[int, int]) -> dict[int, int]:
@@ -177,23 +183,60 @@ def implicit_base(pieces: dict[str, int]) -> int | None:
     return None
 
 
-def pack(pieces: dict[str, int], id_bits: int, bucket_shift: int = BUCKET_SHIFT) -> bytes:
-    """The list of `pieces`; id_bits 0 stores no ids (implicit_base(pieces) must not be None)."""
+def _coded(pieces: dict[str, int], bucket_shift: int):
     ordered = sorted((piece.encode(), piece_id) for piece, piece_id in pieces.items())
+    if any(len(p) > 255 or not p for p, _ in ordered):
+        raise UserError("a vocabulary piece is empty or longer than 255 bytes")
+    return ordered, _front_coded([p for p, _ in ordered], bucket_shift)
+
+
+def symbol_counts(pieces: dict[str, int], bucket_shift: int = BUCKET_SHIFT) -> list[collections.Counter]:
+    """How often each symbol of the four codes occurs in the list of `pieces` (add several lists' to
+    build the code set they share)."""
+    _, coded = _coded(pieces, bucket_shift)
+    bucket = 1 << bucket_shift
+    lengths = collections.Counter(len(suffix) for _, _, suffix in coded)
+    shared = collections.Counter(s for i, (s, _, _) in enumerate(coded) if i % bucket)
+    symbols = collections.Counter(b"".join(suffix[delta is not None :] for _, delta, suffix in coded))
+    deltas = collections.Counter(d for _, d, _ in coded if d is not None)
+    return [lengths, shared, symbols, deltas]
+
+
+def code_set(counts: list[collections.Counter]) -> tuple[Code, ...]:
+    return tuple(Code(code_lengths(c)) for c in counts)
+
+
+def pack_code_set(codes: tuple[Code, ...]) -> bytes:
+    tables = [codes[0].table(PEEK_BITS_LENGTHS), codes[1].table(PEEK_BITS_LENGTHS)]
+    tables += [codes[2].table(PEEK_BITS_BYTES), codes[3].table(PEEK_BITS_LENGTHS)]
+    code_at = [_CODE_SET.size + sum(len(t) for t in tables[:k]) for k in range(CODES + 1)]
+    out = _CODE_SET.pack(*code_at, 0) + b"".join(tables)
+    return out + bytes(-len(out) % 4)
+
+
+def read_code_set(blob: bytes, at: int) -> tuple[Code, ...]:
+    code_at = _CODE_SET.unpack_from(blob, at)
+    return tuple(Code.read(blob, at + code_at[k])[0] for k in range(CODES))
+
+
+def pack(
+    pieces: dict[str, int],
+    id_bits: int,
+    codes: tuple[Code, ...],
+    codes_at: int,
+    bucket_shift: int = BUCKET_SHIFT,
+) -> bytes:
+    """The list of `pieces`, coded with `codes` (which must hold its symbols: code_set of its
+    symbol_counts, alone or summed with other lists'), that code set at blob offset `codes_at`;
+    id_bits 0 stores no ids (implicit_base(pieces) must not be None)."""
+    ordered, coded = _coded(pieces, bucket_shift)
     base = 0
     if id_bits == 0:
         base = implicit_base(pieces)
         if base is None:
             raise ValueError("implicit ids need consecutive ids in byte order")
-    if any(len(p) > 255 or not p for p, _ in ordered):
-        raise UserError("a vocabulary piece is empty or longer than 255 bytes")
-    coded = _front_coded([p for p, _ in ordered], bucket_shift)
+    lengths, shared, symbols, deltas = codes
     bucket = 1 << bucket_shift
-    lengths = Code(code_lengths(collections.Counter(len(suffix) for _, _, suffix in coded)))
-    shared = Code(code_lengths(collections.Counter(s for i, (s, _, _) in enumerate(coded) if i % bucket)))
-    plain = b"".join(suffix[delta is not None :] for _, delta, suffix in coded)
-    symbols = Code(code_lengths(collections.Counter(plain)))
-    deltas = Code(code_lengths(collections.Counter(d for _, d, _ in coded if d is not None)))
     writer, offsets = BitWriter(), []
     for index, (shared_length, delta, suffix) in enumerate(coded):
         if index % bucket == 0:
@@ -211,11 +254,7 @@ def pack(pieces: dict[str, int], id_bits: int, bucket_shift: int = BUCKET_SHIFT)
     ids = BitWriter()
     for _, piece_id in ordered if id_bits else ():
         ids.put(piece_id, id_bits)
-    tables = [lengths.table(PEEK_BITS_LENGTHS), shared.table(PEEK_BITS_LENGTHS)]
-    tables += [symbols.table(PEEK_BITS_BYTES), deltas.table(PEEK_BITS_LENGTHS)]
-    code_at = [sum(len(t) for t in tables[:k]) for k in range(5)]
-    out = bytearray(_HEAD.pack(len(ordered), len(data), base, bucket_shift, id_bits, offset_bytes, 0, *code_at, 0))
-    out += b"".join(tables)
+    out = bytearray(_HEAD.pack(len(ordered), len(data), base, codes_at, bucket_shift, id_bits, offset_bytes, 0))
     out += b"".join(o.to_bytes(offset_bytes, "little") for o in offsets)
     out += ids.data() + data
     out += bytes(-len(out) % 4)
@@ -223,11 +262,9 @@ def pack(pieces: dict[str, int], id_bits: int, bucket_shift: int = BUCKET_SHIFT)
 
 
 def unpack(blob: bytes, offset: int) -> dict[str, int]:
-    count, data_bytes, base, bucket_shift, id_bits, offset_bytes = _HEAD.unpack_from(blob, offset)[:6]
-    lengths, at = Code.read(blob, offset + _HEAD.size)
-    shared, at = Code.read(blob, at)
-    symbols, at = Code.read(blob, at)
-    deltas, at = Code.read(blob, at)
+    count, data_bytes, base, codes_at, bucket_shift, id_bits, offset_bytes, _ = _HEAD.unpack_from(blob, offset)
+    lengths, shared, symbols, deltas = read_code_set(blob, codes_at)
+    at = offset + _HEAD.size
     buckets = -(-count // (1 << bucket_shift))
     ids_at = at + offset_bytes * buckets
     data_at = ids_at + (count * id_bits + 7) // 8

@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define MCUBERT_TOKENIZER_VERSION 3
+#define MCUBERT_TOKENIZER_VERSION 4
 
 /* The piece lists of one kind (word starts or '##' continuations): one per embedding cluster, each
  * sorted with implicit ids (or one with explicit ids). A lookup reads each list's head from the blob. */
@@ -45,7 +45,11 @@ typedef struct {
     uint32_t vocab_size;
     int32_t cls_id, sep_id, pad_id, unk_id;
     uint32_t range_count;
-    const uint8_t *ranges;
+    uint32_t rule_count;
+    const uint8_t *rules;        /* u32 [rule_count] */
+    const uint8_t *planes;       /* u16 [18]: each plane's first range, then range_count */
+    const uint8_t *range_starts; /* u16 [range_count], within the plane */
+    const uint8_t *range_rules;  /* u8 (u16 past 256 rules) [range_count]: an index into rules */
     uint32_t string_count;
     const uint8_t *string_ends; /* u16 [string_count] */
     const uint8_t *string_bytes;
