@@ -261,19 +261,60 @@ def compile_object(source: Path, obj: Path, include_dirs: list[Path]) -> str:
     return "" if result.returncode == 0 else f"{' '.join(command)}\n{result.stderr}"
 
 
+# One symbol line of `nm -C` (BSD format): the value (absent for an undefined symbol), the type letter,
+# the name. A demangled name holds spaces ("mcubert::TextInput::TextInput(unsigned char const*, unsigned
+# long)"): everything after the type is the name, not one more field.
+NM_LINE = re.compile(r"^[0-9a-fA-F]*\s+(\S) (.+)$")
+
+
+def parse_nm(out: str) -> tuple[set[str], set[str]]:
+    """(defined, undefined) names in `nm -C` output; defined: global text, data, read-only, bss, weak."""
+    defined, undefined = set(), set()
+    for line in out.splitlines():
+        match = NM_LINE.match(line)  # file headers ("x.o:") and blank lines do not match
+        if match is None:
+            continue
+        kind, name = match.groups()
+        if kind == "U":
+            undefined.add(name)
+        elif kind in ("T", "D", "R", "B", "W"):
+            defined.add(name)
+    return defined, undefined
+
+
 def symbols(objects: list[Path]) -> tuple[set[str], set[str]]:
     """(defined, undefined) C++-demangled symbol names of the objects."""
     out = subprocess.run(
         ["arm-none-eabi-nm", "-C", *map(str, objects)], capture_output=True, text=True, check=True
     ).stdout
-    defined, undefined = set(), set()
-    for line in out.splitlines():
-        parts = line.split(maxsplit=2)
-        if len(parts) == 2 and parts[0] == "U":
-            undefined.add(parts[1])
-        elif len(parts) == 3 and parts[1] in "TDRBW":  # global text, data, read-only, bss, weak
-            defined.add(parts[2])
-    return defined, undefined
+    return parse_nm(out)
+
+
+def test_parse_nm_keeps_demangled_names_with_spaces():
+    # Lines as arm-none-eabi-nm -C writes them for the text-in build (two objects, each under its name).
+    fill = (
+        "mcubert::TextInput::Fill(tflite::MicroInterpreter&, mcubert::TextInputIndices const&, "
+        "unsigned char const*, unsigned long, unsigned long*)"
+    )
+    constructor = "mcubert::TextInput::TextInput(unsigned char const*, unsigned long)"
+    add_ops = "TfLiteStatus mcubert::AddMcubertOps<4u>(tflite::MicroMutableOpResolver<4u>&)"
+    out = f"""
+sketch.o:
+00000000 T setup()
+00000000 W {add_ops}
+00000000 r mcubert::kEmbeddingOpName
+         U mcubert::Register_MCUBERT_EMBEDDING()
+         U {fill}
+         U {constructor}
+         U g_model_vocab
+
+vocab.o:
+00000000 R g_model_vocab
+00000008 b tensor_arena
+"""
+    defined, undefined = parse_nm(out)
+    assert defined == {"setup()", add_ops, "g_model_vocab"}
+    assert undefined == {"mcubert::Register_MCUBERT_EMBEDDING()", fill, constructor, "g_model_vocab"}
 
 
 @pytest.mark.parametrize("with_text", [False, True], ids=["test-sequence", "text-in"])
