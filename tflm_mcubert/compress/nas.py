@@ -314,17 +314,25 @@ class _Search:
         return embedding, model2, {"stage1": stage1, "stage2": stage2}
 
     def _exact_start(self):
-        """Stage 1's start: the frequency clustering, and the tokens too rare to own an α."""
+        """Stage 1's start: adaptive embedding at the budget (its frequency clustering and its ranks, so the
+        search starts from the baseline it must beat, at any budget), and the tokens too rare to own an α."""
         frequency = token_frequency(self.job.train, self.vocab_size)
-        start = frequency_assignment(frequency, adaptive_cutoffs(self.vocab_size, self.opts.num_clusters))
-        return exact_space.ExactClusteringSearch.from_frequency(
+        try:
+            cutoffs, ranks = self._adaptive_shape()
+        except UserError:  # a budget under the smallest adaptive embedding: the paper's shape, which Stage 1
+            # demotes and Stage 2 cuts (to rank 0 where it must) to fit
+            cutoffs, ranks = adaptive_cutoffs(self.vocab_size, self.opts.num_clusters), None
+        start = frequency_assignment(frequency, cutoffs)
+        layer = exact_space.ExactClusteringSearch.from_frequency(
             self.table,
             start,
             frequency,
             min_count=self.opts.min_count,
             num_clusters=self.opts.num_clusters,
             div=self.opts.div,
-        ), {"rare_tokens": int(np.sum(frequency < self.opts.min_count)), "start": start}
+            ranks=ranks,
+        )
+        return layer, {"rare_tokens": int(np.sum(frequency < self.opts.min_count)), "start": start}
 
     def _exact_stage1(self):
         layer, info = self._exact_start()
@@ -342,6 +350,8 @@ class _Search:
             alpha_entropy=layer.alpha_entropy(),
             rare_tokens=info["rare_tokens"],
             moved_from_frequency=int(np.sum(assignment != info["start"])),
+            start_clusters=self._clusters(info["start"], self.opts.num_clusters),
+            start_ranks=list(layer.ranks),
         )
         return layer, model, assignment, log
 
@@ -444,19 +454,22 @@ class _Search:
         }
         return layer_b.to_clustered_embedding(assignment, origin="nas-ratio-then-clustering"), model_b, details
 
-    def _adaptive(self):
+    def _adaptive_shape(self) -> tuple[list[int], list[int]]:
+        """Adaptive embedding's cut-offs and ranks: Baevski & Auli's shape scaled to the budget when there is
+        one (`adaptive_for_budget`), else --cutoffs/--ranks or the paper's."""
         c, opts = self.opts.num_clusters, self.opts
-        if opts.target_bytes is not None or opts.target_params is not None:  # Baevski & Auli's shape, scaled
+        if opts.target_bytes is not None or opts.target_params is not None:
             bits = None if opts.target_bytes is None else 8
             target = opts.target_params if bits is None else opts.target_bytes
-            cutoffs, ranks = adaptive_for_budget(
-                self.vocab_size, self.dim, target, num_clusters=c, div=opts.div, bits=bits
-            )
-        else:
-            cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
-            ranks = list(opts.ranks or fixed_ranks(self.dim, c, opts.div))
+            return adaptive_for_budget(self.vocab_size, self.dim, target, num_clusters=c, div=opts.div, bits=bits)
+        cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
+        ranks = list(opts.ranks or fixed_ranks(self.dim, c, opts.div))
         if len(cutoffs) != c - 1 or len(ranks) != c - 1:
             raise UserError(f"--clusters {c} needs {c - 1} --cutoffs and {c - 1} --ranks")
+        return cutoffs, ranks
+
+    def _adaptive(self):
+        cutoffs, ranks = self._adaptive_shape()
         frequency = token_frequency(self.job.train, self.vocab_size)
         embedding = adaptive_embedding(self.table, frequency, cutoffs=cutoffs, ranks=ranks)
         return embedding, self.job.model, {"cutoffs": cutoffs, "ranks": ranks}
