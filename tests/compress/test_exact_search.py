@@ -51,9 +51,8 @@ def test_the_architecture_trained_in_the_last_step_is_the_one_written(tmp_path, 
         batch_size=8,
         validation=make_split(V, size=16, seed=7, min_len=8, max_len=8),
     )
-    # A budget under the smallest adaptive embedding (142), so tight that the search must drop whole clusters:
-    # rank 0 is a choice it can make.
-    options = nas.SearchOptions(target_params=120, arch_lr=0.05, lr=1e-2, epochs=1.0, finetune_epochs=0.2, min_count=1)
+    # A budget so tight that the search must drop whole clusters: rank 0 is a choice it can make.
+    options = nas.SearchOptions(target_params=200, arch_lr=0.05, lr=1e-2, epochs=1.0, finetune_epochs=0.2, min_count=1)
     outcome = nas.run_search(job, options)
 
     rank_layer = layers["ExactRankSearch"]
@@ -64,7 +63,7 @@ def test_the_architecture_trained_in_the_last_step_is_the_one_written(tmp_path, 
     assert written.permutation.tobytes() == permutation.tobytes()
     assert list(written.cutoffs) == cutoffs
     assert list(written.ranks) == [int(m.sum()) for m in masks]
-    assert 0 in written.ranks and written.stored_params() <= 120
+    assert 0 in written.ranks and written.stored_params() <= 200
     for u, vt, u_trained, vt_trained, mask in zip(written.us, written.vts, rank_layer.us, rank_layer.vts, masks):
         # The kept columns as trained; the fine-tune moved the values, never the shapes.
         assert u.shape == u_trained.numpy()[:, mask].shape and vt.shape == vt_trained.numpy()[mask].shape
@@ -186,22 +185,29 @@ def test_clustered_embedding_from_factors_keeps_a_rank_zero_cluster():
     np.testing.assert_array_equal(layer(np.array([[5, 6, 7]], np.int32)).numpy(), 0.0)
 
 
-def test_stage1_starts_from_adaptive_embedding_scaled_to_the_budget(tmp_path, small_config, make_split):
+def test_stage1_can_start_from_adaptive_embedding_scaled_to_the_budget(tmp_path, small_config, make_split):
     from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_for_budget
     from tflm_mcubert.compress.search_space import fixed_ranks
 
     keras.utils.set_random_seed(0)
     dense = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=2))
     split = make_split(V, size=24, seed=5, min_len=8, max_len=8)
-    job = nas.SearchJob(
-        tiny_trainer(tmp_path), tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8
-    )
     target = 200
     cutoffs, ranks = adaptive_for_budget(V, D, target)
     # Not the paper's shape at this budget: a start at d/4^i would be over it and collapse the dense cluster.
     assert (cutoffs, ranks) != (adaptive_cutoffs(V, 4), fixed_ranks(D, 4, 4))
-    options = nas.SearchOptions(target_params=target, epochs=0.2, finetune_epochs=0.1, min_count=1)
-    stage1 = nas.run_search(job, options).details["stage1"]
-    bounds = [0, *cutoffs, V]
-    assert stage1["start_clusters"] == [b - a for a, b in zip(bounds[:-1], bounds[1:])]
-    assert stage1["start_ranks"] == ranks
+    starts = {}
+    for start in nas.STAGE1_STARTS:
+        trainer = tiny_trainer(tmp_path / start)
+        job = nas.SearchJob(trainer, tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8)
+        options = nas.SearchOptions(
+            target_params=target, epochs=0.2, finetune_epochs=0.1, min_count=1, stage1_start=start
+        )
+        stage1 = nas.run_search(job, options).details["stage1"]
+        starts[start] = stage1["start_clusters"], stage1["start_ranks"]
+
+    def sizes(cuts):
+        return [b - a for a, b in zip([0, *cuts], [*cuts, V])]
+
+    assert starts["budget"] == (sizes(cutoffs), ranks)
+    assert starts["paper"] == (sizes(adaptive_cutoffs(V, 4)), fixed_ranks(D, 4, 4))

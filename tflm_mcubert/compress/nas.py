@@ -56,6 +56,10 @@ from tflm_mcubert.model.bert import BertModel
 NAS_MODES = ("two-stage", "one-stage", "ratio-then-clustering", "clustering-only")
 BASELINE_MODES = ("adaptive", "svd", "fwsvd")
 MODES = NAS_MODES + BASELINE_MODES
+# Where the exact Stage 1 starts with a budget: "paper", adaptive embedding's paper shape (d/4^i; over a
+# smaller budget Stage 1 demotes tokens and Stage 2 cuts ranks to fit), or "budget", adaptive embedding
+# scaled to the budget (`adaptive_for_budget`: the baseline itself). bench/nas_vs_adaptive.py compares them.
+STAGE1_STARTS = ("paper", "budget")
 RELAXATIONS = ("exact", "soft")  # exact: two-stage and clustering-only; the other ablations are soft
 LR_SCHEDULES = ("warmup-linear", "constant")
 SEARCH_STAGES = 2  # the two-stage search's stages, whose steps the baselines' fine-tune gets (equal_steps)
@@ -82,6 +86,7 @@ class SearchOptions:
     ranks: tuple[int, ...] | None = None  # adaptive embedding (default: d/div^i)
     relaxation: str = "exact"
     min_count: int = 3  # exact Stage 1: tokens seen fewer times in training follow their frequency cluster
+    stage1_start: str = "paper"  # STAGE1_STARTS
     lr_schedule: str = "warmup-linear"  # the fine-tune's: 6% warm-up, linear decay (constant: the paper's)
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
 
@@ -111,6 +116,8 @@ class SearchOptions:
             raise UserError(f"unknown --relaxation {self.relaxation!r} (choose from: {', '.join(RELAXATIONS)})")
         if self.lr_schedule not in LR_SCHEDULES:
             raise UserError(f"unknown --lr-schedule {self.lr_schedule!r} (choose from: {', '.join(LR_SCHEDULES)})")
+        if self.stage1_start not in STAGE1_STARTS:
+            raise UserError(f"unknown --stage1-start {self.stage1_start!r} (choose from: {', '.join(STAGE1_STARTS)})")
         if self.min_count < 0:
             raise UserError(f"--min-count must be non-negative, got {self.min_count}")
         if not 0.0 <= self.beta_threshold < 1.0:
@@ -314,14 +321,15 @@ class _Search:
         return embedding, model2, {"stage1": stage1, "stage2": stage2}
 
     def _exact_start(self):
-        """Stage 1's start: adaptive embedding at the budget (its frequency clustering and its ranks, so the
-        search starts from the baseline it must beat, at any budget), and the tokens too rare to own an α."""
+        """Stage 1's start (STAGE1_STARTS: adaptive embedding's frequency clustering at the paper's ranks, or
+        adaptive embedding scaled to the budget), and the tokens too rare to own an α."""
         frequency = token_frequency(self.job.train, self.vocab_size)
-        try:
-            cutoffs, ranks = self._adaptive_shape()
-        except UserError:  # a budget under the smallest adaptive embedding: the paper's shape, which Stage 1
-            # demotes and Stage 2 cuts (to rank 0 where it must) to fit
-            cutoffs, ranks = adaptive_cutoffs(self.vocab_size, self.opts.num_clusters), None
+        cutoffs, ranks = adaptive_cutoffs(self.vocab_size, self.opts.num_clusters), None
+        if self.opts.stage1_start == "budget":
+            try:
+                cutoffs, ranks = self._adaptive_shape()
+            except UserError:  # under the smallest adaptive embedding: the paper's shape, demoted and cut
+                pass
         start = frequency_assignment(frequency, cutoffs)
         layer = exact_space.ExactClusteringSearch.from_frequency(
             self.table,
