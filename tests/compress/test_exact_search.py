@@ -183,3 +183,31 @@ def test_clustered_embedding_from_factors_keeps_a_rank_zero_cluster():
     layer = ClusteredLowRankEmbedding.from_factors(table_0, factors, cutoffs=[2, 5])
     assert list(layer.ranks) == [2, 0] and layer.stored_params() == 2 * 4 + 2 * (3 + 4)
     np.testing.assert_array_equal(layer(np.array([[5, 6, 7]], np.int32)).numpy(), 0.0)
+
+
+def test_stage1_can_start_from_adaptive_embedding_scaled_to_the_budget(tmp_path, small_config, make_split):
+    from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_for_budget
+    from tflm_mcubert.compress.search_space import fixed_ranks
+
+    keras.utils.set_random_seed(0)
+    dense = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=2))
+    split = make_split(V, size=24, seed=5, min_len=8, max_len=8)
+    target = 200
+    cutoffs, ranks = adaptive_for_budget(V, D, target)
+    # Not the paper's shape at this budget: a start at d/4^i would be over it and collapse the dense cluster.
+    assert (cutoffs, ranks) != (adaptive_cutoffs(V, 4), fixed_ranks(D, 4, 4))
+    starts = {}
+    for start in nas.STAGE1_STARTS:
+        trainer = tiny_trainer(tmp_path / start)
+        job = nas.SearchJob(trainer, tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8)
+        options = nas.SearchOptions(
+            target_params=target, epochs=0.2, finetune_epochs=0.1, min_count=1, stage1_start=start
+        )
+        stage1 = nas.run_search(job, options).details["stage1"]
+        starts[start] = stage1["start_clusters"], stage1["start_ranks"]
+
+    def sizes(cuts):
+        return [b - a for a, b in zip([0, *cuts], [*cuts, V])]
+
+    assert starts["budget"] == (sizes(cutoffs), ranks)
+    assert starts["paper"] == (sizes(adaptive_cutoffs(V, 4)), fixed_ranks(D, 4, 4))

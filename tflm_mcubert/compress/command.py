@@ -110,7 +110,7 @@ def _common(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def add_parser(subparsers) -> list[str]:
-    from tflm_mcubert.compress.nas import MODES
+    from tflm_mcubert.compress.nas import MODES, STAGE1_STARTS
 
     finetune = subparsers.add_parser("finetune", help="checkpoint + task → fine-tuned classifier (the teacher)")
     finetune.add_argument("--checkpoint", required=True, help="Hugging Face BERT checkpoint (directory or hub id)")
@@ -143,6 +143,13 @@ def add_parser(subparsers) -> list[str]:
         type=int,
         default=3,
         help="exact search: tokens seen fewer times in training follow their frequency cluster (default 3)",
+    )
+    search.add_argument(
+        "--stage1-start",
+        default="paper",
+        choices=STAGE1_STARTS,
+        help="exact search with a budget: Stage 1 starts from the paper's adaptive shape (ranks d/4^i; "
+        "default), then demoted and cut to the budget, or from adaptive embedding scaled to the budget",
     )
     search.add_argument(
         "--lr-schedule",
@@ -272,6 +279,7 @@ def run(args) -> int:
             ranks=args.ranks,
             relaxation=args.relaxation,
             min_count=args.min_count,
+            stage1_start=args.stage1_start,
             lr_schedule=args.lr_schedule,
             equal_steps=args.equal_steps,
         )

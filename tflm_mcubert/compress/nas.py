@@ -56,6 +56,10 @@ from tflm_mcubert.model.bert import BertModel
 NAS_MODES = ("two-stage", "one-stage", "ratio-then-clustering", "clustering-only")
 BASELINE_MODES = ("adaptive", "svd", "fwsvd")
 MODES = NAS_MODES + BASELINE_MODES
+# Where the exact Stage 1 starts with a budget: "paper", adaptive embedding's paper shape (d/4^i; over a
+# smaller budget Stage 1 demotes tokens and Stage 2 cuts ranks to fit), or "budget", adaptive embedding
+# scaled to the budget (`adaptive_for_budget`: the baseline itself). bench/nas_vs_adaptive.py compares them.
+STAGE1_STARTS = ("paper", "budget")
 RELAXATIONS = ("exact", "soft")  # exact: two-stage and clustering-only; the other ablations are soft
 LR_SCHEDULES = ("warmup-linear", "constant")
 SEARCH_STAGES = 2  # the two-stage search's stages, whose steps the baselines' fine-tune gets (equal_steps)
@@ -82,6 +86,7 @@ class SearchOptions:
     ranks: tuple[int, ...] | None = None  # adaptive embedding (default: d/div^i)
     relaxation: str = "exact"
     min_count: int = 3  # exact Stage 1: tokens seen fewer times in training follow their frequency cluster
+    stage1_start: str = "paper"  # STAGE1_STARTS
     lr_schedule: str = "warmup-linear"  # the fine-tune's: 6% warm-up, linear decay (constant: the paper's)
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
 
@@ -111,6 +116,8 @@ class SearchOptions:
             raise UserError(f"unknown --relaxation {self.relaxation!r} (choose from: {', '.join(RELAXATIONS)})")
         if self.lr_schedule not in LR_SCHEDULES:
             raise UserError(f"unknown --lr-schedule {self.lr_schedule!r} (choose from: {', '.join(LR_SCHEDULES)})")
+        if self.stage1_start not in STAGE1_STARTS:
+            raise UserError(f"unknown --stage1-start {self.stage1_start!r} (choose from: {', '.join(STAGE1_STARTS)})")
         if self.min_count < 0:
             raise UserError(f"--min-count must be non-negative, got {self.min_count}")
         if not 0.0 <= self.beta_threshold < 1.0:
@@ -314,17 +321,26 @@ class _Search:
         return embedding, model2, {"stage1": stage1, "stage2": stage2}
 
     def _exact_start(self):
-        """Stage 1's start: the frequency clustering, and the tokens too rare to own an α."""
+        """Stage 1's start (STAGE1_STARTS: adaptive embedding's frequency clustering at the paper's ranks, or
+        adaptive embedding scaled to the budget), and the tokens too rare to own an α."""
         frequency = token_frequency(self.job.train, self.vocab_size)
-        start = frequency_assignment(frequency, adaptive_cutoffs(self.vocab_size, self.opts.num_clusters))
-        return exact_space.ExactClusteringSearch.from_frequency(
+        cutoffs, ranks = adaptive_cutoffs(self.vocab_size, self.opts.num_clusters), None
+        if self.opts.stage1_start == "budget":
+            try:
+                cutoffs, ranks = self._adaptive_shape()
+            except UserError:  # under the smallest adaptive embedding: the paper's shape, demoted and cut
+                pass
+        start = frequency_assignment(frequency, cutoffs)
+        layer = exact_space.ExactClusteringSearch.from_frequency(
             self.table,
             start,
             frequency,
             min_count=self.opts.min_count,
             num_clusters=self.opts.num_clusters,
             div=self.opts.div,
-        ), {"rare_tokens": int(np.sum(frequency < self.opts.min_count)), "start": start}
+            ranks=ranks,
+        )
+        return layer, {"rare_tokens": int(np.sum(frequency < self.opts.min_count)), "start": start}
 
     def _exact_stage1(self):
         layer, info = self._exact_start()
@@ -342,6 +358,8 @@ class _Search:
             alpha_entropy=layer.alpha_entropy(),
             rare_tokens=info["rare_tokens"],
             moved_from_frequency=int(np.sum(assignment != info["start"])),
+            start_clusters=self._clusters(info["start"], self.opts.num_clusters),
+            start_ranks=list(layer.ranks),
         )
         return layer, model, assignment, log
 
@@ -444,19 +462,22 @@ class _Search:
         }
         return layer_b.to_clustered_embedding(assignment, origin="nas-ratio-then-clustering"), model_b, details
 
-    def _adaptive(self):
+    def _adaptive_shape(self) -> tuple[list[int], list[int]]:
+        """Adaptive embedding's cut-offs and ranks: Baevski & Auli's shape scaled to the budget when there is
+        one (`adaptive_for_budget`), else --cutoffs/--ranks or the paper's."""
         c, opts = self.opts.num_clusters, self.opts
-        if opts.target_bytes is not None or opts.target_params is not None:  # Baevski & Auli's shape, scaled
+        if opts.target_bytes is not None or opts.target_params is not None:
             bits = None if opts.target_bytes is None else 8
             target = opts.target_params if bits is None else opts.target_bytes
-            cutoffs, ranks = adaptive_for_budget(
-                self.vocab_size, self.dim, target, num_clusters=c, div=opts.div, bits=bits
-            )
-        else:
-            cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
-            ranks = list(opts.ranks or fixed_ranks(self.dim, c, opts.div))
+            return adaptive_for_budget(self.vocab_size, self.dim, target, num_clusters=c, div=opts.div, bits=bits)
+        cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
+        ranks = list(opts.ranks or fixed_ranks(self.dim, c, opts.div))
         if len(cutoffs) != c - 1 or len(ranks) != c - 1:
             raise UserError(f"--clusters {c} needs {c - 1} --cutoffs and {c - 1} --ranks")
+        return cutoffs, ranks
+
+    def _adaptive(self):
+        cutoffs, ranks = self._adaptive_shape()
         frequency = token_frequency(self.job.train, self.vocab_size)
         embedding = adaptive_embedding(self.table, frequency, cutoffs=cutoffs, ranks=ranks)
         return embedding, self.job.model, {"cutoffs": cutoffs, "ranks": ranks}
