@@ -7,9 +7,12 @@ Stages, each one `python -m tflm_mcubert` command (printed as it starts, so you 
 
   teacher     finetune  all-MiniLM-L6-v2 (or --checkpoint) on the task: the accuracy to keep
   student     distill   a BERT-tiny student of the teacher (MiniLM's encoder alone is ~20x a board's Flash)
-  compressed  search    MCUBERT's two-stage embedding NAS down to --target-embedding-params, then KD
-  int8        evaluate  accuracy of the int8 model the firmware runs (numpy reference of the custom ops)
-  firmware    export    .tflite + C files + report.json for --board, with the fit check
+  compressed  search    MCUBERT's two-stage embedding NAS (the exact search) down to --target-embedding-params,
+                        then KD
+  int8        evaluate  accuracy of the quantized model the firmware runs (numpy reference of the custom ops):
+                        int8, and with int4 word tables
+  firmware    export    .tflite + C files + report.json for --board, with the fit check; the embedding's word
+                        tables stored as --embedding-bits (default 4: packed int4, half the Flash of int8)
 
 Everything lands in --out/<stage>/. Rerun the same command after an interruption: finished stages are
 skipped (their commands are recorded in --out/end_to_end.json), an interrupted training stage continues
@@ -203,7 +206,7 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
         ),
         Stage(
             "int8",
-            "accuracy of the int8 model (the firmware's numerics, numpy reference)",
+            "accuracy of the quantized model (int8, and int4 word tables; the firmware's numerics, numpy reference)",
             (
                 "evaluate",
                 "--checkpoint",
@@ -218,6 +221,9 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 str(budget.calibration_samples),
                 "--seed",
                 str(args.seed),
+                "--embedding-bits",
+                "8",
+                "4",
                 "--json",
                 str(out / "int8" / "accuracy.json"),
             ),
@@ -239,6 +245,8 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 str(budget.calibration_samples),
                 "--seed",
                 str(args.seed),
+                "--embedding-bits",
+                str(args.embedding_bits),
                 "--out",
                 str(out / "firmware"),
                 # With the checkpoint's tokenizer the export writes the on-device tokenizer's blob
@@ -358,7 +366,9 @@ def summarize(out: Path, board: str) -> dict:
             "student": student["test_accuracy"],
             "compressed_float": compressed["test_accuracy"],
             "compressed_int8": int8["int8_accuracy"],
+            "compressed_int4": int8["int4_accuracy"],
         },
+        "embedding_bits": report["embedding"]["storage_bits"],
         "test_sentences": int8["texts"],
         "embedding_params": {
             "dense": compressed["dense_embedding_params"],
@@ -381,7 +391,8 @@ ACCURACY_LABELS = {
     "teacher": "teacher (the checkpoint, fine-tuned)",
     "student": "student, dense embedding",
     "compressed_float": "compressed, float",
-    "compressed_int8": "compressed, int8 (as on the board)",
+    "compressed_int8": "compressed, int8",
+    "compressed_int4": "compressed, int8 with int4 word tables",
 }
 
 
@@ -389,8 +400,10 @@ def print_summary(summary: dict, repo: Path) -> None:
     firmware = Path(summary["firmware_dir"])
     log("\n== summary ==")
     log(f"test accuracy, {summary['test_sentences']}:")
+    on_board = f"compressed_int{summary['embedding_bits']}"
     for key, value in summary["test_accuracy"].items():
-        log(f"  {ACCURACY_LABELS[key]:38s} {100 * value:6.2f}%")
+        label = ACCURACY_LABELS[key] + (" (as on the board)" if key == on_board else "")
+        log(f"  {label:58s} {100 * value:6.2f}%")
     emb = summary["embedding_params"]
     log(f"embedding: {emb['compressed']:,} parameters, {100 * emb['fraction']:.1f}% of the dense {emb['dense']:,}")
     log(
@@ -441,6 +454,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--target-embedding-params",
         default="307k",
         help="embedding budget of the NAS (default 307k: the paper's BERT-tiny point)",
+    )
+    parser.add_argument(
+        "--embedding-bits",
+        type=int,
+        default=4,
+        choices=(4, 8),
+        help="storage of the embedding's word tables in the firmware: 4 (default, packed int4 with scales: "
+        "half the Flash) or 8 (int8)",
     )
     parser.add_argument(
         "--board", default="nucleo-f746zg", help="nucleo-f746zg (default), nucleo-f767zi or nucleo-h7a3zi-q"

@@ -94,7 +94,14 @@ def test_the_tflite_is_a_valid_mcubert_model_that_fits_the_board(quick_run):
     stored = int((sizes * ranks).sum() + embedding.hidden * ranks[1:].sum())
     assert stored == read_json(out / "compressed" / "metrics.json")["embedding_params"]
     assert stored == report["params"]["stored_embedding"]
-    assert embedding.word_rows.size == int((sizes * ranks).sum())
+    # ... in the int4 word tables end_to_end exports by default (SPEC 4.1.1), as the byte accounting says
+    from tflm_mcubert.ops.embedding import embedding_storage_bytes
+
+    assert embedding.word_bits == 4 == report["embedding"]["storage_bits"]
+    geometry = list(zip(sizes.tolist(), ranks.tolist()))
+    projections = embedding.word_projections.size
+    assert embedding.word_rows.size + projections == embedding_storage_bytes(geometry, embedding.hidden, 4)
+    assert report["embedding"]["embedding_bytes"] < report["embedding"]["embedding_bytes_int8"]
 
 
 def test_the_c_array_holds_the_tflite_bytes(quick_run):
@@ -117,7 +124,9 @@ def test_the_summary_repeats_the_stages_own_figures(quick_run):
         "student": student["test_accuracy"],
         "compressed_float": compressed["test_accuracy"],
         "compressed_int8": int8["int8_accuracy"],
+        "compressed_int4": int8["int4_accuracy"],
     }
+    assert summary["embedding_bits"] == 4
     # The distilled student was scored by its teacher's logits on the same sentences.
     assert student["teacher_test_accuracy"] == teacher["test_accuracy"]
     assert summary["embedding_params"]["compressed"] == compressed["embedding_params"] <= 307_000
