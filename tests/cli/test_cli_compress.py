@@ -25,6 +25,15 @@ def write_reviews(path, count=96, seed=0, labels=(0, 1), header="text,label"):
     return path
 
 
+def run_search(capsys, checkpoint, out, budget, *extra):
+    """`search` to --target-embedding-params `budget` with half-epoch stages: (exit code, printed fields)."""
+    code, printed, _ = run_cli(
+        capsys, "search", "--checkpoint", checkpoint, "--out", out, "--target-embedding-params", budget,
+        "--epochs", 0.5, "--finetune-epochs", 0.5, *extra,
+    )  # fmt: skip
+    return code, dict(line.split(" ", 1) for line in printed.strip().splitlines())
+
+
 @pytest.fixture
 def classifier_checkpoint(tmp_path, make_hf_checkpoint):
     return make_hf_checkpoint(tmp_path, classifier=True, vocab_size=30, num_labels=2)
@@ -81,23 +90,8 @@ def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint)
     assert student.config.hidden_size == 128 and student.config.vocab_size == 30  # bert-tiny, same vocabulary
 
     budget = 30 * 128 // 4  # a quarter of the dense table
-    code, out, _ = run_cli(
-        capsys,
-        "search",
-        "--checkpoint",
-        tmp_path / "student",
-        "--out",
-        tmp_path / "small",
-        "--target-embedding-params",
-        budget,
-        "--epochs",
-        0.5,
-        "--finetune-epochs",
-        0.5,
-        *common,
-    )
+    code, printed = run_search(capsys, tmp_path / "student", tmp_path / "small", budget, *common)
     assert code == 0
-    printed = dict(line.split(" ", 1) for line in out.strip().splitlines())
     assert int(printed["embedding_params"]) <= budget
     # A quarter of the table on a task that two words decide: the compressed model keeps the
     # uncompressed one's validation accuracy to within two of the ten validation rows.
@@ -169,23 +163,8 @@ def test_distill_and_search_prune_the_vocabulary_and_export_needs_no_more(
     assert 0 <= metrics["teacher_test_accuracy"] <= 1  # the teacher read its own, unpruned tokenization
 
     budget = kept * 32 // 2  # half of the pruned table: the budget counts kept rows only
-    code, out, _ = run_cli(
-        capsys,
-        "search",
-        "--checkpoint",
-        classifier_checkpoint,
-        "--out",
-        tmp_path / "small",
-        "--target-embedding-params",
-        budget,
-        "--epochs",
-        0.5,
-        "--finetune-epochs",
-        0.5,
-        *common,
-    )
+    code, printed = run_search(capsys, classifier_checkpoint, tmp_path / "small", budget, *common)
     assert code == 0
-    printed = dict(line.split(" ", 1) for line in out.strip().splitlines())
     assert int(printed["embedding_params"]) <= budget and int(printed["tokens_kept"]) == kept
     metrics = json.loads((tmp_path / "small" / "metrics.json").read_text())
     assert metrics["dense_embedding_params"] == kept * 32 and metrics["vocab_pruning"]["tokens_kept"] == kept
