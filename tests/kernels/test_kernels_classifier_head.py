@@ -320,10 +320,15 @@ def test_every_option_range_is_checked_with_the_python_wording(runner, field, va
 
 def test_spec_version_and_hash(runner):
     call = BASE.call
-    bad_version = kernel_abi.make_classifier_head_params(call.options, HEADER_SPEC_HASH, spec_version=2)
+    bad_version = kernel_abi.make_classifier_head_params(call.options, HEADER_SPEC_HASH, spec_version=3)
     result = host_validate(runner, bad_version, _specs(call))
     assert result.status == kernel_abi.ERROR_SPEC
-    assert result.message.startswith(f"{OP}: spec_version: unsupported version 2")
+    assert result.message.startswith(f"{OP}: spec_version: unsupported version 3")
+    # version 2 (the int4 embedding's) is known, with its own contract hash: version 1's hash mismatches it
+    other_contract = kernel_abi.make_classifier_head_params(call.options, HEADER_SPEC_HASH, spec_version=2)
+    result = host_validate(runner, other_contract, _specs(call))
+    assert result.status == kernel_abi.ERROR_SPEC
+    assert result.message.startswith(f"{OP}: spec_hash: 0x{HEADER_SPEC_HASH:08x} does not match")
     bad_hash = kernel_abi.make_classifier_head_params(call.options, HEADER_SPEC_HASH ^ 1)
     result = host_validate(runner, bad_hash, _specs(call))
     assert result.status == kernel_abi.ERROR_SPEC
