@@ -110,8 +110,6 @@ def _common(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def add_parser(subparsers) -> list[str]:
-    from tflm_mcubert.compress.nas import MODES, STAGE1_STARTS
-
     finetune = subparsers.add_parser("finetune", help="checkpoint + task → fine-tuned classifier (the teacher)")
     finetune.add_argument("--checkpoint", required=True, help="Hugging Face BERT checkpoint (directory or hub id)")
     _common(finetune, "finetune")
@@ -120,6 +118,13 @@ def add_parser(subparsers) -> list[str]:
     distill.add_argument("--teacher", required=True, help="fine-tuned classifier checkpoint (from finetune)")
     distill.add_argument("--preset", default="bert-tiny", help="student shape: bert-tiny (default) or bert-mini")
     _common(distill, "distill")
+
+    _add_search_parser(subparsers)
+    return ["finetune", "distill", "search"]
+
+
+def _add_search_parser(subparsers) -> None:
+    from tflm_mcubert.compress.nas import MODES, STAGE1_STARTS
 
     search = subparsers.add_parser("search", help="fine-tuned classifier + task → compressed embedding checkpoint")
     search.add_argument("--checkpoint", required=True, help="fine-tuned classifier to compress")
@@ -165,6 +170,28 @@ def add_parser(subparsers) -> list[str]:
     )
     search.add_argument("--clusters", type=int, default=4, help="number of clusters c (default 4)")
     search.add_argument("--div", type=float, default=4.0, help="Stage 1's fixed ranks d/div^i (default 4)")
+    _add_budget_arguments(search)
+    search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")
+    search.add_argument("--arch-lr", type=float, default=1e-3, help="learning rate of α and β (default 1e-3)")
+    search.add_argument("--beta-threshold", type=float, default=0.5, help="β*: singular values with β > β* are kept")
+    search.add_argument(
+        "--hidden-kd",
+        type=float,
+        default=0.0,
+        help="weight of last-hidden-state KD (teacher of the same width; default 0)",
+    )
+    search.add_argument(
+        "--cutoffs",
+        type=int_list,
+        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise; "
+        "or scaled to --target-embedding-params)",
+    )
+    search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
+    _common(search, "search")
+
+
+def _add_budget_arguments(search) -> None:
+    """The size the search aims at: a penalty λ, or a budget in parameters or in bytes."""
     budget = search.add_mutually_exclusive_group()
     budget.add_argument(
         "--lambda",
@@ -186,24 +213,6 @@ def add_parser(subparsers) -> list[str]:
         "per-channel requantization, cluster table), e.g. 160k: searched as a parameter budget, then ranks "
         "lowered until the bytes fit; --mode adaptive: scaled as for --target-embedding-params",
     )
-    search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")
-    search.add_argument("--arch-lr", type=float, default=1e-3, help="learning rate of α and β (default 1e-3)")
-    search.add_argument("--beta-threshold", type=float, default=0.5, help="β*: singular values with β > β* are kept")
-    search.add_argument(
-        "--hidden-kd",
-        type=float,
-        default=0.0,
-        help="weight of last-hidden-state KD (teacher of the same width; default 0)",
-    )
-    search.add_argument(
-        "--cutoffs",
-        type=int_list,
-        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise; "
-        "or scaled to --target-embedding-params)",
-    )
-    search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
-    _common(search, "search")
-    return ["finetune", "distill", "search"]
 
 
 def _options(args, command: str):

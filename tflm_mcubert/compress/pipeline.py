@@ -397,9 +397,26 @@ def search(
     remap = (lambda split: split) if permutation is None else (lambda split: split.remapped(permutation))
     predictions = {}
     scores = evaluate(outcome.model, data, opts.batch_size, remap, predictions)
+    metrics = _search_metrics(
+        checkpoint, teacher_source, search_opts, config, outcome, scores, uncompressed, predictions, data
+    )
+    metrics.update(
+        {f"teacher_{s}_accuracy": accuracy(logits[s], teacher_data.splits[s]) for s in ("validation", "test")},
+        **({} if pruned is None else {"vocab_pruning": pruned}),
+        seconds=round(time.monotonic() - began, 1),
+    )
+    if run.writer:
+        _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)
+    write_metrics(out, metrics, run.writer)
+    return metrics
+
+
+def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, scores, uncompressed, predictions, data):
+    """metrics.json of a search: accuracies, the embedding's size in parameters and bytes, the search's
+    per-stage details and the per-example predictions."""
     description = outcome.embedding.describe()
     dense = config.vocab_size * config.hidden_size
-    metrics = {
+    return {
         "command": "search",
         "checkpoint": checkpoint,
         "teacher": teacher_source,
@@ -414,19 +431,12 @@ def search(
         "target_embedding_params": search_opts.target_params,
         "target_embedding_bytes": search_opts.target_bytes,
         **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
-        **{f"teacher_{s}_accuracy": accuracy(logits[s], teacher_data.splits[s]) for s in ("validation", "test")},
         "model_params": outcome.model.count_params(),
-        **({} if pruned is None else {"vocab_pruning": pruned}),
         "details": outcome.details,
         "stages": [r.to_dict() for r in outcome.records],
-        "seconds": round(time.monotonic() - began, 1),
         "predictions": predictions,
         "labels": {s: data.splits[s].labels.astype(int).tolist() for s in ("validation", "test")},
     }
-    if run.writer:
-        _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)
-    write_metrics(out, metrics, run.writer)
-    return metrics
 
 
 def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, pruning):
