@@ -50,6 +50,8 @@ typedef struct {
     uint32_t end; /* bits in data: reads past it give 0 and only the check looks (bit > end) */
 } bit_reader;
 
+#define NO_CODE_SET 0xFFFFFFFFu /* check_list has checked no code set yet */
+
 static uint32_t rd16(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8;
@@ -289,7 +291,8 @@ static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, uint32
         head[19] != 0u || rd32(head + 4) > 0x1FFFFFFFu) {
         return bad_list(message, name, "counts or field widths out of range");
     }
-    if (rd32(head + 12) != *checked_codes) { /* lists share code sets: each is checked once in a row */
+    /* lists share code sets: each is checked once in a row (NO_CODE_SET: none yet, whatever the offset) */
+    if (*checked_codes == NO_CODE_SET || rd32(head + 12) != *checked_codes) {
         if (!check_code_set(t, rd32(head + 12))) {
             return bad_list(message, name,
                             "a Huffman code table is oversubscribed, inconsistent, misplaced or runs past the blob");
@@ -318,7 +321,7 @@ static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, uint32
 mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *lists,
                                         const char *name, mcubert_message *message)
 {
-    uint32_t i, implicit_end = 0, checked_codes = 0xFFFFFFFFu;
+    uint32_t i, implicit_end = 0, checked_codes = NO_CODE_SET;
     piece_list list;
     mcubert_status status;
     if (!in_blob(t->size, at, 4u) || rd32(t->blob + at) > MAX_LISTS ||

@@ -124,6 +124,12 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
         blob[offset] = value & 0xFF
         with pytest.raises(UserError, match=problem):
             HostTokenizer(resealed(blob), library)
+    # the first list's code-set offset at 0xFFFFFFFF, the value that once meant "no code set checked yet"
+    # and so skipped the check (found by the fuzzer: a read far outside the blob)
+    blob = bytearray(minilm_blob)
+    struct.pack_into("<I", blob, word_at + 12, 0xFFFFFFFF)
+    with pytest.raises(UserError, match="Huffman code table"):
+        HostTokenizer(resealed(blob), library)
     assert vocab_blob.unpack(minilm_blob).word_pieces
 
 
