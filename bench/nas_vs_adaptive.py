@@ -153,15 +153,15 @@ def claim_directory(directory: Path, settings: dict) -> None:
     record.write_text(json.dumps(settings, indent=1) + "\n")
 
 
-def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
-    out = opts.out / budget.label / f"{method}-seed{seed}"
+def run_search(out: Path, name: str, method_args: list[str], opts, log) -> dict:
+    """`search --out out` with `method_args` and the bench's settings, unless out/metrics.json exists (an
+    interrupted run resumes): its metrics, or {"failed": the last lines of its error}."""
     metrics_file = out / "metrics.json"
-    name = f"[{budget.label} {method} seed {seed}]"
     if not metrics_file.is_file():
         command = [sys.executable, "-m", "tflm_mcubert", "search", "--checkpoint", str(opts.student)]
-        command += ["--task", opts.task, "--out", str(out), "--resume", "--quiet", "--seed", str(seed)]
+        command += ["--task", opts.task, "--out", str(out), "--resume", "--quiet"]
         command += ["--epochs", str(opts.epochs), "--finetune-epochs", str(opts.finetune_epochs)]
-        command += [*budget.method_args(method), *opts.search_args]
+        command += [*method_args, *opts.search_args]
         log(f"{name} {' '.join(command[2:])}")
         began = time.monotonic()
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # this checkout's package
@@ -169,14 +169,17 @@ def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             log(f"{name} failed ({done.returncode}): {done.stderr.strip().splitlines()[-3:]}")
-            return {
-                "budget": budget.label,
-                "method": method,
-                "seed": seed,
-                "failed": done.stderr.strip().splitlines()[-3:],
-            }
+            return {"failed": done.stderr.strip().splitlines()[-3:]}
         log(f"{name} done in {time.monotonic() - began:.0f} s")
-    metrics = json.loads(metrics_file.read_text())
+    return json.loads(metrics_file.read_text())
+
+
+def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
+    out = opts.out / budget.label / f"{method}-seed{seed}"
+    name = f"[{budget.label} {method} seed {seed}]"
+    metrics = run_search(out, name, ["--seed", str(seed), *budget.method_args(method)], opts, log)
+    if "failed" in metrics:
+        return {"budget": budget.label, "method": method, "seed": seed, **metrics}
     details = metrics["details"]
     if method == "adaptive" and (details["cutoffs"], details["ranks"]) != (budget.cutoffs, budget.ranks):
         raise SystemExit(

@@ -112,23 +112,36 @@ def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint)
     assert np.all(np.isfinite(logits["logits"].numpy()))
 
 
-def test_search_to_a_byte_budget_reports_params_and_bytes(capsys, tmp_path, classifier_checkpoint):
+@pytest.mark.parametrize("bits", [None, 4])
+def test_search_to_a_byte_budget_reports_params_and_bytes(capsys, tmp_path, classifier_checkpoint, bits):
+    """A byte budget at the storage width (int8 by default, --embedding-bits 4), the accuracies of the tables
+    as stored; int4 buys adaptive embedding more parameters for the same bytes."""
     from tflm_mcubert.model.hf_import import load_checkpoint
 
     data = write_reviews(tmp_path / "reviews.csv", count=60)
-    budget = 1_800  # bytes: 4 cluster tables take 1,056, the smallest adaptive embedding 1,656
+    budget = 2_000  # bytes: 4 cluster tables take 1,056; adaptive embedding gets 265 parameters at int8, 510 at int4
+    width = [] if bits is None else ["--embedding-bits", bits]
+    params = {}
     for mode in ("two-stage", "adaptive"):
         out = tmp_path / mode
         code, printed, err = run_cli(
             capsys, "search", "--checkpoint", classifier_checkpoint, "--task", data, "--out", out, "--quiet",
-            "--mode", mode, "--target-embedding-bytes", budget, "--epochs", 0.5, "--finetune-epochs", 0.5,
+            "--mode", mode, "--target-embedding-bytes", budget, "--epochs", 0.5, "--finetune-epochs", 0.5, *width,
         )  # fmt: skip
         assert code == 0, (mode, err)
         printed = dict(line.split(" ", 1) for line in printed.strip().splitlines())
         metrics = json.loads((out / "metrics.json").read_text())
         lookup = load_checkpoint(out).model.embeddings.word_lookup
-        assert int(printed["embedding_bytes"]) == metrics["embedding_bytes"] == lookup.stored_bytes(8) <= budget
+        stored = lookup.stored_bytes(bits or 8)
+        assert int(printed["embedding_bytes"]) == metrics["embedding_bytes"] == stored <= budget
         assert metrics["embedding_params"] == lookup.stored_params() and metrics["target_embedding_bytes"] == budget
+        assert metrics["embedding_storage_bits"] == (bits or 8) and metrics["accuracy_tables"] == (bits or "float")
+        assert metrics["int8_embedding_bytes"] == lookup.stored_bytes(8)
+        params[mode] = metrics["embedding_params"]
+    if bits == 4:  # the same bytes at int8 buy adaptive embedding fewer parameters
+        from tflm_mcubert.compress.baselines import adaptive_for_budget, adaptive_params
+
+        assert params["adaptive"] > adaptive_params(30, 32, *adaptive_for_budget(30, 32, budget, bits=8))
 
 
 def test_distill_and_search_prune_the_vocabulary_and_export_needs_no_more(

@@ -98,3 +98,7 @@ def test_a_byte_budget_is_searched_as_parameters_after_the_cluster_tables():
     assert params_for_bytes(10_000, 80, D, 4) == 10_000 - 4 * (8 + 8 * D)
     with pytest.raises(UserError, match="infeasible"):
         params_for_bytes(4 * (8 + 8 * D) + 80 + D - 1, 80, D, 4)
+    # int4: the bytes after the tables at a dense row's cost per parameter (d/2 + 2 bytes for d)
+    assert params_for_bytes(10_000, 80, D, 4, bits=4) == 2 * (10_000 - 4 * (8 + 8 * D)) * D // (D + 4)
+    with pytest.raises(UserError, match="8 or 4"):
+        params_for_bytes(10_000, 80, D, 4, bits=2)

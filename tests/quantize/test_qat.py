@@ -79,8 +79,10 @@ def test_int4_word_tables_are_fake_quantized_as_the_exporter_stores_them():
             dequantized = view.rows * view.row_scale[:, None] * unit * channel
             np.testing.assert_allclose(ours, dequantized, atol=1e-3 * np.abs(u).max())
         else:
-            col = np.abs(u).max(axis=0) / 7
-            np.testing.assert_allclose(ours, (view.rows * col) @ vt, atol=1e-5 * max(np.abs(u @ vt).max(), 1))
+            folded = (np.abs(u).max(axis=0) / 7)[:, None] * vt  # column scales folded into Vᵀ, int8 per channel
+            step = np.abs(folded).max(axis=0) / 127
+            stored_vt = np.round(folded / step) * step
+            np.testing.assert_allclose(ours, view.rows @ stored_vt, atol=1e-5 * max(np.abs(u @ vt).max(), 1))
 
 
 def test_int4_distillation_learns():

@@ -54,16 +54,19 @@ def check_target(target: int, vocab_size: int, dim: int) -> None:
 
 
 def params_for_bytes(target_bytes: int, vocab_size: int, dim: int, num_clusters: int, bits: int = 8) -> int:
-    """The parameter budget a search runs at for a budget of `target_bytes` stored at `bits` (8: one byte
-    per parameter): the bytes left after every cluster's table entry and requantization."""
-    if bits != 8:
-        raise UserError(f"a byte budget for {bits}-bit embedding storage is not supported (only 8)")
-    params = target_bytes - num_clusters * (CLUSTER_ENTRY_BYTES + REQUANT_BYTES_PER_CHANNEL * dim)
+    """The parameter budget a search runs at for a budget of `target_bytes` stored at `bits`: the bytes left
+    after every cluster's table entry and requantization, at one byte per parameter (8 bits: exact) or, at 4
+    bits, at a dense row's (d/2 + 2 bytes for d parameters). Only Stage 1 uses the latter: Vᵀ is int8, so a
+    low-rank cluster costs more per parameter; Stage 2 and `fit_to_bytes` count the bytes themselves."""
+    if bits not in (8, 4):
+        raise UserError(f"a byte budget for {bits}-bit embedding storage is not supported (8 or 4)")
+    free = target_bytes - num_clusters * (CLUSTER_ENTRY_BYTES + REQUANT_BYTES_PER_CHANNEL * dim)
+    params = free if bits == 8 else (2 * free * dim) // (dim + 4)
     floor = smallest_embedding(vocab_size, dim)
     if params < floor:
         raise UserError(
             f"--target-embedding-bytes {target_bytes:,} is infeasible: {num_clusters} clusters' tables take "
-            f"{target_bytes - params:,} B and the smallest embedding the search can build {floor:,} parameters"
+            f"{target_bytes - free:,} B and the smallest embedding the search can build {floor:,} parameters"
         )
     return params
 

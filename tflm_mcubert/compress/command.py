@@ -209,9 +209,17 @@ def _add_budget_arguments(search) -> None:
     budget.add_argument(
         "--target-embedding-bytes",
         type=parse_count,
-        help="embedding budget in Flash bytes as the export stores the word embedding (int8 rows, Vᵀ, "
-        "per-channel requantization, cluster table), e.g. 160k: searched as a parameter budget, then ranks "
-        "lowered until the bytes fit; --mode adaptive: scaled as for --target-embedding-params",
+        help="embedding budget in Flash bytes as the export stores the word embedding (rows at --embedding-bits, "
+        "int8 by default; Vᵀ, per-channel requantization, cluster table), e.g. 160k: Stage 1 runs at a parameter "
+        "budget, Stage 2 and the final fit count the bytes; --mode adaptive: scaled as for --target-embedding-params",
+    )
+    search.add_argument(
+        "--embedding-bits",
+        type=int,
+        choices=(8, 4),
+        help="storage of the word tables (export --embedding-bits): byte budgets count it, and the fine-tune "
+        "trains and reports the tables as stored (straight-through fake quantization); default: float tables, "
+        "byte budgets at int8",
     )
 
 
@@ -279,6 +287,7 @@ def run(args) -> int:
             lambda_=args.lambda_,
             target_params=args.target_embedding_params,
             target_bytes=args.target_embedding_bytes,
+            embedding_bits=args.embedding_bits,
             epochs=args.epochs,
             finetune_epochs=args.finetune_epochs,
             lr=args.lr,

@@ -41,6 +41,7 @@ from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_p
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.lowrank import fisher_rows
+from tflm_mcubert.model.stored_tables import STORAGE_BITS
 from tflm_mcubert.compress.search_space import (
     JointSearch,
     RankSearch,
@@ -76,7 +77,10 @@ class SearchOptions:
     div: float = 4.0  # Stage 1's fixed ranks d/div^i
     lambda_: float | None = None  # fixed λ; with target_params, λ's starting value
     target_params: int | None = None
-    target_bytes: int | None = None  # the export's stored word-embedding bytes (int8); replaces target_params
+    target_bytes: int | None = None  # the export's stored word-embedding bytes; replaces target_params
+    # 8 or 4: the word tables' storage width; byte budgets count it, and the fine-tune trains and reports the
+    # tables as stored (`model.stored_tables`). None: float tables, byte budgets at int8.
+    embedding_bits: int | None = None
     epochs: float = 1.0  # per search stage
     finetune_epochs: float = 1.0
     lr: float = 5e-5  # weights w (the paper's AdamW, no weight decay)
@@ -90,6 +94,11 @@ class SearchOptions:
     lr_schedule: str = "warmup-linear"  # the fine-tune's: 6% warm-up, linear decay (constant: the paper's)
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
 
+    @property
+    def storage_bits(self) -> int:
+        """The width byte budgets count: --embedding-bits, int8 by default."""
+        return self.embedding_bits or 8
+
     def validate(self, vocab_size: int, dim: int) -> "SearchOptions":
         if self.mode not in MODES:
             raise UserError(f"unknown --mode {self.mode!r} (choose from: {', '.join(MODES)})")
@@ -98,8 +107,10 @@ class SearchOptions:
             raise UserError("give --target-embedding-params or --target-embedding-bytes, not both")
         if self.target_params is not None:
             budgets.check_target(self.target_params, vocab_size, dim)
+        if self.embedding_bits not in (None, *STORAGE_BITS):
+            raise UserError(f"--embedding-bits must be one of {STORAGE_BITS}, got {self.embedding_bits}")
         if self.target_bytes is not None:
-            budgets.params_for_bytes(self.target_bytes, vocab_size, dim, self.num_clusters)
+            budgets.params_for_bytes(self.target_bytes, vocab_size, dim, self.num_clusters, self.storage_bits)
         if self.lambda_ is not None and self.lambda_ < 0:
             raise UserError(f"--lambda must be non-negative, got {self.lambda_}")
         budget = self.target_params is not None or self.target_bytes is not None
@@ -221,19 +232,23 @@ def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
     if job.model.embeddings.word_lookup is not None:
         raise UserError("the checkpoint's word embedding is already compressed; search from an uncompressed one")
     if opts.target_bytes is not None:  # searched in parameters, then fitted to the bytes (`budget.py`)
-        params = budgets.params_for_bytes(opts.target_bytes, config.vocab_size, config.hidden_size, opts.num_clusters)
+        params = budgets.params_for_bytes(
+            opts.target_bytes, config.vocab_size, config.hidden_size, opts.num_clusters, opts.storage_bits
+        )
         opts = dataclasses.replace(opts, target_params=params)
     with job.strategy.scope():
         search = _Search(job, opts)
         embedding, searched_model, details = search.run_mode(opts.mode)
-        if opts.target_params is not None and embedding.stored_params() > opts.target_params:
+        # at int4 the parameter budget only approximates the bytes (`params_for_bytes`): the bytes decide
+        params_decide = opts.target_bytes is None or opts.storage_bits == 8
+        if params_decide and opts.target_params is not None and embedding.stored_params() > opts.target_params:
             details["truncated_from_params"] = embedding.stored_params()
             embedding = budgets.truncate_to_budget(embedding, opts.target_params)
         if opts.target_bytes is not None:
             details["params_budget_from_bytes"] = opts.target_params
-            if embedding.stored_bytes() > opts.target_bytes:
-                details["truncated_from_bytes"] = embedding.stored_bytes()
-                embedding = budgets.fit_to_bytes(embedding, opts.target_bytes)
+            if embedding.stored_bytes(opts.storage_bits) > opts.target_bytes:
+                details["truncated_from_bytes"] = embedding.stored_bytes(opts.storage_bits)
+                embedding = budgets.fit_to_bytes(embedding, opts.target_bytes, opts.storage_bits)
         model = search.finetune(searched_model, embedding, details)
     details["lambda"] = search.final_lambda
     return SearchOutcome(embedding, model, search.records, details)
@@ -368,7 +383,12 @@ class _Search:
         layer1, model1, assignment, stage1 = self._exact_stage1()
         if opts.target_bytes is not None:  # the same for bytes: every low-rank cluster stores one column
             demoted = budgets.demote_to_bytes(
-                assignment, layer1.effective_logits().numpy(), opts.num_clusters, self.dim, opts.target_bytes
+                assignment,
+                layer1.effective_logits().numpy(),
+                opts.num_clusters,
+                self.dim,
+                opts.target_bytes,
+                bits=opts.storage_bits,
             )
             if np.any(demoted != assignment):
                 assignment, stage1["demoted_to_budget"] = demoted, True
@@ -383,7 +403,7 @@ class _Search:
             beta_threshold=opts.beta_threshold,
             # a byte budget is kept in bytes here: a cluster cut to rank 0 still stores a zero column
             budget=opts.target_params if opts.target_bytes is None else opts.target_bytes,
-            stored_size=None if opts.target_bytes is None else budgets.bytes_of(self.dim),
+            stored_size=None if opts.target_bytes is None else budgets.bytes_of(self.dim, opts.storage_bits),
         )
         model2 = model1.with_word_lookup(layer2)
         self._fit(
@@ -467,7 +487,7 @@ class _Search:
         one (`adaptive_for_budget`), else --cutoffs/--ranks or the paper's."""
         c, opts = self.opts.num_clusters, self.opts
         if opts.target_bytes is not None or opts.target_params is not None:
-            bits = None if opts.target_bytes is None else 8
+            bits = None if opts.target_bytes is None else opts.storage_bits
             target = opts.target_params if bits is None else opts.target_bytes
             return adaptive_for_budget(self.vocab_size, self.dim, target, num_clusters=c, div=opts.div, bits=bits)
         cutoffs = list(opts.cutoffs or adaptive_cutoffs(self.vocab_size, c))
@@ -505,6 +525,7 @@ class _Search:
     def finetune(self, searched: BertModel, embedding: ClusteredLowRankEmbedding, details: dict) -> BertModel:
         """KD fine-tune of the compressed model on permuted ids (what its tokenizer will produce)."""
         model, permutation = with_embedding(searched, embedding)
+        embedding.storage_bits = self.opts.embedding_bits  # trained, and scored, as stored
         validation = self.job.validation
         if validation is not None:  # how much the search itself and the conversion to hard choices cost
             details["validation_accuracy_searched"] = accuracy(

@@ -414,7 +414,7 @@ def search(
 def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, scores, uncompressed, predictions, data):
     """metrics.json of a search: accuracies, the embedding's size in parameters and bytes, the search's
     per-stage details and the per-example predictions."""
-    description = outcome.embedding.describe()
+    description = outcome.embedding.describe(search_opts.storage_bits)
     dense = config.vocab_size * config.hidden_size
     return {
         "command": "search",
@@ -425,9 +425,11 @@ def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, sc
         "embedding_params": description["params"],
         "dense_embedding_params": dense,
         "embedding_fraction": description["params"] / dense,
-        "embedding_bytes": description["bytes"],  # stored as the export stores it, int8 rows
+        "embedding_bytes": description["bytes"],  # as the export stores it, rows at embedding_storage_bits
         "embedding_storage_bits": description["storage_bits"],
-        "int8_embedding_bytes": description["bytes"],  # the same, under its earlier name
+        # the accuracies' word tables: "float", or fake-quantized as stored at these bits (`--embedding-bits`)
+        "accuracy_tables": search_opts.embedding_bits or "float",
+        "int8_embedding_bytes": outcome.embedding.stored_bytes(8),
         "target_embedding_params": search_opts.target_params,
         "target_embedding_bytes": search_opts.target_bytes,
         **{f"uncompressed_{k}": v for k, v in uncompressed.items()},

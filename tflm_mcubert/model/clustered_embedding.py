@@ -232,6 +232,9 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
         if self.permutation is not None and self.permutation.size != self.vocab_size:
             raise UserError(f"permutation has {self.permutation.size} ids, vocabulary {self.vocab_size}")
         self.origin = origin
+        # 8 or 4: the forward sees the tables as the export stores them (`stored_tables`), for a fine-tune
+        # that trains what deploys; None: float tables.
+        self.storage_bits = None
 
     # -- structure --
     @property
@@ -257,6 +260,10 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
 
     def call(self, input_ids):
         ids = tf.cast(input_ids, tf.int32)
+        if self.storage_bits is not None:
+            from tflm_mcubert.model.stored_tables import stored_word_vectors
+
+            return stored_word_vectors(self, ids, self.storage_bits)
 
         def embed_cluster(i, local):
             if i == 0:
@@ -401,8 +408,9 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
         """Flash bytes of this embedding in the export, rows stored at `bits` (`stored_embedding_bytes`)."""
         return stored_embedding_bytes(self.cluster_sizes, self.ranks, self.dim, bits)
 
-    def describe(self) -> dict:
-        """JSON-able summary: clusters as id ranges of the permuted vocabulary, ranks, parameters."""
+    def describe(self, bits: int = 8) -> dict:
+        """JSON-able summary: clusters as id ranges of the permuted vocabulary, ranks, parameters, and the
+        stored bytes with the rows at `bits`."""
         ranks = [self.dim, *self.ranks]
         clusters = [
             {"ids": [a, b], "tokens": b - a, "rank": r, "dense": i == 0, "params": p}
@@ -421,8 +429,8 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
             "params": self.stored_params(),
             "dense_params": dense,
             "compression": round(dense / max(1, self.stored_params()), 3),
-            "bytes": self.stored_bytes(8),  # the word-embedding tables as exported (`stored_embedding_bytes`)
-            "storage_bits": 8,
+            "bytes": self.stored_bytes(bits),  # the word-embedding tables as exported (`stored_embedding_bytes`)
+            "storage_bits": bits,
             "int8_bytes": self.stored_bytes(8),  # export's report: the whole embedding op's constants
             "permuted": self.permutation is not None,
         }

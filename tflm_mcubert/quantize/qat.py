@@ -13,8 +13,8 @@ A short, simple QAT on the calibration samples, before the final PTQ calibration
 
 With `embedding_bits=4` the student also fake-quantizes the compressed embedding's word tables as
 `export --embedding-bits 4` stores them (ops/SPEC.md 4.1.1), straight-through: cluster 0 per
-channel x per row, each U_i per column, to [-7, 7]; so the fine-tune learns tables that survive 4
-bits. (V_i stays float here: int8 per channel costs little.)
+channel x per row, each U_i per column, to [-7, 7], V_i int8 with U_i's column scales folded in
+(`model/stored_tables.py`); so the fine-tune learns tables that survive 4 bits.
 
 Scores, the exp table, LayerNorm arithmetic and the pre-norm sums are left in float: the spec
 computes them in 14-16 bits or exactly, so they add little error. Steps are few and the learning
@@ -52,39 +52,12 @@ def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
     return out
 
 
-INT4_MAX = 7.0
-
-
-def _fake_int4(x, scale):
-    """Round x / scale to [-7, 7] and back, with the identity's gradient (straight-through)."""
-    import tensorflow as tf
-
-    scale = tf.stop_gradient(tf.where(scale > 0, scale, tf.ones_like(scale)))
-    q = tf.clip_by_value(tf.round(x / scale), -INT4_MAX, INT4_MAX) * scale
-    return x + tf.stop_gradient(q - x)
-
-
 def int4_word_vectors(lookup, ids):
-    """A ClusteredLowRankEmbedding's word vectors with its tables fake-quantized as SPEC 4.1.1 stores
-    them: cluster 0 per channel (its max) x per row (max / 7), U_i per column (max / 7)."""
-    import tensorflow as tf
+    """A ClusteredLowRankEmbedding's word vectors with its tables fake-quantized as SPEC 4.1.1 stores them
+    (`model.stored_tables`: cluster 0 per channel x per row, U_i per column, Vᵀ_i int8 per channel)."""
+    from tflm_mcubert.model.stored_tables import stored_word_vectors
 
-    from tflm_mcubert.model.clustered_embedding import clustered_lookup, pad_rows
-
-    def embed_cluster(i, local):
-        if i == 0:
-            table = lookup.table
-            channel = tf.reduce_max(tf.abs(table), axis=0, keepdims=True)
-            channel = tf.stop_gradient(tf.where(channel > 0, channel, tf.ones_like(channel)))
-            row_step = tf.reduce_max(tf.abs(table / channel), axis=1, keepdims=True) / INT4_MAX
-            return tf.gather(pad_rows(_fake_int4(table / channel, row_step) * channel), local)
-        if lookup.ranks[i - 1] == 0:
-            return None
-        u = lookup.us[i - 1]
-        u = _fake_int4(u, tf.reduce_max(tf.abs(u), axis=0, keepdims=True) / INT4_MAX)
-        return tf.matmul(tf.gather(pad_rows(u), local), lookup.vts[i - 1])
-
-    return clustered_lookup(tf.cast(ids, tf.int32), lookup.boundaries, embed_cluster, lookup.dim)
+    return stored_word_vectors(lookup, ids, 4)
 
 
 def _embeddings(model, ids, types, embedding_bits: int):

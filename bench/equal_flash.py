@@ -1,0 +1,227 @@
+"""Equal Flash bytes: adaptive embedding in int8 vs adaptive embedding in int4 vs exact NAS in int4, over seeds.
+A script, not a test.
+
+Every method gets the same word-embedding Flash (`--bytes`, default 319,996 B: the paper's adaptive embedding
+for BERT-tiny, 1000/4000/10000 with ranks 32/8/2, as the export stores it in int8) and the same training
+steps (NAS: two search stages of --epochs and --finetune-epochs of fine-tune; adaptive: all of them as
+fine-tune). Each `search` runs with `--embedding-bits` of its storage, so its fine-tune trains the tables
+as they are stored and its accuracy is that of the stored tables (the rest of the model in float for
+every method):
+
+  adaptive-int8   `--mode adaptive --target-embedding-bytes B --embedding-bits 8`: Baevski & Auli's shape
+                  scaled to B bytes at int8 (`adaptive_for_budget`)
+  adaptive-int4   the same at int4: about twice the parameters in the same bytes
+  nas-int4        `--mode two-stage --embedding-bits 4`, held to adaptive-int4's stored bytes
+  nas-int8        (with --methods) two-stage at int8, held to adaptive-int8's stored bytes
+
+Reported: mean ± sd over seeds of dev and test accuracy (select on dev, report test), the uncompressed
+student's, and for each pair against adaptive-int8 (and nas-int4 against adaptive-int4) the paired
+bootstrap over examples of the seed-averaged difference and the per-seed McNemar p on test.
+OUT/summary.json keeps everything, per-example predictions included. Resumable and settings-checked as
+`nas_vs_adaptive.py` (whose runner it shares); rerun the same command to finish.
+
+    python bench/equal_flash.py --student runs/student-tiny --out runs/equal-flash \
+        --epochs 0.5 --finetune-epochs 1 --jobs 2 --max-seq-len 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nas_vs_adaptive import REPO, _p, claim_directory, mcnemar, paired_bootstrap, run_search, statistics  # noqa: E402
+
+sys.path.insert(0, str(REPO))
+from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
+from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes  # noqa: E402
+
+PAPER_ADAPTIVE_INT8_BYTES = 319_996
+METHODS = {  # name: (search mode, storage bits)
+    "adaptive-int8": ("adaptive", 8),
+    "adaptive-int4": ("adaptive", 4),
+    "nas-int4": ("two-stage", 4),
+    "nas-int8": ("two-stage", 8),
+}
+# (method, baseline) pairs compared, when both ran
+PAIRS = [("adaptive-int4", "adaptive-int8"), ("nas-int4", "adaptive-int8"), ("nas-int4", "adaptive-int4")]
+PAIRS += [("nas-int8", "adaptive-int8")]
+SETTINGS = ("task", "student", "epochs_per_search_stage", "finetune_epochs", "search_args", "bytes")
+
+
+def adaptive_stored_bytes(vocab_size: int, dim: int, budget: int, bits: int) -> tuple[list, list, int]:
+    """Adaptive embedding's cut-offs, ranks and stored bytes at `bits` for a budget of `budget` bytes."""
+    cutoffs, ranks = adaptive_for_budget(vocab_size, dim, budget, bits=bits)
+    bounds = [0, *cutoffs, vocab_size]
+    sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    return cutoffs, ranks, stored_embedding_bytes(sizes, ranks, dim, bits)
+
+
+def method_args(method: str, budget: int, vocab_size: int, dim: int) -> list[str]:
+    """`search` arguments of `method`; NAS is held to adaptive's stored bytes at its width."""
+    mode, bits = METHODS[method]
+    target = budget if mode == "adaptive" else adaptive_stored_bytes(vocab_size, dim, budget, bits)[2]
+    return ["--mode", mode, "--target-embedding-bytes", str(target), "--embedding-bits", str(bits)]
+
+
+def collect(method: str, seed: int, metrics: dict) -> dict:
+    row = {"method": method, "seed": seed}
+    if "failed" in metrics:
+        return row | metrics
+    details = metrics["details"]
+    stage2 = details.get("stage2", {})
+    return row | {
+        "embedding_params": metrics["embedding_params"],
+        "embedding_bytes": metrics["embedding_bytes"],
+        "storage_bits": metrics["embedding_storage_bits"],
+        "accuracy_tables": metrics["accuracy_tables"],
+        "validation_accuracy": metrics["validation_accuracy"],
+        "test_accuracy": metrics["test_accuracy"],
+        "steps": sum(stage["steps"] for stage in metrics["stages"]),
+        "seconds": metrics["seconds"],
+        "architecture": {
+            "cutoffs": details.get("cutoffs"),
+            "clusters": stage2.get("clusters"),
+            "ranks": stage2.get("ranks", details.get("ranks")),
+        },
+        "predictions": metrics["predictions"],
+        "labels": metrics["labels"],
+        "uncompressed": {s: metrics[f"uncompressed_{s}_accuracy"] for s in ("validation", "test")},
+    }
+
+
+def correct(rows: list[dict], split: str) -> dict[int, np.ndarray]:
+    return {r["seed"]: np.asarray(r["predictions"][split]) == np.asarray(r["labels"][split]) for r in rows}
+
+
+def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
+    """a − b over the seeds both have: difference of means, paired bootstrap p, per-seed McNemar p on test."""
+    result = {"difference": {}, "bootstrap_p": {}}
+    for split in ("validation", "test"):
+        a, b = correct(a_rows, split), correct(b_rows, split)
+        seeds = sorted(set(a) & set(b))
+        if not seeds:
+            return {}
+        a_all, b_all = np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
+        result["seeds"] = seeds
+        result["difference"][split] = float(100 * (a_all.mean() - b_all.mean()))
+        result["bootstrap_p"][split] = paired_bootstrap(a_all, b_all)
+        if split == "test":
+            result["mcnemar_test_p"] = {s: mcnemar(a[s], b[s]) for s in seeds}
+    return result
+
+
+def summarize(rows: list[dict]) -> dict:
+    ok = [r for r in rows if "failed" not in r]
+    by_method = {m: [r for r in ok if r["method"] == m] for m in METHODS}
+    methods = {
+        m: {
+            "seeds": [r["seed"] for r in rs],
+            "embedding_params": sorted({r["embedding_params"] for r in rs}),
+            "embedding_bytes": sorted({r["embedding_bytes"] for r in rs}),
+            "steps": sorted({r["steps"] for r in rs}),
+            "validation": statistics([r["validation_accuracy"] for r in rs]),
+            "test": statistics([r["test_accuracy"] for r in rs]),
+            "architectures": [r["architecture"] for r in rs],
+        }
+        for m, rs in by_method.items()
+        if rs
+    }
+    comparisons = {
+        f"{a} vs {b}": compare(by_method[a], by_method[b]) for a, b in PAIRS if methods.get(a) and methods.get(b)
+    }
+    uncompressed = ok[0]["uncompressed"] if ok else None
+    return {"methods": methods, "comparisons": comparisons, "uncompressed": uncompressed, "runs": rows}
+
+
+def markdown(summary: dict) -> str:
+    lines = ["| method (seeds) | stored bytes | params | steps | dev | test |", "|---|---|---|---|---|---|"]
+    for method, row in summary["methods"].items():
+        span = (
+            "–".join(f"{v:,}" for v in sorted({row[k][0], row[k][-1]})) for k in ("embedding_bytes", "embedding_params")
+        )
+        cells = [f"{method} ({len(row['seeds'])})", *span, ",".join(map(str, row["steps"]))]
+        cells += [f"{row[s]['mean']:.2f} ± {row[s]['sd']:.2f}" for s in ("validation", "test")]
+        lines.append("| " + " | ".join(cells) + " |")
+    if summary["uncompressed"]:
+        u = summary["uncompressed"]
+        lines.append(
+            f"| uncompressed student (float table) | | | | {100 * u['validation']:.2f} | {100 * u['test']:.2f} |"
+        )
+    lines += ["", "| pair | difference dev / test | bootstrap p dev / test | McNemar p on test, per seed |"]
+    lines.append("|---|---|---|---|")
+    for pair, c in summary["comparisons"].items():
+        d, b = c["difference"], c["bootstrap_p"]
+        cells = [pair, f"{d['validation']:+.2f} / {d['test']:+.2f}", f"{_p(b['validation'])} / {_p(b['test'])}"]
+        cells.append(", ".join(_p(p) for p in c["mcnemar_test_p"].values()))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
+    parser.add_argument("--task", default="rotten_tomatoes")
+    parser.add_argument("--out", type=Path, default=Path("runs/equal-flash"))
+    parser.add_argument("--bytes", type=int, default=PAPER_ADAPTIVE_INT8_BYTES, help="word-embedding Flash budget")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
+    parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
+    parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
+    parser.add_argument("--methods", default="adaptive-int8,adaptive-int4,nas-int4", help=f"of {', '.join(METHODS)}")
+    opts, search_args = parser.parse_known_args()
+    opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
+    unknown = set(opts.methods.split(",")) - set(METHODS)
+    if unknown:
+        raise SystemExit(f"--methods: unknown {sorted(unknown)} (choose from {', '.join(METHODS)})")
+    config = json.loads((opts.student / "config.json").read_text())
+    vocab_size, dim = config["vocab_size"], config["hidden_size"]
+    settings = {
+        "task": opts.task,
+        "student": str(opts.student),
+        "epochs_per_search_stage": opts.epochs,
+        "finetune_epochs": opts.finetune_epochs,
+        "search_args": opts.search_args,
+        "bytes": opts.bytes,
+    }
+    claim_directory(opts.out, settings)
+    began = time.monotonic()
+
+    def log(message):
+        print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+    def run(job):
+        method, seed = job
+        args = ["--seed", str(seed), *method_args(method, opts.bytes, vocab_size, dim)]
+        return collect(
+            method, seed, run_search(opts.out / f"{method}-seed{seed}", f"[{method} seed {seed}]", args, opts, log)
+        )
+
+    seeds = [int(s) for s in opts.seeds.split(",")]
+    wanted = opts.methods.split(",")
+    jobs = [
+        (m, s) for s in seeds for m in METHODS if m in wanted or (opts.out / f"{m}-seed{s}" / "metrics.json").is_file()
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
+        rows = list(pool.map(run, jobs))
+    summary = summarize(rows)
+    wall = time.monotonic() - began
+    summed = sum(r.get("seconds", 0) for r in rows)
+    record = (
+        settings | summary | {"wall_seconds_this_invocation": round(wall, 1), "run_seconds_summed": round(summed, 1)}
+    )
+    (opts.out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(markdown(summary))
+    print(f"\nwall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
+    print(f"wrote {opts.out / 'summary.json'}")
+    return 0 if all("failed" not in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
