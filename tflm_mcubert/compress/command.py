@@ -159,8 +159,10 @@ def _add_search_parser(subparsers) -> None:
     search.add_argument(
         "--lr-schedule",
         default="warmup-linear",
-        choices=("warmup-linear", "constant"),
-        help="the fine-tune's learning rate: 6%% warm-up then linear decay (default), or constant (the paper's)",
+        choices=("warmup-linear", "constant", "whole-run"),
+        help="the weights' learning rate: constant in the search stages, then the fine-tune's 6%% warm-up and "
+        "linear decay (default); constant (the paper's); whole-run: one 6%% warm-up and linear decay over the "
+        "search stages and the fine-tune together",
     )
     search.add_argument(
         "--no-equal-steps",

@@ -37,7 +37,7 @@ from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
 from tflm_mcubert.compress.baselines import frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
-from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch
+from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.lowrank import fisher_rows
@@ -49,7 +49,8 @@ from tflm_mcubert.compress.search_space import (
     fixed_ranks,
     split_trainable_variables,
 )
-from tflm_mcubert.train.trainer import Stage, StageRecord, Trainer, UpdateRule, WarmupLinearDecay, accuracy
+from tflm_mcubert.compress.run_schedule import LR_SCHEDULES, RunSchedule
+from tflm_mcubert.train.trainer import Stage, StageRecord, Trainer, UpdateRule, accuracy
 from tflm_mcubert.train.trainer import predict_logits
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
@@ -62,8 +63,6 @@ MODES = NAS_MODES + BASELINE_MODES
 # scaled to the budget (`adaptive_for_budget`: the baseline itself). bench/nas_vs_adaptive.py compares them.
 STAGE1_STARTS = ("paper", "budget")
 RELAXATIONS = ("exact", "soft")  # exact: two-stage and clustering-only; the other ablations are soft
-LR_SCHEDULES = ("warmup-linear", "constant")
-SEARCH_STAGES = 2  # the two-stage search's stages, whose steps the baselines' fine-tune gets (equal_steps)
 
 # λ control: at most a factor e^0.05 per step, and λ kept within a range where it stays meaningful.
 LAMBDA_RATE, LAMBDA_MIN, LAMBDA_MAX = 0.05, 1e-4, 1e4
@@ -91,7 +90,7 @@ class SearchOptions:
     relaxation: str = "exact"
     min_count: int = 3  # exact Stage 1: tokens seen fewer times in training follow their frequency cluster
     stage1_start: str = "paper"  # STAGE1_STARTS
-    lr_schedule: str = "warmup-linear"  # the fine-tune's: 6% warm-up, linear decay (constant: the paper's)
+    lr_schedule: str = "warmup-linear"  # the weights' (`run_schedule.py`; constant: the paper's)
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
 
     @property
@@ -261,6 +260,7 @@ class _Search:
         self.table = np.asarray(job.model.embeddings.word_embeddings.numpy())
         self.records: list[StageRecord] = []
         self.final_lambda: dict[str, float] = {}
+        self.schedule = RunSchedule(opts, len(job.train), job.batch_size)
 
     # -- helpers --
     def _fit(self, name: str, model: BertModel, layer, deployable_size, before_step=None):
@@ -276,7 +276,7 @@ class _Search:
         stage = Stage(
             name,
             model,
-            search_rules(model, penalty, lr=opts.lr, arch_lr=opts.arch_lr),
+            search_rules(model, penalty, lr=self.schedule.search_stage_lr(), arch_lr=opts.arch_lr),
             self.job.train,
             opts.epochs,
             self.job.objective,
@@ -538,20 +538,11 @@ class _Search:
         objective = self.job.objective
         if objective.hidden_weight > 0:  # the teacher still reads original ids
             objective = dataclasses.replace(objective, teacher_ids=invert_permutation(permutation))
-        opts = self.opts
-        epochs = opts.finetune_epochs
-        if opts.equal_steps and opts.mode in BASELINE_MODES:  # the search's steps, spent on fine-tuning
-            per_epoch = steps_per_epoch(len(self.job.train), self.job.batch_size)
-            steps = SEARCH_STAGES * math.ceil(opts.epochs * per_epoch) + math.ceil(epochs * per_epoch)
-            epochs = (steps - 0.5) / per_epoch  # the trainer's ceil(epochs · per_epoch) is then `steps` exactly
-        details["finetune_epochs"] = epochs
+        epochs = details["finetune_epochs"] = self.schedule.finetune_epochs()  # equal steps for a baseline
         stage = Stage(
             "finetune", model, [], self.job.train.remapped(permutation), epochs, objective, self.job.teacher_logits
         )
-        lr = opts.lr
-        if opts.lr_schedule == "warmup-linear":
-            lr = WarmupLinearDecay(opts.lr, self.job.trainer.total_steps(stage))
-        stage.rules = [UpdateRule("weights", model.trainable_variables, lr)]
+        stage.rules = [UpdateRule("weights", model.trainable_variables, self.schedule.finetune_lr())]
         self.records.append(self.job.trainer.fit(stage))
         return model
 

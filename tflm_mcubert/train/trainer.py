@@ -408,20 +408,21 @@ class Trainer:
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up from 0 to `peak` over the first `warmup` fraction of `total` steps, then linear decay
     to 0 at `total` (BERT's fine-tuning schedule). A function of the optimizer's step count alone, so a
-    resumed stage (whose optimizer iterations are checkpointed) continues on the same curve."""
+    resumed stage (whose optimizer iterations are checkpointed) continues on the same curve. `offset`: the
+    steps earlier stages took on the same curve (one schedule over a whole search run)."""
 
-    def __init__(self, peak: float, total: int, warmup: float = 0.06):
-        self.peak, self.total = float(peak), max(1, int(total))
+    def __init__(self, peak: float, total: int, warmup: float = 0.06, offset: int = 0):
+        self.peak, self.total, self.offset = float(peak), max(1, int(total)), int(offset)
         self.warmup_steps = max(1, int(round(warmup * self.total)))
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32) + 1.0  # the first update already has a non-zero rate
+        step = tf.cast(step, tf.float32) + float(self.offset) + 1.0  # the first update has a non-zero rate
         rise = step / self.warmup_steps
         fall = (self.total - step + 1.0) / max(1.0, self.total - self.warmup_steps + 1.0)
         return self.peak * tf.clip_by_value(tf.minimum(rise, fall), 0.0, 1.0)
 
     def get_config(self):
-        return {"peak": self.peak, "total": self.total, "warmup": self.warmup_steps / self.total}
+        return {"peak": self.peak, "total": self.total, "warmup": self.warmup_steps / self.total, "offset": self.offset}
 
 
 # --- evaluation ------------------------------------------------------------------------------------------
