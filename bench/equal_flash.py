@@ -1,8 +1,9 @@
 """Equal Flash bytes: adaptive embedding in int8 vs adaptive embedding in int4 vs exact NAS in int4, over seeds.
 A script, not a test.
 
-Every method gets the same word-embedding Flash (`--bytes`, default 319,996 B: the paper's adaptive embedding
-for BERT-tiny, 1000/4000/10000 with ranks 32/8/2, as the export stores it in int8) and the same training
+Every method gets the same word-embedding Flash (`--bytes`, default 319,996 B, ~320 KB: the paper's adaptive
+embedding for BERT-tiny, 1000/4000/10000 at ranks 32/8/2, takes 322,804 B in int8 with its tables, so adaptive
+int8 scales to 988/3952/9880 here; `stored_embedding_bytes` counts every byte) and the same training
 steps (NAS: two search stages of --epochs and --finetune-epochs of fine-tune; adaptive: all of them as
 fine-tune). Each `search` runs with `--embedding-bits` of its storage, so its fine-tune trains the tables
 as they are stored and its accuracy is that of the stored tables (the rest of the model in float for
@@ -17,7 +18,8 @@ every method):
 Reported: mean ± sd over seeds of dev and test accuracy (select on dev, report test), the uncompressed
 student's, and for each pair against adaptive-int8 (and nas-int4 against adaptive-int4) the paired
 bootstrap over examples of the seed-averaged difference and the per-seed McNemar p on test.
-OUT/summary.json keeps everything, per-example predictions included. Resumable and settings-checked as
+OUT/summary.json keeps everything, per-example predictions included; OUT/equal_flash.png plots dev and test
+(mean ± sd) per method against the uncompressed student. Resumable and settings-checked as
 `nas_vs_adaptive.py` (whose runner it shares); rerun the same command to finish.
 
     python bench/equal_flash.py --student runs/student-tiny --out runs/equal-flash \
@@ -164,6 +166,39 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def plot(summary: dict, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return None
+    methods = list(summary["methods"])
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, split in zip(axes, ("validation", "test")):
+        stats = [summary["methods"][m][split] for m in methods]
+        axis.bar(methods, [s["mean"] for s in stats], yerr=[s["sd"] for s in stats], capsize=5, color="#7799bb")
+        if summary["uncompressed"]:
+            axis.axhline(
+                100 * summary["uncompressed"][split], color="grey", linestyle=":", label="uncompressed student"
+            )
+            axis.legend(loc="lower right", fontsize=8)
+        tops = [s["mean"] + s["sd"] for s in stats] + (
+            [100 * summary["uncompressed"][split]] if summary["uncompressed"] else []
+        )
+        axis.set_ylim(min(s["mean"] - s["sd"] for s in stats) - 2, max(tops) + 1)
+        axis.set_ylabel(f"{'dev' if split == 'validation' else 'test'} accuracy % (mean ± sd over seeds)")
+        axis.grid(alpha=0.3, axis="y")
+    bytes_ = sorted({b for m in methods for b in summary["methods"][m]["embedding_bytes"]})
+    figure.suptitle(f"equal Flash: word embedding stored in {bytes_[0]:,}–{bytes_[-1]:,} B")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
@@ -219,7 +254,8 @@ def main() -> int:
     (opts.out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")
     print(markdown(summary))
     print(f"\nwall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
-    print(f"wrote {opts.out / 'summary.json'}")
+    figure = plot(summary, opts.out / "equal_flash.png") if summary["methods"] else None
+    print(f"wrote {opts.out / 'summary.json'}" + (f" and {figure}" if figure else ""))
     return 0 if all("failed" not in r for r in rows) else 1
 
 

@@ -1,0 +1,56 @@
+"""The accuracy benchmarks' statistics and budget plumbing (bench/nas_vs_adaptive.py, bench/equal_flash.py)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import equal_flash  # noqa: E402
+from nas_vs_adaptive import mcnemar, paired_bootstrap  # noqa: E402
+
+
+def test_mcnemar_is_the_exact_binomial_on_the_discordant_pairs():
+    a = np.array([True] * 5 + [False] * 3 + [True] * 10)
+    b = np.array([False] * 5 + [False] * 3 + [True] * 10)
+    assert mcnemar(a, b) == pytest.approx(2 / 2**5)  # 5 discordant, all one way
+    assert mcnemar(a, a) == 1.0
+
+
+def test_the_paired_bootstrap_sees_a_consistent_gain_and_not_a_tie():
+    rng = np.random.default_rng(0)
+    base = rng.random((5, 400)) < 0.7
+    better = base | (rng.random((5, 400)) < 0.15)
+    assert paired_bootstrap(better, base) < 0.01
+    assert paired_bootstrap(base, base) == 1.0
+
+
+def _row(method, seed, validation, test):
+    labels = {"validation": [1] * 4, "test": [1] * 4}
+    predictions = {s: [1] * k + [0] * (4 - k) for s, k in (("validation", validation), ("test", test))}
+    return {"method": method, "seed": seed, "predictions": predictions, "labels": labels}
+
+
+def test_equal_flash_compares_over_the_seeds_both_methods_have():
+    a = [_row("nas-int4", 0, 4, 3), _row("nas-int4", 1, 4, 4), _row("nas-int4", 2, 0, 0)]
+    b = [_row("adaptive-int8", 0, 2, 3), _row("adaptive-int8", 1, 2, 2)]
+    result = equal_flash.compare(a, b)
+    assert result["seeds"] == [0, 1]
+    assert result["difference"] == {"validation": pytest.approx(50.0), "test": pytest.approx(25.0)}
+    assert set(result["mcnemar_test_p"]) == {0, 1}
+
+
+def test_equal_flash_holds_nas_to_adaptives_stored_bytes_at_its_width():
+    vocab_size, dim, budget = 30_522, 128, 319_996
+    for method, (mode, bits) in equal_flash.METHODS.items():
+        args = equal_flash.method_args(method, budget, vocab_size, dim)
+        target = int(args[args.index("--target-embedding-bytes") + 1])
+        assert args[args.index("--embedding-bits") + 1] == str(bits) and args[1] == mode
+        if mode == "adaptive":
+            assert target == budget
+        else:
+            assert target == equal_flash.adaptive_stored_bytes(vocab_size, dim, budget, bits)[2] <= budget
+    # int4 buys adaptive embedding about twice the parameters in the same bytes
+    int8, int4 = (equal_flash.adaptive_stored_bytes(vocab_size, dim, budget, bits) for bits in (8, 4))
+    assert int4[1][0] > 1.4 * int8[1][0] and int4[0][0] > 1.4 * int8[0][0]
