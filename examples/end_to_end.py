@@ -8,7 +8,7 @@ Stages, each one `python -m tflm_mcubert` command (printed as it starts, so you 
   teacher     finetune  all-MiniLM-L6-v2 (or --checkpoint) on the task: the accuracy to keep
   student     distill   a BERT-tiny student of the teacher (MiniLM's encoder alone is ~20x a board's Flash)
   compressed  search    MCUBERT's two-stage embedding NAS (the exact search) down to --target-embedding-params,
-                        then KD
+                        then KD with the word tables as --embedding-bits stores them
   int8        evaluate  accuracy of the quantized model the firmware runs (numpy reference of the custom ops):
                         int8, and with int4 word tables
   firmware    export    .tflite + C files + report.json for --board, with the fit check; the embedding's word
@@ -198,6 +198,8 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 f"{budget.search_epochs:g}",
                 "--finetune-epochs",
                 f"{budget.search_finetune_epochs:g}",
+                "--embedding-bits",  # the fine-tune trains the word tables as the firmware stores them
+                str(args.embedding_bits),
                 "--resume",
                 *data,
             ),

@@ -98,6 +98,8 @@ def test_the_tflite_is_a_valid_mcubert_model_that_fits_the_board(quick_run):
     from tflm_mcubert.ops.embedding import embedding_storage_bytes
 
     assert embedding.word_bits == 4 == report["embedding"]["storage_bits"]
+    searched = read_json(out / "compressed" / "metrics.json")  # whose fine-tune trained the tables as stored
+    assert searched["accuracy_tables"] == 4 == searched["embedding_storage_bits"]
     geometry = list(zip(sizes.tolist(), ranks.tolist()))
     projections = embedding.word_projections.size
     assert embedding.word_rows.size + projections == embedding_storage_bytes(geometry, embedding.hidden, 4)
