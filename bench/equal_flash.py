@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nas_vs_adaptive import REPO, _p, claim_directory, mcnemar, paired_bootstrap, run_search, statistics  # noqa: E402
+from nas_vs_adaptive import REPO, _p, add_run_arguments, claim_directory, mcnemar, paired_bootstrap  # noqa: E402
+from nas_vs_adaptive import pyplot, run_search, save_figure, statistics  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
@@ -167,13 +168,8 @@ def markdown(summary: dict) -> str:
 
 
 def plot(summary: dict, path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return None
     methods = list(summary["methods"])
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -193,22 +189,13 @@ def plot(summary: dict, path: Path) -> Path | None:
         axis.grid(alpha=0.3, axis="y")
     bytes_ = sorted({b for m in methods for b in summary["methods"][m]["embedding_bytes"]})
     figure.suptitle(f"equal Flash: word embedding stored in {bytes_[0]:,}–{bytes_[-1]:,} B")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
-    parser.add_argument("--task", default="rotten_tomatoes")
-    parser.add_argument("--out", type=Path, default=Path("runs/equal-flash"))
+    add_run_arguments(parser, "runs/equal-flash")
     parser.add_argument("--bytes", type=int, default=PAPER_ADAPTIVE_INT8_BYTES, help="word-embedding Flash budget")
-    parser.add_argument("--seeds", default="0,1,2,3,4")
-    parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
-    parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
-    parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
     parser.add_argument("--methods", default="adaptive-int8,adaptive-int4,nas-int4", help=f"of {', '.join(METHODS)}")
     opts, search_args = parser.parse_known_args()
     opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)

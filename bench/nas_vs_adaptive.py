@@ -358,7 +358,8 @@ def print_stages(summary: dict) -> None:
             print(f"{summary['label']} NAS {stage}: {cells}  trained-hard {gap}  clusters/ranks {shapes}")
 
 
-def plot(summaries: list[dict], path: Path) -> Path | None:
+def pyplot():
+    """matplotlib.pyplot on a file backend, or None (said on stderr) when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -366,6 +367,31 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib is not installed: no plot", file=sys.stderr)
+        return None
+    return plt
+
+
+def save_figure(plt, figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, out: str) -> None:
+    """The options every accuracy benchmark's runs share (the rest of the command line goes to `search`)."""
+    parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
+    parser.add_argument("--task", default="rotten_tomatoes")
+    parser.add_argument("--out", type=Path, default=Path(out))
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
+    parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
+    parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
+
+
+def plot(summaries: list[dict], path: Path) -> Path | None:
+    plt = pyplot()
+    if plt is None:
         return None
     summaries = sorted(summaries, key=lambda s: s["fraction_of_table"])
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
@@ -396,27 +422,18 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
         axis.grid(alpha=0.3)
     axes[0].legend(loc="lower right", fontsize=8)
     figure.suptitle("exact two-stage NAS vs adaptive embedding at equal embedding parameters")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
-    parser.add_argument("--task", default="rotten_tomatoes")
-    parser.add_argument("--out", type=Path, default=Path("/work/runs/budgets"))
+    add_run_arguments(parser, "runs/budgets")
     parser.add_argument(
         "--budgets",
         default="318420",
         help="comma-separated; percent of the dense table (2%%, or a bare number <= 100) or parameters "
         "(318420, 156k); run in this order (default 318420: the paper's adaptive embedding for BERT-tiny)",
     )
-    parser.add_argument("--seeds", default="0,1,2,3,4")
-    parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
-    parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
-    parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
     parser.add_argument(
         "--methods",
         default="nas,adaptive",
