@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nas_vs_adaptive import REPO, _p, add_run_arguments, claim_directory, mcnemar, paired_bootstrap  # noqa: E402
-from nas_vs_adaptive import pyplot, run_search, save_figure, statistics  # noqa: E402
+from nas_vs_adaptive import method_summary, pyplot, run_search, run_settings, save_figure  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
@@ -55,7 +55,6 @@ METHODS = {  # name: (search mode, storage bits)
 # (method, baseline) pairs compared, when both ran
 PAIRS = [("adaptive-int4", "adaptive-int8"), ("nas-int4", "adaptive-int8"), ("nas-int4", "adaptive-int4")]
 PAIRS += [("nas-int8", "adaptive-int8")]
-SETTINGS = ("task", "student", "epochs_per_search_stage", "finetune_epochs", "search_args", "bytes")
 
 
 def adaptive_stored_bytes(vocab_size: int, dim: int, budget: int, bits: int) -> tuple[list, list, int]:
@@ -123,19 +122,7 @@ def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
 def summarize(rows: list[dict]) -> dict:
     ok = [r for r in rows if "failed" not in r]
     by_method = {m: [r for r in ok if r["method"] == m] for m in METHODS}
-    methods = {
-        m: {
-            "seeds": [r["seed"] for r in rs],
-            "embedding_params": sorted({r["embedding_params"] for r in rs}),
-            "embedding_bytes": sorted({r["embedding_bytes"] for r in rs}),
-            "steps": sorted({r["steps"] for r in rs}),
-            "validation": statistics([r["validation_accuracy"] for r in rs]),
-            "test": statistics([r["test_accuracy"] for r in rs]),
-            "architectures": [r["architecture"] for r in rs],
-        }
-        for m, rs in by_method.items()
-        if rs
-    }
+    methods = {m: method_summary(rs) for m, rs in by_method.items() if rs}
     comparisons = {
         f"{a} vs {b}": compare(by_method[a], by_method[b]) for a, b in PAIRS if methods.get(a) and methods.get(b)
     }
@@ -204,14 +191,7 @@ def main() -> int:
         raise SystemExit(f"--methods: unknown {sorted(unknown)} (choose from {', '.join(METHODS)})")
     config = json.loads((opts.student / "config.json").read_text())
     vocab_size, dim = config["vocab_size"], config["hidden_size"]
-    settings = {
-        "task": opts.task,
-        "student": str(opts.student),
-        "epochs_per_search_stage": opts.epochs,
-        "finetune_epochs": opts.finetune_epochs,
-        "search_args": opts.search_args,
-        "bytes": opts.bytes,
-    }
+    settings = run_settings(opts) | {"bytes": opts.bytes}
     claim_directory(opts.out, settings)
     began = time.monotonic()
 

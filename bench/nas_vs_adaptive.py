@@ -272,20 +272,22 @@ def compare(runs: dict[str, list[dict]]) -> dict:
     return result
 
 
+def method_summary(rows: list[dict]) -> dict:
+    """One method's finished runs: seeds, sizes, steps, dev and test mean ± sd, architectures."""
+    return {
+        "seeds": [r["seed"] for r in rows],
+        "embedding_params": sorted({r["embedding_params"] for r in rows}),
+        "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
+        "steps": sorted({r["steps"] for r in rows}),
+        "validation": statistics([r["validation_accuracy"] for r in rows]),
+        "test": statistics([r["test_accuracy"] for r in rows]),
+        "architectures": [r["architecture"] for r in rows],
+    }
+
+
 def summarize_budget(budget: Budget, results: list[dict], dense_shape: tuple[int, int]) -> dict:
     runs = {m: [r for r in results if r["method"] == m and "failed" not in r] for m in METHODS}
-    methods = {}
-    for method, rows in runs.items():
-        if rows:
-            methods[method] = {
-                "seeds": [r["seed"] for r in rows],
-                "embedding_params": sorted({r["embedding_params"] for r in rows}),
-                "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
-                "steps": sorted({r["steps"] for r in rows}),
-                "validation": statistics([r["validation_accuracy"] for r in rows]),
-                "test": statistics([r["test_accuracy"] for r in rows]),
-                "architectures": [r["architecture"] for r in rows],
-            }
+    methods = {method: method_summary(rows) for method, rows in runs.items() if rows}
     vocab_size, dim = dense_shape
     adaptive_size = adaptive_params(vocab_size, dim, budget.cutoffs, budget.ranks)
     return {
@@ -389,6 +391,17 @@ def add_run_arguments(parser: argparse.ArgumentParser, out: str) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
 
 
+def run_settings(opts) -> dict:
+    """What a benchmark directory's runs are made with (`claim_directory` refuses a rerun with others)."""
+    return {
+        "task": opts.task,
+        "student": str(opts.student),
+        "epochs_per_search_stage": opts.epochs,
+        "finetune_epochs": opts.finetune_epochs,
+        "search_args": opts.search_args,
+    }
+
+
 def plot(summaries: list[dict], path: Path) -> Path | None:
     plt = pyplot()
     if plt is None:
@@ -442,13 +455,7 @@ def main() -> int:
     opts, search_args = parser.parse_known_args()
     opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
     budgets = plan_budgets(opts.budgets, opts.student)
-    settings = {
-        "task": opts.task,
-        "student": str(opts.student),
-        "epochs_per_search_stage": opts.epochs,
-        "finetune_epochs": opts.finetune_epochs,
-        "search_args": opts.search_args,
-    }
+    settings = run_settings(opts)
     for budget in budgets:
         claim_directory(opts.out / budget.label, settings | budget.directory_settings)
     began = time.monotonic()
