@@ -138,6 +138,15 @@ def test_search_to_a_byte_budget_reports_params_and_bytes(capsys, tmp_path, clas
         assert metrics["embedding_storage_bits"] == (bits or 8) and metrics["accuracy_tables"] == (bits or "float")
         assert metrics["int8_embedding_bytes"] == lookup.stored_bytes(8)
         params[mode] = metrics["embedding_params"]
+    # export stores the word tables at the width the search trained them for, unless told otherwise
+    code, printed, err = run_cli(
+        capsys, "export", "--checkpoint", tmp_path / "two-stage", "--seq-len", 16, "--sram", "8MB",
+        "--flash", "64MB", "--out", tmp_path / "firmware",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "firmware" / "report.json").read_text())
+    assert report["embedding"]["storage_bits"] == (bits or 8)
+    assert ("stored in int4, the width the checkpoint's search fine-tuned them for" in printed) == (bits == 4)
     if bits == 4:  # the same bytes at int8 buy adaptive embedding fewer parameters
         from tflm_mcubert.compress.baselines import adaptive_for_budget, adaptive_params
 

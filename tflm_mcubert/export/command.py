@@ -70,10 +70,10 @@ def add_parser(subparsers) -> list[str]:
     export.add_argument(
         "--embedding-bits",
         type=int,
-        default=8,
         choices=(8, 4),
-        help="mcubert: store the embedding's word tables as int8 (8, default) or packed int4 (4: about half "
-        "the Flash; cluster rows with per-row scales, low-rank rows with per-column scales, ops/SPEC.md 4.1.1)",
+        help="mcubert: store the embedding's word tables as int8 (8) or packed int4 (4: about half "
+        "the Flash; cluster rows with per-row scales, low-rank rows with per-column scales, ops/SPEC.md 4.1.1); "
+        "default: the width a `search --embedding-bits` checkpoint was fine-tuned for, else 8",
     )
     export.add_argument(
         "--precision",
@@ -116,6 +116,32 @@ def add_parser(subparsers) -> list[str]:
     return ["export"]
 
 
+def trained_storage_bits(checkpoint) -> int | None:
+    """The word-table width a compressed checkpoint's fine-tune trained for (`search --embedding-bits`), if any."""
+    import json
+
+    from tflm_mcubert.model.hf_import import COMPRESSION_KEY
+
+    config = Path(checkpoint) / "config.json" if checkpoint else None
+    if config is None or not config.is_file():
+        return None
+    try:
+        search = json.loads(config.read_text()).get(COMPRESSION_KEY, {}).get("search", {})
+    except (ValueError, AttributeError):
+        return None  # the checkpoint loader names what is wrong with it
+    return search.get("embedding_bits") if isinstance(search, dict) else None
+
+
+def _embedding_bits(args) -> int:
+    if args.embedding_bits is not None:
+        return args.embedding_bits
+    trained = trained_storage_bits(args.checkpoint) if args.schedule == "mcubert" else None
+    if trained in (4, 8):
+        print(f"word tables stored in int{trained}, the width the checkpoint's search fine-tuned them for")
+        return trained
+    return 8
+
+
 def run(args) -> int:
     from tflm_mcubert.boards import parse_size
     from tflm_mcubert.export.pipeline import ExportRequest, run_export
@@ -131,7 +157,7 @@ def run(args) -> int:
         precision=args.precision,
         embedding=args.embedding,
         qat_steps=args.qat_steps,
-        embedding_bits=args.embedding_bits,
+        embedding_bits=_embedding_bits(args),
         calibration=args.calibration,
         calibration_count=args.calibration_samples,
         seed=args.seed,
