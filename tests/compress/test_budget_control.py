@@ -66,6 +66,10 @@ def test_projected_control_holds_the_budget_at_every_step_while_tokens_move(
     assert all(size > TARGET - D for size in stage1[filled:])
     assert min(stage2) > TARGET - (D + max(outcome.embedding.cluster_sizes))  # one component of the largest cluster
     assert outcome.details["lambda"] == {"stage1-clustering": 0.0, "stage2-ranks": 0.0}  # no size penalty
+    assert outcome.details["size_range"] == {
+        "stage1-clustering": [min(stage1), max(stage1)],
+        "stage2-ranks": [min(stage2), max(stage2)],
+    }
     assert log["moved_from_frequency"] >= 10
     assert outcome.embedding.stored_params() == stage2[-1]  # written = trained in the last step
 

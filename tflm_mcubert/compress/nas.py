@@ -171,12 +171,15 @@ class SizePenalty:
         self.soft_size, self.deployable_size = soft_size, deployable_size
         self.dense_params, self.target = float(dense_params), target
         self.lam = tf.Variable(float(lambda_), trainable=False, dtype=tf.float32, name="size_lambda")
+        self.size_range: list[int] | None = None  # [min, max] deployable size over the steps run (not resumed)
 
     def __call__(self) -> tf.Tensor:
         return self.lam * self.soft_size() / self.dense_params
 
     def after_step(self) -> dict:
         params = int(self.deployable_size())
+        low, high = self.size_range or (params, params)
+        self.size_range = [min(low, params), max(high, params)]
         if self.target is not None:
             pressure = float(np.clip(math.log(max(params, 1) / self.target), -1.0, 1.0))
             self.lam.assign(
@@ -254,6 +257,7 @@ def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
                 embedding = budgets.fit_to_bytes(embedding, opts.target_bytes, opts.storage_bits)
         model = search.finetune(searched_model, embedding, details)
     details["lambda"] = search.final_lambda
+    details["size_range"] = search.size_ranges  # per search stage: the smallest and largest size trained
     return SearchOutcome(embedding, model, search.records, details)
 
 
@@ -264,6 +268,7 @@ class _Search:
         self.table = np.asarray(job.model.embeddings.word_embeddings.numpy())
         self.records: list[StageRecord] = []
         self.final_lambda: dict[str, float] = {}
+        self.size_ranges: dict[str, list[int] | None] = {}
         self.schedule = RunSchedule(opts, len(job.train), job.batch_size)
 
     # -- helpers --
@@ -288,6 +293,7 @@ class _Search:
         )
         self.records.append(self.job.trainer.fit(stage))
         self.final_lambda[name] = float(penalty.lam.numpy())
+        self.size_ranges[name] = penalty.size_range
 
     def _demote(self, assignment, logits, ranks):
         if self.opts.target_params is None:
