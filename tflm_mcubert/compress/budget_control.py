@@ -4,8 +4,9 @@
   by exp(0.05·clip(log(hard_size/target), −1, 1)) after every step (`nas.SizePenalty`). Under Adam the update
   of α/β does not depend on λ's size, only on the sign of the gradient: at a small arch-lr nothing moves, at
   a large one everything moves to cheaper clusters once the penalty dominates and the search undershoots.
-- `projected`: the constraint is taken out of the gradient. α and β learn from the task loss alone (λ = 0)
-  and every step's hard choice is the best one WITHIN the budget. Stage 1: each token's argmax α, then,
+- `projected`: the constraint is taken out of the gradient. α learns from the task loss alone (λ = 0), β
+  against a fixed price per parameter (λ = 1, not steered), and every step's hard choice is the best one
+  WITHIN the budget. Stage 1: each token's argmax α, then,
   while over budget, the demotion losing the least α-preference per parameter saved (the Lagrangian
   relaxation of this knapsack with its multiplier solved each step, `budget.demote_to_budget`); Stage 2:
   the components of largest importance per parameter that fit (already `ExactRankSearch.choose`). So the
@@ -53,13 +54,16 @@ def check_options(opts, has_budget: bool) -> None:
             f"--mode {' or '.join(PROJECTED_MODES)}"
         )
     if opts.lambda_ is not None:
-        raise UserError("--budget-control projected uses no size penalty (λ = 0): leave out --lambda")
+        raise UserError("--budget-control projected sets its own size penalty: leave out --lambda")
 
 
-def penalty_lambda(opts, default_lambda: float) -> tuple[float, int | None]:
-    """(λ's starting value, the target λ is steered toward, or None for a fixed λ) of the size penalty."""
+def penalty_lambda(opts, default_lambda: float, stage: str) -> tuple[float, int | None]:
+    """(λ's starting value, the target λ is steered toward, or None for a fixed λ) of `stage`'s size penalty."""
     if opts.budget_control == "projected":
-        return 0.0, None  # the budget is held by the choice; the gradient carries the task loss alone
+        # Stage 1: the budget is held by the choice, α learns from the task loss alone. Stage 2: a fixed
+        # price per parameter, against which each β's task gradient competes (under Adam only which of the two
+        # wins matters): the β it leaves high rank the components the masks keep within the budget.
+        return (0.0 if stage == "stage1-clustering" else default_lambda), None
     return (default_lambda if opts.lambda_ is None else opts.lambda_), opts.target_params
 
 

@@ -275,7 +275,7 @@ class _Search:
     def _fit(self, name: str, model: BertModel, layer, deployable_size, before_step=None):
         """Train one alternating search stage of `layer` inside `model`."""
         opts = self.opts
-        lambda_, target = budget_control.penalty_lambda(opts, DEFAULT_LAMBDA)
+        lambda_, target = budget_control.penalty_lambda(opts, DEFAULT_LAMBDA, name)
         penalty = SizePenalty(
             layer.embedding_size, deployable_size, self.vocab_size * self.dim, lambda_=lambda_, target=target
         )
