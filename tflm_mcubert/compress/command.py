@@ -153,7 +153,7 @@ def _add_exact_search_arguments(parser) -> None:
         "--alpha-margin",
         type=float,
         help="exact search: how far above the others a token's start-cluster logit starts, i.e. how much task "
-        "evidence a move needs (default 0.25; 0.05 with --budget-control projected)",
+        "evidence a move needs (default 0.25; 0.01 with --budget-control projected)",
     )
 
 
