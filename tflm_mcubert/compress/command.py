@@ -147,7 +147,7 @@ def _add_exact_search_arguments(parser) -> None:
         choices=BUDGET_CONTROLS,
         help="exact search with a budget: multiplicative (default): a size penalty whose λ follows the hard "
         "size; projected: no size penalty, every step's hard choice is the best one within the budget (moves "
-        "are trades; α starts closer to its alternatives)",
+        "are trades; α starts closer to its alternatives; use with --stage1-start budget)",
     )
     parser.add_argument(
         "--alpha-margin",
