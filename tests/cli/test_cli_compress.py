@@ -52,6 +52,13 @@ def classifier_checkpoint(tmp_path, make_hf_checkpoint):
         ("search", ["--target-embedding-params", "1k", "--target-embedding-bytes", "5k"], "reviews", ["not allowed"]),
         # v = 30, d = 32: 4 clusters' tables take 4 x (8 + 8 x 32) = 1,056 B, the smallest embedding 62 parameters
         ("search", ["--target-embedding-bytes", "1100"], "reviews", ["1,100 is infeasible", "1,056 B", "62 param"]),
+        ("search", ["--budget-control", "projected", "--lambda", "1"], "reviews", ["projected needs --target"]),
+        (
+            "search",
+            ["--budget-control", "projected", "--mode", "one-stage", "--target-embedding-params", "1k"],
+            "reviews",
+            ["projected works on the exact search", "--relaxation exact"],
+        ),
     ],
 )
 def test_bad_input_ends_in_one_clear_line(capsys, tmp_path, classifier_checkpoint, command, extra, data, fragments):

@@ -4,9 +4,10 @@ import dataclasses
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from tflm_mcubert.compress import exact_space, nas
+from tflm_mcubert.compress import budget_control, exact_space, nas
 from tflm_mcubert.model.bert import BertModel
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_assignment
 from tflm_mcubert.train.distill import Objective
@@ -20,13 +21,21 @@ def tiny_trainer(tmp_path, on_step_end=None):
     return Trainer(run, tf.distribute.get_strategy(), batch_size=8, seed=0, progress=False, on_step_end=on_step_end)
 
 
-def test_the_architecture_trained_in_the_last_step_is_the_one_written(tmp_path, small_config, make_split, monkeypatch):
+@pytest.mark.parametrize("control", ["multiplicative", "projected"])
+def test_the_architecture_trained_in_the_last_step_is_the_one_written(
+    tmp_path, small_config, make_split, monkeypatch, control
+):
     layers = {}  # the stage layers, caught as the search makes its choices before each step
-    for cls in (exact_space.ExactClusteringSearch, exact_space.ExactRankSearch):
+    for cls in (
+        exact_space.ExactClusteringSearch,
+        budget_control.ProjectedClusteringSearch,
+        exact_space.ExactRankSearch,
+    ):
         original = cls.choose
 
         def choose(self, original=original):
-            layers[type(self).__name__] = self
+            clustering = isinstance(self, exact_space.ExactClusteringSearch)
+            layers["ExactClusteringSearch" if clustering else "ExactRankSearch"] = self
             return original(self)
 
         monkeypatch.setattr(cls, "choose", choose)
@@ -52,7 +61,15 @@ def test_the_architecture_trained_in_the_last_step_is_the_one_written(tmp_path, 
         validation=make_split(V, size=16, seed=7, min_len=8, max_len=8),
     )
     # A budget so tight that the search must drop whole clusters: rank 0 is a choice it can make.
-    options = nas.SearchOptions(target_params=200, arch_lr=0.05, lr=1e-2, epochs=1.0, finetune_epochs=0.2, min_count=1)
+    options = nas.SearchOptions(
+        target_params=200,
+        arch_lr=0.05,
+        lr=1e-2,
+        epochs=1.0,
+        finetune_epochs=0.2,
+        min_count=1,
+        budget_control=control,
+    )
     outcome = nas.run_search(job, options)
 
     rank_layer = layers["ExactRankSearch"]

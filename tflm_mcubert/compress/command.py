@@ -123,8 +123,42 @@ def add_parser(subparsers) -> list[str]:
     return ["finetune", "distill", "search"]
 
 
+def _add_exact_search_arguments(parser) -> None:
+    """The exact two-stage search's own options: rare tokens, Stage 1's start and how the budget is held."""
+    from tflm_mcubert.compress.budget_control import BUDGET_CONTROLS
+    from tflm_mcubert.compress.nas import STAGE1_STARTS
+
+    parser.add_argument(
+        "--min-count",
+        type=int,
+        default=3,
+        help="exact search: tokens seen fewer times in training follow their frequency cluster (default 3)",
+    )
+    parser.add_argument(
+        "--stage1-start",
+        default="paper",
+        choices=STAGE1_STARTS,
+        help="exact search with a budget: Stage 1 starts from the paper's adaptive shape (ranks d/4^i; "
+        "default), then demoted and cut to the budget, or from adaptive embedding scaled to the budget",
+    )
+    parser.add_argument(
+        "--budget-control",
+        default="multiplicative",
+        choices=BUDGET_CONTROLS,
+        help="exact search with a budget: multiplicative (default): a size penalty whose λ follows the hard "
+        "size; projected: no size penalty, every step's hard choice is the best one within the budget (moves "
+        "are trades; α starts closer to its alternatives; use with --stage1-start budget)",
+    )
+    parser.add_argument(
+        "--alpha-margin",
+        type=float,
+        help="exact search: how far above the others a token's start-cluster logit starts, i.e. how much task "
+        "evidence a move needs (default 0.25; 0.01 with --budget-control projected)",
+    )
+
+
 def _add_search_parser(subparsers) -> None:
-    from tflm_mcubert.compress.nas import MODES, STAGE1_STARTS
+    from tflm_mcubert.compress.nas import MODES
 
     search = subparsers.add_parser("search", help="fine-tuned classifier + task → compressed embedding checkpoint")
     search.add_argument("--checkpoint", required=True, help="fine-tuned classifier to compress")
@@ -143,19 +177,7 @@ def _add_search_parser(subparsers) -> None:
         help="exact (default): train only deployable architectures (hard choices, straight-through "
         "gradients); soft: the paper's relaxation, argmax/threshold at the end (two-stage, clustering-only)",
     )
-    search.add_argument(
-        "--min-count",
-        type=int,
-        default=3,
-        help="exact search: tokens seen fewer times in training follow their frequency cluster (default 3)",
-    )
-    search.add_argument(
-        "--stage1-start",
-        default="paper",
-        choices=STAGE1_STARTS,
-        help="exact search with a budget: Stage 1 starts from the paper's adaptive shape (ranks d/4^i; "
-        "default), then demoted and cut to the budget, or from adaptive embedding scaled to the budget",
-    )
+    _add_exact_search_arguments(search)
     search.add_argument(
         "--lr-schedule",
         default="warmup-linear",
@@ -302,6 +324,8 @@ def run(args) -> int:
             stage1_start=args.stage1_start,
             lr_schedule=args.lr_schedule,
             equal_steps=args.equal_steps,
+            budget_control=args.budget_control,
+            alpha_margin=args.alpha_margin,
         )
         metrics = pipeline.search(
             args.checkpoint, out, data, train, search, teacher_source=args.teacher, pruning=pruning

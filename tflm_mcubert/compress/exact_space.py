@@ -71,10 +71,13 @@ class ExactClusteringSearch(TokenClusteringSearch):
         super().build(input_shape)
 
     @classmethod
-    def from_frequency(cls, table, start, frequency, *, min_count: int, num_clusters: int, div: float, ranks=None):
-        """Start at clustering `start` (tokens' frequency clusters); tokens with frequency < min_count keep it."""
+    def from_frequency(
+        cls, table, start, frequency, *, min_count: int, num_clusters: int, div: float, ranks=None, margin=ALPHA_MARGIN
+    ):
+        """Start at clustering `start` (tokens' frequency clusters), its logits `margin` above the others';
+        tokens with frequency < min_count keep it."""
         layer = cls.from_dense(table, num_clusters, div, ranks=ranks)
-        logits = ALPHA_MARGIN * np.eye(num_clusters, dtype=np.float32)[np.asarray(start)]
+        logits = margin * np.eye(num_clusters, dtype=np.float32)[np.asarray(start)]
         layer.alpha_logits.assign(logits)
         layer.frozen_logits.assign(logits)
         layer.owned.assign((np.asarray(frequency) >= min_count).astype(np.float32)[:, np.newaxis])

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from tflm_mcubert.compress import budget as budgets
+from tflm_mcubert.compress import budget_control
 from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
 from tflm_mcubert.compress.baselines import frequency_ranking, fwsvd_embedding
@@ -92,6 +93,8 @@ class SearchOptions:
     stage1_start: str = "paper"  # STAGE1_STARTS
     lr_schedule: str = "warmup-linear"  # the weights' (`run_schedule.py`; constant: the paper's)
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
+    budget_control: str = "multiplicative"  # budget_control.BUDGET_CONTROLS: how the budget is held
+    alpha_margin: float | None = None  # exact Stage 1's start margin (None: `budget_control.alpha_margin`)
 
     @property
     def storage_bits(self) -> int:
@@ -113,6 +116,7 @@ class SearchOptions:
         if self.lambda_ is not None and self.lambda_ < 0:
             raise UserError(f"--lambda must be non-negative, got {self.lambda_}")
         budget = self.target_params is not None or self.target_bytes is not None
+        budget_control.check_options(self, budget)
         if self.mode in NAS_MODES and self.lambda_ is None and not budget:
             raise UserError(f"--mode {self.mode} needs --lambda or --target-embedding-params/-bytes")
         if self.mode in ("svd", "fwsvd") and not budget:
@@ -167,12 +171,15 @@ class SizePenalty:
         self.soft_size, self.deployable_size = soft_size, deployable_size
         self.dense_params, self.target = float(dense_params), target
         self.lam = tf.Variable(float(lambda_), trainable=False, dtype=tf.float32, name="size_lambda")
+        self.size_range: list[int] | None = None  # [min, max] deployable size over the steps run (not resumed)
 
     def __call__(self) -> tf.Tensor:
         return self.lam * self.soft_size() / self.dense_params
 
     def after_step(self) -> dict:
         params = int(self.deployable_size())
+        low, high = self.size_range or (params, params)
+        self.size_range = [min(low, params), max(high, params)]
         if self.target is not None:
             pressure = float(np.clip(math.log(max(params, 1) / self.target), -1.0, 1.0))
             self.lam.assign(
@@ -250,6 +257,7 @@ def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
                 embedding = budgets.fit_to_bytes(embedding, opts.target_bytes, opts.storage_bits)
         model = search.finetune(searched_model, embedding, details)
     details["lambda"] = search.final_lambda
+    details["size_range"] = search.size_ranges  # per search stage: the smallest and largest size trained
     return SearchOutcome(embedding, model, search.records, details)
 
 
@@ -260,18 +268,16 @@ class _Search:
         self.table = np.asarray(job.model.embeddings.word_embeddings.numpy())
         self.records: list[StageRecord] = []
         self.final_lambda: dict[str, float] = {}
+        self.size_ranges: dict[str, list[int] | None] = {}
         self.schedule = RunSchedule(opts, len(job.train), job.batch_size)
 
     # -- helpers --
     def _fit(self, name: str, model: BertModel, layer, deployable_size, before_step=None):
         """Train one alternating search stage of `layer` inside `model`."""
         opts = self.opts
+        lambda_, target = budget_control.penalty_lambda(opts, DEFAULT_LAMBDA, name)
         penalty = SizePenalty(
-            layer.embedding_size,
-            deployable_size,
-            self.vocab_size * self.dim,
-            lambda_=DEFAULT_LAMBDA if opts.lambda_ is None else opts.lambda_,
-            target=opts.target_params,
+            layer.embedding_size, deployable_size, self.vocab_size * self.dim, lambda_=lambda_, target=target
         )
         stage = Stage(
             name,
@@ -287,6 +293,7 @@ class _Search:
         )
         self.records.append(self.job.trainer.fit(stage))
         self.final_lambda[name] = float(penalty.lam.numpy())
+        self.size_ranges[name] = penalty.size_range
 
     def _demote(self, assignment, logits, ranks):
         if self.opts.target_params is None:
@@ -346,15 +353,21 @@ class _Search:
             except UserError:  # under the smallest adaptive embedding: the paper's shape, demoted and cut
                 pass
         start = frequency_assignment(frequency, cutoffs)
-        layer = exact_space.ExactClusteringSearch.from_frequency(
-            self.table,
-            start,
-            frequency,
-            min_count=self.opts.min_count,
-            num_clusters=self.opts.num_clusters,
-            div=self.opts.div,
-            ranks=ranks,
+        layer_args = dict(
+            table=self.table, start=start, min_count=self.opts.min_count, num_clusters=self.opts.num_clusters
         )
+        layer_args.update(div=self.opts.div, ranks=ranks)
+        if self.opts.budget_control == "projected":  # every clustering it trains fits the budget
+            layer = budget_control.ProjectedClusteringSearch.within_budget(
+                layer_args,
+                budget=self.opts.target_params,
+                frequency=frequency,
+                margin=budget_control.alpha_margin(self.opts),
+            )
+        else:
+            layer = exact_space.ExactClusteringSearch.from_frequency(
+                **layer_args, frequency=frequency, margin=budget_control.alpha_margin(self.opts)
+            )
         return layer, {"rare_tokens": int(np.sum(frequency < self.opts.min_count)), "start": start}
 
     def _exact_stage1(self):
