@@ -102,15 +102,12 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
     seen: dict[str, np.ndarray] = {}
     run_reference(model, inputs, trace=lambda name, value: seen.__setitem__(name, value))
     attention_params, mlp_params = model.quantized.layers[0]
-    s, d = attention_params.seq_len, attention_params.hidden
+    s = attention_params.seq_len
     mask = np.asarray(inputs.get("attention_mask", np.ones(s)), np.int8).reshape(-1)
     input_hidden = seen["embedding"].reshape(-1).astype(np.int8)
     attention_call = kernel_abi.attention_call(attention_params, input_hidden, mask)
     mlp_call = kernel_abi.mlp_call(mlp_params, seen["layer0.attention"].reshape(-1).astype(np.int8))
-    scratch = max(
-        attention.scratch_bytes(s, d, attention_params.heads, attention_params.tile),
-        mlp.scratch_bytes(s, d, mlp_params.ffn, mlp_params.tile),
-    )
+    scratch = max(node.op.scratch_bytes(node.params) for node in model.quantized.nodes()[1:3])
     return LayerCheck(
         attention_call,
         mlp_call,

@@ -11,14 +11,13 @@ write      .tflite (tflite/mcubert_writer.py), read back and verified (tflite/mc
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import sys
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.tflite.mcubert_reader import RUNTIME_INPUTS
 from tflm_mcubert.export.tflm_arena import (
     CORTEX_M,
     ArenaEstimate,
@@ -29,10 +28,11 @@ from tflm_mcubert.export.tflm_arena import (
     kernel_op_data_bytes,
 )
 from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS
+from tflm_mcubert.ops.op_def import OpDef
+from tflm_mcubert.quantize.quantized_model import QuantizedBert, bert_ops
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
 
-if TYPE_CHECKING:  # quantize imports TensorFlow; the annotation alone does not need it
-    from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
 EMBEDDING_MODES = ("auto", "dense")
 UNBOUNDED = 1 << 40
@@ -47,28 +47,16 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _op_tensors(op: str) -> tuple[int, int]:
-    """(inputs, outputs incl. scratch) of an op in the exported graph."""
-    spec = contract.CONTRACTS[op]
-    return len(spec.inputs), len(spec.outputs) + 1
-
-
-def _op_data_bytes(op: str) -> int:
+def _op_data_bytes(op: OpDef) -> int:
     """The binding's OpData for `op`: its C params struct (mirrored in ops/kernel_abi.py)."""
-    import ctypes
-
-    from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS, ClassifierHeadParamsC
-
-    struct = ClassifierHeadParamsC if op == contract.CLASSIFIER_HEAD else PARAMS_STRUCTS[op]
+    struct = PARAMS_STRUCTS[op.code]
     return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
 
 
 def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
-    ops = [contract.EMBEDDING] + [contract.ATTENTION, contract.MLP] * layers
-    if classifier:
-        ops.append(contract.CLASSIFIER_HEAD)
-    constants = sum(_op_tensors(op)[0] - len(RUNTIME_INPUTS[op]) for op in ops)
-    outputs = sum(_op_tensors(op)[1] for op in ops)  # hidden/logits + scratch per op
+    ops = bert_ops(layers, classifier)
+    constants = sum(len(op.weight_fields) for op in ops)
+    outputs = sum(len(op.contract.outputs) + 1 for op in ops)  # hidden/logits + scratch per op
     inputs = 3  # input_ids, attention_mask, token_type_ids
     kernel_data = tuple(_op_data_bytes(op) for op in ops)
     return GraphShape(
@@ -219,7 +207,7 @@ def default_compression(model, tokenizer, sentences: list[str] | None):
 @dataclasses.dataclass
 class McubertExport:
     tflite: bytes
-    quantized: "QuantizedBert"
+    quantized: QuantizedBert
     plan: Plan
     choice: PlanChoice
     arena: ArenaEstimate
@@ -307,7 +295,7 @@ def export_mcubert(
     fidelity = calibration_fidelity(teacher, quantized, inputs[:8])
     if qat_report:
         fidelity["qat"] = qat_report
-    quantized = quantized.with_tiles(choice.plan.tiles["attention"], choice.plan.tiles["mlp"])
+    quantized = quantized.with_tiles(choice.plan.tiles)
 
     tflite = model_to_tflite(quantized, choice.plan)
     parsed = read_model(tflite)  # the reader's checks, on what we just wrote
