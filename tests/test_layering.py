@@ -1,7 +1,7 @@
 """The package's layering: data flows up the pipeline, and no package imports one above it.
 
 Every import counts, including those inside functions, so a function-level import cannot hide a
-cycle. A package's `command.py` (the CLI sub-command it offers) sits in the top layer with `cli.py`:
+cycle. The command modules (`cli/`, one module per sub-command, and `__main__`) are the top layer:
 commands wire packages together and may use any of them.
 """
 
@@ -25,8 +25,7 @@ LAYERS = [
     {"tflite"},
     {"runtime"},
     {"export"},
-    {"evaluate"},
-    {"cli", "__main__", "command"},
+    {"cli", "__main__"},
 ]
 RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 TOP = len(LAYERS) - 1
@@ -36,7 +35,7 @@ def unit_of(path: Path) -> tuple[str, int]:
     """(package or top-level module, its layer) of a source file."""
     parts = path.relative_to(PACKAGE).parts
     unit = parts[0] if len(parts) > 1 else path.stem
-    rank = TOP if path.name == "command.py" else RANK.get(unit, TOP)
+    rank = RANK.get(unit, TOP)
     return unit, rank
 
 
