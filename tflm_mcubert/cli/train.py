@@ -248,7 +248,7 @@ def _add_budget_arguments(search) -> None:
 
 
 def _options(args, command: str):
-    from tflm_mcubert.compress.pipeline import DataOptions, TrainOptions
+    from tflm_mcubert.train.workflows import DataOptions, TrainOptions
 
     data = DataOptions(
         task=args.task,
@@ -278,7 +278,7 @@ def _options(args, command: str):
 
 
 def _pruning(args):
-    from tflm_mcubert.compress.pipeline import Pruning
+    from tflm_mcubert.compress.vocab_pruning import Pruning
 
     corpus, top_n = getattr(args, "prune_vocab", None), getattr(args, "prune_top_n", None)
     if top_n is not None and not corpus:
@@ -291,17 +291,18 @@ def _pruning(args):
 
 
 def run(args) -> int:
-    from tflm_mcubert.compress import pipeline
     from tflm_mcubert.compress.nas import SearchOptions
+    from tflm_mcubert.compress.search import search as search_workflow
+    from tflm_mcubert.train import workflows
 
     data, train = _options(args, args.command)
     pruning = _pruning(args)
     out = output_directory(args.out)
     if args.command == "finetune":
-        metrics = pipeline.finetune(args.checkpoint, out, data, train)
+        metrics = workflows.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
     elif args.command == "distill":
-        metrics = pipeline.distill(args.teacher, out, data, train, preset=args.preset, pruning=pruning)
+        metrics = workflows.distill(args.teacher, out, data, train, preset=args.preset, pruning=pruning)
         shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
     else:
         search = SearchOptions(
@@ -327,7 +328,7 @@ def run(args) -> int:
             budget_control=args.budget_control,
             alpha_margin=args.alpha_margin,
         )
-        metrics = pipeline.search(
+        metrics = search_workflow(
             args.checkpoint, out, data, train, search, teacher_source=args.teacher, pruning=pruning
         )
         shown = (
