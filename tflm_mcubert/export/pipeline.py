@@ -254,7 +254,7 @@ def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict
     """Predicted encoder latency per board at its clock: an ESTIMATE from instruction counts measured under
     emulation and an instruction-class cycle model (schedule/kernel_cost.py), not a board measurement."""
     from tflm_mcubert.boards import BOARDS
-    from tflm_mcubert.schedule.kernel_cost import predict_latency
+    from tflm_mcubert.schedule.latency import predict_latency
 
     boards = dict(BOARDS)
     boards.setdefault(target.name, target)
