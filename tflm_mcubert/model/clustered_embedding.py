@@ -19,7 +19,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tflm_mcubert.model.clustered_lookup import clustered_lookup, pad_rows
 from tflm_mcubert.model.lowrank import factorize, low_rank_factorization
+from tflm_mcubert.model.stored_tables import stored_word_vectors
 from tflm_mcubert.errors import UserError
 
 # The export's word-embedding tables (ops/SPEC.md 4.1, `MCUBERT_EMBEDDING`), per exported cluster: the
@@ -175,33 +177,6 @@ def cluster_boundaries(vocab_size: int, cutoffs) -> list[int]:
     return bounds
 
 
-def clustered_lookup(new_ids, boundaries, embed_cluster, dim: int):
-    """Embed permuted ids cluster by cluster and sum: `embed_cluster(i, local)` gives cluster i's vectors
-    ([..., dim]) for `local` indices into its rows PADDED with one zero row on each side (`pad_rows`), or
-    None for a cluster that embeds everything to zero.
-
-    An id of cluster i has local index id - start_i + 1; ids below or above the cluster clamp onto the
-    zero rows, so they contribute nothing (and no gradient). Only integer SUB/MAXIMUM/MINIMUM, GATHER,
-    a matmul and ADD: the graph converts to stock TFLite ops, where masking with a select would not.
-    """
-    out = None
-    for i, (start, end) in enumerate(zip(boundaries[:-1], boundaries[1:])):
-        if end == start:
-            continue
-        local = tf.clip_by_value(new_ids - (start - 1), 0, end - start + 1)
-        vectors = embed_cluster(i, local)
-        if vectors is not None:
-            out = vectors if out is None else out + vectors
-    if out is None:  # every cluster embeds to zero
-        out = tf.zeros(tf.concat([tf.shape(new_ids), [dim]], 0), tf.float32)
-    return out
-
-
-def pad_rows(table):
-    """`table` [n, k] with a zero row before and after: the rows `clustered_lookup` indexes."""
-    return tf.pad(table, [[1, 1], [0, 0]])
-
-
 class ClusteredLowRankEmbedding(keras.layers.Layer):
     """Clustered low-rank word embedding (see module docstring). Plug into `BertModel(word_lookup=...)`.
 
@@ -261,8 +236,6 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
     def call(self, input_ids):
         ids = tf.cast(input_ids, tf.int32)
         if self.storage_bits is not None:
-            from tflm_mcubert.model.stored_tables import stored_word_vectors
-
             return stored_word_vectors(self, ids, self.storage_bits)
 
         def embed_cluster(i, local):
