@@ -29,11 +29,11 @@ import numpy as np
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export import c_data
+from tflm_mcubert.export.firmware_files import read_test_input
 from tflm_mcubert.export.template import fill
-from tflm_mcubert.tflite.mcubert_reader import read_model
-from tflm_mcubert.ops import attention, mlp
-from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops import attention, kernel_abi, mlp
 from tflm_mcubert.runtime.reference import run_reference
+from tflm_mcubert.tflite.mcubert_reader import read_model
 
 HEADER = "layer_data.h"
 SOURCE = "layer_data.c"
@@ -121,8 +121,6 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
 
 def layer_check_from_export(export_dir: str | Path, soak_runs: int = 0) -> LayerCheck:
     """Layer 0 of the export in `export_dir` (model.tflite) on its test sequence (model_test_input.json)."""
-    from tflm_mcubert.export.firmware_files import read_test_input
-
     export_dir = Path(export_dir)
     model_path = export_dir / "model.tflite"
     if not model_path.is_file():

@@ -17,7 +17,9 @@ import sys
 
 import numpy as np
 
+from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.id_order import reorder_for_blob
 from tflm_mcubert.export.tflm_arena import (
     CORTEX_M,
     ArenaEstimate,
@@ -27,11 +29,18 @@ from tflm_mcubert.export.tflm_arena import (
     estimate_arena,
     kernel_op_data_bytes,
 )
+from tflm_mcubert.model.pooling import mean_pool
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS
 from tflm_mcubert.ops.op_def import OpDef
+from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
+from tflm_mcubert.quantize.float_model import FloatBert
+from tflm_mcubert.quantize.qat import distill
 from tflm_mcubert.quantize.quantized_model import QuantizedBert, bert_ops
+from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
+from tflm_mcubert.tflite.mcubert_reader import read_model
+from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
 
 
 EMBEDDING_MODES = ("auto", "dense")
@@ -139,8 +148,6 @@ def fit_on_every_board(config, seq_len: int, flash_bytes: int, labels: int | Non
     Flash), and the longest sequence whose arena and Flash fit it. Flash grows with the sequence only by
     the position table (one row of `hidden` bytes per position), so `flash_fits` is for this export's
     sequence length and the longest sequence follows from its spare Flash."""
-    from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE
-
     sram_reserve = reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE)
     flash_reserve = reserves.get("flash_reserve", DEFAULT_FLASH_RESERVE)
     fits = {}
@@ -238,13 +245,6 @@ def export_mcubert(
     `embedding_bits`: 4 stores the word tables as packed int4 (SPEC 4.1.1; overrides `settings`').
     """
     # Long: the export's steps in order (compress, calibrate, plan, write, read back), each feeding the next.
-    from tflm_mcubert.tflite.mcubert_reader import read_model
-    from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
-    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
-    from tflm_mcubert.quantize.float_model import FloatBert
-    from tflm_mcubert.runtime.reference import run_reference
-    from tflm_mcubert.export.id_order import reorder_for_blob
-
     if embedding not in EMBEDDING_MODES:
         raise UserError(f"--embedding {embedding!r} (choose from {', '.join(EMBEDDING_MODES)})")
     compression = None
@@ -271,8 +271,6 @@ def export_mcubert(
     teacher = float_model
     qat_report = None
     if qat is not None and qat.steps > 0:
-        from tflm_mcubert.quantize.qat import distill
-
         log(f"quantization-aware fine-tune: {qat.steps} steps of distillation from the float model ...")
         model_samples = [
             {
@@ -320,8 +318,6 @@ def export_mcubert(
 
 def calibration_fidelity(float_model, quantized, inputs) -> dict:
     """Float vs int8 on (some of) the calibration samples: a sanity figure, not an evaluation."""
-    from tflm_mcubert.model.pooling import mean_pool
-
     cosines, agree = [], []
     for x in inputs:
         want = float_model.forward(x.input_ids, x.token_type_ids, x.valid)

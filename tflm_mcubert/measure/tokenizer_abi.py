@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.measure.arm_emulator import ArmEmulator, EmulatorError
 from tflm_mcubert.tokenizer.reference import Encoded
 
@@ -93,8 +94,6 @@ class EmulatedTokenizer:
 def emulator_image(core: str, cache_dir: Path | None = None) -> Path:
     """custom_ops' `make emu CPU=core` image, built once per source revision into a cache directory.
     Raises RuntimeError saying what is missing (arm-none-eabi-gcc) or what failed."""
-    from tflm_mcubert.kernel_sources import custom_ops_dir
-
     root = custom_ops_dir()
     if shutil.which("arm-none-eabi-gcc") is None:
         raise RuntimeError("arm-none-eabi-gcc not found (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)")

@@ -13,16 +13,19 @@ tokenizer's ids; `write_permuted_tokenizer` writes a tokenizer that emits the ne
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.clustered_lookup import clustered_lookup, pad_rows
 from tflm_mcubert.model.lowrank import factorize, low_rank_factorization
 from tflm_mcubert.model.stored_tables import stored_word_vectors
-from tflm_mcubert.errors import UserError
+from tflm_mcubert.ops.contract import EMBEDDING_WORD_BITS
+from tflm_mcubert.ops.embedding import embedding_storage_bytes
 
 # The export's word-embedding tables (ops/SPEC.md 4.1, `MCUBERT_EMBEDDING`), per exported cluster: the
 # `clusters` row (end id, rank: 2 x int32), its `word_requant` (multiplier, shift: 2 x int32 per channel
@@ -49,8 +52,6 @@ def exported_clusters(cluster_sizes, ranks, dim: int) -> list[tuple[int, int]]:
 
 
 def _check_bits(bits: int) -> None:
-    from tflm_mcubert.ops.contract import EMBEDDING_WORD_BITS
-
     if bits not in EMBEDDING_WORD_BITS:
         raise UserError(f"embedding storage of {bits} bits is not exported (supported: {EMBEDDING_WORD_BITS})")
 
@@ -59,8 +60,6 @@ def cluster_stored_bytes(index: int, rows: int, rank: int, dim: int, bits: int =
     """Flash bytes of one cluster as the export stores it (`index` 0: the dense one; an empty cluster is
     not stored, rank 0 is stored as rank 1): its table entry and requantization, and its rows and Vᵀ as
     `ops.embedding.embedding_storage_bytes` counts them at `bits`."""
-    from tflm_mcubert.ops.embedding import embedding_storage_bytes
-
     _check_bits(bits)
     if rows == 0:
         return 0
@@ -116,8 +115,6 @@ def invert_permutation(permutation) -> np.ndarray:
 def bert_tokenizer_with_vocab(tokens: list[str], like, out_dir: str | Path):
     """A BertTokenizerFast whose id k is tokens[k], with the options and special tokens of `like`; its
     vocab.txt is written to out_dir."""
-    import inspect
-
     from transformers import BertTokenizerFast
 
     out_dir = Path(out_dir)
