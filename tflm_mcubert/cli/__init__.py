@@ -37,6 +37,7 @@ def seed_argument(text: str) -> int:
 # In pipeline order.
 COMMAND_MODULES = (
     "tflm_mcubert.cli.train",
+    "tflm_mcubert.cli.search",
     "tflm_mcubert.cli.plan",
     "tflm_mcubert.cli.export",
     "tflm_mcubert.cli.boards",
