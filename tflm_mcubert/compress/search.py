@@ -1,4 +1,4 @@
-"""The `search` workflow as a function (the CLI in `cli/train.py` only parses into it): the embedding
+"""The `search` workflow as a function (the CLI in `cli/search.py` only parses into it): the embedding
 search of a fine-tuned classifier, then its KD fine-tune, on the steps shared with `finetune` and
 `distill` (train/workflows.py). With a `Pruning` (--prune-vocab CORPUS) the classifier's vocabulary is
 pruned to the corpus first; its teacher keeps the full vocabulary.
