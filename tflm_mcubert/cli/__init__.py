@@ -2,7 +2,8 @@
 
 Each command is a module of this package with `add_parser(subparsers)` and `run(args)`; this file only
 dispatches, so the pipeline reads from the command list below. The command modules are the only top
-layer: they wire the packages together, and no other package imports them.
+layer: they wire the packages together, and no other package imports them. Building the parser imports
+every command module, so a command imports the TensorFlow-backed modules it needs inside its functions.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def add_parser(subparsers) -> list[str]:
 
 def trained_storage_bits(checkpoint) -> int | None:
     """The word-table width a compressed checkpoint's fine-tune trained for (`search --embedding-bits`), if any."""
-    from tflm_mcubert.model.hf_import import COMPRESSION_KEY
+    from tflm_mcubert.model.hf_import import COMPRESSION_KEY  # hf_import loads Keras
 
     config = Path(checkpoint) / "config.json" if checkpoint else None
     if config is None or not config.is_file():

@@ -46,7 +46,7 @@ def reorder_for_blob(model, tokenizer, permutation: np.ndarray | None):
     tokenizer's ids through `permutation` (None: the model's own ids) then that order. Unchanged where
     the blob cannot use it (no tokenizer, one the device cannot reproduce, a vocabulary of another size,
     an embedding layer of another kind): that blob stores explicit ids instead."""
-    from tflm_mcubert.model.bert import with_vocabulary
+    from tflm_mcubert.model.bert import with_vocabulary  # the model modules load Keras
     from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
 
     config, layer = model.config, model.embeddings.word_lookup

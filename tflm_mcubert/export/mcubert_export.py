@@ -186,7 +186,7 @@ def token_frequency(tokenizer, sentences: list[str] | None, vocab_size: int) -> 
 
 def default_compression(model, tokenizer, sentences: list[str] | None):
     """(model with the adaptive-embedding baseline, description), or (model, None) if compressed."""
-    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding  # loads Keras
 
     if model.embeddings.word_lookup is not None:
         return model, None

@@ -286,7 +286,7 @@ def _stored_embedding_params(model, compression: dict | None) -> int:
 def _stored_embedding_bytes(embedding_op) -> int:
     """Flash bytes of the word-embedding tables this export stores (`stored_embedding_bytes` at the op's
     storage width), from the geometry of the embedding op as written."""
-    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes  # loads Keras
 
     ends, ranks = (embedding_op.clusters[:, k].tolist() for k in (0, 1))
     sizes = [end - start for start, end in zip([0, *ends[:-1]], ends)]
