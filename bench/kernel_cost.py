@@ -64,6 +64,7 @@ from tflm_mcubert.ops.linear import Linear  # noqa: E402
 from tflm_mcubert.ops.mlp import MLPParams  # noqa: E402
 from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
 from tflm_mcubert.ops import kernel_abi  # noqa: E402
+from tflm_mcubert.ops import kernel_events  # noqa: E402
 from tflm_mcubert.schedule import kernel_cost  # noqa: E402
 from tflm_mcubert.schedule.memory import Dims  # noqa: E402
 from tflm_mcubert.schedule.cost import OpShape  # noqa: E402
@@ -692,8 +693,8 @@ def main(argv=None) -> int:
     if args.fit:
         fitted = {}
         for kind, feats_fn, shapes, features in (
-            ("attention", kernel_cost.attention_features, FIT_ATTENTION, kernel_cost.ATTENTION_FEATURES),
-            ("mlp", kernel_cost.mlp_features, FIT_MLP, kernel_cost.MLP_FEATURES),
+            ("attention", kernel_events.attention_features, FIT_ATTENTION, kernel_events.ATTENTION_FEATURES),
+            ("mlp", kernel_events.mlp_features, FIT_MLP, kernel_events.MLP_FEATURES),
         ):
             train = [(shape, feats_fn(*shape), results[(f"fit_{kind}",) + shape]) for shape in shapes]
             for quantity, key in (("instructions", "instructions"), ("cycles", "cycles_estimate")):

@@ -11,7 +11,7 @@ import pytest
 
 from kernel_cases import attention_case, mlp_case
 from tflm_mcubert.boards import BOARDS
-from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops import kernel_abi, kernel_events
 from tflm_mcubert.schedule import kernel_cost, latency, planner
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.cost import OpShape
@@ -59,7 +59,7 @@ def test_micro_kernel_events_cover_every_multiply_accumulate():
     dh = d // h
     padded = sum(4 * math.ceil(n / 4) for n in [t] * (s // t) + [s % t])  # query rows
     key_rows = 4 * math.ceil(s / 4)
-    attention = kernel_cost.attention_features(s, d, h, t)
+    attention = kernel_events.attention_features(s, d, h, t)
     assert attention["micro_groups"] * 16 == (
         h * key_rows * 2 * dh * d  # K and V projections
         + h * padded * dh * d  # Q
@@ -68,7 +68,7 @@ def test_micro_kernel_events_cover_every_multiply_accumulate():
         + padded * d * d
     )  # output projection
     assert attention["tail_macs"] == h * s * dh * (s % 4)
-    mlp = kernel_cost.mlp_features(s, d, f, t)
+    mlp = kernel_events.mlp_features(s, d, f, t)
     assert mlp["micro_groups"] * 16 == padded * 2 * d * f
 
 

@@ -228,7 +228,7 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
         float_layers: dict[str, np.ndarray] = {}
         int8_layers: dict[str, np.ndarray] = {}
         want = (
-            _traced_float(models.float_model, x, float_layers)
+            _traced_float(models.float_model, x, float_layers, models.quantized[first].op_names())
             if dump
             else models.float_model.forward(x.input_ids, x.token_type_ids, x.valid)
         )
@@ -261,9 +261,9 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
 def _dump_sample(path: Path, quantized, x, float_layers: dict, int8_layers: dict) -> None:
     arrays = {f"float/{k}": v for k, v in float_layers.items()}
     arrays.update({f"int8/{k}": v for k, v in int8_layers.items()})
-    for k, (name, v) in enumerate(int8_layers.items()):
-        q = quantized.hidden_quant[k] if name != "head" else quantized.logits_quant
-        arrays[f"int8_dequantized/{name}"] = q.dequantize(v)
+    quants = {node.name: node.output_quant for node in quantized.nodes()}
+    for name, v in int8_layers.items():
+        arrays[f"int8_dequantized/{name}"] = quants[name].dequantize(v)
     np.savez_compressed(path, input_ids=x.input_ids, valid=x.valid, **arrays)
 
 
@@ -289,18 +289,19 @@ def _summarize(results: dict, scores: dict, predictions: dict, labels) -> None:
             print(f"  {name:6s} argmax agreement with float {agree:.4f}")
 
 
-def _traced_float(float_model, x, layers: dict) -> dict:
-    """The float forward, keeping every op's output under the int8 trace's names."""
+def _traced_float(float_model, x, layers: dict, names: list[str]) -> dict:
+    """The float forward, keeping every op's output under the int8 trace's `names` (the nodes')."""
     ignore = lambda name, values: None  # noqa: E731
     h = float_model.embedding.forward(x.input_ids, x.token_type_ids)
-    layers["embedding"] = h
-    for i, (fa, fm) in enumerate(float_model.layers):
+    outputs = [h]
+    for fa, fm in float_model.layers:
         h = attention_forward(fa, h, x.valid, "", ignore)
-        layers[f"layer{i}.attention"] = h
+        outputs.append(h)
         h = mlp_forward(fm, h, x.valid, "", ignore)
-        layers[f"layer{i}.mlp"] = h
+        outputs.append(h)
     out = {"last_hidden_state": h}
     if float_model.head is not None:
         out["logits"] = float_model.head.forward(h[:1])[0]
-        layers["head"] = out["logits"]
+        outputs.append(out["logits"])
+    layers.update(zip(names, outputs, strict=True))
     return out

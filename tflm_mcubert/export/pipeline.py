@@ -534,8 +534,7 @@ def vocab_hint(vocab_bytes: int) -> str:
 def _mcubert_misfit(fit: FitReport, request: ExportRequest, result, vocab_bytes: int = 0) -> str:
     parts = []
     if not fit.flash_ok:
-        rows = constant_bytes_by_op(result.quantized)
-        embedding = sum(r.constant_bytes for r in rows if r.name == "embedding")
+        embedding = constant_bytes_by_op(result.quantized)[0].constant_bytes  # the first node's
         rest = fit.flash_bytes - embedding - vocab_bytes
         if 0 < vocab_bytes and fit.flash_bytes - vocab_bytes <= fit.flash_budget:
             hint = vocab_hint(vocab_bytes)

@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops import contract, kernel_events
 from tflm_mcubert.ops.fixed_point import (
     EXP_ONE,
     INT8_MAX,
@@ -467,6 +467,9 @@ DEFINITION = OpDef(
     tiled=True,
     reference=_reference,
     scratch_bytes=lambda p: scratch_bytes(p.seq_len, p.hidden, p.heads, p.tile),
+    plan_scratch=lambda s, dims, t: scratch_bytes(s, dims.hidden, dims.heads, t),
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.heads, p.tile),
     output_shape=hidden_shape,
+    cost_features=lambda s, dims, t: kernel_events.attention_features(s, dims.hidden, dims.heads, t),
+    weight_traffic=lambda s, dims, t: kernel_events.attention_weight_traffic(s, dims.hidden, t),
 )

@@ -210,6 +210,7 @@ DEFINITION = OpDef(
     tiled=False,
     reference=_reference,
     scratch_bytes=lambda p: scratch_bytes(p.hidden),
+    plan_scratch=lambda s, dims, t: scratch_bytes(dims.hidden),
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.labels),
     output_shape=lambda p: (1, p.labels),
 )

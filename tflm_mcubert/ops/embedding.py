@@ -484,6 +484,7 @@ DEFINITION = OpDef(
     tiled=False,
     reference=_reference,
     scratch_bytes=lambda p: scratch_bytes(p.seq_len, p.hidden),
+    plan_scratch=lambda s, dims, t: scratch_bytes(s, dims.hidden),
     buffer_size_args=lambda p: (p.seq_len, p.hidden),
     output_shape=hidden_shape,
 )

@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops import contract, kernel_events
 from tflm_mcubert.ops.fixed_point import (
     ACTIVATIONS,
     INT8_MAX,
@@ -248,6 +248,9 @@ DEFINITION = OpDef(
     tiled=True,
     reference=_reference,
     scratch_bytes=lambda p: scratch_bytes(p.seq_len, p.hidden, p.ffn, p.tile),
+    plan_scratch=lambda s, dims, t: scratch_bytes(s, dims.hidden, dims.ffn, t),
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.ffn, p.tile),
     output_shape=hidden_shape,
+    cost_features=lambda s, dims, t: kernel_events.mlp_features(s, dims.hidden, dims.ffn, t),
+    weight_traffic=lambda s, dims, t: kernel_events.mlp_weight_traffic(s, dims.hidden, dims.ffn, t),
 )

@@ -43,8 +43,13 @@ class OpDef:
     tiled: bool  # its schedule has a token tile (--tile <kind>=t)
     reference: Reference
     scratch_bytes: Callable[[Any], int]  # of validated params
+    # of the shape alone, for planning before parameters exist: (seq_len, dims (hidden, heads, ffn), tile)
+    plan_scratch: Callable[[int, Any, "int | None"], int]
     buffer_size_args: Callable[[Any], tuple[int, ...]]  # arguments of mcubert_<c_name>_get_buffer_size
     output_shape: Callable[[Any], tuple[int, ...]]  # of the output tensor, batch dimension included
+    # The cost model's terms (ops/kernel_events.py), of (seq_len, dims, tile); None: no formula yet.
+    cost_features: Callable[[int, Any, int], dict[str, float]] | None = None  # loop-nest event counts
+    weight_traffic: Callable[[int, Any, int], int] | None = None  # weight bytes one call reads from Flash
 
     @property
     def contract(self) -> OpContract:

@@ -27,34 +27,18 @@ import dataclasses
 import math
 
 from tflm_mcubert.boards import Board
-from tflm_mcubert.ops import linear
+from tflm_mcubert.ops.registry import BY_KIND
 from tflm_mcubert.schedule.cost import OpShape
-from tflm_mcubert.schedule.kernel_cost import BLOCK_ROWS, KernelCostModel, predict, tile_sizes
+from tflm_mcubert.schedule.kernel_cost import KernelCostModel, predict
 from tflm_mcubert.schedule.planner import plan_model
-
-CHANNEL_TABLE_BYTES = 12  # int32 bias, multiplier, shift per output channel
-
-
-def _linear_bytes(out_features: int, in_features: int) -> int:
-    return linear.packed_size(out_features, in_features) + CHANNEL_TABLE_BYTES * out_features
-
-
-def _row_blocks(rows: int) -> int:
-    return math.ceil(rows / BLOCK_ROWS)
 
 
 def weight_traffic(shape: OpShape) -> int:
     """Bytes of weights and channel tables one call of the op reads from Flash."""
-    s, d, t = shape.seq_len, shape.dims.hidden, shape.tile
-    tile_blocks = sum(_row_blocks(n) for n in tile_sizes(s, t))
-    if shape.kind == "attention":
-        key_value = 2 * _row_blocks(s) * _linear_bytes(d, d)  # every head's K and V, all tokens
-        query_output = 2 * tile_blocks * _linear_bytes(d, d)  # Q per tile, output projection
-        return key_value + query_output
-    if shape.kind == "mlp":
-        f = shape.dims.ffn
-        return tile_blocks * (_linear_bytes(f, d) + _linear_bytes(d, f))
-    raise ValueError(f"no weight traffic for op kind {shape.kind!r}")
+    op = BY_KIND.get(shape.kind)
+    if op is None or op.weight_traffic is None:
+        raise ValueError(f"no weight traffic for op kind {shape.kind!r}")
+    return op.weight_traffic(shape.seq_len, shape.dims, shape.tile)
 
 
 def stall_cycles(shape: OpShape, board: Board) -> float:

@@ -6,9 +6,10 @@
 Each op's cost is a linear formula over the counts of the events of its loop nest — row blocks,
 micro-kernel calls, 4-value groups swept, loop iterations, widened groups, outputs stored by each
 output stage (full blocks take a straight-line path, ragged ones a loop), softmax keys, LayerNorm
-elements... `op_features` derives those counts from the shape exactly as the C code iterates
-(custom_ops/src), and the per-event coefficients below are least-squares fits to counts measured on
-the emulated core (`python bench/kernel_cost.py --fit` regenerates them and prints their error).
+elements... `op_features` takes those counts from the op's OpDef.cost_features (ops/kernel_events.py,
+derived from the shape as custom_ops/src iterates); the per-event coefficients below are
+least-squares fits to counts measured on the emulated core (`python bench/kernel_cost.py --fit`
+regenerates them and prints their error).
 The formulas assume what realistic layers have: head size, hidden and ffn multiples of 4,
 requantization shifts <= -2 (the fast output path), mask mode 0 with every key attending.
 
@@ -21,173 +22,16 @@ board's wait states and cache line) next to them.
 from __future__ import annotations
 
 import dataclasses
-import math
 
+from tflm_mcubert.ops.registry import BY_KIND
 from tflm_mcubert.schedule.cost import OpShape
-
-BLOCK_ROWS = 4  # the micro-kernel's rows (contract dsp_rows)
-GROUP = 4  # K values per SMLAD group
-CHUNK = 8  # channels per micro-kernel call (MCUBERT_CHUNK_CHANNELS)
-UNROLL = 8  # groups per iteration of the assembly's sweep
-
-
-def _blocks(rows: int) -> list[int]:
-    """Row counts of the blocks of `rows` rows (full blocks of 4, then the ragged rest)."""
-    return [BLOCK_ROWS] * (rows // BLOCK_ROWS) + ([rows % BLOCK_ROWS] if rows % BLOCK_ROWS else [])
-
-
-def tile_sizes(s: int, t: int) -> list[int]:
-    """Token counts of the tiles of a sequence of s tokens with tile t."""
-    return [t] * (s // t) + ([s % t] if s % t else [])
-
-
-def _swept(c_begin: int, c_end: int) -> int:
-    """Channels a linear stage sweeps for channels [c_begin, c_end): chunks start on a pair."""
-    return c_end - (c_begin & ~1) if c_end > c_begin else 0
-
-
-class _Events(dict):
-    def add(self, name: str, value: float) -> None:
-        self[name] = self.get(name, 0) + value
-
-    def gemm(self, blocks: list[int], channels: int, k: int) -> None:
-        """Per row block, `channels` sweeps over K = k in micro-kernel calls of up to CHUNK channels."""
-        groups = k // GROUP
-        for count in blocks:
-            self.add("micro_calls", math.ceil(channels / CHUNK))
-            self.add("micro_groups", channels * groups)
-            self.add("micro_iterations", channels * math.ceil(groups / UNROLL))
-            self.add("tail_macs", channels * (k % GROUP) * count)
-
-    def widen(self, blocks: list[int], k: int, name: str) -> None:
-        rows = sum(blocks)
-        self.add(f"{name}_rows", rows)
-        self.add(f"{name}_groups", rows * (k // GROUP))
-
-    def stores(self, blocks: list[int], channels: int, name: str) -> None:
-        """Fast straight-line stores per channel of full blocks; ragged blocks loop per output."""
-        for count in blocks:
-            if count == BLOCK_ROWS:
-                self.add(name, channels)
-            else:
-                self.add("ragged_outputs", channels * count)
-                self.add("ragged_channels", channels)
-
-
-ATTENTION_FEATURES = (
-    "call",
-    "heads",
-    "tiles",
-    "last_tiles",
-    "kv_blocks",
-    "q_blocks",
-    "out_blocks",
-    "micro_calls",
-    "micro_groups",
-    "micro_iterations",
-    "tail_macs",
-    "widen8_rows",
-    "widen8_groups",
-    "widen16_rows",
-    "widen16_groups",
-    "store_s8",
-    "store_scores",
-    "store_context",
-    "store_residual",
-    "ragged_outputs",
-    "ragged_channels",
-    "softmax_rows",
-    "softmax_keys",
-    "layernorm_rows",
-    "layernorm_elements",
-)
-MLP_FEATURES = (
-    "call",
-    "tiles",
-    "blocks",
-    "micro_calls",
-    "micro_groups",
-    "micro_iterations",
-    "tail_macs",
-    "widen8_rows",
-    "widen8_groups",
-    "store_s8_lut",
-    "store_residual",
-    "ragged_outputs",
-    "ragged_channels",
-    "layernorm_rows",
-    "layernorm_elements",
-)
-
-
-def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
-    """Event counts of one MCUBERT_ATTENTION call (mask mode 0, every key valid)."""
-    dh = d // h
-    keys = s
-    e = _Events(call=1, heads=h)
-    kv_blocks = _blocks(keys)
-    tiles = tile_sizes(s, t)
-    for head in range(h):
-        c0 = head * dh
-        swept = _swept(c0, c0 + dh)
-        e.add("kv_blocks", len(kv_blocks))
-        e.widen(kv_blocks, d, "widen8")
-        e.gemm(kv_blocks, 2 * swept, d)  # K and V
-        e.stores(kv_blocks, 2 * dh, "store_s8")
-        for n in tiles:
-            blocks = _blocks(n)
-            e.add("tiles", 1)
-            e.add("q_blocks", len(blocks))
-            e.widen(blocks, d, "widen8")  # x rows for Q
-            e.gemm(blocks, swept, d)
-            e.stores(blocks, dh, "store_s8")
-            e.widen(blocks, dh, "widen8")  # Q rows for the scores
-            e.gemm(blocks, keys, dh)
-            for count in blocks:
-                full_pairs = keys // 2 if count == BLOCK_ROWS else 0
-                e.add("store_scores", full_pairs)
-                e.add("ragged_outputs", (keys - 2 * full_pairs) * count)
-            e.add("softmax_rows", n)
-            e.add("softmax_keys", n * keys)
-            e.widen(blocks, keys, "widen16")
-            e.gemm(blocks, dh, keys)
-            e.stores(blocks, dh, "store_context")
-            if head == h - 1:
-                e.add("last_tiles", 1)
-                e.add("out_blocks", len(blocks))
-                e.widen(blocks, d, "widen8")
-                e.gemm(blocks, d, d)
-                e.stores(blocks, d, "store_residual")
-                e.add("layernorm_rows", n)
-                e.add("layernorm_elements", n * d)
-    return {name: float(e.get(name, 0)) for name in ATTENTION_FEATURES}
-
-
-def mlp_features(s: int, d: int, f: int, t: int) -> dict[str, float]:
-    """Event counts of one MCUBERT_MLP call."""
-    e = _Events(call=1)
-    for n in tile_sizes(s, t):
-        blocks = _blocks(n)
-        e.add("tiles", 1)
-        e.add("blocks", len(blocks))
-        e.widen(blocks, d, "widen8")
-        e.gemm(blocks, f, d)
-        e.stores(blocks, f, "store_s8_lut")
-        e.widen(blocks, f, "widen8")
-        e.gemm(blocks, d, f)
-        e.stores(blocks, d, "store_residual")
-        e.add("layernorm_rows", n)
-        e.add("layernorm_elements", n * d)
-    return {name: float(e.get(name, 0)) for name in MLP_FEATURES}
 
 
 def op_features(shape: OpShape) -> dict[str, float]:
-    dims = shape.dims
-    if shape.kind == "attention":
-        return attention_features(shape.seq_len, dims.hidden, dims.heads, shape.tile)
-    if shape.kind == "mlp":
-        return mlp_features(shape.seq_len, dims.hidden, dims.ffn, shape.tile)
-    raise ValueError(f"no cost formula for op kind {shape.kind!r}")
+    op = BY_KIND.get(shape.kind)
+    if op is None or op.cost_features is None:
+        raise ValueError(f"no cost formula for op kind {shape.kind!r}")
+    return op.cost_features(shape.seq_len, shape.dims, shape.tile)
 
 
 # ---------------------------------------------------------------------------------------------

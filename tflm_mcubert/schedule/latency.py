@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from tflm_mcubert.boards import Board, get_board
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.registry import TILED_KINDS
 from tflm_mcubert.schedule import flash_traffic
 from tflm_mcubert.schedule.cost import OpShape
 from tflm_mcubert.schedule.kernel_cost import predict
@@ -23,17 +23,15 @@ class LatencyEstimate:
     seq_len: int
     layers: int
     tiles: dict[str, int]
-    attention_cycles: float  # one layer's attention op (estimated Cortex-M7 cycles)
-    mlp_cycles: float
-    attention_instructions: float
-    mlp_instructions: float
-    attention_flash_stall_cycles: float = 0.0  # schedule/flash_traffic.py; 0 without a Flash model
-    mlp_flash_stall_cycles: float = 0.0
+    # By tiled op kind (registry.TILED_KINDS: one call each per encoder layer)
+    cycles: dict[str, float]  # estimated Cortex-M7 cycles
+    instructions: dict[str, float]
+    flash_stall_cycles: dict[str, float]  # schedule/flash_traffic.py; 0 without a Flash model
     flash_timing: dict | None = None  # the board's FlashTiming.to_json(), None when not modelled
 
     @property
     def layer_cycles(self) -> float:
-        return self.attention_cycles + self.mlp_cycles
+        return sum(self.cycles.values())
 
     @property
     def encoder_cycles(self) -> float:
@@ -45,7 +43,7 @@ class LatencyEstimate:
 
     @property
     def encoder_flash_stall_cycles(self) -> float:
-        return self.layers * (self.attention_flash_stall_cycles + self.mlp_flash_stall_cycles)
+        return self.layers * sum(self.flash_stall_cycles.values())
 
     def to_json(self) -> dict:
         ms = 1e3 / self.clock_hz
@@ -56,16 +54,12 @@ class LatencyEstimate:
             "layers": self.layers,
             "tiles": dict(self.tiles),
             "per_layer": {
-                "attention": {
-                    "instructions": round(self.attention_instructions),
-                    "cycles_estimate": round(self.attention_cycles),
-                    "ms": self.attention_cycles * ms,
-                },
-                "mlp": {
-                    "instructions": round(self.mlp_instructions),
-                    "cycles_estimate": round(self.mlp_cycles),
-                    "ms": self.mlp_cycles * ms,
-                },
+                kind: {
+                    "instructions": round(self.instructions[kind]),
+                    "cycles_estimate": round(cycles),
+                    "ms": cycles * ms,
+                }
+                for kind, cycles in self.cycles.items()
             },
             "encoder_ms": self.encoder_cycles * ms,
             "flash": self._flash_json(ms),
@@ -83,10 +77,7 @@ class LatencyEstimate:
         return {
             "modelled": True,
             "timing": self.flash_timing,
-            "per_layer_stall_cycles": {
-                "attention": round(self.attention_flash_stall_cycles),
-                "mlp": round(self.mlp_flash_stall_cycles),
-            },
+            "per_layer_stall_cycles": {kind: round(v) for kind, v in self.flash_stall_cycles.items()},
             "encoder_stall_ms": stalls * ms,
             "encoder_ms_with_flash": (self.encoder_cycles + stalls) * ms,
         }
@@ -100,18 +91,15 @@ def predict_latency(config, seq_len: int, board: Board | str, *, tiles: dict[str
     if board.core != "cortex-m7":
         raise ValueError(f"{board.name}: latency formulas are fitted for Cortex-M7, not {board.core}")
     dims = Dims.of(config)
-    shapes = {kind: OpShape(kind, seq_len, dims, tiles[kind]) for kind in contract.TILED_KINDS}
+    shapes = {kind: OpShape(kind, seq_len, dims, tiles[kind]) for kind in TILED_KINDS}
     return LatencyEstimate(
         board=board.name,
         clock_hz=board.clock_hz,
         seq_len=seq_len,
         layers=dims.layers,
         tiles=dict(tiles),
-        attention_cycles=predict(shapes["attention"], "cycles"),
-        mlp_cycles=predict(shapes["mlp"], "cycles"),
-        attention_instructions=predict(shapes["attention"]),
-        mlp_instructions=predict(shapes["mlp"]),
-        attention_flash_stall_cycles=flash_traffic.stall_cycles(shapes["attention"], board),
-        mlp_flash_stall_cycles=flash_traffic.stall_cycles(shapes["mlp"], board),
+        cycles={kind: predict(shape, "cycles") for kind, shape in shapes.items()},
+        instructions={kind: predict(shape) for kind, shape in shapes.items()},
+        flash_stall_cycles={kind: flash_traffic.stall_cycles(shape, board) for kind, shape in shapes.items()},
         flash_timing=board.flash_timing.to_json() if board.flash_timing else None,
     )

@@ -16,14 +16,17 @@ from __future__ import annotations
 import dataclasses
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
+from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.op_def import OpDef
+from tflm_mcubert.ops.registry import BY_KIND, TILED_KINDS
+from tflm_mcubert.quantize.quantized_model import bert_ops
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.schedule.cost import CostModel, OpShape
 from tflm_mcubert.schedule.kernel_cost import KernelCostModel
 from tflm_mcubert.schedule.memory import Dims, mask_bytes
 
 KIB = 1024
-SMALLEST_TILES = {kind: 1 for kind in contract.TILED_KINDS}  # the smallest arena
+SMALLEST_TILES = {kind: 1 for kind in TILED_KINDS}  # the smallest arena
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,9 +117,7 @@ def _resident(s: int, d: int) -> list[tuple[str, int]]:
 
 
 def _scratch_bytes(kind: str, s: int, dims: Dims, tile: int) -> int:
-    if kind == "attention":
-        return attention.scratch_bytes(s, dims.hidden, dims.heads, tile)
-    return mlp.scratch_bytes(s, dims.hidden, dims.ffn, tile)
+    return BY_KIND[kind].plan_scratch(s, dims, tile)
 
 
 def choose_tile(kind: str, s: int, dims: Dims, budget: int, cost_model: CostModel) -> tuple[int, float]:
@@ -180,21 +181,11 @@ def plan_model(
     if d % dims.heads:
         raise UserError(f"hidden {d} is not a multiple of heads {dims.heads}")
     cost_model = cost_model or KernelCostModel()
-    last = 2 * dims.layers
-    head_step = last + 1 if classifier_labels else None
-    buffers = [
-        Buffer("input_ids", align_up(4 * s), 0, 0),
-        Buffer("token_type_ids", align_up(4 * s), 0, 0),
-        Buffer("attention_mask", align_up(mask_bytes(s)), 0, max(last - 1, 0)),
-        Buffer("hidden", align_up(s * d), 0, head_step or last),
-    ]
-    emb_scratch = embedding.scratch_bytes(s, d)
-    buffers.append(Buffer("embedding.scratch", align_up(emb_scratch), 0, 0))
-    unknown = sorted(set(tiles or ()) - set(contract.TILED_KINDS))
+    unknown = sorted(set(tiles or ()) - set(TILED_KINDS))
     if unknown:
-        raise UserError(f"no tile for op kind(s) {unknown}: tiled kinds are {list(contract.TILED_KINDS)}")
+        raise UserError(f"no tile for op kind(s) {unknown}: tiled kinds are {list(TILED_KINDS)}")
     chosen: dict[str, tuple[int, float]] = {}
-    for kind in contract.TILED_KINDS:
+    for kind in TILED_KINDS:
         if tiles and kind in tiles:
             t = tiles[kind]
             if not 1 <= t <= s:
@@ -202,23 +193,18 @@ def plan_model(
             chosen[kind] = (t, cost_model.cost(OpShape(kind, s, dims, t)))
         else:
             chosen[kind] = choose_tile(kind, s, dims, sram_budget, cost_model)
-    embedding_kind = contract.KINDS[contract.EMBEDDING]
-    op_specs = [(embedding_kind, embedding_kind, 0, None, emb_scratch, 0.0)]
-    for layer in range(dims.layers):
-        for offset, kind in enumerate(contract.TILED_KINDS, start=1):
-            t, cost = chosen[kind]
-            step = 2 * layer + offset
-            nbytes = _scratch_bytes(kind, s, dims, t)
-            buffers.append(Buffer(f"layer{layer}.{kind}.scratch", align_up(nbytes), step, step))
-            op_specs.append((f"layer{layer}.{kind}", kind, step, t, nbytes, cost))
-    if head_step:
-        head_scratch = classifier_head.scratch_bytes(d)
-        buffers += [
-            Buffer("head.scratch", align_up(head_scratch), head_step, head_step),
-            Buffer("logits", align_up(classifier_labels), head_step, head_step),
-        ]
-        head_kind = contract.KINDS[contract.CLASSIFIER_HEAD]
-        op_specs.append((head_kind, head_kind, head_step, None, head_scratch, 0.0))
+    ops = bert_ops(dims.layers, bool(classifier_labels))
+    buffers = _value_buffers(ops, s, d, classifier_labels)
+    op_specs = []  # (name, kind, step, tile, scratch bytes, cost); step = position in the node list
+    layers: dict[str, int] = {}
+    for step, op in enumerate(ops):
+        name = op.node_name(layers.get(op.kind, 0))
+        layers[op.kind] = layers.get(op.kind, 0) + 1
+        t, cost = chosen[op.kind] if op.tiled else (None, 0.0)
+        nbytes = op.plan_scratch(s, dims, t)
+        buffers.append(Buffer(f"{name}.scratch", align_up(nbytes), step, step))
+        op_specs.append((name, op.kind, step, t, nbytes, cost))
+    buffers = _in_plan_order(buffers)
     placed = assign_offsets(buffers)
     planned = max(b.offset + b.nbytes for b in placed)
     ops = tuple(
@@ -235,6 +221,36 @@ def plan_model(
         for name, kind, step, t, nbytes, cost in op_specs
     )
     return Plan(s, dims, sram_budget, planned, ops, tuple(placed))
+
+
+# Arena bytes of a graph value: the model inputs, the hidden state and the logits.
+def _value_bytes(value: str, s: int, d: int, labels: int | None) -> int:
+    sizes = {"input_ids": 4 * s, "token_type_ids": 4 * s, "attention_mask": mask_bytes(s), "hidden": s * d}
+    return sizes[value] if value in sizes else int(labels or 0)
+
+
+def _value_buffers(ops: list[OpDef], s: int, d: int, labels: int | None) -> list[Buffer]:
+    """One buffer per graph value, alive from the step that writes it (model inputs: 0) to the last
+    step that reads it (the model's output: the last step)."""
+    inputs = {"mask": "attention_mask"}
+    life: dict[str, list[int]] = {name: [0, 0] for name in ("input_ids", "token_type_ids", "attention_mask")}
+    for step, op in enumerate(ops):
+        for name in op.runtime_inputs:
+            life.setdefault(inputs.get(name, name), [0, 0])[1] = step
+        life.setdefault(op.output, [step, step])[1] = step
+    return [Buffer(v, align_up(_value_bytes(v, s, d, labels)), first, last) for v, (first, last) in life.items()]
+
+
+def _in_plan_order(buffers: list[Buffer]) -> list[Buffer]:
+    """The plan's listing order: by first step; within a step the model inputs and the hidden state,
+    then the op's scratch, then the value it writes (the logits)."""
+    order = {name: i for i, name in enumerate(("input_ids", "token_type_ids", "attention_mask", "hidden"))}
+
+    def key(b: Buffer):
+        group = 0 if b.name in order else 1 if b.name.endswith(".scratch") else 2
+        return (b.first_step, group, order.get(b.name, 0))
+
+    return sorted(buffers, key=key)
 
 
 def live_peak(buffers) -> int:
