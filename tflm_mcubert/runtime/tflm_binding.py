@@ -210,6 +210,7 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
     if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
         configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
     configure += [
+        "-DMCUBERT_STANDALONE=OFF",  # the binding takes the kernels as any TFLM project does
         "-DMCUBERT_TFLM_INCLUDE_DIRS=" + ";".join(str(d) for d in sources.include_dirs),
         "-DMCUBERT_TFLM_DEFINES=" + ";".join(TFLM_DEFINES),
         f"-DMCUBERT_TFLM_PYTHON_RUNTIME_DIR={runtime_dir}",
