@@ -112,6 +112,21 @@ def _run(cmd: list[str], what: str) -> None:
         raise KernelBuildError(f"{what} failed: {' '.join(cmd)}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
 
 
+def cmake_build(
+    folder: Path, entries: Mapping[str, str], targets: tuple[str, ...], *, source: Path | None = None, jobs: int = 2
+) -> None:
+    """Configure custom_ops/CMakeLists.txt (or `source`) in `folder` with the cache `entries`, then build
+    `targets`: every build of the kernels, the Python binding's included (runtime/tflm_binding.py)."""
+    if shutil.which("cmake") is None:
+        raise KernelBuildError("cmake not found: the kernels build with custom_ops/CMakeLists.txt (Debian: cmake)")
+    configure = ["cmake", "-S", str(source or custom_ops_dir()), "-B", str(folder)]
+    if not (Path(folder) / "CMakeCache.txt").exists() and shutil.which("ninja"):
+        configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
+    configure += [f"-D{key}={value}" for key, value in entries.items()]
+    _run(configure, f"configuring the kernels in {folder}")
+    _run(["cmake", "--build", str(folder), "-j", str(jobs), "--target", *targets], f"building {', '.join(targets)}")
+
+
 def build(
     variant: Variant,
     root: Path,
@@ -127,16 +142,8 @@ def build(
     if problem:
         raise KernelBuildError(f"cannot build the kernels for {variant.name}: {problem}")
     folder = Path(root) / variant.name
-    configure = ["cmake", "-S", str(source or custom_ops_dir()), "-B", str(folder)]
-    if not (folder / "CMakeCache.txt").exists() and shutil.which("ninja"):
-        configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
     entries = {**variant.cache_entries(), **(defines or {})}
-    configure += [f"-D{key}={value}" for key, value in entries.items()]
-    _run(configure, f"configuring the kernels ({variant.name})")
-    _run(
-        ["cmake", "--build", str(folder), "-j", str(jobs), "--target", *(targets or ("mcubert",))],
-        f"building {', '.join(targets or ('mcubert',))} ({variant.name})",
-    )
+    cmake_build(folder, entries, targets or ("mcubert",), source=source, jobs=jobs)
     return KernelBuild(variant, folder)
 
 
