@@ -152,10 +152,12 @@ def sources_digest() -> str:
     root = custom_ops_dir()
     digest = hashlib.sha256()
     suffixes = (".c", ".h", ".S", ".ld", ".cmake")
-    for path in sorted(
-        p for p in root.rglob("*") if p.is_file() and (p.suffix in suffixes or p.name == "CMakeLists.txt")
-    ):
-        digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or relative.parts[0] == "build" or "CMakeFiles" in relative.parts:
+            continue  # a build folder inside custom_ops/ is output, not source
+        if path.suffix in suffixes or path.name == "CMakeLists.txt":
+            digest.update(relative.as_posix().encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
