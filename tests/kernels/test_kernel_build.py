@@ -3,6 +3,8 @@ cache entries, the reason a machine cannot build one, and a cache folder per sou
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tflm_mcubert.measure import kernel_build
@@ -50,4 +52,9 @@ def test_the_cache_folder_follows_the_sources(monkeypatch, tmp_path):
     (source / "notes.txt").write_text("not read by the build\n")
     assert kernel_build.sources_digest() == first
     (source / "src" / "k.c").write_text("int k2;\n")
-    assert kernel_build.sources_digest() != first
+    changed = kernel_build.sources_digest()
+    assert changed != first
+    other = tmp_path / "another checkout" / "custom_ops"
+    shutil.copytree(source, other)
+    monkeypatch.setattr(kernel_build, "custom_ops_dir", lambda: other)
+    assert kernel_build.sources_digest() != changed  # a CMake build folder serves one source folder

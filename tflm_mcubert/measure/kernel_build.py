@@ -148,9 +148,10 @@ def build(
 
 
 def sources_digest() -> str:
-    """Of everything in custom_ops/ a build reads: a build cache's key (16 hex digits)."""
+    """Of everything in custom_ops/ a build reads, and of where it is (a CMake build folder belongs to
+    one source folder: two checkouts with the same sources get a folder each): a build cache's key."""
     root = custom_ops_dir()
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(str(root.resolve()).encode())
     suffixes = (".c", ".h", ".S", ".ld", ".cmake")
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
