@@ -7,7 +7,7 @@ import json
 
 from tests.cli.cli_helpers import run_cli
 from tflm_mcubert.boards import BOARDS
-from tflm_mcubert.export import boards_command
+from tflm_mcubert.cli import boards as boards_command
 from tflm_mcubert.export.mcubert_export import arena_overhead
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, plan_model

@@ -114,7 +114,7 @@ def test_an_unknown_bundle_is_named(tmp_path, capsys):
 
 def test_the_report_says_which_boards_the_export_fits(bundle):
     from tflm_mcubert.boards import BOARDS
-    from tflm_mcubert.export.boards_command import longest_sequence
+    from tflm_mcubert.cli.boards import longest_sequence
 
     report = json.loads((bundle / "report.json").read_text())
     assert set(report["boards"]) == set(BOARDS)

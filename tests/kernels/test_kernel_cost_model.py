@@ -12,7 +12,7 @@ import pytest
 from kernel_cases import attention_case, mlp_case
 from tflm_mcubert.boards import BOARDS
 from tflm_mcubert.ops import kernel_abi
-from tflm_mcubert.schedule import kernel_cost, planner
+from tflm_mcubert.schedule import kernel_cost, latency, planner
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.cost import OpShape
 
@@ -92,7 +92,7 @@ def test_ragged_tiles_cost_more_than_multiples_of_four():
 def test_latency_per_board():
     tiles = {"attention": 4, "mlp": 4}
     estimates = {
-        name: kernel_cost.predict_latency(TINY, 128, name, tiles=tiles)
+        name: latency.predict_latency(TINY, 128, name, tiles=tiles)
         for name in BOARDS
         if BOARDS[name].core == "cortex-m7"
     }
@@ -109,4 +109,4 @@ def test_latency_per_board():
         from tflm_mcubert.boards import Board, MemoryRegion
 
         m4 = Board("m4", "x", "cortex-m4", 100_000_000, 1 << 20, (MemoryRegion("SRAM", 0, 1 << 17),))
-        kernel_cost.predict_latency(TINY, 128, m4, tiles=tiles)
+        latency.predict_latency(TINY, 128, m4, tiles=tiles)

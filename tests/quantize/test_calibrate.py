@@ -73,7 +73,7 @@ def test_tiles_do_not_change_the_int8_model():
     float_model = FloatBert.from_keras(model)
     inputs = model_inputs(random_samples(300, 33, 2), 33)
     q, _ = calibrate(float_model, inputs, seq_len=33)
-    tiled = q.with_tiles(5, 7)
+    tiled = q.with_tiles({"attention": 5, "mlp": 7})
     x = inputs[0]
     assert np.array_equal(
         q.run(x.input_ids, x.token_type_ids, x.mask(0))["last_hidden_state"],

@@ -6,7 +6,7 @@ import pytest
 
 from tflm_mcubert.boards import BOARDS
 from tflm_mcubert.ops import linear
-from tflm_mcubert.schedule import flash_traffic, kernel_cost
+from tflm_mcubert.schedule import flash_traffic, latency
 from tflm_mcubert.schedule.cost import OpShape
 from tflm_mcubert.schedule.memory import Dims
 
@@ -54,7 +54,7 @@ def test_boards_without_a_flash_model_say_so():
 
 
 def test_latency_reports_the_flash_stalls_next_to_the_compute():
-    estimate = kernel_cost.predict_latency(TINY, 128, "nucleo-f746zg", tiles={"attention": 4, "mlp": 4})
+    estimate = latency.predict_latency(TINY, 128, "nucleo-f746zg", tiles={"attention": 4, "mlp": 4})
     flash = estimate.to_json()["flash"]
     assert flash["modelled"] and flash["timing"]["wait_states"] == 7
     stalls = flash["per_layer_stall_cycles"]

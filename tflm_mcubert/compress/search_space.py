@@ -30,13 +30,12 @@ import tensorflow as tf
 
 from tflm_mcubert.model.clustered_embedding import (
     ClusteredLowRankEmbedding,
-    clustered_lookup,
     cluster_boundaries,
     check_permutation,
     invert_permutation,
-    pad_rows,
     permutation_from_assignment,
 )
+from tflm_mcubert.model.clustered_lookup import clustered_lookup, pad_rows
 from tflm_mcubert.model.lowrank import low_rank_factorization
 from tflm_mcubert.errors import UserError
 

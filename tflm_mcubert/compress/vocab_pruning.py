@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import sys
+import tempfile
 from pathlib import Path
 
+from tflm_mcubert.data.calibration import read_sentences
+from tflm_mcubert.data.tasks import GLUE_TASKS, ROTTEN_TOMATOES, load_task
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import with_vocabulary
 from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
+from tflm_mcubert.tokenizer import reference, vocab_blob
 
 CONTINUATION = "##"
 
@@ -79,9 +84,6 @@ def prune_vocabulary(
 
 def corpus_sentences(spec: str) -> list[str]:
     """The texts of a corpus: a task's training split (rotten_tomatoes, sst2, ...) or a text/CSV file."""
-    from tflm_mcubert.data.calibration import read_sentences
-    from tflm_mcubert.data.tasks import GLUE_TASKS, ROTTEN_TOMATOES, load_task
-
     if spec.lower() in (*GLUE_TASKS, ROTTEN_TOMATOES):
         train = load_task(spec)["train"]
         columns = [c for c in ("text", "text_pair") if c in train.column_names]
@@ -92,8 +94,6 @@ def corpus_sentences(spec: str) -> list[str]:
 def blob_bytes(tokenizer) -> int | None:
     """Bytes of the on-device tokenizer blob of `tokenizer` as it stands (ids as they are), or None when
     the device cannot reproduce it."""
-    from tflm_mcubert.tokenizer import reference, vocab_blob
-
     try:
         return len(vocab_blob.pack(reference.spec_from_hf(tokenizer)))
     except UserError:
@@ -114,3 +114,32 @@ def prune_to_corpus(model, tokenizer, corpus: str, out_dir: Path, top_n: int | N
         int8_embedding_bytes_saved=pruned.report["embedding_params_saved"],
     )
     return pruned
+
+
+@dataclasses.dataclass(frozen=True)
+class Pruning:
+    """--prune-vocab CORPUS [--prune-top-n N]: a task name or a text/CSV file (corpus_sentences), as
+    `distill` and `search` prune before training."""
+
+    corpus: str
+    top_n: int | None = None
+
+    def validate(self) -> None:
+        if self.top_n is not None and self.top_n < 1:
+            raise UserError("--prune-top-n needs a count of 1 or more")
+
+    def apply(self, model, tokenizer, what: str):
+        """(model, tokenizer, report): the model and tokenizer pruned to the corpus, and the pruning's
+        report (tokens kept, embedding and blob bytes saved)."""
+        self.validate()
+        if tokenizer is None:
+            raise UserError(f"--prune-vocab: {what} has no tokenizer (vocab.txt or tokenizer.json)")
+        _log(f"pruning the vocabulary to the pieces of {self.corpus} ...")
+        with tempfile.TemporaryDirectory() as scratch:  # the pruned vocab.txt; the tokenizer keeps it in memory
+            pruned = prune_to_corpus(model, tokenizer, self.corpus, Path(scratch), self.top_n)
+        _log(f"kept {pruned.report['tokens_kept']:,} of {pruned.report['tokens_before']:,} tokens")
+        return pruned.model, pruned.tokenizer, pruned.report
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -3,6 +3,7 @@ seeded random token ids (a random-weight model has no meaningful text anyway).""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 
 from importlib import resources
@@ -38,8 +39,6 @@ def read_sentences(path: str | Path, flag: str = "--calibration") -> list[str]:
     except UnicodeDecodeError:
         raise UserError(f"{flag}: {path} is not UTF-8 text") from None
     if path.suffix.lower() in (".csv", ".tsv"):
-        import csv
-
         rows = list(csv.reader(lines, delimiter="\t" if path.suffix.lower() == ".tsv" else ","))
         header, body = rows[0] if rows else [], rows[1:]
         column = next(

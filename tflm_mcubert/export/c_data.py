@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflm_mcubert.ops import contract, kernel_abi
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.registry import OPS
 
 C_TYPES = {
     np.dtype(np.int8): "int8_t",
@@ -39,24 +40,7 @@ def array(name: str, data: np.ndarray, attributes: str = "") -> str:
 
 def struct_name(op: str) -> str:
     """The C name of an op in mcubert_ops.h: mcubert_<this>_params, MCUBERT_<THIS>_NUM_TENSORS."""
-    return "classifier_head" if op == contract.CLASSIFIER_HEAD else contract.KINDS[op]
-
-
-def _weight_fields(call) -> list[str]:
-    if call.op == contract.CLASSIFIER_HEAD:
-        return list(kernel_abi.CLASSIFIER_HEAD_WEIGHT_FIELDS)
-    return kernel_abi.weight_fields(call.op)
-
-
-def _runtime_inputs(call) -> tuple[str, ...]:
-    return ("hidden",) if call.op == contract.CLASSIFIER_HEAD else kernel_abi.RUNTIME_INPUTS[call.op]
-
-
-def output_elements(call) -> int:
-    """Elements of the op's output: the logits for the head, else the hidden state."""
-    if call.op == contract.CLASSIFIER_HEAD:
-        return int(call.params.labels)
-    return int(call.params.seq_len * call.params.hidden)
+    return OPS[op].c_name
 
 
 def params(name: str, call) -> str:
@@ -77,8 +61,8 @@ def op_data(call, prefix: str) -> list[str]:
     """C definitions of `call`: the weights' arrays (static), then `<prefix>_params`, `<prefix>_weights`
     and `<prefix>_tensors` (validate's views; activations by dtype and size only)."""
     short = struct_name(call.op)
-    runtime = _runtime_inputs(call)
-    fields = _weight_fields(call)
+    runtime = OPS[call.op].runtime_inputs
+    fields = OPS[call.op].weight_fields
     out = ["static " + array(f"{prefix}_{name}", call.tensors[name]) for name in fields]
     out.append(params(f"{prefix}_params", call))
     members = ",\n".join(f"    {prefix}_{name}" for name in fields)
@@ -86,7 +70,7 @@ def op_data(call, prefix: str) -> list[str]:
     views = []
     for name, data in call.tensor_list:
         if name == "output":
-            views.append(f"    {{NULL, MCUBERT_DTYPE_INT8, {output_elements(call)}}},  /* output */")
+            views.append(f"    {{NULL, MCUBERT_DTYPE_INT8, {kernel_abi.output_elements(call)}}},  /* output */")
         elif name in runtime:
             views.append(f"    {{NULL, {DTYPE_ENUMS[data.dtype]}, {data.size}}},  /* {name} */")
         else:

@@ -27,7 +27,10 @@ from tflm_mcubert.boards import Board, human_bytes
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.template import fill
 from tflm_mcubert.export.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
+from tflm_mcubert.runtime.reference import run_reference
+from tflm_mcubert.runtime.tflm_runner import TflmRunner
 from tflm_mcubert.tflite.graph import TensorInfo, TfliteGraph, parse
+from tflm_mcubert.tflite.mcubert_reader import read_model
 
 SETTINGS_FILE = "model_settings.h"
 TEST_INPUT_HEADER = "model_test_input.h"
@@ -151,12 +154,7 @@ def reference_sample(
 
 def _reference_output(tflite: bytes, model: FirmwareModel, inputs: dict[str, np.ndarray]) -> np.ndarray:
     if model.schedule == "mcubert":
-        from tflm_mcubert.tflite.mcubert_reader import read_model
-        from tflm_mcubert.runtime.reference import run_reference
-
         return run_reference(read_model(tflite), inputs).outputs[model.output_name]
-    from tflm_mcubert.runtime.tflm_runner import TflmRunner
-
     batch = {name: values[np.newaxis] for name, values in inputs.items()}
     return TflmRunner(tflite).run(batch, dequantize_outputs=False)[model.output_name]
 

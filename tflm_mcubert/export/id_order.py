@@ -12,7 +12,12 @@ order they had. Each range's two piece lists then have ids base, base + 1, ... a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.tokenizer import reference
 
 
 def blob_order(spec, boundaries: list[int]) -> np.ndarray:
@@ -41,12 +46,8 @@ def reorder_for_blob(model, tokenizer, permutation: np.ndarray | None):
     tokenizer's ids through `permutation` (None: the model's own ids) then that order. Unchanged where
     the blob cannot use it (no tokenizer, one the device cannot reproduce, a vocabulary of another size,
     an embedding layer of another kind): that blob stores explicit ids instead."""
-    import dataclasses
-
-    from tflm_mcubert.errors import UserError
-    from tflm_mcubert.model.bert import with_vocabulary
+    from tflm_mcubert.model.bert import with_vocabulary  # the model modules load Keras
     from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
-    from tflm_mcubert.tokenizer import reference
 
     config, layer = model.config, model.embeddings.word_lookup
     if tokenizer is None or len(tokenizer.get_vocab()) != config.vocab_size:

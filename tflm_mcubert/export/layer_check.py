@@ -29,11 +29,11 @@ import numpy as np
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export import c_data
+from tflm_mcubert.export.firmware_files import read_test_input
 from tflm_mcubert.export.template import fill
-from tflm_mcubert.tflite.mcubert_reader import read_model
-from tflm_mcubert.ops import attention, mlp
-from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops import attention, kernel_abi, mlp
 from tflm_mcubert.runtime.reference import run_reference
+from tflm_mcubert.tflite.mcubert_reader import read_model
 
 HEADER = "layer_data.h"
 SOURCE = "layer_data.c"
@@ -102,15 +102,12 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
     seen: dict[str, np.ndarray] = {}
     run_reference(model, inputs, trace=lambda name, value: seen.__setitem__(name, value))
     attention_params, mlp_params = model.quantized.layers[0]
-    s, d = attention_params.seq_len, attention_params.hidden
+    s = attention_params.seq_len
     mask = np.asarray(inputs.get("attention_mask", np.ones(s)), np.int8).reshape(-1)
     input_hidden = seen["embedding"].reshape(-1).astype(np.int8)
     attention_call = kernel_abi.attention_call(attention_params, input_hidden, mask)
     mlp_call = kernel_abi.mlp_call(mlp_params, seen["layer0.attention"].reshape(-1).astype(np.int8))
-    scratch = max(
-        attention.scratch_bytes(s, d, attention_params.heads, attention_params.tile),
-        mlp.scratch_bytes(s, d, mlp_params.ffn, mlp_params.tile),
-    )
+    scratch = max(node.op.scratch_bytes(node.params) for node in model.quantized.nodes()[1:3])
     return LayerCheck(
         attention_call,
         mlp_call,
@@ -124,8 +121,6 @@ def layer_check(tflite: bytes, inputs: Mapping[str, np.ndarray], source: str = "
 
 def layer_check_from_export(export_dir: str | Path, soak_runs: int = 0) -> LayerCheck:
     """Layer 0 of the export in `export_dir` (model.tflite) on its test sequence (model_test_input.json)."""
-    from tflm_mcubert.export.firmware_files import read_test_input
-
     export_dir = Path(export_dir)
     model_path = export_dir / "model.tflite"
     if not model_path.is_file():

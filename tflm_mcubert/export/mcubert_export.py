@@ -11,14 +11,15 @@ write      .tflite (tflite/mcubert_writer.py), read back and verified (tflite/mc
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import sys
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.tflite.mcubert_reader import RUNTIME_INPUTS
+from tflm_mcubert.export.id_order import reorder_for_blob
 from tflm_mcubert.export.tflm_arena import (
     CORTEX_M,
     ArenaEstimate,
@@ -28,11 +29,19 @@ from tflm_mcubert.export.tflm_arena import (
     estimate_arena,
     kernel_op_data_bytes,
 )
+from tflm_mcubert.model.pooling import mean_pool
 from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS
+from tflm_mcubert.ops.op_def import OpDef
+from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
+from tflm_mcubert.quantize.float_model import FloatBert
+from tflm_mcubert.quantize.qat import distill
+from tflm_mcubert.quantize.quantized_model import QuantizedBert, bert_ops
+from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
+from tflm_mcubert.tflite.mcubert_reader import read_model
+from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
 
-if TYPE_CHECKING:  # quantize imports TensorFlow; the annotation alone does not need it
-    from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
 EMBEDDING_MODES = ("auto", "dense")
 UNBOUNDED = 1 << 40
@@ -47,28 +56,16 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _op_tensors(op: str) -> tuple[int, int]:
-    """(inputs, outputs incl. scratch) of an op in the exported graph."""
-    spec = contract.CONTRACTS[op]
-    return len(spec.inputs), len(spec.outputs) + 1
-
-
-def _op_data_bytes(op: str) -> int:
+def _op_data_bytes(op: OpDef) -> int:
     """The binding's OpData for `op`: its C params struct (mirrored in ops/kernel_abi.py)."""
-    import ctypes
-
-    from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS, ClassifierHeadParamsC
-
-    struct = ClassifierHeadParamsC if op == contract.CLASSIFIER_HEAD else PARAMS_STRUCTS[op]
+    struct = PARAMS_STRUCTS[op.code]
     return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
 
 
 def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
-    ops = [contract.EMBEDDING] + [contract.ATTENTION, contract.MLP] * layers
-    if classifier:
-        ops.append(contract.CLASSIFIER_HEAD)
-    constants = sum(_op_tensors(op)[0] - len(RUNTIME_INPUTS[op]) for op in ops)
-    outputs = sum(_op_tensors(op)[1] for op in ops)  # hidden/logits + scratch per op
+    ops = bert_ops(layers, classifier)
+    constants = sum(len(op.weight_fields) for op in ops)
+    outputs = sum(len(op.contract.outputs) + 1 for op in ops)  # hidden/logits + scratch per op
     inputs = 3  # input_ids, attention_mask, token_type_ids
     kernel_data = tuple(_op_data_bytes(op) for op in ops)
     return GraphShape(
@@ -151,8 +148,6 @@ def fit_on_every_board(config, seq_len: int, flash_bytes: int, labels: int | Non
     Flash), and the longest sequence whose arena and Flash fit it. Flash grows with the sequence only by
     the position table (one row of `hidden` bytes per position), so `flash_fits` is for this export's
     sequence length and the longest sequence follows from its spare Flash."""
-    from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE
-
     sram_reserve = reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE)
     flash_reserve = reserves.get("flash_reserve", DEFAULT_FLASH_RESERVE)
     fits = {}
@@ -191,7 +186,7 @@ def token_frequency(tokenizer, sentences: list[str] | None, vocab_size: int) -> 
 
 def default_compression(model, tokenizer, sentences: list[str] | None):
     """(model with the adaptive-embedding baseline, description), or (model, None) if compressed."""
-    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding  # loads Keras
 
     if model.embeddings.word_lookup is not None:
         return model, None
@@ -219,7 +214,7 @@ def default_compression(model, tokenizer, sentences: list[str] | None):
 @dataclasses.dataclass
 class McubertExport:
     tflite: bytes
-    quantized: "QuantizedBert"
+    quantized: QuantizedBert
     plan: Plan
     choice: PlanChoice
     arena: ArenaEstimate
@@ -250,13 +245,6 @@ def export_mcubert(
     `embedding_bits`: 4 stores the word tables as packed int4 (SPEC 4.1.1; overrides `settings`').
     """
     # Long: the export's steps in order (compress, calibrate, plan, write, read back), each feeding the next.
-    from tflm_mcubert.tflite.mcubert_reader import read_model
-    from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
-    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
-    from tflm_mcubert.quantize.float_model import FloatBert
-    from tflm_mcubert.runtime.reference import run_reference
-    from tflm_mcubert.export.id_order import reorder_for_blob
-
     if embedding not in EMBEDDING_MODES:
         raise UserError(f"--embedding {embedding!r} (choose from {', '.join(EMBEDDING_MODES)})")
     compression = None
@@ -283,8 +271,6 @@ def export_mcubert(
     teacher = float_model
     qat_report = None
     if qat is not None and qat.steps > 0:
-        from tflm_mcubert.quantize.qat import distill
-
         log(f"quantization-aware fine-tune: {qat.steps} steps of distillation from the float model ...")
         model_samples = [
             {
@@ -307,7 +293,7 @@ def export_mcubert(
     fidelity = calibration_fidelity(teacher, quantized, inputs[:8])
     if qat_report:
         fidelity["qat"] = qat_report
-    quantized = quantized.with_tiles(choice.plan.tiles["attention"], choice.plan.tiles["mlp"])
+    quantized = quantized.with_tiles(choice.plan.tiles)
 
     tflite = model_to_tflite(quantized, choice.plan)
     parsed = read_model(tflite)  # the reader's checks, on what we just wrote
@@ -332,8 +318,6 @@ def export_mcubert(
 
 def calibration_fidelity(float_model, quantized, inputs) -> dict:
     """Float vs int8 on (some of) the calibration samples: a sanity figure, not an evaluation."""
-    from tflm_mcubert.model.pooling import mean_pool
-
     cosines, agree = [], []
     for x in inputs:
         want = float_model.forward(x.input_ids, x.token_type_ids, x.valid)

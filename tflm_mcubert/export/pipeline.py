@@ -16,12 +16,25 @@ import time
 from pathlib import Path
 
 from tflm_mcubert import __version__
-from tflm_mcubert.boards import DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
+from tflm_mcubert.boards import BOARDS, DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
+from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.export.arduino_library import write_arduino_bundle
+from tflm_mcubert.export.c_array import write_c_array
+from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, write_cmake_bundle
+from tflm_mcubert.export.firmware_files import write_firmware_files
+from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
 from tflm_mcubert.export.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
-from tflm_mcubert.model.config import check_seq_len
+from tflm_mcubert.kernel_sources import custom_ops_dir
+from tflm_mcubert.model.config import check_seq_len, preset
+from tflm_mcubert.ops.embedding import embedding_storage_bytes
+from tflm_mcubert.quantize.calibrate import model_inputs
+from tflm_mcubert.quantize.qat import QatSettings
+from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
+from tflm_mcubert.schedule.latency import predict_latency
 from tflm_mcubert.tflite.graph import parse
+from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
 SCHEDULES = ("mcubert", "stock")
 BUNDLES = ("arduino", "cmake")  # --bundle: self-contained projects written next to the export
@@ -61,7 +74,6 @@ def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny",
     """(model, tokenizer or None, where it came from): the checkpoint, or without one the preset with
     seeded random weights. Used by export and evaluate; heavy imports stay inside."""
     from tflm_mcubert.model.bert import build_model
-    from tflm_mcubert.model.config import preset
 
     if checkpoint:
         from tflm_mcubert.model.hf_import import load_checkpoint
@@ -114,7 +126,6 @@ def check_request(request: ExportRequest) -> None:
 
 def _stock_artifacts(model, seq_len: int, precision: str, calibration):
     from tflm_mcubert.export.stock import export_stock
-    from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
 
     tflite = export_stock(model, seq_len=seq_len, precision=precision, calibration=calibration)
     return tflite, min_arena_bytes(tflite)
@@ -162,8 +173,6 @@ def run_export(request: ExportRequest) -> dict:
 
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
-    from tflm_mcubert.data.calibration import Calibration
-
     started = time.time()
     check_request(request)
     out_dir = output_directory(request.out_dir)
@@ -202,8 +211,6 @@ def _prune_vocabulary(request: ExportRequest, model, tokenizer, source: dict, ou
 
 
 def _write_model(tflite: bytes, out_dir: Path) -> None:
-    from tflm_mcubert.export.c_array import write_c_array
-
     (out_dir / "model.tflite").write_bytes(tflite)
     write_c_array(tflite, out_dir, name="model_data")
 
@@ -218,8 +225,6 @@ def _write_firmware(
     sample_output=None,
     graph=None,
 ) -> list[str]:
-    from tflm_mcubert.export.firmware_files import write_firmware_files
-
     return write_firmware_files(
         out_dir,
         tflite=tflite,
@@ -253,9 +258,6 @@ def _reserves(request: ExportRequest) -> dict:
 def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict:
     """Predicted encoder latency per board at its clock: an ESTIMATE from instruction counts measured under
     emulation and an instruction-class cycle model (schedule/kernel_cost.py), not a board measurement."""
-    from tflm_mcubert.boards import BOARDS
-    from tflm_mcubert.schedule.kernel_cost import predict_latency
-
     boards = dict(BOARDS)
     boards.setdefault(target.name, target)
     # The cycle formulas are fitted on the Cortex-M7 pipeline; other cores get no estimate.
@@ -284,7 +286,7 @@ def _stored_embedding_params(model, compression: dict | None) -> int:
 def _stored_embedding_bytes(embedding_op) -> int:
     """Flash bytes of the word-embedding tables this export stores (`stored_embedding_bytes` at the op's
     storage width), from the geometry of the embedding op as written."""
-    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes  # loads Keras
 
     ends, ranks = (embedding_op.clusters[:, k].tolist() for k in (0, 1))
     sizes = [end - start for start, end in zip([0, *ends[:-1]], ends)]
@@ -312,14 +314,9 @@ def _finish(report: dict, out_dir: Path, started: float, request: ExportRequest)
     model = request.checkpoint or request.preset
     summary = f"{model}, {request.schedule} schedule, seq {request.seq_len}, {request.board.name}"
     if "cmake" in request.bundles:
-        from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, write_cmake_bundle
-
         write_cmake_bundle(out_dir, summary)
         report["files"].append(f"{BUNDLE_DIR}/")
     if "arduino" in request.bundles:
-        from tflm_mcubert.export.arduino_library import write_arduino_bundle
-        from tflm_mcubert.kernel_sources import custom_ops_dir
-
         name = re.sub(r"[^A-Za-z0-9_]", "_", Path(str(model)).name.strip("/")) or "model"
         report["files"].append(write_arduino_bundle(out_dir, custom_ops_dir(), name, summary).name)
     report["seconds"] = round(time.time() - started, 1)
@@ -394,14 +391,9 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
 
 def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
     # Long: the mcubert export's files and report.json fields in order; each step is one call.
-    from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
-    from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
-
     samples, calibration_source = calibration.samples(request.seq_len)
     reserves = _reserves(request)
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
-    from tflm_mcubert.quantize.qat import QatSettings
-
     result = export_mcubert(
         model,
         tokenizer,
@@ -505,8 +497,6 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
 def embedding_storage_report(params, op_bytes: int) -> dict:
     """report.json's "embedding": how the word tables are stored and what they take in Flash, at this
     storage width and at the other (both from ops.embedding.embedding_storage_bytes)."""
-    from tflm_mcubert.ops.embedding import embedding_storage_bytes
-
     geometry = [(view.end - view.start, view.rank) for view in params.cluster_views]
     by_bits = {bits: embedding_storage_bytes(geometry, params.hidden, bits) for bits in (8, 4)}
     return {
@@ -530,8 +520,6 @@ def _with_real_embedding_bytes(compression: dict | None, embedding_bytes: int) -
 def _model_sample(sample: dict, seq_len: int, permutation) -> dict:
     """A calibration sample as the MCUBERT model takes it: ids in the (possibly permuted) model vocabulary,
     the key mask as int8."""
-    from tflm_mcubert.quantize.calibrate import model_inputs
-
     (x,) = model_inputs([sample], seq_len, permutation)
     return {"input_ids": x.input_ids, "attention_mask": x.valid.astype("int8"), "token_type_ids": x.token_type_ids}
 
@@ -546,8 +534,6 @@ def vocab_hint(vocab_bytes: int) -> str:
 def _mcubert_misfit(fit: FitReport, request: ExportRequest, result, vocab_bytes: int = 0) -> str:
     parts = []
     if not fit.flash_ok:
-        from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
-
         rows = constant_bytes_by_op(result.quantized)
         embedding = sum(r.constant_bytes for r in rows if r.name == "embedding")
         rest = fit.flash_bytes - embedding - vocab_bytes

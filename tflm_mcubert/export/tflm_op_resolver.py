@@ -10,7 +10,7 @@ tests/export/test_firmware_files.py checks it against a checkout when TFLM_DIR i
 from __future__ import annotations
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.registry import OPS
 
 # Builtin operator name (as tflite/graph.py reports it) -> resolver method.
 BUILTIN_ADD_METHODS = {
@@ -116,8 +116,8 @@ BUILTIN_ADD_METHODS = {
     "ZEROS_LIKE": "AddZerosLike",
 }
 
-MCUBERT_OPS = (contract.EMBEDDING, contract.ATTENTION, contract.MLP, contract.CLASSIFIER_HEAD)
-# Slots mcubert::AddMcubertOps() takes (mcubert::kOpCount): all four ops, whichever the model uses.
+MCUBERT_OPS = tuple(OPS)
+# Slots mcubert::AddMcubertOps() takes (mcubert::kOpCount): every op, whichever the model uses.
 MCUBERT_RESOLVER_SLOTS = len(MCUBERT_OPS)
 MCUBERT_REGISTRATION = "mcubert::AddMcubertOps"
 

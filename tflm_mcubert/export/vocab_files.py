@@ -15,8 +15,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from tflm_mcubert.data.calibration import builtin_sentences
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.c_array import write_c_array
+from tflm_mcubert.export.template import fill
+from tflm_mcubert.measure.tokenizer_abi import tokenize_cost
+from tflm_mcubert.tokenizer import reference, vocab_blob
 
 VOCAB_NAME = "model_vocab"
 VOCAB_FILES = (f"{VOCAB_NAME}.cc", f"{VOCAB_NAME}.h", f"{VOCAB_NAME}.bin")  # .bin: the raw blob, for tools
@@ -53,12 +57,8 @@ def measured_cost(blob: bytes, seq_len: int, core: str) -> dict:
     measured on this machine (the kernels' emulator image, built by measure/kernel_build.py). Where it
     cannot be (no unicorn, cmake or arm-none-eabi-gcc), the figure is absent: `"measured": false` and
     the reason in `note`. A measured figure has `instructions` and says how in `measure`."""
-    from tflm_mcubert.data.calibration import builtin_sentences
-
     text = " ".join(builtin_sentences())
     try:
-        from tflm_mcubert.measure.tokenizer_abi import tokenize_cost
-
         return tokenize_cost(blob, text, seq_len, core)
     except (ImportError, RuntimeError) as exc:  # no unicorn, cmake or arm-none-eabi-gcc, or the emulator failed
         return {"core": core, "instructions": None, "measured": False, "note": f"not measured: {exc}"}
@@ -73,8 +73,6 @@ def write_vocab_files(
         return VocabFiles(
             (), 0, {"vocab_bytes": 0, "note": "no tokenizer: the checkpoint has none (or none was given)"}
         )
-    from tflm_mcubert.tokenizer import reference, vocab_blob
-
     try:
         spec = reference.spec_from_hf(tokenizer, permutation)
     except UserError as exc:
@@ -111,9 +109,6 @@ input types)."""
 
 def append_text_guide(out_dir: Path, vocab: VocabFiles, *, custom: bool, seq_len: int) -> None:
     """Appends FIRMWARE.md's text-in section (blob, cost, how to call it) when `vocab` wrote a blob."""
-    from tflm_mcubert.export.template import fill
-    from tflm_mcubert.tokenizer import vocab_blob
-
     guide = Path(out_dir) / "FIRMWARE.md"
     if not vocab.files or not guide.is_file():
         return

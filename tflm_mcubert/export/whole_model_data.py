@@ -26,7 +26,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export import c_data
 from tflm_mcubert.export.template import fill
 from tflm_mcubert.export.vocab_files import VOCAB_NAME
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, kernel_abi, mlp
+from tflm_mcubert.ops import contract, kernel_abi
 from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.tokenizer import vocab_blob
 
@@ -80,15 +80,14 @@ def whole_model(tflite: bytes, vocab: bytes, source: str = "") -> WholeModel:
     hidden = np.zeros((s, d), np.int8)
     emb = kernel_abi.embedding_call(q.embedding, np.zeros(s, np.int32), np.zeros(s, np.int32))
     layers = []
-    scratch = [embedding.scratch_bytes(s, d), classifier_head.scratch_bytes(d)]
+    scratch = max(node.op.scratch_bytes(node.params) for node in q.nodes())
     for att, ff in q.layers:
         key_mask = att.mask_mode == contract.MASK_MODE_KEY_MASK
         mask = np.zeros(s, np.int8) if key_mask else np.zeros(1, np.int32)
         layers.append((kernel_abi.attention_call(att, hidden, mask), kernel_abi.mlp_call(ff, hidden)))
-        scratch += [attention.scratch_bytes(s, d, att.heads, att.tile), mlp.scratch_bytes(s, d, ff.ffn, ff.tile)]
     head = kernel_abi.classifier_head_call(q.head, hidden)
     return WholeModel(
-        emb, tuple(layers), head, bytes(vocab), tokenizer_buffer_bytes(spec.max_chars_per_word), max(scratch), source
+        emb, tuple(layers), head, bytes(vocab), tokenizer_buffer_bytes(spec.max_chars_per_word), scratch, source
     )
 
 
@@ -146,7 +145,8 @@ def render_source(model: WholeModel) -> str:
         parts += c_data.op_data(att, f"text_layer{i}_attention")
         parts += c_data.op_data(ff, f"text_layer{i}_mlp")
         names.append((f"text_layer{i}_attention", f"text_layer{i}_mlp"))
-    for op, column in (("attention", 0), ("mlp", 1)):
+    for column, call in enumerate(model.layers[0] if model.layers else ()):
+        op = c_data.struct_name(call.op)
         prefixes = [pair[column] for pair in names]
         parts.append(_table(f"mcubert_{op}_params", f"text_{op}_params", [f"&{p}_params" for p in prefixes]))
         parts.append(_table(f"mcubert_{op}_weights", f"text_{op}_weights", [f"&{p}_weights" for p in prefixes]))

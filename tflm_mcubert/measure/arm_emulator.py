@@ -38,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tflm_mcubert.ops import contract
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.kernel_abi import KernelCall
+from tflm_mcubert.ops.registry import OPS
 
 CODE_BASE = 0x00000000
 CODE_SIZE = 4 << 20
@@ -421,14 +421,15 @@ def run_kernel(
     misalign = misalign or {}
     mark = emu.heap_mark()
     try:
+        op = OPS[call.op]
         addresses: dict[str, int] = {}
         for name, array in call.tensor_list:
-            if name == "output" and call.op != contract.EMBEDDING:
+            if name == "output" and op.in_place:
                 addresses[name] = 0
                 continue
             addresses[name] = emu.put(array, 16, misalign.get(name, 0))
-        if call.op != contract.EMBEDDING:
-            addresses["output"] = addresses["hidden"]
+        if op.in_place:
+            addresses["output"] = addresses[op.runtime_inputs[0]]
         params = emu.put(bytes(call.params), 8)
         weights = emu.put(
             struct.pack(
@@ -453,25 +454,13 @@ def run_kernel(
             if validate_status != kernel_abi.OK:
                 return KernelRun(validate_status, _message(emu, message), None, None, 0, validate_status)
         if scratch_size is None:
-            scratch_size = emu.call(f"mcubert_{_short(call.op)}_get_buffer_size", *call.dims()).value
+            scratch_size = emu.call(op.buffer_size_symbol, *call.dims()).value
         scratch = emu.put(bytes([scratch_fill]) * max(scratch_size, 0), 16)
         context = emu.put(struct.pack("<Ii", scratch, scratch_size), 8)
         symbol = symbol or kernel_abi.KERNEL_SYMBOLS[call.op]
-        if call.op == contract.EMBEDDING:
-            args = (
-                params,
-                weights,
-                addresses["input_ids"],
-                addresses["token_type_ids"],
-                addresses["output"],
-                context,
-                message,
-            )
-        elif call.op == contract.ATTENTION:
-            args = (params, weights, addresses["hidden"], addresses["mask"], context, message)
-        else:
-            args = (params, weights, addresses["hidden"], context, message)
-        result = emu.call(symbol, *args, count_instructions=count_instructions)
+        # The kernel ABI: params, weights, the run-time inputs, the output unless in place, context, message.
+        tensors = [addresses[name] for name in op.runtime_inputs] + ([] if op.in_place else [addresses["output"]])
+        result = emu.call(symbol, params, weights, *tensors, context, message, count_instructions=count_instructions)
         output = None
         if result.value == kernel_abi.OK:
             n = kernel_abi.output_elements(call)
@@ -487,10 +476,6 @@ def run_kernel(
         )
     finally:
         emu.release(mark)
-
-
-def _short(op: str) -> str:
-    return {contract.EMBEDDING: "embedding", contract.ATTENTION: "attention", contract.MLP: "mlp"}[op]
 
 
 def _message(emu: ArmEmulator, address: int) -> str:

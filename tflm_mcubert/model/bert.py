@@ -15,6 +15,7 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tflm_mcubert.model.config import BertConfig  # noqa: E402
@@ -303,8 +304,6 @@ class BertModel(keras.Model):
 def with_vocabulary(model: BertModel, kept_ids) -> BertModel:
     """A twin whose vocabulary is the tokens `kept_ids` (old ids, in their new order): the word table's rows
     are those tokens' rows, every other weight is copied. Vocabulary pruning; the embedding must be dense."""
-    import numpy as np
-
     if model.embeddings.word_lookup is not None:
         raise ValueError("with_vocabulary: the word embedding is compressed; prune the vocabulary before compressing")
     kept = np.asarray(kept_ids, np.int64)

@@ -13,14 +13,19 @@ tokenizer's ids; `write_permuted_tokenizer` writes a tokenizer that emits the ne
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tflm_mcubert.model.lowrank import factorize, low_rank_factorization
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.clustered_lookup import clustered_lookup, pad_rows
+from tflm_mcubert.model.lowrank import factorize, low_rank_factorization
+from tflm_mcubert.model.stored_tables import stored_word_vectors
+from tflm_mcubert.ops.contract import EMBEDDING_WORD_BITS
+from tflm_mcubert.ops.embedding import embedding_storage_bytes
 
 # The export's word-embedding tables (ops/SPEC.md 4.1, `MCUBERT_EMBEDDING`), per exported cluster: the
 # `clusters` row (end id, rank: 2 x int32), its `word_requant` (multiplier, shift: 2 x int32 per channel
@@ -47,8 +52,6 @@ def exported_clusters(cluster_sizes, ranks, dim: int) -> list[tuple[int, int]]:
 
 
 def _check_bits(bits: int) -> None:
-    from tflm_mcubert.ops.contract import EMBEDDING_WORD_BITS
-
     if bits not in EMBEDDING_WORD_BITS:
         raise UserError(f"embedding storage of {bits} bits is not exported (supported: {EMBEDDING_WORD_BITS})")
 
@@ -57,8 +60,6 @@ def cluster_stored_bytes(index: int, rows: int, rank: int, dim: int, bits: int =
     """Flash bytes of one cluster as the export stores it (`index` 0: the dense one; an empty cluster is
     not stored, rank 0 is stored as rank 1): its table entry and requantization, and its rows and Vᵀ as
     `ops.embedding.embedding_storage_bytes` counts them at `bits`."""
-    from tflm_mcubert.ops.embedding import embedding_storage_bytes
-
     _check_bits(bits)
     if rows == 0:
         return 0
@@ -114,8 +115,6 @@ def invert_permutation(permutation) -> np.ndarray:
 def bert_tokenizer_with_vocab(tokens: list[str], like, out_dir: str | Path):
     """A BertTokenizerFast whose id k is tokens[k], with the options and special tokens of `like`; its
     vocab.txt is written to out_dir."""
-    import inspect
-
     from transformers import BertTokenizerFast
 
     out_dir = Path(out_dir)
@@ -173,33 +172,6 @@ def cluster_boundaries(vocab_size: int, cutoffs) -> list[int]:
     if any(lo > hi for lo, hi in zip(bounds[:-1], bounds[1:])):
         raise UserError(f"cut-offs {list(cutoffs)} must be non-decreasing and within 0..{vocab_size}")
     return bounds
-
-
-def clustered_lookup(new_ids, boundaries, embed_cluster, dim: int):
-    """Embed permuted ids cluster by cluster and sum: `embed_cluster(i, local)` gives cluster i's vectors
-    ([..., dim]) for `local` indices into its rows PADDED with one zero row on each side (`pad_rows`), or
-    None for a cluster that embeds everything to zero.
-
-    An id of cluster i has local index id - start_i + 1; ids below or above the cluster clamp onto the
-    zero rows, so they contribute nothing (and no gradient). Only integer SUB/MAXIMUM/MINIMUM, GATHER,
-    a matmul and ADD: the graph converts to stock TFLite ops, where masking with a select would not.
-    """
-    out = None
-    for i, (start, end) in enumerate(zip(boundaries[:-1], boundaries[1:])):
-        if end == start:
-            continue
-        local = tf.clip_by_value(new_ids - (start - 1), 0, end - start + 1)
-        vectors = embed_cluster(i, local)
-        if vectors is not None:
-            out = vectors if out is None else out + vectors
-    if out is None:  # every cluster embeds to zero
-        out = tf.zeros(tf.concat([tf.shape(new_ids), [dim]], 0), tf.float32)
-    return out
-
-
-def pad_rows(table):
-    """`table` [n, k] with a zero row before and after: the rows `clustered_lookup` indexes."""
-    return tf.pad(table, [[1, 1], [0, 0]])
 
 
 class ClusteredLowRankEmbedding(keras.layers.Layer):
@@ -261,8 +233,6 @@ class ClusteredLowRankEmbedding(keras.layers.Layer):
     def call(self, input_ids):
         ids = tf.cast(input_ids, tf.int32)
         if self.storage_bits is not None:
-            from tflm_mcubert.model.stored_tables import stored_word_vectors
-
             return stored_word_vectors(self, ids, self.storage_bits)
 
         def embed_cluster(i, local):

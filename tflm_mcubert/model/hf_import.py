@@ -21,12 +21,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub
 import keras
 import ml_dtypes  # noqa: F401  (registers numpy's bfloat16, so bf16 safetensors load)
 import numpy as np
+from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.model.config import BertConfig
 from tflm_mcubert.model.finite import require_finite
 
@@ -90,8 +95,6 @@ def save_checkpoint(
     `COMPRESSION_KEY`); `tokenizer` must then be the one that emits the layer's (permuted) ids, e.g. from
     `write_permuted_tokenizer`, and `compression_info` is recorded alongside (search settings, metrics).
     """
-    from safetensors.numpy import save_file
-
     out = Path(out_dir)
     config_dict = model.config.to_hf_dict()
     lookup = model.embeddings.word_lookup
@@ -131,9 +134,6 @@ def resolve_checkpoint_dir(source: str | Path) -> Path:
 
 
 def _download_from_hub(repo_id: str) -> Path:
-    import huggingface_hub
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
-
     try:
         path = Path(
             huggingface_hub.snapshot_download(repo_id, allow_patterns=_HUB_COMMON_PATTERNS + _HUB_SAFETENSORS_PATTERNS)
@@ -207,9 +207,6 @@ def _shards_of(index_path: Path) -> list[Path]:
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     try:
         tensors = load_file(path)
     except (SafetensorError, OSError, TypeError) as exc:  # TypeError: a dtype numpy cannot represent
@@ -403,8 +400,6 @@ PERMUTATION_KEY = "mcubert.vocab_permutation"
 
 
 def _is_clustered(layer) -> bool:
-    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
-
     return isinstance(layer, ClusteredLowRankEmbedding)
 
 
@@ -445,8 +440,6 @@ def compression_block(ckpt_dir: Path) -> dict | None:
 
 def _clustered_embedding_from(weights: dict[str, np.ndarray], block: dict, config: BertConfig, *, source: str):
     """Pop the clustered arrays (and permutation) out of `weights` and build the layer they describe."""
-    from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
-
     layer = ClusteredLowRankEmbedding(
         config.vocab_size,
         config.hidden_size,

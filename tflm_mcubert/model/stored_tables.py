@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tflm_mcubert.model.clustered_embedding import clustered_lookup, pad_rows
+from tflm_mcubert.model.clustered_lookup import clustered_lookup, pad_rows
 
 INT8_MAX, INT4_MAX = 127.0, 7.0
 STORAGE_BITS = (8, 4)

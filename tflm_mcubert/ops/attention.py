@@ -70,6 +70,7 @@ from tflm_mcubert.ops.layernorm import (
     residual_channels,
     residual_sum,
 )
+from tflm_mcubert.ops.op_def import OpDef, hidden_shape
 from tflm_mcubert.ops.linear import Linear, int_matmul
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -448,3 +449,24 @@ class AttentionFloat:
             output=TensorQuant.observe(seen["output"], symmetric=False),
             **sym,
         )
+
+
+def _reference(params: AttentionParams, inputs, out: np.ndarray, scratch=None) -> np.ndarray:
+    return run(params, inputs[0].reshape(params.seq_len, params.hidden), inputs[1], scratch)
+
+
+DEFINITION = OpDef(
+    code=OP,
+    kind="attention",
+    c_name="attention",
+    params_type=AttentionParams,
+    runtime_inputs=("hidden", "mask"),
+    output="hidden",
+    in_place=True,
+    per_layer=True,
+    tiled=True,
+    reference=_reference,
+    scratch_bytes=lambda p: scratch_bytes(p.seq_len, p.hidden, p.heads, p.tile),
+    buffer_size_args=lambda p: (p.seq_len, p.hidden, p.heads, p.tile),
+    output_shape=hidden_shape,
+)

@@ -22,6 +22,7 @@ import numpy as np
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.fixed_point import INT8_MAX, INT8_MIN, LUT_SIZE, build_activation_lut, saturate
 from tflm_mcubert.ops.layernorm import check_dim
+from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -191,3 +192,24 @@ class ClassifierHeadFloat:
 def tanh_output_quant() -> TensorQuant:
     """tanh lies in [-1, 1]: a fixed symmetric scale needs no calibration and never clips."""
     return TensorQuant(1.0 / INT8_MAX, 0)
+
+
+def _reference(params: ClassifierHeadParams, inputs, out: np.ndarray, scratch=None) -> np.ndarray:
+    return run(params, inputs[0].reshape(params.seq_len, params.hidden), out.reshape(-1), scratch)
+
+
+DEFINITION = OpDef(
+    code=OP,
+    kind="head",
+    c_name="classifier_head",
+    params_type=ClassifierHeadParams,
+    runtime_inputs=("hidden",),
+    output="logits",
+    in_place=False,
+    per_layer=False,
+    tiled=False,
+    reference=_reference,
+    scratch_bytes=lambda p: scratch_bytes(p.hidden),
+    buffer_size_args=lambda p: (p.seq_len, p.hidden, p.labels),
+    output_shape=lambda p: (1, p.labels),
+)

@@ -41,6 +41,7 @@ from tflm_mcubert.ops.fixed_point import (
     saturate,
 )
 from tflm_mcubert.ops.layernorm import LayerNormParams, check_dim, float_layer_norm, layer_norm
+from tflm_mcubert.ops.op_def import OpDef, hidden_shape
 from tflm_mcubert.ops.linear import Linear, packed_size
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -464,3 +465,25 @@ class EmbeddingFloat:
     def forward(self, input_ids: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
         z = self.word_vectors(input_ids) + self.position[: input_ids.shape[0]] + self.token_type[token_type_ids]
         return float_layer_norm(z, self.gamma, self.beta, self.eps)
+
+
+def _reference(params: EmbeddingParams, inputs, out: np.ndarray, scratch=None) -> np.ndarray:
+    s, d = params.seq_len, params.hidden
+    return run(params, inputs[0], inputs[1], out.reshape(s, d), scratch)
+
+
+DEFINITION = OpDef(
+    code=OP,
+    kind="embedding",
+    c_name="embedding",
+    params_type=EmbeddingParams,
+    runtime_inputs=("input_ids", "token_type_ids"),
+    output="hidden",
+    in_place=False,
+    per_layer=False,
+    tiled=False,
+    reference=_reference,
+    scratch_bytes=lambda p: scratch_bytes(p.seq_len, p.hidden),
+    buffer_size_args=lambda p: (p.seq_len, p.hidden),
+    output_shape=hidden_shape,
+)

@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_HASHES, SPEC_VERSION
+from tflm_mcubert.ops.registry import OPS, SPEC_HASHES
 
 # mcubert_dtype: TfLiteType numbering.
 DTYPE_INT32, DTYPE_INT16, DTYPE_INT8 = 2, 7, 9
@@ -26,13 +26,10 @@ DTYPE_CODES = {np.dtype(np.int8): DTYPE_INT8, np.dtype(np.int16): DTYPE_INT16, n
 STATUS_NAMES = {0: "ok", 1: "argument", 2: "spec", 3: "option", 4: "tensor", 5: "input", 6: "model"}
 OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT, ERROR_MODEL = range(7)
 
-OP_IDS = {contract.EMBEDDING: 0, contract.ATTENTION: 1, contract.MLP: 2}
-KERNEL_SYMBOLS = {
-    contract.EMBEDDING: "mcubert_embedding_s8",
-    contract.ATTENTION: "mcubert_attention_s8",
-    contract.MLP: "mcubert_mlp_s8",
-}
-VALIDATE_SYMBOLS = {op: sym.replace("_s8", "_validate") for op, sym in KERNEL_SYMBOLS.items()}
+# mcubert_op_id (host_runner.c): the registry's order.
+OP_IDS = {code: index for index, code in enumerate(OPS)}
+KERNEL_SYMBOLS = {code: op.kernel_symbol for code, op in OPS.items()}
+VALIDATE_SYMBOLS = {code: op.validate_symbol for code, op in OPS.items()}
 MESSAGE_CAPACITY = 128
 
 
@@ -92,21 +89,36 @@ class MLPParamsC(ctypes.Structure):
     ]
 
 
-PARAMS_STRUCTS = {contract.EMBEDDING: EmbeddingParamsC, contract.ATTENTION: AttentionParamsC, contract.MLP: MLPParamsC}
+class ClassifierHeadParamsC(ctypes.Structure):
+    _fields_ = [
+        ("spec_version", ctypes.c_int32),
+        ("spec_hash", ctypes.c_uint32),
+        ("seq_len", ctypes.c_int32),
+        ("hidden", ctypes.c_int32),
+        ("labels", ctypes.c_int32),
+        ("pooler_zero_point", ctypes.c_int32),
+        ("logits_zero_point", ctypes.c_int32),
+    ]
+
+
+# mcubert_<op>_params, by custom code (every op's struct above, one per registry entry).
+PARAMS_STRUCTS = {
+    contract.EMBEDDING: EmbeddingParamsC,
+    contract.ATTENTION: AttentionParamsC,
+    contract.MLP: MLPParamsC,
+    contract.CLASSIFIER_HEAD: ClassifierHeadParamsC,
+}
+assert PARAMS_STRUCTS.keys() == OPS.keys(), "every registered op has its params struct here"
 
 # Tensors of validate's list: the contract's inputs then its output.
-TENSOR_NAMES = {op: [t.name for t in contract.CONTRACTS[op].inputs] + ["output"] for op in OP_IDS}
+TENSOR_NAMES = {code: op.tensor_names for code, op in OPS.items()}
 # Run-time inputs (kernel arguments); the other inputs are the weights struct, in order.
-RUNTIME_INPUTS = {
-    contract.EMBEDDING: ("input_ids", "token_type_ids"),
-    contract.ATTENTION: ("hidden", "mask"),
-    contract.MLP: ("hidden",),
-}
+RUNTIME_INPUTS = {code: op.runtime_inputs for code, op in OPS.items()}
 
 
 def weight_fields(op: str) -> list[str]:
     """Fields of mcubert_<op>_weights, in struct order (= contract order of the constant inputs)."""
-    return [n for n in TENSOR_NAMES[op][:-1] if n not in RUNTIME_INPUTS[op]]
+    return OPS[op].weight_fields
 
 
 def make_params(op: str, options: dict[str, int], spec_hash: int | None = None, **overrides) -> ctypes.Structure:
@@ -139,8 +151,9 @@ class KernelCall:
 
     @property
     def result_name(self) -> str:
-        """The buffer holding the result after the call (attention/MLP work in place)."""
-        return "output" if self.op == contract.EMBEDDING else "hidden"
+        """The buffer holding the result after the call (in-place ops: their run-time input 0)."""
+        op = OPS[self.op]
+        return op.runtime_inputs[0] if op.in_place else "output"
 
     @property
     def options(self) -> dict[str, int]:
@@ -148,12 +161,7 @@ class KernelCall:
 
     def dims(self) -> tuple[int, ...]:
         """Arguments of the op's get_buffer_size."""
-        p = self.params
-        if self.op == contract.EMBEDDING:
-            return (p.seq_len, p.hidden)
-        if self.op == contract.ATTENTION:
-            return (p.seq_len, p.hidden, p.heads, p.tile)
-        return (p.seq_len, p.hidden, p.ffn, p.tile)
+        return OPS[self.op].buffer_size_args(self.params)
 
 
 def _contiguous(array: np.ndarray, dtype) -> np.ndarray:
@@ -163,108 +171,54 @@ def _contiguous(array: np.ndarray, dtype) -> np.ndarray:
     return array.reshape(-1)
 
 
+def _call(params, tensors: dict[str, np.ndarray], spec_hash: int | None) -> KernelCall:
+    """The call of `params`' op: the run-time `tensors` given, its constants, then its output buffer
+    (empty for an in-place op: the result overwrites run-time input 0)."""
+    op = next(d for d in OPS.values() if isinstance(params, d.params_type))
+    tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
+    tensors["output"] = np.zeros(0 if op.in_place else op.output_elements(params), np.int8)
+    return KernelCall(op.code, make_params(op.code, params.options(), spec_hash), tensors)
+
+
 def attention_call(params, hidden: np.ndarray, mask: np.ndarray, spec_hash: int | None = None) -> KernelCall:
     """From ops.attention.AttentionParams (validated), hidden int8[s, d], mask int8[s] or int32[1]."""
-    tensors = {
-        "hidden": _contiguous(hidden, np.int8).copy(),
-        "mask": _contiguous(mask, np.int8 if params.mask_mode == 0 else np.int32),
-    }
-    tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
-    tensors["output"] = np.zeros(0, np.int8)  # aliases hidden
-    return KernelCall(contract.ATTENTION, make_params(contract.ATTENTION, params.options(), spec_hash), tensors)
+    mask = _contiguous(mask, np.int8 if params.mask_mode == 0 else np.int32)
+    return _call(params, {"hidden": _contiguous(hidden, np.int8).copy(), "mask": mask}, spec_hash)
 
 
 def mlp_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> KernelCall:
-    tensors = {"hidden": _contiguous(hidden, np.int8).copy()}
-    tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
-    tensors["output"] = np.zeros(0, np.int8)
-    return KernelCall(contract.MLP, make_params(contract.MLP, params.options(), spec_hash), tensors)
+    return _call(params, {"hidden": _contiguous(hidden, np.int8).copy()}, spec_hash)
 
 
 def embedding_call(
     params, input_ids: np.ndarray, token_type_ids: np.ndarray, spec_hash: int | None = None
 ) -> KernelCall:
-    tensors = {"input_ids": _contiguous(input_ids, np.int32), "token_type_ids": _contiguous(token_type_ids, np.int32)}
-    tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
-    tensors["output"] = np.zeros(params.seq_len * params.hidden, np.int8)
-    return KernelCall(contract.EMBEDDING, make_params(contract.EMBEDDING, params.options(), spec_hash), tensors)
+    ids = {"input_ids": _contiguous(input_ids, np.int32), "token_type_ids": _contiguous(token_type_ids, np.int32)}
+    return _call(params, ids, spec_hash)
+
+
+def classifier_head_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> KernelCall:
+    """From ops.classifier_head.ClassifierHeadParams (validated) and hidden int8[s, d]."""
+    return _call(params, {"hidden": _contiguous(hidden, np.int8)}, spec_hash)
 
 
 def output_elements(call: KernelCall) -> int:
-    """Element count of the output tensor (validate checks it; attention/MLP alias hidden)."""
-    return call.params.seq_len * call.params.hidden
+    """Element count of the output tensor (validate checks it; an in-place op's aliases its input)."""
+    return OPS[call.op].output_elements(call.params)
 
 
-# ---------------------------------------------------------------------------------------------
-# MCUBERT_CLASSIFIER_HEAD (SPEC 4.4). Kept out of the per-op tables above for now (OP_IDS,
-# PARAMS_STRUCTS, TENSOR_NAMES, ...), which the existing kernel tests iterate with cases of the
-# three encoder ops only; tests/kernels/test_kernels_classifier_head.py uses the names below.
-# ---------------------------------------------------------------------------------------------
-
-CLASSIFIER_HEAD_OP_ID = 3  # host_runner.c OP_CLASSIFIER_HEAD
+# The classifier head's names in the head's own kernel tests.
+_HEAD = OPS[contract.CLASSIFIER_HEAD]
+CLASSIFIER_HEAD_OP_ID = OP_IDS[_HEAD.code]
 CLASSIFIER_HEAD_SYMBOLS = {
-    "s8": "mcubert_classifier_head_s8",
-    "validate": "mcubert_classifier_head_validate",
-    "get_buffer_size": "mcubert_classifier_head_get_buffer_size",
+    "s8": _HEAD.kernel_symbol,
+    "validate": _HEAD.validate_symbol,
+    "get_buffer_size": _HEAD.buffer_size_symbol,
 }
+CLASSIFIER_HEAD_TENSOR_NAMES = TENSOR_NAMES[_HEAD.code]
+CLASSIFIER_HEAD_WEIGHT_FIELDS = _HEAD.weight_fields
+ClassifierHeadCall = KernelCall
 
 
-class ClassifierHeadParamsC(ctypes.Structure):
-    _fields_ = [
-        ("spec_version", ctypes.c_int32),
-        ("spec_hash", ctypes.c_uint32),
-        ("seq_len", ctypes.c_int32),
-        ("hidden", ctypes.c_int32),
-        ("labels", ctypes.c_int32),
-        ("pooler_zero_point", ctypes.c_int32),
-        ("logits_zero_point", ctypes.c_int32),
-    ]
-
-
-# validate's tensor list (MCUBERT_CLASSIFIER_HEAD_* enum): the contract's inputs, then the output.
-CLASSIFIER_HEAD_TENSOR_NAMES = [t.name for t in contract.CONTRACTS[contract.CLASSIFIER_HEAD].inputs] + ["output"]
-# mcubert_classifier_head_weights, in struct order (every input but the run-time `hidden`).
-CLASSIFIER_HEAD_WEIGHT_FIELDS = [n for n in CLASSIFIER_HEAD_TENSOR_NAMES[:-1] if n != "hidden"]
-
-
-def make_classifier_head_params(
-    options: dict[str, int], spec_hash: int | None = None, **overrides
-) -> ClassifierHeadParamsC:
-    values = {"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **options, **overrides}
-    if spec_hash is not None:
-        values["spec_hash"] = spec_hash
-    struct = ClassifierHeadParamsC()
-    for name, _ in struct._fields_:
-        setattr(struct, name, int(values[name]))
-    return struct
-
-
-@dataclasses.dataclass
-class ClassifierHeadCall:
-    """One mcubert_classifier_head_s8 invocation (KernelCall's shape; the result is `output`)."""
-
-    params: ClassifierHeadParamsC
-    tensors: dict[str, np.ndarray]  # by contract name; "output" (int8[labels]) last
-
-    op = contract.CLASSIFIER_HEAD
-    result_name = "output"
-
-    @property
-    def tensor_list(self) -> list[tuple[str, np.ndarray]]:
-        return [(name, self.tensors[name]) for name in CLASSIFIER_HEAD_TENSOR_NAMES]
-
-    @property
-    def options(self) -> dict[str, int]:
-        return {name: getattr(self.params, name) for name, _ in self.params._fields_}
-
-    def dims(self) -> tuple[int, int, int]:
-        """Arguments of mcubert_classifier_head_get_buffer_size."""
-        return (self.params.seq_len, self.params.hidden, self.params.labels)
-
-
-def classifier_head_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> ClassifierHeadCall:
-    """From ops.classifier_head.ClassifierHeadParams (validated) and hidden int8[s, d]."""
-    tensors = {"hidden": _contiguous(hidden, np.int8)}
-    tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
-    tensors["output"] = np.zeros(params.labels, np.int8)
-    return ClassifierHeadCall(make_classifier_head_params(params.options(), spec_hash), tensors)
+def make_classifier_head_params(options: dict[str, int], spec_hash: int | None = None, **overrides):
+    return make_params(_HEAD.code, options, spec_hash, **overrides)

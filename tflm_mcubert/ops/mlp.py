@@ -37,6 +37,7 @@ from tflm_mcubert.ops.layernorm import (
     residual_channels,
     residual_sum,
 )
+from tflm_mcubert.ops.op_def import OpDef, hidden_shape
 from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -229,3 +230,24 @@ class MLPFloat:
             z_max_abs=float(np.abs(seen["z"]).max()),
             output=TensorQuant.observe(seen["output"], symmetric=False),
         )
+
+
+def _reference(params: MLPParams, inputs, out: np.ndarray, scratch=None) -> np.ndarray:
+    return run(params, inputs[0].reshape(params.seq_len, params.hidden), scratch)
+
+
+DEFINITION = OpDef(
+    code=OP,
+    kind="mlp",
+    c_name="mlp",
+    params_type=MLPParams,
+    runtime_inputs=("hidden",),
+    output="hidden",
+    in_place=True,
+    per_layer=True,
+    tiled=True,
+    reference=_reference,
+    scratch_bytes=lambda p: scratch_bytes(p.seq_len, p.hidden, p.ffn, p.tile),
+    buffer_size_args=lambda p: (p.seq_len, p.hidden, p.ffn, p.tile),
+    output_shape=hidden_shape,
+)

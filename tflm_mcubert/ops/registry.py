@@ -1,4 +1,8 @@
-"""The op table, and SPEC_HASH: the fingerprint of the numerics contract.
+"""The op table (`OPS`: custom code -> OpDef, ops/op_def.py), and SPEC_HASH: the fingerprint of the
+numerics contract.
+
+Every consumer (writer, reader, reference runner, kernel ABI, firmware data, op resolver) reads the
+ops from `OPS` and `BY_KIND`; adding an op is its module plus one line here (docs/adding-an-op.md).
 
 SPEC_HASH = FNV-1a 32 of contract_text(): the constants, every option field and range, every tensor
 signature, and each op's scratch size at a few sample shapes (so a change of scratch layout, which
@@ -8,16 +12,24 @@ options; SPEC.md quotes it, and a test keeps the two in step.
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
+from tflm_mcubert.ops.op_def import OpDef
 
-OPS: dict[str, ModuleType] = {
-    contract.EMBEDDING: embedding,
-    contract.ATTENTION: attention,
-    contract.MLP: mlp,
-    contract.CLASSIFIER_HEAD: classifier_head,
+# In contract order: the C op ids (mcubert_op_id) and the resolver's registration order follow it.
+OPS: dict[str, OpDef] = {
+    d.code: d for d in (embedding.DEFINITION, attention.DEFINITION, mlp.DEFINITION, classifier_head.DEFINITION)
 }
+BY_KIND: dict[str, OpDef] = {d.kind: d for d in OPS.values()}
+TILED_KINDS = tuple(d.kind for d in OPS.values() if d.tiled)
+
+
+def op(code_or_kind: str) -> OpDef:
+    """The OpDef of a custom code ("MCUBERT_MLP") or a kind ("mlp")."""
+    found = OPS.get(code_or_kind) or BY_KIND.get(code_or_kind)
+    if found is None:
+        raise KeyError(f"{code_or_kind!r} is not an MCUBERT op (known: {', '.join(OPS)})")
+    return found
+
 
 # (s, d, h or max_rank or ffn, t) sample shapes; odd ones catch alignment changes.
 _SCRATCH_SAMPLES = ((128, 128, 2, 8), (77, 256, 4, 5), (512, 256, 4, 8))

@@ -196,7 +196,7 @@ def calibrate(
     head, logits_quant = run.head()
     quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quants), logits_quant)
     if tiles:
-        quantized_model = quantized_model.with_tiles(tiles["attention"], tiles["mlp"])
+        quantized_model = quantized_model.with_tiles(tiles)
     return quantized_model, run.ranges
 
 

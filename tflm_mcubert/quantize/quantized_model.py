@@ -4,19 +4,31 @@ them, and a reference run (separate arrays; `runtime.reference` runs the same in
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
+from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.attention import AttentionParams
 from tflm_mcubert.ops.classifier_head import ClassifierHeadParams
 from tflm_mcubert.ops.embedding import EmbeddingParams
 from tflm_mcubert.ops.mlp import MLPParams
+from tflm_mcubert.ops.op_def import Node, OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.ops.registry import OPS
+
+# The BERT topology's ops (this module is its node builder: the one place outside ops/ that names them).
+EMBEDDING, ATTENTION, MLP, HEAD = (
+    OPS[code] for code in (contract.EMBEDDING, contract.ATTENTION, contract.MLP, contract.CLASSIFIER_HEAD)
+)
 
 # trace(name, int8 array): "embedding", "layer0.attention", "layer0.mlp", ..., "head"
 Trace = Callable[[str, np.ndarray], None]
+
+
+def bert_ops(layers: int, classifier: bool) -> list[OpDef]:
+    """The BERT topology's op sequence: what nodes() makes, known before the model is quantized."""
+    return [EMBEDDING] + [ATTENTION, MLP] * layers + ([HEAD] if classifier else [])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -43,20 +55,53 @@ class QuantizedBert:
     def output_quant(self) -> TensorQuant:
         return self.hidden_quant[-1]
 
-    def with_tiles(self, attention_tile: int, mlp_tile: int) -> "QuantizedBert":
-        """The same model with other tiles: the output bytes do not depend on them (SPEC.md 4.2),
-        only memory and speed do; the reference is fastest with one tile of s tokens."""
-        layers = tuple(
-            (dataclasses.replace(a, tile=attention_tile).validate(), dataclasses.replace(m, tile=mlp_tile).validate())
-            for a, m in self.layers
+    def with_tiles(self, tiles: Mapping[str, int]) -> "QuantizedBert":
+        """The same model with other tiles (by op kind: {"attention": t, "mlp": t}): the output bytes
+        do not depend on them (SPEC.md 4.2), only memory and speed do; the reference is fastest with
+        one tile of s tokens."""
+        return QuantizedBert.from_nodes(
+            [
+                dataclasses.replace(n, params=dataclasses.replace(n.params, tile=tiles[n.op.kind]).validate())
+                if n.op.tiled
+                else n
+                for n in self.nodes()
+            ]
         )
-        return dataclasses.replace(self, layers=layers)
+
+    def nodes(self) -> list[Node]:
+        """The model as nodes, in execution order (the BERT topology: embedding, (attention, MLP) x L,
+        optional classifier head); everything downstream (writer, planner's names, reference) walks these."""
+        nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_ids", "token_type_ids"), self.hidden_quant[0])]
+        for index, (att, ffn) in enumerate(self.layers):
+            quants = self.hidden_quant[1 + 2 * index : 3 + 2 * index]
+            nodes.append(Node(ATTENTION.node_name(index), ATTENTION, att, ("hidden", "attention_mask"), quants[0]))
+            nodes.append(Node(MLP.node_name(index), MLP, ffn, ("hidden",), quants[1]))
+        if self.head is not None:
+            nodes.append(Node(HEAD.node_name(0), HEAD, self.head, ("hidden",), self.logits_quant))
+        return nodes
+
+    @classmethod
+    def from_nodes(cls, nodes: list[Node]) -> "QuantizedBert":
+        """The inverse of nodes(); a ValueError names how `nodes` is not the BERT topology."""
+        ops = [n.op for n in nodes]
+        layers = (len(ops) - 1 - (ops[-1:] == [HEAD])) // 2 if ops else 0
+        if ops != bert_ops(layers, ops[-1:] == [HEAD]) or not layers:
+            raise ValueError(
+                f"op sequence {[o.code for o in ops]} is not EMBEDDING, (ATTENTION, MLP) x L >= 1, "
+                "optional CLASSIFIER_HEAD"
+            )
+        head = nodes[-1] if ops[-1] == HEAD else None
+        encoder = nodes[: len(nodes) - (head is not None)]
+        return cls(
+            embedding=nodes[0].params,
+            layers=tuple((encoder[1 + 2 * i].params, encoder[2 + 2 * i].params) for i in range(layers)),
+            head=head.params if head else None,
+            hidden_quant=tuple(n.output_quant for n in encoder),
+            logits_quant=head.output_quant if head else None,
+        )
 
     def op_names(self) -> list[str]:
-        names = ["embedding"]
-        for index in range(len(self.layers)):
-            names += [f"layer{index}.attention", f"layer{index}.mlp"]
-        return names + (["head"] if self.head is not None else [])
+        return [node.name for node in self.nodes()]
 
     def run(
         self, input_ids: np.ndarray, token_type_ids: np.ndarray, mask: np.ndarray, trace: Trace | None = None
@@ -66,24 +111,14 @@ class QuantizedBert:
         `mask`: int8[s] key mask (mask mode 0) or int32[1] valid length (mode 1), as the model's
         attention ops take it.
         """
-        hidden = np.zeros((self.seq_len, self.hidden), np.int8)
-        embedding.run(self.embedding, input_ids, token_type_ids, hidden)
-        if trace:
-            trace("embedding", hidden.copy())
-        for index, (att, ffn) in enumerate(self.layers):
-            attention.run(att, hidden, mask)
+        values = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": mask}
+        for node in self.nodes():
+            out = node.run(values)
             if trace:
-                trace(f"layer{index}.attention", hidden.copy())
-            mlp.run(ffn, hidden)
-            if trace:
-                trace(f"layer{index}.mlp", hidden.copy())
-        out = {"last_hidden_state": hidden}
+                trace(node.name, out.copy())
+        out = {"last_hidden_state": values["hidden"]}
         if self.head is not None:
-            logits = np.zeros(self.head.labels, np.int8)
-            classifier_head.run(self.head, hidden, logits)
-            if trace:
-                trace("head", logits.copy())
-            out["logits"] = logits
+            out["logits"] = values["logits"]
         return out
 
     def dequantized(self, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -17,7 +17,6 @@ import numpy as np
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.tflite.mcubert_reader import INPUT_NAMES, McubertModel
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
 from tflm_mcubert.ops.scratch import align_up
 
 Trace = Callable[[str, np.ndarray], None]
@@ -94,20 +93,10 @@ def run_reference(
     view(model.inputs["input_ids"])[:] = ids
     view(model.inputs["attention_mask"])[:] = mask
     view(model.inputs["token_type_ids"])[:] = types
-    params = [q.embedding] + [p for layer in q.layers for p in layer] + ([q.head] if q.head else [])
-    d = q.hidden
-    for node, p in zip(model.nodes, params):
+    for node in model.nodes:
         scratch = view(node.scratch, raw=True)  # the ops carve their scratch from bytes
-        if node.op == contract.EMBEDDING:
-            out = view(node.outputs[0]).reshape(s, d)
-            embedding.run(p, view(node.inputs[0]), view(node.inputs[1]), out, scratch)
-        elif node.op == contract.ATTENTION:
-            hidden = view(node.inputs[0]).reshape(s, d)
-            out = attention.run(p, hidden, view(node.inputs[1]), scratch)
-        elif node.op == contract.MLP:
-            out = mlp.run(p, view(node.inputs[0]).reshape(s, d), scratch)
-        else:
-            out = classifier_head.run(p, view(node.inputs[0]).reshape(s, d), view(node.outputs[0]), scratch)
+        runtime = [view(index) for index in node.runtime_inputs]
+        out = node.definition.reference(node.node.params, runtime, view(node.outputs[0]), scratch)
         if trace:
             trace(node.name, out.copy())
     outputs = {name: view(index).reshape(model.tensor(index).shape).copy() for name, index in model.outputs.items()}

@@ -36,6 +36,7 @@ from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.measure import kernel_build
 from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 from tflm_mcubert.runtime.tflm_process import TflmProcess, TflmSetupError
+from tflm_mcubert.tflite.graph import parse
 
 TFLM_COMMIT = "90b983c"
 WHEEL_VERSION = "0.dev20260820164721"
@@ -244,8 +245,6 @@ class TflmBinding:
 
     def run(self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], arena_bytes: int) -> TflmRun:
         """Invoke once. `inputs` by graph input name, each exactly the input's shape and dtype."""
-        from tflm_mcubert.tflite.graph import parse
-
         graph = parse(bytes(model_bytes))
         expected = [io.name for io in graph.inputs]
         if sorted(inputs) != sorted(expected):

@@ -30,14 +30,12 @@ from tflm_mcubert.tflite.mcubert_writer import (
     OFFLINE_PLAN_VERSION,
     ONLINE_PLANNED,
 )
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
-from tflm_mcubert.ops.attention import AttentionParams
-from tflm_mcubert.ops.classifier_head import ClassifierHeadParams
-from tflm_mcubert.ops.embedding import EmbeddingParams
-from tflm_mcubert.ops.mlp import MLPParams
+from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.op_def import CHAINED_VALUE, MODEL_OUTPUT_NAMES, Node, OpDef
 from tflm_mcubert.ops.options import decode_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import ALIGNMENT, align_up
+from tflm_mcubert.ops.registry import OPS
 from tflm_mcubert.ops.validation import OpSpecError
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
@@ -46,19 +44,8 @@ _DTYPES = {
     schema.TensorType.INT16: np.dtype(np.int16),
     schema.TensorType.INT32: np.dtype(np.int32),
 }
-_PARAMS = {
-    contract.EMBEDDING: EmbeddingParams,
-    contract.ATTENTION: AttentionParams,
-    contract.MLP: MLPParams,
-    contract.CLASSIFIER_HEAD: ClassifierHeadParams,
-}
-# Inputs that come from the arena (not the flatbuffer), per op.
-RUNTIME_INPUTS = {
-    contract.EMBEDDING: ("input_ids", "token_type_ids"),
-    contract.ATTENTION: ("hidden", "mask"),
-    contract.MLP: ("hidden",),
-    contract.CLASSIFIER_HEAD: ("hidden",),
-}
+# The graph value a run-time input of this name reads (the rest are named as the value).
+_VALUE_OF_INPUT = {"mask": "attention_mask"}
 
 
 class ModelFormatError(UserError):
@@ -80,14 +67,33 @@ class ArenaTensor:
 
 @dataclasses.dataclass(frozen=True)
 class OpNode:
-    name: str  # "embedding", "layer0.attention", ..., "head"
-    op: str  # custom code
-    inputs: tuple[int, ...]
+    """A model node placed in the .tflite: its tensors by index."""
+
+    node: Node
+    inputs: tuple[int, ...]  # every input, contract order
     outputs: tuple[int, ...]  # (hidden or logits, scratch)
+
+    @property
+    def name(self) -> str:  # "embedding", "layer0.attention", ..., "head"
+        return self.node.name
+
+    @property
+    def op(self) -> str:  # custom code
+        return self.node.op.code
+
+    @property
+    def definition(self) -> OpDef:
+        return self.node.op
 
     @property
     def scratch(self) -> int:
         return self.outputs[1]
+
+    @property
+    def runtime_inputs(self) -> list[int]:
+        """Tensor indices of the run-time inputs, in OpDef.runtime_inputs order."""
+        sigs = self.definition.contract.inputs
+        return [i for sig, i in zip(sigs, self.inputs) if sig.name in self.definition.runtime_inputs]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -250,115 +256,112 @@ def _read_unpacked(model) -> McubertModel:
     tensors, constants = _tensor_table(model, subgraph, offsets)
     codes = model.operatorCodes or []
 
-    nodes, params = [], []
-    counts = {"attention": 0, "mlp": 0}
+    nodes, layers = [], {}
     for position, operator in enumerate(subgraph.operators or []):
-        if not 0 <= operator.opcodeIndex < len(codes):
-            raise _fail(f"operator {position}", f"opcode index {operator.opcodeIndex} is out of range")
-        code = codes[operator.opcodeIndex]
-        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
-        op = _name(code.customCode)
-        if builtin != schema.BuiltinOperator.CUSTOM or op not in _PARAMS:
-            raise _fail(f"operator {position}", f"{op or f'builtin {builtin}'} is not an MCUBERT op")
-        name = {contract.EMBEDDING: "embedding", contract.CLASSIFIER_HEAD: "head"}.get(op)
-        if op in (contract.ATTENTION, contract.MLP):
-            kind = "attention" if op == contract.ATTENTION else "mlp"
-            name = f"layer{counts[kind]}.{kind}"
-            counts[kind] += 1
-        spec = contract.CONTRACTS[op]
-        inputs = [int(i) for i in (operator.inputs if operator.inputs is not None else [])]
-        outputs = [int(i) for i in (operator.outputs if operator.outputs is not None else [])]
-        if len(inputs) != len(spec.inputs) or len(outputs) != len(spec.outputs) + 1:
-            raise _fail(
-                f"{name}: {op}",
-                f"{len(inputs)} inputs and {len(outputs)} outputs, expected "
-                f"{len(spec.inputs)} and {len(spec.outputs) + 1} (the last output is the scratch)",
-            )
-        if any(not 0 <= i < len(tensors) for i in inputs + outputs):
-            raise _fail(f"{name}: {op}", "tensor index out of range")
-        options_raw = operator.customOptions
-        options_bytes = b"" if options_raw is None else np.asarray(options_raw, np.uint8).tobytes()
-        try:
-            options = decode_options(op, options_bytes)
-        except OpSpecError as exc:
-            raise _fail(name, str(exc)) from None
-        arrays = {}
-        for sig, index in zip(spec.inputs, inputs):
-            runtime = sig.name in RUNTIME_INPUTS[op]
-            if runtime == (index in constants):
-                raise _fail(
-                    f"{name}: {op}: {sig.name}",
-                    "must be " + ("computed at run time, not constant" if runtime else "a constant tensor"),
-                )
-            if not runtime:
-                arrays[sig.name] = constants[index]
-        try:
-            params.append(_PARAMS[op].from_serialized(options, arrays))
-        except (OpSpecError, KeyError, ValueError) as exc:
-            raise _fail(name, str(exc)) from None
-        nodes.append(OpNode(name, op, tuple(inputs), tuple(outputs)))
+        op = _operator_def(operator, codes, position)
+        name = op.node_name(layers.get(op.kind, 0))
+        layers[op.kind] = layers.get(op.kind, 0) + 1
+        nodes.append(_read_node(subgraph, operator, op, name, tensors, constants))
 
-    quantized = _assemble(nodes, params, tensors, subgraph)
-    graph_inputs, graph_outputs = _io(model, subgraph, nodes, tensors)
+    quantized, values = _assemble(nodes, tensors)
+    graph_inputs, graph_outputs = _io(subgraph, nodes, values)
     planned = _check_plan(nodes, tensors, graph_inputs, graph_outputs)
     return McubertModel(quantized, tuple(tensors), tuple(nodes), graph_inputs, graph_outputs, planned)
 
 
-def _assemble(nodes, params, tensors, subgraph) -> QuantizedBert:
-    """Op sequence and tensor chaining: EMBEDDING, (ATTENTION, MLP) x L, optional HEAD."""
-    ops = [n.op for n in nodes]
-    layers = (len(ops) - 1 - (ops[-1:] == [contract.CLASSIFIER_HEAD])) // 2 if ops else 0
-    expected = [contract.EMBEDDING] + [contract.ATTENTION, contract.MLP] * layers
-    if ops and ops[-1] == contract.CLASSIFIER_HEAD:
-        expected.append(contract.CLASSIFIER_HEAD)
-    if ops != expected or not layers:
-        raise _fail("model", f"op sequence {ops} is not EMBEDDING, (ATTENTION, MLP) x L >= 1, optional CLASSIFIER_HEAD")
-    first = params[0]
-    s, d = first.seq_len, first.hidden
-    mask = nodes[1].inputs[1]
-    hidden_quant = []
-    for k, (node, p) in enumerate(zip(nodes, params)):
-        if (p.seq_len, p.hidden) != (s, d):
-            raise _fail(node.name, f"seq_len/hidden {p.seq_len}/{p.hidden} differ from the embedding's {s}/{d}")
-        scratch_bytes = _scratch_bytes(node.op, p)
-        _expect(tensors[node.scratch], f"{node.name}: scratch", np.int8, scratch_bytes)
-        if node.op == contract.EMBEDDING:
-            _expect(tensors[node.inputs[0]], f"{node.name}: input_ids", np.int32, s)
-            _expect(tensors[node.inputs[1]], f"{node.name}: token_type_ids", np.int32, s)
-        else:
-            previous = nodes[k - 1].outputs[0]
-            if node.inputs[0] != previous:
-                raise _fail(f"{node.name}: hidden", "input 0 is not the previous op's output")
-        if node.op == contract.ATTENTION:
-            if p.mask_mode != contract.MASK_MODE_KEY_MASK:
-                raise _fail(f"{node.name}: mask_mode", "this runtime reads key-mask models (mask_mode 0)")
-            if node.inputs[1] != mask:
-                raise _fail(f"{node.name}: mask", "every attention must read the same mask tensor")
-            _expect(tensors[mask], f"{node.name}: mask", np.int8, s)
-        if node.op == contract.CLASSIFIER_HEAD:
-            _expect(tensors[node.outputs[0]], f"{node.name}: logits", np.int8, p.labels)
-        else:
-            _expect(tensors[node.outputs[0]], f"{node.name}: hidden", np.int8, s * d)
-            hidden_quant.append(_quant(subgraph, node.outputs[0], f"{node.name}: hidden"))
-    head = params[-1] if nodes[-1].op == contract.CLASSIFIER_HEAD else None
-    logits_quant = _quant(subgraph, nodes[-1].outputs[0], "head: logits") if head else None
-    layer_params = tuple((params[1 + 2 * i], params[2 + 2 * i]) for i in range(layers))
-    return QuantizedBert(params[0], layer_params, head, tuple(hidden_quant), logits_quant)
+def _operator_def(operator, codes, position: int) -> OpDef:
+    if not 0 <= operator.opcodeIndex < len(codes):
+        raise _fail(f"operator {position}", f"opcode index {operator.opcodeIndex} is out of range")
+    code = codes[operator.opcodeIndex]
+    builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+    name = _name(code.customCode)
+    if builtin != schema.BuiltinOperator.CUSTOM or name not in OPS:
+        raise _fail(f"operator {position}", f"{name or f'builtin {builtin}'} is not an MCUBERT op")
+    return OPS[name]
 
 
-def _scratch_bytes(op: str, p) -> int:
-    if op == contract.EMBEDDING:
-        return embedding.scratch_bytes(p.seq_len, p.hidden)
-    if op == contract.ATTENTION:
-        return attention.scratch_bytes(p.seq_len, p.hidden, p.heads, p.tile)
-    if op == contract.MLP:
-        return mlp.scratch_bytes(p.seq_len, p.hidden, p.ffn, p.tile)
-    return classifier_head.scratch_bytes(p.hidden)
+def _read_node(subgraph, operator, op: OpDef, name: str, tensors, constants) -> OpNode:
+    """One operator: its tensor counts, options, constant/run-time inputs and validated parameters."""
+    spec = op.contract
+    where = f"{name}: {op.code}"
+    inputs = [int(i) for i in (operator.inputs if operator.inputs is not None else [])]
+    outputs = [int(i) for i in (operator.outputs if operator.outputs is not None else [])]
+    if len(inputs) != len(spec.inputs) or len(outputs) != len(spec.outputs) + 1:
+        raise _fail(
+            where,
+            f"{len(inputs)} inputs and {len(outputs)} outputs, expected "
+            f"{len(spec.inputs)} and {len(spec.outputs) + 1} (the last output is the scratch)",
+        )
+    if any(not 0 <= i < len(tensors) for i in inputs + outputs):
+        raise _fail(where, "tensor index out of range")
+    options_raw = operator.customOptions
+    options_bytes = b"" if options_raw is None else np.asarray(options_raw, np.uint8).tobytes()
+    try:
+        options = decode_options(op.code, options_bytes)
+    except OpSpecError as exc:
+        raise _fail(name, str(exc)) from None
+    arrays = {}
+    for sig, index in zip(spec.inputs, inputs):
+        runtime = sig.name in op.runtime_inputs
+        if runtime == (index in constants):
+            raise _fail(
+                f"{where}: {sig.name}",
+                "must be " + ("computed at run time, not constant" if runtime else "a constant tensor"),
+            )
+        if not runtime:
+            arrays[sig.name] = constants[index]
+    try:
+        params = op.params_type.from_serialized(options, arrays)
+    except (OpSpecError, KeyError, ValueError) as exc:
+        raise _fail(name, str(exc)) from None
+    values = tuple(_VALUE_OF_INPUT.get(n, n) for n in op.runtime_inputs)
+    output_quant = _quant(subgraph, outputs[0], f"{name}: {op.output}")
+    return OpNode(Node(name, op, params, values, output_quant), tuple(inputs), tuple(outputs))
 
 
-def _io(model, subgraph, nodes, tensors) -> tuple[dict[str, int], dict[str, int]]:
+def _assemble(nodes: list[OpNode], tensors) -> tuple[QuantizedBert, dict[str, int]]:
+    """Each node's tensors against its parameters, how the tensors chain, then the topology."""
+    first = nodes[0].node.params if nodes else None
+    values: dict[str, int] = {}  # graph value -> the tensor that last wrote it
+    for node in nodes:
+        op, p = node.definition, node.node.params
+        if (p.seq_len, p.hidden) != (first.seq_len, first.hidden):
+            raise _fail(
+                node.name,
+                f"seq_len/hidden {p.seq_len}/{p.hidden} differ from the first op's {first.seq_len}/{first.hidden}",
+            )
+        _expect(tensors[node.scratch], f"{node.name}: scratch", np.int8, op.scratch_bytes(p))
+        if getattr(p, "mask_mode", contract.MASK_MODE_KEY_MASK) != contract.MASK_MODE_KEY_MASK:
+            raise _fail(f"{node.name}: mask_mode", "this runtime reads key-mask models (mask_mode 0)")
+        for value, index in zip(node.node.inputs, node.runtime_inputs):
+            _check_value(node, value, index, values, tensors)
+        _expect(tensors[node.outputs[0]], f"{node.name}: {op.output}", np.int8, op.output_elements(p))
+        values[op.output] = node.outputs[0]
+    try:
+        return QuantizedBert.from_nodes([n.node for n in nodes]), values
+    except ValueError as exc:
+        raise _fail("model", str(exc)) from None
+
+
+# Graph inputs: (dtype, elements per sequence position).
+_GRAPH_INPUTS = {"input_ids": np.int32, "token_type_ids": np.int32, "attention_mask": np.int8}
+
+
+def _check_value(node: OpNode, value: str, index: int, values: dict[str, int], tensors) -> None:
+    """A run-time input reads the tensor that last wrote its value; a graph input is read as one tensor."""
+    where = f"{node.name}: {value}"
+    if value in _GRAPH_INPUTS:
+        seen = values.setdefault(value, index)
+        if seen != index:
+            raise _fail(where, f"every op must read the same {value} tensor")
+        _expect(tensors[index], where, _GRAPH_INPUTS[value], node.node.params.seq_len)
+    elif values.get(value) != index:
+        raise _fail(where, f"input is not the previous op's {value} output")
+
+
+def _io(subgraph, nodes, values: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
     graph_inputs = [int(i) for i in (subgraph.inputs if subgraph.inputs is not None else [])]
-    expected_inputs = [nodes[0].inputs[0], nodes[1].inputs[1], nodes[0].inputs[1]]
+    expected_inputs = [values.get(name) for name in INPUT_NAMES]
     if graph_inputs != expected_inputs:
         raise _fail(
             "model",
@@ -367,14 +370,14 @@ def _io(model, subgraph, nodes, tensors) -> tuple[dict[str, int], dict[str, int]
     graph_outputs = [int(i) for i in (subgraph.outputs if subgraph.outputs is not None else [])]
     if graph_outputs != [nodes[-1].outputs[0]]:
         raise _fail("model", f"graph outputs {graph_outputs} are not the last op's output")
-    output_name = "logits" if nodes[-1].op == contract.CLASSIFIER_HEAD else "last_hidden_state"
+    output_name = MODEL_OUTPUT_NAMES[nodes[-1].definition.output]
     return dict(zip(INPUT_NAMES, graph_inputs)), {output_name: graph_outputs[0]}
 
 
 def _check_plan(nodes, tensors, graph_inputs, graph_outputs) -> int:
     """Lifetimes (op steps) of every arena buffer; buffers alive together must not overlap, except
     the hidden states, which are one buffer updated in place."""
-    hidden = {n.outputs[0] for n in nodes if n.op != contract.CLASSIFIER_HEAD}
+    hidden = {n.outputs[0] for n in nodes if n.definition.output == CHAINED_VALUE}
     life: dict[object, list[int]] = {}
 
     def touch(index: int, step: int):

@@ -31,6 +31,7 @@ import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.op_def import CHAINED_VALUE, MODEL_OUTPUT_NAMES, Node
 from tflm_mcubert.ops.options import encode_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
@@ -133,18 +134,23 @@ class _GraphBuilder:
         self.operators.append(operator)
 
 
-def _constants(
-    graph: _GraphBuilder, op_name: str, op: str, tensors: dict[str, np.ndarray], runtime: list[int]
-) -> list[int]:
-    """The op's input tensor indices in contract order: run-time ones given, constants created."""
-    indices, runtime = [], list(runtime)
-    for sig in contract.CONTRACTS[op].inputs:
-        if sig.name in tensors:
-            indices.append(graph.constant(f"{op_name}/{sig.name}", tensors[sig.name]))
-        else:
-            indices.append(runtime.pop(0))
-    assert not runtime, "every run-time input has a slot in the contract"
-    return indices
+def _inputs(graph: _GraphBuilder, node: Node, values: dict[str, int]) -> list[int]:
+    """The node's input tensor indices in contract order: run-time ones read from `values`, constants created."""
+    runtime = dict(zip(node.op.runtime_inputs, node.inputs))
+    constants = node.params.tensors()
+    return [
+        values[runtime[sig.name]]
+        if sig.name in runtime
+        else graph.constant(f"{node.name}/{sig.name}", constants[sig.name])
+        for sig in node.op.contract.inputs
+    ]
+
+
+def _output(graph: _GraphBuilder, node: Node) -> int:
+    """The node's output tensor: a chained value gets one tensor per writer, named after it."""
+    value = node.op.output
+    name = f"{node.name}/{value}" if value == CHAINED_VALUE else value
+    return graph.activation(name, np.int8, node.op.output_shape(node.params), value, node.output_quant)
 
 
 def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
@@ -154,38 +160,25 @@ def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
     s, d = model.seq_len, model.hidden
     if plan.seq_len != s or plan.dims.hidden != d:
         raise ValueError(f"plan is for s={plan.seq_len}, d={plan.dims.hidden}; model s={s}, d={d}")
-    for att, ffn in model.layers:
-        if (att.tile, ffn.tile) != (plan.tiles["attention"], plan.tiles["mlp"]):
+    nodes = model.nodes()
+    for node in nodes:
+        if node.op.tiled and node.params.tile != plan.tiles[node.op.kind]:
             raise ValueError("model tiles differ from the plan's")
     graph = _GraphBuilder(plan)
-    ids = graph.activation("input_ids", np.int32, (1, s), "input_ids")
-    mask = graph.activation("attention_mask", np.int8, (1, s), "attention_mask")
-    types = graph.activation("token_type_ids", np.int32, (1, s), "token_type_ids")
-
-    def hidden(name: str, index: int) -> int:
-        return graph.activation(f"{name}/hidden", np.int8, (1, s, d), "hidden", model.hidden_quant[index])
-
-    p = model.embedding
-    inputs = _constants(graph, "embedding", contract.EMBEDDING, p.tensors(), [ids, types])
-    current = hidden("embedding", 0)
-    graph.operator(contract.EMBEDDING, p.options(), inputs, [current, graph.scratch("embedding")])
-    for layer, (att, ffn) in enumerate(model.layers):
-        name = f"layer{layer}.attention"
-        inputs = _constants(graph, name, contract.ATTENTION, att.tensors(), [current, mask])
-        current = hidden(name, 2 * layer + 1)
-        graph.operator(contract.ATTENTION, att.options(), inputs, [current, graph.scratch(name)])
-        name = f"layer{layer}.mlp"
-        inputs = _constants(graph, name, contract.MLP, ffn.tensors(), [current])
-        current = hidden(name, 2 * layer + 2)
-        graph.operator(contract.MLP, ffn.options(), inputs, [current, graph.scratch(name)])
-    outputs = {"last_hidden_state": current}
-    if model.head is not None:
-        head = model.head
-        inputs = _constants(graph, "head", contract.CLASSIFIER_HEAD, head.tensors(), [current])
-        logits = graph.activation("logits", np.int8, (1, head.labels), "logits", model.logits_quant)
-        graph.operator(contract.CLASSIFIER_HEAD, head.options(), inputs, [logits, graph.scratch("head")])
-        outputs = {"logits": logits}
-    return _pack(graph, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, outputs)
+    values = {
+        "input_ids": graph.activation("input_ids", np.int32, (1, s), "input_ids"),
+        "attention_mask": graph.activation("attention_mask", np.int8, (1, s), "attention_mask"),
+        "token_type_ids": graph.activation("token_type_ids", np.int32, (1, s), "token_type_ids"),
+    }
+    inputs = dict(values)
+    for node in nodes:
+        node_inputs = _inputs(graph, node, values)
+        values[node.op.output] = _output(graph, node)
+        graph.operator(
+            node.op.code, node.params.options(), node_inputs, [values[node.op.output], graph.scratch(node.name)]
+        )
+    last = nodes[-1].op.output
+    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]})
 
 
 def offline_plan_buffer(offsets: list[int]) -> np.ndarray:
@@ -250,14 +243,4 @@ class OpBytes:
 
 
 def constant_bytes_by_op(model: QuantizedBert) -> list[OpBytes]:
-    rows = [OpBytes("embedding", contract.EMBEDDING, _nbytes(model.embedding.tensors()))]
-    for layer, (att, ffn) in enumerate(model.layers):
-        rows.append(OpBytes(f"layer{layer}.attention", contract.ATTENTION, _nbytes(att.tensors())))
-        rows.append(OpBytes(f"layer{layer}.mlp", contract.MLP, _nbytes(ffn.tensors())))
-    if model.head is not None:
-        rows.append(OpBytes("head", contract.CLASSIFIER_HEAD, _nbytes(model.head.tensors())))
-    return rows
-
-
-def _nbytes(tensors: dict[str, np.ndarray]) -> int:
-    return sum(int(a.nbytes) for a in tensors.values())
+    return [OpBytes(node.name, node.op.code, node.op.constant_bytes(node.params)) for node in model.nodes()]

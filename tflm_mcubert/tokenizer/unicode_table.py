@@ -21,8 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
+import os
+from pathlib import Path
 from typing import Callable, Iterator
+
+from tokenizers import Tokenizer
 
 from tflm_mcubert.errors import UserError
 
@@ -183,12 +188,6 @@ def table_for(backend_json: str, alphabet: frozenset[str]) -> UnicodeTable:
     """The table of a tokenizer (its JSON) and alphabet. Generating it runs ~1.1 M code points (seconds),
     so it is kept on disk, keyed by what it depends on: the normalizer, the pre-tokenizer and the alphabet
     (the cache is under ~/.cache/tflm_mcubert, or $XDG_CACHE_HOME; TFLM_MCUBERT_NO_CACHE=1 skips it)."""
-    import hashlib
-    import os
-    from pathlib import Path
-
-    from tokenizers import Tokenizer
-
     backend = Tokenizer.from_str(backend_json)
     config = check_bert_tokenizer(backend)
     key = json.dumps([TABLE_CACHE_VERSION, config["normalizer"], config["pre_tokenizer"], sorted(alphabet)])

@@ -3,6 +3,7 @@
     trainer.py   Trainer, stages, run directories that resume, accuracy / predictions
     batches.py   encoded splits -> padded training and evaluation batches
     distill.py   KD objectives and the bert-tiny / bert-mini students made from a teacher
+    workflows.py the `finetune` and `distill` workflows, and the steps the embedding search shares with them
 
-Used by `finetune`, `distill` and the embedding search (compress/), which only adds its own losses.
+The embedding search (compress/) uses the trainer and the workflows' steps, and only adds its own losses.
 """

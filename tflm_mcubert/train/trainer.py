@@ -33,6 +33,7 @@ from typing import Callable
 import keras
 import numpy as np
 import tensorflow as tf
+from tqdm.auto import tqdm
 
 from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch, training_batch
 from tflm_mcubert.train.distill import Objective
@@ -389,8 +390,6 @@ class Trainer:
         return int(meta["step"]), dict(meta["loss_average"]), dict(meta["metrics"])
 
     def _progress_bar(self, name: str, total: int, start: int):
-        from tqdm.auto import tqdm
-
         interactive = sys.stderr.isatty()
         # In a log file, a bar redrawn every 0.1 s would be thousands of lines: redraw every 30 s there.
         return tqdm(

@@ -1,7 +1,9 @@
 """Command line: `python -m tflm_mcubert <command> ...`. Bad input ends in one clear line, never a traceback.
 
-Each command lives next to the stage it drives, as a module with `add_parser(subparsers)` and `run(args)`;
-this file only dispatches, so the pipeline reads from the command list below.
+Each command is a module of this package with `add_parser(subparsers)` and `run(args)`; this file only
+dispatches, so the pipeline reads from the command list below. The command modules are the only top
+layer: they wire the packages together, and no other package imports them. Building the parser imports
+every command module, so a command imports the TensorFlow-backed modules it needs inside its functions.
 """
 
 from __future__ import annotations
@@ -35,13 +37,14 @@ def seed_argument(text: str) -> int:
 
 # In pipeline order.
 COMMAND_MODULES = (
-    "tflm_mcubert.compress.command",
-    "tflm_mcubert.schedule.command",
-    "tflm_mcubert.export.command",
-    "tflm_mcubert.export.boards_command",
-    "tflm_mcubert.tokenizer.command",
-    "tflm_mcubert.evaluate.command",
-    "tflm_mcubert.runtime.command",
+    "tflm_mcubert.cli.train",
+    "tflm_mcubert.cli.search",
+    "tflm_mcubert.cli.plan",
+    "tflm_mcubert.cli.export",
+    "tflm_mcubert.cli.boards",
+    "tflm_mcubert.cli.tokenize",
+    "tflm_mcubert.cli.evaluate",
+    "tflm_mcubert.cli.tflm_check",
 )
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.tokenizer.host import HostTokenizer
 
 
 def add_parser(subparsers) -> list[str]:
@@ -35,8 +36,6 @@ def reference_tokenizer(export_dir: Path, report: dict):
 
 
 def run(args) -> int:
-    from tflm_mcubert.tokenizer.host import HostTokenizer
-
     blob_path = args.export / "model_vocab.bin"
     if not blob_path.is_file():
         raise UserError(

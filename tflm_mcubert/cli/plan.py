@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tflm_mcubert.boards import get_board
+from tflm_mcubert.data.calibration import random_samples
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.files import output_file
+from tflm_mcubert.model.config import BertConfig, preset
+from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
+from tflm_mcubert.schedule.memory import SCHEDULES, model_peak
 
 DEFAULT_SEQ_LENS = tuple(range(32, 513, 32))
 
@@ -57,25 +62,19 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def _config(args):
-    from tflm_mcubert.model.config import BertConfig, preset
-
     if args.checkpoint:
         return BertConfig.from_json_file(Path(args.checkpoint) / "config.json"), args.checkpoint
     return preset(args.preset), args.preset
 
 
 def memory_table(config, seq_lens: list[int], tile: int) -> dict[str, list[int]]:
-    from tflm_mcubert.schedule.memory import SCHEDULES, model_peak
-
     return {name: [model_peak(name, s, config, min(tile, s), min(tile, s)) for s in seq_lens] for name in SCHEDULES}
 
 
 def measure_stock(config, seq_lens: list[int]) -> dict[int, int]:
     """Smallest TFLM arena of the stock int8 export of a seeded random model at each length."""
-    from tflm_mcubert.data.calibration import random_samples
     from tflm_mcubert.export.stock import export_stock
     from tflm_mcubert.model.bert import build_model
-    from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
 
     model = build_model(config, seed=0)
     measured = {}
@@ -115,8 +114,6 @@ def draw(path: Path, title: str, seq_lens, table, budgets: dict[str, int], stock
 
 
 def run(args) -> int:
-    from tflm_mcubert.boards import get_board
-
     seq_lens = _ints(args.seq_lens, "--seq-lens")
     out = output_file(args.out, "--out")
     if args.tile < 1:

@@ -16,6 +16,9 @@ import tempfile
 from pathlib import Path
 
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, human_bytes
+from tflm_mcubert.errors import DoesNotFitError
+from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
+from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.model.config import PRESETS
 
 FIT_PRESETS = ("bert-tiny", "bert-mini")
@@ -33,9 +36,6 @@ def add_parser(subparsers) -> list[str]:
 @functools.lru_cache(maxsize=None)
 def default_flash_bytes(preset: str) -> int:
     """Flash of the default export of `preset` at FLASH_PROBE_SEQ tokens, measured by exporting it."""
-    from tflm_mcubert.errors import DoesNotFitError
-    from tflm_mcubert.export.pipeline import ExportRequest, run_export
-
     largest = max(BOARDS.values(), key=lambda b: b.flash_bytes)
     with tempfile.TemporaryDirectory(prefix="mcubert-boards-") as tmp:
         out = Path(tmp) / "out"
@@ -54,8 +54,6 @@ def flash_bytes_at(preset: str, seq_len: int) -> int:
 
 def longest_sequence(board: Board, preset: str) -> int | None:
     """The longest sequence whose arena and Flash fit `board` (None: not even one token)."""
-    from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
-
     config = PRESETS[preset]
     by_arena = largest_fitting_seq_len(config, config.max_position_embeddings + 1, board.arena_budget(), FIT_LABELS)
     spare = board.flash_budget() - flash_bytes_at(preset, 1)

@@ -15,6 +15,11 @@ import numpy as np
 
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.mcubert_export import arena_of
+from tflm_mcubert.export.tflm_arena import HOST_64
+from tflm_mcubert.runtime.reference import run_reference
+from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmSources, default_environment_dir
+from tflm_mcubert.tflite.mcubert_reader import read_model
 
 DEFAULT_SAMPLES = 3
 GENEROUS_ARENA = 1 << 22  # for the byte-exactness runs; the arena is measured separately
@@ -66,12 +71,6 @@ def _model_path(text: str) -> Path:
 
 
 def run(args) -> int:
-    from tflm_mcubert.export.mcubert_export import arena_of
-    from tflm_mcubert.tflite.mcubert_reader import read_model
-    from tflm_mcubert.export.tflm_arena import HOST_64
-    from tflm_mcubert.runtime.reference import run_reference
-    from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmSources, default_environment_dir
-
     if args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     model_bytes = _model_path(args.model).read_bytes()

@@ -1,11 +1,12 @@
-"""`finetune`, `distill` and `search` as functions (the CLI in `command.py` only parses into these).
+"""The `finetune` and `distill` workflows as functions (the CLI in `cli/train.py` only parses into these), and
+the steps they share with the embedding search (`compress/search.py`).
 
 Each one: loads checkpoints and the task, opens its run directory (OUT/run: settings, cached teacher
 logits, stage checkpoints; see `train.RunDirectory`), trains, evaluates on validation and test, and writes
 a checkpoint to OUT with `metrics.json` next to it.
 
-`distill` and `search` take a `Pruning` (--prune-vocab CORPUS): the model to train loses the pieces the
-corpus does not use (compress/vocab_pruning.py) before training, trains and is evaluated on the pruned
+`distill` and `search` take a `Pruning` (--prune-vocab CORPUS, compress/vocab_pruning.py): the model to
+train loses the pieces the corpus does not use before training, trains and is evaluated on the pruned
 tokenization, and OUT's tokenizer is the pruned one (export then needs no --prune-vocab). The teacher
 keeps its vocabulary and its logits come from its own tokenization of the same examples.
 """
@@ -22,9 +23,12 @@ from typing import Callable
 
 import numpy as np
 
+from tflm_mcubert.data import tasks
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.config import preset as preset_config
+from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
-from tflm_mcubert.compress.nas import SearchJob, SearchOptions, run_search
 from tflm_mcubert.train.trainer import (
     RunDirectory,
     Stage,
@@ -36,7 +40,6 @@ from tflm_mcubert.train.trainer import (
     make_strategy,
     predict_logits,
 )
-from tflm_mcubert.errors import UserError
 
 METRICS_FILE = "metrics.json"
 SPLITS = ("train", "validation", "test")
@@ -68,18 +71,6 @@ class TrainOptions:
     progress: bool = True
 
 
-@dataclasses.dataclass(frozen=True)
-class Pruning:
-    """--prune-vocab CORPUS [--prune-top-n N]: a task name or a text/CSV file (vocab_pruning.corpus_sentences)."""
-
-    corpus: str
-    top_n: int | None = None
-
-    def validate(self) -> None:
-        if self.top_n is not None and self.top_n < 1:
-            raise UserError("--prune-top-n needs a count of 1 or more")
-
-
 @dataclasses.dataclass
 class TaskData:
     splits: dict[str, EncodedSplit]
@@ -98,8 +89,6 @@ def log(message: str) -> None:
 
 
 def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
-    from tflm_mcubert.data import tasks
-
     if opts.max_seq_len < 2:
         raise UserError(f"--max-seq-len must be at least 2, got {opts.max_seq_len}")
     for name in ("max_train_examples", "max_eval_examples"):
@@ -126,8 +115,6 @@ def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
 
 def checkpoint_fingerprint(source: str) -> str:
     """A digest of a checkpoint's config and weight files (what a resumed run must find unchanged)."""
-    from tflm_mcubert.model.hf_import import resolve_checkpoint_dir
-
     ckpt = resolve_checkpoint_dir(source)
     digest = hashlib.sha256()
     for path in sorted(ckpt.iterdir()):
@@ -141,8 +128,6 @@ def checkpoint_fingerprint(source: str) -> str:
 
 def load_classifier(source: str, *, what: str = "--checkpoint"):
     """A checkpoint that must already be a classifier (a fine-tuned teacher or student)."""
-    from tflm_mcubert.model.hf_import import load_checkpoint
-
     loaded = load_checkpoint(source)
     if loaded.model.classifier is None:
         raise UserError(f"{what} {source}: has no classifier; fine-tune it first (the finetune command)")
@@ -207,23 +192,13 @@ def settings_of(command: str, data_opts: DataOptions, train_opts: TrainOptions, 
     return {"command": command, **dataclasses.asdict(data_opts), **train, **extra, "data": data.fingerprint()}
 
 
-def prune_for_training(model, tokenizer, pruning: Pruning | None, what: str):
-    """(model, tokenizer, report): with `pruning`, the model and tokenizer pruned to its corpus (the
-    pruning's report: tokens kept, embedding and blob bytes saved); else unchanged and None."""
-    import tempfile
-
-    from tflm_mcubert.compress.vocab_pruning import prune_to_corpus
-
+def prune_for_training(model, tokenizer, pruning, what: str):
+    """(model, tokenizer, report): with `pruning` (a `compress.vocab_pruning.Pruning`), the model and
+    tokenizer pruned to its corpus (the pruning's report: tokens kept, embedding and blob bytes saved);
+    else unchanged and None."""
     if pruning is None:
         return model, tokenizer, None
-    pruning.validate()
-    if tokenizer is None:
-        raise UserError(f"--prune-vocab: {what} has no tokenizer (vocab.txt or tokenizer.json)")
-    log(f"pruning the vocabulary to the pieces of {pruning.corpus} ...")
-    with tempfile.TemporaryDirectory() as scratch:  # the pruned vocab.txt; the tokenizer keeps it in memory
-        pruned = prune_to_corpus(model, tokenizer, pruning.corpus, Path(scratch), pruning.top_n)
-    log(f"kept {pruned.report['tokens_kept']:,} of {pruned.report['tokens_before']:,} tokens")
-    return pruned.model, pruned.tokenizer, pruned.report
+    return pruning.apply(model, tokenizer, what)
 
 
 def write_metrics(out: Path, metrics: dict, writer: bool) -> None:
@@ -232,7 +207,7 @@ def write_metrics(out: Path, metrics: dict, writer: bool) -> None:
         (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=float) + "\n")
 
 
-def _start(opts: TrainOptions):
+def start(opts: TrainOptions):
     strategy = make_strategy(opts.strategy)
     enable_determinism(opts.seed)
     return strategy, time.monotonic()
@@ -243,16 +218,14 @@ def _start(opts: TrainOptions):
 
 def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, on_step_end=None) -> dict:
     """A checkpoint fine-tuned on the task (labels only): the teacher of the later stages."""
-    from tflm_mcubert.model.hf_import import load_checkpoint, save_checkpoint
-
-    strategy, began = _start(opts)
+    strategy, began = start(opts)
     with strategy.scope():
         loaded = load_checkpoint(checkpoint)
         tokenizer, model = loaded.tokenizer, loaded.model
         data = load_task_data(data_opts, tokenizer, model.config.vocab_size)
         if model.classifier is None:  # a bare encoder (e.g. a sentence-transformers BERT): add a fresh head
             model = model.with_classifier(data.num_labels, seed=opts.seed)
-        _check_labels(model, data, "--checkpoint")
+        check_labels(model, data, "--checkpoint")
         settings = settings_of("finetune", data_opts, opts, data, checkpoint=checkpoint_fingerprint(checkpoint))
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         record = trainer.fit(
@@ -286,20 +259,17 @@ def distill(
     opts: TrainOptions,
     *,
     preset: str,
-    pruning: Pruning | None = None,
+    pruning=None,
     on_step_end=None,
 ) -> dict:
     """A `preset`-shaped student of the teacher (same vocabulary, or the teacher's pruned to
-    `pruning`'s corpus), trained by task KD."""
-    from tflm_mcubert.model.config import preset as preset_config
-    from tflm_mcubert.model.hf_import import save_checkpoint
-
-    strategy, began = _start(opts)
+    `pruning`'s corpus: a `compress.vocab_pruning.Pruning`), trained by task KD."""
+    strategy, began = start(opts)
     shape = preset_config(preset)
     with strategy.scope():
         teacher, teacher_tokenizer = load_classifier(teacher_source, what="--teacher")
         teacher_data = load_task_data(data_opts, teacher_tokenizer, teacher.config.vocab_size)
-        _check_labels(teacher, teacher_data, "--teacher")
+        check_labels(teacher, teacher_data, "--teacher")
         objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature)
         if opts.hidden_kd:
             raise UserError("distill: hidden-state KD needs equal widths; the student is narrower (use --hidden-kd 0)")
@@ -345,169 +315,6 @@ def distill(
     return metrics
 
 
-def search(
-    checkpoint: str,
-    out: Path,
-    data_opts: DataOptions,
-    opts: TrainOptions,
-    search_opts: SearchOptions,
-    *,
-    teacher_source: str | None = None,
-    pruning: Pruning | None = None,
-    on_step_end=None,
-) -> dict:
-    """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
-    write the compressed checkpoint (permuted vocabulary) to `out`. With `pruning`, the classifier's
-    vocabulary is first pruned to its corpus: the search sees only the kept tokens (a pruned token needs
-    no row in any cluster, and the embedding budget counts kept rows only)."""
-    strategy, began = _start(opts)
-    teacher_source = teacher_source or checkpoint
-    with strategy.scope():
-        model, tokenizer, data, teacher_data, pruned = _search_model_and_data(
-            checkpoint, data_opts, opts, search_opts, pruning
-        )
-        config = model.config
-        teacher, objective = _search_teacher(teacher_source, model, data, opts)
-        teacher_fp = checkpoint_fingerprint(teacher_source)
-        settings = settings_of(
-            "search",
-            data_opts,
-            opts,
-            data,
-            checkpoint=checkpoint_fingerprint(checkpoint),
-            teacher=teacher_fp,
-            search=dataclasses.asdict(search_opts),
-            **({} if pruning is None else {"prune": dataclasses.asdict(pruning)}),
-        )
-        run, trainer = open_run(out, settings, opts, strategy, on_step_end)
-        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size)
-        uncompressed = evaluate(model, data, opts.batch_size)
-        job = SearchJob(
-            trainer,
-            strategy,
-            model,
-            data.splits["train"],
-            objective,
-            logits["train"] if objective.uses_teacher_logits else None,
-            opts.batch_size,
-            validation=data.splits["validation"],
-        )
-        outcome = run_search(job, search_opts)
-    permutation = outcome.embedding.permutation
-    remap = (lambda split: split) if permutation is None else (lambda split: split.remapped(permutation))
-    predictions = {}
-    scores = evaluate(outcome.model, data, opts.batch_size, remap, predictions)
-    metrics = _search_metrics(
-        checkpoint, teacher_source, search_opts, config, outcome, scores, uncompressed, predictions, data
-    )
-    metrics.update(
-        {f"teacher_{s}_accuracy": accuracy(logits[s], teacher_data.splits[s]) for s in ("validation", "test")},
-        **({} if pruned is None else {"vocab_pruning": pruned}),
-        seconds=round(time.monotonic() - began, 1),
-    )
-    if run.writer:
-        _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)
-    write_metrics(out, metrics, run.writer)
-    return metrics
-
-
-def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, scores, uncompressed, predictions, data):
-    """metrics.json of a search: accuracies, the embedding's size in parameters and bytes, the search's
-    per-stage details and the per-example predictions."""
-    description = outcome.embedding.describe(search_opts.storage_bits)
-    dense = config.vocab_size * config.hidden_size
-    return {
-        "command": "search",
-        "checkpoint": checkpoint,
-        "teacher": teacher_source,
-        "mode": search_opts.mode,
-        **scores,
-        "embedding_params": description["params"],
-        "dense_embedding_params": dense,
-        "embedding_fraction": description["params"] / dense,
-        "embedding_bytes": description["bytes"],  # as the export stores it, rows at embedding_storage_bits
-        "embedding_storage_bits": description["storage_bits"],
-        # the accuracies' word tables: "float", or fake-quantized as stored at these bits (`--embedding-bits`)
-        "accuracy_tables": search_opts.embedding_bits or "float",
-        "int8_embedding_bytes": outcome.embedding.stored_bytes(8),
-        "target_embedding_params": search_opts.target_params,
-        "target_embedding_bytes": search_opts.target_bytes,
-        **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
-        "model_params": outcome.model.count_params(),
-        "details": outcome.details,
-        "stages": [r.to_dict() for r in outcome.records],
-        "predictions": predictions,
-        "labels": {s: data.splits[s].labels.astype(int).tolist() for s in ("validation", "test")},
-    }
-
-
-def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, pruning):
-    """(model, tokenizer, data, teacher's data, pruning report): the classifier to compress, pruned when
-    asked, its task data, and the unpruned checkpoint's tokenization of the same examples (the teacher's)."""
-    model, full_tokenizer = load_classifier(checkpoint)
-    full_vocab_size = model.config.vocab_size
-    if pruning is not None and opts.hidden_kd:
-        raise UserError("--prune-vocab with --hidden-kd: the teacher's hidden states follow its own tokenization")
-    model, tokenizer, pruned = prune_for_training(model, full_tokenizer, pruning, "--checkpoint")
-    config = model.config
-    search_opts.validate(config.vocab_size, config.hidden_size)
-    if tokenizer is not None and len(tokenizer) != config.vocab_size:
-        raise UserError(
-            f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} tokens and config.json "
-            f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id"
-        )
-    data = load_task_data(data_opts, tokenizer, config.vocab_size)
-    _check_labels(model, data, "--checkpoint")
-    teacher_data = data if pruned is None else load_task_data(data_opts, full_tokenizer, full_vocab_size)
-    return model, tokenizer, data, teacher_data, pruned
-
-
-def _search_teacher(teacher_source: str, model, data: TaskData, opts: TrainOptions):
-    """(teacher, KD objective). The teacher is the uncompressed model itself by default (the paper's
-    "trained full model"): a separate frozen copy, as the searched model's weights move."""
-    teacher, _ = load_classifier(teacher_source, what="--teacher")
-    _check_labels(teacher, data, "--teacher")
-    if opts.hidden_kd and teacher.config.hidden_size != model.config.hidden_size:
-        raise UserError(
-            f"--hidden-kd needs a teacher as wide as the model ({model.config.hidden_size}); "
-            f"--teacher has {teacher.config.hidden_size}"
-        )
-    objective = Objective(
-        kd_weight=opts.kd_weight,
-        temperature=opts.temperature,
-        hidden_weight=opts.hidden_kd,
-        hidden_teacher=teacher if opts.hidden_kd else None,
-    )
-    return teacher, objective
-
-
-def _save_compressed(outcome, tokenizer, vocab_size: int, search_opts: SearchOptions, metrics: dict, out: Path):
-    """The compressed checkpoint: model, permuted tokenizer and the compression block."""
-    from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
-    from tflm_mcubert.model.hf_import import save_checkpoint
-
-    permutation = outcome.embedding.permutation
-    permuted = write_permuted_tokenizer(
-        tokenizer, permutation if permutation is not None else np.arange(vocab_size), out
-    )
-    info = {
-        "mode": search_opts.mode,
-        "search": dataclasses.asdict(search_opts),
-        "details": outcome.details,
-        "metrics": {
-            k: metrics[k]
-            for k in (
-                "validation_accuracy",
-                "test_accuracy",
-                "embedding_params",
-                "embedding_bytes",
-                "embedding_fraction",
-            )
-        },
-    }
-    save_checkpoint(outcome.model, out, permuted, compression_info=info)
-
-
-def _check_labels(model, data: TaskData, what: str) -> None:
+def check_labels(model, data: TaskData, what: str) -> None:
     if model.config.num_labels != data.num_labels:
         raise UserError(f"{what}: its classifier has {model.config.num_labels} labels, the task {data.num_labels}")

@@ -24,9 +24,18 @@ from pathlib import Path
 import numpy as np
 
 from tflm_mcubert.cli import seed_argument
+from tflm_mcubert.data.calibration import Calibration, evaluation_sentences, random_samples, read_sentences
+from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, load_task
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.mcubert_export import default_compression
+from tflm_mcubert.export.pipeline import load_model
 from tflm_mcubert.files import output_directory, output_file
 from tflm_mcubert.model.config import check_seq_len
+from tflm_mcubert.model.pooling import mean_pool
+from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
+from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_forward
+from tflm_mcubert.quantize.qat import QatSettings, distill
+from tflm_mcubert.runtime.tflm_runner import TflmRunner
 
 DEFAULT_SAMPLES = 200
 
@@ -75,15 +84,11 @@ def add_parser(subparsers) -> list[str]:
 def _texts(args, tokenizer):
     """(texts or pairs, labels or None, source description)."""
     if args.task:
-        from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, load_task
-
         test = load_task(args.task, seed=args.seed)["test"]
         rows = test.select(range(min(args.samples, len(test))))
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
         texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
         return texts, np.asarray(rows["label"]), f"{args.task} test split ({len(texts)} rows)"
-    from tflm_mcubert.data.calibration import evaluation_sentences, read_sentences
-
     texts = read_sentences(args.text) if args.text else evaluation_sentences()
     return (
         texts[: args.samples],
@@ -94,8 +99,6 @@ def _texts(args, tokenizer):
 
 def _tokenize(tokenizer, texts, seq_len: int, vocab_size: int, seed: int) -> list[dict]:
     if tokenizer is None:
-        from tflm_mcubert.data.calibration import random_samples
-
         return random_samples(vocab_size, seq_len, len(texts), seed=seed + 1)
     samples = []
     for text in texts:
@@ -157,12 +160,6 @@ def run(args) -> int:
 
 
 def _load_models(args) -> _Models:
-    from tflm_mcubert.data.calibration import Calibration
-    from tflm_mcubert.export.mcubert_export import default_compression
-    from tflm_mcubert.export.pipeline import load_model
-    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
-    from tflm_mcubert.quantize.float_model import FloatBert
-
     model, tokenizer, source = load_model(
         args.checkpoint, preset_name=args.preset, num_labels=args.num_labels, seed=args.seed
     )
@@ -196,7 +193,6 @@ def _load_models(args) -> _Models:
     stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
-        from tflm_mcubert.runtime.tflm_runner import TflmRunner
 
         stock = export_stock(dense_model, seq_len=args.seq_len, precision="int8", calibration=calibration)
         stock_runner = TflmRunner(stock)
@@ -209,10 +205,6 @@ def _quantized_name(bits: int) -> str:
 
 def _fine_tuned(model, inputs, ranges, settings, args):
     """The quantized model after export's KD quantization-aware fine-tune (quantize/qat.py), calibrated again."""
-    from tflm_mcubert.quantize.calibrate import calibrate
-    from tflm_mcubert.quantize.float_model import FloatBert
-    from tflm_mcubert.quantize.qat import QatSettings, distill
-
     samples = [
         {
             "input_ids": x.input_ids[None],
@@ -229,9 +221,6 @@ def _fine_tuned(model, inputs, ranges, settings, args):
 
 def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> tuple[dict, dict]:
     """Per model: mean-pooled cosine against float ("int8", "int4", "stock") and argmax predictions."""
-    from tflm_mcubert.model.pooling import mean_pool
-    from tflm_mcubert.quantize.calibrate import model_inputs
-
     scores: dict[str, list] = {name: [] for name in (*models.quantized, "stock")}
     predictions: dict[str, list] = {name: [] for name in ("float", *models.quantized, "stock")}
     first = next(iter(models.quantized))  # the one --dump traces
@@ -302,8 +291,6 @@ def _summarize(results: dict, scores: dict, predictions: dict, labels) -> None:
 
 def _traced_float(float_model, x, layers: dict) -> dict:
     """The float forward, keeping every op's output under the int8 trace's names."""
-    from tflm_mcubert.quantize.float_model import attention_forward, mlp_forward
-
     ignore = lambda name, values: None  # noqa: E731
     h = float_model.embedding.forward(x.input_ids, x.token_type_ids)
     layers["embedding"] = h

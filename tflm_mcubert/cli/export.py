@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
+from tflm_mcubert.boards import BOARDS, custom_board, get_board, parse_size
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES, ExportRequest, run_export
 
 
 def add_board_args(parser: argparse.ArgumentParser) -> None:
-    from tflm_mcubert.boards import BOARDS
-
     group = parser.add_argument_group("target")
     group.add_argument("--board", default=None, help=f"one of {', '.join(BOARDS)} (default nucleo-f746zg)")
     group.add_argument("--sram", help="any other MCU: its largest contiguous SRAM region, e.g. 512KB")
@@ -21,8 +22,6 @@ def add_board_args(parser: argparse.ArgumentParser) -> None:
 
 
 def board_from_args(args):
-    from tflm_mcubert.boards import custom_board, get_board
-
     if args.sram or args.flash:
         if args.board:
             raise UserError("give either --board or --sram/--flash, not both")
@@ -34,8 +33,6 @@ def board_from_args(args):
 
 def add_parser(subparsers) -> list[str]:
     # Long: one add_argument per export option, in --help order.
-    from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES
-
     export = subparsers.add_parser("export", help="checkpoint → .tflite + C array + report.json")
     export.add_argument(
         "--checkpoint",
@@ -118,9 +115,7 @@ def add_parser(subparsers) -> list[str]:
 
 def trained_storage_bits(checkpoint) -> int | None:
     """The word-table width a compressed checkpoint's fine-tune trained for (`search --embedding-bits`), if any."""
-    import json
-
-    from tflm_mcubert.model.hf_import import COMPRESSION_KEY
+    from tflm_mcubert.model.hf_import import COMPRESSION_KEY  # hf_import loads Keras
 
     config = Path(checkpoint) / "config.json" if checkpoint else None
     if config is None or not config.is_file():
@@ -143,9 +138,6 @@ def _embedding_bits(args) -> int:
 
 
 def run(args) -> int:
-    from tflm_mcubert.boards import parse_size
-    from tflm_mcubert.export.pipeline import ExportRequest, run_export
-
     request = ExportRequest(
         out_dir=Path(args.out),
         board=board_from_args(args),

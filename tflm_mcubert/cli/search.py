@@ -1,0 +1,203 @@
+"""`search`: compress the word embedding of a fine-tuned classifier (MCUBERT's two-stage NAS, its ablations
+and baselines) and KD fine-tune it, on `finetune`/`distill`'s data, training and run options (cli/train.py).
+
+    search --checkpoint student/ --task T --out compressed/   compressed embedding (MCUBERT NAS), KD
+
+Prints its validation and test accuracy and the embedding's size at the end, one `name value` pair a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from tflm_mcubert.cli.train import add_training_arguments, print_metrics, pruning_from_args, training_options
+from tflm_mcubert.files import output_directory
+
+
+def parse_count(text: str) -> int:
+    """A parameter (or byte) count: 307000, 307_000, 307k or 0.307M."""
+    match = re.fullmatch(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([kKmM]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a parameter count (e.g. 307000, 307k, 0.307M)")
+    value = (
+        float(match.group(1).replace("_", "").replace(",", "")) * {"": 1, "k": 1e3, "m": 1e6}[match.group(2).lower()]
+    )
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a parameter count must be positive")
+    return int(round(value))
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
+def _add_exact_search_arguments(parser) -> None:
+    """The exact two-stage search's own options: rare tokens, Stage 1's start and how the budget is held."""
+    from tflm_mcubert.compress.budget_control import BUDGET_CONTROLS
+    from tflm_mcubert.compress.nas import STAGE1_STARTS
+
+    parser.add_argument(
+        "--min-count",
+        type=int,
+        default=3,
+        help="exact search: tokens seen fewer times in training follow their frequency cluster (default 3)",
+    )
+    parser.add_argument(
+        "--stage1-start",
+        default="paper",
+        choices=STAGE1_STARTS,
+        help="exact search with a budget: Stage 1 starts from the paper's adaptive shape (ranks d/4^i; "
+        "default), then demoted and cut to the budget, or from adaptive embedding scaled to the budget",
+    )
+    parser.add_argument(
+        "--budget-control",
+        default="multiplicative",
+        choices=BUDGET_CONTROLS,
+        help="exact search with a budget: multiplicative (default): a size penalty whose λ follows the hard "
+        "size; projected: no size penalty, every step's hard choice is the best one within the budget (moves "
+        "are trades; α starts closer to its alternatives; use with --stage1-start budget)",
+    )
+    parser.add_argument(
+        "--alpha-margin",
+        type=float,
+        help="exact search: how far above the others a token's start-cluster logit starts, i.e. how much task "
+        "evidence a move needs (default 0.25; 0.01 with --budget-control projected)",
+    )
+
+
+def add_parser(subparsers) -> list[str]:
+    from tflm_mcubert.compress.nas import MODES
+
+    search = subparsers.add_parser("search", help="fine-tuned classifier + task → compressed embedding checkpoint")
+    search.add_argument("--checkpoint", required=True, help="fine-tuned classifier to compress")
+    search.add_argument("--teacher", help="KD teacher (default: --checkpoint itself, uncompressed)")
+    search.add_argument(
+        "--mode",
+        default="two-stage",
+        choices=MODES,
+        help="two-stage (MCUBERT), its ablations one-stage / ratio-then-clustering / clustering-only, "
+        "or the baselines adaptive / svd / fwsvd",
+    )
+    search.add_argument(
+        "--relaxation",
+        default="exact",
+        choices=("exact", "soft"),
+        help="exact (default): train only deployable architectures (hard choices, straight-through "
+        "gradients); soft: the paper's relaxation, argmax/threshold at the end (two-stage, clustering-only)",
+    )
+    _add_exact_search_arguments(search)
+    search.add_argument(
+        "--lr-schedule",
+        default="warmup-linear",
+        choices=("warmup-linear", "constant", "whole-run"),
+        help="the weights' learning rate: constant in the search stages, then the fine-tune's 6%% warm-up and "
+        "linear decay (default); constant (the paper's); whole-run: one 6%% warm-up and linear decay over the "
+        "search stages and the fine-tune together",
+    )
+    search.add_argument(
+        "--no-equal-steps",
+        dest="equal_steps",
+        action="store_false",
+        help="baselines fine-tune only --finetune-epochs (default: also the two search stages' epochs)",
+    )
+    search.add_argument("--clusters", type=int, default=4, help="number of clusters c (default 4)")
+    search.add_argument("--div", type=float, default=4.0, help="Stage 1's fixed ranks d/div^i (default 4)")
+    _add_budget_arguments(search)
+    search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")
+    search.add_argument("--arch-lr", type=float, default=1e-3, help="learning rate of α and β (default 1e-3)")
+    search.add_argument("--beta-threshold", type=float, default=0.5, help="β*: singular values with β > β* are kept")
+    search.add_argument(
+        "--hidden-kd",
+        type=float,
+        default=0.0,
+        help="weight of last-hidden-state KD (teacher of the same width; default 0)",
+    )
+    search.add_argument(
+        "--cutoffs",
+        type=int_list,
+        help="adaptive: cluster cut-offs (default 1000,4000,10000 for a 30522-token vocabulary, scaled otherwise; "
+        "or scaled to --target-embedding-params)",
+    )
+    search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
+    add_training_arguments(search, "search")
+    return ["search"]
+
+
+def _add_budget_arguments(search) -> None:
+    """The size the search aims at: a penalty λ, or a budget in parameters or in bytes."""
+    budget = search.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--lambda",
+        dest="lambda_",
+        type=float,
+        help="size penalty λ: loss worth removing the whole table (the size is counted as a "
+        "fraction of the dense v·d table, so λ does not depend on the model)",
+    )
+    budget.add_argument(
+        "--target-embedding-params",
+        type=parse_count,
+        help="embedding budget, e.g. 307k: λ is adjusted during the search and the result projected onto the "
+        "budget; --mode adaptive: Baevski & Auli's cut-offs and ranks scaled by one factor, the largest that fits",
+    )
+    budget.add_argument(
+        "--target-embedding-bytes",
+        type=parse_count,
+        help="embedding budget in Flash bytes as the export stores the word embedding (rows at --embedding-bits, "
+        "int8 by default; Vᵀ, per-channel requantization, cluster table), e.g. 160k: Stage 1 runs at a parameter "
+        "budget, Stage 2 and the final fit count the bytes; --mode adaptive: scaled as for --target-embedding-params",
+    )
+    search.add_argument(
+        "--embedding-bits",
+        type=int,
+        choices=(8, 4),
+        help="storage of the word tables (export --embedding-bits): byte budgets count it, and the fine-tune "
+        "trains and reports the tables as stored (straight-through fake quantization); default: float tables, "
+        "byte budgets at int8",
+    )
+
+
+def run(args) -> int:
+    from tflm_mcubert.compress.nas import SearchOptions
+    from tflm_mcubert.compress.search import search as search_workflow
+
+    data, train = training_options(args, "search")
+    pruning = pruning_from_args(args)
+    out = output_directory(args.out)
+    search = SearchOptions(
+        mode=args.mode,
+        num_clusters=args.clusters,
+        div=args.div,
+        lambda_=args.lambda_,
+        target_params=args.target_embedding_params,
+        target_bytes=args.target_embedding_bytes,
+        embedding_bits=args.embedding_bits,
+        epochs=args.epochs,
+        finetune_epochs=args.finetune_epochs,
+        lr=args.lr,
+        arch_lr=args.arch_lr,
+        beta_threshold=args.beta_threshold,
+        cutoffs=args.cutoffs,
+        ranks=args.ranks,
+        relaxation=args.relaxation,
+        min_count=args.min_count,
+        stage1_start=args.stage1_start,
+        lr_schedule=args.lr_schedule,
+        equal_steps=args.equal_steps,
+        budget_control=args.budget_control,
+        alpha_margin=args.alpha_margin,
+    )
+    metrics = search_workflow(args.checkpoint, out, data, train, search, teacher_source=args.teacher, pruning=pruning)
+    shown = (
+        "validation_accuracy",
+        "test_accuracy",
+        "uncompressed_validation_accuracy",
+        "uncompressed_test_accuracy",
+        "embedding_params",
+        "embedding_bytes",
+        "embedding_fraction",
+    )
+    return print_metrics(metrics, shown, out)

@@ -1,0 +1,172 @@
+"""`finetune`, `distill` (and `search`, cli/search.py, which shares their options): the compression half of
+the pipeline, from a BERT checkpoint to the compressed checkpoint that `export` takes.
+
+    finetune --checkpoint BERT --task T --out teacher/          a fine-tuned classifier (the teacher)
+    distill  --teacher teacher/ --task T --out student/         a bert-tiny/-mini student, task KD
+    search   --checkpoint student/ --task T --out compressed/   compressed embedding (MCUBERT NAS), KD
+
+distill and search take --prune-vocab CORPUS [--prune-top-n N]: they train with the vocabulary pruned to
+the corpus's pieces and write the pruned tokenizer (compress/vocab_pruning.py).
+
+Each prints its validation and test accuracy at the end, one `name value` pair a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tflm_mcubert.cli import seed_argument
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.files import output_directory
+
+DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
+DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
+DEFAULT_KD = {"distill": 1.0, "search": 0.9}
+
+
+def add_training_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The data, training and run options `finetune`, `distill` and `search` share."""
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--task",
+        required=True,
+        help="rotten_tomatoes, sst2, mrpc, qqp, mnli, or a local .csv/.tsv/.jsonl file or directory of them",
+    )
+    data.add_argument("--text-column", default="text", help="local files: the text column (default text)")
+    data.add_argument("--text-pair-column", help="local files: the second text of sentence-pair tasks")
+    data.add_argument("--label-column", default="label", help="local files: the label column (default label)")
+    data.add_argument("--max-seq-len", type=int, default=128, help="truncate to this many tokens (default 128)")
+    data.add_argument("--max-train-examples", type=int, help="use only this many training examples (quick runs)")
+    data.add_argument("--max-eval-examples", type=int, help="use only this many validation and test examples")
+    train = parser.add_argument_group("training")
+    train.add_argument(
+        "--epochs",
+        type=float,
+        default=DEFAULT_EPOCHS[command],
+        help=f"default {DEFAULT_EPOCHS[command]:g}" + (" per search stage" if command == "search" else ""),
+    )
+    train.add_argument("--batch-size", type=int, default=32, help="default 32")
+    train.add_argument(
+        "--lr",
+        type=float,
+        default=DEFAULT_LR[command],
+        help=f"AdamW learning rate, no weight decay (default {DEFAULT_LR[command]:g})",
+    )
+    train.add_argument("--seed", type=seed_argument, default=0)
+    if command in DEFAULT_KD:
+        train.add_argument(
+            "--kd-weight",
+            type=float,
+            default=DEFAULT_KD[command],
+            help=f"weight of the logits KD loss; labels get 1 - it (default {DEFAULT_KD[command]:g})",
+        )
+        train.add_argument("--temperature", type=float, default=2.0, help="KD temperature (default 2)")
+    if command in ("distill", "search"):
+        data.add_argument(
+            "--prune-vocab",
+            metavar="CORPUS",
+            help="train with the vocabulary pruned to the pieces CORPUS uses (a task's training split, e.g. "
+            "rotten_tomatoes, or a text file): special tokens and single characters are kept, the rest map to "
+            "[UNK] and need no embedding row; OUT's tokenizer is the pruned one",
+        )
+        data.add_argument("--prune-top-n", type=int, help="with --prune-vocab: keep only its N most frequent pieces")
+    run = parser.add_argument_group("run")
+    run.add_argument(
+        "--out", required=True, help="output checkpoint directory (its run/ subdirectory holds the training state)"
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out (its settings and data must be unchanged)",
+    )
+    run.add_argument("--checkpoint-every", type=int, default=200, help="steps between checkpoints (default 200)")
+    run.add_argument(
+        "--strategy",
+        default="default",
+        choices=("default", "mirrored", "multiworker"),
+        help="tf.distribute strategy (multiworker reads TF_CONFIG)",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_parser(subparsers) -> list[str]:
+    finetune = subparsers.add_parser("finetune", help="checkpoint + task → fine-tuned classifier (the teacher)")
+    finetune.add_argument("--checkpoint", required=True, help="Hugging Face BERT checkpoint (directory or hub id)")
+    add_training_arguments(finetune, "finetune")
+
+    distill = subparsers.add_parser("distill", help="teacher + task → bert-tiny/bert-mini student (task KD)")
+    distill.add_argument("--teacher", required=True, help="fine-tuned classifier checkpoint (from finetune)")
+    distill.add_argument("--preset", default="bert-tiny", help="student shape: bert-tiny (default) or bert-mini")
+    add_training_arguments(distill, "distill")
+
+    return ["finetune", "distill"]
+
+
+def training_options(args, command: str):
+    from tflm_mcubert.train.workflows import DataOptions, TrainOptions
+
+    data = DataOptions(
+        task=args.task,
+        text_column=args.text_column,
+        text_pair_column=args.text_pair_column,
+        label_column=args.label_column,
+        max_seq_len=args.max_seq_len,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+    )
+    train = TrainOptions(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        kd_weight=getattr(args, "kd_weight", 0.0),
+        temperature=getattr(args, "temperature", 2.0),
+        hidden_kd=getattr(args, "hidden_kd", 0.0),
+        checkpoint_every=args.checkpoint_every,
+        strategy=args.strategy,
+        resume=args.resume,
+        progress=not args.quiet,
+    )
+    if train.epochs <= 0 or train.lr <= 0:
+        raise UserError(f"{command}: --epochs and --lr must be positive")
+    return data, train
+
+
+def pruning_from_args(args):
+    from tflm_mcubert.compress.vocab_pruning import Pruning
+
+    corpus, top_n = getattr(args, "prune_vocab", None), getattr(args, "prune_top_n", None)
+    if top_n is not None and not corpus:
+        raise UserError("--prune-top-n needs --prune-vocab CORPUS")
+    if corpus is None:
+        return None
+    pruning = Pruning(corpus, top_n)
+    pruning.validate()
+    return pruning
+
+
+def run(args) -> int:
+    from tflm_mcubert.train import workflows
+
+    data, train = training_options(args, args.command)
+    pruning = pruning_from_args(args)
+    out = output_directory(args.out)
+    if args.command == "finetune":
+        metrics = workflows.finetune(args.checkpoint, out, data, train)
+        shown = ("validation_accuracy", "test_accuracy")
+    else:
+        metrics = workflows.distill(args.teacher, out, data, train, preset=args.preset, pruning=pruning)
+        shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
+    return print_metrics(metrics, shown, out)
+
+
+def print_metrics(metrics: dict, shown: tuple[str, ...], out) -> int:
+    """The figures a training command prints at its end, one `name value` pair a line, then `out OUT`."""
+    if "vocab_pruning" in metrics:
+        shown += ("tokens_kept",)
+        metrics = {**metrics, "tokens_kept": metrics["vocab_pruning"]["tokens_kept"]}
+    for key in shown:
+        value = metrics[key]
+        print(f"{key} {value:.6f}" if isinstance(value, float) else f"{key} {value}")
+    print(f"out {out}")
+    return 0
