@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -51,15 +50,11 @@ def token_ids(out_dir: Path, seq_len: int, count: int) -> list[np.ndarray]:
 
 
 def emulator(core: str, build: Path):
+    from tflm_mcubert.measure import kernel_build
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
 
-    subprocess.run(
-        ["make", "-s", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "emu", f"CPU={core}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return ArmEmulator(build / core / "mcubert_emu.elf", core)
+    image = kernel_build.build(kernel_build.Variant(core), build, "mcubert_emu").image("mcubert_emu")
+    return ArmEmulator(image, core)
 
 
 def instructions(emu, params, sequences: list[np.ndarray]) -> list[int]:

@@ -45,6 +45,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,17 +95,13 @@ WITHIN = 0.05  # "within 5% of the best"
 
 def build_images(build: Path, cpus=CPUS, cores=()) -> dict[str, Path]:
     """The emulator images: with the baselines for `cpus`, the library alone for `cores`."""
+    from tflm_mcubert.measure import kernel_build
+
     images = {}
-    for cpu, target, image in [(c, "baselines", "mcubert_baselines_emu.elf") for c in cpus] + [
-        (c, "emu", "mcubert_emu.elf") for c in cores if c not in cpus
+    for cpu, target in [(c, "mcubert_baselines_emu") for c in cpus] + [
+        (c, "mcubert_emu") for c in cores if c not in cpus
     ]:
-        subprocess.run(
-            ["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", target, f"CPU={cpu}"],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        images[cpu] = build / cpu / image
+        images[cpu] = kernel_build.build(kernel_build.Variant(cpu), build, target).image(target)
     return images
 
 
@@ -567,6 +564,7 @@ def tile_sweep(results: dict, model: str, s: int) -> dict:
 def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     """Ours at git revision `rev` (custom_ops as committed there), for the before/after table."""
     import re
+    from tflm_mcubert.measure import kernel_build
     from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel
 
     out = []
@@ -579,13 +577,15 @@ def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         header = (tree / "custom_ops/include/mcubert/mcubert_ops.h").read_text()
         old_hash = int(re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", header).group(1), 16)
+        # The sources as committed at `rev`, built by today's build description (revisions before it
+        # had a Makefile with the same flags).
+        shutil.rmtree(tree / "custom_ops" / "cmake", ignore_errors=True)
+        shutil.copyfile(ROOT / "custom_ops" / "CMakeLists.txt", tree / "custom_ops" / "CMakeLists.txt")
+        shutil.copytree(ROOT / "custom_ops" / "cmake", tree / "custom_ops" / "cmake")
         for cpu in cpus:
-            subprocess.run(
-                ["make", "-C", str(tree / "custom_ops"), f"BUILD={tmp}/build", "-j2", "emu", f"CPU={cpu}"],
-                check=True,
-                capture_output=True,
-            )
-            emu = ArmEmulator(Path(tmp) / "build" / cpu / "mcubert_emu.elf", cpu)
+            old = kernel_build.Variant(cpu)
+            built = kernel_build.build(old, Path(tmp) / "build", "mcubert_emu", source=tree / "custom_ops")
+            emu = ArmEmulator(built.image("mcubert_emu"), cpu)
             for model in models:
                 ap, mp, xq = layer_params(model, seq)
                 for kind, params in (("attention", ap), ("mlp", mp)):

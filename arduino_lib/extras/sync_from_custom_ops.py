@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
 """Generate the Arduino library's sources (arduino_lib/src/) from custom_ops/, the one source of truth.
 
-    python arduino_lib/extras/sync_from_custom_ops.py            write arduino_lib/src/ (and the example's test vector)
-    python arduino_lib/extras/sync_from_custom_ops.py --check    exit 1, listing every file that is missing, extra or
-                                                different, if the library is out of sync
+    python arduino_lib/extras/sync_from_custom_ops.py          write arduino_lib/src/ (and the examples' generated
+                                                              files)
+    python arduino_lib/extras/sync_from_custom_ops.py --check  exit 1, listing every file that is missing, extra or
+                                                              different, if the library is out of date
+    ... --lib DIR                                             generate into a copy of arduino_lib/ elsewhere
+
+arduino_lib/src/ is not in git (.gitignore): run this script before using or vendoring the library, as
+mbed_app/ has its copies made by its own script. The code is tflm_mcubert/export/arduino_library.py's,
+the same that writes `export --bundle arduino`'s per-model library; CI generates the library into a
+temporary folder and compile-checks it (tests/firmware/test_arduino_lib.py). The examples' two generated
+files (the test vector and the BERT sketch) stay committed so that the example folders are sketches.
 
 Layout (Arduino library specification 1.5, recursive `src/`: the Arduino build compiles every
 .c/.cpp/.S under src/ and puts src/ on the include path):

@@ -1,7 +1,7 @@
 """`export --bundle arduino`: OUT/<model>_mcubert.zip is an Arduino library (specification 1.5) that
 "Add .ZIP Library" takes — one top folder with library.properties, src/ (the kernels and binding as
-the committed arduino_lib/ has them, plus this model's files as .cpp/.h) and examples/<name>/<name>.ino
-— and its sources compile for the Nano 33 BLE's Cortex-M4F and for Cortex-M7."""
+arduino_lib/extras/sync_from_custom_ops.py generates them, plus this model's files as .cpp/.h) and
+examples/<name>/<name>.ino — and its sources compile for the Nano 33 BLE's Cortex-M4F and for Cortex-M7."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from tflm_mcubert.cli import main
 from tflm_mcubert.kernel_sources import custom_ops_dir
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLCHAIN = REPO / "examples" / "baremetal" / "cmake" / "arm-none-eabi.cmake"
+TOOLCHAIN = REPO / "custom_ops" / "cmake" / "arm-none-eabi.cmake"
 ARM_FLAGS = {
     "cortex-m7": "-mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16",
     "cortex-m0plus": "-mcpu=cortex-m0plus -mthumb -mfloat-abi=soft",

@@ -54,11 +54,11 @@ def test_the_blob_tokenizes_as_the_exports_own_tokenizer(checkpoint, tmp_path, s
     assert f"format version {vocab_blob.VERSION}, {len(blob):,} B of Flash" in guide
     assert ("mcubert::TextInput" in guide) == (schedule == "mcubert")
     cost = report["tokenizer"]["cost"]  # measured on the board's core when the emulator can be built
-    if shutil.which("arm-none-eabi-gcc") and importlib.util.find_spec("unicorn"):
+    if shutil.which("arm-none-eabi-gcc") and shutil.which("cmake") and importlib.util.find_spec("unicorn"):
         assert cost["core"] == "cortex-m7" and cost["tokens"] == 16 and 1_000 < cost["instructions"] < 200_000
         assert cost["stack_bytes"] <= 1024
     else:
-        assert cost["instructions"] is None and "not measured" in cost["note"]
+        assert cost["instructions"] is None and cost["measured"] is False and "not measured" in cost["note"]
     # the ids the model takes: the permuted tokenizer's when the export wrote one, else the checkpoint's
     tokenizer_dir = out / "tokenizer" if (out / "tokenizer").is_dir() else checkpoint
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
@@ -66,6 +66,16 @@ def test_the_blob_tokenizes_as_the_exports_own_tokenizer(checkpoint, tmp_path, s
     for text in SENTENCES:
         encoded = reference.encode(spec, text, 16)
         assert list(encoded.ids[: encoded.valid]) == tokenizer(text, truncation=True, max_length=16)["input_ids"]
+
+
+def test_a_cost_this_machine_cannot_measure_is_absent_with_the_reason(monkeypatch):
+    from tflm_mcubert.export.vocab_files import measured_cost
+    from tflm_mcubert.measure import kernel_build
+
+    monkeypatch.setattr(kernel_build, "missing_tools", lambda variant: "arm-none-eabi-gcc not found")
+    cost = measured_cost(b"", 16, "cortex-m7")
+    assert cost["core"] == "cortex-m7" and cost["instructions"] is None and cost["measured"] is False
+    assert cost["note"].startswith("not measured: ")
 
 
 def test_an_export_without_a_tokenizer_says_so(tmp_path):

@@ -1,5 +1,5 @@
 """What the Arduino library specification (1.5) allows in library.properties, for the tests of the
-committed library (arduino_lib/) and of `export --bundle arduino`."""
+generic library (arduino_lib/) and of `export --bundle arduino`."""
 
 import re
 

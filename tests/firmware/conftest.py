@@ -21,3 +21,21 @@ def text_export_dir(tmp_path_factory):
     run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f767zi"), seq_len=16, checkpoint=str(checkpoint)))
     assert (out / "model_vocab.cc").is_file() and (out / "model_vocab.h").is_file()
     return out
+
+
+@pytest.fixture(scope="session")
+def arduino_lib_dir(tmp_path_factory):
+    """arduino_lib/ with its src/ generated (src/ is not committed): a copy in a temporary folder, written
+    by arduino_lib/extras/sync_from_custom_ops.py, the script a user runs."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    lib = tmp_path_factory.mktemp("arduino") / "arduino_lib"
+    shutil.copytree(repo / "arduino_lib", lib, ignore=shutil.ignore_patterns("src", "__pycache__"))
+    script = repo / "arduino_lib" / "extras" / "sync_from_custom_ops.py"
+    done = subprocess.run([sys.executable, str(script), "--lib", str(lib)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return lib

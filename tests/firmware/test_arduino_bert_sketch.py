@@ -319,7 +319,7 @@ vocab.o:
 
 @pytest.mark.parametrize("with_text", [False, True], ids=["test-sequence", "text-in"])
 def test_sketch_compiles_with_the_export_and_the_library_against_tflm(
-    request, export_dir, sketch_copy, tmp_path, with_text
+    request, export_dir, sketch_copy, tmp_path, with_text, arduino_lib_dir
 ):
     """Both builds: the test sequence only, and with the export's vocabulary the serial text loop
     (mcubert::TextInput from the binding)."""
@@ -335,8 +335,8 @@ def test_sketch_compiles_with_the_export_and_the_library_against_tflm(
     sketch_cpp = tmp_path / "mcubert_bert_tiny.ino.cpp"
     sketch_cpp.write_text(f'#include <Arduino.h>\n#line 1 "{SKETCH}"\n' + SKETCH.read_text())
     # Include paths as the builder sets them: the core (stubs), each library's src/, the sketch folder.
-    include_dirs = [stubs, LIB / "src", *tflm_dirs, sketch_copy]
-    library_sources = sorted(p for p in (LIB / "src").rglob("*") if p.suffix in (".c", ".cpp", ".S"))
+    include_dirs = [stubs, arduino_lib_dir / "src", *tflm_dirs, sketch_copy]
+    library_sources = sorted(p for p in (arduino_lib_dir / "src").rglob("*") if p.suffix in (".c", ".cpp", ".S"))
     sketch_sources = [sketch_cpp, sketch_copy / "model_data.cpp", sketch_copy / "model_test_input.cpp"]
     if with_text:
         sketch_sources.append(sketch_copy / "model_vocab.cpp")

@@ -1,15 +1,18 @@
 """The Arduino library (arduino_lib/): generated from custom_ops/, a valid library.properties, and
 sources that build for the boards it names.
 
-* arduino_lib/extras/sync_from_custom_ops.py --check passes on the repository and catches a modified, a missing and
-  an extra file, kernel or TFLM binding (on a temporary copy); writing restores the copy. The binding
-  (custom_ops/tflm/, not its python/ folder) is copied with .cc renamed .cpp and wrapped in a guard.
+* arduino_lib/src/ is not committed: arduino_lib/extras/sync_from_custom_ops.py generates it (here into a
+  temporary copy of arduino_lib/, the `arduino_lib_dir` fixture); the examples' generated files it writes
+  equal the committed ones; --check catches a modified, a missing and an extra file, kernel or TFLM
+  binding; writing restores the copy. The binding (custom_ops/tflm/, not its python/ folder) is copied
+  with .cc renamed .cpp and wrapped in a guard.
 * library.properties has every field of the Arduino library specification 1.5 with valid values, and
   names the TFLM revisions the binding is written against; every example is examples/<name>/<name>.ino.
-* Without an Arduino core: every src/ .c/.S file compiles with arm-none-eabi-gcc for Cortex-M7, M4
-  (DSP path, the .S file's micro-kernel) and M0+ (plain path, the .S file empty), with Arduino-like
-  flags and -Werror; without TFLM on the include path the binding's .cpp files compile to empty
-  objects (kernel-only sketches build without Arduino_TensorFlowLite); the mcubert_classify sketch
+* Without an Arduino core: every generated src/ .c/.S file compiles with arm-none-eabi-gcc for
+  Cortex-M7, M4F (DSP path, the .S file's micro-kernel; hard-float ABI) and M0+ (plain path, the .S file
+  empty), with Arduino-like flags and -Werror; without TFLM on the include path the binding's .cpp files
+  compile to empty objects (kernel-only sketches build without Arduino_TensorFlowLite); with TFLM_DIR
+  they compile for real for Cortex-M4F and M7; the mcubert_classify sketch
   compiles as C++ against a stub Arduino.h and links with the library; under qemu-system-arm (mps2,
   semihosting) it prints the reference's logits.
 
@@ -68,14 +71,21 @@ def sync(*args: str) -> subprocess.CompletedProcess:
 # ---- generated sources ---------------------------------------------------------------------
 
 
-def test_library_is_in_sync_with_custom_ops():
-    result = sync("--check")
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_src_is_generated_not_committed():
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "arduino_lib/src"], capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert tracked.stdout == ""
 
 
-def test_check_reports_modified_missing_and_extra_files(tmp_path):
+def test_the_committed_example_files_are_the_generated_ones(arduino_lib_dir):
+    for rel in ("examples/mcubert_classify/mcubert_test_vector.h", "examples/mcubert_bert_tiny/mcubert_bert_tiny.ino"):
+        assert (LIB / rel).read_bytes() == (arduino_lib_dir / rel).read_bytes(), f"{rel}: run {SCRIPT.name}"
+
+
+def test_check_reports_modified_missing_and_extra_files(tmp_path, arduino_lib_dir):
     lib = tmp_path / "arduino_lib"
-    shutil.copytree(LIB, lib)
+    shutil.copytree(arduino_lib_dir, lib)
     args = ("--source", str(REPO / "custom_ops"), "--lib", str(lib))
     assert sync("--check", *args).returncode == 0
 
@@ -117,22 +127,22 @@ def copy_of_custom_ops(tmp_path: Path) -> Path:
     return source
 
 
-def test_check_follows_a_changed_kernel_source(tmp_path):
+def test_check_follows_a_changed_kernel_source(tmp_path, arduino_lib_dir):
     source = copy_of_custom_ops(tmp_path)
     (source / "src" / "mcubert_new_op.c").write_text("int mcubert_new_op;\n")
-    result = sync("--check", "--source", str(source), "--lib", str(LIB))
+    result = sync("--check", "--source", str(source), "--lib", str(arduino_lib_dir))
     assert result.returncode == 1
     assert result.stdout.count("\n  ") == 1 and "missing:   src/mcubert_new_op.c" in result.stdout
 
 
-def test_check_follows_a_changed_binding_and_ignores_its_python_registerer(tmp_path):
+def test_check_follows_a_changed_binding_and_ignores_its_python_registerer(tmp_path, arduino_lib_dir):
     source = copy_of_custom_ops(tmp_path)
     assert (source / "tflm" / "python").is_dir()  # the folder the library must not take
     (source / "tflm" / "python" / "another_registerer.cc").write_text("int registerer;\n")
     (source / "tflm" / "mcubert_new_op_tflm.cc").write_text("int mcubert_new_op_tflm;\n")
     with (source / "tflm" / "mcubert_tflm_common.h").open("a") as f:
         f.write("// changed\n")
-    result = sync("--check", "--source", str(source), "--lib", str(LIB))
+    result = sync("--check", "--source", str(source), "--lib", str(arduino_lib_dir))
     assert result.returncode == 1
     assert result.stdout.count("\n  ") == 2, result.stdout
     assert "missing:   src/mcubert_new_op_tflm.cpp" in result.stdout
@@ -147,23 +157,24 @@ def split_banner(copy: str) -> tuple[str, str]:
     return first, rest
 
 
-def test_every_kernel_file_is_copied_with_a_banner():
+def test_every_kernel_file_is_copied_with_a_banner(arduino_lib_dir):
     sources = [REPO / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"]
     sources += [p for p in (REPO / "custom_ops" / "src").iterdir() if p.suffix in (".c", ".h", ".S")]
     for source in sources:
         rel = "mcubert/mcubert_ops.h" if source.name == "mcubert_ops.h" else source.name
-        _, rest = split_banner((LIB / "src" / rel).read_text())
+        _, rest = split_banner((arduino_lib_dir / "src" / rel).read_text())
         assert rest == source.read_text(), rel
-    assert (LIB / "src" / "mcubert_gemm_dsp_s8.S").exists()  # capital .S: preprocessed by Arduino
-    assert '#include "mcubert/mcubert_ops.h"' in (LIB / "src" / "mcubert.h").read_text()
+    assert (arduino_lib_dir / "src" / "mcubert_gemm_dsp_s8.S").exists()  # capital .S: preprocessed by Arduino
+    assert '#include "mcubert/mcubert_ops.h"' in (arduino_lib_dir / "src" / "mcubert.h").read_text()
 
 
-def test_every_binding_file_is_copied_with_a_banner_and_the_sources_guarded():
+def test_every_binding_file_is_copied_with_a_banner_and_the_sources_guarded(arduino_lib_dir):
+    src = arduino_lib_dir / "src"
     sources = sorted(p for p in BINDING.iterdir() if p.is_file() and p.suffix in (".h", ".cc"))
     assert {p.name for p in sources} >= {"mcubert_tflm.h", "mcubert_tflm_common.h", "mcubert_tflm_common.cc"}
     for source in sources:
         rel = source.name if source.suffix == ".h" else source.stem + ".cpp"
-        first, rest = split_banner((LIB / "src" / rel).read_text())
+        first, rest = split_banner((src / rel).read_text())
         assert f"custom_ops/tflm/{source.name}" in first
         if source.suffix == ".h":
             assert rest == source.read_text(), rel
@@ -179,8 +190,8 @@ def test_every_binding_file_is_copied_with_a_banner_and_the_sources_guarded():
         assert body == source.read_text(), rel
         assert lines[-2:] == ["#endif  // TFLM on the include path\n", "#endif  // defined(__has_include)\n"]
     # Nothing from the Python interpreter's registerer, and no .cc the Arduino builder would skip.
-    assert not list((LIB / "src").rglob("*python*")) and not list((LIB / "src").rglob("*.cc"))
-    umbrella = (LIB / "src" / "mcubert_tflm_arduino.h").read_text()
+    assert not list(src.rglob("*python*")) and not list(src.rglob("*.cc"))
+    umbrella = (src / "mcubert_tflm_arduino.h").read_text()
     assert umbrella.index("#include <TensorFlowLite.h>") < umbrella.index('#include "mcubert_tflm.h"')
 
 
@@ -214,7 +225,7 @@ def read_properties() -> dict[str, str]:
     return props
 
 
-def test_library_properties_fields():
+def test_library_properties_fields(arduino_lib_dir):
     props = read_properties()
     for field in REQUIRED:
         assert props.get(field, "").strip(), f"library.properties: {field} missing or empty"
@@ -231,7 +242,7 @@ def test_library_properties_fields():
     includes = [header.strip() for header in props["includes"].split(",")]
     assert includes == ["mcubert.h", "mcubert_tflm_arduino.h"]
     for header in includes:  # at the src/ root: where the Arduino builder looks for a library's headers
-        assert (LIB / "src" / header).is_file(), header
+        assert (arduino_lib_dir / "src" / header).is_file(), header
     # The revisions: the TFLM commit the binding is written against, and what the last
     # Arduino_TensorFlowLite snapshot carries.
     paragraph = props["paragraph"]
@@ -312,10 +323,11 @@ int main(void) { setup(); loop(); return 0; }
 """
 
 
-def arm_objects(tmp: Path, cpu: str) -> list[Path]:
+def arm_objects(src: Path, tmp: Path, cpu: str) -> list[Path]:
+    """The generated library's C and assembly sources (`src`) compiled for `cpu`."""
     float_flags, _ = CPUS[cpu]
     objects = []
-    for source in sorted((LIB / "src").rglob("*")):
+    for source in sorted(src.rglob("*")):
         if source.suffix not in (".c", ".S"):
             continue
         obj = tmp / (source.name + ".o")
@@ -328,7 +340,7 @@ def arm_objects(tmp: Path, cpu: str) -> list[Path]:
                 *float_flags,
                 *flags,
                 "-I",
-                str(LIB / "src"),
+                str(src),
                 "-c",
                 str(source),
                 "-o",
@@ -343,7 +355,7 @@ def arm_objects(tmp: Path, cpu: str) -> list[Path]:
     return objects
 
 
-def compile_sketch(tmp: Path, cpu: str) -> Path:
+def compile_sketch(src: Path, tmp: Path, cpu: str) -> Path:
     """The .ino as Arduino's builder would make it a .cpp: Arduino.h first, then the sketch."""
     float_flags, _ = CPUS[cpu]
     (tmp / "Arduino.h").write_text(STUB_ARDUINO_H)
@@ -360,7 +372,7 @@ def compile_sketch(tmp: Path, cpu: str) -> Path:
             "-I",
             str(tmp),
             "-I",
-            str(LIB / "src"),
+            str(src),
             "-I",
             str(SKETCH.parent),
             "-c",
@@ -377,10 +389,10 @@ def compile_sketch(tmp: Path, cpu: str) -> Path:
 
 
 @pytest.mark.parametrize("cpu", sorted(CPUS))
-def test_sources_compile_for_the_boards(tmp_path, cpu):
+def test_sources_compile_for_the_boards(tmp_path, cpu, arduino_lib_dir):
     need("arm-none-eabi-gcc")
     try:
-        objects = arm_objects(tmp_path, cpu)
+        objects = arm_objects(arduino_lib_dir / "src", tmp_path, cpu)
     except subprocess.CalledProcessError as error:
         pytest.fail(f"{error.cmd}\n{error.stderr}")
     asm = next(o for o in objects if o.name == "mcubert_gemm_dsp_s8.S.o")
@@ -390,12 +402,13 @@ def test_sources_compile_for_the_boards(tmp_path, cpu):
 
 
 @pytest.mark.parametrize("cpu", sorted(CPUS))
-def test_binding_compiles_to_nothing_without_tflm(tmp_path, cpu):
+def test_binding_compiles_to_nothing_without_tflm(tmp_path, cpu, arduino_lib_dir):
     """What the Arduino builder does for a kernel-only sketch: compiles every library source, with
     no Arduino_TensorFlowLite on the include path."""
     need("arm-none-eabi-g++")
     float_flags, _ = CPUS[cpu]
-    sources = sorted((LIB / "src").glob("*.cpp"))
+    src = arduino_lib_dir / "src"
+    sources = sorted(src.glob("*.cpp"))
     assert {p.name for p in sources} == {p.stem + ".cpp" for p in BINDING.glob("*.cc")}
     for source in sources:
         obj = tmp_path / (source.name + ".o")
@@ -407,7 +420,7 @@ def test_binding_compiles_to_nothing_without_tflm(tmp_path, cpu):
                 *float_flags,
                 *CXX_FLAGS,
                 "-I",
-                str(LIB / "src"),
+                str(src),
                 "-c",
                 str(source),
                 "-o",
@@ -422,18 +435,42 @@ def test_binding_compiles_to_nothing_without_tflm(tmp_path, cpu):
         assert symbols.stdout.strip() == "", f"{source.name} defines or needs symbols without TFLM:\n{symbols.stdout}"
 
 
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m7"])
+def test_binding_compiles_against_tflm(tmp_path, cpu, arduino_lib_dir):
+    """With TFLM_DIR: the binding's .cpp files compile for real (TFLM's headers on the include path),
+    for Cortex-M4F and M7, and define the ops' registrations."""
+    from tests.firmware.test_arduino_bert_sketch import tflm_include_dirs
+
+    tflm_dirs = tflm_include_dirs()
+    float_flags, _ = CPUS[cpu]
+    src = arduino_lib_dir / "src"
+    flags = [f"-mcpu={cpu}", "-mthumb", *float_flags, *CXX_FLAGS, "-DTF_LITE_STATIC_MEMORY", "-Wno-unused-parameter"]
+    objects = []
+    for source in sorted(src.glob("*.cpp")):
+        obj = tmp_path / (source.name + ".o")
+        includes = [f"-I{path}" for path in (src, *tflm_dirs)]
+        command = ["arm-none-eabi-g++", *flags, *includes, "-c", str(source), "-o", str(obj)]
+        result = subprocess.run(command, capture_output=True, text=True, errors="replace")
+        assert result.returncode == 0, f"{source.name}:\n{result.stderr[-4000:]}"
+        objects.append(str(obj))
+    symbols = subprocess.run(["arm-none-eabi-nm", "-C", *objects], capture_output=True, text=True, check=True).stdout
+    for op in ("EMBEDDING", "ATTENTION", "MLP", "CLASSIFIER_HEAD"):
+        assert f"mcubert::Register_MCUBERT_{op}()" in symbols
+
+
 @pytest.mark.parametrize("cpu", sorted(CPUS))
-def test_sketch_compiles_against_stub_arduino(tmp_path, cpu):
+def test_sketch_compiles_against_stub_arduino(tmp_path, cpu, arduino_lib_dir):
     need("arm-none-eabi-g++")
-    compile_sketch(tmp_path, cpu)
+    compile_sketch(arduino_lib_dir / "src", tmp_path, cpu)
 
 
 @pytest.mark.parametrize("cpu", sorted(QEMU_MACHINES))
-def test_sketch_links_and_prints_the_reference_logits(tmp_path, cpu):
+def test_sketch_links_and_prints_the_reference_logits(tmp_path, cpu, arduino_lib_dir):
     need("arm-none-eabi-g++")
     float_flags, _ = CPUS[cpu]
     arch = [f"-mcpu={cpu}", "-mthumb", *float_flags]
-    objects = arm_objects(tmp_path, cpu) + [compile_sketch(tmp_path, cpu)]
+    src = arduino_lib_dir / "src"
+    objects = arm_objects(src, tmp_path, cpu) + [compile_sketch(src, tmp_path, cpu)]
     (tmp_path / "runtime.cpp").write_text(STUB_RUNTIME)
     startup = tmp_path / "startup.o"  # the kernels' QEMU test startup: vectors, .data/.bss, FPU, semihosting
     result = subprocess.run(

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # kernel_cases.py, kernel_host.py, kernel_golden.py
 
-from kernel_build import make, need_arm_toolchain, need_tool  # noqa: E402,F401 (re-exported)
+from kernel_build import build, need_arm_toolchain, need_tool  # noqa: E402,F401 (re-exported)
 from kernel_host import HostRunner  # noqa: E402
 
 
@@ -28,10 +28,12 @@ def build_dir(tmp_path_factory) -> Path:
 def host_runners(build_dir):
     """{"plain": HostRunner, "dsp": HostRunner}: ASan/UBSan drivers of both kernel paths."""
     need_tool("gcc", "host kernel tests")
-    runners = {}
-    for variant, dsp in (("plain", "plain"), ("dsp", "emulate")):
-        make(build_dir, "host-runner", f"DSP={dsp}")
-        runners[variant] = HostRunner(build_dir / f"host-{dsp}-asan" / "mcubert_runner")
+    need_tool("cmake", "the kernels build with custom_ops/CMakeLists.txt")
+    host = build(build_dir, "host", "mcubert_runner_plain", "mcubert_runner_emulate")
+    runners = {
+        variant: HostRunner(host.image(f"mcubert_runner_{dsp}"))
+        for variant, dsp in (("plain", "plain"), ("dsp", "emulate"))
+    }
     yield runners
     for runner in runners.values():
         runner.close()
@@ -46,8 +48,8 @@ def runner(request, host_runners) -> HostRunner:
 @pytest.fixture(scope="session")
 def host_library(build_dir) -> Path:
     need_tool("gcc", "host library")
-    make(build_dir, "host")
-    return build_dir / "host" / "libmcubert.so"
+    need_tool("cmake", "the kernels build with custom_ops/CMakeLists.txt")
+    return build(build_dir, "host", "mcubert_shared").shared_library
 
 
 @pytest.fixture(scope="session")
@@ -61,9 +63,8 @@ def arm_images(build_dir):
     def get(cpu: str, plain: bool = False, asm: bool = True) -> Path:
         key = (cpu, plain, asm)
         if key not in built:
-            make(build_dir, "emu", f"CPU={cpu}", f"PLAIN={int(plain)}", f"NO_ASM={int(not asm)}")
-            suffix = "-plain" if plain else ("" if asm else "-noasm")
-            built[key] = build_dir / (cpu + suffix) / "mcubert_emu.elf"
+            path = "plain" if plain else ("dsp" if asm else "noasm")
+            built[key] = build(build_dir, cpu, "mcubert_emu", path=path).image("mcubert_emu")
         return built[key]
 
     return get

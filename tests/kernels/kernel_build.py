@@ -1,21 +1,23 @@
-"""Building custom_ops/ for the kernel tests (shared by conftest.py and the test modules)."""
+"""Building custom_ops/ for the kernel tests (shared by conftest.py and the test modules): the package's
+one build (tflm_mcubert/measure/kernel_build.py), warnings as errors."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tflm_mcubert.measure import kernel_build
+
 CUSTOM_OPS = Path(__file__).resolve().parents[2] / "custom_ops"
 
 
-def make(build: Path, *targets_and_vars: str) -> None:
-    cmd = ["make", "-C", str(CUSTOM_OPS), f"BUILD={build}", "WERROR=1", "-j2", *targets_and_vars]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+def build(build_dir: Path, cpu: str, *targets: str, path: str = "dsp", defines=None) -> kernel_build.KernelBuild:
+    """`targets` of the host ("host") or of one Cortex-M core (`path`: dsp, plain or noasm) in
+    build_dir/<variant>/, with -Werror."""
+    variant = kernel_build.Variant(cpu, path=path, werror=True)
+    return kernel_build.build(variant, build_dir, *targets, defines=defines)
 
 
 def need_tool(tool: str, why: str):
@@ -24,4 +26,5 @@ def need_tool(tool: str, why: str):
 
 
 def need_arm_toolchain():
+    need_tool("cmake", "the kernels build with custom_ops/CMakeLists.txt")
     need_tool("arm-none-eabi-gcc", "Cortex-M builds; apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi")

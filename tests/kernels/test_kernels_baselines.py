@@ -1,5 +1,5 @@
 """The re-implemented baselines of custom_ops/baselines/ against the numpy reference, on an
-emulated Cortex-M7 (they are DSP-path code: `make baselines` builds them with the library into one
+emulated Cortex-M7 (they are DSP-path code: the `mcubert_baselines_emu` target builds them with the library into one
 image; measure/baseline_abi.py calls them).
 
 * cmsis (untiled graph of 1x2x4 per-token ops) and burrello (per-head, untiled) attention and the
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_build import make, need_arm_toolchain
+from kernel_build import build, need_arm_toolchain
 from kernel_cases import Case, attention_case, mlp_case
 from tflm_mcubert.ops import contract, testing
 from tflm_mcubert.ops.fixed_point import saturate
@@ -38,8 +38,8 @@ FLASH_MAX_FRACTION_DIFFERENT = 0.03
 @pytest.fixture(scope="module")
 def emu(build_dir):
     need_arm_toolchain()
-    make(build_dir, "baselines", "CPU=cortex-m7")
-    return ArmEmulator(build_dir / "cortex-m7" / "mcubert_baselines_emu.elf", "cortex-m7")
+    image = build(build_dir, "cortex-m7", "mcubert_baselines_emu").image("mcubert_baselines_emu")
+    return ArmEmulator(image, "cortex-m7")
 
 
 def with_tile(case: Case, tile: int) -> Case:

@@ -17,7 +17,7 @@ import pytest
 from tests import qemu
 
 import kernel_golden
-from kernel_build import make, need_arm_toolchain
+from kernel_build import build, need_arm_toolchain
 from kernel_cases import attention_case, embedding_case, mlp_case
 
 MACHINES = qemu.MACHINES
@@ -73,13 +73,13 @@ def firmware(build_dir):
     if shutil.which("qemu-system-arm") is None:
         pytest.skip("qemu-system-arm not found (Debian: apt-get install qemu-system-arm)")
 
-    def build(cpu: str, source: str, name: str):
+    def firmware_image(cpu: str, source: str, name: str):
         path = build_dir / f"{name}-{cpu}.c"
         path.write_text(source)
-        make(build_dir, "firmware", f"CPU={cpu}", f"GOLDEN={path}", f"FIRMWARE={name}")
-        return build_dir / cpu / f"{name}.elf"
+        defines = {"MCUBERT_GOLDEN": str(path), "MCUBERT_FIRMWARE": name}
+        return build(build_dir, cpu, name, defines=defines).image(name)
 
-    return build
+    return firmware_image
 
 
 @pytest.fixture(scope="module")

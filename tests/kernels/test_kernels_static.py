@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from kernel_build import make, need_arm_toolchain
+from kernel_build import build, need_arm_toolchain
 from kernel_cases import HEADER
 
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
@@ -61,7 +61,7 @@ _SUB_SP = re.compile(r"\tsub(?:\.w)?\tsp, #(\d+)")
 def asm_frames(obj_dir):
     """{function: frame bytes} of the objects assembled from .S files (DSP builds only)."""
     frames = {}
-    for obj in sorted(obj_dir.glob("*.o")):
+    for obj in sorted(obj_dir.glob("*.o*")):  # CMake names them <source>.obj on Arm
         if obj.with_suffix(".ci").exists():
             continue  # compiled C: in the call graph already
         disassembly = subprocess.run(
@@ -102,18 +102,19 @@ def worst_path(graph, function, active=()):
 
 
 @pytest.fixture(
-    scope="module", params=[("cortex-m7", 0), ("cortex-m4", 0), ("cortex-m7", 1)], ids=["m7-dsp", "m4-dsp", "m7-plain"]
+    scope="module",
+    params=[("cortex-m7", "dsp"), ("cortex-m4", "dsp"), ("cortex-m7", "plain")],
+    ids=["m7-dsp", "m4-dsp", "m7-plain"],
 )
 def library(request, build_dir):
     need_arm_toolchain()
-    cpu, plain = request.param
-    make(build_dir, "arm", f"CPU={cpu}", f"PLAIN={plain}")
-    return build_dir / (cpu + ("-plain" if plain else ""))
+    cpu, path = request.param
+    return build(build_dir, cpu, "mcubert", path=path)
 
 
 def test_no_recursion_and_the_stack_bound_holds_statically(library):
-    graph = call_graph(library / "obj")
-    graph.update({name: (size, []) for name, size in asm_frames(library / "obj").items()})
+    graph = call_graph(library.object_dir)
+    graph.update({name: (size, []) for name, size in asm_frames(library.object_dir).items()})
     for entry in ENTRY_POINTS:
         key = next(k for k in graph if k.endswith(":" + entry))
         depth, path = worst_path(graph, key)
@@ -121,8 +122,8 @@ def test_no_recursion_and_the_stack_bound_holds_statically(library):
 
 
 def test_the_dsp_builds_use_the_assembly_micro_kernel(library):
-    frames = asm_frames(library / "obj")
-    if library.name.endswith("-plain"):
+    frames = asm_frames(library.object_dir)
+    if library.variant.path == "plain":
         assert not frames
     else:
         assert frames == {"mcubert_dsp_4xn_step8": 56, "mcubert_dsp_4xn_step4": 56}
@@ -130,7 +131,7 @@ def test_the_dsp_builds_use_the_assembly_micro_kernel(library):
 
 def test_only_libgcc_division_is_needed_and_no_fpu_code(library):
     symbols = subprocess.run(
-        ["arm-none-eabi-nm", str(library / "libmcubert.a")], capture_output=True, text=True, check=True
+        ["arm-none-eabi-nm", str(library.library)], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     entries = [line.split() for line in symbols if line.strip() and not line.endswith(":")]
     undefined = {e[-1] for e in entries if e[-2] == "U"}
@@ -138,7 +139,7 @@ def test_only_libgcc_division_is_needed_and_no_fpu_code(library):
     external = undefined - defined
     assert external <= set(EXTERNAL_STACK), external
     disassembly = subprocess.run(
-        ["arm-none-eabi-objdump", "-d", str(library / "libmcubert.a")], capture_output=True, text=True, check=True
+        ["arm-none-eabi-objdump", "-d", str(library.library)], capture_output=True, text=True, check=True
     ).stdout
     fpu = [line for line in disassembly.splitlines() if re.search(r"\t(v[a-z]+|fm|fld|fst)[a-z0-9.]*\s", line)]
     assert not fpu, fpu[:5]

@@ -3,14 +3,10 @@ byte with the reference, within its stack bound."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
 from tests.tokenizer.conftest import ADVERSARIAL
-from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.tokenizer import reference
 
 STACK_BOUND_BYTES = 1024  # the issue's target for the tokenizer; init (the blob check) included
@@ -19,19 +15,16 @@ STACK_BOUND_BYTES = 1024  # the issue's target for the tokenizer; init (the blob
 @pytest.fixture(scope="module", params=["cortex-m7", "cortex-m0plus"])
 def emulated(request, tmp_path_factory, minilm_blob):
     pytest.importorskip("unicorn")
-    if shutil.which("arm-none-eabi-gcc") is None:
-        pytest.skip("arm-none-eabi-gcc not found (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+    from tflm_mcubert.measure import kernel_build
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
     from tflm_mcubert.measure.tokenizer_abi import EmulatedTokenizer
 
-    build = tmp_path_factory.mktemp("emu")
-    cpu = request.param
-    subprocess.run(
-        ["make", "-C", str(custom_ops_dir()), f"BUILD={build}", "-j2", "emu", f"CPU={cpu}"],
-        check=True,
-        capture_output=True,
-    )
-    return EmulatedTokenizer(ArmEmulator(build / cpu / "mcubert_emu.elf", cpu), minilm_blob)
+    variant = kernel_build.Variant(request.param)
+    missing = kernel_build.missing_tools(variant)
+    if missing:
+        pytest.skip(missing)
+    image = kernel_build.build(variant, tmp_path_factory.mktemp("emu"), "mcubert_emu").image("mcubert_emu")
+    return EmulatedTokenizer(ArmEmulator(image, request.param), minilm_blob)
 
 
 def same(a, b) -> bool:

@@ -1,6 +1,6 @@
 """The MCUBERT Arduino library (Arduino library specification 1.5), generated from custom_ops/: the
-committed copy in arduino_lib/ (arduino_lib/extras/sync_from_custom_ops.py) and the per-model zip of
-`export --bundle arduino` are both made here, so they cannot drift apart.
+generic library's src/ in arduino_lib/ (arduino_lib/extras/sync_from_custom_ops.py; git-ignored) and the
+per-model zip of `export --bundle arduino` are both made here, so they cannot drift apart.
 
     custom_ops/include/mcubert/*.h            ->  src/mcubert/*.h
     custom_ops/src/*.c, *.h, *.S              ->  src/            (flat, as in custom_ops)

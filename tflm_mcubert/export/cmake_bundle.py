@@ -17,7 +17,7 @@ from tflm_mcubert.kernel_sources import custom_ops_dir
 BUNDLE_DIR = "cmake"
 MODEL_FILES = ("model_data.cc", "model_data.h", SETTINGS_FILE, TEST_INPUT_SOURCE, TEST_INPUT_HEADER)
 # What a build of the kernels and the binding needs from custom_ops/ (the Python registerer and the
-# Makefile's test harnesses stay behind).
+# standalone build's test harnesses stay behind).
 KERNEL_PARTS = ("CMakeLists.txt", "include", "src", "tflm")
 _LEFT_OUT = shutil.ignore_patterns("python", "build", "__pycache__")
 

@@ -53,13 +53,15 @@ def tokenizer_report(spec, tokenizer, blob_bytes: int) -> dict:
 
 
 def measured_cost(blob: bytes, seq_len: int, core: str) -> dict:
-    """The tokenizer's instructions on the board's core for a full input of built-in English sentences;
-    where the emulator or the Arm compiler is missing, the reason instead."""
+    """The tokenizer's instructions on the board's core for a full input of built-in English sentences,
+    measured on this machine (the kernels' emulator image, built by measure/kernel_build.py). Where it
+    cannot be (no unicorn, cmake or arm-none-eabi-gcc), the figure is absent: `"measured": false` and
+    the reason in `note`. A measured figure has `instructions` and says how in `measure`."""
     text = " ".join(builtin_sentences())
     try:
         return tokenize_cost(blob, text, seq_len, core)
-    except (ImportError, RuntimeError) as exc:  # no unicorn, no arm-none-eabi-gcc, or the emulator failed
-        return {"core": core, "instructions": None, "note": f"not measured: {exc}"}
+    except (ImportError, RuntimeError) as exc:  # no unicorn, cmake or arm-none-eabi-gcc, or the emulator failed
+        return {"core": core, "instructions": None, "measured": False, "note": f"not measured: {exc}"}
 
 
 def write_vocab_files(

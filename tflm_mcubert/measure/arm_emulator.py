@@ -4,7 +4,7 @@
     run = run_kernel(emu, kernel_abi.mlp_call(params, hidden), count_instructions=True)
     run.status, run.output, run.instructions, run.stack_bytes
 
-The image is custom_ops' `make emu CPU=...` output (the static library linked at the MPS2 memory
+The image is custom_ops' `mcubert_emu` target (measure/kernel_build.py; the static library linked at the MPS2 memory
 map of custom_ops/test/arm/mps2.ld). Its loadable segments are copied to their run addresses
 (no startup code runs), arrays and structs are placed on a bump heap after the image's RAM, and a
 function is called AAPCS-style: r0-r3 then the stack, LR pointing at `mcubert_emu_stop`, where

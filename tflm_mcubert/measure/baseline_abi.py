@@ -3,7 +3,7 @@
 The baselines (CMSIS-NN's per-token 1x2x4 strategy in an untiled graph, Burrello et al.'s per-head
 attention, a FlashAttention-style schedule; see custom_ops/baselines/mcubert_baselines.h) take
 the library kernels' arguments, except that linear weights are row-major int8 [out][in] instead of
-pair4. They live in `make baselines CPU=...`'s image, mcubert_baselines_emu.elf, which also holds
+pair4. They live in the `mcubert_baselines_emu` target's image (measure/kernel_build.py), which also holds
 the library, so one emulator measures both sides.
 
     emu = ArmEmulator(".../mcubert_baselines_emu.elf", "cortex-m7")

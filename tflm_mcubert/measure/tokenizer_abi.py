@@ -8,16 +8,12 @@ makes, for bit-exactness against the reference and for instruction counts and st
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
-import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from tflm_mcubert.kernel_sources import custom_ops_dir
+from tflm_mcubert.measure import kernel_build
 from tflm_mcubert.measure.arm_emulator import ArmEmulator, EmulatorError
 from tflm_mcubert.tokenizer.reference import Encoded
 
@@ -92,26 +88,10 @@ class EmulatedTokenizer:
 
 
 def emulator_image(core: str, cache_dir: Path | None = None) -> Path:
-    """custom_ops' `make emu CPU=core` image, built once per source revision into a cache directory.
-    Raises RuntimeError saying what is missing (arm-none-eabi-gcc) or what failed."""
-    root = custom_ops_dir()
-    if shutil.which("arm-none-eabi-gcc") is None:
-        raise RuntimeError("arm-none-eabi-gcc not found (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)")
-    digest = hashlib.sha256()
-    for path in sorted(
-        p for p in root.rglob("*") if p.is_file() and p.suffix in (".c", ".h", ".S", ".ld") or p.name == "Makefile"
-    ):
-        digest.update(path.name.encode() + path.read_bytes())
-    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tflm_mcubert"
-    build = cache / f"emu-{digest.hexdigest()[:16]}"
-    image = build / core / "mcubert_emu.elf"
-    if not image.is_file():
-        done = subprocess.run(
-            ["make", "-C", str(root), f"BUILD={build}", "-j2", "emu", f"CPU={core}"], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"building the emulator image failed: {done.stderr[-500:]}")
-    return image
+    """custom_ops' emulator image (target mcubert_emu) for `core`, built once per source revision into a
+    cache directory (measure/kernel_build.py). Raises KernelBuildError (a RuntimeError) saying what is
+    missing (cmake, arm-none-eabi-gcc) or what failed."""
+    return kernel_build.cached(kernel_build.Variant(core), "mcubert_emu", cache_dir=cache_dir).image("mcubert_emu")
 
 
 def tokenize_cost(blob: bytes, text: str, seq_len: int, core: str = "cortex-m7") -> dict:

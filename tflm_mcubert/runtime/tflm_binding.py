@@ -33,6 +33,7 @@ from typing import Mapping
 import numpy as np
 
 from tflm_mcubert.kernel_sources import custom_ops_dir
+from tflm_mcubert.measure import kernel_build
 from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 from tflm_mcubert.runtime.tflm_process import TflmProcess, TflmSetupError
 from tflm_mcubert.tflite.graph import parse
@@ -199,27 +200,19 @@ def build_binding(sources: TflmSources, runtime_dir: Path, build_dir: Path, jobs
     `sources`' headers, linked to `runtime_dir`/_runtime.so — the `mcubert_tflm_python` target of
     custom_ops/CMakeLists.txt, the build description every other build of the kernels uses too.
     Rebuilds only what changed."""
-    custom_ops = custom_ops_dir()
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        raise TflmSetupError(
-            "cmake not found: the binding is built with custom_ops/CMakeLists.txt "
-            "(pip install cmake, or apt-get install cmake)"
-        )
+    entries = {
+        "MCUBERT_STANDALONE": "OFF",  # the binding takes the kernels as any TFLM project does
+        "MCUBERT_TFLM_INCLUDE_DIRS": ";".join(str(d) for d in sources.include_dirs),
+        "MCUBERT_TFLM_DEFINES": ";".join(TFLM_DEFINES),
+        "MCUBERT_TFLM_PYTHON_RUNTIME_DIR": str(runtime_dir),
+        "CMAKE_C_FLAGS": "-O2",
+        "CMAKE_CXX_FLAGS": "-O2",
+    }
     build_dir = Path(build_dir)
-    configure = [cmake, "-S", str(custom_ops), "-B", str(build_dir)]
-    if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
-        configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
-    configure += [
-        "-DMCUBERT_TFLM_INCLUDE_DIRS=" + ";".join(str(d) for d in sources.include_dirs),
-        "-DMCUBERT_TFLM_DEFINES=" + ";".join(TFLM_DEFINES),
-        f"-DMCUBERT_TFLM_PYTHON_RUNTIME_DIR={runtime_dir}",
-        "-DCMAKE_C_FLAGS=-O2",
-        "-DCMAKE_CXX_FLAGS=-O2",
-    ]
-    _checked_run(configure, "configuring custom_ops/CMakeLists.txt")
-    target = ["--target", "mcubert_tflm_python", "-j", str(jobs)]
-    _checked_run([cmake, "--build", str(build_dir), *target], "building the TFLM binding")
+    try:
+        kernel_build.cmake_build(build_dir, entries, ("mcubert_tflm_python",), jobs=jobs)
+    except kernel_build.KernelBuildError as exc:
+        raise TflmSetupError(f"building the TFLM binding: {exc}") from exc
     return build_dir / "libmcubert_tflm.so"
 
 

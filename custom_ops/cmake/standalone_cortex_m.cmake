@@ -1,0 +1,53 @@
+# The Cortex-M part of the kernels' own build (standalone.cmake): one core's library and the images
+# linked from it at the MPS2 memory map (test/arm/mps2.ld) for unicorn and QEMU.
+set(MCUBERT_CPU "cortex-m7" CACHE STRING "cortex-m0plus, cortex-m3, cortex-m4, cortex-m7 or cortex-m33")
+set(MCUBERT_KERNEL_PATH "dsp" CACHE STRING "dsp, plain (MCUBERT_FORCE_PLAIN) or noasm (MCUBERT_DSP_NO_ASM)")
+set(MCUBERT_FLOAT_ABI "hard" CACHE STRING "hard (the core's FPU) or soft")
+set(MCUBERT_GOLDEN "" CACHE FILEPATH "generated golden cases (.c): builds the QEMU firmware")
+set(MCUBERT_FIRMWARE "mcubert_firmware" CACHE STRING "name of the QEMU firmware image")
+
+# Cores without an FPU (Cortex-M0+, M3) have no hard-float ABI: they build soft-float.
+set(mcubert_fpu_cortex-m7 fpv5-d16)
+set(mcubert_fpu_cortex-m4 fpv4-sp-d16)
+set(mcubert_fpu_cortex-m33 fpv5-sp-d16)
+if(NOT DEFINED mcubert_fpu_${MCUBERT_CPU} OR MCUBERT_FLOAT_ABI STREQUAL "soft")
+  set(mcubert_float -mfloat-abi=soft)
+else()
+  set(mcubert_float -mfloat-abi=${MCUBERT_FLOAT_ABI} -mfpu=${mcubert_fpu_${MCUBERT_CPU}})
+endif()
+set(mcubert_arch -mcpu=${MCUBERT_CPU} -mthumb ${mcubert_float})
+
+if(MCUBERT_KERNEL_PATH STREQUAL "plain")
+  target_compile_definitions(mcubert PRIVATE MCUBERT_FORCE_PLAIN)
+elseif(MCUBERT_KERNEL_PATH STREQUAL "noasm")
+  target_compile_definitions(mcubert PRIVATE MCUBERT_DSP_NO_ASM)
+elseif(NOT MCUBERT_KERNEL_PATH STREQUAL "dsp")
+  message(FATAL_ERROR "MCUBERT_KERNEL_PATH=${MCUBERT_KERNEL_PATH} is not one of: dsp plain noasm")
+endif()
+target_compile_options(mcubert PRIVATE ${mcubert_arch}
+  "$<$<COMPILE_LANGUAGE:C>:${mcubert_warnings};-O2;-g;-mgeneral-regs-only;-ffunction-sections;-fdata-sections;-fstack-usage;-fcallgraph-info=su>"
+  "$<$<COMPILE_LANGUAGE:ASM>:-g>")
+
+# An image of the library: startup code, `sources`, the MPS2 linker script, newlib-nano.
+set(mcubert_linker_script "${mcubert_test}/arm/mps2.ld")
+function(mcubert_image name)
+  add_executable(${name} "${mcubert_test}/arm/startup.c" ${ARGN})
+  set_target_properties(${name} PROPERTIES SUFFIX ".elf" LINK_DEPENDS "${mcubert_linker_script}")
+  target_compile_options(${name} PRIVATE ${mcubert_warnings} ${mcubert_arch} -O2 -g -ffunction-sections
+                         -fdata-sections)
+  target_link_libraries(${name} PRIVATE mcubert)
+  target_link_options(${name} PRIVATE ${mcubert_arch} -nostartfiles "-T${mcubert_linker_script}"
+                      --specs=nano.specs --specs=nosys.specs -Wl,--gc-sections "-Wl,-Map=$<TARGET_FILE:${name}>.map")
+endfunction()
+
+mcubert_image(mcubert_emu "${mcubert_test}/arm/emu_main.c")
+
+file(GLOB mcubert_baseline_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/baselines/*.c")
+mcubert_image(mcubert_baselines_emu ${mcubert_baseline_sources})
+target_include_directories(mcubert_baselines_emu PRIVATE "${mcubert_src}" "${CMAKE_CURRENT_SOURCE_DIR}/baselines")
+target_compile_options(mcubert_baselines_emu PRIVATE -mgeneral-regs-only)
+
+if(MCUBERT_GOLDEN)
+  mcubert_image(${MCUBERT_FIRMWARE} "${mcubert_test}/arm/firmware_main.c" "${MCUBERT_GOLDEN}")
+  target_include_directories(${MCUBERT_FIRMWARE} PRIVATE "${mcubert_test}/arm")
+endif()
