@@ -14,40 +14,55 @@ the library, so one emulator measures both sides.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
-from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.linear import Linear, unpack_weights
-from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.measure.arm_emulator import ArmEmulator, CallResult, KernelRun, run_kernel
+from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.kernel_abi import KernelCall
+from tflm_mcubert.ops.linear import Linear, unpack_weights
+from tflm_mcubert.ops.registry import OPS
 
 SCHEDULES = ("cmsis", "burrello", "flash")
-# Every schedule's MLP is the untiled CMSIS-strategy one (the schedules differ in attention).
-_PREFIX = {
-    (contract.ATTENTION, "cmsis"): "mcubert_baseline_cmsis_attention",
-    (contract.ATTENTION, "burrello"): "mcubert_baseline_burrello_attention",
-    (contract.ATTENTION, "flash"): "mcubert_baseline_flash_attention",
-    (contract.MLP, "cmsis"): "mcubert_baseline_cmsis_mlp",
-    (contract.MLP, "burrello"): "mcubert_baseline_cmsis_mlp",
-    (contract.MLP, "flash"): "mcubert_baseline_cmsis_mlp",
-}
-# (weight tensor, channels tensor) of every linear layer, by op.
-_LINEARS = {
-    contract.ATTENTION: [(f"{n}_weights", f"{n}_channels") for n in ("query", "key", "value", "output")],
-    contract.MLP: [("fc1_weights", "fc1_channels"), ("fc2_weights", "fc2_channels")],
-}
+# A schedule's version of an op is mcubert_baseline_<schedule>_<c_name>; where a schedule has none
+# (Burrello's and the FlashAttention-style schedules differ in attention only) its op is CMSIS's.
+_FALLBACK_SCHEDULE = "cmsis"
+# A contract dimension symbol -> the params field that holds it.
+_DIMENSION_FIELDS = {"d": "hidden"}
+_PACKED = re.compile(r"\[packed\((\w+), (\w+)\)\]")
+
+
+def _linears(op: str) -> list[tuple[str, str, str]]:
+    """(weights, channels, in-features symbol) of every pair4 linear layer of `op`, from its contract."""
+    names = {t.name for t in OPS[op].contract.inputs}
+    found = []
+    for t in OPS[op].contract.inputs:
+        match = _PACKED.fullmatch(t.shape)
+        channels = t.name.removesuffix("_weights") + "_channels"
+        if match and channels in names:
+            found.append((t.name, channels, match.group(2)))
+    return found
 
 
 def row_major_call(call: KernelCall) -> KernelCall:
     """`call` with every pair4 weight tensor unpacked to row-major int8 [out][in]."""
     tensors = dict(call.tensors)
-    for weights, channels in _LINEARS[call.op]:
+    for weights, channels, in_features in _linears(call.op):
         n = tensors[channels].size // 3
-        k = call.params.hidden if weights != "fc2_weights" else call.params.ffn
+        k = getattr(call.params, _DIMENSION_FIELDS.get(in_features, in_features))
         tensors[weights] = np.ascontiguousarray(unpack_weights(tensors[weights], n, k)).reshape(-1)
     return dataclasses.replace(call, tensors=tensors)
+
+
+def baseline_prefix(emu: ArmEmulator, schedule: str, op: str) -> str:
+    """The symbol prefix of `schedule`'s version of `op` in the baselines image."""
+    c_name = OPS[op].c_name
+    for candidate in (schedule, _FALLBACK_SCHEDULE):
+        prefix = f"mcubert_baseline_{candidate}_{c_name}"
+        if f"{prefix}_s8" in emu.image.symbols:
+            return prefix
+    raise ValueError(f"no {schedule} baseline of {op} in the emulator image (mcubert_baselines_emu)")
 
 
 def run_baseline(
@@ -56,7 +71,7 @@ def run_baseline(
     """Run `schedule`'s version of an attention or MLP call (built for the library kernel)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown baseline {schedule!r} (known: {', '.join(SCHEDULES)})")
-    prefix = _PREFIX[(call.op, schedule)]
+    prefix = baseline_prefix(emu, schedule, call.op)
     size = emu.call(f"{prefix}_get_buffer_size", *call.dims()).value
     return run_kernel(
         emu,

@@ -28,15 +28,15 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.ops import attention, contract, embedding, mlp
-from tflm_mcubert.ops.attention import AttentionParams, AttentionQuant, choose_score_scale
+from tflm_mcubert.ops import contract, embedding
 from tflm_mcubert.ops.classifier_head import ClassifierHeadParams, ClassifierHeadQuant, tanh_output_quant
 from tflm_mcubert.ops.embedding import EmbeddingParams
 from tflm_mcubert.ops.layernorm import hidden_quant
-from tflm_mcubert.ops.mlp import MLPParams, MLPQuant
+from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
-from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_forward
-from tflm_mcubert.quantize.quantized_model import QuantizedBert
+from tflm_mcubert.quantize.float_model import FloatBert
+from tflm_mcubert.quantize.op_quantizers import QUANTIZERS, Choose
+from tflm_mcubert.quantize.quantized_model import BERT_LAYER, QuantizedBert
 
 METHODS = ("minmax", "percentile")
 PROPAGATIONS = ("float", "quantized")
@@ -182,17 +182,16 @@ def calibrate(
         raise UserError("calibration needs at least one sample")
     run = _CalibrationRun(model, inputs, seq_len, mask_mode, settings)
     emb_params, hidden_quants = run.embedding()
-    layers, pending = [], None
-    for k, (kind, fw, name) in enumerate(run.stages):
+    stage_params = []
+    for k, (quantizer, fw, name) in enumerate(run.stages):
         outs = run.stage_outputs(k)
         output = run.output_quant(f"{name}.output", outs, k + 1)
-        params = run.stage_params(kind, fw, name, output)
-        if kind == "attention":
-            pending = params
-        else:
-            layers.append((pending, params))
-        run.advance(kind, params, output, outs)
+        params = quantizer.params(fw, name, run.ranges, run.current, output, seq_len, mask_mode, run.choose)
+        stage_params.append(params)
+        run.advance(quantizer.op, params, output, outs)
         hidden_quants.append(output)
+    per_layer = len(BERT_LAYER)
+    layers = [tuple(stage_params[i : i + per_layer]) for i in range(0, len(stage_params), per_layer)]
     head, logits_quant = run.head()
     quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quants), logits_quant)
     if tiles:
@@ -215,10 +214,11 @@ class _CalibrationRun:
         )
         self.ranges = RangeSet(settings.seed)
         self.quantized = settings.propagation == "quantized"
+        self.choose = Choose(lambda r: symmetric(r, settings), lambda r: asymmetric(r, settings))
         self.stages = [
-            (kind, fw, f"layer{index}.{kind}")
+            (QUANTIZERS[op.kind], fw, op.node_name(index))
             for index, layer in enumerate(model.layers)
-            for kind, fw in zip(contract.TILED_KINDS, layer)
+            for op, fw in zip(BERT_LAYER, layer, strict=True)
         ]
         self.ahead: list[np.ndarray] = []  # float outputs of the next stage, computed to size its input
         self.xs: list[np.ndarray] = []  # float inputs of the next stage
@@ -226,9 +226,8 @@ class _CalibrationRun:
         self.current: TensorQuant | None = None
 
     def forward(self, stage, xs, see) -> list[np.ndarray]:
-        kind, fw, name = stage
-        run = attention_forward if kind == "attention" else mlp_forward
-        return [run(fw, x, sample.valid, name, see) for x, sample in zip(xs, self.inputs)]
+        quantizer, fw, name = stage
+        return [quantizer.forward(fw, x, sample.valid, name, see) for x, sample in zip(xs, self.inputs)]
 
     def output_quant(self, name: str, outs: list[np.ndarray], consumer: int) -> TensorQuant:
         """Per-channel quantization of the hidden state `outs` (layernorm.hidden_quant): its channel
@@ -282,38 +281,13 @@ class _CalibrationRun:
             return self.forward(self.stages[k], self.xs, self.ranges.observe)
         return list(self.ahead)
 
-    def stage_params(self, kind: str, fw, name: str, output: TensorQuant):
-        ranges, settings = self.ranges, self.settings
-        if kind == "attention":
-            aq = AttentionQuant(
-                input=self.current,
-                query=symmetric(ranges[f"{name}.query"], settings),
-                key=symmetric(ranges[f"{name}.key"], settings),
-                value=symmetric(ranges[f"{name}.value"], settings),
-                score_scale=choose_score_scale(ranges[f"{name}.scores"].max_abs),
-                context=symmetric(ranges[f"{name}.context"], settings),
-                z_max_abs=ranges[f"{name}.z"].max_abs,
-                output=output,
-            )
-            return AttentionParams.quantize(fw, aq, seq_len=self.seq_len, tile=self.seq_len, mask_mode=self.mask_mode)
-        mq = MLPQuant(
-            input=self.current,
-            fc1_output=asymmetric(ranges[f"{name}.fc1_output"], settings),
-            activation=asymmetric(ranges[f"{name}.activation"], settings),
-            z_max_abs=ranges[f"{name}.z"].max_abs,
-            output=output,
-        )
-        return MLPParams.quantize(fw, mq, seq_len=self.seq_len, tile=self.seq_len)
-
-    def advance(self, kind: str, params, output: TensorQuant, outs: list[np.ndarray]) -> None:
+    def advance(self, op: OpDef, params, output: TensorQuant, outs: list[np.ndarray]) -> None:
         """The next stage's inputs: the int8 states run through this stage, or its float outputs `outs`."""
         self.current = output
         if self.quantized:
             for h, sample in zip(self.states, self.inputs):
-                if kind == "attention":
-                    attention.run(params, h, sample.mask(self.mask_mode))
-                else:
-                    mlp.run(params, h)
+                values = {"hidden": h, "mask": sample.mask(self.mask_mode)}
+                op.reference(params, [values[name] for name in op.runtime_inputs], h, None)
             self.xs = [self.current.dequantize(h) for h in self.states]
         else:
             self.xs = outs

@@ -26,9 +26,12 @@ EMBEDDING, ATTENTION, MLP, HEAD = (
 Trace = Callable[[str, np.ndarray], None]
 
 
+BERT_LAYER = (ATTENTION, MLP)  # one encoder layer's ops, in order
+
+
 def bert_ops(layers: int, classifier: bool) -> list[OpDef]:
     """The BERT topology's op sequence: what nodes() makes, known before the model is quantized."""
-    return [EMBEDDING] + [ATTENTION, MLP] * layers + ([HEAD] if classifier else [])
+    return [EMBEDDING] + list(BERT_LAYER) * layers + ([HEAD] if classifier else [])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
