@@ -15,7 +15,7 @@ import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 from tflite_micro.tensorflow.lite.micro.tools import tflite_flatbuffer_align_wrapper
 
-_TFLITE_FILE_IDENTIFIER = b"TFL3"
+from tflm_mcubert.tflite.graph import FILE_IDENTIFIER
 
 
 def int8_gather_tables(model_bytes: bytes) -> bytes:
@@ -119,7 +119,7 @@ def _opcode_index(model, builtin: int) -> int:
 
 def _pack(model) -> bytes:
     builder = flatbuffers.Builder(1024 * 1024)
-    builder.Finish(model.Pack(builder), file_identifier=_TFLITE_FILE_IDENTIFIER)
+    builder.Finish(model.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())
 
 

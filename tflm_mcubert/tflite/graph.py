@@ -13,6 +13,7 @@ from typing import Iterator
 import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
+FILE_IDENTIFIER = b"TFL3"  # the .tflite flatbuffer's file identifier (bytes 4..8)
 _BUILTIN_NAMES = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
 _TYPE_NAMES = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
 _NUMPY_TYPES = {

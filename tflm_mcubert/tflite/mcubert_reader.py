@@ -22,9 +22,9 @@ import numpy as np
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.tflite.graph import FILE_IDENTIFIER
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, IntegrityError, verify_integrity
 from tflm_mcubert.tflite.mcubert_writer import (
-    FILE_IDENTIFIER,
     INPUT_NAMES,
     OFFLINE_PLAN_METADATA,
     OFFLINE_PLAN_VERSION,

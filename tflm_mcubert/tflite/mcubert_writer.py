@@ -36,9 +36,9 @@ from tflm_mcubert.ops.options import encode_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 from tflm_mcubert.schedule.planner import Plan
+from tflm_mcubert.tflite.graph import FILE_IDENTIFIER
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, add_integrity_record, record_words
 
-FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
 BUFFER_ALIGNMENT = 16
 OFFLINE_PLAN_METADATA = "OfflineMemoryAllocation"
