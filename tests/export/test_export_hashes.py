@@ -103,7 +103,8 @@ def digests(out: Path, tmp: Path) -> dict[str, str]:
 
 
 def recorded() -> list[dict]:
-    """[{"environment": ..., "exports": {case: {file: sha256}}}, ...]"""
+    """[{"environment": ..., "exports": {case: {file: sha256}}}, ...]; the first is where the committed
+    fuzz corpus (tests/fuzz/corpus) was written."""
     return json.loads(RECORD.read_text()) if RECORD.exists() else []
 
 
