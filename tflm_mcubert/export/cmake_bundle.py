@@ -23,9 +23,9 @@ _LEFT_OUT = shutil.ignore_patterns("python", "build", "__pycache__")
 
 
 def write_cmake_bundle(export_dir: Path, summary: str) -> Path:
-    """Write `export_dir`/cmake/ from the export's files; returns the folder."""
+    """Write `export_dir`/cmake/ from the export's files (into the export's fresh staging folder: an earlier
+    bundle's files are replaced, and the user's kept, by export/export_folder.py); returns the folder."""
     out = Path(export_dir) / BUNDLE_DIR
-    shutil.rmtree(out, ignore_errors=True)
     (out / "model").mkdir(parents=True)
     for name in MODEL_FILES:
         shutil.copyfile(Path(export_dir) / name, out / "model" / name)
