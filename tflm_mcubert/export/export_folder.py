@@ -113,7 +113,7 @@ def check_unowned(out_dir: Path, owned: set[str], written=(), force: bool = Fals
 
 def staging_folder(out_dir: Path) -> Path:
     """A fresh folder next to `out_dir` (inside it when its parent cannot be written), on its file system."""
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # `--out .` has a name and a parent too
     try:
         return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.export-", dir=out_dir.parent))
     except OSError:
