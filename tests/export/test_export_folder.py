@@ -91,6 +91,18 @@ def test_a_report_without_all_files_owns_its_names_its_tokenizer_and_the_bundles
     assert owned_files(out) == {"model.tflite", "report.json", "tokenizer/vocab.txt", "cmake/main.cpp"}
 
 
+def test_a_report_never_owns_a_file_outside_the_folder(tmp_path):
+    out = tmp_path / "out"
+    put(tmp_path, {"precious.txt": "p", "elsewhere/linked.txt": "l"})
+    put(out, {"model.tflite": "m"})
+    (out / "link").symlink_to(tmp_path / "elsewhere")
+    listed = ["model.tflite", "../precious.txt", str(tmp_path / "precious.txt"), "link/linked.txt", "report.json"]
+    (out / "report.json").write_text(json.dumps({"files": ["model.tflite", "report.json"], "all_files": listed}))
+    assert owned_files(out) == {"model.tflite", "report.json"}
+    write_folder(out, writer({"model.tflite": "2"}))
+    assert (tmp_path / "precious.txt").read_text() == "p" and (tmp_path / "elsewhere/linked.txt").is_file()
+
+
 @pytest.mark.parametrize(
     "text, fragment",
     [

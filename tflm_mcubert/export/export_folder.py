@@ -65,9 +65,16 @@ def _legacy_owned(out_dir: Path, files: list[str]) -> set[str]:
     return owned
 
 
+def _inside(out_dir: Path, rel: str) -> bool:
+    """Whether `rel` names a path below `out_dir` (a report's list never reaches outside the folder)."""
+    root = out_dir.resolve()
+    return bool(rel) and not Path(rel).is_absolute() and (root / rel).resolve().is_relative_to(root)
+
+
 def owned_files(out_dir: Path) -> set[str]:
     """The files the export already in `out_dir` lists as its own (none without a readable report.json)."""
-    path = Path(out_dir) / REPORT
+    out_dir = Path(out_dir)
+    path = out_dir / REPORT
     if not path.is_file():
         return set()
     try:
@@ -75,9 +82,9 @@ def owned_files(out_dir: Path) -> set[str]:
     except UserError:
         return set()  # nothing is owned: report.json itself is refused by name below
     listed = report.get("all_files")
-    if isinstance(listed, list) and all(isinstance(name, str) for name in listed):
-        return set(listed)
-    return _legacy_owned(Path(out_dir), report["files"])
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        listed = _legacy_owned(out_dir, report["files"])
+    return {rel for rel in listed if _inside(out_dir, rel)}
 
 
 def _looks_exported(rel: str) -> bool:
