@@ -109,6 +109,7 @@ def test_a_cmake_bundle_refuses_to_overwrite_a_users_cmake_file(capsys, tmp_path
     code, _, err = export(capsys, out, "--checkpoint", checkpoints["a"], "--bundle", "cmake")
     assert code == 2
     assert_one_clean_error(err, "cmake/CMakeLists.txt", "--force")
+    assert "calibrating" not in err  # refused before the work
     assert files_under(out) == {"cmake/CMakeLists.txt"}
 
 

@@ -1,7 +1,7 @@
 """An export owns its folder: it writes every file into a staging folder next to --out and moves the set
 into place, so --out never mixes two exports' files.
 
-    report = write_folder(out_dir, lambda staging: export_into(staging), force=False)
+    report = write_folder(out_dir, lambda staging: export_into(staging), force=False, expected=known_files)
 
 A file of the earlier export that this one does not write is removed only when the earlier report.json
 lists it (`all_files`); a file this export would overwrite, or one that looks like an export's output
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR
+from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, BUNDLE_PARTS
 from tflm_mcubert.export.firmware_files import FILES as FIRMWARE_FILES
 from tflm_mcubert.export.vocab_files import VOCAB_FILES
 
@@ -29,8 +29,6 @@ TOKENIZER_DIR = "tokenizer"
 # Top-level names an export writes (besides <model>_mcubert.zip and tokenizer/): found in --out without a
 # report that lists them, they are another export's leftovers, which this export refuses to mix with.
 EXPORT_NAMES = frozenset({"model.tflite", "model_data.cc", "model_data.h", *FIRMWARE_FILES, *VOCAB_FILES, REPORT})
-# What an export made before report.json had `all_files` wrote under cmake/ (the rest is the user's).
-_LEGACY_BUNDLE_PARTS = ("CMakeLists.txt", "main.cpp", "model/", "custom_ops/")
 
 
 def read_report(path: Path, flag: str = "--export") -> dict:
@@ -60,7 +58,7 @@ def _legacy_owned(out_dir: Path, files: list[str]) -> set[str]:
     owned = {name for name in files if not name.endswith("/")}
     for folder in (name.rstrip("/") for name in files if name.endswith("/")):
         for rel in files_under(out_dir / folder) if (out_dir / folder).is_dir() else []:
-            if folder != BUNDLE_DIR or rel.startswith(_LEGACY_BUNDLE_PARTS):
+            if folder != BUNDLE_DIR or rel.startswith(BUNDLE_PARTS):  # the rest of cmake/ is the user's
                 owned.add(f"{folder}/{rel}")
     return owned
 
@@ -161,12 +159,13 @@ def move_into_place(staging: Path, out_dir: Path, owned: set[str], force: bool =
     return written
 
 
-def write_folder(out_dir: Path, work, force: bool = False):
+def write_folder(out_dir: Path, work, force: bool = False, expected=()):
     """`work(staging)` writes an export into a staging folder; its files then replace the earlier export's
     in `out_dir` (also when `work` raises DoesNotFitError: the files are kept for inspection). Files no
-    earlier export owns are refused before the work starts where they can be (see `check_unowned`)."""
+    earlier export owns are refused before the work starts where they can be (`expected`: files known
+    to be written; see `check_unowned`)."""
     owned = owned_files(out_dir)
-    check_unowned(out_dir, owned, force=force)
+    check_unowned(out_dir, owned, expected, force)
     staging = staging_folder(out_dir)
     try:
         try:

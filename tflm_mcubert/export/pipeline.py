@@ -21,7 +21,7 @@ from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.export.arduino_library import write_arduino_bundle
 from tflm_mcubert.export.c_array import write_c_array
-from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, write_cmake_bundle
+from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, known_bundle_files, write_cmake_bundle
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.export.firmware_files import write_firmware_files
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
@@ -178,7 +178,8 @@ def run_export(request: ExportRequest) -> dict:
     """
     check_request(request)
     out_dir = output_directory(request.out_dir)
-    return write_folder(out_dir, lambda staging: _export_into(request, staging), force=request.force)
+    expected = known_bundle_files() if "cmake" in request.bundles else ()  # refused before the work
+    return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
 
 
 def _export_into(request: ExportRequest, out_dir: Path) -> dict:
