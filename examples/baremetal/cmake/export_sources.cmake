@@ -10,6 +10,8 @@ function(mcubert_export_sources export_dir sources_var text_var)
             "(python -m tflm_mcubert export --out ${export_dir})")
   endif()
   file(READ "${report}" report_json)
+  # A re-export into the folder configures again at the next build (the list may have changed).
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${report}")
   string(JSON count ERROR_VARIABLE json_error LENGTH "${report_json}" files)
   if(json_error OR count EQUAL 0)
     message(FATAL_ERROR "${report}: no list of the export's files (${json_error}): export again")
