@@ -36,9 +36,8 @@ def add_parser(subparsers) -> list[str]:
 
 def reference_tokenizer(export_dir: Path, report: dict):
     """The Hugging Face tokenizer that emits the export's ids (its permuted one, else the checkpoint's)."""
-    candidates = (
-        [export_dir / TOKENIZER_DIR] if f"{TOKENIZER_DIR}/" in report.get("files", [f"{TOKENIZER_DIR}/"]) else []
-    )
+    listed = report.get("files")  # tokenizer/ is the export's only when its report lists it (no report: any)
+    candidates = [export_dir / TOKENIZER_DIR] if listed is None or f"{TOKENIZER_DIR}/" in listed else []
     checkpoint = report.get("model", {}).get("checkpoint")
     if isinstance(checkpoint, str) and checkpoint:
         candidates.append(Path(checkpoint))
