@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -40,9 +41,17 @@ KERNEL_SOURCES = (
 # What the firmware compiles from an export (`python -m tflm_mcubert export --out EXPORT`). The
 # .tflite, report.json and the JSON test vector stay behind: they are for host tools.
 EXPORT_FILES = ("model_data.cc", "model_data.h", "model_settings.h", "model_test_input.cc", "model_test_input.h")
-# The on-device tokenizer's vocabulary, when the checkpoint has a tokenizer: main.cpp then reads text.
+# The on-device tokenizer's vocabulary, when the export wrote it (its report.json lists it): main.cpp then reads text.
 OPTIONAL_EXPORT_FILES = ("model_vocab.cc", "model_vocab.h")
 MODEL_DIR = "model"
+
+
+def exported(export: Path, name: str) -> bool:
+    """Whether the export wrote `name`: its report.json lists it (no report: the file is there)."""
+    try:
+        return name in json.loads((export / "report.json").read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return (export / name).is_file()
 
 
 class SyncError(Exception):
@@ -65,7 +74,8 @@ def planned_copies(repo: Path, app: Path, export: Path | None) -> dict[Path, dic
                 f"(python -m tflm_mcubert export --out {export})"
             )
         plan[app / MODEL_DIR] = {
-            name: export / name for name in (*EXPORT_FILES, *OPTIONAL_EXPORT_FILES) if (export / name).is_file()
+            **{name: export / name for name in EXPORT_FILES},
+            **{name: export / name for name in OPTIONAL_EXPORT_FILES if exported(export, name)},
         }
     return plan
 

@@ -10,7 +10,7 @@ specification compiles .cpp, and .cc support differs between IDE versions.
     model_data.cc        ->  model_data.cpp
     model_test_input.cc  ->  model_test_input.cpp
     model_data.h, model_settings.h, model_test_input.h   copied as they are
-    model_vocab.cc -> model_vocab.cpp, model_vocab.h      when the export has them (the on-device
+    model_vocab.cc -> model_vocab.cpp, model_vocab.h      when the export's report.json lists them (the on-device
                                                           tokenizer's vocabulary: the sketch reads text)
 
 Refuses, changing nothing, when a file is missing from EXPORT_DIR, when the export is a stock-schedule
@@ -21,6 +21,7 @@ copy of a source (both would be compiled where .cc is supported: duplicate symbo
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import sys
@@ -34,14 +35,23 @@ SKETCH_FILES = {
     "model_test_input.cc": "model_test_input.cpp",
     "model_test_input.h": "model_test_input.h",
 }
-# Copied when the export has the on-device tokenizer's vocabulary (the sketch then reads text), and
-# removed from the sketch when it does not, so that no other model's vocabulary is left behind.
+# Copied when the export wrote the on-device tokenizer's vocabulary (its report.json lists it: the sketch
+# then reads text), and removed from the sketch when it did not, so that no other model's vocabulary is
+# left behind.
 OPTIONAL_FILES = {"model_vocab.cc": "model_vocab.cpp", "model_vocab.h": "model_vocab.h"}
 _SCHEDULE = re.compile(r'^#define MCUBERT_MODEL_SCHEDULE "([^"]*)"', re.MULTILINE)
 
 
 class CopyError(Exception):
     """Why the export cannot go into the sketch (nothing was copied)."""
+
+
+def exported(export_dir: Path, name: str) -> bool:
+    """Whether the export wrote `name`: its report.json lists it (no report: the file is there)."""
+    try:
+        return name in json.loads((export_dir / "report.json").read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return (export_dir / name).is_file()
 
 
 def check(export_dir: Path, sketch_dir: Path) -> None:
@@ -82,7 +92,7 @@ def copy_export(export_dir: Path, sketch_dir: Path) -> list[Path]:
     for source, target in SKETCH_FILES.items():
         written.append(Path(shutil.copyfile(export_dir / source, sketch_dir / target)))
     for source, target in OPTIONAL_FILES.items():
-        if (export_dir / source).is_file():
+        if exported(export_dir, source):
             written.append(Path(shutil.copyfile(export_dir / source, sketch_dir / target)))
         elif (sketch_dir / target).exists():
             (sketch_dir / target).unlink()

@@ -66,3 +66,10 @@ def test_missing_calibration_file(capsys, tmp_path):
     )
     assert code == 2
     assert_one_clean_error(err, "nope.txt")
+
+
+def test_evaluate_names_text_for_a_missing_text_file(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "evaluate", "--text", str(tmp_path / "missing.txt"), "--seq-len", "16")
+    assert code == 2
+    assert_one_clean_error(err, "--text", "missing.txt")
+    assert "--calibration" not in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.cli_helpers import run_cli
+from tests.cli.cli_helpers import assert_one_clean_error, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +45,55 @@ def test_a_damaged_blob_is_a_clear_error(capsys, export_dir, tmp_path):
     (copy / "model_vocab.bin").write_bytes(bytes(blob))
     code, _, err = run_cli(capsys, "tokenize", "--export", str(copy), "text")
     assert code == 2 and "CRC-32 mismatch" in err
+
+
+def damaged_copy(export_dir, tmp_path, report_text=None):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(export_dir, copy)
+    if report_text is not None:
+        (copy / "report.json").write_text(report_text)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "seq_len, fragments",
+    [("-5", ["--seq-len", "-5", "from 2"]), ("3000000000", ["--seq-len", "3,000,000,000", "position embeddings"])],
+)
+def test_a_seq_len_outside_the_models_positions_is_a_clear_error(capsys, export_dir, seq_len, fragments):
+    code, _, err = run_cli(capsys, "tokenize", "--export", export_dir, "--seq-len", seq_len, "text")
+    assert code == 2
+    assert_one_clean_error(err, *fragments)
+
+
+def test_text_that_is_not_utf8_is_taken_as_bytes_as_the_device_takes_it(capsys, export_dir):
+    # Python hands argv bytes that are not UTF-8 to the program as surrogate escapes: b"caf\xe9" is "caf\udce9".
+    code, out, err = run_cli(
+        capsys, "tokenize", "--export", export_dir, "the caf\udce9 was good", "--pair", "\udcff ok"
+    )
+    assert code == 0, err
+    assert "not valid UTF-8" in out and "identical" in out and "DIFFERENT" not in out
+
+
+@pytest.mark.parametrize(
+    "report_text, fragments",
+    [('{"seq_len": 16, "fi', ["report.json", "not a readable report.json"]), ("[1, 2]", ["report.json", "list"])],
+)
+def test_a_damaged_report_is_a_clear_error(capsys, export_dir, tmp_path, report_text, fragments):
+    copy = damaged_copy(export_dir, tmp_path, report_text)
+    code, _, err = run_cli(capsys, "tokenize", "--export", copy, "text")
+    assert code == 2
+    assert_one_clean_error(err, *fragments)
+
+
+def test_a_blob_the_report_does_not_list_is_refused(capsys, export_dir, tmp_path):
+    import json
+
+    copy = damaged_copy(export_dir, tmp_path)
+    report = json.loads((copy / "report.json").read_text())
+    report["files"].remove("model_vocab.bin")
+    (copy / "report.json").write_text(json.dumps(report))
+    code, _, err = run_cli(capsys, "tokenize", "--export", copy, "text")
+    assert code == 2
+    assert_one_clean_error(err, "model_vocab.bin is not this export's")

@@ -147,6 +147,15 @@ def test_copy_brings_the_vocabulary_and_removes_a_stale_one(text_export_dir, exp
     assert not (sketch_copy / "model_vocab.cpp").exists() and not (sketch_copy / "model_vocab.h").exists()
 
 
+def test_copy_takes_the_vocabulary_only_when_the_report_lists_it(export_dir, sketch_copy, tmp_path):
+    stray = tmp_path / "export-with-a-stray-vocabulary"
+    shutil.copytree(export_dir, stray)
+    (stray / "model_vocab.cc").write_text("// another export's\n")
+    (stray / "model_vocab.h").write_text("// another export's\n")
+    assert copy_export(stray, sketch_copy).returncode == 0
+    assert not (sketch_copy / "model_vocab.cpp").exists() and not (sketch_copy / "model_vocab.h").exists()
+
+
 def test_copy_refuses_an_incomplete_export(export_dir, sketch_copy, tmp_path):
     partial = tmp_path / "partial-export"
     shutil.copytree(export_dir, partial)

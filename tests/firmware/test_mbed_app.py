@@ -205,6 +205,15 @@ def test_sync_copies_kernels_and_export_and_check_catches_stale_copies(tmp_path,
     assert not (app / "mcubert" / "src" / "stale_kernel.c").exists()
 
 
+def test_sync_takes_the_vocabulary_only_when_the_report_lists_it(tmp_path, export_dir):
+    stray = tmp_path / "export-with-a-stray-vocabulary"
+    shutil.copytree(export_dir, stray)
+    (stray / "model_vocab.cc").write_text("// another export's\n")
+    (stray / "model_vocab.h").write_text("// another export's\n")
+    assert sync("--app", tmp_path / "app", "--export", stray).returncode == 0
+    assert not list((tmp_path / "app" / "model").glob("model_vocab.*"))
+
+
 def test_sync_refuses_a_directory_that_is_not_an_export(tmp_path):
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "model_data.cc").write_text("// old export\n")

@@ -89,7 +89,7 @@ def _texts(args, tokenizer):
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
         texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
         return texts, np.asarray(rows["label"]), f"{args.task} test split ({len(texts)} rows)"
-    texts = read_sentences(args.text) if args.text else evaluation_sentences()
+    texts = read_sentences(args.text, flag="--text") if args.text else evaluation_sentences()
     return (
         texts[: args.samples],
         None,
@@ -140,6 +140,8 @@ def run(args) -> int:
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
     dump = output_directory(args.dump, "--dump") if args.dump else None
+    if args.text:
+        read_sentences(args.text, flag="--text")  # a bad --text fails before the models load
     models = _load_models(args)
     texts, labels, text_source = _texts(args, models.tokenizer)
     samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)

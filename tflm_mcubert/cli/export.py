@@ -100,7 +100,17 @@ def add_parser(subparsers) -> list[str]:
         help="do not write the on-device tokenizer (model_vocab.*): the firmware gets token ids from elsewhere",
     )
     export.add_argument("--seed", type=seed_argument, default=0)
-    export.add_argument("--out", required=True, help="output directory")
+    export.add_argument(
+        "--out",
+        required=True,
+        help="output directory: the export replaces the files an earlier export there wrote (its report.json "
+        "lists them) and keeps every other file",
+    )
+    export.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite files in --out that no earlier export's report.json lists (refused otherwise)",
+    )
     export.add_argument(
         "--bundle",
         action="append",
@@ -159,6 +169,7 @@ def run(args) -> int:
         prune_vocab=args.prune_vocab,
         prune_top_n=args.prune_top_n,
         vocab=not args.no_vocab,
+        force=args.force,
     )
     report = run_export(request)
     fits = report["fits"]

@@ -1,20 +1,33 @@
 """`python -m tflm_mcubert tokenize --export OUT "some text"`: the export's on-device tokenizer (the C
-code, built for this machine) on your text, next to the Hugging Face tokenizer the ids must equal."""
+code, built for this machine) on your text, next to the Hugging Face tokenizer the ids must equal.
+
+Text that is not valid UTF-8 on the command line is taken as the bytes it is, as the device takes them:
+each maximal invalid sequence is one dropped character (custom_ops' mcubert_tokenizer.h), which is what
+Hugging Face's tokenizer does with Python's `decode(errors="replace")` of the bytes."""
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.export_folder import REPORT, TOKENIZER_DIR, read_report
+from tflm_mcubert.export.vocab_files import VOCAB_NAME
+from tflm_mcubert.model.config import MIN_SEQ_LEN
 from tflm_mcubert.tokenizer.host import HostTokenizer
+
+BLOB = f"{VOCAB_NAME}.bin"
+# The longest --seq-len when the export's report.json does not give its model's position table: BERT's.
+DEFAULT_MAX_POSITIONS = 512
 
 
 def add_parser(subparsers) -> list[str]:
     tokenize = subparsers.add_parser(
         "tokenize", help="run an export's on-device tokenizer (the C code) on text, next to Hugging Face's"
     )
-    tokenize.add_argument("text", nargs="+", help="text to tokenize (each argument separately)")
+    tokenize.add_argument(
+        "text", nargs="+", help="text to tokenize (each argument separately; not UTF-8: taken as bytes)"
+    )
     tokenize.add_argument("--export", required=True, type=Path, help="an export directory (holds model_vocab.bin)")
     tokenize.add_argument("--pair", default=None, help="a second text: tokenize sentence pairs")
     tokenize.add_argument("--seq-len", type=int, default=None, help="positions (default: the export's seq_len)")
@@ -23,9 +36,10 @@ def add_parser(subparsers) -> list[str]:
 
 def reference_tokenizer(export_dir: Path, report: dict):
     """The Hugging Face tokenizer that emits the export's ids (its permuted one, else the checkpoint's)."""
-    candidates = [export_dir / "tokenizer"]
+    listed = report.get("files")  # tokenizer/ is the export's only when its report lists it (no report: any)
+    candidates = [export_dir / TOKENIZER_DIR] if listed is None or f"{TOKENIZER_DIR}/" in listed else []
     checkpoint = report.get("model", {}).get("checkpoint")
-    if checkpoint:
+    if isinstance(checkpoint, str) and checkpoint:
         candidates.append(Path(checkpoint))
     for candidate in candidates:
         if candidate.is_dir():
@@ -35,31 +49,68 @@ def reference_tokenizer(export_dir: Path, report: dict):
     return None, None
 
 
-def run(args) -> int:
-    blob_path = args.export / "model_vocab.bin"
-    if not blob_path.is_file():
+def export_report(export_dir: Path) -> dict:
+    """The export's report.json through export's validated reader ({} when there is none); a blob the
+    report does not list is another export's, refused."""
+    blob = export_dir / BLOB
+    if not blob.is_file():
         raise UserError(
-            f"{blob_path} not found: export with a checkpoint that has a BERT tokenizer "
+            f"{blob} not found: export with a checkpoint that has a BERT tokenizer "
             "(python -m tflm_mcubert export --checkpoint DIR --out OUT)"
         )
-    report_path = args.export / "report.json"
-    report = json.loads(report_path.read_text()) if report_path.is_file() else {}
-    seq_len = args.seq_len or report.get("seq_len") or 128
-    host = HostTokenizer(blob_path.read_bytes())
+    path = export_dir / REPORT
+    report = read_report(path) if path.is_file() else {}
+    if "files" in report and BLOB not in report["files"]:
+        raise UserError(f"--export {export_dir}: {BLOB} is not this export's (its {REPORT} does not list it)")
+    return report
+
+
+def seq_len_of(args, report: dict) -> int:
+    """--seq-len (default the export's), checked against the model's position table before any allocation."""
+    seq_len = args.seq_len if args.seq_len is not None else report.get("seq_len", 128)
+    config = report.get("model", {}).get("config")
+    limit = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    limit = limit if isinstance(limit, int) and limit >= MIN_SEQ_LEN else DEFAULT_MAX_POSITIONS
+    if not MIN_SEQ_LEN <= seq_len <= limit:
+        raise UserError(
+            f"--seq-len must be from {MIN_SEQ_LEN} ([CLS] and [SEP]) to {limit:,} (the model's position "
+            f"embeddings), got {seq_len:,}"
+        )
+    return seq_len
+
+
+def as_bytes(text: str | None) -> bytes | None:
+    """An argument as the bytes it was given as (argv that is not UTF-8 arrives as surrogate escapes)."""
+    return None if text is None else os.fsencode(text)
+
+
+def shown(raw: bytes) -> str:
+    try:
+        return repr(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return f"{raw!r} (not valid UTF-8: each invalid sequence is dropped, as on the device)"
+
+
+def run(args) -> int:
+    report = export_report(args.export)
+    seq_len = seq_len_of(args, report)
+    host = HostTokenizer((args.export / BLOB).read_bytes())
     hf, hf_source = reference_tokenizer(args.export, report)
+    pair = as_bytes(args.pair)
     identical = True
-    for text in args.text:
-        encoded = host.encode(text, seq_len, args.pair)
+    for raw in map(as_bytes, args.text):
+        encoded = host.encode(raw, seq_len, pair)
         ids = [int(i) for i in encoded.ids[: encoded.valid]]
-        print(f"text: {text!r}" + (f" + {args.pair!r}" if args.pair else ""))
+        print(f"text: {shown(raw)}" + (f" + {shown(pair)}" if pair is not None else ""))
         print(f"  device ({encoded.valid} of {seq_len} positions): {ids}")
-        if args.pair:
+        if pair is not None:
             print(f"  token types: {[int(t) for t in encoded.token_types[: encoded.valid]]}")
         if hf is not None:
-            expected = hf(text, args.pair, truncation=True, max_length=seq_len)["input_ids"]
-            same = expected == ids
+            second = None if pair is None else pair.decode("utf-8", errors="replace")
+            expected = hf(raw.decode("utf-8", errors="replace"), second, truncation=True, max_length=seq_len)
+            same = expected["input_ids"] == ids
             identical &= same
-            print(f"  hugging face ({hf_source}): {expected}  {'identical' if same else 'DIFFERENT'}")
+            print(f"  hugging face ({hf_source}): {expected['input_ids']}  {'identical' if same else 'DIFFERENT'}")
     if hf is None:
         print("(no Hugging Face tokenizer found next to the export or at its checkpoint: nothing to compare)")
     return 0 if identical else 1

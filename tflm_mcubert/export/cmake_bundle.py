@@ -20,12 +20,20 @@ MODEL_FILES = ("model_data.cc", "model_data.h", SETTINGS_FILE, TEST_INPUT_SOURCE
 # standalone build's test harnesses stay behind).
 KERNEL_PARTS = ("CMakeLists.txt", "include", "src", "tflm")
 _LEFT_OUT = shutil.ignore_patterns("python", "build", "__pycache__")
+# What the bundle writes in its folder (custom_ops/: KERNEL_PARTS as they are in the package).
+BUNDLE_PARTS = ("CMakeLists.txt", "main.cpp", "model/", "custom_ops/")
+
+
+def known_bundle_files() -> list[str]:
+    """The bundle's files (relative to the export) that are known before it is written: where a user's
+    file of the same name is refused before the export does its work."""
+    return [f"{BUNDLE_DIR}/{name}" for name in (*BUNDLE_PARTS[:2], *(f"model/{n}" for n in MODEL_FILES))]
 
 
 def write_cmake_bundle(export_dir: Path, summary: str) -> Path:
-    """Write `export_dir`/cmake/ from the export's files; returns the folder."""
+    """Write `export_dir`/cmake/ from the export's files (into the export's fresh staging folder: an earlier
+    bundle's files are replaced, and the user's kept, by export/export_folder.py); returns the folder."""
     out = Path(export_dir) / BUNDLE_DIR
-    shutil.rmtree(out, ignore_errors=True)
     (out / "model").mkdir(parents=True)
     for name in MODEL_FILES:
         shutil.copyfile(Path(export_dir) / name, out / "model" / name)

@@ -21,7 +21,8 @@ from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.export.arduino_library import write_arduino_bundle
 from tflm_mcubert.export.c_array import write_c_array
-from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, write_cmake_bundle
+from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, known_bundle_files, write_cmake_bundle
+from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.export.firmware_files import write_firmware_files
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
 from tflm_mcubert.export.vocab_files import append_text_guide, write_vocab_files
@@ -64,6 +65,7 @@ class ExportRequest:
     prune_vocab: str | None = None  # a corpus (task name or text file): keep only the pieces it uses
     prune_top_n: int | None = None  # with prune_vocab: only its N most frequent pieces
     vocab: bool = True  # write the on-device tokenizer's blob (model_vocab.*) when the checkpoint has a tokenizer
+    force: bool = False  # overwrite files in out_dir that no earlier export's report.json lists as its own
 
 
 def log(message: str) -> None:
@@ -169,13 +171,20 @@ def _misfit_message(fit: FitReport, config, request: ExportRequest, fitting_seq_
 
 def run_export(request: ExportRequest) -> dict:
     """Writes model.tflite, model_data.cc/.h, the firmware files (export/firmware_files.py) and report.json
-    into `request.out_dir`; returns the report.
+    into `request.out_dir`; returns the report. Every file is written into a staging folder first and the
+    set moved into place, replacing the earlier export's files there (export/export_folder.py).
 
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
-    started = time.time()
     check_request(request)
     out_dir = output_directory(request.out_dir)
+    expected = known_bundle_files() if "cmake" in request.bundles else ()  # refused before the work
+    return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
+
+
+def _export_into(request: ExportRequest, out_dir: Path) -> dict:
+    """run_export's work, every file written into `out_dir` (the staging folder)."""
+    started = time.time()
     model, tokenizer, source = load_model(
         request.checkpoint, preset_name=request.preset, num_labels=request.num_labels, seed=request.seed
     )
@@ -319,8 +328,9 @@ def _finish(report: dict, out_dir: Path, started: float, request: ExportRequest)
     if "arduino" in request.bundles:
         name = re.sub(r"[^A-Za-z0-9_]", "_", Path(str(model)).name.strip("/")) or "model"
         report["files"].append(write_arduino_bundle(out_dir, custom_ops_dir(), name, summary).name)
+    report["all_files"] = sorted([*files_under(out_dir), REPORT])  # what a later export here may replace
     report["seconds"] = round(time.time() - started, 1)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
 
 
 def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
@@ -366,7 +376,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
             *firmware,
             *vocab.files,
             *(["tokenizer/"] if (out_dir / "tokenizer").is_dir() else []),
-            "report.json",
+            REPORT,
         ],
         "seconds": None,
     }
@@ -379,12 +389,13 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         report["fits"]["sram"]["largest_fitting_seq_len"] = fitting_seq_len
     _finish(report, out_dir, started, request)
     log(
-        f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
+        f"wrote {request.out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
         f"(FIRMWARE.md), report.json; arena {arena_bytes:,} B"
     )
     if not fit.ok:
         raise DoesNotFitError(
-            _misfit_message(fit, config, request, fitting_seq_len) + f" (files written to {out_dir} for inspection)"
+            _misfit_message(fit, config, request, fitting_seq_len)
+            + f" (files written to {request.out_dir} for inspection)"
         )
     return report
 
@@ -416,7 +427,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         _sample_source(calibration, calibration_source),
         result.sample_output,  # the export ran the reference on samples[0] already
     )
-    files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, "report.json"]
+    files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, REPORT]
     if result.permutation is not None and tokenizer is not None:
         from tflm_mcubert.model.clustered_embedding import write_permuted_tokenizer
 
@@ -482,14 +493,15 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
     _finish(report, out_dir, started, request)
     log(
-        f"wrote {out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
+        f"wrote {request.out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
         f"(FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B "
         f"(plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
         f"tiles {plan.tiles}"
     )
     if not fit.ok:
         raise DoesNotFitError(
-            _mcubert_misfit(fit, request, result, vocab.blob_bytes) + f" (files written to {out_dir} for inspection)"
+            _mcubert_misfit(fit, request, result, vocab.blob_bytes)
+            + f" (files written to {request.out_dir} for inspection)"
         )
     return report
 
