@@ -31,6 +31,8 @@ from pathlib import Path
 
 APP = Path(__file__).resolve().parent
 REPO = APP.parent
+sys.path.insert(0, str(REPO))  # run from a checkout: the package beside this folder
+from tflm_mcubert.kernel_sources import write_contract_header  # noqa: E402
 
 # (source directory under the repository, file suffixes, destination under mbed_app/)
 KERNEL_SOURCES = (
@@ -61,6 +63,7 @@ class SyncError(Exception):
 def planned_copies(repo: Path, app: Path, export: Path | None) -> dict[Path, dict[str, Path]]:
     """Destination directory -> {file name: source file}. Each destination holds exactly these files."""
     plan: dict[Path, dict[str, Path]] = {}
+    write_contract_header(repo / "custom_ops" / "include" / "mcubert")  # generated, never committed
     for source_dir, suffixes, destination in KERNEL_SOURCES:
         source = repo / source_dir
         if not source.is_dir():

@@ -21,7 +21,12 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from tflm_mcubert.kernel_sources import custom_ops_dir  # noqa: E402
 from tflm_mcubert.model.config import BertConfig  # noqa: E402
+
+# The kernels' generated contract header (include/mcubert/mcubert_contract.h, never committed) in
+# place before any test compiles custom_ops/ directly.
+custom_ops_dir()
 
 # Enough word pieces for the tokenizer tests to produce real, varied ids.
 TINY_VOCAB = [

@@ -16,9 +16,9 @@
 #define TYPE_UINT 2
 #define TYPE_MAP 9
 #define MAX_OPTIONS_BYTES 4096 /* ours are ~200 bytes; refuse absurd buffers up front */
-#define MAX_FIELDS 12
+#define MAX_FIELDS 32          /* the bits of the `seen` mask */
 
-typedef enum { FIELD_INT32, FIELD_UINT32, FIELD_INT64 } field_kind;
+typedef enum { MCUBERT_FIELD_INT32, MCUBERT_FIELD_UINT32, MCUBERT_FIELD_INT64 } field_kind;
 
 typedef struct {
     const char *name;
@@ -140,8 +140,10 @@ static mcubert_status store(const options_reader *r, const option_field *field, 
                             uint32_t width, void *params)
 {
     int64_t value = is_signed ? sign_extend(raw, width) : (int64_t)raw;
-    int64_t lo = field->kind == FIELD_UINT32 ? 0 : field->kind == FIELD_INT32 ? INT32_MIN : INT64_MIN;
-    int64_t hi = field->kind == FIELD_UINT32 ? (int64_t)UINT32_MAX : field->kind == FIELD_INT32 ? INT32_MAX : INT64_MAX;
+    int64_t lo = field->kind == MCUBERT_FIELD_UINT32 ? 0 : field->kind == MCUBERT_FIELD_INT32 ? INT32_MIN : INT64_MIN;
+    int64_t hi = field->kind == MCUBERT_FIELD_UINT32  ? (int64_t)UINT32_MAX
+                 : field->kind == MCUBERT_FIELD_INT32 ? INT32_MAX
+                                                      : INT64_MAX;
     uint8_t *dst = (uint8_t *)params + field->offset;
     if (!is_signed && raw > (uint64_t)INT64_MAX) {
         return mcubert_fail_text(r->message, MCUBERT_ERROR_OPTION, r->op, field->name, "value too large");
@@ -154,9 +156,9 @@ static mcubert_status store(const options_reader *r, const option_field *field, 
         return st;
     }
     /* dst is the field itself (offsetof), so it has the field's type and alignment. */
-    if (field->kind == FIELD_INT64) {
+    if (field->kind == MCUBERT_FIELD_INT64) {
         *(int64_t *)(void *)dst = value;
-    } else if (field->kind == FIELD_UINT32) {
+    } else if (field->kind == MCUBERT_FIELD_UINT32) {
         *(uint32_t *)(void *)dst = (uint32_t)value;
     } else {
         *(int32_t *)(void *)dst = (int32_t)value;
@@ -327,59 +329,16 @@ static mcubert_status parse(const char *op, const uint8_t *buffer, int32_t lengt
     return MCUBERT_OK;
 }
 
-#define FIELD_SINCE(type, name, kind, version)                                                                         \
-    {                                                                                                                  \
-#name, offsetof(type, name), kind, version                                                                     \
-    }
-#define FIELD(type, name, kind) FIELD_SINCE(type, name, kind, MCUBERT_SPEC_VERSION)
-#define HEADER(type) FIELD(type, spec_version, FIELD_INT32), FIELD(type, spec_hash, FIELD_UINT32)
-
-static const option_field embedding_fields[] = {
-    HEADER(mcubert_embedding_params),
-    FIELD(mcubert_embedding_params, seq_len, FIELD_INT32),
-    FIELD(mcubert_embedding_params, hidden, FIELD_INT32),
-    FIELD(mcubert_embedding_params, vocab_size, FIELD_INT32),
-    FIELD(mcubert_embedding_params, cluster_count, FIELD_INT32),
-    FIELD(mcubert_embedding_params, type_vocab_size, FIELD_INT32),
-    FIELD(mcubert_embedding_params, ln_eps, FIELD_INT64),
-    FIELD_SINCE(mcubert_embedding_params, word_bits, FIELD_INT32, MCUBERT_SPEC_VERSION_INT4),
-};
-
-static const option_field attention_fields[] = {
-    HEADER(mcubert_attention_params),
-    FIELD(mcubert_attention_params, seq_len, FIELD_INT32),
-    FIELD(mcubert_attention_params, hidden, FIELD_INT32),
-    FIELD(mcubert_attention_params, heads, FIELD_INT32),
-    FIELD(mcubert_attention_params, tile, FIELD_INT32),
-    FIELD(mcubert_attention_params, mask_mode, FIELD_INT32),
-    FIELD(mcubert_attention_params, score_multiplier, FIELD_INT32),
-    FIELD(mcubert_attention_params, score_shift, FIELD_INT32),
-    FIELD(mcubert_attention_params, context_multiplier, FIELD_INT32),
-    FIELD(mcubert_attention_params, context_shift, FIELD_INT32),
-    FIELD(mcubert_attention_params, ln_eps, FIELD_INT64),
-};
-
-static const option_field mlp_fields[] = {
-    HEADER(mcubert_mlp_params),
-    FIELD(mcubert_mlp_params, seq_len, FIELD_INT32),
-    FIELD(mcubert_mlp_params, hidden, FIELD_INT32),
-    FIELD(mcubert_mlp_params, ffn, FIELD_INT32),
-    FIELD(mcubert_mlp_params, tile, FIELD_INT32),
-    FIELD(mcubert_mlp_params, fc1_output_zero_point, FIELD_INT32),
-    FIELD(mcubert_mlp_params, ln_eps, FIELD_INT64),
-};
-
-static const option_field classifier_head_fields[] = {
-    HEADER(mcubert_classifier_head_params),
-    FIELD(mcubert_classifier_head_params, seq_len, FIELD_INT32),
-    FIELD(mcubert_classifier_head_params, hidden, FIELD_INT32),
-    FIELD(mcubert_classifier_head_params, labels, FIELD_INT32),
-    FIELD(mcubert_classifier_head_params, pooler_zero_point, FIELD_INT32),
-    FIELD(mcubert_classifier_head_params, logits_zero_point, FIELD_INT32),
-};
+/* The option tables, from the generated contract: X(params type, field, kind, version that added it). */
+#define OPTION_FIELD(type, name, kind, since) {#name, offsetof(type, name), kind, since},
+#define OPTION_TABLE(lower, upper, code)                                                                               \
+    static const option_field lower##_fields[] = {MCUBERT_##upper##_OPTION_FIELDS(OPTION_FIELD)};
+MCUBERT_OPS(OPTION_TABLE)
 
 #define COUNT(array) ((uint32_t)(sizeof(array) / sizeof((array)[0])))
-typedef char fields_fit_the_seen_mask[MAX_FIELDS >= COUNT(attention_fields) ? 1 : -1];
+#define FITS_THE_SEEN_MASK(lower, upper, code)                                                                         \
+    typedef char lower##_fields_fit_the_seen_mask[MAX_FIELDS >= COUNT(lower##_fields) ? 1 : -1];
+MCUBERT_OPS(FITS_THE_SEEN_MASK)
 
 /* Zeroes params first, so reserved words are 0 and a failed parse leaves nothing half-set. */
 #define DEFINE_PARSER(op_lower, op_name, fields)                                                                       \
@@ -399,7 +358,5 @@ typedef char fields_fit_the_seen_mask[MAX_FIELDS >= COUNT(attention_fields) ? 1 
         return st;                                                                                                     \
     }
 
-DEFINE_PARSER(embedding, "MCUBERT_EMBEDDING", embedding_fields)
-DEFINE_PARSER(attention, "MCUBERT_ATTENTION", attention_fields)
-DEFINE_PARSER(mlp, "MCUBERT_MLP", mlp_fields)
-DEFINE_PARSER(classifier_head, "MCUBERT_CLASSIFIER_HEAD", classifier_head_fields)
+#define OP_PARSER(lower, upper, code) DEFINE_PARSER(lower, code, lower##_fields)
+MCUBERT_OPS(OP_PARSER)

@@ -90,27 +90,73 @@ const char *mcubert_status_name(mcubert_status status)
     return "unknown";
 }
 
+/* The (version, hash) pairs each op reads, from the generated contract (SPEC.md section 8). */
+typedef struct {
+    int32_t version;
+    uint32_t hash;
+} spec_version_entry;
+
+typedef struct {
+    const char *code;
+    const spec_version_entry *versions;
+    uint32_t count;
+} op_spec_versions;
+
+#define SPEC_ENTRY(version, hash) {version, hash},
+#define OP_VERSIONS(lower, upper, code)                                                                                \
+    static const spec_version_entry lower##_versions[] = {MCUBERT_##upper##_SPEC_VERSIONS(SPEC_ENTRY)};
+MCUBERT_OPS(OP_VERSIONS)
+#define OP_ENTRY(lower, upper, code) {code, lower##_versions, sizeof lower##_versions / sizeof lower##_versions[0]},
+static const op_spec_versions op_versions[] = {MCUBERT_OPS(OP_ENTRY)};
+
+static int same_text(const char *a, const char *b)
+{
+    while (*a != '\0' && *a == *b) {
+        ++a;
+        ++b;
+    }
+    return *a == *b;
+}
+
+static const op_spec_versions *versions_of(const char *op)
+{
+    uint32_t i;
+    for (i = 0; i < sizeof op_versions / sizeof op_versions[0]; ++i) {
+        if (same_text(op_versions[i].code, op)) {
+            return &op_versions[i];
+        }
+    }
+    return NULL;
+}
+
 mcubert_status mcubert_check_spec(const char *op, int32_t version, uint32_t hash, mcubert_message *message)
 {
-    uint32_t expected;
+    const op_spec_versions *known = versions_of(op);
+    uint32_t i;
+    mcubert_status st;
+    if (known == NULL) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_SPEC, op, "spec_version", "not an op of this build");
+    }
+    for (i = 0; i < known->count && known->versions[i].version != version; ++i) {
+    }
     /* Version first: a newer model should read "unsupported version", not a hash mismatch. */
-    if (version != MCUBERT_SPEC_VERSION && version != MCUBERT_SPEC_VERSION_INT4) {
-        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_version");
+    if (i == known->count) {
+        st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_version");
         mcubert_append(message, "unsupported version ");
         mcubert_append_int(message, version);
         mcubert_append(message, " (this build implements ");
-        mcubert_append_int(message, MCUBERT_SPEC_VERSION);
-        mcubert_append(message, " and ");
-        mcubert_append_int(message, MCUBERT_SPEC_VERSION_INT4);
+        for (i = 0; i < known->count; ++i) {
+            mcubert_append(message, i == 0 ? "" : " and ");
+            mcubert_append_int(message, known->versions[i].version);
+        }
         mcubert_append(message, ")");
         return st;
     }
-    expected = version == MCUBERT_SPEC_VERSION ? MCUBERT_SPEC_HASH : MCUBERT_SPEC_HASH_V2;
-    if (hash != expected) {
-        mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_hash");
+    if (hash != known->versions[i].hash) {
+        st = mcubert_fail(message, MCUBERT_ERROR_SPEC, op, "spec_hash");
         mcubert_append_hex(message, hash);
         mcubert_append(message, " does not match this build's contract ");
-        mcubert_append_hex(message, expected);
+        mcubert_append_hex(message, known->versions[i].hash);
         return st;
     }
     return MCUBERT_OK;

@@ -13,6 +13,7 @@
 #ifndef MCUBERT_TFLM_H_
 #define MCUBERT_TFLM_H_
 
+#include "mcubert/mcubert_contract.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 
@@ -34,24 +35,24 @@ constexpr char kAttentionOpName[] = "MCUBERT_ATTENTION";
 constexpr char kMlpOpName[] = "MCUBERT_MLP";
 constexpr char kClassifierHeadOpName[] = "MCUBERT_CLASSIFIER_HEAD";
 
-// Resolver slots AddMcubertOps() takes.
-constexpr unsigned int kOpCount = 4;
+// Resolver slots AddMcubertOps() takes: every op of the generated list (mcubert_contract.h).
+constexpr unsigned int kOpCount = MCUBERT_OP_COUNT;
 
-TFLMRegistration* Register_MCUBERT_EMBEDDING();
-TFLMRegistration* Register_MCUBERT_ATTENTION();
-TFLMRegistration* Register_MCUBERT_MLP();
-TFLMRegistration* Register_MCUBERT_CLASSIFIER_HEAD();
+// Register_MCUBERT_<OP>(), one per op (defined in mcubert_<op>_tflm.cc).
+#define MCUBERT_DECLARE_REGISTRATION(lower, upper, code) TFLMRegistration* Register_MCUBERT_##upper();
+MCUBERT_OPS(MCUBERT_DECLARE_REGISTRATION)
+#undef MCUBERT_DECLARE_REGISTRATION
 
-// Adds the four ops; kTfLiteError (with a MicroPrintf naming the op) when the resolver is full or
+// Adds every op; kTfLiteError (with a MicroPrintf naming the op) when the resolver is full or
 // already holds one of them.
 template <unsigned int tOpCount>
 TfLiteStatus AddMcubertOps(tflite::MicroMutableOpResolver<tOpCount>& resolver) {
-  if (resolver.AddCustom(kEmbeddingOpName, Register_MCUBERT_EMBEDDING()) != kTfLiteOk ||
-      resolver.AddCustom(kAttentionOpName, Register_MCUBERT_ATTENTION()) != kTfLiteOk ||
-      resolver.AddCustom(kMlpOpName, Register_MCUBERT_MLP()) != kTfLiteOk ||
-      resolver.AddCustom(kClassifierHeadOpName, Register_MCUBERT_CLASSIFIER_HEAD()) != kTfLiteOk) {
-    return kTfLiteError;
+#define MCUBERT_ADD_REGISTRATION(lower, upper, code)                       \
+  if (resolver.AddCustom(code, Register_MCUBERT_##upper()) != kTfLiteOk) { \
+    return kTfLiteError;                                                   \
   }
+  MCUBERT_OPS(MCUBERT_ADD_REGISTRATION)
+#undef MCUBERT_ADD_REGISTRATION
   return kTfLiteOk;
 }
 

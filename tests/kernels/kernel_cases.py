@@ -21,15 +21,20 @@ from tflm_mcubert.ops.mlp import MLPParams
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.kernel_abi import KernelCall
+from tflm_mcubert.kernel_sources import custom_ops_dir
 
 
 HEADER = Path(__file__).resolve().parents[2] / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"
-# The contract hash the C build implements. Calls carry it, so the byte-exactness tests check the
-# numerics even while the contract text changes elsewhere; test_kernels_api checks that it equals
-# ops.registry.SPEC_HASH.
-HEADER_SPEC_HASH = int(re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", HEADER.read_text()).group(1), 16)
+# The generated contract header the C build compiles (custom_ops_dir() writes it).
+CONTRACT_HEADER = custom_ops_dir() / "include" / "mcubert" / "mcubert_contract.h"
+# The contract-wide hashes the C build implements (test_kernels_api checks them against SPEC.md).
+HEADER_SPEC_HASH = int(
+    re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", CONTRACT_HEADER.read_text()).group(1), 16
+)
 # Version 2's (int4 embedding tables, SPEC 4.1.1); an int4 embedding call carries it.
-HEADER_SPEC_HASH_V2 = int(re.search(r"#define MCUBERT_SPEC_HASH_V2 (0x[0-9a-fA-F]+)u", HEADER.read_text()).group(1), 16)
+HEADER_SPEC_HASH_V2 = int(
+    re.search(r"#define MCUBERT_SPEC_HASH_V2 (0x[0-9a-fA-F]+)u", CONTRACT_HEADER.read_text()).group(1), 16
+)
 
 
 @dataclasses.dataclass

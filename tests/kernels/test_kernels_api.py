@@ -18,7 +18,15 @@ import numpy as np
 import pytest
 
 from kernel_build import CUSTOM_OPS, need_arm_toolchain
-from kernel_cases import HEADER, HEADER_SPEC_HASH, HEADER_SPEC_HASH_V2, attention_case, embedding_case, mlp_case
+from kernel_cases import (
+    CONTRACT_HEADER,
+    HEADER,
+    HEADER_SPEC_HASH,
+    HEADER_SPEC_HASH_V2,
+    attention_case,
+    embedding_case,
+    mlp_case,
+)
 from kernel_host import TensorSpec, tensor_specs
 from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.ops import attention, contract, embedding, mlp, options as options_codec
@@ -56,10 +64,10 @@ def test_header_implements_the_contract_spec_md_documents():
     to ops/registry.py): change the contract, and this names the header as the next stop."""
     quoted = re.search(r"Spec hash of this version: \*\*`(0x[0-9a-f]{8})`\*\* \(`SPEC_VERSION = (\d+)`\)", SPEC_MD)
     assert quoted, "SPEC.md no longer quotes the hash in the expected form"
-    text = HEADER.read_text()
+    text = CONTRACT_HEADER.read_text()
     assert f"#define MCUBERT_SPEC_VERSION {quoted.group(2)}" in text
     assert int(quoted.group(1), 16) == HEADER_SPEC_HASH, (
-        f"custom_ops/include/mcubert/mcubert_ops.h implements 0x{HEADER_SPEC_HASH:08x}, SPEC.md "
+        f"the generated mcubert_contract.h implements 0x{HEADER_SPEC_HASH:08x}, SPEC.md "
         f"documents {quoted.group(1)}: update MCUBERT_SPEC_HASH (and the kernels, if the numerics changed)"
     )
     assert int(quoted.group(2)) == SPEC_VERSION
@@ -70,7 +78,7 @@ def test_header_implements_version_2_as_spec_md_documents():
 
     quoted = re.search(r"Version 2 \(hash \*\*`(0x[0-9a-f]{8})`\*\*, `SPEC_VERSION_INT4 = (\d+)`\)", SPEC_MD)
     assert quoted and int(quoted.group(1), 16) == HEADER_SPEC_HASH_V2 == registry.SPEC_HASH_V2
-    assert f"#define MCUBERT_SPEC_VERSION_INT4 {quoted.group(2)}" in HEADER.read_text()
+    assert f"#define MCUBERT_SPEC_VERSION_INT4 {quoted.group(2)}" in CONTRACT_HEADER.read_text()
     assert f"#define MCUBERT_INT4_ROW_SCALE_BYTES {contract.INT4_ROW_SCALE_BYTES}" in HEADER.read_text()
 
 

@@ -555,7 +555,7 @@ def test_structs_match_the_python_mirror(tmp_path, compiler):
 
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} not found")
-    struct_c = kernel_abi.ClassifierHeadParamsC
+    struct_c = kernel_abi.PARAMS_STRUCTS[OP]
     lines = [
         "#include <stddef.h>",
         '#include "mcubert/mcubert_ops.h"',

@@ -20,7 +20,7 @@ from tflm_mcubert.ops import kernel_abi
 A, M, E, H = contract.ATTENTION, contract.MLP, contract.EMBEDDING, contract.CLASSIFIER_HEAD
 E4 = E + "-int4"  # the embedding's version-2 options (int4 tables, word_bits)
 OPS = (E, E4, A, M, H)
-STRUCTS = {**kernel_abi.PARAMS_STRUCTS, H: kernel_abi.ClassifierHeadParamsC}
+STRUCTS = kernel_abi.PARAMS_STRUCTS
 PARSERS = {
     E: "mcubert_embedding_parse_options",
     A: "mcubert_attention_parse_options",

@@ -10,13 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.ops import contract, testing
 from tflm_mcubert.ops.registry import BY_KIND, OPS, TILED_KINDS, op
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tflm_mcubert"
-C_API = (ROOT / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h").read_text()
-TFLM_BINDING = (ROOT / "custom_ops" / "tflm" / "mcubert_tflm.h").read_text()
+# The hand-written API and the header generated from the contract (custom_ops_dir() writes it).
+C_API = (ROOT / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h").read_text() + (
+    custom_ops_dir() / "include" / "mcubert" / "mcubert_contract.h"
+).read_text()
+TFLM_BINDING = "".join(path.read_text() for path in sorted((ROOT / "custom_ops" / "tflm").glob("*.cc")))
 
 
 def test_the_registry_holds_every_contract_once():
@@ -39,7 +43,7 @@ def test_an_op_definition_matches_its_contract_and_c_api(code):
     assert d.output == d.contract.outputs[0].name
     for symbol in (d.kernel_symbol, d.validate_symbol, d.buffer_size_symbol, f"mcubert_{d.c_name}_params"):
         assert symbol in C_API, f"{symbol} is not declared in mcubert_ops.h"
-    assert f"{d.registration}()" in TFLM_BINDING
+    assert f"TFLMRegistration* {d.registration}()" in TFLM_BINDING, f"no binding defines {d.registration}()"
     for method in ("from_serialized", "options", "tensors", "validate"):
         assert callable(getattr(d.params_type, method))
 

@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 from tflm_mcubert.export.template import fill
+from tflm_mcubert.ops import c_contract
 
 COPIED_SUFFIXES = (".c", ".h", ".S")
 # A header every TFLM revision the binding could build against has; its presence means the sketch
@@ -86,8 +87,12 @@ def library_sources(custom_ops: Path, generator: str) -> dict[str, bytes]:
     """Library-relative path (src/...) -> bytes of every source the library holds."""
     files: dict[str, bytes] = {}
     for header in sorted((custom_ops / "include" / "mcubert").glob("*.h")):
+        if header.name == c_contract.HEADER_NAME:
+            continue  # generated: written below from this package's contract, whatever the folder holds
         origin = f"custom_ops/include/mcubert/{header.name}"
         files[f"src/mcubert/{header.name}"] = (banner(origin, generator) + header.read_text()).encode()
+    origin = "tflm_mcubert/ops/c_contract.py (the op contract)"
+    files[f"src/mcubert/{c_contract.HEADER_NAME}"] = (banner(origin, generator) + c_contract.header_text()).encode()
     for path in sorted((custom_ops / "src").iterdir()):
         if path.is_file() and path.suffix in COPIED_SUFFIXES:
             files[f"src/{path.name}"] = (banner(f"custom_ops/src/{path.name}", generator) + path.read_text()).encode()

@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -122,7 +123,8 @@ def cmake_build(
     configure = ["cmake", "-S", str(source or custom_ops_dir()), "-B", str(folder)]
     if not (Path(folder) / "CMakeCache.txt").exists() and shutil.which("ninja"):
         configure += ["-G", "Ninja"]  # a generator is chosen once per build folder
-    configure += [f"-D{key}={value}" for key, value in entries.items()]
+    # The contract header is generated at configure time by this very interpreter (it has numpy).
+    configure += [f"-D{key}={value}" for key, value in {"MCUBERT_PYTHON": sys.executable, **entries}.items()]
     _run(configure, f"configuring the kernels in {folder}")
     _run(["cmake", "--build", str(folder), "-j", str(jobs), "--target", *targets], f"building {', '.join(targets)}")
 

@@ -18,7 +18,12 @@ SPEC_VERSION = 1  # what every op's options carry unless they need a later versi
 # `word_bits`. The encoder writes the lowest version that can express an op's options, so int8
 # models keep version 1 and their bytes; kernels accept both.
 SPEC_VERSION_INT4 = 2
+# Versions 1 and 2 predate per-op versions: they are contract-wide (every op reads both, each
+# identified by the hash of the whole contract text). A version after these belongs to one op
+# (VERSION_OPTIONS / VERSION_LINES below) and is hashed over the shared constants and that op's own
+# lines only, so a new version of one op changes no other op's hash and no other model's bytes.
 SPEC_VERSIONS = (SPEC_VERSION, SPEC_VERSION_INT4)
+CONTRACT_WIDE_VERSIONS = SPEC_VERSIONS
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
 
@@ -279,19 +284,44 @@ VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
 }
 
 
+# Contract text a per-op version adds beyond its option fields (numerics, layouts), by version and op.
+VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {}
+
+
+def op_versions(op: str) -> tuple[int, ...]:
+    """The spec versions `op` reads, oldest first: the contract-wide ones, then its own."""
+    own = {v for table in (VERSION_OPTIONS, VERSION_LINES) for v, ops in table.items() if op in ops}
+    return CONTRACT_WIDE_VERSIONS + tuple(sorted(own - set(CONTRACT_WIDE_VERSIONS)))
+
+
 def option_fields(op: str, version: int) -> tuple[OptionField, ...]:
     """The header plus `op`'s option fields in spec `version`."""
-    extra = tuple(f for v, ops in VERSION_OPTIONS.items() if v <= version for f in ops.get(op, ()))
+    extra = tuple(f for v, ops in sorted(VERSION_OPTIONS.items()) if v <= version for f in ops.get(op, ()))
     return HEADER_FIELDS + CONTRACTS[op].options + extra
 
 
 def options_version(op: str, values: dict[str, int]) -> int:
-    """The lowest spec version whose fields include every key of `values` (what the encoder writes).
-    An int4 embedding needs version 2; everything else stays version 1."""
-    for version in SPEC_VERSIONS:
+    """The lowest of `op`'s versions whose fields include every key of `values` (what the encoder
+    writes). An int4 embedding needs version 2; everything else stays version 1."""
+    versions = op_versions(op)
+    for version in versions:
         if set(values) <= {f.name for f in option_fields(op, version)}:
             return version
-    return SPEC_VERSIONS[-1]
+    return versions[-1]
+
+
+def op_lines(op: str, version: int) -> list[str]:
+    """`op`'s own contract text at `version`: its option fields, tensor signatures and the lines a
+    per-op version adds (hashed into that version; registry.op_version_text)."""
+    spec = CONTRACTS[op]
+    lines = [f"{op}.version={version}"]
+    lines += [f"{op}.option.{f.name}=int[{f.lo},{f.hi}]" for f in option_fields(op, version)]
+    lines += [f"{op}.input{i}.{t.name}={t.dtype}{t.shape}" for i, t in enumerate(spec.inputs)]
+    lines += [f"{op}.output{i}.{t.name}={t.dtype}{t.shape}" for i, t in enumerate(spec.outputs)]
+    for v, ops in sorted(VERSION_LINES.items()):
+        if v <= version:
+            lines += list(ops.get(op, ()))
+    return lines
 
 
 def int4_row_bytes(length: int) -> int:

@@ -15,8 +15,8 @@ import dataclasses
 
 import numpy as np
 
-from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.registry import OPS, SPEC_HASHES
+from tflm_mcubert.ops import c_contract, contract
+from tflm_mcubert.ops.registry import OP_SPEC_HASHES, OPS
 
 # mcubert_dtype: TfLiteType numbering.
 DTYPE_INT32, DTYPE_INT16, DTYPE_INT8 = 2, 7, 9
@@ -44,71 +44,8 @@ class ModelIntegrityC(ctypes.Structure):
     ]
 
 
-class EmbeddingParamsC(ctypes.Structure):
-    _fields_ = [
-        ("spec_version", ctypes.c_int32),
-        ("spec_hash", ctypes.c_uint32),
-        ("seq_len", ctypes.c_int32),
-        ("hidden", ctypes.c_int32),
-        ("vocab_size", ctypes.c_int32),
-        ("cluster_count", ctypes.c_int32),
-        ("type_vocab_size", ctypes.c_int32),
-        ("word_bits", ctypes.c_int32),  # 0 (version 1: int8), 4 or 8
-        ("ln_eps", ctypes.c_int64),
-    ]
-
-
-class AttentionParamsC(ctypes.Structure):
-    _fields_ = [
-        ("spec_version", ctypes.c_int32),
-        ("spec_hash", ctypes.c_uint32),
-        ("seq_len", ctypes.c_int32),
-        ("hidden", ctypes.c_int32),
-        ("heads", ctypes.c_int32),
-        ("tile", ctypes.c_int32),
-        ("mask_mode", ctypes.c_int32),
-        ("score_multiplier", ctypes.c_int32),
-        ("score_shift", ctypes.c_int32),
-        ("context_multiplier", ctypes.c_int32),
-        ("context_shift", ctypes.c_int32),
-        ("ln_eps", ctypes.c_int64),
-    ]
-
-
-class MLPParamsC(ctypes.Structure):
-    _fields_ = [
-        ("spec_version", ctypes.c_int32),
-        ("spec_hash", ctypes.c_uint32),
-        ("seq_len", ctypes.c_int32),
-        ("hidden", ctypes.c_int32),
-        ("ffn", ctypes.c_int32),
-        ("tile", ctypes.c_int32),
-        ("fc1_output_zero_point", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
-        ("ln_eps", ctypes.c_int64),
-    ]
-
-
-class ClassifierHeadParamsC(ctypes.Structure):
-    _fields_ = [
-        ("spec_version", ctypes.c_int32),
-        ("spec_hash", ctypes.c_uint32),
-        ("seq_len", ctypes.c_int32),
-        ("hidden", ctypes.c_int32),
-        ("labels", ctypes.c_int32),
-        ("pooler_zero_point", ctypes.c_int32),
-        ("logits_zero_point", ctypes.c_int32),
-    ]
-
-
-# mcubert_<op>_params, by custom code (every op's struct above, one per registry entry).
-PARAMS_STRUCTS = {
-    contract.EMBEDDING: EmbeddingParamsC,
-    contract.ATTENTION: AttentionParamsC,
-    contract.MLP: MLPParamsC,
-    contract.CLASSIFIER_HEAD: ClassifierHeadParamsC,
-}
-assert PARAMS_STRUCTS.keys() == OPS.keys(), "every registered op has its params struct here"
+# mcubert_<op>_params, by custom code: the same layout as the generated C structs (ops/c_contract.py).
+PARAMS_STRUCTS = {code: c_contract.ctypes_struct(code) for code in OPS}
 
 # Tensors of validate's list: the contract's inputs then its output.
 TENSOR_NAMES = {code: op.tensor_names for code, op in OPS.items()}
@@ -127,13 +64,14 @@ def make_params(op: str, options: dict[str, int], spec_hash: int | None = None, 
     the hash (of that version) a kernel build was made for to test its numerics while the contract
     text is being changed elsewhere. Absent optional fields (word_bits of version 1) are 0."""
     version = contract.options_version(op, dict(options))
-    values = {"spec_version": version, "spec_hash": SPEC_HASHES[version], "word_bits": 0, **options, **overrides}
+    values = {"spec_version": version, "spec_hash": OP_SPEC_HASHES[op][version], **options, **overrides}
     if spec_hash is not None:
         values["spec_hash"] = spec_hash
+    required = {f.name for f in contract.option_fields(op, version)}
     struct = PARAMS_STRUCTS[op]()
     for name, _ in struct._fields_:
-        if name != "reserved":
-            setattr(struct, name, int(values[name]))
+        # Reserved words and the fields of later versions are 0; the version's own fields must be given.
+        setattr(struct, name, int(values[name] if name in required else values.get(name, 0)))
     return struct
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from flatbuffers import flexbuffers
 
 from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.registry import SPEC_HASHES, SPEC_VERSIONS
+from tflm_mcubert.ops.registry import OP_SPEC_HASHES
 from tflm_mcubert.ops.validation import OpSpecError
 
 _TYPE_INT, _TYPE_UINT, _TYPE_MAP = 1, 2, 9
@@ -62,7 +62,7 @@ def encode_options(op: str, values: dict[str, int]) -> bytes:
     spec = _contract(op)
     plain = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}  # numpy -> int
     version = contract.options_version(op, plain)
-    full = {"spec_version": version, "spec_hash": SPEC_HASHES[version], **plain}
+    full = {"spec_version": version, "spec_hash": OP_SPEC_HASHES[op][version], **plain}
     _check_schema(op, spec, full)
     return bytes(flexbuffers.Dumps(full))
 
@@ -167,10 +167,11 @@ def _check_schema(op: str, spec: contract.OpContract, values: dict[str, int]) ->
     if "spec_version" not in values:
         raise OptionsError(op, "spec_version", "missing")
     version = values["spec_version"]
-    if version not in SPEC_VERSIONS:
-        implemented = " and ".join(str(v) for v in SPEC_VERSIONS)
+    hashes = OP_SPEC_HASHES[op]
+    if version not in hashes:
+        implemented = " and ".join(str(v) for v in hashes)
         raise OptionsError(op, "spec_version", f"unsupported version {version} (this build implements {implemented})")
-    expected = SPEC_HASHES[version]
+    expected = hashes[version]
     if values.get("spec_hash") != expected:
         got = values.get("spec_hash")
         raise OptionsError(

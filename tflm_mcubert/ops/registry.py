@@ -65,10 +65,54 @@ SPEC_VERSION = contract.SPEC_VERSION
 SPEC_HASH = fnv1a32(contract_text().encode("ascii"))
 SPEC_VERSION_INT4 = contract.SPEC_VERSION_INT4
 SPEC_HASH_V2 = fnv1a32(contract_text_v2().encode("ascii"))
+# The contract-wide versions (1, 2), which every op reads.
 SPEC_HASHES = {SPEC_VERSION: SPEC_HASH, SPEC_VERSION_INT4: SPEC_HASH_V2}
 SPEC_VERSIONS = contract.SPEC_VERSIONS
 
-if __name__ == "__main__":  # python -m tflm_mcubert.ops.registry: the text for SPEC.md section 8
-    print(f"SPEC_VERSION {SPEC_VERSION}  SPEC_HASH 0x{SPEC_HASH:08x}")
-    print(f"SPEC_VERSION {SPEC_VERSION_INT4}  SPEC_HASH 0x{SPEC_HASH_V2:08x}")
-    print(contract_text_v2(), end="")
+
+def _scratch_samples_of(code: str) -> list[str]:
+    return [line for line in _scratch_lines() if line.startswith(f"{code}.scratch(")]
+
+
+def op_version_text(code: str, version: int) -> str:
+    """The hashed text of one op's own version (after the contract-wide ones): the shared constants,
+    the op's lines at that version (contract.op_lines) and its scratch samples, nothing of any other op."""
+    lines = contract.constants_text() + contract.op_lines(code, version) + _scratch_samples_of(code)
+    return "\n".join(lines) + "\n"
+
+
+def _version_hash(code: str, version: int) -> int:
+    if version in SPEC_HASHES:
+        return SPEC_HASHES[version]
+    return fnv1a32(op_version_text(code, version).encode("ascii"))
+
+
+# custom code -> {version: hash}: what each op's options may carry, oldest first (SPEC.md section 8).
+OP_SPEC_HASHES: dict[str, dict[int, int]] = {
+    code: {v: _version_hash(code, v) for v in contract.op_versions(code)} for code in OPS
+}
+
+
+def spec_hash(code: str, version: int) -> int:
+    """The hash `code`'s options carry at `version` (KeyError for a version the op does not have)."""
+    return OP_SPEC_HASHES[code][version]
+
+
+def versions_table() -> str:
+    """The op-versions table of SPEC.md (its first section)."""
+    rows = []
+    for code, versions in OP_SPEC_HASHES.items():
+        cells = ", ".join(f"{v} (`0x{h:08x}`)" for v, h in versions.items())
+        rows.append(f"| `{code}` | {cells} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python -m tflm_mcubert.ops.registry [versions]: the text for SPEC.md
+    import sys
+
+    if sys.argv[1:] == ["versions"]:
+        print(versions_table())
+    else:
+        print(f"SPEC_VERSION {SPEC_VERSION}  SPEC_HASH 0x{SPEC_HASH:08x}")
+        print(f"SPEC_VERSION {SPEC_VERSION_INT4}  SPEC_HASH 0x{SPEC_HASH_V2:08x}")
+        print(contract_text_v2(), end="")

@@ -38,12 +38,11 @@
 extern "C" {
 #endif
 
-/* The contract these kernels implement (SPEC.md section 8). Every op's options carry both. */
-#define MCUBERT_SPEC_VERSION 1
-#define MCUBERT_SPEC_HASH 0x89fbd93fu
-/* Version 2 = version 1 + int4 embedding tables (SPEC 4.1.1; only an int4 embedding carries it). */
-#define MCUBERT_SPEC_VERSION_INT4 2
-#define MCUBERT_SPEC_HASH_V2 0x345ba4edu
+/* The contract these kernels implement, generated from tflm_mcubert/ops/contract.py (not committed:
+ * the CMake build, and every copy of these sources, writes it): each op's spec versions and hashes
+ * (SPEC.md section 8), its option fields and its mcubert_<op>_params struct, and MCUBERT_OPS(X). */
+#include "mcubert_contract.h"
+
 #define MCUBERT_INT4_ROW_SCALE_BYTES 2 /* int4 cluster-0 rows: uint16 little-endian scale first */
 
 /* Upper bound of the stack any mcubert_* entry point uses, helpers and libgcc included.
@@ -100,18 +99,6 @@ typedef struct {
  * MCUBERT_EMBEDDING: clustered low-rank word lookup + position + token type, then LayerNorm.
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    int32_t spec_version;    /* MCUBERT_SPEC_VERSION */
-    uint32_t spec_hash;      /* MCUBERT_SPEC_HASH */
-    int32_t seq_len;         /* s, [1, 1024] */
-    int32_t hidden;          /* d, [1, 1024] */
-    int32_t vocab_size;      /* [1, 2^31 - 1]; ids outside [0, vocab_size) are an input error */
-    int32_t cluster_count;   /* c, [1, 8] */
-    int32_t type_vocab_size; /* T, [1, 1024] */
-    int32_t word_bits;       /* 8 (or 0: version 1's int8 tables); 4: packed int4 rows, spec_version 2 */
-    int64_t ln_eps;          /* [0, 2^50] */
-} mcubert_embedding_params;
-
 typedef struct {                       /* constant inputs 2..10, contract order */
     const int32_t *clusters;           /* [c][2]: end id (exclusive), rank (rank_0 = d) */
     const int8_t *word_rows;           /* U_0 | U_1 | ... row-major (int4: SPEC 4.1.1 rows) */
@@ -154,21 +141,6 @@ mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params, cons
 /* ------------------------------------------------------------------------------------------
  * MCUBERT_ATTENTION: the attention sub-layer, in place on the hidden state [s][d].
  * ---------------------------------------------------------------------------------------- */
-
-typedef struct {
-    int32_t spec_version;
-    uint32_t spec_hash;
-    int32_t seq_len;            /* s, [1, 1024] */
-    int32_t hidden;             /* d, [1, 1024], multiple of heads */
-    int32_t heads;              /* h, [1, 64] */
-    int32_t tile;               /* t, [1, s] query rows per tile */
-    int32_t mask_mode;          /* 0: mask is int8[s] (0 = masked key); 1: int32[1] valid length */
-    int32_t score_multiplier;   /* 0 or [2^30, 2^31) */
-    int32_t score_shift;        /* [-31, 30] */
-    int32_t context_multiplier; /* 0 or [2^30, 2^31) */
-    int32_t context_shift;      /* [-31, 30] */
-    int64_t ln_eps;             /* [0, 2^50] */
-} mcubert_attention_params;
 
 typedef struct {                   /* constant inputs 2..12, contract order */
     const int8_t *query_weights;   /* pair4, packed(d, d) */
@@ -217,18 +189,6 @@ mcubert_status mcubert_attention_s8(const mcubert_attention_params *params, cons
  * MCUBERT_MLP: FC1 + activation table + FC2 + residual + LayerNorm, in place, tiled.
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    int32_t spec_version;
-    uint32_t spec_hash;
-    int32_t seq_len;               /* s, [1, 1024] */
-    int32_t hidden;                /* d, [1, 1024] */
-    int32_t ffn;                   /* f, [1, 4096] */
-    int32_t tile;                  /* t, [1, s] tokens per tile */
-    int32_t fc1_output_zero_point; /* [-128, 127] */
-    int32_t reserved;              /* 0; keeps ln_eps 8-byte aligned on every ABI */
-    int64_t ln_eps;                /* [0, 2^50] */
-} mcubert_mlp_params;
-
 typedef struct {                  /* constant inputs 1..7, contract order */
     const int8_t *fc1_weights;    /* pair4, packed(f, d) */
     const int32_t *fc1_channels;  /* [f][3] */
@@ -266,16 +226,6 @@ mcubert_status mcubert_mlp_s8(const mcubert_mlp_params *params, const mcubert_ml
  * ---------------------------------------------------------------------------------------- */
 
 #define MCUBERT_MAX_LABELS 1024
-
-typedef struct {
-    int32_t spec_version;
-    uint32_t spec_hash;
-    int32_t seq_len;           /* s, [1, 1024]; only row 0 of hidden is read */
-    int32_t hidden;            /* d, [1, 1024] */
-    int32_t labels;            /* n, [1, 1024] */
-    int32_t pooler_zero_point; /* [-128, 127]: zero point of the tanh table's input */
-    int32_t logits_zero_point; /* [-128, 127] */
-} mcubert_classifier_head_params;
 
 typedef struct {                        /* constant inputs 1..5, contract order */
     const int8_t *pooler_weights;       /* pair4, packed(d, d) */

@@ -1,0 +1,130 @@
+"""Per-op spec versions: a new version of one op changes only that op's hash, the exporter writes each
+op's lowest version, old versions keep loading, and the C tables follow the contract with no C edit
+(the option parser and spec check are compiled from a header generated with a hypothetical version)."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import flatbuffers.flexbuffers as flexbuffers
+import pytest
+
+from tflm_mcubert.kernel_sources import custom_ops_dir, write_contract_header
+from tflm_mcubert.ops import c_contract, contract, registry
+from tflm_mcubert.ops.options import OptionsError, decode_options, encode_options
+
+SPEC = Path(registry.__file__).with_name("SPEC.md").read_text()
+# Taken once, before any test patches the contract (custom_ops_dir() rewrites the checkout's header).
+KERNELS = custom_ops_dir()
+A, M, E = contract.ATTENTION, contract.MLP, contract.EMBEDDING
+NEW_FIELD = contract.OptionField("weight_bits", 4, 8, "hypothetical: linear weight storage width")
+ATTENTION_OPTIONS = {
+    "seq_len": 8,
+    "hidden": 8,
+    "heads": 2,
+    "tile": 4,
+    "mask_mode": 0,
+    "score_multiplier": 1 << 30,
+    "score_shift": 0,
+    "context_multiplier": 1 << 30,
+    "context_shift": 0,
+    "ln_eps": 1,
+}
+
+
+@pytest.fixture
+def attention_version_3(monkeypatch):
+    """The contract with a version 3 of the attention op only (a new option and a numerics line),
+    and the registry's tables recomputed from it; both restored afterwards."""
+    monkeypatch.setitem(contract.VERSION_OPTIONS, 3, {A: (NEW_FIELD,)})
+    monkeypatch.setitem(contract.VERSION_LINES, 3, {A: ("weights=hypothetical int4 layout",)})
+    hashes = {code: {v: registry._version_hash(code, v) for v in contract.op_versions(code)} for code in registry.OPS}
+    monkeypatch.setattr(registry, "OP_SPEC_HASHES", hashes)
+    options = importlib.import_module("tflm_mcubert.ops.options")
+    monkeypatch.setattr(options, "OP_SPEC_HASHES", hashes)
+    monkeypatch.setattr(c_contract, "OP_SPEC_HASHES", hashes)
+    return hashes
+
+
+def test_spec_md_lists_every_op_version_and_hash():
+    block = SPEC.split("<!-- op versions:", 1)[1].split("<!-- end op versions -->", 1)[0]
+    assert registry.versions_table() in block, "regenerate with python -m tflm_mcubert.ops.registry versions"
+
+
+def test_the_contract_wide_versions_keep_their_hashes_for_every_op():
+    for code, versions in registry.OP_SPEC_HASHES.items():
+        assert versions[1] == registry.SPEC_HASH and versions[2] == registry.SPEC_HASH_V2, code
+
+
+def test_a_new_version_of_one_op_changes_only_that_op(attention_version_3):
+    before = {code: dict(v) for code, v in registry.OP_SPEC_HASHES.items()}
+    assert contract.op_versions(A) == (1, 2, 3)
+    assert contract.op_versions(M) == (1, 2) and contract.op_versions(E) == (1, 2)
+    assert set(attention_version_3[A]) == {1, 2, 3}
+    assert attention_version_3[A][3] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2)
+    for code in (M, E, contract.CLASSIFIER_HEAD):
+        assert attention_version_3[code] == before[code]
+    # Its hash covers its own lines only: the MLP's contract is not in it.
+    text = registry.op_version_text(A, 3)
+    assert "weights=hypothetical int4 layout" in text and f"{A}.option.weight_bits=int[4,8]" in text
+    assert M not in text and E not in text
+
+
+def test_a_new_version_is_written_only_where_its_fields_are_used(attention_version_3):
+    old = decode_options(A, encode_options(A, ATTENTION_OPTIONS))  # an int8 attention: version 1, as before
+    assert old == ATTENTION_OPTIONS
+    raw = flexbuffers.Loads(encode_options(A, ATTENTION_OPTIONS))
+    assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH)
+    new = encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4})
+    raw = flexbuffers.Loads(new)
+    assert (raw["spec_version"], raw["spec_hash"]) == (3, attention_version_3[A][3])
+    assert decode_options(A, new)["weight_bits"] == 4
+    with pytest.raises(OptionsError, match="weight_bits: unknown option"):
+        encode_options(M, {"weight_bits": 4, "seq_len": 8})
+    stale = bytes(flexbuffers.Dumps({**raw, "spec_hash": registry.SPEC_HASH}))
+    with pytest.raises(OptionsError, match="spec_hash: 0x.* does not match"):
+        decode_options(A, stale)
+
+
+def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_version_3, tmp_path):
+    """mcubert_options.c and mcubert_validate.c, compiled against the header generated from the
+    contract with attention version 3, parse its new option into the generated struct field."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found")
+    source = KERNELS
+    include = tmp_path / "include" / "mcubert"
+    shutil.copytree(source / "include" / "mcubert", include)
+    header = write_contract_header(include)
+    assert "X(3, 0x" in header.read_text() and "int32_t weight_bits;" in header.read_text()
+    library = tmp_path / "libparse.so"
+    sources = [source / "src" / name for name in ("mcubert_options.c", "mcubert_validate.c")]
+    flags = ["-std=c99", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{tmp_path / 'include'}", f"-I{source / 'src'}"]
+    subprocess.run(["gcc", *flags, *map(str, sources), "-o", str(library)], check=True)
+    parse = ctypes.CDLL(str(library)).mcubert_attention_parse_options
+    struct_type = c_contract.ctypes_struct(A)
+
+    def run(buffer: bytes):
+        params = struct_type()
+        message = ctypes.create_string_buffer(128)
+        data = (ctypes.c_uint8 * len(buffer)).from_buffer_copy(buffer)
+        status = parse(data, ctypes.c_int32(len(buffer)), ctypes.byref(params), message)
+        return status, message.value.decode(), params
+
+    status, message, params = run(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
+    assert (status, message) == (0, "") and params.weight_bits == 4 and params.spec_version == 3
+    status, _, params = run(encode_options(A, ATTENTION_OPTIONS))  # version 1 still loads
+    assert status == 0 and params.spec_version == 1 and params.weight_bits == 0
+    raw = flexbuffers.Loads(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
+    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": 4})))
+    assert message == f"{A}: spec_version: unsupported version 4 (this build implements 1 and 2 and 3)"
+    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": 4}))) == message
+
+
+def decode_error(op: str, buffer: bytes) -> str:
+    with pytest.raises(OptionsError) as caught:
+        decode_options(op, buffer)
+    return str(caught.value)
