@@ -13,8 +13,6 @@
 #include "mcubert_dsp.h"
 #include "mcubert_fixed_point.h"
 
-#define MCUBERT_W4_ASM 0
-
 /* int8 row r's first segment (K values [0, split)) and second (K values [split, K)). */
 static inline const int8_t *first_w4(const mcubert_rows *rows, int32_t r)
 {
@@ -50,48 +48,79 @@ static inline uint32_t times16_pair(uint32_t p)
     return (p << 4) & 0xFFF0FFF0u;
 }
 
-/* K values 8g .. 8g + 7 of row r as two words of bytes (x0..x3, x4..x7). */
-static inline void group_words(const mcubert_rows *rows, int32_t r, int32_t g, uint32_t *lo, uint32_t *hi)
+/* Of the words a = (x0..x3) and b = (x4..x7): the bytes (x0, x1, x4, x5) (PKHBT) and
+ * (x2, x3, x6, x7) (PKHTB). Written as asm natively: GCC 12 emits UXTH + ORR for the C. */
+#if MCUBERT_DSP_NATIVE
+static inline uint32_t bytes_0145(uint32_t a, uint32_t b)
 {
-    const int32_t k = 8 * g;
-    if (k + 8 <= rows->split) {
-        *lo = mcubert_read_u32(first_w4(rows, r) + k);
-        *hi = mcubert_read_u32(first_w4(rows, r) + k + 4);
-    } else if (k >= rows->split) {
-        *lo = mcubert_read_u32(second_w4(rows, r) + k - rows->split);
-        *hi = mcubert_read_u32(second_w4(rows, r) + k - rows->split + 4);
-    } else { /* the group straddles the two segments */
+    uint32_t result;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(result) : "r"(a), "r"(b));
+    return result;
+}
+
+static inline uint32_t bytes_2367(uint32_t a, uint32_t b)
+{
+    uint32_t result;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(result) : "r"(b), "r"(a));
+    return result;
+}
+#else
+static inline uint32_t bytes_0145(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | (b << 16);
+}
+
+static inline uint32_t bytes_2367(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xFFFF0000u);
+}
+#endif
+
+/* One 8-group (bytes a = x0..x3, b = x4..x7) into its four slots of the widened block (words 0, 1
+ * of the first half, 8, 9 of the second); returns sum + the group's values. */
+static inline int32_t widen_group_w4(uint32_t a, uint32_t b, uint32_t *dst, int32_t sum)
+{
+    const uint32_t ones = 0x00010001u;
+    const uint32_t t = bytes_0145(a, b), u = bytes_2367(a, b);
+    const uint32_t even_t = mcubert_sxtb16(t), odd_t = mcubert_sxtb16_ror8(t); /* (x0, x4), (x1, x5) */
+    const uint32_t even_u = mcubert_sxtb16(u), odd_u = mcubert_sxtb16_ror8(u); /* (x2, x6), (x3, x7) */
+    dst[0] = times16_pair(even_t);
+    dst[1] = odd_t;
+    dst[8] = times16_pair(even_u);
+    dst[9] = odd_u;
+    sum = mcubert_smlad(even_t, ones, sum);
+    sum = mcubert_smlad(odd_t, ones, sum);
+    sum = mcubert_smlad(even_u, ones, sum);
+    return mcubert_smlad(odd_u, ones, sum);
+}
+
+/* `groups` 8-groups of one int8 segment into a row's slots (16 words per group). */
+static int32_t widen_segment_w4(const int8_t *src, uint32_t *dst, int32_t groups, int32_t sum)
+{
+    for (; groups > 0; --groups, src += 8, dst += 16) {
+        sum = widen_group_w4(mcubert_read_u32(src), mcubert_read_u32(src + 4), dst, sum);
+    }
+    return sum;
+}
+
+/* Row r's full 8-groups into its slots of the widened block; returns the sum of the values
+ * widened. Whole groups come straight from their segment; a group straddling the two (only when
+ * the split is not a multiple of 8) is assembled byte by byte. */
+static int32_t widen_row_w4(const mcubert_rows *rows, int32_t r, uint32_t *dst, int32_t groups)
+{
+    int32_t g = mcubert_min_i32(rows->split >> 3, groups);
+    int32_t sum = widen_segment_w4(first_w4(rows, r), dst, g, 0);
+    if (g < groups && (rows->split & 7) != 0) {
         uint32_t bytes[2] = {0, 0};
         int32_t i;
         for (i = 0; i < 8; ++i) {
-            bytes[i >> 2] |= (uint32_t)(uint8_t)activation_w4(rows, r, k + i) << (8 * (i & 3));
+            bytes[i >> 2] |= (uint32_t)(uint8_t)activation_w4(rows, r, 8 * g + i) << (8 * (i & 3));
         }
-        *lo = bytes[0];
-        *hi = bytes[1];
+        sum = widen_group_w4(bytes[0], bytes[1], dst + 16 * g, sum);
+        ++g;
     }
-}
-
-/* Row r's full 8-groups into its slots of the widened block (16 words per group: two halves of
- * 4 rows x 2 words); returns the sum of the values widened. */
-static int32_t widen_row_w4(const mcubert_rows *rows, int32_t r, uint32_t *dst, int32_t groups)
-{
-    const uint32_t ones = 0x00010001u;
-    int32_t sum = 0, g;
-    for (g = 0; g < groups; ++g, dst += 16) {
-        uint32_t lo, hi;
-        group_words(rows, r, g, &lo, &hi);
-        {
-            const uint32_t e0 = mcubert_sxtb16(lo), o0 = mcubert_sxtb16_ror8(lo); /* (x0, x2), (x1, x3) */
-            const uint32_t e1 = mcubert_sxtb16(hi), o1 = mcubert_sxtb16_ror8(hi); /* (x4, x6), (x5, x7) */
-            dst[0] = times16_pair(mcubert_pack_low_halves(e0, e1));               /* (16 x0, 16 x4) */
-            dst[1] = mcubert_pack_low_halves(o0, o1);                             /* (x1, x5) */
-            dst[8] = times16_pair(mcubert_pack_high_halves(e0, e1));              /* (16 x2, 16 x6) */
-            dst[9] = mcubert_pack_high_halves(o0, o1);                            /* (x3, x7) */
-            sum = mcubert_smlad(e0, ones, sum);
-            sum = mcubert_smlad(o0, ones, sum);
-            sum = mcubert_smlad(e1, ones, sum);
-            sum = mcubert_smlad(o1, ones, sum);
-        }
+    if (g < groups) {
+        sum = widen_segment_w4(second_w4(rows, r) + 8 * g - rows->split, dst + 16 * g, groups - g, sum);
     }
     return sum;
 }
@@ -107,10 +136,10 @@ void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[
     rows->widened = widened;
 }
 
-#if !MCUBERT_W4_ASM
+#if !MCUBERT_DSP_ASM
 /* One sweep of the micro-kernel: rows 0..3 against one channel's `words` packed words at w. Per
- * word: 1 load, 4 ALU operations for the four weight pairs, 16 SMLADs (the assembly loads the
- * 16 activation words with four LDMs). */
+ * word: 1 load, 5 ALU operations for the four weight pairs, 16 SMLADs. The assembly version
+ * (mcubert_gemm_dsp_s4.S) is this loop with the 16 activation words loaded by four LDMs. */
 static void dsp_sweep_w4(const uint32_t *x, int32_t words, const uint8_t *w, const int32_t *start, int32_t acc[4])
 {
     int32_t a0 = start[0], a1 = start[1], a2 = start[2], a3 = start[3];
@@ -150,7 +179,7 @@ void mcubert_dsp_4xn_w4(const uint32_t *x, int32_t words, const mcubert_w4_walk 
         dsp_sweep_w4(x, words, walk->base + c * walk->row_bytes, walk->start, acc[c]);
     }
 }
-#endif /* !MCUBERT_W4_ASM */
+#endif /* !MCUBERT_DSP_ASM */
 
 void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
                          int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
