@@ -167,9 +167,8 @@ def measure(cpu: str, tokens: int, build_root: Path) -> list[dict]:
 
 
 def print_rows(rows: list[dict]) -> None:
-    print(
-        f"{'model':10} {'K x N':>10} {'core':10} {'W8 i/MAC':>9} {'W4 i/MAC':>9} {'W4/W8':>6}   W4 layer/W8 layer (est.)"
-    )
+    head = f"{'model':10} {'K x N':>10} {'core':10} {'W8 i/MAC':>9} {'W4 i/MAC':>9} {'W4/W8':>6}"
+    print(head + "   W4 layer/W8 layer (ESTIMATE)")
     for r in rows:
         w8, w4 = sum(r["w8"].values()), sum(r["w4"].values())
         requant = r["w8_linear"] - r["w8_linear_gemm"]
