@@ -209,30 +209,43 @@ void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_B
 
 /* ---- plain C path ---------------------------------------------------------------------- */
 
+/* The plain path computes sum_k x[k] u[k] with the stored nibbles u = w + 8 (no subtraction per
+ * weight) from start[r] = -8 * (sum of row r's K values); nothing is widened. */
 void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[MCUBERT_BLOCK_ROWS])
 {
-    int32_t r;
-    (void)rows;
+    int32_t r, k;
     (void)widened;
     for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
-        start[r] = 0;
+        int32_t sum = 0;
+        for (k = 0; r < rows->count && k < rows->length; ++k) {
+            sum += activation_w4(rows, r, k);
+        }
+        start[r] = -8 * sum;
     }
 }
 
-/* K values [k_begin, k_end) of one segment (x points at the value for k_begin) against a packed
- * channel row; two nibbles (one byte) per step where the segment is byte-aligned. */
-static int32_t segment_dot_w4(const int8_t *x, int32_t k_begin, int32_t k_end, const uint8_t *row)
+/* sum + x[0] u[k_begin] + ... over K values [k_begin, k_end) of one segment (x at k_begin), the
+ * nibbles u of a packed channel row; a byte (two nibbles) per step between the odd ends. */
+static int32_t segment_dot_w4(const int8_t *x, int32_t k_begin, int32_t k_end, const uint8_t *row, int32_t sum)
 {
-    int32_t sum = 0, k = k_begin;
-    if ((k & 1) != 0 && k < k_end) {
-        sum += *x++ * weight_w4(row, k++);
+    const uint8_t *w = row + (k_begin >> 1);
+    const int8_t *pairs_end;
+    if (k_begin >= k_end) {
+        return sum;
     }
-    for (; k + 2 <= k_end; k += 2, x += 2) {
-        const int32_t byte = row[k >> 1];
-        sum += x[0] * ((byte & 0xF) - 8) + x[1] * ((byte >> 4) - 8);
+    if ((k_begin & 1) != 0) {
+        sum += *x++ * (*w++ >> 4);
+        ++k_begin;
     }
-    if (k < k_end) {
-        sum += *x * weight_w4(row, k);
+    pairs_end = x + ((k_end - k_begin) & ~1);
+    while (x != pairs_end) {
+        const int32_t byte = *w++;
+        sum += x[0] * (byte & 0xF);
+        sum += x[1] * (byte >> 4);
+        x += 2;
+    }
+    if (((k_end - k_begin) & 1) != 0) {
+        sum += *x * (*w & 0xF);
     }
     return sum;
 }
@@ -240,15 +253,14 @@ static int32_t segment_dot_w4(const int8_t *x, int32_t k_begin, int32_t k_end, c
 void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
                          int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
+    const int32_t split = mcubert_min_i32(rows->split, rows->length);
     int32_t c, r;
-    (void)start;
     for (c = 0; c < channels; ++c) {
         const uint8_t *row = first + c * row_bytes;
         for (r = 0; r < rows->count; ++r) {
-            const int32_t split = mcubert_min_i32(rows->split, rows->length);
-            int32_t sum = segment_dot_w4(first_w4(rows, r), 0, split, row);
+            int32_t sum = segment_dot_w4(first_w4(rows, r), 0, split, row, start[r]);
             if (split < rows->length) {
-                sum += segment_dot_w4(second_w4(rows, r), split, rows->length, row);
+                sum = segment_dot_w4(second_w4(rows, r), split, rows->length, row, sum);
             }
             acc[c][r] = sum;
         }

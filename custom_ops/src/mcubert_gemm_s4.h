@@ -20,7 +20,8 @@
  * (-16 * 8 * sum x) and end shifted right by 4 (exact: the sum is 16 times an integer). The K % 8
  * tail (at most 7 values) is scalar, so the widened block fits the int16[4][K] the W8 path uses.
  *
- * Plain path: no widening; a loop over the nibbles of the same operands.
+ * Plain path: no widening; a loop over the stored nibbles u = w + 8 of the same operands, from
+ * start[r] = -8 * (sum of row r's K values), which mcubert_rows_widen_w4 computes.
  *
  * Activations: int8 rows only (one or two segments, as mcubert_rows_init_s8 / _split_s8 / _gather_s8
  * make them); the W4 kernel serves linear layers, whose inputs are int8.
@@ -41,8 +42,8 @@ static inline int32_t mcubert_w4_row_bytes(int32_t length)
 }
 
 /* DSP path: widen the int8 rows' full 8-groups into `widened` (int16[4][K] of scratch, 4-byte
- * aligned) in the W4 order and set start[r] (see above; 0 for rows >= count). Plain path: sets
- * start[] to 0 and nothing else. Call once per row block, before the gemm calls. */
+ * aligned) in the W4 order and set start[r] (see above; 0 for rows >= count). Plain path: only
+ * sets start[r] = -8 * (sum of row r's values). Call once per row block, before the gemm calls. */
 void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[MCUBERT_BLOCK_ROWS]);
 
 /* acc[j][r] = sum_k x_r[k] * W[c][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS) channels
