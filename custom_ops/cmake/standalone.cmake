@@ -7,6 +7,7 @@
 #   mcubert_shared             libmcubert.so (the same objects' flags; ctypes tests)
 #   mcubert_runner_emulate     ASan/UBSan test driver, DSP path with emulated intrinsics
 #   mcubert_runner_plain       ASan/UBSan test driver, plain C path
+#   mcubert_gemm_runner_emulate, mcubert_gemm_runner_plain   the same for the gemm driver (test/gemm_driver.c)
 # Cortex-M (-DCMAKE_TOOLCHAIN_FILE=cmake/arm-none-eabi.cmake):
 #   -DMCUBERT_CPU=cortex-m0plus|cortex-m3|cortex-m4|cortex-m7|cortex-m33   (default cortex-m7)
 #   -DMCUBERT_KERNEL_PATH=dsp|plain|noasm   dsp: the DSP path where the core has it (cores without take
@@ -18,6 +19,7 @@
 #                              files beside the objects: CMakeFiles/mcubert.dir/src/)
 #   mcubert_emu                mcubert_emu.elf: the library linked for the unicorn runner (MPS2 memory map)
 #   mcubert_baselines_emu      mcubert_baselines_emu.elf: the library + baselines/ (benchmark and tests)
+#   mcubert_gemm_emu           mcubert_gemm_emu.elf: the library + test/gemm_driver.c (W4/W8 gemm tests, bench)
 #   <MCUBERT_FIRMWARE>         with -DMCUBERT_GOLDEN=<cases .c>: <name>.elf (default mcubert_firmware),
 #                              self-checking QEMU firmware (mps2) running the generated golden cases
 # Both: -DMCUBERT_WERROR=ON makes warnings errors.

@@ -42,6 +42,12 @@ endfunction()
 
 mcubert_image(mcubert_emu "${mcubert_test}/arm/emu_main.c")
 
+# The gemm driver (test/gemm_driver.c) for the unicorn runner: the pair4 and w4row micro-kernels
+# called directly (tests/kernels/test_kernels_gemm.py, bench/w4_gemm.py).
+mcubert_image(mcubert_gemm_emu "${mcubert_test}/arm/emu_gemm.c" "${mcubert_test}/gemm_driver.c")
+target_include_directories(mcubert_gemm_emu PRIVATE "${mcubert_src}" "${mcubert_test}")
+target_compile_options(mcubert_gemm_emu PRIVATE -mgeneral-regs-only)
+
 file(GLOB mcubert_baseline_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/baselines/*.c")
 mcubert_image(mcubert_baselines_emu ${mcubert_baseline_sources})
 target_include_directories(mcubert_baselines_emu PRIVATE "${mcubert_src}" "${CMAKE_CURRENT_SOURCE_DIR}/baselines")

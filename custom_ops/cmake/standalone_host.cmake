@@ -26,3 +26,18 @@ foreach(dsp emulate plain)
     target_compile_definitions(mcubert_runner_${dsp} PRIVATE MCUBERT_EMULATE_DSP)
   endif()
 endforeach()
+
+# The gemm drivers (test/host_gemm_runner.c): whole matrix products through the chunked
+# micro-kernels (pair4 int8 and w4row int4 weights) under ASan/UBSan, both kernel paths.
+foreach(dsp emulate plain)
+  add_executable(mcubert_gemm_runner_${dsp} "${mcubert_test}/host_gemm_runner.c" "${mcubert_test}/gemm_driver.c"
+                 ${mcubert_host_sources})
+  target_include_directories(mcubert_gemm_runner_${dsp} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/include" "${mcubert_src}"
+                             "${mcubert_test}")
+  target_compile_options(mcubert_gemm_runner_${dsp} PRIVATE
+                         "$<$<COMPILE_LANGUAGE:C>:${mcubert_warnings};-O2;-g;${mcubert_sanitize}>")
+  target_link_options(mcubert_gemm_runner_${dsp} PRIVATE ${mcubert_sanitize})
+  if(dsp STREQUAL "emulate")
+    target_compile_definitions(mcubert_gemm_runner_${dsp} PRIVATE MCUBERT_EMULATE_DSP)
+  endif()
+endforeach()

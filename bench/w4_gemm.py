@@ -1,0 +1,212 @@
+"""Instructions of the W4 gemm (w4row int4 weights) against the W8 one (pair4 int8), on emulated cores.
+
+Prints tables; not a test. Both kernels run the same loop nest (custom_ops/test/gemm_driver.c: row
+blocks of 4 widened once, then chunks of 8 channels through the micro-kernel) on the same int4-valued
+weights, under unicorn (Cortex-M7 and M4, DSP path, the kernel build's own flags), executed
+instructions counted per translated block. Every result is first checked bit-exact against the numpy
+reference (ops/linear_int4.py).
+
+Counted: the library's functions only (row widening, the chunk function and its K tail, the
+micro-kernel); the driver's own loop and accumulator copy are left out, as the ops have their
+output stage there instead. Per shape: instructions per MAC of each, the W4/W8 ratio, and a split
+by instruction class —
+
+    load      LDR / LDRD / LDM (weights and widened activations) and POP
+    unpack    the instructions that turn weight words into int16 pairs and widen the
+              activations: SXTB16, UXTB16, PKHBT/PKHTB, AND/BIC/UBFX/LSL/LSR/ASR
+    smlad     SMLAD (and any other multiply)
+    store     STR / STRD / STM / PUSH
+    loop      branches, compares, pointer and counter arithmetic, moves: everything else
+
+— and the requantize share of a whole W8 linear layer (the library's mcubert_linear_to_s8 via the
+baselines image, same shape and tokens), from which the W4 layer's ratio is ESTIMATED as
+(W4 gemm + that output stage) / (W8 layer): the output stage is unchanged by the weight format.
+Also an ESTIMATE of cycles from instruction classes (measure/instruction_classes.py), labelled so.
+
+    python bench/w4_gemm.py [--tokens 128] [--cores cortex-m7,cortex-m4] [--json out.json]
+
+Needs arm-none-eabi-gcc, a host C compiler and the `unicorn` package (pip install -e .[bench]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tflm_mcubert.measure import kernel_build  # noqa: E402
+from tflm_mcubert.measure.arm_emulator import ArmEmulator  # noqa: E402
+from tflm_mcubert.measure.baseline_abi import run_linear  # noqa: E402
+from tflm_mcubert.measure.gemm_abi import run_gemm  # noqa: E402
+from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
+from tflm_mcubert.ops.linear import Linear, int_matmul, pack_weights  # noqa: E402
+from tflm_mcubert.ops.linear_int4 import matmul_int4, pack_weights_int4  # noqa: E402
+
+SHAPES = {  # (K in, N out) of the encoder's linear layers: Q/K/V/O, FC1, FC2
+    "bert-tiny": [(128, 128), (128, 512), (512, 128)],
+    "bert-mini": [(256, 256), (256, 1024), (1024, 256)],
+}
+CLASSES = ("load", "unpack", "smlad", "store", "loop")
+_UNPACK = re.compile(r"^(sxtb16|uxtb16|sxtab16|pkhbt|pkhtb|and|ands|bic|bics|ubfx|sbfx|lsl|lsls|lsr|lsrs|asr|asrs)$")
+DRIVER = {"mcubert_gemm_driver", "store_chunk", "mcubert_bench_linear_s8"}
+
+
+def mnemonic_class(mnemonic: str) -> str:
+    base = mnemonic.split(".")[0].lower()
+    if base.startswith(("smla", "smul", "smmla", "mul", "mla")):
+        return "smlad"
+    if base.startswith(("ldr", "ldm", "pop")):
+        return "load"
+    if base.startswith(("str", "stm", "push")):
+        return "store"
+    return "unpack" if _UNPACK.match(base) else "loop"
+
+
+class Disassembly:
+    """Per address: mnemonic class and the function (symbol) it belongs to."""
+
+    def __init__(self, elf: Path):
+        objdump = shutil.which("arm-none-eabi-objdump")
+        nm = shutil.which("arm-none-eabi-nm")
+        text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(elf)], capture_output=True, text=True).stdout
+        self.klass: dict[int, str] = {}
+        for line in text.splitlines():
+            parts = line.split("\t")
+            if len(parts) >= 2 and parts[0].strip().endswith(":") and parts[1].strip():
+                try:
+                    self.klass[int(parts[0].strip()[:-1], 16)] = mnemonic_class(parts[1].strip())
+                except ValueError:
+                    continue
+        self.functions: list[tuple[int, int, str]] = []
+        for line in subprocess.run(
+            [nm, "-S", "--defined-only", str(elf)], capture_output=True, text=True
+        ).stdout.splitlines():
+            fields = line.split()
+            if len(fields) == 4 and fields[2].lower() == "t":
+                start = int(fields[0], 16) & ~1
+                self.functions.append((start, start + int(fields[1], 16), fields[3]))
+
+    def function(self, address: int) -> str:
+        for start, end, name in self.functions:
+            if start <= address < end:
+                return name
+        return "?"
+
+    def split(self, blocks: dict[tuple[int, int], int], profile: InstructionProfile) -> dict[str, dict[str, int]]:
+        """{function: {class: executed instructions}} of a block profile."""
+        out: dict[str, dict[str, int]] = {}
+        for (address, size), count in blocks.items():
+            for instruction in profile.block(address, size):
+                per = out.setdefault(self.function(instruction.address), dict.fromkeys(CLASSES, 0))
+                per[self.klass.get(instruction.address, "loop")] += count
+        return out
+
+
+def library_part(split: dict[str, dict[str, int]]) -> dict[str, int]:
+    total = dict.fromkeys(CLASSES, 0)
+    for name, classes in split.items():
+        if name not in DRIVER:
+            for klass, count in classes.items():
+                total[klass] += count
+    return total
+
+
+def cycles_of(profile: InstructionProfile, blocks, disassembly: Disassembly, cpu: str) -> float:
+    kept = {key: n for key, n in blocks.items() if disassembly.function(key[0]) not in DRIVER}
+    return profile.cycles(kept, cpu)
+
+
+def measure(cpu: str, tokens: int, build_root: Path) -> list[dict]:
+    gemm_elf = kernel_build.build(kernel_build.Variant(cpu), build_root, "mcubert_gemm_emu").image("mcubert_gemm_emu")
+    linear_elf = kernel_build.build(kernel_build.Variant(cpu), build_root, "mcubert_baselines_emu").image(
+        "mcubert_baselines_emu"
+    )
+    gemm_emu, linear_emu = ArmEmulator(gemm_elf, cpu), ArmEmulator(linear_elf, cpu)
+    gemm_dis, linear_dis = Disassembly(gemm_elf), Disassembly(linear_elf)
+    gemm_profile, linear_profile = InstructionProfile(gemm_elf), InstructionProfile(linear_elf)
+    rows = []
+    for model, shapes in SHAPES.items():
+        for k, n in shapes:
+            rng = np.random.default_rng(k * 7 + n)
+            x = rng.integers(-128, 128, size=(tokens, k)).astype(np.int8)
+            w = rng.integers(-7, 8, size=(n, k)).astype(np.int8)
+            macs = tokens * k * n
+            row = {"model": model, "cpu": cpu, "k": k, "n": n, "tokens": tokens, "macs": macs}
+            for kind, packed, expected in (
+                (8, pack_weights(w), int_matmul(x, w.T)),
+                (4, pack_weights_int4(w), matmul_int4(x, pack_weights_int4(w), n, k)),
+            ):
+                acc, call = run_gemm(gemm_emu, kind, x, packed, n, count_instructions=True)
+                if not np.array_equal(acc, expected):
+                    raise SystemExit(f"W{kind} {cpu} {k}x{n}: not bit-exact with the reference")
+                classes = library_part(gemm_dis.split(call.blocks, gemm_profile))
+                row[f"w{kind}"] = classes
+                row[f"w{kind}_cycles_estimate"] = cycles_of(gemm_profile, call.blocks, gemm_dis, cpu)
+            channels = np.stack(
+                [rng.integers(-5000, 5000, n), rng.integers(1 << 29, 1 << 30, n), np.full(n, -9)], axis=1
+            ).astype(np.int32)
+            layer = Linear(k, n, pack_weights(w), channels)
+            y, call = run_linear(linear_emu, "ours", x, layer, count_instructions=True)
+            split = linear_dis.split(call.blocks, linear_profile)
+            gemm_names = {name for name in split if "gemm" in name or "widen" in name or "dsp_4xn" in name}
+            row["w8_linear"] = sum(sum(c.values()) for name, c in split.items() if name not in DRIVER)
+            row["w8_linear_gemm"] = sum(sum(split[name].values()) for name in gemm_names)
+            rows.append(row)
+    return rows
+
+
+def print_rows(rows: list[dict]) -> None:
+    head = f"{'model':10} {'K x N':>10} {'core':10} {'W8 i/MAC':>9} {'W4 i/MAC':>9} {'W4/W8':>6}"
+    print(head + "   W4 layer/W8 layer (ESTIMATE)")
+    for r in rows:
+        w8, w4 = sum(r["w8"].values()), sum(r["w4"].values())
+        requant = r["w8_linear"] - r["w8_linear_gemm"]
+        layer_ratio = (w4 + requant) / r["w8_linear"]
+        print(
+            f"{r['model']:10} {r['k']:>4} x {r['n']:<4} {r['cpu']:10} {w8 / r['macs']:9.4f} {w4 / r['macs']:9.4f} "
+            f"{w4 / w8:6.3f}   {layer_ratio:.3f} (requantize {requant / r['macs']:.4f} i/MAC)"
+        )
+    print("\ninstruction classes per MAC (library functions of the gemm):")
+    print(
+        f"{'K x N':>10} {'core':10} {'kind':4} "
+        + " ".join(f"{c:>7}" for c in CLASSES)
+        + f" {'cycles/MAC (ESTIMATE)':>22}"
+    )
+    for r in rows:
+        for kind in (8, 4):
+            classes = r[f"w{kind}"]
+            print(
+                f"{r['k']:>4} x {r['n']:<4} {r['cpu']:10} W{kind}   "
+                + " ".join(f"{classes[c] / r['macs']:7.4f}" for c in CLASSES)
+                + f" {r[f'w{kind}_cycles_estimate'] / r['macs']:22.4f}"
+            )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--cores", default="cortex-m7,cortex-m4")
+    parser.add_argument("--build", type=Path, default=None, help="build folder (default: the kernel build cache)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    args = parser.parse_args()
+    build_root = args.build or kernel_build.cache_root() / f"kernels-{kernel_build.sources_digest()}"
+    rows = [row for cpu in args.cores.split(",") for row in measure(cpu, args.tokens, build_root)]
+    print_rows(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

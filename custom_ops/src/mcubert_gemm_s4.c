@@ -1,0 +1,270 @@
+/*
+ * The int4-weight micro-kernel and its row widening. See mcubert_gemm_s4.h for the layouts and
+ * docs/w4-gemm.md for the design.
+ *
+ * Bounds: int8 x int4 products are <= 2^10 in magnitude and K <= 4096, so the accumulators
+ * (< 2^22) and the DSP path's scaled sums (16 times that, < 2^26) never leave int32; SMLAD wraps
+ * modulo 2^32 anyway, so its partial sums need no bound at all.
+ */
+#include "mcubert_gemm_s4.h"
+
+#include <stddef.h>
+
+#include "mcubert_dsp.h"
+#include "mcubert_fixed_point.h"
+
+/* int8 row r's first segment (K values [0, split)) and second (K values [split, K)). */
+static inline const int8_t *first_w4(const mcubert_rows *rows, int32_t r)
+{
+    return (const int8_t *)rows->row[r];
+}
+
+static inline const int8_t *second_w4(const mcubert_rows *rows, int32_t r)
+{
+    return rows->second + r * rows->second_stride;
+}
+
+/* Activation k of int8 row r, whichever segment holds it. */
+static inline int32_t activation_w4(const mcubert_rows *rows, int32_t r, int32_t k)
+{
+    return k < rows->split ? first_w4(rows, r)[k] : second_w4(rows, r)[k - rows->split];
+}
+
+/* Weight k of a packed w4row channel row: the offset-binary nibble minus 8. */
+static inline int32_t weight_w4(const uint8_t *row, int32_t k)
+{
+    const int32_t byte = row[k >> 1];
+    return (((k & 1) ? byte >> 4 : byte) & 0xF) - 8;
+}
+
+#if MCUBERT_DSP
+
+/* ---- DSP path -------------------------------------------------------------------------- */
+
+/* The int16 pair (16 lo(p), 16 hi(p)) of p = (lo, hi) with |values| <= 128: shifting the word
+ * moves the low half's top bits (copies of its sign) into bits 16-19, which are cleared. */
+static inline uint32_t times16_pair(uint32_t p)
+{
+    return (p << 4) & 0xFFF0FFF0u;
+}
+
+/* Of the words a = (x0..x3) and b = (x4..x7): the bytes (x0, x1, x4, x5) (PKHBT) and
+ * (x2, x3, x6, x7) (PKHTB). Written as asm natively: GCC 12 emits UXTH + ORR for the C. */
+#if MCUBERT_DSP_NATIVE
+static inline uint32_t bytes_0145(uint32_t a, uint32_t b)
+{
+    uint32_t result;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(result) : "r"(a), "r"(b));
+    return result;
+}
+
+static inline uint32_t bytes_2367(uint32_t a, uint32_t b)
+{
+    uint32_t result;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(result) : "r"(b), "r"(a));
+    return result;
+}
+#else
+static inline uint32_t bytes_0145(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | (b << 16);
+}
+
+static inline uint32_t bytes_2367(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xFFFF0000u);
+}
+#endif
+
+/* One 8-group (bytes a = x0..x3, b = x4..x7) into its four slots of the widened block (words 0, 1
+ * of the first half, 8, 9 of the second); returns sum + the group's values. */
+static inline int32_t widen_group_w4(uint32_t a, uint32_t b, uint32_t *dst, int32_t sum)
+{
+    const uint32_t ones = 0x00010001u;
+    const uint32_t t = bytes_0145(a, b), u = bytes_2367(a, b);
+    const uint32_t even_t = mcubert_sxtb16(t), odd_t = mcubert_sxtb16_ror8(t); /* (x0, x4), (x1, x5) */
+    const uint32_t even_u = mcubert_sxtb16(u), odd_u = mcubert_sxtb16_ror8(u); /* (x2, x6), (x3, x7) */
+    dst[0] = times16_pair(even_t);
+    dst[1] = odd_t;
+    dst[8] = times16_pair(even_u);
+    dst[9] = odd_u;
+    sum = mcubert_smlad(even_t, ones, sum);
+    sum = mcubert_smlad(odd_t, ones, sum);
+    sum = mcubert_smlad(even_u, ones, sum);
+    return mcubert_smlad(odd_u, ones, sum);
+}
+
+/* `groups` 8-groups of one int8 segment into a row's slots (16 words per group). */
+static int32_t widen_segment_w4(const int8_t *src, uint32_t *dst, int32_t groups, int32_t sum)
+{
+    for (; groups > 0; --groups, src += 8, dst += 16) {
+        sum = widen_group_w4(mcubert_read_u32(src), mcubert_read_u32(src + 4), dst, sum);
+    }
+    return sum;
+}
+
+/* Row r's full 8-groups into its slots of the widened block; returns the sum of the values
+ * widened. Whole groups come straight from their segment; a group straddling the two (only when
+ * the split is not a multiple of 8) is assembled byte by byte. */
+static int32_t widen_row_w4(const mcubert_rows *rows, int32_t r, uint32_t *dst, int32_t groups)
+{
+    int32_t g = mcubert_min_i32(rows->split >> 3, groups);
+    int32_t sum = widen_segment_w4(first_w4(rows, r), dst, g, 0);
+    if (g < groups && (rows->split & 7) != 0) {
+        uint32_t bytes[2] = {0, 0};
+        int32_t i;
+        for (i = 0; i < 8; ++i) {
+            bytes[i >> 2] |= (uint32_t)(uint8_t)activation_w4(rows, r, 8 * g + i) << (8 * (i & 3));
+        }
+        sum = widen_group_w4(bytes[0], bytes[1], dst + 16 * g, sum);
+        ++g;
+    }
+    if (g < groups) {
+        sum = widen_segment_w4(second_w4(rows, r) + 8 * g - rows->split, dst + 16 * g, groups - g, sum);
+    }
+    return sum;
+}
+
+void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[MCUBERT_BLOCK_ROWS])
+{
+    const int32_t groups = rows->length >> 3;
+    int32_t r;
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+        /* -16 * 8 * sum: removes the nibbles' offset 8 from the 16-times-scaled products */
+        start[r] = r < rows->count ? -128 * widen_row_w4(rows, r, widened + 2 * r, groups) : 0;
+    }
+    rows->widened = widened;
+}
+
+#if !MCUBERT_DSP_ASM
+/* One sweep of the micro-kernel: rows 0..3 against one channel's `words` packed words at w. Per
+ * word: 1 load, 5 ALU operations for the four weight pairs, 16 SMLADs. The assembly version
+ * (mcubert_gemm_dsp_s4.S) is this loop with the 16 activation words loaded by four LDMs. */
+static void dsp_sweep_w4(const uint32_t *x, int32_t words, const uint8_t *w, const int32_t *start, int32_t acc[4])
+{
+    int32_t a0 = start[0], a1 = start[1], a2 = start[2], a3 = start[3];
+    for (; words > 0; --words, x += 16, w += 4) {
+        const uint32_t word = mcubert_read_u32(w);
+        uint32_t lo = word & 0x000F000Fu, hi = word & 0x00F000F0u; /* (u0, u4), (16 u1, 16 u5) */
+        a0 = mcubert_smlad(lo, x[0], a0);
+        a0 = mcubert_smlad(hi, x[1], a0);
+        a1 = mcubert_smlad(lo, x[2], a1);
+        a1 = mcubert_smlad(hi, x[3], a1);
+        a2 = mcubert_smlad(lo, x[4], a2);
+        a2 = mcubert_smlad(hi, x[5], a2);
+        a3 = mcubert_smlad(lo, x[6], a3);
+        a3 = mcubert_smlad(hi, x[7], a3);
+        lo = (word >> 8) & 0x000F000Fu; /* (u2, u6) */
+        hi = (word >> 8) & 0x00F000F0u; /* (16 u3, 16 u7) */
+        a0 = mcubert_smlad(lo, x[8], a0);
+        a0 = mcubert_smlad(hi, x[9], a0);
+        a1 = mcubert_smlad(lo, x[10], a1);
+        a1 = mcubert_smlad(hi, x[11], a1);
+        a2 = mcubert_smlad(lo, x[12], a2);
+        a2 = mcubert_smlad(hi, x[13], a2);
+        a3 = mcubert_smlad(lo, x[14], a3);
+        a3 = mcubert_smlad(hi, x[15], a3);
+    }
+    acc[0] = a0 >> 4; /* exact: 16 times the accumulator */
+    acc[1] = a1 >> 4;
+    acc[2] = a2 >> 4;
+    acc[3] = a3 >> 4;
+}
+
+void mcubert_dsp_4xn_w4(const uint32_t *x, int32_t words, const mcubert_w4_walk *walk, int32_t channels,
+                        int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    int32_t c;
+    for (c = 0; c < channels; ++c) {
+        dsp_sweep_w4(x, words, walk->base + c * walk->row_bytes, walk->start, acc[c]);
+    }
+}
+#endif /* !MCUBERT_DSP_ASM */
+
+void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
+                         int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    mcubert_w4_walk walk;
+    int32_t c, r, k;
+    walk.base = first;
+    walk.row_bytes = row_bytes;
+    walk.start = start;
+    mcubert_dsp_4xn_w4(rows->widened, rows->length >> 3, &walk, channels, acc);
+    /* K % 8 tail: the last word's nibbles, read in place (its padding nibbles are never used). */
+    for (k = rows->length & ~7; k < rows->length; ++k) {
+        int32_t x[MCUBERT_BLOCK_ROWS];
+        for (r = 0; r < rows->count; ++r) {
+            x[r] = activation_w4(rows, r, k);
+        }
+        for (c = 0; c < channels; ++c) {
+            const int32_t weight = weight_w4(first + c * row_bytes, k);
+            for (r = 0; r < rows->count; ++r) {
+                acc[c][r] += x[r] * weight;
+            }
+        }
+    }
+}
+
+#else /* !MCUBERT_DSP */
+
+/* ---- plain C path ---------------------------------------------------------------------- */
+
+/* The plain path computes sum_k x[k] u[k] with the stored nibbles u = w + 8 (no subtraction per
+ * weight) from start[r] = -8 * (sum of row r's K values); nothing is widened. */
+void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[MCUBERT_BLOCK_ROWS])
+{
+    int32_t r, k;
+    (void)widened;
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+        int32_t sum = 0;
+        for (k = 0; r < rows->count && k < rows->length; ++k) {
+            sum += activation_w4(rows, r, k);
+        }
+        start[r] = -8 * sum;
+    }
+}
+
+/* sum + x[0] u[k_begin] + ... over K values [k_begin, k_end) of one segment (x at k_begin), the
+ * nibbles u of a packed channel row; a byte (two nibbles) per step between the odd ends. */
+static int32_t segment_dot_w4(const int8_t *x, int32_t k_begin, int32_t k_end, const uint8_t *row, int32_t sum)
+{
+    const uint8_t *w = row + (k_begin >> 1);
+    const int8_t *pairs_end;
+    if (k_begin >= k_end) {
+        return sum;
+    }
+    if ((k_begin & 1) != 0) {
+        sum += *x++ * (*w++ >> 4);
+        ++k_begin;
+    }
+    pairs_end = x + ((k_end - k_begin) & ~1);
+    while (x != pairs_end) {
+        const int32_t byte = *w++;
+        sum += x[0] * (byte & 0xF);
+        sum += x[1] * (byte >> 4);
+        x += 2;
+    }
+    if (((k_end - k_begin) & 1) != 0) {
+        sum += *x * (*w & 0xF);
+    }
+    return sum;
+}
+
+void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
+                         int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    const int32_t split = mcubert_min_i32(rows->split, rows->length);
+    int32_t c, r;
+    for (c = 0; c < channels; ++c) {
+        const uint8_t *row = first + c * row_bytes;
+        for (r = 0; r < rows->count; ++r) {
+            int32_t sum = segment_dot_w4(first_w4(rows, r), 0, split, row, start[r]);
+            if (split < rows->length) {
+                sum = segment_dot_w4(second_w4(rows, r), split, rows->length, row, sum);
+            }
+            acc[c][r] = sum;
+        }
+    }
+}
+
+#endif /* MCUBERT_DSP */

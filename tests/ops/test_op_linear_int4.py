@@ -1,0 +1,115 @@
+"""linear_int4: the w4row packing of int4 weights, its refusals, and the reference matmul."""
+
+import numpy as np
+import pytest
+
+from tflm_mcubert.ops.fixed_point import requantize
+from tflm_mcubert.ops.linear import int_matmul
+from tflm_mcubert.ops.linear_int4 import (
+    linear_from_int4,
+    matmul_int4,
+    pack_weights_int4,
+    packed_size_int4,
+    row_bytes_int4,
+    unpack_weights_int4,
+)
+from tflm_mcubert.ops.validation import OpSpecError
+
+
+def random_int4(rng, n, k):
+    return rng.integers(-7, 8, size=(n, k)).astype(np.int8)
+
+
+def test_layout_by_example():
+    w = np.array([[-7, -1, 0, 1, 2, 3, 4, 7, 5], [1, 2, 3, 4, 5, 6, 7, -7, -6]], dtype=np.int8)
+    packed = pack_weights_int4(w)
+    assert row_bytes_int4(9) == 8 and packed_size_int4(2, 9) == packed.size == 16
+    # nibble = value + 8, K value k in nibble k % 2 of byte k // 2; padding nibbles 0
+    assert packed[:8].tolist() == [0x71, 0x98, 0xBA, 0xFC, 0x0D, 0, 0, 0]
+    assert packed[8:].tolist() == [0xA9, 0xCB, 0xED, 0x1F, 0x02, 0, 0, 0]
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (3, 7), (5, 8), (4, 9), (7, 33), (16, 128)])
+def test_pack_unpack_round_trip(n, k):
+    w = random_int4(np.random.default_rng(n * 100 + k), n, k)
+    packed = pack_weights_int4(w)
+    assert packed.dtype == np.uint8 and packed.size == n * 4 * -(-k // 8)
+    assert np.array_equal(unpack_weights_int4(packed, n, k), w)
+
+
+def test_flash_is_half_of_pair4_plus_row_padding():
+    from tflm_mcubert.ops.linear import packed_size
+
+    for n, k in [(128, 128), (512, 128), (256, 1024)]:
+        assert 2 * packed_size_int4(n, k) == packed_size(n, k)
+    assert packed_size_int4(3, 9) == 3 * 8  # 9 values: two words per channel
+
+
+def test_pack_refuses_out_of_range_and_wrong_types():
+    with pytest.raises(ValueError, match=r"\[-7, 7\]"):
+        pack_weights_int4(np.array([[-8, 0]], dtype=np.int8))
+    with pytest.raises(ValueError, match=r"\[-7, 7\]"):
+        pack_weights_int4(np.array([[8]], dtype=np.int8))
+    with pytest.raises(ValueError, match="int8"):
+        pack_weights_int4(np.zeros((2, 2), dtype=np.int16))
+
+
+def test_unpack_refuses_padding_minus_eight_and_wrong_size():
+    packed = pack_weights_int4(np.ones((2, 5), dtype=np.int8))
+    bad = packed.copy()
+    bad[2] |= 0x10  # channel 0, nibble 5: padding (rows are 4 bytes)
+    with pytest.raises(OpSpecError, match="padding nibble 5 of channel 0"):
+        unpack_weights_int4(bad, 2, 5)
+    bad = packed.copy()
+    bad[4 + 1] &= 0x0F  # channel 1, K 3 -> nibble 0, i.e. -8
+    with pytest.raises(OpSpecError, match=r"weight \[1, 3\] is -8"):
+        unpack_weights_int4(bad, 2, 5)
+    with pytest.raises(OpSpecError, match="shape"):
+        unpack_weights_int4(packed[:-1], 2, 5)
+    with pytest.raises(OpSpecError, match="dtype"):
+        unpack_weights_int4(packed.view(np.int8), 2, 5)
+
+
+def test_matmul_is_the_int8_math_with_unpacked_weights():
+    rng = np.random.default_rng(7)
+    n, k = 9, 37
+    w = random_int4(rng, n, k)
+    x = rng.integers(-128, 128, size=(5, k)).astype(np.int8)
+    acc = matmul_int4(x, pack_weights_int4(w), n, k)
+    assert np.array_equal(acc, x.astype(np.int64) @ w.astype(np.int64).T)
+    channels = np.stack([rng.integers(-1000, 1000, n), np.full(n, 1 << 30), np.full(n, -6)], axis=1).astype(np.int32)
+    layer = linear_from_int4(pack_weights_int4(w), channels, n, k)
+    assert np.array_equal(layer.weight, w)
+    assert np.array_equal(layer.requantized(x), requantize(acc + channels[:, 0], channels[:, 1], channels[:, 2]))
+
+
+def smlad_model(x: np.ndarray, packed: np.ndarray, n: int, k: int) -> np.ndarray:
+    """The DSP kernel's arithmetic on the packed words, in numpy (docs/w4-gemm.md): per word, the
+    int16 pairs word & 0x000F000F, word & 0x00F000F0, (word >> 8) & 0x000F000F, (word >> 8) & 0x00F000F0
+    against the widened activations (16 x0, 16 x4), (x1, x5), (16 x2, 16 x6), (x3, x7); accumulators
+    start at -128 * sum x and are shifted right by 4 at the end. The K % 8 tail is scalar."""
+    full = k // 8
+    words = packed.reshape(n, -1).view("<u4")[:, :full].astype(np.int64)  # [n, words]
+    xs = x[:, : 8 * full].astype(np.int64).reshape(len(x), full, 8)  # [rows, words, 8]
+    acc = np.zeros((len(x), n), dtype=np.int64) - 128 * xs.sum(axis=(1, 2))[:, None]
+    for shift, lanes in ((0, (0, 4)), (8, (2, 6))):
+        w = words >> shift
+        lo, hi = w & 0x000F000F, w & 0x00F000F0
+        for lane, half in enumerate(lanes):
+            acc += 16 * xs[:, :, half] @ ((lo >> (16 * lane)) & 0xFFFF).T
+            acc += xs[:, :, half + 1] @ ((hi >> (16 * lane)) & 0xFFFF).T
+    assert np.all(acc % 16 == 0)
+    weight = unpack_weights_int4(packed, n, k).astype(np.int64)
+    return (acc >> 4) + x[:, 8 * full :].astype(np.int64) @ weight[:, 8 * full :].T
+
+
+@pytest.mark.parametrize("n, k", [(3, 8), (5, 17), (4, 64), (2, 3)])
+def test_the_layouts_smlad_algebra_gives_the_reference(n, k):
+    rng = np.random.default_rng(n + k)
+    w = random_int4(rng, n, k)
+    w[0, : min(k, 8)] = -7  # the extremes: every lane at its bound
+    w[-1, : min(k, 8)] = 7
+    x = rng.integers(-128, 128, size=(4, k)).astype(np.int8)
+    x[0] = -128
+    packed = pack_weights_int4(w)
+    assert np.array_equal(smlad_model(x, packed, n, k), int_matmul(x, w.T))
