@@ -8,15 +8,14 @@ model — on the host and on emulated Cortex-M7 / M4, where its cost per KB is a
 import ctypes
 import random
 
-import flatbuffers
 import numpy as np
 import pytest
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tests.export.mcubert_models import small_export
-from tests.tflite.test_integrity import constant_buffers
+from tests.tflite.test_integrity import constant_buffers, without_record
 from tflm_mcubert.ops import kernel_abi
-from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, IntegrityError, verify_integrity
+from tflm_mcubert.tflite.integrity import IntegrityError, verify_integrity
 
 MODEL_ERROR = kernel_abi.ERROR_MODEL
 
@@ -52,8 +51,11 @@ def python_verdict(model: bytes) -> str:
 def c_verdict(status: int, result) -> str:
     if status == MODEL_ERROR:
         return "corrupted"
-    assert status == 0
-    return "verified" if result.verified else "absent"
+    if status == kernel_abi.UNVERIFIED:
+        assert not result.verified
+        return "absent"
+    assert status == 0 and result.verified
+    return "verified"
 
 
 def test_an_intact_export_verifies(verify, exported):
@@ -84,14 +86,16 @@ def test_corrupted_options_name_the_operator(verify, exported):
     assert message == "model: operator: 1: custom options corrupted"
 
 
-def test_a_model_without_the_record_is_reported_not_verified(verify, exported):
-    unpacked = schema.ModelT.InitFromPackedBuf(bytearray(exported), 0)
-    unpacked.metadata = [m for m in unpacked.metadata if m.name.decode() != INTEGRITY_METADATA]
-    builder = flatbuffers.Builder(1 << 20)
-    builder.Finish(unpacked.Pack(builder), file_identifier=b"TFL3")
-    status, result, message = verify(bytes(builder.Output()))
-    assert (status, result.verified) == (0, 0)
-    assert "absent: the model is not verified" in message
+def test_a_model_with_mcubert_ops_but_without_the_record_is_refused(verify, exported):
+    status, result, message = verify(without_record(exported))
+    assert (status, result.verified) == (MODEL_ERROR, 0)
+    assert message.startswith("model: MCUBERT_INTEGRITY: missing, but the model uses MCUBERT ops"), message
+
+
+def test_a_model_without_mcubert_ops_or_record_is_unverified_not_ok(verify, exported):
+    status, result, message = verify(without_record(exported, rename_ops=True))
+    assert (status, result.verified) == (kernel_abi.UNVERIFIED, 0)
+    assert "absent: the model cannot be checked" in message
 
 
 def test_truncated_padded_and_foreign_bytes_are_refused(verify, exported):
