@@ -150,7 +150,6 @@ typedef struct {
     uint32_t record_buffer;
     int found;        /* a metadata entry has the record's name */
     fb_vector record; /* its data bytes */
-    uint32_t file_size;
 } record_location;
 
 static mcubert_status malformed(mcubert_message *message, const char *where)
@@ -228,8 +227,8 @@ static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_
     return MCUBERT_OK;
 }
 
-static mcubert_status check_header(const flatbuffer *fb, const record_location *at, uint32_t operators,
-                                   mcubert_message *message)
+MCUBERT_NOINLINE static mcubert_status check_header(const flatbuffer *fb, const record_location *at, uint32_t operators,
+                                                    mcubert_message *message)
 {
     uint32_t words = at->record.count / 4u;
     if (at->record.count % 4u != 0u || words < HEADER_WORDS || record_word(fb, at, 0) != RECORD_MAGIC) {
@@ -300,8 +299,8 @@ static mcubert_status name_buffer(const flatbuffer *fb, const fb_vector *tensors
     return MCUBERT_ERROR_MODEL;
 }
 
-static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const record_location *at,
-                                  mcubert_model_integrity *result, mcubert_message *message)
+MCUBERT_NOINLINE static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const record_location *at,
+                                                   mcubert_model_integrity *result, mcubert_message *message)
 {
     fb_vector subgraphs, tensors = {0, 0}, operators = {0, 0}, data;
     uint32_t i, table, subgraph;
@@ -342,7 +341,7 @@ static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const rec
                              "CRC-32 differs, no constant's or options' did");
 }
 
-static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
+MCUBERT_NOINLINE static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
 {
     fb_vector subgraphs, operators;
     uint32_t subgraph;
@@ -364,7 +363,7 @@ static int root_table(const flatbuffer *fb, uint32_t *root)
 }
 
 /* No record: an error for a model with MCUBERT ops (the record was hidden), else MCUBERT_UNVERIFIED. */
-static mcubert_status no_record(const flatbuffer *fb, uint32_t root, mcubert_message *message)
+MCUBERT_NOINLINE static mcubert_status no_record(const flatbuffer *fb, uint32_t root, mcubert_message *message)
 {
     int uses;
     if (!uses_mcubert_ops(fb, root, &uses)) {
@@ -379,10 +378,11 @@ static mcubert_status no_record(const flatbuffer *fb, uint32_t root, mcubert_mes
                              "absent: the model cannot be checked (not an MCUBERT export)");
 }
 
-/* The check of both entry points; `at` and `fb` describe the record for the caller. */
-static mcubert_status verify(const uint8_t *model, uint32_t size, flatbuffer *fb, record_location *at,
-                             mcubert_model_integrity *result, mcubert_message *message)
+mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
+                                    mcubert_message *message)
 {
+    flatbuffer fb;
+    record_location at;
     uint32_t root;
     mcubert_status status;
     if (message != NULL) {
@@ -393,39 +393,44 @@ static mcubert_status verify(const uint8_t *model, uint32_t size, flatbuffer *fb
     }
     result->verified = 0;
     result->corrupt_buffer = result->corrupt_tensor = result->corrupt_operator = -1;
-    fb->bytes = model;
-    fb->size = size;
+    fb.bytes = model;
+    fb.size = size;
     if (size < 8u || model[4] != 'T' || model[5] != 'F' || model[6] != 'L' || model[7] != '3') {
         return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, "identifier",
                                  "not a .tflite flatbuffer (expected TFL3)");
     }
-    if (!root_table(fb, &root)) {
+    if (!root_table(&fb, &root)) {
         return malformed(message, "root");
     }
-    status = locate_record(fb, root, at, message);
+    status = locate_record(&fb, root, &at, message);
     if (status != MCUBERT_OK) {
         return status;
     }
-    if (!at->found) {
-        return no_record(fb, root, message);
+    if (!at.found) {
+        return no_record(&fb, root, message);
     }
-    status = check_header(fb, at, operator_count(fb, root), message);
+    status = check_header(&fb, &at, operator_count(&fb, root), message);
     if (status != MCUBERT_OK) {
         return status;
     }
-    if (file_crc(fb, at) != record_word(fb, at, 3)) {
-        return name_damage(fb, root, at, result, message);
+    if (file_crc(&fb, &at) != record_word(&fb, &at, 3)) {
+        return name_damage(&fb, root, &at, result, message);
     }
     result->verified = 1;
     return MCUBERT_OK;
 }
 
-mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
-                                    mcubert_message *message)
+/* Word 3 of the record of a model mcubert_verify_model has verified (found again: no CRC pass). */
+static uint32_t verified_file_crc(const uint8_t *model, uint32_t size)
 {
     flatbuffer fb;
     record_location at;
-    return verify(model, size, &fb, &at, result, message);
+    uint32_t root = 0;
+    fb.bytes = model;
+    fb.size = size;
+    (void)root_table(&fb, &root);
+    (void)locate_record(&fb, root, &at, NULL);
+    return record_word(&fb, &at, 3);
 }
 
 /* "model: size: the model is N bytes, the firmware was built for M: ..." (or its CRC-32) */
@@ -453,10 +458,8 @@ mcubert_status mcubert_verify_model_expected(const uint8_t *model, uint32_t size
                                              uint32_t expected_crc32, mcubert_model_integrity *result,
                                              mcubert_message *message)
 {
-    flatbuffer fb;
-    record_location at;
     uint32_t crc;
-    mcubert_status status = verify(model, size, &fb, &at, result, message);
+    mcubert_status status = mcubert_verify_model(model, size, result, message);
     if (status != MCUBERT_OK && status != MCUBERT_UNVERIFIED) {
         return status;
     }
@@ -464,7 +467,7 @@ mcubert_status mcubert_verify_model_expected(const uint8_t *model, uint32_t size
         return not_expected(result, message, 0, size, expected_size);
     }
     /* Verified: word 3 equals the file's CRC (record zeroed). Unverified: the whole file's. */
-    crc = status == MCUBERT_OK ? record_word(&fb, &at, 3) : crc32_of(model, size);
+    crc = status == MCUBERT_OK ? verified_file_crc(model, size) : crc32_of(model, size);
     if (crc != expected_crc32) {
         return not_expected(result, message, 1, crc, expected_crc32);
     }
