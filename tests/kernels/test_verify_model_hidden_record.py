@@ -159,3 +159,40 @@ def test_a_model_without_mcubert_ops_is_verified_against_the_expected_crc(librar
     _, _, weight_at, _ = constant_buffers(other)[2]
     status, verified, message = call_c(library, flipped(other, (weight_at, 0x08)), expected)
     assert (status, verified) == (MODEL_ERROR, 0) and message.startswith("model: crc32: "), message
+
+
+@pytest.mark.parametrize("cpu", ["cortex-m7", "cortex-m4"])
+def test_cortex_m_refuses_the_bypass_against_the_expected_values(arm_images, exported, cpu):
+    """On the device's instruction set: the intact export verifies against its expected values, the
+    two-byte bypass and a byte-0 flip do not (both entry points)."""
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
+    emu = ArmEmulator(arm_images(cpu), cpu)
+    name_at = exported.index(INTEGRITY_METADATA.encode())
+    _, _, weight_at, _ = constant_buffers(exported)[3]
+    cases = (
+        (exported, 0),
+        (flipped(exported, (name_at + 3, 0x01), (weight_at, 0x20)), MODEL_ERROR),
+        (flipped(exported, (0, 0x04)), MODEL_ERROR),
+    )
+    for model, expected_status in cases:
+        mark = emu.heap_mark()
+        model_at, result_at = emu.put(model), emu.alloc(16)
+        message_at = emu.alloc(kernel_abi.MESSAGE_CAPACITY)
+        for call in (
+            ("mcubert_verify_model", model_at, len(model), result_at, message_at),
+            (
+                "mcubert_verify_model_expected",
+                model_at,
+                len(model),
+                len(exported),
+                expected_crc32(exported),
+                result_at,
+                message_at,
+            ),
+        ):
+            run = emu.call(*call)
+            message = emu.read(message_at, kernel_abi.MESSAGE_CAPACITY).split(b"\0")[0].decode()
+            verified = int(np.frombuffer(emu.read(result_at, 4), "<i4")[0])
+            assert (run.value, verified) == (expected_status, int(expected_status == 0)), (call[0], message)
+        emu.release(mark)
