@@ -13,6 +13,7 @@ import pytest
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tests.export.mcubert_models import small_export
+from tests.kernels.verify_model_calls import call_verify
 from tests.tflite.test_integrity import constant_buffers, without_record
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.tflite.integrity import IntegrityError, verify_integrity
@@ -28,15 +29,7 @@ def exported():
 @pytest.fixture(scope="module")
 def verify(host_library):
     library = ctypes.CDLL(str(host_library))
-
-    def call(model: bytes):
-        data = (ctypes.c_uint8 * max(len(model), 1)).from_buffer_copy(model or b"\0")
-        result = kernel_abi.ModelIntegrityC()
-        message = ctypes.create_string_buffer(kernel_abi.MESSAGE_CAPACITY)
-        status = library.mcubert_verify_model(data, ctypes.c_uint32(len(model)), ctypes.byref(result), message)
-        return status, result, message.value.decode()
-
-    return call
+    return lambda model: call_verify(library, model)
 
 
 def python_verdict(model: bytes) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.export.mcubert_models import small_export
+from tests.kernels.verify_model_calls import call_verify
 from tests.tflite.record_path import RECORD_HEADER_BYTES, record_path_bytes, record_span
 from tests.tflite.test_integrity import constant_buffers, without_record
 from tflm_mcubert.ops import kernel_abi
@@ -38,17 +39,8 @@ def library(host_library):
 
 def call_c(library, model: bytes, expected: tuple[int, int] | None = None):
     """(status, verified, message) of mcubert_verify_model, or of _expected with (size, crc32)."""
-    data = (ctypes.c_uint8 * max(len(model), 1)).from_buffer_copy(model or b"\0")
-    result = kernel_abi.ModelIntegrityC()
-    message = ctypes.create_string_buffer(kernel_abi.MESSAGE_CAPACITY)
-    if expected is None:
-        status = library.mcubert_verify_model(data, ctypes.c_uint32(len(model)), ctypes.byref(result), message)
-    else:
-        size, crc = (ctypes.c_uint32(v) for v in expected)
-        status = library.mcubert_verify_model_expected(
-            data, ctypes.c_uint32(len(model)), size, crc, ctypes.byref(result), message
-        )
-    return status, result.verified, message.value.decode()
+    status, result, message = call_verify(library, model, expected)
+    return status, result.verified, message
 
 
 def python_rejects(model: bytes) -> bool:
