@@ -159,14 +159,17 @@ int Run() {
          (SCB->CCR & SCB_CCR_DC_Msk) ? "on" : "off");
   if (!PlacementIsExpected()) return 1;
 
-  // Before TFLM trusts the bytes: a corrupted model is reported, not run.
+  // Before TFLM trusts the bytes: a corrupted model, or another than model_settings.h describes (even one
+  // whose integrity record a corruption hid), is reported, not run. MCUBERT_OK means verified.
   mcubert_model_integrity integrity;
   mcubert_message message;
-  if (mcubert_verify_model(g_model_data, g_model_data_len, &integrity, &message) != MCUBERT_OK) {
-    printf("error: the model in Flash is corrupted (flash the firmware again): %s\n", message.text);
+  if (mcubert_verify_model_expected(g_model_data, g_model_data_len, MCUBERT_MODEL_TFLITE_BYTES,
+                                    MCUBERT_MODEL_TFLITE_CRC32, &integrity, &message) != MCUBERT_OK) {
+    printf("error: the model in Flash is corrupted or not model_settings.h's (flash the firmware again): %s\n",
+           message.text);
     return 1;
   }
-  printf("model integrity: %s\n", integrity.verified ? "verified" : "not verified (no record)");
+  printf("model integrity: verified\n");
 
   const tflite::Model* model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {

@@ -86,6 +86,7 @@ const char *mcubert_status_name(mcubert_status status)
     case MCUBERT_ERROR_TENSOR: return "tensor";
     case MCUBERT_ERROR_INPUT: return "input";
     case MCUBERT_ERROR_MODEL: return "model";
+    case MCUBERT_UNVERIFIED: return "unverified";
     }
     return "unknown";
 }

@@ -6,6 +6,10 @@
  * checked against `size` before use (no flatbuffers library, no heap, bounded stack). The CRC is
  * streamed over the file once; only when it differs are the per-buffer and per-operator CRCs
  * recomputed, to name what was hit.
+ *
+ * The record cannot be switched off by the corruption it is there to catch: a model that uses MCUBERT
+ * ops must have it (a record hidden by a corrupted name or offset is an error, not "unverified"), and
+ * mcubert_verify_model_expected checks the file against the size and CRC the firmware was built with.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -14,12 +18,14 @@
 
 #define OP_NAME "model"
 #define RECORD_NAME "MCUBERT_INTEGRITY"
+#define MCUBERT_OP_PREFIX "MCUBERT_" /* a model with an operator code of this prefix must carry the record */
 #define RECORD_MAGIC 0x4E49434Du
 #define RECORD_VERSION 1u
 #define HEADER_WORDS 5u
 
 /* Field indices of the TFLite schema tables this walk reads. */
-enum { MODEL_SUBGRAPHS = 2, MODEL_BUFFERS = 4, MODEL_METADATA = 6 };
+enum { MODEL_OPERATOR_CODES = 1, MODEL_SUBGRAPHS = 2, MODEL_BUFFERS = 4, MODEL_METADATA = 6 };
+enum { OPERATOR_CODE_CUSTOM_CODE = 1 };
 enum { METADATA_NAME = 0, METADATA_BUFFER = 1 };
 enum { BUFFER_DATA = 0 };
 enum { SUBGRAPH_TENSORS = 0, SUBGRAPH_OPERATORS = 3 };
@@ -142,8 +148,8 @@ static int u32_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint3
 typedef struct {
     fb_vector buffers; /* of Buffer tables */
     uint32_t record_buffer;
+    int found;        /* a metadata entry has the record's name */
     fb_vector record; /* its data bytes */
-    uint32_t file_size;
 } record_location;
 
 static mcubert_status malformed(mcubert_message *message, const char *where)
@@ -152,15 +158,37 @@ static mcubert_status malformed(mcubert_message *message, const char *where)
                              "malformed flatbuffer (an offset or length points outside the model)");
 }
 
-static int name_is(const flatbuffer *fb, const fb_vector *name, const char *expected)
+/* 1 when the string `name` begins with `expected` (whole: equals it). */
+static int name_matches(const flatbuffer *fb, const fb_vector *name, const char *expected, int whole)
 {
     uint32_t i;
     for (i = 0; i < name->count; ++i) {
-        if (expected[i] == '\0' || fb->bytes[name->start + i] != (uint8_t)expected[i]) {
+        if (expected[i] == '\0') {
+            return !whole;
+        }
+        if (fb->bytes[name->start + i] != (uint8_t)expected[i]) {
             return 0;
         }
     }
     return expected[i] == '\0';
+}
+
+/* *uses = 1 when an operator code's custom_code begins with MCUBERT_OP_PREFIX; 0 when unreadable. */
+static int uses_mcubert_ops(const flatbuffer *fb, uint32_t root, int *uses)
+{
+    fb_vector codes, name;
+    uint32_t i, table;
+    *uses = 0;
+    if (!vector_field(fb, root, MODEL_OPERATOR_CODES, 4u, &codes)) {
+        return 0;
+    }
+    for (i = 0; i < codes.count; ++i) {
+        if (!table_at(fb, &codes, i, &table) || !vector_field(fb, table, OPERATOR_CODE_CUSTOM_CODE, 1u, &name)) {
+            return 0;
+        }
+        *uses |= name_matches(fb, &name, MCUBERT_OP_PREFIX, 0);
+    }
+    return 1;
 }
 
 static uint32_t record_word(const flatbuffer *fb, const record_location *at, uint32_t word)
@@ -170,12 +198,13 @@ static uint32_t record_word(const flatbuffer *fb, const record_location *at, uin
     return value;
 }
 
-/* Finds the record: MCUBERT_OK with record.count = 0 when there is none. */
+/* Finds the record by its name: MCUBERT_OK with found = 0 when no metadata entry has it. */
 static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_location *at, mcubert_message *message)
 {
     fb_vector metadata, name;
     uint32_t i, table, buffer_table;
     at->record.count = 0;
+    at->found = 0;
     if (!vector_field(fb, root, MODEL_METADATA, 4u, &metadata) ||
         !vector_field(fb, root, MODEL_BUFFERS, 4u, &at->buffers)) {
         return malformed(message, "metadata");
@@ -185,9 +214,10 @@ static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_
             !u32_field(fb, table, METADATA_BUFFER, &at->record_buffer)) {
             return malformed(message, "metadata");
         }
-        if (!name_is(fb, &name, RECORD_NAME)) {
+        if (!name_matches(fb, &name, RECORD_NAME, 1)) {
             continue;
         }
+        at->found = 1;
         if (!table_at(fb, &at->buffers, at->record_buffer, &buffer_table) ||
             !vector_field(fb, buffer_table, BUFFER_DATA, 1u, &at->record)) {
             return malformed(message, RECORD_NAME);
@@ -197,8 +227,8 @@ static mcubert_status locate_record(const flatbuffer *fb, uint32_t root, record_
     return MCUBERT_OK;
 }
 
-static mcubert_status check_header(const flatbuffer *fb, const record_location *at, uint32_t operators,
-                                   mcubert_message *message)
+MCUBERT_NOINLINE static mcubert_status check_header(const flatbuffer *fb, const record_location *at, uint32_t operators,
+                                                    mcubert_message *message)
 {
     uint32_t words = at->record.count / 4u;
     if (at->record.count % 4u != 0u || words < HEADER_WORDS || record_word(fb, at, 0) != RECORD_MAGIC) {
@@ -269,8 +299,8 @@ static mcubert_status name_buffer(const flatbuffer *fb, const fb_vector *tensors
     return MCUBERT_ERROR_MODEL;
 }
 
-static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const record_location *at,
-                                  mcubert_model_integrity *result, mcubert_message *message)
+MCUBERT_NOINLINE static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const record_location *at,
+                                                   mcubert_model_integrity *result, mcubert_message *message)
 {
     fb_vector subgraphs, tensors = {0, 0}, operators = {0, 0}, data;
     uint32_t i, table, subgraph;
@@ -311,7 +341,7 @@ static mcubert_status name_damage(const flatbuffer *fb, uint32_t root, const rec
                              "CRC-32 differs, no constant's or options' did");
 }
 
-static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
+MCUBERT_NOINLINE static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
 {
     fb_vector subgraphs, operators;
     uint32_t subgraph;
@@ -320,6 +350,32 @@ static uint32_t operator_count(const flatbuffer *fb, uint32_t root)
         return 0;
     }
     return operators.count;
+}
+
+/* The root table: 4-aligned past the file identifier, with at least one subgraph and one buffer (a
+ * corrupted root offset points at bytes that are not the model's root: refused, not walked). */
+static int root_table(const flatbuffer *fb, uint32_t *root)
+{
+    fb_vector subgraphs, buffers;
+    return follow(fb, 0, root) && *root % 4u == 0u && *root >= 8u &&
+           vector_field(fb, *root, MODEL_SUBGRAPHS, 4u, &subgraphs) && subgraphs.count > 0u &&
+           vector_field(fb, *root, MODEL_BUFFERS, 4u, &buffers) && buffers.count > 0u;
+}
+
+/* No record: an error for a model with MCUBERT ops (the record was hidden), else MCUBERT_UNVERIFIED. */
+MCUBERT_NOINLINE static mcubert_status no_record(const flatbuffer *fb, uint32_t root, mcubert_message *message)
+{
+    int uses;
+    if (!uses_mcubert_ops(fb, root, &uses)) {
+        return malformed(message, "operator_codes");
+    }
+    if (uses) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, RECORD_NAME,
+                                 "missing, but the model uses MCUBERT ops: corrupted (or exported "
+                                 "before the record existed)");
+    }
+    return mcubert_fail_text(message, MCUBERT_UNVERIFIED, OP_NAME, RECORD_NAME,
+                             "absent: the model cannot be checked (not an MCUBERT export)");
 }
 
 mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
@@ -343,16 +399,15 @@ mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert
         return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, "identifier",
                                  "not a .tflite flatbuffer (expected TFL3)");
     }
-    if (!follow(&fb, 0, &root)) {
+    if (!root_table(&fb, &root)) {
         return malformed(message, "root");
     }
     status = locate_record(&fb, root, &at, message);
     if (status != MCUBERT_OK) {
         return status;
     }
-    if (at.record.count == 0u) {
-        mcubert_fail_text(message, MCUBERT_OK, OP_NAME, RECORD_NAME, "absent: the model is not verified");
-        return MCUBERT_OK;
+    if (!at.found) {
+        return no_record(&fb, root, message);
     }
     status = check_header(&fb, &at, operator_count(&fb, root), message);
     if (status != MCUBERT_OK) {
@@ -360,6 +415,64 @@ mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert
     }
     if (file_crc(&fb, &at) != record_word(&fb, &at, 3)) {
         return name_damage(&fb, root, &at, result, message);
+    }
+    result->verified = 1;
+    return MCUBERT_OK;
+}
+
+/* Word 3 of the record of a model mcubert_verify_model has verified (found again: no CRC pass). */
+static uint32_t verified_file_crc(const uint8_t *model, uint32_t size)
+{
+    flatbuffer fb;
+    record_location at;
+    uint32_t root = 0;
+    fb.bytes = model;
+    fb.size = size;
+    (void)root_table(&fb, &root);
+    (void)locate_record(&fb, root, &at, NULL);
+    return record_word(&fb, &at, 3);
+}
+
+/* "model: size: the model is N bytes, the firmware was built for M: ..." (or its CRC-32) */
+static mcubert_status not_expected(mcubert_model_integrity *result, mcubert_message *message, int is_crc,
+                                   uint32_t found, uint32_t expected)
+{
+    result->verified = 0;
+    mcubert_fail(message, MCUBERT_ERROR_MODEL, OP_NAME, is_crc ? "crc32" : "size");
+    if (is_crc) {
+        mcubert_append(message, "the model's CRC-32 is ");
+        mcubert_append_hex(message, found);
+        mcubert_append(message, ", the firmware was built for ");
+        mcubert_append_hex(message, expected);
+    } else {
+        mcubert_append(message, "the model is ");
+        mcubert_append_int(message, found);
+        mcubert_append(message, " bytes, the firmware was built for ");
+        mcubert_append_int(message, expected);
+    }
+    mcubert_append(message, ": another model, or corrupted");
+    return MCUBERT_ERROR_MODEL;
+}
+
+mcubert_status mcubert_verify_model_expected(const uint8_t *model, uint32_t size, uint32_t expected_size,
+                                             uint32_t expected_crc32, mcubert_model_integrity *result,
+                                             mcubert_message *message)
+{
+    uint32_t crc;
+    mcubert_status status = mcubert_verify_model(model, size, result, message);
+    if (status != MCUBERT_OK && status != MCUBERT_UNVERIFIED) {
+        return status;
+    }
+    if (size != expected_size) {
+        return not_expected(result, message, 0, size, expected_size);
+    }
+    /* Verified: word 3 equals the file's CRC (record zeroed). Unverified: the whole file's. */
+    crc = status == MCUBERT_OK ? verified_file_crc(model, size) : crc32_of(model, size);
+    if (crc != expected_crc32) {
+        return not_expected(result, message, 1, crc, expected_crc32);
+    }
+    if (message != NULL) {
+        message->text[0] = '\0';
     }
     result->verified = 1;
     return MCUBERT_OK;

@@ -8,6 +8,11 @@ environment matches and says why it skipped otherwise. Recording adds or replace
 set; a change that is meant to change the bytes re-records every environment's:
 
     RECORD_EXPORT_HASHES=1 python -m pytest tests/export/test_export_hashes.py
+
+A file whose bytes derive from a CPU-dependent .tflite (model_settings.h carries its CRC-32) cannot be
+re-recorded for another environment's set from this machine: such a file is listed, with the reason,
+under that set's "unrecorded" entry and left out of its comparison (the test says so in its skip
+message) until it is recorded there.
 """
 
 from __future__ import annotations
@@ -103,8 +108,8 @@ def digests(out: Path, tmp: Path) -> dict[str, str]:
 
 
 def recorded() -> list[dict]:
-    """[{"environment": ..., "exports": {case: {file: sha256}}}, ...]; the first is where the committed
-    fuzz corpus (tests/fuzz/corpus) was written."""
+    """[{"environment": ..., "exports": {case: {file: sha256}}, "unrecorded": {case: {file: why}}}, ...];
+    the first is where the committed fuzz corpus (tests/fuzz/corpus) was written."""
     return json.loads(RECORD.read_text()) if RECORD.exists() else []
 
 
@@ -127,8 +132,18 @@ def test_export_bytes_match_the_recorded_digests(case, tmp_path, capsys):
             record = {"environment": here, "exports": {}}
             records.append(record)
         record["exports"][case] = found
+        record.get("unrecorded", {}).pop(case, None)
+        if not record.get("unrecorded", True):
+            del record["unrecorded"]
         RECORD.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
         return
     expected = record["exports"][case]
-    changed = sorted(name for name in expected.keys() | found.keys() if expected.get(name) != found.get(name))
+    unrecorded = record.get("unrecorded", {}).get(case, {})
+    compared = (expected.keys() | found.keys()) - unrecorded.keys()
+    changed = sorted(name for name in compared if expected.get(name) != found.get(name))
     assert not changed, f"{case}: these files are no longer byte-identical: {changed}"
+    if unrecorded:
+        pytest.skip(
+            f"{case}: {len(compared)} files are byte-identical; not compared, because unrecorded in this "
+            "environment: " + "; ".join(f"{name}: {why}" for name, why in sorted(unrecorded.items()))
+        )

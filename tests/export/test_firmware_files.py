@@ -4,6 +4,7 @@
   carry the report's numbers, the expected output is the numpy reference's for the stored sequence.
 * Stock and hidden-state graphs: the resolver registers exactly the graph's builtins, the expected output
   is the tflite-micro interpreter's, the output quantization is described as it is.
+* The model's size and CRC-32, which the device checks the model against (mcubert_verify_model_expected).
 * Deterministic output; headers and the test-input source compile with arm-none-eabi-gcc/g++, and the
   REGISTER_OPS macro compiles against a resolver with TFLM's Add methods.
 * Errors: an op without an Add method, a sample without one of the model's inputs.
@@ -16,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,7 @@ from tflm_mcubert.boards import get_board
 from tflm_mcubert.data.calibration import random_samples
 from tflm_mcubert.export import firmware_files
 from tflm_mcubert.export.firmware_files import FILES, FirmwareFilesError, describe_model, write_firmware_files
+from tflm_mcubert.tflite.integrity import expected_crc32
 from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.tflm_op_resolver import BUILTIN_ADD_METHODS, UnsupportedOpError, registration
@@ -182,6 +185,20 @@ def test_stock_expected_output_is_the_tflm_interpreters(micro_int8, stock_files)
     _, expected = firmware_files.read_test_input(out)
     want = run_tflm(micro_int8, sample, dequantize_outputs=False)["logits"].reshape(-1)
     assert expected.dtype == np.int8 and np.array_equal(expected, want)
+
+
+def test_settings_carry_the_size_and_crc_the_device_checks(mcubert_export, micro_int8, stock_files):
+    """MCUBERT_MODEL_TFLITE_BYTES / _CRC32: the file's size, and its CRC-32 with the integrity record's
+    data read as zeros (the record's word 3) for an MCUBERT export, of the whole file for a stock one."""
+    out, _ = mcubert_export
+    header = (out / "model_settings.h").read_text()
+    model = (out / "model.tflite").read_bytes()
+    assert int(define(header, "MCUBERT_MODEL_TFLITE_BYTES").rstrip("u")) == len(model)
+    crc = int(define(header, "MCUBERT_MODEL_TFLITE_CRC32").rstrip("u"), 16)
+    assert crc == expected_crc32(model) != zlib.crc32(model)
+    stock = (stock_files[0] / "model_settings.h").read_text()
+    assert int(define(stock, "MCUBERT_MODEL_TFLITE_BYTES").rstrip("u")) == len(micro_int8)
+    assert int(define(stock, "MCUBERT_MODEL_TFLITE_CRC32").rstrip("u"), 16) == zlib.crc32(micro_int8)
 
 
 def test_unknown_op_and_incomplete_sample_are_named():

@@ -3,13 +3,15 @@
     python tests/fuzz/mutate_models.py --count 100000 [--reseal] [--seq-len 128]
 
 Mutates an export (BERT-tiny-shaped layers at --seq-len; default a small model for speed: --bert-tiny
-for the real one) in six ways — random byte flips anywhere, flips in custom options, in the offline
-plan, in the flatbuffer structure (bytes outside every buffer's data), truncations and zeroed 4-byte
-words — and prints, per kind: cases, named errors (ModelFormatError), accepted with the same output,
-accepted with a DIFFERENT output, and crashes (any other exception). The targets: no crash and no
-different output. --reseal recomputes the integrity record after each mutation (a crafted file
-whose CRCs agree), so the parser behind the record is what is measured; different outputs are then
-expected (the file says so) and only crashes count.
+for the real one) in eight ways — random byte flips anywhere, flips in custom options, in the offline
+plan, in the flatbuffer structure (bytes outside every buffer's data), truncations, zeroed 4-byte
+words, and (issue 28) a flip in a byte the verifiers read to find or require the integrity record
+(root offset, root table, metadata and its names, the record's header, the operator codes), alone
+and together with a flip in a constant — and prints, per kind: cases, named errors (ModelFormatError),
+accepted with the same output, accepted with a DIFFERENT output, and crashes (any other exception).
+The targets: no crash and no different output. --reseal recomputes the integrity record after each
+mutation (a crafted file whose CRCs agree), so the parser behind the record is what is measured;
+different outputs are then expected (the file says so) and only crashes count.
 """
 
 from __future__ import annotations
@@ -32,8 +34,18 @@ from tflm_mcubert.runtime.reference import ReferenceInputError, run_reference  #
 from tflm_mcubert.tflite.integrity import add_integrity_record  # noqa: E402
 from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_model  # noqa: E402
 from tflm_mcubert.tflite.mcubert_writer import OFFLINE_PLAN_METADATA  # noqa: E402
+from tests.tflite.record_path import record_path_bytes  # noqa: E402
 
-KINDS = ("random flips", "custom options", "offline plan", "structure", "truncation", "zeroed word")
+KINDS = (
+    "random flips",
+    "custom options",
+    "offline plan",
+    "structure",
+    "truncation",
+    "zeroed word",
+    "record path",
+    "record path + constant",
+)
 OUTCOMES = ("named error", "same output", "DIFFERENT output", "crash")
 
 
@@ -56,7 +68,13 @@ def regions(model_bytes: bytes) -> dict[str, list[tuple[int, int]]]:
         operator = subgraph.Operators(k)
         start = operator._tab.Vector(operator._tab.Offset(14))
         options.append((start, start + operator.CustomOptionsLength()))
-    return {"options": options, "plan": plan, "data": data + plan + options}
+    return {
+        "options": options,
+        "plan": plan,
+        "constants": data,
+        "data": data + plan + options,
+        "record path": record_path_bytes(model_bytes),
+    }
 
 
 def position(rng: random.Random, kind: str, size: int, where: dict) -> int:
@@ -66,6 +84,8 @@ def position(rng: random.Random, kind: str, size: int, where: dict) -> int:
     if kind == "offline plan":
         start, end = rng.choice(where["plan"])
         return rng.randrange(start, end)
+    if kind.startswith("record path"):
+        return rng.choice(where["record path"])
     if kind == "structure":
         while True:
             at = rng.randrange(size)
@@ -84,6 +104,9 @@ def mutate(rng: random.Random, kind: str, model_bytes: bytes, where: dict) -> by
         out[at : at + 4] = bytes(4)
     else:
         out[at] ^= rng.randrange(1, 256)
+    if kind == "record path + constant":
+        start, end = rng.choice(where["constants"])
+        out[rng.randrange(start, end)] ^= rng.randrange(1, 256)
     return bytes(out)
 
 

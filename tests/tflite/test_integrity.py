@@ -57,13 +57,30 @@ def test_a_truncated_model_is_named(exported):
         read_model(exported[:-16])
 
 
-def test_a_model_without_the_record_loads_with_a_warning(exported):
-    model = schema.ModelT.InitFromPackedBuf(bytearray(exported), 0)
+def without_record(data: bytes, rename_ops: bool = False) -> bytes:
+    """`data` packed again without the record (an older export); `rename_ops`: and its custom codes no
+    longer MCUBERT_... (another tool's model)."""
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
     model.metadata = [m for m in model.metadata if m.name.decode() != INTEGRITY_METADATA]
+    if rename_ops:
+        for code in model.operatorCodes:
+            code.customCode = b"OTHER_" + code.customCode
     builder = flatbuffers.Builder(1 << 20)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def test_a_model_with_mcubert_ops_but_without_the_record_is_refused(exported):
+    with pytest.raises(ModelFormatError, match="MCUBERT_INTEGRITY: missing, but the model uses MCUBERT ops"):
+        read_model(without_record(exported))
+
+
+def test_a_model_without_mcubert_ops_or_record_is_only_warned_about(exported):
+    other = without_record(exported, rename_ops=True)
+    assert verify_integrity(other) is False
     with pytest.warns(UserWarning, match="cannot be checked for corruption"):
-        read_model(bytes(builder.Output()))
+        with pytest.raises(ModelFormatError):  # then: not an MCUBERT model (its ops are unknown)
+            read_model(other)
 
 
 def test_random_flips_anywhere_are_rejected_by_name_or_leave_the_output_unchanged(exported):

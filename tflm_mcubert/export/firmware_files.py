@@ -1,8 +1,9 @@
 """The firmware side of an export: what a TFLM application needs next to model_data.cc.
 
     model_settings.h        arena size and alignment, sequence length, labels, schedule, board, the op
-                            resolver's size and a macro registering exactly the model's ops, and the
-                            input/output tensor facts (interpreter order, C types, output quantization)
+                            resolver's size and a macro registering exactly the model's ops, the
+                            input/output tensor facts (interpreter order, C types, output quantization),
+                            and the model's size and CRC-32, which the device checks it against
     model_test_input.h/.cc  one input sequence and the output the host reference computes for it, so a
                             firmware can check itself ("matches the reference: yes/no")
     model_test_input.json   the same sequence and output for host-side tools (layer_check.py)
@@ -30,6 +31,7 @@ from tflm_mcubert.export.tflm_op_resolver import MCUBERT_REGISTRATION, register_
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.runtime.tflm_runner import TflmRunner
 from tflm_mcubert.tflite.graph import TensorInfo, TfliteGraph, parse
+from tflm_mcubert.tflite.integrity import expected_crc32
 from tflm_mcubert.tflite.mcubert_reader import read_model
 
 SETTINGS_FILE = "model_settings.h"
@@ -178,7 +180,7 @@ def write_firmware_files(
     out_dir.mkdir(parents=True, exist_ok=True)
     model = describe_model(graph or parse(bytes(tflite)), schedule)
     reference = reference_sample(tflite, model, sample, sample_source, sample_output)
-    (out_dir / SETTINGS_FILE).write_text(render_settings(model, board, arena_bytes))
+    (out_dir / SETTINGS_FILE).write_text(render_settings(model, board, arena_bytes, tflite))
     (out_dir / TEST_INPUT_HEADER).write_text(render_sample_header(model, reference))
     (out_dir / TEST_INPUT_SOURCE).write_text(render_sample_source(model, reference))
     (out_dir / TEST_INPUT_JSON).write_text(render_sample_json(model, reference))
@@ -220,7 +222,8 @@ def _c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_settings(model: FirmwareModel, board: Board, arena_bytes: int) -> str:
+def render_settings(model: FirmwareModel, board: Board, arena_bytes: int, tflite: bytes) -> str:
+    """model_settings.h; `tflite`: the model's bytes, for the size and CRC-32 the device checks."""
     out = model.output
     per_tensor = len(out.scales) == 1
     input_macros = []
@@ -242,6 +245,8 @@ def render_settings(model: FirmwareModel, board: Board, arena_bytes: int) -> str
         clock_hz=board.clock_hz,
         seq_len=model.seq_len,
         num_labels=model.num_labels,
+        tflite_bytes=len(tflite),
+        tflite_crc32=f"0x{expected_crc32(bytes(tflite)):08X}",
         arena_bytes=arena_bytes,
         arena_alignment=ARENA_ALIGNMENT,
         binding_note=" (needs custom_ops/tflm/mcubert_tflm.h)." if model.schedule == "mcubert" else ".",

@@ -23,8 +23,17 @@ DTYPE_INT32, DTYPE_INT16, DTYPE_INT8 = 2, 7, 9
 DTYPE_CODES = {np.dtype(np.int8): DTYPE_INT8, np.dtype(np.int16): DTYPE_INT16, np.dtype(np.int32): DTYPE_INT32}
 
 # mcubert_status
-STATUS_NAMES = {0: "ok", 1: "argument", 2: "spec", 3: "option", 4: "tensor", 5: "input", 6: "model"}
-OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT, ERROR_MODEL = range(7)
+STATUS_NAMES = {
+    0: "ok",
+    1: "argument",
+    2: "spec",
+    3: "option",
+    4: "tensor",
+    5: "input",
+    6: "model",
+    7: "unverified",
+}
+OK, ERROR_ARGUMENT, ERROR_SPEC, ERROR_OPTION, ERROR_TENSOR, ERROR_INPUT, ERROR_MODEL, UNVERIFIED = range(8)
 
 # mcubert_op_id (host_runner.c): the registry's order.
 OP_IDS = {code: index for index, code in enumerate(OPS)}

@@ -13,11 +13,17 @@ CRC-32 is zlib's (IEEE 802.3, reflected, init and final xor 0xFFFFFFFF): it dete
 burst of up to 32 bits, so every single corrupted byte, anywhere in the file. The whole-file CRC
 decides; the per-buffer and per-operator ones only name what was hit. The C verifier
 (custom_ops/src/mcubert_verify_model.c) implements the same check, streaming, with no heap.
+
+The record cannot be switched off by a corruption: a model that uses MCUBERT ops (an operator code
+`MCUBERT_...`) must have it, so a record hidden by a corrupted name or offset is an error; only a
+model without MCUBERT ops (another tool's) may lack it. The root offset is checked before the walk.
+The firmware files carry `expected_crc32` (and the size), which the device compares as well.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import struct
 import zlib
 
 import numpy as np
@@ -27,6 +33,7 @@ INTEGRITY_METADATA = "MCUBERT_INTEGRITY"
 INTEGRITY_MAGIC = 0x4E49434D
 INTEGRITY_VERSION = 1
 _HEADER_WORDS = 5  # magic, version, file size, file CRC, buffer count
+MCUBERT_OP_PREFIX = b"MCUBERT_"  # a model with an operator code of this prefix must carry the record
 
 
 class IntegrityError(ValueError):
@@ -54,18 +61,41 @@ def _vector_start(table, field_offset: int) -> int:
     return table._tab.Vector(offset) if offset else 0
 
 
+def _root(data: bytes):
+    """The Model table, after the checks the C verifier makes: the root offset 4-aligned, past the
+    file identifier and inside the file; at least one subgraph and one buffer."""
+    (offset,) = struct.unpack_from("<I", data, 0)
+    if offset % 4 or not 8 <= offset < len(data):
+        raise IntegrityError(f"the root offset {offset} does not point at the model (corrupted)")
+    model = schema.Model.GetRootAs(data, 0)
+    if model.SubgraphsLength() < 1 or model.BuffersLength() < 1:
+        raise IntegrityError("the root table has no subgraph or no buffer (corrupted)")
+    return model
+
+
+def uses_mcubert_ops(model) -> bool:
+    """True when an operator code's custom_code begins with MCUBERT_: such a model must carry the record."""
+    codes = (model.OperatorCodes(i).CustomCode() or b"" for i in range(model.OperatorCodesLength()))
+    return any(code.startswith(MCUBERT_OP_PREFIX) for code in codes)
+
+
 def _layout(data: bytes) -> _Layout | None:
     """The record's position and the covered parts, or None when the model has no record.
 
     Reads through the lazy flatbuffer API: a corrupt offset raises (IndexError, struct.error, ...),
-    which the caller reports as a corrupt model."""
-    model = schema.Model.GetRootAs(data, 0)
+    which the caller reports as a corrupt model. A model with MCUBERT ops and no record raises."""
+    model = _root(data)
     record = None
     for i in range(model.MetadataLength()):
         meta = model.Metadata(i)
         if meta.Name() == INTEGRITY_METADATA.encode():
             record = meta.Buffer()
     if record is None:
+        if uses_mcubert_ops(model):
+            raise IntegrityError(
+                f"{INTEGRITY_METADATA}: missing, but the model uses MCUBERT ops: corrupted (its name or "
+                "an offset), or exported before the record existed (export it again)"
+            )
         return None
     if not 0 <= record < model.BuffersLength():
         raise IntegrityError(f"{INTEGRITY_METADATA}: buffer index {record} is out of range")
@@ -117,8 +147,16 @@ def add_integrity_record(packed: bytes) -> bytes:
     return bytes(out)
 
 
+def expected_crc32(data: bytes) -> int:
+    """What the firmware files record for mcubert_verify_model_expected: the CRC-32 of the file with the
+    record's own data read as zeros (the record's word 3), or of the whole file when it has no record."""
+    layout = _layout(data)
+    return zlib.crc32(data) if layout is None else _file_crc(data, layout.start, layout.length)
+
+
 def verify_integrity(data: bytes) -> bool:
-    """True when the record is present and every byte matches; False when there is no record.
+    """True when the record is present and every byte matches; False when there is no record (a
+    model without MCUBERT ops only: one with them must have it).
 
     Raises IntegrityError naming the first corrupted constant tensor (by its buffer) or operator's
     options, or the structure when neither was hit. Errors of a corrupt flatbuffer (IndexError,

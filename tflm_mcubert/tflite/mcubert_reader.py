@@ -7,9 +7,9 @@ hidden states sharing one offset, and no two buffers that are alive together ove
 name the op (and the op's field or tensor): "layer1.attention: MCUBERT_ATTENTION: tile: ...".
 
 First of all, the integrity record (tflite/integrity.py) is checked, so a corrupted model is named
-as such (and where it was hit) before anything is parsed; a model exported without one is read with
-a warning. Whatever a corrupted model does to the parser ends as a ModelFormatError, never another
-exception.
+as such (and where it was hit) before anything is parsed; a model with MCUBERT ops must carry it (a
+missing record is a corruption), and one without them (another tool's) is read with a warning.
+Whatever a corrupted model does to the parser ends as a ModelFormatError, never another exception.
 """
 
 from __future__ import annotations
@@ -126,8 +126,8 @@ def _check_integrity(data: bytes) -> None:
         raise _fail("model", f"corrupt flatbuffer ({type(exc).__name__}: {exc})") from None
     if not verified:
         warnings.warn(
-            f"the model has no {INTEGRITY_METADATA} record (exported by an older version, or by "
-            "another tool): it cannot be checked for corruption",
+            f"the model has no {INTEGRITY_METADATA} record and no MCUBERT ops (not an MCUBERT export): "
+            "it cannot be checked for corruption",
             stacklevel=3,
         )
 

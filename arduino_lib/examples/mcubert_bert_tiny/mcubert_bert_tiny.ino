@@ -100,15 +100,17 @@ static void run_test_sequence() {
   Serial.print(static_cast<unsigned long>(kArenaBytes));
   Serial.println(" B");
 
-  // Before TFLM trusts the bytes: a corrupted model is reported, not run.
+  // Before TFLM trusts the bytes: a corrupted model, or another than model_settings.h describes (even one
+  // whose integrity record a corruption hid), is reported, not run. MCUBERT_OK means verified.
   mcubert_model_integrity integrity;
   mcubert_message message;
-  if (mcubert_verify_model(g_model_data, g_model_data_len, &integrity, &message) != MCUBERT_OK) {
+  if (mcubert_verify_model_expected(g_model_data, g_model_data_len, MCUBERT_MODEL_TFLITE_BYTES,
+                                    MCUBERT_MODEL_TFLITE_CRC32, &integrity, &message) != MCUBERT_OK) {
     Serial.println(message.text);
-    fail("the model in Flash is corrupted (upload the sketch again)");
+    fail("the model in Flash is corrupted or not model_settings.h's (upload the sketch again)");
     return;
   }
-  Serial.println(integrity.verified ? "model integrity: verified" : "model integrity: not verified (no record)");
+  Serial.println("model integrity: verified");
 
   const tflite::Model *model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {

@@ -60,7 +60,8 @@ typedef enum {
     MCUBERT_ERROR_OPTION = 3,   /* an option out of range, or options inconsistent */
     MCUBERT_ERROR_TENSOR = 4,   /* tensor count, dtype, element count or constant contents */
     MCUBERT_ERROR_INPUT = 5,    /* run-time input out of range: token id, type, mask length */
-    MCUBERT_ERROR_MODEL = 6     /* the model's bytes: malformed, or corrupted (integrity record) */
+    MCUBERT_ERROR_MODEL = 6,    /* the model's bytes: malformed, or corrupted (integrity record) */
+    MCUBERT_UNVERIFIED = 7      /* mcubert_verify_model: no integrity record, and none was expected */
 } mcubert_status;
 
 /* Error text "OP: field: problem", NUL-terminated, truncated to fit. */
@@ -285,11 +286,19 @@ mcubert_status mcubert_classifier_head_parse_options(const uint8_t *buffer, int3
  * reported instead of run. No heap; the bytes are untrusted and every read is bounds-checked;
  * the CRC streams once over the file (cost per KB: custom_ops/README.md).
  *
- * MCUBERT_OK with verified = 1: the record is present and every byte matches. MCUBERT_OK with
- * verified = 0: the model has no record (exported by another tool or version), the message says
- * so. MCUBERT_ERROR_MODEL: malformed or corrupted; the message and the corrupt_* fields name the
- * first constant tensor (its buffer), or operator's options, that was hit, else the structure.
- * `size` must be the model's exact length (model_data_len).
+ * MCUBERT_OK (verified = 1): the record is present and every byte matches. MCUBERT_ERROR_MODEL:
+ * malformed or corrupted; the message and the corrupt_* fields name the first constant tensor (its
+ * buffer), or operator's options, that was hit, else the structure. A model that uses MCUBERT custom
+ * ops (an operator code `MCUBERT_...`) must carry the record: without one (its name or an offset
+ * corrupted) it is MCUBERT_ERROR_MODEL. A model without MCUBERT ops and without a record (another
+ * tool's) is MCUBERT_UNVERIFIED: not OK, so `status != MCUBERT_OK` refuses it unless the caller
+ * accepts unchecked bytes on purpose. `size` must be the model's exact length (model_data_len).
+ *
+ * mcubert_verify_model_expected additionally checks the model against what the firmware was built
+ * for (model_settings.h: MCUBERT_MODEL_TFLITE_BYTES, MCUBERT_MODEL_TFLITE_CRC32): the size, and the
+ * CRC-32 of the file with the record's own data read as zeros (the record's word 3; for a model
+ * without a record, the CRC-32 of the whole file, so a stock model is verified too). Whatever
+ * corruption hides the record, the CRC no longer matches: MCUBERT_OK means verified = 1.
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -301,6 +310,9 @@ typedef struct {
 
 mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
                                     mcubert_message *message);
+mcubert_status mcubert_verify_model_expected(const uint8_t *model, uint32_t size, uint32_t expected_size,
+                                             uint32_t expected_crc32, mcubert_model_integrity *result,
+                                             mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Build information.

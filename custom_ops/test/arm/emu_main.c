@@ -31,6 +31,7 @@ __attribute__((used)) const entry_point mcubert_emu_api[] = {
     (entry_point)mcubert_classifier_head_validate,
     (entry_point)mcubert_classifier_head_get_buffer_size,
     (entry_point)mcubert_verify_model,
+    (entry_point)mcubert_verify_model_expected,
     (entry_point)mcubert_uses_dsp_path,
     (entry_point)mcubert_tokenizer_init,
     (entry_point)mcubert_tokenizer_get_buffer_size,

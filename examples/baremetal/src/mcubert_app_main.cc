@@ -206,15 +206,17 @@ int main() {
     return Fail("arena=<bytes> must be a number from 1 to the built arena's size");
   }
 
-  // Before TFLM trusts the bytes: a corrupted model is reported, not run.
+  // Before TFLM trusts the bytes: a corrupted model, or another than model_settings.h describes (even one
+  // whose integrity record a corruption hid), is reported, not run. MCUBERT_OK means verified.
   mcubert_model_integrity integrity;
   mcubert_message message;
-  if (mcubert_verify_model(g_model_data, g_model_data_len, &integrity, &message) != MCUBERT_OK) {
+  if (mcubert_verify_model_expected(g_model_data, g_model_data_len, MCUBERT_MODEL_TFLITE_BYTES,
+                                    MCUBERT_MODEL_TFLITE_CRC32, &integrity, &message) != MCUBERT_OK) {
     Write(message.text);
     Write("\n");
-    return Fail("the model in Flash is corrupted (flash the firmware again)");
+    return Fail("the model in Flash is corrupted or not model_settings.h's (flash the firmware again)");
   }
-  Write(integrity.verified ? "model integrity: verified\n" : "model integrity: not verified (no record)\n");
+  Write("model integrity: verified\n");
 
   const tflite::Model* model = tflite::GetModel(g_model_data);
   if (model->version() != TFLITE_SCHEMA_VERSION) {

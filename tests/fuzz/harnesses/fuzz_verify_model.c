@@ -1,7 +1,8 @@
 /*
- * libFuzzer harness: mcubert_verify_model on arbitrary bytes. The verifier must never read
- * outside [model, model + size) (ASan), never hit undefined behaviour (UBSan), and only ever
- * answer OK or MCUBERT_ERROR_MODEL with a NUL-terminated message.
+ * libFuzzer harness: mcubert_verify_model and mcubert_verify_model_expected on arbitrary bytes. The
+ * verifiers must never read outside [model, model + size) (ASan), never hit undefined behaviour
+ * (UBSan), and only ever answer OK (verified = 1), MCUBERT_ERROR_MODEL or (without expected values)
+ * MCUBERT_UNVERIFIED, with a NUL-terminated message.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -30,13 +31,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef MCUBERT_FUZZ_PRINT_STATUS /* test_fuzz_c.py: the seed must verify */
     fprintf(stderr, "mcubert status %d verified %d: %s\n", (int)status, (int)integrity.verified, message.text);
 #endif
-    if (status != MCUBERT_OK && status != MCUBERT_ERROR_MODEL) {
+    if (status != MCUBERT_OK && status != MCUBERT_ERROR_MODEL && status != MCUBERT_UNVERIFIED) {
+        abort();
+    }
+    if (memchr(message.text, '\0', sizeof message.text) == NULL ||
+        (status == MCUBERT_OK) != (integrity.verified == 1)) {
+        abort();
+    }
+    /* Expected values the input cannot match on purpose: a wrong model must never be OK. */
+    status = mcubert_verify_model_expected(model, (uint32_t)size, (uint32_t)size, 0x5A5A5A5Au, &integrity, &message);
+    if (status != MCUBERT_ERROR_MODEL && !(status == MCUBERT_OK && integrity.verified == 1)) {
         abort();
     }
     if (memchr(message.text, '\0', sizeof message.text) == NULL) {
-        abort();
-    }
-    if (status == MCUBERT_OK && integrity.verified != 0 && integrity.verified != 1) {
         abort();
     }
     free(model);
