@@ -84,7 +84,13 @@ def add_training_arguments(parser: argparse.ArgumentParser, command: str) -> Non
         "--strategy",
         default="default",
         choices=("default", "mirrored", "multiworker"),
-        help="tf.distribute strategy (multiworker reads TF_CONFIG)",
+        help="tf.distribute strategy (multiworker reads TF_CONFIG; README: On several machines)",
+    )
+    run.add_argument(
+        "--cluster-timeout",
+        type=float,
+        default=600.0,
+        help="multiworker: seconds to wait for the cluster to form and for any worker in a step (default 600)",
     )
     run.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -124,6 +130,7 @@ def training_options(args, command: str):
         hidden_kd=getattr(args, "hidden_kd", 0.0),
         checkpoint_every=args.checkpoint_every,
         strategy=args.strategy,
+        cluster_timeout=args.cluster_timeout,
         resume=args.resume,
         progress=not args.quiet,
     )

@@ -35,7 +35,9 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
+from tflm_mcubert.train import cluster
 from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches, steps_per_epoch, training_batch
+from tflm_mcubert.train.cluster import is_chief
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import INPUT_NAMES, BertModel
@@ -49,26 +51,18 @@ LOSS_DECAY = 0.98
 # --- strategies ----------------------------------------------------------------------------------------
 
 
-def make_strategy(name: str) -> tf.distribute.Strategy:
+def make_strategy(name: str, cluster_timeout: float = cluster.DEFAULT_CLUSTER_TIMEOUT) -> tf.distribute.Strategy:
     """default: one device. mirrored: every local GPU, or every logical CPU device when there is no GPU
-    (a plain MirroredStrategy would use only /cpu:0). multiworker: the cluster described by TF_CONFIG."""
+    (a plain MirroredStrategy would use only /cpu:0). multiworker: the cluster described by TF_CONFIG,
+    formed within `cluster_timeout` seconds (train/cluster.py)."""
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy([d.name for d in devices])
     if name == "multiworker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return cluster.multiworker_strategy(cluster_timeout)
     raise UserError(f"unknown --strategy {name!r} (choose from: {', '.join(STRATEGIES)})")
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    task_type = getattr(resolver, "task_type", None)
-    if not task_type:
-        return True
-    has_chief = "chief" in resolver.cluster_spec().as_dict()
-    return task_type == "chief" or (not has_chief and task_type == "worker" and resolver.task_id == 0)
 
 
 def enable_determinism(seed: int) -> None:
@@ -101,6 +95,9 @@ class RunDirectory:
 
     def __init__(self, root: str | Path, settings: dict, *, resume: bool, writer: bool = True):
         self.root, self.settings, self.writer = Path(root), json.loads(json.dumps(settings)), writer
+        self.resumed = False
+        if not writer:
+            return  # a worker other than the chief: it takes the chief's decision (open_run_directory)
         run_file = self.root / RUN_FILE
         if run_file.is_file():
             if not resume:
@@ -115,10 +112,8 @@ class RunDirectory:
                 )
             self.resumed = True
         else:
-            self.resumed = False
-            if writer:
-                self.root.mkdir(parents=True, exist_ok=True)
-                self._write(run_file, lambda f: f.write(json.dumps(self.settings, indent=2).encode()))
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._write(run_file, lambda f: f.write(json.dumps(self.settings, indent=2).encode()))
 
     def _write(self, path: Path, write) -> None:
         """Write via a sibling temp file and rename: an interrupted write never leaves a torn file."""
@@ -155,6 +150,39 @@ class RunDirectory:
         value = np.asarray(compute())
         self.save_arrays(name, {"value": value}, {"key": key})
         return value
+
+
+def open_run_directory(root: str | Path, settings: dict, *, resume: bool, strategy) -> RunDirectory:
+    """The run directory; with several workers, as the chief finds it: the chief alone checks and writes
+    it, and broadcasts what it found (or its refusal) and its settings, which every worker must share."""
+    if not cluster.is_multiworker(strategy):
+        return RunDirectory(root, settings, resume=resume)
+    chief, decision, run = is_chief(strategy), {}, None
+    if chief:
+        try:
+            run = RunDirectory(root, settings, resume=resume)
+            decision = {"resumed": run.resumed, "settings": run.settings}
+        except UserError as error:
+            decision = {"error": str(error)}
+    decision = cluster.broadcast_json(strategy, decision)
+    name = cluster.worker_name(strategy)
+    if "error" in decision:
+        raise UserError(decision["error"] if chief else f"{name}: the chief refused the run: {decision['error']}")
+    own = json.loads(json.dumps(settings))
+    problem = None if chief or decision["settings"] == own else _describe_difference(decision["settings"], own)
+    differing = [i for i, flag in enumerate(cluster.flags(strategy, problem is not None)) if flag]
+    if differing:
+        raise UserError(
+            f"{name}: its settings differ from the chief's ({problem}); every worker needs the same "
+            "checkpoint, data and options"
+            if problem
+            else f"{name}: replica(s) {differing} differ from the chief's settings (their logs say how); "
+            "every worker needs the same checkpoint, data and options"
+        )
+    if run is None:
+        run = RunDirectory(root, settings, resume=resume, writer=False)
+        run.resumed = bool(decision["resumed"])
+    return run
 
 
 # --- stages ----------------------------------------------------------------------------------------------
@@ -213,6 +241,7 @@ class Trainer:
         checkpoint_every: int = 200,
         progress: bool = True,
         on_step_end: Callable[[str, int], None] | None = None,
+        cluster_timeout: float = cluster.DEFAULT_CLUSTER_TIMEOUT,
     ):
         if batch_size < 1:
             raise UserError(f"--batch-size must be positive, got {batch_size}")
@@ -221,6 +250,7 @@ class Trainer:
         self.run, self.strategy = run, strategy
         self.batch_size, self.seed, self.checkpoint_every = batch_size, seed, checkpoint_every
         self.progress, self.on_step_end = progress, on_step_end
+        self.cluster_timeout = cluster_timeout  # how long a stop may wait for the next step boundary
 
     # -- public --
     def total_steps(self, stage: Stage) -> int:
@@ -255,6 +285,7 @@ class Trainer:
         steps = [self._step_function(stage, rule, optimizer) for rule, optimizer in zip(stage.rules, optimizers)]
         began = time.monotonic()
         bar = self._progress_bar(stage.name, total, start)
+        signals = cluster.StopSignals(self.cluster_timeout)
         try:
             for step in range(start, total):
                 if stage.before_step is not None:
@@ -280,15 +311,30 @@ class Trainer:
                     refresh=False,
                 )
                 done = step + 1
-                if done == total or done % self.checkpoint_every == 0:
+                stop = self._stop_requested(signals)
+                if done == total or done % self.checkpoint_every == 0 or stop:
                     self._save(stage, optimizers, done, total, loss_average, metrics)
+                if stop:
+                    signals.reached_boundary()
+                    raise UserError(
+                        f"stopped by {signals.received or 'a signal to another worker'} after step {done} of "
+                        f"{total} (stage {stage.name}); the checkpoint is saved: rerun with --resume to continue"
+                    )
                 if self.on_step_end is not None:
                     self.on_step_end(stage.name, done)
         finally:
+            signals.close()
             bar.close()
         return StageRecord(
             stage.name, total, stage.epochs, round(time.monotonic() - began, 1), start, loss_average, metrics
         )
+
+    def _stop_requested(self, signals: cluster.StopSignals) -> bool:
+        """SIGTERM / SIGINT here, or (several workers) on any worker: every worker stops after this step."""
+        here = signals.received is not None
+        if not cluster.is_multiworker(self.strategy):
+            return here
+        return any(cluster.flags(self.strategy, here))
 
     # -- steps --
     def _step_function(self, stage: Stage, rule: UpdateRule, optimizer):
@@ -317,13 +363,8 @@ class Trainer:
             # get a signature with unknown dims: one trace in all. Per-replica values cannot be given one;
             # reduce_retracing makes their second trace shape-generic instead.
             if "step" not in compiled:
-                plain = all(isinstance(t, tf.Tensor) for t in tf.nest.flatten(batch))
-                signature = (
-                    [tf.nest.map_structure(lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batch)]
-                    if plain
-                    else None
-                )
-                compiled["step"] = tf.function(step, input_signature=signature, reduce_retracing=not plain)
+                signature = _shape_generic_signature(batch)
+                compiled["step"] = tf.function(step, input_signature=signature, reduce_retracing=signature is None)
             return compiled["step"](batch)
 
         return call
@@ -367,7 +408,38 @@ class Trainer:
         }
         self.run.save_arrays(f"stage-{stage.name}", arrays, meta)
 
+    @staticmethod
+    def _state_variables(stage: Stage, optimizers) -> list[tuple[str, tf.Variable]]:
+        """(checkpoint key, variable) of everything a checkpoint holds, in a fixed order."""
+        targets = [(f"model/{i}", v) for i, v in enumerate(stage.model.variables)]
+        for rule, optimizer in zip(stage.rules, optimizers):
+            targets += [(f"opt/{rule.name}/{i}", v) for i, v in enumerate(optimizer.variables)]
+        return targets + [(f"extra/{i}", v) for i, v in enumerate(stage.extra_state)]
+
     def _restore(self, stage: Stage, optimizers, total: int) -> tuple[int, dict, dict]:
+        targets = self._state_variables(stage, optimizers)
+        if not cluster.is_multiworker(self.strategy):
+            return self._restore_local(stage, targets, total)
+        # The chief decides (train/cluster.py): its checkpoint, or its fresh state, on every worker.
+        chief, header = is_chief(self.strategy), {}
+        if chief:
+            try:
+                header = {"state": self._restore_local(stage, targets, total)}
+            except UserError as error:
+                header = {"error": str(error)}
+        header = cluster.broadcast_json(self.strategy, header)
+        if "error" in header:
+            who = "" if chief else f"{cluster.worker_name(self.strategy)}: the chief cannot resume: "
+            raise UserError(who + header["error"])
+        like = [(tuple(v.shape), np.dtype(getattr(v.dtype, "as_numpy_dtype", v.dtype))) for _, v in targets]
+        values = cluster.broadcast_arrays(self.strategy, [v.numpy() for _, v in targets] if chief else None, like)
+        if not chief:
+            for (_, variable), value in zip(targets, values):
+                variable.assign(value)
+        start, loss_average, metrics = header["state"]
+        return int(start), dict(loss_average), dict(metrics)
+
+    def _restore_local(self, stage: Stage, targets, total: int) -> tuple[int, dict, dict]:
         found = self.run.load_arrays(f"stage-{stage.name}")
         if found is None:
             return 0, {}, {}
@@ -377,10 +449,6 @@ class Trainer:
                 f"{self.run.root}: the checkpoint of stage {stage.name} does not match this run's "
                 f"model or schedule; use a new --out"
             )
-        targets = [(f"model/{i}", v) for i, v in enumerate(stage.model.variables)]
-        for rule, optimizer in zip(stage.rules, optimizers):
-            targets += [(f"opt/{rule.name}/{i}", v) for i, v in enumerate(optimizer.variables)]
-        targets += [(f"extra/{i}", v) for i, v in enumerate(stage.extra_state)]
         for key, variable in targets:
             if key not in arrays or tuple(arrays[key].shape) != tuple(variable.shape):
                 raise UserError(
@@ -402,6 +470,29 @@ class Trainer:
             mininterval=0.5 if interactive else 30.0,
             disable=not self.progress,
         )
+
+
+def _shape_generic_spec(value):
+    """`value`'s type spec with every dimension unknown: a tensor's, or a PerReplica value's (one tensor
+    per local replica); None for anything else."""
+    if isinstance(value, tf.Tensor):
+        return tf.TensorSpec([None] * value.shape.rank, value.dtype)
+    spec = getattr(value, "_type_spec", None)
+    parts = getattr(spec, "_value_specs", None)
+    if parts is None or not all(isinstance(p, tf.TensorSpec) for p in parts):
+        return None
+    return type(spec)(*[tf.TensorSpec([None] * p.shape.rank, p.dtype) for p in parts])
+
+
+def _shape_generic_signature(batch):
+    """One trace for batches of every length and size, whichever comes first: a resumed run then runs
+    the very graph an uninterrupted one runs, so the two agree bit for bit (a first trace specialised to
+    one batch shape computes that shape's batches through other kernels). None if a value has no such
+    spec (then reduce_retracing generalises from the second trace on)."""
+    specs = [_shape_generic_spec(v) for v in tf.nest.flatten(batch)]
+    if any(spec is None for spec in specs):
+        return None
+    return [tf.nest.pack_sequence_as(batch, specs)]
 
 
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):

@@ -28,6 +28,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
+from tflm_mcubert.train.cluster import DEFAULT_CLUSTER_TIMEOUT
 from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
 from tflm_mcubert.train.trainer import (
     RunDirectory,
@@ -36,8 +37,8 @@ from tflm_mcubert.train.trainer import (
     UpdateRule,
     accuracy,
     enable_determinism,
-    is_chief,
     make_strategy,
+    open_run_directory,
     predict_logits,
 )
 
@@ -67,6 +68,7 @@ class TrainOptions:
     hidden_kd: float = 0.0
     checkpoint_every: int = 200
     strategy: str = "default"
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT  # multiworker: forming the cluster, and any collective op
     resume: bool = False
     progress: bool = True
 
@@ -135,7 +137,7 @@ def load_classifier(source: str, *, what: str = "--checkpoint"):
 
 
 def open_run(out: Path, settings: dict, opts: TrainOptions, strategy, on_step_end=None) -> tuple[RunDirectory, Trainer]:
-    run = RunDirectory(out / "run", settings, resume=opts.resume, writer=is_chief(strategy))
+    run = open_run_directory(out / "run", settings, resume=opts.resume, strategy=strategy)
     if run.resumed:
         log(f"resuming the run in {out}")
     trainer = Trainer(
@@ -146,6 +148,7 @@ def open_run(out: Path, settings: dict, opts: TrainOptions, strategy, on_step_en
         checkpoint_every=opts.checkpoint_every,
         progress=opts.progress,
         on_step_end=on_step_end,
+        cluster_timeout=opts.cluster_timeout,
     )
     return run, trainer
 
@@ -187,7 +190,7 @@ def settings_of(command: str, data_opts: DataOptions, train_opts: TrainOptions, 
     train = {
         k: v
         for k, v in dataclasses.asdict(train_opts).items()
-        if k not in ("checkpoint_every", "strategy", "resume", "progress")
+        if k not in ("checkpoint_every", "strategy", "cluster_timeout", "resume", "progress")
     }
     return {"command": command, **dataclasses.asdict(data_opts), **train, **extra, "data": data.fingerprint()}
 
@@ -208,7 +211,7 @@ def write_metrics(out: Path, metrics: dict, writer: bool) -> None:
 
 
 def start(opts: TrainOptions):
-    strategy = make_strategy(opts.strategy)
+    strategy = make_strategy(opts.strategy, opts.cluster_timeout)
     enable_determinism(opts.seed)
     return strategy, time.monotonic()
 
