@@ -142,3 +142,26 @@ def test_a_worker_whose_partner_never_starts_exits_within_the_timeout(setup, tmp
     assert codes == [-signal.SIGKILL]  # by its watcher, which names the cause:
     assert "the cluster did not form within 10 s (--cluster-timeout)" in cluster.workers[0].last_line()
     assert not (tmp_path / "out" / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["distill", "--epochs", 1],
+        ["search", "--target-embedding-params", 30 * 32 // 4, "--epochs", 0.5, "--finetune-epochs", 0.5],
+    ],
+    ids=["distill", "search"],
+)
+def test_distill_and_search_on_two_workers_reach_the_single_process_result(setup, tmp_path, command):
+    _, teacher, data = setup
+    source = ["--teacher" if command[0] == "distill" else "--checkpoint", teacher]
+    argv = [*command, *source, "--task", data, "--batch-size", 8, "--quiet"]
+    assert main([str(a) for a in [*argv, "--out", tmp_path / "single"]]) == 0
+    codes, cluster = run_cluster(
+        tmp_path / "logs", lambda i: [*argv, "--out", tmp_path / "two", "--strategy", "multiworker"]
+    )
+    assert codes == [0, 0], [w.stderr()[-2000:] for w in cluster.workers]
+    one, two = weights(tmp_path / "single"), weights(tmp_path / "two")
+    assert one.keys() == two.keys()  # the search: the same clusters and ranks, so the same tensors
+    assert all(one[k].shape == two[k].shape for k in one)
+    assert max(float(np.abs(two[k] - one[k]).max(initial=0.0)) for k in one) < 1e-3  # rank-0 factors are empty
