@@ -79,6 +79,7 @@ typedef struct {
     int16_t *z;              /* [rows][n] */
     int32_t stride;          /* n = out_features */
     const int32_t *channels; /* [n][2]: zero point, shift R_c */
+    int32_t acc_limit;       /* |acc| bound of the layer: K 128 128 (int8), K 128 8 (int4 nibbles) */
 } output_s16;
 
 /* One channel of a full block through the fast stage, when the channel allows it; returns 0
@@ -159,12 +160,13 @@ void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer,
 }
 
 /* Channel c of a full block, fast requantization (shift <= -1: output projections often have
- * -1, their target being the finer pre-norm scale): z[r][c] = clamp16(y_r + residual term);
- * |y| < 2^30 and |(x - zp) << R| < 2^15, so the int32 sum is exact. */
+ * -1, their target being the finer pre-norm scale; shifts >= 0 of int4 layers within the
+ * accumulator bound): z[r][c] = clamp16(y_r + residual term); |y| < 2^30 and
+ * |(x - zp) << R| < 2^15, so the int32 sum is exact. */
 MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, const int32_t *ch, const output_s16 *o,
                                                          int32_t c)
 {
-    const mcubert_requant requant = mcubert_requant_of(ch[0], ch[1], ch[2]);
+    const mcubert_requant requant = mcubert_requant_of_within(ch[0], ch[1], ch[2], o->acc_limit);
     const mcubert_requant *q = &requant;
     const int32_t n = o->stride;
     const int32_t zero_point = o->channels[2 * c];
@@ -202,7 +204,8 @@ static void store_chunk_residual(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], int32
 {
     int32_t j;
     for (j = 0; j < n; ++j, ch += 3) {
-        if (count == MCUBERT_BLOCK_ROWS && mcubert_requant_fast_ok(ch[0], ch[2])) {
+        if (count == MCUBERT_BLOCK_ROWS &&
+            (mcubert_requant_fast_ok(ch[0], ch[2]) || mcubert_requant_fast_ok_within(ch[0], ch[2], o->acc_limit))) {
             store_channel_residual_fast(acc[j], ch, o, c + j);
         } else {
             store_channel_residual(acc[j], count, ch, o, c + j);
@@ -220,6 +223,7 @@ void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_line
     o.z = z;
     o.stride = n;
     o.channels = channels;
+    o.acc_limit = layer->in_features * 128 * (layer->weight_bits == 4 ? 8 : 128); /* K <= 4096: < 2^27 */
     for (c = 0; c < n; c += MCUBERT_CHUNK_CHANNELS) {
         const int32_t chunk = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, n - c);
         int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];

@@ -180,17 +180,19 @@ def _with_shift(lin: Linear, shift: int) -> Linear:
     channels = lin.channels.copy()
     channels[:, 2] = shift
     channels[channels[:, 1] == 0, 2] = 0  # a zero multiplier carries shift 0
-    return Linear(lin.in_features, lin.out_features, lin.packed_weights, channels)
+    return Linear(lin.in_features, lin.out_features, lin.packed_weights, channels, lin.weight_bits)
 
 
-def shift_boundary_cases(shift: int, seed: int = 0) -> list[Case]:
+def shift_boundary_cases(shift: int, seed: int = 0, weight_bits: int = 8) -> list[Case]:
     """An attention and an MLP case with every requantization at one shift: the kernels' output
     stages have a fast form for shift <= -2 (SMMLA + ASR) and the exact form otherwise, so the
     shifts around -2 test projections, transposed V, scores, context, residual sums, FC1 with its
-    table and FC2 on both sides of that boundary."""
+    table and FC2 on both sides of that boundary. The residual stages (output projection, FC2) also
+    have a scaled fast form for shifts >= -1 within the layer's accumulator bound (small biases,
+    int4 weights), so shifts up to a few above 0 test that one too."""
     rng = np.random.default_rng(40 + shift + 100 * seed)
     s, d, h = 13, 16, 2
-    params = testing.extreme_attention(rng, s, d, h, 4)
+    params = testing.extreme_attention(rng, s, d, h, 4, weight_bits=weight_bits)
     params = dataclasses.replace(
         params,
         query=_with_shift(params.query, shift),
@@ -204,19 +206,19 @@ def shift_boundary_cases(shift: int, seed: int = 0) -> list[Case]:
     mask = (rng.random(s) < 0.8).astype(np.int8)
     cases = [
         Case(
-            f"attention-shift{shift}",
-            kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
+            f"attention-shift{shift}" + _bits_suffix(weight_bits),
+            kernel_abi.attention_call(params, hidden, mask, _spec_hash(weight_bits)),
             attention.run(params, hidden.copy(), mask).reshape(-1),
         )
     ]
-    mlp_params = testing.extreme_mlp(rng, s, d, 40, 4)
+    mlp_params = testing.extreme_mlp(rng, s, d, 40, 4, weight_bits=weight_bits)
     mlp_params = dataclasses.replace(
         mlp_params, fc1=_with_shift(mlp_params.fc1, shift), fc2=_with_shift(mlp_params.fc2, shift)
     ).validate()
     cases.append(
         Case(
-            f"mlp-shift{shift}",
-            kernel_abi.mlp_call(mlp_params, hidden, HEADER_SPEC_HASH),
+            f"mlp-shift{shift}" + _bits_suffix(weight_bits),
+            kernel_abi.mlp_call(mlp_params, hidden, _spec_hash(weight_bits)),
             mlp.run(mlp_params, hidden.copy()).reshape(-1),
         )
     )

@@ -62,7 +62,11 @@ def _subset() -> list[tuple[Case, dict[str, int]]]:
         (attention_case(13, 12, 3, 13, mask_mode=1, weight_bits=4), {"key_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 2}),
         (mlp_case(9, 7, 13, 4, weight_bits=4), {"hidden": 2}),
-    ] + [(case, {}) for shift in (-2, -1) for case in shift_boundary_cases(shift)]
+    ] + [
+        (case, {})
+        for shift, bits in ((-2, 8), (-1, 8), (1, 8), (3, 8), (-1, 4), (2, 4), (3, 4))
+        for case in shift_boundary_cases(shift, weight_bits=bits)
+    ]
 
 
 SUBSET = _subset()

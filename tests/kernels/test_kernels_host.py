@@ -150,11 +150,13 @@ def _attention_params(case: Case):
     return attention.AttentionParams.from_serialized(options, shaped)
 
 
-@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1])
-def test_requantization_on_both_sides_of_the_fast_form(runner, shift):
+@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1, 2, 3, 8])
+@WEIGHT_BITS
+def test_requantization_on_both_sides_of_the_fast_form(runner, shift, weight_bits):
     """Every output stage requantizes shift <= -2 as SMMLA + ASR (mcubert_requant_fast) and other
-    shifts exactly as the spec writes it: each stage with every channel on one side."""
-    for case in shift_boundary_cases(shift):
+    shifts exactly as the spec writes it (the residual stages: also the scaled fast form for shifts
+    >= -1 within the accumulator bound): each stage with every channel on one side."""
+    for case in shift_boundary_cases(shift, weight_bits=weight_bits):
         check(runner, case)
 
 
