@@ -7,7 +7,8 @@ import pytest
 
 from tflm_mcubert.ops import attention, mlp, testing
 from tflm_mcubert.ops.fixed_point import requantize
-from tflm_mcubert.ops.linear import Linear, int_matmul, linear_from_int4, pack_weights
+from tflm_mcubert.ops.fixed_point import round_half_up
+from tflm_mcubert.ops.linear import Linear, int4_clip_ratios, int_matmul, linear_from_int4, pack_weights
 from tflm_mcubert.ops.linear_int4 import (
     matmul_int4,
     pack_weights_int4,
@@ -137,23 +138,33 @@ def test_an_int4_layer_is_the_int8_math_on_its_unpacked_weights():
         assert np.array_equal(int4.requantized(x, slice(1, 3)), int8.requantized(x, slice(1, 3)))
 
 
-def test_from_float_at_4_bits_is_per_channel_symmetric_max_over_7():
+def test_from_float_at_4_bits_is_per_channel_symmetric_with_mse_clipping():
     rng = np.random.default_rng(5)
     w = rng.normal(size=(6, 20)) * np.array([1, 2, 0.1, 5, 1, 0])[:, None]
+    w[0, 3] = 9.0  # an outlier: clipping it buys resolution for the rest of the channel
     b = rng.normal(size=6)
-    q = TensorQuant.observe(rng.normal(size=(4, 20)), symmetric=False)
-    layer = Linear.from_float(w, b, q, 0.05, weight_bits=4)
+    quant = TensorQuant.observe(rng.normal(size=(4, 20)), symmetric=False)  # per tensor: nothing folds into w
+    layer = Linear.from_float(w, b, quant, 0.05, weight_bits=4)
     assert layer.weight_bits == 4 and layer.packed_weights.dtype == np.int8
     assert layer.packed_weights.size == packed_size_int4(6, 20)
     wq = layer.weight
-    assert int(np.abs(wq).max()) == 7 and int(wq.min()) >= -7
-    assert np.all(np.abs(wq[:5]).max(axis=1) == 7) and not wq[5].any()  # each channel spans [-7, 7]
-    scale = np.abs(w[:5]).max(axis=1) / 7
-    assert np.all(np.abs(wq[:5] * scale[:, None] - w[:5]) <= scale[:, None] / 2 + 1e-12)
-    eight = Linear.from_float(w, b, q, 0.05)
+    assert int(wq.min()) >= -7 and np.all(np.abs(wq[:5]).max(axis=1) == 7) and not wq[5].any()
+    ratios = int4_clip_ratios(w)
+    assert ratios.shape == (6,) and np.all((0.5 <= ratios) & (ratios <= 1)) and ratios[5] == 1
+    assert ratios[0] < 1  # the outlier channel is clipped
+    plain = np.abs(w).max(axis=1) / 7
+    for c in range(5):
+        errors = []
+        for scale in (plain[c], ratios[c] * plain[c]):
+            q = np.clip(round_half_up(w[c] / scale), -7, 7)
+            errors.append(((q * scale - w[c]) ** 2).sum())
+        assert errors[1] <= errors[0]  # never worse than the plain max / 7
+        assert np.array_equal(wq[c], np.clip(round_half_up(w[c] / (ratios[c] * plain[c])), -7, 7))
+    assert errors[1] < errors[0] or ratios[4] == 1
+    eight = Linear.from_float(w, b, quant, 0.05)
     assert eight.weight_bits == 8 and int(np.abs(eight.weight).max()) == 127
     with pytest.raises(ValueError, match="weight_bits 6"):
-        Linear.from_float(w, b, q, 0.05, weight_bits=6)
+        Linear.from_float(w, b, quant, 0.05, weight_bits=6)
 
 
 def _int4_attention():

@@ -78,7 +78,7 @@ def add_parser(subparsers) -> list[str]:
         choices=(8, 4),
         default=8,
         help="mcubert: store every attention and MLP linear layer (Q, K, V, O, FC1, FC2) as int8 (8, default) "
-        "or packed int4 (4: half their Flash; per output channel, scale max|w|/7; ops/SPEC.md 3.1.1)",
+        "or packed int4 (4: half their Flash; per output channel, MSE-chosen clipping; ops/SPEC.md 3.1.1)",
     )
     export.add_argument(
         "--precision",

@@ -155,8 +155,9 @@ class Linear:
     ) -> "Linear":
         """Quantize a float layer y = x W^T + b: per-channel symmetric weights, bias in acc units.
 
-        `weight_bits` 8: int8 in [-127, 127] (pair4); 4: int4 in [-7, 7] (w4row), scale max|w| / 7 per
-        output channel (plain max, no clipping search: SPEC.md 3.1.1 says why).
+        `weight_bits` 8: int8 in [-127, 127] (pair4), scale max|w| / 127 per output channel; 4: int4 in
+        [-7, 7] (w4row), scale a max|w| / 7 with the clip ratio a per channel chosen by MSE
+        (int4_clip_ratios; SPEC.md 3.1.1).
         A per-channel input quantization folds into the weights (column k scaled by s_in[k], input
         scale 1) before they are quantized per output channel, and its zero points into the bias."""
         if weight_bits not in WEIGHT_BITS:
@@ -169,6 +170,8 @@ class Linear:
             weight, in_scale = weight * input_quant.scale[None, :], 1.0
         w_max = WEIGHT_MAX if weight_bits == 8 else WEIGHT4_MAX
         max_abs = np.abs(weight).max(axis=1)
+        if weight_bits == 4:
+            max_abs = max_abs * int4_clip_ratios(weight)  # MSE-chosen clipping (SPEC.md 3.1.1)
         w_scale = np.where(max_abs > 0, max_abs / w_max, 1.0)
         w_q = np.clip(round_half_up(weight / w_scale[:, None]), -w_max, w_max).astype(np.int8)
         acc_scale = in_scale * w_scale
@@ -186,6 +189,24 @@ class Linear:
         assert int(np.abs(channels).max()) <= INT32_MAX
         packed = pack_weights(w_q) if weight_bits == 8 else pack_weights_int4(w_q).view(np.int8)
         return cls(k, n, packed, channels, weight_bits)
+
+
+INT4_CLIP_RATIOS = np.linspace(1.0, 0.5, 26)  # the clip ratios tried, largest first (ties keep the larger)
+
+
+def int4_clip_ratios(weight: np.ndarray) -> np.ndarray:
+    """Per output channel of a float [N, K] weight: the ratio a in INT4_CLIP_RATIOS whose int4 quantization
+    (scale a max|w| / 7, values clamped to [-7, 7]) has the least squared error; 1 for an all-zero row."""
+    max_abs = np.abs(weight).max(axis=1, keepdims=True)
+    best = np.full(max_abs.shape, np.inf)
+    chosen = np.ones(max_abs.shape)
+    for ratio in INT4_CLIP_RATIOS:
+        scale = np.where(max_abs > 0, ratio * max_abs / WEIGHT4_MAX, 1.0)
+        q = np.clip(round_half_up(weight / scale), -WEIGHT4_MAX, WEIGHT4_MAX)
+        error = ((q * scale - weight) ** 2).sum(axis=1, keepdims=True)
+        better = error < best
+        best, chosen = np.where(better, error, best), np.where(better, ratio, chosen)
+    return chosen[:, 0]
 
 
 def check_weight_bits(op: str, bits) -> int:
