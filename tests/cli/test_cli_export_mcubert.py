@@ -92,6 +92,11 @@ def test_int4_weights_export_halves_the_encoder_weights_and_runs(capsys, tmp_pat
     assert sum(ops[8][name] - ops[4][name] for name in encoder_ops) == saved
     assert 0 < reports[8]["tflite_bytes"] - reports[4]["tflite_bytes"] <= saved + 1024
     assert reports[4]["embedding"] == reports[8]["embedding"]
+    stalls = {  # the latency estimate's Flash model streams the smaller weights
+        bits: reports[bits]["latency_estimate"]["boards"]["nucleo-f746zg"]["flash"]["per_layer_stall_cycles"]
+        for bits in (8, 4)
+    }
+    assert all(0 < stalls[4][kind] < stalls[8][kind] for kind in stalls[8]), stalls
     parsed = read_model((outs[4] / "model.tflite").read_bytes())
     for attention, mlp in parsed.quantized.layers:
         assert attention.weight_bits == mlp.weight_bits == 4 and attention.options()["weight_bits"] == 4

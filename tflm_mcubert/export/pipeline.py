@@ -34,6 +34,7 @@ from tflm_mcubert.quantize.calibrate import model_inputs
 from tflm_mcubert.quantize.qat import QatSettings
 from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
 from tflm_mcubert.schedule.latency import predict_latency
+from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
@@ -477,7 +478,12 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         # int4 encoder weights only: an int8 export's report.json stays byte-identical (its "ops" bytes say it)
         **({"encoder": encoder_storage_report(result.quantized, constants)} if request.weight_bits != 8 else {}),
         "fits": fit.to_json(),
-        "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
+        "latency_estimate": _latency_estimates(
+            dataclasses.replace(Dims.of(config), weight_bits=request.weight_bits),
+            request.seq_len,
+            plan.tiles,
+            request.board,
+        ),
         # Every known board at once: whether this export fits it, and the longest sequence that would.
         "boards": fit_on_every_board(config, request.seq_len, flash_bytes, config.num_labels, reserves),
         "ops": [

@@ -478,5 +478,5 @@ DEFINITION = OpDef(
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.heads, p.tile),
     output_shape=hidden_shape,
     cost_features=lambda s, dims, t: kernel_events.attention_features(s, dims.hidden, dims.heads, t),
-    weight_traffic=lambda s, dims, t: kernel_events.attention_weight_traffic(s, dims.hidden, t),
+    weight_traffic=lambda s, dims, t: kernel_events.attention_weight_traffic(s, dims.hidden, t, dims.weight_bits),
 )

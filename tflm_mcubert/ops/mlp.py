@@ -260,5 +260,5 @@ DEFINITION = OpDef(
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.ffn, p.tile),
     output_shape=hidden_shape,
     cost_features=lambda s, dims, t: kernel_events.mlp_features(s, dims.hidden, dims.ffn, t),
-    weight_traffic=lambda s, dims, t: kernel_events.mlp_weight_traffic(s, dims.hidden, dims.ffn, t),
+    weight_traffic=lambda s, dims, t: kernel_events.mlp_weight_traffic(s, dims.hidden, dims.ffn, t, dims.weight_bits),
 )
