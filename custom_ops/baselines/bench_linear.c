@@ -13,12 +13,8 @@
 int32_t mcubert_bench_linear_s8(const int8_t *x, int32_t tokens, int32_t in_features, int32_t out_features,
                                 const int8_t *weights, const int32_t *channels, int8_t *y, void *scratch)
 {
-    mcubert_linear layer;
+    const mcubert_linear layer = mcubert_linear_of(weights, channels, in_features, out_features, 8); /* pair4 */
     int32_t r0;
-    layer.weights = weights;
-    layer.channels = channels;
-    layer.in_features = in_features;
-    layer.out_features = out_features;
     for (r0 = 0; r0 < tokens; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, x + r0 * in_features, in_features, mcubert_min_i32(MCUBERT_BLOCK_ROWS, tokens - r0),

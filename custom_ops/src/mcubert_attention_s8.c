@@ -72,7 +72,9 @@ static mcubert_status validate_options(const mcubert_attention_params *p, mcuber
         (st = mcubert_check_range(OP, "score_shift", p->score_shift, -31, 30, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "context_multiplier", p->context_multiplier, 0, INT32_MAX, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "context_shift", p->context_shift, -31, 30, m)) != MCUBERT_OK ||
-        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
+        (st = mcubert_check_weight_bits(OP, p->weight_bits, p->spec_version, MCUBERT_ATTENTION_WEIGHT_BITS_SINCE, m)) !=
+            MCUBERT_OK) {
         return st;
     }
     if (p->hidden % p->heads != 0) {
@@ -147,9 +149,9 @@ mcubert_status mcubert_attention_validate(const mcubert_attention_params *params
         return st;
     }
     for (i = 0; i < 4; ++i) {
-        st = mcubert_check_linear(OP, linear_names[i][0], &t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i],
-                                  linear_names[i][1], &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i], (int32_t)d,
-                                  (int32_t)d, message);
+        st = mcubert_check_linear_bits(OP, linear_names[i][0], &t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i],
+                                       linear_names[i][1], &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i], (int32_t)d,
+                                       (int32_t)d, params->weight_bits == 4 ? 4 : 8, message);
         if (st != MCUBERT_OK) {
             return st;
         }
@@ -182,30 +184,26 @@ typedef struct {
     uint32_t *widened;    /* [4][max(d, s)] int16 */
 } attention_state;
 
-/* One d x d projection of the op as a linear layer (built where used: keeps frames small). */
-static inline mcubert_linear layer(const int8_t *weights, const int32_t *channels, int32_t d)
+/* One d x d projection of the op as a linear layer at the op's weight width (built where used:
+ * keeps frames small). */
+static inline mcubert_linear layer(const attention_state *a, const int8_t *weights, const int32_t *channels)
 {
-    mcubert_linear l;
-    l.weights = weights;
-    l.channels = channels;
-    l.in_features = d;
-    l.out_features = d;
-    return l;
+    return mcubert_linear_of(weights, channels, a->d, a->d, a->params->weight_bits);
 }
 
 /* K and V of head `head` for the first keys.count tokens: key[r][.] and value_t[.][r]. */
 MCUBERT_NOINLINE static void project_keys_values(const attention_state *a, int8_t *hidden, int32_t head)
 {
     const mcubert_attention_weights *w = a->weights;
-    const mcubert_linear key = layer(w->key_weights, w->key_channels, a->d);
-    const mcubert_linear value = layer(w->value_weights, w->value_channels, a->d);
+    const mcubert_linear key = layer(a, w->key_weights, w->key_channels);
+    const mcubert_linear value = layer(a, w->value_weights, w->value_channels);
     const int32_t c0 = head * a->dh;
     int32_t r0;
     for (r0 = 0; r0 < a->keys.count; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, hidden + r0 * a->d, a->d, mcubert_min_i32(MCUBERT_BLOCK_ROWS, a->keys.count - r0),
                              a->d);
-        mcubert_rows_widen(&rows, a->widened);
+        mcubert_linear_widen(&rows, &key, a->widened); /* key and value: the same width */
         mcubert_linear_to_s8(&rows, &key, c0, c0 + a->dh, 0, NULL, a->key_rows + r0 * a->dh, a->dh, 1);
         mcubert_linear_to_s8(&rows, &value, c0, c0 + a->dh, 0, NULL, a->value_t + r0, 1, a->s);
     }
@@ -239,13 +237,13 @@ static inline void store_scores(const int32_t acc[2][MCUBERT_BLOCK_ROWS], int32_
 MCUBERT_NOINLINE static void project_queries(const attention_state *a, const int8_t *hidden, int32_t head, int32_t t0,
                                              int32_t n)
 {
-    const mcubert_linear query = layer(a->weights->query_weights, a->weights->query_channels, a->d);
+    const mcubert_linear query = layer(a, a->weights->query_weights, a->weights->query_channels);
     const int32_t c0 = head * a->dh;
     int32_t r0;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, hidden + (t0 + r0) * a->d, a->d, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), a->d);
-        mcubert_rows_widen(&rows, a->widened);
+        mcubert_linear_widen(&rows, &query, a->widened);
         mcubert_linear_to_s8(&rows, &query, c0, c0 + a->dh, 0, NULL, a->query_rows + r0 * a->dh, a->dh, 1);
     }
 }
@@ -326,7 +324,7 @@ MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, 
 /* Last head: output projection of [context | context_tile] + residual, then LayerNorm into x[T]. */
 MCUBERT_NOINLINE static void finish_tile(const attention_state *a, int8_t *hidden, int32_t t0, int32_t n)
 {
-    const mcubert_linear output = layer(a->weights->output_weights, a->weights->output_channels, a->d);
+    const mcubert_linear output = layer(a, a->weights->output_weights, a->weights->output_channels);
     const int32_t earlier = (a->h - 1) * a->dh;
     int32_t r0, r;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
@@ -334,7 +332,7 @@ MCUBERT_NOINLINE static void finish_tile(const attention_state *a, int8_t *hidde
         mcubert_rows_init_split_s8(&rows, a->context + (t0 + r0) * earlier, earlier, earlier,
                                    a->context_tile + r0 * a->dh, a->dh, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0),
                                    a->d);
-        mcubert_rows_widen(&rows, a->widened);
+        mcubert_linear_widen(&rows, &output, a->widened);
         mcubert_linear_residual_to_s16(&rows, &output, hidden + (t0 + r0) * a->d, a->weights->residual,
                                        a->residual + r0 * a->d);
     }

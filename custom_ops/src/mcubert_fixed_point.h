@@ -162,6 +162,35 @@ static inline mcubert_requant mcubert_requant_of(int32_t bias, int32_t multiplie
     return q;
 }
 
+/* The fast form for shifts >= -1 too, when every accumulator of the channel is known to be small:
+ * with |acc| <= limit and k = shift + 2 >= 1, multiplying acc + bias by 2^k brings the shift to -2,
+ * exactly — (x 2^k M + 2^32) >> 33 = (x M + 2^(30 - shift)) >> (31 - shift), as for shift -1 above —
+ * provided (|bias| + limit) 2^k fits int32. Int4-weight layers (|acc| < 2^22) whose target scale is
+ * finer than their accumulators' (shift 0..3: the output projection and FC2) meet it. */
+static inline int mcubert_requant_fast_ok_within(int32_t bias, int32_t shift, int32_t limit)
+{
+    /* 32-bit only (no int64 on the deepest stack frame of ARMv6-M); limit >= 0 */
+    const uint32_t magnitude = bias < 0 ? 0u - (uint32_t)bias : (uint32_t)bias;
+    const int32_t room = shift >= -1 && shift <= 28 ? INT32_MAX >> (shift + 2) : 0; /* shift counts 1..30 */
+    return shift <= -2 || (shift <= 28 && limit <= room && magnitude <= (uint32_t)(room - limit));
+}
+
+/* mcubert_requant_of(), with the scaled fast form of mcubert_requant_fast_ok_within where it applies. */
+static inline mcubert_requant mcubert_requant_of_within(int32_t bias, int32_t multiplier, int32_t shift, int32_t limit)
+{
+    mcubert_requant q;
+    if (shift <= -2 || !mcubert_requant_fast_ok_within(bias, shift, limit)) {
+        return mcubert_requant_of(bias, multiplier, shift);
+    }
+    q.scale = (int32_t)1 << (shift + 2);
+    q.bias = bias * q.scale;
+    q.multiplier = multiplier;
+    q.round = 1; /* 2^(n-33), n = 33 */
+    q.shift = 1; /* n - 32 */
+    q.fast = 1;
+    return q;
+}
+
 /* mcubert_requant_of() for a shift known to be <= -2 (no doubling: fewer setup instructions,
  * for the per-channel stages where shift -1 is rare). */
 static inline mcubert_requant mcubert_requant_of_shift2(int32_t bias, int32_t multiplier, int32_t shift)

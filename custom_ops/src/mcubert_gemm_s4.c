@@ -181,16 +181,16 @@ void mcubert_dsp_4xn_w4(const uint32_t *x, int32_t words, const mcubert_w4_walk 
 }
 #endif /* !MCUBERT_DSP_ASM */
 
-void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
-                         int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
+/* K % 8 tail: the last word's nibbles, read in place (its padding nibbles are never used). Out of
+ * line, so that its locals are not on the stack under the micro-kernel (the ops' deepest chain). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tail_w4(const mcubert_rows *rows, const uint8_t *first, int32_t row_bytes, int32_t channels,
+        int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
-    mcubert_w4_walk walk;
     int32_t c, r, k;
-    walk.base = first;
-    walk.row_bytes = row_bytes;
-    walk.start = start;
-    mcubert_dsp_4xn_w4(rows->widened, rows->length >> 3, &walk, channels, acc);
-    /* K % 8 tail: the last word's nibbles, read in place (its padding nibbles are never used). */
     for (k = rows->length & ~7; k < rows->length; ++k) {
         int32_t x[MCUBERT_BLOCK_ROWS];
         for (r = 0; r < rows->count; ++r) {
@@ -202,6 +202,19 @@ void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_B
                 acc[c][r] += x[r] * weight;
             }
         }
+    }
+}
+
+void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
+                         int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    mcubert_w4_walk walk;
+    walk.base = first;
+    walk.row_bytes = row_bytes;
+    walk.start = start;
+    mcubert_dsp_4xn_w4(rows->widened, rows->length >> 3, &walk, channels, acc);
+    if ((rows->length & 7) != 0) {
+        tail_w4(rows, first, row_bytes, channels, acc);
     }
 }
 

@@ -42,7 +42,8 @@ typedef struct {
     const void *row[MCUBERT_BLOCK_ROWS]; /* int8_t or int16_t rows by kind; entries [0, count) are set */
     const int8_t *second;
     int32_t second_stride;
-    const uint32_t *widened; /* DSP path: set by mcubert_rows_widen */
+    const uint32_t *widened;              /* DSP path: set by mcubert_rows_widen */
+    int32_t w4_start[MCUBERT_BLOCK_ROWS]; /* int4-weight gemm: its start sums (mcubert_linear_widen sets them) */
 } mcubert_rows;
 
 /* `count` int8 rows base + r * stride, K = length. */

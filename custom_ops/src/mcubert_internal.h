@@ -35,11 +35,31 @@ static inline int64_t mcubert_packed_size(int64_t out_features, int64_t in_featu
 /* ---- linear layers (mcubert_linear_s8.c) -------------------------------------------------- */
 
 typedef struct {
-    const int8_t *weights;   /* pair4 */
+    const int8_t *weights;   /* pair4 (weight_bits 8) or w4row bytes (weight_bits 4, SPEC 3.1.1) */
     const int32_t *channels; /* [out][3]: bias, multiplier, shift */
     int32_t in_features;
     int32_t out_features;
+    int32_t weight_bits; /* 8 or 4 */
 } mcubert_linear;
+
+/* The layer of an op's tensors: weights at the op's width (0, as a version-1 params struct has it, is 8). */
+static inline mcubert_linear mcubert_linear_of(const int8_t *weights, const int32_t *channels, int32_t in_features,
+                                               int32_t out_features, int32_t weight_bits)
+{
+    mcubert_linear layer;
+    layer.weights = weights;
+    layer.channels = channels;
+    layer.in_features = in_features;
+    layer.out_features = out_features;
+    layer.weight_bits = weight_bits == 4 ? 4 : 8;
+    return layer;
+}
+
+/* Prepares a block of int8 rows for the layers of `layer`'s width (once per row block, before
+ * mcubert_linear_to_s8 / _residual_to_s16 on any layer of that width and K): 8 widens them for the
+ * pair4 gemm (mcubert_rows_widen), 4 for the W4 gemm and sets rows->w4_start (mcubert_rows_widen_w4).
+ * `widened`: the op's int16[4][K] scratch region (either width fits it). */
+void mcubert_linear_widen(mcubert_rows *rows, const mcubert_linear *layer, uint32_t *widened);
 
 /* For channels c in [c_begin, c_end) of `layer` (any parity) and each row r of the block:
  *   y = clamp8(requantize(bias + x_r . w_c) + offset);  out[r * row_stride + (c - c_begin) * col_stride]
@@ -135,6 +155,13 @@ mcubert_status mcubert_check_tile(const char *op, int32_t tile, int32_t seq_len,
 /* Tensor checks (validate with tensor views). */
 mcubert_status mcubert_check_tensor(const char *op, const char *field, const mcubert_tensor_view *view, int32_t dtype,
                                     int64_t elements, mcubert_message *message);
+/* w4row weights (SPEC 3.1.1): zero padding nibbles, then no weight nibble 0 (-8), with the reference's
+ * messages. Data may be NULL (then nothing to check). */
+mcubert_status mcubert_check_w4row(const char *op, const char *field, const uint8_t *packed, int32_t out_features,
+                                   int32_t in_features, mcubert_message *message);
+/* An op's weight_bits option: 8, 4 from version `since` on, or 0 (absent) before it. */
+mcubert_status mcubert_check_weight_bits(const char *op, int32_t weight_bits, int32_t spec_version, int32_t since,
+                                         mcubert_message *message);
 /* Pair4 weights: no -128, zero padding. Data may be NULL (then nothing to check). */
 mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed, int32_t out_features,
                                    int32_t in_features, mcubert_message *message);
@@ -152,6 +179,11 @@ mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expect
 mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
                                     const char *channels_field, const mcubert_tensor_view *channels,
                                     int32_t out_features, int32_t in_features, mcubert_message *message);
+/* The same at a width: 8 as above, 4 = int8[out * 4 ceil(in/8)] w4row weights (mcubert_check_w4row). */
+mcubert_status mcubert_check_linear_bits(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
+                                         const char *channels_field, const mcubert_tensor_view *channels,
+                                         int32_t out_features, int32_t in_features, int32_t weight_bits,
+                                         mcubert_message *message);
 /* An int32 [n][2] (multiplier, shift) tensor: check_tensor, then check_requant. */
 mcubert_status mcubert_check_requant_tensor(const char *op, const char *field, const mcubert_tensor_view *view,
                                             int32_t n, mcubert_message *message);

@@ -1,7 +1,8 @@
 /*
- * Output stages of the pair4 linear layers (SPEC 3.1, 3.2): the gemm gives bias-free int32
- * accumulators for one row block and one channel pair; these add the bias, requantize and
- * store in the layout the op wants (rows, transposed, or as the int16 pre-norm sum).
+ * Output stages of the linear layers (SPEC 3.1, 3.2): the gemm gives bias-free int32 accumulators
+ * for one row block and one chunk of channels — the pair4 gemm for int8 weights, the W4 gemm for
+ * int4 ones (SPEC 3.1.1: the same integers) — and these add the bias, requantize and store in the
+ * layout the op wants (rows, transposed, or as the int16 pre-norm sum).
  *
  * Each channel's bias and requantization constants are loaded and prepared once per row block
  * (mcubert_requant_of), then applied to its (up to) four rows; the common case — shift <= -1 —
@@ -10,12 +11,44 @@
 #include <stddef.h>
 
 #include "mcubert_fixed_point.h"
+#include "mcubert_gemm_s4.h"
 #include "mcubert_internal.h"
 
 /* Bytes between consecutive channel pairs of a pair4 tensor: ceil(K/4) groups of 8. */
 static inline int32_t pair_stride(const mcubert_linear *layer)
 {
     return ((layer->in_features + 3) >> 2) * 8;
+}
+
+void mcubert_linear_widen(mcubert_rows *rows, const mcubert_linear *layer, uint32_t *widened)
+{
+    if (layer->weight_bits == 4) {
+        mcubert_rows_widen_w4(rows, widened, rows->w4_start);
+    } else {
+        mcubert_rows_widen(rows, widened);
+    }
+}
+
+/* The first channel of the chunk that holds channel c: pair4 chunks start on a pair (a head's
+ * channel range may start mid-pair, odd head size: the pair is computed whole and only the
+ * channels inside the range stored); w4row channels are independent rows. */
+static inline int32_t chunk_start(const mcubert_linear *layer, int32_t c)
+{
+    return layer->weight_bits == 4 ? c : c & ~1;
+}
+
+/* acc[j][r] of channels [first, first + n) for the row block (widened by mcubert_linear_widen). */
+static void gemm_chunk(const mcubert_rows *rows, const mcubert_linear *layer, int32_t first, int32_t n,
+                       int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    if (layer->weight_bits == 4) {
+        const int32_t row_bytes = mcubert_w4_row_bytes(layer->in_features);
+        mcubert_gemm_4xn_w4(rows, rows->w4_start, (const uint8_t *)layer->weights + first * row_bytes, row_bytes, n,
+                            acc);
+    } else {
+        const int32_t stride = pair_stride(layer);
+        mcubert_gemm_4xn_pair4(rows, layer->weights + (first >> 1) * stride, stride, n, acc);
+    }
 }
 
 /* One channel's outputs for rows [0, count), any requantization: dst[r * row_stride] = lut or
@@ -46,6 +79,7 @@ typedef struct {
     int16_t *z;              /* [rows][n] */
     int32_t stride;          /* n = out_features */
     const int32_t *channels; /* [n][2]: zero point, shift R_c */
+    int32_t acc_limit;       /* |acc| bound of the layer: K 128 128 (int8), K 128 8 (int4 nibbles) */
 } output_s16;
 
 /* One channel of a full block through the fast stage, when the channel allows it; returns 0
@@ -108,20 +142,17 @@ MCUBERT_NOINLINE static void store_chunk_s8(const int32_t (*acc)[MCUBERT_BLOCK_R
 void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin, int32_t c_end,
                           int32_t offset, const int8_t *lut, int8_t *out, int32_t row_stride, int32_t col_stride)
 {
-    const int32_t stride = pair_stride(layer);
     output_s8 o;
     int32_t c = c_begin;
     o.offset = offset;
     o.row_stride = row_stride;
     o.col_stride = col_stride;
     o.lut = lut;
-    /* Chunks start on a pair: a head's channel range may start mid-pair (odd head size), and
-     * then the pair is computed whole and only the channels inside [c_begin, c_end) stored. */
     while (c < c_end) {
-        const int32_t first = c & ~1;
+        const int32_t first = chunk_start(layer, c);
         const int32_t n = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, c_end - first);
         int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
-        mcubert_gemm_4xn_pair4(rows, layer->weights + (first >> 1) * stride, stride, n, acc);
+        gemm_chunk(rows, layer, first, n, acc);
         store_chunk_s8((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, c - first, n, rows->count,
                        layer->channels + 3 * first, &o, out + (first - c_begin) * col_stride);
         c = first + n;
@@ -129,12 +160,13 @@ void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer,
 }
 
 /* Channel c of a full block, fast requantization (shift <= -1: output projections often have
- * -1, their target being the finer pre-norm scale): z[r][c] = clamp16(y_r + residual term);
- * |y| < 2^30 and |(x - zp) << R| < 2^15, so the int32 sum is exact. */
+ * -1, their target being the finer pre-norm scale; shifts >= 0 of int4 layers within the
+ * accumulator bound): z[r][c] = clamp16(y_r + residual term); |y| < 2^30 and
+ * |(x - zp) << R| < 2^15, so the int32 sum is exact. */
 MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, const int32_t *ch, const output_s16 *o,
                                                          int32_t c)
 {
-    const mcubert_requant requant = mcubert_requant_of(ch[0], ch[1], ch[2]);
+    const mcubert_requant requant = mcubert_requant_of_within(ch[0], ch[1], ch[2], o->acc_limit);
     const mcubert_requant *q = &requant;
     const int32_t n = o->stride;
     const int32_t zero_point = o->channels[2 * c];
@@ -172,7 +204,8 @@ static void store_chunk_residual(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], int32
 {
     int32_t j;
     for (j = 0; j < n; ++j, ch += 3) {
-        if (count == MCUBERT_BLOCK_ROWS && mcubert_requant_fast_ok(ch[0], ch[2])) {
+        if (count == MCUBERT_BLOCK_ROWS &&
+            (mcubert_requant_fast_ok(ch[0], ch[2]) || mcubert_requant_fast_ok_within(ch[0], ch[2], o->acc_limit))) {
             store_channel_residual_fast(acc[j], ch, o, c + j);
         } else {
             store_channel_residual(acc[j], count, ch, o, c + j);
@@ -184,17 +217,17 @@ void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_line
                                     const int32_t *channels, int16_t *z)
 {
     const int32_t n = layer->out_features;
-    const int32_t stride = pair_stride(layer);
     output_s16 o;
     int32_t c;
     o.residual = residual;
     o.z = z;
     o.stride = n;
     o.channels = channels;
+    o.acc_limit = layer->in_features * 128 * (layer->weight_bits == 4 ? 8 : 128); /* K <= 4096: < 2^27 */
     for (c = 0; c < n; c += MCUBERT_CHUNK_CHANNELS) {
         const int32_t chunk = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, n - c);
         int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
-        mcubert_gemm_4xn_pair4(rows, layer->weights + (c >> 1) * stride, stride, chunk, acc);
+        gemm_chunk(rows, layer, c, chunk, acc);
         store_chunk_residual((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, c, chunk, rows->count, layer->channels + 3 * c,
                              &o);
     }

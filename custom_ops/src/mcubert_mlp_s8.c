@@ -49,7 +49,9 @@ static mcubert_status validate_options(const mcubert_mlp_params *p, mcubert_mess
         (st = mcubert_check_range(OP, "ffn", p->ffn, 1, MCUBERT_MAX_FFN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "tile", p->tile, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK ||
-        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
+        (st = mcubert_check_weight_bits(OP, p->weight_bits, p->spec_version, MCUBERT_MLP_WEIGHT_BITS_SINCE, m)) !=
+            MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tile(OP, p->tile, p->seq_len, m);
@@ -61,6 +63,7 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
     const mcubert_tensor_view *t = tensors;
     mcubert_status st = validate_options(params, message);
     int64_t s, d, f;
+    int32_t bits;
     if (st != MCUBERT_OK || tensors == NULL) {
         return st;
     }
@@ -70,14 +73,17 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
     s = params->seq_len;
     d = params->hidden;
     f = params->ffn;
+    bits = params->weight_bits == 4 ? 4 : 8;
     if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_MLP_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) !=
             MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels",
-                                   &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear_bits(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels",
+                                        &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, bits, message)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8, 256,
                                    message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels",
-                                   &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear_bits(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels",
+                                        &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, bits, message)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
                                    message)) != MCUBERT_OK ||
         (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_MLP_RESIDUAL], (int32_t)d, message)) !=
@@ -95,27 +101,22 @@ MCUBERT_NOINLINE static void mlp_tile(const mcubert_mlp_params *params, const mc
 {
     const int32_t d = params->hidden;
     const int32_t f = params->ffn;
-    mcubert_linear fc1, fc2;
+    const mcubert_linear fc1 =
+        mcubert_linear_of(weights->fc1_weights, weights->fc1_channels, d, f, params->weight_bits);
+    const mcubert_linear fc2 =
+        mcubert_linear_of(weights->fc2_weights, weights->fc2_channels, f, d, params->weight_bits);
     int32_t r0, r;
-    fc1.weights = weights->fc1_weights;
-    fc1.channels = weights->fc1_channels;
-    fc1.in_features = d;
-    fc1.out_features = f;
-    fc2.weights = weights->fc2_weights;
-    fc2.channels = weights->fc2_channels;
-    fc2.in_features = f;
-    fc2.out_features = d;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, hidden + (t0 + r0) * d, d, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), d);
-        mcubert_rows_widen(&rows, widened);
+        mcubert_linear_widen(&rows, &fc1, widened);
         mcubert_linear_to_s8(&rows, &fc1, 0, f, params->fc1_output_zero_point, weights->activation_lut,
                              intermediate + r0 * f, f, 1);
     }
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, intermediate + r0 * f, f, mcubert_min_i32(MCUBERT_BLOCK_ROWS, n - r0), f);
-        mcubert_rows_widen(&rows, widened);
+        mcubert_linear_widen(&rows, &fc2, widened);
         mcubert_linear_residual_to_s16(&rows, &fc2, hidden + (t0 + r0) * d, weights->residual, residual + r0 * d);
     }
     for (r = 0; r < n; ++r) {

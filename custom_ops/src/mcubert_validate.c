@@ -370,15 +370,104 @@ mcubert_status mcubert_check_count(const char *op, int32_t count, int32_t expect
     return MCUBERT_OK;
 }
 
+/* Nibble k of a w4row channel row (low nibble first). */
+static int32_t w4_nibble(const uint8_t *row, int32_t k)
+{
+    return (row[k >> 1] >> (4 * (k & 1))) & 0xF;
+}
+
+mcubert_status mcubert_check_w4row(const char *op, const char *field, const uint8_t *packed, int32_t out_features,
+                                   int32_t in_features, mcubert_message *message)
+{
+    const int32_t row_bytes = ((in_features + 7) >> 3) * 4;
+    int32_t c, k;
+    if (packed == NULL) {
+        return MCUBERT_OK;
+    }
+    /* Padding first, then -8, as the reference's unpack_weights_int4 (the same first offender). */
+    for (c = 0; c < out_features; ++c) {
+        for (k = in_features; k < 2 * row_bytes; ++k) {
+            const int32_t nibble = w4_nibble(packed + c * row_bytes, k);
+            if (nibble != 0) {
+                mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
+                mcubert_append(message, "padding nibble ");
+                mcubert_append_int(message, k);
+                mcubert_append(message, " of channel ");
+                mcubert_append_int(message, c);
+                mcubert_append(message, " is ");
+                mcubert_append_int(message, nibble);
+                mcubert_append(message, " (must be 0)");
+                return st;
+            }
+        }
+    }
+    for (c = 0; c < out_features; ++c) {
+        for (k = 0; k < in_features; ++k) {
+            if (w4_nibble(packed + c * row_bytes, k) == 0) {
+                mcubert_status st = mcubert_fail(message, MCUBERT_ERROR_TENSOR, op, field);
+                mcubert_append(message, "weight [");
+                mcubert_append_int(message, c);
+                mcubert_append(message, ", ");
+                mcubert_append_int(message, k);
+                mcubert_append(message, "] is -8: int4 weights are in [-7, 7] (nibble 1..15)");
+                return st;
+            }
+        }
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_check_weight_bits(const char *op, int32_t weight_bits, int32_t spec_version, int32_t since,
+                                         mcubert_message *message)
+{
+    mcubert_status st;
+    if (weight_bits == 8 || (weight_bits == 0 && spec_version < since) || (weight_bits == 4 && spec_version >= since)) {
+        return MCUBERT_OK;
+    }
+    st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, "weight_bits");
+    mcubert_append_int(message, weight_bits);
+    if (weight_bits == 4) {
+        mcubert_append(message, " (int4 weights) needs spec_version ");
+        mcubert_append_int(message, since);
+    } else {
+        mcubert_append(message, " is not a weight width (4: packed int4, 8: int8)");
+    }
+    return st;
+}
+
 mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
                                     const char *channels_field, const mcubert_tensor_view *channels,
                                     int32_t out_features, int32_t in_features, mcubert_message *message)
 {
+    return mcubert_check_linear_bits(op, weights_field, weights, channels_field, channels, out_features, in_features, 8,
+                                     message);
+}
+
+/* The weight tensor of a linear layer at its width: element count, then the layout's content rules. */
+static mcubert_status check_linear_weights(const char *op, const char *field, const mcubert_tensor_view *weights,
+                                           int32_t out_features, int32_t in_features, int32_t weight_bits,
+                                           mcubert_message *message)
+{
+    const int64_t elements = weight_bits == 4 ? (int64_t)out_features * (((in_features + 7) >> 3) * 4)
+                                              : mcubert_packed_size(out_features, in_features);
+    mcubert_status st = mcubert_check_tensor(op, field, weights, MCUBERT_DTYPE_INT8, elements, message);
+    if (st != MCUBERT_OK) {
+        return st;
+    }
+    if (weight_bits == 4) {
+        return mcubert_check_w4row(op, field, (const uint8_t *)weights->data, out_features, in_features, message);
+    }
+    return mcubert_check_pair4(op, field, (const int8_t *)weights->data, out_features, in_features, message);
+}
+
+mcubert_status mcubert_check_linear_bits(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
+                                         const char *channels_field, const mcubert_tensor_view *channels,
+                                         int32_t out_features, int32_t in_features, int32_t weight_bits,
+                                         mcubert_message *message)
+{
     mcubert_status st;
-    if ((st = mcubert_check_tensor(op, weights_field, weights, MCUBERT_DTYPE_INT8,
-                                   mcubert_packed_size(out_features, in_features), message)) != MCUBERT_OK ||
-        (st = mcubert_check_pair4(op, weights_field, (const int8_t *)weights->data, out_features, in_features,
-                                  message)) != MCUBERT_OK ||
+    if ((st = check_linear_weights(op, weights_field, weights, out_features, in_features, weight_bits, message)) !=
+            MCUBERT_OK ||
         (st = mcubert_check_tensor(op, channels_field, channels, MCUBERT_DTYPE_INT32, 3 * (int64_t)out_features,
                                    message)) != MCUBERT_OK) {
         return st;

@@ -7,6 +7,7 @@ import numpy as np
 from tflm_mcubert.cli import main
 from tflm_mcubert.errors import DoesNotFitError
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
+from tflm_mcubert.export.storage_report import encoder_storage_report
 from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.model.config import preset
 from tflm_mcubert.runtime.reference import run_reference
@@ -67,6 +68,48 @@ def test_int4_embedding_export_halves_the_word_tables_and_runs(capsys, tmp_path)
     ids[0, :6] = [0, 17, 999, 30000, 5, 1]
     run = run_reference(parsed, {"input_ids": ids, "attention_mask": (np.arange(64) < 6)[None].astype(np.int8)})
     assert run.outputs["logits"].shape == (1, 2) and run.touched_bytes == report["planned_bytes"]
+
+
+def test_int4_weights_export_halves_the_encoder_weights_and_runs(capsys, tmp_path):
+    """--weight-bits 4: every attention and MLP linear layer in w4row (version 3 options), the int8
+    model's other bytes unchanged, and report.json's accounting follows the smaller weights."""
+    outs = {}
+    for bits in (8, 4):
+        outs[bits] = tmp_path / f"w{bits}"
+        code = main(["export", "--seq-len", "64", "--weight-bits", str(bits), "--out", str(outs[bits])])
+        assert code == 0, capsys.readouterr().err
+    reports = {bits: json.loads((out / "report.json").read_text()) for bits, out in outs.items()}
+    assert "encoder" not in reports[8]  # an int8 export's report.json is as before version 3
+    parsed8 = read_model((outs[8] / "model.tflite").read_bytes())
+    w4, w8 = reports[4]["encoder"], encoder_storage_report(parsed8.quantized, {})
+    assert (w4["weight_bits"], w8["weight_bits"]) == (4, 8)
+    assert w4["linear_weight_bytes"] == w4["linear_weight_bytes_int4"] == w8["linear_weight_bytes"] // 2
+    assert w8["linear_weight_bytes"] == w8["linear_weight_bytes_int8"] and w4["channel_bytes"] == w8["channel_bytes"]
+    saved = w8["linear_weight_bytes"] - w4["linear_weight_bytes"]
+    ops = {bits: {op["name"]: op["bytes"] for op in reports[bits]["ops"]} for bits in (8, 4)}
+    encoder_ops = [name for name in ops[8] if "attention" in name or "mlp" in name]
+    assert w4["op_bytes"] == sum(ops[4][name] for name in encoder_ops)
+    assert sum(ops[8][name] - ops[4][name] for name in encoder_ops) == saved
+    assert 0 < reports[8]["tflite_bytes"] - reports[4]["tflite_bytes"] <= saved + 1024
+    assert reports[4]["embedding"] == reports[8]["embedding"]
+    stalls = {  # the latency estimate's Flash model streams the smaller weights
+        bits: reports[bits]["latency_estimate"]["boards"]["nucleo-f746zg"]["flash"]["per_layer_stall_cycles"]
+        for bits in (8, 4)
+    }
+    assert all(0 < stalls[4][kind] < stalls[8][kind] for kind in stalls[8]), stalls
+    parsed = read_model((outs[4] / "model.tflite").read_bytes())
+    for attention, mlp in parsed.quantized.layers:
+        assert attention.weight_bits == mlp.weight_bits == 4 and attention.options()["weight_bits"] == 4
+        assert attention.query.weight_bits == mlp.fc2.weight_bits == 4
+    ids = np.zeros((1, 64), np.int32)
+    ids[0, :6] = [0, 17, 999, 30000, 5, 1]
+    run = run_reference(parsed, {"input_ids": ids, "attention_mask": (np.arange(64) < 6)[None].astype(np.int8)})
+    assert run.outputs["logits"].shape == (1, 2) and run.touched_bytes == reports[4]["planned_bytes"]
+
+
+def test_int4_weights_need_the_mcubert_schedule(capsys, tmp_path):
+    code = main(["export", "--schedule", "stock", "--weight-bits", "4", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--weight-bits 4" in capsys.readouterr().err
 
 
 def test_int4_embedding_needs_the_mcubert_schedule(capsys, tmp_path):

@@ -152,6 +152,27 @@ def test_layer_check_passes_under_qemu(layer_data, tmp_path):
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
 
 
+@pytest.fixture(scope="module")
+def layer_data_w4(tmp_path_factory):
+    """Layer 0 of a BERT-tiny export with int4 attention and MLP weights (spec version 3, SPEC 3.1.1)."""
+    out = tmp_path_factory.mktemp("bert-tiny-128-w4")
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=128, weight_bits=4))
+    data = tmp_path_factory.mktemp("layer-data-w4")
+    write_layer_data(layer_check_from_export(out), data)
+    return data
+
+
+def test_int4_weights_layer_check_passes_under_qemu(layer_data_w4, tmp_path):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=layer_data_w4)
+    status, console = run_qemu(elf)
+    assert status == 0, console
+    assert "seq_len 128, hidden 128, DSP path" in console
+    assert "PASS: the layer's output matches the reference byte for byte" in console
+    used, reserved = stack_use(console)
+    assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+
+
 SOAK_RUNS = 1000
 
 

@@ -61,8 +61,18 @@ def _mask(rng, s: int, kind: str) -> np.ndarray:
     return mask
 
 
+def _spec_hash(weight_bits: int) -> int | None:
+    """The hash a call carries: the C build's version-1 hash for int8, else the version's own (None:
+    the contract's, which the generated C tables share)."""
+    return HEADER_SPEC_HASH if weight_bits == 8 else None
+
+
+def _bits_suffix(weight_bits: int) -> str:
+    return "" if weight_bits == 8 else "-int4"
+
+
 @functools.lru_cache(maxsize=None)
-def _realistic_attention(s, d, h, seed):
+def _realistic_attention(s, d, h, seed, weight_bits=8):
     rng = np.random.default_rng(seed)
     fa = testing.float_attention(rng, d, h, sharpness=2.0)
     x = rng.normal(size=(s, d))
@@ -70,7 +80,7 @@ def _realistic_attention(s, d, h, seed):
     xq = inq.quantize(x)
     valid = np.ones(s, bool)
     quant = fa.calibrate(inq.dequantize(xq), valid, inq)
-    return AttentionParams.quantize(fa, quant, seq_len=s, tile=1), xq
+    return AttentionParams.quantize(fa, quant, seq_len=s, tile=1, weight_bits=weight_bits), xq
 
 
 def attention_case(
@@ -84,16 +94,18 @@ def attention_case(
     mask_mode: int = 0,
     seed: int = 0,
     saturate_rows: bool = True,
+    weight_bits: int = 8,
 ) -> Case:
+    """weight_bits 4: int4 projections (w4row, spec version 3)."""
     rng = np.random.default_rng(seed * 7919 + s * 31 + d)
     if kind == "extreme":
-        params = testing.extreme_attention(rng, s, d, h, t, mask_mode)
+        params = testing.extreme_attention(rng, s, d, h, t, mask_mode, weight_bits)
         hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
         if saturate_rows and s > 1:
             hidden[0] = -128
             hidden[-1] = 127
     else:
-        base, xq = _realistic_attention(s, d, h, seed)
+        base, xq = _realistic_attention(s, d, h, seed, weight_bits)
         params = dataclasses.replace(base, tile=t, mask_mode=mask_mode).validate()
         hidden = xq.copy()
     if mask_mode == 0:
@@ -102,15 +114,16 @@ def attention_case(
         length = {"all": s, "none": 0, "tail": s - s // 5}.get(mask, int(rng.integers(0, s + 1)))
         key_mask = np.array([length], np.int32)
     expected = attention.run(params, hidden.copy(), key_mask)
-    call = kernel_abi.attention_call(params, hidden, key_mask, HEADER_SPEC_HASH)
-    name = f"attention-{kind}-s{s}-d{d}-h{h}-t{t}-{mask}-m{mask_mode}"
+    call = kernel_abi.attention_call(params, hidden, key_mask, _spec_hash(weight_bits))
+    name = f"attention-{kind}-s{s}-d{d}-h{h}-t{t}-{mask}-m{mask_mode}" + _bits_suffix(weight_bits)
     return Case(name, call, expected.reshape(-1))
 
 
-def mlp_case(s: int, d: int, f: int, t: int, *, kind: str = "extreme", seed: int = 0) -> Case:
+def mlp_case(s: int, d: int, f: int, t: int, *, kind: str = "extreme", seed: int = 0, weight_bits: int = 8) -> Case:
+    """weight_bits 4: int4 FC1 and FC2 (w4row, spec version 3)."""
     rng = np.random.default_rng(seed * 7919 + s * 31 + d + f)
     if kind == "extreme":
-        params = testing.extreme_mlp(rng, s, d, f, t)
+        params = testing.extreme_mlp(rng, s, d, f, t, weight_bits)
         hidden = rng.integers(-128, 128, (s, d)).astype(np.int8)
         if s > 1:
             hidden[0] = -128
@@ -120,10 +133,13 @@ def mlp_case(s: int, d: int, f: int, t: int, *, kind: str = "extreme", seed: int
         x = rng.normal(size=(s, d))
         inq = TensorQuant.observe(x, symmetric=False)
         hidden = inq.quantize(x)
-        params = MLPParams.quantize(fm, fm.calibrate(inq.dequantize(hidden), inq), seq_len=s, tile=t)
+        quant = fm.calibrate(inq.dequantize(hidden), inq)
+        params = MLPParams.quantize(fm, quant, seq_len=s, tile=t, weight_bits=weight_bits)
     expected = mlp.run(params, hidden.copy())
     return Case(
-        f"mlp-{kind}-s{s}-d{d}-f{f}-t{t}", kernel_abi.mlp_call(params, hidden, HEADER_SPEC_HASH), expected.reshape(-1)
+        f"mlp-{kind}-s{s}-d{d}-f{f}-t{t}" + _bits_suffix(weight_bits),
+        kernel_abi.mlp_call(params, hidden, _spec_hash(weight_bits)),
+        expected.reshape(-1),
     )
 
 
@@ -164,17 +180,19 @@ def _with_shift(lin: Linear, shift: int) -> Linear:
     channels = lin.channels.copy()
     channels[:, 2] = shift
     channels[channels[:, 1] == 0, 2] = 0  # a zero multiplier carries shift 0
-    return Linear(lin.in_features, lin.out_features, lin.packed_weights, channels)
+    return Linear(lin.in_features, lin.out_features, lin.packed_weights, channels, lin.weight_bits)
 
 
-def shift_boundary_cases(shift: int, seed: int = 0) -> list[Case]:
+def shift_boundary_cases(shift: int, seed: int = 0, weight_bits: int = 8) -> list[Case]:
     """An attention and an MLP case with every requantization at one shift: the kernels' output
     stages have a fast form for shift <= -2 (SMMLA + ASR) and the exact form otherwise, so the
     shifts around -2 test projections, transposed V, scores, context, residual sums, FC1 with its
-    table and FC2 on both sides of that boundary."""
+    table and FC2 on both sides of that boundary. The residual stages (output projection, FC2) also
+    have a scaled fast form for shifts >= -1 within the layer's accumulator bound (small biases,
+    int4 weights), so shifts up to a few above 0 test that one too."""
     rng = np.random.default_rng(40 + shift + 100 * seed)
     s, d, h = 13, 16, 2
-    params = testing.extreme_attention(rng, s, d, h, 4)
+    params = testing.extreme_attention(rng, s, d, h, 4, weight_bits=weight_bits)
     params = dataclasses.replace(
         params,
         query=_with_shift(params.query, shift),
@@ -188,19 +206,19 @@ def shift_boundary_cases(shift: int, seed: int = 0) -> list[Case]:
     mask = (rng.random(s) < 0.8).astype(np.int8)
     cases = [
         Case(
-            f"attention-shift{shift}",
-            kernel_abi.attention_call(params, hidden, mask, HEADER_SPEC_HASH),
+            f"attention-shift{shift}" + _bits_suffix(weight_bits),
+            kernel_abi.attention_call(params, hidden, mask, _spec_hash(weight_bits)),
             attention.run(params, hidden.copy(), mask).reshape(-1),
         )
     ]
-    mlp_params = testing.extreme_mlp(rng, s, d, 40, 4)
+    mlp_params = testing.extreme_mlp(rng, s, d, 40, 4, weight_bits=weight_bits)
     mlp_params = dataclasses.replace(
         mlp_params, fc1=_with_shift(mlp_params.fc1, shift), fc2=_with_shift(mlp_params.fc2, shift)
     ).validate()
     cases.append(
         Case(
-            f"mlp-shift{shift}",
-            kernel_abi.mlp_call(mlp_params, hidden, HEADER_SPEC_HASH),
+            f"mlp-shift{shift}" + _bits_suffix(weight_bits),
+            kernel_abi.mlp_call(mlp_params, hidden, _spec_hash(weight_bits)),
             mlp.run(mlp_params, hidden.copy()).reshape(-1),
         )
     )

@@ -32,6 +32,7 @@ from tflm_mcubert.model.config import PRESETS
 from tflm_mcubert.ops import attention, contract, embedding, mlp, options as options_codec
 from tflm_mcubert.ops.registry import SPEC_VERSION
 from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.validation import OpSpecError
 from tflm_mcubert.schedule import planner
 from tflm_mcubert.schedule.memory import Dims
 
@@ -271,10 +272,13 @@ def test_cross_field_rules_with_the_python_wording(runner, cases, op, changes, f
 @pytest.mark.parametrize("op", [ATTN, MLP, EMB])
 def test_spec_version_and_hash_are_checked_first(runner, cases, op):
     values = dict(cases[op].call.options)
-    bad_version = kernel_abi.make_params(op, {**values, "spec_version": 3, "tile": 0}, HEADER_SPEC_HASH)
+    versions = contract.op_versions(op)  # attention and MLP: 1, 2 and 3 (int4 weights)
+    newer = versions[-1] + 1
+    bad_version = kernel_abi.make_params(op, {**values, "spec_version": newer, "seq_len": 0}, HEADER_SPEC_HASH)
     result = runner.validate(op, bad_version, [])
     assert result.status == kernel_abi.ERROR_SPEC
-    assert result.message == f"{op}: spec_version: unsupported version 3 (this build implements 1 and 2)"
+    implemented = " and ".join(map(str, versions))
+    assert result.message == f"{op}: spec_version: unsupported version {newer} (this build implements {implemented})"
     bad_hash = kernel_abi.make_params(op, values, 0x12345678)
     result = runner.validate(op, bad_hash, [])
     assert result.status == kernel_abi.ERROR_SPEC
@@ -576,3 +580,89 @@ def test_status_names(host_library):
     count = len(kernel_abi.STATUS_NAMES)
     names = [lib.mcubert_status_name(i).decode() for i in range(count + 1)]
     assert names == [kernel_abi.STATUS_NAMES[i] for i in range(count)] + ["unknown"]
+
+
+# ---- int4 weights of attention and MLP (version 3, SPEC 3.1.1) ----------------------------------
+
+
+def _python_tensor_problem(call, name: str, array: np.ndarray) -> str:
+    """The reference's problem text (after "OP: field: ") for the call's tensors with `name` replaced."""
+    from tflm_mcubert.ops.registry import OPS
+
+    values = {k: v for k, v in call.options.items() if k not in ("spec_version", "spec_hash", "reserved")}
+    op = OPS[call.op]
+    tensors = {k: v for k, v in call.tensors.items() if k not in op.runtime_inputs and k != "output"}
+    d = values["hidden"]
+    for k in list(tensors):
+        if k.endswith("_channels"):
+            tensors[k] = tensors[k].reshape(-1, 3)
+    tensors["layer_norm"] = tensors["layer_norm"].reshape(d, 2)
+    tensors["residual"] = tensors["residual"].reshape(d, 2)
+    tensors[name] = array
+    with pytest.raises(OpSpecError) as caught:
+        op.params_type.from_serialized(values, tensors)
+    return caught.value.problem
+
+
+@pytest.mark.parametrize(
+    "make,weights,k",
+    [
+        (lambda: attention_case(9, 12, 3, 4, seed=1, weight_bits=4), "value_weights", 12),
+        (lambda: mlp_case(9, 12, 21, 4, seed=1, weight_bits=4), "fc2_weights", 21),
+    ],
+    ids=["attention", "mlp"],
+)
+def test_corrupt_int4_weights_are_refused_with_the_python_message(runner, make, weights, k):
+    call = make().call
+    op = call.op
+    assert call.params.spec_version == 3 and call.params.weight_bits == 4
+    assert _validate(runner, call, tensor_specs(call)).ok
+    good = call.tensors[weights]
+    row = 4 * -(-k // 8)
+    shorter = _validate(runner, call, _with(call, weights, good[:-1]))
+    assert shorter.message == f"{op}: {weights}: expected {good.size} elements, got {good.size - 1}"
+    padded = good.view(np.uint8).copy()
+    padded[2 * row - 1] |= 0x30  # channel 1's last nibble: padding (K % 8 != 0)
+    minus8 = good.view(np.uint8).copy()
+    minus8[row + 1] &= 0xF0  # channel 1, K value 2: nibble 0, the value -8
+    for corrupt in (padded, minus8):
+        result = _validate(runner, call, _with(call, weights, corrupt.view(np.int8)))
+        assert result.status == kernel_abi.ERROR_TENSOR
+        problem = _python_tensor_problem(call, weights, corrupt.view(np.int8))
+        assert result.message == f"{op}: {weights}: {problem}"
+    assert "padding nibble" in _python_tensor_problem(call, weights, padded.view(np.int8))
+    # int4 tensors under an int8 header (version 1, pair4 sizes): refused by size
+    header = ("weight_bits", "spec_version", "spec_hash")
+    int8_params = kernel_abi.make_params(op, {k_: v for k_, v in call.options.items() if k_ not in header})
+    assert int8_params.spec_version == 1
+    result = runner.validate(op, int8_params, tensor_specs(call))
+    assert result.status == kernel_abi.ERROR_TENSOR and "_weights: expected " in result.message
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP])
+def test_weight_bits_option_is_checked_with_the_python_message(runner, cases, op):
+    values = {k: v for k, v in cases[op].call.options.items() if k not in ("spec_version", "spec_hash")}
+    checks = [
+        ({"weight_bits": 5}, f"{op}: weight_bits: 5 is not a weight width (4: packed int4, 8: int8)"),
+        (
+            {"weight_bits": 0, "spec_version": 3},
+            f"{op}: weight_bits: 0 is not a weight width (4: packed int4, 8: int8)",
+        ),
+        (
+            {"weight_bits": 4, "spec_version": 1, "spec_hash": HEADER_SPEC_HASH},
+            f"{op}: weight_bits: 4 (int4 weights) needs spec_version 3",
+        ),
+    ]
+    for overrides, message in checks:
+        params = kernel_abi.make_params(op, {**values, **overrides})
+        if "spec_version" in overrides:
+            hashes = {1: HEADER_SPEC_HASH, 3: kernel_abi.OP_SPEC_HASHES[op][3]}
+            params.spec_version, params.spec_hash = overrides["spec_version"], hashes[overrides["spec_version"]]
+        result = runner.validate(op, params, [])
+        assert (result.status, result.message) == (kernel_abi.ERROR_OPTION, message), overrides
+    fields = {f.name for f in contract.option_fields(op, 3)} - {"spec_version", "spec_hash"}
+    with pytest.raises(options_codec.OptionsError) as python:
+        options_codec.encode_options(op, {k: v for k, v in values.items() if k in fields} | {"weight_bits": 5})
+    assert str(python.value) == checks[0][1]
+    eight = kernel_abi.make_params(op, {**values, "weight_bits": 8})  # 8 in version 3: accepted
+    assert eight.spec_version == 3 and runner.validate(op, eight, []).ok

@@ -56,7 +56,17 @@ def _subset() -> list[tuple[Case, dict[str, int]]]:
         # int4 tables (SPEC 4.1.1): odd d and ranks (padding nibbles), K tails, rank < 4, rows misaligned
         (embedding_case(13, 24, kind="realistic", word_bits=4), {"word_rows": 1, "word_projections": 3}),
         (embedding_case(11, 21, cluster_sizes=(5, 7, 3, 9), ranks=(None, 1, 3, 21), word_bits=4), {"word_rows": 3}),
-    ] + [(case, {}) for shift in (-2, -1) for case in shift_boundary_cases(shift)]
+        # int4 weights (version 3): the W4 gemm in every linear layer, weights misaligned
+        (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"query_weights": 3}),
+        (attention_case(9, 20, 4, 4, weight_bits=4), {"output_weights": 1}),  # dh = 5, K % 8 = 4, split rows
+        (attention_case(13, 12, 3, 13, mask_mode=1, weight_bits=4), {"key_weights": 2}),
+        (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 2}),
+        (mlp_case(9, 7, 13, 4, weight_bits=4), {"hidden": 2}),
+    ] + [
+        (case, {})
+        for shift, bits in ((-2, 8), (-1, 8), (1, 8), (3, 8), (-1, 4), (2, 4), (3, 4))
+        for case in shift_boundary_cases(shift, weight_bits=bits)
+    ]
 
 
 SUBSET = _subset()

@@ -20,6 +20,10 @@ from tflm_mcubert.ops.linear import Linear, pack_weights
 from tflm_mcubert.ops import kernel_abi
 
 
+# Attention and MLP run every geometry with int8 and int4 weights (version 3, SPEC 3.1.1).
+WEIGHT_BITS = pytest.mark.parametrize("weight_bits", [8, 4], ids=["w8", "w4"])
+
+
 def check(runner, case: Case, **run_options):
     result = runner.run(case.call, **run_options)
     assert result.status == kernel_abi.OK, result.message
@@ -35,12 +39,13 @@ def check(runner, case: Case, **run_options):
 # ---- attention ------------------------------------------------------------------------------
 
 
+@WEIGHT_BITS
 @pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
 @pytest.mark.parametrize("dh", [16, 32, 64])
-def test_attention_extreme_parameters(runner, s, dh):
+def test_attention_extreme_parameters(runner, s, dh, weight_bits):
     """Full-range parameters (saturation everywhere), two heads, a tile that does not divide s."""
     t = min(s, 7)
-    check(runner, attention_case(s, 2 * dh, 2, t, seed=dh))
+    check(runner, attention_case(s, 2 * dh, 2, t, seed=dh, weight_bits=weight_bits))
 
 
 @pytest.mark.parametrize(
@@ -52,8 +57,9 @@ def test_attention_extreme_parameters(runner, s, dh):
         (1, 16, 2, 1, "all"),
     ],
 )
-def test_attention_realistic_layer(runner, s, d, h, t, mask):
-    check(runner, attention_case(s, d, h, t, kind="realistic", mask=mask))
+@WEIGHT_BITS
+def test_attention_realistic_layer(runner, s, d, h, t, mask, weight_bits):
+    check(runner, attention_case(s, d, h, t, kind="realistic", mask=mask, weight_bits=weight_bits))
 
 
 @pytest.mark.parametrize(
@@ -67,8 +73,9 @@ def test_attention_realistic_layer(runner, s, d, h, t, mask):
         (13, 1, 1, 13),  # d = 1
     ],
 )
-def test_attention_odd_geometry(runner, s, d, h, t):
-    check(runner, attention_case(s, d, h, t, seed=d))
+@WEIGHT_BITS
+def test_attention_odd_geometry(runner, s, d, h, t, weight_bits):
+    check(runner, attention_case(s, d, h, t, seed=d, weight_bits=weight_bits))
 
 
 @pytest.mark.parametrize("mask", ["all", "none", "tail", "random"])
@@ -78,8 +85,9 @@ def test_attention_key_masks(runner, mask):
 
 
 @pytest.mark.parametrize("length", ["none", "all", "tail", "random"])
-def test_attention_valid_length_mode(runner, length):
-    check(runner, attention_case(41, 24, 3, 5, mask=length, mask_mode=1))
+@WEIGHT_BITS
+def test_attention_valid_length_mode(runner, length, weight_bits):
+    check(runner, attention_case(41, 24, 3, 5, mask=length, mask_mode=1, weight_bits=weight_bits))
 
 
 def test_attention_every_tile_size(runner):
@@ -142,11 +150,13 @@ def _attention_params(case: Case):
     return attention.AttentionParams.from_serialized(options, shaped)
 
 
-@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1])
-def test_requantization_on_both_sides_of_the_fast_form(runner, shift):
+@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1, 2, 3, 8])
+@WEIGHT_BITS
+def test_requantization_on_both_sides_of_the_fast_form(runner, shift, weight_bits):
     """Every output stage requantizes shift <= -2 as SMMLA + ASR (mcubert_requant_fast) and other
-    shifts exactly as the spec writes it: each stage with every channel on one side."""
-    for case in shift_boundary_cases(shift):
+    shifts exactly as the spec writes it (the residual stages: also the scaled fast form for shifts
+    >= -1 within the accumulator bound): each stage with every channel on one side."""
+    for case in shift_boundary_cases(shift, weight_bits=weight_bits):
         check(runner, case)
 
 
@@ -155,19 +165,22 @@ def test_requantization_on_both_sides_of_the_fast_form(runner, shift):
 
 @pytest.mark.parametrize("s", [1, 4, 77, 128, 300])
 @pytest.mark.parametrize("d,f", [(16, 64), (32, 128), (64, 256)])
-def test_mlp_extreme_parameters(runner, s, d, f):
-    check(runner, mlp_case(s, d, f, min(s, 9), seed=d))
+@WEIGHT_BITS
+def test_mlp_extreme_parameters(runner, s, d, f, weight_bits):
+    check(runner, mlp_case(s, d, f, min(s, 9), seed=d, weight_bits=weight_bits))
 
 
 @pytest.mark.parametrize("s,d,f,t", [(128, 128, 512, 28), (77, 64, 256, 5), (300, 32, 128, 64)])
-def test_mlp_realistic_layer(runner, s, d, f, t):
-    check(runner, mlp_case(s, d, f, t, kind="realistic"))
+@WEIGHT_BITS
+def test_mlp_realistic_layer(runner, s, d, f, t, weight_bits):
+    check(runner, mlp_case(s, d, f, t, kind="realistic", weight_bits=weight_bits))
 
 
 @pytest.mark.parametrize("s,d,f,t", [(7, 7, 13, 3), (5, 5, 3, 5), (6, 1, 1, 4), (9, 3, 4096, 2), (3, 1024, 6, 2)])
-def test_mlp_odd_geometry(runner, s, d, f, t):
+@WEIGHT_BITS
+def test_mlp_odd_geometry(runner, s, d, f, t, weight_bits):
     """Odd K and N everywhere, the largest ffn (accumulator bound) and the largest hidden."""
-    check(runner, mlp_case(s, d, f, t, seed=f))
+    check(runner, mlp_case(s, d, f, t, seed=f, weight_bits=weight_bits))
 
 
 def test_mlp_every_tile_size(runner):
@@ -227,6 +240,8 @@ def test_results_do_not_depend_on_scratch_contents(runner, fill):
     for case in (
         attention_case(21, 20, 4, 6),
         mlp_case(21, 20, 44, 6),
+        attention_case(21, 20, 4, 6, weight_bits=4),
+        mlp_case(21, 20, 44, 6, weight_bits=4),
         embedding_case(21, 20),
         embedding_case(21, 20, word_bits=4),
     ):
@@ -237,11 +252,13 @@ def test_int8_tensors_may_be_misaligned(runner):
     """int8 tensors (weights, hidden, rows) at every address residue: only LDR-sized reads."""
     for offset in (1, 2, 3):
         every = {name: offset for name in kernel_abi.TENSOR_NAMES[contract.ATTENTION]}
-        case = attention_case(14, 12, 3, 5, seed=offset)
-        misalign = {n: o for n, o in every.items() if case.call.tensors[n].dtype == np.int8}
-        check(runner, case, misalign=misalign)
-        case = mlp_case(10, 12, 20, 3, seed=offset)
-        check(runner, case, misalign={n: offset for n in ("hidden", "fc1_weights", "fc2_weights", "activation_lut")})
+        for weight_bits in (8, 4):
+            case = attention_case(14, 12, 3, 5, seed=offset, weight_bits=weight_bits)
+            misalign = {n: o for n, o in every.items() if case.call.tensors[n].dtype == np.int8}
+            check(runner, case, misalign=misalign)
+            case = mlp_case(10, 12, 20, 3, seed=offset, weight_bits=weight_bits)
+            names = ("hidden", "fc1_weights", "fc2_weights", "activation_lut")
+            check(runner, case, misalign={n: offset for n in names})
         for bits in (8, 4):
             case = embedding_case(10, 12, seed=offset, word_bits=bits)
             check(
@@ -286,8 +303,9 @@ def test_random_shapes(runner, shape):
     s, d, h, t, f, seed = shape
     mask_mode = seed % 2
     mask = ("all", "none", "tail", "random")[seed % 4]
-    check(runner, attention_case(s, d, h, t, seed=seed, mask=mask, mask_mode=mask_mode))
-    check(runner, mlp_case(s, d, f, t, seed=seed))
+    weight_bits = (8, 4)[(seed >> 2) % 2]  # about half the shapes with int4 weights
+    check(runner, attention_case(s, d, h, t, seed=seed, mask=mask, mask_mode=mask_mode, weight_bits=weight_bits))
+    check(runner, mlp_case(s, d, f, t, seed=seed, weight_bits=weight_bits))
     check(runner, embedding_case(s, d, seed=seed, cluster_sizes=(4, 5, 6), ranks=(None, 1, min(d, 7))))
     check(runner, embedding_case(s, d, seed=seed, cluster_sizes=(4, 5, 6), ranks=(None, 1, min(d, 7)), word_bits=4))
 

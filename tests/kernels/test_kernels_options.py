@@ -14,12 +14,13 @@ from flatbuffers import flexbuffers
 
 from tflm_mcubert.ops import contract, testing
 from tflm_mcubert.ops.options import OptionsError, _parse_map, encode_options
-from tflm_mcubert.ops.registry import SPEC_HASHES
+from tflm_mcubert.ops.registry import OP_SPEC_HASHES, SPEC_HASHES
 from tflm_mcubert.ops import kernel_abi
 
 A, M, E, H = contract.ATTENTION, contract.MLP, contract.EMBEDDING, contract.CLASSIFIER_HEAD
 E4 = E + "-int4"  # the embedding's version-2 options (int4 tables, word_bits)
-OPS = (E, E4, A, M, H)
+A4, M4 = A + "-int4", M + "-int4"  # attention's and the MLP's version-3 options (int4 weights, weight_bits)
+OPS = (E, E4, A, M, A4, M4, H)
 STRUCTS = kernel_abi.PARAMS_STRUCTS
 PARSERS = {
     E: "mcubert_embedding_parse_options",
@@ -41,8 +42,9 @@ def parse(host_library):
         data = (ctypes.c_uint8 * max(len(buffer), 1)).from_buffer_copy(buffer or b"\0")
         status = getattr(library, PARSERS[op])(data, ctypes.c_int32(len(buffer)), ctypes.byref(struct), message)
         values = {name: getattr(struct, name) for name, _ in struct._fields_ if name != "reserved"}
-        if values.get("word_bits") == 0:  # version 1 has no such option; the parser leaves it 0
-            del values["word_bits"]
+        for later in ("word_bits", "weight_bits"):
+            if values.get(later) == 0:  # version 1 has no such option; the parser leaves it 0
+                del values[later]
         return status, message.value.decode(), values
 
     return call
@@ -56,6 +58,8 @@ def options():
         M: testing.extreme_mlp(rng, 9, 8, 16, 4).options(),
         E: testing.extreme_embedding(rng, 9, 8).options(),
         E4: testing.extreme_embedding(rng, 9, 8, word_bits=4).options(),
+        A4: testing.extreme_attention(rng, 9, 8, 2, 4, weight_bits=4).options(),
+        M4: testing.extreme_mlp(rng, 9, 8, 16, 4, weight_bits=4).options(),
         H: {"seq_len": 9, "hidden": 8, "labels": 3, "pooler_zero_point": -5, "logits_zero_point": 7},
     }
 
@@ -64,9 +68,10 @@ def _op(name: str) -> str:
     return name.split("-")[0]
 
 
-def header(**values):
-    version = 2 if "word_bits" in values else 1
-    return {"spec_version": version, "spec_hash": SPEC_HASHES[version], **values}
+def header(op: str, **values):
+    """The options the encoder writes for `op`: its lowest version with every field, and that hash."""
+    version = contract.options_version(_op(op), values)
+    return {"spec_version": version, "spec_hash": OP_SPEC_HASHES[_op(op)][version], **values}
 
 
 def reference_accepts(op: str, buffer: bytes) -> dict | None:
@@ -78,8 +83,8 @@ def reference_accepts(op: str, buffer: bytes) -> dict | None:
     except OptionsError:
         return None
     values = {key: value for key, (_, value) in entries.items()}
-    version = values.get("spec_version")
-    if version not in SPEC_HASHES or values.get("spec_hash") != SPEC_HASHES[version]:
+    version, hashes = values.get("spec_version"), OP_SPEC_HASHES[op]
+    if version not in hashes or values.get("spec_hash") != hashes[version]:
         return None
     if set(values) != {f.name for f in contract.option_fields(op, version)}:
         return None
@@ -95,7 +100,7 @@ def reference_accepts(op: str, buffer: bytes) -> dict | None:
 def test_parses_what_the_exporter_writes(parse, options, op):
     status, message, values = parse(op, encode_options(_op(op), options[op]))
     assert (status, message) == (kernel_abi.OK, "")
-    assert values == header(**options[op])
+    assert values == header(op, **options[op])
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -132,7 +137,7 @@ def test_random_corruption_matches_the_reference_walk(parse, options, op):
 
 
 def _with(op, options, **changes):
-    values = header(**options[op])
+    values = header(op, **options[op])
     values.update(changes)
     return bytes(flexbuffers.Dumps({k: v for k, v in values.items() if v is not None}))
 
@@ -141,7 +146,7 @@ def test_key_set_and_contract_errors_name_the_field(parse, options):
     cases = [
         (_with(M, options, ffn=None), "MCUBERT_MLP: ffn: missing"),
         (_with(M, options, gelu=1), "MCUBERT_MLP: gelu: unknown option"),
-        (_with(M, options, spec_version=3, new_field=3), "MCUBERT_MLP: spec_version: unsupported version 3"),
+        (_with(M, options, spec_version=4, new_field=3), "MCUBERT_MLP: spec_version: unsupported version 4"),
         (_with(M, options, spec_version=2), "MCUBERT_MLP: spec_hash: "),  # version 2 has its own hash
         (_with(M, options, spec_hash=0x1234), "MCUBERT_MLP: spec_hash: "),
         (_with(M, options, spec_hash=None), "MCUBERT_MLP: spec_hash: missing"),
@@ -171,6 +176,28 @@ def test_int4_key_set_errors_name_the_field(parse, options):
             from tflm_mcubert.ops.options import decode_options
 
             decode_options(E, buffer)
+
+
+@pytest.mark.parametrize("op", [A4, M4])
+def test_weight_bits_key_set_errors_name_the_field(parse, options, op):
+    """weight_bits belongs to version 3 of attention and MLP: unknown to version 1, required in version 3;
+    the C parser and the Python codec give the same message."""
+    from tflm_mcubert.ops.options import decode_options
+
+    code = _op(op)
+    v1 = {"spec_version": 1, "spec_hash": SPEC_HASHES[1]}
+    cases = [
+        (_with(op, options, **v1), f"{code}: weight_bits: unknown option"),
+        (_with(op, options, weight_bits=None), f"{code}: weight_bits: missing"),
+        (_with(op, options, weight_bits=4.0), f"{code}: weight_bits: expected an inline integer"),
+    ]
+    for buffer, expected in cases:
+        status, message, _ = parse(code, buffer)
+        assert status == kernel_abi.ERROR_OPTION and message == expected, (expected, message)
+        with pytest.raises(OptionsError, match=expected):
+            decode_options(code, buffer)
+    status, _, values = parse(code, _with(op, options, weight_bits=5))  # a range left to validate
+    assert status == kernel_abi.OK and values["weight_bits"] == 5 and values["spec_version"] == 3
 
 
 def test_values_out_of_contract_range_are_left_to_validate(parse, options):

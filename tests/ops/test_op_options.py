@@ -80,8 +80,10 @@ def test_wrong_value_type_names_the_field(params, value, kind):
 
 
 def test_version_hash_and_key_set_are_checked(params):
-    with pytest.raises(OptionsError, match="MCUBERT_MLP: spec_version: unsupported version 3"):
-        decode_options(M, _with(M, params, spec_version=3))
+    with pytest.raises(OptionsError, match="MCUBERT_MLP: spec_version: unsupported version 4"):
+        decode_options(M, _with(M, params, spec_version=4))
+    with pytest.raises(OptionsError, match="MCUBERT_EMBEDDING: spec_version: unsupported version 3"):
+        decode_options(E, _with(E, params, spec_version=3))  # version 3 is attention's and the MLP's only
     with pytest.raises(OptionsError, match="MCUBERT_MLP: spec_version: missing"):
         decode_options(M, _with(M, params, spec_version=None))
     with pytest.raises(OptionsError, match="MCUBERT_MLP: spec_hash: 0x00000001 does not match"):

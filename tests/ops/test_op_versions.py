@@ -21,7 +21,8 @@ SPEC = Path(registry.__file__).with_name("SPEC.md").read_text()
 # Taken once, before any test patches the contract (custom_ops_dir() rewrites the checkout's header).
 KERNELS = custom_ops_dir()
 A, M, E = contract.ATTENTION, contract.MLP, contract.EMBEDDING
-NEW_FIELD = contract.OptionField("weight_bits", 4, 8, "hypothetical: linear weight storage width")
+NEW_FIELD = contract.OptionField("head_bits", 4, 8, "hypothetical: a later option of the attention op")
+NEW = 4  # the hypothetical version (3 is the real int4-weight version of attention and MLP)
 ATTENTION_OPTIONS = {
     "seq_len": 8,
     "hidden": 8,
@@ -37,11 +38,11 @@ ATTENTION_OPTIONS = {
 
 
 @pytest.fixture
-def attention_version_3(monkeypatch):
-    """The contract with a version 3 of the attention op only (a new option and a numerics line),
-    and the registry's tables recomputed from it; both restored afterwards."""
-    monkeypatch.setitem(contract.VERSION_OPTIONS, 3, {A: (NEW_FIELD,)})
-    monkeypatch.setitem(contract.VERSION_LINES, 3, {A: ("weights=hypothetical int4 layout",)})
+def attention_version_4(monkeypatch):
+    """The contract with a hypothetical version 4 of the attention op only (a new option and a
+    numerics line), and the registry's tables recomputed from it; both restored afterwards."""
+    monkeypatch.setitem(contract.VERSION_OPTIONS, NEW, {A: (NEW_FIELD,)})
+    monkeypatch.setitem(contract.VERSION_LINES, NEW, {A: ("heads=hypothetical layout",)})
     hashes = {code: {v: registry._version_hash(code, v) for v in contract.op_versions(code)} for code in registry.OPS}
     monkeypatch.setattr(registry, "OP_SPEC_HASHES", hashes)
     options = importlib.import_module("tflm_mcubert.ops.options")
@@ -60,46 +61,50 @@ def test_the_contract_wide_versions_keep_their_hashes_for_every_op():
         assert versions[1] == registry.SPEC_HASH and versions[2] == registry.SPEC_HASH_V2, code
 
 
-def test_a_new_version_of_one_op_changes_only_that_op(attention_version_3):
+def test_a_new_version_of_one_op_changes_only_that_op(attention_version_4):
     before = {code: dict(v) for code, v in registry.OP_SPEC_HASHES.items()}
-    assert contract.op_versions(A) == (1, 2, 3)
-    assert contract.op_versions(M) == (1, 2) and contract.op_versions(E) == (1, 2)
-    assert set(attention_version_3[A]) == {1, 2, 3}
-    assert attention_version_3[A][3] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2)
+    assert contract.op_versions(A) == (1, 2, 3, NEW)
+    assert contract.op_versions(M) == (1, 2, 3) and contract.op_versions(E) == (1, 2)
+    assert set(attention_version_4[A]) == {1, 2, 3, NEW}
+    assert attention_version_4[A][NEW] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2, before[A][3])
+    assert attention_version_4[A][3] == before[A][3]  # an added version changes no earlier one
     for code in (M, E, contract.CLASSIFIER_HEAD):
-        assert attention_version_3[code] == before[code]
+        assert attention_version_4[code] == before[code]
     # Its hash covers its own lines only: the MLP's contract is not in it.
-    text = registry.op_version_text(A, 3)
-    assert "weights=hypothetical int4 layout" in text and f"{A}.option.weight_bits=int[4,8]" in text
+    text = registry.op_version_text(A, NEW)
+    assert "heads=hypothetical layout" in text and f"{A}.option.head_bits=int[4,8]" in text
+    assert f"{A}.option.weight_bits=int[4,8]" in text  # version 3's field carries on
     assert M not in text and E not in text
 
 
-def test_a_new_version_is_written_only_where_its_fields_are_used(attention_version_3):
+def test_a_new_version_is_written_only_where_its_fields_are_used(attention_version_4):
     old = decode_options(A, encode_options(A, ATTENTION_OPTIONS))  # an int8 attention: version 1, as before
     assert old == ATTENTION_OPTIONS
     raw = flexbuffers.Loads(encode_options(A, ATTENTION_OPTIONS))
     assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH)
-    new = encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4})
+    raw = flexbuffers.Loads(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
+    assert (raw["spec_version"], raw["spec_hash"]) == (3, attention_version_4[A][3])  # 4 is not needed
+    new = encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4, "head_bits": 4})
     raw = flexbuffers.Loads(new)
-    assert (raw["spec_version"], raw["spec_hash"]) == (3, attention_version_3[A][3])
-    assert decode_options(A, new)["weight_bits"] == 4
-    with pytest.raises(OptionsError, match="weight_bits: unknown option"):
-        encode_options(M, {"weight_bits": 4, "seq_len": 8})
+    assert (raw["spec_version"], raw["spec_hash"]) == (NEW, attention_version_4[A][NEW])
+    assert decode_options(A, new)["head_bits"] == 4
+    with pytest.raises(OptionsError, match="head_bits: unknown option"):
+        encode_options(M, {"head_bits": 4, "seq_len": 8})
     stale = bytes(flexbuffers.Dumps({**raw, "spec_hash": registry.SPEC_HASH}))
     with pytest.raises(OptionsError, match="spec_hash: 0x.* does not match"):
         decode_options(A, stale)
 
 
-def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_version_3, tmp_path):
+def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_version_4, tmp_path):
     """mcubert_options.c and mcubert_validate.c, compiled against the header generated from the
-    contract with attention version 3, parse its new option into the generated struct field."""
+    contract with a hypothetical attention version 4, parse its new option into the generated struct field."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc not found")
     source = KERNELS
     include = tmp_path / "include" / "mcubert"
     shutil.copytree(source / "include" / "mcubert", include)
     header = write_contract_header(include)
-    assert "X(3, 0x" in header.read_text() and "int32_t weight_bits;" in header.read_text()
+    assert f"X({NEW}, 0x" in header.read_text() and "int32_t head_bits;" in header.read_text()
     library = tmp_path / "libparse.so"
     sources = [source / "src" / name for name in ("mcubert_options.c", "mcubert_validate.c")]
     flags = ["-std=c99", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{tmp_path / 'include'}", f"-I{source / 'src'}"]
@@ -114,17 +119,67 @@ def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_version_3, t
         status = parse(data, ctypes.c_int32(len(buffer)), ctypes.byref(params), message)
         return status, message.value.decode(), params
 
-    status, message, params = run(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
-    assert (status, message) == (0, "") and params.weight_bits == 4 and params.spec_version == 3
+    both = {**ATTENTION_OPTIONS, "weight_bits": 4, "head_bits": 5}
+    status, message, params = run(encode_options(A, both))
+    assert (status, message) == (0, "") and params.head_bits == 5 and params.spec_version == NEW
     status, _, params = run(encode_options(A, ATTENTION_OPTIONS))  # version 1 still loads
-    assert status == 0 and params.spec_version == 1 and params.weight_bits == 0
-    raw = flexbuffers.Loads(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
-    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": 4})))
-    assert message == f"{A}: spec_version: unsupported version 4 (this build implements 1 and 2 and 3)"
-    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": 4}))) == message
+    assert status == 0 and params.spec_version == 1 and params.head_bits == 0 and params.weight_bits == 0
+    raw = flexbuffers.Loads(encode_options(A, both))
+    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": 5})))
+    assert message == f"{A}: spec_version: unsupported version 5 (this build implements 1 and 2 and 3 and 4)"
+    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": 5}))) == message
 
 
 def decode_error(op: str, buffer: bytes) -> str:
     with pytest.raises(OptionsError) as caught:
         decode_options(op, buffer)
     return str(caught.value)
+
+
+# ---- the real version 3: int4 weights of attention and MLP (SPEC.md 3.1.1) -------------------
+
+MLP_OPTIONS = {"seq_len": 8, "hidden": 8, "ffn": 16, "tile": 4, "fc1_output_zero_point": 3, "ln_eps": 1}
+
+
+@pytest.mark.parametrize("op,options", [(A, ATTENTION_OPTIONS), (M, MLP_OPTIONS)])
+def test_version_3_carries_weight_bits_and_int8_stays_version_1(op, options):
+    assert contract.op_versions(op) == (1, 2, 3)
+    raw = flexbuffers.Loads(encode_options(op, options))
+    assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH) and "weight_bits" not in raw
+    int4 = encode_options(op, {**options, "weight_bits": 4})
+    raw = flexbuffers.Loads(int4)
+    assert (raw["spec_version"], raw["spec_hash"]) == (3, registry.OP_SPEC_HASHES[op][3])
+    assert decode_options(op, int4) == {**options, "weight_bits": 4}
+    # 8 is expressible in version 3 too (a reader accepts it); the encoder never needs it
+    eight = bytes(flexbuffers.Dumps({**raw, "weight_bits": 8}))
+    assert decode_options(op, eight)["weight_bits"] == 8
+    # version 1 has no weight_bits; version 3 needs it
+    assert decode_error(op, bytes(flexbuffers.Dumps({**raw, "spec_version": 1, "spec_hash": registry.SPEC_HASH}))) == (
+        f"{op}: weight_bits: unknown option"
+    )
+    missing = {k: v for k, v in raw.items() if k != "weight_bits"}
+    assert decode_error(op, bytes(flexbuffers.Dumps(missing))) == f"{op}: weight_bits: missing"
+
+
+@pytest.mark.parametrize("op,options", [(A, ATTENTION_OPTIONS), (M, MLP_OPTIONS)])
+@pytest.mark.parametrize(
+    "bits,problem",
+    [
+        (5, "5 is not a weight width (4: packed int4, 8: int8)"),
+        (3, "3 is outside [4, 8]"),
+        (16, "16 is outside [4, 8]"),
+    ],
+)
+def test_a_corrupt_weight_bits_is_refused_naming_the_field(op, options, bits, problem):
+    raw = flexbuffers.Loads(encode_options(op, {**options, "weight_bits": 4}))
+    assert decode_error(op, bytes(flexbuffers.Dumps({**raw, "weight_bits": bits}))) == f"{op}: weight_bits: {problem}"
+
+
+def test_version_3_hashes_cover_each_op_alone():
+    hashes = {op: registry.OP_SPEC_HASHES[op][3] for op in (A, M)}
+    assert hashes[A] != hashes[M]
+    assert E not in registry.OP_SPEC_HASHES or 3 not in registry.OP_SPEC_HASHES[E]
+    for op, other in ((A, M), (M, A)):
+        text = registry.op_version_text(op, 3)
+        assert f"{op}.option.weight_bits=int[4,8]" in text and "w4row=" in text and other not in text
+        assert text[len("\n".join(contract.constants_text())) + 1 :] in SPEC  # quoted in SPEC.md section 8

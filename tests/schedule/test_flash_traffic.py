@@ -68,3 +68,22 @@ def test_latency_reports_the_flash_stalls_next_to_the_compute():
 def test_weight_traffic_adds_cost_but_does_not_move_the_chosen_tiles(board):
     tiles = flash_traffic.tiles_by_cost_model(TINY, 128, BOARDS[board])
     assert tiles["cycles_with_flash"] == tiles["cycles"] == tiles["instructions"] == {"attention": 4, "mlp": 4}
+
+
+def test_int4_weights_halve_the_weight_stream_but_not_the_channel_tables():
+    """weight_bits 4 (SPEC.md 3.1.1): w4row weights are half the pair4 bytes when 8 divides K; the
+    12-byte channel rows stay, and the stalls follow."""
+    import dataclasses
+
+    tiny4 = dataclasses.replace(TINY, weight_bits=4)
+    for kind in ("attention", "mlp"):
+        eight, four = (flash_traffic.weight_traffic(OpShape(kind, 128, dims, 4)) for dims in (TINY, tiny4))
+        assert 0.5 < four / eight < 0.6, (kind, four, eight)
+    mlp_blocks = 128 // 4
+    w4 = linear.stored_size(512, 128, 4) + 12 * 512 + linear.stored_size(128, 512, 4) + 12 * 128
+    assert flash_traffic.weight_traffic(OpShape("mlp", 128, tiny4, 4)) == mlp_blocks * w4
+    board = BOARDS["nucleo-f767zi"]
+    stalls = {
+        bits: flash_traffic.stall_cycles(OpShape("mlp", 128, dims, 4), board) for bits, dims in ((8, TINY), (4, tiny4))
+    }
+    assert stalls[4] < stalls[8]

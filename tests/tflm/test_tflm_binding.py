@@ -41,10 +41,15 @@ def binding(tmp_path_factory) -> TflmBinding:
     return TflmBinding.build(sources, env_dir, tmp_path_factory.mktemp("tflm-binding"), log=lambda _: None)
 
 
-def _export(tmp_path_factory, labels, embedding_bits=8):
+def _export(tmp_path_factory, labels, embedding_bits=8, weight_bits=8):
     out = tmp_path_factory.mktemp(f"bert-tiny-{labels}")
     request = ExportRequest(
-        out_dir=out, board=get_board("nucleo-f746zg"), num_labels=labels, seq_len=SEQ, embedding_bits=embedding_bits
+        out_dir=out,
+        board=get_board("nucleo-f746zg"),
+        num_labels=labels,
+        seq_len=SEQ,
+        embedding_bits=embedding_bits,
+        weight_bits=weight_bits,
     )
     run_export(request)
     return (out / "model.tflite").read_bytes()
@@ -64,6 +69,12 @@ def encoder(tmp_path_factory) -> bytes:
 def classifier_int4(tmp_path_factory) -> bytes:
     """int4 word tables (spec version 2 options on the embedding op, SPEC 4.1.1)."""
     return _export(tmp_path_factory, 2, embedding_bits=4)
+
+
+@pytest.fixture(scope="module")
+def classifier_w4(tmp_path_factory) -> bytes:
+    """int4 attention and MLP weights (spec version 3 options on those ops, SPEC 3.1.1)."""
+    return _export(tmp_path_factory, 2, weight_bits=4)
 
 
 def sample_inputs(seed: int, vocab_size: int = 30522, length: int | None = None) -> dict[str, np.ndarray]:
@@ -93,6 +104,16 @@ def test_bert_tiny_with_int4_word_tables_equals_the_reference_byte_for_byte(bind
     assert model.quantized.embedding.word_bits == 4
     expected = run_reference(model, inputs).outputs["logits"]
     got = binding.run(classifier_int4, inputs, arena_bytes=1 << 20).outputs["logits"]
+    assert got.dtype == np.int8 and np.array_equal(got.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bert_tiny_with_int4_weights_equals_the_reference_byte_for_byte(binding, classifier_w4, seed):
+    inputs = sample_inputs(seed)
+    model = read_model(classifier_w4)
+    assert all(att.weight_bits == mlp.weight_bits == 4 for att, mlp in model.quantized.layers)
+    expected = run_reference(model, inputs).outputs["logits"]
+    got = binding.run(classifier_w4, inputs, arena_bytes=1 << 20).outputs["logits"]
     assert got.dtype == np.int8 and np.array_equal(got.reshape(expected.shape), expected)
 
 

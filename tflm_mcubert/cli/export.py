@@ -73,6 +73,14 @@ def add_parser(subparsers) -> list[str]:
         "default: the width a `search --embedding-bits` checkpoint was fine-tuned for, else 8",
     )
     export.add_argument(
+        "--weight-bits",
+        type=int,
+        choices=(8, 4),
+        default=8,
+        help="mcubert: store every attention and MLP linear layer (Q, K, V, O, FC1, FC2) as int8 (8, default) "
+        "or packed int4 (4: half their Flash; per output channel, MSE-chosen clipping; ops/SPEC.md 3.1.1)",
+    )
+    export.add_argument(
         "--precision",
         default="int8",
         choices=PRECISIONS,
@@ -160,6 +168,7 @@ def run(args) -> int:
         embedding=args.embedding,
         qat_steps=args.qat_steps,
         embedding_bits=_embedding_bits(args),
+        weight_bits=args.weight_bits,
         calibration=args.calibration,
         calibration_count=args.calibration_samples,
         seed=args.seed,

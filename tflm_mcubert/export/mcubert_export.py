@@ -238,11 +238,13 @@ def export_mcubert(
     settings=None,
     qat=None,
     embedding_bits: int = 8,
+    weight_bits: int = 8,
 ) -> McubertExport:
     """Everything `export --schedule mcubert` computes; the caller writes files and checks the fit.
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
     `embedding_bits`: 4 stores the word tables as packed int4 (SPEC 4.1.1; overrides `settings`').
+    `weight_bits`: 4 stores every attention and MLP linear layer as int4 w4row (SPEC 3.1.1; likewise).
     """
     # Long: the export's steps in order (compress, calibrate, plan, write, read back), each feeding the next.
     if embedding not in EMBEDDING_MODES:
@@ -266,7 +268,9 @@ def export_mcubert(
     float_model = FloatBert.from_keras(model)
     inputs = model_inputs(samples, seq_len, remap)
     log(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
-    settings = dataclasses.replace(settings or CalibrationSettings(), embedding_bits=embedding_bits)
+    settings = dataclasses.replace(
+        settings or CalibrationSettings(), embedding_bits=embedding_bits, weight_bits=weight_bits
+    )
     quantized, ranges = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
     teacher = float_model
     qat_report = None

@@ -25,15 +25,16 @@ from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, known_bundle_files, wri
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.export.firmware_files import write_firmware_files
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
+from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report
 from tflm_mcubert.export.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.model.config import check_seq_len, preset
-from tflm_mcubert.ops.embedding import embedding_storage_bytes
 from tflm_mcubert.quantize.calibrate import model_inputs
 from tflm_mcubert.quantize.qat import QatSettings
 from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
 from tflm_mcubert.schedule.latency import predict_latency
+from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
@@ -56,6 +57,7 @@ class ExportRequest:
     embedding: str = "auto"  # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
     qat_steps: int = 0  # mcubert: steps of the optional KD quantization-aware fine-tune
     embedding_bits: int = 8  # mcubert: word tables as int8 (8) or packed int4 (4, SPEC 4.1.1)
+    weight_bits: int = 8  # mcubert: attention and MLP linear weights as int8 (8) or int4 w4row (4, SPEC 3.1.1)
     calibration: str | None = None
     calibration_count: int = 32
     seed: int = DEFAULT_SEED
@@ -114,6 +116,10 @@ def check_request(request: ExportRequest) -> None:
         raise UserError(f"--embedding-bits must be 4 or 8, got {request.embedding_bits}")
     if request.embedding_bits != 8 and request.schedule != "mcubert":
         raise UserError("--embedding-bits 4 stores the MCUBERT embedding op's tables: it needs --schedule mcubert")
+    if request.weight_bits not in (4, 8):
+        raise UserError(f"--weight-bits must be 4 or 8, got {request.weight_bits}")
+    if request.weight_bits != 8 and request.schedule != "mcubert":
+        raise UserError("--weight-bits 4 stores the MCUBERT attention and MLP weights: it needs --schedule mcubert")
     if request.schedule == "mcubert" and request.precision != "int8":
         raise UserError(
             f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
@@ -415,6 +421,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         embedding=request.embedding,
         qat=QatSettings(steps=request.qat_steps, seed=request.seed, embedding_bits=request.embedding_bits),
         embedding_bits=request.embedding_bits,
+        weight_bits=request.weight_bits,
     )
     tflite, plan, arena = result.tflite, result.plan, result.arena
     _write_model(tflite, out_dir)
@@ -468,8 +475,15 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         },
         "compression": _with_real_embedding_bytes(result.compression, constants.get("embedding", 0)),
         "embedding": embedding_storage_report(result.quantized.embedding, constants.get("embedding", 0)),
+        # int4 encoder weights only: an int8 export's report.json stays byte-identical (its "ops" bytes say it)
+        **({"encoder": encoder_storage_report(result.quantized, constants)} if request.weight_bits != 8 else {}),
         "fits": fit.to_json(),
-        "latency_estimate": _latency_estimates(config, request.seq_len, plan.tiles, request.board),
+        "latency_estimate": _latency_estimates(
+            dataclasses.replace(Dims.of(config), weight_bits=request.weight_bits),
+            request.seq_len,
+            plan.tiles,
+            request.board,
+        ),
         # Every known board at once: whether this export fits it, and the longest sequence that would.
         "boards": fit_on_every_board(config, request.seq_len, flash_bytes, config.num_labels, reserves),
         "ops": [
@@ -504,23 +518,6 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             + f" (files written to {request.out_dir} for inspection)"
         )
     return report
-
-
-def embedding_storage_report(params, op_bytes: int) -> dict:
-    """report.json's "embedding": how the word tables are stored and what they take in Flash, at this
-    storage width and at the other (both from ops.embedding.embedding_storage_bytes)."""
-    geometry = [(view.end - view.start, view.rank) for view in params.cluster_views]
-    by_bits = {bits: embedding_storage_bytes(geometry, params.hidden, bits) for bits in (8, 4)}
-    return {
-        "storage_bits": params.word_bits,
-        "embedding_bytes": by_bits[params.word_bits],
-        "embedding_bytes_int8": by_bits[8],
-        "embedding_bytes_int4": by_bits[4],
-        "op_bytes": op_bytes,
-        "note": "embedding_bytes: the word tables as stored (word_rows + word_projections; ops.embedding."
-        "embedding_storage_bytes); op_bytes: every constant of the embedding op (also positions, token "
-        "types, requantization and LayerNorm tables)",
-    }
 
 
 def _with_real_embedding_bytes(compression: dict | None, embedding_bytes: int) -> dict | None:

@@ -71,7 +71,7 @@ from tflm_mcubert.ops.layernorm import (
     residual_sum,
 )
 from tflm_mcubert.ops.op_def import OpDef, hidden_shape
-from tflm_mcubert.ops.linear import Linear, int_matmul
+from tflm_mcubert.ops.linear import Linear, check_layer_bits, check_weight_bits, int_matmul, weight_bits_option
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
@@ -137,6 +137,7 @@ class AttentionParams:
     exp_lut: np.ndarray  # int16[256]
     layer_norm: LayerNormParams
     residual: np.ndarray  # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
+    weight_bits: int = 8  # of all four projections: 8 = int8 pair4, 4 = int4 w4row (version 3, SPEC 3.1.1)
 
     @property
     def head_size(self) -> int:
@@ -156,10 +157,12 @@ class AttentionParams:
             problem = check_multipliers(getattr(self, mult), getattr(self, shift))
             if problem:
                 raise OpSpecError(OP, mult, problem)
+        bits = check_weight_bits(OP, self.weight_bits)
         for name in ("query", "key", "value", "output"):
             lin: Linear = getattr(self, name)
             if (lin.in_features, lin.out_features) != (d, d):
                 raise OpSpecError(OP, name, f"expected a {d} x {d} layer, got {lin.out_features} x {lin.in_features}")
+            check_layer_bits(OP, name, lin, bits)
             lin.validate(OP, name)
         lut = check_array(OP, "exp_lut", self.exp_lut, np.int16, (LUT_SIZE,), 0, EXP_ONE)
         if lut[0] != EXP_ONE:
@@ -186,6 +189,7 @@ class AttentionParams:
             "context_multiplier": self.context_multiplier,
             "context_shift": self.context_shift,
             "ln_eps": self.layer_norm.eps,
+            **weight_bits_option(self.weight_bits),
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
@@ -202,9 +206,9 @@ class AttentionParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
-        d = options["hidden"]
+        d, bits = options["hidden"], options.get("weight_bits", 8)
         lin = {
-            name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"])
+            name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"], bits)
             for name in ("query", "key", "value", "output")
         }
         return cls(
@@ -224,6 +228,7 @@ class AttentionParams:
             tensors["exp_lut"],
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
             tensors["residual"],
+            bits,
         ).validate()
 
     # -- offline quantization ---------------------------------------------------------------
@@ -237,6 +242,7 @@ class AttentionParams:
         seq_len: int,
         tile: int,
         mask_mode: int = contract.MASK_MODE_KEY_MASK,
+        weight_bits: int = 8,
     ) -> "AttentionParams":
         x = quant.input
         residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
@@ -257,13 +263,14 @@ class AttentionParams:
             score_shift=int(score_s),
             context_multiplier=int(ctx_m),
             context_shift=int(ctx_s),
-            query=Linear.from_float(fw.wq, fw.bq, x, quant.query.scale),
-            key=Linear.from_float(fw.wk, fw.bk, x, quant.key.scale),
-            value=Linear.from_float(fw.wv, fw.bv, x, quant.value.scale),
-            output=Linear.from_float(fw.wo, fw.bo, quant.context, z_scale),
+            query=Linear.from_float(fw.wq, fw.bq, x, quant.query.scale, weight_bits),
+            key=Linear.from_float(fw.wk, fw.bk, x, quant.key.scale, weight_bits),
+            value=Linear.from_float(fw.wv, fw.bv, x, quant.value.scale, weight_bits),
+            output=Linear.from_float(fw.wo, fw.bo, quant.context, z_scale, weight_bits),
             exp_lut=build_exp_lut(quant.score_scale),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
             residual=residual,
+            weight_bits=weight_bits,
         ).validate()
 
 
@@ -471,5 +478,5 @@ DEFINITION = OpDef(
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.heads, p.tile),
     output_shape=hidden_shape,
     cost_features=lambda s, dims, t: kernel_events.attention_features(s, dims.hidden, dims.heads, t),
-    weight_traffic=lambda s, dims, t: kernel_events.attention_weight_traffic(s, dims.hidden, t),
+    weight_traffic=lambda s, dims, t: kernel_events.attention_weight_traffic(s, dims.hidden, t, dims.weight_bits),
 )

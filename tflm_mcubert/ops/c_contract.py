@@ -131,6 +131,8 @@ def header_text() -> str:
         out += _macro(f"MCUBERT_{upper}_SPEC_VERSIONS", versions)
         out += ["/* Option fields: X(params type, field, kind, op version that added it). */"]
         out += _macro(f"MCUBERT_{upper}_OPTION_FIELDS", options)
+        later = [f for f in params_fields(code) if f.since > 1]  # a field's first version, for validate
+        out += [f"#define MCUBERT_{upper}_{f.name.upper()}_SINCE {f.since}" for f in later]
         out += _struct(code)
     out += ["", "#endif /* MCUBERT_CONTRACT_H */", ""]
     return "\n".join(out)

@@ -24,6 +24,10 @@ SPEC_VERSION_INT4 = 2
 # lines only, so a new version of one op changes no other op's hash and no other model's bytes.
 SPEC_VERSIONS = (SPEC_VERSION, SPEC_VERSION_INT4)
 CONTRACT_WIDE_VERSIONS = SPEC_VERSIONS
+# Version 3 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (the first per-op version): option `weight_bits`,
+# one storage width for all the op's linear layers, 4 = the packed int4 "w4row" layout (SPEC.md 3.1.1).
+SPEC_VERSION_W4 = 3
+LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
 
@@ -111,7 +115,17 @@ def _check_embedding(v: dict[str, int]):
     return None
 
 
+def _check_weight_bits(v: dict[str, int]):
+    bits = v.get("weight_bits", 8)
+    if bits not in LINEAR_WEIGHT_BITS:
+        return "weight_bits", f"{bits} is not a weight width (4: packed int4, 8: int8)"
+    return None
+
+
 def _check_attention(v: dict[str, int]):
+    problem = _check_weight_bits(v)
+    if problem:
+        return problem
     if v["hidden"] % v["heads"]:
         return "heads", f"hidden {v['hidden']} is not a multiple of heads {v['heads']}"
     if v["tile"] > v["seq_len"]:
@@ -122,6 +136,9 @@ def _check_attention(v: dict[str, int]):
 
 
 def _check_mlp(v: dict[str, int]):
+    problem = _check_weight_bits(v)
+    if problem:
+        return problem
     if v["tile"] > v["seq_len"]:
         return "tile", f"tile {v['tile']} exceeds seq_len {v['seq_len']}"
     return None
@@ -276,16 +293,41 @@ EMBEDDING_ROWS = 4
 DSP_ROWS = 4
 
 
+_WEIGHT_BITS = OptionField(
+    "weight_bits", 4, 8, "every linear layer's weights: 4 (packed int4, w4row) or 8 (int8, pair4)"
+)
+
+
+def _w4_lines(op: str, layers: tuple[str, ...], shapes: str) -> tuple[str, ...]:
+    """Version 3's numerics of an encoder op: the w4row layout, its value range, the weight tensors."""
+    return (
+        f"{op}.weight_bits=one width for every linear layer of the op;values {LINEAR_WEIGHT_BITS};8=pair4",
+        "w4row=[N][4*ceil(K/8)] bytes;value k of channel c:nibble k%2 (low first) of byte c*row_bytes+k/2;"
+        "stored nibble=w+8;w in [-7,7] (nibble 0=-8 refused);padding nibbles (k>=K) 0",
+        "w4row.acc=bias+sum_k x[k]*w[c][k] as int8;channel rows (bias,M,shift) as int8",
+        f"{op}.weights({'|'.join(layers)})=int8[N*4*ceil(K/8)] when weight_bits=4;(N,K)=({shapes})",
+    )
+
+
 # Option fields a later version adds, by version and op (absent from, and unknown to, earlier ones).
 VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
     SPEC_VERSION_INT4: {
         EMBEDDING: (OptionField("word_bits", 4, 8, "word table storage: 4 (packed int4) or 8 (int8)"),),
-    }
+    },
+    SPEC_VERSION_W4: {
+        ATTENTION: (_WEIGHT_BITS,),
+        MLP: (_WEIGHT_BITS,),
+    },
 }
 
 
 # Contract text a per-op version adds beyond its option fields (numerics, layouts), by version and op.
-VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {}
+VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
+    SPEC_VERSION_W4: {
+        ATTENTION: _w4_lines(ATTENTION, ("query", "key", "value", "output"), "d, d"),
+        MLP: _w4_lines(MLP, ("fc1", "fc2"), "ffn, d|d, ffn"),
+    }
+}
 
 
 def op_versions(op: str) -> tuple[int, ...]:
@@ -346,10 +388,9 @@ def int4_contract_lines() -> list[str]:
         "cluster i>0:int4[r_i]:ceil(r_i/2) bytes",
         "embedding_int4_word=cluster 0:requantize(q*row_scale,Mw_0[c]);cluster i>0:as int8",
     ]
-    for version, ops in VERSION_OPTIONS.items():
-        for op, fields in ops.items():
-            for f in fields:
-                lines.append(f"{op}.option.{f.name}=int[{f.lo},{f.hi}];v{version};values {EMBEDDING_WORD_BITS}")
+    for op, fields in VERSION_OPTIONS[SPEC_VERSION_INT4].items():  # version 2's own fields only
+        for f in fields:
+            lines.append(f"{op}.option.{f.name}=int[{f.lo},{f.hi}];v{SPEC_VERSION_INT4};values {EMBEDDING_WORD_BITS}")
     lines.append(f"{EMBEDDING}.input3.word_rows=int8[sum n_i*row_bytes_i(word_bits)]")
     return lines
 

@@ -104,7 +104,13 @@ class KernelCall:
 
     @property
     def options(self) -> dict[str, int]:
-        return {name: getattr(self.params, name) for name, _ in self.params._fields_}
+        """The params' fields of the call's spec version (a later version's fields, 0 in the struct, are
+        absent, so `{**call.options, ...}` keeps the version); every field for a version the op lacks."""
+        version = self.params.spec_version
+        if version not in contract.op_versions(self.op):
+            return {name: getattr(self.params, name) for name, _ in self.params._fields_}
+        known = {f.name for f in contract.option_fields(self.op, version)} | {c_contract.RESERVED}
+        return {name: getattr(self.params, name) for name, _ in self.params._fields_ if name in known}
 
     def dims(self) -> tuple[int, ...]:
         """Arguments of the op's get_buffer_size."""

@@ -172,24 +172,25 @@ def mlp_features(s: int, d: int, f: int, t: int) -> dict[str, float]:
 CHANNEL_TABLE_BYTES = 12  # int32 bias, multiplier, shift per output channel
 
 
-def linear_bytes(out_features: int, in_features: int) -> int:
-    """Flash bytes of one linear layer: pair4 weights and the per-channel (bias, M, shift) table."""
-    return linear.packed_size(out_features, in_features) + CHANNEL_TABLE_BYTES * out_features
+def linear_bytes(out_features: int, in_features: int, weight_bits: int = 8) -> int:
+    """Flash bytes of one linear layer: its weights (pair4 int8, or w4row int4 for weight_bits 4) and the
+    per-channel (bias, M, shift) table."""
+    return linear.stored_size(out_features, in_features, weight_bits) + CHANNEL_TABLE_BYTES * out_features
 
 
 def row_blocks(rows: int) -> int:
     return math.ceil(rows / BLOCK_ROWS)
 
 
-def attention_weight_traffic(s: int, d: int, t: int) -> int:
+def attention_weight_traffic(s: int, d: int, t: int, weight_bits: int = 8) -> int:
     """Bytes of weights and channel tables one MCUBERT_ATTENTION call reads from Flash."""
     tile_blocks = sum(row_blocks(n) for n in tile_sizes(s, t))
-    key_value = 2 * row_blocks(s) * linear_bytes(d, d)  # every head's K and V, all tokens
-    query_output = 2 * tile_blocks * linear_bytes(d, d)  # Q per tile, output projection
+    key_value = 2 * row_blocks(s) * linear_bytes(d, d, weight_bits)  # every head's K and V, all tokens
+    query_output = 2 * tile_blocks * linear_bytes(d, d, weight_bits)  # Q per tile, output projection
     return key_value + query_output
 
 
-def mlp_weight_traffic(s: int, d: int, f: int, t: int) -> int:
+def mlp_weight_traffic(s: int, d: int, f: int, t: int, weight_bits: int = 8) -> int:
     """Bytes of weights and channel tables one MCUBERT_MLP call reads from Flash."""
     tile_blocks = sum(row_blocks(n) for n in tile_sizes(s, t))
-    return tile_blocks * (linear_bytes(f, d) + linear_bytes(d, f))
+    return tile_blocks * (linear_bytes(f, d, weight_bits) + linear_bytes(d, f, weight_bits))

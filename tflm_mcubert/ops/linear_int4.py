@@ -1,4 +1,4 @@
-"""Int4 linear-layer weights: the packed "w4row" layout and the reference matmul (docs/w4-gemm.md).
+"""Int4 linear-layer weights: the packed "w4row" layout and the reference matmul (SPEC.md 3.1.1).
 
 Layout, for a weight W[N out, K in] with values in [-7, 7] (symmetric, as int8's [-127, 127]):
 
@@ -12,14 +12,15 @@ padding nibble and a zero weight nibble alike. Flash: N * 4 * ceil(K/8) bytes, h
 layout's ceil(N/2) * 8 * ceil(K/4) plus at most 4 bytes per channel (none when 8 divides K).
 
 The channel rows (bias, multiplier, shift) are the int8 layer's, unchanged: the accumulators are
-exactly bias + sum_k x[k] W[c, k] with the unpacked weights, so the requantize stage is shared.
+exactly bias + sum_k x[k] W[c, k] with the unpacked weights, so the requantize stage is shared
+(`linear.Linear` with weight_bits=4 stores these bytes; `linear.linear_from_int4` is the int8 twin).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tflm_mcubert.ops.linear import Linear, int_matmul, pack_weights
+from tflm_mcubert.ops.fixed_point import int_matmul
 from tflm_mcubert.ops.validation import OpSpecError, check_array
 
 WORD_DEPTH = 8  # K values per 32-bit word
@@ -86,10 +87,3 @@ def matmul_int4(x: np.ndarray, packed: np.ndarray, out_features: int, in_feature
         raise ValueError(f"matmul_int4: expected int8 activations [n, {in_features}]")
     weight = unpack_weights_int4(packed, out_features, in_features)
     return int_matmul(x, weight.T)
-
-
-def linear_from_int4(packed: np.ndarray, channels: np.ndarray, out_features: int, in_features: int) -> Linear:
-    """The int8 Linear (pair4) with the same weights and channel rows: every reference computation of
-    an int4 layer (accumulate, requantized, the ops' output stages) is this layer's, unchanged."""
-    weight = unpack_weights_int4(packed, out_features, in_features)
-    return Linear(in_features, out_features, pack_weights(weight), np.asarray(channels, dtype=np.int32))

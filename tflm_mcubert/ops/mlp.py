@@ -38,7 +38,7 @@ from tflm_mcubert.ops.layernorm import (
     residual_sum,
 )
 from tflm_mcubert.ops.op_def import OpDef, hidden_shape
-from tflm_mcubert.ops.linear import Linear
+from tflm_mcubert.ops.linear import Linear, check_layer_bits, check_weight_bits, weight_bits_option
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
@@ -72,6 +72,7 @@ class MLPParams:
     fc2: Linear
     layer_norm: LayerNormParams
     residual: np.ndarray  # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
+    weight_bits: int = 8  # of FC1 and FC2: 8 = int8 pair4, 4 = int4 w4row (version 3, SPEC 3.1.1)
 
     def validate(self) -> "MLPParams":
         s = check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
@@ -79,12 +80,14 @@ class MLPParams:
         f = check_int(OP, "ffn", self.ffn, 1, contract.MAX_FFN)
         check_int(OP, "tile", self.tile, 1, s)
         check_int(OP, "fc1_output_zero_point", self.fc1_output_zero_point, INT8_MIN, INT8_MAX)
+        bits = check_weight_bits(OP, self.weight_bits)
         for name, shape in (("fc1", (f, d)), ("fc2", (d, f))):
             lin: Linear = getattr(self, name)
             if (lin.out_features, lin.in_features) != shape:
                 raise OpSpecError(
                     OP, name, f"expected a {shape[0]} x {shape[1]} layer, got {lin.out_features} x {lin.in_features}"
                 )
+            check_layer_bits(OP, name, lin, bits)
             lin.validate(OP, name)
         check_array(OP, "activation_lut", self.activation_lut, np.int8, (LUT_SIZE,))
         self.layer_norm.validate(OP, "layer_norm", d)
@@ -99,6 +102,7 @@ class MLPParams:
             "tile": self.tile,
             "fc1_output_zero_point": self.fc1_output_zero_point,
             "ln_eps": self.layer_norm.eps,
+            **weight_bits_option(self.weight_bits),
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
@@ -114,22 +118,25 @@ class MLPParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
-        d, f = options["hidden"], options["ffn"]
+        d, f, bits = options["hidden"], options["ffn"], options.get("weight_bits", 8)
         return cls(
             options["seq_len"],
             d,
             f,
             options["tile"],
             options["fc1_output_zero_point"],
-            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"]),
+            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"], bits),
             tensors["activation_lut"],
-            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"]),
+            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"], bits),
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
             tensors["residual"],
+            bits,
         ).validate()
 
     @classmethod
-    def quantize(cls, fw: "MLPFloat", quant: "MLPQuant", *, seq_len: int, tile: int) -> "MLPParams":
+    def quantize(
+        cls, fw: "MLPFloat", quant: "MLPQuant", *, seq_len: int, tile: int, weight_bits: int = 8
+    ) -> "MLPParams":
         x = quant.input
         residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
         lut = build_activation_lut(
@@ -139,7 +146,7 @@ class MLPParams:
             quant.activation.scale,
             quant.activation.zero_point,
         )
-        fc1 = Linear.from_float(fw.w1, fw.b1, x, quant.fc1_output.scale)
+        fc1 = Linear.from_float(fw.w1, fw.b1, x, quant.fc1_output.scale, weight_bits)
         return cls(
             seq_len=seq_len,
             hidden=fw.hidden,
@@ -148,9 +155,10 @@ class MLPParams:
             fc1_output_zero_point=quant.fc1_output.zero_point,
             fc1=fc1,
             activation_lut=lut,
-            fc2=Linear.from_float(fw.w2, fw.b2, quant.activation, z_scale),
+            fc2=Linear.from_float(fw.w2, fw.b2, quant.activation, z_scale, weight_bits),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
             residual=residual,
+            weight_bits=weight_bits,
         ).validate()
 
 
@@ -252,5 +260,5 @@ DEFINITION = OpDef(
     buffer_size_args=lambda p: (p.seq_len, p.hidden, p.ffn, p.tile),
     output_shape=hidden_shape,
     cost_features=lambda s, dims, t: kernel_events.mlp_features(s, dims.hidden, dims.ffn, t),
-    weight_traffic=lambda s, dims, t: kernel_events.mlp_weight_traffic(s, dims.hidden, dims.ffn, t),
+    weight_traffic=lambda s, dims, t: kernel_events.mlp_weight_traffic(s, dims.hidden, dims.ffn, t, dims.weight_bits),
 )

@@ -20,6 +20,7 @@ from tflm_mcubert.ops.embedding import EmbeddingFloat, EmbeddingParams
 from tflm_mcubert.ops.fixed_point import EXP_ONE, MULTIPLIER_MIN, INT32_MAX
 from tflm_mcubert.ops.layernorm import EPS_MAX, LayerNormParams
 from tflm_mcubert.ops.linear import BIAS_LIMIT, Linear, pack_weights
+from tflm_mcubert.ops.linear_int4 import pack_weights_int4
 from tflm_mcubert.ops.mlp import MLPFloat, MLPParams
 from tflm_mcubert.ops.quantization import TensorQuant
 
@@ -142,8 +143,9 @@ def quantized_encoder(
 # ---------------------------------------------------------------------------------------------
 
 
-def _weights(rng, n, k) -> np.ndarray:
-    w = rng.choice(np.array([-127, 127, -1, 0, 1], np.int8), size=(n, k), p=[0.4, 0.4, 0.05, 0.1, 0.05])
+def _weights(rng, n, k, bits: int = 8) -> np.ndarray:
+    top = 127 if bits == 8 else 7
+    w = rng.choice(np.array([-top, top, -1, 0, 1], np.int8), size=(n, k), p=[0.4, 0.4, 0.05, 0.1, 0.05])
     return w.astype(np.int8)
 
 
@@ -161,12 +163,17 @@ def _mostly(rng, n, typical: int, limit: int) -> np.ndarray:
     return np.where(rng.random(n) < 0.8, small, large)
 
 
-def _linear(rng, n, k, *, shifts=(-24, -12)) -> Linear:
+def _linear(rng, n, k, *, shifts=(-24, -12), bits: int = 8) -> Linear:
+    """bits 4: int4 weights in [-7, 7] (w4row), shifts 4 higher for the ~16x smaller accumulators."""
+    if bits == 4:
+        shifts = (shifts[0] + 4, shifts[1] + 4)
     mult, shift = _requant(rng, n)
     # Mostly moderate shifts so that many outputs land inside the output range instead of saturating.
     shift = np.where(rng.random(n) < 0.8, rng.integers(*shifts, n), shift).astype(np.int32)
     channels = np.stack([_mostly(rng, n, 1 << 16, BIAS_LIMIT), mult, shift], axis=1).astype(np.int32)
-    return Linear(k, n, pack_weights(_weights(rng, n, k)), channels)
+    w = _weights(rng, n, k, bits)
+    packed = pack_weights(w) if bits == 8 else pack_weights_int4(w).view(np.int8)
+    return Linear(k, n, packed, channels, bits)
 
 
 def _layer_norm(rng, d) -> LayerNormParams:
@@ -184,7 +191,7 @@ def _residual(rng, d) -> np.ndarray:
     return np.stack([zero_point, shift], axis=1).astype(np.int32)
 
 
-def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0) -> AttentionParams:
+def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0, weight_bits: int = 8) -> AttentionParams:
     lut = rng.integers(0, EXP_ONE, 256, endpoint=True).astype(np.int16)
     lut[0] = EXP_ONE
     sm, ss = _requant(rng, 2)
@@ -198,28 +205,30 @@ def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0) -
         score_shift=int(rng.integers(-20, -5)),
         context_multiplier=int(max(sm[1], MULTIPLIER_MIN)),
         context_shift=int(rng.integers(-20, 0)),
-        query=_linear(rng, d, d),
-        key=_linear(rng, d, d),
-        value=_linear(rng, d, d),
-        output=_linear(rng, d, d, shifts=(-16, -4)),
+        query=_linear(rng, d, d, bits=weight_bits),
+        key=_linear(rng, d, d, bits=weight_bits),
+        value=_linear(rng, d, d, bits=weight_bits),
+        output=_linear(rng, d, d, shifts=(-16, -4), bits=weight_bits),
         exp_lut=lut,
         layer_norm=_layer_norm(rng, d),
         residual=_residual(rng, d),
+        weight_bits=weight_bits,
     ).validate()
 
 
-def extreme_mlp(rng, s: int, d: int, ffn: int, t: int) -> MLPParams:
+def extreme_mlp(rng, s: int, d: int, ffn: int, t: int, weight_bits: int = 8) -> MLPParams:
     return MLPParams(
         seq_len=s,
         hidden=d,
         ffn=ffn,
         tile=t,
         fc1_output_zero_point=int(rng.integers(-128, 128)),
-        fc1=_linear(rng, ffn, d),
+        fc1=_linear(rng, ffn, d, bits=weight_bits),
         activation_lut=rng.integers(-128, 128, 256).astype(np.int8),
-        fc2=_linear(rng, d, ffn, shifts=(-16, -4)),
+        fc2=_linear(rng, d, ffn, shifts=(-16, -4), bits=weight_bits),
         layer_norm=_layer_norm(rng, d),
         residual=_residual(rng, d),
+        weight_bits=weight_bits,
     ).validate()
 
 

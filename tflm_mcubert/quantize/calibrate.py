@@ -51,10 +51,13 @@ class CalibrationSettings:
     propagation: str = "float"
     seed: int = 0
     embedding_bits: int = 8  # storage of the embedding's word tables: 8 (int8) or 4 (int4, SPEC 4.1.1)
+    weight_bits: int = 8  # of every attention and MLP linear layer: 8 (int8) or 4 (int4 w4row, SPEC 3.1.1)
 
     def __post_init__(self):
         if self.embedding_bits not in (4, 8):
             raise UserError(f"embedding bits {self.embedding_bits!r} (choose 4 or 8)")
+        if self.weight_bits not in (4, 8):
+            raise UserError(f"weight bits {self.weight_bits!r} (choose 4 or 8)")
         if self.method not in METHODS:
             raise UserError(f"calibration method {self.method!r} (choose from {', '.join(METHODS)})")
         if self.propagation not in PROPAGATIONS:
@@ -186,7 +189,9 @@ def calibrate(
     for k, (quantizer, fw, name) in enumerate(run.stages):
         outs = run.stage_outputs(k)
         output = run.output_quant(f"{name}.output", outs, k + 1)
-        params = quantizer.params(fw, name, run.ranges, run.current, output, seq_len, mask_mode, run.choose)
+        params = quantizer.params(
+            fw, name, run.ranges, run.current, output, seq_len, mask_mode, run.choose, settings.weight_bits
+        )
         stage_params.append(params)
         run.advance(quantizer.op, params, output, outs)
         hidden_quants.append(output)

@@ -4,7 +4,9 @@ op's integer parameters. The quantizer side of an op (as ExecuTorch keeps `quant
 path (`<Op>Params.quantize`) does the arithmetic.
 
     forward(float layer, x, valid, name, see) -> y      the float op, reporting `name.<tensor>` ranges
-    params(float layer, name, ranges, input, output, seq_len, mask_mode, choose) -> validated params
+    params(float layer, name, ranges, input, output, seq_len, mask_mode, choose, weight_bits) -> validated params
+
+`weight_bits` (4 or 8) is the storage width of the op's linear layers (SPEC.md 3.1.1; one per op).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class OpQuantizer:
     params: Callable[..., Any]
 
 
-def _attention_params(fw, name, ranges, input_quant, output, seq_len, mask_mode, choose: Choose):
+def _attention_params(fw, name, ranges, input_quant, output, seq_len, mask_mode, choose: Choose, weight_bits=8):
     aq = AttentionQuant(
         input=input_quant,
         query=choose.symmetric(ranges[f"{name}.query"]),
@@ -46,10 +48,10 @@ def _attention_params(fw, name, ranges, input_quant, output, seq_len, mask_mode,
         z_max_abs=ranges[f"{name}.z"].max_abs,
         output=output,
     )
-    return AttentionParams.quantize(fw, aq, seq_len=seq_len, tile=seq_len, mask_mode=mask_mode)
+    return AttentionParams.quantize(fw, aq, seq_len=seq_len, tile=seq_len, mask_mode=mask_mode, weight_bits=weight_bits)
 
 
-def _mlp_params(fw, name, ranges, input_quant, output, seq_len, mask_mode, choose: Choose):
+def _mlp_params(fw, name, ranges, input_quant, output, seq_len, mask_mode, choose: Choose, weight_bits=8):
     mq = MLPQuant(
         input=input_quant,
         fc1_output=choose.asymmetric(ranges[f"{name}.fc1_output"]),
@@ -57,7 +59,7 @@ def _mlp_params(fw, name, ranges, input_quant, output, seq_len, mask_mode, choos
         z_max_abs=ranges[f"{name}.z"].max_abs,
         output=output,
     )
-    return MLPParams.quantize(fw, mq, seq_len=seq_len, tile=seq_len)
+    return MLPParams.quantize(fw, mq, seq_len=seq_len, tile=seq_len, weight_bits=weight_bits)
 
 
 QUANTIZERS: dict[str, OpQuantizer] = {

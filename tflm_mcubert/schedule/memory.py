@@ -51,6 +51,7 @@ class Dims:
     heads: int
     ffn: int
     layers: int
+    weight_bits: int = 8  # of the attention and MLP linear weights (Flash traffic only; SPEC.md 3.1.1)
 
     @classmethod
     def of(cls, config) -> "Dims":

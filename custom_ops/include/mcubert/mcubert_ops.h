@@ -144,7 +144,7 @@ mcubert_status mcubert_embedding_s8(const mcubert_embedding_params *params, cons
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {                   /* constant inputs 2..12, contract order */
-    const int8_t *query_weights;   /* pair4, packed(d, d) */
+    const int8_t *query_weights;   /* pair4 packed(d, d); weight_bits 4: w4row, d * 4 ceil(d/8) */
     const int32_t *query_channels; /* [d][3]: bias, multiplier, shift */
     const int8_t *key_weights;
     const int32_t *key_channels;
@@ -191,10 +191,10 @@ mcubert_status mcubert_attention_s8(const mcubert_attention_params *params, cons
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {                  /* constant inputs 1..7, contract order */
-    const int8_t *fc1_weights;    /* pair4, packed(f, d) */
+    const int8_t *fc1_weights;    /* pair4 packed(f, d); weight_bits 4: w4row, f * 4 ceil(d/8) */
     const int32_t *fc1_channels;  /* [f][3] */
     const int8_t *activation_lut; /* [256]: entry q + 128 for input q */
-    const int8_t *fc2_weights;    /* pair4, packed(d, f) */
+    const int8_t *fc2_weights;    /* pair4 packed(d, f); weight_bits 4: w4row, d * 4 ceil(f/8) */
     const int32_t *fc2_channels;  /* [d][3] */
     const int32_t *layer_norm;    /* [d][2] */
     const int32_t *residual;      /* [d][2]: zero point [-128, 127], shift R_c [0, 7] per channel */

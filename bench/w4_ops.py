@@ -1,0 +1,97 @@
+"""Whole-op instructions with int4 (w4row) against int8 (pair4) linear weights, on an emulated core.
+
+Prints a table; not a test. For each model shape (BERT-tiny: d 128, 2 heads, ffn 512; BERT-mini: d 256,
+4 heads, ffn 1024) one realistic attention and one MLP op (testing.float_* weights, calibrated on
+random hidden states) are quantized twice from the same float weights, with weight_bits 8 and 4
+(SPEC.md 3.1.1), run by the library under unicorn (mcubert_emu, the kernel build's own flags;
+Cortex-M7 by default), every result checked bit-exact against the numpy reference, and the executed
+instructions of the op call counted (validate excluded). The ratio W4/W8 is the whole op's:
+projections, scores, softmax, P.V, requantization, residual and LayerNorm.
+
+    python bench/w4_ops.py [--tokens 128] [--cores cortex-m7] [--tiles 4,4] [--json out.json]
+
+Needs arm-none-eabi-gcc and the `unicorn` package (pip install -e .[bench]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tflm_mcubert.measure import kernel_build  # noqa: E402
+from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel  # noqa: E402
+from tflm_mcubert.ops import attention, kernel_abi, mlp, testing  # noqa: E402
+from tflm_mcubert.ops.attention import AttentionParams  # noqa: E402
+from tflm_mcubert.ops.mlp import MLPParams  # noqa: E402
+from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
+
+MODELS = {"bert-tiny": (128, 2, 512), "bert-mini": (256, 4, 1024)}  # d, heads, ffn
+
+
+def op_calls(model: str, s: int, tiles: tuple[int, int], seed: int = 0):
+    """{(kind, bits): (call, expected)} for one model shape, both widths from the same float weights."""
+    d, h, f = MODELS[model]
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(s, d))
+    inq = TensorQuant.observe(x, symmetric=False)
+    xq = inq.quantize(x)
+    fa, fm = testing.float_attention(rng, d, h), testing.float_mlp(rng, d, f)
+    aq = fa.calibrate(inq.dequantize(xq), np.ones(s, bool), inq)
+    mq = fm.calibrate(inq.dequantize(xq), inq)
+    mask = np.ones(s, np.int8)
+    calls = {}
+    for bits in (8, 4):
+        ap = AttentionParams.quantize(fa, aq, seq_len=s, tile=tiles[0], weight_bits=bits)
+        mp = MLPParams.quantize(fm, mq, seq_len=s, tile=tiles[1], weight_bits=bits)
+        calls["attention", bits] = (kernel_abi.attention_call(ap, xq, mask), attention.run(ap, xq.copy(), mask))
+        calls["mlp", bits] = (kernel_abi.mlp_call(mp, xq), mlp.run(mp, xq.copy()))
+    return calls
+
+
+def measure(emu: ArmEmulator, call, expected) -> int:
+    run = run_kernel(emu, call, count_instructions=True)
+    if run.status != kernel_abi.OK:
+        raise RuntimeError(run.message)
+    if not np.array_equal(run.output, expected.reshape(-1)):
+        raise RuntimeError(f"{call.op}: the kernel differs from the reference")
+    return int(run.instructions)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--cores", default="cortex-m7")
+    parser.add_argument("--tiles", default="4,4", help="attention,mlp tiles (default 4,4: the F767ZI plan)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    tiles = tuple(int(t) for t in args.tiles.split(","))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for cpu in args.cores.split(","):
+            image = kernel_build.build(kernel_build.Variant(cpu), Path(tmp), "mcubert_emu").image("mcubert_emu")
+            emu = ArmEmulator(image, cpu)
+            for model in MODELS:
+                calls = op_calls(model, args.tokens, tiles)
+                for kind in ("attention", "mlp"):
+                    w8, w4 = (measure(emu, *calls[kind, bits]) for bits in (8, 4))
+                    rows.append({"core": cpu, "model": model, "op": kind, "w8": w8, "w4": w4, "ratio": w4 / w8})
+    print(f"{'core':<10} {'model':<10} {'op':<10} {'W8 instructions':>16} {'W4 instructions':>16} {'W4/W8':>7}")
+    for r in rows:
+        print(f"{r['core']:<10} {r['model']:<10} {r['op']:<10} {r['w8']:>16,} {r['w4']:>16,} {r['ratio']:>7.3f}")
+    if args.json:
+        args.json.write_text(json.dumps({"tokens": args.tokens, "tiles": tiles, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

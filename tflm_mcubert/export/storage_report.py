@@ -1,0 +1,49 @@
+"""report.json's storage blocks: where an MCUBERT export's Flash goes, by what the ops store (the
+embedding's word tables, the encoder's linear weights), at the width used and at the other one."""
+
+from __future__ import annotations
+
+from tflm_mcubert.ops.embedding import embedding_storage_bytes
+from tflm_mcubert.ops.linear import Linear, stored_size
+
+
+def embedding_storage_report(params, op_bytes: int) -> dict:
+    """report.json's "embedding": how the word tables are stored and what they take in Flash, at this
+    storage width and at the other (both from ops.embedding.embedding_storage_bytes)."""
+    geometry = [(view.end - view.start, view.rank) for view in params.cluster_views]
+    by_bits = {bits: embedding_storage_bytes(geometry, params.hidden, bits) for bits in (8, 4)}
+    return {
+        "storage_bits": params.word_bits,
+        "embedding_bytes": by_bits[params.word_bits],
+        "embedding_bytes_int8": by_bits[8],
+        "embedding_bytes_int4": by_bits[4],
+        "op_bytes": op_bytes,
+        "note": "embedding_bytes: the word tables as stored (word_rows + word_projections; ops.embedding."
+        "embedding_storage_bytes); op_bytes: every constant of the embedding op (also positions, token "
+        "types, requantization and LayerNorm tables)",
+    }
+
+
+def encoder_storage_report(quantized, constants: dict) -> dict:
+    """report.json's "encoder": the storage width of the attention and MLP linear weights and what the
+    encoder's constants take in Flash; the weight bytes also at the other width (linear.stored_size)."""
+    layers = [lin for node in quantized.nodes() for lin in _linear_layers(node.params)]
+    by_bits = {bits: sum(stored_size(lin.out_features, lin.in_features, bits) for lin in layers) for bits in (8, 4)}
+    bits = sorted({lin.weight_bits for lin in layers}) or [8]
+    encoder_ops = [node.name for node in quantized.nodes() if any(True for _ in _linear_layers(node.params))]
+    return {
+        "weight_bits": bits[0] if len(bits) == 1 else bits,
+        "linear_weight_bytes": sum(lin.packed_weights.nbytes for lin in layers),
+        "linear_weight_bytes_int8": by_bits[8],
+        "linear_weight_bytes_int4": by_bits[4],
+        "channel_bytes": sum(lin.channels.nbytes for lin in layers),
+        "op_bytes": sum(constants.get(name, 0) for name in encoder_ops),
+        "note": "linear_weight_bytes: the attention and MLP weight tensors as stored (pair4 int8 or w4row "
+        "int4, ops/SPEC.md 3.1, 3.1.1); channel_bytes: their (bias, multiplier, shift) rows; op_bytes: every "
+        "constant of those ops (also LayerNorm, residual and lookup tables)",
+    }
+
+
+def _linear_layers(params):
+    """The Linear layers of an attention or MLP op's parameters (none for other ops)."""
+    return [v for v in vars(params).values() if isinstance(v, Linear)] if hasattr(params, "weight_bits") else []
