@@ -30,6 +30,7 @@ LAYERS = [
     {"compress", "schedule"},
     {"tflite"},
     {"runtime"},
+    {"firmware"},
     {"export"},
     {"cli", "__main__"},
 ]

@@ -8,7 +8,7 @@
     ... --lib DIR                                             generate into a copy of arduino_lib/ elsewhere
 
 arduino_lib/src/ is not in git (.gitignore): run this script before using or vendoring the library, as
-mbed_app/ has its copies made by its own script. The code is tflm_mcubert/export/arduino_library.py's,
+mbed_app/ has its copies made by its own script. The code is tflm_mcubert/firmware/arduino_library.py's,
 the same that writes `export --bundle arduino`'s per-model library; CI generates the library into a
 temporary folder and compile-checks it (tests/firmware/test_arduino_lib.py). The examples' two generated
 files (the test vector and the BERT sketch) stay committed so that the example folders are sketches.
@@ -53,7 +53,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from tflm_mcubert.export import arduino_library as library  # noqa: E402  (the layout lives in the package)
+from tflm_mcubert.firmware import arduino_library as library  # noqa: E402  (the layout lives in the package)
 
 SCRIPT = "arduino_lib/extras/sync_from_custom_ops.py"
 EXAMPLE_VECTOR = Path("examples/mcubert_classify/mcubert_test_vector.h")

@@ -2,7 +2,7 @@
 
     python examples/baremetal/firmware_sizes.py --layer-data DIR [--build-dir DIR] [--rp2040-boot2 FILE]
 
-builds `mcubert_layer_check` (layer_data.c/.h from `python -m tflm_mcubert.export.layer_check`) with each
+builds `mcubert_layer_check` (layer_data.c/.h from `python -m tflm_mcubert.firmware.layer_check`) with each
 board's linker script (the Pico only when given the Pico SDK's boot stage 2), reads `arm-none-eabi-size`
 (Berkeley: text, data, bss) and compares them with the board's memory as its linker script declares it:
 text + data against the Flash region, data + bss against the SRAM regions the script puts .data/.bss and

@@ -54,7 +54,7 @@ def test_commands_named_in_messages_exist():
 
 
 def test_options_named_in_messages_exist():
-    from tflm_mcubert.export import layer_check  # the one module with a command line of its own
+    from tflm_mcubert.firmware import layer_check  # the one module with a command line of its own
 
     parsers = [*sub_commands().values(), layer_check.build_parser()]
     options = {o for p in parsers for a in p._actions for o in a.option_strings}
@@ -71,7 +71,7 @@ def test_options_named_in_messages_exist():
     "text, found",
     [
         ("run `python -m tflm_mcubert compress` first", ["compress"]),
-        ("python -m tflm_mcubert.export.layer_check DIR", []),
+        ("python -m tflm_mcubert.firmware.layer_check DIR", []),
     ],
 )
 def test_the_scan_finds_command_hints(text, found):

@@ -15,7 +15,7 @@ import pytest
 from tests.cli.cli_helpers import run_cli
 from tests.firmware.arduino_spec import CATEGORIES, SEMVER
 from tflm_mcubert.cli import main
-from tflm_mcubert.export.arduino_library import BUNDLE_GENERATOR, library_sources
+from tflm_mcubert.firmware.arduino_library import BUNDLE_GENERATOR, library_sources
 from tflm_mcubert.kernel_sources import custom_ops_dir
 
 LIBRARY = "bert_tiny_mcubert"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tflm_mcubert.export.c_array import write_c_array
+from tflm_mcubert.firmware.c_array import write_c_array
 
 
 def bytes_in(source: str) -> bytes:

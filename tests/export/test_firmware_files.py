@@ -1,4 +1,4 @@
-"""Firmware files of an export (export/firmware_files.py): model_settings.h, model_test_input.*, FIRMWARE.md.
+"""Firmware files of an export (firmware/firmware_files.py): model_settings.h, model_test_input.*, FIRMWARE.md.
 
 * A real `export` (mcubert schedule, BERT-tiny preset): the files are listed in report.json, the settings
   carry the report's numbers, the expected output is the numpy reference's for the stored sequence.
@@ -27,12 +27,12 @@ from mcubert_models import small_export
 from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.boards import get_board
 from tflm_mcubert.data.calibration import random_samples
-from tflm_mcubert.export import firmware_files
-from tflm_mcubert.export.firmware_files import FILES, FirmwareFilesError, describe_model, write_firmware_files
+from tflm_mcubert.firmware import firmware_files
+from tflm_mcubert.firmware.firmware_files import FILES, FirmwareFilesError, describe_model, write_firmware_files
 from tflm_mcubert.tflite.integrity import expected_crc32
 from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
-from tflm_mcubert.export.tflm_op_resolver import BUILTIN_ADD_METHODS, UnsupportedOpError, registration
+from tflm_mcubert.firmware.tflm_op_resolver import BUILTIN_ADD_METHODS, UnsupportedOpError, registration
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.runtime.tflm_runner import run_tflm
 
@@ -298,7 +298,7 @@ def test_resolver_table_matches_tflm_checkout():
 
 
 def test_layer_check_needs_an_mcubert_export(micro_int8, stock_files, tmp_path):
-    from tflm_mcubert.export.layer_check import LayerCheckError, layer_check_from_export
+    from tflm_mcubert.firmware.layer_check import LayerCheckError, layer_check_from_export
 
     with pytest.raises(LayerCheckError, match="model.tflite: missing"):
         layer_check_from_export(tmp_path)

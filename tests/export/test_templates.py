@@ -1,4 +1,4 @@
-"""The text templates of export (tflm_mcubert/export/templates/): used, shipped, strict."""
+"""The text templates of export (tflm_mcubert/firmware/templates/): used, shipped, strict."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tflm_mcubert.export import template
+from tflm_mcubert.firmware import template
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "tflm_mcubert"

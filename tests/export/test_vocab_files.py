@@ -69,7 +69,7 @@ def test_the_blob_tokenizes_as_the_exports_own_tokenizer(checkpoint, tmp_path, s
 
 
 def test_a_cost_this_machine_cannot_measure_is_absent_with_the_reason(monkeypatch):
-    from tflm_mcubert.export.vocab_files import measured_cost
+    from tflm_mcubert.firmware.vocab_files import measured_cost
     from tflm_mcubert.measure import kernel_build
 
     monkeypatch.setattr(kernel_build, "missing_tools", lambda variant: "arm-none-eabi-gcc not found")

@@ -41,7 +41,7 @@ import pytest
 from tests import qemu
 
 from tflm_mcubert.boards import BOARDS, get_board
-from tflm_mcubert.export.layer_check import layer_check_from_export, write_layer_data
+from tflm_mcubert.firmware.layer_check import layer_check_from_export, write_layer_data
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.measure.arm_emulator import ElfImage
 from tflm_mcubert.runtime.tflm_binding import TflmSources
@@ -363,7 +363,7 @@ def test_app_main_compiles_against_tflm(export_dir, text, tmp_path):
         )
     need("arm-none-eabi-g++")
     if text:  # the export's tokenizer blob, as export writes it for a checkpoint with a tokenizer
-        from tflm_mcubert.export.c_array import write_c_array
+        from tflm_mcubert.firmware.c_array import write_c_array
 
         write_c_array(b"\0" * 64, tmp_path, name="model_vocab")
     includes = [

@@ -1,7 +1,7 @@
 """examples/baremetal's mcubert_text_check: text in, label out, on QEMU's Cortex-M7, without TFLM.
 
 A tiny sequence classifier with a tokenizer is exported (mcubert schedule, seq_len 16), its ops and
-tokenizer blob written as C (export/whole_model_data.py), and the firmware built for qemu-mps2-an500.
+tokenizer blob written as C (firmware/whole_model_data.py), and the firmware built for qemu-mps2-an500.
 It reads a file of sentences (accents, CJK, emoji, an empty line, invalid UTF-8, control characters and
 NUL, lines far over seq_len and over the firmware's 256-byte line buffer, no newline after the last)
 through semihosting; for every line the label, the int8 logits and the token count it prints must equal
@@ -26,7 +26,7 @@ import pytest
 from tests import qemu
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.export.whole_model_data import WholeModelDataError, whole_model_from_export, write_text_data
+from tflm_mcubert.firmware.whole_model_data import WholeModelDataError, whole_model_from_export, write_text_data
 
 REPO = Path(__file__).resolve().parents[2]
 BAREMETAL = REPO / "examples" / "baremetal"

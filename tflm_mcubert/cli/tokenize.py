@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.export_folder import REPORT, TOKENIZER_DIR, read_report
-from tflm_mcubert.export.vocab_files import VOCAB_NAME
+from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.model.config import MIN_SEQ_LEN
 from tflm_mcubert.tokenizer.host import HostTokenizer
 

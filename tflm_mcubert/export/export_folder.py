@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, BUNDLE_PARTS
-from tflm_mcubert.export.firmware_files import FILES as FIRMWARE_FILES
-from tflm_mcubert.export.vocab_files import VOCAB_FILES
+from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, BUNDLE_PARTS
+from tflm_mcubert.firmware.firmware_files import FILES as FIRMWARE_FILES
+from tflm_mcubert.firmware.vocab_files import VOCAB_FILES
 
 REPORT = "report.json"
 TOKENIZER_DIR = "tokenizer"

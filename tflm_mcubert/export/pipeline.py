@@ -19,14 +19,14 @@ from tflm_mcubert import __version__
 from tflm_mcubert.boards import BOARDS, DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.export.arduino_library import write_arduino_bundle
-from tflm_mcubert.export.c_array import write_c_array
-from tflm_mcubert.export.cmake_bundle import BUNDLE_DIR, known_bundle_files, write_cmake_bundle
+from tflm_mcubert.firmware.arduino_library import write_arduino_bundle
+from tflm_mcubert.firmware.c_array import write_c_array
+from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, known_bundle_files, write_cmake_bundle
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
-from tflm_mcubert.export.firmware_files import write_firmware_files
+from tflm_mcubert.firmware.firmware_files import write_firmware_files
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
 from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report
-from tflm_mcubert.export.vocab_files import append_text_guide, write_vocab_files
+from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.model.config import check_seq_len, preset
@@ -176,7 +176,7 @@ def _misfit_message(fit: FitReport, config, request: ExportRequest, fitting_seq_
 
 
 def run_export(request: ExportRequest) -> dict:
-    """Writes model.tflite, model_data.cc/.h, the firmware files (export/firmware_files.py) and report.json
+    """Writes model.tflite, model_data.cc/.h, the firmware files (firmware/firmware_files.py) and report.json
     into `request.out_dir`; returns the report. Every file is written into a staging folder first and the
     set moved into place, replacing the earlier export's files there (export/export_folder.py).
 

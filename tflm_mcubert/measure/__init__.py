@@ -1,5 +1,5 @@
 """Building and measuring the C kernels on emulated Cortex-M cores (bench/ and tests; export imports it
-only to measure the tokenizer, when the tools are there: export/vocab_files.py).
+only to measure the tokenizer, when the tools are there: firmware/vocab_files.py).
 
 kernel_build.py         the kernels' one build: custom_ops/CMakeLists.txt per variant, cached per revision
 arm_emulator.py         unicorn: ELF loader, direct kernel calls, instruction and stack counts

@@ -1,4 +1,4 @@
-"""The text of the files `export` writes lives in export/templates/ as files, with `${name}`
+"""The text of the files `export` writes lives in firmware/templates/ as files, with `${name}`
 placeholders (string.Template; `$$` is a dollar sign); the render functions compute the values.
 A template names every value it needs: a missing one is an error, not a blank."""
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tflm_mcubert.data.calibration import builtin_sentences
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.c_array import write_c_array
-from tflm_mcubert.export.template import fill
+from tflm_mcubert.firmware.c_array import write_c_array
+from tflm_mcubert.firmware.template import fill
 from tflm_mcubert.measure.tokenizer_abi import tokenize_cost
 from tflm_mcubert.tokenizer import reference, vocab_blob
 

@@ -21,14 +21,14 @@ import io
 import zipfile
 from pathlib import Path
 
-from tflm_mcubert.export.template import fill
+from tflm_mcubert.firmware.template import fill
 from tflm_mcubert.ops import c_contract
 
 COPIED_SUFFIXES = (".c", ".h", ".S")
 # A header every TFLM revision the binding could build against has; its presence means the sketch
 # included <TensorFlowLite.h> and TFLM's src/ is on the include path.
 TFLM_PROBE_HEADER = "tensorflow/lite/micro/micro_interpreter.h"
-MODULE = "tflm_mcubert/export/arduino_library.py"
+MODULE = "tflm_mcubert/firmware/arduino_library.py"
 SKETCH_TEMPLATE = "arduino_sketch.ino.tmpl"
 
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from tflm_mcubert.boards import Board, human_bytes
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.template import fill
-from tflm_mcubert.export.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
+from tflm_mcubert.firmware.template import fill
+from tflm_mcubert.firmware.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.runtime.tflm_runner import TflmRunner
 from tflm_mcubert.tflite.graph import TensorInfo, TfliteGraph, parse

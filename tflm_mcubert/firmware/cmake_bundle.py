@@ -10,8 +10,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tflm_mcubert.export.firmware_files import SETTINGS_FILE, TEST_INPUT_HEADER, TEST_INPUT_SOURCE
-from tflm_mcubert.export.template import fill
+from tflm_mcubert.firmware.firmware_files import SETTINGS_FILE, TEST_INPUT_HEADER, TEST_INPUT_SOURCE
+from tflm_mcubert.firmware.template import fill
 from tflm_mcubert.kernel_sources import custom_ops_dir
 
 BUNDLE_DIR = "cmake"
