@@ -4,6 +4,7 @@ The release run is `python tests/fuzz/run_fuzzers.py --runs 1000000` (README: re
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,15 +41,38 @@ def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
         "fuzz_options_validate": "mcubert status 0: ",
         "fuzz_verify_model": "mcubert status 0 verified 1: ",
         "fuzz_tokenize": "mcubert status 0: ",
+        "fuzz_op_run": "mcubert run status 0: ",
+        "fuzz_op_run_dsp": "mcubert run status 0: ",
     }
     for harness, accepted in checks.items():
         binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
-        seeds = sorted((HERE / "corpus" / harness).iterdir())
+        seeds = sorted((HERE / "corpus" / run_fuzzers.source_of(harness)[0]).iterdir())
         assert seeds, harness
         for seed in seeds:
             done = subprocess.run([str(binary), str(seed)], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]
             assert accepted in done.stderr, (seed.name, done.stderr[-500:])
+
+
+@pytest.mark.parametrize("harness", ["fuzz_op_run", "fuzz_op_run_dsp"])
+def test_the_op_run_harness_reaches_the_input_errors(build_dir, harness, tmp_path):
+    """With flags bit 1 (hostile run-time inputs) the embedding's ids and the attention's valid length
+    go out of range in some seeds: the kernel must then say MCUBERT_ERROR_INPUT (5), the harness checks
+    the output is untouched; the others still run (0)."""
+    import make_corpus
+
+    binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
+    statuses = set()
+    for name, seed in make_corpus.op_run_seeds().items():
+        if not name.startswith(("embedding", "attention")):
+            continue
+        for variant in range(8):
+            path = tmp_path / f"{name}-{variant}.bin"
+            path.write_bytes(bytes([seed[0], seed[1] | 2]) + bytes([variant]) + seed[2:])
+            done = subprocess.run([str(binary), str(path)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+            statuses |= set(re.findall(r"mcubert run status (\d+): ", done.stderr))
+    assert statuses == {"0", "5"}, statuses
 
 
 @pytest.mark.parametrize("harness", run_fuzzers.HARNESSES)
