@@ -101,3 +101,12 @@ def test_the_committed_corpus_is_what_make_corpus_writes(tmp_path):
         assert committed.read_bytes() == path.read_bytes(), f"run tests/fuzz/make_corpus.py ({committed})"
         tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(committed)], cwd=HERE, capture_output=True)
         assert tracked.returncode == 0, f"{committed} is not in git (ignored?): a clean clone would lack it"
+
+
+def test_the_committed_op_run_seeds_are_what_make_corpus_writes():
+    """fuzz_op_run's seeds need no export (no float calibration): compared everywhere."""
+    import make_corpus
+
+    seeds = make_corpus.op_run_seeds()
+    committed = {p.stem: p.read_bytes() for p in (HERE / "corpus" / "fuzz_op_run").iterdir()}
+    assert committed == seeds, "run tests/fuzz/make_corpus.py"
