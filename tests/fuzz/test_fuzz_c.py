@@ -35,6 +35,12 @@ def build_dir(tmp_path_factory):
     return out
 
 
+def print_build(harness: str, build_dir: Path) -> Path:
+    """The harness with its status print, built once per module."""
+    binary = build_dir / f"{harness}-print"
+    return binary if binary.exists() else run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
+
+
 def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
     """Mutations start deep only if the seeds are accepted: every op seed validates, the model verifies."""
     checks = {
@@ -45,7 +51,7 @@ def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
         "fuzz_op_run_dsp": "mcubert run status 0: ",
     }
     for harness, accepted in checks.items():
-        binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
+        binary = print_build(harness, build_dir)
         seeds = sorted((HERE / "corpus" / run_fuzzers.source_of(harness)[0]).iterdir())
         assert seeds, harness
         for seed in seeds:
@@ -61,7 +67,7 @@ def test_the_op_run_harness_reaches_the_input_errors(build_dir, harness, tmp_pat
     the output is untouched; the others still run (0)."""
     import make_corpus
 
-    binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
+    binary = print_build(harness, build_dir)
     statuses = set()
     for name, seed in make_corpus.op_run_seeds().items():
         if not name.startswith(("embedding", "attention")):
