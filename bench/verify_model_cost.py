@@ -6,7 +6,9 @@ mcubert_verify_model runs on the export under unicorn, executed instructions cou
 are an ESTIMATE: cycles from instruction classes (tflm_mcubert/measure/instruction_classes.py,
 zero-wait-state memory) at the core clock given; Flash wait states on a real board add to it.
 
-    python bench/verify_model_cost.py [--mhz 216]
+    python bench/verify_model_cost.py [--mhz 216] [--quick]
+
+--quick: Cortex-M7 only (the README's per-KB figure; tests/bench/test_readme_costs.py runs it in CI).
 """
 
 from __future__ import annotations
@@ -51,25 +53,33 @@ def measure(elf: Path, cpu: str, model: bytes) -> dict:
     return {"instructions": run.instructions, "cycles_estimate": cycles, "stack_bytes": run.stack_bytes}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mhz", type=float, default=216.0, help="core clock for the ms ESTIMATE (F746: 216)")
-    args = parser.parse_args()
+def measure_all(cpus: tuple[str, ...] = CPUS) -> tuple[int, dict[str, dict]]:
+    """The default export's size and, per core, measure()'s figures plus `per_kb` (instructions per KB)."""
     with tempfile.TemporaryDirectory() as tmp:
         model = export_default(Path(tmp) / "export")
-        kb = len(model) / 1024
-        print(f"BERT-tiny @ 128 for nucleo-f746zg: {len(model):,} bytes ({kb:.1f} KB)")
+        figures = {cpu: measure(build(cpu, Path(tmp) / "build"), cpu, model) for cpu in cpus}
+    for cpu_figures in figures.values():
+        cpu_figures["per_kb"] = cpu_figures["instructions"] / (len(model) / 1024)
+    return len(model), figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mhz", type=float, default=216.0, help="core clock for the ms ESTIMATE (F746: 216)")
+    parser.add_argument("--quick", action="store_true", help="Cortex-M7 only")
+    args = parser.parse_args(argv)
+    size, by_cpu = measure_all(CPUS[:1] if args.quick else CPUS)
+    print(f"BERT-tiny @ 128 for nucleo-f746zg: {size:,} bytes ({size / 1024:.1f} KB)")
+    print(
+        f"{'core':<10} {'instructions':>13} {'per KB':>8} {'cycles (ESTIMATE)':>18} "
+        f"{'ms @ ' + format(args.mhz, 'g') + ' MHz (ESTIMATE)':>24} {'stack B':>8}"
+    )
+    for cpu, figures in by_cpu.items():
+        ms = figures["cycles_estimate"] / (args.mhz * 1e3)
         print(
-            f"{'core':<10} {'instructions':>13} {'per KB':>8} {'cycles (ESTIMATE)':>18} "
-            f"{'ms @ ' + format(args.mhz, 'g') + ' MHz (ESTIMATE)':>24} {'stack B':>8}"
+            f"{cpu:<10} {figures['instructions']:>13,} {figures['per_kb']:>8,.0f} "
+            f"{figures['cycles_estimate']:>18,.0f} {ms:>24.1f} {figures['stack_bytes']:>8}"
         )
-        for cpu in CPUS:
-            figures = measure(build(cpu, Path(tmp) / "build"), cpu, model)
-            ms = figures["cycles_estimate"] / (args.mhz * 1e3)
-            print(
-                f"{cpu:<10} {figures['instructions']:>13,} {figures['instructions'] / kb:>8,.0f} "
-                f"{figures['cycles_estimate']:>18,.0f} {ms:>24.1f} {figures['stack_bytes']:>8}"
-            )
 
 
 if __name__ == "__main__":

@@ -8,13 +8,16 @@ fuzz_options_validate/: one seed per op of that export, in the harness's input l
 harnesses/fuzz_options_validate.c): op, options, then each tensor of the op's validate step (its
 inputs, then its output) with the constants' bytes.
 fuzz_tokenize/: the tokenizer blob of a small BERT vocabulary (built here, no download) with one
-sentence each, in harnesses/fuzz_tokenize.c's layout. tests/fuzz/test_fuzz_c.py keeps the committed
-corpus equal to what this script writes.
+sentence each, in harnesses/fuzz_tokenize.c's layout.
+fuzz_op_run/: one seed per op and weight width (op, flags, then 1 KB of SHA-256 stream bytes the
+harness derives valid options, constants and in-range run-time inputs from; no model needed).
+tests/fuzz/test_fuzz_c.py keeps the committed corpus equal to what this script writes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import struct
 import sys
 from pathlib import Path
@@ -114,6 +117,27 @@ def tokenizer_seeds() -> dict[str, bytes]:
     return seeds
 
 
+# (name, op, flags): harnesses/fuzz_op_run.c's op selector and flags (bit 0: int4 weights).
+OP_RUN_SEEDS = (
+    ("embedding_int8", 0, 0),
+    ("embedding_int4", 0, 1),
+    ("attention_int8", 1, 0),
+    ("attention_int4", 1, 1),
+    ("mlp_int8", 2, 0),
+    ("mlp_int4", 2, 1),
+    ("classifier_head", 3, 0),
+)
+
+
+def op_run_seeds(size: int = 1024) -> dict[str, bytes]:
+    """Valid run-time inputs (flags bit 1 clear) over deterministic bytes: the harness clamps the rest."""
+    seeds = {}
+    for name, op, flags in OP_RUN_SEEDS:
+        stream = b"".join(hashlib.sha256(f"{name}:{i}".encode()).digest() for i in range(size // 32))
+        seeds[name] = bytes([op, flags]) + stream
+    return seeds
+
+
 def write_corpus(out: Path) -> list[Path]:
     model_bytes = tiny_export()
     files = {Path("fuzz_verify_model") / "tiny_export.bin": model_bytes}
@@ -121,6 +145,8 @@ def write_corpus(out: Path) -> list[Path]:
         files[Path("fuzz_options_validate") / f"{name}.bin"] = seed
     for name, seed in tokenizer_seeds().items():
         files[Path("fuzz_tokenize") / f"{name}.bin"] = seed
+    for name, seed in op_run_seeds().items():
+        files[Path("fuzz_op_run") / f"{name}.bin"] = seed
     written = []
     for relative, data in sorted(files.items()):
         path = out / relative

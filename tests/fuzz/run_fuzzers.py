@@ -23,7 +23,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CUSTOM_OPS = ROOT / "custom_ops"
-HARNESSES = sorted(p.stem for p in (HERE / "harnesses").glob("fuzz_*.c"))
+SOURCES = sorted(p.stem for p in (HERE / "harnesses").glob("fuzz_*.c"))
+# Harnesses built a second time with defines: name -> (source, defines). They share the source's corpus.
+VARIANTS = {"fuzz_op_run_dsp": ("fuzz_op_run", ("-DMCUBERT_EMULATE_DSP",))}
+HARNESSES = sorted([*SOURCES, *VARIANTS])
 SANITIZERS = ["-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
 FLAGS = [
     "-std=c99",
@@ -52,15 +55,31 @@ def compiler() -> str | None:
     return shutil.which("clang")
 
 
+def source_of(harness: str) -> tuple[str, tuple[str, ...]]:
+    """The harness's source (and corpus) name and its defines."""
+    return VARIANTS.get(harness, (harness, ()))
+
+
 def build(harness: str, out_dir: Path, *, extra: tuple[str, ...] = ()) -> Path:
     """The harness linked with every kernel source; `extra` adds defines (e.g. the status print)."""
+    source, defines = source_of(harness)
     cc = compiler()
     if cc is None:
         raise SystemExit("clang not found: the fuzz harnesses need clang with libFuzzer (Debian: clang)")
     binary = out_dir / (harness + ("-print" if extra else ""))
     sources = sorted(str(p) for p in (CUSTOM_OPS / "src").glob("*.c"))
     subprocess.run(
-        [cc, *FLAGS, *SANITIZERS, *extra, "-o", str(binary), str(HERE / "harnesses" / f"{harness}.c"), *sources],
+        [
+            cc,
+            *FLAGS,
+            *SANITIZERS,
+            *defines,
+            *extra,
+            "-o",
+            str(binary),
+            str(HERE / "harnesses" / f"{source}.c"),
+            *sources,
+        ],
         check=True,
     )
     return binary
@@ -77,7 +96,7 @@ def run(binary: Path, harness: str, *, seconds: float | None, runs: int | None, 
         args = [
             str(binary),
             work,
-            str(HERE / "corpus" / harness),
+            str(HERE / "corpus" / source_of(harness)[0]),
             f"-artifact_prefix={artifacts}/{harness}-",
             "-print_final_stats=1",
             "-max_len=65536",

@@ -4,6 +4,7 @@ The release run is `python tests/fuzz/run_fuzzers.py --runs 1000000` (README: re
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,21 +35,50 @@ def build_dir(tmp_path_factory):
     return out
 
 
+def print_build(harness: str, build_dir: Path) -> Path:
+    """The harness with its status print, built once per module."""
+    binary = build_dir / f"{harness}-print"
+    return binary if binary.exists() else run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
+
+
 def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
     """Mutations start deep only if the seeds are accepted: every op seed validates, the model verifies."""
     checks = {
         "fuzz_options_validate": "mcubert status 0: ",
         "fuzz_verify_model": "mcubert status 0 verified 1: ",
         "fuzz_tokenize": "mcubert status 0: ",
+        "fuzz_op_run": "mcubert run status 0: ",
+        "fuzz_op_run_dsp": "mcubert run status 0: ",
     }
     for harness, accepted in checks.items():
-        binary = run_fuzzers.build(harness, build_dir, extra=("-DMCUBERT_FUZZ_PRINT_STATUS",))
-        seeds = sorted((HERE / "corpus" / harness).iterdir())
+        binary = print_build(harness, build_dir)
+        seeds = sorted((HERE / "corpus" / run_fuzzers.source_of(harness)[0]).iterdir())
         assert seeds, harness
         for seed in seeds:
             done = subprocess.run([str(binary), str(seed)], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]
             assert accepted in done.stderr, (seed.name, done.stderr[-500:])
+
+
+@pytest.mark.parametrize("harness", ["fuzz_op_run", "fuzz_op_run_dsp"])
+def test_the_op_run_harness_reaches_the_input_errors(build_dir, harness, tmp_path):
+    """With flags bit 1 (hostile run-time inputs) the embedding's ids and the attention's valid length
+    go out of range in some seeds: the kernel must then say MCUBERT_ERROR_INPUT (5), the harness checks
+    the output is untouched; the others still run (0)."""
+    import make_corpus
+
+    binary = print_build(harness, build_dir)
+    statuses = set()
+    for name, seed in make_corpus.op_run_seeds().items():
+        if not name.startswith(("embedding", "attention")):
+            continue
+        for variant in range(8):
+            path = tmp_path / f"{name}-{variant}.bin"
+            path.write_bytes(bytes([seed[0], seed[1] | 2]) + bytes([variant]) + seed[2:])
+            done = subprocess.run([str(binary), str(path)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+            statuses |= set(re.findall(r"mcubert run status (\d+): ", done.stderr))
+    assert statuses == {"0", "5"}, statuses
 
 
 @pytest.mark.parametrize("harness", run_fuzzers.HARNESSES)
@@ -77,3 +107,12 @@ def test_the_committed_corpus_is_what_make_corpus_writes(tmp_path):
         assert committed.read_bytes() == path.read_bytes(), f"run tests/fuzz/make_corpus.py ({committed})"
         tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(committed)], cwd=HERE, capture_output=True)
         assert tracked.returncode == 0, f"{committed} is not in git (ignored?): a clean clone would lack it"
+
+
+def test_the_committed_op_run_seeds_are_what_make_corpus_writes():
+    """fuzz_op_run's seeds need no export (no float calibration): compared everywhere."""
+    import make_corpus
+
+    seeds = make_corpus.op_run_seeds()
+    committed = {p.stem: p.read_bytes() for p in (HERE / "corpus" / "fuzz_op_run").iterdir()}
+    assert committed == seeds, "run tests/fuzz/make_corpus.py"
