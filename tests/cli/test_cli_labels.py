@@ -197,3 +197,17 @@ def test_evaluate_reports_per_label_figures_with_the_names(capsys, finetuned, tm
         assert [figures["labels"][n]["support"] for n in NAMES] == confusion.sum(axis=1).tolist()
         assert np.trace(confusion) / confusion.sum() == pytest.approx(report[f"{model}_accuracy"], abs=1e-4)
     assert repr(NAMES[0]) in out and "confusion matrix" in out
+
+
+def test_distill_and_search_keep_the_teacher_s_names(finetuned, tmp_path):
+    teacher, data = finetuned
+    common = ["--task", data, "--batch-size", 16, "--quiet"]
+    assert _run("distill", "--teacher", teacher, "--out", tmp_path / "student", "--epochs", 0.5, *common) == 0
+    assert config_names(tmp_path / "student")[0] == {"0": NAMES[0], "1": NAMES[1]}
+    assert json.loads((tmp_path / "student" / "metrics.json").read_text())["label_names"] == NAMES
+    stages = ["--epochs", 0.5, "--finetune-epochs", 0.5]
+    budget = ["--target-embedding-params", 30 * 128 // 4]
+    code = _run("search", "--checkpoint", tmp_path / "student", "--out", tmp_path / "small", *budget, *stages, *common)
+    assert code == 0
+    assert config_names(tmp_path / "small") == ({"0": NAMES[0], "1": NAMES[1]}, {NAMES[0]: 0, NAMES[1]: 1})
+    assert json.loads((tmp_path / "small" / "metrics.json").read_text())["label_names"] == NAMES
