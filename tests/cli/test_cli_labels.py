@@ -211,3 +211,30 @@ def test_distill_and_search_keep_the_teacher_s_names(finetuned, tmp_path):
     assert code == 0
     assert config_names(tmp_path / "small") == ({"0": NAMES[0], "1": NAMES[1]}, {NAMES[0]: 0, NAMES[1]: 1})
     assert json.loads((tmp_path / "small" / "metrics.json").read_text())["label_names"] == NAMES
+
+
+def test_evaluate_reads_the_task_s_labels_by_the_checkpoint_s_names(capsys, tmp_path, make_hf_checkpoint):
+    from tflm_mcubert.data.tasks import load_task
+
+    ckpt = make_hf_checkpoint(tmp_path, classifier=True, vocab_size=30, num_labels=2)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["id2label"] = {"0": NAMES[1], "1": NAMES[0]}  # the task's names, the other way round
+    (ckpt / "config.json").write_text(json.dumps(config))
+    data = write_named(tmp_path / "named.csv")
+    results = tmp_path / "eval.json"
+    args = ["evaluate", "--checkpoint", ckpt, "--seq-len", 16, "--samples", 10, "--calibration-samples", 4]
+    code, _, err = run_cli(capsys, *args, "--task", data, "--json", results)
+    assert code == 0, err
+    report = json.loads(results.read_text())
+    task_ids = load_task(str(data))["test"]["label"][:10]  # sorted names: NAMES[0] is 0 in the task
+    assert report["labels"] == [1 - i for i in task_ids] and report["label_names"] == [NAMES[1], NAMES[0]]
+    three = tmp_path / "three.csv"
+    write_named(three, names=["a", "b"], count=30)
+    three.write_text(three.read_text() + "good film,c\n")
+    code, _, err = run_cli(capsys, *args, "--task", three)
+    assert code == 2
+    assert_one_clean_error(err, "has 3 labels, the checkpoint's classifier 2")
+    other = write_named(tmp_path / "other.csv", names=["x", "y"])
+    code, _, err = run_cli(capsys, *args, "--task", other)
+    assert code == 2
+    assert_one_clean_error(err, "--task labels ['x', 'y'] are not the checkpoint's id2label")

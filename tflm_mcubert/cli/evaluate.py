@@ -31,7 +31,7 @@ from tflm_mcubert.export.mcubert_export import default_compression
 from tflm_mcubert.export.pipeline import load_model
 from tflm_mcubert.files import output_directory, output_file
 from tflm_mcubert.model.config import check_seq_len
-from tflm_mcubert.model.labels import are_default, default_label_names
+from tflm_mcubert.model.labels import are_default
 from tflm_mcubert.model.pooling import mean_pool
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
 from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_forward
@@ -83,21 +83,28 @@ def add_parser(subparsers) -> list[str]:
 
 
 def _texts(args, tokenizer, model_labels: list[str] | None = None):
-    """(texts or pairs, labels or None, source description); the task's label ids are renumbered to the
-    model's when both name the same labels in another order."""
+    """(texts or pairs, labels or None, source description, the names to report labels by); the task's
+    label ids are renumbered to the model's when both name the same labels in another order."""
     if args.task:
         task = load_task(args.task, seed=args.seed)
         test = task["test"]
         rows = test.select(range(min(args.samples, len(test))))
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
         texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
-        labels = _model_ids(np.asarray(rows["label"]), label_names(task), model_labels)
-        return texts, labels, f"{args.task} test split ({len(texts)} rows)"
+        task_names = label_names(task)
+        if model_labels is not None and len(task_names) != len(model_labels):
+            raise UserError(
+                f"--task {args.task} has {len(task_names)} labels, the checkpoint's classifier {len(model_labels)}"
+            )
+        labels = _model_ids(np.asarray(rows["label"]), task_names, model_labels)
+        shown = model_labels if model_labels and not are_default(model_labels) else task_names
+        return texts, labels, f"{args.task} test split ({len(texts)} rows)", shown
     texts = read_sentences(args.text, flag="--text") if args.text else evaluation_sentences()
     return (
         texts[: args.samples],
         None,
         (args.text or "held-out built-in sentences") + f" ({min(len(texts), args.samples)})",
+        None,
     )
 
 
@@ -160,8 +167,7 @@ def run(args) -> int:
     if args.text:
         read_sentences(args.text, flag="--text")  # a bad --text fails before the models load
     models = _load_models(args)
-    names = models.source.get("labels")
-    texts, labels, text_source = _texts(args, models.tokenizer, names)
+    texts, labels, text_source, names = _texts(args, models.tokenizer, models.source.get("labels"))
     samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)
     scores, predictions = _score(models, samples, args.seq_len, dump)
     results = {
@@ -173,7 +179,7 @@ def run(args) -> int:
     print(f"{len(samples)} texts from {text_source}; seq_len {args.seq_len}")
     _summarize(results, scores, predictions, labels)
     if labels is not None:
-        _per_label_report(results, predictions, labels, names or default_label_names(models.config.num_labels))
+        _per_label_report(results, predictions, labels, names)
     if dump:
         print(f"  per-layer tensors in {dump}/sample_*.npz")
     if json_path:
@@ -322,7 +328,7 @@ def _per_label_report(results: dict, predictions: dict, labels: np.ndarray, name
         table = per_label_figures(np.asarray(predicted), labels[: len(predicted)], len(names))
         results["per_label"][model] = {"labels": dict(zip(names, table["labels"])), "confusion": table["confusion"]}
         print(f"  {model}: per label (precision / recall / support) and confusion matrix (rows: true label)")
-        width = max(len(n) for n in names) + 2
+        width = max(len(repr(n)) for n in names)
         print(" " * (width + 36) + " ".join(f"{i:>6d}" for i in range(len(names))))
         for i, (name, figures, row) in enumerate(zip(names, table["labels"], table["confusion"])):
             cells = " ".join(f"{v:>6d}" for v in row)
