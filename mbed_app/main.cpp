@@ -279,6 +279,8 @@ void ClassifyLines(tflite::MicroInterpreter& interpreter) {
 #if MCUBERT_MODEL_NUM_LABELS > 0  // "label <name> (<id>)", the names from model_settings.h
     static const char* const kLabels[MCUBERT_MODEL_LABEL_COUNT] = MCUBERT_MODEL_LABELS;
     printf("label %s (%d)\n", kLabels[label], label);
+#else
+    (void)label;  // a hidden-state export has no labels
 #endif
     printf("tokens %" PRIu32 " of %d; tokenize %" PRIu32 " cycles, invoke %" PRIu32 " cycles, %.2f ms\n", tokens,
            MCUBERT_MODEL_SEQ_LEN, tokenize_cycles, invoke_cycles, 1e3 * invoke_cycles / SystemCoreClock);

@@ -215,6 +215,8 @@ static void classify(const char *line, size_t bytes) {
   Serial.print(" (");
   Serial.print(label);
   Serial.println(")");
+#else
+  (void)label;  // a hidden-state export has no labels
 #endif
   print_output(values);
   Serial.print("tokens: ");
