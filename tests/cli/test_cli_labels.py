@@ -238,3 +238,18 @@ def test_evaluate_reads_the_task_s_labels_by_the_checkpoint_s_names(capsys, tmp_
     code, _, err = run_cli(capsys, *args, "--task", other)
     assert code == 2
     assert_one_clean_error(err, "--task labels ['x', 'y'] are not the checkpoint's id2label")
+
+
+def test_a_bare_encoder_s_export_has_no_labels_and_a_nameless_classifier_hf_s_default(tmp_path, make_hf_checkpoint):
+    encoder = make_hf_checkpoint(tmp_path, vocab_size=30)
+    assert _run("export", "--checkpoint", encoder, "--out", tmp_path / "bare", "--seq-len", 16) == 0
+    assert "labels" not in json.loads((tmp_path / "bare" / "report.json").read_text())["model"]
+    settings = (tmp_path / "bare" / "model_settings.h").read_text()
+    assert "#define MCUBERT_MODEL_NUM_LABELS 0" in settings and "MCUBERT_MODEL_LABELS" not in settings
+    assert "the model has no labels" in (tmp_path / "bare" / "FIRMWARE.md").read_text()
+    classifier = make_hf_checkpoint(tmp_path, classifier=True, vocab_size=30, num_labels=3)
+    assert _run("export", "--checkpoint", classifier, "--out", tmp_path / "clf-out", "--seq-len", 16) == 0
+    defaults = ["LABEL_0", "LABEL_1", "LABEL_2"]
+    assert json.loads((tmp_path / "clf-out" / "report.json").read_text())["model"]["labels"] == defaults
+    settings = (tmp_path / "clf-out" / "model_settings.h").read_text()
+    assert '#define MCUBERT_MODEL_LABELS {"LABEL_0", "LABEL_1", "LABEL_2"}' in settings
