@@ -276,8 +276,14 @@ void ClassifyLines(tflite::MicroInterpreter& interpreter) {
         reinterpret_cast<const MCUBERT_MODEL_OUTPUT_TYPE*>(interpreter.output(MCUBERT_MODEL_OUTPUT_INDEX)->data.raw);
     int label = 0;
     for (int i = 1; i < MCUBERT_MODEL_NUM_LABELS; ++i) label = values[i] > values[label] ? i : label;
-    printf("label %d (tokens %" PRIu32 " of %d; tokenize %" PRIu32 " cycles, invoke %" PRIu32 " cycles, %.2f ms)\n",
-           label, tokens, MCUBERT_MODEL_SEQ_LEN, tokenize_cycles, invoke_cycles, 1e3 * invoke_cycles / SystemCoreClock);
+#if MCUBERT_MODEL_NUM_LABELS > 0  // "label <name> (<id>)", the names from model_settings.h
+    static const char* const kLabels[MCUBERT_MODEL_LABEL_COUNT] = MCUBERT_MODEL_LABELS;
+    printf("label %s (%d)\n", kLabels[label], label);
+#else
+    (void)label;  // a hidden-state export has no labels
+#endif
+    printf("tokens %" PRIu32 " of %d; tokenize %" PRIu32 " cycles, invoke %" PRIu32 " cycles, %.2f ms\n", tokens,
+           MCUBERT_MODEL_SEQ_LEN, tokenize_cycles, invoke_cycles, 1e3 * invoke_cycles / SystemCoreClock);
     ReportScores(values);
     printf("type a sentence:\n");
   }

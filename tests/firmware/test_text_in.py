@@ -79,7 +79,7 @@ SENTENCES = [
 ]
 
 RESULT = re.compile(
-    r"^sentence (\d+): label (\d+), logits \[([-\d, ]*)\], tokens (\d+) of (\d+), "
+    r"^sentence (\d+): label LABEL_\d+ \((\d+)\), logits \[([-\d, ]*)\], tokens (\d+) of (\d+), "
     r"tokenize (\d+) cycles(?: \([\d.]+ ms\))?, model (\d+) cycles",
     re.MULTILINE,
 )

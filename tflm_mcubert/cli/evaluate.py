@@ -25,12 +25,13 @@ import numpy as np
 
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.data.calibration import Calibration, evaluation_sentences, random_samples, read_sentences
-from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, load_task
+from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, label_names, load_task
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.mcubert_export import default_compression
 from tflm_mcubert.export.pipeline import load_model
 from tflm_mcubert.files import output_directory, output_file
 from tflm_mcubert.model.config import check_seq_len
+from tflm_mcubert.model.labels import are_default
 from tflm_mcubert.model.pooling import mean_pool
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
 from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_forward
@@ -81,20 +82,43 @@ def add_parser(subparsers) -> list[str]:
     return ["evaluate"]
 
 
-def _texts(args, tokenizer):
-    """(texts or pairs, labels or None, source description)."""
+def _texts(args, tokenizer, model_labels: list[str] | None = None):
+    """(texts or pairs, labels or None, source description, the names to report labels by); the task's
+    label ids are renumbered to the model's when both name the same labels in another order."""
     if args.task:
-        test = load_task(args.task, seed=args.seed)["test"]
+        task = load_task(args.task, seed=args.seed)
+        test = task["test"]
         rows = test.select(range(min(args.samples, len(test))))
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
         texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
-        return texts, np.asarray(rows["label"]), f"{args.task} test split ({len(texts)} rows)"
+        task_names = label_names(task)
+        if model_labels is not None and len(task_names) != len(model_labels):
+            raise UserError(
+                f"--task {args.task} has {len(task_names)} labels, the checkpoint's classifier {len(model_labels)}"
+            )
+        labels = _model_ids(np.asarray(rows["label"]), task_names, model_labels)
+        shown = model_labels if model_labels and not are_default(model_labels) else task_names
+        return texts, labels, f"{args.task} test split ({len(texts)} rows)", shown
     texts = read_sentences(args.text, flag="--text") if args.text else evaluation_sentences()
     return (
         texts[: args.samples],
         None,
         (args.text or "held-out built-in sentences") + f" ({min(len(texts), args.samples)})",
+        None,
     )
+
+
+def _model_ids(labels: np.ndarray, task_names: list[str], model_names: list[str] | None) -> np.ndarray:
+    """The task's label ids as the model's ids: the same when either side has no names (or they agree),
+    renumbered when the names are the same set in another order; refused when the names differ."""
+    if not model_names or are_default(model_names) or are_default(task_names) or task_names == model_names:
+        return labels
+    if sorted(task_names) != sorted(model_names):
+        raise UserError(
+            f"--task labels {task_names} are not the checkpoint's id2label {model_names}: "
+            f"the model was not trained on this task's labels"
+        )
+    return np.asarray([model_names.index(task_names[i]) for i in labels], dtype=labels.dtype)
 
 
 def _tokenize(tokenizer, texts, seq_len: int, vocab_size: int, seed: int) -> list[dict]:
@@ -143,7 +167,7 @@ def run(args) -> int:
     if args.text:
         read_sentences(args.text, flag="--text")  # a bad --text fails before the models load
     models = _load_models(args)
-    texts, labels, text_source = _texts(args, models.tokenizer)
+    texts, labels, text_source, names = _texts(args, models.tokenizer, models.source.get("labels"))
     samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)
     scores, predictions = _score(models, samples, args.seq_len, dump)
     results = {
@@ -154,6 +178,8 @@ def run(args) -> int:
     }
     print(f"{len(samples)} texts from {text_source}; seq_len {args.seq_len}")
     _summarize(results, scores, predictions, labels)
+    if labels is not None:
+        _per_label_report(results, predictions, labels, names)
     if dump:
         print(f"  per-layer tensors in {dump}/sample_*.npz")
     if json_path:
@@ -289,6 +315,42 @@ def _summarize(results: dict, scores: dict, predictions: dict, labels) -> None:
             agree = float(np.mean(np.asarray(predictions[name]) == np.asarray(predictions["float"])))
             results[f"{name}_argmax_agreement"] = round(agree, 4)
             print(f"  {name:6s} argmax agreement with float {agree:.4f}")
+
+
+def _per_label_report(results: dict, predictions: dict, labels: np.ndarray, names: list[str]) -> None:
+    """Per label and model: precision, recall (the label's accuracy) and support, and the confusion matrix
+    (rows: true label, columns: predicted), into `results["per_label"]` and printed."""
+    results["label_names"] = names
+    results["per_label"] = {}
+    for model, predicted in predictions.items():
+        if not predicted:
+            continue
+        table = per_label_figures(np.asarray(predicted), labels[: len(predicted)], len(names))
+        results["per_label"][model] = {"labels": dict(zip(names, table["labels"])), "confusion": table["confusion"]}
+        print(f"  {model}: per label (precision / recall / support) and confusion matrix (rows: true label)")
+        width = max(len(repr(n)) for n in names)
+        print(" " * (width + 36) + " ".join(f"{i:>6d}" for i in range(len(names))))
+        for i, (name, figures, row) in enumerate(zip(names, table["labels"], table["confusion"])):
+            cells = " ".join(f"{v:>6d}" for v in row)
+            p, r = (f"{figures[k]:.4f}" if figures[k] is not None else "   n/a" for k in ("precision", "recall"))
+            print(f"    {name!r:<{width}} ({i}) {p} / {r} / {figures['support']:>6d}   {cells}")
+
+
+def per_label_figures(predicted: np.ndarray, labels: np.ndarray, count: int) -> dict:
+    """{"labels": per label {precision, recall, support} (None where undefined), "confusion": [true][predicted]}."""
+    confusion = np.zeros((count, count), np.int64)
+    np.add.at(confusion, (labels.astype(np.int64), predicted.astype(np.int64)), 1)
+    figures = []
+    for i in range(count):
+        predicted_i, support = int(confusion[:, i].sum()), int(confusion[i].sum())
+        figures.append(
+            {
+                "precision": round(confusion[i, i] / predicted_i, 4) if predicted_i else None,
+                "recall": round(confusion[i, i] / support, 4) if support else None,
+                "support": support,
+            }
+        )
+    return {"labels": figures, "confusion": confusion.tolist()}
 
 
 def _traced_float(float_model, x, layers: dict, names: list[str]) -> dict:

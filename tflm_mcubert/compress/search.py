@@ -111,6 +111,7 @@ def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, sc
     return {
         "command": "search",
         "checkpoint": checkpoint,
+        "label_names": data.label_names,
         "teacher": teacher_source,
         "mode": search_opts.mode,
         **scores,
@@ -136,7 +137,7 @@ def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, sc
 def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, pruning):
     """(model, tokenizer, data, teacher's data, pruning report): the classifier to compress, pruned when
     asked, its task data, and the unpruned checkpoint's tokenization of the same examples (the teacher's)."""
-    model, full_tokenizer = load_classifier(checkpoint)
+    model, full_tokenizer, names = load_classifier(checkpoint)
     full_vocab_size = model.config.vocab_size
     if pruning is not None and opts.hidden_kd:
         raise UserError("--prune-vocab with --hidden-kd: the teacher's hidden states follow its own tokenization")
@@ -149,16 +150,17 @@ def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, prunin
             f"vocab_size {config.vocab_size}: the permuted vocabulary needs one token per id"
         )
     data = load_task_data(data_opts, tokenizer, config.vocab_size)
-    check_labels(model, data, "--checkpoint")
+    check_labels(model, data, "--checkpoint", names, strict=True)
     teacher_data = data if pruned is None else load_task_data(data_opts, full_tokenizer, full_vocab_size)
+    teacher_data.label_names = data.label_names
     return model, tokenizer, data, teacher_data, pruned
 
 
 def _search_teacher(teacher_source: str, model, data: TaskData, opts: TrainOptions):
     """(teacher, KD objective). The teacher is the uncompressed model itself by default (the paper's
     "trained full model"): a separate frozen copy, as the searched model's weights move."""
-    teacher, _ = load_classifier(teacher_source, what="--teacher")
-    check_labels(teacher, data, "--teacher")
+    teacher, _, teacher_names = load_classifier(teacher_source, what="--teacher")
+    check_labels(teacher, data, "--teacher", teacher_names, strict=True)
     if opts.hidden_kd and teacher.config.hidden_size != model.config.hidden_size:
         raise UserError(
             f"--hidden-kd needs a teacher as wide as the model ({model.config.hidden_size}); "
@@ -194,4 +196,4 @@ def _save_compressed(outcome, tokenizer, vocab_size: int, search_opts: SearchOpt
             )
         },
     }
-    save_checkpoint(outcome.model, out, permuted, compression_info=info)
+    save_checkpoint(outcome.model, out, permuted, compression_info=info, label_names=metrics["label_names"])

@@ -30,6 +30,7 @@ from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_fil
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.model.config import check_seq_len, preset
+from tflm_mcubert.model.labels import labels_entry
 from tflm_mcubert.quantize.calibrate import model_inputs
 from tflm_mcubert.quantize.qat import QatSettings
 from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
@@ -83,14 +84,15 @@ def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny",
         from tflm_mcubert.model.hf_import import load_checkpoint
 
         loaded = load_checkpoint(checkpoint)
-        return loaded.model, loaded.tokenizer, {"checkpoint": loaded.source, "architecture": loaded.architecture}
+        source = {"checkpoint": loaded.source, "architecture": loaded.architecture}
+        return loaded.model, loaded.tokenizer, {**source, **labels_entry(loaded.config.num_labels, loaded.label_names)}
     config = preset(preset_name, num_labels=num_labels)
     log(
         f"no --checkpoint: using the {preset_name} preset with seeded random weights (seed {seed}); "
         f"accuracy is meaningless, memory and size figures are real"
     )
     model = build_model(config, seed=seed)
-    return model, None, {"preset": preset_name, "random_weights": True, "seed": seed}
+    return model, None, {"preset": preset_name, "random_weights": True, "seed": seed, **labels_entry(num_labels, None)}
 
 
 def check_request(request: ExportRequest) -> None:
@@ -239,6 +241,7 @@ def _write_firmware(
     sample_source: str,
     sample_output=None,
     graph=None,
+    labels=None,
 ) -> list[str]:
     return write_firmware_files(
         out_dir,
@@ -250,6 +253,7 @@ def _write_firmware(
         sample_source=sample_source,
         sample_output=sample_output,
         graph=graph,
+        label_names=labels,
     )
 
 
@@ -350,7 +354,14 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
     _write_model(tflite, out_dir)
     graph = parse(tflite)  # once, for the firmware files and the report's op rows
     firmware = _write_firmware(
-        out_dir, request, tflite, arena_bytes, samples[0], _sample_source(calibration, calibration_source), graph=graph
+        out_dir,
+        request,
+        tflite,
+        arena_bytes,
+        samples[0],
+        _sample_source(calibration, calibration_source),
+        graph=graph,
+        labels=source.get("labels"),
     )
 
     vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, None, request.seq_len, request.board.core)
@@ -433,6 +444,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         _model_sample(samples[0], request.seq_len, result.permutation),
         _sample_source(calibration, calibration_source),
         result.sample_output,  # the export ran the reference on samples[0] already
+        labels=source.get("labels"),
     )
     files = ["model.tflite", "model_data.cc", "model_data.h", *firmware, REPORT]
     if result.permutation is not None and tokenizer is not None:

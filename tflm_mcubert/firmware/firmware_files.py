@@ -26,6 +26,8 @@ import numpy as np
 
 from tflm_mcubert.boards import Board, human_bytes
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.firmware.c_string import c_string_literal
+from tflm_mcubert.model.labels import check_label_names, default_label_names
 from tflm_mcubert.firmware.template import fill
 from tflm_mcubert.firmware.tflm_op_resolver import MCUBERT_REGISTRATION, register_expression, registration
 from tflm_mcubert.runtime.reference import run_reference
@@ -172,20 +174,37 @@ def write_firmware_files(
     sample_source: str,
     sample_output: np.ndarray | None = None,
     graph: TfliteGraph | None = None,
+    label_names: list[str] | None = None,
 ) -> list[str]:
     """Write FILES into `out_dir` (next to model_data.cc/.h; created if needed); returns their names.
     `sample_output`: the reference's output for `sample`, and `graph`: the parsed `tflite`, when the
-    export has them already."""
+    export has them already; `label_names`: the classes by id (default: HF's "LABEL_0", ...)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model = describe_model(graph or parse(bytes(tflite)), schedule)
+    labels = firmware_labels(model, label_names)
     reference = reference_sample(tflite, model, sample, sample_source, sample_output)
-    (out_dir / SETTINGS_FILE).write_text(render_settings(model, board, arena_bytes, tflite))
+    (out_dir / SETTINGS_FILE).write_text(render_settings(model, board, arena_bytes, tflite, labels))
     (out_dir / TEST_INPUT_HEADER).write_text(render_sample_header(model, reference))
     (out_dir / TEST_INPUT_SOURCE).write_text(render_sample_source(model, reference))
     (out_dir / TEST_INPUT_JSON).write_text(render_sample_json(model, reference))
-    (out_dir / GUIDE_FILE).write_text(render_guide(model, reference, board, arena_bytes, len(tflite)))
+    (out_dir / GUIDE_FILE).write_text(render_guide(model, reference, board, arena_bytes, len(tflite), labels))
     return list(FILES)
+
+
+def firmware_labels(model: FirmwareModel, label_names: list[str] | None) -> list[str]:
+    """The label names a firmware prints, one per logit (none for a hidden-state output)."""
+    if not model.num_labels:
+        return []
+    if label_names is None:
+        return default_label_names(model.num_labels)
+    if len(label_names) != model.num_labels:
+        raise FirmwareFilesError(f"{len(label_names)} label names for a model of {model.num_labels} logits")
+    try:
+        check_label_names(list(label_names), "label names")
+    except UserError as exc:
+        raise FirmwareFilesError(str(exc)) from None
+    return list(label_names)
 
 
 def read_test_input(export_dir: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -219,11 +238,14 @@ def _float_literal(value: float) -> str:
 
 
 def _c_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return c_string_literal(text)
 
 
-def render_settings(model: FirmwareModel, board: Board, arena_bytes: int, tflite: bytes) -> str:
-    """model_settings.h; `tflite`: the model's bytes, for the size and CRC-32 the device checks."""
+def render_settings(
+    model: FirmwareModel, board: Board, arena_bytes: int, tflite: bytes, labels: list[str] | None = None
+) -> str:
+    """model_settings.h; `tflite`: the model's bytes, for the size and CRC-32 the device checks; `labels`:
+    the names of the logits (firmware_labels)."""
     out = model.output
     per_tensor = len(out.scales) == 1
     input_macros = []
@@ -245,6 +267,7 @@ def render_settings(model: FirmwareModel, board: Board, arena_bytes: int, tflite
         clock_hz=board.clock_hz,
         seq_len=model.seq_len,
         num_labels=model.num_labels,
+        label_names=_label_macro(labels if labels is not None else firmware_labels(model, None)),
         tflite_bytes=len(tflite),
         tflite_crc32=f"0x{expected_crc32(bytes(tflite)):08X}",
         arena_bytes=arena_bytes,
@@ -261,6 +284,17 @@ def render_settings(model: FirmwareModel, board: Board, arena_bytes: int, tflite
         output_elements=int(np.prod(out.shape)),
         per_tensor=int(per_tensor),
         output_quantization=output_quantization,
+    )
+
+
+def _label_macro(labels: list[str]) -> str:
+    if not labels:
+        return "// No labels: the output is the hidden state."
+    return (
+        "// The label names by id (the checkpoint's id2label), as UTF-8:\n"
+        "// static const char* const kLabels[MCUBERT_MODEL_LABEL_COUNT] = MCUBERT_MODEL_LABELS;\n"
+        f"#define MCUBERT_MODEL_LABEL_COUNT {len(labels)}\n"
+        f"#define MCUBERT_MODEL_LABELS {{{', '.join(c_string_literal(n) for n in labels)}}}"
     )
 
 
@@ -337,7 +371,12 @@ def render_sample_json(model: FirmwareModel, reference: ReferenceSample) -> str:
 
 
 def render_guide(
-    model: FirmwareModel, reference: ReferenceSample, board: Board, arena_bytes: int, flash_bytes: int
+    model: FirmwareModel,
+    reference: ReferenceSample,
+    board: Board,
+    arena_bytes: int,
+    flash_bytes: int,
+    labels: list[str] | None = None,
 ) -> str:
     output = (
         f"{model.num_labels} int8 logits"
@@ -390,6 +429,18 @@ def render_guide(
         inputs=inputs,
         arena_note=arena_note,
         arduino_section=_arduino_section(custom),
+        labels=_labels_section(labels if labels is not None else firmware_labels(model, None)),
+    )
+
+
+def _labels_section(labels: list[str]) -> str:
+    if not labels:
+        return "The output is the hidden state: the model has no labels."
+    cells = [json.dumps(name, ensure_ascii=False).replace("|", "\\|") for name in labels]
+    rows = "\n".join(f"| {i} | {cell} |" for i, cell in enumerate(cells))
+    return (
+        "The firmware prints the largest logit's label as `label <name> (<id>)`; `MCUBERT_MODEL_LABELS` in\n"
+        "`model_settings.h` holds the names (the checkpoint's `id2label`):\n\n| id | label |\n|---|---|\n" + rows
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -24,8 +25,10 @@ import numpy as np
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.firmware import c_data
+from tflm_mcubert.firmware.c_string import c_string_literal
 from tflm_mcubert.firmware.template import fill
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
+from tflm_mcubert.model.labels import check_label_names, default_label_names
 from tflm_mcubert.ops import contract, kernel_abi
 from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.tokenizer import vocab_blob
@@ -47,6 +50,7 @@ class WholeModel:
     tokenizer_buffer_bytes: int
     scratch_bytes: int  # the largest op's
     source: str = ""
+    label_names: tuple[str, ...] = ()  # by id; empty: HF's default "LABEL_0", ...
 
     @property
     def seq_len(self) -> int:
@@ -92,7 +96,8 @@ def whole_model(tflite: bytes, vocab: bytes, source: str = "") -> WholeModel:
 
 
 def whole_model_from_export(export_dir: str | Path) -> WholeModel:
-    """The model and tokenizer of the export in `export_dir` (model.tflite, model_vocab.bin)."""
+    """The model, tokenizer and label names of the export in `export_dir` (model.tflite, model_vocab.bin,
+    report.json's model.labels)."""
     export_dir = Path(export_dir)
     model_path, vocab_path = export_dir / "model.tflite", export_dir / f"{VOCAB_NAME}.bin"
     if not model_path.is_file():
@@ -102,11 +107,27 @@ def whole_model_from_export(export_dir: str | Path) -> WholeModel:
             f"{vocab_path}: missing (the export writes it for a checkpoint whose tokenizer the device can run)"
         )
     try:
-        return whole_model(model_path.read_bytes(), vocab_path.read_bytes(), source=str(model_path))
+        model = whole_model(model_path.read_bytes(), vocab_path.read_bytes(), source=str(model_path))
+        return dataclasses.replace(model, label_names=tuple(_export_label_names(export_dir, model.labels)))
     except WholeModelDataError as exc:
         raise WholeModelDataError(f"{model_path}: {exc}") from None
     except UserError as exc:
         raise WholeModelDataError(f"{model_path}: the text check needs an MCUBERT-schedule export: {exc}") from None
+
+
+def _export_label_names(export_dir: Path, count: int) -> list[str]:
+    """report.json's label names (HF's default when the report has none, as for an older export)."""
+    report = export_dir / "report.json"
+    try:
+        names = json.loads(report.read_text()).get("model", {}).get("labels") if report.is_file() else None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise WholeModelDataError(f"{report}: unreadable ({exc})") from None
+    if names is None:
+        return default_label_names(count)
+    if not isinstance(names, list) or len(names) != count:
+        raise WholeModelDataError(f"{report}: model.labels should name the model's {count} labels, got {names!r}")
+    check_label_names(names, f"{report} model.labels")
+    return names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,6 +143,7 @@ def render_header(model: WholeModel) -> str:
         hidden=model.hidden,
         layers=len(model.layers),
         labels=model.labels,
+        label_names=", ".join(c_string_literal(n) for n in (model.label_names or default_label_names(model.labels))),
         hidden_bytes=model.seq_len * model.hidden,
         scratch_bytes=model.scratch_bytes,
         vocab_bytes=len(model.vocab),

@@ -33,6 +33,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.model.config import BertConfig
+from tflm_mcubert.model.labels import checkpoint_label_names, label_maps, names_or_default
 from tflm_mcubert.model.finite import require_finite
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class LoadedCheckpoint:
     tokenizer: Any  # a transformers tokenizer, or None when the checkpoint ships no vocab/tokenizer file
     source: str  # what the caller passed (a directory or a hub id)
     architecture: str  # as declared in config.json, e.g. "BertForMaskedLM"; the model built follows config
+    label_names: list[str] | None = None  # config.json's id2label, None without (or with default) names
 
 
 def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
@@ -83,20 +85,31 @@ def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
         tokenizer=load_tokenizer(ckpt_dir, config),
         source=str(source),
         architecture=_declared_architecture(ckpt_dir, config),
+        label_names=checkpoint_label_names(ckpt_dir, config.num_labels),
     )
 
 
 def save_checkpoint(
-    model: BertModel, out_dir: str | Path, tokenizer=None, *, compression_info: dict | None = None
+    model: BertModel,
+    out_dir: str | Path,
+    tokenizer=None,
+    *,
+    compression_info: dict | None = None,
+    label_names: list[str] | None = None,
 ) -> Path:
     """Write an HF-layout directory that `load_checkpoint` and `transformers.*.from_pretrained` both read.
 
     A model whose word lookup is a `ClusteredLowRankEmbedding` is written in the compressed format (see
     `COMPRESSION_KEY`); `tokenizer` must then be the one that emits the layer's (permuted) ids, e.g. from
     `write_permuted_tokenizer`, and `compression_info` is recorded alongside (search settings, metrics).
+    A classifier's config.json names its classes (`id2label`, `label2id`): `label_names`, or HF's default.
     """
     out = Path(out_dir)
     config_dict = model.config.to_hf_dict()
+    if model.config.num_labels:
+        if label_names is not None and len(label_names) != model.config.num_labels:
+            raise ValueError(f"{len(label_names)} label names for a classifier of {model.config.num_labels} labels")
+        config_dict.update(label_maps(names_or_default(label_names, model.config.num_labels)))
     lookup = model.embeddings.word_lookup
     if lookup is not None:
         if tokenizer is not None and tokenizer.pad_token_id != model.config.pad_token_id:

@@ -27,6 +27,7 @@ from tflm_mcubert.data import tasks
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
+from tflm_mcubert.model.labels import choose_label_names
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.cluster import DEFAULT_CLUSTER_TIMEOUT
 from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
@@ -77,7 +78,7 @@ class TrainOptions:
 class TaskData:
     splits: dict[str, EncodedSplit]
     num_labels: int
-    label_names: list[str]
+    label_names: list[str]  # the names of the ids: the task's, or (check_labels) the checkpoint's or HF's default
 
     def fingerprint(self) -> str:
         return hashlib.sha256("".join(self.splits[s].fingerprint() for s in SPLITS).encode()).hexdigest()
@@ -129,11 +130,12 @@ def checkpoint_fingerprint(source: str) -> str:
 
 
 def load_classifier(source: str, *, what: str = "--checkpoint"):
-    """A checkpoint that must already be a classifier (a fine-tuned teacher or student)."""
+    """(model, tokenizer, label names or None) of a checkpoint that must already be a classifier (a
+    fine-tuned teacher or student)."""
     loaded = load_checkpoint(source)
     if loaded.model.classifier is None:
         raise UserError(f"{what} {source}: has no classifier; fine-tune it first (the finetune command)")
-    return loaded.model, loaded.tokenizer
+    return loaded.model, loaded.tokenizer, loaded.label_names
 
 
 def open_run(out: Path, settings: dict, opts: TrainOptions, strategy, on_step_end=None) -> tuple[RunDirectory, Trainer]:
@@ -226,9 +228,10 @@ def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOpti
         loaded = load_checkpoint(checkpoint)
         tokenizer, model = loaded.tokenizer, loaded.model
         data = load_task_data(data_opts, tokenizer, model.config.vocab_size)
+        names = loaded.label_names
         if model.classifier is None:  # a bare encoder (e.g. a sentence-transformers BERT): add a fresh head
-            model = model.with_classifier(data.num_labels, seed=opts.seed)
-        check_labels(model, data, "--checkpoint")
+            model, names = model.with_classifier(data.num_labels, seed=opts.seed), None
+        check_labels(model, data, "--checkpoint", names)
         settings = settings_of("finetune", data_opts, opts, data, checkpoint=checkpoint_fingerprint(checkpoint))
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         record = trainer.fit(
@@ -243,10 +246,11 @@ def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOpti
         )
     scores = evaluate(model, data, opts.batch_size)
     if run.writer:
-        save_checkpoint(model, out, tokenizer)
+        save_checkpoint(model, out, tokenizer, label_names=data.label_names)
     metrics = {
         "command": "finetune",
         "checkpoint": checkpoint,
+        "label_names": data.label_names,
         **scores,
         "stages": [record.to_dict()],
         "seconds": round(time.monotonic() - began, 1),
@@ -270,9 +274,9 @@ def distill(
     strategy, began = start(opts)
     shape = preset_config(preset)
     with strategy.scope():
-        teacher, teacher_tokenizer = load_classifier(teacher_source, what="--teacher")
+        teacher, teacher_tokenizer, teacher_names = load_classifier(teacher_source, what="--teacher")
         teacher_data = load_task_data(data_opts, teacher_tokenizer, teacher.config.vocab_size)
-        check_labels(teacher, teacher_data, "--teacher")
+        check_labels(teacher, teacher_data, "--teacher", teacher_names, strict=True)
         objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature)
         if opts.hidden_kd:
             raise UserError("distill: hidden-state KD needs equal widths; the student is narrower (use --hidden-kd 0)")
@@ -301,10 +305,11 @@ def distill(
         for split in ("validation", "test")
     }
     if run.writer:
-        save_checkpoint(student, out, tokenizer)
+        save_checkpoint(student, out, tokenizer, label_names=teacher_data.label_names)
     metrics = {
         "command": "distill",
         "teacher": teacher_source,
+        "label_names": teacher_data.label_names,
         "preset": preset,
         "init": init,
         **scores,
@@ -318,6 +323,10 @@ def distill(
     return metrics
 
 
-def check_labels(model, data: TaskData, what: str) -> None:
+def check_labels(model, data: TaskData, what: str, names: list[str] | None = None, *, strict: bool = False) -> None:
+    """Refuses a classifier of another label count, and settles `data.label_names` on the names the output
+    checkpoint gets: the task's, else the checkpoint's own (`names`), else HF's default (model/labels.py).
+    `strict`: the checkpoint's logits teach (distill, search), so its ids must mean what the task's do."""
     if model.config.num_labels != data.num_labels:
         raise UserError(f"{what}: its classifier has {model.config.num_labels} labels, the task {data.num_labels}")
+    data.label_names = choose_label_names(data.label_names, names, what, strict=strict, warn=log)

@@ -208,8 +208,16 @@ static void classify(const char *line, size_t bytes) {
       label = i;
     }
   }
-  Serial.print("label: ");
-  Serial.println(label);
+#if MCUBERT_MODEL_NUM_LABELS > 0  // "label <name> (<id>)", the names from model_settings.h
+  static const char *const kLabels[MCUBERT_MODEL_LABEL_COUNT] = MCUBERT_MODEL_LABELS;
+  Serial.print("label ");
+  Serial.print(kLabels[label]);
+  Serial.print(" (");
+  Serial.print(label);
+  Serial.println(")");
+#else
+  (void)label;  // a hidden-state export has no labels
+#endif
   print_output(values);
   Serial.print("tokens: ");
   Serial.print(tokens);

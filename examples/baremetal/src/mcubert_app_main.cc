@@ -3,10 +3,11 @@
 // Everything model-specific comes from the export directory: the model (model_data.cc), its arena
 // size, op registration and tensor facts (model_settings.h), and a test sequence with the output
 // the host reference computes for it (model_test_input.cc). The app runs that sequence once and
-// prints the output (dequantized logits), the cycles and milliseconds of Invoke(), the arena TFLM
-// used, and whether the output matches the reference. Exit status: 0 match, 1 mismatch, 2 setup
-// failed (the message says which step). Output goes through mcubert_platform_write(), TFLM's own
-// messages too (RegisterDebugLogCallback: a TFLM library built with TARGET=cortex_m_generic).
+// prints the label ("label <name> (<id>)", the names from model_settings.h), the output (dequantized
+// logits), the cycles and milliseconds of Invoke(), the arena TFLM used, and whether the output
+// matches the reference. Exit status: 0 match, 1 mismatch, 2 setup failed (the message says which
+// step). Output goes through mcubert_platform_write(), TFLM's own messages too
+// (RegisterDebugLogCallback: a TFLM library built with TARGET=cortex_m_generic).
 //
 // `arena=<bytes>` on the command line (QEMU: -append) hands TFLM only that much of the arena: the
 // least that works on this core is found by running again, not by rebuilding.
@@ -173,20 +174,27 @@ bool TokenizeInto(tflite::MicroInterpreter& interpreter, const char* text, uint3
   return true;
 }
 
-// The label (the largest score) and the scores.
+#endif
+
+// "label <name> (<id>)": the largest score's class, named as model_settings.h names it (the first on ties).
 void WriteLabel(const OutputType* values) {
+#if MCUBERT_MODEL_NUM_LABELS > 0
+  static const char* const kLabels[MCUBERT_MODEL_LABEL_COUNT] = MCUBERT_MODEL_LABELS;
   int32_t best = 0;
   for (int32_t i = 1; i < MCUBERT_MODEL_NUM_LABELS; ++i) {
     if (values[i] > values[best]) {
       best = i;
     }
   }
-  Write("label: ");
+  Write("label ");
+  Write(kLabels[best]);
+  Write(" (");
   mcubert_platform_write_int(best);
-  Write("\n");
-  WriteOutput(values);
-}
+  Write(")\n");
+#else
+  (void)values;
 #endif
+}
 
 }  // namespace
 
@@ -275,11 +283,13 @@ int main() {
 #if MCUBERT_APP_TEXT
   if (text != nullptr) {  // text in: no reference output to compare with
     WriteLabel(values);
+    WriteOutput(values);
     WriteCycles(cycles);
     return 0;
   }
 #endif
 
+  WriteLabel(values);
   WriteOutput(values);
   WriteCycles(cycles);
   Write("arena used: ");

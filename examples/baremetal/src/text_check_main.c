@@ -6,7 +6,8 @@
  * device (mcubert_tokenizer, ids in the export's id space) and runs the whole model through the C
  * kernels — MCUBERT_EMBEDDING, every layer's MCUBERT_ATTENTION and MCUBERT_MLP, MCUBERT_CLASSIFIER_HEAD —
  * with the options, weights and tokenizer blob of text_data.c (tflm_mcubert/firmware/whole_model_data.py).
- * One output line a sentence: the label (argmax of the int8 logits, the first on ties), the logits,
+ * One output line a sentence: the label, "label <name> (<id>)" (argmax of the int8 logits, the first on
+ * ties; the names are the export's, TEXT_LABEL_NAMES), the logits,
  * the tokens used, and the DWT cycles of tokenize and of the model (0 where there is no cycle counter,
  * e.g. under QEMU).
  *
@@ -139,6 +140,8 @@ static mcubert_status run_model(int32_t valid, const char **what, mcubert_messag
     return status;
 }
 
+static const char *const label_names[TEXT_LABELS] = TEXT_LABEL_NAMES;
+
 static void write_result(uint32_t number, uint32_t valid, uint32_t tokenize_cycles, uint32_t model_cycles)
 {
     int32_t i, label = 0;
@@ -150,8 +153,10 @@ static void write_result(uint32_t number, uint32_t valid, uint32_t tokenize_cycl
     mcubert_platform_write("sentence ");
     mcubert_platform_write_uint(number);
     mcubert_platform_write(": label ");
+    mcubert_platform_write(label_names[label]);
+    mcubert_platform_write(" (");
     mcubert_platform_write_int(label);
-    mcubert_platform_write(", logits [");
+    mcubert_platform_write("), logits [");
     for (i = 0; i < TEXT_LABELS; ++i) {
         mcubert_platform_write(i == 0 ? "" : ", ");
         mcubert_platform_write_int(logits[i]);
