@@ -12,8 +12,10 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-# What a build of the kernels needs; build outputs and caches stay behind.
-IGNORED = shutil.ignore_patterns("build", "__pycache__", "*.o", "*.a", "*.so", "*.elf")
+# What a build of the kernels needs; build outputs and caches stay behind, and so does the generated
+# contract header (a checkout's copy may be stale; the installed package writes its own on first use,
+# tflm_mcubert/kernel_sources.py).
+IGNORED = shutil.ignore_patterns("build", "__pycache__", "*.o", "*.a", "*.so", "*.elf", "mcubert_contract.h")
 
 
 class BuildPyWithKernels(build_py):
