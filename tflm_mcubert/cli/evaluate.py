@@ -7,12 +7,15 @@ Two measures, on the same inputs for every model:
                 text (20 held-out built-in sentences, or --text FILE), as min and mean; for a classifier,
                 also the agreement of argmax(logits) with the float model
 
-The int8 model is calibrated exactly as `export --schedule mcubert` does (same calibration data and
-settings; tiles do not change its bytes). `--embedding-bits 8 4` evaluates both storages of the
-embedding's word tables side by side: "int8", and "int4" (int4 word tables, SPEC 4.1.1; everything
-else int8), as `export --embedding-bits 4` writes them. `--stock` also converts the stock int8 .tflite and runs it
-in the tflite-micro interpreter. `--dump DIR` writes, per evaluated text, an npz with every layer's
-float output and int8 output (raw and dequantized) for debugging.
+Every text of the split (or file) is measured unless --samples says fewer; the output says how many of
+how many. The int8 model is calibrated exactly as `export --schedule mcubert` does (same calibration data
+and settings; tiles do not change its bytes), and by default stores what export would store (the word
+tables at the width a searched checkpoint was fine-tuned for). `--embedding-bits 8 4` evaluates both
+storages of the embedding's word tables side by side: "int8", and "int4" (int4 word tables, SPEC 4.1.1;
+everything else int8), as `export --embedding-bits 4` writes them; `--weight-bits 4` likewise the int4
+encoder weights of `export --weight-bits 4` (SPEC 3.1.1), reported with a "+w4" suffix. `--stock` also
+converts the stock int8 .tflite and runs it in the tflite-micro interpreter. `--dump DIR` writes, per
+evaluated text, an npz with every layer's float output and int8 output (raw and dequantized) for debugging.
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from tflm_mcubert.cli import seed_argument
-from tflm_mcubert.data.calibration import Calibration, evaluation_sentences, random_samples, read_sentences
+from tflm_mcubert.cli.export import trained_storage_bits
+from tflm_mcubert.data.calibration import (
+    Calibration,
+    evaluation_sentences,
+    random_samples,
+    read_sentences,
+    tokenize,
+)
 from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, label_names, load_task
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.mcubert_export import default_compression
@@ -38,8 +48,6 @@ from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_
 from tflm_mcubert.quantize.qat import QatSettings, distill
 from tflm_mcubert.runtime.tflm_runner import TflmRunner
 
-DEFAULT_SAMPLES = 200
-
 
 def add_parser(subparsers) -> list[str]:
     ev = subparsers.add_parser("evaluate", help="accuracy / fidelity of float, int8 reference and stock models")
@@ -48,7 +56,7 @@ def add_parser(subparsers) -> list[str]:
     ev.add_argument("--num-labels", type=int, default=2, help="classifier outputs of the random preset model")
     ev.add_argument("--task", help="accuracy on this task's test split (e.g. rotten_tomatoes, sst2, a file)")
     ev.add_argument("--text", help="fidelity on these texts (one a line; default: built-in sentences)")
-    ev.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="texts evaluated (default 200)")
+    ev.add_argument("--samples", type=int, help="texts evaluated (default: all of the split or file)")
     ev.add_argument("--seq-len", type=int, default=128)
     ev.add_argument(
         "--embedding",
@@ -61,10 +69,19 @@ def add_parser(subparsers) -> list[str]:
         "--embedding-bits",
         type=int,
         nargs="+",
+        choices=(8, 4),
+        help="storage of the embedding's word tables to evaluate: 8 (int8), 4 (packed int4, as "
+        "export --embedding-bits 4), or both (8 4); the models are reported as int8 and int4 "
+        "(default: what export stores, the width a searched checkpoint was fine-tuned for, else 8)",
+    )
+    ev.add_argument(
+        "--weight-bits",
+        type=int,
+        nargs="+",
         default=[8],
         choices=(8, 4),
-        help="storage of the embedding's word tables to evaluate: 8 (int8, default), 4 (packed int4, as "
-        "export --embedding-bits 4), or both (8 4); the models are reported as int8 and int4",
+        help="storage of every attention and MLP linear layer: 8 (int8, default), 4 (packed int4, as "
+        "export --weight-bits 4), or both (8 4); int4 weights are reported with a +w4 suffix",
     )
     ev.add_argument(
         "--qat-steps",
@@ -88,7 +105,7 @@ def _texts(args, tokenizer, model_labels: list[str] | None = None):
     if args.task:
         task = load_task(args.task, seed=args.seed)
         test = task["test"]
-        rows = test.select(range(min(args.samples, len(test))))
+        rows = test.select(range(_count(args.samples, len(test))))
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
         texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
         task_names = label_names(task)
@@ -98,14 +115,14 @@ def _texts(args, tokenizer, model_labels: list[str] | None = None):
             )
         labels = _model_ids(np.asarray(rows["label"]), task_names, model_labels)
         shown = model_labels if model_labels and not are_default(model_labels) else task_names
-        return texts, labels, f"{args.task} test split ({len(texts)} rows)", shown
+        return texts, labels, f"the {args.task} test split ({len(texts)} of its {len(test)} rows)", shown
     texts = read_sentences(args.text, flag="--text") if args.text else evaluation_sentences()
-    return (
-        texts[: args.samples],
-        None,
-        (args.text or "held-out built-in sentences") + f" ({min(len(texts), args.samples)})",
-        None,
-    )
+    used = texts[: _count(args.samples, len(texts))]
+    return used, None, f"{args.text or 'held-out built-in sentences'} ({len(used)} of {len(texts)} texts)", None
+
+
+def _count(samples: int | None, available: int) -> int:
+    return available if samples is None else min(samples, available)
 
 
 def _model_ids(labels: np.ndarray, task_names: list[str], model_names: list[str] | None) -> np.ndarray:
@@ -124,18 +141,7 @@ def _model_ids(labels: np.ndarray, task_names: list[str], model_names: list[str]
 def _tokenize(tokenizer, texts, seq_len: int, vocab_size: int, seed: int) -> list[dict]:
     if tokenizer is None:
         return random_samples(vocab_size, seq_len, len(texts), seed=seed + 1)
-    samples = []
-    for text in texts:
-        first, second = text if isinstance(text, tuple) else (text, None)
-        enc = tokenizer(first, second, max_length=seq_len, truncation=True, padding="max_length", return_tensors="np")
-        samples.append(
-            {
-                "input_ids": enc["input_ids"].astype(np.int32),
-                "attention_mask": enc["attention_mask"].astype(np.int32),
-                "token_type_ids": enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int32),
-            }
-        )
-    return samples
+    return tokenize(tokenizer, texts, seq_len)
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -157,7 +163,7 @@ class _Models:
 
 
 def run(args) -> int:
-    if args.samples < 1:
+    if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     if args.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {args.qat_steps}")
@@ -176,7 +182,7 @@ def run(args) -> int:
         "calibration": models.calibration_source,
         "seq_len": args.seq_len,
     }
-    print(f"{len(samples)} texts from {text_source}; seq_len {args.seq_len}")
+    print(f"measured on {text_source}; seq_len {args.seq_len}")
     _summarize(results, scores, predictions, labels)
     if labels is not None:
         _per_label_report(results, predictions, labels, names)
@@ -201,6 +207,7 @@ def _load_models(args) -> _Models:
         vocab_size=config.vocab_size,
         count=args.calibration_samples,
         seed=args.seed,
+        task=source.get("task"),
     )
     dense_model, compressed_here = model, None
     if args.embedding == "auto":
@@ -211,13 +218,13 @@ def _load_models(args) -> _Models:
     remap = float_model.permutation if compressed_here else None
     inputs = model_inputs(calibration, args.seq_len, remap)
     quantized = {}
-    for bits in dict.fromkeys(args.embedding_bits):  # in the order given, once each
-        settings = CalibrationSettings(embedding_bits=bits)
-        quantized[_quantized_name(bits)], ranges = calibrate(
-            float_model, inputs, seq_len=args.seq_len, settings=settings
-        )
-        if args.qat_steps:
-            quantized[_quantized_name(bits)] = _fine_tuned(model, inputs, ranges, settings, args)
+    for bits in dict.fromkeys(_embedding_bits(args)):  # in the order given, once each
+        for weight_bits in dict.fromkeys(args.weight_bits):
+            settings = CalibrationSettings(embedding_bits=bits, weight_bits=weight_bits)
+            name = _quantized_name(bits, weight_bits)
+            quantized[name], ranges = calibrate(float_model, inputs, seq_len=args.seq_len, settings=settings)
+            if args.qat_steps:
+                quantized[name] = _fine_tuned(model, inputs, ranges, settings, args)
     stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
@@ -227,8 +234,18 @@ def _load_models(args) -> _Models:
     return _Models(config, source, tokenizer, float_model, quantized, remap, calibration_source, stock_runner)
 
 
-def _quantized_name(bits: int) -> str:
-    return "int8" if bits == 8 else "int4"
+def _embedding_bits(args) -> list[int]:
+    """--embedding-bits, or export's default: the width the checkpoint's search fine-tuned for, else 8."""
+    if args.embedding_bits:
+        return args.embedding_bits
+    trained = trained_storage_bits(args.checkpoint)
+    if trained == 4:
+        print("word tables stored in int4, as export stores them for this checkpoint (its search fine-tuned for it)")
+    return [trained if trained in (4, 8) else 8]
+
+
+def _quantized_name(embedding_bits: int, weight_bits: int = 8) -> str:
+    return ("int8" if embedding_bits == 8 else "int4") + ("" if weight_bits == 8 else "+w4")
 
 
 def _fine_tuned(model, inputs, ranges, settings, args):
@@ -282,16 +299,18 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
                 stock_pooled = mean_pool(np.asarray(out["last_hidden_state"]), sample["attention_mask"])[0]
                 scores["stock"].append(_cosine(pooled, stock_pooled))
         if dump:
-            _dump_sample(dump / f"sample_{n:04d}.npz", models.quantized[first], x, float_layers, int8_layers)
+            _dump_sample(dump / f"sample_{n:04d}.npz", first, models.quantized[first], x, float_layers, int8_layers)
     return scores, predictions
 
 
-def _dump_sample(path: Path, quantized, x, float_layers: dict, int8_layers: dict) -> None:
+def _dump_sample(path: Path, model_name: str, quantized, x, float_layers: dict, quantized_layers: dict) -> None:
+    """The float and quantized layers of one text; the quantized ones under the model's name ("int8",
+    "int4", "int8+w4", ...): every layer's output is int8 whatever the storage of its weights."""
     arrays = {f"float/{k}": v for k, v in float_layers.items()}
-    arrays.update({f"int8/{k}": v for k, v in int8_layers.items()})
+    arrays.update({f"{model_name}/{k}": v for k, v in quantized_layers.items()})
     quants = {node.name: node.output_quant for node in quantized.nodes()}
-    for name, v in int8_layers.items():
-        arrays[f"int8_dequantized/{name}"] = quants[name].dequantize(v)
+    for name, v in quantized_layers.items():
+        arrays[f"{model_name}_dequantized/{name}"] = quants[name].dequantize(v)
     np.savez_compressed(path, input_ids=x.input_ids, valid=x.valid, **arrays)
 
 

@@ -88,16 +88,17 @@ def add_parser(subparsers) -> list[str]:
     )
     export.add_argument(
         "--calibration",
-        help="text file (one sentence a line, or a CSV/TSV with a text "
-        "column) or 'random' (default: built-in sentences if the "
-        "checkpoint has a tokenizer, else random ids)",
+        help="text file (one sentence a line, or a CSV/TSV with a text column) or 'random' (default: the "
+        "training text of the task the checkpoint records, else built-in sentences if it has a tokenizer, "
+        "else random ids)",
     )
     export.add_argument("--calibration-samples", type=int, default=32)
     export.add_argument(
         "--prune-vocab",
         metavar="CORPUS",
         help="keep only the special tokens, the single characters and the word pieces CORPUS uses (a task's "
-        "training split, e.g. rotten_tomatoes, or a text file): a smaller word table and tokenizer blob",
+        "training split, e.g. rotten_tomatoes or a task directory, or a text file): a smaller word table and "
+        "tokenizer blob",
     )
     export.add_argument(
         "--prune-top-n", type=int, default=None, help="with --prune-vocab: keep only its N most frequent pieces"

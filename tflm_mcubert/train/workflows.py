@@ -27,6 +27,7 @@ from tflm_mcubert.data import tasks
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
+from tflm_mcubert.model.task_record import task_record
 from tflm_mcubert.model.labels import choose_label_names
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.cluster import DEFAULT_CLUSTER_TIMEOUT
@@ -56,6 +57,15 @@ class DataOptions:
     max_seq_len: int = 128
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
+
+    def record(self) -> dict:
+        """The task as the checkpoints trained on it record it (model/task_record.py)."""
+        return task_record(
+            self.task,
+            text_column=self.text_column,
+            text_pair_column=self.text_pair_column,
+            label_column=self.label_column,
+        )
 
 
 @dataclasses.dataclass
@@ -156,16 +166,27 @@ def open_run(out: Path, settings: dict, opts: TrainOptions, strategy, on_step_en
 
 
 def teacher_logits(
-    run: RunDirectory, teacher, teacher_fingerprint: str, data: TaskData, batch_size: int
+    run: RunDirectory, teacher, teacher_fingerprint: str, data: TaskData, batch_size: int, progress: bool = True
 ) -> dict[str, np.ndarray]:
-    """The teacher's logits on every split, computed once and cached in the run directory."""
+    """The teacher's logits on every split, computed once and cached in the run directory (saying so: on a
+    big teacher this is minutes before the first training step)."""
+
+    def compute(split: str) -> np.ndarray:
+        if progress:
+            log(f"the teacher's logits on the {split} split ({len(data.splits[split].labels):,} examples) ...")
+        return predict_logits(teacher, data.splits[split], batch_size)
+
     out = {}
     for split in SPLITS:
         key = f"{teacher_fingerprint}:{data.splits[split].fingerprint()}"
-        out[split] = run.cached(
-            f"teacher-logits-{split}", key, lambda s=split: predict_logits(teacher, data.splits[s], batch_size)
-        )
+        out[split] = run.cached(f"teacher-logits-{split}", key, lambda s=split: compute(s))
     return out
+
+
+def announce(opts: TrainOptions, what: str, data_opts: DataOptions) -> None:
+    """The first line of a command: loading a model and tokenizing a task take tens of seconds."""
+    if opts.progress:
+        log(f"loading {what} and tokenizing {data_opts.task} ...")
 
 
 def evaluate(
@@ -224,6 +245,7 @@ def start(opts: TrainOptions):
 def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOptions, *, on_step_end=None) -> dict:
     """A checkpoint fine-tuned on the task (labels only): the teacher of the later stages."""
     strategy, began = start(opts)
+    announce(opts, checkpoint, data_opts)
     with strategy.scope():
         loaded = load_checkpoint(checkpoint)
         tokenizer, model = loaded.tokenizer, loaded.model
@@ -246,7 +268,7 @@ def finetune(checkpoint: str, out: Path, data_opts: DataOptions, opts: TrainOpti
         )
     scores = evaluate(model, data, opts.batch_size)
     if run.writer:
-        save_checkpoint(model, out, tokenizer, label_names=data.label_names)
+        save_checkpoint(model, out, tokenizer, label_names=data.label_names, task=data_opts.record())
     metrics = {
         "command": "finetune",
         "checkpoint": checkpoint,
@@ -273,6 +295,7 @@ def distill(
     `pruning`'s corpus: a `compress.vocab_pruning.Pruning`), trained by task KD."""
     strategy, began = start(opts)
     shape = preset_config(preset)
+    announce(opts, f"the teacher {teacher_source}", data_opts)
     with strategy.scope():
         teacher, teacher_tokenizer, teacher_names = load_classifier(teacher_source, what="--teacher")
         teacher_data = load_task_data(data_opts, teacher_tokenizer, teacher.config.vocab_size)
@@ -287,7 +310,7 @@ def distill(
         extra = {} if pruning is None else {"prune": dataclasses.asdict(pruning)}
         settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset, **extra)
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
-        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size)
+        logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size, opts.progress)
         record = trainer.fit(
             Stage(
                 "distill",
@@ -305,7 +328,7 @@ def distill(
         for split in ("validation", "test")
     }
     if run.writer:
-        save_checkpoint(student, out, tokenizer, label_names=teacher_data.label_names)
+        save_checkpoint(student, out, tokenizer, label_names=teacher_data.label_names, task=data_opts.record())
     metrics = {
         "command": "distill",
         "teacher": teacher_source,
