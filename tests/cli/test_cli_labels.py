@@ -14,7 +14,7 @@ import pytest
 from tflm_mcubert.cli.evaluate import per_label_figures
 from tflm_mcubert.firmware.c_string import c_string_literal
 
-from .cli_helpers import assert_one_clean_error, run_cli
+from .cli_helpers import assert_one_clean_error, run_cli, run_text_check_under_qemu
 from .test_cli_compress import WORDS
 
 # Sorted order gives the ids: 'bad…' is 0, 'good…' is 1. Quotes, a backslash and non-ASCII on purpose.
@@ -103,43 +103,12 @@ def test_export_carries_the_names_into_the_report_and_the_firmware_files(finetun
 
 
 def test_the_bare_metal_text_check_prints_the_label_names_under_qemu(finetuned, tmp_path):
-    from tests import qemu
-    from tests.firmware.test_text_in import _firmware_sizes, need
-    from tflm_mcubert.firmware.whole_model_data import whole_model_from_export, write_text_data
-    from tflm_mcubert.runtime.reference import run_reference
-    from tflm_mcubert.tflite.mcubert_reader import read_model
-    from tflm_mcubert.tokenizer import reference, vocab_blob
-
-    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     teacher, data = finetuned
     out = tmp_path / "export"
-    # Calibrated on the task's own text (the built-in movie sentences are far from this toy vocabulary).
-    texts = tmp_path / "texts.txt"
-    with open(data, newline="", encoding="utf-8") as f:
-        texts.write_text("\n".join(row["text"] for row in csv.DictReader(f)) + "\n")
-    code = _run("export", "--checkpoint", teacher, "--out", out, "--seq-len", 16, "--calibration", texts)
-    assert code == 0
-    write_text_data(whole_model_from_export(out), tmp_path / "data")
-    elf = _firmware_sizes().build(
-        "qemu-mps2-an500", tmp_path / "build", target="mcubert_text_check",
-        cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={tmp_path / 'data'}",),
-    )  # fmt: skip
+    assert _run("export", "--checkpoint", teacher, "--out", out, "--seq-len", 16) == 0  # calibrated on the task
     sentences = ["good happy film", "bad sad movie", "the cat sat on the mat"]
-    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
-    status, console = qemu.run_qemu(elf, command_line=f"sentences={tmp_path / 'sentences.txt'}", timeout=120)
-    assert status == 0, console
-    spec = vocab_blob.unpack((out / "model_vocab.bin").read_bytes())
-    model = read_model((out / "model.tflite").read_bytes())
-    seen = set()
-    for number, text in enumerate(sentences, 1):
-        encoded = reference.encode(spec, text.encode(), 16)
-        inputs = {"input_ids": encoded.ids, "attention_mask": encoded.mask, "token_type_ids": encoded.token_types}
-        logits = run_reference(model, inputs).outputs["logits"].reshape(-1)
-        label = int(np.argmax(logits))
-        want = f"sentence {number}: label {NAMES[label]} ({label}), logits [{', '.join(str(int(v)) for v in logits)}]"
-        assert want in console, (want, console)
-        seen.add(label)
-    assert seen == {0, 1}, console  # the fine-tuned model tells the two apart: both names are printed
+    seen = run_text_check_under_qemu(out, sentences, NAMES, 16, tmp_path)
+    assert seen == {0, 1}  # the fine-tuned model tells the two apart: both names are printed
 
 
 def test_a_checkpoint_s_own_names_are_kept_and_a_disagreement_is_said(capsys, tmp_path, make_hf_checkpoint):

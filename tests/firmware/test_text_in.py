@@ -3,10 +3,10 @@
 A tiny sequence classifier with a tokenizer is exported (mcubert schedule, seq_len 16), its ops and
 tokenizer blob written as C (firmware/whole_model_data.py), and the firmware built for qemu-mps2-an500.
 It reads a file of sentences (accents, CJK, emoji, an empty line, invalid UTF-8, control characters and
-NUL, lines far over seq_len and over the firmware's 256-byte line buffer, no newline after the last)
+NUL, lines far over seq_len and over the firmware's line buffer, no newline after the last)
 through semihosting; for every line the label, the int8 logits and the token count it prints must equal
 the numpy reference run (runtime/reference.py) on the ids the Python tokenizer reference gives for the
-same bytes (cut at 256, as the firmware cuts them). Built for the emulator-only board (emulator-m7,
+same bytes (cut at the line buffer's size, as the firmware cuts them). Built for the emulator-only board (emulator-m7,
 under unicorn, whose cycle counter reads executed instructions), it prints nonzero tokenize and model
 counts where QEMU prints 0.
 """
@@ -26,12 +26,17 @@ import pytest
 from tests import qemu
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.firmware.whole_model_data import WholeModelDataError, whole_model_from_export, write_text_data
+from tflm_mcubert.firmware.whole_model_data import (
+    WholeModelDataError,
+    text_line_bytes,
+    whole_model_from_export,
+    write_text_data,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BAREMETAL = REPO / "examples" / "baremetal"
 SEQ_LEN = 16
-LINE_BYTES = 256  # text_check_main.c TEXT_LINE_BYTES
+LINE_BYTES = text_line_bytes(SEQ_LEN)  # text_data.h TEXT_LINE_BYTES
 
 
 def _firmware_sizes():
@@ -53,7 +58,7 @@ def need(*tools: str) -> None:
             )
 
 
-# One line each; no "\n" inside. The 3-byte character that straddles byte 256 is cut by the firmware's
+# One line each; no "\n" inside. The 3-byte character that straddles LINE_BYTES is cut by the firmware's
 # line buffer, which leaves an invalid sequence for the tokenizer to drop.
 SENTENCES = [
     "The cat sat on the mat.".encode(),
@@ -68,8 +73,8 @@ SENTENCES = [
     b"\xed\xa0\x80 surrogate and overlong \xc0\xaf",
     b"control \x01\x07\x7f\tchars and a \x00 NUL",
     "word ".encode() * 40,  # 200 bytes, far more tokens than seq_len
-    ("x" * 254 + "東 tail").encode(),  # 254 + 3 + 5 bytes: cut inside 東
-    ("long " * 300).encode(),  # 1,500 bytes
+    ("x" * (LINE_BYTES - 2) + "東 tail").encode(),  # LINE_BYTES - 2 + 3 + 5 bytes: cut inside 東
+    ("long " * (LINE_BYTES // 4)).encode(),  # 1.25 x LINE_BYTES
     "   \t  ".encode(),
     "[CLS] in text [SEP] and [MASK]".encode(),
     "ＦＵＬＬ　ｗｉｄｔｈ and ﬁ ligatures".encode(),

@@ -66,8 +66,9 @@ def add_training_arguments(parser: argparse.ArgumentParser, command: str) -> Non
             "--prune-vocab",
             metavar="CORPUS",
             help="train with the vocabulary pruned to the pieces CORPUS uses (a task's training split, e.g. "
-            "rotten_tomatoes, or a text file): special tokens and single characters are kept, the rest map to "
-            "[UNK] and need no embedding row; OUT's tokenizer is the pruned one",
+            "rotten_tomatoes or a task directory, or a text file): special tokens and single characters are "
+            "kept; a word whose piece was dropped re-tokenizes into shorter kept pieces, and dropped pieces "
+            "need no embedding row; OUT's tokenizer is the pruned one",
         )
         data.add_argument("--prune-top-n", type=int, help="with --prune-vocab: keep only its N most frequent pieces")
     run = parser.add_argument_group("run")

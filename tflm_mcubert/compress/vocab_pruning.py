@@ -45,7 +45,9 @@ def pieces_to_keep(tokenizer, sentences: list[str], top_n: int | None = None) ->
     """Old ids to keep, ascending: special tokens, single-character pieces, and the corpus's pieces."""
     vocab = tokenizer.get_vocab()
     counts: collections.Counter[int] = collections.Counter()
-    for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"]:
+    # verbose=False: counting pieces of long texts is not feeding them to the model, so transformers'
+    # "sequence length is longer than the specified maximum" warning would only alarm.
+    for ids in tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]:
         counts.update(ids)
     used = [i for i, _ in counts.most_common(top_n)] if top_n is not None else list(counts)
     always = {vocab[t] for t in tokenizer.all_special_tokens if t in vocab}
@@ -83,8 +85,9 @@ def prune_vocabulary(
 
 
 def corpus_sentences(spec: str) -> list[str]:
-    """The texts of a corpus: a task's training split (rotten_tomatoes, sst2, ...) or a text/CSV file."""
-    if spec.lower() in (*GLUE_TASKS, ROTTEN_TOMATOES):
+    """The texts of a corpus: a task's training split (rotten_tomatoes, sst2, ..., or a task directory of
+    train.* / validation.* / test.* files) or a text/CSV file."""
+    if spec.lower() in (*GLUE_TASKS, ROTTEN_TOMATOES) or Path(spec).is_dir():
         train = load_task(spec)["train"]
         columns = [c for c in ("text", "text_pair") if c in train.column_names]
         return [t for c in columns for t in train[c] if t]

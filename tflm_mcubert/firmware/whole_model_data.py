@@ -71,6 +71,12 @@ def tokenizer_buffer_bytes(max_chars_per_word: int) -> int:
     return 4 * slots + ((2 * slots + 3) & ~3)
 
 
+def text_line_bytes(seq_len: int) -> int:
+    """The text check's line buffer: enough bytes that the tokenizer's `seq_len`, not the buffer, ends a
+    sentence (16 B a token is well above any script's bytes per word piece: English ~4.5, CJK 3 a token)."""
+    return max(1024, 16 * seq_len)
+
+
 def whole_model(tflite: bytes, vocab: bytes, source: str = "") -> WholeModel:
     """The kernel calls of every op of an MCUBERT classifier .tflite (run-time inputs zero), and `vocab`."""
     q = read_model(tflite).quantized
@@ -148,6 +154,7 @@ def render_header(model: WholeModel) -> str:
         scratch_bytes=model.scratch_bytes,
         vocab_bytes=len(model.vocab),
         tokenizer_buffer_bytes=model.tokenizer_buffer_bytes,
+        line_bytes=text_line_bytes(model.seq_len),
     )
 
 

@@ -11,7 +11,8 @@
  * the tokens used, and the DWT cycles of tokenize and of the model (0 where there is no cycle counter,
  * e.g. under QEMU).
  *
- * A line longer than TEXT_LINE_BYTES is cut there (the output says so); a cut inside a UTF-8 sequence
+ * A line longer than TEXT_LINE_BYTES (text_data.h: more bytes than TEXT_SEQ_LEN tokens of any script take)
+ * is cut there (the output says so); a cut inside a UTF-8 sequence
  * and any other invalid UTF-8 are the tokenizer's to handle (it drops them, as BERT drops U+FFFD).
  * Exit status: 0 every sentence classified, 2 a kernel or the tokenizer refused its inputs (with its
  * message), 4 no input, 100 + exception number on a fault.
@@ -24,9 +25,6 @@
 #include "platform.h"
 #include "text_data.h"
 
-#ifndef TEXT_LINE_BYTES
-#define TEXT_LINE_BYTES 256 /* bytes of a line kept; the rest of a longer line is skipped */
-#endif
 #define SOURCE_BYTES 256 /* the `sentences=` path */
 
 /* The hidden state and the ops' one scratch (the largest op's size) live in the arena region. */
