@@ -23,7 +23,14 @@ baselines image, same shape and tokens), from which the W4 layer's ratio is ESTI
 (W4 gemm + that output stage) / (W8 layer): the output stage is unchanged by the weight format.
 Also an ESTIMATE of cycles from instruction classes (measure/instruction_classes.py), labelled so.
 
-    python bench/w4_gemm.py [--tokens 128] [--cores cortex-m7,cortex-m4] [--json out.json]
+With a CMSIS-NN checkout (CMSIS_NN_DIR or --cmsis-nn-dir; TFLM's pin 4ab83cc has the s4 kernels), also
+the real kernel TFLM 90b983c runs for int4 weights, arm_fully_connected_s4 (one arm_nn_vec_mat_mult_t_s4
+per token, per-tensor quantization: TFLM refuses per-channel int4), on the same activations and int4
+weights, all its instructions counted, output checked within one unit (bench/kernel_cost_cmsis_nn.py),
+against our whole W4 layer: the W4 gemm plus our output stage, both measured (the output stage is the W8
+layer's, the same code whatever the weight format).
+
+    python bench/w4_gemm.py [--tokens 128] [--cores cortex-m7,cortex-m4] [--cmsis-nn-dir DIR] [--json out.json]
 
 Needs arm-none-eabi-gcc, a host C compiler and the `unicorn` package (pip install -e .[bench]).
 """
@@ -45,6 +52,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import kernel_cost_cmsis_nn  # noqa: E402  (bench/, on sys.path as this script's folder)
 from tflm_mcubert.measure import kernel_build  # noqa: E402
 from tflm_mcubert.measure.arm_emulator import ArmEmulator  # noqa: E402
 from tflm_mcubert.measure.baseline_abi import run_linear  # noqa: E402
@@ -127,6 +135,26 @@ def cycles_of(profile: InstructionProfile, blocks, disassembly: Disassembly, cpu
     return profile.cycles(kept, cpu)
 
 
+def measure_real_s4(rows: list[dict], cpu: str, tokens: int, cmsis_nn_dir: Path, build_root: Path) -> None:
+    """Adds `real_s4` (instructions of CMSIS-NN's arm_fully_connected_s4 on the row's shape) to `rows`."""
+    image = kernel_cost_cmsis_nn.build_image(cmsis_nn_dir, cpu, build_root / "cmsis-nn-s4")
+    emu = ArmEmulator(image, cpu)
+    for row in rows:
+        k, n = row["k"], row["n"]
+        x, w, _ = row_operands(k, n, tokens)
+        bias = np.random.default_rng(n).integers(-5000, 5000, n).astype(np.int32)
+        _, call = kernel_cost_cmsis_nn.run_fc_s4(emu, x, w, bias, 1 << 30, -9)
+        row["real_s4"] = call.instructions
+
+
+def row_operands(k: int, n: int, tokens: int):
+    """(activations, int4-valued weights, the generator for what else the shape needs), seeded: every
+    kernel sees the same."""
+    rng = np.random.default_rng(k * 7 + n)
+    x = rng.integers(-128, 128, size=(tokens, k)).astype(np.int8)
+    return x, rng.integers(-7, 8, size=(n, k)).astype(np.int8), rng
+
+
 def measure(cpu: str, tokens: int, build_root: Path) -> list[dict]:
     gemm_elf = kernel_build.build(kernel_build.Variant(cpu), build_root, "mcubert_gemm_emu").image("mcubert_gemm_emu")
     linear_elf = kernel_build.build(kernel_build.Variant(cpu), build_root, "mcubert_baselines_emu").image(
@@ -138,9 +166,7 @@ def measure(cpu: str, tokens: int, build_root: Path) -> list[dict]:
     rows = []
     for model, shapes in SHAPES.items():
         for k, n in shapes:
-            rng = np.random.default_rng(k * 7 + n)
-            x = rng.integers(-128, 128, size=(tokens, k)).astype(np.int8)
-            w = rng.integers(-7, 8, size=(n, k)).astype(np.int8)
+            x, w, rng = row_operands(k, n, tokens)
             macs = tokens * k * n
             row = {"model": model, "cpu": cpu, "k": k, "n": n, "tokens": tokens, "macs": macs}
             for kind, packed, expected in (
@@ -193,16 +219,45 @@ def print_rows(rows: list[dict]) -> None:
             )
 
 
+def print_real_s4(rows: list[dict], revision: str) -> None:
+    print(f"\nour whole W4 layer against CMSIS-NN's arm_fully_connected_s4 (CMSIS-NN {revision}), all instructions:")
+    print(f"{'model':10} {'K x N':>10} {'core':10} {'real s4 i/MAC':>14} {'ours W4 i/MAC':>14} {'ours/real':>10}")
+    for r in rows:
+        ours = sum(r["w4"].values()) + r["w8_linear"] - r["w8_linear_gemm"]
+        print(
+            f"{r['model']:10} {r['k']:>4} x {r['n']:<4} {r['cpu']:10} {r['real_s4'] / r['macs']:14.4f} "
+            f"{ours / r['macs']:14.4f} {ours / r['real_s4']:10.3f}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--cores", default="cortex-m7,cortex-m4")
     parser.add_argument("--build", type=Path, default=None, help="build folder (default: the kernel build cache)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument(
+        "--cmsis-nn-dir",
+        type=Path,
+        default=os.environ.get("CMSIS_NN_DIR") or None,
+        help="a CMSIS-NN checkout with the s4 kernels (default: $CMSIS_NN_DIR): also measure arm_fully_connected_s4",
+    )
     args = parser.parse_args()
     build_root = args.build or kernel_build.cache_root() / f"kernels-{kernel_build.sources_digest()}"
-    rows = [row for cpu in args.cores.split(",") for row in measure(cpu, args.tokens, build_root)]
+    rows = []
+    for cpu in args.cores.split(","):
+        cpu_rows = measure(cpu, args.tokens, build_root)
+        if args.cmsis_nn_dir:
+            if not kernel_cost_cmsis_nn.has_s4(args.cmsis_nn_dir):
+                missing = ", ".join(kernel_cost_cmsis_nn.S4_SOURCES)
+                raise SystemExit(f"{args.cmsis_nn_dir}: this CMSIS-NN has no s4 kernels ({missing})")
+            measure_real_s4(cpu_rows, cpu, args.tokens, args.cmsis_nn_dir, build_root)
+        rows += cpu_rows
     print_rows(rows)
+    if args.cmsis_nn_dir:
+        print_real_s4(rows, kernel_cost_cmsis_nn.revision(args.cmsis_nn_dir))
+    else:
+        print("\n(no CMSIS-NN checkout: set CMSIS_NN_DIR or --cmsis-nn-dir to compare with arm_fully_connected_s4)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -7,6 +7,9 @@
  *                           rank-3 input whose depth is a multiple of 4 (BERT's [1, s, d] activations)
  *   cmsisnn_bench_fc        arm_fully_connected_per_channel_s8 (-> arm_nn_vec_mat_mult_t_per_ch_s8,
  *                           one token at a time): its path for rank-2 inputs
+ *   cmsisnn_bench_fc_s4     arm_fully_connected_s4 (-> arm_nn_vec_mat_mult_t_s4, one token at a time):
+ *                           its only path for int4 weights, per-tensor quantization (TFLM refuses
+ *                           per-channel int4); built when the checkout has it (CMSISNN_BENCH_S4)
  *
  * channels[i] = {bias, multiplier, shift} as the MCUBERT kernels take them (TFLite's shift convention).
  * CMSIS-NN rounds its requantization twice where the MCUBERT contract rounds once, so an output may
@@ -24,6 +27,8 @@ int32_t cmsisnn_bench_conv1x1(const int8_t *x, int32_t tokens, int32_t k, int32_
 int32_t cmsisnn_bench_fc(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w,
                          const int32_t *channels, int8_t *y, void *scratch);
 int32_t cmsisnn_bench_scratch_bytes(int32_t k, int32_t n);
+int32_t cmsisnn_bench_fc_s4(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w_packed,
+                            const int32_t *bias_in, int32_t multiplier_in, int32_t shift_in, int8_t *y);
 int main(void);
 
 static int32_t bias[MAX_CHANNELS], multiplier[MAX_CHANNELS], shift[MAX_CHANNELS];
@@ -91,11 +96,32 @@ int32_t cmsisnn_bench_fc(const int8_t *x, int32_t tokens, int32_t k, int32_t n, 
     return arm_fully_connected_per_channel_s8(&ctx, &fc, &quant, &input, x, &filter, w, &bias_dims, bias, &output, y);
 }
 
+/* w_packed: int4 weights [n][k], two a byte, the first in the low nibble (CMSIS-NN's s4 layout). */
+int32_t cmsisnn_bench_fc_s4(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w_packed,
+                            const int32_t *bias_in, int32_t multiplier_in, int32_t shift_in, int8_t *y)
+{
+#if defined(CMSISNN_BENCH_S4)
+    const cmsis_nn_context ctx = {0, 0};
+    cmsis_nn_fc_params fc = {0};
+    const cmsis_nn_per_tensor_quant_params quant = {multiplier_in, shift_in};
+    const cmsis_nn_dims input = {tokens, 1, 1, k}, filter = {k, 1, 1, n}, bias_dims = {1, 1, 1, n};
+    const cmsis_nn_dims output = {tokens, 1, 1, n};
+    fc.activation.min = -128;
+    fc.activation.max = 127;
+    return arm_fully_connected_s4(&ctx, &fc, &quant, &input, x, &filter, w_packed, &bias_dims, bias_in, &output, y);
+#else
+    (void)x, (void)tokens, (void)k, (void)n, (void)w_packed, (void)bias_in, (void)multiplier_in, (void)shift_in;
+    (void)y;
+    return -2; /* this CMSIS-NN has no arm_fully_connected_s4 */
+#endif
+}
+
 typedef void (*entry_point)(void);
 __attribute__((used)) const entry_point cmsisnn_emu_api[] = {
     (entry_point)cmsisnn_bench_conv1x1,
     (entry_point)cmsisnn_bench_fc,
     (entry_point)cmsisnn_bench_scratch_bytes,
+    (entry_point)cmsisnn_bench_fc_s4,
     mcubert_emu_stop,
 };
 

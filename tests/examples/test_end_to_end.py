@@ -138,7 +138,7 @@ def test_the_summary_repeats_the_stages_own_figures(quick_run):
         report["flash_bytes"],
         True,
     )
-    assert "64 rows" in summary["test_sentences"]  # --quick scores 64 test sentences in every stage
+    assert "(64 of its 1275 rows)" in summary["test_sentences"]  # --quick scores 64 test sentences in every stage
     assert f"{summary['arena_bytes']:,} B" in done.stdout and "fits" in done.stdout
 
 

@@ -159,3 +159,34 @@ def test_the_real_cmsis_nn_kernels_compute_the_layer(kind, tmp_path):
         expected = saturate(linear.requantized(x), -128, 127, np.int8)
         assert np.abs(y.astype(int) - expected.astype(int)).max() <= 1
         assert call.instructions > k * n * 9 // 4
+
+
+def test_the_real_cmsis_nn_s4_kernel_computes_the_layer(tmp_path, monkeypatch):
+    """bench/w4_gemm.py's real arm_fully_connected_s4 (TFLM's int4-weight path) on CMSIS-NN's packing of our
+    int4 values: within one unit of the once-rounded result (run_fc_s4 checks it), and it fails on a
+    wrong packing (the check can fail)."""
+    import os
+    import sys
+
+    cmsis_nn_dir = os.environ.get("CMSIS_NN_DIR")
+    if not cmsis_nn_dir:
+        pytest.skip("set CMSIS_NN_DIR to a CMSIS-NN checkout to check the benchmark's real s4 path")
+    pytest.importorskip("unicorn")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import kernel_cost_cmsis_nn
+
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
+    if not kernel_cost_cmsis_nn.has_s4(Path(cmsis_nn_dir)):
+        pytest.skip(f"{cmsis_nn_dir} has no s4 kernels (TFLM's pin 4ab83cc has them)")
+    emu = ArmEmulator(kernel_cost_cmsis_nn.build_image(Path(cmsis_nn_dir), "cortex-m4", tmp_path), "cortex-m4")
+    rng = np.random.default_rng(4)
+    x = rng.integers(-128, 128, size=(5, 32)).astype(np.int8)
+    w = rng.integers(-8, 8, size=(24, 32)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 24).astype(np.int32)
+    y, call = kernel_cost_cmsis_nn.run_fc_s4(emu, x, w, bias, 1 << 30, -8)
+    assert call.instructions > 5 * 32 * 24 // 4 and len(np.unique(y)) > 10
+    swapped = kernel_cost_cmsis_nn.pack_s4  # the nibbles the other way round: CMSIS-NN reads other weights
+    monkeypatch.setattr(kernel_cost_cmsis_nn, "pack_s4", lambda v: swapped(v.reshape(-1, 2)[:, ::-1].reshape(v.shape)))
+    with pytest.raises(RuntimeError, match="differs from the reference"):
+        kernel_cost_cmsis_nn.run_fc_s4(emu, x, w, bias, 1 << 30, -8, count=False)

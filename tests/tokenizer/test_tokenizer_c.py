@@ -136,7 +136,7 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
 @pytest.fixture(scope="module")
 def clustered(library, minilm_tokenizer, minilm_spec):
     """The MiniLM tokenizer numbered as an export numbers a 4-cluster embedding: implicit ids."""
-    from tflm_mcubert.export.id_order import blob_order
+    from tflm_mcubert.tokenizer.blob_order import blob_order
 
     vocab_size = len(minilm_tokenizer.get_vocab())
     spec = reference.spec_from_hf(minilm_tokenizer, blob_order(minilm_spec, [0, 1000, 4000, 10000, vocab_size]))

@@ -29,6 +29,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import with_vocabulary
 from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
 from tflm_mcubert.tokenizer import reference, vocab_blob
+from tflm_mcubert.tokenizer.blob_order import blob_order
 
 CONTINUATION = "##"
 
@@ -95,10 +96,13 @@ def corpus_sentences(spec: str) -> list[str]:
 
 
 def blob_bytes(tokenizer) -> int | None:
-    """Bytes of the on-device tokenizer blob of `tokenizer` as it stands (ids as they are), or None when
-    the device cannot reproduce it."""
+    """Bytes of the on-device tokenizer blob of `tokenizer` as a dense export writes it (ids in the blob's
+    order, so none is stored: tokenizer/blob_order.py), or None when the device cannot reproduce it. A
+    compressed export's blob has one such range per cluster: a few bytes more (its report gives them)."""
     try:
-        return len(vocab_blob.pack(reference.spec_from_hf(tokenizer)))
+        spec = reference.spec_from_hf(tokenizer)
+        order = blob_order(spec, [0, len(tokenizer.get_vocab())])
+        return len(vocab_blob.pack(reference.spec_from_hf(tokenizer, order)))
     except UserError:
         return None
 

@@ -25,7 +25,7 @@ from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, known_bundle_files, w
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.firmware.firmware_files import write_firmware_files
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
-from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report
+from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report, with_written_blob
 from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.kernel_sources import custom_ops_dir
@@ -388,7 +388,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
         "params": {"embedding": config.embedding_param_count(), "total": config.param_count()},
         "fits": fit.to_json(),
         "ops": graph.op_rows(),
-        "model": {**source, "config": config.to_hf_dict()},
+        "model": {**with_written_blob(source, vocab.blob_bytes), "config": config.to_hf_dict()},
         "calibration": calibration_source,
         "files": [
             "model.tflite",
@@ -513,7 +513,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             }
             for op in plan.ops
         ],
-        "model": {**source, "config": config.to_hf_dict()},
+        "model": {**with_written_blob(source, vocab.blob_bytes), "config": config.to_hf_dict()},
         "calibration": calibration_source,
         "calibration_fidelity": result.fidelity,
         "files": files,

@@ -1,5 +1,6 @@
 """report.json's storage blocks: where an MCUBERT export's Flash goes, by what the ops store (the
-embedding's word tables, the encoder's linear weights), at the width used and at the other one."""
+embedding's word tables, the encoder's linear weights), at the width used and at the other one; and the
+tokenizer blob's bytes that vocabulary pruning saved, as written."""
 
 from __future__ import annotations
 
@@ -47,3 +48,14 @@ def encoder_storage_report(quantized, constants: dict) -> dict:
 def _linear_layers(params):
     """The Linear layers of an attention or MLP op's parameters (none for other ops)."""
     return [v for v in vars(params).values() if isinstance(v, Linear)] if hasattr(params, "weight_bits") else []
+
+
+def with_written_blob(source: dict, written_bytes: int) -> dict:
+    """The export's `source` with its pruning report's blob figures made this export's: after = the blob it
+    wrote (0 with --no-vocab), saved = before - after."""
+    report = source.get("vocab_pruning")
+    if not report or report.get("vocab_bytes_before") is None:
+        return source
+    report = {**report, "vocab_bytes_after": written_bytes}
+    report["vocab_bytes_saved"] = report["vocab_bytes_before"] - written_bytes
+    return {**source, "vocab_pruning": report}
