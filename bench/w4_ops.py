@@ -8,6 +8,11 @@ Cortex-M7 by default), every result checked bit-exact against the numpy referenc
 instructions of the op call counted (validate excluded). The ratio W4/W8 is the whole op's:
 projections, scores, softmax, P.V, requantization, residual and LayerNorm.
 
+Then, per board with a Flash model (boards.FlashTiming), ESTIMATED cycles with Flash wait states:
+the instruction-class cycle estimate of the executed blocks (measure/instruction_classes.py) plus the
+op's weight-stream stall (schedule/flash_traffic.stall_cycles, weight_bits-aware: int4 halves the
+weight bytes, the channel tables stay), for W8 and W4; both parts are estimates, labelled so.
+
     python bench/w4_ops.py [--tokens 128] [--cores cortex-m7] [--tiles 4,4] [--json out.json]
 
 Needs arm-none-eabi-gcc and the `unicorn` package (pip install -e .[bench]).
@@ -29,11 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tflm_mcubert.measure import kernel_build  # noqa: E402
+from tflm_mcubert.boards import BOARDS  # noqa: E402
 from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel  # noqa: E402
+from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
 from tflm_mcubert.ops import attention, kernel_abi, mlp, testing  # noqa: E402
 from tflm_mcubert.ops.attention import AttentionParams  # noqa: E402
 from tflm_mcubert.ops.mlp import MLPParams  # noqa: E402
 from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
+from tflm_mcubert.schedule.cost import OpShape  # noqa: E402
+from tflm_mcubert.schedule.flash_traffic import stall_cycles  # noqa: E402
+from tflm_mcubert.schedule.memory import Dims  # noqa: E402
 
 MODELS = {"bert-tiny": (128, 2, 512), "bert-mini": (256, 4, 1024)}  # d, heads, ffn
 
@@ -58,13 +68,33 @@ def op_calls(model: str, s: int, tiles: tuple[int, int], seed: int = 0):
     return calls
 
 
-def measure(emu: ArmEmulator, call, expected) -> int:
+def measure(emu: ArmEmulator, call, expected):
+    """(executed instructions, per-block executions) of the op call, after checking it bit-exact."""
     run = run_kernel(emu, call, count_instructions=True)
     if run.status != kernel_abi.OK:
         raise RuntimeError(run.message)
     if not np.array_equal(run.output, expected.reshape(-1)):
         raise RuntimeError(f"{call.op}: the kernel differs from the reference")
-    return int(run.instructions)
+    return int(run.instructions), run.blocks
+
+
+def flash_boards(cpu: str) -> dict:
+    """The boards with this core and a Flash model (the F7 and H7 NUCLEOs for the Cortex-M7)."""
+    return {name: b for name, b in BOARDS.items() if b.core == cpu and b.flash_timing is not None}
+
+
+def cycles_with_flash(row: dict, model: str, kind: str, tiles, tokens: int, cpu: str) -> dict:
+    """Per board: {"w8": cycles, "w4": cycles} ESTIMATED, compute (instruction classes) + Flash stall."""
+    d, h, f = MODELS[model]
+    out = {}
+    for name, board in flash_boards(cpu).items():
+        per_bits = {}
+        for bits in (8, 4):
+            dims = Dims(hidden=d, heads=h, ffn=f, layers=1, weight_bits=bits)
+            shape = OpShape(kind, tokens, dims, tiles[0] if kind == "attention" else tiles[1])
+            per_bits[f"w{bits}"] = row[f"w{bits}_compute_cycles"] + stall_cycles(shape, board)
+        out[name] = per_bits
+    return out
 
 
 def main(argv=None) -> int:
@@ -79,18 +109,36 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for cpu in args.cores.split(","):
             image = kernel_build.build(kernel_build.Variant(cpu), Path(tmp), "mcubert_emu").image("mcubert_emu")
-            emu = ArmEmulator(image, cpu)
+            emu, profile = ArmEmulator(image, cpu), InstructionProfile(image)
             for model in MODELS:
                 calls = op_calls(model, args.tokens, tiles)
                 for kind in ("attention", "mlp"):
-                    w8, w4 = (measure(emu, *calls[kind, bits]) for bits in (8, 4))
-                    rows.append({"core": cpu, "model": model, "op": kind, "w8": w8, "w4": w4, "ratio": w4 / w8})
-    print(f"{'core':<10} {'model':<10} {'op':<10} {'W8 instructions':>16} {'W4 instructions':>16} {'W4/W8':>7}")
-    for r in rows:
-        print(f"{r['core']:<10} {r['model']:<10} {r['op']:<10} {r['w8']:>16,} {r['w4']:>16,} {r['ratio']:>7.3f}")
+                    row = {"core": cpu, "model": model, "op": kind}
+                    for bits in (8, 4):
+                        instructions, blocks = measure(emu, *calls[kind, bits])
+                        row[f"w{bits}"] = instructions
+                        row[f"w{bits}_compute_cycles"] = profile.cycles(blocks, cpu)
+                    row["ratio"] = row["w4"] / row["w8"]
+                    row["cycles_with_flash_estimate"] = cycles_with_flash(row, model, kind, tiles, args.tokens, cpu)
+                    rows.append(row)
+    print_rows(rows)
     if args.json:
         args.json.write_text(json.dumps({"tokens": args.tokens, "tiles": tiles, "rows": rows}, indent=2) + "\n")
     return 0
+
+
+def print_rows(rows: list[dict]) -> None:
+    print(f"{'core':<10} {'model':<10} {'op':<10} {'W8 instructions':>16} {'W4 instructions':>16} {'W4/W8':>7}")
+    for r in rows:
+        print(f"{r['core']:<10} {r['model']:<10} {r['op']:<10} {r['w8']:>16,} {r['w4']:>16,} {r['ratio']:>7.3f}")
+    print("\nESTIMATED cycles with Flash wait states (instruction classes + weight-stream stall; W4/W8):")
+    print(f"{'board':<16} {'model':<10} {'op':<10} {'W8 cycles':>14} {'W4 cycles':>14} {'W4/W8':>7}")
+    for r in rows:
+        for board, c in r["cycles_with_flash_estimate"].items():
+            print(
+                f"{board:<16} {r['model']:<10} {r['op']:<10} {c['w8']:>14,.0f} {c['w4']:>14,.0f} "
+                f"{c['w4'] / c['w8']:>7.3f}"
+            )
 
 
 if __name__ == "__main__":
