@@ -19,7 +19,8 @@ void* Init(TfLiteContext* context, const char* buffer, size_t length) {
 }
 
 TfLiteStatus Prepare(TfLiteContext* context, TfLiteNode* node) {
-  return tflm::PrepareOp<Params>(context, node, kOp, mcubert_attention_validate, ScratchBytes);
+  return tflm::PrepareOp<Params>(context, node, kOp, MCUBERT_ATTENTION_RUNTIME_INPUTS, mcubert_attention_validate,
+                                 ScratchBytes);
 }
 
 TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {

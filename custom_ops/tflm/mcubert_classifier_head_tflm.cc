@@ -17,7 +17,8 @@ void* Init(TfLiteContext* context, const char* buffer, size_t length) {
 }
 
 TfLiteStatus Prepare(TfLiteContext* context, TfLiteNode* node) {
-  return tflm::PrepareOp<Params>(context, node, kOp, mcubert_classifier_head_validate, ScratchBytes);
+  return tflm::PrepareOp<Params>(context, node, kOp, MCUBERT_CLASSIFIER_HEAD_RUNTIME_INPUTS,
+                                 mcubert_classifier_head_validate, ScratchBytes);
 }
 
 TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {

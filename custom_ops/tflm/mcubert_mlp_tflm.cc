@@ -17,7 +17,7 @@ void* Init(TfLiteContext* context, const char* buffer, size_t length) {
 }
 
 TfLiteStatus Prepare(TfLiteContext* context, TfLiteNode* node) {
-  return tflm::PrepareOp<Params>(context, node, kOp, mcubert_mlp_validate, ScratchBytes);
+  return tflm::PrepareOp<Params>(context, node, kOp, MCUBERT_MLP_RUNTIME_INPUTS, mcubert_mlp_validate, ScratchBytes);
 }
 
 TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {

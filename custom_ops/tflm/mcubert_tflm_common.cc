@@ -81,8 +81,8 @@ TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char
   return kTfLiteOk;
 }
 
-TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op, mcubert_tensor_view* views,
-                         int* count) {
+TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op, int runtime_inputs,
+                         mcubert_tensor_view* views, int* count) {
   tflite::MicroContext* micro_context = tflite::GetMicroContext(context);
   const int inputs = node->inputs->size;
   if (inputs + 1 > kMaxValidatedTensors) {
@@ -100,8 +100,16 @@ TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* o
       MicroPrintf("%s: input %d is missing", op, i);
       return kTfLiteError;
     }
+    const bool constant = tensor->allocation_type == kTfLiteMmapRo;
     views[i] = ViewOf(*tensor);
     micro_context->DeallocateTempTfLiteTensor(tensor);
+    if (i >= runtime_inputs && !constant) {
+      MicroPrintf(
+          "%s: input %d must be a constant of the model (its contents are checked at Prepare), "
+          "and this model computes it at run time",
+          op, i);
+      return kTfLiteError;
+    }
   }
   TfLiteTensor* output = micro_context->AllocateTempOutputTensor(node, 0);
   if (output == nullptr) {

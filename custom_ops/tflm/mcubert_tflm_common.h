@@ -83,14 +83,15 @@ TfLiteStatus PrepareScratch(TfLiteContext* context, TfLiteNode* node, const char
 
 // The validate() list: inputs 0..n-1 then output 0. Constant tensors pass their data (validate
 // checks their contents); run-time tensors pass NULL. Fails on a compressed constant (TFLM
-// compression), which the kernels cannot read in place.
-TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op, mcubert_tensor_view* views,
-                         int* count);
+// compression), which the kernels cannot read in place, and on an input past the first
+// `runtime_inputs` that is not a constant of the model: its contents would reach the kernel unchecked.
+TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* op, int runtime_inputs,
+                         mcubert_tensor_view* views, int* count);
 
 // Prepare of every op: decoded options, its outputs, validate() on the tensor list (options
 // ranges, dtypes, element counts, constant contents), then its scratch.
 template <typename Params>
-TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op,
+TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op, int runtime_inputs,
                        mcubert_status (*validate)(const Params*, const mcubert_tensor_view*, int32_t, mcubert_message*),
                        int32_t (*scratch_bytes)(const Params&)) {
   const Params* params = ParamsOf<Params>(node, op);
@@ -100,7 +101,7 @@ TfLiteStatus PrepareOp(TfLiteContext* context, TfLiteNode* node, const char* op,
   TF_LITE_ENSURE_OK(context, CheckOutputs(node, op));
   mcubert_tensor_view views[kMaxValidatedTensors];
   int count = 0;
-  TF_LITE_ENSURE_OK(context, ViewTensors(context, node, op, views, &count));
+  TF_LITE_ENSURE_OK(context, ViewTensors(context, node, op, runtime_inputs, views, &count));
   mcubert_message message;
   TF_LITE_ENSURE_OK(context, Report(validate(params, views, count, &message), message));
   return PrepareScratch(context, node, op, scratch_bytes(*params),

@@ -90,13 +90,16 @@ def _last(pattern: str, text: str) -> int:
     return int(found[-1]) if found else 0
 
 
-def run(binary: Path, harness: str, *, seconds: float | None, runs: int | None, artifacts: Path) -> FuzzResult:
+def run(
+    binary: Path, harness: str, *, seconds: float | None, runs: int | None, artifacts: Path, seeds: Path | None = None
+) -> FuzzResult:
+    """Runs the harness on its seeds (default: its committed corpus) for `seconds` or `runs` executions."""
     artifacts.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         args = [
             str(binary),
             work,
-            str(HERE / "corpus" / source_of(harness)[0]),
+            str(seeds or HERE / "corpus" / source_of(harness)[0]),
             f"-artifact_prefix={artifacts}/{harness}-",
             "-print_final_stats=1",
             "-max_len=65536",

@@ -120,6 +120,18 @@ def test_a_constant_with_the_wrong_contents_is_refused_naming_the_tensor(glue):
     assert status == STATUS_TFLM_ERROR and "fc1_channels" in log, log
 
 
+@pytest.mark.parametrize("name", ["embedding", "attention", "mlp"])
+def test_a_weight_the_model_computes_at_run_time_is_refused_naming_the_input(glue, name):
+    """A model whose constant input (here the first one after the run-time inputs) is an arena tensor would
+    hand the kernel contents Prepare never checked (the TFLM-binding fuzzer's finding: an embedding
+    table's shift of -1828 reached the kernel); the binding refuses it at Prepare."""
+    (request, inputs), _ = encoder_node(ENCODER_CASES[name](), scratch_tensor=False)
+    first_constant = request["constant"].index(1)
+    request["constant"] = [0 if i == first_constant else c for i, c in enumerate(request["constant"])]
+    status, _, log = run(glue, request)
+    assert status == STATUS_TFLM_ERROR and f"input {first_constant} must be a constant of the model" in log, log
+
+
 def test_a_third_output_is_refused(glue):
     (request, _), _ = encoder_node(ENCODER_CASES["mlp"](), scratch_tensor=True)
     count = len(request["types"])

@@ -127,7 +127,12 @@ def header_text() -> str:
             f"X(mcubert_{OPS[code].c_name}_params, {f.name}, {_kind(by_name[f.name].ctype)}, {by_name[f.name].since})"
             for f in contract.option_fields(code, latest)
         ]
-        out += ["", f"/* {code} */", "", "/* Spec versions it reads: X(version, hash). */"]
+        out += ["", f"/* {code} */", ""]
+        out += [  # inputs 0..n-1 are computed at run time; every later input is a constant of the model
+            "/* Inputs computed at run time (the first ones); the rest are constants (SPEC.md section 4). */",
+            f"#define MCUBERT_{upper}_RUNTIME_INPUTS {len(OPS[code].runtime_inputs)}",
+            "/* Spec versions it reads: X(version, hash). */",
+        ]
         out += _macro(f"MCUBERT_{upper}_SPEC_VERSIONS", versions)
         out += ["/* Option fields: X(params type, field, kind, op version that added it). */"]
         out += _macro(f"MCUBERT_{upper}_OPTION_FIELDS", options)
