@@ -200,3 +200,8 @@ def test_a_model_too_big_for_flash_says_which_part(capsys, tmp_path):
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == DoesNotFitError.exit_code
     assert "Flash" in last and "the encoder and head alone take" in last
+    # The report still says where the arena fits (issue 27: arena_fits was false wherever Flash missed).
+    boards = json.loads((tmp_path / "mini" / "report.json").read_text())["boards"]
+    assert not any(fit["flash_fits"] for fit in boards.values())
+    assert boards["nucleo-f767zi"]["arena_fits"] and boards["nucleo-h7a3zi-q"]["arena_fits"]
+    assert boards["nucleo-f767zi"]["longest_seq_len"] is None  # no sequence fits both

@@ -145,21 +145,22 @@ def largest_fitting_seq_len(config, seq_len: int, arena_budget: int, labels: int
 
 def fit_on_every_board(config, seq_len: int, flash_bytes: int, labels: int | None, reserves: dict) -> dict:
     """For each known board: does this export fit it (arena as planned for that board's budget, and
-    Flash), and the longest sequence whose arena and Flash fit it. Flash grows with the sequence only by
-    the position table (one row of `hidden` bytes per position), so `flash_fits` is for this export's
-    sequence length and the longest sequence follows from its spare Flash."""
+    Flash, each on its own), and the longest sequence whose arena and Flash fit it. Flash grows with the
+    sequence only by the position table (one row of `hidden` bytes per position), so `flash_fits` is for
+    this export's sequence length and the longest sequence follows from its spare Flash."""
     sram_reserve = reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE)
     flash_reserve = reserves.get("flash_reserve", DEFAULT_FLASH_RESERVE)
     fits = {}
     for name, board in BOARDS.items():
         budget = board.arena_budget(sram_reserve)
-        longest = largest_fitting_seq_len(config, contract.MAX_SEQ_LEN + 1, budget, labels)
+        by_arena = largest_fitting_seq_len(config, contract.MAX_SEQ_LEN + 1, budget, labels)
+        by_arena = min(by_arena, config.max_position_embeddings) if by_arena else None
         spare_flash = board.flash_budget(flash_reserve) - (flash_bytes - (seq_len - 1) * config.hidden_size)
         by_flash = 1 + spare_flash // config.hidden_size if spare_flash >= 0 else 0
-        longest = min(longest, config.max_position_embeddings, by_flash) if longest else None
+        longest = min(by_arena, by_flash) if by_arena else None
         longest = longest or None
         fits[name] = {
-            "arena_fits": bool(longest and longest >= seq_len),
+            "arena_fits": bool(by_arena and by_arena >= seq_len),  # whatever Flash says (issue 27)
             "flash_fits": flash_bytes <= board.flash_budget(flash_reserve),
             "longest_seq_len": longest,
         }
