@@ -16,7 +16,10 @@
 #include "mcubert_tokenizer_pieces.h"
 
 #define OP "TOKENIZER"
-#define HEADER_BYTES 64u
+#define HEADER_BYTES 72u
+#define FLAG_NORMALIZED 1u /* an added token matched on the normalized input (vocab_blob.FLAG_NORMALIZED) */
+#define MAX_VOCAB 0x1000000u
+#define MAX_CHARS_PER_WORD 1000u
 #define KIND_REMOVE 0u
 #define KIND_SPACE 1u
 #define KIND_ISOLATE 2u
@@ -126,13 +129,14 @@ static mcubert_status check_strings_and_specials(const mcubert_tokenizer *t, uin
     if (!in_blob(t->size, (uint32_t)(t->string_bytes - t->blob), previous_end)) {
         return bad_blob(message, "strings", "strings run past the blob");
     }
-    for (i = 0; i < t->special_count; ++i) {
-        if (!in_blob(t->size, at, 1u) || t->blob[at] == 0u || !in_blob(t->size, at + 1u, t->blob[at] + 2u) ||
-            rd16(t->blob + at + 1u + t->blob[at]) >= t->vocab_size) {
-            return bad_blob(message, "special tokens",
-                            "an entry is empty, runs past the blob or has an id out of range");
+    for (i = 0; i < t->special_count; ++i) { /* u8 flags, u8 length, the text, u32 id */
+        if (!in_blob(t->size, at, 2u) || t->blob[at] > FLAG_NORMALIZED || t->blob[at + 1u] == 0u ||
+            !in_blob(t->size, at + 2u, t->blob[at + 1u] + 4u) ||
+            rd32(t->blob + at + 2u + t->blob[at + 1u]) >= t->vocab_size) {
+            return bad_blob(message, "added tokens",
+                            "an entry has unknown flags, is empty, runs past the blob or has an id out of range");
         }
-        at += 3u + t->blob[at];
+        at += 6u + t->blob[at + 1u];
     }
     return MCUBERT_OK;
 }
@@ -141,8 +145,8 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
 {
     uint32_t ranges_at, strings_at, specials_at;
     mcubert_status status;
-    if (size < HEADER_BYTES) {
-        return bad_blob(message, "header", "shorter than the 64-byte header (truncated?)");
+    if (size < 8u) {
+        return bad_blob(message, "header", "shorter than the header (truncated?)");
     }
     if (blob[0] != 'M' || blob[1] != 'C' || blob[2] != 'T' || blob[3] != 'K') {
         return bad_blob(message, "header", "not a tokenizer blob (no 'MCTK' header)");
@@ -156,6 +160,9 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         mcubert_append(message, " (export the model again)");
         return MCUBERT_ERROR_MODEL;
     }
+    if (size < HEADER_BYTES) {
+        return bad_blob(message, "header", "shorter than the 72-byte header (truncated?)");
+    }
     if (rd32(blob + 8) != size) {
         return bad_blob(message, "header", "the blob's size is not the size given (truncated?)");
     }
@@ -166,20 +173,20 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
     t->size = size;
     t->max_chars_per_word = rd16(blob + 16);
     t->special_count = rd16(blob + 18);
-    t->cls_id = (int32_t)rd16(blob + 20);
-    t->sep_id = (int32_t)rd16(blob + 22);
-    t->pad_id = (int32_t)rd16(blob + 24);
-    t->unk_id = (int32_t)rd16(blob + 26);
-    t->range_count = rd16(blob + 28);
-    t->rule_count = rd16(blob + 30);
-    ranges_at = rd32(blob + 32);
-    t->string_count = rd32(blob + 36);
-    strings_at = rd32(blob + 40);
-    specials_at = rd32(blob + 44);
-    t->vocab_size = rd32(blob + 56);
-    t->max_piece_bytes = rd32(blob + 60);
-    if (t->max_chars_per_word == 0u || t->max_chars_per_word > 1000u || t->max_piece_bytes == 0u ||
-        t->max_piece_bytes > 255u || t->vocab_size == 0u || t->vocab_size > 0x10000u || t->range_count == 0u ||
+    t->range_count = rd16(blob + 20);
+    t->rule_count = rd16(blob + 22);
+    t->cls_id = (int32_t)rd32(blob + 24);
+    t->sep_id = (int32_t)rd32(blob + 28);
+    t->pad_id = (int32_t)rd32(blob + 32);
+    t->unk_id = (int32_t)rd32(blob + 36);
+    ranges_at = rd32(blob + 40);
+    t->string_count = rd32(blob + 44);
+    strings_at = rd32(blob + 48);
+    specials_at = rd32(blob + 52);
+    t->vocab_size = rd32(blob + 64);
+    t->max_piece_bytes = rd32(blob + 68);
+    if (t->max_chars_per_word == 0u || t->max_chars_per_word > MAX_CHARS_PER_WORD || t->max_piece_bytes == 0u ||
+        t->max_piece_bytes > 255u || t->vocab_size == 0u || t->vocab_size > MAX_VOCAB || t->range_count == 0u ||
         (uint32_t)t->cls_id >= t->vocab_size || (uint32_t)t->sep_id >= t->vocab_size ||
         (uint32_t)t->pad_id >= t->vocab_size || (uint32_t)t->unk_id >= t->vocab_size) {
         return bad_blob(message, "header", "limits or special ids out of range");
@@ -202,10 +209,10 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         status = check_strings_and_specials(t, specials_at, message);
     }
     if (status == MCUBERT_OK) {
-        status = mcubert_check_piece_list(t, rd32(blob + 48), &t->word_pieces, "word pieces", message);
+        status = mcubert_check_piece_list(t, rd32(blob + 56), &t->word_pieces, "word pieces", message);
     }
     if (status == MCUBERT_OK) {
-        status = mcubert_check_piece_list(t, rd32(blob + 52), &t->continuation_pieces, "continuation pieces", message);
+        status = mcubert_check_piece_list(t, rd32(blob + 60), &t->continuation_pieces, "continuation pieces", message);
     }
     return status;
 }
@@ -239,27 +246,38 @@ uint32_t mcubert_tokenizer_get_buffer_size(const mcubert_tokenizer *tokenizer)
     return 4u * slots + ((2u * slots + 3u) & ~3u);
 }
 
+/* cp's UTF-8 into out[0..3]; the number of bytes */
+static uint32_t utf8_encode(uint32_t cp, uint8_t *out)
+{
+    if (cp < 0x80u) {
+        out[0] = (uint8_t)cp;
+        return 1u;
+    }
+    if (cp < 0x800u) {
+        out[0] = (uint8_t)(0xC0u | cp >> 6);
+        out[1] = (uint8_t)(0x80u | (cp & 0x3Fu));
+        return 2u;
+    }
+    if (cp < 0x10000u) {
+        out[0] = (uint8_t)(0xE0u | cp >> 12);
+        out[1] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
+        out[2] = (uint8_t)(0x80u | (cp & 0x3Fu));
+        return 3u;
+    }
+    out[0] = (uint8_t)(0xF0u | cp >> 18);
+    out[1] = (uint8_t)(0x80u | ((cp >> 12) & 0x3Fu));
+    out[2] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
+    out[3] = (uint8_t)(0x80u | (cp & 0x3Fu));
+    return 4u;
+}
+
 static void word_append(word_buffer *word, uint32_t cp, uint32_t max_chars)
 {
     uint32_t at = word->chars == 0u ? 0u : word->char_ends[word->chars - 1u];
     if (word->chars > max_chars) {
         return; /* already too long: it becomes [UNK] whatever follows */
     }
-    if (cp < 0x80u) {
-        word->bytes[at++] = (uint8_t)cp;
-    } else if (cp < 0x800u) {
-        word->bytes[at++] = (uint8_t)(0xC0u | cp >> 6);
-        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
-    } else if (cp < 0x10000u) {
-        word->bytes[at++] = (uint8_t)(0xE0u | cp >> 12);
-        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
-        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
-    } else {
-        word->bytes[at++] = (uint8_t)(0xF0u | cp >> 18);
-        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 12) & 0x3Fu));
-        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
-        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
-    }
+    at += utf8_encode(cp, word->bytes + at);
     word->char_ends[word->chars++] = (uint16_t)at;
 }
 
@@ -320,34 +338,60 @@ static uint32_t rule_of(const mcubert_tokenizer *t, uint32_t cp)
     return range_rule(t, lo);
 }
 
-/* Appends cp's mapped characters (kind letter or isolate) to the word. */
-static void append_mapped(const mcubert_tokenizer *t, uint32_t rule, uint32_t cp, word_buffer *word)
+/* Receives the mapped characters of one code point, one at a time. */
+typedef int (*char_sink)(void *context, uint32_t cp);
+
+/* Feeds cp's mapped characters (kind letter or isolate) to `sink`; stops early when it returns 0. */
+static int for_each_mapped(const mcubert_tokenizer *t, uint32_t rule, uint32_t cp, char_sink sink, void *context)
 {
     uint32_t mode = RULE_MODE(rule);
     int32_t value = rule_value(rule);
     if (mode == MODE_DELTA) {
-        word_append(word, (uint32_t)((int32_t)cp + value), t->max_chars_per_word);
-    } else if (mode == MODE_CONST) {
-        word_append(word, (uint32_t)value, t->max_chars_per_word);
-    } else if (mode == MODE_STRING) {
+        return sink(context, (uint32_t)((int32_t)cp + value));
+    }
+    if (mode == MODE_CONST) {
+        return sink(context, (uint32_t)value);
+    }
+    if (mode == MODE_STRING) {
         uint32_t begin = value == 0 ? 0u : rd16(t->string_ends + 2u * (uint32_t)(value - 1));
         uint32_t end = rd16(t->string_ends + 2u * (uint32_t)value);
         while (begin < end) {
             int32_t mapped = next_code_point(t->string_bytes, end, &begin);
-            if (mapped >= 0) {
-                word_append(word, (uint32_t)mapped, t->max_chars_per_word);
+            if (mapped >= 0 && !sink(context, (uint32_t)mapped)) {
+                return 0;
             }
         }
-    } else if (cp - HANGUL_FIRST < HANGUL_COUNT) { /* NFD of a Hangul syllable: 2 or 3 jamo */
-        uint32_t index = cp - HANGUL_FIRST, trail = index % 28u;
-        word_append(word, 0x1100u + index / (21u * 28u), t->max_chars_per_word);
-        word_append(word, 0x1161u + (index % (21u * 28u)) / 28u, t->max_chars_per_word);
-        if (trail != 0u) {
-            word_append(word, 0x11A7u + trail, t->max_chars_per_word);
-        }
-    } else {
-        word_append(word, cp, t->max_chars_per_word);
+        return 1;
     }
+    if (cp - HANGUL_FIRST < HANGUL_COUNT) { /* NFD of a Hangul syllable: 2 or 3 jamo */
+        uint32_t index = cp - HANGUL_FIRST, trail = index % 28u;
+        if (!sink(context, 0x1100u + index / (21u * 28u)) || !sink(context, 0x1161u + (index % (21u * 28u)) / 28u)) {
+            return 0;
+        }
+        return trail == 0u || sink(context, 0x11A7u + trail);
+    }
+    return sink(context, cp);
+}
+
+typedef struct {
+    word_buffer *word;
+    uint32_t max_chars;
+} word_sink;
+
+static int append_to_word(void *context, uint32_t cp)
+{
+    word_sink *sink = (word_sink *)context;
+    word_append(sink->word, cp, sink->max_chars);
+    return 1;
+}
+
+/* Appends cp's mapped characters (kind letter or isolate) to the word. */
+static void append_mapped(const mcubert_tokenizer *t, uint32_t rule, uint32_t cp, word_buffer *word)
+{
+    word_sink sink;
+    sink.word = word;
+    sink.max_chars = t->max_chars_per_word;
+    (void)for_each_mapped(t, rule, cp, append_to_word, &sink);
 }
 
 /* ---- byte comparison (special tokens) -------------------------------------------------------- */
@@ -424,18 +468,118 @@ static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *s
     word->chars = 0;
 }
 
-/* The special token whose text starts at text[at] (the longest), as (length, id); length 0 if none. */
-static uint32_t special_at(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at, int32_t *id)
+/* ---- added tokens (reference.added_token_at) ---------------------------------------------------- */
+
+/* An entry: u8 flags, u8 length, the text, u32 id (checked at init). */
+#define ADDED_LENGTH(entry) ((uint32_t)(entry)[1])
+#define ADDED_TEXT(entry) ((entry) + 2)
+#define ADDED_ID(entry) ((int32_t)rd32((entry) + 2u + (entry)[1]))
+#define ADDED_NEXT(entry) ((entry) + 6u + (entry)[1])
+
+/* The longest added token matched on the raw input that starts at text[at]: its length (id in *id), or 0. */
+static uint32_t raw_token_at(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at, int32_t *id)
 {
-    uint32_t i, entry = 0, best = 0;
-    for (i = 0; i < t->special_count; ++i) {
-        const uint8_t *special = t->specials + entry;
-        uint32_t length = special[0];
-        if (length > best && length <= size - at && compare(special + 1, length, text + at, length) == 0) {
+    const uint8_t *entry = t->specials;
+    uint32_t i, best = 0;
+    for (i = 0; i < t->special_count; ++i, entry = ADDED_NEXT(entry)) {
+        uint32_t length = ADDED_LENGTH(entry);
+        if ((entry[0] & FLAG_NORMALIZED) == 0u && length > best && length <= size - at &&
+            ADDED_TEXT(entry)[0] == text[at] && compare(ADDED_TEXT(entry), length, text + at, length) == 0) {
             best = length;
-            *id = (int32_t)rd16(special + 1 + length);
+            *id = ADDED_ID(entry);
         }
-        entry += 3u + length;
+    }
+    return best;
+}
+
+/* Whether a raw added token starts at a character of text(start, end). */
+static int raw_token_inside(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t start,
+                            uint32_t end)
+{
+    uint32_t at = start;
+    int32_t id;
+    (void)next_code_point(text, size, &at);
+    while (at < end) {
+        if (raw_token_at(t, text, size, at, &id) > 0u) {
+            return 1;
+        }
+        (void)next_code_point(text, size, &at);
+    }
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *pattern;
+    uint32_t length;
+    uint32_t matched; /* pattern bytes matched so far */
+} pattern_sink;
+
+static int match_char(void *context, uint32_t cp)
+{
+    pattern_sink *sink = (pattern_sink *)context;
+    uint8_t bytes[4];
+    uint32_t k, n = utf8_encode(cp, bytes);
+    if (n > sink->length - sink->matched) {
+        return 0;
+    }
+    for (k = 0; k < n; ++k) {
+        if (sink->pattern[sink->matched + k] != bytes[k]) {
+            return 0;
+        }
+    }
+    sink->matched += n;
+    return 1;
+}
+
+/* Where the input's normalized characters from text[at] spell the pattern exactly, whole characters
+ * (removed ones skipped, a space stops): reference.normalized_end. 0: they do not. */
+static uint32_t normalized_end(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at,
+                               const uint8_t *pattern, uint32_t length)
+{
+    pattern_sink sink;
+    sink.pattern = pattern;
+    sink.length = length;
+    sink.matched = 0;
+    while (sink.matched < length) {
+        int32_t cp;
+        uint32_t rule;
+        if (at >= size) {
+            return 0;
+        }
+        cp = next_code_point(text, size, &at);
+        if (cp < 0) {
+            continue; /* dropped, as U+FFFD */
+        }
+        rule = rule_of(t, (uint32_t)cp);
+        if (RULE_KIND(rule) == KIND_SPACE ||
+            (RULE_KIND(rule) != KIND_REMOVE && !for_each_mapped(t, rule, (uint32_t)cp, match_char, &sink))) {
+            return 0;
+        }
+    }
+    return at;
+}
+
+/* The added token that starts at text[at], as `tokenizers` splits them: a raw one first (the longest);
+ * else the longest normalized one none of whose later characters starts a raw one (Hugging Face cuts
+ * the raw ones out before it normalizes). Its length in the input (id in *id), or 0. */
+static uint32_t added_token_at(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at, int32_t *id)
+{
+    const uint8_t *entry = t->specials;
+    uint32_t i, best = raw_token_at(t, text, size, at, id), best_pattern = 0;
+    if (best > 0u) {
+        return best;
+    }
+    for (i = 0; i < t->special_count; ++i, entry = ADDED_NEXT(entry)) {
+        uint32_t end;
+        if ((entry[0] & FLAG_NORMALIZED) == 0u || ADDED_LENGTH(entry) <= best_pattern) {
+            continue;
+        }
+        end = normalized_end(t, text, size, at, ADDED_TEXT(entry), ADDED_LENGTH(entry));
+        if (end != 0u && !raw_token_inside(t, text, size, at, end)) {
+            best = end - at;
+            best_pattern = ADDED_LENGTH(entry);
+            *id = ADDED_ID(entry);
+        }
     }
     return best;
 }
@@ -453,8 +597,8 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
         if (stop_when_full && word->chars == 0u && sink->count >= sink->capacity) {
             return;
         }
-        if (text[at] == '[') {
-            special_length = special_at(t, text, size, at, &special_id);
+        if (t->special_count > 0u) {
+            special_length = added_token_at(t, text, size, at, &special_id);
         }
         if (special_length > 0u) {
             word_piece(t, word, sink);

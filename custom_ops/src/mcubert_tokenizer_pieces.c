@@ -1,5 +1,5 @@
 /*
- * The tokenizer blob's piece lists, version 4 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
+ * The tokenizer blob's piece lists, version 4 and 5 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
  * pieces front-coded in buckets, every length and byte a canonical Huffman code of a code set the lists
  * share, ids implicit (base + rank) or bit-packed. The check at init decodes every piece once; a lookup
  * binary-searches each list's bucket heads and decodes one bucket. Codes are decoded as zlib's puff.c does, from the
@@ -26,6 +26,8 @@
 #define CODE(list, k) ((list)->codes + (list)->code_at[k])
 #define MAX_BUCKET_SHIFT 10u
 #define MAX_PEEK_BITS 8u
+#define MAX_ID_BITS 24u /* ids below vocab_blob.MAX_VOCAB */
+#define MAX_LIST_PIECES 0xFFFFFFu
 
 /* One piece list, read from its head (the state keeps only the list offsets: it stays small). */
 typedef struct {
@@ -285,8 +287,8 @@ static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, uint32
     if (!in_blob(t->size, at, LIST_HEAD_BYTES)) {
         return bad_list(message, name, "piece list outside the blob");
     }
-    if (rd32(head) > 0xFFFFu || head[16] > MAX_BUCKET_SHIFT || head[17] > 16u || (head[18] != 2u && head[18] != 4u) ||
-        head[19] != 0u || rd32(head + 4) > 0x1FFFFFFFu) {
+    if (rd32(head) > MAX_LIST_PIECES || head[16] > MAX_BUCKET_SHIFT || head[17] > MAX_ID_BITS ||
+        (head[18] != 2u && head[18] != 4u) || head[19] != 0u || rd32(head + 4) > 0x1FFFFFFFu) {
         return bad_list(message, name, "counts or field widths out of range");
     }
     /* lists share code sets: each is checked once in a row (NO_CODE_SET: none yet, whatever the offset) */

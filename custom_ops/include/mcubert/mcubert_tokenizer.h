@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define MCUBERT_TOKENIZER_VERSION 4
+#define MCUBERT_TOKENIZER_VERSION 5
 
 /* The piece lists of one kind (word starts or '##' continuations): one per embedding cluster, each
  * sorted with implicit ids (or one with explicit ids). A lookup reads each list's head from the blob. */
