@@ -90,18 +90,3 @@ ADDED_TEXTS = [
     "<S> <MASK> <mask <s",
     "[\x01url] [u\u200brl]",  # removed characters inside a normalized token's span
 ]
-
-
-@pytest.fixture(scope="session")
-def added_tokenizer(minilm_tokenizer, tmp_path_factory):
-    """MiniLM's tokenizer with ADDED_TOKENS added, saved and loaded as a checkpoint's would be."""
-    from tokenizers import AddedToken
-    from transformers import AutoTokenizer
-
-    directory = tmp_path_factory.mktemp("added")
-    minilm_tokenizer.save_pretrained(str(directory))
-    tokenizer = AutoTokenizer.from_pretrained(str(directory))
-    for content, flags in ADDED_TOKENS:
-        tokenizer.add_tokens([AddedToken(content, **flags)], special_tokens=flags.get("special", False))
-    tokenizer.save_pretrained(str(directory))
-    return AutoTokenizer.from_pretrained(str(directory))
