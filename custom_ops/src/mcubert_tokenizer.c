@@ -425,9 +425,10 @@ static void emit(id_sink *sink, int32_t id)
 }
 
 /* Greedy longest-match-first over the word's characters; the whole word is [UNK] when a position
- * has no piece, or when it has more than max_chars_per_word characters. A miss bounds the length of
- * any piece that can still match, per list (mcubert_find_piece): longer prefixes are not looked up, and
- * a list is not searched for a length it cannot hold. */
+ * has no piece, or when it has more than max_chars_per_word characters. Each position is one search for
+ * the longest piece that is a prefix of the rest of the word (mcubert_longest_piece), whatever the word's
+ * length: a long word costs what its pieces cost. A piece is whole UTF-8 characters, so it ends where a
+ * character does. */
 static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *sink)
 {
     uint32_t start = 0, mark = sink->count;
@@ -440,30 +441,20 @@ static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *s
         return;
     }
     while (start < word->chars) {
-        uint32_t begin = start == 0u ? 0u : word->char_ends[start - 1u], end;
-        const mcubert_piece_list *list = start == 0u ? &t->word_pieces : &t->continuation_pieces;
-        int32_t found = -1;
-        uint32_t k, limit = t->max_piece_bytes;  /* no longer piece can match here */
-        uint8_t bounds[MCUBERT_PIECE_MAX_LISTS]; /* per list: the same (mcubert_find_piece) */
-        for (k = 0; k < MCUBERT_PIECE_MAX_LISTS; ++k) {
-            ((volatile uint8_t *)bounds)[k] = 0xFFu; /* volatile: a plain loop may become a memset call */
-        }
-        for (end = word->chars; end > start; --end) {
-            uint32_t length = word->char_ends[end - 1u] - begin;
-            if (length <= limit) {
-                found = mcubert_find_piece(t, list, word->bytes + begin, length, bounds, &limit);
-                if (found >= 0) {
-                    break;
-                }
-            }
-        }
+        uint32_t begin = start == 0u ? 0u : word->char_ends[start - 1u], piece_length;
+        uint32_t length = word->char_ends[word->chars - 1u] - begin;
+        int32_t found =
+            mcubert_longest_piece(t, start == 0u ? &t->word_pieces : &t->continuation_pieces, word->bytes + begin,
+                                  length < t->max_piece_bytes ? length : t->max_piece_bytes, &piece_length);
         if (found < 0) {
             sink->count = mark;
             emit(sink, t->unk_id);
             break;
         }
         emit(sink, found);
-        start = end;
+        while (start < word->chars && word->char_ends[start] <= begin + piece_length) {
+            ++start; /* past the characters the piece covers */
+        }
     }
     word->chars = 0;
 }

@@ -364,16 +364,31 @@ static int32_t compare_head(bit_reader *r, const piece_list *list, const uint8_t
     return piece_length == length ? 0 : -1;
 }
 
+/* A miss at piece `above` (the first above the query): *prefix gets the common prefix of the query and
+ * the piece before, *below that piece's id when it is all prefix (and not empty). Returns -1. */
+static int32_t below_query(const piece_list *list, uint32_t above, uint32_t matched, uint32_t previous_length,
+                           uint32_t *prefix, int32_t *below)
+{
+    *prefix = matched;
+    if (above > 0u && previous_length == matched && matched > 0u) {
+        *below = (int32_t)piece_id(list, above - 1u);
+    }
+    return -1;
+}
+
 /* The bucket is scanned without rebuilding its pieces: `matched` is the common prefix of the query and
  * the piece before, which with a piece's shared length decides most pieces before their bytes. On a miss
  * *prefix gets the common prefix of the query and the last piece below it: every piece that is a prefix
- * of the query lies between those two in byte order, so is a prefix of that piece too, and is no longer. */
-static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, uint32_t *prefix)
+ * of the query lies between those two in byte order, so is a prefix of that piece too, and is no longer.
+ * When that piece is itself a prefix of the query, it is the longest such piece: *below_id gets its id. */
+static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, uint32_t *prefix,
+                            int32_t *below_id)
 {
     uint32_t lo = 0, hi, i, end, matched = 0;
     uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
     bit_reader r;
     *prefix = 0;
+    *below_id = -1;
     if (list->count == 0u) {
         return -1;
     }
@@ -399,8 +414,8 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         uint32_t delta_coded = !head && shared < previous_length;
         int below = shared > matched; /* agrees with the piece before past where that one left the query */
         if (shared < matched) {
-            *prefix = matched;
-            return -1; /* differs from the query where the piece before agreed with it: past the query */
+            return below_query(list, i, matched, previous_length, prefix, below_id); /* differs where the piece
+                                                                                  before agreed: past the query */
         }
         for (k = 0; k < suffix; ++k) { /* every byte is decoded: the next piece's codes follow */
             uint32_t byte;
@@ -413,8 +428,7 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
                 continue;
             }
             if (matched + k == length || byte > query[matched + k]) {
-                *prefix = matched;
-                return -1; /* the first piece above the query */
+                return below_query(list, i, matched, previous_length, prefix, below_id); /* the first piece above */
             }
             below = byte < query[matched + k];
             differing = byte;
@@ -429,27 +443,43 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         }
         previous_length = shared + suffix;
     }
-    *prefix = matched; /* the bucket's last piece is below the query, the next bucket's first above it */
-    return -1;
+    /* the bucket's last piece is below the query, the next bucket's first above it */
+    return below_query(list, end, matched, previous_length, prefix, below_id);
 }
 
-int32_t mcubert_find_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
-                           uint32_t length, uint8_t *bounds, uint32_t *limit)
+int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
+                              uint32_t length, uint32_t *piece_length)
 {
-    uint32_t i, prefix;
-    *limit = 0;
-    for (i = 0; i < lists->count; ++i) { /* a piece is in one list at most: the first hit is the answer */
-        piece_list list;
-        int32_t found;
-        if (length <= bounds[i]) { /* else a longer query's miss showed no piece this long is a prefix */
-            open_list(t->blob, t->blob + rd32(lists->offsets + 4u * i), &list);
-            found = find_in_list(&list, query, length, &prefix);
-            if (found >= 0) {
-                return found;
-            }
-            bounds[i] = (uint8_t)prefix; /* < length <= 255 */
-        }
-        *limit = bounds[i] > *limit ? bounds[i] : *limit;
+    uint8_t bounds[MAX_LISTS]; /* per list: no longer piece of it is a prefix of the query */
+    uint32_t i, best_length = 0, pending = 1;
+    int32_t best = -1;
+    for (i = 0; i < lists->count; ++i) {
+        ((volatile uint8_t *)bounds)[i] = (uint8_t)length; /* volatile: a plain loop may become a memset call */
     }
-    return -1;
+    while (pending) { /* each pass lowers every bound it searches: at most one pass per byte of the query */
+        pending = 0;
+        for (i = 0; i < lists->count; ++i) {
+            piece_list list;
+            uint32_t prefix;
+            int32_t found, below;
+            if (bounds[i] <= best_length) {
+                continue; /* nothing in list i can beat the best */
+            }
+            open_list(t->blob, t->blob + rd32(lists->offsets + 4u * i), &list);
+            found = find_in_list(&list, query, bounds[i], &prefix, &below);
+            if (found >= 0 || below >= 0) { /* list i's longest prefix piece */
+                uint32_t candidate = found >= 0 ? bounds[i] : prefix;
+                if (candidate > best_length) {
+                    best = found >= 0 ? found : below;
+                    best_length = candidate;
+                }
+                bounds[i] = 0;
+            } else {
+                bounds[i] = (uint8_t)prefix; /* < the query's length */
+                pending |= prefix > best_length;
+            }
+        }
+    }
+    *piece_length = best_length;
+    return best;
 }
