@@ -102,8 +102,12 @@ static uint32_t count_codes(const uint8_t *counts, uint32_t window, uint32_t max
 static int32_t decode(bit_reader *r, const uint8_t *code)
 {
     uint32_t at = r->bit >> 3, window = 0, k, entry = 0;
-    for (k = 0; k < 3u; ++k) {
-        window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
+    if (8u * at + 24u <= r->end) { /* the usual case, away from the end: no byte to check */
+        window = (uint32_t)r->data[at] << 16 | (uint32_t)r->data[at + 1u] << 8 | r->data[at + 2u];
+    } else {
+        for (k = 0; k < 3u; ++k) {
+            window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
+        }
     }
     window <<= 8u + (r->bit & 7u); /* the code's first bit at bit 31 */
     if (code[0] != 0u) {
@@ -475,6 +479,9 @@ int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_li
                 }
                 bounds[i] = 0;
             } else {
+                while (prefix > 0u && (query[prefix] & 0xC0u) == 0x80u) {
+                    --prefix; /* pieces are whole UTF-8 characters: none ends inside one */
+                }
                 bounds[i] = (uint8_t)prefix; /* < the query's length */
                 pending |= prefix > best_length;
             }

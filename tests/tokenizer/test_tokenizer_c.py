@@ -150,7 +150,7 @@ def test_implicit_ids_match_the_reference_and_store_no_ids(clustered, corpus_sen
 
     spec, blob, host = clustered
     assert vocab_blob.unpack(blob).word_pieces == spec.word_pieces
-    assert len(blob) < 70_000
+    assert len(blob) < 75_000  # 71,324 B with buckets of 16 (v5), 67,032 B with 32 (v4)
     for group_at in struct.unpack_from("<II", blob, 56):
         count = struct.unpack_from("<I", blob, group_at)[0]
         assert 2 <= count <= 4  # one list per cluster holding pieces of this kind

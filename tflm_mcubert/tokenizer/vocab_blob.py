@@ -21,7 +21,7 @@ Little-endian, sections 4-byte aligned, offsets from the blob's start:
     '##' pieces      a list group of the continuations, '##' dropped
 
 A list group is u32 n (<= MAX_LISTS), u32 [n] blob offsets of its piece lists. A piece list
-(tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 32 and Huffman-coded with
+(tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 16 and Huffman-coded with
 its code set. A lookup binary-searches each list's bucket heads and decodes one bucket per list; a miss
 also tells how long a prefix of the query any piece can match, so greedy longest-match skips the lengths
 that cannot.
