@@ -72,7 +72,7 @@ def test_a_pruned_vocabulary_matches_the_reference(library, pruned_tokenizer, co
     "damage, problem",
     [
         (lambda b: b[:-1], "size is not the size given"),
-        (lambda b: b[:40], "shorter than the 72-byte header"),
+        (lambda b: b[:40], "shorter than the 80-byte header"),
         (lambda b: b"MCTX" + b[4:], "not a tokenizer blob"),
         (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 5"),
         (lambda b: b[:4] + b"\x03" + b[5:], "blob version 3; this library reads version 5"),

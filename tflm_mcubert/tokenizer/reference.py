@@ -17,7 +17,15 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.tokenizer.unicode_table import KIND_ISOLATE, KIND_REMOVE, KIND_SPACE, check_bert_tokenizer, table_for
+from tflm_mcubert.tokenizer.unicode_table import (
+    KIND_ISOLATE,
+    KIND_REMOVE,
+    KIND_SPACE,
+    canonical_order,
+    check_bert_tokenizer,
+    combining_classes,
+    table_for,
+)
 from tflm_mcubert.tokenizer.vocab_blob import AddedToken, TokenizerSpec, producible_characters
 
 CONTINUATION = "##"
@@ -92,6 +100,7 @@ def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str
         ),
         max_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
         vocab_size=max(vocab.values()) + 1,
+        combining_classes=combining_classes(backend.normalizer.normalize_str, letters),
     )
 
 
@@ -141,7 +150,7 @@ def pieces(spec: TokenizerSpec, text: bytes) -> list[int]:
 
     def flush():
         if word:
-            out.extend(word_piece(spec, "".join(word)))
+            out.extend(word_piece(spec, canonical_order("".join(word), spec.combining_classes)))
             word.clear()
 
     at = 0

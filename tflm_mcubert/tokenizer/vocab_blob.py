@@ -3,7 +3,7 @@ WordPiece vocabulary, packed (custom_ops/include/mcubert/mcubert_tokenizer.h rea
 
 Little-endian, sections 4-byte aligned, offsets from the blob's start:
 
-    header (72 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids (u32), offsets
+    header (80 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids (u32), offsets
     char ranges      code points [start, next start) share a rule (unicode_table.CharRange):
                      rules      u32 [rule count]: kind | mode << 2 | value << 4 (value 22 bits, signed:
                                 any code point or delta fits)
@@ -15,6 +15,7 @@ Little-endian, sections 4-byte aligned, offsets from the blob's start:
     added tokens     u8 flags (1: normalized), u8 length, the text, u32 id (matched in the input before
                      anything: the raw text as written ("[CLS]", "<s>"), or a normalized token's text as
                      the normalizer writes it ("[url]"), matched against the input's normalized characters)
+    combining marks  u32 code point << 8 | canonical combining class, sorted: the marks the device reorders
     code sets        the Huffman codes the piece lists share (piece_list.py): one for the blob, or one per
                      kind, whichever is smaller
     word pieces      a list group of the pieces that start a word
@@ -33,7 +34,8 @@ export that could not reorder) splits into more runs than MAX_LISTS, or into run
 the ids: it gets one list with explicit ids of the vocabulary's bit width. Version 4 shares
 the code tables and stores the character ranges in 3 bytes instead of 6 (the measured pruned export's blob:
 47,156 B in version 3, 38,880 B in version 4). Version 5 (this one) stores every added token of the
-checkpoint's tokenizer with its `normalized` flag and 32-bit ids (vocabularies of up to 2^24 pieces);
+checkpoint's tokenizer with its `normalized` flag, 32-bit ids (vocabularies of up to 2^24 pieces) and the
+combining classes of the marks the normalizer reorders;
 versions 1 to 4 are refused with a message to export again.
 
 Only the pieces the tokenizer can produce are stored: a piece with a character no code point
@@ -61,13 +63,13 @@ from tflm_mcubert.tokenizer.unicode_table import (
 MAGIC = b"MCTK"
 VERSION = 5
 MAX_LISTS = 16  # per group: a lookup searches every list, so only a handful of clusters pay off
-HEADER_BYTES = 72
+HEADER_BYTES = 80
 RANGE_VALUE_LIMIT = 1 << 21
 PLANES = 17  # Unicode's planes: every one starts a range, so a range start is 16 bits
 MAX_VOCAB = 1 << 24  # ids are u32 in the header, at most 24 bits in a piece list
 MAX_CHARS_PER_WORD = 1000  # the word buffer (6 B a character) is the caller's RAM
 FLAG_NORMALIZED = 1
-_HEADER = struct.Struct("<4sHHII HH HH IIII IIII IIII")
+_HEADER = struct.Struct("<4sHHII HH HH IIII IIII IIII II")
 assert _HEADER.size == HEADER_BYTES
 SPECIAL_NAMES = ("cls", "sep", "pad", "unk")
 
@@ -93,6 +95,9 @@ class TokenizerSpec:
     added_tokens: tuple[AddedToken, ...]  # matched in the input before anything ("[CLS]", "<s>", "[url]")
     max_chars_per_word: int
     vocab_size: int  # ids are < vocab_size
+    # The canonical combining class of each mark the normalizer reorders (NFD, when it strips accents) and
+    # the vocabulary holds: a mark moves before the marks of a higher class it follows (unicode_table).
+    combining_classes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def max_piece_bytes(self) -> int:
@@ -282,6 +287,9 @@ def pack(spec: TokenizerSpec) -> bytes:
     specials_at = len(body)
     body += _pack_added_tokens(spec.added_tokens)
     _align(body)
+    combining_at = len(body)
+    marks = sorted((ord(ch), ccc) for ch, ccc in spec.combining_classes.items())
+    body += struct.pack(f"<{len(marks)}I", *(cp << 8 | ccc for cp, ccc in marks))
     id_bits = max(1, (spec.vocab_size - 1).bit_length())
     word_at, continuation_at = _pack_pieces(body, spec, id_bits)
     header = _HEADER.pack(
@@ -303,6 +311,8 @@ def pack(spec: TokenizerSpec) -> bytes:
         continuation_at,
         spec.vocab_size,
         spec.max_piece_bytes,
+        combining_at,
+        len(marks),
     )
     body[: len(header)] = header
     struct.pack_into("<I", body, 12, zlib.crc32(bytes(body[16:])))
@@ -323,6 +333,7 @@ def unpack(blob: bytes) -> TokenizerSpec:
     total, crc, max_chars, n_added, n_ranges, n_rules = fields[3:9]
     cls, sep, pad, unk = fields[9:13]
     ranges_at, n_strings, strings_at, specials_at, word_at, continuation_at, vocab_size = fields[13:20]
+    combining_at, n_marks = fields[21:23]
     if total != len(blob) or zlib.crc32(blob[16:]) != crc:
         raise UserError("the tokenizer blob is truncated or corrupted (size or CRC-32 mismatch)")
     ranges = _unpack_ranges(blob, ranges_at, n_ranges, n_rules)
@@ -340,6 +351,9 @@ def unpack(blob: bytes) -> TokenizerSpec:
         added_tokens=_unpack_added_tokens(blob, specials_at, n_added),
         max_chars_per_word=max_chars,
         vocab_size=vocab_size,
+        combining_classes={
+            chr(entry >> 8): entry & 0xFF for entry in struct.unpack_from(f"<{n_marks}I", blob, combining_at)
+        },
     )
 
 

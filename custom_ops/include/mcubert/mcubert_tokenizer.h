@@ -55,6 +55,8 @@ typedef struct {
     const uint8_t *string_bytes;
     uint32_t special_count;
     const uint8_t *specials;
+    uint32_t combining_count;
+    const uint8_t *combining; /* u32 [combining_count]: code point << 8 | class, sorted (marks NFD reorders) */
     mcubert_piece_list word_pieces;
     mcubert_piece_list continuation_pieces;
 } mcubert_tokenizer;
