@@ -251,7 +251,8 @@ static void word_piece(const mcubert_tokenizer *t, mcubert_word *word, id_sink *
         int32_t found =
             mcubert_longest_piece(t, start == 0u ? &t->word_pieces : &t->continuation_pieces, word->bytes + begin,
                                   length < t->max_piece_bytes ? length : t->max_piece_bytes, &piece_length);
-        if (found < 0) {
+        /* a piece that ends inside a character is no UTF-8: only a damaged blob holds one */
+        if (found < 0 || word->char_ends[start] > begin + piece_length) {
             sink->count = mark;
             emit(sink, t->unk_id);
             break;

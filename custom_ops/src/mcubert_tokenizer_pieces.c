@@ -479,6 +479,9 @@ int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_li
                 }
                 bounds[i] = 0;
             } else {
+                if (prefix >= bounds[i]) {
+                    prefix = bounds[i] - 1u; /* only a blob whose order lies: the bounds still fall */
+                }
                 while (prefix > 0u && (query[prefix] & 0xC0u) == 0x80u) {
                     --prefix; /* pieces are whole UTF-8 characters: none ends inside one */
                 }
