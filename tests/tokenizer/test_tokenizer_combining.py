@@ -101,3 +101,13 @@ def test_stacked_marks_match_hugging_face_and_the_c_tokenizer(marked, marked_hos
     expected = tokenizer(text, truncation=True, max_length=32)["input_ids"]
     assert ids(reference.encode(spec, text, 32)) == expected
     assert ids(marked_host.encode(text, 32)) == expected
+
+
+def test_a_normalized_added_token_with_a_reordered_mark_is_refused(minilm_tokenizer, tmp_path):
+    from tokenizers import AddedToken
+
+    vocab = minilm_tokenizer.get_vocab()
+    tokenizer = bert(sorted(vocab, key=vocab.get) + MARKS, tmp_path, lowercase=True)
+    tokenizer.add_tokens([AddedToken("x\u1b44\u302e", normalized=True)])
+    with pytest.raises(UserError, match="holds a combining mark the normalizer reorders"):
+        reference.spec_from_hf(tokenizer)

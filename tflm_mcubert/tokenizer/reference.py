@@ -90,6 +90,13 @@ def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str
                 continuation_pieces[body] = remap(piece_id)
         elif all(ch in letters for ch in piece) or (len(piece) == 1 and piece in isolated):
             word_pieces[piece] = remap(piece_id)
+    combining = combining_classes(backend.normalizer.normalize_str, letters)
+    for entry, text in added:
+        if entry.get("normalized") and any(ch in combining for ch in text):
+            raise UserError(
+                f"the added token {entry['content']!r} holds a combining mark the normalizer reorders: the "
+                "on-device tokenizer matches normalized added tokens before it reorders marks"
+            )
     return TokenizerSpec(
         table=table,
         word_pieces=word_pieces,
@@ -100,7 +107,7 @@ def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str
         ),
         max_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
         vocab_size=max(vocab.values()) + 1,
-        combining_classes=combining_classes(backend.normalizer.normalize_str, letters),
+        combining_classes=combining,
     )
 
 
