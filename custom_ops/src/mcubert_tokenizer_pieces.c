@@ -368,31 +368,28 @@ static int32_t compare_head(bit_reader *r, const piece_list *list, const uint8_t
     return piece_length == length ? 0 : -1;
 }
 
-/* A miss at piece `above` (the first above the query): *prefix gets the common prefix of the query and
- * the piece before, *below that piece's id when it is all prefix (and not empty). Returns -1. */
-static int32_t below_query(const piece_list *list, uint32_t above, uint32_t matched, uint32_t previous_length,
-                           uint32_t *prefix, int32_t *below)
-{
-    *prefix = matched;
-    if (above > 0u && previous_length == matched && matched > 0u) {
-        *below = (int32_t)piece_id(list, above - 1u);
-    }
-    return -1;
-}
+/* What a lookup learned besides the query's own id: the common prefix of the query and the last piece
+ * below it, and the longest piece of the searched bucket that is a prefix of the query. */
+typedef struct {
+    uint32_t prefix;
+    int32_t index; /* of that piece in the list, -1: none */
+    uint32_t index_length;
+} prefix_hint;
 
 /* The bucket is scanned without rebuilding its pieces: `matched` is the common prefix of the query and
  * the piece before, which with a piece's shared length decides most pieces before their bytes. On a miss
- * *prefix gets the common prefix of the query and the last piece below it: every piece that is a prefix
- * of the query lies between those two in byte order, so is a prefix of that piece too, and is no longer.
- * When that piece is itself a prefix of the query, it is the longest such piece: *below_id gets its id. */
-static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, uint32_t *prefix,
-                            int32_t *below_id)
+ * hint->prefix gets the common prefix of the query and the last piece below it: every piece that is a
+ * prefix of the query lies between those two in byte order, so is a prefix of that piece too, and is no
+ * longer. The longest prefix piece sorts last of them and every piece after it up to the query starts
+ * with it: so when the bucket holds one, the last the scan meets (hint->index) is the list's longest. */
+static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, prefix_hint *hint)
 {
     uint32_t lo = 0, hi, i, end, matched = 0;
     uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
     bit_reader r;
-    *prefix = 0;
-    *below_id = -1;
+    hint->prefix = 0;
+    hint->index = -1;
+    hint->index_length = 0;
     if (list->count == 0u) {
         return -1;
     }
@@ -418,8 +415,7 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         uint32_t delta_coded = !head && shared < previous_length;
         int below = shared > matched; /* agrees with the piece before past where that one left the query */
         if (shared < matched) {
-            return below_query(list, i, matched, previous_length, prefix, below_id); /* differs where the piece
-                                                                                  before agreed: past the query */
+            break; /* differs from the query where the piece before agreed with it: past the query */
         }
         for (k = 0; k < suffix; ++k) { /* every byte is decoded: the next piece's codes follow */
             uint32_t byte;
@@ -432,7 +428,8 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
                 continue;
             }
             if (matched + k == length || byte > query[matched + k]) {
-                return below_query(list, i, matched, previous_length, prefix, below_id); /* the first piece above */
+                hint->prefix = matched;
+                return -1; /* the first piece above the query */
             }
             below = byte < query[matched + k];
             differing = byte;
@@ -441,14 +438,18 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         if (!below && matched + agree == length) {
             return (int32_t)piece_id(list, i);
         }
+        if (!below) { /* all of it agrees with the longer query: a prefix of it */
+            hint->index = (int32_t)i;
+            hint->index_length = matched + agree;
+        }
         if (shared == matched) { /* this piece is the new piece before: its byte where it leaves the query */
             matched += agree;
             at_matched = differing;
         }
         previous_length = shared + suffix;
     }
-    /* the bucket's last piece is below the query, the next bucket's first above it */
-    return below_query(list, end, matched, previous_length, prefix, below_id);
+    hint->prefix = matched; /* or the bucket's last piece is below the query, the next bucket's first above */
+    return -1;
 }
 
 int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
@@ -464,28 +465,27 @@ int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_li
         pending = 0;
         for (i = 0; i < lists->count; ++i) {
             piece_list list;
-            uint32_t prefix;
-            int32_t found, below;
+            prefix_hint hint;
+            int32_t found;
             if (bounds[i] <= best_length) {
                 continue; /* nothing in list i can beat the best */
             }
             open_list(t->blob, t->blob + rd32(lists->offsets + 4u * i), &list);
-            found = find_in_list(&list, query, bounds[i], &prefix, &below);
-            if (found >= 0 || below >= 0) { /* list i's longest prefix piece */
-                uint32_t candidate = found >= 0 ? bounds[i] : prefix;
+            found = find_in_list(&list, query, bounds[i], &hint);
+            if (found >= 0 || hint.index >= 0) { /* list i's longest prefix piece */
+                uint32_t candidate = found >= 0 ? bounds[i] : hint.index_length;
                 if (candidate > best_length) {
-                    best = found >= 0 ? found : below;
+                    best = found >= 0 ? found : (int32_t)piece_id(&list, (uint32_t)hint.index);
                     best_length = candidate;
                 }
                 bounds[i] = 0;
             } else {
-                if (prefix >= bounds[i]) {
-                    prefix = bounds[i] - 1u; /* only a blob whose order lies: the bounds still fall */
-                }
+                /* below bounds[i] even for a blob whose order lies: the bounds always fall */
+                uint32_t prefix = hint.prefix < bounds[i] ? hint.prefix : bounds[i] - 1u;
                 while (prefix > 0u && (query[prefix] & 0xC0u) == 0x80u) {
                     --prefix; /* pieces are whole UTF-8 characters: none ends inside one */
                 }
-                bounds[i] = (uint8_t)prefix; /* < the query's length */
+                bounds[i] = (uint8_t)prefix;
                 pending |= prefix > best_length;
             }
         }
