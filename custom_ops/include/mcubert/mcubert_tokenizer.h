@@ -2,8 +2,10 @@
  * On-device BERT tokenizer: UTF-8 text in, the model's input_ids / token_type_ids / attention_mask out.
  *
  * It reproduces Hugging Face `tokenizers`' BERT pipeline (BertNormalizer, BertPreTokenizer, WordPiece
- * with '##' continuations, [CLS] ... [SEP] (... [SEP]) with LongestFirst truncation, [PAD] padding)
- * from one blob the export writes (model_vocab.cc; layout in tflm_mcubert/tokenizer/vocab_blob.py).
+ * with '##' continuations, [CLS] ... [SEP] (... [SEP]) with LongestFirst truncation, [PAD] padding, the
+ * checkpoint's added tokens whatever their spelling, raw or normalized, and the canonical reordering of
+ * combining marks its NFD does) from one blob the export writes (model_vocab.cc; layout in
+ * tflm_mcubert/tokenizer/vocab_blob.py).
  * Ids are in the export's id space (the permuted vocabulary of a compressed embedding), ready for the
  * model. The Python reference is tflm_mcubert/tokenizer/reference.py; tests hold this to it byte for
  * byte and it to Hugging Face's tokenizer.
