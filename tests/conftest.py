@@ -185,6 +185,23 @@ def minilm_tokenizer():
 
 
 @pytest.fixture(scope="session")
+def added_tokenizer(minilm_tokenizer, tmp_path_factory):
+    """MiniLM's tokenizer with ADDED_TOKENS added, saved and loaded as a checkpoint's would be."""
+    from tokenizers import AddedToken
+
+    from tests.tokenizer.conftest import ADDED_TOKENS
+    from transformers import AutoTokenizer
+
+    directory = tmp_path_factory.mktemp("added")
+    minilm_tokenizer.save_pretrained(str(directory))
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    for content, flags in ADDED_TOKENS:
+        tokenizer.add_tokens([AddedToken(content, **flags)], special_tokens=flags.get("special", False))
+    tokenizer.save_pretrained(str(directory))
+    return AutoTokenizer.from_pretrained(str(directory))
+
+
+@pytest.fixture(scope="session")
 def minilm_spec(minilm_tokenizer):
     from tflm_mcubert.tokenizer import reference
 

@@ -14,49 +14,13 @@
 
 #include "mcubert_internal.h"
 #include "mcubert_tokenizer_pieces.h"
+#include "mcubert_tokenizer_text.h"
 
 #define OP "TOKENIZER"
-#define HEADER_BYTES 64u
-#define KIND_REMOVE 0u
-#define KIND_SPACE 1u
-#define KIND_ISOLATE 2u
-#define MODE_DELTA 0u
-#define MODE_CONST 1u
-#define MODE_STRING 2u
-#define HANGUL_FIRST 0xAC00u
-#define HANGUL_COUNT 11172u
-#define MAX_CODE_POINT 0x10FFFFu
+#define HEADER_BYTES 80u
+#define MAX_VOCAB 0x1000000u
+#define MAX_CHARS_PER_WORD 1000u
 #define PLANES 17u /* every plane starts a range: vocab_blob.PLANES */
-
-static uint32_t rd16(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* A rule: kind | mode << 2 | value << 4, the value 22 bits and signed (any code point or delta fits). */
-#define RULE_KIND(rule) ((rule)&3u)
-#define RULE_MODE(rule) (((rule) >> 2) & 3u)
-
-static int32_t rule_value(uint32_t rule)
-{
-    return (int32_t)(((rule >> 4) & 0x3FFFFFu) ^ 0x200000u) - 0x200000; /* sign-extend 22 bits */
-}
-
-static uint32_t range_start(const mcubert_tokenizer *t, uint32_t i)
-{
-    return rd16(t->range_starts + 2u * i);
-}
-
-static uint32_t range_rule(const mcubert_tokenizer *t, uint32_t i)
-{
-    uint32_t index = t->rule_count > 256u ? rd16(t->range_rules + 2u * i) : t->range_rules[i];
-    return rd32(t->rules + 4u * index);
-}
 
 /* ---- blob checks --------------------------------------------------------------------------- */
 
@@ -76,12 +40,12 @@ static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
 static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *message)
 {
     uint32_t plane, i;
-    if (rd16(t->planes) != 0u || rd16(t->planes + 2u * PLANES) != t->range_count) {
+    if (mcubert_rd16(t->planes) != 0u || mcubert_rd16(t->planes + 2u * PLANES) != t->range_count) {
         return bad_blob(message, "ranges", "the plane index does not cover the ranges");
     }
     for (i = 0; i < t->rule_count; ++i) {
-        uint32_t rule = rd32(t->rules + 4u * i), mode = RULE_MODE(rule);
-        int32_t value = rule_value(rule);
+        uint32_t rule = mcubert_rd32(t->rules + 4u * i), mode = RULE_MODE(rule);
+        int32_t value = mcubert_rule_value(rule);
         if ((rule >> 26) != 0u) {
             return bad_blob(message, "ranges", "reserved bits set in a rule");
         }
@@ -91,20 +55,21 @@ static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *
         }
     }
     for (plane = 0; plane < PLANES; ++plane) {
-        uint32_t first = rd16(t->planes + 2u * plane), last = rd16(t->planes + 2u * (plane + 1u));
-        if (first >= last || range_start(t, first) != 0u) {
+        uint32_t first = mcubert_rd16(t->planes + 2u * plane), last = mcubert_rd16(t->planes + 2u * (plane + 1u));
+        if (first >= last || mcubert_range_start(t, first) != 0u) {
             return bad_blob(message, "ranges", "a plane has no range starting at its first code point");
         }
         for (i = first; i < last; ++i) {
-            uint32_t start = plane << 16 | range_start(t, i), rule, index;
-            uint32_t end = i + 1u < last ? plane << 16 | range_start(t, i + 1u) : (plane + 1u) << 16;
-            index = t->rule_count > 256u ? rd16(t->range_rules + 2u * i) : t->range_rules[i];
+            uint32_t start = plane << 16 | mcubert_range_start(t, i), rule, index;
+            uint32_t end = i + 1u < last ? plane << 16 | mcubert_range_start(t, i + 1u) : (plane + 1u) << 16;
+            index = t->rule_count > 256u ? mcubert_rd16(t->range_rules + 2u * i) : t->range_rules[i];
             if (end <= start || index >= t->rule_count) {
                 return bad_blob(message, "ranges", "starts not increasing in a plane, or a rule index out of range");
             }
-            rule = range_rule(t, i);
-            if (RULE_MODE(rule) == MODE_DELTA && ((int64_t)start + rule_value(rule) < 0 ||
-                                                  (int64_t)end - 1 + rule_value(rule) > (int64_t)MAX_CODE_POINT)) {
+            rule = mcubert_range_rule(t, i);
+            if (RULE_MODE(rule) == MODE_DELTA &&
+                ((int64_t)start + mcubert_rule_value(rule) < 0 ||
+                 (int64_t)end - 1 + mcubert_rule_value(rule) > (int64_t)MAX_CODE_POINT)) {
                 return bad_blob(message, "ranges", "a shifted range maps outside Unicode");
             }
         }
@@ -117,7 +82,7 @@ static mcubert_status check_strings_and_specials(const mcubert_tokenizer *t, uin
 {
     uint32_t i, previous_end = 0, at = specials_at;
     for (i = 0; i < t->string_count; ++i) {
-        uint32_t end = rd16(t->string_ends + 2u * i);
+        uint32_t end = mcubert_rd16(t->string_ends + 2u * i);
         if (end < previous_end || end - previous_end > t->max_chars_per_word * 4u) {
             return bad_blob(message, "strings", "string ends decrease or a string is too long");
         }
@@ -126,13 +91,21 @@ static mcubert_status check_strings_and_specials(const mcubert_tokenizer *t, uin
     if (!in_blob(t->size, (uint32_t)(t->string_bytes - t->blob), previous_end)) {
         return bad_blob(message, "strings", "strings run past the blob");
     }
-    for (i = 0; i < t->special_count; ++i) {
-        if (!in_blob(t->size, at, 1u) || t->blob[at] == 0u || !in_blob(t->size, at + 1u, t->blob[at] + 2u) ||
-            rd16(t->blob + at + 1u + t->blob[at]) >= t->vocab_size) {
-            return bad_blob(message, "special tokens",
-                            "an entry is empty, runs past the blob or has an id out of range");
+    for (i = 0; i < t->combining_count; ++i) { /* increasing code points, each with a class */
+        uint32_t entry = mcubert_rd32(t->combining + 4u * i);
+        if ((entry & 0xFFu) == 0u || (entry >> 8) > MAX_CODE_POINT ||
+            (i > 0u && entry >> 8 <= mcubert_rd32(t->combining + 4u * (i - 1u)) >> 8)) {
+            return bad_blob(message, "combining marks", "not increasing, outside Unicode or of class 0");
         }
-        at += 3u + t->blob[at];
+    }
+    for (i = 0; i < t->special_count; ++i) { /* u8 flags, u8 length, the text, u32 id */
+        if (!in_blob(t->size, at, 2u) || t->blob[at] > FLAG_NORMALIZED || t->blob[at + 1u] == 0u ||
+            !in_blob(t->size, at + 2u, t->blob[at + 1u] + 4u) ||
+            mcubert_rd32(t->blob + at + 2u + t->blob[at + 1u]) >= t->vocab_size) {
+            return bad_blob(message, "added tokens",
+                            "an entry has unknown flags, is empty, runs past the blob or has an id out of range");
+        }
+        at += 6u + t->blob[at + 1u];
     }
     return MCUBERT_OK;
 }
@@ -141,45 +114,50 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
 {
     uint32_t ranges_at, strings_at, specials_at;
     mcubert_status status;
-    if (size < HEADER_BYTES) {
-        return bad_blob(message, "header", "shorter than the 64-byte header (truncated?)");
+    if (size < 8u) {
+        return bad_blob(message, "header", "shorter than the header (truncated?)");
     }
     if (blob[0] != 'M' || blob[1] != 'C' || blob[2] != 'T' || blob[3] != 'K') {
         return bad_blob(message, "header", "not a tokenizer blob (no 'MCTK' header)");
     }
-    if (rd16(blob + 4) != MCUBERT_TOKENIZER_VERSION || rd16(blob + 6) != HEADER_BYTES) {
+    if (mcubert_rd16(blob + 4) != MCUBERT_TOKENIZER_VERSION || mcubert_rd16(blob + 6) != HEADER_BYTES) {
         mcubert_fail(message, MCUBERT_ERROR_MODEL, OP, "header");
         mcubert_append(message, "blob version ");
-        mcubert_append_int(message, rd16(blob + 4));
+        mcubert_append_int(message, mcubert_rd16(blob + 4));
         mcubert_append(message, "; this library reads version ");
         mcubert_append_int(message, MCUBERT_TOKENIZER_VERSION);
         mcubert_append(message, " (export the model again)");
         return MCUBERT_ERROR_MODEL;
     }
-    if (rd32(blob + 8) != size) {
+    if (size < HEADER_BYTES) {
+        return bad_blob(message, "header", "shorter than the 80-byte header (truncated?)");
+    }
+    if (mcubert_rd32(blob + 8) != size) {
         return bad_blob(message, "header", "the blob's size is not the size given (truncated?)");
     }
-    if (~mcubert_crc32_update(0xFFFFFFFFu, blob + 16, size - 16u) != rd32(blob + 12)) {
+    if (~mcubert_crc32_update(0xFFFFFFFFu, blob + 16, size - 16u) != mcubert_rd32(blob + 12)) {
         return bad_blob(message, "header", "CRC-32 mismatch: the blob is corrupted");
     }
     t->blob = blob;
     t->size = size;
-    t->max_chars_per_word = rd16(blob + 16);
-    t->special_count = rd16(blob + 18);
-    t->cls_id = (int32_t)rd16(blob + 20);
-    t->sep_id = (int32_t)rd16(blob + 22);
-    t->pad_id = (int32_t)rd16(blob + 24);
-    t->unk_id = (int32_t)rd16(blob + 26);
-    t->range_count = rd16(blob + 28);
-    t->rule_count = rd16(blob + 30);
-    ranges_at = rd32(blob + 32);
-    t->string_count = rd32(blob + 36);
-    strings_at = rd32(blob + 40);
-    specials_at = rd32(blob + 44);
-    t->vocab_size = rd32(blob + 56);
-    t->max_piece_bytes = rd32(blob + 60);
-    if (t->max_chars_per_word == 0u || t->max_chars_per_word > 1000u || t->max_piece_bytes == 0u ||
-        t->max_piece_bytes > 255u || t->vocab_size == 0u || t->vocab_size > 0x10000u || t->range_count == 0u ||
+    t->max_chars_per_word = mcubert_rd16(blob + 16);
+    t->special_count = mcubert_rd16(blob + 18);
+    t->range_count = mcubert_rd16(blob + 20);
+    t->rule_count = mcubert_rd16(blob + 22);
+    t->cls_id = (int32_t)mcubert_rd32(blob + 24);
+    t->sep_id = (int32_t)mcubert_rd32(blob + 28);
+    t->pad_id = (int32_t)mcubert_rd32(blob + 32);
+    t->unk_id = (int32_t)mcubert_rd32(blob + 36);
+    ranges_at = mcubert_rd32(blob + 40);
+    t->string_count = mcubert_rd32(blob + 44);
+    strings_at = mcubert_rd32(blob + 48);
+    specials_at = mcubert_rd32(blob + 52);
+    t->vocab_size = mcubert_rd32(blob + 64);
+    t->max_piece_bytes = mcubert_rd32(blob + 68);
+    t->combining = blob + mcubert_rd32(blob + 72);
+    t->combining_count = mcubert_rd32(blob + 76);
+    if (t->max_chars_per_word == 0u || t->max_chars_per_word > MAX_CHARS_PER_WORD || t->max_piece_bytes == 0u ||
+        t->max_piece_bytes > 255u || t->vocab_size == 0u || t->vocab_size > MAX_VOCAB || t->range_count == 0u ||
         (uint32_t)t->cls_id >= t->vocab_size || (uint32_t)t->sep_id >= t->vocab_size ||
         (uint32_t)t->pad_id >= t->vocab_size || (uint32_t)t->unk_id >= t->vocab_size) {
         return bad_blob(message, "header", "limits or special ids out of range");
@@ -187,7 +165,8 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
     if (t->rule_count == 0u ||
         !in_blob(size, ranges_at,
                  4u * t->rule_count + 2u * (PLANES + 1u) + (t->rule_count > 256u ? 4u : 3u) * t->range_count) ||
-        t->string_count > 0xFFFFu || !in_blob(size, strings_at, 2u * t->string_count)) {
+        t->string_count > 0xFFFFu || !in_blob(size, strings_at, 2u * t->string_count) || t->combining_count > 0xFFFFu ||
+        !in_blob(size, mcubert_rd32(blob + 72), 4u * t->combining_count)) {
         return bad_blob(message, "header", "a section lies outside the blob");
     }
     t->rules = blob + ranges_at;
@@ -202,10 +181,11 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
         status = check_strings_and_specials(t, specials_at, message);
     }
     if (status == MCUBERT_OK) {
-        status = mcubert_check_piece_list(t, rd32(blob + 48), &t->word_pieces, "word pieces", message);
+        status = mcubert_check_piece_list(t, mcubert_rd32(blob + 56), &t->word_pieces, "word pieces", message);
     }
     if (status == MCUBERT_OK) {
-        status = mcubert_check_piece_list(t, rd32(blob + 52), &t->continuation_pieces, "continuation pieces", message);
+        status = mcubert_check_piece_list(t, mcubert_rd32(blob + 60), &t->continuation_pieces, "continuation pieces",
+                                          message);
     }
     return status;
 }
@@ -227,141 +207,10 @@ mcubert_status mcubert_tokenizer_init(mcubert_tokenizer *tokenizer, const uint8_
 
 /* ---- the scratch: one word ------------------------------------------------------------------ */
 
-typedef struct {
-    uint8_t *bytes;      /* UTF-8 of the word's mapped characters, (max_chars + 1) * 4 bytes */
-    uint16_t *char_ends; /* byte offset after each character, max_chars + 1 entries */
-    uint32_t chars;      /* characters held (max_chars + 1 means: too long, [UNK]) */
-} word_buffer;
-
 uint32_t mcubert_tokenizer_get_buffer_size(const mcubert_tokenizer *tokenizer)
 {
     uint32_t slots = tokenizer == NULL ? 0u : tokenizer->max_chars_per_word + 1u;
     return 4u * slots + ((2u * slots + 3u) & ~3u);
-}
-
-static void word_append(word_buffer *word, uint32_t cp, uint32_t max_chars)
-{
-    uint32_t at = word->chars == 0u ? 0u : word->char_ends[word->chars - 1u];
-    if (word->chars > max_chars) {
-        return; /* already too long: it becomes [UNK] whatever follows */
-    }
-    if (cp < 0x80u) {
-        word->bytes[at++] = (uint8_t)cp;
-    } else if (cp < 0x800u) {
-        word->bytes[at++] = (uint8_t)(0xC0u | cp >> 6);
-        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
-    } else if (cp < 0x10000u) {
-        word->bytes[at++] = (uint8_t)(0xE0u | cp >> 12);
-        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
-        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
-    } else {
-        word->bytes[at++] = (uint8_t)(0xF0u | cp >> 18);
-        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 12) & 0x3Fu));
-        word->bytes[at++] = (uint8_t)(0x80u | ((cp >> 6) & 0x3Fu));
-        word->bytes[at++] = (uint8_t)(0x80u | (cp & 0x3Fu));
-    }
-    word->char_ends[word->chars++] = (uint16_t)at;
-}
-
-/* ---- UTF-8 in ------------------------------------------------------------------------------- */
-
-/* The code point at text[*at] (advancing *at), or -1 for an invalid sequence, of which the maximal
- * subpart is consumed (Unicode 15, 3.9 "U+FFFD Substitution of Maximal Subparts"). */
-static int32_t next_code_point(const uint8_t *text, uint32_t size, uint32_t *at)
-{
-    uint32_t lead = text[*at], need, k, cp, low = 0x80u, high = 0xBFu;
-    *at += 1u;
-    if (lead < 0x80u) {
-        return (int32_t)lead;
-    }
-    if (lead >= 0xC2u && lead <= 0xDFu) {
-        need = 1u;
-    } else if (lead >= 0xE0u && lead <= 0xEFu) {
-        need = 2u;
-        low = lead == 0xE0u ? 0xA0u : 0x80u;
-        high = lead == 0xEDu ? 0x9Fu : 0xBFu; /* no surrogates */
-    } else if (lead >= 0xF0u && lead <= 0xF4u) {
-        need = 3u;
-        low = lead == 0xF0u ? 0x90u : 0x80u;
-        high = lead == 0xF4u ? 0x8Fu : 0xBFu; /* nothing above U+10FFFF */
-    } else {
-        return -1;
-    }
-    cp = lead & (0x3Fu >> need);
-    for (k = 0; k < need; ++k) {
-        uint32_t byte;
-        if (*at >= size) {
-            return -1;
-        }
-        byte = text[*at];
-        if (byte < (k == 0u ? low : 0x80u) || byte > (k == 0u ? high : 0xBFu)) {
-            return -1; /* the offending byte starts the next character */
-        }
-        cp = cp << 6 | (byte & 0x3Fu);
-        *at += 1u;
-    }
-    return (int32_t)cp;
-}
-
-/* The rule of the range holding cp: the last of its plane's ranges whose start <= cp (each plane's
- * first range starts at its first code point). cp <= MAX_CODE_POINT. */
-static uint32_t rule_of(const mcubert_tokenizer *t, uint32_t cp)
-{
-    uint32_t low = cp & 0xFFFFu, lo = rd16(t->planes + 2u * (cp >> 16)),
-             hi = rd16(t->planes + 2u * ((cp >> 16) + 1u)) - 1u;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi + 1u) / 2u;
-        if (range_start(t, mid) <= low) {
-            lo = mid;
-        } else {
-            hi = mid - 1u;
-        }
-    }
-    return range_rule(t, lo);
-}
-
-/* Appends cp's mapped characters (kind letter or isolate) to the word. */
-static void append_mapped(const mcubert_tokenizer *t, uint32_t rule, uint32_t cp, word_buffer *word)
-{
-    uint32_t mode = RULE_MODE(rule);
-    int32_t value = rule_value(rule);
-    if (mode == MODE_DELTA) {
-        word_append(word, (uint32_t)((int32_t)cp + value), t->max_chars_per_word);
-    } else if (mode == MODE_CONST) {
-        word_append(word, (uint32_t)value, t->max_chars_per_word);
-    } else if (mode == MODE_STRING) {
-        uint32_t begin = value == 0 ? 0u : rd16(t->string_ends + 2u * (uint32_t)(value - 1));
-        uint32_t end = rd16(t->string_ends + 2u * (uint32_t)value);
-        while (begin < end) {
-            int32_t mapped = next_code_point(t->string_bytes, end, &begin);
-            if (mapped >= 0) {
-                word_append(word, (uint32_t)mapped, t->max_chars_per_word);
-            }
-        }
-    } else if (cp - HANGUL_FIRST < HANGUL_COUNT) { /* NFD of a Hangul syllable: 2 or 3 jamo */
-        uint32_t index = cp - HANGUL_FIRST, trail = index % 28u;
-        word_append(word, 0x1100u + index / (21u * 28u), t->max_chars_per_word);
-        word_append(word, 0x1161u + (index % (21u * 28u)) / 28u, t->max_chars_per_word);
-        if (trail != 0u) {
-            word_append(word, 0x11A7u + trail, t->max_chars_per_word);
-        }
-    } else {
-        word_append(word, cp, t->max_chars_per_word);
-    }
-}
-
-/* ---- byte comparison (special tokens) -------------------------------------------------------- */
-
-/* <0, 0, >0 as piece (length `length`) compares with the query */
-static int32_t compare(const uint8_t *piece, uint32_t length, const uint8_t *query, uint32_t query_length)
-{
-    uint32_t k, n = length < query_length ? length : query_length;
-    for (k = 0; k < n; ++k) {
-        if (piece[k] != query[k]) {
-            return (int32_t)piece[k] - (int32_t)query[k];
-        }
-    }
-    return (int32_t)length - (int32_t)query_length;
 }
 
 /* ---- WordPiece and the id sink ------------------------------------------------------------------ */
@@ -381,10 +230,11 @@ static void emit(id_sink *sink, int32_t id)
 }
 
 /* Greedy longest-match-first over the word's characters; the whole word is [UNK] when a position
- * has no piece, or when it has more than max_chars_per_word characters. A miss bounds the length of
- * any piece that can still match, per list (mcubert_find_piece): longer prefixes are not looked up, and
- * a list is not searched for a length it cannot hold. */
-static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *sink)
+ * has no piece, or when it has more than max_chars_per_word characters. Each position is one search for
+ * the longest piece that is a prefix of the rest of the word (mcubert_longest_piece), whatever the word's
+ * length: a long word costs what its pieces cost. A piece is whole UTF-8 characters, so it ends where a
+ * character does. */
+static void word_piece(const mcubert_tokenizer *t, mcubert_word *word, id_sink *sink)
 {
     uint32_t start = 0, mark = sink->count;
     if (word->chars == 0u) {
@@ -396,53 +246,28 @@ static void word_piece(const mcubert_tokenizer *t, word_buffer *word, id_sink *s
         return;
     }
     while (start < word->chars) {
-        uint32_t begin = start == 0u ? 0u : word->char_ends[start - 1u], end;
-        const mcubert_piece_list *list = start == 0u ? &t->word_pieces : &t->continuation_pieces;
-        int32_t found = -1;
-        uint32_t k, limit = t->max_piece_bytes;  /* no longer piece can match here */
-        uint8_t bounds[MCUBERT_PIECE_MAX_LISTS]; /* per list: the same (mcubert_find_piece) */
-        for (k = 0; k < MCUBERT_PIECE_MAX_LISTS; ++k) {
-            ((volatile uint8_t *)bounds)[k] = 0xFFu; /* volatile: a plain loop may become a memset call */
-        }
-        for (end = word->chars; end > start; --end) {
-            uint32_t length = word->char_ends[end - 1u] - begin;
-            if (length <= limit) {
-                found = mcubert_find_piece(t, list, word->bytes + begin, length, bounds, &limit);
-                if (found >= 0) {
-                    break;
-                }
-            }
-        }
-        if (found < 0) {
+        uint32_t begin = start == 0u ? 0u : word->char_ends[start - 1u], piece_length;
+        uint32_t length = word->char_ends[word->chars - 1u] - begin;
+        int32_t found =
+            mcubert_longest_piece(t, start == 0u ? &t->word_pieces : &t->continuation_pieces, word->bytes + begin,
+                                  length < t->max_piece_bytes ? length : t->max_piece_bytes, &piece_length);
+        /* a piece that ends inside a character is no UTF-8: only a damaged blob holds one */
+        if (found < 0 || word->char_ends[start] > begin + piece_length) {
             sink->count = mark;
             emit(sink, t->unk_id);
             break;
         }
         emit(sink, found);
-        start = end;
+        while (start < word->chars && word->char_ends[start] <= begin + piece_length) {
+            ++start; /* past the characters the piece covers */
+        }
     }
     word->chars = 0;
 }
 
-/* The special token whose text starts at text[at] (the longest), as (length, id); length 0 if none. */
-static uint32_t special_at(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at, int32_t *id)
-{
-    uint32_t i, entry = 0, best = 0;
-    for (i = 0; i < t->special_count; ++i) {
-        const uint8_t *special = t->specials + entry;
-        uint32_t length = special[0];
-        if (length > best && length <= size - at && compare(special + 1, length, text + at, length) == 0) {
-            best = length;
-            *id = (int32_t)rd16(special + 1 + length);
-        }
-        entry += 3u + length;
-    }
-    return best;
-}
-
 /* All ids of one text into `sink`. With `stop_when_full`, stops at the first word boundary once the
  * sink's capacity is reached (later ids would be truncated away). */
-static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, word_buffer *word,
+static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint32_t size, mcubert_word *word,
                           id_sink *sink, int stop_when_full)
 {
     uint32_t at = 0;
@@ -453,8 +278,8 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
         if (stop_when_full && word->chars == 0u && sink->count >= sink->capacity) {
             return;
         }
-        if (text[at] == '[') {
-            special_length = special_at(t, text, size, at, &special_id);
+        if (t->special_count > 0u) {
+            special_length = mcubert_added_token_at(t, text, size, at, &special_id);
         }
         if (special_length > 0u) {
             word_piece(t, word, sink);
@@ -462,11 +287,11 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
             at += special_length;
             continue;
         }
-        cp = next_code_point(text, size, &at);
+        cp = mcubert_next_code_point(text, size, &at);
         if (cp < 0) {
             continue; /* dropped, as U+FFFD */
         }
-        rule = rule_of(t, (uint32_t)cp);
+        rule = mcubert_rule_of(t, (uint32_t)cp);
         kind = RULE_KIND(rule);
         if (kind == KIND_REMOVE) {
             continue;
@@ -475,7 +300,7 @@ static void tokenize_text(const mcubert_tokenizer *t, const uint8_t *text, uint3
             word_piece(t, word, sink);
         }
         if (kind != KIND_SPACE) {
-            append_mapped(t, rule, (uint32_t)cp, word);
+            mcubert_append_mapped(t, rule, (uint32_t)cp, word);
         }
         if (kind == KIND_ISOLATE) {
             word_piece(t, word, sink);
@@ -513,7 +338,7 @@ mcubert_status mcubert_tokenize(const mcubert_tokenizer *tokenizer, const uint8_
                                 uint32_t buffer_bytes, mcubert_message *message)
 {
     const uint32_t specials = pair != NULL && pair_bytes > 0u ? 3u : 2u;
-    word_buffer word;
+    mcubert_word word;
     id_sink sink;
     uint32_t keep_first, keep_second = 0, first_end, i;
     if (tokenizer == NULL || tokenizer->blob == NULL || ids == NULL || valid == NULL || buffer == NULL ||

@@ -1,5 +1,5 @@
 /*
- * The tokenizer blob's piece lists, version 4 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
+ * The tokenizer blob's piece lists, version 4 and 5 (layout: tflm_mcubert/tokenizer/piece_list.py): sorted
  * pieces front-coded in buckets, every length and byte a canonical Huffman code of a code set the lists
  * share, ids implicit (base + rank) or bit-packed. The check at init decodes every piece once; a lookup
  * binary-searches each list's bucket heads and decodes one bucket. Codes are decoded as zlib's puff.c does, from the
@@ -26,6 +26,8 @@
 #define CODE(list, k) ((list)->codes + (list)->code_at[k])
 #define MAX_BUCKET_SHIFT 10u
 #define MAX_PEEK_BITS 8u
+#define MAX_ID_BITS 24u /* ids below vocab_blob.MAX_VOCAB */
+#define MAX_LIST_PIECES 0xFFFFFFu
 
 /* One piece list, read from its head (the state keeps only the list offsets: it stays small). */
 typedef struct {
@@ -100,8 +102,12 @@ static uint32_t count_codes(const uint8_t *counts, uint32_t window, uint32_t max
 static int32_t decode(bit_reader *r, const uint8_t *code)
 {
     uint32_t at = r->bit >> 3, window = 0, k, entry = 0;
-    for (k = 0; k < 3u; ++k) {
-        window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
+    if (8u * at + 24u <= r->end) { /* the usual case, away from the end: no byte to check */
+        window = (uint32_t)r->data[at] << 16 | (uint32_t)r->data[at + 1u] << 8 | r->data[at + 2u];
+    } else {
+        for (k = 0; k < 3u; ++k) {
+            window = window << 8 | (8u * (at + k) < r->end ? (uint32_t)r->data[at + k] : 0u);
+        }
     }
     window <<= 8u + (r->bit & 7u); /* the code's first bit at bit 31 */
     if (code[0] != 0u) {
@@ -285,8 +291,8 @@ static mcubert_status check_list(const mcubert_tokenizer *t, uint32_t at, uint32
     if (!in_blob(t->size, at, LIST_HEAD_BYTES)) {
         return bad_list(message, name, "piece list outside the blob");
     }
-    if (rd32(head) > 0xFFFFu || head[16] > MAX_BUCKET_SHIFT || head[17] > 16u || (head[18] != 2u && head[18] != 4u) ||
-        head[19] != 0u || rd32(head + 4) > 0x1FFFFFFFu) {
+    if (rd32(head) > MAX_LIST_PIECES || head[16] > MAX_BUCKET_SHIFT || head[17] > MAX_ID_BITS ||
+        (head[18] != 2u && head[18] != 4u) || head[19] != 0u || rd32(head + 4) > 0x1FFFFFFFu) {
         return bad_list(message, name, "counts or field widths out of range");
     }
     /* lists share code sets: each is checked once in a row (NO_CODE_SET: none yet, whatever the offset) */
@@ -362,16 +368,28 @@ static int32_t compare_head(bit_reader *r, const piece_list *list, const uint8_t
     return piece_length == length ? 0 : -1;
 }
 
+/* What a lookup learned besides the query's own id: the common prefix of the query and the last piece
+ * below it, and the longest piece of the searched bucket that is a prefix of the query. */
+typedef struct {
+    uint32_t prefix;
+    int32_t index; /* of that piece in the list, -1: none */
+    uint32_t index_length;
+} prefix_hint;
+
 /* The bucket is scanned without rebuilding its pieces: `matched` is the common prefix of the query and
  * the piece before, which with a piece's shared length decides most pieces before their bytes. On a miss
- * *prefix gets the common prefix of the query and the last piece below it: every piece that is a prefix
- * of the query lies between those two in byte order, so is a prefix of that piece too, and is no longer. */
-static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, uint32_t *prefix)
+ * hint->prefix gets the common prefix of the query and the last piece below it: every piece that is a
+ * prefix of the query lies between those two in byte order, so is a prefix of that piece too, and is no
+ * longer. The longest prefix piece sorts last of them and every piece after it up to the query starts
+ * with it: so when the bucket holds one, the last the scan meets (hint->index) is the list's longest. */
+static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32_t length, prefix_hint *hint)
 {
     uint32_t lo = 0, hi, i, end, matched = 0;
     uint32_t previous_length = 0, at_matched = 0; /* the piece before's length, its byte at `matched` */
     bit_reader r;
-    *prefix = 0;
+    hint->prefix = 0;
+    hint->index = -1;
+    hint->index_length = 0;
     if (list->count == 0u) {
         return -1;
     }
@@ -397,8 +415,7 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         uint32_t delta_coded = !head && shared < previous_length;
         int below = shared > matched; /* agrees with the piece before past where that one left the query */
         if (shared < matched) {
-            *prefix = matched;
-            return -1; /* differs from the query where the piece before agreed with it: past the query */
+            break; /* differs from the query where the piece before agreed with it: past the query */
         }
         for (k = 0; k < suffix; ++k) { /* every byte is decoded: the next piece's codes follow */
             uint32_t byte;
@@ -411,7 +428,7 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
                 continue;
             }
             if (matched + k == length || byte > query[matched + k]) {
-                *prefix = matched;
+                hint->prefix = matched;
                 return -1; /* the first piece above the query */
             }
             below = byte < query[matched + k];
@@ -421,33 +438,58 @@ static int32_t find_in_list(const piece_list *list, const uint8_t *query, uint32
         if (!below && matched + agree == length) {
             return (int32_t)piece_id(list, i);
         }
+        if (!below) { /* all of it agrees with the longer query: a prefix of it */
+            hint->index = (int32_t)i;
+            hint->index_length = matched + agree;
+        }
         if (shared == matched) { /* this piece is the new piece before: its byte where it leaves the query */
             matched += agree;
             at_matched = differing;
         }
         previous_length = shared + suffix;
     }
-    *prefix = matched; /* the bucket's last piece is below the query, the next bucket's first above it */
+    hint->prefix = matched; /* or the bucket's last piece is below the query, the next bucket's first above */
     return -1;
 }
 
-int32_t mcubert_find_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
-                           uint32_t length, uint8_t *bounds, uint32_t *limit)
+int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
+                              uint32_t length, uint32_t *piece_length)
 {
-    uint32_t i, prefix;
-    *limit = 0;
-    for (i = 0; i < lists->count; ++i) { /* a piece is in one list at most: the first hit is the answer */
-        piece_list list;
-        int32_t found;
-        if (length <= bounds[i]) { /* else a longer query's miss showed no piece this long is a prefix */
-            open_list(t->blob, t->blob + rd32(lists->offsets + 4u * i), &list);
-            found = find_in_list(&list, query, length, &prefix);
-            if (found >= 0) {
-                return found;
-            }
-            bounds[i] = (uint8_t)prefix; /* < length <= 255 */
-        }
-        *limit = bounds[i] > *limit ? bounds[i] : *limit;
+    uint8_t bounds[MAX_LISTS]; /* per list: no longer piece of it is a prefix of the query */
+    uint32_t i, best_length = 0, pending = 1;
+    int32_t best = -1;
+    for (i = 0; i < lists->count; ++i) {
+        ((volatile uint8_t *)bounds)[i] = (uint8_t)length; /* volatile: a plain loop may become a memset call */
     }
-    return -1;
+    while (pending) { /* each pass lowers every bound it searches: at most one pass per byte of the query */
+        pending = 0;
+        for (i = 0; i < lists->count; ++i) {
+            piece_list list;
+            prefix_hint hint;
+            int32_t found;
+            if (bounds[i] <= best_length) {
+                continue; /* nothing in list i can beat the best */
+            }
+            open_list(t->blob, t->blob + rd32(lists->offsets + 4u * i), &list);
+            found = find_in_list(&list, query, bounds[i], &hint);
+            if (found >= 0 || hint.index >= 0) { /* list i's longest prefix piece */
+                uint32_t candidate = found >= 0 ? bounds[i] : hint.index_length;
+                if (candidate > best_length) {
+                    best = found >= 0 ? found : (int32_t)piece_id(&list, (uint32_t)hint.index);
+                    best_length = candidate;
+                }
+                bounds[i] = 0;
+            } else {
+                /* below bounds[i] even for a blob whose order lies: the bounds always fall */
+                uint32_t prefix = hint.prefix < bounds[i] ? hint.prefix : bounds[i] - 1u;
+                while (prefix > 0u && (query[prefix] & 0xC0u) == 0x80u) {
+                    --prefix; /* pieces are whole UTF-8 characters: none ends inside one */
+                }
+                bounds[i] = (uint8_t)prefix;
+                pending |= prefix > best_length;
+            }
+        }
+    }
+    *piece_length = best_length;
+    return best;
 }

@@ -17,13 +17,12 @@
 mcubert_status mcubert_check_piece_list(const mcubert_tokenizer *t, uint32_t at, mcubert_piece_list *lists,
                                         const char *name, mcubert_message *message);
 
-/* The id of the piece equal to query[0, length) in any of `lists`, or -1; `lists` checked by
- * mcubert_check_piece_list. bounds[i] (set to 255 before the first, longest query from one position):
- * list i is searched only if length <= bounds[i]; a miss there lowers bounds[i] to the common prefix of
- * the query and the last piece below it, the longest piece of list i that can be a prefix of the query
- * (such pieces sort between the two). On -1, *limit gets the largest bound: greedy longest-match need not
- * look up any longer prefix. */
-int32_t mcubert_find_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
-                           uint32_t length, uint8_t *bounds, uint32_t *limit);
+/* The id of the longest piece of `lists` that is a prefix of query[0, length) (length <= 255), its byte
+ * length in *piece_length; -1 when none is. `lists` checked by mcubert_check_piece_list. Each list is
+ * searched once for the query: a miss tells the longest of its pieces that can still be a prefix (the
+ * common prefix of the query and the last piece below it, which is that piece when it is all prefix), so
+ * a list is searched again only for a shorter query that can beat the best found. */
+int32_t mcubert_longest_piece(const mcubert_tokenizer *t, const mcubert_piece_list *lists, const uint8_t *query,
+                              uint32_t length, uint32_t *piece_length);
 
 #endif

@@ -97,3 +97,57 @@ def test_a_blob_the_report_does_not_list_is_refused(capsys, export_dir, tmp_path
     code, _, err = run_cli(capsys, "tokenize", "--export", copy, "text")
     assert code == 2
     assert_one_clean_error(err, "model_vocab.bin is not this export's")
+
+
+@pytest.fixture(scope="module")
+def added_export(added_tokenizer, tmp_path_factory):
+    """An export's tokenizer files (blob and tokenizer/) for a checkpoint with added tokens ([URL], <s>, ...)."""
+    from tflm_mcubert.tokenizer import reference, vocab_blob
+
+    out = tmp_path_factory.mktemp("added_export")
+    added_tokenizer.save_pretrained(str(out / "tokenizer"))
+    (out / "model_vocab.bin").write_bytes(vocab_blob.pack(reference.spec_from_hf(added_tokenizer)))
+    return out
+
+
+def test_added_tokens_are_identical_in_a_second_without_torch_or_transformers(added_export):
+    import subprocess
+    import sys
+    import time
+
+    probe = (
+        "import sys; from tflm_mcubert.cli import main; code = main(sys.argv[1:]); "
+        "heavy = [m for m in ('torch', 'transformers', 'tensorflow') if m in sys.modules]; "
+        "print('heavy', heavy); raise SystemExit(code)"
+    )
+    texts = ["see [URL] now", "a<mask>b <emoji>", "[E1] Paris [/E1]", "<s> NAÏVE"]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "tokenize", "--export", str(added_export), *texts],
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("identical") == len(texts) and "DIFFERENT" not in done.stdout
+    assert "heavy []" in done.stdout
+    assert elapsed < 3.0  # the issue's target; about 0.6 s measured on the 2-core CI machine
+
+
+def test_a_folder_with_only_vocab_txt_is_compared_through_its_options(capsys, added_export, tmp_path):
+    import json
+    import shutil
+
+    from tflm_mcubert.cli.tokenize import tokenizer_from_files
+
+    (tmp_path / "tokenizer").mkdir()
+    shutil.copy(added_export / "model_vocab.bin", tmp_path)
+    vocab = json.loads((added_export / "tokenizer" / "tokenizer.json").read_text())["model"]["vocab"]
+    ordered = sorted(vocab, key=vocab.get)
+    (tmp_path / "tokenizer" / "vocab.txt").write_text("".join(f"{t}\n" for t in ordered), encoding="utf-8")
+    (tmp_path / "tokenizer" / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    cased = tokenizer_from_files(tmp_path / "tokenizer")
+    assert cased.encode("Hello", add_special_tokens=False).tokens != ["hello"]  # the option is read
+    (tmp_path / "tokenizer" / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    code, out, err = run_cli(capsys, "tokenize", "--export", tmp_path, "Crème brûlée, CAFÉ!")
+    assert code == 0 and "identical" in out, out + err

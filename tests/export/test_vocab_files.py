@@ -84,3 +84,20 @@ def test_an_export_without_a_tokenizer_says_so(tmp_path):
     assert report["flash_bytes"] == report["tflite_bytes"]
     assert not (tmp_path / "o" / "model_vocab.cc").exists()
     assert "Text in" not in (tmp_path / "o" / "FIRMWARE.md").read_text()
+
+
+def test_the_report_gives_the_cost_of_the_longest_words_of_one_letter_pieces(minilm_spec):
+    from tflm_mcubert.firmware.vocab_files import longest_words_text, measured_cost
+    from tflm_mcubert.measure import kernel_build
+
+    text = longest_words_text(minilm_spec, 128)
+    words = text.split()
+    assert len(words) == 3 and {len(w) for w in words} == {minilm_spec.max_chars_per_word}
+    pieces = reference.pieces(minilm_spec, words[0].encode())
+    assert len(pieces) == len(words[0]) and minilm_spec.specials["unk"] not in pieces  # one piece a letter
+    if kernel_build.missing_tools(kernel_build.Variant("cortex-m7")) or not importlib.util.find_spec("unicorn"):
+        pytest.skip("no emulator image on this machine")
+    cost = measured_cost(vocab_blob.pack(minilm_spec), 128, "cortex-m7", minilm_spec)
+    longest = cost["longest_words"]
+    assert "one piece a letter" in longest["input"] and longest["stack_bytes"] <= 1024
+    assert cost["worst_case_instructions"] == max(cost["instructions"], longest["instructions"]) <= 2_500_000

@@ -82,14 +82,18 @@ def op_seeds(model_bytes: bytes) -> dict[str, bytes]:
 
 TOKENIZER_WORDS = (
     "the a an of and to in is it that this film movie good bad not no story one his her great funny love "
-    "play ##s ##ing ##ed ##ly ##er un ##able re ##ment caf ##e na ##ive 中 文 東 京 ᄒ ᅡ ᆫ ! , . ? ' - ( )"
+    "play ##s ##ing ##ed ##ly ##er un ##able re ##ment caf ##e na ##ive 中 文 東 京 ᄒ ᅡ ᆫ ! , . ? ' - ( ) "
+    "\u302e ##\u302e \u1b44 ##\u1b44 < > [ ] url ##url"  # combining marks the device reorders; added tokens' parts
 ).split()
+# Added tokens: matched on the normalized text (its lower case) and on the raw text.
+TOKENIZER_ADDED = (("[URL]", True), ("<s>", False))
 TOKENIZER_SEEDS = {
     "plain": (0, "A good film, and a great story!"),
     "accents_cjk_hangul": (0, "Naïve café 東京 한 중文 Crème"),
     "specials_controls": (0, "[CLS]x[SEP] \u200bzero\x01\t[MASK]\ufeff"),
     "long_word_pair": (1, "unplayable " + "y" * 120 + " and the funny one is not bad"),
     "invalid_utf8": (0, "bad \udcff\udce0 bytes"),
+    "added_tokens_marks": (0, "see [Url]<s>a<s [url x\u302e\u1b44\u302e s\u1b44 [\x01URL]"),
 }
 
 
@@ -97,6 +101,7 @@ def tokenizer_seeds() -> dict[str, bytes]:
     """One seed per sentence: seq_len selector, flags, the small vocabulary's blob, the sentence."""
     import tempfile
 
+    from tokenizers import AddedToken
     from transformers import BertTokenizerFast
 
     from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
@@ -109,6 +114,7 @@ def tokenizer_seeds() -> dict[str, bytes]:
         base = BertTokenizerFast(vocab=str(Path(tmp) / "vocab.txt"))
         tokens = list(dict.fromkeys(specials + letters + list(TOKENIZER_WORDS)))
         tokenizer = bert_tokenizer_with_vocab(tokens, base, Path(tmp) / "small")
+        tokenizer.add_tokens([AddedToken(text, normalized=normalized) for text, normalized in TOKENIZER_ADDED])
         blob = vocab_blob.pack(reference.spec_from_hf(tokenizer))
     seeds = {}
     for name, (flags, text) in TOKENIZER_SEEDS.items():

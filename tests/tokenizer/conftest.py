@@ -63,3 +63,30 @@ def pruned_tokenizer(minilm_tokenizer, corpus_sentences, tmp_path_factory):
     ]
     keep += [t for t in minilm_tokenizer.all_special_tokens if t not in keep]
     return bert_tokenizer_with_vocab(keep, minilm_tokenizer, tmp_path_factory.mktemp("pruned"))
+
+
+# Added tokens of every kind Hugging Face splits: normalized (matched after lower-casing: "[URL]" is
+# "[url]"), raw, special, lstrip/rstrip, spellings without brackets.
+ADDED_TOKENS = (
+    ("[URL]", {"normalized": True}),
+    ("[E1]", {"normalized": True}),
+    ("[/E1]", {"normalized": True}),
+    ("<s>", {"normalized": False}),
+    ("<mask>", {"normalized": False, "special": True, "lstrip": True}),
+    ("<emoji>", {"normalized": False, "special": True, "rstrip": True}),
+    ("@@", {"normalized": True}),
+    ("naïve", {"normalized": True}),  # accents stripped: matched as "naive"
+)
+ADDED_TEXTS = [
+    "see [URL] now",
+    "[url][URL] [Url]x[ÚRL]",
+    "[E1] Paris [/E1] is in [E1]France[/E1]",
+    "<s>",
+    "a<mask>b <emoji><emoji> <s><s>x",
+    "a <mask>  b\t<emoji>\n",
+    "[E1<s>]",  # a raw token inside a normalized one's span: the raw one wins
+    "@@@ @@ a@@b",
+    "NAÏVE naive naïveté [CLS]<s>[SEP]",
+    "<S> <MASK> <mask <s",
+    "[\x01url] [u\u200brl]",  # removed characters inside a normalized token's span
+]

@@ -72,11 +72,12 @@ def test_a_pruned_vocabulary_matches_the_reference(library, pruned_tokenizer, co
     "damage, problem",
     [
         (lambda b: b[:-1], "size is not the size given"),
-        (lambda b: b[:40], "shorter than the 64-byte header"),
+        (lambda b: b[:40], "shorter than the 80-byte header"),
         (lambda b: b"MCTX" + b[4:], "not a tokenizer blob"),
-        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 4"),
-        (lambda b: b[:4] + b"\x02" + b[5:], "blob version 2; this library reads version 4"),
-        (lambda b: b[:4] + b"\x03" + b[5:], r"blob version 3; this library reads version 4 \(export the model again\)"),
+        (lambda b: b[:4] + b"\x01" + b[5:], "blob version 1; this library reads version 5"),
+        (lambda b: b[:4] + b"\x03" + b[5:], "blob version 3; this library reads version 5"),
+        (lambda b: b[:4] + b"\x04" + b[5:], r"blob version 4; this library reads version 5 \(export the model again\)"),
+        (lambda b: b[:4] + b"\x06" + b[5:], "blob version 6; this library reads version 5"),
         (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "CRC-32 mismatch"),
     ],
 )
@@ -98,19 +99,19 @@ def test_structural_damage_behind_a_valid_crc_is_rejected(library, minilm_blob):
     import struct
 
     cases = {
-        "ranges": (32, 0xFFFFFF),  # the ranges' offset past the end
-        "limits or special ids": (20, 0xFFFF),  # [CLS]'s id
-        "word pieces": (48, 8),  # the word pieces' offset into the header
-        "plane index|section": (28, 3),  # the range count: no longer what the plane index says
+        "ranges": (40, 0xFFFFFF),  # the ranges' offset past the end
+        "limits or special ids": (24, 0xFFFFFF),  # [CLS]'s id
+        "word pieces": (56, 8),  # the word pieces' offset into the header
+        "plane index|section": (20, 3),  # the range count: no longer what the plane index says
     }
     for problem, (offset, value) in cases.items():
         blob = bytearray(minilm_blob)
-        size = 2 if offset in (20, 28) else 4
+        size = 2 if offset == 20 else 4
         blob[offset : offset + size] = value.to_bytes(size, "little")
         with pytest.raises(UserError, match="TOKENIZER"):
             HostTokenizer(resealed(blob), library)
     # a piece list's own fields, behind a valid CRC: a bucket offset, the id width, a bit of the data
-    word_at = struct.unpack_from("<I", minilm_blob, struct.unpack_from("<I", minilm_blob, 48)[0] + 4)[0]
+    word_at = struct.unpack_from("<I", minilm_blob, struct.unpack_from("<I", minilm_blob, 56)[0] + 4)[0]
     count, data_bytes, _, _, shift, id_bits, offset_bytes = struct.unpack_from("<IIIIBBB", minilm_blob, word_at)
     tables = word_at + 20  # the bucket offsets (the code tables are in the shared code set)
     data_at = tables + offset_bytes * -(-count >> shift) + (count * id_bits + 7) // 8
@@ -149,8 +150,8 @@ def test_implicit_ids_match_the_reference_and_store_no_ids(clustered, corpus_sen
 
     spec, blob, host = clustered
     assert vocab_blob.unpack(blob).word_pieces == spec.word_pieces
-    assert len(blob) < 70_000
-    for group_at in struct.unpack_from("<II", blob, 48):
+    assert len(blob) < 75_000  # 71,324 B with buckets of 16 (v5), 67,032 B with 32 (v4)
+    for group_at in struct.unpack_from("<II", blob, 56):
         count = struct.unpack_from("<I", blob, group_at)[0]
         assert 2 <= count <= 4  # one list per cluster holding pieces of this kind
         code_sets = set()
@@ -166,7 +167,7 @@ def test_implicit_ids_match_the_reference_and_store_no_ids(clustered, corpus_sen
 def _list_at(blob: bytes, index: int) -> int:
     import struct
 
-    group_at = struct.unpack_from("<I", blob, 48)[0]
+    group_at = struct.unpack_from("<I", blob, 56)[0]
     return struct.unpack_from("<I", blob, group_at + 4 + 4 * index)[0]
 
 
@@ -175,8 +176,8 @@ def test_damaged_implicit_lists_are_rejected(library, clustered):
 
     _, blob, _ = clustered
     first, second = _list_at(blob, 0), _list_at(blob, 1)
-    vocab_size = struct.unpack_from("<I", blob, 56)[0]
-    group_at = struct.unpack_from("<I", blob, 48)[0]
+    vocab_size = struct.unpack_from("<I", blob, 64)[0]
+    group_at = struct.unpack_from("<I", blob, 56)[0]
     codes_at = struct.unpack_from("<I", blob, first + 12)[0]
     damages = {  # offset, format, value
         "not below vocab_size": (second + 8, "<I", vocab_size - 1),  # implicit ids past the vocabulary

@@ -46,6 +46,9 @@ COMMAND_MODULES = (
     "tflm_mcubert.cli.evaluate",
     "tflm_mcubert.cli.tflm_check",
 )
+# Commands that need no TensorFlow: `main` imports neither it nor the other commands for them, so they
+# answer in about a second (TensorFlow alone takes ~7 s and ~600 MB to import).
+LIGHT_COMMANDS = {"tokenize": "tflm_mcubert.cli.tokenize"}
 
 
 def import_tensorflow_quietly() -> None:
@@ -77,13 +80,13 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(UserError.exit_code)
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> tuple[argparse.ArgumentParser, dict]:
     parser = Parser(
         prog="python -m tflm_mcubert", description="BERT on microcontrollers with TensorFlow Lite Micro (MCUBERT)."
     )
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     runners = {}
-    for module_name in COMMAND_MODULES:
+    for module_name in modules:
         module = importlib.import_module(module_name)
         for name in module.add_parser(subparsers):
             runners[name] = module.run
@@ -91,9 +94,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    light = LIGHT_COMMANDS.get(argv[0]) if argv else None
     try:
-        import_tensorflow_quietly()  # before the command modules, some of which import it
-        parser, runners = build_parser()
+        if light is None:
+            import_tensorflow_quietly()  # before the command modules, some of which import it
+        parser, runners = build_parser(COMMAND_MODULES if light is None else (light,))
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, or a usage error already printed by Parser.error

@@ -7,6 +7,7 @@ Hugging Face's tokenizer does with Python's `decode(errors="replace")` of the by
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -35,18 +36,50 @@ def add_parser(subparsers) -> list[str]:
 
 
 def reference_tokenizer(export_dir: Path, report: dict):
-    """The Hugging Face tokenizer that emits the export's ids (its permuted one, else the checkpoint's)."""
+    """The Hugging Face tokenizer that emits the export's ids (its permuted one, else the checkpoint's), as
+    a `tokenizers.Tokenizer` read from its files: no transformers (nor torch) import, so this answers in
+    about a second."""
     listed = report.get("files")  # tokenizer/ is the export's only when its report lists it (no report: any)
     candidates = [export_dir / TOKENIZER_DIR] if listed is None or f"{TOKENIZER_DIR}/" in listed else []
     checkpoint = report.get("model", {}).get("checkpoint")
     if isinstance(checkpoint, str) and checkpoint:
         candidates.append(Path(checkpoint))
     for candidate in candidates:
-        if candidate.is_dir():
-            from transformers import AutoTokenizer
-
-            return AutoTokenizer.from_pretrained(str(candidate)), candidate
+        tokenizer = tokenizer_from_files(candidate)
+        if tokenizer is not None:
+            return tokenizer, candidate
     return None, None
+
+
+def tokenizer_from_files(directory: Path):
+    """`tokenizers`' tokenizer of a Hugging Face tokenizer folder: its tokenizer.json, else a BERT
+    WordPiece tokenizer from its vocab.txt and tokenizer_config.json's options; None when it has neither."""
+    from tokenizers import Tokenizer
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    try:
+        if (directory / "tokenizer.json").is_file():
+            return Tokenizer.from_file(str(directory / "tokenizer.json"))
+        if not (directory / "vocab.txt").is_file():
+            return None
+        config_path = directory / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception for a bad file
+        raise UserError(f"{directory}: its Hugging Face tokenizer could not be read ({exc})") from None
+    return BertWordPieceTokenizer(
+        str(directory / "vocab.txt"),
+        lowercase=config.get("do_lower_case", True),
+        strip_accents=config.get("strip_accents"),
+        handle_chinese_chars=config.get("tokenize_chinese_chars", True),
+    )
+
+
+def hugging_face_ids(tokenizer, raw: bytes, pair: bytes | None, seq_len: int) -> list[int]:
+    """Ids as transformers' `tokenizer(text, pair, truncation=True, max_length=seq_len)` gives them."""
+    tokenizer.enable_truncation(seq_len)  # LongestFirst, as transformers' truncation=True
+    tokenizer.no_padding()
+    second = None if pair is None else pair.decode("utf-8", errors="replace")
+    return tokenizer.encode(raw.decode("utf-8", errors="replace"), second).ids
 
 
 def export_report(export_dir: Path) -> dict:
@@ -106,11 +139,10 @@ def run(args) -> int:
         if pair is not None:
             print(f"  token types: {[int(t) for t in encoded.token_types[: encoded.valid]]}")
         if hf is not None:
-            second = None if pair is None else pair.decode("utf-8", errors="replace")
-            expected = hf(raw.decode("utf-8", errors="replace"), second, truncation=True, max_length=seq_len)
-            same = expected["input_ids"] == ids
+            expected = hugging_face_ids(hf, raw, pair, seq_len)
+            same = expected == ids
             identical &= same
-            print(f"  hugging face ({hf_source}): {expected['input_ids']}  {'identical' if same else 'DIFFERENT'}")
+            print(f"  hugging face ({hf_source}): {expected}  {'identical' if same else 'DIFFERENT'}")
     if hf is None:
         print("(no Hugging Face tokenizer found next to the export or at its checkpoint: nothing to compare)")
     return 0 if identical else 1

@@ -1,4 +1,4 @@
-"""Vocabulary pruning: keep the special tokens, every single-character piece and the pieces a corpus uses
+"""Vocabulary pruning: keep the special and added tokens, every single-character piece and the pieces a corpus uses
 (or its N most frequent); the rest leave the vocabulary, the word table and the tokenizer blob.
 
     pruned = prune_vocabulary(model, tokenizer, sentences, out_dir)   # .model, .tokenizer, .report
@@ -43,7 +43,7 @@ class PrunedVocabulary:
 
 
 def pieces_to_keep(tokenizer, sentences: list[str], top_n: int | None = None) -> list[int]:
-    """Old ids to keep, ascending: special tokens, single-character pieces, and the corpus's pieces."""
+    """Old ids to keep, ascending: special and added tokens, single-character pieces, and the corpus's pieces."""
     vocab = tokenizer.get_vocab()
     counts: collections.Counter[int] = collections.Counter()
     # verbose=False: counting pieces of long texts is not feeding them to the model, so transformers'
@@ -52,6 +52,7 @@ def pieces_to_keep(tokenizer, sentences: list[str], top_n: int | None = None) ->
         counts.update(ids)
     used = [i for i, _ in counts.most_common(top_n)] if top_n is not None else list(counts)
     always = {vocab[t] for t in tokenizer.all_special_tokens if t in vocab}
+    always |= set(tokenizer.added_tokens_decoder) & set(vocab.values())  # [URL], <s>, ...
     always |= {i for piece, i in vocab.items() if len(piece.removeprefix(CONTINUATION) or piece) == 1}
     return sorted(always | set(used))
 

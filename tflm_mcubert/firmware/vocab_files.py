@@ -40,8 +40,8 @@ def tokenizer_report(spec, tokenizer, blob_bytes: int) -> dict:
         "vocab_bytes": blob_bytes,
         "vocabulary_tokens": vocabulary,
         "stored_pieces": stored,
-        "special_tokens": len(spec.special_tokens),
-        "unreachable_pieces_left_out": vocabulary - stored - len(spec.special_tokens),
+        "added_tokens": len(spec.added_tokens),
+        "unreachable_pieces_left_out": vocabulary - stored - len(spec.added_tokens),
         "char_ranges": len(spec.table.ranges),
         "max_chars_per_word": spec.max_chars_per_word,
         "files": list(VOCAB_FILES),
@@ -52,14 +52,47 @@ def tokenizer_report(spec, tokenizer, blob_bytes: int) -> dict:
     }
 
 
-def measured_cost(blob: bytes, seq_len: int, core: str) -> dict:
+def one_piece_letter(spec) -> str | None:
+    """A letter every word of which splits into one piece per character: a word piece and a '##' piece,
+    and no piece holds it twice. A word of it has the most pieces a word can have (a lowercase ASCII
+    letter when one qualifies)."""
+    doubled = {piece[:2] for piece in [*spec.word_pieces, *spec.continuation_pieces] if len(piece) >= 2}
+    letters = [ch for ch in spec.continuation_pieces if len(ch) == 1 and ch in spec.word_pieces]
+    letters = [ch for ch in letters if ch + ch not in doubled]
+    return min(letters, key=lambda ch: (not ("a" <= ch <= "z"), ch), default=None)
+
+
+def longest_words_text(spec, seq_len: int) -> str | None:
+    """The stress input: words of max_chars_per_word characters of one_piece_letter (the longest word with
+    the most pieces: one search per list and piece), one word more than seq_len needs (the word that
+    crosses the end is tokenized whole: an [UNK] anywhere in it would replace its first id)."""
+    letter = one_piece_letter(spec)
+    if letter is None:
+        return None
+    words = -(-seq_len // spec.max_chars_per_word) + 1
+    return " ".join([letter * spec.max_chars_per_word] * words)
+
+
+def measured_cost(blob: bytes, seq_len: int, core: str, spec=None) -> dict:
     """The tokenizer's instructions on the board's core for a full input of built-in English sentences,
-    measured on this machine (the kernels' emulator image, built by measure/kernel_build.py). Where it
-    cannot be (no unicorn, cmake or arm-none-eabi-gcc), the figure is absent: `"measured": false` and
-    the reason in `note`. A measured figure has `instructions` and says how in `measure`."""
+    and with `spec` for the longest words of the most pieces (longest_words_text) and the worse of the two
+    (`worst_case_instructions`), measured on this machine (the kernels' emulator image,
+    built by measure/kernel_build.py). Where it cannot be (no unicorn, cmake or arm-none-eabi-gcc), the
+    figure is absent: `"measured": false` and the reason in `note`. A measured figure has `instructions`
+    and says how in `measure`."""
     text = " ".join(builtin_sentences())
     try:
-        return tokenize_cost(blob, text, seq_len, core)
+        cost = tokenize_cost(blob, text, seq_len, core)
+        longest = longest_words_text(spec, seq_len) if spec is not None else None
+        if longest is not None:
+            measured = tokenize_cost(blob, longest, seq_len, core)
+            cost["longest_words"] = {
+                "input": f"words of {spec.max_chars_per_word} x {longest[0]!r}, one piece a letter, past seq_len",
+                "instructions": measured["instructions"],
+                "stack_bytes": measured["stack_bytes"],
+            }
+            cost["worst_case_instructions"] = max(cost["instructions"], measured["instructions"])
+        return cost
     except (ImportError, RuntimeError) as exc:  # no unicorn, cmake or arm-none-eabi-gcc, or the emulator failed
         return {"core": core, "instructions": None, "measured": False, "note": f"not measured: {exc}"}
 
@@ -80,7 +113,7 @@ def write_vocab_files(
     blob = vocab_blob.pack(spec)
     (Path(out_dir) / f"{VOCAB_NAME}.bin").write_bytes(blob)
     write_c_array(blob, out_dir, name=VOCAB_NAME, what="the checkpoint's tokenizer (tokenizer/vocab_blob.py)")
-    report = {**tokenizer_report(spec, tokenizer, len(blob)), "cost": measured_cost(blob, seq_len, core)}
+    report = {**tokenizer_report(spec, tokenizer, len(blob)), "cost": measured_cost(blob, seq_len, core, spec)}
     return VocabFiles(VOCAB_FILES, len(blob), report)
 
 
@@ -120,6 +153,9 @@ def append_text_guide(out_dir: Path, vocab: VocabFiles, *, custom: bool, seq_len
         if cost.get("instructions")
         else cost.get("note", "not measured")
     )
+    if cost.get("longest_words"):
+        longest = cost["longest_words"]
+        measured += f"; {longest['instructions']:,} for the longest words ({longest['input']})"
     section = fill(
         "FIRMWARE_text.md.tmpl",
         version=vocab_blob.VERSION,

@@ -124,7 +124,7 @@ def bert_tokenizer_with_vocab(tokens: list[str], like, out_dir: str | Path):
     options = like.init_kwargs
     # transformers 5 takes the vocabulary as `vocab` and silently ignores a `vocab_file`; 4.x wants `vocab_file`.
     vocab_arg = "vocab" if "vocab" in inspect.signature(BertTokenizerFast.__init__).parameters else "vocab_file"
-    return BertTokenizerFast(
+    tokenizer = BertTokenizerFast(
         **{vocab_arg: str(vocab_file)},
         do_lower_case=options.get("do_lower_case", True),
         tokenize_chinese_chars=options.get("tokenize_chinese_chars", True),
@@ -136,6 +136,18 @@ def bert_tokenizer_with_vocab(tokens: list[str], like, out_dir: str | Path):
         mask_token=like.mask_token,
         model_max_length=like.model_max_length,
     )
+    copy_added_tokens(like, tokenizer, set(tokens))
+    tokenizer.backend_tokenizer.model.max_input_chars_per_word = like.backend_tokenizer.model.max_input_chars_per_word
+    return tokenizer
+
+
+def copy_added_tokens(like, tokenizer, kept: set[str]) -> None:
+    """`like`'s added tokens that `kept` holds ([URL], <s>, ...: the constructor adds only the five BERT
+    ones), each with its flags (normalized, lstrip, ...): the device matches them as `like` does."""
+    present = {str(t) for t in tokenizer.added_tokens_decoder.values()}
+    extra = [t for t in like.added_tokens_decoder.values() if str(t) in kept and str(t) not in present]
+    tokenizer.add_tokens([t for t in extra if not t.special])
+    tokenizer.add_tokens([t for t in extra if t.special], special_tokens=True)
 
 
 def write_permuted_tokenizer(tokenizer, permutation: np.ndarray, out_dir: str | Path):

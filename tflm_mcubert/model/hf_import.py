@@ -522,12 +522,29 @@ def load_tokenizer(ckpt_dir: Path, config: BertConfig):
         tokenizer = AutoTokenizer.from_pretrained(ckpt_dir, local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError... for bad files
         raise UserError(f"{ckpt_dir}: the tokenizer files could not be loaded ({_first_line(exc)})") from None
+    restore_word_limit(tokenizer, ckpt_dir / "tokenizer.json")
     # A token id past the embedding table would crash the model later, far from the cause.
     if len(tokenizer) > config.vocab_size:
         raise UserError(
             f"{ckpt_dir}: the tokenizer has {len(tokenizer)} tokens but config.json vocab_size is {config.vocab_size}"
         )
     return tokenizer
+
+
+def restore_word_limit(tokenizer, tokenizer_json: Path) -> None:
+    """transformers 5 rebuilds a BERT tokenizer's WordPiece from its vocabulary, losing a non-default
+    max_input_chars_per_word that tokenizer.json holds (and `tokenizers` honours): put it back."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not tokenizer_json.is_file() or not hasattr(backend.model, "max_input_chars_per_word"):
+        return
+    try:
+        limit = (json.loads(tokenizer_json.read_text(encoding="utf-8")).get("model") or {}).get(
+            "max_input_chars_per_word"
+        )
+    except (OSError, ValueError):
+        return  # transformers read it; a file it cannot parse as JSON keeps transformers' value
+    if isinstance(limit, int) and limit > 0:
+        backend.model.max_input_chars_per_word = limit
 
 
 # --- Helpers -----------------------------------------------------------------------------------------

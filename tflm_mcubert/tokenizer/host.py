@@ -21,7 +21,13 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.tokenizer.reference import Encoded
 
-SOURCES = ("mcubert_tokenizer.c", "mcubert_tokenizer_pieces.c", "mcubert_crc32.c", "mcubert_validate.c")
+SOURCES = (
+    "mcubert_tokenizer.c",
+    "mcubert_tokenizer_text.c",
+    "mcubert_tokenizer_pieces.c",
+    "mcubert_crc32.c",
+    "mcubert_validate.c",
+)
 STATE_BYTES = 512  # room for a mcubert_tokenizer (about 200 bytes with 64-bit pointers)
 
 

@@ -6,7 +6,8 @@ from the same blob. Tests hold the C to this byte for byte and this to Hugging F
 
 The input is UTF-8 bytes (or a str): an invalid sequence is dropped the way the tokenizer drops U+FFFD,
 as Python's decode(errors="replace") followed by the tokenizer would (each maximal invalid subpart is
-one dropped character). Special tokens' text ("[SEP]") in the input is that token, as in `tokenizers`.
+one dropped character). An added token's text in the input ("[SEP]", "<s>", a normalized "[URL]" as
+"[url]") is that token, as `tokenizers` splits them (added_token_at).
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.tokenizer.unicode_table import KIND_ISOLATE, KIND_REMOVE, KIND_SPACE, check_bert_tokenizer, table_for
-from tflm_mcubert.tokenizer.vocab_blob import TokenizerSpec, producible_characters
+from tflm_mcubert.tokenizer.unicode_table import (
+    KIND_ISOLATE,
+    KIND_REMOVE,
+    KIND_SPACE,
+    canonical_order,
+    check_bert_tokenizer,
+    combining_classes,
+    table_for,
+)
+from tflm_mcubert.tokenizer.vocab_blob import AddedToken, TokenizerSpec, producible_characters
 
 CONTINUATION = "##"
 
@@ -28,6 +37,28 @@ class Encoded:
     token_types: np.ndarray  # int32 [seq_len]
     mask: np.ndarray  # int8 [seq_len]: 1 for the valid tokens, 0 for padding
     valid: int
+
+
+def added_tokens_of(backend, config: dict) -> list[tuple[dict, str]]:
+    """(the tokenizer.json entry, the text the device matches) of every added token: its content, or
+    for a `normalized` one the normalizer's output of it, which Hugging Face matches on the normalized
+    input. `lstrip`/`rstrip` need nothing: the whitespace they take is a word boundary to BERT anyway."""
+    out = []
+    for entry in config["added_tokens"]:
+        content = entry["content"]
+        if entry.get("single_word"):
+            raise UserError(
+                f"the added token {content!r} is single_word: the on-device tokenizer matches added tokens "
+                "anywhere (re-add it with single_word=False)"
+            )
+        text = backend.normalizer.normalize_str(content) if entry.get("normalized") else content
+        if not text or (entry.get("normalized") and "".join(text.split()) != text):
+            raise UserError(
+                f"the added token {content!r} normalizes to {text!r}: the on-device tokenizer matches a normalized "
+                "added token only when the normalizer leaves it non-empty and without whitespace"
+            )
+        out.append((entry, text))
+    return out
 
 
 def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str] | None = None) -> TokenizerSpec:
@@ -41,22 +72,17 @@ def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str
     remap = (lambda i: int(permutation[i])) if permutation is not None else int
     model = config["model"]
     specials = {name: vocab[getattr(tokenizer, f"{name}_token")] for name in ("cls", "sep", "pad", "unk")}
-    special_tokens = {a["content"]: vocab[a["content"]] for a in config["added_tokens"] if a["content"] in vocab}
-    if any(
-        a.get("normalized") or a.get("lstrip") or a.get("rstrip") or a.get("single_word")
-        for a in config["added_tokens"]
-    ):
-        raise UserError(
-            "the on-device tokenizer matches added tokens on the raw text only (normalized/strip flags set)"
-        )
+    added = added_tokens_of(backend, config)
     alphabet = set()
-    for piece in vocab:
+    for piece in model["vocab"]:
         alphabet.update(piece[2:] if piece.startswith(CONTINUATION) else piece)
+    for entry, text in added:  # the table must map a normalized token's characters exactly
+        alphabet.update(text if entry.get("normalized") else "")
     table = table_for(backend.to_str(), frozenset(alphabet))
     letters, isolated = producible_characters(table, alphabet)
     word_pieces, continuation_pieces = {}, {}
-    for piece, piece_id in vocab.items():
-        if piece in special_tokens or (keep is not None and piece not in keep):
+    for piece, piece_id in model["vocab"].items():  # the WordPiece model's own: added tokens never reach it
+        if keep is not None and piece not in keep:
             continue
         if piece.startswith(CONTINUATION) and len(piece) > len(CONTINUATION):
             body = piece[len(CONTINUATION) :]
@@ -64,14 +90,24 @@ def spec_from_hf(tokenizer, permutation: np.ndarray | None = None, keep: set[str
                 continuation_pieces[body] = remap(piece_id)
         elif all(ch in letters for ch in piece) or (len(piece) == 1 and piece in isolated):
             word_pieces[piece] = remap(piece_id)
+    combining = combining_classes(backend.normalizer.normalize_str, letters)
+    for entry, text in added:
+        if entry.get("normalized") and any(ch in combining for ch in text):
+            raise UserError(
+                f"the added token {entry['content']!r} holds a combining mark the normalizer reorders: the "
+                "on-device tokenizer matches normalized added tokens before it reorders marks"
+            )
     return TokenizerSpec(
         table=table,
         word_pieces=word_pieces,
         continuation_pieces=continuation_pieces,
         specials={name: remap(i) for name, i in specials.items()},
-        special_tokens={text: remap(i) for text, i in special_tokens.items()},
+        added_tokens=tuple(
+            AddedToken(text, remap(entry["id"]), bool(entry.get("normalized"))) for entry, text in added
+        ),
         max_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
         vocab_size=max(vocab.values()) + 1,
+        combining_classes=combining,
     )
 
 
@@ -121,18 +157,17 @@ def pieces(spec: TokenizerSpec, text: bytes) -> list[int]:
 
     def flush():
         if word:
-            out.extend(word_piece(spec, "".join(word)))
+            out.extend(word_piece(spec, canonical_order("".join(word), spec.combining_classes)))
             word.clear()
 
     at = 0
     while at < len(text):
-        if text[at] == ord("["):
-            special = _special_at(spec, text, at)
-            if special is not None:
-                flush()
-                out.append(spec.special_tokens[special])
-                at += len(special.encode())
-                continue
+        added = added_token_at(spec, text, at)
+        if added is not None:
+            flush()
+            out.append(added[1])
+            at += added[0]
+            continue
         cp, consumed = decode_utf8(text, at)
         at += consumed
         if cp is None:
@@ -152,14 +187,60 @@ def pieces(spec: TokenizerSpec, text: bytes) -> list[int]:
     return out
 
 
-def _special_at(spec: TokenizerSpec, text: bytes, at: int) -> str | None:
-    """The longest special token whose text starts at `at`."""
+def raw_token_at(spec: TokenizerSpec, text: bytes, at: int) -> tuple[int, int] | None:
+    """(bytes, id) of the longest added token matched on the raw input that starts at `at`."""
     best = None
-    for special in spec.special_tokens:
-        raw = special.encode()
-        if text.startswith(raw, at) and (best is None or len(raw) > len(best.encode())):
-            best = special
+    for token in spec.added_tokens:
+        raw = token.text.encode()
+        if not token.normalized and text.startswith(raw, at) and (best is None or len(raw) > best[0]):
+            best = (len(raw), token.id)
     return best
+
+
+def normalized_end(spec: TokenizerSpec, text: bytes, at: int, pattern: str) -> int | None:
+    """Where the input's normalized characters from `at` spell `pattern` exactly (whole characters; the
+    removed ones skipped, a space stops), or None."""
+    matched = ""
+    while len(matched) < len(pattern):
+        if at >= len(text):
+            return None
+        cp, consumed = decode_utf8(text, at)
+        at += consumed
+        if cp is None:
+            continue
+        kind, mapped = spec.table.lookup(cp)
+        if kind == KIND_SPACE:
+            return None
+        matched += mapped
+        if not pattern.startswith(matched):
+            return None
+    return at
+
+
+def added_token_at(spec: TokenizerSpec, text: bytes, at: int) -> tuple[int, int] | None:
+    """(bytes, id) of the added token that starts at `at`, as `tokenizers` splits them: raw tokens
+    first (leftmost, then longest); else the longest normalized one none of whose characters after the
+    first starts a raw token (Hugging Face cuts the raw ones out of the input before it normalizes)."""
+    raw = raw_token_at(spec, text, at)
+    if raw is not None:
+        return raw
+    best = None
+    for token in spec.added_tokens:
+        if not token.normalized or (best is not None and len(token.text.encode()) <= best[2]):
+            continue
+        end = normalized_end(spec, text, at, token.text)
+        if end is not None and not _raw_token_inside(spec, text, at, end):
+            best = (end - at, token.id, len(token.text.encode()))
+    return best[:2] if best is not None else None
+
+
+def _raw_token_inside(spec: TokenizerSpec, text: bytes, start: int, end: int) -> bool:
+    at = start + decode_utf8(text, start)[1]
+    while at < end:
+        if raw_token_at(spec, text, at) is not None:
+            return True
+        at += decode_utf8(text, at)[1]
+    return False
 
 
 def truncated_lengths(first: int, second: int | None, budget: int) -> tuple[int, int]:

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import unicodedata
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -178,6 +179,67 @@ def _new_rule(cp, kind, mapped, exact, alphabet, upcoming, pool, index) -> tuple
         index[mapped] = len(pool)
         pool.append(mapped)
     return (kind, MODE_STRING, index[mapped])
+
+
+@functools.cache
+def classed_marks() -> tuple[str, ...]:
+    """The marks with a combining class that accent stripping keeps (spacing, not nonspacing), from this
+    Python's unicodedata: U+302E, U+1B44, ... (a few dozen)."""
+    return tuple(
+        chr(cp)
+        for cp in range(MAX_CODE_POINT + 1)
+        if cp not in SURROGATES and unicodedata.combining(chr(cp)) and unicodedata.category(chr(cp)) != "Mn"
+    )
+
+
+def combining_classes(normalize: Callable[[str], str], letters) -> dict[str, int]:
+    """The canonical combining class of each of `letters` that the normalizer reorders: BERT's normalizer
+    applies NFD when it strips accents, which sorts each run of combining marks by class (the marks left
+    after it drops the nonspacing ones are the few spacing marks with a class, U+302E for one). The
+    classes are Python's unicodedata's, kept only for marks the normalizer does reorder against another
+    class (its Unicode may be older: a mark it gives no class is a starter to it) and checked on every
+    pair: generated from the checkpoint's tokenizer at export like the character table, nothing committed."""
+
+    def survives(ch: str) -> bool:
+        return normalize(_PROBE + ch) == _PROBE + ch
+
+    def reorders(first: str, second: str) -> bool:  # first's class above second's
+        return normalize(_PROBE + first + second) == _PROBE + second + first
+
+    partners = [m for m in classed_marks() if survives(m)]
+
+    def has_class(mark: str) -> bool:
+        own = unicodedata.combining(mark)
+        return any(
+            reorders(p, mark) if unicodedata.combining(p) > own else reorders(mark, p)
+            for p in partners
+            if unicodedata.combining(p) != own
+        )
+
+    marks = {
+        ch: unicodedata.combining(ch) for ch in letters if unicodedata.combining(ch) and survives(ch) and has_class(ch)
+    }
+    for a in marks:
+        for b in marks:
+            if marks[a] > marks[b] and not reorders(a, b):
+                raise UserError(
+                    f"the normalizer keeps U+{ord(a):04X} before U+{ord(b):04X}, which Python's Unicode "
+                    f"{unicodedata.unidata_version} puts in classes {marks[a]} > {marks[b]}: the on-device "
+                    "tokenizer cannot reorder this vocabulary's combining marks as it does"
+                )
+    return marks
+
+
+def canonical_order(word: str, classes: dict[str, int]) -> str:
+    """`word` with each mark moved before the marks of a higher class it follows (NFD's canonical
+    ordering: a stable sort of each run of marks), as the device does it on appending each character."""
+    out = list(word)
+    for i in range(1, len(out)):
+        at, ccc = i, classes.get(out[i], 0)
+        while ccc and at > 0 and classes.get(out[at - 1], 0) > ccc:
+            out[at - 1], out[at] = out[at], out[at - 1]
+            at -= 1
+    return "".join(out)
 
 
 TABLE_CACHE_VERSION = 1  # bump when classify() or build_table() change what they produce

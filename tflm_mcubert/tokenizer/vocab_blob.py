@@ -3,7 +3,7 @@ WordPiece vocabulary, packed (custom_ops/include/mcubert/mcubert_tokenizer.h rea
 
 Little-endian, sections 4-byte aligned, offsets from the blob's start:
 
-    header (64 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids, offsets
+    header (80 B)    magic "MCTK", version, total size, CRC-32 of bytes 16.., limits, special ids (u32), offsets
     char ranges      code points [start, next start) share a rule (unicode_table.CharRange):
                      rules      u32 [rule count]: kind | mode << 2 | value << 4 (value 22 bits, signed:
                                 any code point or delta fits)
@@ -12,14 +12,17 @@ Little-endian, sections 4-byte aligned, offsets from the blob's start:
                      starts     u16 [ranges]: each range's start less its plane's first code point
                      rule index u8 [ranges] (u16 when there are more than 256 rules)
     strings          u16 end offsets, then the UTF-8 bytes            (unicode_table.UnicodeTable.strings)
-    special tokens   u8 length, the raw text ("[CLS]"), u16 id        (matched in the input before anything)
+    added tokens     u8 flags (1: normalized), u8 length, the text, u32 id (matched in the input before
+                     anything: the raw text as written ("[CLS]", "<s>"), or a normalized token's text as
+                     the normalizer writes it ("[url]"), matched against the input's normalized characters)
+    combining marks  u32 code point << 8 | canonical combining class, sorted: the marks the device reorders
     code sets        the Huffman codes the piece lists share (piece_list.py): one for the blob, or one per
                      kind, whichever is smaller
     word pieces      a list group of the pieces that start a word
     '##' pieces      a list group of the continuations, '##' dropped
 
 A list group is u32 n (<= MAX_LISTS), u32 [n] blob offsets of its piece lists. A piece list
-(tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 32 and Huffman-coded with
+(tokenizer/piece_list.py) is sorted by UTF-8 bytes, front-coded in buckets of 16 and Huffman-coded with
 its code set. A lookup binary-searches each list's bucket heads and decodes one bucket per list; a miss
 also tells how long a prefix of the query any piece can match, so greedy longest-match skips the lengths
 that cannot.
@@ -28,9 +31,12 @@ Ids are implicit: the export numbers each embedding cluster's pieces in byte ord
 so each cluster's word pieces and its continuations are one list each whose ids are base, base + 1, ...
 and no id is stored. A vocabulary whose ids are not in that order (a checkpoint's own tokenizer, an
 export that could not reorder) splits into more runs than MAX_LISTS, or into runs that cost more than
-the ids: it gets one list with explicit ids of the vocabulary's bit width. Version 4 (this one) shares
+the ids: it gets one list with explicit ids of the vocabulary's bit width. Version 4 shares
 the code tables and stores the character ranges in 3 bytes instead of 6 (the measured pruned export's blob:
-47,156 B in version 3, 38,880 B in version 4); versions 1 to 3 are refused with a message to export again.
+47,156 B in version 3, 38,880 B in version 4). Version 5 (this one) stores every added token of the
+checkpoint's tokenizer with its `normalized` flag, 32-bit ids (vocabularies of up to 2^24 pieces) and the
+combining classes of the marks the normalizer reorders;
+versions 1 to 4 are refused with a message to export again.
 
 Only the pieces the tokenizer can produce are stored: a piece with a character no code point
 normalizes to (upper case in an uncased vocabulary), or several characters one of which is a word of
@@ -55,14 +61,27 @@ from tflm_mcubert.tokenizer.unicode_table import (
 )
 
 MAGIC = b"MCTK"
-VERSION = 4
+VERSION = 5
 MAX_LISTS = 16  # per group: a lookup searches every list, so only a handful of clusters pay off
-HEADER_BYTES = 64
+HEADER_BYTES = 80
 RANGE_VALUE_LIMIT = 1 << 21
 PLANES = 17  # Unicode's planes: every one starts a range, so a range start is 16 bits
-_HEADER = struct.Struct("<4sHHII HH HHHH HH I II I II II")
+MAX_VOCAB = 1 << 24  # ids are u32 in the header, at most 24 bits in a piece list
+MAX_CHARS_PER_WORD = 1000  # the word buffer (6 B a character) is the caller's RAM
+FLAG_NORMALIZED = 1
+_HEADER = struct.Struct("<4sHHII HH HH IIII IIII IIII II")
 assert _HEADER.size == HEADER_BYTES
 SPECIAL_NAMES = ("cls", "sep", "pad", "unk")
+
+
+@dataclasses.dataclass(frozen=True)
+class AddedToken:
+    """One added token as the device matches it: `text` is the token's content when it is matched on the
+    raw input, or the normalizer's output of it when `normalized` (matched on the normalized input)."""
+
+    text: str
+    id: int
+    normalized: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +92,12 @@ class TokenizerSpec:
     word_pieces: dict[str, int]  # pieces that start a word
     continuation_pieces: dict[str, int]  # '##' pieces, without the '##'
     specials: dict[str, int]  # cls, sep, pad, unk -> id
-    special_tokens: dict[str, int]  # raw text matched in the input ("[CLS]", "[MASK]", ...) -> id
+    added_tokens: tuple[AddedToken, ...]  # matched in the input before anything ("[CLS]", "<s>", "[url]")
     max_chars_per_word: int
     vocab_size: int  # ids are < vocab_size
+    # The canonical combining class of each mark the normalizer reorders (NFD, when it strips accents) and
+    # the vocabulary holds: a mark moves before the marks of a higher class it follows (unicode_table).
+    combining_classes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def max_piece_bytes(self) -> int:
@@ -215,9 +237,41 @@ def _unpack_ranges(blob: bytes, at: int, n_ranges: int, n_rules: int) -> tuple[C
     return tuple(ranges)
 
 
+def _check_limits(spec: TokenizerSpec) -> None:
+    if spec.vocab_size > MAX_VOCAB:
+        raise UserError(
+            f"the on-device tokenizer holds up to {MAX_VOCAB:,} pieces; this vocabulary has {spec.vocab_size:,}"
+        )
+    if not 1 <= spec.max_chars_per_word <= MAX_CHARS_PER_WORD:
+        raise UserError(
+            f"max_input_chars_per_word {spec.max_chars_per_word} is outside the on-device tokenizer's 1.."
+            f"{MAX_CHARS_PER_WORD} (its word buffer is the caller's RAM)"
+        )
+    for token in spec.added_tokens:
+        if not 0 < len(token.text.encode()) <= 255:
+            raise UserError(f"the added token {token.text!r} is empty or longer than 255 bytes")
+
+
+def _pack_added_tokens(tokens) -> bytes:
+    out = bytearray()
+    for token in tokens:
+        raw = token.text.encode()
+        out += bytes([FLAG_NORMALIZED if token.normalized else 0, len(raw)]) + raw + struct.pack("<I", token.id)
+    return bytes(out)
+
+
+def _unpack_added_tokens(blob: bytes, at: int, count: int) -> tuple[AddedToken, ...]:
+    tokens = []
+    for _ in range(count):
+        flags, length = blob[at], blob[at + 1]
+        (token_id,) = struct.unpack_from("<I", blob, at + 2 + length)
+        tokens.append(AddedToken(blob[at + 2 : at + 2 + length].decode(), token_id, bool(flags & FLAG_NORMALIZED)))
+        at += 6 + length
+    return tuple(tokens)
+
+
 def pack(spec: TokenizerSpec) -> bytes:
-    if spec.vocab_size > 0xFFFF:
-        raise UserError(f"the on-device tokenizer stores 16-bit ids; this vocabulary has {spec.vocab_size}")
+    _check_limits(spec)
     body = bytearray(HEADER_BYTES)
     ranges_at = len(body)
     n_ranges, n_rules = _pack_ranges(body, spec.table.ranges)
@@ -231,10 +285,11 @@ def pack(spec: TokenizerSpec) -> bytes:
     body += struct.pack(f"<{len(ends)}H", *ends) + b"".join(encoded)
     _align(body)
     specials_at = len(body)
-    for text, special_id in spec.special_tokens.items():
-        raw = text.encode()
-        body += bytes([len(raw)]) + raw + struct.pack("<H", special_id)
+    body += _pack_added_tokens(spec.added_tokens)
     _align(body)
+    combining_at = len(body)
+    marks = sorted((ord(ch), ccc) for ch, ccc in spec.combining_classes.items())
+    body += struct.pack(f"<{len(marks)}I", *(cp << 8 | ccc for cp, ccc in marks))
     id_bits = max(1, (spec.vocab_size - 1).bit_length())
     word_at, continuation_at = _pack_pieces(body, spec, id_bits)
     header = _HEADER.pack(
@@ -244,10 +299,10 @@ def pack(spec: TokenizerSpec) -> bytes:
         len(body),
         0,
         spec.max_chars_per_word,
-        len(spec.special_tokens),
-        *(spec.specials[name] for name in SPECIAL_NAMES),
+        len(spec.added_tokens),
         n_ranges,
         n_rules,
+        *(spec.specials[name] for name in SPECIAL_NAMES),
         ranges_at,
         len(spec.table.strings),
         strings_at,
@@ -256,6 +311,8 @@ def pack(spec: TokenizerSpec) -> bytes:
         continuation_at,
         spec.vocab_size,
         spec.max_piece_bytes,
+        combining_at,
+        len(marks),
     )
     body[: len(header)] = header
     struct.pack_into("<I", body, 12, zlib.crc32(bytes(body[16:])))
@@ -264,19 +321,19 @@ def pack(spec: TokenizerSpec) -> bytes:
 
 def unpack(blob: bytes) -> TokenizerSpec:
     """The spec a blob holds; UserError naming the problem for one that is not a valid blob."""
-    if len(blob) < HEADER_BYTES or blob[:4] != MAGIC:
+    if len(blob) < 8 or blob[:4] != MAGIC:
         raise UserError("not a tokenizer blob (no 'MCTK' header)")
     _, version, header_bytes = struct.unpack_from("<4sHH", blob, 0)
-    if version != VERSION or header_bytes != HEADER_BYTES:
+    if version != VERSION or header_bytes != HEADER_BYTES or len(blob) < HEADER_BYTES:
         raise UserError(
             f"tokenizer blob version {version} (header {header_bytes} B); this package reads {VERSION}: "
             "export the model again"
         )
     fields = _HEADER.unpack_from(blob, 0)
-    _, version, header_bytes, total, crc, max_chars, n_special, cls, sep, pad, unk = fields[:11]
-    n_ranges, n_rules, ranges_at, n_strings, strings_at, specials_at, word_at, continuation_at, vocab_size = fields[
-        11:20
-    ]
+    total, crc, max_chars, n_added, n_ranges, n_rules = fields[3:9]
+    cls, sep, pad, unk = fields[9:13]
+    ranges_at, n_strings, strings_at, specials_at, word_at, continuation_at, vocab_size = fields[13:20]
+    combining_at, n_marks = fields[21:23]
     if total != len(blob) or zlib.crc32(blob[16:]) != crc:
         raise UserError("the tokenizer blob is truncated or corrupted (size or CRC-32 mismatch)")
     ranges = _unpack_ranges(blob, ranges_at, n_ranges, n_rules)
@@ -286,19 +343,17 @@ def unpack(blob: bytes) -> TokenizerSpec:
     for end in ends:
         strings.append(blob[pool_at + begin : pool_at + end].decode())
         begin = end
-    special_tokens, at = {}, specials_at
-    for _ in range(n_special):
-        length = blob[at]
-        special_tokens[blob[at + 1 : at + 1 + length].decode()] = struct.unpack_from("<H", blob, at + 1 + length)[0]
-        at += 3 + length
     return TokenizerSpec(
         table=UnicodeTable(ranges, tuple(strings)),
         word_pieces=_unpack_group(blob, word_at),
         continuation_pieces=_unpack_group(blob, continuation_at),
         specials=dict(zip(SPECIAL_NAMES, (cls, sep, pad, unk))),
-        special_tokens=special_tokens,
+        added_tokens=_unpack_added_tokens(blob, specials_at, n_added),
         max_chars_per_word=max_chars,
         vocab_size=vocab_size,
+        combining_classes={
+            chr(entry >> 8): entry & 0xFF for entry in struct.unpack_from(f"<{n_marks}I", blob, combining_at)
+        },
     )
 
 

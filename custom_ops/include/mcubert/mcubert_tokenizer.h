@@ -2,8 +2,10 @@
  * On-device BERT tokenizer: UTF-8 text in, the model's input_ids / token_type_ids / attention_mask out.
  *
  * It reproduces Hugging Face `tokenizers`' BERT pipeline (BertNormalizer, BertPreTokenizer, WordPiece
- * with '##' continuations, [CLS] ... [SEP] (... [SEP]) with LongestFirst truncation, [PAD] padding)
- * from one blob the export writes (model_vocab.cc; layout in tflm_mcubert/tokenizer/vocab_blob.py).
+ * with '##' continuations, [CLS] ... [SEP] (... [SEP]) with LongestFirst truncation, [PAD] padding, the
+ * checkpoint's added tokens whatever their spelling, raw or normalized, and the canonical reordering of
+ * combining marks its NFD does) from one blob the export writes (model_vocab.cc; layout in
+ * tflm_mcubert/tokenizer/vocab_blob.py).
  * Ids are in the export's id space (the permuted vocabulary of a compressed embedding), ready for the
  * model. The Python reference is tflm_mcubert/tokenizer/reference.py; tests hold this to it byte for
  * byte and it to Hugging Face's tokenizer.
@@ -27,7 +29,7 @@
 extern "C" {
 #endif
 
-#define MCUBERT_TOKENIZER_VERSION 4
+#define MCUBERT_TOKENIZER_VERSION 5
 
 /* The piece lists of one kind (word starts or '##' continuations): one per embedding cluster, each
  * sorted with implicit ids (or one with explicit ids). A lookup reads each list's head from the blob. */
@@ -55,6 +57,8 @@ typedef struct {
     const uint8_t *string_bytes;
     uint32_t special_count;
     const uint8_t *specials;
+    uint32_t combining_count;
+    const uint8_t *combining; /* u32 [combining_count]: code point << 8 | class, sorted (marks NFD reorders) */
     mcubert_piece_list word_pieces;
     mcubert_piece_list continuation_pieces;
 } mcubert_tokenizer;
