@@ -63,22 +63,33 @@ struct Reader {
 
 size_t ElementBytes(int32_t type) {
   switch (type) {
-    case 1: return 4;  // kTfLiteFloat32
-    case 2: return 4;  // kTfLiteInt32
-    case 3: return 1;  // kTfLiteUInt8
-    case 4: return 8;  // kTfLiteInt64
-    case 7: return 2;  // kTfLiteInt16
-    case 9: return 1;  // kTfLiteInt8
-    default: return 1;  // any other type: a byte an element (the ops must refuse it anyway)
+    case 1:
+      return 4;  // kTfLiteFloat32
+    case 2:
+      return 4;  // kTfLiteInt32
+    case 3:
+      return 1;  // kTfLiteUInt8
+    case 4:
+      return 8;  // kTfLiteInt64
+    case 7:
+      return 2;  // kTfLiteInt16
+    case 9:
+      return 1;  // kTfLiteInt8
+    default:
+      return 1;  // any other type: a byte an element (the ops must refuse it anyway)
   }
 }
 
 const char* OpName(uint8_t op) {
   switch (op & 3) {
-    case 0: return mcubert::kEmbeddingOpName;
-    case 1: return mcubert::kAttentionOpName;
-    case 2: return mcubert::kMlpOpName;
-    default: return mcubert::kClassifierHeadOpName;
+    case 0:
+      return mcubert::kEmbeddingOpName;
+    case 1:
+      return mcubert::kAttentionOpName;
+    case 2:
+      return mcubert::kMlpOpName;
+    default:
+      return mcubert::kClassifierHeadOpName;
   }
 }
 
