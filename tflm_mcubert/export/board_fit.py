@@ -18,6 +18,8 @@ import numpy as np
 from tflm_mcubert.boards import human_bytes
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, tokenizer_blob_bytes, whole_model_budget
+from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
+from tflm_mcubert.quantize.float_model import FloatBert
 
 AUTO = "auto"
 SENSITIVITY_SAMPLES = 8  # calibration samples the int8-vs-int4 error is measured on
@@ -104,7 +106,8 @@ def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bi
     ops = all8.shape.encoder_ops
     if need <= all8.embedding_bytes:
         return BoardFit(dict.fromkeys(ops, 8), None, all8, _widths_report(ops, [], None, all8))
-    log(f"--weight-bits auto: measuring each op's int4 sensitivity on {min(len(inputs), SENSITIVITY_SAMPLES)} samples ...")
+    samples = min(len(inputs), SENSITIVITY_SAMPLES)
+    log(f"--weight-bits auto: measuring each op's int4 sensitivity on {samples} samples ...")
     sensitivity = op_sensitivity(model, inputs[:SENSITIVITY_SAMPLES], embedding_bits)
     saved = {name: all8.shape.op_bytes[8][name] - budget(4).shape.op_bytes[4][name] for name in ops}
     chosen = fewest_int4_ops(ops, sensitivity, saved, need - all8.embedding_bytes)
@@ -118,7 +121,9 @@ def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bi
                 f"board with more Flash"
             )
         whole.check()
-        return BoardFit(dict.fromkeys(ops, 4), whole.embedding_bytes, whole, _widths_report(ops, ops, sensitivity, whole))
+        return BoardFit(
+            dict.fromkeys(ops, 4), whole.embedding_bytes, whole, _widths_report(ops, ops, sensitivity, whole)
+        )
     bits = {name: 4 if name in chosen else 8 for name in ops}
     whole = budget(bits)
     return BoardFit(bits, None, whole, _widths_report(ops, chosen, sensitivity, whole))
@@ -140,9 +145,6 @@ def op_sensitivity(model, inputs, embedding_bits: int) -> dict[str, float]:
     last hidden state without a head) when that op alone stores int4 weights, against all int8. With the
     calibration's float propagation an op's quantization does not depend on the others', so one op's int4
     parameters can replace its int8 ones."""
-    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
-    from tflm_mcubert.quantize.float_model import FloatBert
-
     float_model = FloatBert.from_keras(model)
     seq_len = len(inputs[0].input_ids)
     quantized = {

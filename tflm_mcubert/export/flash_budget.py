@@ -9,8 +9,8 @@ the word embedding's tables, and the bytes (and parameters) that leaves for them
                 + the tokenizer blob (model_vocab.cc), when there is one
 
 `measure_shape` writes a random-weight twin of the model (same configuration but a small dense vocabulary,
-seq FLASH_PROBE_SEQ) at each weight width asked for and reads every item off the .tflite, so the accounting is the writer's own
-rather than a second formula of it; only the position table grows with the sequence (one int8 row of
+seq FLASH_PROBE_SEQ) at each weight width asked for and reads every item off the .tflite, so the accounting
+is the writer's own rather than a second formula of it; only the position table grows with the sequence (one int8 row of
 `hidden` bytes per position). `whole_model_budget` is the one place that splits a Flash budget:
 `search --board`, export's sizing of its default embedding and `--weight-bits auto`, and `boards` call it,
 and export's report.json sets the same items next to what it measured.
@@ -21,8 +21,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numpy as np
+
 from tflm_mcubert.boards import DEFAULT_FLASH_RESERVE, Board, human_bytes
+from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.id_order import blob_order
+from tflm_mcubert.export.mcubert_export import UNBOUNDED, export_mcubert
+from tflm_mcubert.tokenizer import reference, vocab_blob
 
 FLASH_PROBE_SEQ = 8  # the twin's sequence: every item but the position table is independent of it
 WIDTHS = (8, 4)
@@ -104,8 +110,6 @@ def _twin_items(key: tuple, embedding_bits: int, weight_bits: int, config) -> di
 
 def _twin_export(config, embedding_bits: int, weight_bits: int):
     """The export of a random-weight model of `config` at FLASH_PROBE_SEQ tokens."""
-    from tflm_mcubert.data.calibration import Calibration
-    from tflm_mcubert.export.mcubert_export import UNBOUNDED, export_mcubert
     from tflm_mcubert.model.bert import build_model
 
     # A small dense vocabulary: the word tables are not part of what is measured, and compressing
@@ -223,11 +227,6 @@ def whole_model_budget(
 def tokenizer_blob_bytes(tokenizer) -> int:
     """Bytes of `tokenizer`'s on-device blob with the export's implicit ids (one id range: a dense
     embedding's order), 0 without a tokenizer or one the device cannot reproduce."""
-    import numpy as np
-
-    from tflm_mcubert.export.id_order import blob_order
-    from tflm_mcubert.tokenizer import reference, vocab_blob
-
     if tokenizer is None:
         return 0
     try:

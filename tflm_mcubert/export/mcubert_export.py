@@ -296,7 +296,9 @@ def export_mcubert(
     float_model = FloatBert.from_keras(model)
     inputs = model_inputs(samples, seq_len, remap)
     say(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
-    widths = {"weight_bits": weight_bits} if isinstance(weight_bits, int) else {"op_weight_bits": tuple(weight_bits.items())}
+    widths = (
+        {"weight_bits": weight_bits} if isinstance(weight_bits, int) else {"op_weight_bits": tuple(weight_bits.items())}
+    )
     settings = dataclasses.replace(settings or CalibrationSettings(), embedding_bits=embedding_bits, **widths)
     quantized, ranges = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
     teacher = float_model
