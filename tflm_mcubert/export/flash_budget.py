@@ -24,6 +24,7 @@ import functools
 import numpy as np
 
 from tflm_mcubert.boards import DEFAULT_FLASH_RESERVE, Board, human_bytes
+from tflm_mcubert.compress.baselines import adaptive_cutoffs
 from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.id_order import blob_order
@@ -224,15 +225,56 @@ def whole_model_budget(
     return WholeModelBudget(target, shape, seq_len, op_bits, embedding_bits, vocab_bytes, num_clusters)
 
 
-def tokenizer_blob_bytes(tokenizer) -> int:
-    """Bytes of `tokenizer`'s on-device blob with the export's implicit ids (one id range: a dense
-    embedding's order), 0 without a tokenizer or one the device cannot reproduce."""
+def tokenizer_blob_bytes(tokenizer, num_clusters: int = 1) -> int:
+    """An estimate, before the embedding is clustered, of `tokenizer`'s on-device blob as the export packs it:
+    each cluster's pieces are lists of their own (export/id_order.py), here at adaptive embedding's cut-offs
+    in vocabulary order; 0 without a tokenizer or one the device cannot reproduce."""
     if tokenizer is None:
         return 0
+    vocab_size = len(tokenizer.get_vocab())
+    cutoffs = adaptive_cutoffs(vocab_size, num_clusters) if num_clusters > 1 else []
+    boundaries = sorted({0, *(min(max(c, 0), vocab_size) for c in cutoffs), vocab_size})
+    return exported_blob_bytes(tokenizer, np.arange(vocab_size), boundaries)
+
+
+def exported_blob_bytes(tokenizer, permutation, boundaries) -> int:
+    """The blob the export writes for `tokenizer` when the embedding's clusters are `boundaries` in the
+    permuted ids (`permutation`: tokenizer id -> model id): `id_order.reorder_for_blob`'s order, packed."""
     try:
-        spec = reference.spec_from_hf(tokenizer)
-        vocab_size = len(tokenizer.get_vocab())
-        order = blob_order(spec, [0, vocab_size])
-        return len(vocab_blob.pack(reference.spec_from_hf(tokenizer, np.asarray(order))))
+        order = blob_order(reference.spec_from_hf(tokenizer, permutation), list(boundaries))
+        return len(vocab_blob.pack(reference.spec_from_hf(tokenizer, order[np.asarray(permutation)])))
     except UserError:
         return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchFlashBudget:
+    """`search --board` / `--target-flash-bytes`: the export to come (sequence, encoder width, blob or not);
+    compress/search.py asks it for the word tables' share and, once the clusters are known, for the blob."""
+
+    target: FlashTarget
+    seq_len: int
+    weight_bits: int = 8
+    vocab: bool = True
+
+    def split(self, config, tokenizer, storage_bits: int, num_clusters: int) -> WholeModelBudget:
+        whole = whole_model_budget(
+            config,
+            self.target,
+            seq_len=self.seq_len,
+            weight_bits=self.weight_bits,
+            embedding_bits=storage_bits,
+            vocab_bytes=tokenizer_blob_bytes(tokenizer, num_clusters) if self.vocab else 0,
+            num_clusters=num_clusters,
+        )
+        whole.check()
+        return whole
+
+    def with_blob_of(self, whole: WholeModelBudget, tokenizer, embedding) -> WholeModelBudget:
+        """`whole` with the blob the export will pack for the searched clusters instead of the estimate."""
+        if not self.vocab or tokenizer is None:
+            return whole
+        permutation = embedding.permutation
+        if permutation is None:
+            permutation = np.arange(len(tokenizer.get_vocab()))
+        return dataclasses.replace(whole, vocab_bytes=exported_blob_bytes(tokenizer, permutation, embedding.boundaries))
