@@ -13,6 +13,7 @@ import re
 
 from tflm_mcubert.boards import BOARDS, get_board, parse_size
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.flash_budget import FlashTarget, SearchFlashBudget
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.cli.train import add_training_arguments, print_metrics, pruning_from_args, training_options
 from tflm_mcubert.files import output_directory
@@ -34,8 +35,6 @@ def parse_count(text: str) -> int:
 def flash_budget_from_args(args):
     """search's whole-model budget (export/flash_budget.SearchFlashBudget), or None without --board /
     --target-flash-bytes; bad combinations are refused here, before any training."""
-    from tflm_mcubert.export.flash_budget import FlashTarget, SearchFlashBudget
-
     if args.flash_reserve and args.board is None:
         raise UserError("--flash-reserve goes with --board (--target-flash-bytes is the model's budget already)")
     if args.board is None and args.target_flash_bytes is None:

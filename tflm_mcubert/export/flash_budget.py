@@ -24,7 +24,6 @@ import functools
 import numpy as np
 
 from tflm_mcubert.boards import DEFAULT_FLASH_RESERVE, Board, human_bytes
-from tflm_mcubert.compress.baselines import adaptive_cutoffs
 from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.id_order import blob_order
@@ -229,6 +228,8 @@ def tokenizer_blob_bytes(tokenizer, num_clusters: int = 1) -> int:
     """An estimate, before the embedding is clustered, of `tokenizer`'s on-device blob as the export packs it:
     each cluster's pieces are lists of their own (export/id_order.py), here at adaptive embedding's cut-offs
     in vocabulary order; 0 without a tokenizer or one the device cannot reproduce."""
+    from tflm_mcubert.compress.baselines import adaptive_cutoffs  # loads Keras
+
     if tokenizer is None:
         return 0
     vocab_size = len(tokenizer.get_vocab())
