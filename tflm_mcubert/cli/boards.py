@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, human_bytes
-from tflm_mcubert.compress.baselines import adaptive_for_budget
-from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.errors import DoesNotFitError
+from tflm_mcubert.export.board_fit import smallest_embedding_fits
 from tflm_mcubert.export.flash_budget import FlashTarget, whole_model_budget
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
@@ -79,11 +79,7 @@ def sized_fit(board: Board, name: str, weight_bits: int) -> dict:
     (int8 word tables, adaptive embedding's shape scaled to it), and how many bytes that is."""
     config = preset(name, num_labels=FIT_LABELS)
     whole = whole_model_budget(config, FlashTarget.of_board(board), seq_len=SIZED_SEQ, weight_bits=weight_bits)
-    try:
-        adaptive_for_budget(config.vocab_size, config.hidden_size, whole.embedding_bytes, bits=8)
-        flash_ok = True
-    except UserError:  # not even the smallest adaptive embedding
-        flash_ok = False
+    flash_ok = smallest_embedding_fits(config, whole.embedding_bytes, 8)
     by_arena = largest_fitting_seq_len(config, SIZED_SEQ + 1, board.arena_budget(), FIT_LABELS)
     return {
         "fits": flash_ok and bool(by_arena and by_arena >= SIZED_SEQ),

@@ -56,6 +56,17 @@ def default_shape_bytes(config, bits: int) -> int | None:
     return stored_embedding_bytes(sizes, fixed_ranks(config.hidden_size, len(sizes), 4), config.hidden_size, bits)
 
 
+def smallest_embedding_fits(config, budget_bytes: int, bits: int) -> bool:
+    """Whether adaptive embedding's shape, scaled all the way down, fits `budget_bytes` at `bits`."""
+    from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
+
+    try:
+        adaptive_for_budget(config.vocab_size, config.hidden_size, max(budget_bytes, 0), bits=bits)
+    except UserError:
+        return False
+    return True
+
+
 def embedding_need(model, bits: int, compress_default: bool) -> int:
     """Word-table bytes the export would store as things stand: a compressed checkpoint's, the paper's
     default shape's, or the dense table's."""
@@ -92,10 +103,11 @@ def fit_to_board(request, model, tokenizer, inputs) -> BoardFit:
     need = embedding_need(model, request.embedding_bits, compress_default)
     if request.weight_bits != AUTO:
         whole = budget(request.weight_bits)
-        shrink = need > whole.embedding_bytes
-        if shrink:
-            whole.check()
-        return BoardFit(request.weight_bits, whole.embedding_bytes if shrink else None, whole if shrink else None)
+        if need <= whole.embedding_bytes:
+            return BoardFit(request.weight_bits, None, None)  # the paper's shape fits: exported as ever
+        # Scaled down when some embedding fits; else the export goes on and its fit check says what misses.
+        sizable = smallest_embedding_fits(model.config, whole.embedding_bytes, request.embedding_bits)
+        return BoardFit(request.weight_bits, whole.embedding_bytes if sizable else None, whole)
     return _auto_widths(model, inputs, budget, need, resizable, request.embedding_bits)
 
 
