@@ -181,10 +181,11 @@ class WholeModelBudget:
     def check(self) -> None:
         """Refuses (one line) a budget the rest of the model already spends."""
         if self.embedding_bytes <= 0:
+            hint = "; --weight-bits 4 halves the encoder" if 8 in self.op_bits.values() else ""
             raise UserError(
                 f"{self.target.source} ({human_bytes(self.target.budget_bytes)}) leaves nothing for the "
                 f"embedding: the rest of the model takes {human_bytes(sum(self.items.values()))} "
-                f"({self.describe_items()})"
+                f"({self.describe_items()}){hint}"
             )
 
     def describe_items(self) -> str:
