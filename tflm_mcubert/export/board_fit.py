@@ -17,7 +17,9 @@ import numpy as np
 
 from tflm_mcubert.boards import human_bytes
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, tokenizer_blob_bytes, whole_model_budget
+from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, exported_blob_bytes, tokenizer_blob_bytes
+from tflm_mcubert.export.flash_budget import whole_model_budget
+from tflm_mcubert.export.mcubert_export import token_frequency
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
 from tflm_mcubert.quantize.float_model import FloatBert
 
@@ -80,9 +82,10 @@ def embedding_need(model, bits: int, compress_default: bool) -> int:
     return default if default is not None else stored_embedding_bytes([config.vocab_size], [], config.hidden_size, bits)
 
 
-def fit_to_board(request, model, tokenizer, inputs) -> BoardFit:
+def fit_to_board(request, model, tokenizer, inputs, sentences=None) -> BoardFit:
     """The widths and embedding budget `request` exports with; `inputs` (calibration ModelInputs) are what
-    --weight-bits auto measures the ops' sensitivity on."""
+    --weight-bits auto measures the ops' sensitivity on, `sentences` what the default compression counts
+    token frequencies in (its clusters decide the tokenizer blob's lists)."""
     compress_default = request.embedding == "auto" and model.embeddings.word_lookup is None
     resizable = compress_default and default_shape_bytes(model.config, request.embedding_bits) is not None
     if request.weight_bits != AUTO and not resizable:
@@ -107,8 +110,34 @@ def fit_to_board(request, model, tokenizer, inputs) -> BoardFit:
             return BoardFit(request.weight_bits, None, None)  # the paper's shape fits: exported as ever
         # Scaled down when some embedding fits; else the export goes on and its fit check says what misses.
         sizable = smallest_embedding_fits(model.config, whole.embedding_bytes, request.embedding_bits)
+        if sizable and vocab_bytes:
+            whole = with_sized_blob(whole, tokenizer, sentences)
         return BoardFit(request.weight_bits, whole.embedding_bytes if sizable else None, whole)
-    return _auto_widths(model, inputs, budget, need, resizable, request.embedding_bits)
+    fit = _auto_widths(model, inputs, budget, need, resizable, request.embedding_bits)
+    if fit.embedding_budget is not None and vocab_bytes:
+        fit.budget = with_sized_blob(fit.budget, tokenizer, sentences)
+        fit.embedding_budget = fit.budget.embedding_bytes
+    return fit
+
+
+def with_sized_blob(whole: WholeModelBudget, tokenizer, sentences, rounds: int = 5) -> WholeModelBudget:
+    """`whole` counting the tokenizer blob the export will write for the default compression scaled to the
+    bytes left (each cluster's pieces are lists of their own, so the blob follows the cut-offs): recounted
+    until the blob of the shape that budget buys is no larger than the blob counted."""
+    from tflm_mcubert.compress.baselines import adaptive_for_budget, frequency_ranking  # loads Keras
+    from tflm_mcubert.model.clustered_embedding import permutation_from_ranking
+
+    vocab_size, dim = whole.shape.vocab_size, whole.shape.hidden
+    frequency, _ = token_frequency(tokenizer, sentences, vocab_size)
+    permutation = permutation_from_ranking(frequency_ranking(frequency))
+    for _ in range(rounds):
+        cutoffs, _ = adaptive_for_budget(vocab_size, dim, whole.embedding_bytes, bits=whole.embedding_bits)
+        blob = exported_blob_bytes(tokenizer, permutation, [0, *cutoffs, vocab_size])
+        if blob <= whole.vocab_bytes:
+            return whole
+        whole = dataclasses.replace(whole, vocab_bytes=blob)
+        whole.check()
+    return whole
 
 
 def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bits: int) -> BoardFit:

@@ -423,7 +423,8 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     samples, calibration_source = calibration.samples(request.seq_len)
     reserves = _reserves(request)
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
-    board_fit = fit_to_board(request, model, tokenizer, model_inputs(samples, request.seq_len, None))
+    inputs = model_inputs(samples, request.seq_len, None)
+    board_fit = fit_to_board(request, model, tokenizer, inputs, calibration.sentences)
     result = export_mcubert(
         model,
         tokenizer,
