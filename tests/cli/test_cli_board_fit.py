@@ -116,3 +116,29 @@ def test_boards_lists_what_fits_where_at_int8_and_int4(capsys):
             assert fits[f"{model} int4"]["embedding_bytes"] > fits[f"{model} int8"]["embedding_bytes"]
     code, out, _ = run_cli(capsys, "boards")
     assert "bert-mini int4 fits" in out and boards_command.SIZED_SEQ == 128
+
+
+def test_a_real_vocabulary_sized_to_the_board_counts_the_blob_its_clusters_imply(
+    capsys, tmp_path, minilm_tokenizer, make_hf_checkpoint
+):
+    """An uncompressed checkpoint with MiniLM's 30,522-piece tokenizer: the blob's piece lists follow the
+    embedding's clusters, so sizing the embedding recounts the blob; the export fits, <= 2% unused."""
+    checkpoint = make_hf_checkpoint(
+        tmp_path, classifier=True, num_labels=2, vocab_size=len(minilm_tokenizer), max_position_embeddings=64
+    )
+    minilm_tokenizer.save_pretrained(str(checkpoint))
+    config = load_checkpoint(checkpoint).model.config
+    rest = whole_model_budget(
+        config, FlashTarget(1 << 30, "probe"), seq_len=SEQ, vocab_bytes=tokenizer_blob_bytes(minilm_tokenizer, 4)
+    )
+    target = sum(rest.items.values()) + 60_000  # the paper's shape (~1 MB at d = 32) does not fit
+    code, _, err = run_cli(
+        capsys, "export", "--checkpoint", checkpoint, "--seq-len", SEQ, "--sram", "8MB",
+        "--flash", target + DEFAULT_FLASH_RESERVE, "--out", tmp_path / "fw",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "fw" / "report.json").read_text())
+    split = report["flash_budget"]
+    assert report["compression"]["sized_to_flash"]["budget_bytes"] == split["embedding_bytes"]
+    assert 0 < report["vocab_bytes"] <= split["vocab_bytes"]
+    assert report["fits"]["ok"] and 0 <= target - report["flash_bytes"] <= 0.02 * target
