@@ -175,6 +175,9 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 args.preset,
                 "--out",
                 str(out / "student"),
+                # BERT-mini on a 2 MB board: the full vocabulary's table and tokenizer blob leave the word
+                # tables too little next to the int4 encoder, so the student keeps the task's pieces only
+                *(["--prune-vocab", args.task] if args.preset == "bert-mini" else []),
                 "--epochs",
                 f"{budget.distill_epochs:g}",
                 "--resume",

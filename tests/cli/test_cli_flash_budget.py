@@ -74,7 +74,7 @@ def test_search_to_a_flash_budget_then_export_fills_it(capsys, tmp_path, classif
         (["--target-flash-bytes", "10k", "--lambda", "1"], ["not allowed with argument"]),
         (["--flash-reserve", "100KB", "--target-flash-bytes", "1M"], ["--flash-reserve goes with --board"]),
         (["--board", "nosuchboard"], ["unknown board 'nosuchboard'"]),
-        (["--target-flash-bytes", "10k"], ["leaves nothing for the embedding", "encoder"]),
+        (["--target-flash-bytes", "10k"], ["less than the smallest embedding of 30 tokens", "encoder"]),
         (["--board", "nucleo-f746zg", "--export-seq-len", "1"], ["--export-seq-len"]),
     ],
 )

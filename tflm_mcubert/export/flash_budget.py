@@ -179,14 +179,26 @@ class WholeModelBudget:
         )
 
     def check(self) -> None:
-        """Refuses (one line) a budget the rest of the model already spends."""
-        if self.embedding_bytes <= 0:
-            hint = "; --weight-bits 4 halves the encoder" if 8 in self.op_bits.values() else ""
-            raise UserError(
-                f"{self.target.source} ({human_bytes(self.target.budget_bytes)}) leaves nothing for the "
-                f"embedding: the rest of the model takes {human_bytes(sum(self.items.values()))} "
-                f"({self.describe_items()}){hint}"
+        """Refuses (one line) a budget that leaves the word tables less than the smallest embedding."""
+        from tflm_mcubert.compress.budget import params_for_bytes  # loads Keras
+
+        try:
+            params_for_bytes(
+                self.embedding_bytes, self.shape.vocab_size, self.shape.hidden, self.num_clusters, self.embedding_bits
             )
+        except UserError:
+            levers = [
+                *(["--weight-bits 4 halves the encoder"] if 8 in self.op_bits.values() else []),
+                *(["--prune-vocab CORPUS shrinks the tokenizer blob and the table"] if self.vocab_bytes else []),
+                *(["--embedding-bits 4 halves the word tables"] if self.embedding_bits == 8 else []),
+            ]
+            raise UserError(
+                f"{self.target.source} ({human_bytes(self.target.budget_bytes)}) leaves "
+                f"{max(self.embedding_bytes, 0):,} B for the word tables, less than the smallest embedding of "
+                f"{self.shape.vocab_size:,} tokens: the rest of the model takes "
+                f"{human_bytes(sum(self.items.values()))} ({self.describe_items()})"
+                + (f"; {', '.join(levers)}" if levers else "")
+            ) from None
 
     def describe_items(self) -> str:
         return ", ".join(f"{k.removesuffix('_bytes')} {v:,} B" for k, v in self.items.items())
