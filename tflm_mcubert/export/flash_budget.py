@@ -239,16 +239,21 @@ def whole_model_budget(
 
 def tokenizer_blob_bytes(tokenizer, num_clusters: int = 1) -> int:
     """An estimate, before the embedding is clustered, of `tokenizer`'s on-device blob as the export packs it:
-    each cluster's pieces are lists of their own (export/id_order.py), here at adaptive embedding's cut-offs
-    in vocabulary order; 0 without a tokenizer or one the device cannot reproduce."""
+    each cluster's pieces are lists of their own (export/id_order.py), so with clusters the lists follow an
+    assignment not yet known; counted at adaptive embedding's cut-offs, the larger of the vocabulary's order
+    and a seeded random order (front coding shares the fewest prefixes when the clusters mix the pieces).
+    0 without a tokenizer or one the device cannot reproduce."""
     from tflm_mcubert.compress.baselines import adaptive_cutoffs  # loads Keras
 
     if tokenizer is None:
         return 0
     vocab_size = len(tokenizer.get_vocab())
-    cutoffs = adaptive_cutoffs(vocab_size, num_clusters) if num_clusters > 1 else []
+    if num_clusters <= 1:
+        return exported_blob_bytes(tokenizer, np.arange(vocab_size), [0, vocab_size])
+    cutoffs = adaptive_cutoffs(vocab_size, num_clusters)
     boundaries = sorted({0, *(min(max(c, 0), vocab_size) for c in cutoffs), vocab_size})
-    return exported_blob_bytes(tokenizer, np.arange(vocab_size), boundaries)
+    orders = (np.arange(vocab_size), np.random.default_rng(0).permutation(vocab_size))
+    return max(exported_blob_bytes(tokenizer, order, boundaries) for order in orders)
 
 
 def exported_blob_bytes(tokenizer, permutation, boundaries) -> int:
