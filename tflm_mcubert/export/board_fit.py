@@ -91,7 +91,7 @@ def fit_to_board(request, model, tokenizer, inputs, sentences=None) -> BoardFit:
     if request.weight_bits != AUTO and not resizable:
         return BoardFit(request.weight_bits, None, None)
     target = FlashTarget.of_board(request.board, request.flash_reserve)
-    vocab_bytes = tokenizer_blob_bytes(tokenizer) if request.vocab else 0
+    vocab_bytes = _blob_as_exported(request, model, tokenizer, sentences, resizable)
 
     def budget(bits) -> WholeModelBudget:
         return whole_model_budget(
@@ -120,24 +120,48 @@ def fit_to_board(request, model, tokenizer, inputs, sentences=None) -> BoardFit:
     return fit
 
 
+def _blob_as_exported(request, model, tokenizer, sentences, resizable: bool) -> int:
+    """The tokenizer blob of the export as it stands: for the default compression the paper shape's (its
+    clusters split the piece lists), else the checkpoint's own clusters' or one list."""
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS  # loads Keras
+
+    if not request.vocab or tokenizer is None:
+        return 0
+    if resizable:
+        return default_compression_blob(tokenizer, sentences, list(ADAPTIVE_CUTOFFS))
+    lookup = model.embeddings.word_lookup
+    if lookup is None or len(tokenizer.get_vocab()) != model.config.vocab_size:
+        return tokenizer_blob_bytes(tokenizer)
+    return exported_blob_bytes(tokenizer, np.arange(model.config.vocab_size), lookup.boundaries)
+
+
 def with_sized_blob(whole: WholeModelBudget, tokenizer, sentences, rounds: int = 5) -> WholeModelBudget:
     """`whole` counting the tokenizer blob the export will write for the default compression scaled to the
     bytes left (each cluster's pieces are lists of their own, so the blob follows the cut-offs): recounted
     until the blob of the shape that budget buys is no larger than the blob counted."""
-    from tflm_mcubert.compress.baselines import adaptive_for_budget, frequency_ranking  # loads Keras
-    from tflm_mcubert.model.clustered_embedding import permutation_from_ranking
+    from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
 
     vocab_size, dim = whole.shape.vocab_size, whole.shape.hidden
-    frequency, _ = token_frequency(tokenizer, sentences, vocab_size)
-    permutation = permutation_from_ranking(frequency_ranking(frequency))
     for _ in range(rounds):
         cutoffs, _ = adaptive_for_budget(vocab_size, dim, whole.embedding_bytes, bits=whole.embedding_bits)
-        blob = exported_blob_bytes(tokenizer, permutation, [0, *cutoffs, vocab_size])
+        blob = default_compression_blob(tokenizer, sentences, cutoffs)
         if blob <= whole.vocab_bytes:
             return whole
         whole = dataclasses.replace(whole, vocab_bytes=blob)
         whole.check()
     return whole
+
+
+def default_compression_blob(tokenizer, sentences, cutoffs) -> int:
+    """The blob the export writes for the default compression at `cutoffs`: its clusters are the tokens in
+    order of their frequency in `sentences` (mcubert_export.default_compression), each a list of its own."""
+    from tflm_mcubert.compress.baselines import frequency_ranking  # loads Keras
+    from tflm_mcubert.model.clustered_embedding import permutation_from_ranking
+
+    vocab_size = len(tokenizer.get_vocab())
+    frequency, _ = token_frequency(tokenizer, sentences, vocab_size)
+    permutation = permutation_from_ranking(frequency_ranking(frequency))
+    return exported_blob_bytes(tokenizer, permutation, [0, *cutoffs, vocab_size])
 
 
 def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bits: int) -> BoardFit:
