@@ -25,6 +25,7 @@ from tflm_mcubert.quantize.float_model import FloatBert
 
 AUTO = "auto"
 SENSITIVITY_SAMPLES = 8  # calibration samples the int8-vs-int4 error is measured on
+BLOB_TOLERANCE = 64  # bytes: how close the blob count settles to the blob the sized shape implies
 
 
 def log(message: str) -> None:
@@ -135,20 +136,37 @@ def _blob_as_exported(request, model, tokenizer, sentences, resizable: bool) -> 
     return exported_blob_bytes(tokenizer, np.arange(model.config.vocab_size), lookup.boundaries)
 
 
-def with_sized_blob(whole: WholeModelBudget, tokenizer, sentences, rounds: int = 5) -> WholeModelBudget:
+def with_sized_blob(whole: WholeModelBudget, tokenizer, sentences, rounds: int = 6) -> WholeModelBudget:
     """`whole` counting the tokenizer blob the export will write for the default compression scaled to the
-    bytes left (each cluster's pieces are lists of their own, so the blob follows the cut-offs): recounted
-    until the blob of the shape that budget buys is no larger than the blob counted."""
+    bytes left: each cluster's pieces are lists of their own, so the blob follows the cut-offs, which follow
+    the bytes the blob leaves. Finds (to BLOB_TOLERANCE) the least blob count whose shape's blob fits it."""
     from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
 
     vocab_size, dim = whole.shape.vocab_size, whole.shape.hidden
-    for _ in range(rounds):
-        cutoffs, _ = adaptive_for_budget(vocab_size, dim, whole.embedding_bytes, bits=whole.embedding_bits)
+
+    def holds(counted: int) -> tuple[bool, int]:
+        budget = dataclasses.replace(whole, vocab_bytes=counted)
+        try:
+            cutoffs, _ = adaptive_for_budget(vocab_size, dim, budget.embedding_bytes, bits=budget.embedding_bits)
+        except UserError:
+            return False, counted
         blob = default_compression_blob(tokenizer, sentences, cutoffs)
-        if blob <= whole.vocab_bytes:
-            return whole
-        whole = dataclasses.replace(whole, vocab_bytes=blob)
-        whole.check()
+        return blob <= counted, blob
+
+    high = whole.vocab_bytes
+    for _ in range(rounds):  # a count that holds: raised to the blob its shape implies while it does not
+        ok, blob = holds(high)
+        if ok:
+            break
+        high = blob
+    else:
+        raise UserError(f"the tokenizer blob and the embedding do not settle within {whole.target.source}")
+    low = blob - 1  # a smaller count buys a larger shape, whose blob is at least this one's
+    while high - low > BLOB_TOLERANCE:
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle)[0] else (middle, high)
+    whole = dataclasses.replace(whole, vocab_bytes=high)
+    whole.check()
     return whole
 
 
