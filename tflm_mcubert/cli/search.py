@@ -11,6 +11,10 @@ from __future__ import annotations
 import argparse
 import re
 
+from tflm_mcubert.boards import BOARDS, get_board, parse_size
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.flash_budget import FlashTarget, SearchFlashBudget
+from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.cli.train import add_training_arguments, print_metrics, pruning_from_args, training_options
 from tflm_mcubert.files import output_directory
 
@@ -26,6 +30,30 @@ def parse_count(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a parameter count must be positive")
     return int(round(value))
+
+
+def flash_budget_from_args(args):
+    """search's whole-model budget (export/flash_budget.SearchFlashBudget), or None without --board /
+    --target-flash-bytes; bad combinations are refused here, before any training."""
+    if args.flash_reserve and args.board is None:
+        raise UserError("--flash-reserve goes with --board (--target-flash-bytes is the model's budget already)")
+    if args.board is None and args.target_flash_bytes is None:
+        return None
+    if args.board is not None:
+        reserve = parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None
+        target = FlashTarget.of_board(get_board(args.board), reserve)
+    else:
+        target = FlashTarget(args.target_flash_bytes, "--target-flash-bytes")
+    check_seq_len(args.export_seq_len, flag="--export-seq-len")
+    return SearchFlashBudget(target, args.export_seq_len, args.weight_bits, vocab=not args.no_vocab)
+
+
+def print_flash_split(split: dict) -> None:
+    """How the whole-model budget was spent, one `name value` line each (metrics.json's flash_budget)."""
+    print(f"flash_budget {split['budget_bytes']} ({split['source']})")
+    for key in ("encoder_bytes", "head_bytes", "embedding_fixed_bytes", "container_bytes", "vocab_bytes"):
+        print(f"flash_{key} {split[key]}")
+    print(f"flash_embedding_bytes {split['embedding_bytes']} (the word tables' share: --target-embedding-bytes)")
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -150,6 +178,24 @@ def _add_budget_arguments(search) -> None:
         "int8 by default; Vᵀ, per-channel requantization, cluster table), e.g. 160k: Stage 1 runs at a parameter "
         "budget, Stage 2 and the final fit count the bytes; --mode adaptive: scaled as for --target-embedding-params",
     )
+    budget.add_argument(
+        "--board",
+        help="the whole model's budget: the word tables get what this board's Flash (less --flash-reserve) "
+        "leaves after the encoder at --weight-bits, the head, the .tflite's structure and the tokenizer blob, "
+        "as `export --board` will count them (one of: " + ", ".join(BOARDS) + ")",
+    )
+    budget.add_argument(
+        "--target-flash-bytes",
+        type=parse_count,
+        help="the whole model's Flash budget in bytes (as --board, for any other MCU: its Flash less code), e.g. 1.8M",
+    )
+    whole = search.add_argument_group("whole-model budget (--board, --target-flash-bytes): the export to come")
+    whole.add_argument("--flash-reserve", help="with --board: Flash kept for code (default 160KB, as export's)")
+    whole.add_argument("--export-seq-len", type=int, default=128, help="export --seq-len (default 128)")
+    whole.add_argument(
+        "--weight-bits", type=int, choices=(8, 4), default=8, help="export --weight-bits of the encoder (default 8)"
+    )
+    whole.add_argument("--no-vocab", action="store_true", help="export --no-vocab: no tokenizer blob in Flash")
     search.add_argument(
         "--embedding-bits",
         type=int,
@@ -190,7 +236,18 @@ def run(args) -> int:
         budget_control=args.budget_control,
         alpha_margin=args.alpha_margin,
     )
-    metrics = search_workflow(args.checkpoint, out, data, train, search, teacher_source=args.teacher, pruning=pruning)
+    metrics = search_workflow(
+        args.checkpoint,
+        out,
+        data,
+        train,
+        search,
+        teacher_source=args.teacher,
+        pruning=pruning,
+        flash_budget=flash_budget_from_args(args),
+    )
+    if "flash_budget" in metrics:
+        print_flash_split(metrics["flash_budget"])
     shown = (
         "validation_accuracy",
         "test_accuracy",

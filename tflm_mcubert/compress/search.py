@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tflm_mcubert.compress.budget import fit_to_bytes
 from tflm_mcubert.compress.nas import SearchJob, SearchOptions, run_search
 from tflm_mcubert.compress.vocab_pruning import Pruning
 from tflm_mcubert.errors import UserError
@@ -47,16 +48,20 @@ def search(
     teacher_source: str | None = None,
     pruning: Pruning | None = None,
     on_step_end=None,
+    flash_budget=None,
 ) -> dict:
     """Compress the word embedding of a fine-tuned classifier (`search_opts.mode`), KD fine-tune it, and
     write the compressed checkpoint (permuted vocabulary) to `out`. With `pruning`, the classifier's
     vocabulary is first pruned to its corpus: the search sees only the kept tokens (a pruned token needs
-    no row in any cluster, and the embedding budget counts kept rows only)."""
+    no row in any cluster, and the embedding budget counts kept rows only).
+    `flash_budget`: the whole-model Flash budget (`search --board`, export/flash_budget.SearchFlashBudget):
+    its share for the word tables becomes the byte budget, and once the clusters are known the tokenizer
+    blob they imply replaces its estimate (the embedding loses components if that leaves it over)."""
     strategy, began = start(opts)
     teacher_source = teacher_source or checkpoint
     with strategy.scope():
-        model, tokenizer, data, teacher_data, pruned = _search_model_and_data(
-            checkpoint, data_opts, opts, search_opts, pruning
+        model, tokenizer, data, teacher_data, pruned, search_opts, whole = _search_model_and_data(
+            checkpoint, data_opts, opts, search_opts, pruning, flash_budget
         )
         config = model.config
         teacher, objective = _search_teacher(teacher_source, model, data, opts)
@@ -85,6 +90,8 @@ def search(
             validation=data.splits["validation"],
         )
         outcome = run_search(job, search_opts)
+    if whole is not None:
+        outcome, whole = _fit_searched_blob(outcome, whole, flash_budget, tokenizer, search_opts.storage_bits)
     permutation = outcome.embedding.permutation
     remap = (lambda split: split) if permutation is None else (lambda split: split.remapped(permutation))
     predictions = {}
@@ -95,6 +102,7 @@ def search(
     metrics.update(
         {f"teacher_{s}_accuracy": accuracy(logits[s], teacher_data.splits[s]) for s in ("validation", "test")},
         **({} if pruned is None else {"vocab_pruning": pruned}),
+        **({} if whole is None else {"flash_budget": whole.to_json()}),
         seconds=round(time.monotonic() - began, 1),
     )
     if run.writer:
@@ -134,15 +142,17 @@ def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, sc
     }
 
 
-def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, pruning):
-    """(model, tokenizer, data, teacher's data, pruning report): the classifier to compress, pruned when
-    asked, its task data, and the unpruned checkpoint's tokenization of the same examples (the teacher's)."""
+def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, pruning, flash_budget=None):
+    """(model, tokenizer, data, teacher's data, pruning report, search options, whole-model budget): the
+    classifier to compress, pruned when asked, its task data, the unpruned checkpoint's tokenization of the
+    same examples (the teacher's), and the options with a Flash budget's share for the word tables."""
     model, full_tokenizer, names = load_classifier(checkpoint)
     full_vocab_size = model.config.vocab_size
     if pruning is not None and opts.hidden_kd:
         raise UserError("--prune-vocab with --hidden-kd: the teacher's hidden states follow its own tokenization")
     model, tokenizer, pruned = prune_for_training(model, full_tokenizer, pruning, "--checkpoint")
     config = model.config
+    search_opts, whole = _with_flash_budget(search_opts, flash_budget, config, tokenizer)
     search_opts.validate(config.vocab_size, config.hidden_size)
     if tokenizer is not None and len(tokenizer) != config.vocab_size:
         raise UserError(
@@ -153,7 +163,29 @@ def _search_model_and_data(checkpoint: str, data_opts, opts, search_opts, prunin
     check_labels(model, data, "--checkpoint", names, strict=True)
     teacher_data = data if pruned is None else load_task_data(data_opts, full_tokenizer, full_vocab_size)
     teacher_data.label_names = data.label_names
-    return model, tokenizer, data, teacher_data, pruned
+    return model, tokenizer, data, teacher_data, pruned, search_opts, whole
+
+
+def _with_flash_budget(search_opts: SearchOptions, flash_budget, config, tokenizer):
+    """(search options, the whole-model budget or None): with a Flash budget, the byte budget of the word
+    tables is what the rest of the model leaves of it, at the tables' storage width."""
+    if flash_budget is None:
+        return search_opts, None
+    whole = flash_budget.split(config, tokenizer, search_opts.storage_bits, search_opts.num_clusters)
+    return dataclasses.replace(search_opts, target_bytes=whole.embedding_bytes), whole
+
+
+def _fit_searched_blob(outcome, whole, flash_budget, tokenizer, bits: int):
+    """(outcome, budget) with the tokenizer blob the export will pack for the searched clusters (each
+    cluster's pieces are lists of their own) in the budget; an embedding over the corrected share drops its
+    least-energy components (`fit_to_bytes`) before it is evaluated and saved."""
+    whole = flash_budget.with_blob_of(whole, tokenizer, outcome.embedding)
+    if outcome.embedding.stored_bytes(bits) <= whole.embedding_bytes:
+        return outcome, whole
+    embedding = fit_to_bytes(outcome.embedding, whole.embedding_bytes, bits)
+    embedding.storage_bits = outcome.embedding.storage_bits  # the fine-tune's stored-table view
+    model = outcome.model.with_word_lookup(embedding)
+    return dataclasses.replace(outcome, embedding=embedding, model=model), whole
 
 
 def _search_teacher(teacher_source: str, model, data: TaskData, opts: TrainOptions):

@@ -185,8 +185,10 @@ def token_frequency(tokenizer, sentences: list[str] | None, vocab_size: int) -> 
     return counts, f"token counts of {len(sentences)} calibration texts"
 
 
-def default_compression(model, tokenizer, sentences: list[str] | None):
-    """(model with the adaptive-embedding baseline, description), or (model, None) if compressed."""
+def default_compression(model, tokenizer, sentences: list[str] | None, budget_bytes: int | None = None, bits: int = 8):
+    """(model with the adaptive-embedding baseline, description), or (model, None) if compressed.
+    `budget_bytes`: the word tables' share of the board's Flash (export/flash_budget.py); when the paper's
+    shape stores more at `bits`, Baevski & Auli's shape is scaled down to it (`adaptive_for_budget`)."""
     from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS, adaptive_embedding  # loads Keras
 
     if model.embeddings.word_lookup is not None:
@@ -195,7 +197,12 @@ def default_compression(model, tokenizer, sentences: list[str] | None):
     if config.vocab_size <= ADAPTIVE_CUTOFFS[-1]:
         return model, None
     frequency, source = token_frequency(tokenizer, sentences, config.vocab_size)
-    layer = adaptive_embedding(model.embeddings.word_embeddings.numpy(), frequency)
+    table = model.embeddings.word_embeddings.numpy()
+    layer = adaptive_embedding(table, frequency)
+    sized = budget_bytes is not None and layer.stored_bytes(bits) > budget_bytes
+    if sized:
+        cutoffs, ranks = _board_sized_shape(config, budget_bytes, bits)
+        layer = adaptive_embedding(table, frequency, cutoffs=cutoffs, ranks=ranks)
     description = {k: v for k, v in layer.describe().items() if k != "clusters"}
     description.update(
         default=True,
@@ -204,7 +211,23 @@ def default_compression(model, tokenizer, sentences: list[str] | None):
         "embedding baseline (paper Table 1: cut-offs 1000/4000/10000, ranks d/4^i, "
         "low rank by SVD); input ids are in the permuted vocabulary (see tokenizer/)",
     )
+    if sized:
+        description["sized_to_flash"] = {"budget_bytes": budget_bytes, "storage_bits": bits}
+        description["note"] += (
+            f"; the paper's shape did not fit the board's Flash, so the shape was scaled down to the "
+            f"{budget_bytes:,} B the rest of the model leaves (cut-offs {cutoffs}, ranks {ranks})"
+        )
     return model.with_word_lookup(layer), description
+
+
+def _board_sized_shape(config, budget_bytes: int, bits: int):
+    """Adaptive embedding's cut-offs and ranks scaled to `budget_bytes` stored at `bits`, or a clear refusal."""
+    from tflm_mcubert.compress.baselines import adaptive_for_budget
+
+    try:
+        return adaptive_for_budget(config.vocab_size, config.hidden_size, budget_bytes, bits=bits)
+    except UserError as exc:
+        raise UserError(f"the rest of the model leaves {budget_bytes:,} B of Flash for the embedding: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,22 +262,27 @@ def export_mcubert(
     settings=None,
     qat=None,
     embedding_bits: int = 8,
-    weight_bits: int = 8,
+    weight_bits: int | dict = 8,
+    embedding_budget: int | None = None,
+    quiet: bool = False,
 ) -> McubertExport:
     """Everything `export --schedule mcubert` computes; the caller writes files and checks the fit.
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
     `embedding_bits`: 4 stores the word tables as packed int4 (SPEC 4.1.1; overrides `settings`').
-    `weight_bits`: 4 stores every attention and MLP linear layer as int4 w4row (SPEC 3.1.1; likewise).
+    `weight_bits`: 4 stores every attention and MLP linear layer as int4 w4row (SPEC 3.1.1; likewise);
+    a dict gives one width per op name ("layer0.attention": 4, ...).
+    `embedding_budget`: bytes for the word tables; the default compression shrinks to them when it must.
     """
+    say = (lambda message: None) if quiet else log
     # Long: the export's steps in order (compress, calibrate, plan, write, read back), each feeding the next.
     if embedding not in EMBEDDING_MODES:
         raise UserError(f"--embedding {embedding!r} (choose from {', '.join(EMBEDDING_MODES)})")
     compression = None
     if embedding == "auto":
-        model, compression = default_compression(model, tokenizer, sentences)
+        model, compression = default_compression(model, tokenizer, sentences, embedding_budget, embedding_bits)
         if compression:
-            log(
+            say(
                 f"compressed the embedding: {compression['params']:,} parameters instead of "
                 f"{compression['dense_params']:,} (adaptive embedding, {compression['frequencies']})"
             )
@@ -268,15 +296,16 @@ def export_mcubert(
     choice = choose_plan(config, seq_len, arena_budget, labels)
     float_model = FloatBert.from_keras(model)
     inputs = model_inputs(samples, seq_len, remap)
-    log(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
-    settings = dataclasses.replace(
-        settings or CalibrationSettings(), embedding_bits=embedding_bits, weight_bits=weight_bits
+    say(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
+    widths = (
+        {"weight_bits": weight_bits} if isinstance(weight_bits, int) else {"op_weight_bits": tuple(weight_bits.items())}
     )
+    settings = dataclasses.replace(settings or CalibrationSettings(), embedding_bits=embedding_bits, **widths)
     quantized, ranges = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
     teacher = float_model
     qat_report = None
     if qat is not None and qat.steps > 0:
-        log(f"quantization-aware fine-tune: {qat.steps} steps of distillation from the float model ...")
+        say(f"quantization-aware fine-tune: {qat.steps} steps of distillation from the float model ...")
         model_samples = [
             {
                 "input_ids": x.input_ids[None],

@@ -24,6 +24,7 @@ from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, known_bundle_files, write_cmake_bundle
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.firmware.firmware_files import write_firmware_files
+from tflm_mcubert.export.board_fit import AUTO, fit_to_board, traffic_bits
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
 from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report, with_written_blob
 from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
@@ -58,7 +59,7 @@ class ExportRequest:
     embedding: str = "auto"  # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
     qat_steps: int = 0  # mcubert: steps of the optional KD quantization-aware fine-tune
     embedding_bits: int = 8  # mcubert: word tables as int8 (8) or packed int4 (4, SPEC 4.1.1)
-    weight_bits: int = 8  # mcubert: attention and MLP linear weights as int8 (8) or int4 w4row (4, SPEC 3.1.1)
+    weight_bits: int | str = 8  # mcubert: attention/MLP weights int8 (8), int4 w4row (4, SPEC 3.1.1) or "auto"
     calibration: str | None = None
     calibration_count: int = 32
     seed: int = DEFAULT_SEED
@@ -121,8 +122,8 @@ def check_request(request: ExportRequest) -> None:
         raise UserError(f"--embedding-bits must be 4 or 8, got {request.embedding_bits}")
     if request.embedding_bits != 8 and request.schedule != "mcubert":
         raise UserError("--embedding-bits 4 stores the MCUBERT embedding op's tables: it needs --schedule mcubert")
-    if request.weight_bits not in (4, 8):
-        raise UserError(f"--weight-bits must be 4 or 8, got {request.weight_bits}")
+    if request.weight_bits not in (4, 8, AUTO):
+        raise UserError(f"--weight-bits must be 8, 4 or auto, got {request.weight_bits}")
     if request.weight_bits != 8 and request.schedule != "mcubert":
         raise UserError("--weight-bits 4 stores the MCUBERT attention and MLP weights: it needs --schedule mcubert")
     if request.schedule == "mcubert" and request.precision != "int8":
@@ -426,6 +427,8 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     samples, calibration_source = calibration.samples(request.seq_len)
     reserves = _reserves(request)
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
+    inputs = model_inputs(samples, request.seq_len, None)
+    board_fit = fit_to_board(request, model, tokenizer, inputs, calibration.sentences)
     result = export_mcubert(
         model,
         tokenizer,
@@ -436,7 +439,8 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         embedding=request.embedding,
         qat=QatSettings(steps=request.qat_steps, seed=request.seed, embedding_bits=request.embedding_bits),
         embedding_bits=request.embedding_bits,
-        weight_bits=request.weight_bits,
+        weight_bits=board_fit.weight_bits,
+        embedding_budget=board_fit.embedding_budget,
     )
     tflite, plan, arena = result.tflite, result.plan, result.arena
     _write_model(tflite, out_dir)
@@ -493,9 +497,10 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         "embedding": embedding_storage_report(result.quantized.embedding, constants.get("embedding", 0)),
         # int4 encoder weights only: an int8 export's report.json stays byte-identical (its "ops" bytes say it)
         **({"encoder": encoder_storage_report(result.quantized, constants)} if request.weight_bits != 8 else {}),
+        **board_fit.report(),  # where the Flash went, when the board's budget shaped the export
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(
-            dataclasses.replace(Dims.of(config), weight_bits=request.weight_bits),
+            dataclasses.replace(Dims.of(config), weight_bits=traffic_bits(board_fit.weight_bits)),
             request.seq_len,
             plan.tiles,
             request.board,
@@ -573,7 +578,7 @@ def _mcubert_misfit(fit: FitReport, request: ExportRequest, result, vocab_bytes:
         else:
             hint = (
                 f"the embedding takes {human_bytes(embedding)}: compress it further "
-                f"(python -m tflm_mcubert search --target-embedding-params with a smaller budget) "
+                f"(python -m tflm_mcubert search --board {request.board.name}) "
                 f"or choose a board with more Flash"
             )
         parts.append(

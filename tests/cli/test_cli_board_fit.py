@@ -1,0 +1,144 @@
+"""export fits the board's Flash before it is made (export/board_fit.py): the default embedding sized to what
+the rest of the model leaves, `--weight-bits auto` with the fewest int4 ops, and `boards`' fit columns."""
+
+import json
+
+import pytest
+
+from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE
+from tflm_mcubert.cli import boards as boards_command
+from tflm_mcubert.export.board_fit import fewest_int4_ops
+from tflm_mcubert.export.flash_budget import CONTAINER_SLACK, FlashTarget, tokenizer_blob_bytes, whole_model_budget
+from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+from tflm_mcubert.model.hf_import import load_checkpoint
+
+from .cli_helpers import assert_one_clean_error, run_cli
+
+SEQ = 16
+
+
+@pytest.mark.parametrize("board", ["nucleo-f767zi", "nucleo-h7a3zi-q"])
+def test_bert_mini_int4_fits_the_2mb_boards(capsys, tmp_path, board):
+    """The preset's paper-shaped embedding (647,592 parameters) does not fit next to the int4 encoder: the
+    export scales it down to the bytes left, and the report's budget is what the .tflite holds."""
+    code, printed, err = run_cli(
+        capsys, "export", "--preset", "bert-mini", "--board", board, "--weight-bits", 4, "--out", tmp_path / "o"
+    )
+    assert code == 0, err
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    fits, split = report["fits"], report["flash_budget"]
+    assert fits["ok"] and fits["sram"]["arena_bytes"] <= fits["sram"]["budget_bytes"]
+    assert split["budget_bytes"] == fits["flash"]["budget_bytes"] == BOARDS[board].flash_budget()
+    sized = report["compression"]["sized_to_flash"]
+    assert sized["budget_bytes"] == split["embedding_bytes"] >= report["params"]["stored_embedding_bytes"]
+    assert report["params"]["stored_embedding"] < 647_592
+    ops = {op["name"]: op["bytes"] for op in report["ops"]}
+    assert sum(b for name, b in ops.items() if "layer" in name) == split["encoder_bytes"]
+    assert ops["head"] == split["head_bytes"]
+    assert ops["embedding"] - report["params"]["stored_embedding_bytes"] == split["embedding_fixed_bytes"]
+    container = report["tflite_bytes"] - sum(ops.values())
+    assert (
+        0 <= split["container_bytes"] - container <= 2 * CONTAINER_SLACK
+    )  # the twin's own structure differs by a few B
+    assert 0 <= split["budget_bytes"] - report["flash_bytes"] <= 0.02 * split["budget_bytes"]
+    assert "embedding sized to the board" in printed
+
+
+def test_fewest_int4_ops_prefers_fewer_then_least_sensitive():
+    ops = ("a", "b", "c", "d")
+    saved = {"a": 10, "b": 10, "c": 25, "d": 25}
+    sensitivity = {"a": 0.1, "b": 0.2, "c": 0.9, "d": 0.5}
+    assert fewest_int4_ops(ops, sensitivity, saved, 20) == ["d"]  # one op covers it: the least sensitive of c, d
+    assert fewest_int4_ops(ops, sensitivity, saved, 30) == ["a", "d"]  # two needed: a + d is least sensitive
+    assert fewest_int4_ops(ops, sensitivity, saved, 71) is None
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path, make_hf_checkpoint):
+    return make_hf_checkpoint(tmp_path, classifier=True, vocab_size=30, num_labels=2)
+
+
+def flash_of(checkpoint, weight_bits, target=1 << 30) -> tuple[int, int]:
+    """(the whole model's Flash at `weight_bits` with its dense embedding as the budget counts it, the bytes
+    `target` leaves for the word tables less the dense table's)."""
+    loaded = load_checkpoint(checkpoint)
+    config = loaded.model.config
+    whole = whole_model_budget(
+        config,
+        FlashTarget(target, "probe"),
+        seq_len=SEQ,
+        weight_bits=weight_bits,
+        vocab_bytes=tokenizer_blob_bytes(loaded.tokenizer),
+    )
+    dense = stored_embedding_bytes([config.vocab_size], [], config.hidden_size)
+    return sum(whole.items.values()) + dense, whole.embedding_bytes - dense
+
+
+def test_weight_bits_auto_makes_the_fewest_ops_int4(capsys, tmp_path, tiny_checkpoint):
+    (all8, _), (all4, _) = flash_of(tiny_checkpoint, 8), flash_of(tiny_checkpoint, 4)
+    target = all8 - (all8 - all4) // 3  # a third of what int4 saves: some ops, not all
+    common = ["--checkpoint", tiny_checkpoint, "--seq-len", SEQ, "--sram", "8MB", "--embedding", "dense"]
+    code, printed, err = run_cli(
+        capsys, "export", *common, "--flash", target + DEFAULT_FLASH_RESERVE, "--weight-bits", "auto",
+        "--out", tmp_path / "auto",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "auto" / "report.json").read_text())
+    widths = report["weight_widths"]
+    assert report["fits"]["ok"] and 0 < len(widths["int4_ops"]) < len(widths["sensitivity"])
+    assert set(widths["int4_ops"]) | set(widths["int8_ops"]) == set(widths["sensitivity"])
+    assert f"int4 ops: {', '.join(widths['int4_ops'])}" in printed
+    assert report["encoder"]["weight_bits"] == [4, 8]
+    chosen = {name: 4 if name in widths["int4_ops"] else 8 for name in widths["sensitivity"]}
+    assert report["flash_budget"]["weight_bits"] == chosen
+    for name in widths["int4_ops"]:  # fewest: any one of them back at int8 misses the budget
+        assert flash_of(tiny_checkpoint, {**chosen, name: 8}, target)[1] < 0
+
+    code, _, err = run_cli(
+        capsys, "export", *common, "--flash", all4 - 1000 + DEFAULT_FLASH_RESERVE, "--weight-bits", "auto",
+        "--out", tmp_path / "none",
+    )  # fmt: skip
+    assert code == 2
+    assert_one_clean_error(err, "does not fit even with every attention and MLP op at int4")
+
+
+def test_boards_lists_what_fits_where_at_int8_and_int4(capsys):
+    code, out, err = run_cli(capsys, "boards", "--json")
+    assert code == 0, err
+    rows = {row["name"]: row["sized_fits"] for row in json.loads(out)}
+    mini4 = {name for name, fits in rows.items() if fits["bert-mini int4"]["fits"]}
+    mini8 = {name for name, fits in rows.items() if fits["bert-mini int8"]["fits"]}
+    assert {"nucleo-f767zi", "nucleo-h7a3zi-q"} <= mini4 and "nucleo-f746zg" not in mini4
+    assert mini8 <= mini4 and "nucleo-f767zi" not in mini8  # int8 BERT-mini's encoder alone is 3.29 MB
+    assert all(fits["bert-tiny int8"]["fits"] for fits in rows.values())
+    for name, fits in rows.items():  # int4 leaves the embedding more of the same budget
+        for model in ("bert-tiny", "bert-mini"):
+            assert fits[f"{model} int4"]["embedding_bytes"] > fits[f"{model} int8"]["embedding_bytes"]
+    code, out, _ = run_cli(capsys, "boards")
+    assert "bert-mini int4 fits" in out and boards_command.SIZED_SEQ == 128
+
+
+def test_a_real_vocabulary_sized_to_the_board_counts_the_blob_its_clusters_imply(
+    capsys, tmp_path, minilm_tokenizer, make_hf_checkpoint
+):
+    """An uncompressed checkpoint with MiniLM's 30,522-piece tokenizer: the blob's piece lists follow the
+    embedding's clusters, so sizing the embedding recounts the blob; the export fits, <= 2% unused."""
+    checkpoint = make_hf_checkpoint(
+        tmp_path, classifier=True, num_labels=2, vocab_size=len(minilm_tokenizer), max_position_embeddings=64
+    )
+    minilm_tokenizer.save_pretrained(str(checkpoint))
+    config = load_checkpoint(checkpoint).model.config
+    rest = whole_model_budget(
+        config, FlashTarget(1 << 30, "probe"), seq_len=SEQ, vocab_bytes=tokenizer_blob_bytes(minilm_tokenizer, 4)
+    )
+    target = sum(rest.items.values()) + 60_000  # the paper's shape (~1 MB at d = 32) does not fit
+    code, _, err = run_cli(
+        capsys, "export", "--checkpoint", checkpoint, "--seq-len", SEQ, "--sram", "8MB",
+        "--flash", target + DEFAULT_FLASH_RESERVE, "--out", tmp_path / "fw",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "fw" / "report.json").read_text())
+    split = report["flash_budget"]
+    assert report["compression"]["sized_to_flash"]["budget_bytes"] == split["embedding_bytes"]
+    assert 0 < report["vocab_bytes"] <= split["vocab_bytes"]
+    assert report["fits"]["ok"] and 0 <= target - report["flash_bytes"] <= 0.02 * target

@@ -1,0 +1,280 @@
+"""Fitting an MCUBERT export to its board's Flash before it is made (export/flash_budget.py's one budget):
+
+- the default embedding compression (an uncompressed checkpoint or the random preset) keeps the paper's
+  adaptive shape when it fits, and is scaled down to what the rest of the model leaves when it does not;
+- `--weight-bits auto` makes the fewest attention/MLP ops int4 that let the model fit, chosen by their
+  measured sensitivity. The granularity is the op: an attention op's Q, K, V and O (or an MLP op's FC1 and
+  FC2) share the op option `weight_bits` (ops/SPEC.md 3.1.1), so a choice flips 4 (or 2) matrices at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sys
+
+import numpy as np
+
+from tflm_mcubert.boards import human_bytes
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, exported_blob_bytes, tokenizer_blob_bytes
+from tflm_mcubert.export.flash_budget import whole_model_budget
+from tflm_mcubert.export.mcubert_export import token_frequency
+from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
+from tflm_mcubert.quantize.float_model import FloatBert
+
+AUTO = "auto"
+SENSITIVITY_SAMPLES = 8  # calibration samples the int8-vs-int4 error is measured on
+BLOB_TOLERANCE = 64  # bytes: how close the blob count settles to the blob the sized shape implies
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass
+class BoardFit:
+    """What the export stores to fit: the weight width(s), the word tables' byte budget (None: as given)."""
+
+    weight_bits: int | dict
+    embedding_budget: int | None
+    budget: WholeModelBudget | None
+    widths: dict | None = None  # report.json's "weight_widths" for --weight-bits auto
+
+    def report(self) -> dict:
+        out = {} if self.budget is None else {"flash_budget": self.budget.to_json()}
+        return {**out, **({"weight_widths": self.widths} if self.widths else {})}
+
+
+def default_shape_bytes(config, bits: int) -> int | None:
+    """The stored bytes of the default compression's paper shape (None: the export keeps the table dense)."""
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+    from tflm_mcubert.compress.search_space import fixed_ranks
+
+    if config.vocab_size <= ADAPTIVE_CUTOFFS[-1]:
+        return None
+    bounds = [0, *ADAPTIVE_CUTOFFS, config.vocab_size]
+    sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    return stored_embedding_bytes(sizes, fixed_ranks(config.hidden_size, len(sizes), 4), config.hidden_size, bits)
+
+
+def smallest_embedding_fits(config, budget_bytes: int, bits: int) -> bool:
+    """Whether adaptive embedding's shape, scaled all the way down, fits `budget_bytes` at `bits`."""
+    from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
+
+    try:
+        adaptive_for_budget(config.vocab_size, config.hidden_size, max(budget_bytes, 0), bits=bits)
+    except UserError:
+        return False
+    return True
+
+
+def embedding_need(model, bits: int, compress_default: bool) -> int:
+    """Word-table bytes the export would store as things stand: a compressed checkpoint's, the paper's
+    default shape's, or the dense table's."""
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+
+    config = model.config
+    lookup = model.embeddings.word_lookup
+    if lookup is not None:
+        return lookup.stored_bytes(bits)
+    default = default_shape_bytes(config, bits) if compress_default else None
+    return default if default is not None else stored_embedding_bytes([config.vocab_size], [], config.hidden_size, bits)
+
+
+def fit_to_board(request, model, tokenizer, inputs, sentences=None) -> BoardFit:
+    """The widths and embedding budget `request` exports with; `inputs` (calibration ModelInputs) are what
+    --weight-bits auto measures the ops' sensitivity on, `sentences` what the default compression counts
+    token frequencies in (its clusters decide the tokenizer blob's lists)."""
+    compress_default = request.embedding == "auto" and model.embeddings.word_lookup is None
+    resizable = compress_default and default_shape_bytes(model.config, request.embedding_bits) is not None
+    if request.weight_bits != AUTO and not resizable:
+        return BoardFit(request.weight_bits, None, None)
+    target = FlashTarget.of_board(request.board, request.flash_reserve)
+    vocab_bytes = _blob_as_exported(request, model, tokenizer, sentences, resizable)
+
+    def budget(bits) -> WholeModelBudget:
+        return whole_model_budget(
+            model.config,
+            target,
+            seq_len=request.seq_len,
+            weight_bits=bits,
+            embedding_bits=request.embedding_bits,
+            vocab_bytes=vocab_bytes,
+        )
+
+    need = embedding_need(model, request.embedding_bits, compress_default)
+    if request.weight_bits != AUTO:
+        whole = budget(request.weight_bits)
+        if need <= whole.embedding_bytes:
+            return BoardFit(request.weight_bits, None, None)  # the paper's shape fits: exported as ever
+        # Scaled down when some embedding fits; else the export goes on and its fit check says what misses.
+        sizable = smallest_embedding_fits(model.config, whole.embedding_bytes, request.embedding_bits)
+        if sizable and vocab_bytes:
+            whole = with_sized_blob(whole, tokenizer, sentences)
+        return BoardFit(request.weight_bits, whole.embedding_bytes if sizable else None, whole)
+    fit = _auto_widths(model, inputs, budget, need, resizable, request.embedding_bits)
+    if fit.embedding_budget is not None and vocab_bytes:
+        fit.budget = with_sized_blob(fit.budget, tokenizer, sentences)
+        fit.embedding_budget = fit.budget.embedding_bytes
+    return fit
+
+
+def _blob_as_exported(request, model, tokenizer, sentences, resizable: bool) -> int:
+    """The tokenizer blob of the export as it stands: for the default compression the paper shape's (its
+    clusters split the piece lists), else the checkpoint's own clusters' or one list."""
+    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS  # loads Keras
+
+    if not request.vocab or tokenizer is None:
+        return 0
+    if resizable:
+        return default_compression_blob(tokenizer, sentences, list(ADAPTIVE_CUTOFFS))
+    lookup = model.embeddings.word_lookup
+    if lookup is None or len(tokenizer.get_vocab()) != model.config.vocab_size:
+        return tokenizer_blob_bytes(tokenizer)
+    return exported_blob_bytes(tokenizer, np.arange(model.config.vocab_size), lookup.boundaries)
+
+
+def with_sized_blob(whole: WholeModelBudget, tokenizer, sentences, rounds: int = 6) -> WholeModelBudget:
+    """`whole` counting the tokenizer blob the export will write for the default compression scaled to the
+    bytes left: each cluster's pieces are lists of their own, so the blob follows the cut-offs, which follow
+    the bytes the blob leaves. Finds (to BLOB_TOLERANCE) the least blob count whose shape's blob fits it."""
+    from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
+
+    vocab_size, dim = whole.shape.vocab_size, whole.shape.hidden
+
+    def holds(counted: int) -> tuple[bool, int]:
+        budget = dataclasses.replace(whole, vocab_bytes=counted)
+        try:
+            cutoffs, _ = adaptive_for_budget(vocab_size, dim, budget.embedding_bytes, bits=budget.embedding_bits)
+        except UserError:
+            return False, counted
+        blob = default_compression_blob(tokenizer, sentences, cutoffs)
+        return blob <= counted, blob
+
+    high = whole.vocab_bytes
+    for _ in range(rounds):  # a count that holds: raised to the blob its shape implies while it does not
+        ok, blob = holds(high)
+        if ok:
+            break
+        high = blob
+    else:
+        raise UserError(f"the tokenizer blob and the embedding do not settle within {whole.target.source}")
+    low = blob - 1  # a smaller count buys a larger shape, whose blob is at least this one's
+    while high - low > BLOB_TOLERANCE:
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle)[0] else (middle, high)
+    whole = dataclasses.replace(whole, vocab_bytes=high)
+    whole.check()
+    return whole
+
+
+def default_compression_blob(tokenizer, sentences, cutoffs) -> int:
+    """The blob the export writes for the default compression at `cutoffs`: its clusters are the tokens in
+    order of their frequency in `sentences` (mcubert_export.default_compression), each a list of its own."""
+    from tflm_mcubert.compress.baselines import frequency_ranking  # loads Keras
+    from tflm_mcubert.model.clustered_embedding import permutation_from_ranking
+
+    vocab_size = len(tokenizer.get_vocab())
+    frequency, _ = token_frequency(tokenizer, sentences, vocab_size)
+    permutation = permutation_from_ranking(frequency_ranking(frequency))
+    return exported_blob_bytes(tokenizer, permutation, [0, *cutoffs, vocab_size])
+
+
+def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bits: int) -> BoardFit:
+    """--weight-bits auto: all int8 when that fits, else the fewest int4 ops that do (least sensitive first),
+    else every op int4 and (the default compression only) the embedding scaled down."""
+    all8 = budget(8)
+    ops = all8.shape.encoder_ops
+    if need <= all8.embedding_bytes:
+        return BoardFit(dict.fromkeys(ops, 8), None, all8, _widths_report(ops, [], None, all8))
+    samples = min(len(inputs), SENSITIVITY_SAMPLES)
+    log(f"--weight-bits auto: measuring each op's int4 sensitivity on {samples} samples ...")
+    sensitivity = op_sensitivity(model, inputs[:SENSITIVITY_SAMPLES], embedding_bits)
+    saved = {name: all8.shape.op_bytes[8][name] - budget(4).shape.op_bytes[4][name] for name in ops}
+    chosen = fewest_int4_ops(ops, sensitivity, saved, need - all8.embedding_bytes)
+    if chosen is None:
+        whole = budget(4)
+        if not resizable:
+            raise UserError(
+                f"the model does not fit even with every attention and MLP op at int4: its embedding stores "
+                f"{human_bytes(need)} and {whole.target.source} leaves {human_bytes(max(whole.embedding_bytes, 0))} "
+                f"for it ({whole.describe_items()}); compress the embedding further (search --board) or choose a "
+                f"board with more Flash"
+            )
+        whole.check()
+        return BoardFit(
+            dict.fromkeys(ops, 4), whole.embedding_bytes, whole, _widths_report(ops, ops, sensitivity, whole)
+        )
+    bits = {name: 4 if name in chosen else 8 for name in ops}
+    whole = budget(bits)
+    return BoardFit(bits, None, whole, _widths_report(ops, chosen, sensitivity, whole))
+
+
+def fewest_int4_ops(ops, sensitivity: dict, saved: dict, missing: int):
+    """The fewest ops whose int4 saving covers `missing` bytes; among as few, the least summed sensitivity
+    (None: not even all of them). Exhaustive over subsets of each size, smallest size first."""
+    for count in range(1, len(ops) + 1):
+        fitting = [c for c in itertools.combinations(ops, count) if sum(saved[n] for n in c) >= missing]
+        if fitting:
+            best = min(fitting, key=lambda c: (sum(sensitivity[n] for n in c), c))
+            return sorted(best, key=lambda n: (sensitivity[n], n))
+    return None
+
+
+def op_sensitivity(model, inputs, embedding_bits: int) -> dict[str, float]:
+    """Per attention/MLP op: the mean absolute difference of the model's output (dequantized logits, or the
+    last hidden state without a head) when that op alone stores int4 weights, against all int8. With the
+    calibration's float propagation an op's quantization does not depend on the others', so one op's int4
+    parameters can replace its int8 ones."""
+    float_model = FloatBert.from_keras(model)
+    seq_len = len(inputs[0].input_ids)
+    quantized = {
+        bits: calibrate(
+            float_model,
+            inputs,
+            seq_len=seq_len,
+            settings=CalibrationSettings(embedding_bits=embedding_bits, weight_bits=bits),
+        )[0]
+        for bits in (8, 4)
+    }
+    reference = _outputs(quantized[8], inputs)
+    int4_nodes = {n.name: n for n in quantized[4].nodes()}
+    sensitivity = {}
+    for node in quantized[8].nodes():
+        if node.op.kind not in ("attention", "mlp"):
+            continue
+        mixed = [int4_nodes[n.name] if n.name == node.name else n for n in quantized[8].nodes()]
+        outputs = _outputs(type(quantized[8]).from_nodes(mixed), inputs)
+        sensitivity[node.name] = round(float(np.mean([np.abs(a - b).mean() for a, b in zip(outputs, reference)])), 6)
+    return sensitivity
+
+
+def _outputs(quantized, inputs) -> list[np.ndarray]:
+    key = "logits" if quantized.head is not None else "last_hidden_state"
+    return [
+        quantized.dequantized(quantized.run(x.input_ids, x.token_type_ids, x.mask(0)))[key].astype(np.float64)
+        for x in inputs
+    ]
+
+
+def _widths_report(ops, int4_ops, sensitivity, whole: WholeModelBudget) -> dict:
+    return {
+        "mode": AUTO,
+        "int4_ops": list(int4_ops),
+        "int8_ops": [name for name in ops if name not in int4_ops],
+        "sensitivity": sensitivity,
+        "granularity": "per op: an attention op's Q, K, V, O or an MLP op's FC1, FC2 share one width (the op "
+        "option weight_bits, ops/SPEC.md 3.1.1)",
+        "sensitivity_note": "mean |output difference| (dequantized logits, or last hidden state) with that op "
+        "alone at int4 against all int8, on calibration samples; int4 ops are the fewest that fit, the least "
+        "sensitive among as few",
+        "embedding_bytes_left": whole.embedding_bytes,
+    }
+
+
+def traffic_bits(weight_bits: int | dict) -> int:
+    """One width for the Flash-traffic estimate: the ops' common width, or 8 when they differ (an upper bound)."""
+    widths = set(weight_bits.values()) if isinstance(weight_bits, dict) else {weight_bits}
+    return widths.pop() if len(widths) == 1 else 8
