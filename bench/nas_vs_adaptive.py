@@ -27,10 +27,11 @@ accuracy as trained, as the soft relaxation and as written (hard). Printed as a 
 OUT/summary.json keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and
 test accuracy (mean ± sd) against the budget.
 
-Resumable per (task, budget, method, seed): each run lives in OUT[/<task>]/<budget>/<method>-seed<k>/ (<budget>: `2pct`, the parameter count, or the
-byte count and `B`); a finished one (metrics.json) is read back, an interrupted one continues with
-`search --resume`. Rerun the same command to finish. OUT/<budget>/bench.json records the settings its runs were made
-with; a rerun with other settings is refused. An older single-budget OUT (its summary.json with the same
+Resumable per (task, budget, method, seed): each run lives in OUT[/<task>]/<budget>/<method>-seed<k>/
+(<budget>: `2pct`, the parameter count, or the byte count and `B`); a finished one (metrics.json) is read
+back, an interrupted one continues with `search --resume`. Rerun the same command to finish.
+OUT/<budget>/bench.json records the settings its runs were made with; a rerun with other settings is
+refused. An older single-budget OUT (its summary.json with the same
 settings) is taken over as is.
 
     python bench/nas_vs_adaptive.py --tasks rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student \
