@@ -91,11 +91,19 @@ def stage_cost(records: list[StageRecord]) -> dict:
     return {"steps": int(sum(r.steps for r in records)), "seconds": round(float(sum(r.seconds for r in records)), 1)}
 
 
+def with_embedding(searched: BertModel, embedding: ClusteredLowRankEmbedding) -> tuple[BertModel, np.ndarray]:
+    """`searched` with `embedding` as its word lookup, and the permutation (old id → new id) its ids take."""
+    config = searched.config
+    permutation = embedding.permutation
+    if permutation is None:
+        permutation = np.arange(config.vocab_size, dtype=np.int32)
+    pad = int(permutation[config.pad_token_id])
+    return searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad)), permutation
+
+
 def kd_finetune(job, searched: BertModel, embedding, *, name: str, learning_rate, epochs: float, bits):
     """KD fine-tune of `embedding` inside a twin of `searched` (its other weights copied), on permuted ids:
     (model, permutation, stage record). `bits`: the tables as stored (None: float)."""
-    from tflm_mcubert.compress.nas import with_embedding  # nas runs this module: imported when used
-
     model, permutation = with_embedding(searched, embedding)
     embedding.storage_bits = bits  # trained, and scored, as stored
     objective = job.objective

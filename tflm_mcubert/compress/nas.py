@@ -36,6 +36,7 @@ from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import budget_control
 from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress import final_training as after_search  # its options are fields here
+from tflm_mcubert.compress.final_training import with_embedding
 from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
 from tflm_mcubert.compress.baselines import embedding_fisher, frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
@@ -560,16 +561,6 @@ class _Search:
         )
         self.records.append(record)
         return model
-
-
-def with_embedding(searched: BertModel, embedding: ClusteredLowRankEmbedding) -> tuple[BertModel, np.ndarray]:
-    """`searched` with `embedding` as its word lookup, and the permutation (old id → new id) its ids take."""
-    config = searched.config
-    permutation = embedding.permutation
-    if permutation is None:
-        permutation = np.arange(config.vocab_size, dtype=np.int32)
-    pad = int(permutation[config.pad_token_id])
-    return searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad)), permutation
 
 
 def _entropy(alpha: np.ndarray) -> float:
