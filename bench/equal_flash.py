@@ -18,6 +18,10 @@ every method):
 Reported: mean ± sd over seeds of dev and test accuracy (select on dev, report test), the uncompressed
 student's, and for each pair against adaptive-int8 (and nas-int4 against adaptive-int4) the paired
 bootstrap over examples of the seed-averaged difference and the per-seed McNemar p on test.
+Both NAS methods run `search`'s default --final-training select: the found architecture and adaptive
+embedding's own at that width are trained with adaptive's recipe and steps, the best on dev written (column
+"written"; "extra steps": the search stages and the other candidate's fine-tune). Several tasks in one command:
+`--tasks NAME=STUDENT,...` (runs in OUT/<task>), as `nas_vs_adaptive.py`.
 OUT/summary.json keeps everything, per-example predictions included; OUT/equal_flash.png plots dev and test
 (mean ± sd) per method against the uncompressed student. Resumable and settings-checked as
 `nas_vs_adaptive.py` (whose runner it shares); rerun the same command to finish.
@@ -38,8 +42,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nas_vs_adaptive import REPO, _p, add_run_arguments, claim_directory, mcnemar, paired_bootstrap  # noqa: E402
-from nas_vs_adaptive import method_summary, pyplot, run_search, run_settings, save_figure  # noqa: E402
+from bench_stats import format_p as _p  # noqa: E402
+from bench_stats import mcnemar, paired_bootstrap  # noqa: E402
+from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, log, method_summary, pyplot  # noqa: E402
+from nas_vs_adaptive import run_search, run_settings, save_figure, task_options, training_cost  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
@@ -85,8 +91,7 @@ def collect(method: str, seed: int, metrics: dict) -> dict:
         "accuracy_tables": metrics["accuracy_tables"],
         "validation_accuracy": metrics["validation_accuracy"],
         "test_accuracy": metrics["test_accuracy"],
-        "steps": sum(stage["steps"] for stage in metrics["stages"]),
-        "seconds": metrics["seconds"],
+        **training_cost(metrics),
         "architecture": {
             "cutoffs": details.get("cutoffs"),
             "clusters": stage2.get("clusters"),
@@ -131,20 +136,28 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def markdown(summary: dict) -> str:
-    lines = ["| method (seeds) | stored bytes | params | steps | dev | test |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| method (seeds) | stored bytes | params | final steps | extra steps | run s (mean) | written | dev | test |"
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for method, row in summary["methods"].items():
         span = (
             "–".join(f"{v:,}" for v in sorted({row[k][0], row[k][-1]})) for k in ("embedding_bytes", "embedding_params")
         )
         cells = [f"{method} ({len(row['seeds'])})", *span, ",".join(map(str, row["steps"]))]
+        cells += [",".join(map(str, row["extra_steps"])), f"{row['seconds']['mean']:.0f}"]
+        cells.append(", ".join(f"{name} {count}" for name, count in row["chosen"].items()))
         cells += [f"{row[s]['mean']:.2f} ± {row[s]['sd']:.2f}" for s in ("validation", "test")]
         lines.append("| " + " | ".join(cells) + " |")
     if summary["uncompressed"]:
         u = summary["uncompressed"]
         lines.append(
-            f"| uncompressed student (float table) | | | | {100 * u['validation']:.2f} | {100 * u['test']:.2f} |"
+            f"| uncompressed student (float table) | | | | | | | {100 * u['validation']:.2f} | {100 * u['test']:.2f} |"
         )
-    lines += ["", "| pair | difference dev / test | bootstrap p dev / test | McNemar p on test, per seed |"]
+    lines += [
+        "",
+        "| pair | difference dev / test | bootstrap p dev / test (seeds × examples) | McNemar p on test, per seed |",
+    ]
     lines.append("|---|---|---|---|")
     for pair, c in summary["comparisons"].items():
         d, b = c["difference"], c["bootstrap_p"]
@@ -179,24 +192,13 @@ def plot(summary: dict, path: Path) -> Path | None:
     return save_figure(plt, figure, path)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_run_arguments(parser, "runs/equal-flash")
-    parser.add_argument("--bytes", type=int, default=PAPER_ADAPTIVE_INT8_BYTES, help="word-embedding Flash budget")
-    parser.add_argument("--methods", default="adaptive-int8,adaptive-int4,nas-int4", help=f"of {', '.join(METHODS)}")
-    opts, search_args = parser.parse_known_args()
-    opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
-    unknown = set(opts.methods.split(",")) - set(METHODS)
-    if unknown:
-        raise SystemExit(f"--methods: unknown {sorted(unknown)} (choose from {', '.join(METHODS)})")
+def run_flash_task(opts) -> bool:
+    """Every (method, seed) of one task not yet finished, then its tables, summary.json and plot."""
     config = json.loads((opts.student / "config.json").read_text())
     vocab_size, dim = config["vocab_size"], config["hidden_size"]
     settings = run_settings(opts) | {"bytes": opts.bytes}
     claim_directory(opts.out, settings)
     began = time.monotonic()
-
-    def log(message):
-        print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
     def run(job):
         method, seed = job
@@ -219,11 +221,26 @@ def main() -> int:
         settings | summary | {"wall_seconds_this_invocation": round(wall, 1), "run_seconds_summed": round(summed, 1)}
     )
     (opts.out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"\n## {opts.task} (student {opts.student})\n")
     print(markdown(summary))
     print(f"\nwall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
     figure = plot(summary, opts.out / "equal_flash.png") if summary["methods"] else None
     print(f"wrote {opts.out / 'summary.json'}" + (f" and {figure}" if figure else ""))
-    return 0 if all("failed" not in r for r in rows) else 1
+    return all("failed" not in r for r in rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser, "runs/equal-flash")
+    parser.add_argument("--bytes", type=int, default=PAPER_ADAPTIVE_INT8_BYTES, help="word-embedding Flash budget")
+    parser.add_argument("--methods", default="adaptive-int8,adaptive-int4,nas-int4", help=f"of {', '.join(METHODS)}")
+    opts, search_args = parser.parse_known_args()
+    opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
+    unknown = set(opts.methods.split(",")) - set(METHODS)
+    if unknown:
+        raise SystemExit(f"--methods: unknown {sorted(unknown)} (choose from {', '.join(METHODS)})")
+    ok = [run_flash_task(task) for task in task_options(opts)]  # tasks in turn
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":

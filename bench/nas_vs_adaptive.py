@@ -7,25 +7,35 @@ export stores the word embedding in int8 (`160kB`, `160000B`: `stored_embedding_
 adaptive embedding is Baevski & Auli's shape with cut-offs and ranks scaled by one factor, the largest that
 fits T (`compress.baselines.adaptive_for_budget`; at 318,420 for BERT-tiny: 1000/4000/10000, ranks 32/8/2, the
 paper's); NAS gets exactly adaptive's size as its `--target-embedding-params` (or `--target-embedding-bytes`),
-so the two compare at equal parameters (or bytes). Each seed runs two `search`es with the same total number of
-training steps: NAS = 2 search stages of --epochs + --finetune-epochs of KD fine-tune; adaptive fine-tunes for
-all of them (`search`'s equal-steps default). Both fine-tunes: 6% warm-up, linear decay.
+so the two compare at equal parameters (or bytes). Each seed runs two `search`es. Adaptive embedding fine-tunes
+for 2 search stages of --epochs + --finetune-epochs (`search`'s equal-steps default; 6% warm-up, linear
+decay). NAS runs its 2 search stages, then (`search --final-training select`, the default) trains each
+candidate architecture -- the one it found and adaptive embedding's own -- from the student with exactly
+that recipe and those steps, and writes the best on dev: the written model has the baseline's training
+budget, and the search stages and the other candidate's fine-tune are its extra cost, reported apart
+("extra steps", the search stages' seconds). Pass `--final-training continue` for the older flow.
 
-Reported per budget: mean ± sd over seeds of dev and test accuracy (selection on dev, accuracy on test); per
-seed, an exact McNemar test of NAS vs adaptive on the per-example test predictions; over all seeds, a paired
-bootstrap over test (and dev) examples of the seed-averaged accuracy difference; for NAS, each stage's dev
+Tasks: `--task T --student S` (runs in OUT), or several in one command, each with its own student:
+`--tasks rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student` (runs in OUT/<task>).
+
+Reported per task and budget: mean ± sd over seeds of dev and test accuracy (selection on dev, accuracy on
+test), which candidate NAS wrote, and its cost; per seed, an exact McNemar test of NAS vs adaptive on the
+per-example test predictions; over all seeds, a paired bootstrap (`bench_stats.py`) of the seed-averaged
+accuracy difference resampling both the seeds and the test (dev) examples (summary.json also keeps the
+examples-only p, `bootstrap_p_examples`, the README's older figures); for NAS, each stage's dev
 accuracy as trained, as the soft relaxation and as written (hard). Printed as a markdown table;
 OUT/summary.json keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and
 test accuracy (mean ± sd) against the budget.
 
-Resumable: each run lives in OUT/<budget>/<method>-seed<k>/ (<budget>: `2pct`, the parameter count, or the
-byte count and `B`); a finished one (metrics.json) is read back, an interrupted one continues with
-`search --resume`. Rerun the same command to finish. OUT/<budget>/bench.json records the settings its runs were made
-with; a rerun with other settings is refused. An older single-budget OUT (its summary.json with the same
+Resumable per (task, budget, method, seed): each run lives in OUT[/<task>]/<budget>/<method>-seed<k>/
+(<budget>: `2pct`, the parameter count, or the byte count and `B`); a finished one (metrics.json) is read
+back, an interrupted one continues with `search --resume`. Rerun the same command to finish.
+OUT/<budget>/bench.json records the settings its runs were made with; a rerun with other settings is
+refused. An older single-budget OUT (its summary.json with the same
 settings) is taken over as is.
 
-    python bench/nas_vs_adaptive.py --student runs/student-tiny --out runs/budgets --budgets 2,4,318420 \
-        --epochs 0.5 --finetune-epochs 1 --jobs 2 --max-seq-len 64
+    python bench/nas_vs_adaptive.py --tasks rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student \
+        --out runs/bench --budgets 4,2,318420 --epochs 0.5 --finetune-epochs 1 --max-seq-len 64
 """
 
 from __future__ import annotations
@@ -47,6 +57,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's tflm_mcubert, as the `search`es run it
 from tflm_mcubert.compress.baselines import adaptive_params  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stats import format_p as _p  # noqa: E402
+from bench_stats import mcnemar, mean_sd, paired_bootstrap, statistics  # noqa: E402, F401 (equal_flash's too)
 
 METHODS = ("nas", "adaptive")
 LABELS = {"nas": "exact two-stage NAS", "adaptive": "adaptive embedding (scaled)"}
@@ -197,13 +211,35 @@ def run_one(budget: Budget, method: str, seed: int, opts, log) -> dict:
         "embedding_bytes": written_bytes(out),
         "validation_accuracy": metrics["validation_accuracy"],
         "test_accuracy": metrics["test_accuracy"],
-        "steps": sum(stage["steps"] for stage in metrics["stages"]),
-        "seconds": metrics["seconds"],
+        **training_cost(metrics),
         "architecture": {"clusters": _clusters(details), "ranks": _ranks(details)},
         "stages": {k: v for k, v in details.items() if k in ("stage1", "stage2")},
         "predictions": metrics["predictions"],
         "labels": metrics["labels"],
         "uncompressed": {s: metrics[f"uncompressed_{s}_accuracy"] for s in ("validation", "test")},
+    }
+
+
+def training_cost(metrics: dict) -> dict:
+    """The written model's training steps (the chosen candidate's fine-tune under `--final-training select`,
+    else every stage), what the run spent beyond them (search stages, the other candidates' fine-tunes),
+    the search stages alone, and which candidate was written."""
+    total = sum(stage["steps"] for stage in metrics["stages"])
+    choice = metrics.get("final_training") or {"mode": "continue"}
+    final = total
+    if choice["mode"] in ("select", "retrain"):
+        chosen = next(c for c in choice["candidates"] if c["name"] == choice["chosen"])
+        twin = chosen["same_architecture_as"] or chosen["name"]
+        final = next(c["steps"] for c in choice["candidates"] if c["name"] == twin)
+    search = metrics.get("search_cost") or {"steps": 0, "seconds": 0.0}
+    return {
+        "steps": final,
+        "extra_steps": total - final,
+        "seconds": metrics["seconds"],
+        "search_steps": search["steps"],
+        "search_seconds": search["seconds"],
+        "chosen": choice.get("chosen", metrics.get("mode")),  # a baseline or `continue` run: its mode
+        "candidates_dev": {c["name"]: c["validation_accuracy"] for c in choice.get("candidates", [])},
     }
 
 
@@ -218,40 +254,10 @@ def _ranks(details: dict):
     return details["stage2"]["ranks"] if "stage2" in details else details["ranks"]
 
 
-def mcnemar(a_correct: np.ndarray, b_correct: np.ndarray) -> float:
-    """Exact two-sided McNemar p-value (binomial on the discordant pairs)."""
-    b, c = int(np.sum(a_correct & ~b_correct)), int(np.sum(~a_correct & b_correct))
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2.0**n
-    return min(1.0, 2.0 * tail)
-
-
-def paired_bootstrap(a_correct: np.ndarray, b_correct: np.ndarray, samples: int = 10_000, seed: int = 0) -> float:
-    """Two-sided p-value of mean(a) - mean(b) = 0: `*_correct` are [seeds, examples]; examples resampled
-    (the same ones for both methods), accuracy averaged over seeds."""
-    diff = (a_correct.astype(np.float64) - b_correct.astype(np.float64)).mean(axis=0)  # per example
-    rng = np.random.default_rng(seed)
-    means = np.array([diff[rng.integers(0, diff.size, diff.size)].mean() for _ in range(samples)])
-    return float(min(1.0, 2.0 * min(np.mean(means <= 0.0), np.mean(means >= 0.0))))
-
-
-def mean_sd(values) -> str:
-    values = 100 * np.asarray(values, np.float64)
-    sd = values.std(ddof=1) if values.size > 1 else 0.0
-    return f"{values.mean():.2f} ± {sd:.2f}"
-
-
-def statistics(values) -> dict:
-    values = 100 * np.asarray(values, np.float64)
-    return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)) if values.size > 1 else 0.0}
-
-
 def compare(runs: dict[str, list[dict]]) -> dict:
     by_seed = {m: {r["seed"]: r for r in runs[m]} for m in METHODS}
     paired = sorted(set(by_seed["nas"]) & set(by_seed["adaptive"]))
-    result = {"seeds": paired, "mcnemar_test_p": {}, "bootstrap_p": {}, "difference": {}}
+    result = {"seeds": paired, "mcnemar_test_p": {}, "bootstrap_p": {}, "bootstrap_p_examples": {}, "difference": {}}
     correct = {}
     for split in ("validation", "test"):
         for method in METHODS:
@@ -263,7 +269,9 @@ def compare(runs: dict[str, list[dict]]) -> dict:
                 ]
             )
         if paired:
-            result["bootstrap_p"][split] = paired_bootstrap(correct["nas", split], correct["adaptive", split])
+            pair = correct["nas", split], correct["adaptive", split]
+            result["bootstrap_p"][split] = paired_bootstrap(*pair)  # over seeds and examples
+            result["bootstrap_p_examples"][split] = paired_bootstrap(*pair, resample_seeds=False)
             result["difference"][split] = float(
                 100 * (correct["nas", split].mean() - correct["adaptive", split].mean())
             )
@@ -279,6 +287,10 @@ def method_summary(rows: list[dict]) -> dict:
         "embedding_params": sorted({r["embedding_params"] for r in rows}),
         "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
         "steps": sorted({r["steps"] for r in rows}),
+        "extra_steps": sorted({r.get("extra_steps", 0) for r in rows}),
+        "seconds": statistics([r["seconds"] for r in rows], scale=1.0),
+        "search_seconds": statistics([r.get("search_seconds", 0.0) for r in rows], scale=1.0),
+        "chosen": {c: sum(r.get("chosen") == c for r in rows) for c in sorted({r.get("chosen") for r in rows})},
         "validation": statistics([r["validation_accuracy"] for r in rows]),
         "test": statistics([r["test_accuracy"] for r in rows]),
         "architectures": [r["architecture"] for r in rows],
@@ -309,16 +321,26 @@ def summarize_budget(budget: Budget, results: list[dict], dense_shape: tuple[int
     }
 
 
-def _p(value) -> str:
-    return "n/a" if value is None else f"{value:.2g}" if value < 0.01 else f"{value:.3f}".rstrip("0").rstrip(".")
+TABLE_HEADER = [
+    "budget (params: % of table)",
+    "method (seeds)",
+    "embedding params",
+    "int8 export bytes",
+    "final steps",
+    "extra steps (search + other candidates)",
+    "run s, search stages s (mean)",
+    "written",
+    "dev",
+    "test",
+    "NAS − adaptive dev / test",
+    "bootstrap p dev / test (seeds × examples)",
+    "McNemar p on test, per seed",
+]
 
 
 def markdown_table(summaries: list[dict]) -> str:
-    lines = [
-        "| budget (params: % of table) | method (seeds, mean ± sd) | embedding params | int8 export bytes | steps "
-        "| dev | test | NAS − adaptive dev / test | bootstrap p dev / test | McNemar p on test, per seed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    """One row per budget and method: mean ± sd, training and search cost, NAS − adaptive with its p."""
+    lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
     for summary in sorted(summaries, key=lambda s: s["fraction_of_table"]):
         comparison = summary["comparison"]
         for method in METHODS:
@@ -335,7 +357,9 @@ def markdown_table(summaries: list[dict]) -> str:
             )
             budget = f"{summary['nas_target']:,} {'params' if summary['unit'] == 'params' else 'B'}"
             cells = [f"{budget} ({100 * summary['fraction_of_table']:.2f}%)", name, params, stored]
-            cells += [",".join(map(str, row["steps"]))]
+            cells += [",".join(map(str, row["steps"])), ",".join(map(str, row["extra_steps"]))]
+            cells.append(f"{row['seconds']['mean']:.0f}, {row['search_seconds']['mean']:.0f}")
+            cells.append(", ".join(f"{name} {count}" for name, count in row["chosen"].items()))
             cells += [f"{row[s]['mean']:.2f} ± {row[s]['sd']:.2f}" for s in ("validation", "test")]
             if method == "nas" and comparison["seeds"]:
                 d, b = comparison["difference"], comparison["bootstrap_p"]
@@ -382,13 +406,40 @@ def save_figure(plt, figure, path: Path) -> Path:
 
 def add_run_arguments(parser: argparse.ArgumentParser, out: str) -> None:
     """The options every accuracy benchmark's runs share (the rest of the command line goes to `search`)."""
-    parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
+    parser.add_argument("--student", type=Path, help="distilled classifier checkpoint (distill --out) of --task")
     parser.add_argument("--task", default="rotten_tomatoes")
+    parser.add_argument(
+        "--tasks",
+        help="several tasks in one command, each with its own student: NAME=STUDENT,NAME=STUDENT "
+        "(e.g. rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student); each task's runs go to OUT/NAME",
+    )
     parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
     parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
     parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
+
+
+def task_options(opts) -> list[argparse.Namespace]:
+    """One namespace per task: --tasks NAME=STUDENT,... (each in OUT/NAME), or --task with --student in OUT."""
+    if opts.tasks is None:
+        if opts.student is None:
+            raise SystemExit("give --student (the distilled checkpoint of --task), or --tasks NAME=STUDENT,...")
+        return [opts]
+    per_task = []
+    for item in opts.tasks.split(","):
+        name, _, student = item.partition("=")
+        if not name.strip() or not student.strip():
+            raise SystemExit(f"--tasks: {item!r} is not NAME=STUDENT (e.g. rotten_tomatoes=runs/rt/student)")
+        task = argparse.Namespace(**vars(opts))
+        task.task, task.student, task.out = name.strip(), Path(student.strip()), opts.out / name.strip()
+        per_task.append(task)
+    return per_task
+
+
+def log(message: str) -> None:
+    """A progress line on stderr, with the time."""
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
 def run_settings(opts) -> dict:
@@ -438,6 +489,52 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
     return save_figure(plt, figure, path)
 
 
+def run_task(opts) -> bool:
+    """Every (budget, seed, method) of one task not yet finished, then its tables, summary.json and plot.
+    True when no run failed."""
+    budgets = plan_budgets(opts.budgets, opts.student)
+    settings = run_settings(opts)
+    for budget in budgets:
+        claim_directory(opts.out / budget.label, settings | budget.directory_settings)
+    began = time.monotonic()
+    seeds = [int(s) for s in opts.seeds.split(",")]
+    wanted = opts.methods.split(",")
+    jobs = [
+        (budget, method, seed)
+        for budget in budgets
+        for seed in seeds
+        for method in METHODS
+        if method in wanted or (opts.out / budget.label / f"{method}-seed{seed}" / "metrics.json").is_file()
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
+        results = list(pool.map(lambda job: run_one(*job, opts, log), jobs))
+    config = json.loads((opts.student / "config.json").read_text())
+    dense_shape = (config["vocab_size"], config["hidden_size"])
+    summaries = []
+    for budget in budgets:
+        summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense_shape)
+        (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
+        summaries.append(summary)
+    wall = time.monotonic() - began
+    summed = sum(r.get("seconds", 0) for r in results)
+    summary = settings | {
+        "dense_embedding_params": dense_shape[0] * dense_shape[1],
+        "budgets": summaries,
+        "wall_seconds_this_invocation": round(wall, 1),
+        "run_seconds_summed": round(summed, 1),
+    }
+    (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"\n## {opts.task} (student {opts.student})\n")
+    print(markdown_table(summaries))
+    print()
+    for s in summaries:
+        print_stages(s)
+    print(f"wall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
+    figure = plot(summaries, opts.out / "nas_vs_adaptive.png")
+    print(f"wrote {opts.out / 'summary.json'}" + (f" and {figure}" if figure else ""))
+    return all("failed" not in r for r in results)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, "runs/budgets")
@@ -454,51 +551,8 @@ def main() -> int:
     )
     opts, search_args = parser.parse_known_args()
     opts.search_args = search_args  # anything else goes to every `search` (e.g. --max-seq-len 64)
-    budgets = plan_budgets(opts.budgets, opts.student)
-    settings = run_settings(opts)
-    for budget in budgets:
-        claim_directory(opts.out / budget.label, settings | budget.directory_settings)
-    began = time.monotonic()
-
-    def log(message):
-        print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
-
-    seeds = [int(s) for s in opts.seeds.split(",")]
-    wanted = opts.methods.split(",")
-    jobs = [
-        (budget, method, seed)
-        for budget in budgets
-        for seed in seeds
-        for method in METHODS
-        if method in wanted or (opts.out / budget.label / f"{method}-seed{seed}" / "metrics.json").is_file()
-    ]
-    with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
-        results = list(pool.map(lambda job: run_one(*job, opts, log), jobs))
-    config = json.loads((opts.student / "config.json").read_text())
-    dense_shape = (config["vocab_size"], config["hidden_size"])
-    dense = dense_shape[0] * dense_shape[1]
-    summaries = []
-    for budget in budgets:
-        summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense_shape)
-        (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
-        summaries.append(summary)
-    wall = time.monotonic() - began
-    summed = sum(r.get("seconds", 0) for r in results)
-    summary = settings | {
-        "dense_embedding_params": dense,
-        "budgets": summaries,
-        "wall_seconds_this_invocation": round(wall, 1),
-        "run_seconds_summed": round(summed, 1),
-    }
-    (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(markdown_table(summaries))
-    print()
-    for s in summaries:
-        print_stages(s)
-    print(f"wall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
-    figure = plot(summaries, opts.out / "nas_vs_adaptive.png")
-    print(f"wrote {opts.out / 'summary.json'}" + (f" and {figure}" if figure else ""))
-    return 0 if all("failed" not in r for r in results) else 1
+    ok = [run_task(task) for task in task_options(opts)]  # tasks in turn: one finishes before the next starts
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":

@@ -54,3 +54,44 @@ def test_equal_flash_holds_nas_to_adaptives_stored_bytes_at_its_width():
     # int4 buys adaptive embedding about twice the parameters in the same bytes
     int8, int4 = (equal_flash.adaptive_stored_bytes(vocab_size, dim, budget, bits) for bits in (8, 4))
     assert int4[1][0] > 1.4 * int8[1][0] and int4[0][0] > 1.4 * int8[0][0]
+
+
+def test_resampling_seeds_too_does_not_call_one_lucky_seed_a_consistent_gain():
+    rng = np.random.default_rng(1)
+    base = rng.random((5, 400)) < 0.7
+    one_lucky = base.copy()
+    one_lucky[0] |= rng.random(400) < 0.5  # a large gain in seed 0 only
+    assert paired_bootstrap(one_lucky, base, samples=2000, resample_seeds=False) < 0.01
+    assert paired_bootstrap(one_lucky, base, samples=2000) > 0.05
+
+
+def test_tasks_each_get_their_own_student_and_directory_and_a_bad_item_is_refused(tmp_path):
+    import argparse
+
+    from nas_vs_adaptive import task_options
+
+    opts = argparse.Namespace(tasks="rotten_tomatoes=a/student,party_speeches=b", out=tmp_path, student=None)
+    tasks = task_options(opts)
+    assert [(t.task, t.student, t.out) for t in tasks] == [
+        ("rotten_tomatoes", Path("a/student"), tmp_path / "rotten_tomatoes"),
+        ("party_speeches", Path("b"), tmp_path / "party_speeches"),
+    ]
+    with pytest.raises(SystemExit, match="is not NAME=STUDENT"):
+        task_options(argparse.Namespace(tasks="rotten_tomatoes", out=tmp_path, student=None))
+
+
+def test_the_written_candidates_steps_are_the_final_ones_and_the_rest_is_search_cost():
+    from nas_vs_adaptive import training_cost
+
+    candidates = [
+        {"name": "adaptive", "steps": 639, "same_architecture_as": None, "validation_accuracy": 0.77},
+        {"name": "searched", "steps": None, "same_architecture_as": "adaptive", "validation_accuracy": 0.77},
+    ]
+    metrics = {
+        "stages": [{"steps": 160}, {"steps": 160}, {"steps": 639}],
+        "final_training": {"mode": "select", "chosen": "searched", "candidates": candidates},
+        "search_cost": {"steps": 320, "seconds": 80.0},
+        "seconds": 200.0,
+    }
+    cost = training_cost(metrics)
+    assert (cost["steps"], cost["extra_steps"], cost["search_steps"], cost["chosen"]) == (639, 320, 320, "searched")

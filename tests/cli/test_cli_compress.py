@@ -109,7 +109,9 @@ def test_finetune_distill_search_then_load(capsys, tmp_path, make_hf_checkpoint)
     assert isinstance(lookup, ClusteredLowRankEmbedding) and lookup.stored_params() == int(printed["embedding_params"])
     assert loaded.tokenizer.pad_token_id == loaded.config.pad_token_id == lookup.permutation[0]
     metrics = json.loads((tmp_path / "small" / "metrics.json").read_text())
-    assert [s["name"] for s in metrics["stages"]] == ["stage1-clustering", "stage2-ranks", "finetune"]
+    # search, then train: below the smallest adaptive embedding the searched architecture is the only candidate
+    assert [s["name"] for s in metrics["stages"]] == ["stage1-clustering", "stage2-ranks", "finetune-searched"]
+    assert metrics["final_training"]["chosen"] == "searched" and "adaptive" in metrics["final_training"]["skipped"]
     assert metrics["target_embedding_params"] == budget and metrics["target_embedding_bytes"] is None
     assert metrics["embedding_bytes"] == lookup.stored_bytes(8) and metrics["embedding_storage_bits"] == 8
     # The checkpoint computes what the search measured: same test accuracy from the saved files.

@@ -69,6 +69,7 @@ def test_the_architecture_trained_in_the_last_step_is_the_one_written(
         finetune_epochs=0.2,
         min_count=1,
         budget_control=control,
+        final_training="continue",  # what is written is what the search trained, not a retrained candidate
     )
     outcome = nas.run_search(job, options)
 
@@ -184,13 +185,18 @@ def test_baselines_get_as_many_steps_as_the_search_and_its_fine_tune(tmp_path, s
     dense = BertModel(small_config(vocab_size=V, hidden_size=D, num_labels=2))
     split = make_split(V, size=30, seed=4, min_len=8, max_len=8)  # 4 steps an epoch, the last one short
     steps = {}
-    for mode, extra in (("two-stage", {"target_params": 400}), ("adaptive", {"ranks": (4, 2, 1)})):
+    runs = {"continue": ("two-stage", {"target_params": 400, "final_training": "continue"})}
+    runs |= {"retrain": ("two-stage", {"target_params": 400, "final_training": "retrain"})}
+    runs |= {"adaptive": ("adaptive", {"ranks": (4, 2, 1)})}
+    for name, (mode, extra) in runs.items():
         job = nas.SearchJob(
-            tiny_trainer(tmp_path / mode), tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8
+            tiny_trainer(tmp_path / name), tf.distribute.get_strategy(), dense, split, Objective(), None, batch_size=8
         )
         outcome = nas.run_search(job, nas.SearchOptions(mode=mode, epochs=0.3, finetune_epochs=0.6, **extra))
-        steps[mode] = sum(record.steps for record in outcome.records)
-    assert steps["two-stage"] == steps["adaptive"] == 2 + 2 + 3
+        steps[name] = [record.steps for record in outcome.records]
+    assert sum(steps["continue"]) == steps["adaptive"][0] == 2 + 2 + 3
+    # search, then train: the found architecture gets exactly the baseline's fine-tune, the search's cost apart
+    assert steps["retrain"] == [2, 2, steps["adaptive"][0]]
     assert nas.SearchOptions().relaxation == "exact" and nas.SearchOptions().lr_schedule == "warmup-linear"
 
 
@@ -220,6 +226,7 @@ def test_stage1_can_start_from_adaptive_embedding_scaled_to_the_budget(tmp_path,
         options = nas.SearchOptions(
             target_params=target, epochs=0.2, finetune_epochs=0.1, min_count=1, stage1_start=start
         )
+        options.final_training = "continue"  # only Stage 1's start is looked at
         stage1 = nas.run_search(job, options).details["stage1"]
         starts[start] = stage1["start_clusters"], stage1["start_ranks"]
 

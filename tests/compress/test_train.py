@@ -120,6 +120,7 @@ def run_two_stage(tmp_path, small_config, split, *, stop_after=None, resume=Fals
     options = nas.SearchOptions(
         mode="two-stage", target_params=400, lr=lr, arch_lr=0.05, epochs=1.0, finetune_epochs=1.0
     )
+    options.final_training = "continue"
     return nas.run_search(job, options)
 
 

@@ -27,6 +27,19 @@ def test_rotten_tomatoes_loads_offline_with_a_fixed_split(rotten):
     assert load_task("rotten_tomatoes", seed=1)["test"]["text"] != rotten["test"]["text"]
 
 
+def test_party_speeches_are_sentences_labelled_by_party_with_a_fixed_split():
+    speeches = load_task("party_speeches")
+    sizes = {split: len(speeches[split]) for split in ("train", "validation", "test")}
+    assert 7_500 < sum(sizes.values()) < 8_500
+    assert sizes["validation"] == sizes["test"] == round(0.1 * sum(sizes.values()))
+    assert label_names(speeches) == ["democrat", "republican"] and not is_pair_task(speeches)
+    texts = {split: set(speeches[split]["text"]) for split in speeches}
+    assert len(texts["train"]) == sizes["train"] and not (texts["train"] & texts["test"])
+    assert min(len(t.split()) for t in texts["test"]) >= 4 and not any("\n" in t for t in texts["train"])
+    assert 0.3 < np.mean(speeches["train"]["label"]) < 0.5  # more democrat sentences than republican
+    assert load_task("party_speeches")["test"]["text"] == speeches["test"]["text"]
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

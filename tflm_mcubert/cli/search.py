@@ -126,6 +126,7 @@ def add_parser(subparsers) -> list[str]:
         "linear decay (default); constant (the paper's); whole-run: one 6%% warm-up and linear decay over the "
         "search stages and the fine-tune together",
     )
+    _add_final_training_arguments(search)
     search.add_argument(
         "--no-equal-steps",
         dest="equal_steps",
@@ -153,6 +154,32 @@ def add_parser(subparsers) -> list[str]:
     search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
     add_training_arguments(search, "search")
     return ["search"]
+
+
+def _add_final_training_arguments(parser) -> None:
+    """What is trained after the search stages, and among which architectures the written one is chosen."""
+    from tflm_mcubert.compress.final_training import CANDIDATES, DEFAULT_CANDIDATES, FINAL_TRAININGS
+
+    parser.add_argument(
+        "--final-training",
+        default="select",
+        choices=FINAL_TRAININGS,
+        help="select (default): each --candidates architecture is initialised from the student by SVD and "
+        "fine-tuned exactly as --mode adaptive is (same steps and schedule), the best on dev is written; "
+        "retrain: the searched architecture alone, trained that way; continue: the searched weights "
+        "fine-tuned for --finetune-epochs (the paper's flow)",
+    )
+    parser.add_argument(
+        "--candidates",
+        type=name_list,
+        default=DEFAULT_CANDIDATES,
+        help=f"--final-training select chooses among these ({', '.join(CANDIDATES)}; default "
+        f"{','.join(DEFAULT_CANDIDATES)}; projected runs a second search under --budget-control projected)",
+    )
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _add_budget_arguments(search) -> None:
@@ -235,6 +262,8 @@ def run(args) -> int:
         equal_steps=args.equal_steps,
         budget_control=args.budget_control,
         alpha_margin=args.alpha_margin,
+        final_training=args.final_training,
+        candidates=args.candidates,
     )
     metrics = search_workflow(
         args.checkpoint,
@@ -257,4 +286,20 @@ def run(args) -> int:
         "embedding_bytes",
         "embedding_fraction",
     )
+    print_choice(metrics["final_training"])
     return print_metrics(metrics, shown, out)
+
+
+def print_choice(report: dict) -> None:
+    """Which candidate `--final-training select` wrote, and by how much it led the others on dev."""
+    if report.get("mode") != "select":
+        return
+    chosen = report["chosen"]
+    scores = ", ".join(
+        f"{c['name']} {100 * c['validation_accuracy']:.2f}"
+        for c in report["candidates"]
+        if c["validation_accuracy"] is not None
+    )
+    margin = report["dev_margin"]
+    lead = "no other architecture" if margin is None else f"{margin:+.2f} dev points over the next best"
+    print(f"chosen {chosen} ({lead}; dev accuracy: {scores})")

@@ -10,12 +10,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_ranking
 from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.compress.search_space import fixed_ranks
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.lowrank import fisher_rows
+from tflm_mcubert.train.batches import evaluation_batches
+
+if TYPE_CHECKING:
+    from tflm_mcubert.model.bert import BertModel
+    from tflm_mcubert.train.batches import EncodedSplit
+    from tflm_mcubert.train.distill import Objective
 
 # Baevski & Auli's cut-offs, as the paper uses them for both BERT-tiny and BERT-mini.
 ADAPTIVE_CUTOFFS = (1000, 4000, 10000)
@@ -133,3 +142,26 @@ def rank_for_budget(vocab_size: int, dim: int, max_params: int) -> int:
     if rank < 1:
         raise UserError(f"{max_params:,} parameters cannot hold even rank 1 ({vocab_size + dim:,})")
     return int(rank)
+
+
+def embedding_fisher(
+    model: BertModel, split: EncodedSplit, objective: Objective, teacher_logits, *, batch_size: int
+) -> np.ndarray:
+    """FWSVD's per-token importance: Σ over one pass of the squared task-loss gradient of each word row."""
+    table = model.embeddings.word_embeddings
+    fisher = np.zeros(table.shape[0], np.float64)
+
+    import tensorflow as tf  # only FWSVD needs it here
+
+    @tf.function(reduce_retracing=True)
+    def gradient(batch):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(objective.per_example_loss(model, batch))
+        return tape.gradient(loss, table.value)
+
+    for batch in evaluation_batches(split, batch_size):
+        if teacher_logits is not None:
+            batch["teacher_logits"] = np.asarray(teacher_logits[batch["index"]], np.float32)
+        batch.pop("index")
+        fisher += fisher_rows(gradient({k: tf.constant(v) for k, v in batch.items()}))
+    return fisher

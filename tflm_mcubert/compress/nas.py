@@ -35,13 +35,14 @@ import tensorflow as tf
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import budget_control
 from tflm_mcubert.compress import exact_space
+from tflm_mcubert.compress import final_training as after_search  # its options are fields here
+from tflm_mcubert.compress.final_training import with_embedding
 from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
-from tflm_mcubert.compress.baselines import frequency_ranking, fwsvd_embedding
+from tflm_mcubert.compress.baselines import embedding_fisher, frequency_ranking, fwsvd_embedding
 from tflm_mcubert.compress.baselines import rank_for_budget, svd_embedding
-from tflm_mcubert.train.batches import EncodedSplit, evaluation_batches
-from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
+from tflm_mcubert.train.batches import EncodedSplit
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.train.distill import Objective
-from tflm_mcubert.model.lowrank import fisher_rows
 from tflm_mcubert.model.stored_tables import STORAGE_BITS
 from tflm_mcubert.compress.search_space import (
     JointSearch,
@@ -95,6 +96,8 @@ class SearchOptions:
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
     budget_control: str = "multiplicative"  # budget_control.BUDGET_CONTROLS: how the budget is held
     alpha_margin: float | None = None  # exact Stage 1's start margin (None: `budget_control.alpha_margin`)
+    final_training: str = "select"  # after_search.FINAL_TRAININGS: what is trained after the search stages
+    candidates: tuple[str, ...] = after_search.DEFAULT_CANDIDATES  # what `select` trains and chooses among
 
     @property
     def storage_bits(self) -> int:
@@ -117,6 +120,7 @@ class SearchOptions:
             raise UserError(f"--lambda must be non-negative, got {self.lambda_}")
         budget = self.target_params is not None or self.target_bytes is not None
         budget_control.check_options(self, budget)
+        after_search.check_options(self)
         if self.mode in NAS_MODES and self.lambda_ is None and not budget:
             raise UserError(f"--mode {self.mode} needs --lambda or --target-embedding-params/-bytes")
         if self.mode in ("svd", "fwsvd") and not budget:
@@ -208,27 +212,6 @@ def token_frequency(split: EncodedSplit, vocab_size: int) -> np.ndarray:
     return np.bincount(ids, minlength=vocab_size)
 
 
-def embedding_fisher(
-    model: BertModel, split: EncodedSplit, objective: Objective, teacher_logits, *, batch_size: int
-) -> np.ndarray:
-    """FWSVD's per-token importance: Σ over one pass of the squared task-loss gradient of each word row."""
-    table = model.embeddings.word_embeddings
-    fisher = np.zeros(table.shape[0], np.float64)
-
-    @tf.function(reduce_retracing=True)
-    def gradient(batch):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(objective.per_example_loss(model, batch))
-        return tape.gradient(loss, table.value)
-
-    for batch in evaluation_batches(split, batch_size):
-        if teacher_logits is not None:
-            batch["teacher_logits"] = np.asarray(teacher_logits[batch["index"]], np.float32)
-        batch.pop("index")
-        fisher += fisher_rows(gradient({k: tf.constant(v) for k, v in batch.items()}))
-    return fisher
-
-
 # --- the search ------------------------------------------------------------------------------------------
 
 
@@ -244,26 +227,49 @@ def run_search(job: SearchJob, opts: SearchOptions) -> SearchOutcome:
         opts = dataclasses.replace(opts, target_params=params)
     with job.strategy.scope():
         search = _Search(job, opts)
-        embedding, searched_model, details = search.run_mode(opts.mode)
-        # at int4 the parameter budget only approximates the bytes (`params_for_bytes`): the bytes decide
-        params_decide = opts.target_bytes is None or opts.storage_bits == 8
-        if params_decide and opts.target_params is not None and embedding.stored_params() > opts.target_params:
-            details["truncated_from_params"] = embedding.stored_params()
-            embedding = budgets.truncate_to_budget(embedding, opts.target_params)
-        if opts.target_bytes is not None:
-            details["params_budget_from_bytes"] = opts.target_params
-            if embedding.stored_bytes(opts.storage_bits) > opts.target_bytes:
-                details["truncated_from_bytes"] = embedding.stored_bytes(opts.storage_bits)
-                embedding = budgets.fit_to_bytes(embedding, opts.target_bytes, opts.storage_bits)
-        model = search.finetune(searched_model, embedding, details)
+        embedding, searched_model, details = _within_budget(search)
+        if opts.final_training == "continue" or opts.mode not in NAS_MODES:
+            model = search.finetune(searched_model, embedding, details)
+        else:  # the found architecture (and the other candidates) trained as the baseline is
+            adaptive = lambda: search._adaptive()[0]  # noqa: E731
+            projected = lambda: _projected_search(search, details)  # noqa: E731
+            embedding, model = after_search.train_and_select(search, embedding, adaptive, projected, details)
     details["lambda"] = search.final_lambda
     details["size_range"] = search.size_ranges  # per search stage: the smallest and largest size trained
     return SearchOutcome(embedding, model, search.records, details)
 
 
+def _within_budget(search: "_Search"):
+    """(embedding, searched model, details) of the search's mode, its embedding fitted to the budget."""
+    opts = search.opts
+    embedding, searched_model, details = search.run_mode(opts.mode)
+    # at int4 the parameter budget only approximates the bytes (`params_for_bytes`): the bytes decide
+    params_decide = opts.target_bytes is None or opts.storage_bits == 8
+    if params_decide and opts.target_params is not None and embedding.stored_params() > opts.target_params:
+        details["truncated_from_params"] = embedding.stored_params()
+        embedding = budgets.truncate_to_budget(embedding, opts.target_params)
+    if opts.target_bytes is not None:
+        details["params_budget_from_bytes"] = opts.target_params
+        if embedding.stored_bytes(opts.storage_bits) > opts.target_bytes:
+            details["truncated_from_bytes"] = embedding.stored_bytes(opts.storage_bits)
+            embedding = budgets.fit_to_bytes(embedding, opts.target_bytes, opts.storage_bits)
+    return embedding, searched_model, details
+
+
+def _projected_search(search: "_Search", details: dict) -> ClusteredLowRankEmbedding:
+    """The `projected` candidate: a second search from the budget's adaptive shape under the projected budget
+    control, its stages checkpointed apart ("projected-..."), their records added to `search`'s."""
+    opts = dataclasses.replace(search.opts, stage1_start="budget", budget_control="projected", alpha_margin=None)
+    second = _Search(search.job, opts, stage_prefix="projected-")
+    embedding, _, details["projected"] = _within_budget(second)
+    search.records.extend(second.records)
+    return embedding
+
+
 class _Search:
-    def __init__(self, job: SearchJob, opts: SearchOptions):
+    def __init__(self, job: SearchJob, opts: SearchOptions, stage_prefix: str = ""):
         self.job, self.opts = job, opts
+        self.stage_prefix = stage_prefix  # a second search in the same run checkpoints its stages apart
         self.vocab_size, self.dim = job.model.config.vocab_size, job.model.config.hidden_size
         self.table = np.asarray(job.model.embeddings.word_embeddings.numpy())
         self.records: list[StageRecord] = []
@@ -280,7 +286,7 @@ class _Search:
             layer.embedding_size, deployable_size, self.vocab_size * self.dim, lambda_=lambda_, target=target
         )
         stage = Stage(
-            name,
+            self.stage_prefix + name,
             model,
             search_rules(model, penalty, lr=self.schedule.search_stage_lr(), arch_lr=opts.arch_lr),
             self.job.train,
@@ -537,37 +543,24 @@ class _Search:
     # -- the last stage --
     def finetune(self, searched: BertModel, embedding: ClusteredLowRankEmbedding, details: dict) -> BertModel:
         """KD fine-tune of the compressed model on permuted ids (what its tokenizer will produce)."""
-        model, permutation = with_embedding(searched, embedding)
-        embedding.storage_bits = self.opts.embedding_bits  # trained, and scored, as stored
-        validation = self.job.validation
+        validation, batch = self.job.validation, self.job.batch_size
+        embedding.storage_bits = self.opts.embedding_bits  # scored, and trained, as stored
         if validation is not None:  # how much the search itself and the conversion to hard choices cost
-            details["validation_accuracy_searched"] = accuracy(
-                predict_logits(searched, validation, self.job.batch_size), validation
-            )
-            converted = validation.remapped(permutation)
-            details["validation_accuracy_converted"] = accuracy(
-                predict_logits(model, converted, self.job.batch_size), converted
-            )
-        objective = self.job.objective
-        if objective.hidden_weight > 0:  # the teacher still reads original ids
-            objective = dataclasses.replace(objective, teacher_ids=invert_permutation(permutation))
+            details["validation_accuracy_searched"] = accuracy(predict_logits(searched, validation, batch), validation)
+            model, permutation = with_embedding(searched, embedding)
+            details["validation_accuracy_converted"] = after_search.dev_accuracy(self.job, model, permutation)
         epochs = details["finetune_epochs"] = self.schedule.finetune_epochs()  # equal steps for a baseline
-        stage = Stage(
-            "finetune", model, [], self.job.train.remapped(permutation), epochs, objective, self.job.teacher_logits
+        model, _, record = after_search.kd_finetune(
+            self.job,
+            searched,
+            embedding,
+            name="finetune",
+            learning_rate=self.schedule.finetune_lr(),
+            epochs=epochs,
+            bits=self.opts.embedding_bits,
         )
-        stage.rules = [UpdateRule("weights", model.trainable_variables, self.schedule.finetune_lr())]
-        self.records.append(self.job.trainer.fit(stage))
+        self.records.append(record)
         return model
-
-
-def with_embedding(searched: BertModel, embedding: ClusteredLowRankEmbedding) -> tuple[BertModel, np.ndarray]:
-    """`searched` with `embedding` as its word lookup, and the permutation (old id → new id) its ids take."""
-    config = searched.config
-    permutation = embedding.permutation
-    if permutation is None:
-        permutation = np.arange(config.vocab_size, dtype=np.int32)
-    pad = int(permutation[config.pad_token_id])
-    return searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad)), permutation
 
 
 def _entropy(alpha: np.ndarray) -> float:

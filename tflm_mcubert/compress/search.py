@@ -136,6 +136,9 @@ def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, sc
         **{f"uncompressed_{k}": v for k, v in uncompressed.items()},
         "model_params": outcome.model.count_params(),
         "details": outcome.details,
+        # search-then-train (`final_training.py`): the candidates, their dev scores and the one written
+        "final_training": outcome.details.get("final_training", {"mode": "continue"}),
+        "search_cost": outcome.details.get("search_cost"),  # the search stages' steps and seconds, apart
         "stages": [r.to_dict() for r in outcome.records],
         "predictions": predictions,
         "labels": {s: data.splits[s].labels.astype(int).tolist() for s in ("validation", "test")},

