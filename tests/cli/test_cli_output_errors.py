@@ -101,7 +101,7 @@ def test_an_operating_system_failure_is_one_line_too(capsys, monkeypatch):
         raise OSError(28, "No space left on device", "/full/disk/model.tflite")
 
     parser, runners = cli.build_parser()
-    monkeypatch.setattr(cli, "build_parser", lambda: (parser, {**runners, "export": fail}))
+    monkeypatch.setattr(cli, "build_parser", lambda *modules: (parser, {**runners, "export": fail}))
     code, _, err = run_cli(capsys, "export", "--out", "x")
     assert code == 1
     assert_one_clean_error(err, "/full/disk/model.tflite: No space left on device")
