@@ -166,8 +166,8 @@ static void reorder_last(const mcubert_tokenizer *t, mcubert_word *word, uint32_
         if (previous < 0 || combining_class(t, (uint32_t)previous) <= ccc) {
             return;
         }
-        for (k = 0; k < end - middle; ++k) {
-            moved[k] = word->bytes[middle + k];
+        for (k = 0; k < end - middle; ++k) { /* volatile: the library links no libc, and a plain copy */
+            ((volatile uint8_t *)moved)[k] = word->bytes[middle + k]; /* loop may become a memcpy call */
         }
         for (k = middle - begin; k > 0u; --k) { /* volatile: a plain loop may become a memmove call */
             ((volatile uint8_t *)word->bytes)[begin + (end - middle) + k - 1u] = word->bytes[begin + k - 1u];

@@ -100,10 +100,11 @@ def _twin_items(key: tuple, embedding_bits: int, weight_bits: int, config) -> di
     ends, ranks = (embedding.clusters[:, k].tolist() for k in (0, 1))
     sizes = [end - start for start, end in zip([0, *ends[:-1]], ends)]
     tables = stored_embedding_bytes(sizes, ranks[1:], embedding.hidden, embedding.word_bits)
+    embedding_node = next(n.name for n in nodes if n.params is embedding)
     return {
-        "encoder_ops": tuple(n.name for n in nodes if n.op.kind in ("attention", "mlp")),
+        "encoder_ops": tuple(n.name for n in nodes if n.op.per_layer),  # the ops each encoder layer repeats
         "op_bytes": op_bytes,
-        "embedding_fixed_bytes": op_bytes["embedding"] - tables,
+        "embedding_fixed_bytes": op_bytes[embedding_node] - tables,
         "container_bytes": len(twin.tflite) - sum(op_bytes.values()),
     }
 
