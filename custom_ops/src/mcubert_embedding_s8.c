@@ -50,12 +50,6 @@ static int32_t word_bits(const mcubert_embedding_params *p)
     return p->word_bits == 4 ? 4 : 8;
 }
 
-/* Bytes of one stored row of cluster i (SPEC 4.1.1). */
-static int32_t row_bytes(int32_t i, int32_t rank, int32_t bits)
-{
-    return bits == 8 ? rank : ((rank + 1) >> 1) + (i == 0 ? MCUBERT_INT4_ROW_SCALE_BYTES : 0);
-}
-
 static mcubert_status check_word_bits(const mcubert_embedding_params *p, mcubert_message *m)
 {
     const int32_t bits = p->word_bits;
@@ -96,80 +90,27 @@ static mcubert_status validate_options(const mcubert_embedding_params *p, mcuber
     return MCUBERT_OK;
 }
 
-/* Checks the cluster table (SPEC 4.1: ends strictly increasing up to vocab_size, rank_0 = d,
- * other ranks in [1, d]) and returns the element counts of word_rows and word_projections. */
-static mcubert_status check_clusters(const mcubert_embedding_params *p, const int32_t *clusters, int64_t *rows_total,
-                                     int64_t *projections_total, mcubert_message *m)
+/* The word table's cluster view of the options and the cluster tensor (mcubert_word_table.c). */
+static mcubert_word_table word_table(const mcubert_embedding_params *p, const int32_t *clusters)
 {
-    int64_t rows = 0, projections = 0;
-    int32_t i, start = 0;
-    /* Same order as the reference: the id ranges, then the ranks. */
-    for (i = 0; i < p->cluster_count; ++i) {
-        const int32_t end = clusters[2 * i];
-        if (end <= start || (i == p->cluster_count - 1 && end != p->vocab_size)) {
-            mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_TENSOR, OP, "clusters");
-            mcubert_append(m, "cluster ends must increase strictly and the last must equal vocab_size ");
-            mcubert_append_int(m, p->vocab_size);
-            return st;
-        }
-        start = end;
-    }
-    start = 0;
-    for (i = 0; i < p->cluster_count; ++i) {
-        const int32_t rank = clusters[2 * i + 1];
-        if ((i == 0 && rank != p->hidden) || rank < 1 || rank > p->hidden) {
-            mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_TENSOR, OP, "clusters");
-            mcubert_append(m, "rank of cluster 0 must be d=");
-            mcubert_append_int(m, p->hidden);
-            mcubert_append(m, "; others in [1, d]");
-            return st;
-        }
-        rows += (int64_t)(clusters[2 * i] - start) * row_bytes(i, rank, word_bits(p));
-        if (i > 0) {
-            projections += mcubert_packed_size(p->hidden, rank);
-        }
-        start = clusters[2 * i];
-    }
-    *rows_total = rows;
-    *projections_total = projections;
-    return MCUBERT_OK;
-}
-
-/* Cluster i of a checked table: its ids [start, end), rank, and where its U rows (row_bytes
- * each) and its projection V_i start. Recomputed where needed (c <= 8) rather than kept on the
- * stack. */
-typedef struct {
-    int32_t start, end, rank, row_bytes;
-    int64_t row_offset, projection_offset;
-} cluster_info;
-
-static void cluster_at(const int32_t *clusters, int32_t d, int32_t bits, int32_t i, cluster_info *info)
-{
-    int64_t rows = 0, projections = 0;
-    int32_t j, start = 0;
-    for (j = 0; j < i; ++j) {
-        rows += (int64_t)(clusters[2 * j] - start) * row_bytes(j, clusters[2 * j + 1], bits);
-        if (j > 0) {
-            projections += mcubert_packed_size(d, clusters[2 * j + 1]);
-        }
-        start = clusters[2 * j];
-    }
-    info->start = start;
-    info->end = clusters[2 * i];
-    info->rank = clusters[2 * i + 1];
-    info->row_bytes = row_bytes(i, info->rank, bits);
-    info->row_offset = rows;
-    info->projection_offset = projections;
+    mcubert_word_table table;
+    table.clusters = clusters;
+    table.cluster_count = p->cluster_count;
+    table.vocab_size = p->vocab_size;
+    table.hidden = p->hidden;
+    table.bits = word_bits(p);
+    return table;
 }
 
 /* int4 rows of odd length end in a padding nibble that must be 0 (SPEC 4.1.1), as pair4 padding. */
 static mcubert_status check_int4_padding(const mcubert_embedding_params *p, const int32_t *clusters,
                                          const uint8_t *rows, mcubert_message *m)
 {
+    const mcubert_word_table table = word_table(p, clusters);
     int32_t i, row;
     for (i = 0; i < p->cluster_count; ++i) {
-        cluster_info info;
-        cluster_at(clusters, p->hidden, 4, i, &info);
+        mcubert_word_cluster info;
+        mcubert_word_cluster_at(&table, i, &info);
         if ((info.rank & 1) == 0) {
             continue;
         }
@@ -221,7 +162,8 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
         const int32_t *clusters = (const int32_t *)t[MCUBERT_EMBEDDING_CLUSTERS].data;
         const int8_t *projections = (const int8_t *)t[MCUBERT_EMBEDDING_WORD_PROJECTIONS].data;
         int64_t rows_total, projections_total;
-        if ((st = check_clusters(params, clusters, &rows_total, &projections_total, message)) != MCUBERT_OK ||
+        const mcubert_word_table table = word_table(params, clusters);
+        if ((st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK ||
             (st = mcubert_check_tensor(OP, "word_rows", &t[MCUBERT_EMBEDDING_WORD_ROWS], MCUBERT_DTYPE_INT8, rows_total,
                                        message)) != MCUBERT_OK ||
             (st = mcubert_check_tensor(OP, "word_projections", &t[MCUBERT_EMBEDDING_WORD_PROJECTIONS],
@@ -234,8 +176,8 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
             return st;
         }
         for (i = 1; i < params->cluster_count && projections != NULL; ++i) {
-            cluster_info info;
-            cluster_at(clusters, (int32_t)d, word_bits(params), i, &info);
+            mcubert_word_cluster info;
+            mcubert_word_cluster_at(&table, i, &info);
             st = mcubert_check_pair4(OP, "word_projections", projections + info.projection_offset, (int32_t)d,
                                      info.rank, message);
             if (st != MCUBERT_OK) {
@@ -331,7 +273,7 @@ MCUBERT_NOINLINE static void word_full_rows(const embedding_state *e, int32_t p0
         if (cluster_of[r] != 0) {
             continue;
         }
-        u = w->word_rows + (int64_t)e->input_ids[token] * row_bytes(0, d, bits);
+        u = w->word_rows + (int64_t)e->input_ids[token] * mcubert_word_row_bytes(0, d, bits);
         position_row = w->position_table + token * d;
         type_row = w->token_type_table + e->token_type_ids[token] * d;
         if (bits == 4) {
@@ -382,7 +324,8 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     const int32_t *requant = w->word_requant + 2 * i * d;
     const int8_t *row_pointers[ROWS];
     int32_t member[ROWS];
-    cluster_info cluster;
+    const mcubert_word_table table = word_table(e->params, w->clusters);
+    mcubert_word_cluster cluster;
     const int8_t *projection;
     int32_t pair_bytes, c, r, m = 0;
     mcubert_rows rows;
@@ -394,7 +337,7 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     if (m == 0) {
         return;
     }
-    cluster_at(w->clusters, d, word_bits(e->params), i, &cluster);
+    mcubert_word_cluster_at(&table, i, &cluster);
     projection = w->word_projections + cluster.projection_offset;
     pair_bytes = ((cluster.rank + 3) >> 2) * 8;
     for (r = 0; r < m; ++r) {
@@ -421,6 +364,7 @@ MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert
                                                const mcubert_context *context, mcubert_message *message)
 {
     mcubert_embedding_layout layout;
+    mcubert_word_table table;
     int64_t rows_total, projections_total;
     mcubert_status st = validate_options(params, message);
     if (st != MCUBERT_OK) {
@@ -435,8 +379,9 @@ MCUBERT_NOINLINE static mcubert_status prepare(embedding_state *e, const mcubert
                                  "NULL pointer");
     }
     mcubert_embedding_layout_of(params->seq_len, params->hidden, &layout);
+    table = word_table(params, weights->clusters);
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK ||
-        (st = check_clusters(params, weights->clusters, &rows_total, &projections_total, message)) != MCUBERT_OK ||
+        (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK ||
         (st = check_ids(input_ids, params->seq_len, params->vocab_size, "input_ids", message)) != MCUBERT_OK ||
         (st = check_ids(token_type_ids, params->seq_len, params->type_vocab_size, "token_type_ids", message)) !=
             MCUBERT_OK) {

@@ -163,6 +163,28 @@ mcubert_status mcubert_check_w4row(const char *op, const char *field, const uint
 mcubert_status mcubert_check_weight_bits(const char *op, int32_t weight_bits, int32_t spec_version, int32_t since,
                                          mcubert_message *message);
 /* Pair4 weights: no -128, zero padding. Data may be NULL (then nothing to check). */
+/* The clustered word table (SPEC 4.1; mcubert_word_table.c), as the embedding and the LM head read it. */
+typedef struct {
+    const int32_t *clusters; /* [c][2]: end id (exclusive), rank */
+    int32_t cluster_count, vocab_size, hidden, bits;
+} mcubert_word_table;
+
+/* Cluster i of a checked table: ids [start, end), rank, bytes per stored row, where its rows and V_i start. */
+typedef struct {
+    int32_t start, end, rank, row_bytes;
+    int64_t row_offset, projection_offset;
+} mcubert_word_cluster;
+
+int32_t mcubert_word_row_bytes(int32_t i, int32_t rank, int32_t bits);
+/* Ends strictly increasing up to vocab_size, rank_0 = d, other ranks in [1, d]; the tables' element counts. */
+mcubert_status mcubert_check_word_clusters(const char *op, const mcubert_word_table *table, int64_t *rows_total,
+                                           int64_t *projections_total, mcubert_message *message);
+void mcubert_word_cluster_at(const mcubert_word_table *table, int32_t i, mcubert_word_cluster *info);
+/* The cluster table, then word_rows' and word_projections' sizes, then each V_i's pair4 padding. */
+mcubert_status mcubert_check_word_tensors(const char *op, const mcubert_word_table *table,
+                                          const mcubert_tensor_view *rows, const mcubert_tensor_view *projections,
+                                          mcubert_message *message);
+
 mcubert_status mcubert_check_pair4(const char *op, const char *field, const int8_t *packed, int32_t out_features,
                                    int32_t in_features, mcubert_message *message);
 /* [n][3] channel rows: |bias| <= 2^30, valid (multiplier, shift). */

@@ -25,7 +25,7 @@
 
 #define MAGIC 0x5242434du /* "MCBR" */
 enum { CMD_QUIT = 0, CMD_RUN = 1, CMD_VALIDATE = 2, CMD_BUFFER_SIZE = 3, CMD_INFO = 4, CMD_RUN_UNCHECKED = 5 };
-enum { OP_EMBEDDING = 0, OP_ATTENTION = 1, OP_MLP = 2, OP_CLASSIFIER_HEAD = 3 };
+enum { OP_EMBEDDING = 0, OP_ATTENTION = 1, OP_MLP = 2, OP_CLASSIFIER_HEAD = 3, OP_LM_HEAD = 4 };
 enum { FLAG_DATA = 1, FLAG_NULL_VIEW = 2, FLAG_NULL_DATA = 4 };
 #define SCRATCH_NULL 0xFFFFFFFFu /* scratch_misalign value: pass a NULL buffer */
 #define MAX_TENSORS 16
@@ -83,6 +83,7 @@ static size_t params_size(uint32_t op)
     case OP_ATTENTION: return sizeof(mcubert_attention_params);
     case OP_MLP: return sizeof(mcubert_mlp_params);
     case OP_CLASSIFIER_HEAD: return sizeof(mcubert_classifier_head_params);
+    case OP_LM_HEAD: return sizeof(mcubert_lm_head_params);
     default: die("unknown op");
     }
     return 0;
@@ -95,6 +96,7 @@ static void handle_call(uint32_t command, uint32_t op)
         mcubert_attention_params attention;
         mcubert_mlp_params mlp;
         mcubert_classifier_head_params classifier_head;
+        mcubert_lm_head_params lm_head;
     } params;
     tensor tensors[MAX_TENSORS];
     mcubert_tensor_view views[MAX_TENSORS];
@@ -145,6 +147,7 @@ static void handle_call(uint32_t command, uint32_t op)
         case OP_CLASSIFIER_HEAD:
             status = mcubert_classifier_head_validate(&params.classifier_head, list, (int32_t)count, &message);
             break;
+        case OP_LM_HEAD: status = mcubert_lm_head_validate(&params.lm_head, list, (int32_t)count, &message); break;
         default: status = mcubert_mlp_validate(&params.mlp, list, (int32_t)count, &message); break;
         }
     }
@@ -206,6 +209,15 @@ static void handle_call(uint32_t command, uint32_t op)
             output = &tensors[MCUBERT_CLASSIFIER_HEAD_OUTPUT];
             break;
         }
+        case OP_LM_HEAD: {
+            const mcubert_lm_head_weights w = {(const int32_t *)T(1), (const int8_t *)T(2), (const int8_t *)T(3),
+                                               (const int32_t *)T(4), (const int32_t *)T(5)};
+            if (count != MCUBERT_LM_HEAD_NUM_TENSORS)
+                die("LM head needs 7 tensors");
+            status = mcubert_lm_head_s8(&params.lm_head, &w, (const int8_t *)T(0), (int32_t *)T(6), &context, &message);
+            output = &tensors[MCUBERT_LM_HEAD_OUTPUT];
+            break;
+        }
         default: {
             const mcubert_mlp_weights w = {(const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3),
                                            (const int8_t *)T(4), (const int32_t *)T(5), (const int32_t *)T(6),
@@ -251,6 +263,7 @@ int main(void)
             value = op == OP_EMBEDDING         ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
                     : op == OP_ATTENTION       ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
                     : op == OP_CLASSIFIER_HEAD ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
+                    : op == OP_LM_HEAD         ? mcubert_lm_head_get_buffer_size(dims[0], dims[1])
                                                : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
             respond(0, "", NULL, 0, value);
             break;

@@ -18,6 +18,7 @@ import numpy as np
 
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.kernel_abi import KernelCall
+from tflm_mcubert.ops.registry import OPS
 
 MAGIC = 0x5242434D
 CMD_RUN, CMD_VALIDATE, CMD_BUFFER_SIZE, CMD_INFO, CMD_RUN_UNCHECKED = 1, 2, 3, 4, 5
@@ -173,7 +174,8 @@ class HostRunner:
         )
         request += struct.pack("<IiI", scratch_fill, scratch_size, scratch_misalign)
         status, message, output, _ = self._exchange(request)
-        result = np.frombuffer(output, np.int8).copy() if output else None
+        dtype = OPS[call.op].output_dtype if status == kernel_abi.OK else np.dtype(np.int8)
+        result = np.frombuffer(output, dtype).copy() if output else None
         return Result(status, message, result)
 
     def validate(self, op: str, params, specs: list[TensorSpec] | None) -> Result:

@@ -22,7 +22,7 @@ SPEC = Path(registry.__file__).with_name("SPEC.md").read_text()
 KERNELS = custom_ops_dir()
 A, M, E = contract.ATTENTION, contract.MLP, contract.EMBEDDING
 NEW_FIELD = contract.OptionField("head_bits", 4, 8, "hypothetical: a later option of the attention op")
-NEW = 4  # the hypothetical version (3 is the real int4-weight version of attention and MLP)
+NEW = 5  # the hypothetical version (3: attention's and MLP's int4 weights; 4: the LM head's first)
 ATTENTION_OPTIONS = {
     "seq_len": 8,
     "hidden": 8,
@@ -38,8 +38,8 @@ ATTENTION_OPTIONS = {
 
 
 @pytest.fixture
-def attention_version_4(monkeypatch):
-    """The contract with a hypothetical version 4 of the attention op only (a new option and a
+def attention_new_version(monkeypatch):
+    """The contract with a hypothetical new version (NEW) of the attention op only (a new option and a
     numerics line), and the registry's tables recomputed from it; both restored afterwards."""
     monkeypatch.setitem(contract.VERSION_OPTIONS, NEW, {A: (NEW_FIELD,)})
     monkeypatch.setitem(contract.VERSION_LINES, NEW, {A: ("heads=hypothetical layout",)})
@@ -57,19 +57,28 @@ def test_spec_md_lists_every_op_version_and_hash():
 
 
 def test_the_contract_wide_versions_keep_their_hashes_for_every_op():
-    for code, versions in registry.OP_SPEC_HASHES.items():
+    for code in contract.CONTRACT_WIDE_OPS:
+        versions = registry.OP_SPEC_HASHES[code]
         assert versions[1] == registry.SPEC_HASH and versions[2] == registry.SPEC_HASH_V2, code
 
 
-def test_a_new_version_of_one_op_changes_only_that_op(attention_version_4):
+def test_an_op_added_later_reads_only_its_own_versions_and_is_outside_the_contract_wide_text():
+    assert contract.op_versions(contract.LM_HEAD) == (contract.SPEC_VERSION_LM_HEAD,)
+    assert contract.LM_HEAD not in registry.contract_text_v2()
+    text = registry.op_version_text(contract.LM_HEAD, contract.SPEC_VERSION_LM_HEAD)
+    assert f"{contract.LM_HEAD}.option.top_k=int[1,{contract.MAX_TOP_K}]" in text and "lm_head.gain_limit=" in text
+    assert text[len("\n".join(contract.constants_text())) + 1 :] in SPEC  # quoted in SPEC.md section 8
+
+
+def test_a_new_version_of_one_op_changes_only_that_op(attention_new_version):
     before = {code: dict(v) for code, v in registry.OP_SPEC_HASHES.items()}
     assert contract.op_versions(A) == (1, 2, 3, NEW)
     assert contract.op_versions(M) == (1, 2, 3) and contract.op_versions(E) == (1, 2)
-    assert set(attention_version_4[A]) == {1, 2, 3, NEW}
-    assert attention_version_4[A][NEW] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2, before[A][3])
-    assert attention_version_4[A][3] == before[A][3]  # an added version changes no earlier one
+    assert set(attention_new_version[A]) == {1, 2, 3, NEW}
+    assert attention_new_version[A][NEW] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2, before[A][3])
+    assert attention_new_version[A][3] == before[A][3]  # an added version changes no earlier one
     for code in (M, E, contract.CLASSIFIER_HEAD):
-        assert attention_version_4[code] == before[code]
+        assert attention_new_version[code] == before[code]
     # Its hash covers its own lines only: the MLP's contract is not in it.
     text = registry.op_version_text(A, NEW)
     assert "heads=hypothetical layout" in text and f"{A}.option.head_bits=int[4,8]" in text
@@ -77,16 +86,16 @@ def test_a_new_version_of_one_op_changes_only_that_op(attention_version_4):
     assert M not in text and E not in text
 
 
-def test_a_new_version_is_written_only_where_its_fields_are_used(attention_version_4):
+def test_a_new_version_is_written_only_where_its_fields_are_used(attention_new_version):
     old = decode_options(A, encode_options(A, ATTENTION_OPTIONS))  # an int8 attention: version 1, as before
     assert old == ATTENTION_OPTIONS
     raw = flexbuffers.Loads(encode_options(A, ATTENTION_OPTIONS))
     assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH)
     raw = flexbuffers.Loads(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
-    assert (raw["spec_version"], raw["spec_hash"]) == (3, attention_version_4[A][3])  # 4 is not needed
+    assert (raw["spec_version"], raw["spec_hash"]) == (3, attention_new_version[A][3])  # 4 is not needed
     new = encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4, "head_bits": 4})
     raw = flexbuffers.Loads(new)
-    assert (raw["spec_version"], raw["spec_hash"]) == (NEW, attention_version_4[A][NEW])
+    assert (raw["spec_version"], raw["spec_hash"]) == (NEW, attention_new_version[A][NEW])
     assert decode_options(A, new)["head_bits"] == 4
     with pytest.raises(OptionsError, match="head_bits: unknown option"):
         encode_options(M, {"head_bits": 4, "seq_len": 8})
@@ -95,9 +104,9 @@ def test_a_new_version_is_written_only_where_its_fields_are_used(attention_versi
         decode_options(A, stale)
 
 
-def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_version_4, tmp_path):
+def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_new_version, tmp_path):
     """mcubert_options.c and mcubert_validate.c, compiled against the header generated from the
-    contract with a hypothetical attention version 4, parse its new option into the generated struct field."""
+    contract with a hypothetical new attention version, parse its new option into the generated struct field."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc not found")
     source = KERNELS
@@ -125,9 +134,9 @@ def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_version_4, t
     status, _, params = run(encode_options(A, ATTENTION_OPTIONS))  # version 1 still loads
     assert status == 0 and params.spec_version == 1 and params.head_bits == 0 and params.weight_bits == 0
     raw = flexbuffers.Loads(encode_options(A, both))
-    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": 5})))
-    assert message == f"{A}: spec_version: unsupported version 5 (this build implements 1 and 2 and 3 and 4)"
-    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": 5}))) == message
+    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": 6})))
+    assert message == f"{A}: spec_version: unsupported version 6 (this build implements 1 and 2 and 3 and 5)"
+    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": 6}))) == message
 
 
 def decode_error(op: str, buffer: bytes) -> str:

@@ -385,7 +385,7 @@ def render_guide(
     )
     custom = model.schedule == "mcubert"
     ops = (
-        "the four MCUBERT custom ops (`mcubert::AddMcubertOps`, custom_ops/tflm/)"
+        "the MCUBERT custom ops (`mcubert::AddMcubertOps`, custom_ops/tflm/)"
         if custom
         else ", ".join(c.removeprefix("Add") for c in model.resolver_calls) + " (TFLM builtins)"
     )

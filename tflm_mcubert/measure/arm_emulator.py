@@ -389,7 +389,7 @@ class ArmEmulator:
 class KernelRun:
     status: int
     message: str
-    output: np.ndarray | None  # int8, the result tensor (None if the kernel failed)
+    output: np.ndarray | None  # the result tensor, of the op's output dtype (None if the kernel failed)
     instructions: int | None  # of the kernel call alone (validate is a separate call)
     stack_bytes: int
     validate_status: int = 0
@@ -463,8 +463,8 @@ def run_kernel(
         result = emu.call(symbol, params, weights, *tensors, context, message, count_instructions=count_instructions)
         output = None
         if result.value == kernel_abi.OK:
-            n = kernel_abi.output_elements(call)
-            output = np.frombuffer(emu.read(addresses["output"], n), np.int8).copy()
+            n, dtype = kernel_abi.output_elements(call), op.output_dtype
+            output = np.frombuffer(emu.read(addresses["output"], n * dtype.itemsize), dtype).copy()
         return KernelRun(
             result.value,
             _message(emu, message),

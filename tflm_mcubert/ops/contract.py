@@ -27,6 +27,9 @@ CONTRACT_WIDE_VERSIONS = SPEC_VERSIONS
 # Version 3 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (the first per-op version): option `weight_bits`,
 # one storage width for all the op's linear layers, 4 = the packed int4 "w4row" layout (SPEC.md 3.1.1).
 SPEC_VERSION_W4 = 3
+# Version 4 is MCUBERT_LM_HEAD's first (issue 26): an op added after versions 1-2 reads only its own
+# versions, and its lines are outside the contract-wide text, so adding it changed no other op's hash.
+SPEC_VERSION_LM_HEAD = 4
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
@@ -38,16 +41,20 @@ MAX_HEADS = 64
 MAX_CLUSTERS = 8
 MAX_TYPE_VOCAB = 1024
 MAX_LABELS = 1024
+MAX_TOP_K = 256
 INT32_MAX = fixed_point.INT32_MAX
 
 EMBEDDING = "MCUBERT_EMBEDDING"
 ATTENTION = "MCUBERT_ATTENTION"
 MLP = "MCUBERT_MLP"
 CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
+LM_HEAD = "MCUBERT_LM_HEAD"
+# The ops of the contract-wide versions 1 and 2: their text is SPEC_HASH's. Later ops have own versions only.
+CONTRACT_WIDE_OPS = (EMBEDDING, ATTENTION, MLP, CLASSIFIER_HEAD)
 
 # An op's kind is its name everywhere outside the .tflite: plan steps, cost models, report.json,
 # --tile, tensor and op names ("layer0.attention"). This table is the one translation between the two.
-KINDS = {EMBEDDING: "embedding", ATTENTION: "attention", MLP: "mlp", CLASSIFIER_HEAD: "head"}
+KINDS = {EMBEDDING: "embedding", ATTENTION: "attention", MLP: "mlp", CLASSIFIER_HEAD: "head", LM_HEAD: "lm_head"}
 CUSTOM_CODES = {kind: code for code, kind in KINDS.items()}
 TILED_KINDS = (KINDS[ATTENTION], KINDS[MLP])  # the ops whose schedule has a token tile
 
@@ -146,6 +153,14 @@ def _check_mlp(v: dict[str, int]):
 
 def _no_cross_field_rules(v: dict[str, int]):
     return None  # the classifier head's fields are independent of each other
+
+
+def _check_lm_head(v: dict[str, int]):
+    if v["cluster_count"] > v["vocab_size"]:
+        return "cluster_count", f"{v['cluster_count']} clusters for a vocabulary of {v['vocab_size']}"
+    if v["top_k"] > v["vocab_size"]:
+        return "top_k", f"{v['top_k']} exceeds vocab_size {v['vocab_size']}"
+    return None
 
 
 _REQUANT_D = "int32", "[d, 2]"
@@ -262,6 +277,26 @@ CONTRACTS: dict[str, OpContract] = {
         outputs=(TensorSig("logits", "int8", "[labels]", "quantized logits"),),
         cross_check=_no_cross_field_rules,
     ),
+    LM_HEAD: OpContract(
+        LM_HEAD,
+        options=(
+            _HIDDEN,
+            OptionField("vocab_size", 1, INT32_MAX, "v: the tied embedding's vocabulary"),
+            OptionField("cluster_count", 1, MAX_CLUSTERS, "c"),
+            OptionField("top_k", 1, MAX_TOP_K, "k <= v: ids and scores kept, best first"),
+            OptionField("input_zero_point", -128, 127, "zero point of the hidden state"),
+        ),
+        inputs=(
+            TensorSig("hidden", "int8", "[d]", "one token's final hidden state"),
+            TensorSig("clusters", "int32", "[c, 2]", "the embedding's (end_id exclusive, rank r_i); r_0 = d"),
+            TensorSig("word_rows", "int8", "[sum n_i*r_i]", "the embedding's U_0 | U_1 | ... (int8 storage)"),
+            TensorSig("word_projections", "int8", "[sum_{i>0} packed(d, r_i)]", "the embedding's V_i, pair4"),
+            TensorSig("channel_requant", "int32", "[c, d, 2]", "(multiplier, shift): h - zp -> g_i per cluster, channel"),
+            TensorSig("cluster_requant", "int32", "[c, 4]", "(Mp, shift) V_i^T g_i -> p_i (cluster 0: 0, 0); (Ms, shift)"),
+        ),
+        outputs=(TensorSig("top", "int32", "[2, k]", "ids best first (ties: smaller id), then their scores"),),
+        cross_check=_check_lm_head,
+    ),
 }
 
 
@@ -326,14 +361,24 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     SPEC_VERSION_W4: {
         ATTENTION: _w4_lines(ATTENTION, ("query", "key", "value", "output"), "d, d"),
         MLP: _w4_lines(MLP, ("fc1", "fc2"), "ffn, d|d, ffn"),
-    }
+    },
+    SPEC_VERSION_LM_HEAD: {
+        LM_HEAD: (
+            "lm_head.gain_limit=G=min(32767,floor((2^31-1)/(128*d)))",
+            "lm_head.scaled=g_i[c]=clamp(requantize(h[c]-zp,Mg_i[c]),-G,G)",
+            "lm_head.projected=cluster i>0:p_i[l]=clamp(requantize(sum_c V_i[c][l]*g_i[c],Mp_i),-G,G)",
+            "lm_head.score=clamp_int32(requantize(U_i[t].(g_0|p_i),Ms_i)) as int32 accumulators",
+            "lm_head.top=k best scores in id order,ties to the smaller id;row 0 ids,row 1 scores",
+        )
+    },
 }
 
 
 def op_versions(op: str) -> tuple[int, ...]:
     """The spec versions `op` reads, oldest first: the contract-wide ones, then its own."""
     own = {v for table in (VERSION_OPTIONS, VERSION_LINES) for v, ops in table.items() if op in ops}
-    return CONTRACT_WIDE_VERSIONS + tuple(sorted(own - set(CONTRACT_WIDE_VERSIONS)))
+    wide = CONTRACT_WIDE_VERSIONS if op in CONTRACT_WIDE_OPS else ()
+    return wide + tuple(sorted(own - set(CONTRACT_WIDE_VERSIONS)))
 
 
 def option_fields(op: str, version: int) -> tuple[OptionField, ...]:
@@ -397,7 +442,7 @@ def int4_contract_lines() -> list[str]:
 
 def contract_lines() -> list[str]:
     lines = constants_text()
-    for contract in CONTRACTS.values():
+    for contract in (CONTRACTS[op] for op in CONTRACT_WIDE_OPS):
         for f in HEADER_FIELDS + contract.options:
             lines.append(f"{contract.name}.option.{f.name}=int[{f.lo},{f.hi}]")
         for i, t in enumerate(contract.inputs):

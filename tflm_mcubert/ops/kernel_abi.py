@@ -129,7 +129,7 @@ def _call(params, tensors: dict[str, np.ndarray], spec_hash: int | None) -> Kern
     (empty for an in-place op: the result overwrites run-time input 0)."""
     op = next(d for d in OPS.values() if isinstance(params, d.params_type))
     tensors.update({k: _contiguous(v, v.dtype) for k, v in params.tensors().items()})
-    tensors["output"] = np.zeros(0 if op.in_place else op.output_elements(params), np.int8)
+    tensors["output"] = np.zeros(0 if op.in_place else op.output_elements(params), op.output_dtype)
     return KernelCall(op.code, make_params(op.code, params.options(), spec_hash), tensors)
 
 
@@ -152,6 +152,11 @@ def embedding_call(
 
 def classifier_head_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> KernelCall:
     """From ops.classifier_head.ClassifierHeadParams (validated) and hidden int8[s, d]."""
+    return _call(params, {"hidden": _contiguous(hidden, np.int8)}, spec_hash)
+
+
+def lm_head_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> KernelCall:
+    """From ops.lm_head.LmHeadParams (validated) and one token's hidden int8[d]."""
     return _call(params, {"hidden": _contiguous(hidden, np.int8)}, spec_hash)
 
 

@@ -88,6 +88,10 @@ class OpDef:
         """Flash bytes of the op's constant tensors."""
         return sum(int(a.nbytes) for a in params.tensors().values())
 
+    @property
+    def output_dtype(self) -> np.dtype:
+        return np.dtype(self.contract.outputs[0].dtype)
+
     def output_elements(self, params) -> int:
         return int(np.prod(self.output_shape(params)))
 
@@ -110,6 +114,6 @@ class Node:
         if self.op.in_place:
             output = inputs[0]
         else:
-            output = np.zeros(self.op.output_shape(self.params)[1:], np.int8)
+            output = np.zeros(self.op.output_shape(self.params)[1:], self.op.output_dtype)
         values[self.op.output] = self.op.reference(self.params, inputs, output, scratch)
         return values[self.op.output]

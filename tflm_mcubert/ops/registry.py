@@ -12,12 +12,13 @@ options; SPEC.md quotes it, and a test keeps the two in step.
 
 from __future__ import annotations
 
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp
+from tflm_mcubert.ops import attention, classifier_head, contract, embedding, lm_head, mlp
 from tflm_mcubert.ops.op_def import OpDef
 
 # In contract order: the C op ids (mcubert_op_id) and the resolver's registration order follow it.
 OPS: dict[str, OpDef] = {
-    d.code: d for d in (embedding.DEFINITION, attention.DEFINITION, mlp.DEFINITION, classifier_head.DEFINITION)
+    d.code: d
+    for d in (embedding.DEFINITION, attention.DEFINITION, mlp.DEFINITION, classifier_head.DEFINITION, lm_head.DEFINITION)
 }
 BY_KIND: dict[str, OpDef] = {d.kind: d for d in OPS.values()}
 TILED_KINDS = tuple(d.kind for d in OPS.values() if d.tiled)
@@ -70,8 +71,13 @@ SPEC_HASHES = {SPEC_VERSION: SPEC_HASH, SPEC_VERSION_INT4: SPEC_HASH_V2}
 SPEC_VERSIONS = contract.SPEC_VERSIONS
 
 
+def _own_scratch_lines() -> list[str]:
+    """Scratch samples of the ops after the contract-wide versions (outside SPEC_HASH's text)."""
+    return [f"{contract.LM_HEAD}.scratch({d})={lm_head.scratch_bytes(d)}" for _, d, _, _ in _SCRATCH_SAMPLES]
+
+
 def _scratch_samples_of(code: str) -> list[str]:
-    return [line for line in _scratch_lines() if line.startswith(f"{code}.scratch(")]
+    return [line for line in _scratch_lines() + _own_scratch_lines() if line.startswith(f"{code}.scratch(")]
 
 
 def op_version_text(code: str, version: int) -> str:

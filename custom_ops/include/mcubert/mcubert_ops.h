@@ -263,6 +263,47 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
 /* ---- end of MCUBERT_CLASSIFIER_HEAD ------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------
+ * MCUBERT_LM_HEAD (SPEC 4.5): a decoder's tied LM head. One token's hidden[d] against every id of
+ * the clustered word table the embedding op reads (the same constant tensors), cluster by cluster;
+ * the k best ids and their int32 scores, best first (ties: the smaller id). No dense matrix and no
+ * vocabulary-sized buffer: the scratch is two int16[d] vectors.
+ * ---------------------------------------------------------------------------------------- */
+
+#define MCUBERT_MAX_TOP_K 256
+
+typedef struct {                     /* constant inputs 1..5, contract order */
+    const int32_t *clusters;         /* [c][2]: the embedding's (end id, rank) */
+    const int8_t *word_rows;         /* the embedding's int8 rows U_0 | U_1 | ... */
+    const int8_t *word_projections;  /* the embedding's V_i, pair4 */
+    const int32_t *channel_requant;  /* [c][d][2]: h - zp -> g_i */
+    const int32_t *cluster_requant;  /* [c][4]: (Mp, shift), (Ms, shift) */
+} mcubert_lm_head_weights;
+
+enum {
+    MCUBERT_LM_HEAD_HIDDEN,
+    MCUBERT_LM_HEAD_CLUSTERS,
+    MCUBERT_LM_HEAD_WORD_ROWS,
+    MCUBERT_LM_HEAD_WORD_PROJECTIONS,
+    MCUBERT_LM_HEAD_CHANNEL_REQUANT,
+    MCUBERT_LM_HEAD_CLUSTER_REQUANT,
+    MCUBERT_LM_HEAD_OUTPUT,
+    MCUBERT_LM_HEAD_NUM_TENSORS
+};
+
+/* A(2d) + A(2d) bytes (top_k is range-checked); -1 for dimensions outside the contract. */
+int32_t mcubert_lm_head_get_buffer_size(int32_t hidden, int32_t top_k);
+
+mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, const mcubert_tensor_view *tensors,
+                                        int32_t count, mcubert_message *message);
+
+/* top[0][0..k) = ids, top[1][0..k) = scores (int32[2][k]) from hidden[0..d). */
+mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mcubert_lm_head_weights *weights,
+                                  const int8_t *hidden, int32_t *top, const mcubert_context *context,
+                                  mcubert_message *message);
+
+/* ---- end of MCUBERT_LM_HEAD --------------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------------------------
  * Custom options: each op's flexbuffer map of integers (SPEC.md section 5), as stored in the
  * .tflite, decoded into its params. The buffer is untrusted and every read is bounds-checked;
  * a malformed container, a missing, unknown or non-integer key is MCUBERT_ERROR_OPTION and a
@@ -278,6 +319,8 @@ mcubert_status mcubert_mlp_parse_options(const uint8_t *buffer, int32_t length, 
                                          mcubert_message *message);
 mcubert_status mcubert_classifier_head_parse_options(const uint8_t *buffer, int32_t length,
                                                      mcubert_classifier_head_params *params, mcubert_message *message);
+mcubert_status mcubert_lm_head_parse_options(const uint8_t *buffer, int32_t length, mcubert_lm_head_params *params,
+                                             mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.

@@ -121,19 +121,17 @@ TFLMRegistration RegisterOp(void* (*init)(TfLiteContext*, const char*, size_t),
 extern "C" const char* mcubert_glue_log(void) { return g_log; }
 
 // AddMcubertOps into a resolver with room for `room` ops (1..8): 0 = every op added, 1 = refused.
+// room 0: a resolver with one slot too few; 1: exactly kOpCount slots.
 extern "C" int mcubert_glue_add_ops(int room) {
-  switch (room) {
-    case 3: {
-      tflite::MicroMutableOpResolver<3> resolver;
-      return mcubert::AddMcubertOps(resolver) == kTfLiteOk ? 0 : 1;
-    }
-    case 4: {
-      tflite::MicroMutableOpResolver<4> resolver;
-      return mcubert::AddMcubertOps(resolver) == kTfLiteOk && resolver.count() == mcubert::kOpCount ? 0 : 1;
-    }
-    default:
-      return -1;
+  if (room == 0) {
+    tflite::MicroMutableOpResolver<mcubert::kOpCount - 1> resolver;
+    return mcubert::AddMcubertOps(resolver) == kTfLiteOk ? 0 : 1;
   }
+  if (room == 1) {
+    tflite::MicroMutableOpResolver<mcubert::kOpCount> resolver;
+    return mcubert::AddMcubertOps(resolver) == kTfLiteOk && resolver.count() == mcubert::kOpCount ? 0 : 1;
+  }
+  return -1;
 }
 
 // What Init's persistent data and the scratch requests of the next runs may use together.

@@ -1,0 +1,276 @@
+/*
+ * MCUBERT_LM_HEAD (SPEC 4.5; reference ops/lm_head.py): a decoder's tied LM head over the clustered
+ * word table, one token:
+ *
+ *   g_i[c]  = clamp(requantize(h[c] - zp, Mg_i[c]), -G, G)                      G = gain_limit(d)
+ *   p_i[l]  = clamp(requantize(sum_c V_i[c][l] g_i[c], Mp_i), -G, G)             clusters i > 0
+ *   score_t = clamp32(requantize(U_i[t] . (g_0 | p_i), Ms_i))
+ *
+ * and the k best (score, id), ties to the smaller id, kept sorted while the clusters stream by: a
+ * token enters only when it beats the k-th score, so after the first k the cost per token is one
+ * compare. G bounds every dot product of int8 values and clamped ones inside int32 (SPEC 4.5), so the
+ * accumulators are int32 with no overflow check. Scratch: `scaled` int16[d] (g_i) and `projected`
+ * int16[d] (p_i, rank <= d). The DSP path reads four int8 row values a word and multiplies them with
+ * SMLAD against the int16 vector pairs; V_i^T g_i reads V_i's pair4 groups once per cluster.
+ */
+#include <stddef.h>
+
+#include "mcubert_dsp.h"
+#include "mcubert_fixed_point.h"
+#include "mcubert_internal.h"
+
+#define OP "MCUBERT_LM_HEAD"
+
+typedef struct {
+    int32_t scaled, projected, total;
+} lm_head_layout;
+
+static void layout_of(int32_t d, lm_head_layout *layout)
+{
+    layout->scaled = 0;
+    layout->projected = mcubert_align_up(2 * d);
+    layout->total = layout->projected + mcubert_align_up(2 * d);
+}
+
+static int32_t gain_limit(int32_t d)
+{
+    const int32_t limit = 0x7FFFFFFF / (128 * d);
+    return limit < 32767 ? limit : 32767;
+}
+
+int32_t mcubert_lm_head_get_buffer_size(int32_t hidden, int32_t top_k)
+{
+    lm_head_layout layout;
+    if (hidden < 1 || hidden > MCUBERT_MAX_HIDDEN || top_k < 1 || top_k > MCUBERT_MAX_TOP_K) {
+        return -1;
+    }
+    layout_of(hidden, &layout);
+    return layout.total;
+}
+
+static mcubert_status validate_options(const mcubert_lm_head_params *p, mcubert_message *m)
+{
+    mcubert_status st;
+    if ((st = mcubert_check_params(OP, p, m)) != MCUBERT_OK ||
+        (st = mcubert_check_spec(OP, p->spec_version, p->spec_hash, m)) != MCUBERT_OK ||
+        (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
+        (st = mcubert_check_range(OP, "vocab_size", p->vocab_size, 1, 0x7FFFFFFF, m)) != MCUBERT_OK ||
+        (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
+        (st = mcubert_check_range(OP, "top_k", p->top_k, 1, MCUBERT_MAX_TOP_K, m)) != MCUBERT_OK ||
+        (st = mcubert_check_zero_point(OP, "input_zero_point", p->input_zero_point, m)) != MCUBERT_OK) {
+        return st;
+    }
+    if (p->cluster_count > p->vocab_size || p->top_k > p->vocab_size) {
+        const int clusters = p->cluster_count > p->vocab_size;
+        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, clusters ? "cluster_count" : "top_k");
+        mcubert_append_int(m, clusters ? p->cluster_count : p->top_k);
+        mcubert_append(m, clusters ? " clusters for a vocabulary of " : " exceeds vocab_size ");
+        mcubert_append_int(m, p->vocab_size);
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
+static mcubert_word_table word_table(const mcubert_lm_head_params *p, const int32_t *clusters)
+{
+    mcubert_word_table table;
+    table.clusters = clusters;
+    table.cluster_count = p->cluster_count;
+    table.vocab_size = p->vocab_size;
+    table.hidden = p->hidden;
+    table.bits = 8;
+    return table;
+}
+
+/* Cluster 0 has no projection: its (Mp, shift) must be (0, 0), as the reference requires. */
+static mcubert_status check_cluster_requant(const int32_t *table, int32_t c, mcubert_message *m)
+{
+    int32_t i;
+    mcubert_status st;
+    for (i = 0; i < 2 * c; ++i) {
+        if ((st = mcubert_check_multiplier(OP, "cluster_requant", table[2 * i], table[2 * i + 1], m)) != MCUBERT_OK) {
+            return st;
+        }
+    }
+    if (table[0] != 0 || table[1] != 0) {
+        return mcubert_fail_text(m, MCUBERT_ERROR_TENSOR, OP, "cluster_requant",
+                                 "cluster 0 has no projection: its (Mp, shift) must be (0, 0)");
+    }
+    return MCUBERT_OK;
+}
+
+mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, const mcubert_tensor_view *tensors,
+                                        int32_t count, mcubert_message *message)
+{
+    const mcubert_tensor_view *t = tensors;
+    mcubert_status st = validate_options(params, message);
+    int64_t d, c;
+    if (st != MCUBERT_OK || tensors == NULL) {
+        return st;
+    }
+    if ((st = mcubert_check_count(OP, count, MCUBERT_LM_HEAD_NUM_TENSORS, message)) != MCUBERT_OK) {
+        return st;
+    }
+    d = params->hidden;
+    c = params->cluster_count;
+    if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_LM_HEAD_HIDDEN], MCUBERT_DTYPE_INT8, d, message)) !=
+            MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "clusters", &t[MCUBERT_LM_HEAD_CLUSTERS], MCUBERT_DTYPE_INT32, 2 * c,
+                                   message)) != MCUBERT_OK) {
+        return st;
+    }
+    if (t[MCUBERT_LM_HEAD_CLUSTERS].data != NULL) {
+        const mcubert_word_table table = word_table(params, (const int32_t *)t[MCUBERT_LM_HEAD_CLUSTERS].data);
+        if ((st = mcubert_check_word_tensors(OP, &table, &t[MCUBERT_LM_HEAD_WORD_ROWS],
+                                             &t[MCUBERT_LM_HEAD_WORD_PROJECTIONS], message)) != MCUBERT_OK) {
+            return st;
+        }
+    }
+    if ((st = mcubert_check_requant_tensor(OP, "channel_requant", &t[MCUBERT_LM_HEAD_CHANNEL_REQUANT],
+                                           (int32_t)(c * d), message)) != MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "cluster_requant", &t[MCUBERT_LM_HEAD_CLUSTER_REQUANT], MCUBERT_DTYPE_INT32,
+                                   4 * c, message)) != MCUBERT_OK) {
+        return st;
+    }
+    if (t[MCUBERT_LM_HEAD_CLUSTER_REQUANT].data != NULL &&
+        (st = check_cluster_requant((const int32_t *)t[MCUBERT_LM_HEAD_CLUSTER_REQUANT].data, (int32_t)c, message)) !=
+            MCUBERT_OK) {
+        return st;
+    }
+    return mcubert_check_tensor(OP, "output", &t[MCUBERT_LM_HEAD_OUTPUT], MCUBERT_DTYPE_INT32, 2 * params->top_k,
+                                message);
+}
+
+/* The k best so far: ids[0..count) and scores, best first. */
+typedef struct {
+    int32_t *ids;
+    int32_t *scores;
+    int32_t count, k;
+} top_k;
+
+/* Ids arrive in increasing order, so a tie never displaces an earlier (smaller) id. */
+static void offer(top_k *top, int32_t id, int32_t score)
+{
+    int32_t at;
+    if (top->count == top->k && score <= top->scores[top->k - 1]) {
+        return;
+    }
+    at = top->count < top->k ? top->count++ : top->k - 1;
+    while (at > 0 && top->scores[at - 1] < score) {
+        top->ids[at] = top->ids[at - 1];
+        top->scores[at] = top->scores[at - 1];
+        --at;
+    }
+    top->ids[at] = id;
+    top->scores[at] = score;
+}
+
+/* g[c] = clamp(requantize(h[c] - zp, Mg[c]), -G, G). */
+static void scale_hidden(const int8_t *hidden, int32_t d, int32_t zero_point, const int32_t *requant, int32_t limit,
+                         int16_t *g)
+{
+    int32_t c;
+    for (c = 0; c < d; ++c) {
+        const int32_t v = mcubert_requantize(hidden[c] - zero_point, requant[2 * c], requant[2 * c + 1]);
+        g[c] = (int16_t)mcubert_clamp_i32(v, -limit, limit);
+    }
+}
+
+/* p[l] = clamp(requantize(sum_c V[c][l] g[c], Mp), -G, G): V is pair4 (d outputs, r inputs), read as
+ * its transpose. Element (c, l) sits in group (c/2, l/4) of 8 bytes at (c%2)*4 + l%4. */
+static void project(const int8_t *v, int32_t d, int32_t r, const int16_t *g, const int32_t *requant, int32_t limit,
+                    int16_t *p)
+{
+    const int32_t stride = ((r + 3) >> 2) * 8;
+    int32_t l, c;
+    for (l = 0; l < r; ++l) {
+        const int8_t *column = v + (l >> 2) * 8 + (l & 3);
+        int32_t acc = 0;
+        for (c = 0; c + 1 < d; c += 2, column += stride) {
+            acc += column[0] * g[c] + column[4] * g[c + 1];
+        }
+        if (c < d) {
+            acc += column[0] * g[c];
+        }
+        p[l] = (int16_t)mcubert_clamp_i32(mcubert_requantize(acc, requant[0], requant[1]), -limit, limit);
+    }
+}
+
+/* row[0..n) . x[0..n) for an int8 row and an int16 vector. */
+static inline int32_t dot_s8_s16(const int8_t *row, const int16_t *x, int32_t n)
+{
+    int32_t acc = 0, k = 0;
+#if MCUBERT_DSP
+    for (; k + 4 <= n; k += 4) {
+        const uint32_t word = mcubert_read_u32(row + k);
+        const uint32_t x01 = mcubert_read_u32(x + k), x23 = mcubert_read_u32(x + k + 2);
+        /* SXTB16 gives (r0, r2) and (r1, r3); pair them with (x0, x2) and (x1, x3). */
+        const uint32_t x02 = (x01 & 0xFFFFu) | (x23 << 16), x13 = (x01 >> 16) | (x23 & 0xFFFF0000u);
+        acc = mcubert_smlad(mcubert_sxtb16(word), x02, acc);
+        acc = mcubert_smlad(mcubert_sxtb16_ror8(word), x13, acc);
+    }
+#endif
+    for (; k < n; ++k) {
+        acc += row[k] * x[k];
+    }
+    return acc;
+}
+
+MCUBERT_NOINLINE static void score_cluster(const mcubert_word_cluster *cluster, const int8_t *rows,
+                                           const int16_t *vector, const int32_t *requant, top_k *top)
+{
+    int32_t t;
+    for (t = cluster->start; t < cluster->end; ++t, rows += cluster->rank) {
+        const int32_t acc = dot_s8_s16(rows, vector, cluster->rank);
+        offer(top, t, mcubert_requantize(acc, requant[0], requant[1]));
+    }
+}
+
+mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mcubert_lm_head_weights *weights,
+                                  const int8_t *hidden, int32_t *top, const mcubert_context *context,
+                                  mcubert_message *message)
+{
+    lm_head_layout layout;
+    mcubert_word_table table;
+    int64_t rows_total, projections_total;
+    int16_t *scaled, *projected;
+    top_k best;
+    int32_t i, limit;
+    mcubert_status st = validate_options(params, message);
+    if (st != MCUBERT_OK) {
+        return st;
+    }
+    if (weights == NULL || weights->clusters == NULL || weights->word_rows == NULL ||
+        (weights->word_projections == NULL && params->cluster_count > 1) || weights->channel_requant == NULL ||
+        weights->cluster_requant == NULL || hidden == NULL || top == NULL) {
+        return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP,
+                                 hidden == NULL ? "hidden" : top == NULL ? "top" : "weights", "NULL pointer");
+    }
+    layout_of(params->hidden, &layout);
+    table = word_table(params, weights->clusters);
+    if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK ||
+        (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK) {
+        return st;
+    }
+    scaled = (int16_t *)(void *)((int8_t *)context->buf + layout.scaled);
+    projected = (int16_t *)(void *)((int8_t *)context->buf + layout.projected);
+    limit = gain_limit(params->hidden);
+    best.ids = top;
+    best.scores = top + params->top_k;
+    best.count = 0;
+    best.k = params->top_k;
+    for (i = 0; i < params->cluster_count; ++i) {
+        const int32_t *cluster_requant = weights->cluster_requant + 4 * i;
+        mcubert_word_cluster cluster;
+        mcubert_word_cluster_at(&table, i, &cluster);
+        scale_hidden(hidden, params->hidden, params->input_zero_point,
+                     weights->channel_requant + 2 * (int64_t)i * params->hidden, limit, scaled);
+        if (i > 0) {
+            project(weights->word_projections + cluster.projection_offset, params->hidden, cluster.rank, scaled,
+                    cluster_requant, limit, projected);
+        }
+        score_cluster(&cluster, weights->word_rows + cluster.row_offset, i > 0 ? projected : scaled,
+                      cluster_requant + 2, &best);
+    }
+    return MCUBERT_OK;
+}
