@@ -11,7 +11,9 @@
  * compare. G bounds every dot product of int8 values and clamped ones inside int32 (SPEC 4.5), so the
  * accumulators are int32 with no overflow check. Scratch: `scaled` int16[d] (g_i) and `projected`
  * int16[d] (p_i, rank <= d). The DSP path reads four int8 row values a word and multiplies them with
- * SMLAD against the int16 vector pairs; V_i^T g_i reads V_i's pair4 groups once per cluster.
+ * two SMLADs against the vector, stored once per cluster in SMLAD's pair order (pair_for_smlad);
+ * V_i^T g_i reads V_i's pair4 groups once per cluster. A token whose accumulator cannot beat the k-th
+ * score costs its dot product and one compare (score_cluster).
  */
 #include <stddef.h>
 
@@ -148,12 +150,12 @@ typedef struct {
     int32_t count, k;
 } top_k;
 
-/* Ids arrive in increasing order, so a tie never displaces an earlier (smaller) id. */
-static void offer(top_k *top, int32_t id, int32_t score)
+/* Ids arrive in increasing order, so a tie never displaces an earlier (smaller) id. 0: not taken. */
+static int offer(top_k *top, int32_t id, int32_t score)
 {
     int32_t at;
     if (top->count == top->k && score <= top->scores[top->k - 1]) {
-        return;
+        return 0;
     }
     at = top->count < top->k ? top->count++ : top->k - 1;
     while (at > 0 && top->scores[at - 1] < score) {
@@ -163,6 +165,7 @@ static void offer(top_k *top, int32_t id, int32_t score)
     }
     top->ids[at] = id;
     top->scores[at] = score;
+    return 1;
 }
 
 /* g[c] = clamp(requantize(h[c] - zp, Mg[c]), -G, G). */
@@ -196,33 +199,69 @@ static void project(const int8_t *v, int32_t d, int32_t r, const int16_t *g, con
     }
 }
 
-/* row[0..n) . x[0..n) for an int8 row and an int16 vector. */
+#if MCUBERT_DSP
+
+/* The DSP path's vector layout: in every full group of four, values 1 and 2 swap places, so the words
+ * (x0, x2) and (x1, x3) pair with SXTB16's (r0, r2) and SXTB16 ROR 8's (r1, r3) of a row word. The
+ * tail (n % 4 values) stays in order. Applying it twice restores the order. */
+static void pair_for_smlad(int16_t *x, int32_t n)
+{
+    int32_t k;
+    for (k = 0; k + 4 <= n; k += 4) {
+        const int16_t swap = x[k + 1];
+        x[k + 1] = x[k + 2];
+        x[k + 2] = swap;
+    }
+}
+
+/* row[0..n) . x[0..n) for an int8 row and an int16 vector in the paired layout (4-byte aligned). */
 static inline int32_t dot_s8_s16(const int8_t *row, const int16_t *x, int32_t n)
 {
+    const uint32_t *pairs = (const uint32_t *)(const void *)x;
     int32_t acc = 0, k = 0;
-#if MCUBERT_DSP
-    for (; k + 4 <= n; k += 4) {
+    for (; k + 4 <= n; k += 4, pairs += 2) {
         const uint32_t word = mcubert_read_u32(row + k);
-        const uint32_t x01 = mcubert_read_u32(x + k), x23 = mcubert_read_u32(x + k + 2);
-        /* SXTB16 gives (r0, r2) and (r1, r3); pair them with (x0, x2) and (x1, x3). */
-        const uint32_t x02 = (x01 & 0xFFFFu) | (x23 << 16), x13 = (x01 >> 16) | (x23 & 0xFFFF0000u);
-        acc = mcubert_smlad(mcubert_sxtb16(word), x02, acc);
-        acc = mcubert_smlad(mcubert_sxtb16_ror8(word), x13, acc);
+        acc = mcubert_smlad(mcubert_sxtb16(word), pairs[0], acc);
+        acc = mcubert_smlad(mcubert_sxtb16_ror8(word), pairs[1], acc);
     }
-#endif
     for (; k < n; ++k) {
         acc += row[k] * x[k];
     }
     return acc;
 }
 
+#else /* !MCUBERT_DSP */
+
+static void pair_for_smlad(int16_t *x, int32_t n)
+{
+    (void)x;
+    (void)n;
+}
+
+static inline int32_t dot_s8_s16(const int8_t *row, const int16_t *x, int32_t n)
+{
+    int32_t acc = 0, k;
+    for (k = 0; k < n; ++k) {
+        acc += row[k] * x[k];
+    }
+    return acc;
+}
+
+#endif /* MCUBERT_DSP */
+
+/* Scores the cluster's tokens into `top`. requantize is non-decreasing in acc (its multiplier is >= 0)
+ * and the k-th score only grows, so once an accumulator was turned away every later one of the cluster
+ * that is not larger would be too: those skip the requantization (the result is the same). Every
+ * |acc| < 2^31 (SPEC 4.5), so INT32_MIN is below all of them. */
 MCUBERT_NOINLINE static void score_cluster(const mcubert_word_cluster *cluster, const int8_t *rows,
                                            const int16_t *vector, const int32_t *requant, top_k *top)
 {
-    int32_t t;
+    int32_t t, refused = INT32_MIN;
     for (t = cluster->start; t < cluster->end; ++t, rows += cluster->rank) {
         const int32_t acc = dot_s8_s16(rows, vector, cluster->rank);
-        offer(top, t, mcubert_requantize(acc, requant[0], requant[1]));
+        if (acc > refused && !offer(top, t, mcubert_requantize(acc, requant[0], requant[1]))) {
+            refused = acc;
+        }
     }
 }
 
@@ -269,6 +308,7 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
             project(weights->word_projections + cluster.projection_offset, params->hidden, cluster.rank, scaled,
                     cluster_requant, limit, projected);
         }
+        pair_for_smlad(i > 0 ? projected : scaled, cluster.rank);
         score_cluster(&cluster, weights->word_rows + cluster.row_offset, i > 0 ? projected : scaled,
                       cluster_requant + 2, &best);
     }
