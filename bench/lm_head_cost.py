@@ -93,7 +93,9 @@ def main(argv=None) -> int:
         ]
     hiddens = {d: rng.integers(-128, 128, (args.tokens, d)).astype(np.int8) for d in dims}
     print(f"LM head over {BERT_VOCAB_SIZE:,} ids, top-{args.top_k}, mean of {args.tokens} tokens, all bit-exact")
-    print("| core | d | clustered MACs | dense MACs | clustered instructions | dense instructions | clustered / dense |")
+    print(
+        "| core | d | clustered MACs | dense MACs | clustered instructions | dense instructions | clustered / dense |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for cpu in args.cores.split(","):

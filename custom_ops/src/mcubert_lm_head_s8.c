@@ -84,21 +84,16 @@ static mcubert_word_table word_table(const mcubert_lm_head_params *p, const int3
     return table;
 }
 
-/* Cluster 0 has no projection: its (Mp, shift) must be (0, 0), as the reference requires. */
+/* Every (multiplier, shift) pair valid ([c][4] is [2c][2] pairs); cluster 0 has no projection, so its
+ * (Mp, shift) must be (0, 0), as the reference requires. */
 static mcubert_status check_cluster_requant(const int32_t *table, int32_t c, mcubert_message *m)
 {
-    int32_t i;
-    mcubert_status st;
-    for (i = 0; i < 2 * c; ++i) {
-        if ((st = mcubert_check_multiplier(OP, "cluster_requant", table[2 * i], table[2 * i + 1], m)) != MCUBERT_OK) {
-            return st;
-        }
-    }
-    if (table[0] != 0 || table[1] != 0) {
+    mcubert_status st = mcubert_check_requant(OP, "cluster_requant", table, 2 * c, m);
+    if (st == MCUBERT_OK && (table[0] != 0 || table[1] != 0)) {
         return mcubert_fail_text(m, MCUBERT_ERROR_TENSOR, OP, "cluster_requant",
                                  "cluster 0 has no projection: its (Mp, shift) must be (0, 0)");
     }
-    return MCUBERT_OK;
+    return st;
 }
 
 mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, const mcubert_tensor_view *tensors,
@@ -128,8 +123,8 @@ mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, co
             return st;
         }
     }
-    if ((st = mcubert_check_requant_tensor(OP, "channel_requant", &t[MCUBERT_LM_HEAD_CHANNEL_REQUANT],
-                                           (int32_t)(c * d), message)) != MCUBERT_OK ||
+    if ((st = mcubert_check_requant_tensor(OP, "channel_requant", &t[MCUBERT_LM_HEAD_CHANNEL_REQUANT], (int32_t)(c * d),
+                                           message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "cluster_requant", &t[MCUBERT_LM_HEAD_CLUSTER_REQUANT], MCUBERT_DTYPE_INT32,
                                    4 * c, message)) != MCUBERT_OK) {
         return st;
@@ -283,7 +278,10 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
         (weights->word_projections == NULL && params->cluster_count > 1) || weights->channel_requant == NULL ||
         weights->cluster_requant == NULL || hidden == NULL || top == NULL) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP,
-                                 hidden == NULL ? "hidden" : top == NULL ? "top" : "weights", "NULL pointer");
+                                 hidden == NULL ? "hidden"
+                                 : top == NULL  ? "top"
+                                                : "weights",
+                                 "NULL pointer");
     }
     layout_of(params->hidden, &layout);
     table = word_table(params, weights->clusters);

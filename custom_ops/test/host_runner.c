@@ -25,7 +25,14 @@
 
 #define MAGIC 0x5242434du /* "MCBR" */
 enum { CMD_QUIT = 0, CMD_RUN = 1, CMD_VALIDATE = 2, CMD_BUFFER_SIZE = 3, CMD_INFO = 4, CMD_RUN_UNCHECKED = 5 };
-enum { OP_EMBEDDING = 0, OP_ATTENTION = 1, OP_MLP = 2, OP_CLASSIFIER_HEAD = 3, OP_LM_HEAD = 4 };
+enum {
+    OP_EMBEDDING = 0,
+    OP_ATTENTION = 1,
+    OP_MLP = 2,
+    OP_CLASSIFIER_HEAD = 3,
+    OP_LM_HEAD = 4,
+    OP_CAUSAL_ATTENTION = 5
+};
 enum { FLAG_DATA = 1, FLAG_NULL_VIEW = 2, FLAG_NULL_DATA = 4 };
 #define SCRATCH_NULL 0xFFFFFFFFu /* scratch_misalign value: pass a NULL buffer */
 #define MAX_TENSORS 16
@@ -84,6 +91,7 @@ static size_t params_size(uint32_t op)
     case OP_MLP: return sizeof(mcubert_mlp_params);
     case OP_CLASSIFIER_HEAD: return sizeof(mcubert_classifier_head_params);
     case OP_LM_HEAD: return sizeof(mcubert_lm_head_params);
+    case OP_CAUSAL_ATTENTION: return sizeof(mcubert_causal_attention_params);
     default: die("unknown op");
     }
     return 0;
@@ -97,6 +105,7 @@ static void handle_call(uint32_t command, uint32_t op)
         mcubert_mlp_params mlp;
         mcubert_classifier_head_params classifier_head;
         mcubert_lm_head_params lm_head;
+        mcubert_causal_attention_params causal_attention;
     } params;
     tensor tensors[MAX_TENSORS];
     mcubert_tensor_view views[MAX_TENSORS];
@@ -148,6 +157,9 @@ static void handle_call(uint32_t command, uint32_t op)
             status = mcubert_classifier_head_validate(&params.classifier_head, list, (int32_t)count, &message);
             break;
         case OP_LM_HEAD: status = mcubert_lm_head_validate(&params.lm_head, list, (int32_t)count, &message); break;
+        case OP_CAUSAL_ATTENTION:
+            status = mcubert_causal_attention_validate(&params.causal_attention, list, (int32_t)count, &message);
+            break;
         default: status = mcubert_mlp_validate(&params.mlp, list, (int32_t)count, &message); break;
         }
     }
@@ -218,6 +230,18 @@ static void handle_call(uint32_t command, uint32_t op)
             output = &tensors[MCUBERT_LM_HEAD_OUTPUT];
             break;
         }
+        case OP_CAUSAL_ATTENTION: {
+            const mcubert_causal_attention_weights w = {
+                (const int32_t *)T(3),  (const int8_t *)T(4),   (const int32_t *)T(5),  (const int8_t *)T(6),
+                (const int32_t *)T(7),  (const int8_t *)T(8),   (const int32_t *)T(9),  (const int8_t *)T(10),
+                (const int32_t *)T(11), (const int16_t *)T(12), (const int32_t *)T(13), (const int32_t *)T(14)};
+            if (count != MCUBERT_CAUSAL_ATTENTION_NUM_TENSORS)
+                die("causal attention needs 16 tensors");
+            status = mcubert_causal_attention_s8(&params.causal_attention, &w, (int8_t *)T(0), (const int32_t *)T(1),
+                                                 (int8_t *)T(2), &context, &message);
+            output = &tensors[0];
+            break;
+        }
         default: {
             const mcubert_mlp_weights w = {(const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3),
                                            (const int8_t *)T(4), (const int32_t *)T(5), (const int32_t *)T(6),
@@ -260,11 +284,12 @@ int main(void)
             int32_t dims[4];
             int32_t value;
             read_exact(dims, sizeof dims);
-            value = op == OP_EMBEDDING         ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
-                    : op == OP_ATTENTION       ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
-                    : op == OP_CLASSIFIER_HEAD ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
-                    : op == OP_LM_HEAD         ? mcubert_lm_head_get_buffer_size(dims[0], dims[1])
-                                               : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
+            value = op == OP_EMBEDDING          ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
+                    : op == OP_ATTENTION        ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
+                    : op == OP_CLASSIFIER_HEAD  ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
+                    : op == OP_LM_HEAD          ? mcubert_lm_head_get_buffer_size(dims[0], dims[1])
+                    : op == OP_CAUSAL_ATTENTION ? mcubert_causal_attention_get_buffer_size(dims[0], dims[1], dims[2])
+                                                : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
             respond(0, "", NULL, 0, value);
             break;
         }

@@ -22,7 +22,8 @@ SPEC = Path(registry.__file__).with_name("SPEC.md").read_text()
 KERNELS = custom_ops_dir()
 A, M, E = contract.ATTENTION, contract.MLP, contract.EMBEDDING
 NEW_FIELD = contract.OptionField("head_bits", 4, 8, "hypothetical: a later option of the attention op")
-NEW = 5  # the hypothetical version (3: attention's and MLP's int4 weights; 4: the LM head's first)
+# The hypothetical version: after every real one (3: attention's and MLP's int4 weights; 4, 5: ops added later).
+NEW = max(v for op in contract.CONTRACTS for v in contract.op_versions(op)) + 1
 ATTENTION_OPTIONS = {
     "seq_len": 8,
     "hidden": 8,
@@ -134,9 +135,11 @@ def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_new_version,
     status, _, params = run(encode_options(A, ATTENTION_OPTIONS))  # version 1 still loads
     assert status == 0 and params.spec_version == 1 and params.head_bits == 0 and params.weight_bits == 0
     raw = flexbuffers.Loads(encode_options(A, both))
-    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": 6})))
-    assert message == f"{A}: spec_version: unsupported version 6 (this build implements 1 and 2 and 3 and 5)"
-    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": 6}))) == message
+    status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": NEW + 1})))
+    assert (
+        message == f"{A}: spec_version: unsupported version {NEW + 1} (this build implements 1 and 2 and 3 and {NEW})"
+    )
+    assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": NEW + 1}))) == message
 
 
 def decode_error(op: str, buffer: bytes) -> str:

@@ -30,6 +30,8 @@ SPEC_VERSION_W4 = 3
 # Version 4 is MCUBERT_LM_HEAD's first (issue 26): an op added after versions 1-2 reads only its own
 # versions, and its lines are outside the contract-wide text, so adding it changed no other op's hash.
 SPEC_VERSION_LM_HEAD = 4
+# Version 5 is MCUBERT_CAUSAL_ATTENTION's first (issue 26): one decoder token over an int8 KV cache.
+SPEC_VERSION_CAUSAL_ATTENTION = 5
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
@@ -49,12 +51,20 @@ ATTENTION = "MCUBERT_ATTENTION"
 MLP = "MCUBERT_MLP"
 CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
 LM_HEAD = "MCUBERT_LM_HEAD"
+CAUSAL_ATTENTION = "MCUBERT_CAUSAL_ATTENTION"
 # The ops of the contract-wide versions 1 and 2: their text is SPEC_HASH's. Later ops have own versions only.
 CONTRACT_WIDE_OPS = (EMBEDDING, ATTENTION, MLP, CLASSIFIER_HEAD)
 
 # An op's kind is its name everywhere outside the .tflite: plan steps, cost models, report.json,
 # --tile, tensor and op names ("layer0.attention"). This table is the one translation between the two.
-KINDS = {EMBEDDING: "embedding", ATTENTION: "attention", MLP: "mlp", CLASSIFIER_HEAD: "head", LM_HEAD: "lm_head"}
+KINDS = {
+    EMBEDDING: "embedding",
+    ATTENTION: "attention",
+    MLP: "mlp",
+    CLASSIFIER_HEAD: "head",
+    LM_HEAD: "lm_head",
+    CAUSAL_ATTENTION: "causal_attention",
+}
 CUSTOM_CODES = {kind: code for code, kind in KINDS.items()}
 TILED_KINDS = (KINDS[ATTENTION], KINDS[MLP])  # the ops whose schedule has a token tile
 
@@ -153,6 +163,14 @@ def _check_mlp(v: dict[str, int]):
 
 def _no_cross_field_rules(v: dict[str, int]):
     return None  # the classifier head's fields are independent of each other
+
+
+def _check_causal_attention(v: dict[str, int]):
+    if v["hidden"] % v["heads"]:
+        return "heads", f"hidden {v['hidden']} is not a multiple of heads {v['heads']}"
+    return _multiplier_ok(v, "score_multiplier", "score_shift") or _multiplier_ok(
+        v, "context_multiplier", "context_shift"
+    )
 
 
 def _check_lm_head(v: dict[str, int]):
@@ -291,11 +309,47 @@ CONTRACTS: dict[str, OpContract] = {
             TensorSig("clusters", "int32", "[c, 2]", "the embedding's (end_id exclusive, rank r_i); r_0 = d"),
             TensorSig("word_rows", "int8", "[sum n_i*r_i]", "the embedding's U_0 | U_1 | ... (int8 storage)"),
             TensorSig("word_projections", "int8", "[sum_{i>0} packed(d, r_i)]", "the embedding's V_i, pair4"),
-            TensorSig("channel_requant", "int32", "[c, d, 2]", "(multiplier, shift): h - zp -> g_i per cluster, channel"),
-            TensorSig("cluster_requant", "int32", "[c, 4]", "(Mp, shift) V_i^T g_i -> p_i (cluster 0: 0, 0); (Ms, shift)"),
+            TensorSig(
+                "channel_requant", "int32", "[c, d, 2]", "(multiplier, shift): h - zp -> g_i per cluster, channel"
+            ),
+            TensorSig(
+                "cluster_requant", "int32", "[c, 4]", "(Mp, shift) V_i^T g_i -> p_i (cluster 0: 0, 0); (Ms, shift)"
+            ),
         ),
         outputs=(TensorSig("top", "int32", "[2, k]", "ids best first (ties: smaller id), then their scores"),),
         cross_check=_check_lm_head,
+    ),
+    CAUSAL_ATTENTION: OpContract(
+        CAUSAL_ATTENTION,
+        options=(
+            OptionField("context", 1, MAX_SEQ_LEN, "n: positions the KV cache holds"),
+            _HIDDEN,
+            OptionField("heads", 1, MAX_HEADS, "h, divides d"),
+            OptionField("score_multiplier", 0, INT32_MAX, "q.k -> int16 score (the logit scale folded)"),
+            OptionField("score_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
+            OptionField("context_multiplier", 0, INT32_MAX, "Q16 mean of V -> int8 context"),
+            OptionField("context_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
+            _EPS,
+        ),
+        inputs=(
+            TensorSig("hidden", "int8", "[d]", "one token's residual stream, updated in place"),
+            TensorSig("position", "int32", "[1]", "p in [0, n): the token's position"),
+            TensorSig("cache", "int8", "[2, n, d]", "state: keys then values; row p written, rows 0..p read"),
+            _LN,
+            TensorSig("query_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("query_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("key_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("key_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("value_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("value_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
+            TensorSig("output_weights", "int8", "[packed(d, d)]", "pair4"),
+            TensorSig("output_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
+            TensorSig("exp_lut", "int16", "[256]", "EXP_ONE*exp(-k*s_score); [0] = EXP_ONE"),
+            _RESIDUAL,
+            TensorSig("output_residual", "int32", "[d, 2]", "the output's (zero point, shift R'): s = s_z * 2^R'"),
+        ),
+        outputs=(TensorSig("hidden", "int8", "[d]", "the residual stream after the block"),),
+        cross_check=_check_causal_attention,
     ),
 }
 
@@ -361,6 +415,14 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     SPEC_VERSION_W4: {
         ATTENTION: _w4_lines(ATTENTION, ("query", "key", "value", "output"), "d, d"),
         MLP: _w4_lines(MLP, ("fc1", "fc2"), "ffn, d|d, ffn"),
+    },
+    SPEC_VERSION_CAUSAL_ATTENTION: {
+        CAUSAL_ATTENTION: (
+            "causal_attention.z=(x[c]-zp[c])<<R[c] int16;a=layer_norm(z);q,k,v=int8 linear(a)",
+            "causal_attention.cache=int8[2][n][d];row p=k,v of this token;rows 0..p read;rows >p never read",
+            "causal_attention.heads=attention's scores,exp table,recip,Q16 mean over keys 0..p",
+            "causal_attention.out=z'=clamp16(requantize(ctx.Wo)+z);x'=clamp8(round(z'/2^R')+zp')",
+        )
     },
     SPEC_VERSION_LM_HEAD: {
         LM_HEAD: (

@@ -160,6 +160,19 @@ def lm_head_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> Ke
     return _call(params, {"hidden": _contiguous(hidden, np.int8)}, spec_hash)
 
 
+def causal_attention_call(
+    params, hidden: np.ndarray, position: np.ndarray, cache: np.ndarray, spec_hash: int | None = None
+) -> KernelCall:
+    """From ops.causal_attention.CausalAttentionParams (validated), one token's hidden int8[d], the
+    position int32[1] and the cache int8[2, n, d] (copied: the call's own state)."""
+    inputs = {
+        "hidden": _contiguous(hidden, np.int8).copy(),
+        "position": _contiguous(position, np.int32),
+        "cache": _contiguous(cache, np.int8).copy(),
+    }
+    return _call(params, inputs, spec_hash)
+
+
 def output_elements(call: KernelCall) -> int:
     """Element count of the output tensor (validate checks it; an in-place op's aliases its input)."""
     return OPS[call.op].output_elements(call.params)

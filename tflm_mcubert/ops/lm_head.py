@@ -139,7 +139,9 @@ class LmHeadParams:
             tensors["cluster_requant"],
         ).validate()
         if params.clusters.shape[0] != options["cluster_count"]:
-            raise OpSpecError(OP, "cluster_count", f"{options['cluster_count']} but clusters holds {params.clusters.shape[0]}")
+            raise OpSpecError(
+                OP, "cluster_count", f"{options['cluster_count']} but clusters holds {params.clusters.shape[0]}"
+            )
         return params
 
     @classmethod
@@ -154,9 +156,13 @@ class LmHeadParams:
         multiplier is <= 1.
         """
         if embedding.word_bits != 8:
-            raise OpSpecError(OP, "word_rows", "the tied LM head reads int8 word tables (export the embedding at 8 bits)")
+            raise OpSpecError(
+                OP, "word_rows", "the tied LM head reads int8 word tables (export the embedding at 8 bits)"
+            )
         d, g_max = embedding.hidden, gain_limit(embedding.hidden)
-        views = cluster_views(embedding.clusters, embedding.word_rows, embedding.word_projections, d, embedding.vocab_size)
+        views = cluster_views(
+            embedding.clusters, embedding.word_rows, embedding.word_projections, d, embedding.vocab_size
+        )
         zero_points = np.unique(np.asarray(hidden.zero_point))
         if zero_points.size != 1:
             raise OpSpecError(OP, "input_zero_point", "the hidden state needs one zero point for all channels")
@@ -181,8 +187,15 @@ class LmHeadParams:
                 cluster[i, :2] = quantize_multiplier(projection[i, 0])
             cluster[i, 2:] = quantize_multiplier(accumulator_scale[i] / score_unit)
         params = cls(
-            d, embedding.vocab_size, top_k, int(zero_points[0]), embedding.clusters, embedding.word_rows,
-            embedding.word_projections, channel, cluster,
+            d,
+            embedding.vocab_size,
+            top_k,
+            int(zero_points[0]),
+            embedding.clusters,
+            embedding.word_rows,
+            embedding.word_projections,
+            channel,
+            cluster,
         ).validate()
         return params, float(score_unit)
 
@@ -196,11 +209,15 @@ def cluster_views(clusters, word_rows, word_projections, d: int, vocab_size: int
     """The int8 clusters of the embedding's tables, checked (sizes, ends, ranks) as the kernel checks them."""
     table = check_array(OP, "clusters", clusters, np.int32)
     if table.ndim != 2 or table.shape[1] != 2 or not 1 <= table.shape[0] <= contract.MAX_CLUSTERS:
-        raise OpSpecError(OP, "clusters", f"expected int32[c, 2] with 1 <= c <= {contract.MAX_CLUSTERS}, got {table.shape}")
+        raise OpSpecError(
+            OP, "clusters", f"expected int32[c, 2] with 1 <= c <= {contract.MAX_CLUSTERS}, got {table.shape}"
+        )
     ends, ranks = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
     starts = np.concatenate([[0], ends[:-1]])
     if np.any(ends <= starts) or ends[-1] != vocab_size:
-        raise OpSpecError(OP, "clusters", f"cluster ends must increase strictly and the last must equal vocab_size {vocab_size}")
+        raise OpSpecError(
+            OP, "clusters", f"cluster ends must increase strictly and the last must equal vocab_size {vocab_size}"
+        )
     if ranks[0] != d or np.any(ranks[1:] < 1) or np.any(ranks[1:] > d):
         raise OpSpecError(OP, "clusters", f"rank of cluster 0 must be d={d}; others in [1, d]")
     row_sizes = [int(n * r) for n, r in zip(ends - starts, ranks)]

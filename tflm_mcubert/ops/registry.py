@@ -12,13 +12,20 @@ options; SPEC.md quotes it, and a test keeps the two in step.
 
 from __future__ import annotations
 
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, lm_head, mlp
+from tflm_mcubert.ops import attention, causal_attention, classifier_head, contract, embedding, lm_head, mlp
 from tflm_mcubert.ops.op_def import OpDef
 
 # In contract order: the C op ids (mcubert_op_id) and the resolver's registration order follow it.
 OPS: dict[str, OpDef] = {
     d.code: d
-    for d in (embedding.DEFINITION, attention.DEFINITION, mlp.DEFINITION, classifier_head.DEFINITION, lm_head.DEFINITION)
+    for d in (
+        embedding.DEFINITION,
+        attention.DEFINITION,
+        mlp.DEFINITION,
+        classifier_head.DEFINITION,
+        lm_head.DEFINITION,
+        causal_attention.DEFINITION,
+    )
 }
 BY_KIND: dict[str, OpDef] = {d.kind: d for d in OPS.values()}
 TILED_KINDS = tuple(d.kind for d in OPS.values() if d.tiled)
@@ -73,7 +80,11 @@ SPEC_VERSIONS = contract.SPEC_VERSIONS
 
 def _own_scratch_lines() -> list[str]:
     """Scratch samples of the ops after the contract-wide versions (outside SPEC_HASH's text)."""
-    return [f"{contract.LM_HEAD}.scratch({d})={lm_head.scratch_bytes(d)}" for _, d, _, _ in _SCRATCH_SAMPLES]
+    lines = [f"{contract.LM_HEAD}.scratch({d})={lm_head.scratch_bytes(d)}" for _, d, _, _ in _SCRATCH_SAMPLES]
+    code = contract.CAUSAL_ATTENTION
+    return lines + [
+        f"{code}.scratch({s},{d})={causal_attention.scratch_bytes(s, d)}" for s, d, _, _ in _SCRATCH_SAMPLES
+    ]
 
 
 def _scratch_samples_of(code: str) -> list[str]:

@@ -270,3 +270,30 @@ def extreme_embedding(
         layer_norm=_layer_norm(rng, d),
         word_bits=word_bits,
     ).validate()
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoder blocks (issue 26)
+# ---------------------------------------------------------------------------------------------
+
+
+def float_causal_attention(rng: np.random.Generator, d: int, h: int):
+    """GPT-2's attention block (ops.causal_attention.CausalAttentionFloat) with float_attention's weights."""
+    from tflm_mcubert.ops.causal_attention import CausalAttentionFloat
+
+    base = float_attention(rng, d, h)
+    fields = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "gamma", "beta")
+    return CausalAttentionFloat(**{f: getattr(base, f) for f in fields}, heads=h, eps=1e-5)
+
+
+def quantized_causal_attention(d: int = 32, h: int = 4, context: int = 256, seed: int = 0):
+    """(params, float block, input quant, float residual stream [context, d]): a block calibrated on a
+    residual stream with a few outlier channels, as GPT-2's has."""
+    from tflm_mcubert.ops.layernorm import hidden_quant
+
+    rng = np.random.default_rng(seed)
+    fw = float_causal_attention(rng, d, h)
+    x = rng.normal(0, 1.0, (context, d)) * (1 + 3 * (np.arange(d) % 7 == 0))
+    y = fw.forward(x)
+    in_quant = hidden_quant(x.min(axis=0), x.max(axis=0), float(max(np.abs(x).max(), np.abs(y).max())))
+    return fw.quantize(x, in_quant, context=context), fw, in_quant, x

@@ -271,12 +271,12 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
 
 #define MCUBERT_MAX_TOP_K 256
 
-typedef struct {                     /* constant inputs 1..5, contract order */
-    const int32_t *clusters;         /* [c][2]: the embedding's (end id, rank) */
-    const int8_t *word_rows;         /* the embedding's int8 rows U_0 | U_1 | ... */
-    const int8_t *word_projections;  /* the embedding's V_i, pair4 */
-    const int32_t *channel_requant;  /* [c][d][2]: h - zp -> g_i */
-    const int32_t *cluster_requant;  /* [c][4]: (Mp, shift), (Ms, shift) */
+typedef struct {                    /* constant inputs 1..5, contract order */
+    const int32_t *clusters;        /* [c][2]: the embedding's (end id, rank) */
+    const int8_t *word_rows;        /* the embedding's int8 rows U_0 | U_1 | ... */
+    const int8_t *word_projections; /* the embedding's V_i, pair4 */
+    const int32_t *channel_requant; /* [c][d][2]: h - zp -> g_i */
+    const int32_t *cluster_requant; /* [c][4]: (Mp, shift), (Ms, shift) */
 } mcubert_lm_head_weights;
 
 enum {
@@ -304,6 +304,63 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
 /* ---- end of MCUBERT_LM_HEAD --------------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------
+ * MCUBERT_CAUSAL_ATTENTION (SPEC 4.6): a decoder's pre-LayerNorm self-attention for one token at
+ * position p over an int8 KV cache (int8[2][n][d], the op's state between invokes: row p is
+ * written, rows 0..p are read). In place on the token's residual stream hidden[d].
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {                    /* constant inputs 3..14, contract order */
+    const int32_t *layer_norm;      /* [d][2]: LN1 gamma_q, beta_q */
+    const int8_t *query_weights;    /* pair4, packed(d, d) */
+    const int32_t *query_channels;  /* [d][3] */
+    const int8_t *key_weights;      /* pair4, packed(d, d) */
+    const int32_t *key_channels;    /* [d][3] */
+    const int8_t *value_weights;    /* pair4, packed(d, d) */
+    const int32_t *value_channels;  /* [d][3] */
+    const int8_t *output_weights;   /* pair4, packed(d, d) */
+    const int32_t *output_channels; /* [d][3], to z units */
+    const int16_t *exp_lut;         /* [256] */
+    const int32_t *residual;        /* [d][2]: the input's (zp, R) */
+    const int32_t *output_residual; /* [d][2]: the output's (zp', R') */
+} mcubert_causal_attention_weights;
+
+enum {
+    MCUBERT_CAUSAL_ATTENTION_HIDDEN,
+    MCUBERT_CAUSAL_ATTENTION_POSITION,
+    MCUBERT_CAUSAL_ATTENTION_CACHE,
+    MCUBERT_CAUSAL_ATTENTION_LAYER_NORM,
+    MCUBERT_CAUSAL_ATTENTION_QUERY_WEIGHTS,
+    MCUBERT_CAUSAL_ATTENTION_QUERY_CHANNELS,
+    MCUBERT_CAUSAL_ATTENTION_KEY_WEIGHTS,
+    MCUBERT_CAUSAL_ATTENTION_KEY_CHANNELS,
+    MCUBERT_CAUSAL_ATTENTION_VALUE_WEIGHTS,
+    MCUBERT_CAUSAL_ATTENTION_VALUE_CHANNELS,
+    MCUBERT_CAUSAL_ATTENTION_OUTPUT_WEIGHTS,
+    MCUBERT_CAUSAL_ATTENTION_OUTPUT_CHANNELS,
+    MCUBERT_CAUSAL_ATTENTION_EXP_LUT,
+    MCUBERT_CAUSAL_ATTENTION_RESIDUAL,
+    MCUBERT_CAUSAL_ATTENTION_OUTPUT_RESIDUAL,
+    MCUBERT_CAUSAL_ATTENTION_OUTPUT,
+    MCUBERT_CAUSAL_ATTENTION_NUM_TENSORS
+};
+
+/* A(2d) + 3 A(d) + A(2n) + A(8d) bytes; -1 for dimensions outside the contract. */
+int32_t mcubert_causal_attention_get_buffer_size(int32_t context, int32_t hidden, int32_t heads);
+
+mcubert_status mcubert_causal_attention_validate(const mcubert_causal_attention_params *params,
+                                                 const mcubert_tensor_view *tensors, int32_t count,
+                                                 mcubert_message *message);
+
+/* One token: hidden[d] in place, cache row `*position` written (MCUBERT_ERROR_INPUT for a position
+ * outside [0, n)). */
+mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params *params,
+                                           const mcubert_causal_attention_weights *weights, int8_t *hidden,
+                                           const int32_t *position, int8_t *cache, const mcubert_context *context,
+                                           mcubert_message *message);
+
+/* ---- end of MCUBERT_CAUSAL_ATTENTION ------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------------------------
  * Custom options: each op's flexbuffer map of integers (SPEC.md section 5), as stored in the
  * .tflite, decoded into its params. The buffer is untrusted and every read is bounds-checked;
  * a malformed container, a missing, unknown or non-integer key is MCUBERT_ERROR_OPTION and a
@@ -321,6 +378,9 @@ mcubert_status mcubert_classifier_head_parse_options(const uint8_t *buffer, int3
                                                      mcubert_classifier_head_params *params, mcubert_message *message);
 mcubert_status mcubert_lm_head_parse_options(const uint8_t *buffer, int32_t length, mcubert_lm_head_params *params,
                                              mcubert_message *message);
+mcubert_status mcubert_causal_attention_parse_options(const uint8_t *buffer, int32_t length,
+                                                      mcubert_causal_attention_params *params,
+                                                      mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.
