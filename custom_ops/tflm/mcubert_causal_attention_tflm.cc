@@ -39,7 +39,7 @@ TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   w.output_residual = tflm::Input<int32_t>(context, node, MCUBERT_CAUSAL_ATTENTION_OUTPUT_RESIDUAL);
   int8_t* hidden = tflm::InPlaceHidden(context, node);
   const int32_t* position = tflm::Input<int32_t>(context, node, MCUBERT_CAUSAL_ATTENTION_POSITION);
-  TfLiteEvalTensor* cache = tflite::micro::GetEvalInput(context, node, MCUBERT_CAUSAL_ATTENTION_CACHE);
+  TfLiteEvalTensor* cache = tflite::micro::GetMutableEvalInput(context, node, MCUBERT_CAUSAL_ATTENTION_CACHE);
   const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
   const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);
   mcubert_message message;

@@ -103,6 +103,10 @@ const TfLiteEvalTensor* GetEvalInput(const TfLiteContext*, const TfLiteNode* nod
   return &g_eval[node->inputs->data[index]];
 }
 
+TfLiteEvalTensor* GetMutableEvalInput(const TfLiteContext*, const TfLiteNode* node, int index) {
+  return &g_eval[node->inputs->data[index]];
+}
+
 TfLiteEvalTensor* GetEvalOutput(const TfLiteContext*, const TfLiteNode* node, int index) {
   return &g_eval[node->outputs->data[index]];
 }

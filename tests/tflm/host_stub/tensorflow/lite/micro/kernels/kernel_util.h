@@ -11,6 +11,7 @@ namespace micro
 {
 
 const TfLiteEvalTensor *GetEvalInput(const TfLiteContext *context, const TfLiteNode *node, int index);
+TfLiteEvalTensor *GetMutableEvalInput(const TfLiteContext *context, const TfLiteNode *node, int index);
 TfLiteEvalTensor *GetEvalOutput(const TfLiteContext *context, const TfLiteNode *node, int index);
 
 template <typename T> T *GetTensorData(TfLiteEvalTensor *tensor)
