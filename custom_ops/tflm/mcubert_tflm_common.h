@@ -14,8 +14,8 @@
 namespace mcubert {
 namespace tflm {
 
-// Tensors of validate's list: every op has at most 13 inputs and one result.
-constexpr int kMaxValidatedTensors = MCUBERT_ATTENTION_NUM_TENSORS;
+// Tensors of validate's list: the most any op has, inputs and result (generated from the registry).
+constexpr int kMaxValidatedTensors = MCUBERT_MAX_OP_TENSORS;
 
 // kTfLiteOk for MCUBERT_OK, else prints "<message>" (the kernel names op and field) and fails.
 TfLiteStatus Report(mcubert_status status, const mcubert_message& message);

@@ -20,16 +20,14 @@ constexpr int kMaxDims = kMaxTensors * 8;
 // What the harnesses' entry functions return.
 enum RunStatus { kRunOk = 0, kRunPrepareFailed = 1, kRunInvokeFailed = 2, kRunBadArguments = 3 };
 
+// Every op of the generated list (mcubert_contract.h's MCUBERT_OPS), by its custom code.
 inline const TFLMRegistration *RegistrationOf(const char *op)
 {
-    if (strcmp(op, mcubert::kEmbeddingOpName) == 0)
-        return mcubert::Register_MCUBERT_EMBEDDING();
-    if (strcmp(op, mcubert::kAttentionOpName) == 0)
-        return mcubert::Register_MCUBERT_ATTENTION();
-    if (strcmp(op, mcubert::kMlpOpName) == 0)
-        return mcubert::Register_MCUBERT_MLP();
-    if (strcmp(op, mcubert::kClassifierHeadOpName) == 0)
-        return mcubert::Register_MCUBERT_CLASSIFIER_HEAD();
+#define MCUBERT_TEST_REGISTRATION(lower, upper, code)                                                                  \
+    if (strcmp(op, code) == 0)                                                                                         \
+        return mcubert::Register_MCUBERT_##upper();
+    MCUBERT_OPS(MCUBERT_TEST_REGISTRATION)
+#undef MCUBERT_TEST_REGISTRATION
     return nullptr;
 }
 

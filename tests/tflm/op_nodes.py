@@ -13,7 +13,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))  # the kernel tests' cases, as their conftest does
 import kernel_cases  # noqa: E402
 from test_kernels_classifier_head import extreme_case as head_case  # noqa: E402
-from tflm_mcubert.ops import attention, classifier_head, contract, embedding, mlp  # noqa: E402
+from tflm_mcubert.ops import attention, causal_attention, classifier_head, contract, embedding, lm_head, mlp  # noqa: E402
 from tflm_mcubert.ops.kernel_abi import RUNTIME_INPUTS  # noqa: E402
 from tflm_mcubert.ops.options import encode_options  # noqa: E402
 
@@ -23,6 +23,8 @@ SCRATCH = {
     contract.ATTENTION: lambda o: attention.scratch_bytes(o["seq_len"], o["hidden"], o["heads"], o["tile"]),
     contract.MLP: lambda o: mlp.scratch_bytes(o["seq_len"], o["hidden"], o["ffn"], o["tile"]),
     contract.CLASSIFIER_HEAD: lambda o: classifier_head.scratch_bytes(o["hidden"]),
+    contract.LM_HEAD: lambda o: lm_head.scratch_bytes(o["hidden"]),
+    contract.CAUSAL_ATTENTION: lambda o: causal_attention.scratch_bytes(o["context"], o["hidden"]),
 }
 
 
@@ -91,3 +93,21 @@ def encode_options_unchecked(op: str, values: dict) -> bytes:
     from tflm_mcubert.ops.registry import SPEC_HASH, SPEC_VERSION
 
     return bytes(flexbuffers.Dumps({"spec_version": SPEC_VERSION, "spec_hash": SPEC_HASH, **values}))
+
+
+def lm_head_node(scratch_tensor: bool):
+    """The LM head tied to a quantized embedding (tests/kernels' tied case): its node and expected int32[2, k]."""
+    from test_kernels_lm_head import tied_case
+
+    case, _ = tied_case(32, (20, 60, 120), (8, 2), 6, seed=4)
+    params = case.params
+    expected = case.expected.reshape(2, params.top_k)
+    return node(contract.LM_HEAD, params.options(), [case.hidden], params.tensors(), expected, scratch_tensor), expected
+
+
+def causal_attention_step(params, hidden: np.ndarray, position: int, cache: np.ndarray, scratch_tensor: bool):
+    """One decoding step's node (the cache as the run-time input it is in a model: a variable tensor)."""
+    runtime = [hidden.reshape(1, -1), np.array([position], np.int32), cache]
+    return node(
+        contract.CAUSAL_ATTENTION, params.options(), runtime, params.tensors(), hidden.reshape(1, -1), scratch_tensor
+    )

@@ -20,12 +20,14 @@ import pytest
 from tests.tflm.op_nodes import (
     ENCODER_CASES,
     TFLITE_TYPES,
+    causal_attention_step,
     encode_options_unchecked,
     encoder_node,
     head_node,
+    lm_head_node,
     op_options,
 )
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops import causal_attention, contract, testing
 from tflm_mcubert.runtime.arena_search import TflmError
 from tflm_mcubert.runtime.tflm_binding import TFLM_DEFINES, WHEEL_VERSION, InterpreterEnvironment, TflmSources
 from tflm_mcubert.runtime.tflm_process import TflmProcess
@@ -82,6 +84,31 @@ def test_classifier_head_alone_in_tflm_equals_the_reference(tflm, scratch_tensor
     (request, inputs), expected = head_node(scratch_tensor)
     response, _ = process.request({**request, "library": str(library)})
     np.testing.assert_array_equal(response[f"tensor_{inputs}"], expected)
+
+
+@pytest.mark.parametrize("scratch_tensor", [False, True], ids=["scratch-from-tflm", "scratch-tensor"])
+def test_lm_head_alone_in_tflm_equals_the_reference(tflm, scratch_tensor):
+    process, library = tflm
+    (request, inputs), expected = lm_head_node(scratch_tensor)
+    response, _ = process.request({**request, "library": str(library)})
+    np.testing.assert_array_equal(response[f"tensor_{inputs}"], expected)
+
+
+def test_causal_attention_steps_in_tflm_carry_the_cache_as_the_reference_does(tflm):
+    """Twelve decoding steps, each fed the cache TFLM left after the previous one: every step's
+    residual stream and the cache equal the reference's."""
+    process, library = tflm
+    params, _, in_quant, x = testing.quantized_causal_attention(d=16, h=2, context=12, seed=5)
+    xq = in_quant.quantize(x)
+    cache_tflm = np.zeros((2, params.context, params.hidden), np.int8)
+    cache_reference = cache_tflm.copy()
+    for p, row in enumerate(xq):
+        request, inputs = causal_attention_step(params, row, p, cache_tflm, scratch_tensor=p % 2 == 1)
+        response, _ = process.request({**request, "library": str(library)})
+        expected = causal_attention.run(params, row.copy(), np.array([p], np.int32), cache_reference)
+        np.testing.assert_array_equal(response[f"tensor_{inputs}"].reshape(-1), expected, err_msg=f"step {p}")
+        cache_tflm = response["tensor_2"]
+        np.testing.assert_array_equal(cache_tflm, cache_reference, err_msg=f"cache after step {p}")
 
 
 def test_options_out_of_contract_are_refused_at_prepare_naming_the_op_and_field(tflm):

@@ -116,6 +116,8 @@ def header_text() -> str:
         "",
         "/* The ops, in registry order (= mcubert_op_id): X(lower name, UPPER NAME, custom code). */",
         f"#define MCUBERT_OP_COUNT {len(OPS)}",
+        "/* The most tensors any op has (its inputs and its output): a binding's validate list. */",
+        f"#define MCUBERT_MAX_OP_TENSORS {max(len(d.tensor_names) for d in OPS.values())}",
         *_macro("MCUBERT_OPS", [f'X({d.c_name}, {_upper(code)}, "{code}")' for code, d in OPS.items()]),
     ]
     for code in OPS:

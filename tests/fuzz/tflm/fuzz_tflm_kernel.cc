@@ -80,18 +80,12 @@ size_t ElementBytes(int32_t type) {
   }
 }
 
-const char* OpName(uint8_t op) {
-  switch (op & 3) {
-    case 0:
-      return mcubert::kEmbeddingOpName;
-    case 1:
-      return mcubert::kAttentionOpName;
-    case 2:
-      return mcubert::kMlpOpName;
-    default:
-      return mcubert::kClassifierHeadOpName;
-  }
-}
+#define MCUBERT_FUZZ_OP_NAME(lower, upper, code) code,
+constexpr const char* kOpNames[] = {MCUBERT_OPS(MCUBERT_FUZZ_OP_NAME)};
+#undef MCUBERT_FUZZ_OP_NAME
+
+// Every op of the generated list (mcubert_contract.h), chosen by the input's first byte.
+const char* OpName(uint8_t op) { return kOpNames[op % MCUBERT_OP_COUNT]; }
 
 }  // namespace
 
