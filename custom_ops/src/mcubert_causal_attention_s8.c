@@ -3,7 +3,8 @@
  * self-attention for one token at position p over the int8 KV cache, in place on its residual stream:
  *
  *   z = (x - zp) << R;  a = LN1(z);  q, k, v = int8 linear(a);  cache[0][p] = k, cache[1][p] = v
- *   per head: int16 scores of q against keys 0..p, exp weights, the Q16 mean of values 0..p (SPEC 3.4)
+ *   per head: int16 scores of q against keys first..p, exp weights, the Q16 mean of values first..p
+ *             (SPEC 3.4; first = 0, or p - window + 1 for GPT-Neo's local attention)
  *   z' = clamp16(requantize(ctx . Wo) + z);  x' = clamp8(rsh(z', R') + zp')
  *
  * The building blocks are the encoder's: the shared LayerNorm, the linear layers through the gemm
@@ -61,6 +62,7 @@ static mcubert_status validate_options(const mcubert_causal_attention_params *p,
         (st = mcubert_check_range(OP, "context", p->context, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "heads", p->heads, 1, MCUBERT_MAX_HEADS, m)) != MCUBERT_OK ||
+        (st = mcubert_check_range(OP, "window", p->window, 0, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_multiplier(OP, "score_multiplier", p->score_multiplier, p->score_shift, m)) != MCUBERT_OK ||
         (st = mcubert_check_multiplier(OP, "context_multiplier", p->context_multiplier, p->context_shift, m)) !=
             MCUBERT_OK ||
@@ -197,7 +199,7 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
     int8_t *scratch, *normed, *q, *ctx;
     int16_t *z;
     uint32_t *widened;
-    int32_t d, n, p, c;
+    int32_t d, n, p, c, first;
     mcubert_status st = validate_options(params, message);
     if (st != MCUBERT_OK || (st = check_arguments(weights, hidden, position, cache, message)) != MCUBERT_OK) {
         return st;
@@ -237,8 +239,9 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
     mcubert_linear_to_s8(&rows, &query, 0, d, 0, NULL, q, d, 1);
     mcubert_linear_to_s8(&rows, &key, 0, d, 0, NULL, cache + (int64_t)p * d, d, 1);
     mcubert_linear_to_s8(&rows, &value, 0, d, 0, NULL, cache + ((int64_t)n + p) * d, d, 1);
-    attend_heads(params, q, cache, cache + (int64_t)n * d, p + 1, weights->exp_lut,
-                 (int16_t *)(void *)(scratch + layout.scores), ctx);
+    first = params->window > 0 && p - params->window + 1 > 0 ? p - params->window + 1 : 0; /* local attention */
+    attend_heads(params, q, cache + (int64_t)first * d, cache + ((int64_t)n + first) * d, p + 1 - first,
+                 weights->exp_lut, (int16_t *)(void *)(scratch + layout.scores), ctx);
     mcubert_rows_init_s8(&rows, ctx, d, 1, d);
     mcubert_linear_widen(&rows, &output, widened);
     mcubert_linear_residual_to_s16(&rows, &output, hidden, weights->residual, z);

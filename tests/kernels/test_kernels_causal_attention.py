@@ -40,7 +40,7 @@ def _linear(rng, d, shifts):
     return Linear(d, d, pack_weights(w), np.stack([bias, mult, shift], axis=1).astype(np.int32))
 
 
-def extreme(d=24, h=3, context=40, seed=0):
+def extreme(d=24, h=3, context=40, seed=0, window=0):
     """Every integer anywhere in the contract's range: the outputs mean nothing but must match."""
     rng = np.random.default_rng(seed)
     table = np.stack([rng.integers(-(1 << 20), 1 << 20, d), rng.integers(-(1 << 22), 1 << 22, d)], axis=1)
@@ -50,6 +50,7 @@ def extreme(d=24, h=3, context=40, seed=0):
         context=context,
         hidden=d,
         heads=h,
+        window=window,
         score_multiplier=int(rng.integers(MULTIPLIER_MIN, INT32_MAX)),
         score_shift=-8,
         context_multiplier=int(rng.integers(MULTIPLIER_MIN, INT32_MAX)),
@@ -66,7 +67,12 @@ def extreme(d=24, h=3, context=40, seed=0):
     return params, rng.integers(-128, 128, (context, d)).astype(np.int8)
 
 
-CASES = {"calibrated": calibrated(), "extreme": extreme(), "odd": extreme(d=6, h=2, context=9, seed=3)}
+CASES = {
+    "calibrated": calibrated(),
+    "extreme": extreme(),
+    "odd": extreme(d=6, h=2, context=9, seed=3),
+    "local-window": extreme(d=16, h=2, context=30, seed=4, window=7),
+}
 
 
 def _call(params, hidden, p, cache):

@@ -33,6 +33,20 @@ def test_stepping_with_the_cache_equals_recomputing_the_prefix_for_256_tokens():
     assert np.array_equal(step_all(params, xq), causal_attention.prefill(params, xq))
 
 
+def test_a_local_window_steps_as_it_recomputes_and_as_gpt_neo_masks():
+    params, fw, in_quant, x = quantized_block(d=32, h=4, context=48, seed=3)
+    local = dataclasses.replace(params, window=5).validate()
+    xq = in_quant.quantize(x)
+    assert np.array_equal(step_all(local, xq), causal_attention.prefill(local, xq))
+    assert not np.array_equal(causal_attention.prefill(local, xq), causal_attention.prefill(params, xq))
+    # the first `window` tokens see all their keys: local equals global there
+    assert np.array_equal(causal_attention.prefill(local, xq)[:5], causal_attention.prefill(params, xq)[:5])
+    windowed = dataclasses.replace(fw, window=5)
+    assert np.allclose(windowed.forward(x)[:5], fw.forward(x)[:5]) and not np.allclose(
+        windowed.forward(x), fw.forward(x)
+    )
+
+
 def test_the_integer_block_tracks_the_float_block():
     params, fw, in_quant, x = quantized_block(d=64, h=4, context=64, seed=1)
     xq = in_quant.quantize(x)

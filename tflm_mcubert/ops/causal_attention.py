@@ -7,7 +7,8 @@ x' = x + O(attention(LN1(x))). One invoke is one token at position p:
     a         = layer_norm(z)                                    LN1, int8
     q, k, v   = requantized(a . W_q|k|v)                         int8[d] (linear.py)
     cache[0, p] = k;  cache[1, p] = v                            the KV cache: int8[2, n, d], state
-    per head j: scores over the keys 0..p, softmax-weighted mean of the values 0..p
+    per head j: scores over the keys 0..p, softmax-weighted mean of the values 0..p (with a window w:
+                the last w positions only, GPT-Neo's local attention)
                 (attention.py's arithmetic: int16 scores, exp table, 2^44 / sum, Q16 mean)
     z'[c]     = clamp_int16(requantize(ctx . W_o)[c] + z[c])     the residual add, in s_z units
     x'[c]     = clamp_int8(round(z'[c] / 2^R'[c]) + zp'[c])       written over x (in place)
@@ -80,6 +81,7 @@ class CausalAttentionParams:
     context: int  # n: positions the cache holds
     hidden: int
     heads: int
+    window: int  # keys p - window + 1 .. p (GPT-Neo's local attention); 0: all of 0..p
     score_multiplier: int
     score_shift: int
     context_multiplier: int
@@ -101,6 +103,7 @@ class CausalAttentionParams:
         check_int(OP, "context", self.context, 1, contract.MAX_SEQ_LEN)
         d = check_dim(OP, "hidden", check_int(OP, "hidden", self.hidden, 1, contract.MAX_HIDDEN))
         h = check_int(OP, "heads", self.heads, 1, contract.MAX_HEADS)
+        check_int(OP, "window", self.window, 0, contract.MAX_SEQ_LEN)
         if d % h:
             raise OpSpecError(OP, "heads", f"hidden {d} is not a multiple of heads {h}")
         for field in ("score", "context"):
@@ -125,6 +128,7 @@ class CausalAttentionParams:
             "context": self.context,
             "hidden": self.hidden,
             "heads": self.heads,
+            "window": self.window,
             "score_multiplier": self.score_multiplier,
             "score_shift": self.score_shift,
             "context_multiplier": self.context_multiplier,
@@ -148,6 +152,7 @@ class CausalAttentionParams:
             options["context"],
             d,
             options["heads"],
+            options["window"],
             options["score_multiplier"],
             options["score_shift"],
             options["context_multiplier"],
@@ -186,6 +191,11 @@ def _heads(params: CausalAttentionParams, q: np.ndarray, keys: np.ndarray, value
     return context
 
 
+def first_key(params: CausalAttentionParams, p: int) -> int:
+    """The first position a query at p attends to."""
+    return max(0, p - params.window + 1) if params.window else 0
+
+
 def _position(params: CausalAttentionParams, position: np.ndarray) -> int:
     p = int(check_array(OP, "position", position, np.int32, (1,))[0])
     if not 0 <= p < params.context:
@@ -211,7 +221,8 @@ def run(
     v["query"][:] = _project(params.query, v["normed"][None])[0]
     cache[0, p] = _project(params.key, v["normed"][None])[0]
     cache[1, p] = _project(params.value, v["normed"][None])[0]
-    v["context"][:] = _heads(params, v["query"], cache[0, : p + 1], cache[1, : p + 1])
+    first = first_key(params, p)
+    v["context"][:] = _heads(params, v["query"], cache[0, first : p + 1], cache[1, first : p + 1])
     v["residual"][:] = residual_sum(params.output.requantized(v["context"][None])[0], hidden, params.residual)
     hidden[:] = _residual_out(v["residual"], params.output_residual)
     return hidden
@@ -226,7 +237,8 @@ def prefill(params: CausalAttentionParams, hidden: np.ndarray) -> np.ndarray:
     q, k, v = (_project(getattr(params, name), a) for name in ("query", "key", "value"))
     out = np.empty_like(hidden)
     for i in range(hidden.shape[0]):
-        context = _heads(params, q[i], k[: i + 1], v[: i + 1])
+        first = first_key(params, i)
+        context = _heads(params, q[i], k[first : i + 1], v[first : i + 1])
         zi = residual_sum(params.output.requantized(context[None])[0], hidden[i], params.residual)
         out[i] = _residual_out(zi, params.output_residual)
     return out
@@ -254,6 +266,7 @@ class CausalAttentionFloat:
     heads: int
     eps: float = 1e-5
     scale: float | None = None  # the score scale; None: 1/sqrt(head size) (GPT-2)
+    window: int = 0  # GPT-Neo's local attention: keys p - window + 1 .. p; 0: all
 
     @property
     def hidden(self) -> int:
@@ -268,7 +281,10 @@ class CausalAttentionFloat:
         q, k, v = (a @ w.T + b for w, b in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
         qh, kh, vh = (t.reshape(s, h, dh).transpose(1, 0, 2) for t in (q, k, v))
         sc = qh @ kh.transpose(0, 2, 1) * (self.scale if self.scale is not None else 1 / math.sqrt(dh))
-        sc = np.where(np.tril(np.ones((s, s), bool)), sc, -np.inf)
+        visible = np.tril(np.ones((s, s), bool))
+        if self.window:
+            visible &= ~np.tril(np.ones((s, s), bool), -self.window)
+        sc = np.where(visible, sc, -np.inf)
         p = np.exp(sc - sc.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
         ctx = (p @ vh).transpose(1, 0, 2).reshape(s, d)
@@ -298,6 +314,7 @@ class CausalAttentionFloat:
             context=context,
             hidden=d,
             heads=self.heads,
+            window=self.window,
             score_multiplier=int(score_m),
             score_shift=int(score_s),
             context_multiplier=int(ctx_m),

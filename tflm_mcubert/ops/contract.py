@@ -325,6 +325,7 @@ CONTRACTS: dict[str, OpContract] = {
             OptionField("context", 1, MAX_SEQ_LEN, "n: positions the KV cache holds"),
             _HIDDEN,
             OptionField("heads", 1, MAX_HEADS, "h, divides d"),
+            OptionField("window", 0, MAX_SEQ_LEN, "keys p-w+1..p (GPT-Neo's local layers); 0: every key 0..p"),
             OptionField("score_multiplier", 0, INT32_MAX, "q.k -> int16 score (the logit scale folded)"),
             OptionField("score_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
             OptionField("context_multiplier", 0, INT32_MAX, "Q16 mean of V -> int8 context"),
@@ -420,7 +421,8 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
         CAUSAL_ATTENTION: (
             "causal_attention.z=(x[c]-zp[c])<<R[c] int16;a=layer_norm(z);q,k,v=int8 linear(a)",
             "causal_attention.cache=int8[2][n][d];row p=k,v of this token;rows 0..p read;rows >p never read",
-            "causal_attention.heads=attention's scores,exp table,recip,Q16 mean over keys 0..p",
+            "causal_attention.keys=max(0,p-window+1)..p (window 0: 0..p)",
+            "causal_attention.heads=attention's scores,exp table,recip,Q16 mean over those keys",
             "causal_attention.out=z'=clamp16(requantize(ctx.Wo)+z);x'=clamp8(round(z'/2^R')+zp')",
         )
     },
