@@ -160,17 +160,6 @@ MCUBERT_NOINLINE static void attend_heads(const mcubert_causal_attention_params 
     }
 }
 
-/* x'[c] = clamp8(rsh(z[c], R'[c]) + zp'[c]), rounding half up (R' = 0: z itself). */
-static void residual_out(const int16_t *z, const int32_t *channels, int32_t d, int8_t *out)
-{
-    int32_t c;
-    for (c = 0; c < d; ++c) {
-        const int32_t shift = channels[2 * c + 1];
-        const int32_t shifted = shift > 0 ? (z[c] + (1 << (shift - 1))) >> shift : z[c];
-        out[c] = mcubert_clamp8(shifted + channels[2 * c]);
-    }
-}
-
 static mcubert_status check_arguments(const mcubert_causal_attention_weights *w, const int8_t *hidden,
                                       const int32_t *position, const int8_t *cache, mcubert_message *m)
 {
@@ -199,7 +188,7 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
     int8_t *scratch, *normed, *q, *ctx;
     int16_t *z;
     uint32_t *widened;
-    int32_t d, n, p, c, first;
+    int32_t d, n, p, first;
     mcubert_status st = validate_options(params, message);
     if (st != MCUBERT_OK || (st = check_arguments(weights, hidden, position, cache, message)) != MCUBERT_OK) {
         return st;
@@ -230,9 +219,7 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
     value = mcubert_linear_of(weights->value_weights, weights->value_channels, d, d, 8);
     output = mcubert_linear_of(weights->output_weights, weights->output_channels, d, d, 8);
 
-    for (c = 0; c < d; ++c) {
-        z[c] = (int16_t)((hidden[c] - weights->residual[2 * c]) * (1 << weights->residual[2 * c + 1]));
-    }
+    mcubert_stream_to_z(hidden, weights->residual, d, z);
     mcubert_layer_norm_s8(z, d, weights->layer_norm, params->ln_eps, normed);
     mcubert_rows_init_s8(&rows, normed, d, 1, d);
     mcubert_linear_widen(&rows, &query, widened); /* one widening serves Q, K and V (same K, width) */
@@ -245,6 +232,6 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
     mcubert_rows_init_s8(&rows, ctx, d, 1, d);
     mcubert_linear_widen(&rows, &output, widened);
     mcubert_linear_residual_to_s16(&rows, &output, hidden, weights->residual, z);
-    residual_out(z, weights->output_residual, d, hidden);
+    mcubert_stream_from_z(z, weights->output_residual, d, hidden);
     return MCUBERT_OK;
 }

@@ -78,6 +78,13 @@ void mcubert_linear_residual_to_s16(const mcubert_rows *rows, const mcubert_line
 /* One row: out[c] = SPEC 3.3 of z[0..d). table: [d][2] (gamma_q, beta_q). */
 void mcubert_layer_norm_s8(const int16_t *z, int32_t d, const int32_t *table, int64_t eps, int8_t *out);
 
+/* ---- a decoder's residual stream (mcubert_residual_stream.c) ------------------------------ */
+
+/* z[c] = (x[c] - zp[c]) << R[c], channels [d][2] = (zp, R) with R in [0, 7]: |z| < 2^15. */
+void mcubert_stream_to_z(const int8_t *x, const int32_t *channels, int32_t d, int16_t *z);
+/* x[c] = clamp8(rsh(z[c], R[c]) + zp[c]), rounding half up (R = 0: z itself). */
+void mcubert_stream_from_z(const int16_t *z, const int32_t *channels, int32_t d, int8_t *x);
+
 /* ---- softmax weights (mcubert_softmax_s16.c) ---------------------------------------------- */
 
 typedef struct {

@@ -13,7 +13,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))  # the kernel tests' cases, as their conftest does
 import kernel_cases  # noqa: E402
 from test_kernels_classifier_head import extreme_case as head_case  # noqa: E402
-from tflm_mcubert.ops import attention, causal_attention, classifier_head, contract, embedding, lm_head, mlp  # noqa: E402
+from tflm_mcubert.ops import (  # noqa: E402
+    attention,
+    causal_attention,
+    classifier_head,
+    contract,
+    decoder_mlp,
+    embedding,
+    lm_head,
+    mlp,
+)
 from tflm_mcubert.ops.kernel_abi import RUNTIME_INPUTS  # noqa: E402
 from tflm_mcubert.ops.options import encode_options  # noqa: E402
 
@@ -25,6 +34,7 @@ SCRATCH = {
     contract.CLASSIFIER_HEAD: lambda o: classifier_head.scratch_bytes(o["hidden"]),
     contract.LM_HEAD: lambda o: lm_head.scratch_bytes(o["hidden"]),
     contract.CAUSAL_ATTENTION: lambda o: causal_attention.scratch_bytes(o["context"], o["hidden"]),
+    contract.DECODER_MLP: lambda o: decoder_mlp.scratch_bytes(o["hidden"], o["ffn"]),
 }
 
 
@@ -111,3 +121,10 @@ def causal_attention_step(params, hidden: np.ndarray, position: int, cache: np.n
     return node(
         contract.CAUSAL_ATTENTION, params.options(), runtime, params.tensors(), hidden.reshape(1, -1), scratch_tensor
     )
+
+
+def decoder_mlp_node(params, hidden: np.ndarray, scratch_tensor: bool):
+    """One token through the decoder MLP: its node and the reference's residual stream after it."""
+    expected = decoder_mlp.run(params, hidden.copy()).reshape(1, -1)
+    runtime = [hidden.reshape(1, -1)]
+    return node(contract.DECODER_MLP, params.options(), runtime, params.tensors(), expected, scratch_tensor), expected

@@ -21,6 +21,7 @@ from tests.tflm.op_nodes import (
     ENCODER_CASES,
     TFLITE_TYPES,
     causal_attention_step,
+    decoder_mlp_node,
     encode_options_unchecked,
     encoder_node,
     head_node,
@@ -109,6 +110,16 @@ def test_causal_attention_steps_in_tflm_carry_the_cache_as_the_reference_does(tf
         np.testing.assert_array_equal(response[f"tensor_{inputs}"].reshape(-1), expected, err_msg=f"step {p}")
         cache_tflm = response["tensor_2"]
         np.testing.assert_array_equal(cache_tflm, cache_reference, err_msg=f"cache after step {p}")
+
+
+@pytest.mark.parametrize("scratch_tensor", [False, True], ids=["scratch-from-tflm", "scratch-tensor"])
+def test_decoder_mlp_alone_in_tflm_equals_the_reference(tflm, scratch_tensor):
+    process, library = tflm
+    params, _, in_quant, x = testing.quantized_decoder_mlp(d=16, ffn=64, seed=6)
+    for row in in_quant.quantize(x[:3]):
+        (request, inputs), expected = decoder_mlp_node(params, row, scratch_tensor)
+        response, _ = process.request({**request, "library": str(library)})
+        np.testing.assert_array_equal(response[f"tensor_{inputs}"], expected)
 
 
 def test_options_out_of_contract_are_refused_at_prepare_naming_the_op_and_field(tflm):

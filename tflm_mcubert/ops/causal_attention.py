@@ -36,7 +36,6 @@ from tflm_mcubert.ops.fixed_point import (
     check_multipliers,
     quantize_multiplier,
     round_half_up,
-    round_shift_right,
     saturate,
 )
 from tflm_mcubert.ops.layernorm import (
@@ -47,6 +46,7 @@ from tflm_mcubert.ops.layernorm import (
     float_layer_norm,
     layer_norm,
     residual_channels,
+    residual_out,
     residual_sum,
 )
 from tflm_mcubert.ops.linear import Linear
@@ -174,12 +174,6 @@ def _project(layer: Linear, a: np.ndarray) -> np.ndarray:
     return saturate(layer.requantized(a), INT8_MIN, INT8_MAX, np.int8)
 
 
-def _residual_out(z: np.ndarray, channels: np.ndarray) -> np.ndarray:
-    """x'[c] = clamp_int8(round(z[c] / 2^R'[c]) + zp'[c])."""
-    shifted = round_shift_right(z.astype(np.int64), channels[:, 1].astype(np.int64))
-    return saturate(shifted + channels[:, 0], INT8_MIN, INT8_MAX, np.int8)
-
-
 def _heads(params: CausalAttentionParams, q: np.ndarray, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """int8[d]: each head's context for one query over the given keys and values (int8[m, d])."""
     dh, valid = params.head_size, np.ones(keys.shape[0], bool)
@@ -224,7 +218,7 @@ def run(
     first = first_key(params, p)
     v["context"][:] = _heads(params, v["query"], cache[0, first : p + 1], cache[1, first : p + 1])
     v["residual"][:] = residual_sum(params.output.requantized(v["context"][None])[0], hidden, params.residual)
-    hidden[:] = _residual_out(v["residual"], params.output_residual)
+    hidden[:] = residual_out(v["residual"], params.output_residual)
     return hidden
 
 
@@ -240,7 +234,7 @@ def prefill(params: CausalAttentionParams, hidden: np.ndarray) -> np.ndarray:
         first = first_key(params, i)
         context = _heads(params, q[i], k[first : i + 1], v[first : i + 1])
         zi = residual_sum(params.output.requantized(context[None])[0], hidden[i], params.residual)
-        out[i] = _residual_out(zi, params.output_residual)
+        out[i] = residual_out(zi, params.output_residual)
     return out
 
 

@@ -32,6 +32,8 @@ SPEC_VERSION_W4 = 3
 SPEC_VERSION_LM_HEAD = 4
 # Version 5 is MCUBERT_CAUSAL_ATTENTION's first (issue 26): one decoder token over an int8 KV cache.
 SPEC_VERSION_CAUSAL_ATTENTION = 5
+# Version 6 is MCUBERT_DECODER_MLP's first (issue 26): the pre-LayerNorm MLP of a decoder block.
+SPEC_VERSION_DECODER_MLP = 6
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
@@ -52,6 +54,7 @@ MLP = "MCUBERT_MLP"
 CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
 LM_HEAD = "MCUBERT_LM_HEAD"
 CAUSAL_ATTENTION = "MCUBERT_CAUSAL_ATTENTION"
+DECODER_MLP = "MCUBERT_DECODER_MLP"
 # The ops of the contract-wide versions 1 and 2: their text is SPEC_HASH's. Later ops have own versions only.
 CONTRACT_WIDE_OPS = (EMBEDDING, ATTENTION, MLP, CLASSIFIER_HEAD)
 
@@ -64,6 +67,7 @@ KINDS = {
     CLASSIFIER_HEAD: "head",
     LM_HEAD: "lm_head",
     CAUSAL_ATTENTION: "causal_attention",
+    DECODER_MLP: "decoder_mlp",
 }
 CUSTOM_CODES = {kind: code for code, kind in KINDS.items()}
 TILED_KINDS = (KINDS[ATTENTION], KINDS[MLP])  # the ops whose schedule has a token tile
@@ -352,6 +356,28 @@ CONTRACTS: dict[str, OpContract] = {
         outputs=(TensorSig("hidden", "int8", "[d]", "the residual stream after the block"),),
         cross_check=_check_causal_attention,
     ),
+    DECODER_MLP: OpContract(
+        DECODER_MLP,
+        options=(
+            _HIDDEN,
+            OptionField("ffn", 1, MAX_FFN, "intermediate size"),
+            OptionField("fc1_output_zero_point", -128, 127, "zero point of the activation table's input"),
+            _EPS,
+        ),
+        inputs=(
+            TensorSig("hidden", "int8", "[d]", "one token's residual stream, updated in place"),
+            _LN,
+            TensorSig("fc1_weights", "int8", "[packed(ffn, d)]", "pair4"),
+            TensorSig("fc1_channels", "int32", "[ffn, 3]", "bias, multiplier, shift"),
+            TensorSig("activation_lut", "int8", "[256]", "GELU: entry q+128 for input q"),
+            TensorSig("fc2_weights", "int8", "[packed(d, ffn)]", "pair4"),
+            TensorSig("fc2_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
+            _RESIDUAL,
+            TensorSig("output_residual", "int32", "[d, 2]", "the output's (zero point, shift R'): s = s_z * 2^R'"),
+        ),
+        outputs=(TensorSig("hidden", "int8", "[d]", "the residual stream after the block"),),
+        cross_check=_no_cross_field_rules,
+    ),
 }
 
 
@@ -416,6 +442,12 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     SPEC_VERSION_W4: {
         ATTENTION: _w4_lines(ATTENTION, ("query", "key", "value", "output"), "d, d"),
         MLP: _w4_lines(MLP, ("fc1", "fc2"), "ffn, d|d, ffn"),
+    },
+    SPEC_VERSION_DECODER_MLP: {
+        DECODER_MLP: (
+            "decoder_mlp.z=(x[c]-zp[c])<<R[c] int16;a=layer_norm(z);f=lut[clamp8(requantize(fc1(a))+zp_fc1)+128]",
+            "decoder_mlp.out=z'=clamp16(requantize(fc2(f))+z);x'=clamp8(round(z'/2^R')+zp')",
+        )
     },
     SPEC_VERSION_CAUSAL_ATTENTION: {
         CAUSAL_ATTENTION: (

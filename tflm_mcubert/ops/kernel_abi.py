@@ -173,6 +173,11 @@ def causal_attention_call(
     return _call(params, inputs, spec_hash)
 
 
+def decoder_mlp_call(params, hidden: np.ndarray, spec_hash: int | None = None) -> KernelCall:
+    """From ops.decoder_mlp.DecoderMlpParams (validated) and one token's residual stream int8[d]."""
+    return _call(params, {"hidden": _contiguous(hidden, np.int8).copy()}, spec_hash)
+
+
 def output_elements(call: KernelCall) -> int:
     """Element count of the output tensor (validate checks it; an in-place op's aliases its input)."""
     return OPS[call.op].output_elements(call.params)

@@ -117,6 +117,13 @@ def residual_sum(projected: np.ndarray, residual: np.ndarray, channels: np.ndarr
     return saturate(projected + shifted, INT16_MIN, INT16_MAX, np.int16)
 
 
+def residual_out(z: np.ndarray, channels: np.ndarray) -> np.ndarray:
+    """A decoder's residual stream back to int8 (SPEC 4.6): x'[c] = clamp_int8(rsh(z[c], R'[c]) + zp'[c]),
+    rounding half up, with `channels` int32[d, 2] rows (zp'[c], R'[c]): the value's scale is s_z * 2^R'."""
+    shifted = round_shift_right(z.astype(np.int64), channels[:, 1].astype(np.int64))
+    return saturate(shifted + channels[:, 0], INT8_MIN, INT8_MAX, np.int8)
+
+
 def check_residual(op: str, field: str, channels: np.ndarray, d: int) -> np.ndarray:
     check_array(op, field, channels, np.int32, (d, 2))
     for column, name, lo, hi in ((0, "zero point", INT8_MIN, INT8_MAX), (1, "shift", 0, MAX_RESIDUAL_SHIFT)):

@@ -12,7 +12,16 @@ options; SPEC.md quotes it, and a test keeps the two in step.
 
 from __future__ import annotations
 
-from tflm_mcubert.ops import attention, causal_attention, classifier_head, contract, embedding, lm_head, mlp
+from tflm_mcubert.ops import (
+    attention,
+    causal_attention,
+    classifier_head,
+    contract,
+    decoder_mlp,
+    embedding,
+    lm_head,
+    mlp,
+)
 from tflm_mcubert.ops.op_def import OpDef
 
 # In contract order: the C op ids (mcubert_op_id) and the resolver's registration order follow it.
@@ -25,6 +34,7 @@ OPS: dict[str, OpDef] = {
         classifier_head.DEFINITION,
         lm_head.DEFINITION,
         causal_attention.DEFINITION,
+        decoder_mlp.DEFINITION,
     )
 }
 BY_KIND: dict[str, OpDef] = {d.kind: d for d in OPS.values()}

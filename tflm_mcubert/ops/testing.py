@@ -297,3 +297,17 @@ def quantized_causal_attention(d: int = 32, h: int = 4, context: int = 256, seed
     y = fw.forward(x)
     in_quant = hidden_quant(x.min(axis=0), x.max(axis=0), float(max(np.abs(x).max(), np.abs(y).max())))
     return fw.quantize(x, in_quant, context=context), fw, in_quant, x
+
+
+def quantized_decoder_mlp(d: int = 32, ffn: int = 128, rows: int = 64, seed: int = 0):
+    """(params, float MLP, input quant, float residual stream [rows, d]) of GPT-2's MLP, calibrated."""
+    from tflm_mcubert.ops.decoder_mlp import DecoderMlpFloat
+    from tflm_mcubert.ops.layernorm import hidden_quant
+
+    rng = np.random.default_rng(seed)
+    base = float_mlp(rng, d, ffn)
+    fw = DecoderMlpFloat(base.w1, base.b1, base.w2, base.b2, base.gamma, base.beta)
+    x = rng.normal(0, 1.0, (rows, d)) * (1 + 3 * (np.arange(d) % 7 == 0))
+    y = fw.forward(x)
+    in_quant = hidden_quant(x.min(axis=0), x.max(axis=0), float(max(np.abs(x).max(), np.abs(y).max())))
+    return fw.quantize(x, in_quant), fw, in_quant, x

@@ -361,6 +361,49 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
 /* ---- end of MCUBERT_CAUSAL_ATTENTION ------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------------------------
+ * MCUBERT_DECODER_MLP (SPEC 4.7): a decoder's pre-LayerNorm MLP for one token, in place on its
+ * residual stream hidden[d]: x' = x + FC2(act(FC1(LN2(x)))).
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {                    /* constant inputs 1..8, contract order */
+    const int32_t *layer_norm;      /* [d][2]: LN2 gamma_q, beta_q */
+    const int8_t *fc1_weights;      /* pair4, packed(ffn, d) */
+    const int32_t *fc1_channels;    /* [ffn][3] */
+    const int8_t *activation_lut;   /* [256] */
+    const int8_t *fc2_weights;      /* pair4, packed(d, ffn) */
+    const int32_t *fc2_channels;    /* [d][3], to z units */
+    const int32_t *residual;        /* [d][2]: the input's (zp, R) */
+    const int32_t *output_residual; /* [d][2]: the output's (zp', R') */
+} mcubert_decoder_mlp_weights;
+
+enum {
+    MCUBERT_DECODER_MLP_HIDDEN,
+    MCUBERT_DECODER_MLP_LAYER_NORM,
+    MCUBERT_DECODER_MLP_FC1_WEIGHTS,
+    MCUBERT_DECODER_MLP_FC1_CHANNELS,
+    MCUBERT_DECODER_MLP_ACTIVATION_LUT,
+    MCUBERT_DECODER_MLP_FC2_WEIGHTS,
+    MCUBERT_DECODER_MLP_FC2_CHANNELS,
+    MCUBERT_DECODER_MLP_RESIDUAL,
+    MCUBERT_DECODER_MLP_OUTPUT_RESIDUAL,
+    MCUBERT_DECODER_MLP_OUTPUT,
+    MCUBERT_DECODER_MLP_NUM_TENSORS
+};
+
+/* A(2d) + A(d) + A(ffn) + A(8 max(d, ffn)) bytes; -1 for dimensions outside the contract. */
+int32_t mcubert_decoder_mlp_get_buffer_size(int32_t hidden, int32_t ffn);
+
+mcubert_status mcubert_decoder_mlp_validate(const mcubert_decoder_mlp_params *params,
+                                            const mcubert_tensor_view *tensors, int32_t count,
+                                            mcubert_message *message);
+
+mcubert_status mcubert_decoder_mlp_s8(const mcubert_decoder_mlp_params *params,
+                                      const mcubert_decoder_mlp_weights *weights, int8_t *hidden,
+                                      const mcubert_context *context, mcubert_message *message);
+
+/* ---- end of MCUBERT_DECODER_MLP ----------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------------------------
  * Custom options: each op's flexbuffer map of integers (SPEC.md section 5), as stored in the
  * .tflite, decoded into its params. The buffer is untrusted and every read is bounds-checked;
  * a malformed container, a missing, unknown or non-integer key is MCUBERT_ERROR_OPTION and a
@@ -381,6 +424,8 @@ mcubert_status mcubert_lm_head_parse_options(const uint8_t *buffer, int32_t leng
 mcubert_status mcubert_causal_attention_parse_options(const uint8_t *buffer, int32_t length,
                                                       mcubert_causal_attention_params *params,
                                                       mcubert_message *message);
+mcubert_status mcubert_decoder_mlp_parse_options(const uint8_t *buffer, int32_t length,
+                                                 mcubert_decoder_mlp_params *params, mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.
