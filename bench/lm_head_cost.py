@@ -33,6 +33,7 @@ from tflm_mcubert.measure.arm_emulator import ArmEmulator, run_kernel  # noqa: E
 from tflm_mcubert.model.clustered_lm_head import head_macs  # noqa: E402
 from tflm_mcubert.ops import kernel_abi, lm_head  # noqa: E402
 from tflm_mcubert.ops.embedding import EmbeddingFloat, EmbeddingParams  # noqa: E402
+from tflm_mcubert.ops.layernorm import LayerNormParams  # noqa: E402
 from tflm_mcubert.ops.lm_head import LmHeadParams  # noqa: E402
 from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
 
@@ -87,8 +88,13 @@ def main(argv=None) -> int:
     for d in dims:
         clustered, dense = tables(d, rng)
         quant = TensorQuant(0.05, 0)
+        normed = TensorQuant(0.04, -3)
+        final = {
+            "layer_norm": LayerNormParams.from_float(np.ones(d), np.zeros(d), 1e-5, 0.01, normed),
+            "residual": np.zeros((d, 2), np.int32),
+        }
         heads[d] = [
-            LmHeadParams.tie(EmbeddingParams.quantize(table, quant), TensorQuant(0.04, -3), args.top_k)[0]
+            LmHeadParams.tie(EmbeddingParams.quantize(table, quant), normed, args.top_k, **final)[0]
             for table in (clustered, dense)
         ]
     hiddens = {d: rng.integers(-128, 128, (args.tokens, d)).astype(np.int8) for d in dims}

@@ -2,6 +2,7 @@
  * MCUBERT_LM_HEAD (SPEC 4.5; reference ops/lm_head.py): a decoder's tied LM head over the clustered
  * word table, one token:
  *
+ *   h       = LN_f((x[c] - zp_x[c]) << R[c])                                     int8, zero point zp
  *   g_i[c]  = clamp(requantize(h[c] - zp, Mg_i[c]), -G, G)                      G = gain_limit(d)
  *   p_i[l]  = clamp(requantize(sum_c V_i[c][l] g_i[c], Mp_i), -G, G)             clusters i > 0
  *   score_t = clamp32(requantize(U_i[t] . (g_0 | p_i), Ms_i))
@@ -9,9 +10,9 @@
  * and the k best (score, id), ties to the smaller id, kept sorted while the clusters stream by: a
  * token enters only when it beats the k-th score, so after the first k the cost per token is one
  * compare. G bounds every dot product of int8 values and clamped ones inside int32 (SPEC 4.5), so the
- * accumulators are int32 with no overflow check. Scratch: `scaled` int16[d] (g_i) and `projected`
- * int16[d] (p_i, rank <= d). The DSP path reads four int8 row values a word and multiplies them with
- * two SMLADs against the vector, stored once per cluster in SMLAD's pair order (pair_for_smlad);
+ * accumulators are int32 with no overflow check. Scratch: `residual` int16[d] (z), `normed` int8[d] (h),
+ * `scaled` int16[d] (g_i) and `projected` int16[d] (p_i, rank <= d). The DSP path reads four int8 row values a word and
+ * multiplies them with two SMLADs against the vector, stored once per cluster in SMLAD's pair order (pair_for_smlad);
  * V_i^T g_i reads V_i's pair4 groups once per cluster. A token whose accumulator cannot beat the k-th
  * score costs its dot product and one compare (score_cluster).
  */
@@ -24,13 +25,15 @@
 #define OP "MCUBERT_LM_HEAD"
 
 typedef struct {
-    int32_t scaled, projected, total;
+    int32_t residual, normed, scaled, projected, total;
 } lm_head_layout;
 
 static void layout_of(int32_t d, lm_head_layout *layout)
 {
-    layout->scaled = 0;
-    layout->projected = mcubert_align_up(2 * d);
+    layout->residual = 0;
+    layout->normed = mcubert_align_up(2 * d);
+    layout->scaled = layout->normed + mcubert_align_up(d);
+    layout->projected = layout->scaled + mcubert_align_up(2 * d);
     layout->total = layout->projected + mcubert_align_up(2 * d);
 }
 
@@ -59,7 +62,8 @@ static mcubert_status validate_options(const mcubert_lm_head_params *p, mcubert_
         (st = mcubert_check_range(OP, "vocab_size", p->vocab_size, 1, 0x7FFFFFFF, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "top_k", p->top_k, 1, MCUBERT_MAX_TOP_K, m)) != MCUBERT_OK ||
-        (st = mcubert_check_zero_point(OP, "input_zero_point", p->input_zero_point, m)) != MCUBERT_OK) {
+        (st = mcubert_check_zero_point(OP, "normed_zero_point", p->normed_zero_point, m)) != MCUBERT_OK ||
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
     if (p->cluster_count > p->vocab_size || p->top_k > p->vocab_size) {
@@ -112,6 +116,10 @@ mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, co
     c = params->cluster_count;
     if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_LM_HEAD_HIDDEN], MCUBERT_DTYPE_INT8, d, message)) !=
             MCUBERT_OK ||
+        (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_LM_HEAD_RESIDUAL], (int32_t)d, message)) !=
+            MCUBERT_OK ||
+        (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_LM_HEAD_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
+                                   message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "clusters", &t[MCUBERT_LM_HEAD_CLUSTERS], MCUBERT_DTYPE_INT32, 2 * c,
                                    message)) != MCUBERT_OK) {
         return st;
@@ -267,7 +275,8 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
     lm_head_layout layout;
     mcubert_word_table table;
     int64_t rows_total, projections_total;
-    int16_t *scaled, *projected;
+    int16_t *scaled, *projected, *z;
+    int8_t *normed;
     top_k best;
     int32_t i, limit;
     mcubert_status st = validate_options(params, message);
@@ -276,7 +285,8 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
     }
     if (weights == NULL || weights->clusters == NULL || weights->word_rows == NULL ||
         (weights->word_projections == NULL && params->cluster_count > 1) || weights->channel_requant == NULL ||
-        weights->cluster_requant == NULL || hidden == NULL || top == NULL) {
+        weights->cluster_requant == NULL || weights->residual == NULL || weights->layer_norm == NULL ||
+        hidden == NULL || top == NULL) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, OP,
                                  hidden == NULL ? "hidden"
                                  : top == NULL  ? "top"
@@ -289,9 +299,13 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
         (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK) {
         return st;
     }
+    normed = (int8_t *)context->buf + layout.normed;
     scaled = (int16_t *)(void *)((int8_t *)context->buf + layout.scaled);
     projected = (int16_t *)(void *)((int8_t *)context->buf + layout.projected);
     limit = gain_limit(params->hidden);
+    z = (int16_t *)(void *)((int8_t *)context->buf + layout.residual);
+    mcubert_stream_to_z(hidden, weights->residual, params->hidden, z);
+    mcubert_layer_norm_s8(z, params->hidden, weights->layer_norm, params->ln_eps, normed); /* LN_f */
     best.ids = top;
     best.scores = top + params->top_k;
     best.count = 0;
@@ -300,7 +314,7 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
         const int32_t *cluster_requant = weights->cluster_requant + 4 * i;
         mcubert_word_cluster cluster;
         mcubert_word_cluster_at(&table, i, &cluster);
-        scale_hidden(hidden, params->hidden, params->input_zero_point,
+        scale_hidden(normed, params->hidden, params->normed_zero_point,
                      weights->channel_requant + 2 * (int64_t)i * params->hidden, limit, scaled);
         if (i > 0) {
             project(weights->word_projections + cluster.projection_offset, params->hidden, cluster.rank, scaled,

@@ -228,11 +228,12 @@ static void handle_call(uint32_t command, uint32_t op)
             break;
         }
         case OP_LM_HEAD: {
-            const mcubert_lm_head_weights w = {(const int32_t *)T(1), (const int8_t *)T(2), (const int8_t *)T(3),
-                                               (const int32_t *)T(4), (const int32_t *)T(5)};
+            const mcubert_lm_head_weights w = {(const int32_t *)T(1), (const int32_t *)T(2), (const int32_t *)T(3),
+                                               (const int8_t *)T(4),  (const int8_t *)T(5),  (const int32_t *)T(6),
+                                               (const int32_t *)T(7)};
             if (count != MCUBERT_LM_HEAD_NUM_TENSORS)
-                die("LM head needs 7 tensors");
-            status = mcubert_lm_head_s8(&params.lm_head, &w, (const int8_t *)T(0), (int32_t *)T(6), &context, &message);
+                die("LM head needs 9 tensors");
+            status = mcubert_lm_head_s8(&params.lm_head, &w, (const int8_t *)T(0), (int32_t *)T(8), &context, &message);
             output = &tensors[MCUBERT_LM_HEAD_OUTPUT];
             break;
         }

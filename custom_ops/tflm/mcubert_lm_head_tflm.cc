@@ -1,5 +1,5 @@
-// MCUBERT_LM_HEAD (SPEC 4.5): a decoder's tied LM head over the embedding's clustered word table:
-// one token's hidden[d] -> int32[2][k], the k best ids and their scores.
+// MCUBERT_LM_HEAD (SPEC 4.5): a decoder's LN_f and tied LM head over the embedding's clustered word table:
+// one token's residual stream hidden[d] -> int32[2][k], the k best ids and their scores.
 #include "mcubert_tflm.h"
 #include "mcubert_tflm_common.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
@@ -23,6 +23,8 @@ TfLiteStatus Prepare(TfLiteContext* context, TfLiteNode* node) {
 
 TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   mcubert_lm_head_weights w;
+  w.residual = tflm::Input<int32_t>(context, node, MCUBERT_LM_HEAD_RESIDUAL);
+  w.layer_norm = tflm::Input<int32_t>(context, node, MCUBERT_LM_HEAD_LAYER_NORM);
   w.clusters = tflm::Input<int32_t>(context, node, MCUBERT_LM_HEAD_CLUSTERS);
   w.word_rows = tflm::Input<int8_t>(context, node, MCUBERT_LM_HEAD_WORD_ROWS);
   w.word_projections = tflm::Input<int8_t>(context, node, MCUBERT_LM_HEAD_WORD_PROJECTIONS);

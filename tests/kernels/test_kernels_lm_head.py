@@ -21,6 +21,7 @@ from kernel_cases import HEADER
 from tflm_mcubert.ops import contract, kernel_abi, lm_head, testing
 from tflm_mcubert.ops.embedding import EmbeddingParams
 from tflm_mcubert.ops.fixed_point import INT32_MAX, MULTIPLIER_MIN
+from tflm_mcubert.ops.layernorm import LayerNormParams
 from tflm_mcubert.ops.linear import pack_weights
 from tflm_mcubert.ops.lm_head import LmHeadParams
 from tflm_mcubert.ops.quantization import TensorQuant
@@ -66,19 +67,29 @@ def extreme_case(d: int, sizes: tuple[int, ...], ranks: tuple[int, ...], k: int,
     cluster = np.zeros((c, 4), np.int32)
     cluster[1:, :2] = _requant(rng, (c - 1,), (-20, 0))
     cluster[:, 2:] = _requant(rng, (c,), (-8, 8))
+    ln = np.stack([rng.integers(-(1 << 20), 1 << 20, d), rng.integers(-(1 << 22), 1 << 22, d)], axis=1)
     params = LmHeadParams(
         hidden=d,
         vocab_size=int(ends[-1]),
         top_k=k,
-        input_zero_point=int(rng.integers(-128, 128)),
+        normed_zero_point=int(rng.integers(-128, 128)),
         clusters=np.array([ends, (d,) + ranks], np.int32).T.copy(),
         word_rows=np.concatenate(rows).astype(np.int8),
         word_projections=(np.concatenate(projections) if projections else np.zeros(0, np.int8)),
         channel_requant=_requant(rng, (c, d), (0, 12)),
         cluster_requant=cluster,
+        layer_norm=LayerNormParams(ln.astype(np.int32), int(rng.integers(0, 1 << 40))),
+        residual=np.stack([rng.integers(-128, 128, d), rng.integers(0, 8, d)], axis=1).astype(np.int32),
     )
     hidden = rng.integers(-128, 128, d).astype(np.int8)
     return _finish(f"extreme-d{d}-c{c}-k{k}-seed{seed}", params, hidden)
+
+
+def final_norm(rng, d: int, normed: TensorQuant) -> dict:
+    """LN_f and the residual stream's channels for a tied head (a random stream at s_z = 0.01)."""
+    residual = np.stack([rng.integers(-20, 20, d), rng.integers(0, 4, d)], axis=1).astype(np.int32)
+    gamma, beta = 1 + 0.1 * rng.normal(size=d), 0.1 * rng.normal(size=d)
+    return {"layer_norm": LayerNormParams.from_float(gamma, beta, 1e-5, 0.01, normed), "residual": residual}
 
 
 def tied_case(d: int, sizes, ranks, k: int, seed: int = 0) -> tuple[Case, EmbeddingParams]:
@@ -86,7 +97,7 @@ def tied_case(d: int, sizes, ranks, k: int, seed: int = 0) -> tuple[Case, Embedd
     rng = np.random.default_rng(seed + 100 * d)
     fw = testing.float_embedding(rng, d, 8, cluster_sizes=sizes, ranks=(None,) + ranks)
     embedding = EmbeddingParams.quantize(fw, TensorQuant(0.05, 3))
-    params, _ = LmHeadParams.tie(embedding, TensorQuant(0.04, -7), k)
+    params, _ = LmHeadParams.tie(embedding, TensorQuant(0.04, -7), k, **final_norm(rng, d, TensorQuant(0.04, -7)))
     hidden = rng.integers(-128, 128, d).astype(np.int8)
     return _finish(f"tied-d{d}-k{k}", params, hidden), embedding
 
@@ -158,7 +169,7 @@ def test_the_tied_head_ranks_as_the_float_table_does():
     rng = np.random.default_rng(4)
     for _ in range(20):
         hidden = rng.integers(-128, 128, 64).astype(np.int8)
-        logits = table @ (hidden.astype(np.float64) - params.input_zero_point)
+        logits = table @ (hidden.astype(np.float64) - params.normed_zero_point)
         scores = lm_head.cluster_scores(params, hidden)
         assert np.corrcoef(logits, scores)[0, 1] > 0.99999
         assert np.argmax(scores) == np.argmax(logits)
@@ -179,7 +190,7 @@ BASE = HOST_CASES[1]
     [
         ("top_k", 0, "0 is outside [1, 256]"),
         ("top_k", 91, "91 exceeds vocab_size 90"),
-        ("input_zero_point", 128, "128 is outside [-128, 127]"),
+        ("normed_zero_point", 128, "128 is outside [-128, 127]"),
         ("hidden", 0, "0 is outside [1, 1024]"),
     ],
 )
@@ -220,7 +231,7 @@ def test_an_int4_embedding_cannot_be_tied():
     fw = testing.float_embedding(rng, 16, 4)
     embedding = EmbeddingParams.quantize(fw, TensorQuant(0.05, 0), word_bits=4)
     with pytest.raises(OpSpecError, match="reads int8 word tables"):
-        LmHeadParams.tie(embedding, TensorQuant(0.05, 0), 4)
+        LmHeadParams.tie(embedding, TensorQuant(0.05, 0), 4, **final_norm(rng, 16, TensorQuant(0.05, 0)))
 
 
 # ---- Cortex-M (unicorn) -------------------------------------------------------------------------------

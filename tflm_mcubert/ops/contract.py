@@ -306,10 +306,13 @@ CONTRACTS: dict[str, OpContract] = {
             OptionField("vocab_size", 1, INT32_MAX, "v: the tied embedding's vocabulary"),
             OptionField("cluster_count", 1, MAX_CLUSTERS, "c"),
             OptionField("top_k", 1, MAX_TOP_K, "k <= v: ids and scores kept, best first"),
-            OptionField("input_zero_point", -128, 127, "zero point of the hidden state"),
+            OptionField("normed_zero_point", -128, 127, "zero point of h = LN_f(x), the scored vector"),
+            _EPS,
         ),
         inputs=(
-            TensorSig("hidden", "int8", "[d]", "one token's final hidden state"),
+            TensorSig("hidden", "int8", "[d]", "one token's residual stream after the last block"),
+            _RESIDUAL,
+            TensorSig("layer_norm", "int32", "[d, 2]", "LN_f: gamma_q, beta_q (Q16 output units)"),
             TensorSig("clusters", "int32", "[c, 2]", "the embedding's (end_id exclusive, rank r_i); r_0 = d"),
             TensorSig("word_rows", "int8", "[sum n_i*r_i]", "the embedding's U_0 | U_1 | ... (int8 storage)"),
             TensorSig("word_projections", "int8", "[sum_{i>0} packed(d, r_i)]", "the embedding's V_i, pair4"),
@@ -460,6 +463,7 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     },
     SPEC_VERSION_LM_HEAD: {
         LM_HEAD: (
+            "lm_head.normed=h=layer_norm((x[c]-zp_x[c])<<R[c]) int8, zero point normed_zero_point",
             "lm_head.gain_limit=G=min(32767,floor((2^31-1)/(128*d)))",
             "lm_head.scaled=g_i[c]=clamp(requantize(h[c]-zp,Mg_i[c]),-G,G)",
             "lm_head.projected=cluster i>0:p_i[l]=clamp(requantize(sum_c V_i[c][l]*g_i[c],Mp_i),-G,G)",

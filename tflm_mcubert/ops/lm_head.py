@@ -1,6 +1,7 @@
 """MCUBERT_LM_HEAD: a decoder's tied LM head through the clustered low-rank word table (issue 26).
 
-The scores of every vocabulary id for one hidden state h, computed cluster by cluster from the same
+The decoder's last step: the residual stream x normalized by LN_f into h, then the scores of every
+vocabulary id for h, computed cluster by cluster from the same
 int8 tables the embedding op reads (`clusters`, `word_rows`, `word_projections`: in a .tflite both ops
 name the same constant tensors, so tying costs no Flash), and the k best kept as the clusters stream
 by. The dense vocabulary matrix is never built, and no int8[vocab] logits buffer exists.
@@ -9,6 +10,7 @@ A cluster-0 row is U_0[t] (d values) with the embedding's per-channel scale a_0[
 U_i[t] . V_iᵀ (rank r_i) with scales a_i[c]. So logit[t] = sum_c h[c] a_i[c] E_i[t, c] becomes, per
 cluster, one rescaling of h and then r_i multiply-adds per token (d for cluster 0):
 
+    h      = layer_norm((x[c] - zp_x[c]) << R[c])                        LN_f, int8 (zero point zp)
     g_i[c] = clamp(requantize(h[c] - zp, Mg_i[c]), -G, G)               int16, G = gain_limit(d)
     cluster 0:  acc[t] = U_0[t] . g_0
     cluster i:  p_i[l] = clamp(requantize(sum_c V_i[c, l] g_i[c], Mp_i), -G, G);  acc[t] = U_i[t] . p_i
@@ -36,7 +38,7 @@ from tflm_mcubert.ops.fixed_point import (
     requantize,
     saturate,
 )
-from tflm_mcubert.ops.layernorm import check_dim
+from tflm_mcubert.ops.layernorm import LayerNormParams, check_dim, check_residual, layer_norm, residual_sum
 from tflm_mcubert.ops.linear import packed_size, unpack_weights
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
@@ -54,6 +56,8 @@ def gain_limit(d: int) -> int:
 def scratch_layout(d: int) -> ScratchLayout:
     return (
         LayoutBuilder(OP)
+        .add("residual", (d,), np.int16)  # z of the residual stream
+        .add("normed", (d,), np.int8)  # h = LN_f(z)
         .add("scaled", (d,), np.int16)  # g_i: h rescaled for the cluster
         .add("projected", (d,), np.int16)  # p_i (rank <= d)
         .build()
@@ -78,12 +82,14 @@ class LmHeadParams:
     hidden: int
     vocab_size: int
     top_k: int
-    input_zero_point: int
+    normed_zero_point: int
     clusters: np.ndarray  # int32[c, 2]: the embedding's (end id, rank)
     word_rows: np.ndarray  # int8: the embedding's word_rows (int8 storage)
     word_projections: np.ndarray  # int8: the embedding's word_projections
     channel_requant: np.ndarray  # int32[c, d, 2]: (Mg, shift) per cluster and channel
     cluster_requant: np.ndarray  # int32[c, 4]: (Mp, shift) (cluster 0: 0, 0), (Ms, shift)
+    layer_norm: LayerNormParams  # LN_f: from s_z units to h (its zero point normed_zero_point)
+    residual: np.ndarray  # int32[d, 2]: the residual stream's (zp, R)
 
     def validate(self) -> "LmHeadParams":
         d = check_dim(OP, "hidden", check_int(OP, "hidden", self.hidden, 1, contract.MAX_HIDDEN))
@@ -91,7 +97,9 @@ class LmHeadParams:
         check_int(OP, "top_k", self.top_k, 1, contract.MAX_TOP_K)
         if self.top_k > self.vocab_size:
             raise OpSpecError(OP, "top_k", f"{self.top_k} exceeds vocab_size {self.vocab_size}")
-        check_int(OP, "input_zero_point", self.input_zero_point, -128, 127)
+        check_int(OP, "normed_zero_point", self.normed_zero_point, -128, 127)
+        self.layer_norm.validate(OP, "layer_norm", d)
+        check_residual(OP, "residual", self.residual, d)
         c = len(self.cluster_views)
         requant = check_array(OP, "channel_requant", self.channel_requant, np.int32, (c, d, 2))
         problem = check_multipliers(requant[..., 0], requant[..., 1])
@@ -115,11 +123,14 @@ class LmHeadParams:
             "vocab_size": self.vocab_size,
             "cluster_count": int(np.shape(self.clusters)[0]),
             "top_k": self.top_k,
-            "input_zero_point": self.input_zero_point,
+            "normed_zero_point": self.normed_zero_point,
+            "ln_eps": self.layer_norm.eps,
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
         return {
+            "residual": self.residual,
+            "layer_norm": self.layer_norm.table,
             "clusters": self.clusters,
             "word_rows": self.word_rows,
             "word_projections": self.word_projections,
@@ -133,10 +144,12 @@ class LmHeadParams:
             options["hidden"],
             options["vocab_size"],
             options["top_k"],
-            options["input_zero_point"],
+            options["normed_zero_point"],
             *(tensors[name] for name in ("clusters", "word_rows", "word_projections")),
             tensors["channel_requant"],
             tensors["cluster_requant"],
+            LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
+            tensors["residual"],
         ).validate()
         if params.clusters.shape[0] != options["cluster_count"]:
             raise OpSpecError(
@@ -145,8 +158,11 @@ class LmHeadParams:
         return params
 
     @classmethod
-    def tie(cls, embedding, hidden: TensorQuant, top_k: int) -> tuple["LmHeadParams", float]:
-        """The head tied to an int8 `embedding` (EmbeddingParams) for hidden states quantized as `hidden`
+    def tie(
+        cls, embedding, hidden: TensorQuant, top_k: int, *, layer_norm: LayerNormParams, residual: np.ndarray
+    ) -> tuple["LmHeadParams", float]:
+        """The head tied to an int8 `embedding` (EmbeddingParams) for LN_f outputs quantized as `hidden`
+        (`layer_norm` makes them from the residual stream whose channels are `residual`)
         (one zero point; one scale or one per channel), and the real logit of one score unit divided by
         the embedding's pre-norm scale s_z (a factor common to every id, so ranking needs none of it).
 
@@ -165,7 +181,7 @@ class LmHeadParams:
         )
         zero_points = np.unique(np.asarray(hidden.zero_point))
         if zero_points.size != 1:
-            raise OpSpecError(OP, "input_zero_point", "the hidden state needs one zero point for all channels")
+            raise OpSpecError(OP, "normed_zero_point", "the hidden state needs one zero point for all channels")
         # a_i[c] / s_z times the hidden state's (per-channel or one) scale: real = (h - zp) * this * E_int * s_z
         channel_scale = _real_scale(embedding.word_requant) * np.broadcast_to(hidden.scale, (d,))
         gain = channel_scale.max(axis=1) * 255.0 / g_max  # g units per cluster (real = g * gain)
@@ -196,6 +212,8 @@ class LmHeadParams:
             embedding.word_projections,
             channel,
             cluster,
+            layer_norm,
+            residual,
         ).validate()
         return params, float(score_unit)
 
@@ -238,9 +256,10 @@ def cluster_views(clusters, word_rows, word_projections, d: int, vocab_size: int
 
 
 def cluster_scores(params: LmHeadParams, hidden: np.ndarray) -> np.ndarray:
-    """int64[vocab]: every id's score (the reference's intermediate; the kernel keeps only the top k)."""
+    """int64[vocab]: every id's score for a normalized h (the reference's intermediate; the kernel keeps
+    only the top k)."""
     d, g_max = params.hidden, gain_limit(params.hidden)
-    x = check_array(OP, "hidden", hidden, np.int8, (d,)).astype(np.int64) - params.input_zero_point
+    x = check_array(OP, "hidden", hidden, np.int8, (d,)).astype(np.int64) - params.normed_zero_point
     out = []
     for i, view in enumerate(params.cluster_views):
         requant = params.channel_requant[i].astype(np.int64)
@@ -256,13 +275,21 @@ def cluster_scores(params: LmHeadParams, hidden: np.ndarray) -> np.ndarray:
     return np.concatenate(out)
 
 
+def normalize(params: LmHeadParams, hidden: np.ndarray) -> np.ndarray:
+    """h = LN_f(z) of one token's residual stream (int8[d]), the vector the head scores."""
+    x = check_array(OP, "hidden", hidden, np.int8, (params.hidden,))
+    z = residual_sum(np.zeros(params.hidden, np.int64), x, params.residual)
+    return layer_norm(z[None], params.layer_norm)[0]
+
+
 def run(params: LmHeadParams, hidden: np.ndarray, top: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
-    """Write int32[2, k] (ids best first, then their scores; ties to the smaller id); returns `top`."""
+    """Write int32[2, k] (ids best first, then their scores; ties to the smaller id) for one token's
+    residual stream `hidden`; returns `top`."""
     check_array(OP, "top", top, np.int32, (2, params.top_k))
     if not top.flags.writeable:
         raise OpSpecError(OP, "top", "must be writable")
     scratch_layout(params.hidden).views(scratch)  # the kernel's scratch contract: checked, not needed here
-    scores = cluster_scores(params, hidden)
+    scores = cluster_scores(params, normalize(params, hidden))
     order = np.lexsort((np.arange(scores.size), -scores))[: params.top_k]
     top[0] = order
     top[1] = saturate(scores[order], INT32_MIN, INT32_MAX, np.int32)

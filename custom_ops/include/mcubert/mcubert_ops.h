@@ -263,15 +263,18 @@ mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *
 /* ---- end of MCUBERT_CLASSIFIER_HEAD ------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------
- * MCUBERT_LM_HEAD (SPEC 4.5): a decoder's tied LM head. One token's hidden[d] against every id of
- * the clustered word table the embedding op reads (the same constant tensors), cluster by cluster;
+ * MCUBERT_LM_HEAD (SPEC 4.5): a decoder's tied LM head. One token's residual stream hidden[d],
+ * normalized by LN_f, against every id of the clustered word table the embedding op reads (the same
+ * constant tensors), cluster by cluster;
  * the k best ids and their int32 scores, best first (ties: the smaller id). No dense matrix and no
  * vocabulary-sized buffer: the scratch is two int16[d] vectors.
  * ---------------------------------------------------------------------------------------- */
 
 #define MCUBERT_MAX_TOP_K 256
 
-typedef struct {                    /* constant inputs 1..5, contract order */
+typedef struct {                    /* constant inputs 1..7, contract order */
+    const int32_t *residual;        /* [d][2]: the residual stream's (zp, R) */
+    const int32_t *layer_norm;      /* [d][2]: LN_f gamma_q, beta_q */
     const int32_t *clusters;        /* [c][2]: the embedding's (end id, rank) */
     const int8_t *word_rows;        /* the embedding's int8 rows U_0 | U_1 | ... */
     const int8_t *word_projections; /* the embedding's V_i, pair4 */
@@ -281,6 +284,8 @@ typedef struct {                    /* constant inputs 1..5, contract order */
 
 enum {
     MCUBERT_LM_HEAD_HIDDEN,
+    MCUBERT_LM_HEAD_RESIDUAL,
+    MCUBERT_LM_HEAD_LAYER_NORM,
     MCUBERT_LM_HEAD_CLUSTERS,
     MCUBERT_LM_HEAD_WORD_ROWS,
     MCUBERT_LM_HEAD_WORD_PROJECTIONS,
@@ -290,13 +295,13 @@ enum {
     MCUBERT_LM_HEAD_NUM_TENSORS
 };
 
-/* A(2d) + A(2d) bytes (top_k is range-checked); -1 for dimensions outside the contract. */
+/* A(2d) + A(d) + A(2d) + A(2d) bytes (top_k is range-checked); -1 for dimensions outside the contract. */
 int32_t mcubert_lm_head_get_buffer_size(int32_t hidden, int32_t top_k);
 
 mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, const mcubert_tensor_view *tensors,
                                         int32_t count, mcubert_message *message);
 
-/* top[0][0..k) = ids, top[1][0..k) = scores (int32[2][k]) from hidden[0..d). */
+/* top[0][0..k) = ids, top[1][0..k) = scores (int32[2][k]) from the residual stream hidden[0..d). */
 mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mcubert_lm_head_weights *weights,
                                   const int8_t *hidden, int32_t *top, const mcubert_context *context,
                                   mcubert_message *message);
