@@ -32,7 +32,8 @@ enum {
     OP_CLASSIFIER_HEAD = 3,
     OP_LM_HEAD = 4,
     OP_CAUSAL_ATTENTION = 5,
-    OP_DECODER_MLP = 6
+    OP_DECODER_MLP = 6,
+    OP_DECODER_EMBEDDING = 7
 };
 enum { FLAG_DATA = 1, FLAG_NULL_VIEW = 2, FLAG_NULL_DATA = 4 };
 #define SCRATCH_NULL 0xFFFFFFFFu /* scratch_misalign value: pass a NULL buffer */
@@ -94,6 +95,7 @@ static size_t params_size(uint32_t op)
     case OP_LM_HEAD: return sizeof(mcubert_lm_head_params);
     case OP_CAUSAL_ATTENTION: return sizeof(mcubert_causal_attention_params);
     case OP_DECODER_MLP: return sizeof(mcubert_decoder_mlp_params);
+    case OP_DECODER_EMBEDDING: return sizeof(mcubert_decoder_embedding_params);
     default: die("unknown op");
     }
     return 0;
@@ -109,6 +111,7 @@ static void handle_call(uint32_t command, uint32_t op)
         mcubert_lm_head_params lm_head;
         mcubert_causal_attention_params causal_attention;
         mcubert_decoder_mlp_params decoder_mlp;
+        mcubert_decoder_embedding_params decoder_embedding;
     } params;
     tensor tensors[MAX_TENSORS];
     mcubert_tensor_view views[MAX_TENSORS];
@@ -165,6 +168,9 @@ static void handle_call(uint32_t command, uint32_t op)
             break;
         case OP_DECODER_MLP:
             status = mcubert_decoder_mlp_validate(&params.decoder_mlp, list, (int32_t)count, &message);
+            break;
+        case OP_DECODER_EMBEDDING:
+            status = mcubert_decoder_embedding_validate(&params.decoder_embedding, list, (int32_t)count, &message);
             break;
         default: status = mcubert_mlp_validate(&params.mlp, list, (int32_t)count, &message); break;
         }
@@ -259,6 +265,17 @@ static void handle_call(uint32_t command, uint32_t op)
             output = &tensors[0];
             break;
         }
+        case OP_DECODER_EMBEDDING: {
+            const mcubert_decoder_embedding_weights w = {
+                (const int32_t *)T(2), (const int8_t *)T(3),  (const int8_t *)T(4), (const int32_t *)T(5),
+                (const int8_t *)T(6),  (const int32_t *)T(7), (const int32_t *)T(8)};
+            if (count != MCUBERT_DECODER_EMBEDDING_NUM_TENSORS)
+                die("decoder embedding needs 10 tensors");
+            status = mcubert_decoder_embedding_s8(&params.decoder_embedding, &w, (const int32_t *)T(0),
+                                                  (const int32_t *)T(1), (int8_t *)T(9), &context, &message);
+            output = &tensors[MCUBERT_DECODER_EMBEDDING_OUTPUT];
+            break;
+        }
         default: {
             const mcubert_mlp_weights w = {(const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3),
                                            (const int8_t *)T(4), (const int32_t *)T(5), (const int32_t *)T(6),
@@ -301,13 +318,14 @@ int main(void)
             int32_t dims[4];
             int32_t value;
             read_exact(dims, sizeof dims);
-            value = op == OP_EMBEDDING          ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
-                    : op == OP_ATTENTION        ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
-                    : op == OP_CLASSIFIER_HEAD  ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
-                    : op == OP_LM_HEAD          ? mcubert_lm_head_get_buffer_size(dims[0], dims[1])
-                    : op == OP_CAUSAL_ATTENTION ? mcubert_causal_attention_get_buffer_size(dims[0], dims[1], dims[2])
-                    : op == OP_DECODER_MLP      ? mcubert_decoder_mlp_get_buffer_size(dims[0], dims[1])
-                                                : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
+            value = op == OP_EMBEDDING           ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
+                    : op == OP_ATTENTION         ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
+                    : op == OP_CLASSIFIER_HEAD   ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
+                    : op == OP_LM_HEAD           ? mcubert_lm_head_get_buffer_size(dims[0], dims[1])
+                    : op == OP_CAUSAL_ATTENTION  ? mcubert_causal_attention_get_buffer_size(dims[0], dims[1], dims[2])
+                    : op == OP_DECODER_MLP       ? mcubert_decoder_mlp_get_buffer_size(dims[0], dims[1])
+                    : op == OP_DECODER_EMBEDDING ? mcubert_decoder_embedding_get_buffer_size(dims[0], dims[1])
+                                                 : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
             respond(0, "", NULL, 0, value);
             break;
         }

@@ -18,6 +18,7 @@ from tflm_mcubert.ops import (  # noqa: E402
     causal_attention,
     classifier_head,
     contract,
+    decoder_embedding,
     decoder_mlp,
     embedding,
     lm_head,
@@ -35,6 +36,7 @@ SCRATCH = {
     contract.LM_HEAD: lambda o: lm_head.scratch_bytes(o["hidden"]),
     contract.CAUSAL_ATTENTION: lambda o: causal_attention.scratch_bytes(o["context"], o["hidden"]),
     contract.DECODER_MLP: lambda o: decoder_mlp.scratch_bytes(o["hidden"], o["ffn"]),
+    contract.DECODER_EMBEDDING: lambda o: decoder_embedding.scratch_bytes(o["hidden"]),
 }
 
 
@@ -128,3 +130,12 @@ def decoder_mlp_node(params, hidden: np.ndarray, scratch_tensor: bool):
     expected = decoder_mlp.run(params, hidden.copy()).reshape(1, -1)
     runtime = [hidden.reshape(1, -1)]
     return node(contract.DECODER_MLP, params.options(), runtime, params.tensors(), expected, scratch_tensor), expected
+
+
+def decoder_embedding_node(params, token: int, position: int, scratch_tensor: bool):
+    """One token's embedding: its node and the reference's residual stream."""
+    ids = np.array([token], np.int32), np.array([position], np.int32)
+    expected = decoder_embedding.run(params, *ids, np.zeros(params.hidden, np.int8)).reshape(1, -1)
+    return node(
+        contract.DECODER_EMBEDDING, params.options(), list(ids), params.tensors(), expected, scratch_tensor
+    ), expected

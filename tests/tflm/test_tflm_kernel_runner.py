@@ -21,6 +21,7 @@ from tests.tflm.op_nodes import (
     ENCODER_CASES,
     TFLITE_TYPES,
     causal_attention_step,
+    decoder_embedding_node,
     decoder_mlp_node,
     encode_options_unchecked,
     encoder_node,
@@ -118,6 +119,16 @@ def test_decoder_mlp_alone_in_tflm_equals_the_reference(tflm, scratch_tensor):
     params, _, in_quant, x = testing.quantized_decoder_mlp(d=16, ffn=64, seed=6)
     for row in in_quant.quantize(x[:3]):
         (request, inputs), expected = decoder_mlp_node(params, row, scratch_tensor)
+        response, _ = process.request({**request, "library": str(library)})
+        np.testing.assert_array_equal(response[f"tensor_{inputs}"], expected)
+
+
+@pytest.mark.parametrize("scratch_tensor", [False, True], ids=["scratch-from-tflm", "scratch-tensor"])
+def test_decoder_embedding_alone_in_tflm_equals_the_reference(tflm, scratch_tensor):
+    process, library = tflm
+    params = testing.quantized_decoder_embedding(d=16, context=6, seed=7)[0]
+    for token, position in ((0, 0), (45, 5), (199, 2)):
+        (request, inputs), expected = decoder_embedding_node(params, token, position, scratch_tensor)
         response, _ = process.request({**request, "library": str(library)})
         np.testing.assert_array_equal(response[f"tensor_{inputs}"], expected)
 

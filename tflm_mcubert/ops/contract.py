@@ -34,6 +34,8 @@ SPEC_VERSION_LM_HEAD = 4
 SPEC_VERSION_CAUSAL_ATTENTION = 5
 # Version 6 is MCUBERT_DECODER_MLP's first (issue 26): the pre-LayerNorm MLP of a decoder block.
 SPEC_VERSION_DECODER_MLP = 6
+# Version 7 is MCUBERT_DECODER_EMBEDDING's first (issue 26): word + position into the residual stream.
+SPEC_VERSION_DECODER_EMBEDDING = 7
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
@@ -55,6 +57,7 @@ CLASSIFIER_HEAD = "MCUBERT_CLASSIFIER_HEAD"
 LM_HEAD = "MCUBERT_LM_HEAD"
 CAUSAL_ATTENTION = "MCUBERT_CAUSAL_ATTENTION"
 DECODER_MLP = "MCUBERT_DECODER_MLP"
+DECODER_EMBEDDING = "MCUBERT_DECODER_EMBEDDING"
 # The ops of the contract-wide versions 1 and 2: their text is SPEC_HASH's. Later ops have own versions only.
 CONTRACT_WIDE_OPS = (EMBEDDING, ATTENTION, MLP, CLASSIFIER_HEAD)
 
@@ -68,6 +71,7 @@ KINDS = {
     LM_HEAD: "lm_head",
     CAUSAL_ATTENTION: "causal_attention",
     DECODER_MLP: "decoder_mlp",
+    DECODER_EMBEDDING: "decoder_embedding",
 }
 CUSTOM_CODES = {kind: code for code, kind in KINDS.items()}
 TILED_KINDS = (KINDS[ATTENTION], KINDS[MLP])  # the ops whose schedule has a token tile
@@ -381,6 +385,28 @@ CONTRACTS: dict[str, OpContract] = {
         outputs=(TensorSig("hidden", "int8", "[d]", "the residual stream after the block"),),
         cross_check=_no_cross_field_rules,
     ),
+    DECODER_EMBEDDING: OpContract(
+        DECODER_EMBEDDING,
+        options=(
+            OptionField("context", 1, MAX_SEQ_LEN, "n: rows of the position table"),
+            _HIDDEN,
+            OptionField("vocab_size", 1, INT32_MAX, "v; ids outside [0, v) are an error"),
+            OptionField("cluster_count", 1, MAX_CLUSTERS, "c"),
+        ),
+        inputs=(
+            TensorSig("input_id", "int32", "[1]", "the token's id in the permuted vocabulary"),
+            TensorSig("position", "int32", "[1]", "p in [0, n)"),
+            TensorSig("clusters", "int32", "[c, 2]", "(end_id exclusive, rank r_i); r_0 = d"),
+            TensorSig("word_rows", "int8", "[sum n_i*r_i]", "U_0 | U_1 | ... row-major (int8 storage)"),
+            TensorSig("word_projections", "int8", "[sum_{i>0} packed(d, r_i)]", "V_i, pair4"),
+            TensorSig("word_requant", "int32", "[c, d, 2]", "(multiplier, shift) into s_z units"),
+            TensorSig("position_table", "int8", "[n, d]", ""),
+            TensorSig("position_requant", *_REQUANT_D, "(multiplier, shift) into s_z units"),
+            TensorSig("output_residual", "int32", "[d, 2]", "the stream's (zero point, shift R): s = s_z * 2^R"),
+        ),
+        outputs=(TensorSig("hidden", "int8", "[d]", "the token's residual stream"),),
+        cross_check=_check_embedding,
+    ),
 }
 
 
@@ -445,6 +471,12 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     SPEC_VERSION_W4: {
         ATTENTION: _w4_lines(ATTENTION, ("query", "key", "value", "output"), "d, d"),
         MLP: _w4_lines(MLP, ("fc1", "fc2"), "ffn, d|d, ffn"),
+    },
+    SPEC_VERSION_DECODER_EMBEDDING: {
+        DECODER_EMBEDDING: (
+            "decoder_embedding.word=the embedding's word term (SPEC 4.1, int8 storage) of input_id",
+            "decoder_embedding.z=clamp16(clamp32(word[c])+clamp32(requantize(P[p][c],Mp[c])));x=clamp8(round(z/2^R)+zp)",
+        )
     },
     SPEC_VERSION_DECODER_MLP: {
         DECODER_MLP: (

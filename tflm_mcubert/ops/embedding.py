@@ -270,47 +270,16 @@ class EmbeddingParams:
         type_max = np.abs(fw.token_type).max(axis=0)
         z_scale = max(float((word_max + pos_max + type_max).max()), 1e-8) / Z_TARGET
 
-        def per_channel(table):
-            m = np.abs(table).max(axis=0)
-            scale = np.where(m > 0, m / INT8_MAX, 1.0)
-            q = np.clip(round_half_up(table / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
-            mult, shift = quantize_multiplier(scale / z_scale)
-            return q, np.stack([mult, shift], axis=1).astype(np.int32)
-
-        rows, projections, requants, ends, ranks = [], [], [], [], []
-        end = 0
-        for i, (u, vt) in enumerate(fw.clusters):
-            end += u.shape[0]
-            ends.append(end)
-            if vt is None:
-                q, rq = per_channel(u) if word_bits == 8 else _int4_full_rows(u, z_scale)
-                ranks.append(d)
-            else:
-                if word_bits == 8:
-                    u_quant = TensorQuant.symmetric(float(np.abs(u).max()))
-                    q = u_quant.quantize(u)
-                else:  # per column of U_i; the scale folds into column l of V_i (Linear.from_float)
-                    col_max = np.abs(u).max(axis=0)
-                    col_scale = np.where(col_max > 0, col_max / INT4_MAX, 1.0)
-                    u_quant = TensorQuant(col_scale, np.zeros(u.shape[1], np.int64))
-                    q = pack_int4(np.clip(round_half_up(u / col_scale), -INT4_MAX, INT4_MAX)).view(np.int8)
-                lin = Linear.from_float(vt.T, np.zeros(d), u_quant, z_scale)
-                projections.append(lin.packed_weights)
-                rq = lin.channels[:, 1:]
-                ranks.append(u.shape[1])
-            rows.append(q.reshape(-1))
-            requants.append(rq)
+        tables = quantize_word_tables(fw.clusters, z_scale, word_bits)
+        per_channel = functools.partial(quantize_per_channel, z_scale=z_scale)
         pos_q, pos_rq = per_channel(fw.position)
         type_q, type_rq = per_channel(fw.token_type)
         return cls(
             seq_len=fw.position.shape[0],
             hidden=d,
-            vocab_size=end,
+            vocab_size=int(tables["clusters"][-1, 0]),
             type_vocab_size=fw.token_type.shape[0],
-            clusters=np.array([ends, ranks], dtype=np.int32).T.copy(),
-            word_rows=np.concatenate(rows),
-            word_projections=(np.concatenate(projections) if projections else np.zeros(0, np.int8)),
-            word_requant=np.stack(requants).astype(np.int32),
+            **tables,
             position_table=pos_q,
             position_requant=pos_rq,
             token_type_table=type_q,
@@ -318,6 +287,51 @@ class EmbeddingParams:
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, output),
             word_bits=word_bits,
         ).validate()
+
+
+def quantize_per_channel(table: np.ndarray, z_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """A float table [n, d] as int8 per channel, and its int32[d, 2] (multiplier, shift) into s_z units."""
+    m = np.abs(table).max(axis=0)
+    scale = np.where(m > 0, m / INT8_MAX, 1.0)
+    q = np.clip(round_half_up(table / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
+    mult, shift = quantize_multiplier(scale / z_scale)
+    return q, np.stack([mult, shift], axis=1).astype(np.int32)
+
+
+def quantize_word_tables(clusters, z_scale: float, word_bits: int = 8) -> dict[str, np.ndarray]:
+    """The stored word tables (`clusters`, `word_rows`, `word_projections`, `word_requant`) of float clusters
+    ((U_0, None), (U_i, V_i^T), ...) requantized into s_z units: the embedding's and a decoder's alike.
+    `word_bits` 8: U_0 per channel, U_i per tensor; 4: packed int4 (SPEC 4.1.1)."""
+    d = clusters[0][0].shape[1]
+    rows, projections, requants, ends, ranks = [], [], [], [], []
+    end = 0
+    for u, vt in clusters:
+        end += u.shape[0]
+        ends.append(end)
+        if vt is None:
+            q, rq = quantize_per_channel(u, z_scale) if word_bits == 8 else _int4_full_rows(u, z_scale)
+            ranks.append(d)
+        else:
+            if word_bits == 8:
+                u_quant = TensorQuant.symmetric(float(np.abs(u).max()))
+                q = u_quant.quantize(u)
+            else:  # per column of U_i; the scale folds into column l of V_i (Linear.from_float)
+                col_max = np.abs(u).max(axis=0)
+                col_scale = np.where(col_max > 0, col_max / INT4_MAX, 1.0)
+                u_quant = TensorQuant(col_scale, np.zeros(u.shape[1], np.int64))
+                q = pack_int4(np.clip(round_half_up(u / col_scale), -INT4_MAX, INT4_MAX)).view(np.int8)
+            lin = Linear.from_float(vt.T, np.zeros(d), u_quant, z_scale)
+            projections.append(lin.packed_weights)
+            rq = lin.channels[:, 1:]
+            ranks.append(u.shape[1])
+        rows.append(q.reshape(-1))
+        requants.append(rq)
+    return {
+        "clusters": np.array([ends, ranks], dtype=np.int32).T.copy(),
+        "word_rows": np.concatenate(rows),
+        "word_projections": np.concatenate(projections) if projections else np.zeros(0, np.int8),
+        "word_requant": np.stack(requants).astype(np.int32),
+    }
 
 
 INT4_MAX = 7  # int4 tables are quantized symmetrically to [-7, 7] (the kernel accepts -8 as well)

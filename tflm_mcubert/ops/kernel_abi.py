@@ -178,6 +178,12 @@ def decoder_mlp_call(params, hidden: np.ndarray, spec_hash: int | None = None) -
     return _call(params, {"hidden": _contiguous(hidden, np.int8).copy()}, spec_hash)
 
 
+def decoder_embedding_call(params, input_id: int, position: int, spec_hash: int | None = None) -> KernelCall:
+    """From ops.decoder_embedding.DecoderEmbeddingParams (validated), one token id and its position."""
+    inputs = {"input_id": np.array([input_id], np.int32), "position": np.array([position], np.int32)}
+    return _call(params, inputs, spec_hash)
+
+
 def output_elements(call: KernelCall) -> int:
     """Element count of the output tensor (validate checks it; an in-place op's aliases its input)."""
     return OPS[call.op].output_elements(call.params)

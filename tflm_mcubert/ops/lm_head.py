@@ -39,7 +39,7 @@ from tflm_mcubert.ops.fixed_point import (
     saturate,
 )
 from tflm_mcubert.ops.layernorm import LayerNormParams, check_dim, check_residual, layer_norm, residual_sum
-from tflm_mcubert.ops.linear import packed_size, unpack_weights
+from tflm_mcubert.ops.word_table import WordCluster, word_clusters
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -66,15 +66,6 @@ def scratch_layout(d: int) -> ScratchLayout:
 
 def scratch_bytes(d: int) -> int:
     return scratch_layout(d).total_bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class HeadCluster:
-    start: int
-    end: int
-    rank: int
-    rows: np.ndarray  # int8[end - start, rank]
-    projection: np.ndarray | None  # int8[d, rank] (V_i unpacked); None for cluster 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -114,8 +105,8 @@ class LmHeadParams:
         return self
 
     @property
-    def cluster_views(self) -> tuple[HeadCluster, ...]:
-        return cluster_views(self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size)
+    def cluster_views(self) -> tuple[WordCluster, ...]:
+        return word_clusters(OP, self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size)
 
     def options(self) -> dict[str, int]:
         return {
@@ -176,8 +167,8 @@ class LmHeadParams:
                 OP, "word_rows", "the tied LM head reads int8 word tables (export the embedding at 8 bits)"
             )
         d, g_max = embedding.hidden, gain_limit(embedding.hidden)
-        views = cluster_views(
-            embedding.clusters, embedding.word_rows, embedding.word_projections, d, embedding.vocab_size
+        views = word_clusters(
+            OP, embedding.clusters, embedding.word_rows, embedding.word_projections, d, embedding.vocab_size
         )
         zero_points = np.unique(np.asarray(hidden.zero_point))
         if zero_points.size != 1:
@@ -221,38 +212,6 @@ class LmHeadParams:
 def _real_scale(requant: np.ndarray) -> np.ndarray:
     """multiplier * 2^(shift - 31) of (multiplier, shift) pairs."""
     return requant[..., 0].astype(np.float64) * np.exp2(requant[..., 1].astype(np.float64) - 31)
-
-
-def cluster_views(clusters, word_rows, word_projections, d: int, vocab_size: int) -> tuple[HeadCluster, ...]:
-    """The int8 clusters of the embedding's tables, checked (sizes, ends, ranks) as the kernel checks them."""
-    table = check_array(OP, "clusters", clusters, np.int32)
-    if table.ndim != 2 or table.shape[1] != 2 or not 1 <= table.shape[0] <= contract.MAX_CLUSTERS:
-        raise OpSpecError(
-            OP, "clusters", f"expected int32[c, 2] with 1 <= c <= {contract.MAX_CLUSTERS}, got {table.shape}"
-        )
-    ends, ranks = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
-    starts = np.concatenate([[0], ends[:-1]])
-    if np.any(ends <= starts) or ends[-1] != vocab_size:
-        raise OpSpecError(
-            OP, "clusters", f"cluster ends must increase strictly and the last must equal vocab_size {vocab_size}"
-        )
-    if ranks[0] != d or np.any(ranks[1:] < 1) or np.any(ranks[1:] > d):
-        raise OpSpecError(OP, "clusters", f"rank of cluster 0 must be d={d}; others in [1, d]")
-    row_sizes = [int(n * r) for n, r in zip(ends - starts, ranks)]
-    proj_sizes = [0] + [packed_size(d, int(r)) for r in ranks[1:]]
-    check_array(OP, "word_rows", word_rows, np.int8, (sum(row_sizes),))
-    check_array(OP, "word_projections", word_projections, np.int8, (sum(proj_sizes),))
-    views, row_off, proj_off = [], 0, 0
-    for i, (start, end, rank) in enumerate(zip(starts, ends, ranks)):
-        rows = word_rows[row_off : row_off + row_sizes[i]].reshape(int(end - start), int(rank))
-        projection = None
-        if i > 0:
-            packed = word_projections[proj_off : proj_off + proj_sizes[i]]
-            projection = unpack_weights(packed, d, int(rank), op=OP, field=f"word_projections[{i}]")
-        views.append(HeadCluster(int(start), int(end), int(rank), rows, projection))
-        row_off += row_sizes[i]
-        proj_off += proj_sizes[i]
-    return tuple(views)
 
 
 def cluster_scores(params: LmHeadParams, hidden: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from tflm_mcubert.ops import (
     causal_attention,
     classifier_head,
     contract,
+    decoder_embedding,
     decoder_mlp,
     embedding,
     lm_head,
@@ -35,6 +36,7 @@ OPS: dict[str, OpDef] = {
         lm_head.DEFINITION,
         causal_attention.DEFINITION,
         decoder_mlp.DEFINITION,
+        decoder_embedding.DEFINITION,
     )
 }
 BY_KIND: dict[str, OpDef] = {d.kind: d for d in OPS.values()}

@@ -311,3 +311,22 @@ def quantized_decoder_mlp(d: int = 32, ffn: int = 128, rows: int = 64, seed: int
     y = fw.forward(x)
     in_quant = hidden_quant(x.min(axis=0), x.max(axis=0), float(max(np.abs(x).max(), np.abs(y).max())))
     return fw.quantize(x, in_quant), fw, in_quant, x
+
+
+def quantized_decoder_embedding(
+    d: int = 32, context: int = 16, seed: int = 0, sizes=(40, 60, 100), ranks=(None, 16, 4)
+):
+    """(params, float clusters, float positions, s_z): GPT-2's wte + wpe as a clustered table."""
+    from tflm_mcubert.ops.causal_attention import stream_channels
+    from tflm_mcubert.ops.decoder_embedding import DecoderEmbeddingParams
+    from tflm_mcubert.ops.layernorm import hidden_quant
+
+    rng = np.random.default_rng(seed)
+    fw = float_embedding(rng, d, context, cluster_sizes=sizes, ranks=ranks)
+    dense = np.concatenate([u if vt is None else u @ vt for u, vt in fw.clusters])
+    sums = dense[:, None, :] + fw.position[None]  # every (id, position)
+    lo, hi = sums.min(axis=(0, 1)), sums.max(axis=(0, 1))
+    # the stream's step: fine enough for the int16 sum, coarse enough that 2^7 steps cover every channel
+    z_scale = float(np.min(hidden_quant(lo, hi, float(np.abs(sums).max())).scale))
+    params = DecoderEmbeddingParams.quantize(fw.clusters, fw.position, z_scale, stream_channels(lo, hi, z_scale))
+    return params, fw.clusters, fw.position, z_scale

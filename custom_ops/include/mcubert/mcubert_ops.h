@@ -409,6 +409,50 @@ mcubert_status mcubert_decoder_mlp_s8(const mcubert_decoder_mlp_params *params,
 /* ---- end of MCUBERT_DECODER_MLP ----------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------
+ * MCUBERT_DECODER_EMBEDDING (SPEC 4.8): a decoder's input for one token, the clustered word row
+ * plus the position row, written as the residual stream (no LayerNorm).
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {                     /* constant inputs 2..8, contract order */
+    const int32_t *clusters;         /* [c][2]: (end id, rank) */
+    const int8_t *word_rows;         /* int8 rows U_0 | U_1 | ... */
+    const int8_t *word_projections;  /* V_i, pair4 */
+    const int32_t *word_requant;     /* [c][d][2] into s_z units */
+    const int8_t *position_table;    /* [n][d] */
+    const int32_t *position_requant; /* [d][2] into s_z units */
+    const int32_t *output_residual;  /* [d][2]: the stream's (zp, R) */
+} mcubert_decoder_embedding_weights;
+
+enum {
+    MCUBERT_DECODER_EMBEDDING_INPUT_ID,
+    MCUBERT_DECODER_EMBEDDING_POSITION,
+    MCUBERT_DECODER_EMBEDDING_CLUSTERS,
+    MCUBERT_DECODER_EMBEDDING_WORD_ROWS,
+    MCUBERT_DECODER_EMBEDDING_WORD_PROJECTIONS,
+    MCUBERT_DECODER_EMBEDDING_WORD_REQUANT,
+    MCUBERT_DECODER_EMBEDDING_POSITION_TABLE,
+    MCUBERT_DECODER_EMBEDDING_POSITION_REQUANT,
+    MCUBERT_DECODER_EMBEDDING_OUTPUT_RESIDUAL,
+    MCUBERT_DECODER_EMBEDDING_OUTPUT,
+    MCUBERT_DECODER_EMBEDDING_NUM_TENSORS
+};
+
+/* A(2d) bytes; -1 for dimensions outside the contract. */
+int32_t mcubert_decoder_embedding_get_buffer_size(int32_t context, int32_t hidden);
+
+mcubert_status mcubert_decoder_embedding_validate(const mcubert_decoder_embedding_params *params,
+                                                  const mcubert_tensor_view *tensors, int32_t count,
+                                                  mcubert_message *message);
+
+/* hidden[d] from *input_id and *position (MCUBERT_ERROR_INPUT outside [0, v) and [0, n)). */
+mcubert_status mcubert_decoder_embedding_s8(const mcubert_decoder_embedding_params *params,
+                                            const mcubert_decoder_embedding_weights *weights, const int32_t *input_id,
+                                            const int32_t *position, int8_t *hidden, const mcubert_context *context,
+                                            mcubert_message *message);
+
+/* ---- end of MCUBERT_DECODER_EMBEDDING ----------------------------------------------------- */
+
+/* ------------------------------------------------------------------------------------------
  * Custom options: each op's flexbuffer map of integers (SPEC.md section 5), as stored in the
  * .tflite, decoded into its params. The buffer is untrusted and every read is bounds-checked;
  * a malformed container, a missing, unknown or non-integer key is MCUBERT_ERROR_OPTION and a
@@ -431,6 +475,9 @@ mcubert_status mcubert_causal_attention_parse_options(const uint8_t *buffer, int
                                                       mcubert_message *message);
 mcubert_status mcubert_decoder_mlp_parse_options(const uint8_t *buffer, int32_t length,
                                                  mcubert_decoder_mlp_params *params, mcubert_message *message);
+mcubert_status mcubert_decoder_embedding_parse_options(const uint8_t *buffer, int32_t length,
+                                                       mcubert_decoder_embedding_params *params,
+                                                       mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.
