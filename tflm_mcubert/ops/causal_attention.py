@@ -288,16 +288,36 @@ class CausalAttentionFloat:
             observed.update(normed=a, query=q, key=k, value=v, scores=finite, context=ctx, output=y)
         return y
 
-    def quantize(self, x: np.ndarray, input_quant: TensorQuant, *, context: int) -> "CausalAttentionParams":
-        """Integer parameters from one float pass over calibration sequences x [s, d] whose residual stream is
-        quantized as `input_quant` (per channel, power-of-two multiples of one step). The output keeps
-        the same s_z: its channels get the smallest shift R' whose int8 covers their calibrated range."""
+    def _observe(self, x) -> tuple[dict, np.ndarray, np.ndarray]:
+        """(activations, outputs, inputs) of one float pass over calibration sequences: x [s, d] or a list
+        of them (each causal on its own), the rows of every sequence concatenated."""
+        sequences = [x] if isinstance(x, np.ndarray) and x.ndim == 2 else list(x)
         seen: dict = {}
-        y = self.forward(x, seen)
+        outputs = []
+        for sequence in sequences:
+            observed: dict = {}
+            outputs.append(self.forward(sequence, observed))
+            for name, value in observed.items():
+                seen.setdefault(name, []).append(np.asarray(value).reshape(-1, *np.shape(value)[1:]))
+        return {k: np.concatenate(v) for k, v in seen.items()}, np.concatenate(outputs), np.concatenate(sequences)
+
+    def quantize(
+        self, x, input_quant: TensorQuant, *, context: int, z_scale: float | None = None
+    ) -> "CausalAttentionParams":
+        """Integer parameters from one float pass over calibration sequences (x [s, d], or a list of them)
+        whose residual stream is quantized as `input_quant` (per channel, power-of-two multiples of one
+        step). `z_scale`: the
+        decoder's s_z (calibrate_decoder chooses one for every op, so the stream can grow layer by layer);
+        None: this op's own (layernorm.residual_channels). The output keeps s_z: its channels get the
+        smallest shift R' whose int8 covers their calibrated range."""
+        seen, y, x = self._observe(x)
         d, dh = self.hidden, self.hidden // self.heads
-        residual, z_scale = residual_channels(input_quant, float(max(np.abs(y).max(), np.abs(x).max())), d)
+        residual, z_scale = stream_residual(input_quant, float(max(np.abs(y).max(), np.abs(x).max())), d, z_scale)
         normed = TensorQuant.observe(seen["normed"], symmetric=False)
-        sym = {name: TensorQuant.observe(seen[name], symmetric=True) for name in ("query", "key", "value", "context")}
+        sym = {name: TensorQuant.observe(seen[name], symmetric=True) for name in ("query", "key", "value")}
+        # A context is a convex combination of values, and a token early in the text attends to few of them
+        # (the first one's context is its own value): the value's range bounds every context, calibrated or not.
+        sym["context"] = sym["value"]
         score_scale = choose_score_scale(float(np.abs(seen["scores"]).max()))
         logit = self.scale if self.scale is not None else 1 / math.sqrt(dh)
         score_m, score_s = quantize_multiplier(sym["query"].scale * sym["key"].scale * logit / score_scale)
@@ -333,6 +353,20 @@ def stream_channels(lo: np.ndarray, hi: np.ndarray, z_scale: float) -> np.ndarra
     scale = z_scale * np.exp2(shift)
     zero_point = np.clip(round_half_up(INT8_MIN - lo / scale), INT8_MIN, INT8_MAX).astype(np.int64)
     return np.stack([zero_point, shift], axis=1).astype(np.int32)
+
+
+def stream_residual(quant: TensorQuant, z_max_abs: float, d: int, z_scale: float | None) -> tuple[np.ndarray, float]:
+    """(int32[d, 2] (zp, R), s_z) of a residual-stream input: at a given s_z, R[c] = log2(scale[c] / s_z) (the
+    channel scales must be power-of-two multiples of it, R in [0, 7]); None: the op's own s_z
+    (layernorm.residual_channels, as the encoder ops choose it)."""
+    if z_scale is None:
+        return residual_channels(quant, z_max_abs, d)
+    scale = np.broadcast_to(np.asarray(quant.scale, np.float64), (d,))
+    shift = np.rint(np.log2(scale / z_scale)).astype(np.int64)
+    if np.any(shift < 0) or np.any(shift > MAX_RESIDUAL_SHIFT) or not np.allclose(scale, z_scale * np.exp2(shift)):
+        raise ValueError("stream_residual: the channel scales must be s_z * 2^R with R in [0, 7]")
+    zero_point = np.broadcast_to(np.asarray(quant.zero_point, np.int64), (d,))
+    return np.stack([zero_point, shift], axis=1).astype(np.int32), float(z_scale)
 
 
 def stream_quant(channels: np.ndarray, z_scale: float) -> TensorQuant:

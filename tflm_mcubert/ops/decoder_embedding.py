@@ -75,6 +75,10 @@ class DecoderEmbeddingParams:
         return self
 
     @property
+    def word_bits(self) -> int:
+        return 8  # int8 word tables (what the tied LM head reads)
+
+    @property
     def cluster_views(self):
         return word_clusters(OP, self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size)
 

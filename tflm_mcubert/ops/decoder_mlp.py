@@ -27,7 +27,6 @@ from tflm_mcubert.ops.layernorm import (
     check_residual,
     float_layer_norm,
     layer_norm,
-    residual_channels,
     residual_out,
     residual_sum,
 )
@@ -176,14 +175,16 @@ class DecoderMlpFloat:
             observed.update(normed=a, pre_activation=pre, activation=f, output=y)
         return y
 
-    def quantize(self, x: np.ndarray, input_quant: TensorQuant) -> DecoderMlpParams:
+    def quantize(self, x: np.ndarray, input_quant: TensorQuant, z_scale: float | None = None) -> DecoderMlpParams:
         """Integer parameters from one float pass over calibration rows x [n, d] (the residual stream
-        quantized as `input_quant`); the output keeps the input's s_z (causal_attention.stream_channels)."""
-        from tflm_mcubert.ops.causal_attention import stream_channels
+        quantized as `input_quant`); `z_scale` as CausalAttentionFloat.quantize takes it. The output keeps
+        s_z (causal_attention.stream_channels)."""
+        from tflm_mcubert.ops.causal_attention import stream_channels, stream_residual
 
         seen: dict = {}
         y = self.forward(x, seen)
-        residual, z_scale = residual_channels(input_quant, float(max(np.abs(y).max(), np.abs(x).max())), self.hidden)
+        z_max = float(max(np.abs(y).max(), np.abs(x).max()))
+        residual, z_scale = stream_residual(input_quant, z_max, self.hidden, z_scale)
         normed, pre, act = (
             TensorQuant.observe(seen[k], symmetric=False) for k in ("normed", "pre_activation", "activation")
         )

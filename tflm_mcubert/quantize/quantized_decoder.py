@@ -1,0 +1,170 @@
+"""The int8 decoder (issue 26): its ops' parameters calibrated from a float `DecoderModel`, as nodes, and a
+reference that decodes one token per step over each layer's int8 KV cache, as the firmware will.
+
+    decoder = calibrate_decoder(model, sequences)         # PTQ on calibration token sequences
+    top = decoder.step(token, position, caches)           # int32[2, k]: the k best ids and scores
+    logits = decoder.logits(token, position, caches)      # float64[vocab] (offline: perplexity)
+    ids = decoder.greedy(prompt, new_tokens)
+
+Nodes: decoder_embedding, then per layer causal_attention (reading its cache) and decoder_mlp, then lm_head.
+This module is the decoder's topology builder: with quantized_model.py (BERT's) the only place outside
+ops/ that names these ops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.causal_attention import (
+    CausalAttentionFloat,
+    CausalAttentionParams,
+    stream_channels,
+    stream_quant,
+    stream_residual,
+)
+from tflm_mcubert.ops.decoder_embedding import DecoderEmbeddingParams
+from tflm_mcubert.ops.decoder_mlp import DecoderMlpFloat, DecoderMlpParams
+from tflm_mcubert.ops.layernorm import MAX_RESIDUAL_SHIFT, Z_HEADROOM_TARGET, LayerNormParams, float_layer_norm
+from tflm_mcubert.ops.lm_head import LmHeadParams, cluster_scores, normalize
+from tflm_mcubert.ops.op_def import Node
+from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.ops.registry import OPS
+
+INT8_STEPS = 255  # steps of an int8 range
+
+EMBEDDING, ATTENTION, MLP, HEAD = (
+    OPS[code]
+    for code in (contract.DECODER_EMBEDDING, contract.CAUSAL_ATTENTION, contract.DECODER_MLP, contract.LM_HEAD)
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class QuantizedDecoder:
+    embedding: DecoderEmbeddingParams
+    layers: tuple[tuple[CausalAttentionParams, DecoderMlpParams], ...]
+    head: LmHeadParams
+    logit_scale: float  # the real logit of one score unit
+
+    @property
+    def context(self) -> int:
+        return self.embedding.context
+
+    def nodes(self) -> list[Node]:
+        nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_id", "position"), None)]
+        for i, (attention, mlp) in enumerate(self.layers):
+            nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, ("hidden", "position", f"cache{i}"), None))
+            nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), None))
+        return nodes + [Node("lm_head", HEAD, self.head, ("hidden",), None)]
+
+    def new_caches(self) -> dict[str, np.ndarray]:
+        """Each layer's KV cache, zeroed (ResetVariableTensors)."""
+        return {f"cache{i}": np.zeros((2, a.context, a.hidden), np.int8) for i, (a, _) in enumerate(self.layers)}
+
+    def _blocks(self, token: int, position: int, caches: dict) -> np.ndarray:
+        values = {"input_id": np.array([token], np.int32), "position": np.array([position], np.int32), **caches}
+        for node in self.nodes()[:-1]:
+            node.run(values)
+        return values["hidden"]
+
+    def step(self, token: int, position: int, caches: dict) -> np.ndarray:
+        """int32[2, k] for the token at `position`, appending its keys and values to `caches`."""
+        values = {"hidden": self._blocks(token, position, caches)}
+        return self.nodes()[-1].run(values)
+
+    def logits(self, token: int, position: int, caches: dict) -> np.ndarray:
+        """float64[vocab]: every id's logit as the head scores it (the kernel keeps only the top k)."""
+        h = normalize(self.head, self._blocks(token, position, caches))
+        return cluster_scores(self.head, h).astype(np.float64) * self.logit_scale
+
+    def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
+        """The prompt's greedy continuation: the prompt one token per step, then each best id fed back."""
+        if not prompt or len(prompt) + new_tokens > self.context:
+            raise ValueError(f"a prompt of 1..{self.context - new_tokens} tokens is needed for {new_tokens} new ones")
+        caches, out = self.new_caches(), []
+        for position, token in enumerate(prompt):
+            top = self.step(token, position, caches)
+        for position in range(len(prompt), len(prompt) + new_tokens):
+            out.append(int(top[0, 0]))
+            if len(out) < new_tokens:
+                top = self.step(out[-1], position, caches)
+        return out
+
+
+def _weights(dense) -> tuple[np.ndarray, np.ndarray]:
+    """(W [out, in], bias) of a Keras Dense layer (no bias: zeros)."""
+    kernel = np.asarray(dense.kernel.numpy(), np.float64)
+    bias = dense.bias.numpy() if dense.use_bias else np.zeros(kernel.shape[1])
+    return kernel.T, np.asarray(bias, np.float64)
+
+
+def float_blocks(model) -> list[tuple[CausalAttentionFloat, DecoderMlpFloat]]:
+    """The float64 blocks of a DecoderModel, as the integer ops' offline references read them."""
+    config, blocks = model.config, []
+    for i, block in enumerate(model.blocks):
+        (wq, bq), (wk, bk), (wv, bv), (wo, bo) = (
+            _weights(d) for d in (block.query, block.key, block.value, block.output_dense)
+        )
+        (w1, b1), (w2, b2) = _weights(block.fc), _weights(block.proj)
+        norm = [
+            np.asarray(w.numpy(), np.float64)
+            for w in (block.ln_1.gamma, block.ln_1.beta, block.ln_2.gamma, block.ln_2.beta)
+        ]
+        attention = CausalAttentionFloat(
+            wq, bq, wk, bk, wv, bv, wo, bo, norm[0], norm[1], config.num_heads, config.layer_norm_eps,
+            scale=config.attention_scales[i], window=config.windows[i] or 0,
+        )  # fmt: skip
+        mlp = DecoderMlpFloat(w1, b1, w2, b2, norm[2], norm[3], config.activation, config.layer_norm_eps)
+        blocks.append((attention, mlp))
+    return blocks
+
+
+def calibrate_decoder(model, sequences, *, clusters=None, top_k: int = 1) -> QuantizedDecoder:
+    """Post-training quantization of `model` (a DecoderModel) on calibration token sequences (a list of id
+    sequences, each at most max_positions long and decoded from position 0: several short texts cover the
+    first positions, where a token attends to few others, better than one long one). `clusters`: the word
+    table as ((U_0, None), (U_i, V_i^T), ...) in the model's id order (default: the model's dense table,
+    one cluster); the LM head is tied to it."""
+    config = model.config
+    sequences = [np.asarray(s, np.int64) for s in sequences]
+    if not sequences or any(not 1 <= s.size <= config.max_positions for s in sequences):
+        raise ValueError(f"calibrate_decoder: sequences of 1..{config.max_positions} token ids are needed")
+    table = np.asarray(model.token_embeddings.numpy(), np.float64)
+    position = np.asarray(model.position_embeddings.numpy(), np.float64)
+    clusters = clusters if clusters is not None else ((table, None),)
+    blocks = float_blocks(model)
+    # the residual stream of every sequence after each op, in float
+    streams = [[table[s] + position[: s.size] for s in sequences]]
+    for attention_float, mlp_float in blocks:
+        streams.append([attention_float.forward(x) for x in streams[-1]])
+        streams.append([mlp_float.forward(x) for x in streams[-1]])
+    rows = [np.concatenate(stage) for stage in streams]
+    z_scale = decoder_step(rows)
+    embedding = DecoderEmbeddingParams.quantize(
+        clusters, position, z_scale, stream_channels(rows[0].min(0), rows[0].max(0), z_scale)
+    )
+    stream = stream_quant(embedding.output_residual, z_scale)
+    layers = []
+    for i, (attention_float, mlp_float) in enumerate(blocks):
+        attention = attention_float.quantize(streams[2 * i], stream, context=config.max_positions, z_scale=z_scale)
+        stream = stream_quant(attention.output_residual, z_scale)
+        mlp = mlp_float.quantize(rows[2 * i + 1], stream, z_scale=z_scale)
+        stream = stream_quant(mlp.output_residual, z_scale)
+        layers.append((attention, mlp))
+    x = rows[-1]
+    residual, _ = stream_residual(stream, float(np.abs(x).max()), config.hidden_size, z_scale)
+    gamma, beta = (np.asarray(w.numpy(), np.float64) for w in (model.ln_f.gamma, model.ln_f.beta))
+    normed = TensorQuant.observe(float_layer_norm(x, gamma, beta, config.layer_norm_eps), symmetric=False)
+    final = LayerNormParams.from_float(gamma, beta, config.layer_norm_eps, z_scale, normed)
+    head, unit = LmHeadParams.tie(embedding, normed, top_k, layer_norm=final, residual=residual)
+    return QuantizedDecoder(embedding, tuple(layers), head, unit * z_scale)
+
+
+def decoder_step(streams: list[np.ndarray]) -> float:
+    """The decoder's one s_z: the int16 sums hold the largest stream value with the encoder's headroom
+    (layernorm.Z_HEADROOM_TARGET), and 2^7 steps of int8 cover the widest channel of any stream."""
+    peak = max(float(np.abs(x).max()) for x in streams)
+    widest = max(float((np.maximum(x.max(axis=0), 0) - np.minimum(x.min(axis=0), 0)).max()) for x in streams)
+    return max(peak / Z_HEADROOM_TARGET, widest / (INT8_STEPS << MAX_RESIDUAL_SHIFT), 1e-12)
