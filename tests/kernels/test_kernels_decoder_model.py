@@ -1,0 +1,91 @@
+"""The whole int8 decoder on an emulated core, as the firmware will run it: every op's kernel called in node
+order, one token per step, each layer's KV cache living in the core's memory between steps and the greedy
+id fed back. Every step's top-k and, at the end, every cache equal the numpy reference's (QuantizedDecoder)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.ops.kernel_abi import make_params
+
+pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
+
+VOCAB = 97
+CORES = [("cortex-m7", False, 256), ("cortex-m4", False, 48), ("cortex-m7", True, 48)]
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    from tflm_mcubert.model.decoder import build_decoder
+    from tflm_mcubert.model.decoder_config import DecoderConfig
+    from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+
+    raw = {"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 256, "n_embd": 32, "n_layer": 2, "n_head": 4}
+    model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
+    rng = np.random.default_rng(0)
+    return calibrate_decoder(model, [rng.integers(0, VOCAB, 48) for _ in range(8)], top_k=4)
+
+
+class OnCore:
+    """The decoder's nodes placed once in emulated memory: constants, params and weights per node, one
+    hidden buffer, the position and id words, each layer's cache, the head's output."""
+
+    def __init__(self, emulator, decoder):
+        self.emu, self.nodes = emulator, decoder.nodes()
+        put = emulator.put
+        d = decoder.embedding.hidden
+        self.runtime = {
+            "input_id": put(np.zeros(1, np.int32), 8),
+            "position": put(np.zeros(1, np.int32), 8),
+            "hidden": put(np.zeros(d, np.int8), 16),
+            "top": put(np.zeros(2 * decoder.head.top_k, np.int32), 16),
+            **{name: put(cache, 16) for name, cache in decoder.new_caches().items()},
+        }
+        self.message = put(bytes(kernel_abi.MESSAGE_CAPACITY), 4)
+        self.calls = []
+        for node in self.nodes:
+            op = node.op
+            tensors = node.params.tensors()
+            fields = op.weight_fields
+            weights = put(
+                struct.pack(f"<{len(fields)}I", *(put(np.ascontiguousarray(tensors[f]), 16) for f in fields)), 8
+            )
+            params = put(bytes(make_params(op.code, node.params.options())), 8)
+            size = emulator.call(op.buffer_size_symbol, *op.buffer_size_args(node.params)).value
+            context = put(struct.pack("<Ii", put(bytes(max(size, 0)), 16), size), 8)
+            arguments = [self.runtime[name] for name in node.inputs]
+            if not op.in_place:
+                arguments.append(self.runtime["top" if op.output == "top" else op.output])
+            self.calls.append((op.kernel_symbol, params, weights, arguments, context))
+
+    def step(self, token: int, position: int) -> np.ndarray:
+        self.emu.uc.mem_write(self.runtime["input_id"], struct.pack("<i", token))
+        self.emu.uc.mem_write(self.runtime["position"], struct.pack("<i", position))
+        for symbol, params, weights, arguments, context in self.calls:
+            result = self.emu.call(symbol, params, weights, *arguments, context, self.message)
+            assert result.value == kernel_abi.OK, (symbol, self.emu.read(self.message, 128))
+        return np.frombuffer(self.emu.read(self.runtime["top"], 8 * self.nodes[-1].params.top_k), np.int32)
+
+    def cache(self, name: str, shape) -> np.ndarray:
+        return np.frombuffer(self.emu.read(self.runtime[name], int(np.prod(shape))), np.int8).reshape(shape)
+
+
+@pytest.mark.parametrize("cpu,plain,steps", CORES, ids=[f"{c}-{'plain' if p else 'dsp'}" for c, p, _ in CORES])
+def test_greedy_generation_on_the_core_equals_the_reference(arm_images, decoder, cpu, plain, steps):
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
+    emulator = ArmEmulator(arm_images(cpu, plain), cpu)
+    on_core = OnCore(emulator, decoder)
+    caches = decoder.new_caches()
+    token = 7
+    for position in range(steps):
+        expected = decoder.step(token, position, caches).reshape(-1)
+        got = on_core.step(token, position)
+        assert np.array_equal(got, expected), f"step {position}"
+        token = int(expected[0])
+    for name, cache in caches.items():
+        assert np.array_equal(on_core.cache(name, cache.shape), cache), name
