@@ -34,25 +34,7 @@ static mcubert_status validate_options(const mcubert_decoder_embedding_params *p
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK) {
         return st;
     }
-    if (p->cluster_count > p->vocab_size) {
-        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "cluster_count");
-        mcubert_append_int(m, p->cluster_count);
-        mcubert_append(m, " clusters for a vocabulary of ");
-        mcubert_append_int(m, p->vocab_size);
-        return st;
-    }
-    return MCUBERT_OK;
-}
-
-static mcubert_word_table word_table(const mcubert_decoder_embedding_params *p, const int32_t *clusters)
-{
-    mcubert_word_table table;
-    table.clusters = clusters;
-    table.cluster_count = p->cluster_count;
-    table.vocab_size = p->vocab_size;
-    table.hidden = p->hidden;
-    table.bits = 8;
-    return table;
+    return mcubert_check_cluster_count(OP, p->cluster_count, p->vocab_size, m);
 }
 
 mcubert_status mcubert_decoder_embedding_validate(const mcubert_decoder_embedding_params *params,
@@ -80,7 +62,8 @@ mcubert_status mcubert_decoder_embedding_validate(const mcubert_decoder_embeddin
     }
     if (t[MCUBERT_DECODER_EMBEDDING_CLUSTERS].data != NULL) {
         const mcubert_word_table table =
-            word_table(params, (const int32_t *)t[MCUBERT_DECODER_EMBEDDING_CLUSTERS].data);
+            mcubert_word_table_of((const int32_t *)t[MCUBERT_DECODER_EMBEDDING_CLUSTERS].data, params->cluster_count,
+                                  params->vocab_size, params->hidden, 8);
         if ((st = mcubert_check_word_tensors(OP, &table, &t[MCUBERT_DECODER_EMBEDDING_WORD_ROWS],
                                              &t[MCUBERT_DECODER_EMBEDDING_WORD_PROJECTIONS], message)) != MCUBERT_OK) {
             return st;
@@ -168,7 +151,7 @@ mcubert_status mcubert_decoder_embedding_s8(const mcubert_decoder_embedding_para
                                  "NULL pointer");
     }
     d = params->hidden;
-    table = word_table(params, weights->clusters);
+    table = mcubert_word_table_of(weights->clusters, params->cluster_count, params->vocab_size, d, 8);
     if ((st = mcubert_check_context(OP, context, mcubert_align_up(2 * d), message)) != MCUBERT_OK ||
         (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK ||
         (st = check_index(*input_id, params->vocab_size, "input_id", message)) != MCUBERT_OK ||

@@ -80,26 +80,13 @@ static mcubert_status validate_options(const mcubert_embedding_params *p, mcuber
         (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK || (st = check_word_bits(p, m)) != MCUBERT_OK) {
         return st;
     }
-    if (p->cluster_count > p->vocab_size) {
-        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "cluster_count");
-        mcubert_append_int(m, p->cluster_count);
-        mcubert_append(m, " clusters for a vocabulary of ");
-        mcubert_append_int(m, p->vocab_size);
-        return st;
-    }
-    return MCUBERT_OK;
+    return mcubert_check_cluster_count(OP, p->cluster_count, p->vocab_size, m);
 }
 
 /* The word table's cluster view of the options and the cluster tensor (mcubert_word_table.c). */
 static mcubert_word_table word_table(const mcubert_embedding_params *p, const int32_t *clusters)
 {
-    mcubert_word_table table;
-    table.clusters = clusters;
-    table.cluster_count = p->cluster_count;
-    table.vocab_size = p->vocab_size;
-    table.hidden = p->hidden;
-    table.bits = word_bits(p);
-    return table;
+    return mcubert_word_table_of(clusters, p->cluster_count, p->vocab_size, p->hidden, word_bits(p));
 }
 
 /* int4 rows of odd length end in a padding nibble that must be 0 (SPEC 4.1.1), as pair4 padding. */

@@ -182,6 +182,21 @@ typedef struct {
     int64_t row_offset, projection_offset;
 } mcubert_word_cluster;
 
+static inline mcubert_word_table mcubert_word_table_of(const int32_t *clusters, int32_t cluster_count,
+                                                       int32_t vocab_size, int32_t hidden, int32_t bits)
+{
+    mcubert_word_table table;
+    table.clusters = clusters;
+    table.cluster_count = cluster_count;
+    table.vocab_size = vocab_size;
+    table.hidden = hidden;
+    table.bits = bits;
+    return table;
+}
+
+/* The options' cross-field rule of the word table: at most one cluster per id ("cluster_count"). */
+mcubert_status mcubert_check_cluster_count(const char *op, int32_t cluster_count, int32_t vocab_size,
+                                           mcubert_message *message);
 int32_t mcubert_word_row_bytes(int32_t i, int32_t rank, int32_t bits);
 /* Ends strictly increasing up to vocab_size, rank_0 = d, other ranks in [1, d]; the tables' element counts. */
 mcubert_status mcubert_check_word_clusters(const char *op, const mcubert_word_table *table, int64_t *rows_total,

@@ -66,26 +66,17 @@ static mcubert_status validate_options(const mcubert_lm_head_params *p, mcubert_
         (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
-    if (p->cluster_count > p->vocab_size || p->top_k > p->vocab_size) {
-        const int clusters = p->cluster_count > p->vocab_size;
-        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, clusters ? "cluster_count" : "top_k");
-        mcubert_append_int(m, clusters ? p->cluster_count : p->top_k);
-        mcubert_append(m, clusters ? " clusters for a vocabulary of " : " exceeds vocab_size ");
+    if ((st = mcubert_check_cluster_count(OP, p->cluster_count, p->vocab_size, m)) != MCUBERT_OK) {
+        return st;
+    }
+    if (p->top_k > p->vocab_size) {
+        st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "top_k");
+        mcubert_append_int(m, p->top_k);
+        mcubert_append(m, " exceeds vocab_size ");
         mcubert_append_int(m, p->vocab_size);
         return st;
     }
     return MCUBERT_OK;
-}
-
-static mcubert_word_table word_table(const mcubert_lm_head_params *p, const int32_t *clusters)
-{
-    mcubert_word_table table;
-    table.clusters = clusters;
-    table.cluster_count = p->cluster_count;
-    table.vocab_size = p->vocab_size;
-    table.hidden = p->hidden;
-    table.bits = 8;
-    return table;
 }
 
 /* Every (multiplier, shift) pair valid ([c][4] is [2c][2] pairs); cluster 0 has no projection, so its
@@ -125,7 +116,9 @@ mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, co
         return st;
     }
     if (t[MCUBERT_LM_HEAD_CLUSTERS].data != NULL) {
-        const mcubert_word_table table = word_table(params, (const int32_t *)t[MCUBERT_LM_HEAD_CLUSTERS].data);
+        const mcubert_word_table table =
+            mcubert_word_table_of((const int32_t *)t[MCUBERT_LM_HEAD_CLUSTERS].data, params->cluster_count,
+                                  params->vocab_size, params->hidden, 8);
         if ((st = mcubert_check_word_tensors(OP, &table, &t[MCUBERT_LM_HEAD_WORD_ROWS],
                                              &t[MCUBERT_LM_HEAD_WORD_PROJECTIONS], message)) != MCUBERT_OK) {
             return st;
@@ -294,7 +287,7 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
                                  "NULL pointer");
     }
     layout_of(params->hidden, &layout);
-    table = word_table(params, weights->clusters);
+    table = mcubert_word_table_of(weights->clusters, params->cluster_count, params->vocab_size, params->hidden, 8);
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK ||
         (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK) {
         return st;

@@ -5,6 +5,19 @@
  */
 #include "mcubert_internal.h"
 
+mcubert_status mcubert_check_cluster_count(const char *op, int32_t cluster_count, int32_t vocab_size,
+                                           mcubert_message *m)
+{
+    if (cluster_count > vocab_size) {
+        const mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_OPTION, op, "cluster_count");
+        mcubert_append_int(m, cluster_count);
+        mcubert_append(m, " clusters for a vocabulary of ");
+        mcubert_append_int(m, vocab_size);
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
 int32_t mcubert_word_row_bytes(int32_t i, int32_t rank, int32_t bits)
 {
     return bits == 8 ? rank : ((rank + 1) >> 1) + (i == 0 ? MCUBERT_INT4_ROW_SCALE_BYTES : 0);

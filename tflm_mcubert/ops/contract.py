@@ -196,6 +196,22 @@ _RESIDUAL = TensorSig(
     "residual", "int32", "[d, 2]", "per channel (zero point [-128, 127], shift R_c [0, 7]): s_x[c] = s_z * 2^R_c"
 )
 
+_TOKEN_STREAM = TensorSig("hidden", "int8", "[d]", "one token's residual stream, updated in place")
+_BLOCK_OUTPUT = TensorSig("hidden", "int8", "[d]", "the residual stream after the block")
+_OUTPUT_RESIDUAL = TensorSig(
+    "output_residual", "int32", "[d, 2]", "the output's (zero point, shift R'): s = s_z * 2^R'"
+)
+
+
+def _linear_sigs(name: str, shape: str, to: str = "") -> tuple[TensorSig, TensorSig]:
+    """A pair4 linear layer's two tensors: its weights [packed(N, K)] and channel rows [N, 3]."""
+    rows = shape.split(",")[0]
+    return (
+        TensorSig(f"{name}_weights", "int8", f"[packed({shape})]", "pair4"),
+        TensorSig(f"{name}_channels", "int32", f"[{rows}, 3]", f"bias, multiplier, shift{to}"),
+    )
+
+
 CONTRACTS: dict[str, OpContract] = {
     EMBEDDING: OpContract(
         EMBEDDING,
@@ -344,23 +360,19 @@ CONTRACTS: dict[str, OpContract] = {
             _EPS,
         ),
         inputs=(
-            TensorSig("hidden", "int8", "[d]", "one token's residual stream, updated in place"),
+            _TOKEN_STREAM,
             TensorSig("position", "int32", "[1]", "p in [0, n): the token's position"),
             TensorSig("cache", "int8", "[2, n, d]", "state: keys then values; row p written, rows 0..p read"),
             _LN,
-            TensorSig("query_weights", "int8", "[packed(d, d)]", "pair4"),
-            TensorSig("query_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
-            TensorSig("key_weights", "int8", "[packed(d, d)]", "pair4"),
-            TensorSig("key_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
-            TensorSig("value_weights", "int8", "[packed(d, d)]", "pair4"),
-            TensorSig("value_channels", "int32", "[d, 3]", "bias, multiplier, shift"),
-            TensorSig("output_weights", "int8", "[packed(d, d)]", "pair4"),
-            TensorSig("output_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
+            *_linear_sigs("query", "d, d"),
+            *_linear_sigs("key", "d, d"),
+            *_linear_sigs("value", "d, d"),
+            *_linear_sigs("output", "d, d", " (to z units)"),
             TensorSig("exp_lut", "int16", "[256]", "EXP_ONE*exp(-k*s_score); [0] = EXP_ONE"),
             _RESIDUAL,
-            TensorSig("output_residual", "int32", "[d, 2]", "the output's (zero point, shift R'): s = s_z * 2^R'"),
+            _OUTPUT_RESIDUAL,
         ),
-        outputs=(TensorSig("hidden", "int8", "[d]", "the residual stream after the block"),),
+        outputs=(_BLOCK_OUTPUT,),
         cross_check=_check_causal_attention,
     ),
     DECODER_MLP: OpContract(
@@ -372,17 +384,15 @@ CONTRACTS: dict[str, OpContract] = {
             _EPS,
         ),
         inputs=(
-            TensorSig("hidden", "int8", "[d]", "one token's residual stream, updated in place"),
+            _TOKEN_STREAM,
             _LN,
-            TensorSig("fc1_weights", "int8", "[packed(ffn, d)]", "pair4"),
-            TensorSig("fc1_channels", "int32", "[ffn, 3]", "bias, multiplier, shift"),
+            *_linear_sigs("fc1", "ffn, d"),
             TensorSig("activation_lut", "int8", "[256]", "GELU: entry q+128 for input q"),
-            TensorSig("fc2_weights", "int8", "[packed(d, ffn)]", "pair4"),
-            TensorSig("fc2_channels", "int32", "[d, 3]", "bias, multiplier, shift (to z units)"),
+            *_linear_sigs("fc2", "d, ffn", " (to z units)"),
             _RESIDUAL,
-            TensorSig("output_residual", "int32", "[d, 2]", "the output's (zero point, shift R'): s = s_z * 2^R'"),
+            _OUTPUT_RESIDUAL,
         ),
-        outputs=(TensorSig("hidden", "int8", "[d]", "the residual stream after the block"),),
+        outputs=(_BLOCK_OUTPUT,),
         cross_check=_no_cross_field_rules,
     ),
     DECODER_EMBEDDING: OpContract(
