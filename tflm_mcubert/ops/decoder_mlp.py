@@ -20,6 +20,7 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.causal_attention import stream_channels, stream_residual
 from tflm_mcubert.ops.fixed_point import ACTIVATIONS, INT8_MAX, INT8_MIN, build_activation_lut, saturate
 from tflm_mcubert.ops.layernorm import (
     LayerNormParams,
@@ -179,8 +180,6 @@ class DecoderMlpFloat:
         """Integer parameters from one float pass over calibration rows x [n, d] (the residual stream
         quantized as `input_quant`); `z_scale` as CausalAttentionFloat.quantize takes it. The output keeps
         s_z (causal_attention.stream_channels)."""
-        from tflm_mcubert.ops.causal_attention import stream_channels, stream_residual
-
         seen: dict = {}
         y = self.forward(x, seen)
         z_max = float(max(np.abs(y).max(), np.abs(x).max()))

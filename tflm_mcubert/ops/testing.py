@@ -16,9 +16,12 @@ import numpy as np
 
 from tflm_mcubert.ops import attention, embedding, mlp
 from tflm_mcubert.ops.attention import AttentionFloat, AttentionParams
+from tflm_mcubert.ops.causal_attention import CausalAttentionFloat, stream_channels
+from tflm_mcubert.ops.decoder_embedding import DecoderEmbeddingParams
+from tflm_mcubert.ops.decoder_mlp import DecoderMlpFloat
 from tflm_mcubert.ops.embedding import EmbeddingFloat, EmbeddingParams
 from tflm_mcubert.ops.fixed_point import EXP_ONE, MULTIPLIER_MIN, INT32_MAX
-from tflm_mcubert.ops.layernorm import EPS_MAX, LayerNormParams
+from tflm_mcubert.ops.layernorm import EPS_MAX, LayerNormParams, hidden_quant
 from tflm_mcubert.ops.linear import BIAS_LIMIT, Linear, pack_weights
 from tflm_mcubert.ops.linear_int4 import pack_weights_int4
 from tflm_mcubert.ops.mlp import MLPFloat, MLPParams
@@ -279,8 +282,6 @@ def extreme_embedding(
 
 def float_causal_attention(rng: np.random.Generator, d: int, h: int):
     """GPT-2's attention block (ops.causal_attention.CausalAttentionFloat) with float_attention's weights."""
-    from tflm_mcubert.ops.causal_attention import CausalAttentionFloat
-
     base = float_attention(rng, d, h)
     fields = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "gamma", "beta")
     return CausalAttentionFloat(**{f: getattr(base, f) for f in fields}, heads=h, eps=1e-5)
@@ -289,8 +290,6 @@ def float_causal_attention(rng: np.random.Generator, d: int, h: int):
 def quantized_causal_attention(d: int = 32, h: int = 4, context: int = 256, seed: int = 0):
     """(params, float block, input quant, float residual stream [context, d]): a block calibrated on a
     residual stream with a few outlier channels, as GPT-2's has."""
-    from tflm_mcubert.ops.layernorm import hidden_quant
-
     rng = np.random.default_rng(seed)
     fw = float_causal_attention(rng, d, h)
     x = rng.normal(0, 1.0, (context, d)) * (1 + 3 * (np.arange(d) % 7 == 0))
@@ -301,9 +300,6 @@ def quantized_causal_attention(d: int = 32, h: int = 4, context: int = 256, seed
 
 def quantized_decoder_mlp(d: int = 32, ffn: int = 128, rows: int = 64, seed: int = 0):
     """(params, float MLP, input quant, float residual stream [rows, d]) of GPT-2's MLP, calibrated."""
-    from tflm_mcubert.ops.decoder_mlp import DecoderMlpFloat
-    from tflm_mcubert.ops.layernorm import hidden_quant
-
     rng = np.random.default_rng(seed)
     base = float_mlp(rng, d, ffn)
     fw = DecoderMlpFloat(base.w1, base.b1, base.w2, base.b2, base.gamma, base.beta)
@@ -317,10 +313,6 @@ def quantized_decoder_embedding(
     d: int = 32, context: int = 16, seed: int = 0, sizes=(40, 60, 100), ranks=(None, 16, 4)
 ):
     """(params, float clusters, float positions, s_z): GPT-2's wte + wpe as a clustered table."""
-    from tflm_mcubert.ops.causal_attention import stream_channels
-    from tflm_mcubert.ops.decoder_embedding import DecoderEmbeddingParams
-    from tflm_mcubert.ops.layernorm import hidden_quant
-
     rng = np.random.default_rng(seed)
     fw = float_embedding(rng, d, context, cluster_sizes=sizes, ranks=ranks)
     dense = np.concatenate([u if vt is None else u @ vt for u, vt in fw.clusters])
