@@ -97,7 +97,7 @@ def test_a_variant_that_does_not_fit_is_never_a_candidate_and_b_compares_int4_wi
         records.append(_record("tiny-f767-w8e8p", seed, 14, 13))
     records.append(_record("tiny-f767-w8e8", 0, 20, 20, export={"fits": False, "model_bytes": 3, "budget_bytes": 2}))
     summary = bench.summarize(records)
-    assert not summary["variants"]["mini-f767-w4e4p@w8"]["fits"]  # measured at int8 weights: over the budget
+    assert not summary["variants"]["mini-f767-w4e4p@float"]["fits"]  # float is a reference, not a candidate
     assert not summary["variants"]["tiny-f767-w8e8@w8"]["fits"]  # its export did not fit
     a = summary["points"]["A"]
     assert (a["a"], a["b"]) == ("mini-f767-w4e4p@w4", "tiny-f767-w8e8p@w8")
@@ -129,3 +129,15 @@ def test_compare_finds_a_consistent_gain_and_not_a_tie():
     gain = bench.compare(better, base, samples=2000)
     assert gain["bootstrap_p"]["test"] < 0.01 and gain["difference"]["test"] > 0
     assert bench.compare(base, base, samples=500)["bootstrap_p"]["test"] == 1.0
+
+
+def test_the_f767zi_points_run_first_seed_by_seed():
+    order = bench.job_order(["tiny-f746-default", "tiny-f767-w8e8p", "mini-f767-w4e4p"], [0, 1])
+    assert order == [
+        ("tiny-f767-w8e8p", 0),
+        ("mini-f767-w4e4p", 0),
+        ("tiny-f767-w8e8p", 1),
+        ("mini-f767-w4e4p", 1),
+        ("tiny-f746-default", 0),
+        ("tiny-f746-default", 1),
+    ]
