@@ -176,15 +176,15 @@ def run(args) -> int:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     if args.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {args.qat_steps}")
+    if args.split != ["test"] and not args.task:
+        raise UserError("--split goes with --task")
+    if args.dump and len(set(args.split)) > 1:
+        raise UserError("--dump traces one --split at a time")
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
     dump = output_directory(args.dump, "--dump") if args.dump else None
     if args.text:
         read_sentences(args.text, flag="--text")  # a bad --text fails before the models load
-    if args.split != ["test"] and not args.task:
-        raise UserError("--split goes with --task")
-    if args.dump and len(set(args.split)) > 1:
-        raise UserError("--dump traces one --split at a time")
     models = _load_models(args)
     common = {
         "model": {**models.source, "config": models.config.to_hf_dict()},
