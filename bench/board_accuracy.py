@@ -221,7 +221,7 @@ def flash_of(report: dict) -> dict:
         "vocab_bytes": report["vocab_bytes"],
         "arena_bytes": report["arena_bytes"],
         "embedding_bytes": report["embedding"]["embedding_bytes"],
-        "encoder_bytes": report["encoder"]["op_bytes"],
+        "encoder_bytes": (report.get("encoder") or {}).get("op_bytes"),  # an int8 export has no encoder block
     }
 
 
