@@ -505,7 +505,7 @@ def main(argv=None) -> int:
     summary = summarize(records)
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
-    (opts.out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")
+    (opts.out / "summary.json").write_text(summary_text(record))
     print(markdown(summary))
     figure = plot(summary, opts.out / "board_accuracy.png") if summary["variants"] else None
     print(
@@ -515,6 +515,13 @@ def main(argv=None) -> int:
     for record in failed:
         print(f"{record['config']} seed {record['seed']}: {record['failed']} failed (see {opts.out / 'progress.log'})")
     return 1 if failed else 0
+
+
+def summary_text(record: dict) -> str:
+    """summary.json: the statistics indented, then one line per run (its per-example predictions)."""
+    head = json.dumps({k: v for k, v in record.items() if k != "runs"}, indent=1)
+    runs = ",\n".join(json.dumps(r) for r in record.get("runs", []))
+    return head[:-2] + ',\n "runs": [\n' + runs + "\n ]\n}\n"
 
 
 def job_order(configs: list[str], seeds: list[int]) -> list[tuple[str, int]]:

@@ -141,3 +141,10 @@ def test_the_f767zi_points_run_first_seed_by_seed():
         ("tiny-f746-default", 0),
         ("tiny-f746-default", 1),
     ]
+
+
+def test_the_summary_file_is_json_with_one_line_per_run():
+    record = {"task": "t", "points": {"A": {"seeds": [0]}}, "runs": [{"seed": 0, "p": [1, 0]}, {"seed": 1}]}
+    text = bench.summary_text(record)
+    assert json.loads(text) == record
+    assert '{"seed": 0, "p": [1, 0]},' in text.splitlines()
