@@ -450,6 +450,14 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def utc_time(text: str) -> str:
+    try:
+        parsed = time.strptime(text, "%H:%M")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time HH:MM") from None
+    return f"{parsed.tm_hour:02d}:{parsed.tm_min:02d}"
+
+
 def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny-student", type=Path, required=True, help="distilled BERT-tiny (distill --out)")
@@ -464,6 +472,11 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--export-seq-len", type=int, default=64, help="the export the budget is split for")
     parser.add_argument("--export-seeds", type=int_list, default=[0], help="seeds also exported (default 0)")
     parser.add_argument("--report-only", action="store_true", help="summarize the finished runs, start none")
+    parser.add_argument(
+        "--start-before",
+        type=utc_time,
+        help="HH:MM (UTC): start no run at or after this time (the finished ones are summarized; rerun to go on)",
+    )
     opts = parser.parse_args(argv)
     configs = [c.strip() for c in opts.configs.split(",") if c.strip()]
     unknown = sorted(set(configs) - set(CONFIGS))
@@ -494,6 +507,9 @@ def main(argv=None) -> int:
     jobs = [] if opts.report_only else job_order(opts.configs, opts.seeds)
     failed = []
     for n, (name, seed) in enumerate(jobs):
+        if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
+            log(f"{opts.start_before} UTC reached: {len(jobs) - n} runs not started (rerun to go on)", opts.out)
+            break
         record = run_one(name, seed, opts)
         if "failed" in record:
             failed.append(record)

@@ -20,6 +20,7 @@ def test_bad_arguments_are_refused_in_one_line(capsys):
         (["--seeds", "0,x"], "not a comma-separated list"),
         (["--seeds", "-1"], "each 0 or more"),
         (["--epochs", "0"], "must be positive"),
+        (["--start-before", "25:00"], "not a time HH:MM"),
     ):
         with pytest.raises(SystemExit):
             bench.parse(ARGS + argv)
@@ -148,3 +149,14 @@ def test_the_summary_file_is_json_with_one_line_per_run():
     text = bench.summary_text(record)
     assert json.loads(text) == record
     assert '{"seed": 0, "p": [1, 0]},' in text.splitlines()
+
+
+def test_no_run_starts_after_the_deadline(tmp_path, monkeypatch):
+    for student in ("t", "m"):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bench, "run_one", lambda *a: pytest.fail("a run started after the deadline"))
+    monkeypatch.setattr(bench.time, "strftime", lambda *a: "06:50")
+    assert bench.main(ARGS + ["--out", str(tmp_path / "o"), "--start-before", "06:45"]) == 0
+    assert "runs not started" in (tmp_path / "o" / "progress.log").read_text()
