@@ -26,7 +26,9 @@ Points (a side's "best" is its candidate with the highest mean dev accuracy over
 first listed; only configurations that fit):
 
   A  at the F767ZI's Flash: best BERT-mini − best BERT-tiny. Target ≥ +2.0 test points, dev agreeing, p < 0.05
-  B  BERT-mini int4 weights − the same checkpoint in float. Target ≥ −0.7 test points
+  B  BERT-mini int4 weights − the same checkpoint with float weights: as trained (float encoder weights and
+     activations, the word tables as stored: `search`'s own dev/test predictions); "B-float" against
+     evaluate's float model (the latent float word tables too). Target ≥ −0.7 test points
   C  at the F746ZG's Flash: best of the F746 configurations − tiny-f746-default. Target ≥ +1.0 test points
 
 p: the paired bootstrap of `bench_stats.py` (seeds and examples resampled, 10,000 draws) of the seed-averaged
@@ -111,6 +113,10 @@ POINTS = {
     ),
 }
 B_TARGET = -0.7  # BERT-mini int4 weights − float, on test
+REFERENCES = {  # the float models each run is also measured as
+    "trained": "the model as trained (float encoder weights and activations, word tables as stored)",
+    "float": "evaluate's float model (float everything, word tables included)",
+}
 SETTINGS = ("task", "tiny_student", "mini_student", "epochs", "finetune_epochs", "max_seq_len", "export_seq_len")
 
 
@@ -194,19 +200,27 @@ def run_one(name: str, seed: int, opts) -> dict:
     evaluate_s = _step(evaluate, evaluation, f"{tag} evaluate", opts.out)
     if evaluate_s is None:
         return {"config": name, "seed": seed, "failed": "evaluate"}
-    export_report = None
     if seed in opts.export_seeds:
         export = folder / "export"
         command = ["export", "--checkpoint", str(model), "--board", config.board, "--seq-len", str(opts.export_seq_len)]
         command += ["--weight-bits", str(config.weight_bits), "--out", str(export)]
-        if _step(command, export / "report.json", f"{tag} export", opts.out) is not None:
-            export_report = flash_of(json.loads((export / "report.json").read_text()))
-    record = make_record(
-        name, seed, json.loads((model / "metrics.json").read_text()), json.loads(evaluation.read_text())
-    )
-    record["seconds"] = {"search": round(search_s, 1), "evaluate": round(evaluate_s, 1)}
-    record["export"] = export_report
+        _step(command, export / "report.json", f"{tag} export", opts.out)
+    record = record_from_files(name, seed, folder)
     record_file.write_text(json.dumps(record) + "\n")
+    return record
+
+
+def record_from_files(name: str, seed: int, folder: Path) -> dict:
+    """A finished run's record, from its search's metrics.json, evaluate.json, their seconds and the export's
+    report.json (when it was exported)."""
+    model, evaluation, report = folder / "model" / "metrics.json", folder / "evaluate.json", folder / "export"
+    record = make_record(name, seed, json.loads(model.read_text()), json.loads(evaluation.read_text()))
+    seconds = {
+        step: path.with_name(path.name + ".seconds") for step, path in (("search", model), ("evaluate", evaluation))
+    }
+    record["seconds"] = {k: float(v.read_text()) if v.is_file() else 0.0 for k, v in seconds.items()}
+    report = report / "report.json"
+    record["export"] = flash_of(json.loads(report.read_text())) if report.is_file() else None
     return record
 
 
@@ -235,13 +249,16 @@ def make_record(name: str, seed: int, metrics: dict, evaluation: dict) -> dict:
         key: {split: splits[split]["predictions"][evaluated] for split in ("validation", "test")}
         for key, evaluated in models.items()
     }
+    if all(metrics.get("labels", {}).get(split) == labels[split] for split in labels):
+        # the model as trained: float encoder, word tables as stored (search's own dev/test predictions)
+        predictions["trained"] = {split: metrics["predictions"][split] for split in labels}
     details = metrics.get("details", {})
     return {
         "config": name,
         "seed": seed,
         "setup": dataclasses.asdict(config),
         "labels": labels,
-        "predictions": predictions,  # "float" and one "<config>@w<bits>" per evaluated weight width
+        "predictions": predictions,  # "float", "trained" and one "<config>@w<bits>" per evaluated width
         "accuracy": {
             key: {split: accuracy(p[split], labels[split]) for split in ("validation", "test")}
             for key, p in predictions.items()
@@ -329,13 +346,14 @@ def summarize(records: list[dict]) -> dict:
             key = variant(name, bits)
             variants[key] = variant_summary(rows, key) | {"config": name, "weight_bits": bits}
             variants[key]["fits"] = fits(name, key, variants[key])
-        if rows:
-            variants[f"{name}@float"] = variant_summary(rows, "float") | {"config": name, "weight_bits": "float"}
-            variants[f"{name}@float"]["fits"] = False
+        for reference in REFERENCES if rows else ():
+            if all(reference in r["predictions"] for r in rows):
+                summary = variant_summary(rows, reference) | {"config": name, "weight_bits": reference, "fits": False}
+                variants[f"{name}@{reference}"] = summary
     correct = {}
     for key, summary in variants.items():
         name, rows = summary["config"], by_config[summary["config"]]
-        inner = "float" if key.endswith("@float") else key
+        inner = summary["weight_bits"] if summary["weight_bits"] in REFERENCES else key
         correct[key] = {split: correct_by_seed(rows, inner, split) for split in ("validation", "test")}
     points = {}
     for point, (label, a_side, b_side, target, needs_p) in POINTS.items():
@@ -347,13 +365,14 @@ def summarize(records: list[dict]) -> dict:
         points[point] = entry
     mini = variant("mini-f767-w4e4p", 4)
     if mini in variants:
-        for reference in ("mini-f767-w4e4p@float", variant("mini-f767-w4e4p", 8)):
-            if reference not in variants:
+        for point, reference in (("B", "trained"), ("B-float", "float")):
+            b = f"mini-f767-w4e4p@{reference}"
+            if b not in variants:
                 continue
-            entry = {"label": f"BERT-mini int4 weights − {reference}", "a": mini, "b": reference, "target": B_TARGET}
-            entry |= compare(correct[mini], correct[reference])
+            entry = {"label": f"BERT-mini int4 weights − {REFERENCES[reference]}", "a": mini, "b": b}
+            entry |= {"target": B_TARGET} | compare(correct[mini], correct[b])
             entry["met"] = target_met(entry, B_TARGET, False)
-            points["B" if reference.endswith("@float") else "B-w8"] = entry
+            points[point] = entry
     return {"variants": variants, "points": points, "runs": records}
 
 
@@ -385,7 +404,10 @@ def markdown(summary: dict) -> str:
         tables = (
             f"{'/'.join(f'{b:,}' for b in v['embedding_bytes'])} / {'/'.join(f'{p:,}' for p in v['embedding_params'])}"
         )
-        cells = [f"{key} ({len(v['seeds'])})", config.describe(), ",".join(map(str, v["steps"])), tables, flash]
+        setup = config.describe()
+        if v["weight_bits"] in REFERENCES:
+            setup = f"the same runs, float: {REFERENCES[v['weight_bits']]}"
+        cells = [f"{key} ({len(v['seeds'])})", setup, ",".join(map(str, v["steps"])), tables, flash]
         cells += [
             "yes" if v["fits"] else "no",
             f"{v['search_seconds']['mean']:.0f}, {v['evaluate_seconds']['mean']:.0f}",
@@ -404,11 +426,16 @@ def markdown(summary: dict) -> str:
             continue
         d, p = e["difference"], e["bootstrap_p"]
         cells = [point, f"{e['a']} − {e['b']}", str(len(e["seeds"])), f"{d['validation']:+.2f} / {d['test']:+.2f}"]
-        cells += [f"{format_p(p['validation'])} / {format_p(p['test'])}"]
-        cells += [", ".join(format_p(x) for x in e["mcnemar_test_p"].values()), f"{e['target']:+.1f}"]
+        cells += [f"{p_text(p['validation'])} / {p_text(p['test'])}"]
+        cells += [", ".join(p_text(x) for x in e["mcnemar_test_p"].values()), f"{e['target']:+.1f}"]
         cells.append("yes" if e["met"] else "no")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def p_text(p: float) -> str:
+    """A p-value as the tables print it; 0 from the bootstrap is below its resolution."""
+    return "<1e-4" if p == 0 else format_p(p)
 
 
 def plot(summary: dict, path: Path) -> Path | None:
@@ -471,7 +498,11 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-seq-len", type=int, default=64, help="training and evaluation (default 64)")
     parser.add_argument("--export-seq-len", type=int, default=64, help="the export the budget is split for")
     parser.add_argument("--export-seeds", type=int_list, default=[0], help="seeds also exported (default 0)")
-    parser.add_argument("--report-only", action="store_true", help="summarize the finished runs, start none")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="summarize the finished runs (their records made again from their files), start none",
+    )
     parser.add_argument(
         "--start-before",
         type=utc_time,
@@ -492,8 +523,16 @@ def settings_of(opts) -> dict:
     return {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items() if k in SETTINGS}
 
 
-def finished_records(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("*-seed*/run.json"))]
+def finished_records(out: Path, rebuild: bool = False) -> list[dict]:
+    """Every finished run's record; with `rebuild`, made again from its files (and run.json rewritten)."""
+    records = []
+    for path in sorted(out.glob("*-seed*/run.json")):
+        record = json.loads(path.read_text())
+        if rebuild and "failed" not in record:
+            record = record_from_files(record["config"], record["seed"], path.parent)
+            path.write_text(json.dumps(record) + "\n")
+        records.append(record)
+    return records
 
 
 def main(argv=None) -> int:
@@ -517,7 +556,7 @@ def main(argv=None) -> int:
             log(f"[{name} seed {seed}] {format_accuracies(record)} ({n + 1}/{len(jobs)})", opts.out)
         elapsed = time.monotonic() - began
         log(f"elapsed {elapsed:.0f} s; about {elapsed / (n + 1) * (len(jobs) - n - 1):.0f} s to go", opts.out)
-    records = finished_records(opts.out)
+    records = finished_records(opts.out, rebuild=opts.report_only)
     summary = summarize(records)
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}

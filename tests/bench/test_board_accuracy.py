@@ -49,7 +49,7 @@ def test_a_rerun_with_other_settings_is_refused(tmp_path):
         bench.claim(tmp_path, settings | {"epochs": 1.0})
 
 
-def _record(name, seed, dev_correct, test_correct, float_correct=None, size=20, export=None):
+def _record(name, seed, dev_correct, test_correct, float_correct=None, size=20, export=None, trained=None):
     """A run.json whose integer model gets the first `*_correct` examples right (labels all 1)."""
     config = bench.CONFIGS[name]
     labels = {"validation": [1] * size, "test": [1] * size}
@@ -59,6 +59,8 @@ def _record(name, seed, dev_correct, test_correct, float_correct=None, size=20, 
 
     keys = {bench.variant(name, b): (dev_correct, test_correct) for b in config.evaluate_bits}
     keys["float"] = float_correct or (dev_correct, test_correct)
+    if trained:
+        keys["trained"] = trained
     predictions = {k: {"validation": predicted(d), "test": predicted(t)} for k, (d, t) in keys.items()}
     return {
         "config": name,
@@ -94,7 +96,7 @@ def test_sides_are_chosen_on_dev_and_compared_on_the_seeds_both_have():
 def test_a_variant_that_does_not_fit_is_never_a_candidate_and_b_compares_int4_with_float():
     records = []
     for seed in range(5):
-        records.append(_record("mini-f767-w4e4p", seed, 15, 14, float_correct=(16, 15)))
+        records.append(_record("mini-f767-w4e4p", seed, 15, 14, float_correct=(16, 15), trained=(15, 13)))
         records.append(_record("tiny-f767-w8e8p", seed, 14, 13))
     records.append(_record("tiny-f767-w8e8", 0, 20, 20, export={"fits": False, "model_bytes": 3, "budget_bytes": 2}))
     summary = bench.summarize(records)
@@ -103,8 +105,11 @@ def test_a_variant_that_does_not_fit_is_never_a_candidate_and_b_compares_int4_wi
     a = summary["points"]["A"]
     assert (a["a"], a["b"]) == ("mini-f767-w4e4p@w4", "tiny-f767-w8e8p@w8")
     assert a["difference"]["test"] == pytest.approx(5.0) and a["met"] is False  # p: 5 identical seeds of 20 examples
-    b = summary["points"]["B"]
-    assert b["b"] == "mini-f767-w4e4p@float" and b["difference"]["test"] == pytest.approx(-5.0) and b["met"] is False
+    b, b_float = summary["points"]["B"], summary["points"]["B-float"]
+    assert b["b"] == "mini-f767-w4e4p@trained" and b["difference"]["test"] == pytest.approx(5.0) and b["met"]
+    assert b_float["b"] == "mini-f767-w4e4p@float" and b_float["difference"]["test"] == pytest.approx(-5.0)
+    assert b_float["met"] is False
+    assert "tiny-f767-w8e8p@trained" not in summary["variants"]  # its runs have no trained predictions
 
 
 def test_finished_runs_are_read_back_not_rerun(tmp_path, monkeypatch):
@@ -160,3 +165,20 @@ def test_no_run_starts_after_the_deadline(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.time, "strftime", lambda *a: "06:50")
     assert bench.main(ARGS + ["--out", str(tmp_path / "o"), "--start-before", "06:45"]) == 0
     assert "runs not started" in (tmp_path / "o" / "progress.log").read_text()
+
+
+def test_a_record_is_made_from_the_runs_files(tmp_path):
+    labels = {"validation": [1, 0, 1], "test": [0, 0, 1]}
+    metrics = {"validation_accuracy": 1.0, "test_accuracy": 1.0, "stages": [{"steps": 600}, {"steps": 39}]}
+    metrics |= {"labels": labels, "predictions": labels, "embedding_params": 7, "embedding_bytes": 9}
+    split = {s: {"labels": labels[s], "predictions": {"float": [1, 1, 1], "int4+w4": labels[s]}} for s in labels}
+    folder = tmp_path / "mini-f767-w4e4p-seed3"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "model" / "metrics.json.seconds").write_text("300.5\n")
+    (folder / "evaluate.json").write_text(json.dumps({"by_split": split}))
+    record = bench.record_from_files("mini-f767-w4e4p", 3, folder)
+    assert record["steps"] == 639 and record["seconds"] == {"search": 300.5, "evaluate": 0.0}
+    assert record["accuracy"]["mini-f767-w4e4p@w4"] == {"validation": 1.0, "test": 1.0}
+    assert record["accuracy"]["float"]["test"] == pytest.approx(1 / 3) and record["export"] is None
+    assert record["predictions"]["trained"] == labels  # search's own predictions: the model as trained
