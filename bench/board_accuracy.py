@@ -21,6 +21,8 @@ Configurations (`--configs`, a comma list of these names; by default the first f
   tiny-f746-w4e4p   BERT-tiny, NUCLEO-F746ZG, int4 weights, int4 word tables, pruned
   tiny-f767-w8e8    (candidate) as tiny-f767-w8e8p with the full vocabulary
   tiny-f746-w8e8p   (candidate) BERT-tiny, NUCLEO-F746ZG, int8 weights and tables, pruned
+  mini-f767-w4e4p-top4k  (candidate) as mini-f767-w4e4p with only the task's 4,000 most frequent pieces (and
+                    the single characters): fewer rows and a smaller tokenizer blob for the same bytes
 
 Points (a side's "best" is its candidate with the highest mean dev accuracy over the seeds run; ties to the
 first listed; only configurations that fit):
@@ -73,16 +75,18 @@ class Config:
     embedding_bits: int | None  # search --embedding-bits (None: float-trained tables, exported int8)
     prune: bool  # search --prune-vocab TASK
     evaluate_bits: tuple[int, ...]  # evaluate --weight-bits; the first is the configuration's own
+    prune_top_n: int | None = None  # search --prune-top-n: only the task's N most frequent pieces (and characters)
 
     def search_args(self, task: str) -> list[str]:
         args = ["--mode", "adaptive", "--board", self.board, "--weight-bits", str(self.weight_bits)]
         if self.embedding_bits is not None:
             args += ["--embedding-bits", str(self.embedding_bits)]
-        return args + (["--prune-vocab", task] if self.prune else [])
+        args += ["--prune-vocab", task] if self.prune else []
+        return args + (["--prune-top-n", str(self.prune_top_n)] if self.prune_top_n else [])
 
     def describe(self) -> str:
         tables = "float→int8" if self.embedding_bits is None else f"int{self.embedding_bits}"
-        vocab = "pruned" if self.prune else "full"
+        vocab = "full" if not self.prune else f"pruned to {self.prune_top_n:,} pieces" if self.prune_top_n else "pruned"
         return f"BERT-{self.model}, {self.board}, int{self.weight_bits} weights, {tables} tables, {vocab} vocabulary"
 
 
@@ -93,13 +97,14 @@ CONFIGS = {
     "tiny-f746-w4e4p": Config("tiny", F746, 4, 4, True, (4,)),
     "tiny-f767-w8e8": Config("tiny", F767, 8, 8, False, (8,)),
     "tiny-f746-w8e8p": Config("tiny", F746, 8, 8, True, (8,)),
+    "mini-f767-w4e4p-top4k": Config("mini", F767, 4, 4, True, (4,), prune_top_n=4000),
 }
 DEFAULT_CONFIGS = ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
 # Point: (label, side a's candidates, side b's candidates, target difference on test, needs p < 0.05)
 POINTS = {
     "A": (
         "F767ZI Flash: best BERT-mini − best BERT-tiny",
-        ["mini-f767-w4e4p"],
+        ["mini-f767-w4e4p", "mini-f767-w4e4p-top4k"],
         ["tiny-f767-w8e8p", "tiny-f767-w8e8"],
         2.0,
         True,
