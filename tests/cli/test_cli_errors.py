@@ -73,3 +73,18 @@ def test_evaluate_names_text_for_a_missing_text_file(capsys, tmp_path):
     assert code == 2
     assert_one_clean_error(err, "--text", "missing.txt")
     assert "--calibration" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, fragments",
+    [
+        (["--split", "validation"], ["--split goes with --task"]),
+        (["--task", "rotten_tomatoes", "--split", "validation", "test", "--dump", "d"], ["--dump", "one --split"]),
+    ],
+)
+def test_evaluate_split_misuse(capsys, tmp_path, monkeypatch, argv, fragments):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "evaluate", "--seq-len", "16", *argv)
+    assert code == 2
+    assert_one_clean_error(err, *fragments)
+    assert not (tmp_path / "d").exists()  # refused before anything is written

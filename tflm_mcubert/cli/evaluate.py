@@ -2,7 +2,8 @@
 
 Two measures, on the same inputs for every model:
 
-  --task NAME   accuracy on the task's test split (a classifier checkpoint: argmax of the logits)
+  --task NAME   accuracy on the task's test split (a classifier checkpoint: argmax of the logits; `--split
+                validation test` measures each split listed, the models loaded and calibrated once)
   (default)     fidelity: cosine of the mean-pooled last hidden state against the float model, per
                 text (20 held-out built-in sentences, or --text FILE), as min and mean; for a classifier,
                 also the agreement of argmax(logits) with the float model
@@ -55,6 +56,14 @@ def add_parser(subparsers) -> list[str]:
     ev.add_argument("--preset", default="bert-tiny")
     ev.add_argument("--num-labels", type=int, default=2, help="classifier outputs of the random preset model")
     ev.add_argument("--task", help="accuracy on this task's test split (e.g. rotten_tomatoes, sst2, a file)")
+    ev.add_argument(
+        "--split",
+        nargs="+",
+        default=["test"],
+        choices=("validation", "test"),
+        help="with --task: the split(s) measured (default test); the JSON's top level holds the last one, "
+        "`by_split` every one",
+    )
     ev.add_argument("--text", help="fidelity on these texts (one a line; default: built-in sentences)")
     ev.add_argument("--samples", type=int, help="texts evaluated (default: all of the split or file)")
     ev.add_argument("--seq-len", type=int, default=128)
@@ -99,12 +108,12 @@ def add_parser(subparsers) -> list[str]:
     return ["evaluate"]
 
 
-def _texts(args, tokenizer, model_labels: list[str] | None = None):
+def _texts(args, tokenizer, model_labels: list[str] | None = None, split: str = "test"):
     """(texts or pairs, labels or None, source description, the names to report labels by); the task's
     label ids are renumbered to the model's when both name the same labels in another order."""
     if args.task:
         task = load_task(args.task, seed=args.seed)
-        test = task["test"]
+        test = task[split]
         rows = test.select(range(_count(args.samples, len(test))))
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
         texts = list(zip(rows[TEXT], pairs)) if pairs else list(rows[TEXT])
@@ -115,7 +124,7 @@ def _texts(args, tokenizer, model_labels: list[str] | None = None):
             )
         labels = _model_ids(np.asarray(rows["label"]), task_names, model_labels)
         shown = model_labels if model_labels and not are_default(model_labels) else task_names
-        return texts, labels, f"the {args.task} test split ({len(texts)} of its {len(test)} rows)", shown
+        return texts, labels, f"the {args.task} {split} split ({len(texts)} of its {len(test)} rows)", shown
     texts = read_sentences(args.text, flag="--text") if args.text else evaluation_sentences()
     used = texts[: _count(args.samples, len(texts))]
     return used, None, f"{args.text or 'held-out built-in sentences'} ({len(used)} of {len(texts)} texts)", None
@@ -167,25 +176,34 @@ def run(args) -> int:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     if args.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {args.qat_steps}")
+    if args.split != ["test"] and not args.task:
+        raise UserError("--split goes with --task")
+    if args.dump and len(set(args.split)) > 1:
+        raise UserError("--dump traces one --split at a time")
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
     dump = output_directory(args.dump, "--dump") if args.dump else None
     if args.text:
         read_sentences(args.text, flag="--text")  # a bad --text fails before the models load
     models = _load_models(args)
-    texts, labels, text_source, names = _texts(args, models.tokenizer, models.source.get("labels"))
-    samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)
-    scores, predictions = _score(models, samples, args.seq_len, dump)
-    results = {
+    common = {
         "model": {**models.source, "config": models.config.to_hf_dict()},
-        "texts": text_source,
         "calibration": models.calibration_source,
         "seq_len": args.seq_len,
     }
-    print(f"measured on {text_source}; seq_len {args.seq_len}")
-    _summarize(results, scores, predictions, labels)
-    if labels is not None:
-        _per_label_report(results, predictions, labels, names)
+    by_split = {}
+    for split in dict.fromkeys(args.split) if args.task else ["test"]:
+        texts, labels, text_source, names = _texts(args, models.tokenizer, models.source.get("labels"), split)
+        samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)
+        scores, predictions = _score(models, samples, args.seq_len, dump)
+        results = {**common, "texts": text_source}
+        print(f"measured on {text_source}; seq_len {args.seq_len}")
+        _summarize(results, scores, predictions, labels)
+        if labels is not None:
+            _per_label_report(results, predictions, labels, names)
+        by_split[split] = {k: v for k, v in results.items() if k not in common}
+    if args.task:
+        results["by_split"] = by_split
     if dump:
         print(f"  per-layer tensors in {dump}/sample_*.npz")
     if json_path:

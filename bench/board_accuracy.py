@@ -1,0 +1,600 @@
+"""Accuracy on the board's Flash (issue 25): BERT-mini with int4 encoder weights vs the best BERT-tiny that fits the
+same Flash, int4 vs float weights, and the whole-model budget vs today's default export. A script, not a test.
+
+Every configuration is a `search --mode adaptive --board B` of a distilled student (the embedding scaled to
+what the board's Flash leaves after the encoder at its weight width, the head, the .tflite's structure and the
+tokenizer blob, `export/flash_budget.py`), fine-tuned for the same steps (2 × --epochs + --finetune-epochs:
+adaptive's equal-steps recipe), then measured as the firmware computes it: `evaluate --split validation test
+--weight-bits W` (the integer model through the ops' numpy reference, word tables at the width the search
+trained them for; `float` is the same checkpoint in float). Seed 0 of every configuration is also exported
+(`export --board B --weight-bits W`) and its report.json gives the Flash bytes and whether it fits; adaptive
+embedding's shape depends on the budget only, so every seed of a configuration has the same bytes.
+
+Configurations (`--configs`, a comma list of these names; by default the first four):
+
+  tiny-f767-w8e8p   BERT-tiny, NUCLEO-F767ZI, int8 weights, int8 word tables, vocabulary pruned to the task
+  mini-f767-w4e4p   BERT-mini, NUCLEO-F767ZI, int4 weights, int4 word tables, pruned (the only BERT-mini
+                    that fits: at int8 weights its encoder alone is over the budget, and with the full
+                    vocabulary its tokenizer blob leaves the word tables nothing)
+  tiny-f746-default BERT-tiny, NUCLEO-F746ZG, int8 weights, float-trained word tables exported int8, full
+                    vocabulary: today's default `search --board nucleo-f746zg` and export
+  tiny-f746-w4e4p   BERT-tiny, NUCLEO-F746ZG, int4 weights, int4 word tables, pruned
+  tiny-f767-w8e8    (candidate) as tiny-f767-w8e8p with the full vocabulary
+  tiny-f746-w8e8p   (candidate) BERT-tiny, NUCLEO-F746ZG, int8 weights and tables, pruned
+  mini-f767-w4e4p-top4k  (candidate) as mini-f767-w4e4p with only the task's 4,000 most frequent pieces (and
+                    the single characters): fewer rows and a smaller tokenizer blob for the same bytes
+
+Points (a side's "best" is its candidate with the highest mean dev accuracy over the seeds run; ties to the
+first listed; only configurations that fit):
+
+  A  at the F767ZI's Flash: best BERT-mini − best BERT-tiny. Target ≥ +2.0 test points, dev agreeing, p < 0.05
+  B  BERT-mini int4 weights − the same checkpoint with float weights: as trained (float encoder weights and
+     activations, the word tables as stored: `search`'s own dev/test predictions); "B-float" against
+     evaluate's float model (the latent float word tables too). Target ≥ −0.7 test points
+  C  at the F746ZG's Flash: best of the F746 configurations − tiny-f746-default. Target ≥ +1.0 test points
+
+p: the paired bootstrap of `bench_stats.py` (seeds and examples resampled, 10,000 draws) of the seed-averaged
+difference, over the seeds both sides have; McNemar: exact, per seed, on test.
+
+Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's (point C).
+Resumable: each run lives in OUT/<config>-seed<k>/ (`model/`: the search's checkpoint, resumed with `search
+--resume`; `evaluate.json`; `export/` for seed 0; `run.json`: the run's record with per-example
+predictions). A finished step is read back; rerun the same command to finish. OUT/bench.json keeps the
+settings; a rerun with other settings is refused. OUT/summary.json holds every run and the points' statistics,
+OUT/board_accuracy.png plots them.
+
+    python bench/board_accuracy.py --tiny-student runs/rotten_tomatoes/student \\
+        --mini-student runs/rotten_tomatoes/student-mini --out runs/board-accuracy --seeds 0,1,2,3,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stats import format_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
+
+F767, F746 = "nucleo-f767zi", "nucleo-f746zg"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    model: str  # "tiny" or "mini": which student
+    board: str
+    weight_bits: int  # the encoder's width the budget is split for (search --weight-bits)
+    embedding_bits: int | None  # search --embedding-bits (None: float-trained tables, exported int8)
+    prune: bool  # search --prune-vocab TASK
+    evaluate_bits: tuple[int, ...]  # evaluate --weight-bits; the first is the configuration's own
+    prune_top_n: int | None = None  # search --prune-top-n: only the task's N most frequent pieces (and characters)
+
+    def search_args(self, task: str) -> list[str]:
+        args = ["--mode", "adaptive", "--board", self.board, "--weight-bits", str(self.weight_bits)]
+        if self.embedding_bits is not None:
+            args += ["--embedding-bits", str(self.embedding_bits)]
+        args += ["--prune-vocab", task] if self.prune else []
+        return args + (["--prune-top-n", str(self.prune_top_n)] if self.prune_top_n else [])
+
+    def describe(self) -> str:
+        tables = "float→int8" if self.embedding_bits is None else f"int{self.embedding_bits}"
+        vocab = "full" if not self.prune else f"pruned to {self.prune_top_n:,} pieces" if self.prune_top_n else "pruned"
+        return f"BERT-{self.model}, {self.board}, int{self.weight_bits} weights, {tables} tables, {vocab} vocabulary"
+
+
+CONFIGS = {
+    "tiny-f767-w8e8p": Config("tiny", F767, 8, 8, True, (8,)),
+    "mini-f767-w4e4p": Config("mini", F767, 4, 4, True, (4,)),
+    "tiny-f746-default": Config("tiny", F746, 8, None, False, (8,)),
+    "tiny-f746-w4e4p": Config("tiny", F746, 4, 4, True, (4,)),
+    "tiny-f767-w8e8": Config("tiny", F767, 8, 8, False, (8,)),
+    "tiny-f746-w8e8p": Config("tiny", F746, 8, 8, True, (8,)),
+    "mini-f767-w4e4p-top4k": Config("mini", F767, 4, 4, True, (4,), prune_top_n=4000),
+}
+DEFAULT_CONFIGS = ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
+# Point: (label, side a's candidates, side b's candidates, target difference on test, needs p < 0.05)
+POINTS = {
+    "A": (
+        "F767ZI Flash: best BERT-mini − best BERT-tiny",
+        ["mini-f767-w4e4p", "mini-f767-w4e4p-top4k"],
+        ["tiny-f767-w8e8p", "tiny-f767-w8e8"],
+        2.0,
+        True,
+    ),
+    "C": (
+        "F746ZG Flash: best found − today's default (BERT-tiny, int8 weights)",
+        ["tiny-f746-default", "tiny-f746-w4e4p", "tiny-f746-w8e8p"],
+        ["tiny-f746-default"],
+        1.0,
+        False,
+    ),
+}
+B_TARGET = -0.7  # BERT-mini int4 weights − float, on test
+REFERENCES = {  # the float models each run is also measured as
+    "trained": "the model as trained (float encoder weights and activations, word tables as stored)",
+    "float": "evaluate's float model (float everything, word tables included)",
+}
+SETTINGS = ("task", "tiny_student", "mini_student", "epochs", "finetune_epochs", "max_seq_len", "export_seq_len")
+
+
+def variant(config: str, bits: int) -> str:
+    """A configuration measured at one weight width: `mini-f767-w4e4p@w4`."""
+    return f"{config}@w{bits}"
+
+
+def quantized_name(config: Config, bits: int) -> str:
+    """evaluate's name for the integer model (word tables at the trained width, int8 by default)."""
+    return ("int4" if config.embedding_bits == 4 else "int8") + ("+w4" if bits == 4 else "")
+
+
+def log(message: str, out: Path | None = None) -> None:
+    line = f"{time.strftime('%H:%M:%S', time.gmtime())} {message}"
+    print(line, file=sys.stderr, flush=True)
+    if out is not None:
+        with open(out / "progress.log", "a") as f:
+            f.write(line + "\n")
+
+
+def claim(out: Path, settings: dict) -> None:
+    """Refuse to mix runs made with other settings into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "bench.json"
+    if record.is_file():
+        previous = json.loads(record.read_text())
+        if previous != settings:
+            changed = {k: (previous.get(k), settings.get(k)) for k in settings if previous.get(k) != settings.get(k)}
+            raise SystemExit(f"{out} holds runs made with other settings (was, now): {changed}")
+    record.write_text(json.dumps(settings, indent=1) + "\n")
+
+
+def _env() -> dict:
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # this checkout's package
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
+
+
+def _step(command: list[str], done: Path, name: str, out: Path) -> float | None:
+    """Run `python -m tflm_mcubert ...command` unless `done` exists: its wall seconds (kept in
+    `done`.seconds, read back when it was done before), None (logged) if it failed."""
+    timing = done.with_name(done.name + ".seconds")
+    if done.exists():
+        return float(timing.read_text()) if timing.is_file() else 0.0
+    log(f"{name} {' '.join(command)}", out)
+    began = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "tflm_mcubert", *command], cwd=REPO, capture_output=True, text=True, env=_env()
+    )
+    seconds = time.monotonic() - began
+    if result.returncode != 0:
+        log(f"{name} failed ({result.returncode}): {result.stderr.strip().splitlines()[-3:]}", out)
+        return None
+    log(f"{name} done in {seconds:.0f} s", out)
+    timing.write_text(f"{seconds:.1f}\n")
+    return seconds
+
+
+def run_one(name: str, seed: int, opts) -> dict:
+    """One configuration and seed: search, evaluate (and export for seed 0); its record (run.json)."""
+    config = CONFIGS[name]
+    folder = opts.out / f"{name}-seed{seed}"
+    record_file = folder / "run.json"
+    if record_file.is_file():
+        return json.loads(record_file.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    student = opts.tiny_student if config.model == "tiny" else opts.mini_student
+    model = folder / "model"
+    search = ["search", "--checkpoint", str(student), "--task", opts.task, "--out", str(model), "--resume"]
+    search += ["--quiet", "--seed", str(seed), "--epochs", str(opts.epochs)]
+    search += ["--finetune-epochs", str(opts.finetune_epochs), "--max-seq-len", str(opts.max_seq_len)]
+    search += ["--export-seq-len", str(opts.export_seq_len), *config.search_args(opts.task)]
+    tag = f"[{name} seed {seed}]"
+    search_s = _step(search, model / "metrics.json", f"{tag} search", opts.out)
+    if search_s is None:
+        return {"config": name, "seed": seed, "failed": "search"}
+    evaluation = folder / "evaluate.json"
+    evaluate = ["evaluate", "--checkpoint", str(model), "--task", opts.task, "--seq-len", str(opts.max_seq_len)]
+    evaluate += ["--split", "validation", "test", "--weight-bits", *map(str, config.evaluate_bits)]
+    evaluate += ["--json", str(evaluation)]
+    evaluate_s = _step(evaluate, evaluation, f"{tag} evaluate", opts.out)
+    if evaluate_s is None:
+        return {"config": name, "seed": seed, "failed": "evaluate"}
+    if seed in opts.export_seeds:
+        export = folder / "export"
+        command = ["export", "--checkpoint", str(model), "--board", config.board, "--seq-len", str(opts.export_seq_len)]
+        command += ["--weight-bits", str(config.weight_bits), "--out", str(export)]
+        _step(command, export / "report.json", f"{tag} export", opts.out)
+    record = record_from_files(name, seed, folder)
+    record_file.write_text(json.dumps(record) + "\n")
+    return record
+
+
+def record_from_files(name: str, seed: int, folder: Path) -> dict:
+    """A finished run's record, from its search's metrics.json, evaluate.json, their seconds and the export's
+    report.json (when it was exported)."""
+    model, evaluation, report = folder / "model" / "metrics.json", folder / "evaluate.json", folder / "export"
+    record = make_record(name, seed, json.loads(model.read_text()), json.loads(evaluation.read_text()))
+    seconds = {
+        step: path.with_name(path.name + ".seconds") for step, path in (("search", model), ("evaluate", evaluation))
+    }
+    record["seconds"] = {k: float(v.read_text()) if v.is_file() else 0.0 for k, v in seconds.items()}
+    report = report / "report.json"
+    record["export"] = flash_of(json.loads(report.read_text())) if report.is_file() else None
+    return record
+
+
+def flash_of(report: dict) -> dict:
+    flash = report["fits"]["flash"]
+    return {
+        "fits": bool(report["fits"]["ok"]),
+        "flash_fits": bool(flash["ok"]),
+        "model_bytes": flash["model_bytes"],  # .tflite + tokenizer blob
+        "budget_bytes": flash["budget_bytes"],
+        "tflite_bytes": report["tflite_bytes"],
+        "vocab_bytes": report["vocab_bytes"],
+        "arena_bytes": report["arena_bytes"],
+        "embedding_bytes": report["embedding"]["embedding_bytes"],
+        "encoder_bytes": (report.get("encoder") or {}).get("op_bytes"),  # an int8 export has no encoder block
+    }
+
+
+def make_record(name: str, seed: int, metrics: dict, evaluation: dict) -> dict:
+    """The run's record: the integer model's (and float's) per-example predictions on dev and test."""
+    config = CONFIGS[name]
+    splits = evaluation["by_split"]
+    labels = {split: splits[split]["labels"] for split in ("validation", "test")}
+    models = {"float": "float", **{variant(name, b): quantized_name(config, b) for b in config.evaluate_bits}}
+    predictions = {
+        key: {split: splits[split]["predictions"][evaluated] for split in ("validation", "test")}
+        for key, evaluated in models.items()
+    }
+    if all(metrics.get("labels", {}).get(split) == labels[split] for split in labels):
+        # the model as trained: float encoder, word tables as stored (search's own dev/test predictions)
+        predictions["trained"] = {split: metrics["predictions"][split] for split in labels}
+    details = metrics.get("details", {})
+    return {
+        "config": name,
+        "seed": seed,
+        "setup": dataclasses.asdict(config),
+        "labels": labels,
+        "predictions": predictions,  # "float", "trained" and one "<config>@w<bits>" per evaluated width
+        "accuracy": {
+            key: {split: accuracy(p[split], labels[split]) for split in ("validation", "test")}
+            for key, p in predictions.items()
+        },
+        "search_accuracy": {"validation": metrics["validation_accuracy"], "test": metrics["test_accuracy"]},
+        "student_accuracy": {s: metrics.get(f"uncompressed_{s}_accuracy") for s in ("validation", "test")},
+        "steps": sum(stage["steps"] for stage in metrics["stages"]),
+        "embedding_params": metrics.get("embedding_params"),
+        "embedding_bytes": metrics.get("embedding_bytes"),
+        "adaptive": {"cutoffs": details.get("cutoffs"), "ranks": details.get("ranks")},
+        "flash_budget": metrics.get("flash_budget"),
+        "vocab_pruning": {k: v for k, v in (metrics.get("vocab_pruning") or {}).items() if "tokens" in k},
+    }
+
+
+def accuracy(predictions, labels) -> float:
+    return float(np.mean(np.asarray(predictions) == np.asarray(labels)))
+
+
+# --- statistics -------------------------------------------------------------------------------------------
+
+
+def correct_by_seed(records: list[dict], key: str, split: str) -> dict[int, np.ndarray]:
+    return {
+        r["seed"]: np.asarray(r["predictions"][key][split]) == np.asarray(r["labels"][split])
+        for r in records
+        if key in r.get("predictions", {})
+    }
+
+
+def compare(a: dict[str, dict[int, np.ndarray]], b: dict[str, dict[int, np.ndarray]], samples: int = 10_000) -> dict:
+    """a − b, per split ({split: {seed: correct}}), over the seeds both have: difference of the means in
+    points, paired bootstrap p (seeds and examples), per-seed McNemar p on test."""
+    seeds = sorted(set(a["test"]) & set(b["test"]) & set(a["validation"]) & set(b["validation"]))
+    if not seeds:
+        return {"seeds": []}
+    result = {"seeds": seeds, "difference": {}, "bootstrap_p": {}}
+    for split in ("validation", "test"):
+        a_all, b_all = np.array([a[split][s] for s in seeds]), np.array([b[split][s] for s in seeds])
+        result["difference"][split] = float(100 * (a_all.mean() - b_all.mean()))
+        result["bootstrap_p"][split] = paired_bootstrap(a_all, b_all, samples=samples)
+    result["mcnemar_test_p"] = {s: mcnemar(a["test"][s], b["test"][s]) for s in seeds}
+    return result
+
+
+def variant_summary(records: list[dict], key: str) -> dict:
+    rows = [r for r in records if key in r.get("predictions", {})]
+    exported = next((r["export"] for r in rows if r.get("export")), None)
+    return {
+        "seeds": [r["seed"] for r in rows],
+        "validation": statistics([r["accuracy"][key]["validation"] for r in rows]),
+        "test": statistics([r["accuracy"][key]["test"] for r in rows]),
+        "steps": sorted({r["steps"] for r in rows}),
+        "search_seconds": statistics([r["seconds"]["search"] for r in rows], scale=1.0),
+        "evaluate_seconds": statistics([r["seconds"]["evaluate"] for r in rows], scale=1.0),
+        "embedding_params": sorted({r["embedding_params"] for r in rows}),
+        "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
+        "export": exported,
+    }
+
+
+def fits(name: str, key: str, summary: dict) -> bool:
+    """A variant fits its board when measured at the configuration's own width and seed 0's export fit (an
+    unexported configuration counts as fitting: search sized it to the board)."""
+    config = CONFIGS[name]
+    if key != variant(name, config.weight_bits):
+        return False
+    exported = summary.get("export")
+    return exported is None or exported["fits"]
+
+
+def best(candidates: list[str], variants: dict) -> str | None:
+    """The fitting candidate variant with the highest mean dev accuracy (ties: the first listed)."""
+    keys = [variant(c, CONFIGS[c].weight_bits) for c in candidates]
+    keys = [k for k in keys if k in variants and variants[k]["fits"]]
+    return max(keys, key=lambda k: (variants[k]["validation"]["mean"], -keys.index(k)), default=None)
+
+
+def summarize(records: list[dict]) -> dict:
+    ok = [r for r in records if "failed" not in r]
+    by_config = {name: [r for r in ok if r["config"] == name] for name in CONFIGS}
+    variants = {}
+    for name, rows in by_config.items():
+        for bits in CONFIGS[name].evaluate_bits if rows else ():
+            key = variant(name, bits)
+            variants[key] = variant_summary(rows, key) | {"config": name, "weight_bits": bits}
+            variants[key]["fits"] = fits(name, key, variants[key])
+        for reference in REFERENCES if rows else ():
+            if all(reference in r["predictions"] for r in rows):
+                summary = variant_summary(rows, reference) | {"config": name, "weight_bits": reference, "fits": False}
+                variants[f"{name}@{reference}"] = summary
+    correct = {}
+    for key, summary in variants.items():
+        name, rows = summary["config"], by_config[summary["config"]]
+        inner = summary["weight_bits"] if summary["weight_bits"] in REFERENCES else key
+        correct[key] = {split: correct_by_seed(rows, inner, split) for split in ("validation", "test")}
+    points = {}
+    for point, (label, a_side, b_side, target, needs_p) in POINTS.items():
+        a, b = best(a_side, variants), best(b_side, variants)
+        entry = {"label": label, "a": a, "b": b, "a_candidates": a_side, "b_candidates": b_side, "target": target}
+        if a and b:
+            entry |= compare(correct[a], correct[b])
+            entry["met"] = target_met(entry, target, needs_p)
+        points[point] = entry
+    mini = variant("mini-f767-w4e4p", 4)
+    if mini in variants:
+        for point, reference in (("B", "trained"), ("B-float", "float")):
+            b = f"mini-f767-w4e4p@{reference}"
+            if b not in variants:
+                continue
+            entry = {"label": f"BERT-mini int4 weights − {REFERENCES[reference]}", "a": mini, "b": b}
+            entry |= {"target": B_TARGET} | compare(correct[mini], correct[b])
+            entry["met"] = target_met(entry, B_TARGET, False)
+            points[point] = entry
+    return {"variants": variants, "points": points, "runs": records}
+
+
+def target_met(entry: dict, target: float, needs_p: bool) -> bool | None:
+    """The test difference reaches `target`; with `needs_p`, also dev agreeing (its difference positive)
+    and the test bootstrap p below 0.05."""
+    if not entry.get("seeds"):
+        return None
+    d = entry["difference"]
+    ok = d["test"] >= target
+    if needs_p:
+        ok = ok and d["validation"] > 0 and entry["bootstrap_p"]["test"] < 0.05
+    return bool(ok)
+
+
+# --- report ---------------------------------------------------------------------------------------------
+
+
+def markdown(summary: dict) -> str:
+    header = ["variant (seeds)", "setup", "steps", "word tables B / params", "Flash B (budget)", "fits"]
+    header += ["search s, evaluate s (mean)", "dev", "test"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, v in summary["variants"].items():
+        config = CONFIGS[v["config"]]
+        exported = v["export"] or {}
+        flash = f"{exported['model_bytes']:,} ({exported['budget_bytes']:,})" if exported else ""
+        if v["weight_bits"] != config.weight_bits:
+            flash = "not exported"
+        tables = (
+            f"{'/'.join(f'{b:,}' for b in v['embedding_bytes'])} / {'/'.join(f'{p:,}' for p in v['embedding_params'])}"
+        )
+        setup = config.describe()
+        if v["weight_bits"] in REFERENCES:
+            setup = f"the same runs, float: {REFERENCES[v['weight_bits']]}"
+        cells = [f"{key} ({len(v['seeds'])})", setup, ",".join(map(str, v["steps"])), tables, flash]
+        cells += [
+            "yes" if v["fits"] else "no",
+            f"{v['search_seconds']['mean']:.0f}, {v['evaluate_seconds']['mean']:.0f}",
+        ]
+        cells += [f"{v[s]['mean']:.2f} ± {v[s]['sd']:.2f}" for s in ("validation", "test")]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| point | a − b | seeds | dev / test difference | bootstrap p dev / test | McNemar p test, per seed "
+        "| target | met |",
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for point, e in summary["points"].items():
+        if not e.get("seeds"):
+            lines.append(f"| {point} | {e['a']} − {e['b']} | 0 | | | | {e['target']:+.1f} | not measured |")
+            continue
+        d, p = e["difference"], e["bootstrap_p"]
+        cells = [point, f"{e['a']} − {e['b']}", str(len(e["seeds"])), f"{d['validation']:+.2f} / {d['test']:+.2f}"]
+        cells += [f"{p_text(p['validation'])} / {p_text(p['test'])}"]
+        cells += [", ".join(p_text(x) for x in e["mcnemar_test_p"].values()), f"{e['target']:+.1f}"]
+        cells.append("yes" if e["met"] else "no")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def p_text(p: float) -> str:
+    """A p-value as the tables print it; 0 from the bootstrap is below its resolution."""
+    return "<1e-4" if p == 0 else format_p(p)
+
+
+def plot(summary: dict, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return None
+    keys = list(summary["variants"])
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for axis, split in zip(axes, ("validation", "test")):
+        stats = [summary["variants"][k][split] for k in keys]
+        colours = ["#7799bb" if summary["variants"][k]["fits"] else "#cccccc" for k in keys]
+        axis.bar(range(len(keys)), [s["mean"] for s in stats], yerr=[s["sd"] for s in stats], capsize=4, color=colours)
+        axis.set_xticks(range(len(keys)), keys, rotation=35, ha="right", fontsize=7)
+        axis.set_ylim(min(s["mean"] - s["sd"] for s in stats) - 3, max(s["mean"] + s["sd"] for s in stats) + 1)
+        axis.set_ylabel(f"{'dev' if split == 'validation' else 'test'} accuracy % (mean ± sd over seeds)")
+        axis.grid(alpha=0.3, axis="y")
+    figure.suptitle("rotten tomatoes, integer model as exported (grey: does not fit its board, or float)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+# --- command --------------------------------------------------------------------------------------------
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more seeds, each 0 or more")
+    return values
+
+
+def utc_time(text: str) -> str:
+    try:
+        parsed = time.strptime(text, "%H:%M")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time HH:MM") from None
+    return f"{parsed.tm_hour:02d}:{parsed.tm_min:02d}"
+
+
+def parse(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny-student", type=Path, required=True, help="distilled BERT-tiny (distill --out)")
+    parser.add_argument("--mini-student", type=Path, required=True, help="distilled BERT-mini (distill --out)")
+    parser.add_argument("--task", default="rotten_tomatoes")
+    parser.add_argument("--out", type=Path, default=Path("runs/board-accuracy"))
+    parser.add_argument("--seeds", type=int_list, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help=f"of {', '.join(CONFIGS)}")
+    parser.add_argument("--epochs", type=float, default=0.5, help="search --epochs (adaptive: 2 × this + fine-tune)")
+    parser.add_argument("--finetune-epochs", type=float, default=1.0)
+    parser.add_argument("--max-seq-len", type=int, default=64, help="training and evaluation (default 64)")
+    parser.add_argument("--export-seq-len", type=int, default=64, help="the export the budget is split for")
+    parser.add_argument("--export-seeds", type=int_list, default=[0], help="seeds also exported (default 0)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="summarize the finished runs (their records made again from their files), start none",
+    )
+    parser.add_argument(
+        "--start-before",
+        type=utc_time,
+        help="HH:MM (UTC): start no run at or after this time (the finished ones are summarized; rerun to go on)",
+    )
+    opts = parser.parse_args(argv)
+    configs = [c.strip() for c in opts.configs.split(",") if c.strip()]
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown or not configs:
+        parser.error(f"--configs: unknown {unknown} (choose from {', '.join(CONFIGS)})")
+    opts.configs = configs
+    if opts.epochs <= 0 or opts.finetune_epochs <= 0:
+        parser.error("--epochs and --finetune-epochs must be positive")
+    return opts
+
+
+def settings_of(opts) -> dict:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items() if k in SETTINGS}
+
+
+def finished_records(out: Path, rebuild: bool = False) -> list[dict]:
+    """Every finished run's record; with `rebuild`, made again from its files (and run.json rewritten)."""
+    records = []
+    for path in sorted(out.glob("*-seed*/run.json")):
+        record = json.loads(path.read_text())
+        if rebuild and "failed" not in record:
+            record = record_from_files(record["config"], record["seed"], path.parent)
+            path.write_text(json.dumps(record) + "\n")
+        records.append(record)
+    return records
+
+
+def main(argv=None) -> int:
+    opts = parse(argv)
+    if not opts.report_only:
+        for student in (opts.tiny_student, opts.mini_student):
+            if not (student / "config.json").is_file():
+                raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
+    claim(opts.out, settings_of(opts))
+    began = time.monotonic()
+    jobs = [] if opts.report_only else job_order(opts.configs, opts.seeds)
+    failed = []
+    for n, (name, seed) in enumerate(jobs):
+        if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
+            log(f"{opts.start_before} UTC reached: {len(jobs) - n} runs not started (rerun to go on)", opts.out)
+            break
+        record = run_one(name, seed, opts)
+        if "failed" in record:
+            failed.append(record)
+        else:
+            log(f"[{name} seed {seed}] {format_accuracies(record)} ({n + 1}/{len(jobs)})", opts.out)
+        elapsed = time.monotonic() - began
+        log(f"elapsed {elapsed:.0f} s; about {elapsed / (n + 1) * (len(jobs) - n - 1):.0f} s to go", opts.out)
+    records = finished_records(opts.out, rebuild=opts.report_only)
+    summary = summarize(records)
+    wall = time.monotonic() - began
+    record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
+    (opts.out / "summary.json").write_text(summary_text(record))
+    print(markdown(summary))
+    figure = plot(summary, opts.out / "board_accuracy.png") if summary["variants"] else None
+    print(
+        f"\nwall time {wall:.0f} s (this invocation); wrote {opts.out / 'summary.json'}"
+        + (f", {figure}" if figure else "")
+    )
+    for record in failed:
+        print(f"{record['config']} seed {record['seed']}: {record['failed']} failed (see {opts.out / 'progress.log'})")
+    return 1 if failed else 0
+
+
+def summary_text(record: dict) -> str:
+    """summary.json: the statistics indented, then one line per run (its per-example predictions)."""
+    head = json.dumps({k: v for k, v in record.items() if k != "runs"}, indent=1)
+    runs = ",\n".join(json.dumps(r) for r in record.get("runs", []))
+    return head[:-2] + ',\n "runs": [\n' + runs + "\n ]\n}\n"
+
+
+def job_order(configs: list[str], seeds: list[int]) -> list[tuple[str, int]]:
+    """The F767ZI's configurations seed by seed (points A and B), then the other boards' (point C)."""
+    phases = [[c for c in configs if CONFIGS[c].board == F767], [c for c in configs if CONFIGS[c].board != F767]]
+    return [(c, s) for phase in phases for s in seeds for c in phase]
+
+
+def format_accuracies(record: dict) -> str:
+    return "; ".join(
+        f"{key} dev {100 * a['validation']:.2f} test {100 * a['test']:.2f}" for key, a in record["accuracy"].items()
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
