@@ -32,7 +32,10 @@ Resumable per (task, budget, method, seed): each run lives in OUT[/<task>]/<budg
 back, an interrupted one continues with `search --resume`. Rerun the same command to finish.
 OUT/<budget>/bench.json records the settings its runs were made with; a rerun with other settings is
 refused. An older single-budget OUT (its summary.json with the same
-settings) is taken over as is.
+settings) is taken over as is. `--merge SUMMARY.json[,...]` adds the budgets of earlier summaries (e.g.
+bench/results/nas_vs_adaptive_select_<task>.json) that this command does not run to the tables, summary.json
+and plot, read back from the file: same task and settings, and the same student (its uncompressed dev and
+test accuracy, recorded in every run, must equal this command's runs').
 
     python bench/nas_vs_adaptive.py --tasks rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student \
         --out runs/bench --budgets 4,2,318420 --epochs 0.5 --finetune-epochs 1 --max-seq-len 64
@@ -489,6 +492,40 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
     return save_figure(plt, figure, path)
 
 
+def student_scores(budget_summaries: list[dict]) -> set[tuple[float, float]]:
+    """The uncompressed student's (dev, test) accuracy as the finished runs recorded it."""
+    return {
+        (r["uncompressed"]["validation"], r["uncompressed"]["test"])
+        for s in budget_summaries
+        for r in s["runs"]
+        if "uncompressed" in r
+    }
+
+
+def merged_budgets(opts, settings: dict, summaries: list[dict]) -> list[dict]:
+    """The budgets of `--merge` summaries of this task that this command did not run, read back as they are.
+    Refused when made with other settings or from another student (its uncompressed scores differ)."""
+    ours, labels, merged = student_scores(summaries), {s["label"] for s in summaries}, []
+    for name in filter(None, (getattr(opts, "merge", None) or "").split(",")):
+        earlier = json.loads(Path(name).read_text())
+        if earlier.get("task") != opts.task:
+            continue
+        changed = {
+            k: (earlier.get(k), settings[k]) for k in SETTINGS if k != "student" and earlier.get(k) != settings[k]
+        }
+        theirs = student_scores(earlier["budgets"])
+        if changed or len(theirs | ours) > 1:
+            raise SystemExit(
+                f"--merge {name}: made with other settings (was, now: {changed}) or from another student "
+                f"(uncompressed dev, test: {sorted(theirs)} there, {sorted(ours)} here)"
+            )
+        for budget in earlier["budgets"]:
+            if budget["label"] not in labels:
+                merged.append(budget | {"merged_from": name})
+                labels.add(budget["label"])
+    return merged
+
+
 def run_task(opts) -> bool:
     """Every (budget, seed, method) of one task not yet finished, then its tables, summary.json and plot.
     True when no run failed."""
@@ -515,6 +552,7 @@ def run_task(opts) -> bool:
         summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense_shape)
         (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
         summaries.append(summary)
+    summaries += merged_budgets(opts, settings, summaries)
     wall = time.monotonic() - began
     summed = sum(r.get("seconds", 0) for r in results)
     summary = settings | {
@@ -543,6 +581,11 @@ def main() -> int:
         default="318420",
         help="comma-separated; percent of the dense table (2%%, or a bare number <= 100) or parameters "
         "(318420, 156k); run in this order (default 318420: the paper's adaptive embedding for BERT-tiny)",
+    )
+    parser.add_argument(
+        "--merge",
+        help="comma-separated summary.json files of earlier runs (same task, settings and student): their "
+        "budgets that this command does not run join the tables, summary.json and plot",
     )
     parser.add_argument(
         "--methods",
