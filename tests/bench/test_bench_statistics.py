@@ -97,32 +97,32 @@ def test_the_written_candidates_steps_are_the_final_ones_and_the_rest_is_search_
     assert (cost["steps"], cost["extra_steps"], cost["search_steps"], cost["chosen"]) == (639, 320, 320, "searched")
 
 
-def test_merge_adds_the_earlier_budgets_of_the_same_task_settings_and_student_only(tmp_path):
+def test_merge_reads_back_the_earlier_runs_of_the_same_task_settings_and_student_only(tmp_path):
     import argparse
     import json
 
-    from nas_vs_adaptive import merged_budgets
+    from nas_vs_adaptive import earlier_budgets, with_earlier_runs
 
     settings = {"task": "rt", "student": "new/student", "epochs_per_search_stage": 0.5, "finetune_epochs": 1.0}
     settings["search_args"] = ["--max-seq-len", "64"]
 
-    def budget(label, student=(0.7898, 0.749)):
-        run = {"method": "nas", "seed": 0, "uncompressed": {"validation": student[0], "test": student[1]}}
-        return {"label": label, "runs": [run]}
+    def run(seed, student=(0.7898, 0.749)):
+        return {"method": "nas", "seed": seed, "uncompressed": {"validation": student[0], "test": student[1]}}
 
     def earlier(name, budgets, **changed):
         path = tmp_path / name
         path.write_text(json.dumps(settings | {"student": "old/student", "budgets": budgets} | changed))
         return str(path)
 
-    ours = [budget("318420")]
-    same = earlier("same.json", [budget("4pct"), budget("318420")])
-    other_task = earlier("other.json", [budget("2pct")], task="party")
-    opts = argparse.Namespace(task="rt", merge=f"{same},{other_task}")
-    assert [b["label"] for b in merged_budgets(opts, settings, ours)] == ["4pct"]  # 318420 is run here
-    opts.merge = earlier("student.json", [budget("4pct", student=(0.78, 0.749))])
+    ours = [run(5) | {"budget": "4pct"}]
+    same = earlier("same.json", [{"label": "4pct", "runs": [run(0), run(5)]}, {"label": "2pct", "runs": [run(0)]}])
+    other_task = earlier("other.json", [{"label": "1pct", "runs": [run(0)]}], task="party")
+    found = earlier_budgets(argparse.Namespace(task="rt", merge=f"{same},{other_task}"), settings, ours)
+    assert sorted(found) == ["2pct", "4pct"] and found["2pct"]["merged_from"] == same
+    assert [r["seed"] for r in with_earlier_runs(ours, found["4pct"])] == [5, 0]  # seed 5 is this command's
+    student = earlier("student.json", [{"label": "2pct", "runs": [run(0, student=(0.78, 0.749))]}])
     with pytest.raises(SystemExit, match="another student"):
-        merged_budgets(opts, settings, ours)
-    opts.merge = earlier("epochs.json", [budget("4pct")], finetune_epochs=2.0)
+        earlier_budgets(argparse.Namespace(task="rt", merge=student), settings, ours)
+    epochs = earlier("epochs.json", [{"label": "2pct", "runs": [run(0)]}], finetune_epochs=2.0)
     with pytest.raises(SystemExit, match="other settings"):
-        merged_budgets(opts, settings, ours)
+        earlier_budgets(argparse.Namespace(task="rt", merge=epochs), settings, ours)
