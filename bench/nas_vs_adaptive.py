@@ -32,7 +32,12 @@ Resumable per (task, budget, method, seed): each run lives in OUT[/<task>]/<budg
 back, an interrupted one continues with `search --resume`. Rerun the same command to finish.
 OUT/<budget>/bench.json records the settings its runs were made with; a rerun with other settings is
 refused. An older single-budget OUT (its summary.json with the same
-settings) is taken over as is.
+settings) is taken over as is. `--merge SUMMARY.json[,...]` reads back the runs of earlier summaries (e.g.
+bench/results/nas_vs_adaptive_select_<task>.json) that this command does not have: a budget it does not run
+joins the tables, summary.json and plot as it was, and a budget it runs gets the earlier (method, seed)s it
+lacks (`--seeds 5,6,7,8,9` adds five seeds to five earlier ones). They must be of the same task and
+settings and the same student (its uncompressed dev and test accuracy, recorded in every run, equal to this
+command's runs').
 
     python bench/nas_vs_adaptive.py --tasks rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student \
         --out runs/bench --budgets 4,2,318420 --epochs 0.5 --finetune-epochs 1 --max-seq-len 64
@@ -489,6 +494,39 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
     return save_figure(plt, figure, path)
 
 
+def student_scores(runs: list[dict]) -> set[tuple[float, float]]:
+    """The uncompressed student's (dev, test) accuracy as finished runs recorded it."""
+    return {(r["uncompressed"]["validation"], r["uncompressed"]["test"]) for r in runs if "uncompressed" in r}
+
+
+def earlier_budgets(opts, settings: dict, results: list[dict]) -> dict[str, dict]:
+    """{budget label: its summary} of the `--merge` summaries of this task, the first file's first.
+    Refused when made with other settings or from another student (its uncompressed scores differ)."""
+    ours, earlier = student_scores(results), {}
+    for name in filter(None, (getattr(opts, "merge", None) or "").split(",")):
+        summary = json.loads(Path(name).read_text())
+        if summary.get("task") != opts.task:
+            continue
+        changed = {
+            k: (summary.get(k), settings[k]) for k in SETTINGS if k != "student" and summary.get(k) != settings[k]
+        }
+        theirs = student_scores([r for budget in summary["budgets"] for r in budget["runs"]])
+        if changed or len(theirs | ours) > 1:
+            raise SystemExit(
+                f"--merge {name}: made with other settings (was, now: {changed}) or from another student "
+                f"(uncompressed dev, test: {sorted(theirs)} there, {sorted(ours)} here)"
+            )
+        for budget in summary["budgets"]:
+            earlier.setdefault(budget["label"], budget | {"merged_from": name})
+    return earlier
+
+
+def with_earlier_runs(rows: list[dict], earlier: dict | None) -> list[dict]:
+    """`rows` and the earlier summary's runs of the (method, seed)s `rows` do not have."""
+    have = {(r["method"], r["seed"]) for r in rows}
+    return rows + [r for r in (earlier or {}).get("runs", []) if (r["method"], r["seed"]) not in have]
+
+
 def run_task(opts) -> bool:
     """Every (budget, seed, method) of one task not yet finished, then its tables, summary.json and plot.
     True when no run failed."""
@@ -510,11 +548,13 @@ def run_task(opts) -> bool:
         results = list(pool.map(lambda job: run_one(*job, opts, log), jobs))
     config = json.loads((opts.student / "config.json").read_text())
     dense_shape = (config["vocab_size"], config["hidden_size"])
-    summaries = []
+    summaries, earlier = [], earlier_budgets(opts, settings, results)
     for budget in budgets:
-        summary = summarize_budget(budget, [r for r in results if r["budget"] == budget.label], dense_shape)
+        rows = with_earlier_runs([r for r in results if r["budget"] == budget.label], earlier.pop(budget.label, None))
+        summary = summarize_budget(budget, rows, dense_shape)
         (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
         summaries.append(summary)
+    summaries += earlier.values()  # the --merge budgets this command does not run, as they were
     wall = time.monotonic() - began
     summed = sum(r.get("seconds", 0) for r in results)
     summary = settings | {
@@ -543,6 +583,11 @@ def main() -> int:
         default="318420",
         help="comma-separated; percent of the dense table (2%%, or a bare number <= 100) or parameters "
         "(318420, 156k); run in this order (default 318420: the paper's adaptive embedding for BERT-tiny)",
+    )
+    parser.add_argument(
+        "--merge",
+        help="comma-separated summary.json files of earlier runs (same task, settings and student): the runs "
+        "this command does not have join the tables, summary.json and plot",
     )
     parser.add_argument(
         "--methods",

@@ -95,3 +95,34 @@ def test_the_written_candidates_steps_are_the_final_ones_and_the_rest_is_search_
     }
     cost = training_cost(metrics)
     assert (cost["steps"], cost["extra_steps"], cost["search_steps"], cost["chosen"]) == (639, 320, 320, "searched")
+
+
+def test_merge_reads_back_the_earlier_runs_of_the_same_task_settings_and_student_only(tmp_path):
+    import argparse
+    import json
+
+    from nas_vs_adaptive import earlier_budgets, with_earlier_runs
+
+    settings = {"task": "rt", "student": "new/student", "epochs_per_search_stage": 0.5, "finetune_epochs": 1.0}
+    settings["search_args"] = ["--max-seq-len", "64"]
+
+    def run(seed, student=(0.7898, 0.749)):
+        return {"method": "nas", "seed": seed, "uncompressed": {"validation": student[0], "test": student[1]}}
+
+    def earlier(name, budgets, **changed):
+        path = tmp_path / name
+        path.write_text(json.dumps(settings | {"student": "old/student", "budgets": budgets} | changed))
+        return str(path)
+
+    ours = [run(5) | {"budget": "4pct"}]
+    same = earlier("same.json", [{"label": "4pct", "runs": [run(0), run(5)]}, {"label": "2pct", "runs": [run(0)]}])
+    other_task = earlier("other.json", [{"label": "1pct", "runs": [run(0)]}], task="party")
+    found = earlier_budgets(argparse.Namespace(task="rt", merge=f"{same},{other_task}"), settings, ours)
+    assert sorted(found) == ["2pct", "4pct"] and found["2pct"]["merged_from"] == same
+    assert [r["seed"] for r in with_earlier_runs(ours, found["4pct"])] == [5, 0]  # seed 5 is this command's
+    student = earlier("student.json", [{"label": "2pct", "runs": [run(0, student=(0.78, 0.749))]}])
+    with pytest.raises(SystemExit, match="another student"):
+        earlier_budgets(argparse.Namespace(task="rt", merge=student), settings, ours)
+    epochs = earlier("epochs.json", [{"label": "2pct", "runs": [run(0)]}], finetune_epochs=2.0)
+    with pytest.raises(SystemExit, match="other settings"):
+        earlier_budgets(argparse.Namespace(task="rt", merge=epochs), settings, ours)
