@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tflm_mcubert.ops.registry import OPS
+
 from mcubert_models import small_export
 from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.boards import get_board
@@ -75,7 +77,7 @@ def test_settings_carry_the_report_numbers(mcubert_export):
     assert int(define(header, "MCUBERT_MODEL_NUM_LABELS")) == report["model"]["config"]["num_labels"] == 2
     assert define(header, "MCUBERT_MODEL_SCHEDULE") == '"mcubert"'
     assert define(header, "MCUBERT_MODEL_BOARD") == f'"{report["board"]["name"]}"'
-    assert define(header, "MCUBERT_MODEL_OP_RESOLVER_SIZE") == "4"
+    assert define(header, "MCUBERT_MODEL_OP_RESOLVER_SIZE") == str(len(OPS))  # AddMcubertOps: every op
     assert define(header, "MCUBERT_MODEL_USES_CUSTOM_OPS") == "1"
     assert "mcubert::AddMcubertOps(resolver)" in header
     graph = parse((out / "model.tflite").read_bytes())
