@@ -9,6 +9,12 @@ from pathlib import Path
 from tflm_mcubert.boards import BOARDS, custom_board, get_board, parse_size
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.decoder_export import (
+    DECODER_PRESETS,
+    DecoderRequest,
+    is_decoder_checkpoint,
+    run_decoder_export,
+)
 from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES, ExportRequest, run_export
 
 
@@ -36,13 +42,25 @@ def add_parser(subparsers) -> list[str]:
     export = subparsers.add_parser("export", help="checkpoint → .tflite + C array + report.json")
     export.add_argument(
         "--checkpoint",
-        help="Hugging Face BERT checkpoint: a directory or a hub id (default: the --preset with seeded random weights)",
+        help="Hugging Face BERT checkpoint: a directory or a hub id, or a GPT-2 / GPT-Neo causal LM directory "
+        "(a decoder: one token per invoke over int8 KV caches) (default: the --preset with seeded random weights)",
     )
-    export.add_argument("--preset", default="bert-tiny", help="bert-tiny or bert-mini (without --checkpoint)")
+    export.add_argument(
+        "--preset",
+        default="bert-tiny",
+        help=f"bert-tiny or bert-mini, or a decoder: {' or '.join(DECODER_PRESETS)} (without --checkpoint)",
+    )
     export.add_argument(
         "--num-labels", type=int, default=2, help="classifier outputs of the random preset model (default 2)"
     )
-    export.add_argument("--seq-len", type=int, default=128, help="tokens per inference (default 128)")
+    export.add_argument(
+        "--seq-len",
+        type=int,
+        default=None,
+        help="tokens per inference (default 128); a decoder: the positions its KV cache holds (default: all of the "
+        "model's)",
+    )
+    export.add_argument("--top-k", type=int, default=1, help="a decoder: the best ids each step returns (default 1)")
     export.add_argument(
         "--schedule",
         default="mcubert",
@@ -166,13 +184,15 @@ def _embedding_bits(args) -> int:
 
 
 def run(args) -> int:
+    if args.preset in DECODER_PRESETS or is_decoder_checkpoint(args.checkpoint):
+        return run_decoder(args)
     request = ExportRequest(
         out_dir=Path(args.out),
         board=board_from_args(args),
         checkpoint=args.checkpoint,
         preset=args.preset,
         num_labels=args.num_labels,
-        seq_len=args.seq_len,
+        seq_len=args.seq_len or 128,
         schedule=args.schedule,
         precision=args.precision,
         embedding=args.embedding,
@@ -207,6 +227,49 @@ def run(args) -> int:
     print(
         f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
         f"model {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits"
+    )
+    return 0
+
+
+# Encoder-only options a decoder export refuses when they are not at their defaults.
+_ENCODER_ONLY = {
+    "schedule": "mcubert", "precision": "int8", "qat_steps": 0, "embedding_bits": None, "weight_bits": 8,
+    "prune_vocab": None, "prune_top_n": None, "bundle": [], "num_labels": 2, "no_vocab": False,
+}  # fmt: skip
+
+
+def run_decoder(args) -> int:
+    """`export` of a GPT-2 / GPT-Neo decoder (export/decoder_export.py)."""
+    given = [f"--{k.replace('_', '-')}" for k, default in _ENCODER_ONLY.items() if getattr(args, k) != default]
+    if given:
+        raise UserError(f"{', '.join(given)}: not available for a decoder export (an encoder option)")
+    request = DecoderRequest(
+        out_dir=Path(args.out),
+        board=board_from_args(args),
+        checkpoint=args.checkpoint,
+        preset=args.preset,
+        context=args.seq_len,
+        embedding=args.embedding,
+        top_k=args.top_k,
+        calibration=args.calibration,
+        calibration_count=args.calibration_samples,
+        seed=args.seed,
+        sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
+        flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None,
+        force=args.force,
+    )
+    report = run_decoder_export(request)
+    compression = report["compression"]
+    if compression["method"] != "dense":
+        print(
+            f"word table compressed ({compression['method']}): {compression['params']:,} of "
+            f"{compression['dense_params']:,} parameters; model ids: {args.out}/{report['model_ids']}"
+        )
+    fits = report["fits"]
+    print(
+        f"{request.board.name}: decoder, {report['context']}-token context: arena {report['arena_bytes']:,} B "
+        f"(KV caches {report['kv_cache_bytes']:,} B) of {fits['sram']['budget_bytes']:,} B, model "
+        f"{report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits"
     )
     return 0
 

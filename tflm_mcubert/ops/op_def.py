@@ -24,7 +24,7 @@ from tflm_mcubert.ops.quantization import TensorQuant
 # all at one arena offset. Other values are one tensor each.
 CHAINED_VALUE = "hidden"
 # The model's output tensor name, by the value the last node writes.
-MODEL_OUTPUT_NAMES = {"hidden": "last_hidden_state", "logits": "logits"}
+MODEL_OUTPUT_NAMES = {"hidden": "last_hidden_state", "logits": "logits", "top": "top_k"}
 
 # reference(params, run-time inputs in contract order, output buffer, scratch or None) -> output
 Reference = Callable[[Any, Sequence[np.ndarray], np.ndarray, "np.ndarray | None"], np.ndarray]

@@ -34,6 +34,17 @@ from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.registry import OPS
 
 INT8_STEPS = 255  # steps of an int8 range
+GRAPH_INPUTS = ("input_id", "position")
+
+
+def cache_name(layer: int) -> str:
+    return f"cache{layer}"
+
+
+def starts_a_decoder(op) -> bool:
+    """A graph whose first op is this one is a decoder (readers tell the topologies apart by it)."""
+    return op is EMBEDDING
+
 
 EMBEDDING, ATTENTION, MLP, HEAD = (
     OPS[code]
@@ -47,21 +58,61 @@ class QuantizedDecoder:
     layers: tuple[tuple[CausalAttentionParams, DecoderMlpParams], ...]
     head: LmHeadParams
     logit_scale: float  # the real logit of one score unit
+    z_scale: float  # s_z: the residual stream's step (every channel's scale is s_z * 2^R)
 
     @property
     def context(self) -> int:
         return self.embedding.context
 
+    @property
+    def hidden(self) -> int:
+        return self.embedding.hidden
+
     def nodes(self) -> list[Node]:
-        nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_id", "position"), None)]
+        """The ops in run order; each writer of the residual stream carries its (zp, s_z * 2^R) per channel
+        and the head its output's: row 1 (scores) times the scale is the logit."""
+        stream = lambda params: stream_quant(params.output_residual, self.z_scale)  # noqa: E731
+        nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_id", "position"), stream(self.embedding))]
         for i, (attention, mlp) in enumerate(self.layers):
-            nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, ("hidden", "position", f"cache{i}"), None))
-            nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), None))
-        return nodes + [Node("lm_head", HEAD, self.head, ("hidden",), None)]
+            inputs = ("hidden", "position", cache_name(i))
+            nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, inputs, stream(attention)))
+            nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), stream(mlp)))
+        return nodes + [Node("lm_head", HEAD, self.head, ("hidden",), TensorQuant(self.logit_scale, 0))]
+
+    @classmethod
+    def from_nodes(cls, nodes: list[Node]) -> "QuantizedDecoder":
+        """The inverse of nodes(); a ValueError names how `nodes` is not the decoder topology."""
+        ops = [n.op for n in nodes]
+        layers = (len(ops) - 2) // 2
+        if layers < 1 or ops != [EMBEDDING, *[ATTENTION, MLP] * layers, HEAD]:
+            raise ValueError(
+                f"op sequence {[o.code for o in ops]} is not DECODER_EMBEDDING, (CAUSAL_ATTENTION, "
+                "DECODER_MLP) x L >= 1, LM_HEAD"
+            )
+        embedding, head = nodes[0], nodes[-1]
+        channels = embedding.params.output_residual
+        z_scales = np.asarray(embedding.output_quant.scale, np.float64) / np.exp2(channels[:, 1])
+        if head.output_quant is None or embedding.output_quant is None or not np.allclose(z_scales, z_scales[0]):
+            raise ValueError("the residual stream's scales are not s_z * 2^R of one s_z")
+        return cls(
+            embedding=embedding.params,
+            layers=tuple((nodes[1 + 2 * i].params, nodes[2 + 2 * i].params) for i in range(layers)),
+            head=head.params,
+            logit_scale=float(np.asarray(head.output_quant.scale).reshape(-1)[0]),
+            z_scale=float(z_scales[0]),
+        )
+
+    def graph_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """The model's inputs per invoke: the token and its position."""
+        return {name: (np.dtype(np.int32), (1,)) for name in GRAPH_INPUTS}
+
+    def variables(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """State kept between invokes (TFLM variable tensors): each layer's int8 KV cache [2, n, d]."""
+        return {cache_name(i): (np.dtype(np.int8), (2, a.context, a.hidden)) for i, (a, _) in enumerate(self.layers)}
 
     def new_caches(self) -> dict[str, np.ndarray]:
         """Each layer's KV cache, zeroed (ResetVariableTensors)."""
-        return {f"cache{i}": np.zeros((2, a.context, a.hidden), np.int8) for i, (a, _) in enumerate(self.layers)}
+        return {name: np.zeros(shape, dtype) for name, (dtype, shape) in self.variables().items()}
 
     def _blocks(self, token: int, position: int, caches: dict) -> np.ndarray:
         values = {"input_id": np.array([token], np.int32), "position": np.array([position], np.int32), **caches}
@@ -159,7 +210,7 @@ def calibrate_decoder(model, sequences, *, clusters=None, top_k: int = 1) -> Qua
     normed = TensorQuant.observe(float_layer_norm(x, gamma, beta, config.layer_norm_eps), symmetric=False)
     final = LayerNormParams.from_float(gamma, beta, config.layer_norm_eps, z_scale, normed)
     head, unit = LmHeadParams.tie(embedding, normed, top_k, layer_norm=final, residual=residual)
-    return QuantizedDecoder(embedding, tuple(layers), head, unit * z_scale)
+    return QuantizedDecoder(embedding, tuple(layers), head, unit * z_scale, z_scale)
 
 
 def decoder_step(streams: list[np.ndarray]) -> float:

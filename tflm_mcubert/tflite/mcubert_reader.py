@@ -37,6 +37,7 @@ from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import ALIGNMENT, align_up
 from tflm_mcubert.ops.registry import OPS
 from tflm_mcubert.ops.validation import OpSpecError
+from tflm_mcubert.quantize.quantized_decoder import GRAPH_INPUTS, QuantizedDecoder, cache_name, starts_a_decoder
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
 _DTYPES = {
@@ -59,6 +60,7 @@ class ArenaTensor:
     dtype: np.dtype
     shape: tuple[int, ...]
     offset: int  # offline arena offset; -1 for constants
+    variable: bool = False  # state kept between invokes (a decoder's KV cache)
 
     @property
     def nbytes(self) -> int:
@@ -98,7 +100,7 @@ class OpNode:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class McubertModel:
-    quantized: QuantizedBert
+    quantized: QuantizedBert | QuantizedDecoder
     tensors: tuple[ArenaTensor, ...]
     nodes: tuple[OpNode, ...]
     inputs: dict[str, int]
@@ -186,7 +188,7 @@ def _tensor_table(model, subgraph, offsets) -> tuple[list[ArenaTensor], dict[int
         shape = tuple(int(n) for n in (t.shape if t.shape is not None else ()))
         if any(n < 0 for n in shape):
             raise _fail(name, f"negative dimension in shape {shape}")
-        tensor = ArenaTensor(i, name, dtype, shape, offsets[i])
+        tensor = ArenaTensor(i, name, dtype, shape, offsets[i], bool(t.isVariable))
         if not 0 <= t.buffer < len(buffers):
             raise _fail(name, f"buffer index {t.buffer} is out of range")
         data = buffers[t.buffer].data if t.buffer > 0 else None
@@ -240,15 +242,25 @@ def _expect(tensor: ArenaTensor, where: str, dtype, elements: int) -> None:
 
 
 def read_model(model_bytes: bytes) -> McubertModel:
-    """Parse and verify an MCUBERT .tflite (see the module docstring); any defect is a ModelFormatError."""
+    """Parse and verify an MCUBERT encoder .tflite (see the module docstring); any defect is a
+    ModelFormatError (a decoder's too: read it with read_decoder)."""
+    return _read(model_bytes, decoder=False)
+
+
+def read_decoder(model_bytes: bytes) -> McubertModel:
+    """Parse and verify an MCUBERT decoder .tflite (`quantized` is a QuantizedDecoder)."""
+    return _read(model_bytes, decoder=True)
+
+
+def _read(model_bytes: bytes, decoder: bool) -> McubertModel:
     model = _unpack(model_bytes)
     try:
-        return _read_unpacked(model)
+        return _read_unpacked(model, decoder)
     except _PARSE_ERRORS as exc:  # a defect no named check anticipated: still one clear error
         raise _fail("model", f"malformed ({type(exc).__name__}: {exc})") from None
 
 
-def _read_unpacked(model) -> McubertModel:
+def _read_unpacked(model, decoder: bool) -> McubertModel:
     if not model.subgraphs or len(model.subgraphs) != 1:
         raise _fail("model", f"{len(model.subgraphs or [])} subgraphs (expected 1)")
     subgraph = model.subgraphs[0]
@@ -259,12 +271,19 @@ def _read_unpacked(model) -> McubertModel:
     nodes, layers = [], {}
     for position, operator in enumerate(subgraph.operators or []):
         op = _operator_def(operator, codes, position)
-        name = op.node_name(layers.get(op.kind, 0))
-        layers[op.kind] = layers.get(op.kind, 0) + 1
-        nodes.append(_read_node(subgraph, operator, op, name, tensors, constants))
+        layer = layers.get(op.kind, 0)
+        layers[op.kind] = layer + 1
+        nodes.append(_read_node(subgraph, operator, op, layer, tensors, constants))
+    if nodes and starts_a_decoder(nodes[0].definition) != decoder:
+        kind, reader = ("a decoder", "read_decoder") if not decoder else ("an encoder", "read_model")
+        raise _fail("model", f"this is {kind} .tflite (its first op is {nodes[0].op}): read it with {reader}")
 
-    quantized, values = _assemble(nodes, tensors)
-    graph_inputs, graph_outputs = _io(subgraph, nodes, values)
+    if decoder:
+        quantized, values = _assemble_decoder(nodes, tensors)
+        graph_inputs, graph_outputs = _io(subgraph, nodes, values, GRAPH_INPUTS)
+    else:
+        quantized, values = _assemble(nodes, tensors)
+        graph_inputs, graph_outputs = _io(subgraph, nodes, values, INPUT_NAMES)
     planned = _check_plan(nodes, tensors, graph_inputs, graph_outputs)
     return McubertModel(quantized, tuple(tensors), tuple(nodes), graph_inputs, graph_outputs, planned)
 
@@ -280,9 +299,11 @@ def _operator_def(operator, codes, position: int) -> OpDef:
     return OPS[name]
 
 
-def _read_node(subgraph, operator, op: OpDef, name: str, tensors, constants) -> OpNode:
-    """One operator: its tensor counts, options, constant/run-time inputs and validated parameters."""
+def _read_node(subgraph, operator, op: OpDef, layer: int, tensors, constants) -> OpNode:
+    """One operator (the `layer`-th of its kind): its tensor counts, options, constant/run-time inputs and
+    validated parameters."""
     spec = op.contract
+    name = op.node_name(layer)
     where = f"{name}: {op.code}"
     inputs = [int(i) for i in (operator.inputs if operator.inputs is not None else [])]
     outputs = [int(i) for i in (operator.outputs if operator.outputs is not None else [])]
@@ -314,7 +335,7 @@ def _read_node(subgraph, operator, op: OpDef, name: str, tensors, constants) -> 
         params = op.params_type.from_serialized(options, arrays)
     except (OpSpecError, KeyError, ValueError) as exc:
         raise _fail(name, str(exc)) from None
-    values = tuple(_VALUE_OF_INPUT.get(n, n) for n in op.runtime_inputs)
+    values = tuple(cache_name(layer) if n == "cache" else _VALUE_OF_INPUT.get(n, n) for n in op.runtime_inputs)
     output_quant = _quant(subgraph, outputs[0], f"{name}: {op.output}")
     return OpNode(Node(name, op, params, values, output_quant), tuple(inputs), tuple(outputs))
 
@@ -359,19 +380,44 @@ def _check_value(node: OpNode, value: str, index: int, values: dict[str, int], t
         raise _fail(where, f"input is not the previous op's {value} output")
 
 
-def _io(subgraph, nodes, values: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+def _assemble_decoder(nodes: list[OpNode], tensors) -> tuple[QuantizedDecoder, dict[str, int]]:
+    """A decoder's nodes: one token's inputs (int32[1]) shared by every reader, each layer's cache a
+    variable int8 tensor of its own, the residual stream chained op to op, then the topology."""
+    values: dict[str, int] = {}
+    for node in nodes:
+        op, p = node.definition, node.node.params
+        _expect(tensors[node.scratch], f"{node.name}: scratch", np.int8, op.scratch_bytes(p))
+        for value, index in zip(node.node.inputs, node.runtime_inputs):
+            where, tensor = f"{node.name}: {value}", tensors[index]
+            if value in GRAPH_INPUTS:
+                if values.setdefault(value, index) != index:
+                    raise _fail(where, f"every op must read the same {value} tensor")
+                _expect(tensor, where, np.int32, 1)
+            elif value.startswith("cache"):
+                if value in values or not tensor.variable:
+                    raise _fail(where, "each layer's KV cache must be a variable tensor of its own")
+                _expect(tensor, where, np.int8, 2 * p.context * p.hidden)
+                values[value] = index
+            elif values.get(value) != index:
+                raise _fail(where, f"input is not the previous op's {value} output")
+        _expect(tensors[node.outputs[0]], f"{node.name}: {op.output}", op.output_dtype, op.output_elements(p))
+        values[op.output] = node.outputs[0]
+    try:
+        return QuantizedDecoder.from_nodes([n.node for n in nodes]), values
+    except ValueError as exc:
+        raise _fail("model", str(exc)) from None
+
+
+def _io(subgraph, nodes, values: dict[str, int], names: tuple[str, ...]) -> tuple[dict[str, int], dict[str, int]]:
     graph_inputs = [int(i) for i in (subgraph.inputs if subgraph.inputs is not None else [])]
-    expected_inputs = [values.get(name) for name in INPUT_NAMES]
+    expected_inputs = [values.get(name) for name in names]
     if graph_inputs != expected_inputs:
-        raise _fail(
-            "model",
-            f"graph inputs {graph_inputs} are not (input_ids, attention_mask, token_type_ids) = {expected_inputs}",
-        )
+        raise _fail("model", f"graph inputs {graph_inputs} are not ({', '.join(names)}) = {expected_inputs}")
     graph_outputs = [int(i) for i in (subgraph.outputs if subgraph.outputs is not None else [])]
     if graph_outputs != [nodes[-1].outputs[0]]:
         raise _fail("model", f"graph outputs {graph_outputs} are not the last op's output")
     output_name = MODEL_OUTPUT_NAMES[nodes[-1].definition.output]
-    return dict(zip(INPUT_NAMES, graph_inputs)), {output_name: graph_outputs[0]}
+    return dict(zip(names, graph_inputs)), {output_name: graph_outputs[0]}
 
 
 def _check_plan(nodes, tensors, graph_inputs, graph_outputs) -> int:
@@ -393,6 +439,10 @@ def _check_plan(nodes, tensors, graph_inputs, graph_outputs) -> int:
                 touch(index, step)
     for index in graph_outputs.values():
         touch(index, len(nodes) - 1)
+    for tensor in tensors:
+        if tensor.variable:  # state: kept across every step (and every invoke)
+            touch(tensor.index, 0)
+            touch(tensor.index, len(nodes) - 1)
     offsets = {tensors[i].offset for i in hidden}
     if len(offsets) != 1:
         raise _fail(OFFLINE_PLAN_METADATA, f"the hidden states must share one arena offset (found {sorted(offsets)})")

@@ -34,6 +34,7 @@ from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.op_def import CHAINED_VALUE, MODEL_OUTPUT_NAMES, Node
 from tflm_mcubert.ops.options import encode_options
 from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.quantize.quantized_decoder import QuantizedDecoder
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 from tflm_mcubert.schedule.planner import Plan
 from tflm_mcubert.tflite.graph import FILE_IDENTIFIER
@@ -46,6 +47,7 @@ OFFLINE_PLAN_VERSION = 1
 ONLINE_PLANNED = -1
 SIGNATURE_KEY = "serving_default"
 DESCRIPTION = "MCUBERT int8 BERT (tflm-mcubert)"
+DECODER_DESCRIPTION = "MCUBERT int8 decoder step with KV caches (tflm-mcubert)"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 TENSOR_TYPES = {
@@ -72,9 +74,15 @@ class _AlignedBufferT(schema.BufferT):
         return schema.BufferEnd(builder)
 
 
+def constant_key(array: np.ndarray) -> tuple:
+    """Equal constants (a tied table read by two ops) share one buffer when the builder shares them."""
+    return (array.dtype.str, array.shape, np.ascontiguousarray(array).tobytes())
+
+
 class _GraphBuilder:
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, share_constants: bool = False):
         self.plan = plan
+        self.shared: dict[tuple, int] | None = {} if share_constants else None
         self.tensors: list[schema.TensorT] = []
         self.buffers: list[schema.BufferT] = [_AlignedBufferT()]  # buffer 0: the empty sentinel
         self.offsets: list[int] = []
@@ -99,10 +107,21 @@ class _GraphBuilder:
         self.offsets.append(offset)
         return len(self.tensors) - 1
 
+    def variable(self, name: str, dtype, shape) -> int:
+        """State kept between invokes (a TFLM variable tensor) at its planned offset."""
+        index = self.activation(name, dtype, shape, name)
+        self.tensors[index].isVariable = True
+        return index
+
     def constant(self, name: str, array: np.ndarray) -> int:
+        key = constant_key(array) if self.shared is not None and array.size else None
+        if key is not None and key in self.shared:
+            return self._tensor(name, array.dtype, array.shape, self.shared[key], ONLINE_PLANNED)
         buffer = _AlignedBufferT()
         buffer.data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False)
         self.buffers.append(buffer)
+        if key is not None:
+            self.shared[key] = len(self.buffers) - 1
         return self._tensor(name, array.dtype, array.shape, len(self.buffers) - 1, ONLINE_PLANNED)
 
     def activation(self, name: str, dtype, shape, arena_buffer: str, quant=None) -> int:
@@ -150,7 +169,18 @@ def _output(graph: _GraphBuilder, node: Node) -> int:
     """The node's output tensor: a chained value gets one tensor per writer, named after it."""
     value = node.op.output
     name = f"{node.name}/{value}" if value == CHAINED_VALUE else value
-    return graph.activation(name, np.int8, node.op.output_shape(node.params), value, node.output_quant)
+    return graph.activation(name, node.op.output_dtype, node.op.output_shape(node.params), value, node.output_quant)
+
+
+def _add_nodes(graph: _GraphBuilder, nodes: list[Node], values: dict[str, int]) -> None:
+    """Each node's constants, output and scratch tensors and its operator; `values` maps graph values to
+    the tensor that last wrote them."""
+    for node in nodes:
+        node_inputs = _inputs(graph, node, values)
+        values[node.op.output] = _output(graph, node)
+        graph.operator(
+            node.op.code, node.params.options(), node_inputs, [values[node.op.output], graph.scratch(node.name)]
+        )
 
 
 def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
@@ -171,24 +201,37 @@ def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
         "token_type_ids": graph.activation("token_type_ids", np.int32, (1, s), "token_type_ids"),
     }
     inputs = dict(values)
-    for node in nodes:
-        node_inputs = _inputs(graph, node, values)
-        values[node.op.output] = _output(graph, node)
-        graph.operator(
-            node.op.code, node.params.options(), node_inputs, [values[node.op.output], graph.scratch(node.name)]
-        )
+    _add_nodes(graph, nodes, values)
     last = nodes[-1].op.output
-    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]})
+    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]}, DESCRIPTION)
+
+
+def decoder_to_tflite(decoder: QuantizedDecoder, plan: Plan) -> bytes:
+    """The .tflite bytes of an int8 decoder step (inputs input_id, position: int32[1]; output top_k int32[1,
+    2, k]), each layer's KV cache a variable tensor, every arena tensor at the offsets of `plan`
+    (schedule/decoder_plan.py)."""
+    if plan.seq_len != decoder.context or plan.dims.hidden != decoder.hidden:
+        raise ValueError(f"plan is for n={plan.seq_len}, d={plan.dims.hidden}; decoder n={decoder.context}")
+    graph = _GraphBuilder(plan, share_constants=True)  # the LM head reads the embedding's tables
+    values = {name: graph.variable(name, dtype, shape) for name, (dtype, shape) in decoder.variables().items()}
+    inputs = {
+        name: graph.activation(name, dtype, shape, name) for name, (dtype, shape) in decoder.graph_inputs().items()
+    }
+    values.update(inputs)
+    nodes = decoder.nodes()
+    _add_nodes(graph, nodes, values)
+    last = nodes[-1].op.output
+    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]}, DECODER_DESCRIPTION)
 
 
 def offline_plan_buffer(offsets: list[int]) -> np.ndarray:
     return np.array([OFFLINE_PLAN_VERSION, 1, len(offsets), *offsets], dtype="<i4")
 
 
-def _pack(graph: _GraphBuilder, inputs: dict[str, int], outputs: dict[str, int]) -> bytes:
+def _pack(graph: _GraphBuilder, inputs: dict[str, int], outputs: dict[str, int], description: str) -> bytes:
     subgraph = schema.SubGraphT()
     subgraph.tensors = graph.tensors
-    subgraph.inputs = [inputs[name] for name in INPUT_NAMES]
+    subgraph.inputs = list(inputs.values())
     subgraph.outputs = list(outputs.values())
     subgraph.operators = graph.operators
     subgraph.name = "main"
@@ -215,7 +258,7 @@ def _pack(graph: _GraphBuilder, inputs: dict[str, int], outputs: dict[str, int])
 
     model = schema.ModelT()
     model.version = SCHEMA_VERSION
-    model.description = DESCRIPTION
+    model.description = description
     model.operatorCodes = graph.codes
     model.subgraphs = [subgraph]
     model.buffers = graph.buffers
@@ -240,6 +283,12 @@ class OpBytes:
     name: str
     op: str
     constant_bytes: int
+
+
+def unique_constant_bytes(nodes: list[Node]) -> int:
+    """Flash bytes of the nodes' constants with equal ones stored once (as decoder_to_tflite stores them)."""
+    arrays = {constant_key(a): a.nbytes for node in nodes for a in node.params.tensors().values() if a.size}
+    return sum(arrays.values())
 
 
 def constant_bytes_by_op(model: QuantizedBert) -> list[OpBytes]:

@@ -1,0 +1,136 @@
+"""`export` of a causal LM (issue 26): the decoder's .tflite (caches as offline-planned variable tensors,
+the tied table stored once), read back and run token for token like the reference, the board as the budget
+(the word table compressed to what the Flash leaves), and encoder-only options refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import flatbuffers
+import numpy as np
+import pytest
+from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+from tests.cli.cli_helpers import assert_one_clean_error, run_cli
+from tests.export.mcubert_models import small_export
+from tflm_mcubert.model.decoder import build_decoder
+from tflm_mcubert.model.decoder_config import DecoderConfig
+from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, decoder_dims, plan_decoder
+from tflm_mcubert.tflite.integrity import add_integrity_record
+from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_decoder, read_model
+from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite
+
+VOCAB = 97
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    raw = {"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 48, "n_embd": 32, "n_layer": 2, "n_head": 4}
+    model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
+    rng = np.random.default_rng(0)
+    return calibrate_decoder(model, [rng.integers(0, VOCAB, 40) for _ in range(6)], top_k=3)
+
+
+@pytest.fixture(scope="module")
+def tflite(decoder) -> bytes:
+    return decoder_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+
+
+def test_the_written_decoder_reads_back_and_decodes_as_the_reference(decoder, tflite):
+    read = read_decoder(tflite)
+    assert read.inputs.keys() == {"input_id", "position"} and read.outputs.keys() == {"top_k"}
+    caches, read_caches = decoder.new_caches(), read.quantized.new_caches()
+    token = 4
+    for position in range(decoder.context):
+        expected = decoder.step(token, position, caches)
+        assert np.array_equal(read.quantized.step(token, position, read_caches), expected), position
+        token = int(expected[0, 0])
+    assert read.quantized.logit_scale == pytest.approx(decoder.logit_scale)
+    assert read.quantized.z_scale == pytest.approx(decoder.z_scale)
+
+
+def test_the_caches_are_variable_tensors_alive_across_the_step_and_the_plan_is_the_formula(decoder, tflite):
+    read = read_decoder(tflite)
+    caches = [t for t in read.tensors if t.variable]
+    assert [t.name for t in caches] == ["cache0", "cache1"]
+    assert all(t.shape == (2, decoder.context, decoder.hidden) and t.offset >= 0 for t in caches)
+    assert read.planned_bytes == decoder_arena_bytes(decoder_dims(decoder), decoder.context, top_k=3)
+    # any other buffer overlapping a cache would be caught: caches are live at every step
+    spans = sorted((t.offset, t.offset + t.nbytes) for t in caches)
+    assert spans[0][1] <= spans[1][0]
+
+
+def test_the_tied_table_is_stored_once(decoder, tflite):
+    model = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
+    tensors = {t.name.decode(): t.buffer for t in model.subgraphs[0].tensors}
+    assert tensors["embedding/word_rows"] == tensors["lm_head/word_rows"]
+
+
+def test_encoder_and_decoder_readers_refuse_each_other(decoder, tflite):
+    with pytest.raises(ModelFormatError, match="a decoder .tflite.*read_decoder"):
+        read_model(tflite)
+    with pytest.raises(ModelFormatError, match="an encoder .tflite.*read_model"):
+        read_decoder(small_export(16).tflite)
+
+
+def test_a_cache_that_is_not_a_variable_tensor_is_refused(tflite):
+    model = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
+    for tensor in model.subgraphs[0].tensors:
+        tensor.isVariable = False
+    for metadata in model.metadata:  # the integrity record is recomputed for the edited file
+        if metadata.name == b"MCUBERT_INTEGRITY":
+            model.buffers[metadata.buffer].data = np.zeros_like(model.buffers[metadata.buffer].data)
+    builder = flatbuffers.Builder(1 << 16)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    edited = add_integrity_record(bytes(builder.Output()))
+    with pytest.raises(ModelFormatError, match="cache0: each layer's KV cache must be a variable tensor"):
+        read_decoder(edited)
+
+
+def test_export_of_the_d128_two_layer_preset_fits_the_f746zg_at_a_256_token_context(tmp_path, capsys):
+    """The issue's target: the d 128 x 2-layer decoder with a 256-token context on the NUCLEO-F746ZG."""
+    code, out, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", "--out", tmp_path / "dec")
+    assert code == 0, err
+    report = json.loads((tmp_path / "dec" / "report.json").read_text())
+    assert report["model_kind"] == "decoder" and report["context"] == 256
+    assert report["fits"]["ok"] and report["kv_cache_bytes"] == 2 * 2 * 256 * 128
+    assert report["compression"]["method"] == "adaptive"
+    assert report["flash_bytes"] == (tmp_path / "dec" / "model.tflite").stat().st_size
+    assert "256-token context" in out and "fits" in out
+    ids = np.load(tmp_path / "dec" / "model_ids.npy")
+    assert np.array_equal(np.sort(ids), np.arange(50257))
+
+
+def test_a_checkpoint_exports_with_its_table_compressed_to_the_flash_given(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=2000, n_positions=32, n_embd=32, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2")
+    flash = 40 * 1024 + 160 * 1024  # 40 KB for the model after the code reserve: the dense table is 64 KB
+    code, out, err = run_cli(
+        capsys, "export", "--checkpoint", tmp_path / "gpt2", "--sram", "64KB", "--flash", flash, "--out", tmp_path / "o"
+    )
+    assert code == 0, err
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["compression"]["method"] == "adaptive" and report["fits"]["flash"]["ok"]
+    assert report["calibration"]["source"] == "random ids"  # the checkpoint has no tokenizer
+    read = read_decoder((tmp_path / "o" / "model.tflite").read_bytes())
+    assert read.quantized.greedy([1, 2, 3], 8) == report["check"]["greedy_model_ids"]
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (("--weight-bits", "4"), "--weight-bits"),
+        (("--schedule", "stock"), "--schedule"),
+        (("--seq-len", "300"), "--seq-len 300"),
+        (("--top-k", "0"), "--top-k 0"),
+        (("--sram", "64KB", "--flash", "2MB"), "arena needs"),
+    ],
+)
+def test_bad_decoder_exports_are_one_clear_error(tmp_path, capsys, args, named):
+    code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *args, "--out", tmp_path / "x")
+    assert code != 0
+    assert_one_clean_error(err, named)

@@ -1,0 +1,286 @@
+"""`export` of a causal LM (GPT-2 / GPT-Neo): one token per invoke over int8 KV caches in the planned arena.
+
+    load        the checkpoint (model/decoder_import.py), or a decoder preset with seeded random weights
+    compress    the tied word table: kept dense when the whole model fits the board's Flash, else adaptive
+                embedding (frequency clusters of the calibration text, SVD ranks) sized to the Flash the
+                rest of the model leaves (--embedding dense keeps it dense whatever it costs)
+    quantize    PTQ of every op from the calibration texts (quantize/quantized_decoder.py)
+    plan        the arena: caches, the step's values, one scratch (schedule/decoder_plan.py)
+    write       model.tflite (tflite/mcubert_writer.decoder_to_tflite), read back (read_decoder) and a greedy
+                continuation compared token for token with the reference; model_data.cc/.h; report.json
+
+Ids in the .tflite are the compressed table's (most frequent first); `model_ids.npy` maps the checkpoint's
+tokenizer ids to them (model id = model_ids[tokenizer id]).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tflm_mcubert import __version__
+from tflm_mcubert.boards import Board, check_fit
+from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
+from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
+from tflm_mcubert.files import output_directory
+from tflm_mcubert.firmware.c_array import write_c_array
+from tflm_mcubert.model.decoder_config import DecoderConfig
+
+from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+from tflm_mcubert.schedule.decoder_plan import plan_decoder
+from tflm_mcubert.schedule.planner import BudgetExceededError
+from tflm_mcubert.tflite.mcubert_reader import read_decoder
+from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite, unique_constant_bytes
+
+DECODER_MODEL_TYPES = ("gpt2", "gpt_neo")
+# Random-weight decoders for sizing a board without a checkpoint (GPT-2's vocabulary and layout).
+_GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 256}
+DECODER_PRESETS = {
+    "gpt2-d128x2": {**_GPT2, "n_embd": 128, "n_layer": 2, "n_head": 2},
+    "gpt2-d64x8": {**_GPT2, "n_embd": 64, "n_layer": 8, "n_head": 16},  # TinyStories-1M's shape
+}
+STRUCTURE_ALLOWANCE = 16 << 10  # Flash for the .tflite's structure and options around the word tables
+MAX_SIZING_PASSES = 3
+CHECK_TOKENS = 8  # the read-back model's greedy continuation compared with the reference's
+MODEL_IDS = "model_ids.npy"
+CONFIG_FILE = "config.json"  # a Hugging Face checkpoint's (model/hf_import.py, which loads Keras)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderRequest:
+    out_dir: Path
+    board: Board
+    checkpoint: str | None = None
+    preset: str = "gpt2-d128x2"
+    context: int | None = None  # default: the model's positions
+    embedding: str = "auto"  # or "dense"
+    top_k: int = 1
+    calibration: str | None = None  # a text file (one text a line); default: built-in sentences
+    calibration_count: int = 32
+    seed: int = 0
+    sram_reserve: int | None = None
+    flash_reserve: int | None = None
+    force: bool = False
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def is_decoder_checkpoint(checkpoint: str | None) -> bool:
+    """A local checkpoint folder whose config.json names a GPT-2 or GPT-Neo model."""
+    config = Path(checkpoint) / CONFIG_FILE if checkpoint else None
+    if config is None or not config.is_file():
+        return False
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return False  # the loader names what is wrong with it
+    return isinstance(raw, dict) and raw.get("model_type") in DECODER_MODEL_TYPES
+
+
+def load_decoder_model(request: DecoderRequest):
+    """(model, tokenizer or None, source entry for the report)."""
+    if request.checkpoint:
+        from tflm_mcubert.model.decoder_import import load_decoder
+
+        model, folder = load_decoder(request.checkpoint)
+        return model, _tokenizer(folder), {"checkpoint": str(folder), "family": model.config.family}
+    if request.preset not in DECODER_PRESETS:
+        raise UserError(f"unknown decoder preset {request.preset!r} (choose from: {', '.join(DECODER_PRESETS)})")
+    log(f"no --checkpoint: the {request.preset} decoder with seeded random weights (seed {request.seed})")
+    from tflm_mcubert.model.decoder import build_decoder  # Keras
+
+    model = build_decoder(DecoderConfig.from_hf_dict(DECODER_PRESETS[request.preset]), seed=request.seed)
+    return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
+
+
+def _tokenizer(folder: Path):
+    """The checkpoint's Hugging Face tokenizer, or None when it has none."""
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder}: its tokenizer does not load ({exc})") from None
+
+
+def calibration_sequences(request: DecoderRequest, tokenizer, vocab_size: int, context: int) -> tuple[list, str]:
+    """Token id sequences (the checkpoint's ids) to calibrate on, and where they came from."""
+    rng = np.random.default_rng(request.seed)
+    if tokenizer is None:
+        if request.calibration:
+            raise UserError("--calibration needs a checkpoint with a tokenizer (vocab.json + merges.txt)")
+        length = min(context, 64)
+        return [rng.integers(0, vocab_size, length) for _ in range(request.calibration_count)], "random ids"
+    texts = read_sentences(request.calibration) if request.calibration else builtin_sentences()
+    sequences = [np.asarray(tokenizer.encode(t)[:context], np.int64) for t in texts]
+    sequences = [s for s in sequences if s.size][: request.calibration_count]
+    if not sequences:
+        raise UserError("the calibration text gives no tokens")
+    return sequences, request.calibration or "built-in sentences"
+
+
+def _compress(model, sequences, flash_left: int, dense_bytes: int, embedding: str):
+    """(clusters in model id order, model id of each tokenizer id or None, report entry)."""
+    table = np.asarray(model.token_embeddings.numpy(), np.float64)
+    vocab, dim = table.shape
+    if embedding == "dense" or dense_bytes <= flash_left:
+        return ((table, None),), None, {"method": "dense", "params": int(table.size)}
+    from tflm_mcubert.compress.baselines import adaptive_embedding, adaptive_for_budget  # Keras
+
+    frequency = np.bincount(np.concatenate(sequences), minlength=vocab).astype(np.float64)
+    cutoffs, ranks = adaptive_for_budget(vocab, dim, flash_left, bits=8)
+    compressed = adaptive_embedding(table, frequency, cutoffs=cutoffs, ranks=ranks)
+    arrays = compressed.to_arrays()
+    clusters = [(arrays["table_0"], None)]
+    clusters += [(arrays[f"u_{i}"], arrays[f"vt_{i}"]) for i in range(1, compressed.num_clusters)]
+    entry = {
+        "method": "adaptive",
+        "cutoffs": [int(c) for c in cutoffs],
+        "ranks": [int(r) for r in ranks],
+        "params": int(compressed.stored_params()),
+        "dense_params": int(table.size),
+        "budget_bytes": int(flash_left),
+    }
+    return tuple(clusters), arrays["permutation"], entry
+
+
+def _quantize_and_write(request: DecoderRequest, model, sequences, sram_budget: int, flash_budget: int):
+    """(decoder, plan, .tflite, model ids, compression entry): the word table sized so that the written
+    model fits `flash_budget` (the estimate of what the rest of the model leaves is corrected by what a
+    written model misses by, at most MAX_SIZING_PASSES times)."""
+    config = model.config
+    layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k))
+    flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
+    for _ in range(MAX_SIZING_PASSES):
+        clusters, permutation, entry = _compress(model, sequences, flash_left, layer_bytes, request.embedding)
+        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k)
+        try:
+            plan = plan_decoder(decoder, sram_budget)
+        except BudgetExceededError as exc:
+            raise DoesNotFitError(f"{request.board.name}: {exc}") from None
+        tflite = decoder_to_tflite(decoder, plan)
+        over = len(tflite) - flash_budget
+        if over <= 0 or entry["method"] == "dense":
+            break
+        flash_left -= over + 1024
+    if entry["method"] == "adaptive":
+        log(f"word table compressed (adaptive, {entry['params']:,} of {entry['dense_params']:,} parameters)")
+    return decoder, plan, tflite, permutation, entry
+
+
+def _dense_bytes(decoder) -> int:
+    return unique_constant_bytes(decoder.nodes())
+
+
+def _check_round_trip(tflite: bytes, decoder, vocab_size: int) -> list[int]:
+    """The written model, read back, continues a prompt exactly as the reference does."""
+    read = read_decoder(tflite).quantized
+    prompt = [i % vocab_size for i in (1, 2, 3)]
+    tokens = min(CHECK_TOKENS, decoder.context - len(prompt))
+    expected = decoder.greedy(prompt, tokens)
+    if read.greedy(prompt, tokens) != expected:
+        raise AssertionError("the written decoder does not continue the prompt as the reference does")
+    return expected
+
+
+def run_decoder_export(request: DecoderRequest) -> dict:
+    """Write the decoder export into request.out_dir (see the module docstring); returns report.json's
+    content. DoesNotFitError (files kept) when the model misses the board."""
+    out_dir = output_directory(request.out_dir)
+    return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force)
+
+
+def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
+    started = time.time()
+    model, tokenizer, source = load_decoder_model(request)
+    config = model.config
+    context = request.context or config.max_positions
+    if not 1 <= context <= config.max_positions:
+        raise UserError(f"--seq-len {context}: the decoder's context is 1..{config.max_positions} positions")
+    if not 1 <= request.top_k <= min(64, config.vocab_size):
+        raise UserError(f"--top-k {request.top_k}: 1..{min(64, config.vocab_size)}")
+    if context < config.max_positions:
+        model = _truncated(model, context)
+    sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
+    reserves = {k: v for k, v in (("sram_reserve", request.sram_reserve), ("flash_reserve", request.flash_reserve))}
+    reserves = {k: v for k, v in reserves.items() if v is not None}
+    budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves)
+    decoder, plan, tflite, permutation, compression = _quantize_and_write(
+        request, model, sequences, budgets.arena_budget, budgets.flash_budget
+    )
+    continuation = _check_round_trip(tflite, decoder, config.vocab_size)
+    (out_dir / "model.tflite").write_bytes(tflite)
+    write_c_array(tflite, out_dir, name="model_data")
+    if permutation is not None:
+        np.save(out_dir / MODEL_IDS, np.asarray(permutation, np.int32))
+    fit = check_fit(request.board, arena_bytes=plan.planned_bytes, flash_bytes=len(tflite), **reserves)
+    report = {
+        "tool": f"tflm-mcubert {__version__}",
+        "schedule": "mcubert",
+        "model_kind": "decoder",
+        "board": request.board.to_json(),
+        "context": context,
+        "model": {**source, "layers": config.num_layers, "hidden": config.hidden_size, "heads": config.num_heads,
+                  "vocab_size": config.vocab_size, "top_k": request.top_k},
+        "calibration": {"source": calibration_source, "sequences": len(sequences)},
+        "compression": compression,
+        "model_ids": MODEL_IDS if permutation is not None else None,
+        "arena_bytes": plan.planned_bytes,
+        "kv_cache_bytes": sum(b.nbytes for b in plan.buffers if b.name.startswith("cache")),
+        "flash_bytes": len(tflite),
+        "fits": fit.to_json(),
+        "plan": [{"name": b.name, "offset": b.offset, "bytes": b.nbytes} for b in plan.buffers],
+        "check": {"prompt_model_ids": [1, 2, 3], "greedy_model_ids": continuation},
+    }  # fmt: skip
+    report["files"] = sorted(files_under(out_dir))
+    report["all_files"] = sorted([*report["files"], REPORT])
+    report["seconds"] = round(time.time() - started, 1)
+    (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
+    if not fit.ok:
+        raise DoesNotFitError(_misfit(fit, request.board))
+    return report
+
+
+def _truncated(model, context: int):
+    """The model with its position table cut to `context` positions (the cache holds that many)."""
+    from tflm_mcubert.model.decoder import build_decoder  # Keras
+
+    config = dataclasses.replace(model.config, max_positions=context)
+    short = build_decoder(config)
+    for target, source in zip(short.weights, model.weights):
+        value = source.numpy()
+        target.assign(value[:context] if source is model.position_embeddings else value)
+    return short
+
+
+def _misfit(fit, board: Board) -> str:
+    parts = []
+    if not fit.sram_ok:
+        parts.append(f"arena {fit.arena_bytes:,} B > {fit.arena_budget:,} B (shorten --seq-len)")
+    if not fit.flash_ok:
+        parts.append(f"model {fit.flash_bytes:,} B > {fit.flash_budget:,} B Flash")
+    return f"{board.name}: the decoder does not fit: " + "; ".join(parts)
+
+
+def model_ids(export_dir: Path, vocab_size: int) -> np.ndarray:
+    """Tokenizer id -> model id of an export (the identity when its table is dense)."""
+    path = Path(export_dir) / MODEL_IDS
+    return np.load(path) if path.is_file() else np.arange(vocab_size)
+
+
+def tokenizer_ids(export_dir: Path, ids) -> list[int]:
+    """Model ids -> the checkpoint tokenizer's ids."""
+    path = Path(export_dir) / MODEL_IDS
+    if not path.is_file():
+        return [int(i) for i in ids]
+    return [int(i) for i in np.argsort(np.load(path))[np.asarray(ids)]]
