@@ -57,24 +57,37 @@ def params(name: str, call) -> str:
     return f"const mcubert_{struct_name(call.op)}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
 
 
-def op_data(call, prefix: str) -> list[str]:
+def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
     """C definitions of `call`: the weights' arrays (static), then `<prefix>_params`, `<prefix>_weights`
-    and `<prefix>_tensors` (validate's views; activations by dtype and size only)."""
+    and `<prefix>_tensors` (validate's views; activations by dtype and size only). `shared` (content ->
+    array name, filled as arrays are written): an array equal to one written before is not written again
+    (a decoder's LM head reads the embedding's tables)."""
     short = struct_name(call.op)
     runtime = OPS[call.op].runtime_inputs
     fields = OPS[call.op].weight_fields
-    out = ["static " + array(f"{prefix}_{name}", call.tensors[name]) for name in fields]
+    names, out = {}, []
+    for name in fields:
+        data = call.tensors[name]
+        key = (data.dtype.str, data.shape, data.tobytes()) if shared is not None and data.size else None
+        if key is not None and key in shared:
+            names[name] = shared[key]
+            continue
+        names[name] = f"{prefix}_{name}"
+        if key is not None:
+            shared[key] = names[name]
+        out.append("static " + array(names[name], data))
     out.append(params(f"{prefix}_params", call))
-    members = ",\n".join(f"    {prefix}_{name}" for name in fields)
+    members = ",\n".join(f"    {names[name]}" for name in fields)
     out.append(f"const mcubert_{short}_weights {prefix}_weights = {{\n{members}\n}};\n")
     views = []
     for name, data in call.tensor_list:
         if name == "output":
-            views.append(f"    {{NULL, MCUBERT_DTYPE_INT8, {kernel_abi.output_elements(call)}}},  /* output */")
+            dtype = DTYPE_ENUMS[OPS[call.op].output_dtype]
+            views.append(f"    {{NULL, {dtype}, {kernel_abi.output_elements(call)}}},  /* output */")
         elif name in runtime:
             views.append(f"    {{NULL, {DTYPE_ENUMS[data.dtype]}, {data.size}}},  /* {name} */")
         else:
-            views.append(f"    {{{prefix}_{name}, {DTYPE_ENUMS[data.dtype]}, {data.size}}},")
+            views.append(f"    {{{names[name]}, {DTYPE_ENUMS[data.dtype]}, {data.size}}},")
     count = f"MCUBERT_{short.upper()}_NUM_TENSORS"  # lets the compiler check the count against the API
     out.append(f"const mcubert_tensor_view {prefix}_tensors[{count}] = {{\n" + "\n".join(views) + "\n};\n")
     return out

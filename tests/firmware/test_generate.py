@@ -1,0 +1,101 @@
+"""`mcubert_generate` (examples/baremetal, issue 26): a decoder exported from a GPT-2 checkpoint generates
+under QEMU's Cortex-M7, prompt in, ids out, each prompt's greedy continuation equal to the reference's
+(the .tflite read back) token for token, every KV cache reset between prompts; bad prompt lines are named
+and skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import qemu
+from tests.firmware.test_text_in import _firmware_sizes, need
+from tflm_mcubert.firmware.decoder_data import decoder_calls_from_export, write_generate_data
+from tflm_mcubert.tflite.mcubert_reader import read_decoder
+
+VOCAB = 211
+NEW_TOKENS = 12
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    root = tmp_path_factory.mktemp("generate")
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=40, n_embd=32, n_layer=2, n_head=4)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():  # off HF's init, so that the continuation depends on the prompt
+        for parameter in model.parameters():
+            parameter.add_(0.2 * torch.randn(parameter.shape))
+    model.save_pretrained(root / "gpt2")
+    code = _cli("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--out", root / "export")
+    assert code == 0
+    return root / "export"
+
+
+def _cli(*argv) -> int:
+    from tflm_mcubert.cli import main
+
+    return main([str(a) for a in argv])
+
+
+def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, tmp_path):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    write_generate_data(decoder_calls_from_export(export_dir), tmp_path / "data")
+    elf = _firmware_sizes().build(
+        "qemu-mps2-an500",
+        tmp_path / "build",
+        target="mcubert_generate",
+        cmake_args=(f"-DMCUBERT_GENERATE_DATA_DIR={tmp_path / 'data'}",),
+    )
+    prompts = [[5], [17, 3, 99, 210], list(range(30, 60)), [7, 7, 7]]  # the third runs into the 40-token context
+    lines = [" ".join(map(str, p)) for p in prompts]
+    lines.insert(2, "12 banana 4")
+    lines.insert(3, f"1 2 {VOCAB}")
+    (tmp_path / "prompts.txt").write_text("\n".join(lines) + "\n")
+    status, console = qemu.run_qemu(
+        elf, command_line=f"prompts={tmp_path / 'prompts.txt'} tokens={NEW_TOKENS}", timeout=300
+    )
+    assert status == 3, console  # the two bad lines
+    decoder = read_decoder((export_dir / "model.tflite").read_bytes()).quantized
+    numbers = [1, 2, 5, 6]
+    for number, prompt in zip(numbers, prompts):
+        new = min(NEW_TOKENS, decoder.context - len(prompt) + 1)
+        expected = _greedy_to_the_context(decoder, prompt, new)
+        want = f"prompt {number}: {len(prompt)} ids in, ids out: {' '.join(map(str, expected))}"
+        assert want in console, (want, console)
+    assert "prompt 3: the line is not token ids" in console
+    assert f"prompt 4: the line has an id outside the vocabulary (ids 0..{VOCAB - 1}" in console
+    assert "(the context is full)" in console
+    assert "done: 6 prompts" in console
+
+
+def _greedy_to_the_context(decoder, prompt, new_tokens) -> list[int]:
+    """QuantizedDecoder.greedy, also where the last id comes from the step at the last position."""
+    caches, out = decoder.new_caches(), []
+    for position, token in enumerate(prompt):
+        top = decoder.step(token, position, caches)
+    position = len(prompt)
+    while len(out) < new_tokens:
+        out.append(int(top[0, 0]))
+        if len(out) == new_tokens or position == decoder.context:
+            break
+        top = decoder.step(out[-1], position, caches)
+        position += 1
+    return out
+
+
+def test_decoder_data_refuses_an_export_without_a_model(tmp_path, capsys):
+    from tflm_mcubert.firmware.decoder_data import main
+
+    assert main([str(tmp_path), str(tmp_path / "out")]) == 2
+    assert "model.tflite: missing" in capsys.readouterr().err
+
+
+def test_the_tied_table_is_written_once_in_the_c_data(export_dir):
+    from tflm_mcubert.firmware.decoder_data import render_source
+
+    source = render_source(decoder_calls_from_export(export_dir))
+    assert "generate_embedding_word_rows[" in source and "generate_head_word_rows[" not in source
+    # the weights struct and the tensor views of the embedding and of the head all point at the one array
+    assert source.count("generate_embedding_word_rows,") == 4
