@@ -100,7 +100,9 @@ TfLiteStatus ViewTensors(TfLiteContext* context, TfLiteNode* node, const char* o
       MicroPrintf("%s: input %d is missing", op, i);
       return kTfLiteError;
     }
-    const bool constant = tensor->allocation_type == kTfLiteMmapRo;
+    // A zero-byte table (an embedding with no low-rank cluster) has no contents to check or compute;
+    // TFLM gives a flatbuffer buffer of no data an arena allocation type, not kTfLiteMmapRo.
+    const bool constant = tensor->allocation_type == kTfLiteMmapRo || tensor->bytes == 0;
     views[i] = ViewOf(*tensor);
     micro_context->DeallocateTempTfLiteTensor(tensor);
     if (i >= runtime_inputs && !constant) {

@@ -8,8 +8,11 @@ import json
 from tests.cli.cli_helpers import run_cli
 from tflm_mcubert.boards import BOARDS
 from tflm_mcubert.cli import boards as boards_command
+from tflm_mcubert.export.decoder_export import decoder_arena
 from tflm_mcubert.export.mcubert_export import arena_overhead
 from tflm_mcubert.model.config import PRESETS
+from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes
+from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, plan_model
 
 
@@ -61,3 +64,21 @@ def test_boards_table_names_each_board_once(capsys):
     for name in BOARDS:
         assert sum(line.startswith(name + " ") for line in lines) == 1
     assert "whose .tflite fits Flash" in out
+
+
+def test_a_decoder_context_is_the_longest_whose_planned_arena_fits(tmp_path):
+    """The `context` column: at n positions a decoder of the preset's shape, planned as export plans it
+    (its caches included) plus TFLM's bookkeeping, fits the board's arena budget; at n + 1 it does not."""
+    from tflm_mcubert.export.decoder_export import DECODER_PRESETS, DecoderRequest, run_decoder_export
+
+    board = BOARDS["nucleo-f746zg"]
+    context = boards_command.decoder_context(board, "gpt2-d128x2")
+    assert 256 <= context < 1024  # the preset's own 256 positions fit, the ops' 1,024 do not
+    raw = DECODER_PRESETS["gpt2-d128x2"]
+    dims = Dims(hidden=raw["n_embd"], heads=raw["n_head"], ffn=4 * raw["n_embd"], layers=raw["n_layer"])
+    for n, fits_board in ((context, True), (context + 1, False)):
+        arena = decoder_arena(dims.layers, decoder_arena_bytes(dims, n)).arena_bytes
+        assert (arena <= board.arena_budget()) == fits_board, (n, arena)
+    # and the formula is what export plans: the preset exported at 256 positions
+    report = run_decoder_export(DecoderRequest(out_dir=tmp_path / "d", board=board))
+    assert report["arena_bytes"] == decoder_arena(dims.layers, decoder_arena_bytes(dims, 256)).arena_bytes

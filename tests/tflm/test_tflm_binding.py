@@ -15,13 +15,15 @@ from flatbuffers import flexbuffers
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.tflite.mcubert_reader import read_model
+from tflm_mcubert.schedule.decoder_plan import plan_decoder
+from tflm_mcubert.tflite.mcubert_reader import read_decoder, read_model
+from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.mcubert_export import arena_of
 from tflm_mcubert.export.tflm_arena import HOST_64
 from tflm_mcubert.ops.registry import SPEC_HASH
 from tflm_mcubert.runtime.reference import run_reference
-from tflm_mcubert.runtime.arena_search import TflmError
+from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmSources
 
 pytestmark = pytest.mark.skipif(
@@ -227,3 +229,62 @@ def test_a_constant_of_the_wrong_type_is_refused_naming_it(binding, classifier):
 def test_an_arena_below_the_plan_is_refused(binding, classifier):
     with pytest.raises(TflmError):
         binding.run(classifier, sample_inputs(6), arena_bytes=read_model(classifier).planned_bytes // 2)
+
+
+@pytest.fixture(scope="module")
+def decoder_model():
+    """A 2-layer GPT-2-shaped int8 decoder (d 32, 64 positions, top 3) and its .tflite."""
+    from tflm_mcubert.model.decoder import build_decoder
+    from tflm_mcubert.model.decoder_config import DecoderConfig
+    from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+
+    raw = {"model_type": "gpt2", "vocab_size": 97, "n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 4}
+    model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=7)
+    rng = np.random.default_rng(1)
+    decoder = calibrate_decoder(model, [rng.integers(0, 97, 48) for _ in range(8)], top_k=3)
+    return decoder, decoder_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+
+
+def test_a_decoder_generates_in_tflm_as_the_reference_with_its_caches_in_the_offline_plan(binding, decoder_model):
+    """Every invoke one token; the KV caches are TFLM variable tensors at their exported offsets, kept by TFLM
+    from invoke to invoke: each step's top-k equals the reference's over the whole context."""
+    decoder, tflite = decoder_model
+    caches, steps, expected, token = decoder.new_caches(), [], [], 4
+    for position in range(decoder.context):
+        steps.append({"input_id": np.array([token], np.int32), "position": np.array([position], np.int32)})
+        expected.append(decoder.step(token, position, caches))
+        token = int(expected[-1][0, 0])
+    run = binding.run_steps(tflite, steps, arena_bytes=1 << 20)
+    got = run.outputs["top_k"].reshape(len(steps), 2, -1)
+    assert np.array_equal(got, np.stack(expected))
+    assert run.arena["head"] == read_decoder(tflite).planned_bytes
+
+
+def test_a_decoder_position_past_its_cache_fails_invoke(binding, decoder_model):
+    decoder, tflite = decoder_model
+    step = {"input_id": np.array([1], np.int32), "position": np.array([decoder.context], np.int32)}
+    with pytest.raises(TflmError, match="position"):
+        binding.run_steps(tflite, [step], arena_bytes=1 << 20)
+
+
+def test_the_decoder_arena_estimate_covers_the_least_arena_tflm_runs_it_in(binding, decoder_model):
+    from tflm_mcubert.export.decoder_export import decoder_arena
+
+    decoder, tflite = decoder_model
+    read = read_decoder(tflite)
+    estimate = decoder_arena(len(decoder.layers), read.planned_bytes, HOST_64)
+    step = [{"input_id": np.array([3], np.int32), "position": np.array([0], np.int32)}]
+    run = binding.run_steps(tflite, step, arena_bytes=1 << 20)
+    assert 0 <= estimate.tail_bytes - run.arena["tail"] <= 256, (estimate.tail, run.arena)
+    smallest = smallest_passing(
+        lambda n: _runs(binding, tflite, step, n), lower_failing=read.planned_bytes - 1, upper=estimate.arena_bytes
+    )
+    assert 0 <= estimate.arena_bytes - smallest <= 256 + 16, (smallest, estimate.arena_bytes)
+
+
+def _runs(binding, tflite, steps, arena_bytes) -> bool:
+    try:
+        binding.run_steps(tflite, steps, arena_bytes)
+    except TflmError:
+        return False
+    return True

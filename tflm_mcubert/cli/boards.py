@@ -1,4 +1,4 @@
-"""`boards`: the boards `export --board` knows, and the longest sequence each one holds.
+"""`boards`: the boards `export --board` knows, and the longest sequence (a decoder: context) each one holds.
 
 A sequence fits when both hold: the export's own arena figure (the planner's smallest plan plus
 TFLM's bookkeeping, as `export` computes it) fits the largest contiguous SRAM region less the default
@@ -24,10 +24,13 @@ from pathlib import Path
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, human_bytes
 from tflm_mcubert.errors import DoesNotFitError
 from tflm_mcubert.export.board_fit import smallest_embedding_fits
+from tflm_mcubert.export.decoder_export import DECODER_PRESETS, longest_context_on
 from tflm_mcubert.export.flash_budget import FlashTarget, whole_model_budget
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.model.config import PRESETS, preset
+from tflm_mcubert.ops import contract
+from tflm_mcubert.schedule.memory import Dims
 
 FIT_PRESETS = ("bert-tiny", "bert-mini")
 FIT_LABELS = 2  # a sequence classifier, as the default export builds
@@ -88,6 +91,14 @@ def sized_fit(board: Board, name: str, weight_bits: int) -> dict:
     }
 
 
+def decoder_context(board: Board, name: str) -> int:
+    """The longest context (KV cache positions, up to the ops' limit) a decoder of a preset's shape holds in
+    `board`'s arena (its word table is sized to the Flash, as `export` sizes it)."""
+    raw = DECODER_PRESETS[name]
+    dims = Dims(hidden=raw["n_embd"], heads=raw["n_head"], ffn=4 * raw["n_embd"], layers=raw["n_layer"])
+    return longest_context_on(board, dims, contract.MAX_SEQ_LEN)
+
+
 def _sized_cell(fit: dict) -> str:
     return f"yes ({human_bytes(fit['embedding_bytes'])})" if fit["fits"] else "-"
 
@@ -101,11 +112,16 @@ def board_rows() -> list[dict]:
         row["flash_budget_bytes"] = board.flash_budget(DEFAULT_FLASH_RESERVE)
         row["longest_seq_len"] = {preset: longest_sequence(board, preset) for preset in FIT_PRESETS}
         row["default_export_flash_bytes"] = {preset: flash_bytes_at(preset, FLASH_PROBE_SEQ) for preset in FIT_PRESETS}
+        row["decoder_context"] = {name: decoder_context(board, name) for name in DECODER_PRESETS}
         row["sized_fits"] = {
             f"{name} int{bits}": sized_fit(board, name, bits) for name in FIT_PRESETS for bits in WEIGHT_WIDTHS
         }
         rows.append(row)
     return rows
+
+
+def _context_cell(context: int) -> str:
+    return str(context) if context else "-"
 
 
 def _seq_cell(seq_len: int | None, positions: int) -> str:
@@ -121,7 +137,7 @@ def run(args) -> int:
         return 0
     sized = [f"{name} int{bits}" for name in FIT_PRESETS for bits in WEIGHT_WIDTHS]
     header = ("board", "MCU", "core", "kernels", "MHz", "largest SRAM", "Flash", *(f"{p} seq" for p in FIT_PRESETS))
-    header += tuple(f"{key} fits" for key in sized)
+    header += tuple(f"{key} fits" for key in sized) + tuple(f"{name} context" for name in DECODER_PRESETS)
     table = [header]
     for row in rows:
         region = row["largest_sram_region"]
@@ -137,6 +153,7 @@ def run(args) -> int:
                 human_bytes(row["flash_bytes"]),
                 *fits,
                 *(_sized_cell(row["sized_fits"][key]) for key in sized),
+                *(_context_cell(row["decoder_context"][name]) for name in DECODER_PRESETS),
             )
         )
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
@@ -160,5 +177,11 @@ def run(args) -> int:
         f"fits: at {SIZED_SEQ} tokens with int8 or int4 encoder weights, the embedding sized to the Flash the "
         "rest of the model leaves (in brackets: the bytes left for its int8 word tables; "
         "`search --board` / `export --board` size it so)."
+    )
+    print(
+        "context: the most positions a decoder of that shape holds in its int8 KV caches in the arena (the largest "
+        f"SRAM region less {human_bytes(DEFAULT_SRAM_RESERVE)} and TFLM's bookkeeping; at most "
+        f"{contract.MAX_SEQ_LEN:,}, the ops' limit), its word table compressed to the board's Flash as "
+        f"`export` does; the presets {', '.join(DECODER_PRESETS)} themselves have 256 positions."
     )
     return 0

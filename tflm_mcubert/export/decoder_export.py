@@ -28,12 +28,14 @@ from tflm_mcubert.boards import Board, check_fit
 from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
+from tflm_mcubert.export.mcubert_export import op_data_bytes
+from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.model.decoder_config import DecoderConfig
 
-from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
-from tflm_mcubert.schedule.decoder_plan import plan_decoder
+from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder, decoder_ops
+from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, plan_decoder
 from tflm_mcubert.schedule.planner import BudgetExceededError
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite, unique_constant_bytes
@@ -182,13 +184,45 @@ def _dense_bytes(decoder) -> int:
     return unique_constant_bytes(decoder.nodes())
 
 
-def _check_round_trip(tflite: bytes, decoder, vocab_size: int) -> list[int]:
+def decoder_graph_shape(layers: int) -> GraphShape:
+    """What TFLM's bookkeeping depends on, for a decoder step of `layers` layers (as decoder_to_tflite writes
+    it: the two inputs, a cache per layer, and per op its constants, output and scratch)."""
+    ops = decoder_ops(layers)
+    return GraphShape(
+        tensors=2 + layers + sum(len(op.weight_fields) + 2 for op in ops),
+        ops=len(ops),
+        inputs=(IoTensor(False), IoTensor(False)),
+        outputs=(IoTensor(True),),  # top_k: one scale, one zero point
+        planned_buffers=2 + layers + 2 * len(ops),  # offline-planned variable tensors take no persistent memory
+        kernel_data=tuple(op_data_bytes(op) for op in ops),
+    )
+
+
+def decoder_arena(layers: int, planned_bytes: int, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
+    """TFLM's arena for a decoder: its plan (the KV caches included) and TFLM's own bookkeeping."""
+    return estimate_arena(decoder_graph_shape(layers), planned_bytes, sizes)
+
+
+def longest_context_on(board: Board, dims, max_positions: int, top_k: int = 1) -> int:
+    """The most positions (up to `max_positions`; 0: not one) whose arena — a decoder of `dims` planned as
+    export plans it, its KV caches included, plus TFLM's bookkeeping — fits `board`'s arena budget."""
+    budget = board.arena_budget()
+    lo, hi = 0, max_positions
+    while lo < hi:  # the arena grows with the context
+        mid = (lo + hi + 1) // 2
+        if decoder_arena(dims.layers, decoder_arena_bytes(dims, mid, top_k)).arena_bytes <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _check_round_trip(read, decoder, vocab_size: int) -> list[int]:
     """The written model, read back, continues a prompt exactly as the reference does."""
-    read = read_decoder(tflite).quantized
     prompt = [i % vocab_size for i in (1, 2, 3)]
     tokens = min(CHECK_TOKENS, decoder.context - len(prompt))
     expected = decoder.greedy(prompt, tokens)
-    if read.greedy(prompt, tokens) != expected:
+    if read.quantized.greedy(prompt, tokens) != expected:
         raise AssertionError("the written decoder does not continue the prompt as the reference does")
     return expected
 
@@ -218,12 +252,14 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     decoder, plan, tflite, permutation, compression = _quantize_and_write(
         request, model, sequences, budgets.arena_budget, budgets.flash_budget
     )
-    continuation = _check_round_trip(tflite, decoder, config.vocab_size)
+    read = read_decoder(tflite)
+    continuation = _check_round_trip(read, decoder, config.vocab_size)
+    arena = decoder_arena(len(decoder.layers), read.planned_bytes)
     (out_dir / "model.tflite").write_bytes(tflite)
     write_c_array(tflite, out_dir, name="model_data")
     if permutation is not None:
         np.save(out_dir / MODEL_IDS, np.asarray(permutation, np.int32))
-    fit = check_fit(request.board, arena_bytes=plan.planned_bytes, flash_bytes=len(tflite), **reserves)
+    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves)
     report = {
         "tool": f"tflm-mcubert {__version__}",
         "schedule": "mcubert",
@@ -235,7 +271,8 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
         "calibration": {"source": calibration_source, "sequences": len(sequences)},
         "compression": compression,
         "model_ids": MODEL_IDS if permutation is not None else None,
-        "arena_bytes": plan.planned_bytes,
+        "arena_bytes": arena.arena_bytes,
+        "arena": arena.to_json(),
         "kv_cache_bytes": sum(b.nbytes for b in plan.buffers if b.name.startswith("cache")),
         "flash_bytes": len(tflite),
         "fits": fit.to_json(),

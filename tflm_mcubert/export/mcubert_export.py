@@ -56,7 +56,7 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _op_data_bytes(op: OpDef) -> int:
+def op_data_bytes(op: OpDef) -> int:
     """The binding's OpData for `op`: its C params struct (mirrored in ops/kernel_abi.py)."""
     struct = PARAMS_STRUCTS[op.code]
     return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
@@ -67,7 +67,7 @@ def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
     constants = sum(len(op.weight_fields) for op in ops)
     outputs = sum(len(op.contract.outputs) + 1 for op in ops)  # hidden/logits + scratch per op
     inputs = 3  # input_ids, attention_mask, token_type_ids
-    kernel_data = tuple(_op_data_bytes(op) for op in ops)
+    kernel_data = tuple(op_data_bytes(op) for op in ops)
     return GraphShape(
         tensors=inputs + outputs + constants,
         ops=len(ops),

@@ -41,6 +41,11 @@ def cache_name(layer: int) -> str:
     return f"cache{layer}"
 
 
+def decoder_ops(layers: int) -> list:
+    """The OpDefs of a decoder step of `layers` layers, in node order."""
+    return [EMBEDDING, *[ATTENTION, MLP] * layers, HEAD]
+
+
 def starts_a_decoder(op) -> bool:
     """A graph whose first op is this one is a decoder (readers tell the topologies apart by it)."""
     return op is EMBEDDING
@@ -84,7 +89,7 @@ class QuantizedDecoder:
         """The inverse of nodes(); a ValueError names how `nodes` is not the decoder topology."""
         ops = [n.op for n in nodes]
         layers = (len(ops) - 2) // 2
-        if layers < 1 or ops != [EMBEDDING, *[ATTENTION, MLP] * layers, HEAD]:
+        if layers < 1 or ops != decoder_ops(layers):
             raise ValueError(
                 f"op sequence {[o.code for o in ops]} is not DECODER_EMBEDDING, (CAUSAL_ATTENTION, "
                 "DECODER_MLP) x L >= 1, LM_HEAD"

@@ -245,10 +245,18 @@ class TflmBinding:
 
     def run(self, model_bytes: bytes, inputs: Mapping[str, np.ndarray], arena_bytes: int) -> TflmRun:
         """Invoke once. `inputs` by graph input name, each exactly the input's shape and dtype."""
+        return self._run(model_bytes, [inputs], arena_bytes, stepped=False)
+
+    def run_steps(self, model_bytes: bytes, steps: list[Mapping[str, np.ndarray]], arena_bytes: int) -> TflmRun:
+        """Invoke once per entry of `steps` on one interpreter (variable tensors, e.g. a decoder's KV caches,
+        carry from invoke to invoke); each output has a leading step axis."""
+        if not steps:
+            raise ValueError("run_steps needs at least one step")
+        return self._run(model_bytes, steps, arena_bytes, stepped=True)
+
+    def _run(self, model_bytes: bytes, steps: list, arena_bytes: int, *, stepped: bool) -> TflmRun:
         graph = parse(bytes(model_bytes))
         expected = [io.name for io in graph.inputs]
-        if sorted(inputs) != sorted(expected):
-            raise ValueError(f"inputs must be exactly {expected}, got {sorted(inputs)}")
         request = {
             "mode": np.array("run"),
             "library": np.array(str(self.library)),
@@ -256,14 +264,21 @@ class TflmBinding:
             "arena_bytes": np.array(int(arena_bytes)),
             "output_count": np.array(len(graph.outputs)),
         }
+        for inputs in steps:
+            if sorted(inputs) != sorted(expected):
+                raise ValueError(f"inputs must be exactly {expected}, got {sorted(inputs)}")
+            for io in graph.inputs:
+                value = np.asarray(inputs[io.name])
+                if value.shape != io.tensor.shape or value.dtype != io.tensor.dtype:
+                    raise ValueError(
+                        f"input {io.name!r}: {value.dtype}{list(value.shape)} given, the model takes "
+                        f"{io.tensor.dtype}{list(io.tensor.shape)}"
+                    )
         for io in graph.inputs:
-            value = np.asarray(inputs[io.name])
-            if value.shape != io.tensor.shape or value.dtype != io.tensor.dtype:
-                raise ValueError(
-                    f"input {io.name!r}: {value.dtype}{list(value.shape)} given, the model takes "
-                    f"{io.tensor.dtype}{list(io.tensor.shape)}"
-                )
-            request[f"input_{io.position}"] = value
+            values = [np.asarray(inputs[io.name]) for inputs in steps]
+            request[f"input_{io.position}"] = np.stack(values) if stepped else values[0]
+        if stepped:
+            request["step_count"] = np.array(len(steps))
         if self._tflm is None:
             self._tflm = TflmProcess(self.environment.python, WHEEL_VERSION)
         response, output = self._tflm.request(request, bytes(model_bytes))

@@ -85,6 +85,24 @@ def run_kernel(request, response: dict, loaded_libraries: dict) -> int:
     return STATUS_DONE
 
 
+def invoke_steps(interpreter, request) -> dict:
+    """One invoke (inputs `input_<p>`), or with `step_count` one a step on the same interpreter (each input
+    and output then has a leading step axis): state in variable tensors carries from step to step."""
+    steps = int(request["step_count"]) if "step_count" in request else 0
+    count = int(request["output_count"])
+    outputs: dict = {p: [] for p in range(count)}
+    for step in range(max(steps, 1)):
+        position = 0
+        while f"input_{position}" in request:
+            value = request[f"input_{position}"]
+            interpreter.set_input(value[step] if steps else value, position)
+            position += 1
+        interpreter.invoke()
+        for p in range(count):
+            outputs[p].append(np.array(interpreter.get_output(p)))
+    return {f"output_{p}": np.stack(values) if steps else values[0] for p, values in outputs.items()}
+
+
 def handle(request, response_path: str, loaded_libraries: dict) -> int:
     version = importlib.metadata.version("tflite-micro")
     expected = _scalar(request, "expected_version")
@@ -112,17 +130,11 @@ def handle(request, response_path: str, loaded_libraries: dict) -> int:
                 model, custom_op_registerers=registerers, arena_size=int(request["arena_bytes"])
             )
             if mode == "run":
-                position = 0
-                while f"input_{position}" in request:
-                    interpreter.set_input(request[f"input_{position}"], position)
-                    position += 1
-                interpreter.invoke()
+                response.update(invoke_steps(interpreter, request))
         except (RuntimeError, ValueError) as exc:
             print(f"TFLM: {exc}")
             return STATUS_TFLM_ERROR
         if mode == "run":
-            for position in range(int(request["output_count"])):
-                response[f"output_{position}"] = np.array(interpreter.get_output(position))
             sys.stdout.flush()
             interpreter.print_allocations()  # the recording allocator's arena breakdown
     np.savez(response_path, **response)

@@ -85,7 +85,8 @@ def plan_decoder(decoder, sram_budget: int) -> Plan:
 
 def decoder_arena_bytes(dims: Dims, context: int, top_k: int = 1) -> int:
     """The planned arena of a decoder of these dimensions at `context` positions, from the op definitions'
-    planning sizes alone (no parameters): what `boards` uses to find each board's longest context."""
+    planning sizes alone (no parameters): what `boards` uses to find each board's longest context
+    (export/decoder_export.longest_context_on)."""
 
     def step(kind: str, name: str, inputs: tuple[str, ...], output: str = "hidden") -> Step:
         return (name, inputs, output, BY_KIND[kind].plan_scratch(context, dims, None))
@@ -96,15 +97,3 @@ def decoder_arena_bytes(dims: Dims, context: int, top_k: int = 1) -> int:
         steps.append(step("decoder_mlp", f"layer{i}.mlp", ("hidden",)))
     steps.append(step("lm_head", "lm_head", ("hidden",), "top"))
     return max(b.offset + b.nbytes for b in _buffers(steps, context, dims.hidden, top_k))
-
-
-def longest_context(dims: Dims, sram_budget: int, max_positions: int, top_k: int = 1) -> int:
-    """The most positions whose arena fits `sram_budget` (0: not even one), at most `max_positions`."""
-    lo, hi = 0, max_positions
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if decoder_arena_bytes(dims, mid, top_k) <= sram_budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
