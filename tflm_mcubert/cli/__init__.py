@@ -38,6 +38,7 @@ def seed_argument(text: str) -> int:
 # In pipeline order.
 COMMAND_MODULES = (
     "tflm_mcubert.cli.train",
+    "tflm_mcubert.cli.train_lm",
     "tflm_mcubert.cli.search",
     "tflm_mcubert.cli.plan",
     "tflm_mcubert.cli.export",

@@ -37,7 +37,10 @@ from tflm_mcubert.data.calibration import (
     tokenize,
 )
 from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, label_names, load_task
+from tflm_mcubert.boards import get_board
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.decoder_evaluation import evaluate_decoder
+from tflm_mcubert.export.decoder_export import DecoderRequest, is_decoder_checkpoint
 from tflm_mcubert.export.mcubert_export import default_compression
 from tflm_mcubert.export.pipeline import load_model
 from tflm_mcubert.files import output_directory, output_file
@@ -52,7 +55,12 @@ from tflm_mcubert.runtime.tflm_runner import TflmRunner
 
 def add_parser(subparsers) -> list[str]:
     ev = subparsers.add_parser("evaluate", help="accuracy / fidelity of float, int8 reference and stock models")
-    ev.add_argument("--checkpoint", help="Hugging Face BERT checkpoint (default: --preset, random weights)")
+    ev.add_argument(
+        "--checkpoint",
+        help="Hugging Face BERT checkpoint (default: --preset, random weights), or a GPT-2 / GPT-Neo decoder: its "
+        "perplexity on --task's --split or --text, float, int8 and int8 as exported for --board",
+    )
+    ev.add_argument("--board", default="nucleo-f746zg", help="a decoder: the board its export is sized for")
     ev.add_argument("--preset", default="bert-tiny")
     ev.add_argument("--num-labels", type=int, default=2, help="classifier outputs of the random preset model")
     ev.add_argument("--task", help="accuracy on this task's test split (e.g. rotten_tomatoes, sst2, a file)")
@@ -171,9 +179,38 @@ class _Models:
     stock_runner: object | None
 
 
+def _run_decoder(args) -> int:
+    """Perplexity of a causal LM (export/decoder_evaluation.py); --samples: held-out blocks the int8 models read."""
+    if args.text:
+        texts, where = read_sentences(args.text, flag="--text"), args.text
+    elif args.task:
+        split = args.split[-1]
+        dataset = load_task(args.task, seed=args.seed)
+        if split not in dataset:
+            raise UserError(f"task {args.task!r} has no {split} split")
+        texts, where = list(dataset[split]["text"]), f"the {args.task} {split} split"
+    else:
+        raise UserError("a decoder's evaluate needs --task (its --split) or --text: the held-out text")
+    request = DecoderRequest(
+        out_dir=Path("."),
+        board=get_board(args.board),
+        checkpoint=args.checkpoint,
+        calibration=args.calibration,
+        calibration_count=args.calibration_samples,
+        seed=args.seed,
+    )
+    result = {"texts": where, **evaluate_decoder(request, texts, limit=args.samples)}
+    print(json.dumps(result, indent=2))
+    if args.json:
+        output_file(args.json, "--json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
 def run(args) -> int:
     if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
+    if is_decoder_checkpoint(args.checkpoint):
+        return _run_decoder(args)
     if args.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {args.qat_steps}")
     if args.split != ["test"] and not args.task:

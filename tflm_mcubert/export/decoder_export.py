@@ -137,10 +137,10 @@ def _compress(model, sequences, flash_left: int, dense_bytes: int, embedding: st
     vocab, dim = table.shape
     if embedding == "dense" or dense_bytes <= flash_left:
         return ((table, None),), None, {"method": "dense", "params": int(table.size)}
-    from tflm_mcubert.compress.baselines import adaptive_embedding, adaptive_for_budget  # Keras
+    from tflm_mcubert.compress.baselines import adaptive_embedding  # Keras
 
     frequency = np.bincount(np.concatenate(sequences), minlength=vocab).astype(np.float64)
-    cutoffs, ranks = adaptive_for_budget(vocab, dim, flash_left, bits=8)
+    cutoffs, ranks = _largest_adaptive(vocab, dim, flash_left)
     compressed = adaptive_embedding(table, frequency, cutoffs=cutoffs, ranks=ranks)
     arrays = compressed.to_arrays()
     clusters = [(arrays["table_0"], None)]
@@ -156,10 +156,39 @@ def _compress(model, sequences, flash_left: int, dense_bytes: int, embedding: st
     return tuple(clusters), arrays["permutation"], entry
 
 
-def _quantize_and_write(request: DecoderRequest, model, sequences, sram_budget: int, flash_budget: int):
+def _largest_adaptive(vocab: int, dim: int, budget: int) -> tuple[list[int], list[int]]:
+    """Adaptive embedding's shape (4, 3 or 2 frequency clusters) storing the most bytes within `budget`: with
+    a small vocabulary four clusters stop growing (their cut-offs reach the vocabulary) long before a
+    board's Flash is used, where fewer clusters keep growing their ranks."""
+    from tflm_mcubert.compress.baselines import adaptive_for_budget  # Keras
+    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+
+    best, best_bytes = None, -1
+    for clusters in (4, 3, 2):
+        try:
+            cutoffs, ranks = adaptive_for_budget(vocab, dim, budget, num_clusters=clusters, bits=8)
+        except UserError:
+            continue
+        bounds = [0, *cutoffs, vocab]
+        size = stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, 8)
+        if size > best_bytes:
+            best, best_bytes = (cutoffs, ranks), size
+    if best is None:
+        raise UserError(f"no adaptive embedding of the {vocab} x {dim} word table fits {budget:,} bytes")
+    return best
+
+
+def reserves_of(request: DecoderRequest) -> dict:
+    given = {"sram_reserve": request.sram_reserve, "flash_reserve": request.flash_reserve}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def quantize_and_write(request: DecoderRequest, model, sequences):
     """(decoder, plan, .tflite, model ids, compression entry): the word table sized so that the written
-    model fits `flash_budget` (the estimate of what the rest of the model leaves is corrected by what a
-    written model misses by, at most MAX_SIZING_PASSES times)."""
+    model fits the board's Flash budget (the estimate of what the rest of the model leaves is corrected by
+    what a written model misses by, at most MAX_SIZING_PASSES times)."""
+    budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves_of(request))
+    sram_budget, flash_budget = budgets.arena_budget, budgets.flash_budget
     config = model.config
     layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k))
     flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
@@ -246,12 +275,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     if context < config.max_positions:
         model = _truncated(model, context)
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
-    reserves = {k: v for k, v in (("sram_reserve", request.sram_reserve), ("flash_reserve", request.flash_reserve))}
-    reserves = {k: v for k, v in reserves.items() if v is not None}
-    budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves)
-    decoder, plan, tflite, permutation, compression = _quantize_and_write(
-        request, model, sequences, budgets.arena_budget, budgets.flash_budget
-    )
+    decoder, plan, tflite, permutation, compression = quantize_and_write(request, model, sequences)
     read = read_decoder(tflite)
     continuation = _check_round_trip(read, decoder, config.vocab_size)
     arena = decoder_arena(len(decoder.layers), read.planned_bytes)
@@ -259,7 +283,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     write_c_array(tflite, out_dir, name="model_data")
     if permutation is not None:
         np.save(out_dir / MODEL_IDS, np.asarray(permutation, np.int32))
-    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves)
+    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves_of(request))
     report = {
         "tool": f"tflm-mcubert {__version__}",
         "schedule": "mcubert",

@@ -1,0 +1,106 @@
+"""`train-lm` and a decoder's `evaluate` (issue 26): a GPT-2-style LM with its own byte-level BPE trained on a
+local text, saved as a GPT2LMHeadModel that `transformers` reads with our logits, resumed with the same
+settings only; perplexity float, int8 and int8 as exported."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.cli.cli_helpers import assert_one_clean_error, run_cli
+from tflm_mcubert.data.calibration import builtin_sentences, evaluation_sentences
+
+TINY = ("--vocab-size", "300", "--context", "32", "--hidden", "16", "--layers", "1", "--heads", "2")
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lm-text") / "text.txt"
+    path.write_text("\n".join(builtin_sentences() + evaluation_sentences()) * 3 + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoint(text_file, tmp_path_factory):
+    from tflm_mcubert.cli import main
+
+    out = tmp_path_factory.mktemp("lm") / "ckpt"
+    argv = ["train-lm", "--task", str(text_file), *TINY, "--epochs", "2", "--batch-size", "8", "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def test_the_checkpoint_is_a_gpt2_that_transformers_reads_with_our_logits(checkpoint):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tflm_mcubert.model.decoder_import import load_decoder
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(checkpoint))
+    text = "The film is quiet, and funny."
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text and len(ids) <= 32  # the model's positions
+    hf = transformers.GPT2LMHeadModel.from_pretrained(str(checkpoint)).eval()
+    with torch.no_grad():
+        expected = hf(torch.tensor([ids])).logits.numpy()[0]
+    ours, _ = load_decoder(checkpoint)
+    got = np.asarray(ours(np.asarray([ids], np.int32))[0])
+    assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
+    metrics = json.loads((checkpoint / "metrics.json").read_text())
+    assert 1 < metrics["dev_perplexity"] < 300  # below the uniform guess over the vocabulary
+
+
+def test_a_second_run_resumes_and_other_settings_are_refused(checkpoint, text_file, capsys):
+    weights = (checkpoint / "model.safetensors").read_bytes()
+    argv = ["train-lm", "--task", text_file, *TINY, "--epochs", "2", "--batch-size", "8", "--out", checkpoint]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0 and "resuming after epoch 2 of 2" in err
+    assert (checkpoint / "model.safetensors").read_bytes() == weights
+    argv[argv.index("--epochs") + 1] = "3"
+    argv[argv.index("--batch-size") + 1] = "4"
+    code, _, err = run_cli(capsys, *argv)
+    assert code != 0
+    assert_one_clean_error(err, "a run with other settings is there")
+
+
+@pytest.mark.parametrize(
+    "change,named",
+    [
+        (("--vocab-size", "100"), "--vocab-size"),
+        (("--hidden", "15"), "multiple of --heads"),
+        (("--epochs", "0"), "--epochs"),
+    ],
+)
+def test_bad_train_lm_settings_are_one_clear_error(text_file, tmp_path, capsys, change, named):
+    argv = ["train-lm", "--task", text_file, *TINY, *change, "--out", tmp_path / "x"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code != 0
+    assert_one_clean_error(err, named)
+
+
+def test_a_text_file_too_short_is_refused(tmp_path, capsys):
+    (tmp_path / "short.txt").write_text("one line\n")
+    code, _, err = run_cli(capsys, "train-lm", "--task", tmp_path / "short.txt", "--out", tmp_path / "x")
+    assert code != 0
+    assert_one_clean_error(err, "at least 20")
+
+
+def test_evaluate_gives_float_int8_and_exported_perplexity(checkpoint, text_file, tmp_path, capsys):
+    code, out, err = run_cli(
+        capsys, "evaluate", "--checkpoint", checkpoint, "--text", text_file, "--samples", "2", "--json", tmp_path / "r"
+    )
+    assert code == 0, err
+    result = json.loads((tmp_path / "r").read_text())
+    assert result["int8_blocks"] == 2
+    float_ppl = result["float_perplexity_int8_blocks"]
+    # the int8 models score the same blocks within a few percent of the float model
+    assert abs(result["int8_dense_perplexity"] / float_ppl - 1) < 0.05, result
+    assert abs(result["int8_exported_perplexity"] / float_ppl - 1) < 0.05, result
+    assert result["exported"]["compression"]["method"] == "dense"  # a 300 x 16 table fits the F746ZG whole
+
+
+def test_a_decoder_evaluate_needs_held_out_text(checkpoint, capsys):
+    code, _, err = run_cli(capsys, "evaluate", "--checkpoint", checkpoint)
+    assert code != 0
+    assert_one_clean_error(err, "needs --task")

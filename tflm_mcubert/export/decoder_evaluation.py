@@ -1,0 +1,76 @@
+"""`evaluate` of a causal LM: perplexity of the float model, of the int8 model with its word table dense, and
+of the int8 model `export` writes for the board (its table compressed to the Flash), on held-out text.
+
+Perplexity is exp(mean next-token negative log-likelihood) over every position of the held-out blocks
+(train/language_model.blocks_of: texts ended with <|endoftext|>, concatenated, cut at the context). The
+int8 models score every id of the vocabulary through the LM head's clustered table
+(QuantizedDecoder.logits: the integer scores times their scale), one token a step over the int8 KV caches,
+exactly as the firmware runs; the compressed model reads the blocks in its own id order.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.decoder_export import (
+    DecoderRequest,
+    calibration_sequences,
+    load_decoder_model,
+    quantize_and_write,
+)
+from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+
+
+def int8_perplexity(decoder, blocks: np.ndarray) -> float:
+    """exp of the int8 model's mean next-token NLL over `blocks` (ids in the decoder's id order)."""
+    total, count = 0.0, 0
+    for block in blocks:
+        caches = decoder.new_caches()
+        for position in range(len(block) - 1):
+            logits = decoder.logits(int(block[position]), position, caches)
+            peak = logits.max()
+            log_sum = peak + np.log(np.exp(logits - peak).sum())
+            total += log_sum - logits[int(block[position + 1])]
+            count += 1
+    return float(np.exp(total / count))
+
+
+def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | None = None, log=print) -> dict:
+    """Float, int8 dense and int8 as exported for `request.board`: perplexity on `texts` (at most `limit`
+    blocks for the int8 models, which run one token a step in numpy; the float model reads them all)."""
+    from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras
+
+    model, tokenizer, source = load_decoder_model(request)
+    if tokenizer is None:
+        raise UserError("evaluate needs the checkpoint's tokenizer (vocab.json + merges.txt) to read the text")
+    context = model.config.max_positions
+    blocks = blocks_of(tokenizer, texts, context)
+    started = time.time()
+    result = {
+        "source": source,
+        "context": context,
+        "blocks": len(blocks),
+        "float_perplexity": perplexity(model, blocks),
+    }
+    log(f"float: perplexity {result['float_perplexity']:.2f} over {len(blocks)} blocks of {context} tokens")
+    sample = blocks[:limit] if limit else blocks
+    sequences, calibration = calibration_sequences(request, tokenizer, model.config.vocab_size, context)
+    dense = calibrate_decoder(model, sequences, top_k=request.top_k)
+    result["int8_blocks"] = len(sample)
+    result["float_perplexity_int8_blocks"] = perplexity(model, sample)
+    result["int8_dense_perplexity"] = int8_perplexity(dense, sample)
+    log(f"int8, dense word table: perplexity {result['int8_dense_perplexity']:.2f} ({len(sample)} blocks)")
+    decoder, _, tflite, permutation, compression = quantize_and_write(request, model, sequences)
+    ids = sample if permutation is None else np.asarray(permutation)[sample]
+    result["int8_exported_perplexity"] = int8_perplexity(decoder, ids)
+    result["exported"] = {"board": request.board.name, "flash_bytes": len(tflite), "compression": compression}
+    result["calibration"] = calibration
+    result["seconds"] = round(time.time() - started, 1)
+    log(
+        f"int8 as exported for {request.board.name} ({compression['method']} table, {len(tflite):,} B): "
+        f"perplexity {result['int8_exported_perplexity']:.2f}"
+    )
+    return result
