@@ -49,6 +49,7 @@ def test_the_checkpoint_is_a_gpt2_that_transformers_reads_with_our_logits(checkp
     assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
     metrics = json.loads((checkpoint / "metrics.json").read_text())
     assert 1 < metrics["dev_perplexity"] < 300  # below the uniform guess over the vocabulary
+    assert metrics["epoch_kept"] in (1, 2)  # the epoch of the lowest held-out perplexity
 
 
 def test_a_second_run_resumes_and_other_settings_are_refused(checkpoint, text_file, capsys):

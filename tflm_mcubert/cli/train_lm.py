@@ -83,8 +83,9 @@ def run(args) -> int:
     train_blocks = lm.blocks_of(tokenizer, train_texts, settings.context)
     dev_blocks = lm.blocks_of(tokenizer, dev_texts, settings.context)
     lm.log(f"{len(train_blocks)} training and {len(dev_blocks)} held-out blocks of {settings.context} tokens")
-    model = lm.train_lm(settings, train_blocks, dev_blocks, out)
+    model, best = lm.train_lm(settings, train_blocks, dev_blocks, out)
     metrics = {
+        "epoch_kept": best["epoch"],
         "source": source,
         "train_blocks": len(train_blocks),
         "dev_blocks": len(dev_blocks),

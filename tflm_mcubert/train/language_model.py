@@ -139,7 +139,8 @@ def _state_matches(state_dir: Path, settings: LmSettings) -> int:
 
 
 def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndarray, out_dir: Path):
-    """The trained DecoderModel (resuming from OUT/lm-state/), logging each epoch's dev perplexity."""
+    """(the DecoderModel of the epoch with the lowest dev perplexity, {"perplexity", "epoch"} of it), resuming
+    from OUT/lm-state/ and logging each epoch's dev perplexity."""
     keras.utils.set_random_seed(settings.seed)
     config = DecoderConfig.from_hf_dict(settings.hf_config())
     model = build_decoder(config, seed=settings.seed)
@@ -149,6 +150,7 @@ def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndar
     optimizer = keras.optimizers.AdamW(schedule, weight_decay=settings.weight_decay, clipnorm=1.0)
     optimizer.build(model.trainable_variables)
     state_dir = out_dir / STATE_DIR
+    state_dir.mkdir(parents=True, exist_ok=True)
     done = _state_matches(state_dir, settings)
     if done:
         _restore(state_dir, model, optimizer)
@@ -161,6 +163,7 @@ def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndar
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
+    best = _best_dev(state_dir)
     for epoch in range(done, settings.epochs):
         order = np.random.default_rng(settings.seed + epoch).permutation(len(train_blocks))
         losses = []
@@ -169,17 +172,29 @@ def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndar
             losses.append(float(train_step(tf.constant(batch))))
         dev = perplexity(model, dev_blocks)
         log(f"epoch {epoch + 1}/{settings.epochs}: train loss {np.mean(losses):.3f}, dev perplexity {dev:.2f}")
-        _save_state(state_dir, model, optimizer, settings, epoch + 1)
-    return model
+        if dev < best["perplexity"]:
+            best = {"perplexity": dev, "epoch": epoch + 1}
+            np.savez(state_dir / "best.npz", **{f"model_{i}": v.numpy() for i, v in enumerate(model.weights)})
+        _save_state(state_dir, model, optimizer, settings, epoch + 1, best)
+    with np.load(state_dir / "best.npz") as arrays:  # the epoch picked on the held-out text
+        for i, variable in enumerate(model.weights):
+            variable.assign(arrays[f"model_{i}"])
+    log(f"kept epoch {best['epoch']} (dev perplexity {best['perplexity']:.2f}, the lowest)")
+    return model, best
 
 
-def _save_state(state_dir: Path, model, optimizer, settings: LmSettings, epochs_done: int) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
+def _best_dev(state_dir: Path) -> dict:
+    record = state_dir / "state.json"
+    best = json.loads(record.read_text()).get("best") if record.is_file() else None
+    return best or {"perplexity": math.inf, "epoch": 0}
+
+
+def _save_state(state_dir: Path, model, optimizer, settings: LmSettings, epochs_done: int, best: dict) -> None:
     arrays = {f"model_{i}": v.numpy() for i, v in enumerate(model.weights)}
     arrays |= {f"optimizer_{i}": v.numpy() for i, v in enumerate(optimizer.variables)}
     np.savez(state_dir / "weights.tmp.npz", **arrays)
     (state_dir / "weights.tmp.npz").replace(state_dir / "weights.npz")  # the record follows its weights
-    record = {"settings": dataclasses.asdict(settings), "epochs_done": epochs_done}
+    record = {"settings": dataclasses.asdict(settings), "epochs_done": epochs_done, "best": best}
     (state_dir / "state.json").write_text(json.dumps(record, indent=1))
 
 
