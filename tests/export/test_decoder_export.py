@@ -118,6 +118,12 @@ def test_a_checkpoint_exports_with_its_table_compressed_to_the_flash_given(tmp_p
     assert report["calibration"]["source"] == "random ids"  # the checkpoint has no tokenizer
     read = read_decoder((tmp_path / "o" / "model.tflite").read_bytes())
     assert read.quantized.greedy([1, 2, 3], 8) == report["check"]["greedy_model_ids"]
+    # the TFLM firmware files: the self-check the device compares with, the arena with the caches
+    settings = (tmp_path / "o" / "model_settings.h").read_text()
+    continuation = ", ".join(map(str, report["check"]["greedy_model_ids"]))
+    assert f"#define MCUBERT_MODEL_CHECK_CONTINUATION {{{continuation}}}" in settings
+    assert f"#define MCUBERT_MODEL_ARENA_BYTES {report['arena_bytes']}" in settings
+    assert {"mcubert_generate.cc", "FIRMWARE.md", "model_data.cc"} <= set(report["files"])
 
 
 @pytest.mark.parametrize(

@@ -288,3 +288,37 @@ def _runs(binding, tflite, steps, arena_bytes) -> bool:
     except TflmError:
         return False
     return True
+
+
+def test_the_decoder_export_s_generate_source_compiles_against_tflm(decoder_model, tmp_path):
+    """mcubert_generate.cc (firmware/decoder_firmware.py) against this TFLM checkout's headers."""
+    import shutil
+    import subprocess
+
+    from tflm_mcubert.firmware.c_array import write_c_array
+    from tflm_mcubert.firmware.decoder_firmware import GENERATE_FILE, write_decoder_firmware
+    from tflm_mcubert.runtime.tflm_binding import TFLM_DEFINES
+
+    if shutil.which("c++") is None:
+        pytest.skip("needs a host C++ compiler (Debian: g++)")
+    decoder, tflite = decoder_model
+    report = {"check": {"prompt_model_ids": [1], "greedy_model_ids": [2]}, "arena_bytes": 1 << 16}
+    write_decoder_firmware(
+        tmp_path, report | {"kv_cache_bytes": 1, "model_ids": None}, tflite, decoder, get_board("nucleo-f746zg")
+    )
+    write_c_array(tflite, tmp_path, name="model_data")
+    sources = TflmSources.from_environment()
+    includes = [f"-I{d}" for d in (*sources.include_dirs, tmp_path)]
+    defines = [f"-D{d}" for d in TFLM_DEFINES]
+    command = [
+        "c++",
+        "-std=c++17",
+        "-fsyntax-only",
+        "-Wall",
+        "-Werror",
+        *defines,
+        *includes,
+        str(tmp_path / GENERATE_FILE),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]

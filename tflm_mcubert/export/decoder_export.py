@@ -7,7 +7,8 @@
     quantize    PTQ of every op from the calibration texts (quantize/quantized_decoder.py)
     plan        the arena: caches, the step's values, one scratch (schedule/decoder_plan.py)
     write       model.tflite (tflite/mcubert_writer.decoder_to_tflite), read back (read_decoder) and a greedy
-                continuation compared token for token with the reference; model_data.cc/.h; report.json
+                continuation compared token for token with the reference; model_data.cc/.h, the TFLM
+                firmware files (firmware/decoder_firmware.py), report.json
 
 Ids in the .tflite are the compressed table's (most frequent first); `model_ids.npy` maps the checkpoint's
 tokenizer ids to them (model id = model_ids[tokenizer id]).
@@ -32,6 +33,7 @@ from tflm_mcubert.export.mcubert_export import op_data_bytes
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
+from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
 from tflm_mcubert.model.decoder_config import DecoderConfig
 
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder, decoder_ops
@@ -303,6 +305,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
         "plan": [{"name": b.name, "offset": b.offset, "bytes": b.nbytes} for b in plan.buffers],
         "check": {"prompt_model_ids": [1, 2, 3], "greedy_model_ids": continuation},
     }  # fmt: skip
+    write_decoder_firmware(out_dir, report, tflite, decoder, request.board)
     report["files"] = sorted(files_under(out_dir))
     report["all_files"] = sorted([*report["files"], REPORT])
     report["seconds"] = round(time.time() - started, 1)
