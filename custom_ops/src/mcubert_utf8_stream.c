@@ -80,14 +80,21 @@ void mcubert_utf8_reset(mcubert_utf8_stream *stream)
 {
     if (stream != NULL) {
         stream->count = 0u;
+        stream->tokens = 0u;
     }
 }
 
 uint32_t mcubert_utf8_finish(mcubert_utf8_stream *stream, uint8_t *out)
 {
-    if (stream == NULL || stream->count == 0u) {
+    uint32_t pending;
+    if (stream == NULL) {
         return 0u;
     }
+    pending = stream->count;
     stream->count = 0u;
+    stream->tokens = 0u;
+    if (pending == 0u) {
+        return 0u;
+    }
     return out == NULL ? 0u : put_replacement(out);
 }

@@ -79,7 +79,7 @@ class EmulatedBpeTokenizer:
         and the most stack a call used."""
         mark = self.emu.heap_mark()
         try:
-            stream = self.emu.put(bytes(8), align=4)
+            stream = self.emu.put(bytes(12), align=4)  # a zeroed mcubert_utf8_stream
             one, out, written = (self.emu.alloc(n, align=4) for n in (4, self.step_bound, 4))
             text, stack = b"", 0
             for token_id in ids:
@@ -94,5 +94,48 @@ class EmulatedBpeTokenizer:
                 stack = max(stack, result.stack_bytes)
             n = self.emu.call("mcubert_utf8_finish", stream, out).value
             return text + self.emu.read(out, n), stack
+        finally:
+            self.emu.release(mark)
+
+
+class EmulatedWordPieceDecoder:
+    """A WordPiece detokenizer blob (tokenizer/wordpiece_decode.py) initialised inside the emulator."""
+
+    def __init__(self, emu: ArmEmulator, blob: bytes):
+        self.emu = emu
+        self._blob = emu.put(bytes(blob), align=4)
+        self._state = emu.alloc(STATE_BYTES, align=8)
+        self._message = emu.alloc(MESSAGE_BYTES, align=4)
+        result = emu.call("mcubert_wordpiece_decoder_init", self._state, self._blob, len(blob), self._message)
+        if result.value != 0:
+            raise EmulatorError("mcubert_wordpiece_decoder_init failed")
+        self.init_stack_bytes = result.stack_bytes
+        self.step_bound = emu.call("mcubert_wordpiece_decode_bound", self._state, 1).value
+
+    def decode(self, ids) -> tuple[bytes, int]:
+        """The ids' text, one mcubert_wordpiece_decode call an id; and the most stack a call used."""
+        mark = self.emu.heap_mark()
+        try:
+            stream = self.emu.put(bytes(12), align=4)
+            one, out, written = (self.emu.alloc(n, align=4) for n in (4, self.step_bound, 4))
+            text, stack = b"", 0
+            for token_id in ids:
+                self.emu.uc.mem_write(one, struct.pack("<i", token_id))
+                result = self.emu.call(
+                    "mcubert_wordpiece_decode",
+                    self._state,
+                    one,
+                    1,
+                    stream,
+                    out,
+                    self.step_bound,
+                    written,
+                    self._message,
+                )
+                if result.value != 0:
+                    raise EmulatorError("mcubert_wordpiece_decode failed")
+                text += self.emu.read(out, struct.unpack("<I", self.emu.read(written, 4))[0])
+                stack = max(stack, result.stack_bytes)
+            return text, stack
         finally:
             self.emu.release(mark)

@@ -21,7 +21,7 @@ STATE_BYTES = 1024  # room for a mcubert_bpe_tokenizer (about 330 bytes with 64-
 
 
 class _Stream(ctypes.Structure):
-    _fields_ = [("pending", ctypes.c_uint8 * 4), ("count", ctypes.c_uint32)]
+    _fields_ = [("pending", ctypes.c_uint8 * 4), ("count", ctypes.c_uint32), ("tokens", ctypes.c_uint32)]
 
 
 class HostBpeTokenizer:
@@ -90,3 +90,45 @@ class HostBpeTokenizer:
         if status != 0:
             raise UserError(message.text.decode(errors="replace"))
         return bytes(out[: written.value])
+
+
+class HostWordPieceDecoder:
+    """One WordPiece detokenizer blob (wordpiece_decode.py), checked by mcubert_wordpiece_decoder_init."""
+
+    def __init__(self, blob: bytes, library: Path | None = None):
+        self._lib = ctypes.CDLL(str(library or build_library()))
+        self._lib.mcubert_wordpiece_decode_bound.restype = ctypes.c_uint32
+        self._blob = ctypes.create_string_buffer(bytes(blob), len(blob))
+        self._state = ctypes.create_string_buffer(STATE_BYTES)
+        message = _Message()
+        status = self._lib.mcubert_wordpiece_decoder_init(
+            self._state, self._blob, ctypes.c_uint32(len(blob)), ctypes.byref(message)
+        )
+        if status != 0:
+            raise UserError(f"the WordPiece detokenizer blob was rejected: {message.text.decode(errors='replace')}")
+
+    def decode(self, ids, one_at_a_time: bool = False, out_bytes: int | None = None) -> bytes:
+        stream = _Stream()
+        groups = [[i] for i in ids] if one_at_a_time else [list(ids)]
+        out = b""
+        for group in groups:
+            array = np.asarray(group, np.int32)
+            bound = self._lib.mcubert_wordpiece_decode_bound(self._state, len(array))
+            bound = bound if out_bytes is None else out_bytes
+            buffer = (ctypes.c_uint8 * max(bound, 1))()
+            written = ctypes.c_uint32(0)
+            message = _Message()
+            status = self._lib.mcubert_wordpiece_decode(
+                self._state,
+                array.ctypes.data_as(ctypes.c_void_p),
+                ctypes.c_uint32(len(array)),
+                ctypes.byref(stream),
+                buffer,
+                ctypes.c_uint32(bound),
+                ctypes.byref(written),
+                ctypes.byref(message),
+            )
+            if status != 0:
+                raise UserError(message.text.decode(errors="replace"))
+            out += bytes(buffer[: written.value])
+        return out

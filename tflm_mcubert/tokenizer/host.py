@@ -30,6 +30,7 @@ SOURCES = (
     "mcubert_bpe_tokenizer.c",
     "mcubert_bpe_tokenizer_encode.c",
     "mcubert_utf8_stream.c",
+    "mcubert_wordpiece_decode.c",
 )
 STATE_BYTES = 512  # room for a mcubert_tokenizer (about 200 bytes with 64-bit pointers)
 

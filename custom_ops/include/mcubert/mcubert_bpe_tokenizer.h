@@ -27,7 +27,7 @@
  * one U+FFFD (its bytes EF BF BD enter BPE), so the ids are Hugging Face's on Python's
  * text.decode("utf-8", "replace").
  *
- * Decoding (mcubert_bpe_decode, and mcubert_wordpiece_decode for the WordPiece blob) writes the ids' bytes
+ * Decoding (mcubert_bpe_decode; mcubert/mcubert_wordpiece_decode.h for WordPiece) writes the ids' bytes
  * through a mcubert_utf8_stream: complete characters come out at once, an unfinished one (a character
  * whose bytes two tokens share, an emoji over three byte tokens) waits in the stream for the next id, and
  * mcubert_utf8_finish() ends the text (an unfinished character there becomes U+FFFD). Invalid sequences
@@ -67,11 +67,13 @@ typedef struct {
     const uint8_t *added; /* [added_count]: u8 length, the text, u32 id */
 } mcubert_bpe_tokenizer;
 
-/* Where a decoded text stands between calls: the bytes of an unfinished character. Zero it (or call
- * mcubert_utf8_reset) before a text. */
+/* Where a decoded text stands between calls: the bytes of an unfinished character, and the tokens written
+ * (the WordPiece detokenizer puts no space before the first). Zero it (or call mcubert_utf8_reset) before
+ * a text. */
 typedef struct {
     uint8_t pending[4];
     uint32_t count;
+    uint32_t tokens;
 } mcubert_utf8_stream;
 
 /* Checks `blob` and fills `tokenizer`. MCUBERT_ERROR_MODEL names what is wrong with a blob that is

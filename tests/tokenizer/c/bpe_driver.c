@@ -37,7 +37,7 @@ static void decode_both(const mcubert_bpe_tokenizer *t, const int32_t *ids, uint
     uint32_t bound = mcubert_bpe_decode_bound(t, count), written = 0, i, total = 0;
     uint8_t *out = malloc(bound + 3u), *step = malloc(mcubert_bpe_decode_bound(t, 1) + 3u);
     uint8_t *streamed = malloc(bound + 3u);
-    mcubert_utf8_stream stream = {{0}, 0};
+    mcubert_utf8_stream stream = {{0}, 0, 0};
     mcubert_message message;
     if (mcubert_bpe_decode(t, ids, count, &stream, out, bound, &written, &message) != MCUBERT_OK) {
         exit(4);
