@@ -247,12 +247,34 @@ def classify_code_points(pre_tokenize) -> list[tuple[int, int]]:
 @functools.cache
 def class_ranges() -> tuple[CharRange, ...]:
     """The ranges of ByteLevel's regex classes (the same for every GPT-2-style checkpoint: its pattern is
-    fixed), generated once a process from `tokenizers` itself; surrogates take their neighbours' class."""
+    fixed), generated from `tokenizers` itself (about 10 s) and kept on disk per `tokenizers` version, as
+    unicode_table.table_for keeps BERT's (~/.cache/tflm_mcubert; TFLM_MCUBERT_NO_CACHE=1 skips it).
+    Surrogates take their neighbours' class."""
+    import os
+
+    import tokenizers
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tflm_mcubert"
+    path = cache / f"bpe_classes-{tokenizers.__version__}-v{VERSION}.json"
+    use_cache = not os.environ.get("TFLM_MCUBERT_NO_CACHE")
+    if use_cache and path.is_file():
+        try:
+            return tuple(CharRange(start, kind, 0, 0) for start, kind in json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            pass  # a damaged cache entry: generate again
     pre = pre_tokenizers.ByteLevel(add_prefix_space=False)
     ranges: list[CharRange] = []
     for cp, cls in classify_code_points(pre.pre_tokenize_str):
         if not ranges or ranges[-1].kind != cls:
             ranges.append(CharRange(cp, cls, 0, 0))
+    if use_cache:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps([[r.start, r.kind] for r in ranges]))
+            os.replace(partial, path)
+        except OSError:
+            pass  # read-only home: generated again next time
     return tuple(ranges)
 
 
