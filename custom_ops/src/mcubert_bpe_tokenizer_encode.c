@@ -18,6 +18,7 @@
 #define CLASS_OTHER 0u
 #define CLASS_SPACE 1u
 #define NO_RANK 0xFFFFFFFFu
+#define DEAD 0xFFFFFFFFu /* a symbol merged into the one before it (ids are below 2^24) */
 #define REPLACEMENT 0xFFFDu
 
 typedef struct {
@@ -63,17 +64,33 @@ static uint32_t rank_of(const mcubert_bpe_tokenizer *t, uint32_t left, uint32_t 
     return NO_RANK;
 }
 
-/* BPE of the chunk's symbols, then their ids out. At most count - 1 merges, each a scan of the pairs,
- * a shift and two searches. */
+/* The next live symbol after i (a merged pair's right one is dead), or n */
+static uint32_t next_live(const uint32_t *s, uint32_t i, uint32_t n)
+{
+    do {
+        i += 1u;
+    } while (i < n && s[i] == DEAD);
+    return i;
+}
+
+/* rank[i]: the rank of merging symbol i with the next live one (NO_RANK: none, or i is dead) */
+static void rank_pair(const mcubert_bpe_tokenizer *t, chunk *c, uint32_t i)
+{
+    uint32_t j = next_live(c->symbols, i, c->count);
+    c->ranks[i] = j < c->count ? rank_of(t, c->symbols[i], c->symbols[j]) : NO_RANK;
+}
+
+/* BPE of the chunk's symbols, then their ids out. At most count - 1 merges, each a scan of the pairs
+ * and two searches; a merged pair's right symbol is marked dead in place (no shifting: no memmove). */
 static void merge_and_emit(const mcubert_bpe_tokenizer *t, chunk *c, id_sink *sink)
 {
     uint32_t *s = c->symbols, *r = c->ranks, n = c->count, i;
-    for (i = 0; i + 1u < n; ++i) {
-        r[i] = rank_of(t, s[i], s[i + 1u]);
+    for (i = 0; i < n; ++i) {
+        r[i] = i + 1u < n ? rank_of(t, s[i], s[i + 1u]) : NO_RANK;
     }
-    while (n > 1u) {
-        uint32_t best = NO_RANK, where = 0;
-        for (i = 0; i + 1u < n; ++i) {
+    for (;;) {
+        uint32_t best = NO_RANK, where = 0, before;
+        for (i = 0; i < n; ++i) {
             if (r[i] < best) {
                 best = r[i];
                 where = i;
@@ -82,21 +99,21 @@ static void merge_and_emit(const mcubert_bpe_tokenizer *t, chunk *c, id_sink *si
         if (best == NO_RANK) {
             break;
         }
+        i = next_live(s, where, n);
         s[where] = mcubert_rd32(t->merged_ids + 4u * best);
-        for (i = where + 1u; i + 1u < n; ++i) {
-            s[i] = s[i + 1u];
-            r[i] = r[i + 1u];
+        s[i] = DEAD;
+        r[i] = NO_RANK;
+        rank_pair(t, c, where);
+        for (before = where; before > 0u && s[before - 1u] == DEAD; --before) {
         }
-        n -= 1u;
-        if (where > 0u) {
-            r[where - 1u] = rank_of(t, s[where - 1u], s[where]);
-        }
-        if (where + 1u < n) {
-            r[where] = rank_of(t, s[where], s[where + 1u]);
+        if (before > 0u) {
+            rank_pair(t, c, before - 1u);
         }
     }
     for (i = 0; i < n; ++i) {
-        emit(sink, s[i]);
+        if (s[i] != DEAD) {
+            emit(sink, s[i]);
+        }
     }
     c->count = 0;
 }

@@ -15,6 +15,8 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.export_folder import REPORT, TOKENIZER_DIR, read_report
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.model.config import MIN_SEQ_LEN
+from tflm_mcubert.tokenizer import bpe_blob
+from tflm_mcubert.tokenizer.bpe_host import HostBpeTokenizer
 from tflm_mcubert.tokenizer.host import HostTokenizer
 
 BLOB = f"{VOCAB_NAME}.bin"
@@ -133,9 +135,6 @@ def shown(raw: bytes, invalid: str = "dropped") -> str:
 def run_gpt2(args) -> int:
     """The on-device BPE tokenizer and detokenizer (mcubert_bpe_tokenizer.h) on a GPT-2 checkpoint's
     tokenizer, next to Hugging Face's ids and decode(skip_special_tokens=True)."""
-    from tflm_mcubert.tokenizer import bpe_blob
-    from tflm_mcubert.tokenizer.bpe_host import HostBpeTokenizer
-
     if args.pair is not None or args.seq_len is not None:
         raise UserError("--pair and --seq-len are BERT's: a GPT-2 tokenizer encodes one text, whole")
     hf = bpe_blob.read_checkpoint(args.gpt2)

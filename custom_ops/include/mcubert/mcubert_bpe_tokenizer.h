@@ -18,7 +18,9 @@
  * stack; decoding needs none.
  *
  * Work bound: a pre-token of n bytes (n <= max_pretoken_bytes) makes at most n - 1 merges, each a scan
- * of its pairs' ranks and two binary searches of the merge table: O(n^2 + n log merges). A pre-token
+ * of its n pair ranks (a merged pair's right symbol is marked dead in place) and at most two binary
+ * searches of the merge table: O(n^2 + n log merges) per pre-token, so O(max_pretoken_bytes * text
+ * bytes) for any text. A pre-token
  * longer than max_pretoken_bytes (a run of 300 letters) is cut into chunks of whole characters of at
  * most that many bytes, each merged by itself: Hugging Face merges it whole, so the ids can differ from
  * its only there, where a merge would cross a cut (never for pre-tokens up to the limit).
