@@ -11,7 +11,7 @@
 #include "mcubert_internal.h"
 #include "mcubert_tokenizer_text.h"
 
-#define HEADER_BYTES 68u
+#define HEADER_BYTES 72u
 #define MAX_VOCAB 0x1000000u
 #define MAX_TOKEN_BYTES 1024u
 #define MAX_PRETOKEN_BYTES 0x10000u
@@ -48,7 +48,7 @@ static mcubert_status check_version(const uint8_t *blob, uint32_t size, mcubert_
         return MCUBERT_ERROR_MODEL;
     }
     if (size < HEADER_BYTES) {
-        return bad_blob(message, "header", "shorter than the 68-byte header (truncated?)");
+        return bad_blob(message, "header", "shorter than the 72-byte header (truncated?)");
     }
     if (mcubert_rd32(blob + 8) != size) {
         return bad_blob(message, "header", "the blob's size is not the size given (truncated?)");
@@ -81,47 +81,53 @@ static mcubert_status check_classes(mcubert_bpe_tokenizer *t, uint32_t ranges_at
     return mcubert_tokenizer_check_ranges(c, message);
 }
 
-static int merge_key_less(const uint8_t *a, const uint8_t *b)
+/* merge entry a's (left, right) below entry b's */
+static int merge_key_less(const mcubert_bpe_tokenizer *t, const uint8_t *a, const uint8_t *b)
 {
-    uint32_t al = mcubert_rd32(a), bl = mcubert_rd32(b);
-    return al < bl || (al == bl && mcubert_rd32(a + 4) < mcubert_rd32(b + 4));
+    uint32_t al = mcubert_bpe_id(t, a, 0), bl = mcubert_bpe_id(t, b, 0);
+    return al < bl || (al == bl && mcubert_bpe_id(t, a, 1) < mcubert_bpe_id(t, b, 1));
 }
 
 static mcubert_status check_ids_and_merges(const mcubert_bpe_tokenizer *t, mcubert_message *message)
 {
-    uint32_t i;
+    uint32_t i, entry_bytes = 3u * t->id_bytes;
     for (i = 0; i < 256u; ++i) {
-        if (mcubert_rd32(t->byte_ids + 4u * i) >= t->vocab_size) {
+        if (mcubert_bpe_id(t, t->byte_ids, i) >= t->vocab_size) {
             return bad_blob(message, "byte ids", "a byte's id is not below vocab_size");
         }
     }
     for (i = 0; i < t->merge_count; ++i) {
-        const uint8_t *entry = t->merges + 12u * i;
-        if (mcubert_rd32(entry) >= t->vocab_size || mcubert_rd32(entry + 4) >= t->vocab_size ||
-            mcubert_rd32(entry + 8) >= t->merge_count || mcubert_rd32(t->merged_ids + 4u * i) >= t->vocab_size) {
+        const uint8_t *entry = t->merges + entry_bytes * i;
+        if (mcubert_bpe_id(t, entry, 0) >= t->vocab_size || mcubert_bpe_id(t, entry, 1) >= t->vocab_size ||
+            mcubert_bpe_id(t, entry, 2) >= t->merge_count || mcubert_bpe_id(t, t->merged_ids, i) >= t->vocab_size) {
             return bad_blob(message, "merges", "an id not below vocab_size or a rank not below the merge count");
         }
-        if (i > 0u && !merge_key_less(entry - 12, entry)) {
+        if (i > 0u && !merge_key_less(t, entry - entry_bytes, entry)) {
             return bad_blob(message, "merges", "not sorted by (left, right) or a pair twice");
         }
     }
     return MCUBERT_OK;
 }
 
-static mcubert_status check_tokens(const mcubert_bpe_tokenizer *t, mcubert_message *message)
+/* Lengths within max_token_bytes, each block starting where its ids' bytes do, the bytes inside the blob,
+ * the added tokens well formed. */
+static mcubert_status check_tokens(const mcubert_bpe_tokenizer *t, uint32_t added_at, mcubert_message *message)
 {
-    uint32_t i, previous = 0, at = (uint32_t)(t->added - t->blob);
+    uint32_t i, at = 0;
     for (i = 0; i < t->vocab_size; ++i) {
-        uint32_t end = mcubert_rd32(t->token_ends + 4u * i);
-        if (end < previous || end - previous > t->max_token_bytes || t->flags[i] > MCUBERT_BPE_FLAG_SPECIAL) {
-            return bad_blob(message, "tokens", "ends decrease, a token is over max_token_bytes, or unknown flags");
+        uint32_t length = mcubert_rd16(t->lengths + 2u * i) & MCUBERT_BPE_LENGTH_MASK;
+        if (length > t->max_token_bytes) {
+            return bad_blob(message, "tokens", "a token is over max_token_bytes");
         }
-        previous = end;
+        if (i % MCUBERT_BPE_BLOCK == 0u && mcubert_rd32(t->blocks + 4u * (i / MCUBERT_BPE_BLOCK)) != at) {
+            return bad_blob(message, "tokens", "a block does not start where its ids' bytes do");
+        }
+        at += length;
     }
-    if ((uint64_t)(t->token_bytes - t->blob) + previous > (uint64_t)(t->flags - t->blob)) {
-        return bad_blob(message, "tokens", "the token bytes run into the flags");
+    if ((uint64_t)(t->token_bytes - t->blob) + at > added_at) {
+        return bad_blob(message, "tokens", "the token bytes run past their section");
     }
-    for (i = 0; i < t->added_count; ++i) { /* u8 length, the text, u32 id */
+    for (i = 0, at = added_at; i < t->added_count; ++i) { /* u8 length, the text, u32 id */
         if (at >= t->size || t->blob[at] == 0u || (uint64_t)at + 5u + t->blob[at] > t->size ||
             mcubert_rd32(t->blob + at + 1u + t->blob[at]) >= t->vocab_size) {
             return bad_blob(message, "added tokens", "an entry is empty, runs past the blob or has an id out of range");
@@ -131,27 +137,35 @@ static mcubert_status check_tokens(const mcubert_bpe_tokenizer *t, mcubert_messa
     return MCUBERT_OK;
 }
 
-/* The header's counts and section offsets, each section inside the blob and in order. */
+/* The header's counts and section offsets, each section inside the blob, aligned and in order. */
 static mcubert_status read_sections(mcubert_bpe_tokenizer *t, mcubert_message *message)
 {
     const uint8_t *blob = t->blob;
-    uint32_t n = t->vocab_size, m = t->merge_count, ends_at = mcubert_rd32(blob + 52),
-             flags_at = mcubert_rd32(blob + 56), added_at = mcubert_rd32(blob + 60);
-    if (n == 0u || n > MAX_VOCAB || m > MAX_VOCAB || t->max_token_bytes == 0u || t->max_token_bytes > MAX_TOKEN_BYTES ||
-        t->max_pretoken_bytes < 4u || t->max_pretoken_bytes > MAX_PRETOKEN_BYTES || t->added_count > n) {
+    uint32_t n = t->vocab_size, m = t->merge_count, w = t->id_bytes, blocks = (n + MCUBERT_BPE_BLOCK - 1u) / 32u;
+    uint32_t byte_ids_at = mcubert_rd32(blob + 40), merges_at = mcubert_rd32(blob + 44),
+             merged_at = mcubert_rd32(blob + 48), lengths_at = mcubert_rd32(blob + 52),
+             blocks_at = mcubert_rd32(blob + 56), bytes_at = mcubert_rd32(blob + 60),
+             added_at = mcubert_rd32(blob + 64);
+    if (n == 0u || n > MAX_VOCAB || m > MAX_VOCAB || (w != 2u && w != 4u) ||
+        (w == 2u && (n > 0x10000u || m > 0x10000u)) || t->max_token_bytes == 0u ||
+        t->max_token_bytes > MAX_TOKEN_BYTES || t->max_pretoken_bytes < 4u ||
+        t->max_pretoken_bytes > MAX_PRETOKEN_BYTES || t->added_count > n) {
         return bad_blob(message, "header", "limits out of range");
     }
-    if (!in_blob(t->size, mcubert_rd32(blob + 40), 4u * 256u) || !in_blob(t->size, mcubert_rd32(blob + 44), 12u * m) ||
-        !in_blob(t->size, mcubert_rd32(blob + 48), 4u * m) || !in_blob(t->size, ends_at, 4u * n) ||
-        flags_at < ends_at + 4u * n || flags_at > t->size || n > t->size - flags_at || added_at != flags_at + n) {
+    if (!in_blob(t->size, byte_ids_at, 256u * w) || merges_at < byte_ids_at + 256u * w ||
+        !in_blob(t->size, merges_at, 3ull * w * m) || merged_at < merges_at + 3ull * w * m ||
+        !in_blob(t->size, merged_at, (uint64_t)w * m) || lengths_at < merged_at + (uint64_t)w * m ||
+        !in_blob(t->size, lengths_at, 2ull * n) || blocks_at < lengths_at + 2ull * n ||
+        !in_blob(t->size, blocks_at, 4ull * blocks) || bytes_at != blocks_at + 4u * blocks || added_at < bytes_at ||
+        !in_blob(t->size, added_at, 0u)) {
         return bad_blob(message, "header", "a section lies outside the blob or out of order");
     }
-    t->byte_ids = blob + mcubert_rd32(blob + 40);
-    t->merges = blob + mcubert_rd32(blob + 44);
-    t->merged_ids = blob + mcubert_rd32(blob + 48);
-    t->token_ends = blob + ends_at;
-    t->token_bytes = blob + ends_at + 4u * n;
-    t->flags = blob + flags_at;
+    t->byte_ids = blob + byte_ids_at;
+    t->merges = blob + merges_at;
+    t->merged_ids = blob + merged_at;
+    t->lengths = blob + lengths_at;
+    t->blocks = blob + blocks_at;
+    t->token_bytes = blob + bytes_at;
     t->added = blob + added_at;
     return MCUBERT_OK;
 }
@@ -166,11 +180,12 @@ static mcubert_status read_blob(mcubert_bpe_tokenizer *t, const uint8_t *blob, u
     t->size = size;
     t->vocab_size = mcubert_rd32(blob + 16);
     t->merge_count = mcubert_rd32(blob + 20);
-    t->max_token_bytes = mcubert_rd32(blob + 24);
+    t->max_token_bytes = mcubert_rd16(blob + 24);
+    t->id_bytes = mcubert_rd16(blob + 26);
     t->max_pretoken_bytes = mcubert_rd32(blob + 28);
     t->classes.range_count = mcubert_rd16(blob + 32);
     t->classes.rule_count = mcubert_rd16(blob + 34);
-    t->added_count = mcubert_rd32(blob + 64);
+    t->added_count = mcubert_rd32(blob + 68);
     status = read_sections(t, message);
     if (status == MCUBERT_OK) {
         status = check_classes(t, mcubert_rd32(blob + 36), message);
@@ -179,7 +194,7 @@ static mcubert_status read_blob(mcubert_bpe_tokenizer *t, const uint8_t *blob, u
         status = check_ids_and_merges(t, message);
     }
     if (status == MCUBERT_OK) {
-        status = check_tokens(t, message);
+        status = check_tokens(t, mcubert_rd32(blob + 64), message);
     }
     return status;
 }
@@ -218,9 +233,15 @@ uint32_t mcubert_bpe_decode_bound(const mcubert_bpe_tokenizer *tokenizer, uint32
     return bound > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)bound;
 }
 
-static uint32_t token_start(const mcubert_bpe_tokenizer *t, uint32_t id)
+uint32_t mcubert_bpe_token_span(const mcubert_bpe_tokenizer *t, uint32_t id, uint32_t *start, int *special)
 {
-    return id == 0u ? 0u : mcubert_rd32(t->token_ends + 4u * (id - 1u));
+    uint32_t k, entry = mcubert_rd16(t->lengths + 2u * id);
+    *start = mcubert_rd32(t->blocks + 4u * (id / MCUBERT_BPE_BLOCK));
+    for (k = id - id % MCUBERT_BPE_BLOCK; k < id; ++k) {
+        *start += mcubert_rd16(t->lengths + 2u * k) & MCUBERT_BPE_LENGTH_MASK;
+    }
+    *special = (entry & MCUBERT_BPE_FLAG_SPECIAL) != 0u;
+    return entry & MCUBERT_BPE_LENGTH_MASK;
 }
 
 mcubert_status mcubert_bpe_decode(const mcubert_bpe_tokenizer *tokenizer, const int32_t *ids, uint32_t count,
@@ -241,19 +262,21 @@ mcubert_status mcubert_bpe_decode(const mcubert_bpe_tokenizer *tokenizer, const 
             return mcubert_fail_text(message, MCUBERT_ERROR_INPUT, MCUBERT_BPE_OP, "ids",
                                      "an id outside [0, vocab_size)");
         }
-        need += mcubert_rd32(tokenizer->token_ends + 4u * (uint32_t)ids[i]) - token_start(tokenizer, (uint32_t)ids[i]);
+        need += mcubert_rd16(tokenizer->lengths + 2u * (uint32_t)ids[i]) & MCUBERT_BPE_LENGTH_MASK;
     }
     if (3u * need > out_bytes) {
         return mcubert_fail_text(message, MCUBERT_ERROR_ARGUMENT, MCUBERT_BPE_OP, "out",
                                  "smaller than the ids need (mcubert_bpe_decode_bound)");
     }
     for (i = 0; i < count; ++i) {
-        uint32_t id = (uint32_t)ids[i], k, end = mcubert_rd32(tokenizer->token_ends + 4u * id);
-        if (tokenizer->flags[id] & MCUBERT_BPE_FLAG_SPECIAL) {
+        uint32_t start, k, length;
+        int special;
+        length = mcubert_bpe_token_span(tokenizer, (uint32_t)ids[i], &start, &special);
+        if (special) {
             continue; /* skip_special_tokens=True */
         }
-        for (k = token_start(tokenizer, id); k < end; ++k) {
-            at += mcubert_utf8_put(stream, tokenizer->token_bytes[k], out + at);
+        for (k = 0; k < length; ++k) {
+            at += mcubert_utf8_put(stream, tokenizer->token_bytes[start + k], out + at);
         }
     }
     *written = at;

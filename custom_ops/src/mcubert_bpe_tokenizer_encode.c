@@ -44,22 +44,34 @@ static void emit(id_sink *sink, uint32_t id)
 
 /* ---- the merge loop -------------------------------------------------------------------------- */
 
-/* The rank of merging (left, right), NO_RANK when no merge has that pair: a binary search. */
+/* The rank of merging (left, right), NO_RANK when no merge has that pair: a binary search on the 64-bit
+ * key left << 32 | right (one loop per id width, so the width is tested once). */
 static uint32_t rank_of(const mcubert_bpe_tokenizer *t, uint32_t left, uint32_t right)
 {
+    uint64_t key = (uint64_t)left << 32 | right;
     uint32_t lo = 0, hi = t->merge_count;
+    if (t->id_bytes == 2u) {
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2u;
+            const uint8_t *e = t->merges + 6u * mid;
+            uint64_t at = (uint64_t)mcubert_rd16(e) << 32 | mcubert_rd16(e + 2);
+            if (at == key) {
+                return mcubert_rd16(e + 4);
+            }
+            lo = at < key ? mid + 1u : lo;
+            hi = at < key ? hi : mid;
+        }
+        return NO_RANK;
+    }
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2u;
-        const uint8_t *entry = t->merges + 12u * mid;
-        uint32_t l = mcubert_rd32(entry), r = mcubert_rd32(entry + 4);
-        if (l == left && r == right) {
-            return mcubert_rd32(entry + 8);
+        const uint8_t *e = t->merges + 12u * mid;
+        uint64_t at = (uint64_t)mcubert_rd32(e) << 32 | mcubert_rd32(e + 4);
+        if (at == key) {
+            return mcubert_rd32(e + 8);
         }
-        if (l < left || (l == left && r < right)) {
-            lo = mid + 1u;
-        } else {
-            hi = mid;
-        }
+        lo = at < key ? mid + 1u : lo;
+        hi = at < key ? hi : mid;
     }
     return NO_RANK;
 }
@@ -100,7 +112,7 @@ static void merge_and_emit(const mcubert_bpe_tokenizer *t, chunk *c, id_sink *si
             break;
         }
         i = next_live(s, where, n);
-        s[where] = mcubert_rd32(t->merged_ids + 4u * best);
+        s[where] = mcubert_bpe_id(t, t->merged_ids, best);
         s[i] = DEAD;
         r[i] = NO_RANK;
         rank_pair(t, c, where);
@@ -216,7 +228,7 @@ static void encode_pretoken(const mcubert_bpe_tokenizer *t, const uint8_t *text,
             merge_and_emit(t, c, sink);
         }
         for (k = 0; k < length; ++k) {
-            c->symbols[c->count++] = mcubert_rd32(t->byte_ids + 4u * bytes[k]);
+            c->symbols[c->count++] = mcubert_bpe_id(t, t->byte_ids, bytes[k]);
         }
     }
     merge_and_emit(t, c, sink);

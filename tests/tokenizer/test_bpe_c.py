@@ -140,7 +140,7 @@ def test_under_asan_and_ubsan_the_c_matches_the_reference(sanitized_driver, bpe_
 
 def test_under_asan_damaged_blobs_are_refused_without_a_fault(sanitized_driver, bpe_blob_bytes, tmp_path):
     """Every header field set to values that break it, behind a valid CRC: init refuses, nothing faults."""
-    for offset in range(16, 68, 2):
+    for offset in range(16, 72, 2):
         for value in (0, 1, 0xFFFF, 0x7FFF):
             blob = bytearray(bpe_blob_bytes)
             struct.pack_into("<H", blob, offset, value)
@@ -161,7 +161,7 @@ def resealed(blob: bytearray) -> bytes:
     "damage, problem",
     [
         (lambda b: b[:-1], "size is not the size given"),
-        (lambda b: b[:40], "shorter than the 68-byte header"),
+        (lambda b: b[:40], "shorter than the 72-byte header"),
         (lambda b: b[:5], "shorter than the header"),
         (lambda b: b"MCTK" + b[4:], "not a BPE tokenizer blob"),
         (lambda b: b[:4] + b"\x02" + b[5:], r"blob version 2; this library reads version 1 \(export the model again\)"),
@@ -175,27 +175,25 @@ def test_a_damaged_blob_is_refused_with_the_reason(library, bpe_blob_bytes, dama
 
 def test_structural_damage_behind_a_valid_crc_is_refused_by_name(library, bpe_blob_bytes):
     blob = bpe_blob_bytes
-    byte_ids_at, merges_at, merged_at, ends_at, flags_at, added_at = struct.unpack_from("<6I", blob, 40)
+    byte_ids_at, merges_at, merged_at, lengths_at, blocks_at, _, added_at = struct.unpack_from("<7I", blob, 40)
+    assert struct.unpack_from("<H", blob, 26)[0] == 2  # 16-bit ids: this vocabulary fits
+    ranges_at, rules = struct.unpack_from("<I", blob, 36)[0], struct.unpack_from("<H", blob, 34)[0]
     cases = {  # offset, format, value, the message
         "vocab": (16, "<I", 0, "limits out of range"),
         "pretoken": (28, "<I", 2, "limits out of range"),
+        "id width": (26, "<H", 3, "limits out of range"),
         "merges offset": (44, "<I", len(blob), "section lies outside the blob"),
         "misaligned": (40, "<I", byte_ids_at + 2, "section lies outside the blob"),
         "rule count": (34, "<H", 9, "classes"),
-        "byte id": (byte_ids_at + 4 * 65, "<I", 0xFFFFFF, "byte ids"),
-        "merge order": (merges_at + 12, "<I", 0, "not sorted"),
-        "merge rank": (merges_at + 8, "<I", 0xFFFFFF, "rank not below the merge count"),
-        "merged id": (merged_at, "<I", 0xFFFFFF, "merges"),
-        "token ends": (ends_at, "<I", 0xFFFF, "ends decrease|over max_token_bytes"),
-        "flags": (flags_at, "<B", 9, "unknown flags"),
+        "byte id": (byte_ids_at + 2 * 65, "<H", 0xFFFF, "byte ids"),
+        "merge order": (merges_at + 6, "<H", 0, "not sorted"),
+        "merge rank": (merges_at + 4, "<H", 0xFFFF, "rank not below the merge count"),
+        "merged id": (merged_at, "<H", 0xFFFF, "merges"),
+        "token length": (lengths_at, "<H", 0x7FFF, "over max_token_bytes"),
+        "block": (blocks_at + 4, "<I", 1, "a block does not start"),
         "added id": (added_at + 1 + blob[added_at], "<I", 0xFFFFFF, "added tokens"),
         "added length": (added_at, "<B", 250, "added tokens"),
-        "class plane": (
-            struct.unpack_from("<I", blob, 36)[0] + 4 * struct.unpack_from("<H", blob, 34)[0],
-            "<H",
-            1,
-            "plane",
-        ),
+        "class plane": (ranges_at + 4 * rules, "<H", 1, "plane"),
     }
     for name, (offset, form, value, problem) in cases.items():
         damaged = bytearray(blob)
@@ -203,6 +201,21 @@ def test_structural_damage_behind_a_valid_crc_is_refused_by_name(library, bpe_bl
         with pytest.raises(UserError, match=problem):
             HostBpeTokenizer(resealed(damaged), library)
             pytest.fail(name)
+
+
+def test_ids_past_16_bits_take_the_32_bit_layout(library, bpe_spec):
+    """A vocabulary past 2^16 ids (an unused id at 70,000) stores 4-byte ids: the same ids and text."""
+    import dataclasses
+
+    from tflm_mcubert.tokenizer import bpe_blob
+
+    wide = dataclasses.replace(bpe_spec, tokens=bpe_spec.tokens + (b"",) * (70_001 - bpe_spec.vocab_size))
+    blob = bpe_blob.pack(wide)
+    assert struct.unpack_from("<H", blob, 26)[0] == 4 and bpe_blob.unpack(blob) == wide
+    host = HostBpeTokenizer(blob, library)
+    for text in BPE_ADVERSARIAL + BPE_INVALID_UTF8 + random_bytes(200, 9):
+        check(host, wide, text)
+    assert host.decode([70_000, 72]) == bpe_reference.decode(wide, [70_000, 72])
 
 
 def test_arguments_are_checked(host, bpe_spec):

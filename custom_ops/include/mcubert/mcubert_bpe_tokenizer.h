@@ -60,12 +60,13 @@ typedef struct {
     uint32_t max_pretoken_bytes; /* merged whole up to this; the scratch is 8 bytes a byte of it */
     uint32_t added_count;
     mcubert_tokenizer classes; /* the regex's character classes: only the character-range fields are set */
-    const uint8_t *byte_ids;   /* u32 [256] */
-    const uint8_t *merges;     /* (u32 left, u32 right, u32 rank) [merge_count], sorted by (left, right) */
-    const uint8_t *merged_ids; /* u32 [merge_count] by rank */
-    const uint8_t *token_ends; /* u32 [vocab_size] */
+    uint32_t id_bytes;         /* W: 2 (ids and ranks below 2^16) or 4 */
+    const uint8_t *byte_ids;   /* W-byte [256] */
+    const uint8_t *merges;     /* (left, right, rank), W bytes each [merge_count], sorted by (left, right) */
+    const uint8_t *merged_ids; /* W-byte [merge_count] by rank */
+    const uint8_t *lengths;    /* u16 [vocab_size]: byte length | 0x8000 special */
+    const uint8_t *blocks;     /* u32 [(vocab_size + 31) / 32]: where ids 0, 32, 64, ... start in token_bytes */
     const uint8_t *token_bytes;
-    const uint8_t *flags; /* u8 [vocab_size]: 1 special */
     const uint8_t *added; /* [added_count]: u8 length, the text, u32 id */
 } mcubert_bpe_tokenizer;
 
