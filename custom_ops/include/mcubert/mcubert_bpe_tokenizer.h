@@ -20,10 +20,10 @@
  * Work bound: a pre-token of n bytes (n <= max_pretoken_bytes) makes at most n - 1 merges, each a scan
  * of its n pair ranks (a merged pair's right symbol is marked dead in place) and at most two binary
  * searches of the merge table: O(n^2 + n log merges) per pre-token, so O(max_pretoken_bytes * text
- * bytes) for any text. A pre-token
- * longer than max_pretoken_bytes (a run of 300 letters) is cut into chunks of whole characters of at
- * most that many bytes, each merged by itself: Hugging Face merges it whole, so the ids can differ from
- * its only there, where a merge would cross a cut (never for pre-tokens up to the limit).
+ * bytes) for any text (plus, at each byte, a compare against each added token). A pre-token longer than
+ * max_pretoken_bytes (a run of 300 letters) is cut into chunks of whole characters of at most that many
+ * bytes, each merged by itself: Hugging Face merges it whole, so the ids can differ from its only there,
+ * where a merge would cross a cut (never for pre-tokens up to the limit).
  *
  * Invalid UTF-8 is never read past the given length: each maximal invalid subpart (Unicode 15, 3.9) is
  * one U+FFFD (its bytes EF BF BD enter BPE), so the ids are Hugging Face's on Python's
@@ -35,6 +35,15 @@
  * mcubert_utf8_finish() ends the text (an unfinished character there becomes U+FFFD). Invalid sequences
  * become U+FFFD as they are found. Decoding all ids at once or one at a time gives the same bytes, those
  * of Hugging Face's decode(ids, skip_special_tokens=True) (special tokens write nothing).
+ *
+ * Use (a prompt in, one token a step out):
+ *     static mcubert_bpe_tokenizer bpe;          mcubert_bpe_init(&bpe, blob, blob_bytes, &message);
+ *     static uint32_t scratch[N];                 N * 4 >= mcubert_bpe_get_buffer_size(&bpe)
+ *     mcubert_bpe_encode(&bpe, prompt, prompt_bytes, ids, MAX_IDS, &n, scratch, sizeof scratch, &message);
+ *     mcubert_utf8_stream stream = {{0}, 0, 0};   uint8_t out[M];   M >= mcubert_bpe_decode_bound(&bpe, 1)
+ *     each step:  mcubert_bpe_decode(&bpe, &next_id, 1, &stream, out, sizeof out, &written, &message);
+ *                 print out[0, written)
+ *     at the end: written = mcubert_utf8_finish(&stream, out); print out[0, written)
  */
 #ifndef MCUBERT_BPE_TOKENIZER_H
 #define MCUBERT_BPE_TOKENIZER_H
