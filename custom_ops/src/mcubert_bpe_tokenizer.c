@@ -16,6 +16,7 @@
 #define MAX_TOKEN_BYTES 1024u
 #define MAX_PRETOKEN_BYTES 0x10000u
 #define CLASS_COUNT 4u
+#define CLASS_SPACE 1u
 
 /* ---- blob checks --------------------------------------------------------------------------- */
 
@@ -63,6 +64,7 @@ static mcubert_status check_version(const uint8_t *blob, uint32_t size, mcubert_
 static mcubert_status check_classes(mcubert_bpe_tokenizer *t, uint32_t ranges_at, mcubert_message *message)
 {
     mcubert_tokenizer *c = &t->classes;
+    mcubert_status status;
     uint32_t i, index_bytes = c->rule_count > 256u ? 2u : 1u;
     if (c->rule_count == 0u || c->rule_count > CLASS_COUNT || c->range_count == 0u ||
         !in_blob(t->size, ranges_at, 4u * c->rule_count + 2u * 18u + (2u + index_bytes) * c->range_count)) {
@@ -78,7 +80,11 @@ static mcubert_status check_classes(mcubert_bpe_tokenizer *t, uint32_t ranges_at
             return bad_blob(message, "classes", "a rule is not one of the four classes");
         }
     }
-    return mcubert_tokenizer_check_ranges(c, message);
+    status = mcubert_tokenizer_check_ranges(c, message);
+    if (status == MCUBERT_OK && RULE_KIND(mcubert_rule_of(c, ' ')) != CLASS_SPACE) {
+        return bad_blob(message, "classes", "the space is not whitespace");
+    }
+    return status;
 }
 
 /* merge entry a's (left, right) below entry b's */

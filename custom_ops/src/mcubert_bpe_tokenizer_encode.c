@@ -172,13 +172,14 @@ static uint32_t contraction(const uint8_t *text, uint32_t size, uint32_t at)
     return 0u;
 }
 
-/* \s+(?!\S) else \s+ from `at`: the run up to the last space before a non-space, or one character */
+/* \s+(?!\S) else \s+ from `at`: the run up to the last space before a non-space, or one character (at
+ * least one: progress whatever the classes say) */
 static uint32_t whitespace_end(const mcubert_bpe_tokenizer *t, const uint8_t *text, uint32_t size, uint32_t at)
 {
     uint32_t end = at, last = at, chars = 0;
     while (end < size) {
         uint32_t next = end;
-        if (class_of(t, next_cp(text, size, &next)) != CLASS_SPACE) {
+        if (class_of(t, next_cp(text, size, &next)) != CLASS_SPACE && chars > 0u) {
             break;
         }
         last = end;

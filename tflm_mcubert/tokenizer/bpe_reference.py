@@ -36,8 +36,9 @@ def _run(spec: BpeSpec, cps: list[int], at: int, cls: int) -> int:
 
 
 def _whitespace_end(spec: BpeSpec, cps: list[int], at: int) -> int:
-    """\\s+(?!\\S) else \\s+: a run of whitespace up to the last before a non-space, or one character."""
-    end = _run(spec, cps, at, CLASS_SPACE)
+    """\\s+(?!\\S) else \\s+: a run of whitespace up to the last before a non-space, or one character
+    (at least one, as the device takes it whatever the classes say)."""
+    end = _run(spec, cps, at + 1, CLASS_SPACE)
     if end < len(cps) and end - at > 1:
         return end - 1
     return end
