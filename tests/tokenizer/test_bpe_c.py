@@ -235,3 +235,20 @@ def test_arguments_are_checked(host, bpe_spec):
     want = bpe_reference.StreamDecoder(bpe_spec).feed(token)
     assert host.decode_step([token], stream, out_bytes=3 * len(bpe_spec.tokens[token])) == want
     assert host.buffer_bytes == 8 * bpe_spec.max_pretoken_bytes
+
+
+def test_a_permuted_id_space_gives_the_permuted_ids_and_the_same_text(library, gpt2_tokenizer, bpe_spec):
+    """An export that reorders the embedding's rows (export/id_order.py) numbers the ids its way."""
+    import numpy as np
+
+    from tflm_mcubert.tokenizer import bpe_blob
+
+    permutation = np.random.default_rng(4).permutation(bpe_spec.vocab_size)
+    spec = bpe_blob.spec_from_tokenizer(gpt2_tokenizer, permutation=permutation)
+    host = HostBpeTokenizer(bpe_blob.pack(spec), library)
+    for text in BPE_ADVERSARIAL + BPE_INVALID_UTF8:
+        plain = bpe_reference.encode(bpe_spec, text)
+        assert host.encode(text) == [int(permutation[i]) for i in plain] == bpe_reference.encode(spec, text)
+        assert host.decode(host.encode(text), one_at_a_time=True) == bpe_reference.decode(bpe_spec, plain)
+    with pytest.raises(UserError, match="not a permutation"):
+        bpe_blob.spec_from_tokenizer(gpt2_tokenizer, permutation=[0] * bpe_spec.vocab_size)

@@ -284,8 +284,11 @@ def class_ranges() -> tuple[CharRange, ...]:
 # ---- spec, pack, unpack -------------------------------------------------------------------------------
 
 
-def spec_from_tokenizer(backend: Tokenizer, max_pretoken_bytes: int = DEFAULT_MAX_PRETOKEN_BYTES) -> BpeSpec:
-    """The spec of a byte-level BPE tokenizer (a `tokenizers.Tokenizer`, or a transformers fast tokenizer)."""
+def spec_from_tokenizer(
+    backend: Tokenizer, max_pretoken_bytes: int = DEFAULT_MAX_PRETOKEN_BYTES, permutation=None
+) -> BpeSpec:
+    """The spec of a byte-level BPE tokenizer (a `tokenizers.Tokenizer`, or a transformers fast tokenizer),
+    ids mapped through `permutation` (old id -> new id) when the export reorders them."""
     backend = getattr(backend, "backend_tokenizer", backend)
     config = check_bpe_tokenizer(backend)
     vocab: dict[str, int] = config["model"]["vocab"]
@@ -314,7 +317,7 @@ def spec_from_tokenizer(backend: Tokenizer, max_pretoken_bytes: int = DEFAULT_MA
         raise UserError(f"a token of more than {MAX_TOKEN_BYTES} bytes")
     if not 4 <= max_pretoken_bytes <= MAX_PRETOKEN_BYTES:
         raise UserError(f"max_pretoken_bytes {max_pretoken_bytes} is outside 4..{MAX_PRETOKEN_BYTES}")
-    return BpeSpec(
+    spec = BpeSpec(
         ranges=class_ranges(),
         byte_ids=tuple(vocab[byte_map()[b]] for b in range(256)),
         merges=tuple((vocab[a], vocab[b], vocab[a + b]) for a, b in merges),
@@ -322,6 +325,26 @@ def spec_from_tokenizer(backend: Tokenizer, max_pretoken_bytes: int = DEFAULT_MA
         special=frozenset(t.id for t in added if t.special),
         added_tokens=tuple(added),
         max_pretoken_bytes=max_pretoken_bytes,
+    )
+    return spec if permutation is None else permuted(spec, permutation)
+
+
+def permuted(spec: BpeSpec, permutation) -> BpeSpec:
+    """`spec` in another id space (old id -> permutation[old id], a permutation of range(vocab size)), as an
+    export that reorders the embedding's rows numbers them; ranks, and so every merge decision, stay."""
+    new = [int(i) for i in permutation]
+    if sorted(new) != list(range(spec.vocab_size)):
+        raise UserError(f"the id permutation is not a permutation of 0..{spec.vocab_size - 1}")
+    tokens = [b""] * spec.vocab_size
+    for old, token in enumerate(spec.tokens):
+        tokens[new[old]] = token
+    return dataclasses.replace(
+        spec,
+        byte_ids=tuple(new[i] for i in spec.byte_ids),
+        merges=tuple((new[a], new[b], new[m]) for a, b, m in spec.merges),
+        tokens=tuple(tokens),
+        special=frozenset(new[i] for i in spec.special),
+        added_tokens=tuple(dataclasses.replace(t, id=new[t.id]) for t in spec.added_tokens),
     )
 
 
