@@ -37,7 +37,7 @@ static int in_blob(uint32_t size, uint32_t offset, uint32_t length)
 
 /* Every plane's ranges start at its first code point and increase; rules are well formed and name
  * code points and strings that exist; a shifted range stays in Unicode. */
-static mcubert_status check_ranges(const mcubert_tokenizer *t, mcubert_message *message)
+mcubert_status mcubert_tokenizer_check_ranges(const mcubert_tokenizer *t, mcubert_message *message)
 {
     uint32_t plane, i;
     if (mcubert_rd16(t->planes) != 0u || mcubert_rd16(t->planes + 2u * PLANES) != t->range_count) {
@@ -176,7 +176,7 @@ static mcubert_status read_header(mcubert_tokenizer *t, const uint8_t *blob, uin
     t->string_ends = blob + strings_at;
     t->string_bytes = blob + strings_at + 2u * t->string_count;
     t->specials = blob + specials_at;
-    status = check_ranges(t, message);
+    status = mcubert_tokenizer_check_ranges(t, message);
     if (status == MCUBERT_OK) {
         status = check_strings_and_specials(t, specials_at, message);
     }

@@ -62,6 +62,10 @@ typedef struct {
  * subpart is consumed (Unicode 15, 3.9 "U+FFFD Substitution of Maximal Subparts"). */
 int32_t mcubert_next_code_point(const uint8_t *text, uint32_t size, uint32_t *at);
 
+/* Checks the character ranges of `t` (its range fields and string_count, max_chars_per_word): every plane
+ * covered, starts increasing, rules well formed (mcubert_tokenizer.c; the BPE blob's classes use it too). */
+mcubert_status mcubert_tokenizer_check_ranges(const mcubert_tokenizer *t, mcubert_message *message);
+
 /* The rule of the character range holding cp (cp <= MAX_CODE_POINT). */
 uint32_t mcubert_rule_of(const mcubert_tokenizer *t, uint32_t cp);
 

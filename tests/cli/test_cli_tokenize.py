@@ -151,3 +151,27 @@ def test_a_folder_with_only_vocab_txt_is_compared_through_its_options(capsys, ad
     (tmp_path / "tokenizer" / "tokenizer_config.json").write_text('{"do_lower_case": true}')
     code, out, err = run_cli(capsys, "tokenize", "--export", tmp_path, "Crème brûlée, CAFÉ!")
     assert code == 0 and "identical" in out, out + err
+
+
+def test_a_gpt2_folder_runs_the_bpe_tokenizer_and_detokenizer(capsys, tmp_path):
+    """`tokenize --gpt2 DIR`: the C byte-level BPE next to Hugging Face, on a GPT-2 folder trained here."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(["The cat sat on the mat.", "It's a very good film!"] * 50, trainer)
+    tokenizer.model.save(str(tmp_path))
+    code, out, err = run_cli(capsys, "tokenize", "--gpt2", str(tmp_path), "The cat's mat 😀", "x\udcff<|endoftext|>")
+    assert code == 0, err
+    assert out.count("identical") == 4 and "DIFFERENT" not in out and "one U+FFFD" in out
+    code, _, err = run_cli(capsys, "tokenize", "--gpt2", str(tmp_path / "missing"), "text")
+    assert code == 2 and "neither tokenizer.json nor vocab.json + merges.txt" in err
+    code, _, err = run_cli(capsys, "tokenize", "text")
+    assert code == 2 and "give --export OUT" in err
+    (tmp_path / "merges.txt").write_text("#version: 0.2\nnot-a-pair\n")
+    code, _, err = run_cli(capsys, "tokenize", "--gpt2", str(tmp_path), "text")
+    assert code == 2 and "merges.txt line 2" in err

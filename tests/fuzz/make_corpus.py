@@ -9,6 +9,8 @@ harnesses/fuzz_options_validate.c): op, options, then each tensor of the op's va
 inputs, then its output) with the constants' bytes.
 fuzz_tokenize/: the tokenizer blob of a small BERT vocabulary (built here, no download) with one
 sentence each, in harnesses/fuzz_tokenize.c's layout.
+fuzz_bpe/: the byte-level BPE blob of a small GPT-2-style tokenizer (trained here) with one text each, in
+harnesses/fuzz_bpe.c's layout.
 fuzz_op_run/: one seed per op and weight width (op, flags, then 1 KB of SHA-256 stream bytes the
 harness derives valid options, constants and in-range run-time inputs from; no model needed).
 tests/fuzz/test_fuzz_c.py keeps the committed corpus equal to what this script writes.
@@ -123,6 +125,41 @@ def tokenizer_seeds() -> dict[str, bytes]:
     return seeds
 
 
+# (max_ids selector, flags, text): harnesses/fuzz_bpe.c's layout (255: room for every id; flags bit 0:
+# also decode the text's bytes as ids).
+BPE_SEEDS = {
+    "contractions_spaces": (255, 0, "I'm sure they'll say it's what we've done   \t\n  ok "),
+    "digits_punctuation": (255, 1, "3.14 and 1,000,000!!! ?? -- <|endoftext|>x<|endoftext|>"),
+    "emoji_cjk_marks": (255, 0, "😀👍🏽 東京 e\u0301 \u00a0nbsp"),
+    "invalid_utf8_few_ids": (3, 1, "bad \udcff\udce0 bytes and more words"),
+}
+
+
+def bpe_seeds() -> dict[str, bytes]:
+    """One seed per text: the blob of a GPT-2-style byte-level BPE trained on the seeds' texts and
+    TOKENIZER_WORDS (deterministic), then the text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from tflm_mcubert.tokenizer import bpe_blob
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = [text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for *_, text in BPE_SEEDS.values()]
+    tokenizer.train_from_iterator([*texts, " ".join(TOKENIZER_WORDS)] * 5, trainer)
+    blob = bpe_blob.pack(bpe_blob.spec_from_tokenizer(tokenizer))
+    return {
+        name: bytes([max_ids, flags]) + struct.pack("<I", len(blob)) + blob + text.encode("utf-8", "surrogateescape")
+        for name, (max_ids, flags, text) in BPE_SEEDS.items()
+    }
+
+
 # (name, op, flags): harnesses/fuzz_op_run.c's op selector and flags (bit 0: int4 weights).
 OP_RUN_SEEDS = (
     ("embedding_int8", 0, 0),
@@ -153,6 +190,8 @@ def write_corpus(out: Path) -> list[Path]:
         files[Path("fuzz_tokenize") / f"{name}.bin"] = seed
     for name, seed in op_run_seeds().items():
         files[Path("fuzz_op_run") / f"{name}.bin"] = seed
+    for name, seed in bpe_seeds().items():
+        files[Path("fuzz_bpe") / f"{name}.bin"] = seed
     written = []
     for relative, data in sorted(files.items()):
         path = out / relative

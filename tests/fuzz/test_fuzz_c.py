@@ -47,6 +47,7 @@ def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
         "fuzz_options_validate": "mcubert status 0: ",
         "fuzz_verify_model": "mcubert status 0 verified 1: ",
         "fuzz_tokenize": "mcubert status 0: ",
+        "fuzz_bpe": "mcubert status 0: ",
         "fuzz_op_run": "mcubert run status 0: ",
         "fuzz_op_run_dsp": "mcubert run status 0: ",
     }
@@ -107,6 +108,14 @@ def test_the_committed_corpus_is_what_make_corpus_writes(tmp_path):
         assert committed.read_bytes() == path.read_bytes(), f"run tests/fuzz/make_corpus.py ({committed})"
         tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(committed)], cwd=HERE, capture_output=True)
         assert tracked.returncode == 0, f"{committed} is not in git (ignored?): a clean clone would lack it"
+
+
+def test_the_committed_bpe_seeds_are_what_make_corpus_writes():
+    """fuzz_bpe's seeds need no export: compared everywhere (the same `tokenizers` trains the same merges)."""
+    import make_corpus
+
+    committed = {p.stem: p.read_bytes() for p in (HERE / "corpus" / "fuzz_bpe").iterdir()}
+    assert committed == make_corpus.bpe_seeds(), "run tests/fuzz/make_corpus.py"
 
 
 def test_the_committed_op_run_seeds_are_what_make_corpus_writes():

@@ -90,3 +90,86 @@ ADDED_TEXTS = [
     "<S> <MASK> <mask <s",
     "[\x01url] [u\u200brl]",  # removed characters inside a normalized token's span
 ]
+
+
+# Byte-level BPE (GPT-2's pre-tokenizer): contractions, runs of spaces, newlines and tabs, digits,
+# punctuation runs, emoji, CJK, combining marks, added-token text, and the WordPiece set above.
+BPE_ADVERSARIAL = ADVERSARIAL + [
+    "I'm sure they'll say it's what we've done, you're right, he'd go, don't",
+    "'s 't 're 've 'm 'll 'd 'S 'RE ''s '''",
+    "a  b   c    d\t\te\n\nf \n g\r\n",
+    "   leading and trailing   ",
+    " ",
+    "\n",
+    "  \t",
+    "x \ty\t z",
+    "3.14159 1,000,000 12345678901234567890 ٣٤ ½ ²³ Ⅻ",
+    "!!!??? ... --- *** @#$%^&*() <|endoftext|> <|endoftext|><|endoftext|>x",
+    "hello<|endoftext|>world <|endoftext",
+    "😀😀😀 👨‍👩‍👧‍👦 🏳️‍🌈",
+    "東京は日本の首都です。中文，标点！",
+    "e\u0301 a\u0300\u0301\u0302 \u0915\u094d\u0937",
+    "tab\tseparated\tvalues\nnew line",
+    "\u00a0nbsp\u2003em space\u3000ideographic",
+    "mixed123abc456 abc'sdef",
+    "a" * 200,
+    " " * 40 + "x",
+    "über naïve café ÇA",
+]
+BPE_INVALID_UTF8 = [
+    b"\xff\xfe bad",
+    b"trunc\xe2\x82",
+    b"\xe2\x82 split",
+    b"\xc0\xaf overlong",
+    b"\xed\xa0\x80 surrogate",
+    b"\xf4\x90\x80\x80 past U+10FFFF",
+    b"ok \xf0\x9f\x98",
+    b"\x80\x80\x80",
+]
+
+
+def bpe_training_texts(corpus_sentences) -> list[str]:
+    return corpus_sentences[:6000] + BPE_ADVERSARIAL * 3
+
+
+@pytest.fixture(scope="session")
+def bpe_folder(corpus_sentences, tmp_path_factory):
+    """A GPT-2-style checkpoint folder (vocab.json + merges.txt) trained here: byte-level BPE, about 3,000
+    merges, "<|endoftext|>" in the vocabulary."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=3300,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(bpe_training_texts(corpus_sentences), trainer)
+    folder = tmp_path_factory.mktemp("gpt2")
+    tokenizer.model.save(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def gpt2_tokenizer(bpe_folder):
+    """The folder loaded as transformers loads a GPT-2 checkpoint."""
+    from transformers import GPT2TokenizerFast
+
+    return GPT2TokenizerFast.from_pretrained(str(bpe_folder))
+
+
+@pytest.fixture(scope="session")
+def bpe_spec(bpe_folder):
+    from tflm_mcubert.tokenizer import bpe_blob
+
+    return bpe_blob.spec_from_tokenizer(bpe_blob.read_checkpoint(bpe_folder))
+
+
+@pytest.fixture(scope="session")
+def bpe_blob_bytes(bpe_spec):
+    from tflm_mcubert.tokenizer import bpe_blob
+
+    return bpe_blob.pack(bpe_spec)

@@ -15,6 +15,8 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.export_folder import REPORT, TOKENIZER_DIR, read_report
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.model.config import MIN_SEQ_LEN
+from tflm_mcubert.tokenizer import bpe_blob
+from tflm_mcubert.tokenizer.bpe_host import HostBpeTokenizer
 from tflm_mcubert.tokenizer.host import HostTokenizer
 
 BLOB = f"{VOCAB_NAME}.bin"
@@ -29,7 +31,13 @@ def add_parser(subparsers) -> list[str]:
     tokenize.add_argument(
         "text", nargs="+", help="text to tokenize (each argument separately; not UTF-8: taken as bytes)"
     )
-    tokenize.add_argument("--export", required=True, type=Path, help="an export directory (holds model_vocab.bin)")
+    tokenize.add_argument("--export", type=Path, help="an export directory (holds model_vocab.bin)")
+    tokenize.add_argument(
+        "--gpt2",
+        type=Path,
+        help="a GPT-2 / GPT-Neo checkpoint folder (tokenizer.json, or vocab.json + merges.txt): its byte-level "
+        "BPE on the device's C code, ids and the text decoded back one id at a time, next to Hugging Face's",
+    )
     tokenize.add_argument("--pair", default=None, help="a second text: tokenize sentence pairs")
     tokenize.add_argument("--seq-len", type=int, default=None, help="positions (default: the export's seq_len)")
     return ["tokenize"]
@@ -117,14 +125,45 @@ def as_bytes(text: str | None) -> bytes | None:
     return None if text is None else os.fsencode(text)
 
 
-def shown(raw: bytes) -> str:
+def shown(raw: bytes, invalid: str = "dropped") -> str:
     try:
         return repr(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        return f"{raw!r} (not valid UTF-8: each invalid sequence is dropped, as on the device)"
+        return f"{raw!r} (not valid UTF-8: each invalid sequence is {invalid}, as on the device)"
+
+
+def run_gpt2(args) -> int:
+    """The on-device BPE tokenizer and detokenizer (mcubert_bpe_tokenizer.h) on a GPT-2 checkpoint's
+    tokenizer, next to Hugging Face's ids and decode(skip_special_tokens=True)."""
+    if args.pair is not None or args.seq_len is not None:
+        raise UserError("--pair and --seq-len are BERT's: a GPT-2 tokenizer encodes one text, whole")
+    hf = bpe_blob.read_checkpoint(args.gpt2)
+    blob = bpe_blob.pack(bpe_blob.spec_from_tokenizer(hf))
+    host = HostBpeTokenizer(blob)
+    identical = True
+    print(f"BPE blob: {len(blob):,} bytes (format version {bpe_blob.VERSION}), scratch {host.buffer_bytes:,} bytes")
+    for raw in map(as_bytes, args.text):
+        ids = host.encode(raw)
+        expected = hf.encode(raw.decode("utf-8", errors="replace"), add_special_tokens=False).ids
+        text = host.decode(ids, one_at_a_time=True)
+        hf_text = hf.decode(expected, skip_special_tokens=True).encode()
+        same = expected == ids and text == hf_text
+        identical &= same
+        print(f"text: {shown(raw, 'one U+FFFD')}")
+        print(f"  device ({len(ids)} ids): {ids}")
+        print(f"  hugging face ({args.gpt2}): {expected}  {'identical' if expected == ids else 'DIFFERENT'}")
+        print(f"  decoded one id at a time: {text.decode()!r}  {'identical' if text == hf_text else 'DIFFERENT'}")
+    return 0 if identical else 1
 
 
 def run(args) -> int:
+    if (args.export is None) == (args.gpt2 is None):
+        raise UserError(
+            "give --export OUT (an export with a BERT tokenizer blob) or --gpt2 DIR (a GPT-2 / GPT-Neo "
+            "checkpoint folder), one of them"
+        )
+    if args.gpt2 is not None:
+        return run_gpt2(args)
     report = export_report(args.export)
     seq_len = seq_len_of(args, report)
     host = HostTokenizer((args.export / BLOB).read_bytes())

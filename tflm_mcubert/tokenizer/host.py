@@ -27,6 +27,10 @@ SOURCES = (
     "mcubert_tokenizer_pieces.c",
     "mcubert_crc32.c",
     "mcubert_validate.c",
+    "mcubert_bpe_tokenizer.c",
+    "mcubert_bpe_tokenizer_encode.c",
+    "mcubert_utf8_stream.c",
+    "mcubert_wordpiece_decode.c",
 )
 STATE_BYTES = 512  # room for a mcubert_tokenizer (about 200 bytes with 64-bit pointers)
 

@@ -6,6 +6,8 @@
  */
 #include "mcubert/mcubert_ops.h"
 #include "mcubert/mcubert_tokenizer.h"
+#include "mcubert/mcubert_bpe_tokenizer.h"
+#include "mcubert/mcubert_wordpiece_decode.h"
 
 void mcubert_emu_stop(void);
 
@@ -48,6 +50,15 @@ __attribute__((used)) const entry_point mcubert_emu_api[] = {
     (entry_point)mcubert_tokenizer_init,
     (entry_point)mcubert_tokenizer_get_buffer_size,
     (entry_point)mcubert_tokenize,
+    (entry_point)mcubert_bpe_init,
+    (entry_point)mcubert_bpe_get_buffer_size,
+    (entry_point)mcubert_bpe_encode,
+    (entry_point)mcubert_bpe_decode,
+    (entry_point)mcubert_bpe_decode_bound,
+    (entry_point)mcubert_utf8_finish,
+    (entry_point)mcubert_wordpiece_decoder_init,
+    (entry_point)mcubert_wordpiece_decode,
+    (entry_point)mcubert_wordpiece_decode_bound,
     mcubert_emu_stop,
 };
 
