@@ -37,7 +37,7 @@ from tflm_mcubert.data.calibration import (
     tokenize,
 )
 from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, label_names, load_task
-from tflm_mcubert.boards import get_board
+from tflm_mcubert.boards import get_board, parse_size
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.decoder_evaluation import evaluate_decoder
 from tflm_mcubert.export.decoder_export import DecoderRequest, is_decoder_checkpoint
@@ -61,6 +61,7 @@ def add_parser(subparsers) -> list[str]:
         "perplexity on --task's --split or --text, float, int8 and int8 as exported for --board",
     )
     ev.add_argument("--board", default="nucleo-f746zg", help="a decoder: the board its export is sized for")
+    ev.add_argument("--flash", help="a decoder: size its export for this much Flash (e.g. 700KB) on --board's SRAM")
     ev.add_argument("--preset", default="bert-tiny")
     ev.add_argument("--num-labels", type=int, default=2, help="classifier outputs of the random preset model")
     ev.add_argument("--task", help="accuracy on this task's test split (e.g. rotten_tomatoes, sst2, a file)")
@@ -191,9 +192,14 @@ def _run_decoder(args) -> int:
         texts, where = list(dataset[split]["text"]), f"the {args.task} {split} split"
     else:
         raise UserError("a decoder's evaluate needs --task (its --split) or --text: the held-out text")
+    board = get_board(args.board)
+    if args.flash:
+        board = dataclasses.replace(
+            board, name=f"{board.name} with {args.flash} Flash", flash_bytes=parse_size(args.flash)
+        )
     request = DecoderRequest(
         out_dir=Path("."),
-        board=get_board(args.board),
+        board=board,
         checkpoint=args.checkpoint,
         calibration=args.calibration,
         calibration_count=args.calibration_samples,
