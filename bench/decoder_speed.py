@@ -21,6 +21,7 @@ Estimates per board (labelled as such, not measured on a board):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -57,7 +58,7 @@ def instructions_per_token(export_dir: Path, contexts: list[int], tokens: int, w
     from tflm_mcubert.firmware.decoder_data import decoder_calls_from_export, write_generate_data
     from tflm_mcubert.measure.firmware_emulator import run_firmware
 
-    calls = decoder_calls_from_export(export_dir)
+    calls = dataclasses.replace(decoder_calls_from_export(export_dir), vocab=b"")  # prompts as ids
     write_generate_data(calls, work / "data")
     elf = firmware_sizes.build(
         "emulator-m7",
@@ -66,7 +67,7 @@ def instructions_per_token(export_dir: Path, contexts: list[int], tokens: int, w
         cmake_args=(f"-DMCUBERT_GENERATE_DATA_DIR={work / 'data'}",),
     )
     rng = np.random.default_rng(0)
-    lines = [" ".join(str(i) for i in rng.integers(0, calls.vocab, c - tokens)) for c in contexts]
+    lines = [" ".join(str(i) for i in rng.integers(0, calls.vocab_size, c - tokens)) for c in contexts]
     (work / "prompts.txt").write_text("\n".join(lines) + "\n")
     run = run_firmware(
         elf, "cortex-m7", EMULATOR_REGIONS, command_line=f"prompts={work / 'prompts.txt'} tokens={tokens + 1}"

@@ -5,6 +5,7 @@ and skipped."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests import qemu
@@ -65,7 +66,7 @@ def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, 
         want = f"prompt {number}: {len(prompt)} ids in, ids out: {' '.join(map(str, expected))}"
         assert want in console, (want, console)
     assert "prompt 3: the line is not token ids" in console
-    assert f"prompt 4: the line has an id outside the vocabulary (ids 0..{VOCAB - 1}" in console
+    assert f"prompt 4: the line has an id outside the vocabulary (ids 0..{VOCAB - 1}, at most 40 tokens)" in console
     assert "(the context is full)" in console
     assert "done: 6 prompts" in console
 
@@ -99,3 +100,52 @@ def test_the_tied_table_is_written_once_in_the_c_data(export_dir):
     assert "generate_embedding_word_rows[" in source and "generate_head_word_rows[" not in source
     # the weights struct and the tensor views of the embedding and of the head all point at the one array
     assert source.count("generate_embedding_word_rows,") == 4
+
+
+@pytest.fixture(scope="module")
+def text_export(tmp_path_factory):
+    """A GPT-2-style LM with its own byte-level BPE (train-lm on the built-in sentences), exported."""
+    from tflm_mcubert.data.calibration import builtin_sentences, evaluation_sentences
+
+    root = tmp_path_factory.mktemp("generate-text")
+    (root / "text.txt").write_text("\n".join(builtin_sentences() + evaluation_sentences()) * 2 + "\n")
+    train = ["train-lm", "--task", root / "text.txt", "--vocab-size", "400", "--context", "48", "--hidden", "32"]
+    assert (
+        _cli(*train, "--layers", "2", "--heads", "4", "--epochs", "2", "--batch-size", "8", "--out", root / "lm") == 0
+    )
+    assert _cli("export", "--checkpoint", root / "lm", "--out", root / "export") == 0
+    return root / "lm", root / "export"
+
+
+def test_text_in_text_out_under_qemu_equals_the_reference(text_export, tmp_path):
+    """Prompts tokenized by the C byte-level BPE, the decoder run over its caches, the continuation
+    detokenized one id at a time: ids and text equal Hugging Face's tokenizer and the reference decoder."""
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    transformers = pytest.importorskip("transformers")
+    checkpoint, export_dir = text_export
+    calls = decoder_calls_from_export(export_dir)
+    assert calls.vocab, "the export wrote no tokenizer blob"
+    write_generate_data(calls, tmp_path / "data")
+    elf = _firmware_sizes().build(
+        "qemu-mps2-an500",
+        tmp_path / "build",
+        target="mcubert_generate",
+        cmake_args=(f"-DMCUBERT_GENERATE_DATA_DIR={tmp_path / 'data'}",),
+    )
+    prompts = ["The film", "Crème brûlée, 東京 and 😀 in a quiet", "", "word " * 60]
+    (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n", encoding="utf-8")
+    status, console = qemu.run_qemu(elf, command_line=f"prompts={tmp_path / 'prompts.txt'} tokens=10", timeout=300)
+    assert status == 3, console  # the empty line and the one longer than the context
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(checkpoint))
+    decoder = read_decoder((export_dir / "model.tflite").read_bytes()).quantized
+    to_model = np.load(export_dir / "model_ids.npy") if (export_dir / "model_ids.npy").is_file() else None
+    for number, text in enumerate(prompts[:2], 1):
+        ids = tokenizer.encode(text)
+        model_ids = [int(to_model[i]) if to_model is not None else i for i in ids]
+        expected = _greedy_to_the_context(decoder, model_ids, 10)
+        assert f"prompt {number}: {len(ids)} ids in, ids out: {' '.join(map(str, expected))};" in console, console
+        back = [int(np.argsort(to_model)[i]) if to_model is not None else i for i in expected]
+        text_out = tokenizer.decode(back, skip_special_tokens=True).replace("\n", "\\n").replace("\r", "\\r")
+        assert f"text {number}: {text_out}\n" in console, (text_out, console)
+    assert "prompt 3: the line is empty" in console
+    assert "prompt 4: the text makes more tokens than the context holds" in console

@@ -11,7 +11,9 @@
                 firmware files (firmware/decoder_firmware.py), report.json
 
 Ids in the .tflite are the compressed table's (most frequent first); `model_ids.npy` maps the checkpoint's
-tokenizer ids to them (model id = model_ids[tokenizer id]).
+tokenizer ids to them (model id = model_ids[tokenizer id]). A checkpoint with a GPT-2 tokenizer also gets the
+on-device byte-level BPE (model_vocab.bin/.cc/.h: tokenizer/bpe_blob.py) in the model's id order; its bytes
+count against the board's Flash with the model's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, GraphShape, 
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
+from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.model.decoder_config import DecoderConfig
 
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder, decoder_ops
@@ -41,6 +44,7 @@ from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, plan_decoder
 from tflm_mcubert.schedule.planner import BudgetExceededError
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite, unique_constant_bytes
+from tflm_mcubert.tokenizer import bpe_blob
 
 DECODER_MODEL_TYPES = ("gpt2", "gpt_neo")
 # Random-weight decoders for sizing a board without a checkpoint (GPT-2's vocabulary and layout).
@@ -133,11 +137,11 @@ def calibration_sequences(request: DecoderRequest, tokenizer, vocab_size: int, c
     return sequences, request.calibration or "built-in sentences"
 
 
-def _compress(model, sequences, flash_left: int, dense_bytes: int, embedding: str):
+def _compress(model, sequences, flash_left: int, table_bytes: int, embedding: str):
     """(clusters in model id order, model id of each tokenizer id or None, report entry)."""
     table = np.asarray(model.token_embeddings.numpy(), np.float64)
     vocab, dim = table.shape
-    if embedding == "dense" or dense_bytes <= flash_left:
+    if embedding == "dense" or table_bytes <= flash_left:
         return ((table, None),), None, {"method": "dense", "params": int(table.size)}
     from tflm_mcubert.compress.baselines import adaptive_embedding  # Keras
 
@@ -185,17 +189,19 @@ def reserves_of(request: DecoderRequest) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def quantize_and_write(request: DecoderRequest, model, sequences):
+def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_bytes: int = 0):
     """(decoder, plan, .tflite, model ids, compression entry): the word table sized so that the written
-    model fits the board's Flash budget (the estimate of what the rest of the model leaves is corrected by
-    what a written model misses by, at most MAX_SIZING_PASSES times)."""
+    model and `tokenizer_bytes` of tokenizer blob fit the board's Flash budget (the estimate of what the rest
+    of the model leaves is corrected by what a written model misses by, at most MAX_SIZING_PASSES times)."""
     budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves_of(request))
-    sram_budget, flash_budget = budgets.arena_budget, budgets.flash_budget
+    sram_budget, flash_budget = budgets.arena_budget, budgets.flash_budget - tokenizer_bytes
     config = model.config
     layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k))
     flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
     for _ in range(MAX_SIZING_PASSES):
-        clusters, permutation, entry = _compress(model, sequences, flash_left, layer_bytes, request.embedding)
+        clusters, permutation, entry = _compress(
+            model, sequences, flash_left, config.vocab_size * config.hidden_size, request.embedding
+        )
         decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k)
         try:
             plan = plan_decoder(decoder, sram_budget)
@@ -209,6 +215,11 @@ def quantize_and_write(request: DecoderRequest, model, sequences):
     if entry["method"] == "adaptive":
         log(f"word table compressed (adaptive, {entry['params']:,} of {entry['dense_params']:,} parameters)")
     return decoder, plan, tflite, permutation, entry
+
+
+def tokenizer_blob(tokenizer, permutation=None) -> bytes:
+    """The on-device byte-level BPE blob of a checkpoint's tokenizer, ids mapped through `permutation`."""
+    return bpe_blob.pack(bpe_blob.spec_from_tokenizer(tokenizer, permutation=permutation))
 
 
 def _dense_bytes(decoder) -> int:
@@ -277,7 +288,8 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     if context < config.max_positions:
         model = _truncated(model, context)
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
-    decoder, plan, tflite, permutation, compression = quantize_and_write(request, model, sequences)
+    tokenizer_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
+    decoder, plan, tflite, permutation, compression = quantize_and_write(request, model, sequences, tokenizer_bytes)
     read = read_decoder(tflite)
     continuation = _check_round_trip(read, decoder, config.vocab_size)
     arena = decoder_arena(len(decoder.layers), read.planned_bytes)
@@ -285,7 +297,12 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     write_c_array(tflite, out_dir, name="model_data")
     if permutation is not None:
         np.save(out_dir / MODEL_IDS, np.asarray(permutation, np.int32))
-    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=len(tflite), **reserves_of(request))
+    if tokenizer is not None:  # the on-device tokenizer, in the model's id order
+        blob = tokenizer_blob(tokenizer, permutation)
+        (out_dir / f"{VOCAB_NAME}.bin").write_bytes(blob)
+        write_c_array(blob, out_dir, name=VOCAB_NAME, what="the byte-level BPE tokenizer (tokenizer/bpe_blob.py)")
+    flash_bytes = len(tflite) + tokenizer_bytes
+    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=flash_bytes, **reserves_of(request))
     report = {
         "tool": f"tflm-mcubert {__version__}",
         "schedule": "mcubert",
@@ -300,7 +317,11 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
         "arena_bytes": arena.arena_bytes,
         "arena": arena.to_json(),
         "kv_cache_bytes": sum(b.nbytes for b in plan.buffers if b.name.startswith("cache")),
-        "flash_bytes": len(tflite),
+        "flash_bytes": flash_bytes,
+        "model_bytes": len(tflite),
+        "tokenizer": {"kind": "byte-level BPE", "blob": f"{VOCAB_NAME}.bin", "bytes": tokenizer_bytes}
+        if tokenizer is not None
+        else None,
         "fits": fit.to_json(),
         "plan": [{"name": b.name, "offset": b.offset, "bytes": b.nbytes} for b in plan.buffers],
         "check": {"prompt_model_ids": [1, 2, 3], "greedy_model_ids": continuation},

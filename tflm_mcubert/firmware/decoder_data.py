@@ -23,7 +23,9 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.firmware import c_data
 from tflm_mcubert.firmware.template import fill
 from tflm_mcubert.ops import kernel_abi
+from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
+from tflm_mcubert.tokenizer import bpe_blob
 
 HEADER = "generate_data.h"
 SOURCE = "generate_data.c"
@@ -36,10 +38,11 @@ class DecoderCalls:
     head: kernel_abi.KernelCall
     context: int
     hidden: int
-    vocab: int
+    vocab_size: int
     top_k: int
     scratch_bytes: int
     source: str = ""
+    vocab: bytes = b""  # the byte-level BPE blob (model_vocab.bin), or empty: prompts are ids
 
 
 def decoder_calls(tflite: bytes, source: str = "") -> DecoderCalls:
@@ -60,7 +63,7 @@ def decoder_calls(tflite: bytes, source: str = "") -> DecoderCalls:
         head=kernel_abi.lm_head_call(q.head, hidden),
         context=n,
         hidden=d,
-        vocab=q.head.vocab_size,
+        vocab_size=q.head.vocab_size,
         top_k=q.head.top_k,
         scratch_bytes=max(node.op.scratch_bytes(node.params) for node in q.nodes()),
         source=source,
@@ -68,10 +71,18 @@ def decoder_calls(tflite: bytes, source: str = "") -> DecoderCalls:
 
 
 def decoder_calls_from_export(export_dir: str | Path) -> DecoderCalls:
-    path = Path(export_dir) / "model.tflite"
+    """The export's decoder, and its tokenizer blob when the export wrote one."""
+    path, vocab = Path(export_dir) / "model.tflite", Path(export_dir) / f"{VOCAB_NAME}.bin"
     if not path.is_file():
         raise UserError(f"{path}: missing (export a decoder into {export_dir} first)")
-    return decoder_calls(path.read_bytes(), source=str(path))
+    calls = decoder_calls(path.read_bytes(), source=str(path))
+    if not vocab.is_file():
+        return calls
+    blob = vocab.read_bytes()
+    spec = bpe_blob.unpack(blob)  # names what is wrong with a damaged blob
+    if spec.vocab_size != calls.vocab_size:
+        raise UserError(f"{vocab}: {spec.vocab_size} ids, the model {calls.vocab_size} (another export's?)")
+    return dataclasses.replace(calls, vocab=blob)
 
 
 def render_header(calls: DecoderCalls) -> str:
@@ -81,11 +92,25 @@ def render_header(calls: DecoderCalls) -> str:
         context=calls.context,
         hidden=calls.hidden,
         layers=len(calls.layers),
-        vocab=calls.vocab,
+        vocab=calls.vocab_size,
         top_k=calls.top_k,
         cache_bytes=2 * calls.context * calls.hidden,
         scratch_bytes=calls.scratch_bytes,
+        **_tokenizer_sizes(calls.vocab),
     )
+
+
+def _tokenizer_sizes(blob: bytes) -> dict:
+    if not blob:
+        return {"has_tokenizer": 0, "vocab_bytes": 1, "tokenizer_buffer_bytes": 4, "decode_bytes": 4}
+    spec = bpe_blob.unpack(blob)
+    longest = max((len(t) for t in spec.tokens), default=1)
+    return {
+        "has_tokenizer": 1,
+        "vocab_bytes": len(blob),
+        "tokenizer_buffer_bytes": 8 * spec.max_pretoken_bytes,
+        "decode_bytes": 3 * (3 + longest),
+    }
 
 
 def _table(ctype: str, name: str, items: list[str]) -> str:
@@ -110,6 +135,10 @@ def render_source(calls: DecoderCalls) -> str:
         parts.append(_table(f"mcubert_{op}_weights", f"generate_{op}_weights", [f"&{p}_weights" for p in names]))
         parts.append(_table("mcubert_tensor_view", f"generate_{op}_tensors", [f"{p}_tensors" for p in names]))
     parts += c_data.op_data(calls.head, "generate_head", shared)
+    if calls.vocab:  # the tokenizer reads the blob's u16/u32 fields in place: aligned as model_vocab.cc
+        parts.append(
+            c_data.array("generate_vocab", np.frombuffer(calls.vocab, np.uint8), " __attribute__((aligned(16)))")
+        )
     return "\n".join(parts)
 
 
