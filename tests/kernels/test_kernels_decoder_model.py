@@ -15,7 +15,13 @@ from tflm_mcubert.ops.kernel_abi import make_params
 pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
 
 VOCAB = 97
-CORES = [("cortex-m7", False, 256), ("cortex-m4", False, 48), ("cortex-m7", True, 48)]
+CORES = [
+    ("cortex-m7", False, 256),
+    ("cortex-m4", False, 48),
+    ("cortex-m7", True, 48),
+    ("cortex-m33", False, 24),  # Raspberry Pi Pico 2: ARMv8-M with the DSP extension
+    ("cortex-m0plus", False, 24),  # Raspberry Pi Pico: ARMv6-M, the plain path by itself
+]
 
 
 @pytest.fixture(scope="module")
