@@ -105,3 +105,37 @@ def test_a_decoder_evaluate_needs_held_out_text(checkpoint, capsys):
     code, _, err = run_cli(capsys, "evaluate", "--checkpoint", checkpoint)
     assert code != 0
     assert_one_clean_error(err, "needs --task")
+
+
+def test_a_student_distils_from_a_teacher_decoder_and_takes_its_tokenizer(checkpoint, text_file, tmp_path, capsys):
+    small = ("--vocab-size", "300", "--context", "32", "--hidden", "8", "--layers", "1", "--heads", "2")
+    argv = ["train-lm", "--task", text_file, *small, "--epochs", "1", "--batch-size", "8"]
+    code, _, err = run_cli(capsys, *argv, "--teacher", checkpoint, "--kd-weight", "0.7", "--out", tmp_path / "s")
+    assert code == 0, err
+    config = json.loads((tmp_path / "s" / "config.json").read_text())
+    assert config["tflm_mcubert_distilled_from"] == str(checkpoint.resolve())
+    transformers = pytest.importorskip("transformers")
+    student_tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "s"))
+    assert student_tokenizer.get_vocab() == transformers.AutoTokenizer.from_pretrained(str(checkpoint)).get_vocab()
+    assert json.loads((tmp_path / "s" / "metrics.json").read_text())["dev_perplexity"] < 300
+    # a teacher of another vocabulary is refused by name
+    other = [*argv, "--teacher", checkpoint, "--out", tmp_path / "t"]
+    other[other.index("--vocab-size") + 1] = "400"
+    code, _, err = run_cli(capsys, *other)
+    assert code != 0
+    assert_one_clean_error(err, "300 ids", "--vocab-size 300")
+
+
+def test_the_distillation_loss_is_the_next_token_loss_without_weight_and_zero_kl_against_itself(checkpoint):
+    import tensorflow as tf
+
+    from tflm_mcubert.model.decoder_import import load_decoder
+    from tflm_mcubert.train import language_model as lm
+
+    model, _ = load_decoder(checkpoint)
+    block = tf.constant(np.random.default_rng(0).integers(0, 300, (2, 32)), tf.int32)
+    hard = float(lm._loss(model, block))
+    settings = lm.LmSettings(kd_weight=0.0)
+    assert float(lm._distillation_loss(model, model, block, settings)) == pytest.approx(hard, rel=1e-6)
+    settings = lm.LmSettings(kd_weight=1.0)
+    assert float(lm._distillation_loss(model, model, block, settings)) == pytest.approx(0.0, abs=1e-5)

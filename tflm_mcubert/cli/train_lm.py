@@ -30,6 +30,13 @@ def add_parser(subparsers) -> list[str]:
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, help=f"default {default}")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument(
+        "--teacher",
+        help="a bigger decoder's checkpoint (e.g. an earlier train-lm --out): the student learns from its "
+        "distribution too (KD) and takes its tokenizer",
+    )
+    parser.add_argument("--kd-weight", type=float, default=0.5, help="weight of the distillation term (default 0.5)")
+    parser.add_argument("--kd-temperature", type=float, default=2.0, help="default 2")
     parser.add_argument("--seed", type=seed_argument, default=0)
     parser.add_argument("--out", required=True, help="the checkpoint folder (a GPT2LMHeadModel); a run there resumes")
     return ["train-lm"]
@@ -67,12 +74,18 @@ def run(args) -> int:
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         seed=args.seed,
+        teacher=str(Path(args.teacher).resolve()) if args.teacher else None,
+        kd_weight=args.kd_weight,
+        kd_temperature=args.kd_temperature,
     )
     _check(settings)
     out = output_directory(Path(args.out))
     train_texts, dev_texts, source = texts_of(args.task, args.seed)
     started = time.time()
-    if (out / "tokenizer.json").is_file():
+    teacher = None
+    if settings.teacher:
+        teacher, tokenizer = _teacher(settings, out)
+    elif (out / "tokenizer.json").is_file():
         from transformers import GPT2TokenizerFast
 
         tokenizer = GPT2TokenizerFast.from_pretrained(str(out))
@@ -83,7 +96,7 @@ def run(args) -> int:
     train_blocks = lm.blocks_of(tokenizer, train_texts, settings.context)
     dev_blocks = lm.blocks_of(tokenizer, dev_texts, settings.context)
     lm.log(f"{len(train_blocks)} training and {len(dev_blocks)} held-out blocks of {settings.context} tokens")
-    model, best = lm.train_lm(settings, train_blocks, dev_blocks, out)
+    model, best = lm.train_lm(settings, train_blocks, dev_blocks, out, teacher=teacher)
     metrics = {
         "epoch_kept": best["epoch"],
         "source": source,
@@ -98,6 +111,28 @@ def run(args) -> int:
     return 0
 
 
+def _teacher(settings, out: Path):
+    """(the teacher DecoderModel, its tokenizer, saved into `out` for the student)."""
+    from transformers import GPT2TokenizerFast
+
+    from tflm_mcubert.model.decoder_import import load_decoder  # Keras
+
+    teacher, folder = load_decoder(settings.teacher)
+    if teacher.config.vocab_size != settings.vocab_size:
+        raise UserError(
+            f"--teacher {settings.teacher}: {teacher.config.vocab_size} ids; give the student --vocab-size "
+            f"{teacher.config.vocab_size} (it takes the teacher's tokenizer)"
+        )
+    if teacher.config.max_positions < settings.context:
+        raise UserError(f"--teacher holds {teacher.config.max_positions} positions, fewer than --context")
+    try:
+        tokenizer = GPT2TokenizerFast.from_pretrained(str(folder))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--teacher {folder}: its tokenizer does not load ({exc})") from None
+    tokenizer.save_pretrained(str(out))
+    return teacher, tokenizer
+
+
 def _check(settings) -> None:
     for name in ("vocab_size", "context", "hidden", "layers", "heads", "epochs", "batch_size"):
         if getattr(settings, name) < 1:
@@ -108,3 +143,5 @@ def _check(settings) -> None:
         raise UserError(f"--hidden {settings.hidden} is not a multiple of --heads {settings.heads}")
     if not settings.learning_rate > 0:
         raise UserError("--learning-rate must be positive")
+    if not 0 <= settings.kd_weight <= 1 or not settings.kd_temperature > 0:
+        raise UserError("--kd-weight must be in [0, 1] and --kd-temperature positive")

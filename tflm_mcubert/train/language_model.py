@@ -46,6 +46,9 @@ class LmSettings:
     weight_decay: float = 0.01
     warmup_fraction: float = 0.05
     seed: int = 0
+    teacher: str | None = None  # a bigger decoder's checkpoint (same tokenizer): knowledge distillation
+    kd_weight: float = 0.5  # of the distillation term; the rest is the next-token loss
+    kd_temperature: float = 2.0
 
     def hf_config(self) -> dict:
         """The GPT2LMHeadModel config.json of this model (tokenizer ids filled in by save_checkpoint)."""
@@ -103,6 +106,16 @@ def _loss(model: DecoderModel, block: tf.Tensor) -> tf.Tensor:
     return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(block[:, 1:], logits, from_logits=True))
 
 
+def _distillation_loss(model: DecoderModel, teacher: DecoderModel, block: tf.Tensor, settings: LmSettings):
+    """(1 - w) * next-token loss + w * T^2 * KL(teacher || student) at temperature T, every position."""
+    inputs, t = block[:, :-1], settings.kd_temperature
+    logits = model(inputs)
+    hard = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(block[:, 1:], logits, from_logits=True))
+    target = tf.nn.softmax(tf.stop_gradient(teacher(inputs)) / t)
+    soft = tf.reduce_mean(keras.losses.kl_divergence(target, tf.nn.softmax(logits / t))) * t * t
+    return (1.0 - settings.kd_weight) * hard + settings.kd_weight * soft
+
+
 def perplexity(model: DecoderModel, blocks: np.ndarray, batch_size: int = 32) -> float:
     """exp of the mean next-token loss over every position of `blocks`."""
     total = 0.0
@@ -138,9 +151,10 @@ def _state_matches(state_dir: Path, settings: LmSettings) -> int:
     return int(state["epochs_done"])
 
 
-def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndarray, out_dir: Path):
+def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndarray, out_dir: Path, teacher=None):
     """(the DecoderModel of the epoch with the lowest dev perplexity, {"perplexity", "epoch"} of it), resuming
-    from OUT/lm-state/ and logging each epoch's dev perplexity."""
+    from OUT/lm-state/ and logging each epoch's dev perplexity. `teacher` (a DecoderModel of the same
+    vocabulary): distilled from it (_distillation_loss)."""
     keras.utils.set_random_seed(settings.seed)
     config = DecoderConfig.from_hf_dict(settings.hf_config())
     model = build_decoder(config, seed=settings.seed)
@@ -159,7 +173,7 @@ def train_lm(settings: LmSettings, train_blocks: np.ndarray, dev_blocks: np.ndar
     @tf.function
     def train_step(block):
         with tf.GradientTape() as tape:
-            loss = _loss(model, block)
+            loss = _loss(model, block) if teacher is None else _distillation_loss(model, teacher, block, settings)
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
@@ -224,5 +238,7 @@ def save_checkpoint(model: DecoderModel, settings: LmSettings, tokenizer, out_di
 
     save_file(hf_weights(model), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     config = settings.hf_config() | {"bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id}
+    if settings.teacher:
+        config["tflm_mcubert_distilled_from"] = settings.teacher
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
