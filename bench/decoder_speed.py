@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import math
 import re
@@ -35,12 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-_spec = importlib.util.spec_from_file_location("firmware_sizes", ROOT / "examples" / "baremetal" / "firmware_sizes.py")
-firmware_sizes = importlib.util.module_from_spec(_spec)
-sys.modules["firmware_sizes"] = firmware_sizes
-_spec.loader.exec_module(firmware_sizes)
+from emulated_firmware import EMULATOR_REGIONS, firmware_sizes  # noqa: E402 - bench/ is the script's folder
 
-EMULATOR_REGIONS = [(0x0000_0000, 16 << 20), (0x2000_0000, 16 << 20)]
 BOARDS = ("nucleo-f746zg", "nucleo-f767zi", "nucleo-h7a3zi-q")
 _PER_TOKEN = re.compile(r"prompt (\d+): (\d+) ids in, ids out:[^;]*; prompt \d+ cycles, (\d+) cycles a generated token")
 

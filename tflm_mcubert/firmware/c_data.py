@@ -9,6 +9,8 @@ field or tensor order.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from tflm_mcubert.ops import kernel_abi
@@ -91,3 +93,32 @@ def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
     count = f"MCUBERT_{short.upper()}_NUM_TENSORS"  # lets the compiler check the count against the API
     out.append(f"const mcubert_tensor_view {prefix}_tensors[{count}] = {{\n" + "\n".join(views) + "\n};\n")
     return out
+
+
+def layer_tables(call, prefix: str, op_prefixes: list[str], count_macro: str) -> list[str]:
+    """Per-layer pointer tables of one op: `const mcubert_<op>_params *const <prefix>_<op>_params[N]` (and
+    _weights, _tensors) pointing at each layer's `<op_prefix>_params` ... as op_data wrote them."""
+    op = struct_name(call.op)
+
+    def table(ctype: str, suffix: str, items: list[str]) -> str:
+        return f"const {ctype} *const {prefix}_{op}_{suffix}[{count_macro}] = {{" + ", ".join(items) + "};\n"
+
+    return [
+        table(f"mcubert_{op}_params", "params", [f"&{p}_params" for p in op_prefixes]),
+        table(f"mcubert_{op}_weights", "weights", [f"&{p}_weights" for p in op_prefixes]),
+        table("mcubert_tensor_view", "tensors", [f"{p}_tensors" for p in op_prefixes]),
+    ]
+
+
+def blob(name: str, data: bytes) -> str:
+    """A byte blob read in place as u16/u32 fields (a tokenizer's): aligned as the export's model_vocab.cc."""
+    return array(name, np.frombuffer(data, np.uint8), " __attribute__((aligned(16)))")
+
+
+def write_sources(out_dir, files: dict[str, str]) -> tuple[Path, ...]:
+    """Write each name -> text of `files` into `out_dir` (created if needed); their paths, in order."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out_dir / name).write_text(text)
+    return tuple(out_dir / name for name in files)

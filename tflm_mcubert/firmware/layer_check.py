@@ -169,12 +169,7 @@ def render_source(check: LayerCheck) -> str:
 
 def write_layer_data(check: LayerCheck, out_dir: str | Path) -> tuple[Path, Path]:
     """Write layer_data.h and layer_data.c into `out_dir` (created if needed)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    header, source = out_dir / HEADER, out_dir / SOURCE
-    header.write_text(render_header(check))
-    source.write_text(render_source(check))
-    return header, source
+    return c_data.write_sources(out_dir, {HEADER: render_header(check), SOURCE: render_source(check)})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@
 
 #include "generate_data.h"
 #include "mcubert/mcubert_ops.h"
+#include "app_support.h"
 #include "platform.h"
 #if GENERATE_HAS_TOKENIZER
 #include "mcubert/mcubert_bpe_tokenizer.h"
@@ -48,18 +49,6 @@ static mcubert_bpe_tokenizer bpe;
 static uint32_t bpe_buffer[(GENERATE_TOKENIZER_BUFFER_BYTES + 3) / 4];
 static uint8_t piece[GENERATE_DECODE_BYTES + 1];
 #endif
-
-static int32_t report_error(const char *what, mcubert_status status, const mcubert_message *message)
-{
-    mcubert_platform_write("FAIL: ");
-    mcubert_platform_write(what);
-    mcubert_platform_write(": ");
-    mcubert_platform_write(mcubert_status_name(status));
-    mcubert_platform_write(": ");
-    mcubert_platform_write(message->text);
-    mcubert_platform_write("\n");
-    return 2;
-}
 
 /* What a TFLM op's Prepare does, for every op; each op's scratch must fit the one buffer. */
 static mcubert_status validate_model(const char **what, mcubert_message *message)
@@ -247,33 +236,18 @@ static int32_t parse_prompt(uint32_t number, const uint8_t *text, uint32_t bytes
 }
 #endif
 
-/* The number after `key` on the command line (up to a space), or `fallback`. */
+/* The number after `key` on the command line, or `fallback`. */
 static uint32_t number_argument(const char *command_line, const char *key, uint32_t fallback)
 {
-    const char *at = strstr(command_line, key);
-    uint32_t value = 0u;
-    if (at == NULL) {
+    char text[12];
+    uint32_t value = 0u, i;
+    if (mcubert_command_line_value(command_line, key, text, sizeof text)[0] == '\0') {
         return fallback;
     }
-    for (at += strlen(key); *at >= '0' && *at <= '9' && value < 100000u; ++at) {
-        value = 10u * value + (uint32_t)(*at - '0');
+    for (i = 0u; text[i] >= '0' && text[i] <= '9' && value < 100000u; ++i) {
+        value = 10u * value + (uint32_t)(text[i] - '0');
     }
     return value;
-}
-
-/* The path after `prompts=` on the command line (up to a space), or "". */
-static const char *source_from_command_line(const char *command_line)
-{
-    static char source[SOURCE_BYTES];
-    const char *at = strstr(command_line, "prompts=");
-    uint32_t n = 0u;
-    if (at != NULL) {
-        for (at += 8; at[n] != '\0' && at[n] != ' ' && n < SOURCE_BYTES - 1u; ++n) {
-            source[n] = at[n];
-        }
-    }
-    source[n] = '\0';
-    return source;
 }
 
 /* Continues one prompt of `count` ids by up to `new_tokens` (kept in generated_ids, *made of them), printing
@@ -334,7 +308,7 @@ static int32_t generate_lines(const char *source, uint32_t new_tokens)
             count = parse_prompt(number, line, (uint32_t)stored, &status, &message);
         }
         if (count == -2) {
-            return report_error("tokenize", status, &message);
+            return mcubert_report_refusal("tokenize", status, &message);
         }
         if (count < 0) {
             exit_status = 3;
@@ -348,7 +322,7 @@ static int32_t generate_lines(const char *source, uint32_t new_tokens)
         }
 #endif
         if (status != MCUBERT_OK) {
-            return report_error(what, status, &message);
+            return mcubert_report_refusal(what, status, &message);
         }
     }
     if (number == 0u) {
@@ -356,13 +330,7 @@ static int32_t generate_lines(const char *source, uint32_t new_tokens)
                                "or define mcubert_platform_read_line() for your board's UART\n");
         return 4;
     }
-    mcubert_platform_write("done: ");
-    mcubert_platform_write_uint(number);
-    mcubert_platform_write(" prompts; stack used ");
-    mcubert_platform_write_uint(mcubert_stack_used_bytes());
-    mcubert_platform_write(" of ");
-    mcubert_platform_write_uint(mcubert_stack_size_bytes());
-    mcubert_platform_write(" B\n");
+    mcubert_write_done(number, "prompts");
     return exit_status;
 }
 
@@ -385,18 +353,19 @@ int main(void)
     mcubert_platform_write(mcubert_uses_dsp_path() ? ", greedy, DSP path\n" : ", greedy, plain C path\n");
     status = validate_model(&what, &message);
     if (status != MCUBERT_OK) {
-        return report_error(what, status, &message);
+        return mcubert_report_refusal(what, status, &message);
     }
 #if GENERATE_HAS_TOKENIZER
     status = mcubert_bpe_init(&bpe, generate_vocab, GENERATE_VOCAB_BYTES, &message);
     if (status != MCUBERT_OK) {
-        return report_error("tokenizer init", status, &message);
+        return mcubert_report_refusal("tokenizer init", status, &message);
     }
     if (mcubert_bpe_get_buffer_size(&bpe) > sizeof bpe_buffer || mcubert_bpe_decode_bound(&bpe, 1u) > sizeof piece) {
         mcubert_platform_write("FAIL: the tokenizer needs more scratch than the generated sizes\n");
         return 2;
     }
 #endif
-    return generate_lines(source_from_command_line(command_line),
+    static char source[SOURCE_BYTES];
+    return generate_lines(mcubert_command_line_value(command_line, "prompts=", source, SOURCE_BYTES),
                           number_argument(command_line, "tokens=", GENERATE_NEW_TOKENS));
 }

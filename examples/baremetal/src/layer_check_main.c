@@ -16,6 +16,7 @@
 
 #include "layer_data.h"
 #include "mcubert/mcubert_ops.h"
+#include "app_support.h"
 #include "platform.h"
 
 /* The working hidden state and the ops' scratch live in the arena region (AXI SRAM on the H7). */
@@ -24,18 +25,6 @@ __attribute__((section(".bss.mcubert_arena"), aligned(16))) static int8_t hidden
 #define SCRATCH_GUARD 64
 #define GUARD_BYTE 0xA5u
 __attribute__((section(".bss.mcubert_arena"), aligned(16))) static uint8_t scratch[LAYER_SCRATCH_BYTES + SCRATCH_GUARD];
-
-static int32_t report_error(const char *what, mcubert_status status, const mcubert_message *message)
-{
-    mcubert_platform_write("FAIL: ");
-    mcubert_platform_write(what);
-    mcubert_platform_write(": ");
-    mcubert_platform_write(mcubert_status_name(status));
-    mcubert_platform_write(": ");
-    mcubert_platform_write(message->text);
-    mcubert_platform_write("\n");
-    return 2;
-}
 
 static void write_stack_use(void)
 {
@@ -130,7 +119,7 @@ static int32_t soak(int32_t attention_scratch, int32_t mlp_scratch)
         }
         status = run_layer(mask, attention_scratch, mlp_scratch, &unused, &unused, &message);
         if (status != MCUBERT_OK) {
-            return report_error("soak", status, &message);
+            return mcubert_report_refusal("soak", status, &message);
         }
         if (crc32_of_hidden() != layer_soak_crc[run]) {
             mcubert_platform_write("FAIL: soak run ");
@@ -178,11 +167,11 @@ int main(void)
     status = mcubert_attention_validate(&layer_attention_params, layer_attention_tensors, MCUBERT_ATTENTION_NUM_TENSORS,
                                         &message);
     if (status != MCUBERT_OK) {
-        return report_error("attention validate", status, &message);
+        return mcubert_report_refusal("attention validate", status, &message);
     }
     status = mcubert_mlp_validate(&layer_mlp_params, layer_mlp_tensors, MCUBERT_MLP_NUM_TENSORS, &message);
     if (status != MCUBERT_OK) {
-        return report_error("mlp validate", status, &message);
+        return mcubert_report_refusal("mlp validate", status, &message);
     }
     attention_scratch = mcubert_attention_get_buffer_size(layer_attention_params.seq_len, layer_attention_params.hidden,
                                                           layer_attention_params.heads, layer_attention_params.tile);
@@ -199,7 +188,7 @@ int main(void)
     }
     status = run_layer(layer_mask, attention_scratch, mlp_scratch, &attention_cycles, &mlp_cycles, &message);
     if (status != MCUBERT_OK) {
-        return report_error("layer", status, &message);
+        return mcubert_report_refusal("layer", status, &message);
     }
 
     for (i = 0; i < LAYER_HIDDEN_BYTES; ++i) {

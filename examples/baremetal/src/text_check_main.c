@@ -22,6 +22,7 @@
 
 #include "mcubert/mcubert_ops.h"
 #include "mcubert/mcubert_tokenizer.h"
+#include "app_support.h"
 #include "platform.h"
 #include "text_data.h"
 
@@ -37,18 +38,6 @@ static int32_t token_types[TEXT_SEQ_LEN];
 static int8_t mask[TEXT_SEQ_LEN];
 static int8_t logits[TEXT_LABELS];
 static mcubert_tokenizer tokenizer;
-
-static int32_t report_error(const char *what, mcubert_status status, const mcubert_message *message)
-{
-    mcubert_platform_write("FAIL: ");
-    mcubert_platform_write(what);
-    mcubert_platform_write(": ");
-    mcubert_platform_write(mcubert_status_name(status));
-    mcubert_platform_write(": ");
-    mcubert_platform_write(message->text);
-    mcubert_platform_write("\n");
-    return 2;
-}
 
 static void write_cycles(const char *label, uint32_t cycles)
 {
@@ -168,21 +157,6 @@ static void write_result(uint32_t number, uint32_t valid, uint32_t tokenize_cycl
     mcubert_platform_write("\n");
 }
 
-/* The path after `sentences=` on the command line (up to a space), or "". */
-static const char *source_from_command_line(const char *command_line)
-{
-    static char source[SOURCE_BYTES];
-    const char *at = strstr(command_line, "sentences=");
-    uint32_t n = 0u;
-    if (at != NULL) {
-        for (at += 10; at[n] != '\0' && at[n] != ' ' && n < SOURCE_BYTES - 1u; ++n) {
-            source[n] = at[n];
-        }
-    }
-    source[n] = '\0';
-    return source;
-}
-
 /* Tokenizes and classifies every line of the input; the exit status. */
 static int32_t classify_lines(const char *source)
 {
@@ -207,12 +181,12 @@ static int32_t classify_lines(const char *source)
                                   &valid, word_buffer, sizeof word_buffer, &message);
         tokenize_cycles = mcubert_cycles() - start;
         if (status != MCUBERT_OK) {
-            return report_error("tokenize", status, &message);
+            return mcubert_report_refusal("tokenize", status, &message);
         }
         start = mcubert_cycles();
         status = run_model((int32_t)valid, &what, &message);
         if (status != MCUBERT_OK) {
-            return report_error(what, status, &message);
+            return mcubert_report_refusal(what, status, &message);
         }
         write_result(number, valid, tokenize_cycles, mcubert_cycles() - start);
     }
@@ -221,13 +195,7 @@ static int32_t classify_lines(const char *source)
                                "or define mcubert_platform_read_line() for your board's UART\n");
         return 4;
     }
-    mcubert_platform_write("done: ");
-    mcubert_platform_write_uint(number);
-    mcubert_platform_write(" sentences; stack used ");
-    mcubert_platform_write_uint(mcubert_stack_used_bytes());
-    mcubert_platform_write(" of ");
-    mcubert_platform_write_uint(mcubert_stack_size_bytes());
-    mcubert_platform_write(" B\n");
+    mcubert_write_done(number, "sentences");
     return 0;
 }
 
@@ -251,7 +219,7 @@ int main(void)
 
     status = mcubert_tokenizer_init(&tokenizer, text_vocab, TEXT_VOCAB_BYTES, &message);
     if (status != MCUBERT_OK) {
-        return report_error("tokenizer init", status, &message);
+        return mcubert_report_refusal("tokenizer init", status, &message);
     }
     if (mcubert_tokenizer_get_buffer_size(&tokenizer) > sizeof word_buffer) {
         mcubert_platform_write("FAIL: the tokenizer needs more scratch than the generated size\n");
@@ -259,7 +227,9 @@ int main(void)
     }
     status = validate_model(&what, &message);
     if (status != MCUBERT_OK) {
-        return report_error(what, status, &message);
+        return mcubert_report_refusal(what, status, &message);
     }
-    return classify_lines(source_from_command_line(mcubert_platform_command_line()));
+    static char source[SOURCE_BYTES];
+    return classify_lines(
+        mcubert_command_line_value(mcubert_platform_command_line(), "sentences=", source, SOURCE_BYTES));
 }
