@@ -3,7 +3,9 @@
 the same student and seeds). A script, not a test.
 
 Prints per budget: the seeds both have, mean ± sd dev and test of each, the paired difference (A − B) and
-its paired bootstrap p over seeds and examples (`bench_stats.py`).
+its paired bootstrap p over seeds and examples (`bench_stats.py`). `--method-b adaptive` compares A's NAS with
+B's adaptive embedding (e.g. NAS run with `--candidates searched,adaptive,projected` against the recorded
+adaptive runs of the same seeds).
 
     python bench/compare_nas_runs.py runs/bench/rotten_tomatoes/summary.json bench/results/nas_vs_adaptive.json
 """
@@ -56,11 +58,14 @@ def main() -> int:
     parser.add_argument("a", type=Path, help="summary.json of nas_vs_adaptive.py (A)")
     parser.add_argument("b", type=Path, help="summary.json of nas_vs_adaptive.py (B)")
     parser.add_argument("--method", default="nas", help="the method compared (default nas)")
+    parser.add_argument("--method-b", help="B's method, when not --method's (e.g. adaptive)")
     opts = parser.parse_args()
-    a, b = nas_runs(opts.a, opts.method), nas_runs(opts.b, opts.method)
+    a, b = nas_runs(opts.a, opts.method), nas_runs(opts.b, opts.method_b or opts.method)
     shared = sorted(set(a) & set(b))
     if not shared:
-        raise SystemExit(f"{opts.a} and {opts.b} share no (budget, seed) of {opts.method}")
+        raise SystemExit(
+            f"{opts.a} and {opts.b} share no (budget, seed) of {opts.method}/{opts.method_b or opts.method}"
+        )
     print("| budget | seeds | A dev / test | B dev / test | A − B dev / test | bootstrap p dev / test |")
     print("|---|---|---|---|---|---|")
     for label in sorted({budget for budget, _ in shared}):

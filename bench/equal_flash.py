@@ -24,7 +24,11 @@ embedding's own at that width are trained with adaptive's recipe and steps, the 
 `--tasks NAME=STUDENT,...` (runs in OUT/<task>), as `nas_vs_adaptive.py`.
 OUT/summary.json keeps everything, per-example predictions included; OUT/equal_flash.png plots dev and test
 (mean ± sd) per method against the uncompressed student. Resumable and settings-checked as
-`nas_vs_adaptive.py` (whose runner it shares); rerun the same command to finish.
+`nas_vs_adaptive.py` (whose runner it shares); rerun the same command to finish. `--merge SUMMARY.json[,...]`
+reads back the runs of earlier summaries (e.g. bench/results/equal_flash_select_<task>.json) that this command
+does not have, as `nas_vs_adaptive.py --merge` (same code): `--seeds 5,6,7,8,9` adds five seeds to five
+earlier ones; a summary of other settings or another student is refused, and so is one whose run this
+command also has (e.g. `--seeds 0 --methods adaptive-int4`) but predicting differently.
 
     python bench/equal_flash.py --student runs/student-tiny --out runs/equal-flash \
         --epochs 0.5 --finetune-epochs 1 --jobs 2 --max-seq-len 64
@@ -46,6 +50,7 @@ from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, paired_bootstrap  # noqa: E402
 from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, log, method_summary, pyplot  # noqa: E402
 from nas_vs_adaptive import run_search, run_settings, save_figure, task_options, training_cost  # noqa: E402
+from nas_vs_adaptive import earlier_summaries, with_earlier_runs, write_json  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
@@ -192,6 +197,15 @@ def plot(summary: dict, path: Path) -> Path | None:
     return save_figure(plt, figure, path)
 
 
+def merged(rows: list[dict], opts, settings: dict) -> list[dict]:
+    """`rows` and the runs of the `--merge` summaries (same task, settings, student; a run both have must
+    predict the same: `nas_vs_adaptive.earlier_summaries`) of the (method, seed)s `rows` lacks, the first
+    file's first; by method, then seed."""
+    for _name, earlier in earlier_summaries(opts, settings, rows, lambda summary: summary["runs"]):
+        rows = with_earlier_runs(rows, earlier)
+    return sorted(rows, key=lambda r: (list(METHODS).index(r["method"]), r["seed"]))
+
+
 def run_flash_task(opts) -> bool:
     """Every (method, seed) of one task not yet finished, then its tables, summary.json and plot."""
     config = json.loads((opts.student / "config.json").read_text())
@@ -213,20 +227,21 @@ def run_flash_task(opts) -> bool:
         (m, s) for s in seeds for m in METHODS if m in wanted or (opts.out / f"{m}-seed{s}" / "metrics.json").is_file()
     ]
     with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
-        rows = list(pool.map(run, jobs))
+        ran = list(pool.map(run, jobs))
+    rows = merged(ran, opts, settings)
     summary = summarize(rows)
     wall = time.monotonic() - began
-    summed = sum(r.get("seconds", 0) for r in rows)
+    summed = sum(r.get("seconds", 0) for r in ran)
     record = (
         settings | summary | {"wall_seconds_this_invocation": round(wall, 1), "run_seconds_summed": round(summed, 1)}
     )
-    (opts.out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")
+    write_json(opts.out / "summary.json", record)
     print(f"\n## {opts.task} (student {opts.student})\n")
     print(markdown(summary))
     print(f"\nwall time {wall:.0f} s (this invocation); run seconds summed: {summed:.0f}")
     figure = plot(summary, opts.out / "equal_flash.png") if summary["methods"] else None
     print(f"wrote {opts.out / 'summary.json'}" + (f" and {figure}" if figure else ""))
-    return all("failed" not in r for r in rows)
+    return all("failed" not in r for r in ran)
 
 
 def main() -> int:

@@ -37,7 +37,8 @@ bench/results/nas_vs_adaptive_select_<task>.json) that this command does not hav
 joins the tables, summary.json and plot as it was, and a budget it runs gets the earlier (method, seed)s it
 lacks (`--seeds 5,6,7,8,9` adds five seeds to five earlier ones). They must be of the same task and
 settings and the same student (its uncompressed dev and test accuracy, recorded in every run, equal to this
-command's runs').
+command's runs'), and a run this command has that the summary also holds (`--seeds 0 --methods adaptive`: a
+reproduction check) must predict the same, example for example. Summaries are written compact.
 
     python bench/nas_vs_adaptive.py --tasks rotten_tomatoes=runs/rt/student,party_speeches=runs/party/student \
         --out runs/bench --budgets 4,2,318420 --epochs 0.5 --finetune-epochs 1 --max-seq-len 64
@@ -423,6 +424,11 @@ def add_run_arguments(parser: argparse.ArgumentParser, out: str) -> None:
     parser.add_argument("--epochs", type=float, default=1.0, help="per NAS search stage (default 1)")
     parser.add_argument("--finetune-epochs", type=float, default=1.0, help="default 1")
     parser.add_argument("--jobs", type=int, default=1, help="searches run at once (default 1)")
+    parser.add_argument(
+        "--merge",
+        help="comma-separated summary.json files of earlier runs (same task, settings and student; a run both "
+        "have must predict the same): the runs this command does not have join the tables, summary.json and plot",
+    )
 
 
 def task_options(opts) -> list[argparse.Namespace]:
@@ -499,32 +505,63 @@ def student_scores(runs: list[dict]) -> set[tuple[float, float]]:
     return {(r["uncompressed"]["validation"], r["uncompressed"]["test"]) for r in runs if "uncompressed" in r}
 
 
-def earlier_budgets(opts, settings: dict, results: list[dict]) -> dict[str, dict]:
-    """{budget label: its summary} of the `--merge` summaries of this task, the first file's first.
-    Refused when made with other settings or from another student (its uncompressed scores differ)."""
-    ours, earlier = student_scores(results), {}
+def earlier_summaries(opts, settings: dict, results: list[dict], runs_of) -> list[tuple[str, dict]]:
+    """(file, summary) of the `--merge` summaries of this task, in the order given. Refused when made with
+    other settings (every key of `settings` but the student's path) or from another student (its
+    uncompressed scores differ), or when a run both have -- the same (method, seed, and budget if any) --
+    predicts differently: a re-run must reproduce the recorded run example for example. `runs_of(summary)`:
+    its runs."""
+    ours, found = student_scores(results), []
     for name in filter(None, (getattr(opts, "merge", None) or "").split(",")):
         summary = json.loads(Path(name).read_text())
         if summary.get("task") != opts.task:
             continue
-        changed = {
-            k: (summary.get(k), settings[k]) for k in SETTINGS if k != "student" and summary.get(k) != settings[k]
-        }
-        theirs = student_scores([r for budget in summary["budgets"] for r in budget["runs"]])
+        changed = {k: (summary.get(k), v) for k, v in settings.items() if k != "student" and summary.get(k) != v}
+        theirs = student_scores(runs_of(summary))
         if changed or len(theirs | ours) > 1:
             raise SystemExit(
                 f"--merge {name}: made with other settings (was, now: {changed}) or from another student "
                 f"(uncompressed dev, test: {sorted(theirs)} there, {sorted(ours)} here)"
             )
+        recorded = {_run_key(r): r for r in runs_of(summary) if "predictions" in r}
+        for run in results:
+            if "predictions" in run and _run_key(run) in recorded:
+                if run["predictions"] != recorded[_run_key(run)]["predictions"]:
+                    raise SystemExit(
+                        f"--merge {name}: {_run_key(run)} re-run here predicts differently from the recorded run "
+                        "(another code version or environment): not merged"
+                    )
+        found.append((name, summary))
+    return found
+
+
+def _run_key(run: dict) -> tuple:
+    return run.get("budget"), run["method"], run["seed"]
+
+
+def earlier_budgets(opts, settings: dict, results: list[dict]) -> dict[str, dict]:
+    """{budget label: its summary} of the `--merge` summaries of this task, the first file's first
+    (`earlier_summaries`, which refuses other settings, another student or a run not reproduced)."""
+    earlier = {}
+    for name, summary in earlier_summaries(opts, settings, results, _budget_runs):
         for budget in summary["budgets"]:
             earlier.setdefault(budget["label"], budget | {"merged_from": name})
     return earlier
+
+
+def _budget_runs(summary: dict) -> list[dict]:
+    return [r | {"budget": r.get("budget", b["label"])} for b in summary["budgets"] for r in b["runs"]]
 
 
 def with_earlier_runs(rows: list[dict], earlier: dict | None) -> list[dict]:
     """`rows` and the earlier summary's runs of the (method, seed)s `rows` do not have."""
     have = {(r["method"], r["seed"]) for r in rows}
     return rows + [r for r in (earlier or {}).get("runs", []) if (r["method"], r["seed"]) not in have]
+
+
+def write_json(path: Path, record: dict) -> None:
+    """A summary file, compact (`separators=(",", ":")`): per-example predictions of many runs stay small."""
+    path.write_text(json.dumps(record, separators=(",", ":")) + "\n")
 
 
 def run_task(opts) -> bool:
@@ -552,7 +589,7 @@ def run_task(opts) -> bool:
     for budget in budgets:
         rows = with_earlier_runs([r for r in results if r["budget"] == budget.label], earlier.pop(budget.label, None))
         summary = summarize_budget(budget, rows, dense_shape)
-        (opts.out / budget.label / "summary.json").write_text(json.dumps(settings | summary, indent=1) + "\n")
+        write_json(opts.out / budget.label / "summary.json", settings | summary)
         summaries.append(summary)
     summaries += earlier.values()  # the --merge budgets this command does not run, as they were
     wall = time.monotonic() - began
@@ -563,7 +600,7 @@ def run_task(opts) -> bool:
         "wall_seconds_this_invocation": round(wall, 1),
         "run_seconds_summed": round(summed, 1),
     }
-    (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_json(opts.out / "summary.json", summary)
     print(f"\n## {opts.task} (student {opts.student})\n")
     print(markdown_table(summaries))
     print()
@@ -583,11 +620,6 @@ def main() -> int:
         default="318420",
         help="comma-separated; percent of the dense table (2%%, or a bare number <= 100) or parameters "
         "(318420, 156k); run in this order (default 318420: the paper's adaptive embedding for BERT-tiny)",
-    )
-    parser.add_argument(
-        "--merge",
-        help="comma-separated summary.json files of earlier runs (same task, settings and student): the runs "
-        "this command does not have join the tables, summary.json and plot",
     )
     parser.add_argument(
         "--methods",

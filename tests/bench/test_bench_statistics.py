@@ -126,3 +126,84 @@ def test_merge_reads_back_the_earlier_runs_of_the_same_task_settings_and_student
     epochs = earlier("epochs.json", [{"label": "2pct", "runs": [run(0)]}], finetune_epochs=2.0)
     with pytest.raises(SystemExit, match="other settings"):
         earlier_budgets(argparse.Namespace(task="rt", merge=epochs), settings, ours)
+
+
+def _merge_files(tmp_path, settings, runs, **changed):
+    import json
+
+    path = tmp_path / f"earlier{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps(settings | {"student": "old/student", "runs": runs} | changed))
+    return str(path)
+
+
+def _flash_run(method, seed, predictions=(1, 0, 1, 1)):
+    return {
+        "method": method,
+        "seed": seed,
+        "predictions": {"validation": list(predictions), "test": list(predictions)},
+        "labels": {"validation": [1] * 4, "test": [1] * 4},
+        "uncompressed": {"validation": 0.6555, "test": 0.6891},
+    }
+
+
+def test_equal_flash_merges_the_earlier_seeds_through_nas_vs_adaptives_merge(tmp_path):
+    import argparse
+
+    settings = {"task": "party", "student": "new/student", "epochs_per_search_stage": 0.5, "finetune_epochs": 1.0}
+    settings |= {"search_args": ["--max-seq-len", "64"], "bytes": 319_996}
+    earlier = [_flash_run(m, s) for m in ("nas-int4", "adaptive-int4") for s in (0, 1)]
+    ours = [_flash_run("nas-int4", 5), _flash_run("adaptive-int4", 5), _flash_run("adaptive-int4", 0)]
+    same = _merge_files(tmp_path, settings, earlier)
+    rows = equal_flash.merged(ours, argparse.Namespace(task="party", merge=same), settings)
+    # this command's runs and the earlier ones it lacks, by method then seed; adaptive seed 0 is this command's
+    assert [(r["method"], r["seed"]) for r in rows] == [
+        ("adaptive-int4", 0),
+        ("adaptive-int4", 1),
+        ("adaptive-int4", 5),
+        ("nas-int4", 0),
+        ("nas-int4", 1),
+        ("nas-int4", 5),
+    ]
+    by_method = {m: [r for r in rows if r["method"] == m] for m in ("nas-int4", "adaptive-int4")}
+    assert equal_flash.compare(by_method["nas-int4"], by_method["adaptive-int4"])["seeds"] == [0, 1, 5]
+    assert equal_flash.merged(ours, argparse.Namespace(task="other", merge=same), settings) == sorted(
+        ours, key=lambda r: (list(equal_flash.METHODS).index(r["method"]), r["seed"])
+    )  # another task's summary is not this one's
+    other_bytes = _merge_files(tmp_path, settings, earlier, bytes=320_000)
+    with pytest.raises(SystemExit, match="other settings"):
+        equal_flash.merged(ours, argparse.Namespace(task="party", merge=other_bytes), settings)
+
+
+def test_a_rerun_that_does_not_reproduce_the_recorded_run_is_not_merged(tmp_path):
+    import argparse
+
+    from nas_vs_adaptive import earlier_budgets
+
+    settings = {"task": "party", "student": "new/student", "epochs_per_search_stage": 0.5, "finetune_epochs": 1.0}
+    settings |= {"search_args": ["--max-seq-len", "64"], "bytes": 319_996}
+    recorded = _merge_files(tmp_path, settings, [_flash_run("adaptive-int4", 0)])
+    rerun = [_flash_run("adaptive-int4", 0, predictions=(1, 1, 1, 1))]
+    with pytest.raises(SystemExit, match="predicts differently"):
+        equal_flash.merged(rerun, argparse.Namespace(task="party", merge=recorded), settings)
+    # nas_vs_adaptive's budgets: the same check, per (budget, method, seed)
+    del settings["bytes"]
+    budgets = [{"label": "2pct", "runs": [_flash_run("adaptive", 0) | {"budget": "2pct"}]}]
+    path = _merge_files(tmp_path, settings, [], budgets=budgets)
+    opts = argparse.Namespace(task="party", merge=path)
+    reproduced = [_flash_run("adaptive", 0) | {"budget": "2pct"}]
+    assert list(earlier_budgets(opts, settings, reproduced)) == ["2pct"]
+    other_budget = [_flash_run("adaptive", 0, predictions=(0, 0, 0, 0)) | {"budget": "4pct"}]
+    assert list(earlier_budgets(opts, settings, other_budget)) == ["2pct"]  # not the same run
+    with pytest.raises(SystemExit, match="predicts differently"):
+        earlier_budgets(opts, settings, [other_budget[0] | {"budget": "2pct"}])
+
+
+def test_summaries_are_written_compact(tmp_path):
+    import json
+
+    from nas_vs_adaptive import write_json
+
+    record = {"runs": [{"predictions": {"test": [0, 1, 1]}}]}
+    write_json(tmp_path / "summary.json", record)
+    text = (tmp_path / "summary.json").read_text()
+    assert text == '{"runs":[{"predictions":{"test":[0,1,1]}}]}\n' and json.loads(text) == record
