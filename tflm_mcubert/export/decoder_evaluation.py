@@ -20,6 +20,7 @@ from tflm_mcubert.export.decoder_export import (
     calibration_sequences,
     load_decoder_model,
     quantize_and_write,
+    tokenizer_blob,
 )
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 
@@ -36,6 +37,20 @@ def int8_perplexity(decoder, blocks: np.ndarray) -> float:
             total += log_sum - logits[int(block[position + 1])]
             count += 1
     return float(np.exp(total / count))
+
+
+def exported_perplexity(request: DecoderRequest, model, tokenizer, sequences, blocks: np.ndarray) -> dict:
+    """The int8 model `export` writes for request.board (its word table sized to the Flash the model and the
+    tokenizer blob leave): its perplexity on `blocks` (the checkpoint's ids), Flash bytes and compression."""
+    blob_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
+    decoder, _, tflite, permutation, compression = quantize_and_write(request, model, sequences, blob_bytes)
+    ids = blocks if permutation is None else np.asarray(permutation)[blocks]
+    return {
+        "perplexity": int8_perplexity(decoder, ids),
+        "board": request.board.name,
+        "flash_bytes": len(tflite) + blob_bytes,
+        "compression": compression,
+    }
 
 
 def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | None = None, log=print) -> dict:
@@ -63,14 +78,14 @@ def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | Non
     result["float_perplexity_int8_blocks"] = perplexity(model, sample)
     result["int8_dense_perplexity"] = int8_perplexity(dense, sample)
     log(f"int8, dense word table: perplexity {result['int8_dense_perplexity']:.2f} ({len(sample)} blocks)")
-    decoder, _, tflite, permutation, compression = quantize_and_write(request, model, sequences)
-    ids = sample if permutation is None else np.asarray(permutation)[sample]
-    result["int8_exported_perplexity"] = int8_perplexity(decoder, ids)
-    result["exported"] = {"board": request.board.name, "flash_bytes": len(tflite), "compression": compression}
+    exported = exported_perplexity(request, model, tokenizer, sequences, sample)
+    result["int8_exported_perplexity"] = exported.pop("perplexity")
+    result["exported"] = exported
     result["calibration"] = calibration
     result["seconds"] = round(time.time() - started, 1)
     log(
-        f"int8 as exported for {request.board.name} ({compression['method']} table, {len(tflite):,} B): "
+        f"int8 as exported for {request.board.name} ({exported['compression']['method']} table, "
+        f"{exported['flash_bytes']:,} B): "
         f"perplexity {result['int8_exported_perplexity']:.2f}"
     )
     return result
