@@ -132,6 +132,7 @@ def test_a_checkpoint_exports_with_its_table_compressed_to_the_flash_given(tmp_p
         (("--weight-bits", "4"), "--weight-bits"),
         (("--schedule", "stock"), "--schedule"),
         (("--seq-len", "300"), "--seq-len 300"),
+        (("--seq-len", "0"), "--seq-len 0"),
         (("--top-k", "0"), "--top-k 0"),
         (("--sram", "64KB", "--flash", "2MB"), "arena needs"),
     ],

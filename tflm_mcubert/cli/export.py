@@ -192,7 +192,7 @@ def run(args) -> int:
         checkpoint=args.checkpoint,
         preset=args.preset,
         num_labels=args.num_labels,
-        seq_len=args.seq_len or 128,
+        seq_len=args.seq_len if args.seq_len is not None else 128,
         schedule=args.schedule,
         precision=args.precision,
         embedding=args.embedding,

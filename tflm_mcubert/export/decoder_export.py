@@ -280,7 +280,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     started = time.time()
     model, tokenizer, source = load_decoder_model(request)
     config = model.config
-    context = request.context or config.max_positions
+    context = request.context if request.context is not None else config.max_positions
     if not 1 <= context <= config.max_positions:
         raise UserError(f"--seq-len {context}: the decoder's context is 1..{config.max_positions} positions")
     if not 1 <= request.top_k <= min(64, config.vocab_size):
