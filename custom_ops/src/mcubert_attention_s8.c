@@ -57,6 +57,14 @@ int32_t mcubert_attention_get_buffer_size(int32_t seq_len, int32_t hidden, int32
     return layout.total;
 }
 
+enum { QUERY, KEY, VALUE, OUTPUT }; /* the projections, in the order of their weight inputs */
+
+/* The width of projection `which` (SPEC 3.1.2). */
+static int32_t projection_width(const mcubert_attention_params *p, int32_t which)
+{
+    return mcubert_layer_width(p->int4_layers, which, p->weight_bits);
+}
+
 static mcubert_status validate_options(const mcubert_attention_params *p, mcubert_message *m)
 {
     mcubert_status st;
@@ -74,7 +82,9 @@ static mcubert_status validate_options(const mcubert_attention_params *p, mcuber
         (st = mcubert_check_range(OP, "context_shift", p->context_shift, -31, 30, m)) != MCUBERT_OK ||
         (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
         (st = mcubert_check_weight_bits(OP, p->weight_bits, p->spec_version, MCUBERT_ATTENTION_WEIGHT_BITS_SINCE, m)) !=
-            MCUBERT_OK) {
+            MCUBERT_OK ||
+        (st = mcubert_check_int4_layers(OP, p->int4_layers, 4, p->weight_bits, p->spec_version,
+                                        MCUBERT_ATTENTION_INT4_LAYERS_SINCE, m)) != MCUBERT_OK) {
         return st;
     }
     if (p->hidden % p->heads != 0) {
@@ -151,7 +161,7 @@ mcubert_status mcubert_attention_validate(const mcubert_attention_params *params
     for (i = 0; i < 4; ++i) {
         st = mcubert_check_linear_bits(OP, linear_names[i][0], &t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i],
                                        linear_names[i][1], &t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i], (int32_t)d,
-                                       (int32_t)d, params->weight_bits == 4 ? 4 : 8, message);
+                                       (int32_t)d, projection_width(params, i), message);
         if (st != MCUBERT_OK) {
             return st;
         }
@@ -184,27 +194,30 @@ typedef struct {
     uint32_t *widened;    /* [4][max(d, s)] int16 */
 } attention_state;
 
-/* One d x d projection of the op as a linear layer at the op's weight width (built where used:
- * keeps frames small). */
-static inline mcubert_linear layer(const attention_state *a, const int8_t *weights, const int32_t *channels)
+/* One d x d projection of the op as a linear layer at its width (built where used: keeps frames small). */
+static inline mcubert_linear layer(const attention_state *a, const int8_t *weights, const int32_t *channels,
+                                   int32_t which)
 {
-    return mcubert_linear_of(weights, channels, a->d, a->d, a->params->weight_bits);
+    return mcubert_linear_of(weights, channels, a->d, a->d, projection_width(a->params, which));
 }
 
 /* K and V of head `head` for the first keys.count tokens: key[r][.] and value_t[.][r]. */
 MCUBERT_NOINLINE static void project_keys_values(const attention_state *a, int8_t *hidden, int32_t head)
 {
     const mcubert_attention_weights *w = a->weights;
-    const mcubert_linear key = layer(a, w->key_weights, w->key_channels);
-    const mcubert_linear value = layer(a, w->value_weights, w->value_channels);
+    const mcubert_linear key = layer(a, w->key_weights, w->key_channels, KEY);
+    const mcubert_linear value = layer(a, w->value_weights, w->value_channels, VALUE);
     const int32_t c0 = head * a->dh;
     int32_t r0;
     for (r0 = 0; r0 < a->keys.count; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         mcubert_rows_init_s8(&rows, hidden + r0 * a->d, a->d, mcubert_min_i32(MCUBERT_BLOCK_ROWS, a->keys.count - r0),
                              a->d);
-        mcubert_linear_widen(&rows, &key, a->widened); /* key and value: the same width */
+        mcubert_linear_widen(&rows, &key, a->widened);
         mcubert_linear_to_s8(&rows, &key, c0, c0 + a->dh, 0, NULL, a->key_rows + r0 * a->dh, a->dh, 1);
+        if (value.weight_bits != key.weight_bits) { /* widened rows serve one width (SPEC 3.1.2) */
+            mcubert_linear_widen(&rows, &value, a->widened);
+        }
         mcubert_linear_to_s8(&rows, &value, c0, c0 + a->dh, 0, NULL, a->value_t + r0, 1, a->s);
     }
 }
@@ -237,7 +250,7 @@ static inline void store_scores(const int32_t acc[2][MCUBERT_BLOCK_ROWS], int32_
 MCUBERT_NOINLINE static void project_queries(const attention_state *a, const int8_t *hidden, int32_t head, int32_t t0,
                                              int32_t n)
 {
-    const mcubert_linear query = layer(a, a->weights->query_weights, a->weights->query_channels);
+    const mcubert_linear query = layer(a, a->weights->query_weights, a->weights->query_channels, QUERY);
     const int32_t c0 = head * a->dh;
     int32_t r0;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
@@ -324,7 +337,7 @@ MCUBERT_NOINLINE static void attend_values(const attention_state *a, int32_t n, 
 /* Last head: output projection of [context | context_tile] + residual, then LayerNorm into x[T]. */
 MCUBERT_NOINLINE static void finish_tile(const attention_state *a, int8_t *hidden, int32_t t0, int32_t n)
 {
-    const mcubert_linear output = layer(a, a->weights->output_weights, a->weights->output_channels);
+    const mcubert_linear output = layer(a, a->weights->output_weights, a->weights->output_channels, OUTPUT);
     const int32_t earlier = (a->h - 1) * a->dh;
     int32_t r0, r;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {

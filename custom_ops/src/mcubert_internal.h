@@ -55,6 +55,13 @@ static inline mcubert_linear mcubert_linear_of(const int8_t *weights, const int3
     return layer;
 }
 
+/* The width of an op's linear layer `index` (SPEC 3.1.2): 4 where the version-8 mask `int4_layers`
+ * has its bit, else the op's `weight_bits` (version 3), else 8 (0 is an absent field). */
+static inline int32_t mcubert_layer_width(int32_t int4_layers, int32_t index, int32_t weight_bits)
+{
+    return ((int4_layers >> index) & 1) != 0 || weight_bits == 4 ? 4 : 8;
+}
+
 /* Prepares a block of int8 rows for the layers of `layer`'s width (once per row block, before
  * mcubert_linear_to_s8 / _residual_to_s16 on any layer of that width and K): 8 widens them for the
  * pair4 gemm (mcubert_rows_widen), 4 for the W4 gemm and sets rows->w4_start (mcubert_rows_widen_w4).
@@ -169,6 +176,10 @@ mcubert_status mcubert_check_w4row(const char *op, const char *field, const uint
 /* An op's weight_bits option: 8, 4 from version `since` on, or 0 (absent) before it. */
 mcubert_status mcubert_check_weight_bits(const char *op, int32_t weight_bits, int32_t spec_version, int32_t since,
                                          mcubert_message *message);
+/* The version-8 mask int4_layers of an op with `layers` linear layers (SPEC 3.1.2): in [0, 2^layers - 1],
+ * and weight_bits 8 when present; 0 (absent) before version 8. */
+mcubert_status mcubert_check_int4_layers(const char *op, int32_t int4_layers, int32_t layers, int32_t weight_bits,
+                                         int32_t spec_version, int32_t since, mcubert_message *message);
 /* Pair4 weights: no -128, zero padding. Data may be NULL (then nothing to check). */
 /* The clustered word table (SPEC 4.1; mcubert_word_table.c), as the embedding and the LM head read it. */
 typedef struct {

@@ -51,7 +51,9 @@ static mcubert_status validate_options(const mcubert_mlp_params *p, mcubert_mess
         (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK ||
         (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
         (st = mcubert_check_weight_bits(OP, p->weight_bits, p->spec_version, MCUBERT_MLP_WEIGHT_BITS_SINCE, m)) !=
-            MCUBERT_OK) {
+            MCUBERT_OK ||
+        (st = mcubert_check_int4_layers(OP, p->int4_layers, 2, p->weight_bits, p->spec_version,
+                                        MCUBERT_MLP_INT4_LAYERS_SINCE, m)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tile(OP, p->tile, p->seq_len, m);
@@ -63,7 +65,6 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
     const mcubert_tensor_view *t = tensors;
     mcubert_status st = validate_options(params, message);
     int64_t s, d, f;
-    int32_t bits;
     if (st != MCUBERT_OK || tensors == NULL) {
         return st;
     }
@@ -73,17 +74,16 @@ mcubert_status mcubert_mlp_validate(const mcubert_mlp_params *params, const mcub
     s = params->seq_len;
     d = params->hidden;
     f = params->ffn;
-    bits = params->weight_bits == 4 ? 4 : 8;
     if ((st = mcubert_check_tensor(OP, "hidden", &t[MCUBERT_MLP_HIDDEN], MCUBERT_DTYPE_INT8, s * d, message)) !=
             MCUBERT_OK ||
-        (st = mcubert_check_linear_bits(OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels",
-                                        &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f, (int32_t)d, bits, message)) !=
-            MCUBERT_OK ||
+        (st = mcubert_check_linear_bits(
+             OP, "fc1_weights", &t[MCUBERT_MLP_FC1_WEIGHTS], "fc1_channels", &t[MCUBERT_MLP_FC1_CHANNELS], (int32_t)f,
+             (int32_t)d, mcubert_layer_width(params->int4_layers, 0, params->weight_bits), message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8, 256,
                                    message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear_bits(OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels",
-                                        &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d, (int32_t)f, bits, message)) !=
-            MCUBERT_OK ||
+        (st = mcubert_check_linear_bits(
+             OP, "fc2_weights", &t[MCUBERT_MLP_FC2_WEIGHTS], "fc2_channels", &t[MCUBERT_MLP_FC2_CHANNELS], (int32_t)d,
+             (int32_t)f, mcubert_layer_width(params->int4_layers, 1, params->weight_bits), message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
                                    message)) != MCUBERT_OK ||
         (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_MLP_RESIDUAL], (int32_t)d, message)) !=
@@ -101,10 +101,10 @@ MCUBERT_NOINLINE static void mlp_tile(const mcubert_mlp_params *params, const mc
 {
     const int32_t d = params->hidden;
     const int32_t f = params->ffn;
-    const mcubert_linear fc1 =
-        mcubert_linear_of(weights->fc1_weights, weights->fc1_channels, d, f, params->weight_bits);
-    const mcubert_linear fc2 =
-        mcubert_linear_of(weights->fc2_weights, weights->fc2_channels, f, d, params->weight_bits);
+    const mcubert_linear fc1 = mcubert_linear_of(weights->fc1_weights, weights->fc1_channels, d, f,
+                                                 mcubert_layer_width(params->int4_layers, 0, params->weight_bits));
+    const mcubert_linear fc2 = mcubert_linear_of(weights->fc2_weights, weights->fc2_channels, f, d,
+                                                 mcubert_layer_width(params->int4_layers, 1, params->weight_bits));
     int32_t r0, r;
     for (r0 = 0; r0 < n; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;

@@ -435,6 +435,25 @@ mcubert_status mcubert_check_weight_bits(const char *op, int32_t weight_bits, in
     return st;
 }
 
+mcubert_status mcubert_check_int4_layers(const char *op, int32_t int4_layers, int32_t layers, int32_t weight_bits,
+                                         int32_t spec_version, int32_t since, mcubert_message *message)
+{
+    mcubert_status st;
+    if (spec_version < since) {
+        return MCUBERT_OK; /* no mask: the parser refused the field before version 8 */
+    }
+    if ((st = mcubert_check_range(op, "int4_layers", int4_layers, 0, (1 << layers) - 1, message)) != MCUBERT_OK) {
+        return st;
+    }
+    if (weight_bits != 8) {
+        st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, "weight_bits");
+        mcubert_append_int(message, weight_bits);
+        mcubert_append(message, " with int4_layers (version 8: the mask gives the int4 layers, the rest are 8)");
+        return st;
+    }
+    return MCUBERT_OK;
+}
+
 mcubert_status mcubert_check_linear(const char *op, const char *weights_field, const mcubert_tensor_view *weights,
                                     const char *channels_field, const mcubert_tensor_view *channels,
                                     int32_t out_features, int32_t in_features, mcubert_message *message)

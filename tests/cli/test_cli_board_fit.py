@@ -3,11 +3,12 @@ the rest of the model leaves, `--weight-bits auto` with the fewest int4 ops, and
 
 import json
 
+import numpy as np
 import pytest
 
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE
 from tflm_mcubert.cli import boards as boards_command
-from tflm_mcubert.export.board_fit import fewest_int4_ops
+from tflm_mcubert.export.board_fit import fewest_int4_matrices
 from tflm_mcubert.export.flash_budget import CONTAINER_SLACK, FlashTarget, tokenizer_blob_bytes, whole_model_budget
 from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.model.hf_import import load_checkpoint
@@ -44,13 +45,39 @@ def test_bert_mini_int4_fits_the_2mb_boards(capsys, tmp_path, board):
     assert "embedding sized to the board" in printed
 
 
-def test_fewest_int4_ops_prefers_fewer_then_least_sensitive():
-    ops = ("a", "b", "c", "d")
+def test_fewest_int4_matrices_prefers_fewer_then_least_sensitive():
+    matrices = ("a", "b", "c", "d")
     saved = {"a": 10, "b": 10, "c": 25, "d": 25}
     sensitivity = {"a": 0.1, "b": 0.2, "c": 0.9, "d": 0.5}
-    assert fewest_int4_ops(ops, sensitivity, saved, 20) == ["d"]  # one op covers it: the least sensitive of c, d
-    assert fewest_int4_ops(ops, sensitivity, saved, 30) == ["a", "d"]  # two needed: a + d is least sensitive
-    assert fewest_int4_ops(ops, sensitivity, saved, 71) is None
+    assert fewest_int4_matrices(matrices, sensitivity, saved, 20) == ["d"]  # one covers it: the least sensitive
+    assert fewest_int4_matrices(matrices, sensitivity, saved, 30) == ["a", "d"]  # two needed: a + d is least
+    assert fewest_int4_matrices(matrices, sensitivity, saved, 36) == ["d", "c"]  # a + d saves 35: too little
+    assert fewest_int4_matrices(matrices, sensitivity, saved, 71) is None
+
+
+def test_fewest_int4_matrices_equals_the_exhaustive_search():
+    """Grouping by shape is exact: the same choice as trying every subset, smallest first."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        names = [f"m{i}" for i in range(int(rng.integers(1, 9)))]
+        saved = {n: int(rng.choice([8, 8, 24, 40])) for n in names}
+        sensitivity = {n: round(float(rng.random()), 3) for n in names}
+        missing = int(rng.integers(1, sum(saved.values()) + 10))
+        want = None
+        for count in range(1, len(names) + 1):
+            fitting = [c for c in itertools.combinations(names, count) if sum(saved[n] for n in c) >= missing]
+            if fitting:
+                best = min(fitting, key=lambda c: (sum(sensitivity[n] for n in c), sorted(c)))
+                want = sorted(best, key=lambda n: (sensitivity[n], n))
+                break
+        got = fewest_int4_matrices(names, sensitivity, saved, missing)
+        assert (got is None) == (want is None), trial
+        if got is not None:
+            assert len(got) == len(want) and sum(sensitivity[n] for n in got) == pytest.approx(
+                sum(sensitivity[n] for n in want)
+            ), trial
 
 
 @pytest.fixture
@@ -74,9 +101,9 @@ def flash_of(checkpoint, weight_bits, target=1 << 30) -> tuple[int, int]:
     return sum(whole.items.values()) + dense, whole.embedding_bytes - dense
 
 
-def test_weight_bits_auto_makes_the_fewest_ops_int4(capsys, tmp_path, tiny_checkpoint):
+def test_weight_bits_auto_makes_the_fewest_matrices_int4(capsys, tmp_path, tiny_checkpoint):
     (all8, _), (all4, _) = flash_of(tiny_checkpoint, 8), flash_of(tiny_checkpoint, 4)
-    target = all8 - (all8 - all4) // 3  # a third of what int4 saves: some ops, not all
+    target = all8 - (all8 - all4) // 3  # a third of what int4 saves: some matrices, not all
     common = ["--checkpoint", tiny_checkpoint, "--seq-len", SEQ, "--sram", "8MB", "--embedding", "dense"]
     code, printed, err = run_cli(
         capsys, "export", *common, "--flash", target + DEFAULT_FLASH_RESERVE, "--weight-bits", "auto",
@@ -85,21 +112,34 @@ def test_weight_bits_auto_makes_the_fewest_ops_int4(capsys, tmp_path, tiny_check
     assert code == 0, err
     report = json.loads((tmp_path / "auto" / "report.json").read_text())
     widths = report["weight_widths"]
-    assert report["fits"]["ok"] and 0 < len(widths["int4_ops"]) < len(widths["sensitivity"])
-    assert set(widths["int4_ops"]) | set(widths["int8_ops"]) == set(widths["sensitivity"])
-    assert f"int4 ops: {', '.join(widths['int4_ops'])}" in printed
+    int4 = widths["int4_matrices"]
+    assert report["fits"]["ok"] and 0 < len(int4) < len(widths["sensitivity"])
+    assert set(int4) | set(widths["int8_matrices"]) == set(widths["sensitivity"])
+    assert len(widths["sensitivity"]) == 2 * 6  # two layers: Q, K, V, O, FC1, FC2 each
+    assert f"int4 matrices: {', '.join(int4)}" in printed
     assert report["encoder"]["weight_bits"] == [4, 8]
-    chosen = {name: 4 if name in widths["int4_ops"] else 8 for name in widths["sensitivity"]}
-    assert report["flash_budget"]["weight_bits"] == chosen
-    for name in widths["int4_ops"]:  # fewest: any one of them back at int8 misses the budget
-        assert flash_of(tiny_checkpoint, {**chosen, name: 8}, target)[1] < 0
+
+    def op_widths(int4_names) -> dict:
+        out = {}
+        for op in dict.fromkeys(name.rsplit(".", 1)[0] for name in widths["sensitivity"]):
+            layers = [n for n in widths["sensitivity"] if n.rsplit(".", 1)[0] == op]
+            bits = tuple(4 if n in int4_names else 8 for n in layers)
+            out[op] = bits[0] if len(set(bits)) == 1 else bits
+        return out
+
+    chosen = op_widths(int4)
+    assert report["flash_budget"]["weight_bits"] == {k: v if isinstance(v, int) else list(v) for k, v in chosen.items()}
+    for name in int4:  # fewest: any one of them back at int8 misses the budget
+        assert flash_of(tiny_checkpoint, op_widths(set(int4) - {name}), target)[1] < 0
+    # the .tflite records each op's widths (version 8 where they mix) and the budget counted the written file
+    assert 0 <= report["flash_budget"]["budget_bytes"] - report["flash_bytes"]
 
     code, _, err = run_cli(
         capsys, "export", *common, "--flash", all4 - 1000 + DEFAULT_FLASH_RESERVE, "--weight-bits", "auto",
         "--out", tmp_path / "none",
     )  # fmt: skip
     assert code == 2
-    assert_one_clean_error(err, "does not fit even with every attention and MLP op at int4")
+    assert_one_clean_error(err, "does not fit even with every attention and MLP matrix at int4")
 
 
 def test_boards_lists_what_fits_where_at_int8_and_int4(capsys):

@@ -61,13 +61,16 @@ def _mask(rng, s: int, kind: str) -> np.ndarray:
     return mask
 
 
-def _spec_hash(weight_bits: int) -> int | None:
+def _spec_hash(weight_bits) -> int | None:
     """The hash a call carries: the C build's version-1 hash for int8, else the version's own (None:
     the contract's, which the generated C tables share)."""
     return HEADER_SPEC_HASH if weight_bits == 8 else None
 
 
-def _bits_suffix(weight_bits: int) -> str:
+def _bits_suffix(weight_bits) -> str:
+    """ "" for int8, "-int4" for int4, "-w4848" for a width per layer (SPEC 3.1.2, version 8)."""
+    if isinstance(weight_bits, tuple):
+        return "-w" + "".join(map(str, weight_bits))
     return "" if weight_bits == 8 else "-int4"
 
 

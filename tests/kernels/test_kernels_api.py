@@ -666,3 +666,23 @@ def test_weight_bits_option_is_checked_with_the_python_message(runner, cases, op
     assert str(python.value) == checks[0][1]
     eight = kernel_abi.make_params(op, {**values, "weight_bits": 8})  # 8 in version 3: accepted
     assert eight.spec_version == 3 and runner.validate(op, eight, []).ok
+
+
+@pytest.mark.parametrize("op", [ATTN, MLP])
+def test_int4_layers_option_is_checked_with_the_python_message(runner, cases, op):
+    """Version 8 (SPEC 3.1.2): int4_layers within the op's layers and weight_bits then 8, refused in C with
+    the Python codec's message."""
+    top = (1 << len(contract.ATTENTION_LINEAR_LAYERS if op == ATTN else contract.MLP_LINEAR_LAYERS)) - 1
+    header = ("spec_version", "spec_hash", "reserved")
+    values = {k: v for k, v in cases[op].call.options.items() if k not in header}
+    mixed = {**values, "weight_bits": 8, "int4_layers": 1}
+    good = kernel_abi.make_params(op, mixed)
+    assert good.spec_version == 8 and runner.validate(op, good, []).ok
+    for overrides in ({"int4_layers": top + 1}, {"int4_layers": -1}, {"weight_bits": 4}):
+        with pytest.raises(options_codec.OptionsError) as python:
+            options_codec.encode_options(op, {**mixed, **overrides})
+        params = kernel_abi.make_params(op, mixed)
+        for field, value in overrides.items():
+            setattr(params, field, value)
+        result = runner.validate(op, params, [])
+        assert (result.status, result.message) == (kernel_abi.ERROR_OPTION, str(python.value)), overrides

@@ -62,6 +62,11 @@ def _subset() -> list[tuple[Case, dict[str, int]]]:
         (attention_case(13, 12, 3, 13, mask_mode=1, weight_bits=4), {"key_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 2}),
         (mlp_case(9, 7, 13, 4, weight_bits=4), {"hidden": 2}),
+        # a width per layer (version 8): K and V at different widths share one row block
+        (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=(4, 8, 4, 8)), {"key_weights": 1}),
+        (attention_case(9, 20, 4, 4, weight_bits=(8, 4, 8, 4)), {"value_weights": 3}),
+        (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=(8, 4)), {"fc2_weights": 1}),
+        (mlp_case(9, 7, 13, 4, weight_bits=(4, 8)), {"fc1_weights": 2}),
     ] + [
         (case, {})
         for shift, bits in ((-2, 8), (-1, 8), (1, 8), (3, 8), (-1, 4), (2, 4), (3, 4))

@@ -183,6 +183,22 @@ def test_mlp_odd_geometry(runner, s, d, f, t, weight_bits):
     check(runner, mlp_case(s, d, f, t, seed=f, weight_bits=weight_bits))
 
 
+# A width per layer (SPEC 3.1.2, version 8): every mix of the four projections, and of FC1/FC2.
+LAYER_MIXES = [tuple(4 if bit == "1" else 8 for bit in f"{m:04b}") for m in range(1, 15)]
+
+
+@pytest.mark.parametrize("widths", LAYER_MIXES, ids=lambda w: "w" + "".join(map(str, w)))
+def test_attention_a_width_per_projection(runner, widths):
+    check(runner, attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=widths))
+    check(runner, attention_case(11, 20, 4, 3, seed=len(widths), weight_bits=widths))
+
+
+@pytest.mark.parametrize("widths", [(4, 8), (8, 4)], ids=["w48", "w84"])
+def test_mlp_a_width_per_layer(runner, widths):
+    check(runner, mlp_case(77, 64, 256, 5, kind="realistic", weight_bits=widths))
+    check(runner, mlp_case(7, 7, 13, 3, seed=13, weight_bits=widths))
+
+
 def test_mlp_every_tile_size(runner):
     base = mlp_case(77, 24, 40, 77, seed=3)
     for t in range(1, 78):
@@ -242,6 +258,8 @@ def test_results_do_not_depend_on_scratch_contents(runner, fill):
         mlp_case(21, 20, 44, 6),
         attention_case(21, 20, 4, 6, weight_bits=4),
         mlp_case(21, 20, 44, 6, weight_bits=4),
+        attention_case(21, 20, 4, 6, weight_bits=(8, 4, 8, 4)),
+        mlp_case(21, 20, 44, 6, weight_bits=(4, 8)),
         embedding_case(21, 20),
         embedding_case(21, 20, word_bits=4),
     ):

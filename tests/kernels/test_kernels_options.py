@@ -20,7 +20,9 @@ from tflm_mcubert.ops import kernel_abi
 A, M, E, H = contract.ATTENTION, contract.MLP, contract.EMBEDDING, contract.CLASSIFIER_HEAD
 E4 = E + "-int4"  # the embedding's version-2 options (int4 tables, word_bits)
 A4, M4 = A + "-int4", M + "-int4"  # attention's and the MLP's version-3 options (int4 weights, weight_bits)
-OPS = (E, E4, A, M, A4, M4, H)
+A8, M8 = A + "-layers", M + "-layers"  # their version-8 options (a width per linear layer, SPEC 3.1.2)
+LATER_FIELDS = ("word_bits", "weight_bits", "int4_layers")  # options of versions after 1
+OPS = (E, E4, A, M, A4, M4, A8, M8, H)
 STRUCTS = kernel_abi.PARAMS_STRUCTS
 PARSERS = {
     E: "mcubert_embedding_parse_options",
@@ -42,7 +44,7 @@ def parse(host_library):
         data = (ctypes.c_uint8 * max(len(buffer), 1)).from_buffer_copy(buffer or b"\0")
         status = getattr(library, PARSERS[op])(data, ctypes.c_int32(len(buffer)), ctypes.byref(struct), message)
         values = {name: getattr(struct, name) for name, _ in struct._fields_ if name != "reserved"}
-        for later in ("word_bits", "weight_bits"):
+        for later in LATER_FIELDS:
             if values.get(later) == 0:  # version 1 has no such option; the parser leaves it 0
                 del values[later]
         return status, message.value.decode(), values
@@ -60,6 +62,8 @@ def options():
         E4: testing.extreme_embedding(rng, 9, 8, word_bits=4).options(),
         A4: testing.extreme_attention(rng, 9, 8, 2, 4, weight_bits=4).options(),
         M4: testing.extreme_mlp(rng, 9, 8, 16, 4, weight_bits=4).options(),
+        A8: testing.extreme_attention(rng, 9, 8, 2, 4, weight_bits=(8, 4, 4, 8)).options(),
+        M8: testing.extreme_mlp(rng, 9, 8, 16, 4, weight_bits=(4, 8)).options(),
         H: {"seq_len": 9, "hidden": 8, "labels": 3, "pooler_zero_point": -5, "logits_zero_point": 7},
     }
 

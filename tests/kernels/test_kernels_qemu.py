@@ -55,6 +55,8 @@ def _golden_cases():
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"value_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 3}),
         (mlp_case(10, 7, 13, 3, weight_bits=4), {"hidden": 1}),
+        (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=(8, 4, 8, 4)), {"key_weights": 2}),
+        (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=(4, 8)), {"fc2_weights": 1}),
         (embedding_case(7, 12), {"output": 2}),
         (embedding_case(13, 24, kind="realistic"), {"word_rows": 1, "word_projections": 3}),
         (

@@ -239,3 +239,47 @@ def test_corrupt_int4_op_tensors_are_refused_naming_op_and_field(make, field):
         dataclasses.replace(params, **mixed).validate()
     with pytest.raises(OpSpecError, match=f"{code}: weight_bits: 6 is not a weight width"):
         dataclasses.replace(params, weight_bits=6).validate()
+
+
+@pytest.mark.parametrize(
+    "module,widths", [(attention, (4, 8, 8, 4)), (attention, (8, 4, 4, 8)), (mlp, (4, 8)), (mlp, (8, 4))]
+)
+def test_a_width_per_layer_is_version_8_and_computes_what_the_layers_give(module, widths):
+    """SPEC 3.1.2: a mixed op's output is the int8 reference on its layers' unpacked weights."""
+    from tflm_mcubert.ops.options import decode_options, encode_options
+
+    rng = np.random.default_rng(7)
+    if module is attention:
+        params = testing.extreme_attention(rng, 9, 12, 3, 4, weight_bits=widths)
+    else:
+        params = testing.extreme_mlp(rng, 5, 9, 13, 2, weight_bits=widths)
+    options = params.options()
+    layers = module.LAYERS
+    mask = sum(1 << i for i, bits in enumerate(widths) if bits == 4)
+    assert (options["weight_bits"], options["int4_layers"]) == (8, mask)
+    encoded = encode_options(module.OP, options)
+    assert decode_options(module.OP, encoded) == options
+    back = type(params).from_serialized(decode_options(module.OP, encoded), params.tensors())
+    assert back.layer_widths == widths and back.weight_bits == widths
+    as_int8 = dataclasses.replace(
+        params,
+        weight_bits=8,
+        **{
+            name: Linear(lin.in_features, lin.out_features, pack_weights(lin.weight), lin.channels)
+            for name in layers
+            if (lin := getattr(params, name))
+        },
+    ).validate()
+    s, d = params.seq_len, params.hidden
+    x = rng.integers(-128, 128, (s, d)).astype(np.int8)
+    args = (np.ones(s, np.int8),) if module is attention else ()
+    want = module.run(as_int8, x.copy(), *args)
+    assert np.array_equal(module.run(back, x.copy(), *args), want)
+    swapped = tuple(12 - w for w in widths)  # each layer declared at the other width: refused, naming it
+    first = layers[0]
+    with pytest.raises(OpSpecError, match=f"{module.OP}: {first}.weights: stored at {widths[0]} bits"):
+        dataclasses.replace(params, weight_bits=swapped).validate()
+    with pytest.raises(OpSpecError, match=f"{module.OP}: weight_bits: 3 widths for the {len(layers)} layers"):
+        dataclasses.replace(params, weight_bits=(4, 8, 4)).validate()
+    with pytest.raises(OpSpecError, match=f"{module.OP}: weight_bits: {layers[-1]}: 6 is not a weight width"):
+        dataclasses.replace(params, weight_bits=(*widths[:-1], 6)).validate()

@@ -36,6 +36,8 @@ ATTENTION_OPTIONS = {
     "context_shift": 0,
     "ln_eps": 1,
 }
+# Version 8's fields (a width per projection), which every later attention version carries on.
+ATTENTION_LAYER_BITS = {"weight_bits": 8, "int4_layers": 0b1001}  # query and output int4
 
 
 @pytest.fixture
@@ -73,9 +75,10 @@ def test_an_op_added_later_reads_only_its_own_versions_and_is_outside_the_contra
 
 def test_a_new_version_of_one_op_changes_only_that_op(attention_new_version):
     before = {code: dict(v) for code, v in registry.OP_SPEC_HASHES.items()}
-    assert contract.op_versions(A) == (1, 2, 3, NEW)
-    assert contract.op_versions(M) == (1, 2, 3) and contract.op_versions(E) == (1, 2)
-    assert set(attention_new_version[A]) == {1, 2, 3, NEW}
+    per_layer = contract.SPEC_VERSION_LAYER_BITS
+    assert contract.op_versions(A) == (1, 2, 3, per_layer, NEW)
+    assert contract.op_versions(M) == (1, 2, 3, per_layer) and contract.op_versions(E) == (1, 2)
+    assert set(attention_new_version[A]) == {1, 2, 3, per_layer, NEW}
     assert attention_new_version[A][NEW] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2, before[A][3])
     assert attention_new_version[A][3] == before[A][3]  # an added version changes no earlier one
     for code in (M, E, contract.CLASSIFIER_HEAD):
@@ -94,7 +97,7 @@ def test_a_new_version_is_written_only_where_its_fields_are_used(attention_new_v
     assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH)
     raw = flexbuffers.Loads(encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4}))
     assert (raw["spec_version"], raw["spec_hash"]) == (3, attention_new_version[A][3])  # 4 is not needed
-    new = encode_options(A, {**ATTENTION_OPTIONS, "weight_bits": 4, "head_bits": 4})
+    new = encode_options(A, {**ATTENTION_OPTIONS, **ATTENTION_LAYER_BITS, "head_bits": 4})
     raw = flexbuffers.Loads(new)
     assert (raw["spec_version"], raw["spec_hash"]) == (NEW, attention_new_version[A][NEW])
     assert decode_options(A, new)["head_bits"] == 4
@@ -129,7 +132,7 @@ def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_new_version,
         status = parse(data, ctypes.c_int32(len(buffer)), ctypes.byref(params), message)
         return status, message.value.decode(), params
 
-    both = {**ATTENTION_OPTIONS, "weight_bits": 4, "head_bits": 5}
+    both = {**ATTENTION_OPTIONS, **ATTENTION_LAYER_BITS, "head_bits": 5}
     status, message, params = run(encode_options(A, both))
     assert (status, message) == (0, "") and params.head_bits == 5 and params.spec_version == NEW
     status, _, params = run(encode_options(A, ATTENTION_OPTIONS))  # version 1 still loads
@@ -137,7 +140,8 @@ def test_the_c_tables_follow_a_new_version_with_no_c_edit(attention_new_version,
     raw = flexbuffers.Loads(encode_options(A, both))
     status, message, _ = run(bytes(flexbuffers.Dumps({**raw, "spec_version": NEW + 1})))
     assert (
-        message == f"{A}: spec_version: unsupported version {NEW + 1} (this build implements 1 and 2 and 3 and {NEW})"
+        message
+        == f"{A}: spec_version: unsupported version {NEW + 1} (this build implements 1 and 2 and 3 and 8 and {NEW})"
     )
     assert decode_error(A, bytes(flexbuffers.Dumps({**raw, "spec_version": NEW + 1}))) == message
 
@@ -155,7 +159,7 @@ MLP_OPTIONS = {"seq_len": 8, "hidden": 8, "ffn": 16, "tile": 4, "fc1_output_zero
 
 @pytest.mark.parametrize("op,options", [(A, ATTENTION_OPTIONS), (M, MLP_OPTIONS)])
 def test_version_3_carries_weight_bits_and_int8_stays_version_1(op, options):
-    assert contract.op_versions(op) == (1, 2, 3)
+    assert contract.op_versions(op) == (1, 2, 3, 8)
     raw = flexbuffers.Loads(encode_options(op, options))
     assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH) and "weight_bits" not in raw
     int4 = encode_options(op, {**options, "weight_bits": 4})
@@ -195,3 +199,26 @@ def test_version_3_hashes_cover_each_op_alone():
         text = registry.op_version_text(op, 3)
         assert f"{op}.option.weight_bits=int[4,8]" in text and "w4row=" in text and other not in text
         assert text[len("\n".join(contract.constants_text())) + 1 :] in SPEC  # quoted in SPEC.md section 8
+
+
+# ---- the real version 8: a width per linear layer (SPEC.md 3.1.2) -----------------------------
+
+
+@pytest.mark.parametrize("op,options,layers", [(A, ATTENTION_OPTIONS, 4), (M, MLP_OPTIONS, 2)])
+def test_version_8_carries_a_width_per_layer(op, options, layers):
+    mixed = encode_options(op, {**options, "weight_bits": 8, "int4_layers": 1})
+    raw = flexbuffers.Loads(mixed)
+    assert (raw["spec_version"], raw["spec_hash"]) == (8, registry.OP_SPEC_HASHES[op][8])
+    assert decode_options(op, mixed) == {**options, "weight_bits": 8, "int4_layers": 1}
+    top = (1 << layers) - 1
+    assert decode_options(op, bytes(flexbuffers.Dumps({**raw, "int4_layers": top})))["int4_layers"] == top
+    assert decode_error(op, bytes(flexbuffers.Dumps({**raw, "int4_layers": top + 1}))) == (
+        f"{op}: int4_layers: {top + 1} is outside [0, {top}]"
+    )
+    assert decode_error(op, bytes(flexbuffers.Dumps({**raw, "weight_bits": 4}))).startswith(
+        f"{op}: weight_bits: 4 with int4_layers"
+    )
+    missing = {k: v for k, v in raw.items() if k != "int4_layers"}
+    assert decode_error(op, bytes(flexbuffers.Dumps(missing))) == f"{op}: int4_layers: missing"
+    as_version_3 = {**raw, "spec_version": 3, "spec_hash": registry.OP_SPEC_HASHES[op][3]}
+    assert decode_error(op, bytes(flexbuffers.Dumps(as_version_3))) == f"{op}: int4_layers: unknown option"

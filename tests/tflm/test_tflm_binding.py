@@ -19,7 +19,10 @@ from tflm_mcubert.schedule.decoder_plan import plan_decoder
 from tflm_mcubert.tflite.mcubert_reader import read_decoder, read_model
 from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
-from tflm_mcubert.export.mcubert_export import arena_of
+from tflm_mcubert.data.calibration import Calibration
+from tflm_mcubert.export.mcubert_export import UNBOUNDED, arena_of, export_mcubert
+from tflm_mcubert.model.bert import build_model
+from tflm_mcubert.model.config import preset
 from tflm_mcubert.export.tflm_arena import HOST_64
 from tflm_mcubert.ops.registry import SPEC_HASH
 from tflm_mcubert.runtime.reference import run_reference
@@ -79,6 +82,33 @@ def classifier_w4(tmp_path_factory) -> bytes:
     return _export(tmp_path_factory, 2, weight_bits=4)
 
 
+# A width per linear layer (SPEC 3.1.2, version 8 options) next to uniform ops of both widths.
+MIXED_WIDTHS = {
+    "layer0.attention": (4, 8, 8, 4),
+    "layer0.mlp": (8, 4),
+    "layer1.attention": (8, 4, 4, 8),
+    "layer1.mlp": 4,
+}
+
+
+@pytest.fixture(scope="module")
+def classifier_mixed() -> bytes:
+    config = preset("bert-tiny", num_labels=2)
+    samples, _ = Calibration.load("random", tokenizer=None, vocab_size=config.vocab_size, count=4).samples(SEQ)
+    exported = export_mcubert(
+        build_model(config, seed=1),
+        None,
+        seq_len=SEQ,
+        arena_budget=UNBOUNDED,
+        samples=samples,
+        sentences=None,
+        embedding="dense",
+        weight_bits=MIXED_WIDTHS,
+        quiet=True,
+    )
+    return exported.tflite
+
+
 def sample_inputs(seed: int, vocab_size: int = 30522, length: int | None = None) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     length = length if length is not None else int(rng.integers(1, SEQ + 1))
@@ -116,6 +146,17 @@ def test_bert_tiny_with_int4_weights_equals_the_reference_byte_for_byte(binding,
     assert all(att.weight_bits == mlp.weight_bits == 4 for att, mlp in model.quantized.layers)
     expected = run_reference(model, inputs).outputs["logits"]
     got = binding.run(classifier_w4, inputs, arena_bytes=1 << 20).outputs["logits"]
+    assert got.dtype == np.int8 and np.array_equal(got.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bert_tiny_with_a_width_per_layer_equals_the_reference_byte_for_byte(binding, classifier_mixed, seed):
+    inputs = sample_inputs(seed)
+    model = read_model(classifier_mixed)
+    widths = [(att.layer_widths, mlp.layer_widths) for att, mlp in model.quantized.layers]
+    assert widths == [((4, 8, 8, 4), (8, 4)), ((8, 4, 4, 8), (4, 4))]
+    expected = run_reference(model, inputs).outputs["logits"]
+    got = binding.run(classifier_mixed, inputs, arena_bytes=1 << 20).outputs["logits"]
     assert got.dtype == np.int8 and np.array_equal(got.reshape(expected.shape), expected)
 
 

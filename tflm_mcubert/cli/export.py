@@ -275,11 +275,11 @@ def run_decoder(args) -> int:
 
 
 def _print_board_fit(report: dict) -> None:
-    """What the board's Flash budget decided: the ops --weight-bits auto made int4, the embedding's share."""
+    """What the board's Flash budget decided: the matrices --weight-bits auto made int4, the embedding's share."""
     widths = report.get("weight_widths")
     if widths:
-        chosen = ", ".join(widths["int4_ops"]) or "none"
-        print(f"--weight-bits auto: int4 ops: {chosen} (the fewest that fit, least sensitive first; per op)")
+        chosen = ", ".join(widths["int4_matrices"]) or "none"
+        print(f"--weight-bits auto: int4 matrices: {chosen} (the fewest that fit, least sensitive first)")
     sized = (report.get("compression") or {}).get("sized_to_flash")
     if sized:
         print(

@@ -2,15 +2,14 @@
 
 - the default embedding compression (an uncompressed checkpoint or the random preset) keeps the paper's
   adaptive shape when it fits, and is scaled down to what the rest of the model leaves when it does not;
-- `--weight-bits auto` makes the fewest attention/MLP ops int4 that let the model fit, chosen by their
-  measured sensitivity. The granularity is the op: an attention op's Q, K, V and O (or an MLP op's FC1 and
-  FC2) share the op option `weight_bits` (ops/SPEC.md 3.1.1), so a choice flips 4 (or 2) matrices at once.
+- `--weight-bits auto` makes the fewest linear layers (matrices: an attention op's Q, K, V, O, an MLP op's
+  FC1, FC2) int4 that let the model fit, chosen by their measured sensitivity; each op records its layers'
+  widths in its options (ops/SPEC.md 3.1.2).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import sys
 
 import numpy as np
@@ -21,6 +20,8 @@ from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, expo
 from tflm_mcubert.export.flash_budget import whole_model_budget
 from tflm_mcubert.export.mcubert_export import token_frequency
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
+from tflm_mcubert.ops.linear import uniform_width
+from tflm_mcubert.ops import registry
 from tflm_mcubert.quantize.float_model import FloatBert
 
 AUTO = "auto"
@@ -183,51 +184,79 @@ def default_compression_blob(tokenizer, sentences, cutoffs) -> int:
 
 
 def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bits: int) -> BoardFit:
-    """--weight-bits auto: all int8 when that fits, else the fewest int4 ops that do (least sensitive first),
-    else every op int4 and (the default compression only) the embedding scaled down."""
+    """--weight-bits auto: all int8 when that fits, else the fewest int4 matrices that do (least sensitive
+    first), else every matrix int4 and (the default compression only) the embedding scaled down."""
     all8 = budget(8)
     ops = all8.shape.encoder_ops
+    matrices = [f"{op}.{layer}" for op in ops for layer in _layers_of(op)]
     if need <= all8.embedding_bytes:
-        return BoardFit(dict.fromkeys(ops, 8), None, all8, _widths_report(ops, [], None, all8))
+        return BoardFit(dict.fromkeys(ops, 8), None, all8, _widths_report(matrices, [], None, all8))
     samples = min(len(inputs), SENSITIVITY_SAMPLES)
-    log(f"--weight-bits auto: measuring each op's int4 sensitivity on {samples} samples ...")
-    sensitivity = op_sensitivity(model, inputs[:SENSITIVITY_SAMPLES], embedding_bits)
-    saved = {name: all8.shape.op_bytes[8][name] - budget(4).shape.op_bytes[4][name] for name in ops}
-    chosen = fewest_int4_ops(ops, sensitivity, saved, need - all8.embedding_bytes)
+    log(f"--weight-bits auto: measuring each matrix's int4 sensitivity on {samples} samples ...")
+    sensitivity = matrix_sensitivity(model, inputs[:SENSITIVITY_SAMPLES], embedding_bits)
+    saved = {f"{op}.{layer}": s for op in ops for layer, s in zip(_layers_of(op), all8.shape.layer_savings[op])}
+    chosen = fewest_int4_matrices(matrices, sensitivity, saved, need - all8.embedding_bytes)
     if chosen is None:
         whole = budget(4)
         if not resizable:
             raise UserError(
-                f"the model does not fit even with every attention and MLP op at int4: its embedding stores "
+                f"the model does not fit even with every attention and MLP matrix at int4: its embedding stores "
                 f"{human_bytes(need)} and {whole.target.source} leaves {human_bytes(max(whole.embedding_bytes, 0))} "
                 f"for it ({whole.describe_items()}); compress the embedding further (search --board) or choose a "
                 f"board with more Flash"
             )
         whole.check()
         return BoardFit(
-            dict.fromkeys(ops, 4), whole.embedding_bytes, whole, _widths_report(ops, ops, sensitivity, whole)
+            dict.fromkeys(ops, 4), whole.embedding_bytes, whole, _widths_report(matrices, matrices, sensitivity, whole)
         )
-    bits = {name: 4 if name in chosen else 8 for name in ops}
+    bits = {op: uniform_width(tuple(4 if f"{op}.{layer}" in chosen else 8 for layer in _layers_of(op))) for op in ops}
     whole = budget(bits)
-    return BoardFit(bits, None, whole, _widths_report(ops, chosen, sensitivity, whole))
+    return BoardFit(bits, None, whole, _widths_report(matrices, chosen, sensitivity, whole))
 
 
-def fewest_int4_ops(ops, sensitivity: dict, saved: dict, missing: int):
-    """The fewest ops whose int4 saving covers `missing` bytes; among as few, the least summed sensitivity
-    (None: not even all of them). Exhaustive over subsets of each size, smallest size first."""
-    for count in range(1, len(ops) + 1):
-        fitting = [c for c in itertools.combinations(ops, count) if sum(saved[n] for n in c) >= missing]
-        if fitting:
-            best = min(fitting, key=lambda c: (sum(sensitivity[n] for n in c), c))
-            return sorted(best, key=lambda n: (sensitivity[n], n))
+def _layers_of(op_name: str) -> tuple[str, ...]:
+    """The linear layers of encoder op `op_name` ("layer0.attention"), in the op's order."""
+    return registry.op(op_name.rsplit(".", 1)[1]).linear_layers
+
+
+def fewest_int4_matrices(matrices, sensitivity: dict, saved: dict, missing: int):
+    """The fewest matrices whose int4 saving covers `missing` bytes; among as few, the least summed
+    sensitivity (None: not even all of them). Matrices of one shape save the same bytes, so a choice is a
+    count per shape, filled with that shape's least sensitive matrices: exact, and small to search (a
+    BERT layer has two shapes)."""
+    groups: dict[int, list[str]] = {}
+    for name in sorted(matrices, key=lambda n: (sensitivity[n], n)):
+        groups.setdefault(saved[name], []).append(name)
+    sizes = sorted(groups)
+    for count in range(1, len(matrices) + 1):
+        best = None
+        for split in _splits(count, [len(groups[size]) for size in sizes]):
+            if sum(k * size for k, size in zip(split, sizes)) < missing:
+                continue
+            picked = [name for k, size in zip(split, sizes) for name in groups[size][:k]]
+            key = (sum(sensitivity[n] for n in picked), sorted(picked))
+            best = min(best, key) if best else key
+        if best:
+            return sorted(best[1], key=lambda n: (sensitivity[n], n))
     return None
 
 
-def op_sensitivity(model, inputs, embedding_bits: int) -> dict[str, float]:
-    """Per attention/MLP op: the mean absolute difference of the model's output (dequantized logits, or the
-    last hidden state without a head) when that op alone stores int4 weights, against all int8. With the
-    calibration's float propagation an op's quantization does not depend on the others', so one op's int4
-    parameters can replace its int8 ones."""
+def _splits(count: int, limits: list[int]):
+    """Every way to take `count` items from groups of the given sizes (a count per group)."""
+    if not limits:
+        if count == 0:
+            yield ()
+        return
+    for k in range(min(count, limits[0]) + 1):
+        for rest in _splits(count - k, limits[1:]):
+            yield (k, *rest)
+
+
+def matrix_sensitivity(model, inputs, embedding_bits: int) -> dict[str, float]:
+    """Per attention/MLP linear layer ("layer0.attention.key"): the mean absolute difference of the model's
+    output (dequantized logits, or the last hidden state without a head) when that layer alone stores int4
+    weights, against all int8. With the calibration's float propagation a layer's quantization does not
+    depend on the others', so one layer's int4 parameters can replace its int8 ones."""
     float_model = FloatBert.from_keras(model)
     seq_len = len(inputs[0].input_ids)
     quantized = {
@@ -241,13 +270,17 @@ def op_sensitivity(model, inputs, embedding_bits: int) -> dict[str, float]:
     }
     reference = _outputs(quantized[8], inputs)
     int4_nodes = {n.name: n for n in quantized[4].nodes()}
+    nodes = quantized[8].nodes()
     sensitivity = {}
-    for node in quantized[8].nodes():
-        if node.op.kind not in ("attention", "mlp"):
-            continue
-        mixed = [int4_nodes[n.name] if n.name == node.name else n for n in quantized[8].nodes()]
-        outputs = _outputs(type(quantized[8]).from_nodes(mixed), inputs)
-        sensitivity[node.name] = round(float(np.mean([np.abs(a - b).mean() for a, b in zip(outputs, reference)])), 6)
+    for i, node in enumerate(nodes):
+        for j, layer in enumerate(node.op.linear_layers):
+            widths = tuple(4 if k == j else 8 for k in range(len(node.op.linear_layers)))
+            one = {layer: getattr(int4_nodes[node.name].params, layer)}
+            params = dataclasses.replace(node.params, weight_bits=widths, **one).validate()
+            mixed = [*nodes[:i], dataclasses.replace(node, params=params), *nodes[i + 1 :]]
+            outputs = _outputs(type(quantized[8]).from_nodes(mixed), inputs)
+            difference = np.mean([np.abs(a - b).mean() for a, b in zip(outputs, reference)])
+            sensitivity[f"{node.name}.{layer}"] = round(float(difference), 6)
     return sensitivity
 
 
@@ -259,22 +292,24 @@ def _outputs(quantized, inputs) -> list[np.ndarray]:
     ]
 
 
-def _widths_report(ops, int4_ops, sensitivity, whole: WholeModelBudget) -> dict:
+def _widths_report(matrices, int4, sensitivity, whole: WholeModelBudget) -> dict:
     return {
         "mode": AUTO,
-        "int4_ops": list(int4_ops),
-        "int8_ops": [name for name in ops if name not in int4_ops],
+        "int4_matrices": list(int4),
+        "int8_matrices": [name for name in matrices if name not in int4],
         "sensitivity": sensitivity,
-        "granularity": "per op: an attention op's Q, K, V, O or an MLP op's FC1, FC2 share one width (the op "
-        "option weight_bits, ops/SPEC.md 3.1.1)",
-        "sensitivity_note": "mean |output difference| (dequantized logits, or last hidden state) with that op "
-        "alone at int4 against all int8, on calibration samples; int4 ops are the fewest that fit, the least "
-        "sensitive among as few",
+        "granularity": "per matrix: each attention projection (query, key, value, output) and MLP layer (fc1, "
+        "fc2) has its own width, recorded in its op's options (ops/SPEC.md 3.1.2)",
+        "sensitivity_note": "mean |output difference| (dequantized logits, or last hidden state) with that matrix "
+        "alone at int4 against all int8, on calibration samples; int4 matrices are the fewest that fit, the "
+        "least sensitive among as few",
         "embedding_bytes_left": whole.embedding_bytes,
     }
 
 
 def traffic_bits(weight_bits: int | dict) -> int:
-    """One width for the Flash-traffic estimate: the ops' common width, or 8 when they differ (an upper bound)."""
-    widths = set(weight_bits.values()) if isinstance(weight_bits, dict) else {weight_bits}
+    """One width for the Flash-traffic estimate: the layers' common width, or 8 when they differ (an upper bound)."""
+    if not isinstance(weight_bits, dict):
+        return weight_bits
+    widths = {b for v in weight_bits.values() for b in ((v,) if isinstance(v, int) else v)}
     return widths.pop() if len(widths) == 1 else 8

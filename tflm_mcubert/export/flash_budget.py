@@ -28,6 +28,7 @@ from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.id_order import blob_order
 from tflm_mcubert.export.mcubert_export import UNBOUNDED, export_mcubert
+from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.tokenizer import reference, vocab_blob
 
 FLASH_PROBE_SEQ = 8  # the twin's sequence: every item but the position table is independent of it
@@ -47,6 +48,7 @@ class ModelShape:
     vocab_size: int
     encoder_ops: tuple[str, ...]  # "layer0.attention", "layer0.mlp", ...
     op_bytes: dict  # {bits: {op name: constant bytes}} for the attention and MLP ops
+    layer_savings: dict  # {op name: bytes each linear layer saves at int4, in its op's layer order}
     head_bytes: int
     embedding_fixed_bytes: int  # at FLASH_PROBE_SEQ: the embedding op's constants less its word tables
     container_bytes: int  # the .tflite less every op's constants (the larger of the two twins')
@@ -54,8 +56,15 @@ class ModelShape:
     def embedding_fixed_at(self, seq_len: int) -> int:
         return self.embedding_fixed_bytes + (seq_len - FLASH_PROBE_SEQ) * self.hidden
 
-    def encoder_bytes(self, op_bits: dict[str, int]) -> int:
-        return sum(self.op_bytes[op_bits[name]][name] for name in self.encoder_ops)
+    def encoder_bytes(self, op_bits: dict) -> int:
+        """The encoder ops' constants with each op at its width: one (an int) or one per layer (a tuple,
+        SPEC 3.1.2: the int8 op less what each int4 layer saves)."""
+        return sum(self.op_at(name, op_bits[name]) for name in self.encoder_ops)
+
+    def op_at(self, name: str, bits) -> int:
+        if isinstance(bits, int):
+            return self.op_bytes[bits][name]
+        return self.op_bytes[8][name] - sum(s for s, b in zip(self.layer_savings[name], bits) if b == 4)
 
 
 def _shape_key(config) -> tuple:
@@ -81,6 +90,7 @@ def measure_shape(config, embedding_bits: int = 8, widths=WIDTHS) -> ModelShape:
         vocab_size=config.vocab_size,
         encoder_ops=first["encoder_ops"],
         op_bytes={bits: twin["op_bytes"] for bits, twin in twins.items()},
+        layer_savings=first["layer_savings"],
         head_bytes=first["op_bytes"].get("head", 0),
         embedding_fixed_bytes=first["embedding_fixed_bytes"],
         container_bytes=max(twin["container_bytes"] for twin in twins.values()),
@@ -101,8 +111,17 @@ def _twin_items(key: tuple, embedding_bits: int, weight_bits: int, config) -> di
     sizes = [end - start for start, end in zip([0, *ends[:-1]], ends)]
     tables = stored_embedding_bytes(sizes, ranks[1:], embedding.hidden, embedding.word_bits)
     embedding_node = next(n.name for n in nodes if n.params is embedding)
+    layers = {n.name: [getattr(n.params, layer) for layer in n.op.linear_layers] for n in nodes}
     return {
         "encoder_ops": tuple(n.name for n in nodes if n.op.per_layer),  # the ops each encoder layer repeats
+        "layer_savings": {
+            name: tuple(
+                stored_size(lin.out_features, lin.in_features, 8) - stored_size(lin.out_features, lin.in_features, 4)
+                for lin in linears
+            )
+            for name, linears in layers.items()
+            if linears
+        },
         "op_bytes": op_bytes,
         "embedding_fixed_bytes": op_bytes[embedding_node] - tables,
         "container_bytes": len(twin.tflite) - sum(op_bytes.values()),
@@ -151,7 +170,7 @@ class WholeModelBudget:
     target: FlashTarget
     shape: ModelShape
     seq_len: int
-    op_bits: dict  # encoder op name -> weight bits
+    op_bits: dict  # encoder op name -> weight bits: one per op (int) or one per linear layer (tuple)
     embedding_bits: int
     vocab_bytes: int
     num_clusters: int = 4
@@ -189,7 +208,7 @@ class WholeModelBudget:
             )
         except UserError:
             levers = [
-                *(["--weight-bits 4 halves the encoder"] if 8 in self.op_bits.values() else []),
+                *(["--weight-bits 4 halves the encoder"] if 8 in _all_widths(self.op_bits) else []),
                 *(["--prune-vocab CORPUS shrinks the tokenizer blob and the table"] if self.vocab_bytes else []),
                 *(["--embedding-bits 4 halves the word tables"] if self.embedding_bits == 8 else []),
             ]
@@ -205,12 +224,15 @@ class WholeModelBudget:
         return ", ".join(f"{k.removesuffix('_bytes')} {v:,} B" for k, v in self.items.items())
 
     def to_json(self) -> dict:
-        bits = sorted(set(self.op_bits.values()))
+        bits = sorted(_all_widths(self.op_bits))
+        uniform = len(bits) == 1
         return {
             "budget_bytes": self.target.budget_bytes,
             "source": self.target.source,
             "seq_len": self.seq_len,
-            "weight_bits": bits[0] if len(bits) == 1 else dict(self.op_bits),
+            "weight_bits": bits[0]
+            if uniform
+            else {k: v if isinstance(v, int) else list(v) for k, v in self.op_bits.items()},
             "embedding_bits": self.embedding_bits,
             **self.items,
             "embedding_bytes": self.embedding_bytes,
@@ -231,8 +253,13 @@ def whole_model_budget(
     num_clusters: int = 4,
 ) -> WholeModelBudget:
     """The split of `target` for `config` exported at `seq_len` with `weight_bits` (one width, or one per
-    encoder op name), word tables at `embedding_bits` and a tokenizer blob of `vocab_bytes`."""
-    widths = tuple(sorted(set(weight_bits.values()), reverse=True)) if isinstance(weight_bits, dict) else (weight_bits,)
+    encoder op name: an int, or a tuple with one per linear layer), word tables at `embedding_bits` and a
+    tokenizer blob of `vocab_bytes`."""
+    if isinstance(weight_bits, dict):  # a per-layer op is measured from the int8 twin less its layers' savings
+        measured = {v if isinstance(v, int) else 8 for v in weight_bits.values()}
+        widths = tuple(sorted(measured, reverse=True))
+    else:
+        widths = (weight_bits,)
     shape = measure_shape(config, embedding_bits, widths)
     op_bits = weight_bits if isinstance(weight_bits, dict) else dict.fromkeys(shape.encoder_ops, weight_bits)
     return WholeModelBudget(target, shape, seq_len, op_bits, embedding_bits, vocab_bytes, num_clusters)
@@ -298,3 +325,8 @@ class SearchFlashBudget:
         if permutation is None:
             permutation = np.arange(len(tokenizer.get_vocab()))
         return dataclasses.replace(whole, vocab_bytes=exported_blob_bytes(tokenizer, permutation, embedding.boundaries))
+
+
+def _all_widths(op_bits: dict) -> set[int]:
+    """Every width the encoder's linear layers use."""
+    return {b for v in op_bits.values() for b in ((v,) if isinstance(v, int) else v)}

@@ -71,12 +71,14 @@ from tflm_mcubert.ops.layernorm import (
     residual_sum,
 )
 from tflm_mcubert.ops.op_def import OpDef, hidden_shape
-from tflm_mcubert.ops.linear import Linear, check_layer_bits, check_weight_bits, int_matmul, weight_bits_option
+from tflm_mcubert.ops.linear import Linear, check_layer_bits, int_matmul, layer_widths, uniform_width
+from tflm_mcubert.ops.linear import weight_bits_options, widths_from_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
 
 OP = contract.ATTENTION
+LAYERS = contract.ATTENTION_LINEAR_LAYERS  # the projections, each with its own width in version 8
 RECIP_BITS = contract.SOFTMAX_RECIP_BITS  # 44
 MEAN_SHIFT = contract.SOFTMAX_RECIP_BITS - contract.SOFTMAX_MEAN_FRAC_BITS  # 28
 # Offline: the score difference (rowmax - score) the exp table covers; beyond it e = LUT[255] ~ 0.
@@ -137,11 +139,17 @@ class AttentionParams:
     exp_lut: np.ndarray  # int16[256]
     layer_norm: LayerNormParams
     residual: np.ndarray  # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
-    weight_bits: int = 8  # of all four projections: 8 = int8 pair4, 4 = int4 w4row (version 3, SPEC 3.1.1)
+    # 8 = int8 pair4, 4 = int4 w4row for all four projections (version 3, SPEC 3.1.1), or a width per
+    # projection in LAYERS order (version 8, 3.1.2)
+    weight_bits: int | tuple[int, ...] = 8
 
     @property
     def head_size(self) -> int:
         return self.hidden // self.heads
+
+    @property
+    def layer_widths(self) -> tuple[int, ...]:
+        return layer_widths(OP, LAYERS, self.weight_bits)
 
     def validate(self) -> "AttentionParams":
         s = check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
@@ -157,8 +165,7 @@ class AttentionParams:
             problem = check_multipliers(getattr(self, mult), getattr(self, shift))
             if problem:
                 raise OpSpecError(OP, mult, problem)
-        bits = check_weight_bits(OP, self.weight_bits)
-        for name in ("query", "key", "value", "output"):
+        for name, bits in zip(LAYERS, self.layer_widths):
             lin: Linear = getattr(self, name)
             if (lin.in_features, lin.out_features) != (d, d):
                 raise OpSpecError(OP, name, f"expected a {d} x {d} layer, got {lin.out_features} x {lin.in_features}")
@@ -189,7 +196,7 @@ class AttentionParams:
             "context_multiplier": self.context_multiplier,
             "context_shift": self.context_shift,
             "ln_eps": self.layer_norm.eps,
-            **weight_bits_option(self.weight_bits),
+            **weight_bits_options(self.layer_widths),
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
@@ -206,10 +213,10 @@ class AttentionParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
-        d, bits = options["hidden"], options.get("weight_bits", 8)
+        d, widths = options["hidden"], widths_from_options(LAYERS, options)
         lin = {
             name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"], bits)
-            for name in ("query", "key", "value", "output")
+            for name, bits in zip(LAYERS, widths)
         }
         return cls(
             options["seq_len"],
@@ -228,7 +235,7 @@ class AttentionParams:
             tensors["exp_lut"],
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
             tensors["residual"],
-            bits,
+            uniform_width(widths),
         ).validate()
 
     # -- offline quantization ---------------------------------------------------------------
@@ -242,8 +249,10 @@ class AttentionParams:
         seq_len: int,
         tile: int,
         mask_mode: int = contract.MASK_MODE_KEY_MASK,
-        weight_bits: int = 8,
+        weight_bits: int | tuple[int, ...] | dict[str, int] = 8,
     ) -> "AttentionParams":
+        """`weight_bits`: one width for the four projections, or one each (a tuple in LAYERS order, or by name)."""
+        widths = dict(zip(LAYERS, layer_widths(OP, LAYERS, weight_bits)))
         x = quant.input
         residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
         dh = fw.hidden // fw.heads
@@ -263,14 +272,14 @@ class AttentionParams:
             score_shift=int(score_s),
             context_multiplier=int(ctx_m),
             context_shift=int(ctx_s),
-            query=Linear.from_float(fw.wq, fw.bq, x, quant.query.scale, weight_bits),
-            key=Linear.from_float(fw.wk, fw.bk, x, quant.key.scale, weight_bits),
-            value=Linear.from_float(fw.wv, fw.bv, x, quant.value.scale, weight_bits),
-            output=Linear.from_float(fw.wo, fw.bo, quant.context, z_scale, weight_bits),
+            query=Linear.from_float(fw.wq, fw.bq, x, quant.query.scale, widths["query"]),
+            key=Linear.from_float(fw.wk, fw.bk, x, quant.key.scale, widths["key"]),
+            value=Linear.from_float(fw.wv, fw.bv, x, quant.value.scale, widths["value"]),
+            output=Linear.from_float(fw.wo, fw.bo, quant.context, z_scale, widths["output"]),
             exp_lut=build_exp_lut(quant.score_scale),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
             residual=residual,
-            weight_bits=weight_bits,
+            weight_bits=uniform_width(tuple(widths.values())),
         ).validate()
 
 
@@ -479,4 +488,5 @@ DEFINITION = OpDef(
     output_shape=hidden_shape,
     cost_features=lambda s, dims, t: kernel_events.attention_features(s, dims.hidden, dims.heads, t),
     weight_traffic=lambda s, dims, t: kernel_events.attention_weight_traffic(s, dims.hidden, t, dims.weight_bits),
+    linear_layers=LAYERS,
 )

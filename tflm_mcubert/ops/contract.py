@@ -36,6 +36,11 @@ SPEC_VERSION_CAUSAL_ATTENTION = 5
 SPEC_VERSION_DECODER_MLP = 6
 # Version 7 is MCUBERT_DECODER_EMBEDDING's first (issue 26): word + position into the residual stream.
 SPEC_VERSION_DECODER_EMBEDDING = 7
+# Version 8 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (issue 25): a width per linear layer, option
+# `int4_layers` (bit i: the op's layer i is int4), for a model whose ops mix int4 and int8 matrices.
+SPEC_VERSION_LAYER_BITS = 8
+ATTENTION_LINEAR_LAYERS = ("query", "key", "value", "output")  # the order of the op's weight inputs
+MLP_LINEAR_LAYERS = ("fc1", "fc2")
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
 EMBEDDING_WORD_BITS = (4, 8)  # storage widths of the word tables; 8 is version 1's only one
 INT4_ROW_SCALE_BYTES = 2  # cluster 0 int4 rows: uint16 little-endian row scale, then the nibbles
@@ -144,6 +149,8 @@ def _check_weight_bits(v: dict[str, int]):
     bits = v.get("weight_bits", 8)
     if bits not in LINEAR_WEIGHT_BITS:
         return "weight_bits", f"{bits} is not a weight width (4: packed int4, 8: int8)"
+    if "int4_layers" in v and bits != 8:
+        return "weight_bits", f"{bits} with int4_layers (version 8: the mask gives the int4 layers, the rest are 8)"
     return None
 
 
@@ -464,6 +471,19 @@ def _w4_lines(op: str, layers: tuple[str, ...], shapes: str) -> tuple[str, ...]:
     )
 
 
+def _int4_layers_field(layers: tuple[str, ...]) -> OptionField:
+    names = ", ".join(f"{1 << i}={layer}" for i, layer in enumerate(layers))
+    return OptionField("int4_layers", 0, (1 << len(layers)) - 1, f"linear layers stored int4 (bits {names})")
+
+
+def _int4_layers_lines(op: str, layers: tuple[str, ...]) -> tuple[str, ...]:
+    """Version 8's numerics of an encoder op: each linear layer at its own width (3.1.1's two layouts)."""
+    return (
+        f"{op}.layer width=4 if bit i of int4_layers is set,else weight_bits(=8);layer i of {'|'.join(layers)}",
+        f"{op}.weights(layer i)=w4row at width 4,pair4 at width 8",
+    )
+
+
 # Option fields a later version adds, by version and op (absent from, and unknown to, earlier ones).
 VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
     SPEC_VERSION_INT4: {
@@ -473,14 +493,22 @@ VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
         ATTENTION: (_WEIGHT_BITS,),
         MLP: (_WEIGHT_BITS,),
     },
+    SPEC_VERSION_LAYER_BITS: {
+        ATTENTION: (_int4_layers_field(ATTENTION_LINEAR_LAYERS),),
+        MLP: (_int4_layers_field(MLP_LINEAR_LAYERS),),
+    },
 }
 
 
 # Contract text a per-op version adds beyond its option fields (numerics, layouts), by version and op.
 VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     SPEC_VERSION_W4: {
-        ATTENTION: _w4_lines(ATTENTION, ("query", "key", "value", "output"), "d, d"),
-        MLP: _w4_lines(MLP, ("fc1", "fc2"), "ffn, d|d, ffn"),
+        ATTENTION: _w4_lines(ATTENTION, ATTENTION_LINEAR_LAYERS, "d, d"),
+        MLP: _w4_lines(MLP, MLP_LINEAR_LAYERS, "ffn, d|d, ffn"),
+    },
+    SPEC_VERSION_LAYER_BITS: {
+        ATTENTION: _int4_layers_lines(ATTENTION, ATTENTION_LINEAR_LAYERS),
+        MLP: _int4_layers_lines(MLP, MLP_LINEAR_LAYERS),
     },
     SPEC_VERSION_DECODER_EMBEDDING: {
         DECODER_EMBEDDING: (

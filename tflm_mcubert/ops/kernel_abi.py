@@ -72,7 +72,7 @@ def make_params(op: str, options: dict[str, int], spec_hash: int | None = None, 
     with every option (an int4 embedding's is 2), its hash by default the Python contract's; pass
     the hash (of that version) a kernel build was made for to test its numerics while the contract
     text is being changed elsewhere. Absent optional fields (word_bits of version 1) are 0."""
-    version = contract.options_version(op, dict(options))
+    version = contract.options_version(op, {k: v for k, v in options.items() if k != c_contract.RESERVED})
     values = {"spec_version": version, "spec_hash": OP_SPEC_HASHES[op][version], **options, **overrides}
     if spec_hash is not None:
         values["spec_hash"] = spec_hash

@@ -217,16 +217,50 @@ def check_weight_bits(op: str, bits) -> int:
     return bits
 
 
+def layer_widths(op: str, layers: tuple[str, ...], weight_bits) -> tuple[int, ...]:
+    """The width of each of an op's linear layers (in `layers`' order) from `weight_bits`: one width for
+    all (an int), or one per layer (a tuple in that order, or a {layer: width} mapping naming them all)."""
+    if isinstance(weight_bits, dict):
+        if set(weight_bits) != set(layers):
+            raise OpSpecError(op, "weight_bits", f"widths for {sorted(weight_bits)}, expected one for each of {layers}")
+        weight_bits = tuple(weight_bits[layer] for layer in layers)
+    if not isinstance(weight_bits, tuple):
+        return (check_weight_bits(op, weight_bits),) * len(layers)
+    if len(weight_bits) != len(layers):
+        raise OpSpecError(op, "weight_bits", f"{len(weight_bits)} widths for the {len(layers)} layers {layers}")
+    for layer, bits in zip(layers, weight_bits):
+        if bits not in WEIGHT_BITS:
+            raise OpSpecError(op, "weight_bits", f"{layer}: {bits!r} is not a weight width (4: packed int4, 8: int8)")
+    return tuple(int(b) for b in weight_bits)
+
+
 def check_layer_bits(op: str, field: str, layer: Linear, bits: int) -> None:
-    """One width for every linear layer of an op: `layer` stores its weights at the op's `bits`."""
+    """A layer stores its weights at the width its op declares for it."""
     if layer.weight_bits != bits:
         raise OpSpecError(op, f"{field}.weights", f"stored at {layer.weight_bits} bits in an op of weight_bits {bits}")
 
 
-def weight_bits_option(bits: int) -> dict[str, int]:
-    """The options entry of an op's weight width: none for int8 (so its options stay version 1's,
-    byte for byte), `weight_bits` for int4 (which makes them version 3)."""
-    return {} if bits == 8 else {"weight_bits": bits}
+def weight_bits_options(widths: tuple[int, ...]) -> dict[str, int]:
+    """The options entries of an op's layer widths: none when all are int8 (version 1's options, byte for
+    byte), `weight_bits = 4` when all are int4 (version 3), and when they mix `int4_layers`, bit i set for
+    each int4 layer i, with `weight_bits = 8` (version 8, whose fields include version 3's; SPEC.md 3.1.2)."""
+    if set(widths) == {8}:
+        return {}
+    if set(widths) == {4}:
+        return {"weight_bits": 4}
+    return {"weight_bits": 8, "int4_layers": sum(1 << i for i, bits in enumerate(widths) if bits == 4)}
+
+
+def widths_from_options(layers: tuple[str, ...], options: dict[str, int]) -> tuple[int, ...]:
+    """Each layer's width as the options declare it: 4 where `int4_layers` has its bit, else `weight_bits`
+    (8 when absent)."""
+    mask, bits = options.get("int4_layers", 0), options.get("weight_bits", 8)
+    return tuple(4 if mask >> i & 1 else bits for i in range(len(layers)))
+
+
+def uniform_width(widths: tuple[int, ...]) -> int | tuple[int, ...]:
+    """One width when every layer shares it (how params record a uniform op), else the per-layer tuple."""
+    return widths[0] if len(set(widths)) == 1 else widths
 
 
 def linear_from_int4(packed: np.ndarray, channels: np.ndarray, out_features: int, in_features: int) -> Linear:

@@ -38,12 +38,14 @@ from tflm_mcubert.ops.layernorm import (
     residual_sum,
 )
 from tflm_mcubert.ops.op_def import OpDef, hidden_shape
-from tflm_mcubert.ops.linear import Linear, check_layer_bits, check_weight_bits, weight_bits_option
+from tflm_mcubert.ops.linear import Linear, check_layer_bits, layer_widths, uniform_width, weight_bits_options
+from tflm_mcubert.ops.linear import widths_from_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
 
 OP = contract.MLP
+LAYERS = contract.MLP_LINEAR_LAYERS  # FC1 and FC2, each with its own width in version 8
 
 
 def scratch_layout(s: int, d: int, ffn: int, t: int) -> ScratchLayout:
@@ -72,7 +74,12 @@ class MLPParams:
     fc2: Linear
     layer_norm: LayerNormParams
     residual: np.ndarray  # int32[d, 2]: (zero point, shift R_c) of the incoming hidden state
-    weight_bits: int = 8  # of FC1 and FC2: 8 = int8 pair4, 4 = int4 w4row (version 3, SPEC 3.1.1)
+    # 8 = int8 pair4, 4 = int4 w4row for FC1 and FC2 (version 3, SPEC 3.1.1), or one each (version 8, 3.1.2)
+    weight_bits: int | tuple[int, ...] = 8
+
+    @property
+    def layer_widths(self) -> tuple[int, ...]:
+        return layer_widths(OP, LAYERS, self.weight_bits)
 
     def validate(self) -> "MLPParams":
         s = check_int(OP, "seq_len", self.seq_len, 1, contract.MAX_SEQ_LEN)
@@ -80,8 +87,7 @@ class MLPParams:
         f = check_int(OP, "ffn", self.ffn, 1, contract.MAX_FFN)
         check_int(OP, "tile", self.tile, 1, s)
         check_int(OP, "fc1_output_zero_point", self.fc1_output_zero_point, INT8_MIN, INT8_MAX)
-        bits = check_weight_bits(OP, self.weight_bits)
-        for name, shape in (("fc1", (f, d)), ("fc2", (d, f))):
+        for name, shape, bits in zip(LAYERS, ((f, d), (d, f)), self.layer_widths):
             lin: Linear = getattr(self, name)
             if (lin.out_features, lin.in_features) != shape:
                 raise OpSpecError(
@@ -102,7 +108,7 @@ class MLPParams:
             "tile": self.tile,
             "fc1_output_zero_point": self.fc1_output_zero_point,
             "ln_eps": self.layer_norm.eps,
-            **weight_bits_option(self.weight_bits),
+            **weight_bits_options(self.layer_widths),
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
@@ -118,25 +124,33 @@ class MLPParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]):
-        d, f, bits = options["hidden"], options["ffn"], options.get("weight_bits", 8)
+        d, f, (bits1, bits2) = options["hidden"], options["ffn"], widths_from_options(LAYERS, options)
         return cls(
             options["seq_len"],
             d,
             f,
             options["tile"],
             options["fc1_output_zero_point"],
-            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"], bits),
+            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"], bits1),
             tensors["activation_lut"],
-            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"], bits),
+            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"], bits2),
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
             tensors["residual"],
-            bits,
+            uniform_width((bits1, bits2)),
         ).validate()
 
     @classmethod
     def quantize(
-        cls, fw: "MLPFloat", quant: "MLPQuant", *, seq_len: int, tile: int, weight_bits: int = 8
+        cls,
+        fw: "MLPFloat",
+        quant: "MLPQuant",
+        *,
+        seq_len: int,
+        tile: int,
+        weight_bits: int | tuple[int, ...] | dict[str, int] = 8,
     ) -> "MLPParams":
+        """`weight_bits`: one width for FC1 and FC2, or one each (a tuple in LAYERS order, or by name)."""
+        bits1, bits2 = layer_widths(OP, LAYERS, weight_bits)
         x = quant.input
         residual, z_scale = residual_channels(x, quant.z_max_abs, fw.hidden)
         lut = build_activation_lut(
@@ -146,7 +160,7 @@ class MLPParams:
             quant.activation.scale,
             quant.activation.zero_point,
         )
-        fc1 = Linear.from_float(fw.w1, fw.b1, x, quant.fc1_output.scale, weight_bits)
+        fc1 = Linear.from_float(fw.w1, fw.b1, x, quant.fc1_output.scale, bits1)
         return cls(
             seq_len=seq_len,
             hidden=fw.hidden,
@@ -155,10 +169,10 @@ class MLPParams:
             fc1_output_zero_point=quant.fc1_output.zero_point,
             fc1=fc1,
             activation_lut=lut,
-            fc2=Linear.from_float(fw.w2, fw.b2, quant.activation, z_scale, weight_bits),
+            fc2=Linear.from_float(fw.w2, fw.b2, quant.activation, z_scale, bits2),
             layer_norm=LayerNormParams.from_float(fw.gamma, fw.beta, fw.eps, z_scale, quant.output),
             residual=residual,
-            weight_bits=weight_bits,
+            weight_bits=uniform_width((bits1, bits2)),
         ).validate()
 
 
@@ -261,4 +275,5 @@ DEFINITION = OpDef(
     output_shape=hidden_shape,
     cost_features=lambda s, dims, t: kernel_events.mlp_features(s, dims.hidden, dims.ffn, t),
     weight_traffic=lambda s, dims, t: kernel_events.mlp_weight_traffic(s, dims.hidden, dims.ffn, t, dims.weight_bits),
+    linear_layers=LAYERS,
 )

@@ -50,6 +50,8 @@ class OpDef:
     # The cost model's terms (ops/kernel_events.py), of (seq_len, dims, tile); None: no formula yet.
     cost_features: Callable[[int, Any, int], dict[str, float]] | None = None  # loop-nest event counts
     weight_traffic: Callable[[int, Any, int], int] | None = None  # weight bytes one call reads from Flash
+    # Its linear layers whose storage width is an option (params attributes, SPEC 3.1.2), in input order.
+    linear_layers: tuple[str, ...] = ()
 
     @property
     def contract(self) -> OpContract:

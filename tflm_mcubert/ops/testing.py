@@ -194,7 +194,11 @@ def _residual(rng, d) -> np.ndarray:
     return np.stack([zero_point, shift], axis=1).astype(np.int32)
 
 
-def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0, weight_bits: int = 8) -> AttentionParams:
+def extreme_attention(
+    rng, s: int, d: int, h: int, t: int, mask_mode: int = 0, weight_bits: int | tuple[int, ...] = 8
+) -> AttentionParams:
+    """`weight_bits`: one width for the four projections, or one each (SPEC 3.1.2)."""
+    bits = weight_bits if isinstance(weight_bits, tuple) else (weight_bits,) * 4
     lut = rng.integers(0, EXP_ONE, 256, endpoint=True).astype(np.int16)
     lut[0] = EXP_ONE
     sm, ss = _requant(rng, 2)
@@ -208,10 +212,10 @@ def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0, w
         score_shift=int(rng.integers(-20, -5)),
         context_multiplier=int(max(sm[1], MULTIPLIER_MIN)),
         context_shift=int(rng.integers(-20, 0)),
-        query=_linear(rng, d, d, bits=weight_bits),
-        key=_linear(rng, d, d, bits=weight_bits),
-        value=_linear(rng, d, d, bits=weight_bits),
-        output=_linear(rng, d, d, shifts=(-16, -4), bits=weight_bits),
+        query=_linear(rng, d, d, bits=bits[0]),
+        key=_linear(rng, d, d, bits=bits[1]),
+        value=_linear(rng, d, d, bits=bits[2]),
+        output=_linear(rng, d, d, shifts=(-16, -4), bits=bits[3]),
         exp_lut=lut,
         layer_norm=_layer_norm(rng, d),
         residual=_residual(rng, d),
@@ -219,16 +223,18 @@ def extreme_attention(rng, s: int, d: int, h: int, t: int, mask_mode: int = 0, w
     ).validate()
 
 
-def extreme_mlp(rng, s: int, d: int, ffn: int, t: int, weight_bits: int = 8) -> MLPParams:
+def extreme_mlp(rng, s: int, d: int, ffn: int, t: int, weight_bits: int | tuple[int, int] = 8) -> MLPParams:
+    """`weight_bits`: one width for FC1 and FC2, or one each (SPEC 3.1.2)."""
+    bits = weight_bits if isinstance(weight_bits, tuple) else (weight_bits,) * 2
     return MLPParams(
         seq_len=s,
         hidden=d,
         ffn=ffn,
         tile=t,
         fc1_output_zero_point=int(rng.integers(-128, 128)),
-        fc1=_linear(rng, ffn, d, bits=weight_bits),
+        fc1=_linear(rng, ffn, d, bits=bits[0]),
         activation_lut=rng.integers(-128, 128, 256).astype(np.int8),
-        fc2=_linear(rng, d, ffn, shifts=(-16, -4), bits=weight_bits),
+        fc2=_linear(rng, d, ffn, shifts=(-16, -4), bits=bits[1]),
         layer_norm=_layer_norm(rng, d),
         residual=_residual(rng, d),
         weight_bits=weight_bits,

@@ -52,16 +52,18 @@ class CalibrationSettings:
     seed: int = 0
     embedding_bits: int = 8  # storage of the embedding's word tables: 8 (int8) or 4 (int4, SPEC 4.1.1)
     weight_bits: int = 8  # of every attention and MLP linear layer: 8 (int8) or 4 (int4 w4row, SPEC 3.1.1)
-    # Per op ("layer0.attention": 4, ...), overriding weight_bits for the ops it names (export --weight-bits auto)
-    op_weight_bits: tuple[tuple[str, int], ...] = ()
+    # Per op, overriding weight_bits for the ops it names (export --weight-bits auto): one width for the op
+    # ("layer0.attention": 4) or one per linear layer in the op's order ("layer0.mlp": (4, 8), SPEC 3.1.2)
+    op_weight_bits: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
 
-    def bits_of(self, op_name: str) -> int:
+    def bits_of(self, op_name: str) -> int | tuple[int, ...]:
         return dict(self.op_weight_bits).get(op_name, self.weight_bits)
 
     def __post_init__(self):
         if self.embedding_bits not in (4, 8):
             raise UserError(f"embedding bits {self.embedding_bits!r} (choose 4 or 8)")
-        if any(bits not in (4, 8) for bits in (self.weight_bits, *dict(self.op_weight_bits).values())):
+        per_op = [b for v in dict(self.op_weight_bits).values() for b in (v if isinstance(v, tuple) else (v,))]
+        if any(bits not in (4, 8) for bits in (self.weight_bits, *per_op)):
             raise UserError(f"weight bits {self.weight_bits!r}, {dict(self.op_weight_bits)} (choose 4 or 8)")
         if self.method not in METHODS:
             raise UserError(f"calibration method {self.method!r} (choose from {', '.join(METHODS)})")

@@ -6,7 +6,8 @@ path (`<Op>Params.quantize`) does the arithmetic.
     forward(float layer, x, valid, name, see) -> y      the float op, reporting `name.<tensor>` ranges
     params(float layer, name, ranges, input, output, seq_len, mask_mode, choose, weight_bits) -> validated params
 
-`weight_bits` (4 or 8) is the storage width of the op's linear layers (SPEC.md 3.1.1; one per op).
+`weight_bits` is the storage width of the op's linear layers: 4 or 8 for all (SPEC.md 3.1.1), or a tuple
+with one per layer (3.1.2).
 """
 
 from __future__ import annotations

@@ -17,15 +17,38 @@ static const version_entry mlp_versions[] = {MCUBERT_MLP_SPEC_VERSIONS(VERSION_E
 static const version_entry head_versions[] = {MCUBERT_CLASSIFIER_HEAD_SPEC_VERSIONS(VERSION_ENTRY)};
 #define COUNT_OF(array) ((int32_t)(sizeof(array) / sizeof((array)[0])))
 
-/* A spec version the op reads that allows `bits` (int4 needs version >= since, the last listed for
- * the ops here), and the weight_bits field: 0 (version before `since`), 8 or 4. */
+/* A spec version the op reads that allows `bits`: int4 takes version `since` (one width for the op),
+ * any other a random version; the weight_bits field is 0 (version before `since`), 8 or 4. */
 static void pick_version(reader *r, const version_entry *versions, int32_t count, int32_t bits, int32_t since,
                          int32_t *version, uint32_t *hash, int32_t *weight_bits)
 {
-    const int32_t i = bits == 4 ? count - 1 : (int32_t)(take(r, 1) % (uint32_t)count);
+    int32_t i = 0;
+    if (bits != 4) {
+        i = (int32_t)(take(r, 1) % (uint32_t)count);
+    }
+    while (bits == 4 && i < count - 1 && versions[i].version != since) {
+        ++i;
+    }
     *version = versions[i].version;
     *hash = versions[i].hash;
     *weight_bits = bits == 4 ? 4 : (versions[i].version < since && (take(r, 1) & 1u)) ? 0 : 8;
+}
+
+static int32_t weight_elements(int32_t out, int32_t in, int32_t bits)
+{
+    return bits == 4 ? out * (((in + 7) >> 3) * 4) : ((out + 1) / 2) * ((in + 3) / 4) * 8;
+}
+
+/* Version 8's int4_layers (SPEC 3.1.2): a random mask over `layers` linear layers from version `since`. */
+static int32_t pick_int4_layers(reader *r, int32_t version, int32_t since, int32_t layers)
+{
+    return version >= since ? (int32_t)(take(r, 1) % (1u << layers)) : 0;
+}
+
+/* The width of linear layer `index` as the kernels read it (mcubert_layer_width). */
+static int32_t layer_bits(int32_t int4_layers, int32_t index, int32_t weight_bits)
+{
+    return ((int4_layers >> index) & 1) != 0 || weight_bits == 4 ? 4 : 8;
 }
 
 static int64_t eps_of(reader *r)
@@ -167,18 +190,18 @@ static mcubert_status call_attention(const void *op, const mcubert_context *cont
 
 static void attention_tensors(arena *a, reader *r, attention_op *e, mcubert_tensor_view *t)
 {
-    const int32_t d = e->p.hidden, bits = e->p.weight_bits == 4 ? 4 : 8;
-    const int32_t weight_elements = bits == 4 ? d * (((d + 7) >> 3) * 4) : ((d + 1) / 2) * ((d + 3) / 4) * 8;
+    const int32_t d = e->p.hidden;
     const int8_t **weights[4] = {&e->w.query_weights, &e->w.key_weights, &e->w.value_weights, &e->w.output_weights};
     const int32_t **channels[4] = {&e->w.query_channels, &e->w.key_channels, &e->w.value_channels,
                                    &e->w.output_channels};
     int16_t *lut = (int16_t *)block(a, sizeof(int16_t) * 256u);
     int32_t i;
     for (i = 0; i < 4; ++i) {
+        const int32_t bits = layer_bits(e->p.int4_layers, i, e->p.weight_bits);
         *weights[i] = linear_weights(a, r, d, d, bits);
         *channels[i] = channels_table(a, r, d);
         t[MCUBERT_ATTENTION_QUERY_WEIGHTS + 2 * i] =
-            (mcubert_tensor_view){*weights[i], MCUBERT_DTYPE_INT8, weight_elements};
+            (mcubert_tensor_view){*weights[i], MCUBERT_DTYPE_INT8, weight_elements(d, d, bits)};
         t[MCUBERT_ATTENTION_QUERY_CHANNELS + 2 * i] = (mcubert_tensor_view){*channels[i], MCUBERT_DTYPE_INT32, 3 * d};
     }
     for (i = 0; i < 256; ++i) {
@@ -222,6 +245,7 @@ static void fuzz_attention(arena *a, reader *r, int32_t bits, int saturated)
     memset(&e, 0, sizeof e);
     pick_version(r, attention_versions, COUNT_OF(attention_versions), bits, MCUBERT_ATTENTION_WEIGHT_BITS_SINCE,
                  &e.p.spec_version, &e.p.spec_hash, &e.p.weight_bits);
+    e.p.int4_layers = pick_int4_layers(r, e.p.spec_version, MCUBERT_ATTENTION_INT4_LAYERS_SINCE, 4);
     e.p.seq_len = s = in_range(r, 1, 16);
     e.p.heads = in_range(r, 1, 8);
     e.p.hidden = d = e.p.heads * in_range(r, 1, 64 / e.p.heads);
@@ -259,40 +283,38 @@ static mcubert_status call_mlp(const void *op, const mcubert_context *context, i
     return mcubert_mlp_s8(&e->p, &e->w, out, context, m);
 }
 
-static int32_t weight_elements(int32_t out, int32_t in, int32_t bits)
-{
-    return bits == 4 ? out * (((in + 7) >> 3) * 4) : ((out + 1) / 2) * ((in + 3) / 4) * 8;
-}
-
 static void fuzz_mlp(arena *a, reader *r, int32_t bits, int saturated)
 {
     mlp_op e;
     mcubert_tensor_view t[MCUBERT_MLP_NUM_TENSORS];
     mcubert_message m;
-    int32_t s, d, f;
+    int32_t s, d, f, bits1, bits2;
     memset(&e, 0, sizeof e);
     pick_version(r, mlp_versions, COUNT_OF(mlp_versions), bits, MCUBERT_MLP_WEIGHT_BITS_SINCE, &e.p.spec_version,
                  &e.p.spec_hash, &e.p.weight_bits);
+    e.p.int4_layers = pick_int4_layers(r, e.p.spec_version, MCUBERT_MLP_INT4_LAYERS_SINCE, 2);
     e.p.seq_len = s = in_range(r, 1, 16);
     e.p.hidden = d = in_range(r, 1, 48);
     e.p.ffn = f = in_range(r, 1, 96);
     e.p.tile = in_range(r, 1, s);
     e.p.fc1_output_zero_point = in_range(r, -128, 127);
     e.p.ln_eps = clamp_eps(eps_of(r));
-    e.w.fc1_weights = linear_weights(a, r, f, d, bits);
+    bits1 = layer_bits(e.p.int4_layers, 0, e.p.weight_bits);
+    bits2 = layer_bits(e.p.int4_layers, 1, e.p.weight_bits);
+    e.w.fc1_weights = linear_weights(a, r, f, d, bits1);
     e.w.fc1_channels = channels_table(a, r, f);
     e.w.activation_lut = bytes_of(a, r, 256);
-    e.w.fc2_weights = linear_weights(a, r, d, f, bits);
+    e.w.fc2_weights = linear_weights(a, r, d, f, bits2);
     e.w.fc2_channels = channels_table(a, r, d);
     e.w.layer_norm = layer_norm_table(a, r, d);
     e.w.residual = residual_table(a, r, d);
     t[MCUBERT_MLP_HIDDEN] = (mcubert_tensor_view){NULL, MCUBERT_DTYPE_INT8, s * d};
     t[MCUBERT_MLP_FC1_WEIGHTS] =
-        (mcubert_tensor_view){e.w.fc1_weights, MCUBERT_DTYPE_INT8, weight_elements(f, d, bits)};
+        (mcubert_tensor_view){e.w.fc1_weights, MCUBERT_DTYPE_INT8, weight_elements(f, d, bits1)};
     t[MCUBERT_MLP_FC1_CHANNELS] = (mcubert_tensor_view){e.w.fc1_channels, MCUBERT_DTYPE_INT32, 3 * f};
     t[MCUBERT_MLP_ACTIVATION_LUT] = (mcubert_tensor_view){e.w.activation_lut, MCUBERT_DTYPE_INT8, 256};
     t[MCUBERT_MLP_FC2_WEIGHTS] =
-        (mcubert_tensor_view){e.w.fc2_weights, MCUBERT_DTYPE_INT8, weight_elements(d, f, bits)};
+        (mcubert_tensor_view){e.w.fc2_weights, MCUBERT_DTYPE_INT8, weight_elements(d, f, bits2)};
     t[MCUBERT_MLP_FC2_CHANNELS] = (mcubert_tensor_view){e.w.fc2_channels, MCUBERT_DTYPE_INT32, 3 * d};
     t[MCUBERT_MLP_LAYER_NORM] = (mcubert_tensor_view){e.w.layer_norm, MCUBERT_DTYPE_INT32, 2 * d};
     t[MCUBERT_MLP_RESIDUAL] = (mcubert_tensor_view){e.w.residual, MCUBERT_DTYPE_INT32, 2 * d};
