@@ -85,3 +85,56 @@ def test_bad_flash_budgets_end_in_one_clear_line(capsys, tmp_path, classifier_ch
     )  # fmt: skip
     assert code == 2
     assert_one_clean_error(err, *fragments)
+
+
+def test_weight_bits_auto_searches_each_width_and_keeps_the_best_integer_model_on_dev(
+    capsys, tmp_path, classifier_checkpoint
+):
+    """search --weight-bits auto: one search per encoder width at the share of the same budget it leaves the
+    word tables, each candidate's integer model evaluated as the firmware computes it, the best on
+    validation kept and copied to --out (compress/width_search.py)."""
+    target = rest_of_model(classifier_checkpoint, 8) + TABLE_SHARE
+    out = tmp_path / "widths"
+    command = [
+        "search", "--checkpoint", classifier_checkpoint, "--task", write_reviews(tmp_path / "r.csv", count=60),
+        "--out", out, "--quiet", "--target-flash-bytes", target, "--export-seq-len", SEQ, "--embedding-bits", 8,
+        "--weight-bits", "auto", "--epochs", 0.5, "--finetune-epochs", 0.5, "--max-seq-len", SEQ,
+    ]  # fmt: skip
+    code, printed, err = run_cli(capsys, *command)
+    assert code == 0, err
+    report = json.loads((out / "metrics.json").read_text())["width_search"]
+    rows = {row["name"]: row for row in report["candidates"]}
+    assert set(rows) == {"w8-e8", "w4-e8"}
+    assert rows["w4-e8"]["integer_model"] == "int8+w4" and rows["w8-e8"]["integer_model"] == "int8"
+    eight, four = rows["w8-e8"]["flash_budget"], rows["w4-e8"]["flash_budget"]
+    assert four["encoder_bytes"] < eight["encoder_bytes"] and four["embedding_bytes"] > eight["embedding_bytes"]
+    best = max(report["candidates"], key=lambda row: row["validation_accuracy"])["validation_accuracy"]
+    assert rows[report["chosen"]]["validation_accuracy"] == best
+    for name in rows:
+        evaluation = json.loads((out / "widths" / name / "evaluate.json").read_text())
+        key = f"{rows[name]['integer_model']}_accuracy"
+        assert evaluation["by_split"]["validation"][key] == rows[name]["validation_accuracy"]
+    assert f"widths chosen: {report['chosen']}" in printed
+    chosen = out / "widths" / report["chosen"]
+    assert (out / "config.json").read_bytes() == (chosen / "config.json").read_bytes()
+
+    code, again, err = run_cli(capsys, *command)  # resumes: every candidate is reused, the choice is the same
+    assert code == 0, err
+    assert json.loads((out / "metrics.json").read_text())["width_search"] == report
+
+    bits = rows[report["chosen"]]["weight_bits"]
+    code, _, err = run_cli(
+        capsys, "export", "--checkpoint", out, "--seq-len", SEQ, "--sram", "8MB", "--weight-bits", bits,
+        "--flash", target + DEFAULT_FLASH_RESERVE, "--out", tmp_path / "fw",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((tmp_path / "fw" / "report.json").read_text())["fits"]["flash"]["ok"]
+
+
+def test_a_width_search_needs_a_whole_model_budget(capsys, tmp_path, classifier_checkpoint):
+    code, _, err = run_cli(
+        capsys, "search", "--checkpoint", classifier_checkpoint, "--task", write_reviews(tmp_path / "r.csv"),
+        "--out", tmp_path / "o", "--quiet", "--weight-bits", "auto",
+    )  # fmt: skip
+    assert code == 2
+    assert_one_clean_error(err, "--weight-bits auto and --embedding-bits auto need --board or --target-flash-bytes")

@@ -9,9 +9,12 @@ Prints its validation and test accuracy and the embedding's size at the end, one
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 
 from tflm_mcubert.boards import BOARDS, get_board, parse_size
+from tflm_mcubert.cli import evaluate as evaluate_command
+from tflm_mcubert.compress.width_search import AUTO, WidthCandidate, search_widths, width_candidates
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import FlashTarget, SearchFlashBudget
 from tflm_mcubert.model.config import check_seq_len
@@ -45,7 +48,15 @@ def flash_budget_from_args(args):
     else:
         target = FlashTarget(args.target_flash_bytes, "--target-flash-bytes")
     check_seq_len(args.export_seq_len, flag="--export-seq-len")
-    return SearchFlashBudget(target, args.export_seq_len, args.weight_bits, vocab=not args.no_vocab)
+    weight_bits = 8 if args.weight_bits == AUTO else args.weight_bits  # auto: each candidate replaces it
+    return SearchFlashBudget(target, args.export_seq_len, weight_bits, vocab=not args.no_vocab)
+
+
+def width_argument(text: str) -> int | str:
+    """--weight-bits / --embedding-bits: 8, 4 or auto (a width search over both)."""
+    if text in ("8", "4", AUTO):
+        return AUTO if text == AUTO else int(text)
+    raise argparse.ArgumentTypeError(f"{text!r}: choose 8, 4 or auto")
 
 
 def print_flash_split(split: dict) -> None:
@@ -220,16 +231,20 @@ def _add_budget_arguments(search) -> None:
     whole.add_argument("--flash-reserve", help="with --board: Flash kept for code (default 160KB, as export's)")
     whole.add_argument("--export-seq-len", type=int, default=128, help="export --seq-len (default 128)")
     whole.add_argument(
-        "--weight-bits", type=int, choices=(8, 4), default=8, help="export --weight-bits of the encoder (default 8)"
+        "--weight-bits",
+        type=width_argument,
+        default=8,
+        help="export --weight-bits of the encoder (default 8); auto: a search at each width, the one whose integer "
+        "model is best on validation kept (compress/width_search.py)",
     )
     whole.add_argument("--no-vocab", action="store_true", help="export --no-vocab: no tokenizer blob in Flash")
     search.add_argument(
         "--embedding-bits",
-        type=int,
-        choices=(8, 4),
+        type=width_argument,
         help="storage of the word tables (export --embedding-bits): byte budgets count it, and the fine-tune "
         "trains and reports the tables as stored (straight-through fake quantization); default: float tables, "
-        "byte budgets at int8",
+        "byte budgets at int8; auto (with --board or --target-flash-bytes): a search at 8 and at 4, as "
+        "--weight-bits auto",
     )
 
 
@@ -239,6 +254,18 @@ def run(args) -> int:
 
     data, train = training_options(args, "search")
     pruning = pruning_from_args(args)
+    flash_budget = flash_budget_from_args(args)
+    candidates = width_candidates(args.weight_bits, args.embedding_bits)
+    if len(candidates) > 1 and args.strategy == "multiworker":
+        raise UserError(
+            "--weight-bits auto / --embedding-bits auto run on one machine: search each width with "
+            "--strategy multiworker and --weight-bits 8 / 4, then compare them with evaluate"
+        )
+    if len(candidates) > 1 and flash_budget is None:
+        raise UserError(
+            "--weight-bits auto and --embedding-bits auto need --board or --target-flash-bytes: the budget the "
+            "widths share"
+        )
     out = output_directory(args.out)
     search = SearchOptions(
         mode=args.mode,
@@ -247,7 +274,7 @@ def run(args) -> int:
         lambda_=args.lambda_,
         target_params=args.target_embedding_params,
         target_bytes=args.target_embedding_bytes,
-        embedding_bits=args.embedding_bits,
+        embedding_bits=candidates[0].embedding_bits,
         epochs=args.epochs,
         finetune_epochs=args.finetune_epochs,
         lr=args.lr,
@@ -265,16 +292,28 @@ def run(args) -> int:
         final_training=args.final_training,
         candidates=args.candidates,
     )
-    metrics = search_workflow(
-        args.checkpoint,
-        out,
-        data,
-        train,
-        search,
-        teacher_source=args.teacher,
-        pruning=pruning,
-        flash_budget=flash_budget_from_args(args),
-    )
+
+    def search_at(candidate: WidthCandidate, folder):
+        return search_workflow(
+            args.checkpoint,
+            output_directory(folder),
+            data,
+            train,
+            dataclasses.replace(search, embedding_bits=candidate.embedding_bits),
+            teacher_source=args.teacher,
+            pruning=pruning,
+            flash_budget=None
+            if flash_budget is None
+            else dataclasses.replace(flash_budget, weight_bits=candidate.weight_bits),
+        )
+
+    if len(candidates) == 1:
+        metrics = search_at(candidates[0], out)
+    else:
+        metrics = search_widths(
+            candidates, out, search_at, lambda c, folder, path: _evaluate_candidate(args, c, folder, path)
+        )
+        print_width_choice(metrics["width_search"])
     if "flash_budget" in metrics:
         print_flash_split(metrics["flash_budget"])
     shown = (
@@ -288,6 +327,27 @@ def run(args) -> int:
     )
     print_choice(metrics["final_training"])
     return print_metrics(metrics, shown, out)
+
+
+def _evaluate_candidate(args, candidate: WidthCandidate, folder, evaluation) -> None:
+    """The candidate's integer model on validation and test, as `evaluate` measures it (the firmware's numerics)."""
+    argv = ["evaluate", "--checkpoint", str(folder), "--task", args.task, "--seq-len", str(args.max_seq_len)]
+    argv += ["--split", "validation", "test", "--weight-bits", str(candidate.weight_bits), "--json", str(evaluation)]
+    argv += ["--embedding-bits", str(candidate.embedding_bits)] if candidate.embedding_bits else []
+    parser = argparse.ArgumentParser(prog="search")
+    evaluate_command.add_parser(parser.add_subparsers(dest="command"))
+    evaluate_command.run(parser.parse_args(argv))
+
+
+def print_width_choice(report: dict) -> None:
+    """Which widths the width search kept, and every candidate's integer-model accuracy."""
+    rows = ", ".join(
+        f"{c['name']} {100 * c['validation_accuracy']:.2f} / {100 * c['test_accuracy']:.2f}"
+        for c in report["candidates"]
+    )
+    print(
+        f"widths chosen: {report['chosen']} ({report['dev_margin']:+.2f} dev points; integer model dev / test: {rows})"
+    )
 
 
 def print_choice(report: dict) -> None:
