@@ -85,6 +85,13 @@ def test_the_adaptive_baseline_fine_tunes_the_equal_steps(checkpoint):
     assert embedding.stored_params() <= 3000 and metrics["finetune_steps"] == 2 * 3 + 2
 
 
+def test_the_search_can_start_from_adaptive_embedding_scaled_to_the_budget(checkpoint):
+    model, _ = load_decoder(str(checkpoint))
+    opts = LmSearchOptions(target_params=3000, stage1_start="budget", steps=2, finetune_steps=1, batch_size=4)
+    _, embedding, metrics = search_decoder(model, _blocks(24, 0), _blocks(4, 1), opts)
+    assert embedding.stored_params() <= 3000 and metrics["options"]["stage1_start"] == "budget"
+
+
 @pytest.mark.parametrize(
     "args,named",
     [

@@ -244,8 +244,9 @@ def _add_budget_arguments(search) -> None:
 _DEFAULTS: dict = {}
 # What a decoder's search reads (compress/decoder_search.py); every other option must keep its default.
 _DECODER_OPTIONS = {
-    "checkpoint", "mode", "min_count", "clusters", "div", "target_embedding_params", "finetune_epochs", "arch_lr",
-    "task", "epochs", "batch_size", "lr", "seed", "kd_weight", "temperature", "out", "quiet",
+    "checkpoint", "mode", "min_count", "stage1_start", "clusters", "div", "target_embedding_params",
+    "finetune_epochs", "arch_lr", "task", "epochs", "batch_size", "lr", "seed", "kd_weight", "temperature", "out",
+    "quiet",
 }  # fmt: skip
 
 
@@ -264,6 +265,7 @@ def run_decoder(args, defaults: dict) -> int:
     opts = LmSearchOptions(
         target_params=args.target_embedding_params, mode=args.mode, num_clusters=args.clusters, div=args.div,
         batch_size=args.batch_size, lr=args.lr, arch_lr=args.arch_lr, min_count=args.min_count,
+        stage1_start=args.stage1_start,
         kd_weight=args.kd_weight, temperature=args.temperature, seed=args.seed,
     )  # fmt: skip
     out = output_directory(args.out)

@@ -36,7 +36,7 @@ import tensorflow as tf
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
-from tflm_mcubert.compress.nas import DEFAULT_LAMBDA, SizePenalty, frequency_assignment
+from tflm_mcubert.compress.nas import DEFAULT_LAMBDA, STAGE1_STARTS, SizePenalty, frequency_assignment
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.data.tasks import load_task
@@ -61,6 +61,7 @@ class LmSearchOptions:
     lr: float = 3e-4
     arch_lr: float = 1e-3
     min_count: int = 3
+    stage1_start: str = "paper"  # nas.STAGE1_STARTS: the paper's shape d/div^i, or adaptive scaled to the budget
     kd_weight: float = 0.0  # of KD from the dense decoder; the rest is the next-token loss
     temperature: float = 2.0
     seed: int = 0
@@ -68,6 +69,8 @@ class LmSearchOptions:
     def __post_init__(self):
         if self.mode not in LM_SEARCH_MODES:
             raise UserError(f"--mode {self.mode}: a decoder's search is one of {', '.join(LM_SEARCH_MODES)}")
+        if self.stage1_start not in STAGE1_STARTS:
+            raise UserError(f"--stage1-start {self.stage1_start}: one of {', '.join(STAGE1_STARTS)}")
 
     def validate(self, vocab_size: int, dim: int) -> "LmSearchOptions":
         budgets.check_target(self.target_params, vocab_size, dim)
@@ -170,9 +173,14 @@ def two_stage_table(model, blocks, opts: LmSearchOptions, teacher, rng) -> tuple
     table = np.asarray(model.token_embeddings.numpy())
     vocab, dim = table.shape
     frequency = np.bincount(blocks.reshape(-1), minlength=vocab)
-    start = frequency_assignment(frequency, adaptive_cutoffs(vocab, opts.num_clusters))
+    cutoffs, ranks = adaptive_cutoffs(vocab, opts.num_clusters), None
+    if opts.stage1_start == "budget":  # nas.py's: adaptive embedding scaled to the budget
+        cutoffs, ranks = adaptive_for_budget(
+            vocab, dim, opts.target_params, num_clusters=opts.num_clusters, div=opts.div
+        )
+    start = frequency_assignment(frequency, cutoffs)
     layer1 = exact_space.ExactClusteringSearch.from_frequency(
-        table, start, frequency, min_count=opts.min_count, num_clusters=opts.num_clusters, div=opts.div
+        table, start, frequency, min_count=opts.min_count, num_clusters=opts.num_clusters, div=opts.div, ranks=ranks
     )
     size1 = lambda: budgets.assignment_params(layer1.clustering(), layer1.ranks, dim)  # noqa: E731
     stage1 = _LmStage(
