@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.cli.cli_helpers import assert_one_clean_error, run_cli
-from tflm_mcubert.compress.decoder_search import LmSearchOptions, permuted_table, save_searched, search_decoder
+from tflm_mcubert.compress.decoder_search import LmSearchOptions, tokenizer_order_table, save_searched, search_decoder
 from tflm_mcubert.model.decoder_import import load_decoder
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 
@@ -56,7 +56,7 @@ def test_the_search_writes_an_architecture_within_the_budget(searched):
 def test_one_table_serves_the_embedding_and_the_head(searched):
     """The student's tied table is the searched table's reconstruction, and reloading the checkpoint gives it."""
     student, embedding, _, out = searched
-    table = permuted_table(embedding).numpy()
+    table = tokenizer_order_table(embedding).numpy()
     assert np.allclose(student.token_embeddings.numpy(), table)
     reloaded, _ = load_decoder(str(out))
     assert np.allclose(reloaded.token_embeddings.numpy(), table, atol=1e-6)

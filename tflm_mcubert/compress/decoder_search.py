@@ -90,7 +90,7 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def permuted_table(embedding: ClusteredLowRankEmbedding) -> tf.Tensor:
+def tokenizer_order_table(embedding: ClusteredLowRankEmbedding) -> tf.Tensor:
     """A compressed embedding's whole table [vocab, d] in the original (tokenizer) id order."""
     return embedding(tf.constant(embedding.remap(np.arange(embedding.vocab_size)), tf.int32))
 
@@ -153,10 +153,10 @@ def _trainable(model, table_of) -> list:
     return own + (list(owner.trainable_variables) if owner is not None else [])
 
 
-def _reader(layer, ids=None):
+def _reader(layer):
     """table_of for a search layer (original ids) or a ClusteredLowRankEmbedding (permuted ids)."""
     if isinstance(layer, ClusteredLowRankEmbedding):
-        read = lambda: permuted_table(layer)  # noqa: E731
+        read = lambda: tokenizer_order_table(layer)  # noqa: E731
     else:
         all_ids = tf.range(layer.vocab_size)
         read = lambda: layer(all_ids)  # noqa: E731
@@ -241,7 +241,7 @@ def search_decoder(model: DecoderModel, train_blocks, dev_blocks, opts: LmSearch
         )
     before = _dev_perplexity(student, embedding, dev_blocks)
     losses = _LmStage(student, _reader(embedding), opts, teacher).run("fine-tune", train_blocks, steps, rng)
-    student.token_embeddings.assign(permuted_table(embedding).numpy())
+    student.token_embeddings.assign(tokenizer_order_table(embedding).numpy())
     metrics = {
         "mode": opts.mode,
         "target_params": opts.target_params,
@@ -261,7 +261,7 @@ def search_decoder(model: DecoderModel, train_blocks, dev_blocks, opts: LmSearch
 
 
 def _dev_perplexity(model, embedding, blocks) -> float:
-    probe = copy_decoder(model, table=permuted_table(embedding).numpy())
+    probe = copy_decoder(model, table=tokenizer_order_table(embedding).numpy())
     return perplexity(probe, blocks)
 
 
