@@ -265,8 +265,7 @@ def run_decoder(args, defaults: dict) -> int:
     opts = LmSearchOptions(
         target_params=args.target_embedding_params, mode=args.mode, num_clusters=args.clusters, div=args.div,
         batch_size=args.batch_size, lr=args.lr, arch_lr=args.arch_lr, min_count=args.min_count,
-        stage1_start=args.stage1_start,
-        kd_weight=args.kd_weight, temperature=args.temperature, seed=args.seed,
+        stage1_start=args.stage1_start, kd_weight=args.kd_weight, temperature=args.temperature, seed=args.seed,
     )  # fmt: skip
     out = output_directory(args.out)
     metrics = run_lm_search(args.checkpoint, args.task, out, opts, args.epochs, args.finetune_epochs)
@@ -277,10 +276,9 @@ def run_decoder(args, defaults: dict) -> int:
 
 
 def run(args) -> int:
-    from tflm_mcubert.compress.nas import SearchOptions
-
     if is_decoder_checkpoint(args.checkpoint):
         return run_decoder(args, _DEFAULTS)
+    from tflm_mcubert.compress.nas import SearchOptions
     from tflm_mcubert.compress.search import search as search_workflow
 
     data, train = training_options(args, "search")
