@@ -101,6 +101,22 @@ def test_evaluate_gives_float_int8_and_exported_perplexity(checkpoint, text_file
     assert result["exported"]["compression"]["method"] == "dense"  # a 300 x 16 table fits the F746ZG whole
 
 
+def test_evaluate_with_qat_steps_reports_qat_beside_ptq(checkpoint, text_file, tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "evaluate", "--checkpoint", checkpoint, "--text", text_file, "--samples", "2", "--qat-steps", "3",
+        "--json", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads((tmp_path / "r").read_text())
+    float_ppl = result["float_perplexity_int8_blocks"]
+    for name in ("int8_dense_perplexity", "int8_dense_qat_perplexity", "int8_exported_ptq_perplexity"):
+        assert abs(result[name] / float_ppl - 1) < 0.05, result
+    assert result["qat_dense"]["steps"] == 3 and result["exported"]["qat"]["steps"] == 3
+    code, _, err = run_cli(capsys, "evaluate", "--checkpoint", checkpoint, "--text", text_file, "--qat-steps", "-2")
+    assert code != 0
+    assert_one_clean_error(err, "--qat-steps must be 0 or more")
+
+
 def test_a_decoder_evaluate_needs_held_out_text(checkpoint, capsys):
     code, _, err = run_cli(capsys, "evaluate", "--checkpoint", checkpoint)
     assert code != 0

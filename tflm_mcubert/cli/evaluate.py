@@ -106,7 +106,8 @@ def add_parser(subparsers) -> list[str]:
         type=int,
         default=0,
         help="as for export: steps of a quantization-aware fine-tune (distillation from the float model on the "
-        "calibration samples) before each quantized model's calibration; with int4 word tables for int4",
+        "calibration samples) before each quantized model's calibration; with int4 word tables for int4; a "
+        "decoder: its int8 perplexities after QAT beside those of PTQ",
     )
     ev.add_argument("--calibration", help="as for export (text file or 'random')")
     ev.add_argument("--calibration-samples", type=int, default=32)
@@ -204,6 +205,7 @@ def _run_decoder(args) -> int:
         calibration=args.calibration,
         calibration_count=args.calibration_samples,
         seed=args.seed,
+        qat_steps=args.qat_steps,
     )
     result = {"texts": where, **evaluate_decoder(request, texts, limit=args.samples)}
     print(json.dumps(result, indent=2))

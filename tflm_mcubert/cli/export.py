@@ -80,7 +80,8 @@ def add_parser(subparsers) -> list[str]:
         type=int,
         default=0,
         help="mcubert: steps of a quantization-aware fine-tune by distillation from the "
-        "float model on the calibration samples, before calibration (default 0: PTQ only)",
+        "float model on the calibration samples, before calibration (default 0: PTQ only); a decoder: KD of "
+        "the next-token distributions, its word table as the export stores it",
     )
     export.add_argument(
         "--embedding-bits",
@@ -233,7 +234,7 @@ def run(args) -> int:
 
 # Encoder-only options a decoder export refuses when they are not at their defaults.
 _ENCODER_ONLY = {
-    "schedule": "mcubert", "precision": "int8", "qat_steps": 0, "embedding_bits": None, "weight_bits": 8,
+    "schedule": "mcubert", "precision": "int8", "embedding_bits": None, "weight_bits": 8,
     "prune_vocab": None, "prune_top_n": None, "bundle": [], "num_labels": 2, "no_vocab": False,
 }  # fmt: skip
 
@@ -257,6 +258,7 @@ def run_decoder(args) -> int:
         sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
         flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None,
         force=args.force,
+        qat_steps=args.qat_steps,
     )
     report = run_decoder_export(request)
     compression = report["compression"]

@@ -16,6 +16,7 @@ from tflm_mcubert.boards import BOARDS, get_board, parse_size
 from tflm_mcubert.cli import evaluate as evaluate_command
 from tflm_mcubert.compress.width_search import AUTO, WidthCandidate, search_widths, width_candidates
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.decoder_export import is_decoder_checkpoint
 from tflm_mcubert.export.flash_budget import FlashTarget, SearchFlashBudget
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.cli.train import add_training_arguments, print_metrics, pruning_from_args, training_options
@@ -112,7 +113,12 @@ def add_parser(subparsers) -> list[str]:
     from tflm_mcubert.compress.nas import MODES
 
     search = subparsers.add_parser("search", help="fine-tuned classifier + task → compressed embedding checkpoint")
-    search.add_argument("--checkpoint", required=True, help="fine-tuned classifier to compress")
+    search.add_argument(
+        "--checkpoint",
+        required=True,
+        help="fine-tuned classifier to compress, or a GPT-2 decoder: its tied table searched with the LM loss on "
+        "--task's text (--mode two-stage or adaptive, --target-embedding-params; export then stores that table)",
+    )
     search.add_argument("--teacher", help="KD teacher (default: --checkpoint itself, uncompressed)")
     search.add_argument(
         "--mode",
@@ -164,6 +170,8 @@ def add_parser(subparsers) -> list[str]:
     )
     search.add_argument("--ranks", type=int_list, help="adaptive: ranks of clusters 1.. (default d/div^i)")
     add_training_arguments(search, "search")
+    # every option's default, for refusing the encoder-only ones a decoder's search was given
+    _DEFAULTS.update(vars(search.parse_args(["--checkpoint", "-", "--task", "-", "--out", "-"])))
     return ["search"]
 
 
@@ -248,7 +256,43 @@ def _add_budget_arguments(search) -> None:
     )
 
 
+_DEFAULTS: dict = {}
+# What a decoder's search reads (compress/decoder_search.py); every other option must keep its default.
+_DECODER_OPTIONS = {
+    "checkpoint", "mode", "min_count", "stage1_start", "clusters", "div", "target_embedding_params",
+    "finetune_epochs", "arch_lr", "task", "epochs", "batch_size", "lr", "seed", "kd_weight", "temperature", "out",
+    "quiet",
+}  # fmt: skip
+
+
+def run_decoder(args, defaults: dict) -> int:
+    """`search` of a GPT-2 / GPT-Neo checkpoint: its tied table searched with the LM loss."""
+    from tflm_mcubert.compress.decoder_search import LmSearchOptions, run_lm_search
+
+    given = [f"--{k.replace('_', '-')}" for k, v in sorted(vars(args).items()) if k in defaults and k not in
+             _DECODER_OPTIONS and v != defaults[k]]  # fmt: skip
+    if given:
+        raise UserError(f"{', '.join(given)}: not available for a decoder's search (an encoder option)")
+    if args.target_embedding_params is None:
+        raise UserError("a decoder's search needs --target-embedding-params (the tied table's budget)")
+    if args.epochs <= 0 or args.finetune_epochs <= 0:
+        raise UserError("--epochs and --finetune-epochs must be positive")
+    opts = LmSearchOptions(
+        target_params=args.target_embedding_params, mode=args.mode, num_clusters=args.clusters, div=args.div,
+        batch_size=args.batch_size, lr=args.lr, arch_lr=args.arch_lr, min_count=args.min_count,
+        stage1_start=args.stage1_start, kd_weight=args.kd_weight, temperature=args.temperature, seed=args.seed,
+    )  # fmt: skip
+    out = output_directory(args.out)
+    metrics = run_lm_search(args.checkpoint, args.task, out, opts, args.epochs, args.finetune_epochs)
+    shown = ("dense_dev_perplexity", "dev_perplexity_before_finetune", "dev_perplexity", "params", "dense_params")
+    for name in shown:
+        print(f"{name} {metrics[name]}")
+    return 0
+
+
 def run(args) -> int:
+    if is_decoder_checkpoint(args.checkpoint):
+        return run_decoder(args, _DEFAULTS)
     from tflm_mcubert.compress.nas import SearchOptions
     from tflm_mcubert.compress.search import search as search_workflow
 

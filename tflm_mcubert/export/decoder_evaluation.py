@@ -10,6 +10,7 @@ exactly as the firmware runs; the compressed model reads the blocks in its own i
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -18,8 +19,10 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.decoder_export import (
     DecoderRequest,
     calibration_sequences,
+    check_qat_steps,
     load_decoder_model,
-    quantize_and_write,
+    quantization_aware,
+    quantize_with_qat,
     tokenizer_blob,
 )
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
@@ -43,14 +46,27 @@ def exported_perplexity(request: DecoderRequest, model, tokenizer, sequences, bl
     """The int8 model `export` writes for request.board (its word table sized to the Flash the model and the
     tokenizer blob leave): its perplexity on `blocks` (the checkpoint's ids), Flash bytes and compression."""
     blob_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
-    decoder, _, tflite, permutation, compression = quantize_and_write(request, model, sequences, blob_bytes)
+    (decoder, _, tflite, permutation, compression), qat = quantize_with_qat(request, model, sequences, blob_bytes)
     ids = blocks if permutation is None else np.asarray(permutation)[blocks]
     return {
         "perplexity": int8_perplexity(decoder, ids),
         "board": request.board.name,
         "flash_bytes": len(tflite) + blob_bytes,
         "compression": compression,
+        **({"qat": qat} if qat else {}),
     }
+
+
+def dense_perplexities(request: DecoderRequest, model, sequences, blocks: np.ndarray) -> dict:
+    """int8 with the word table dense: PTQ, and after request.qat_steps of QAT when asked."""
+    dense = calibrate_decoder(model, sequences, top_k=request.top_k)
+    result = {"int8_dense_perplexity": int8_perplexity(dense, blocks)}
+    if request.qat_steps:
+        written = (dense, None, None, None, {"method": "dense"})
+        student, losses = quantization_aware(request, model, sequences, written)
+        result["int8_dense_qat_perplexity"] = int8_perplexity(calibrate_decoder(student, sequences), blocks)
+        result["qat_dense"] = {"steps": request.qat_steps, "loss_first": losses[0], "loss_last": losses[-1]}
+    return result
 
 
 def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | None = None, log=print) -> dict:
@@ -58,6 +74,7 @@ def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | Non
     blocks for the int8 models, which run one token a step in numpy; the float model reads them all)."""
     from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras
 
+    check_qat_steps(request)
     model, tokenizer, source = load_decoder_model(request)
     if tokenizer is None:
         raise UserError("evaluate needs the checkpoint's tokenizer (vocab.json + merges.txt) to read the text")
@@ -73,11 +90,15 @@ def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | Non
     log(f"float: perplexity {result['float_perplexity']:.2f} over {len(blocks)} blocks of {context} tokens")
     sample = blocks[:limit] if limit else blocks
     sequences, calibration = calibration_sequences(request, tokenizer, model.config.vocab_size, context)
-    dense = calibrate_decoder(model, sequences, top_k=request.top_k)
     result["int8_blocks"] = len(sample)
     result["float_perplexity_int8_blocks"] = perplexity(model, sample)
-    result["int8_dense_perplexity"] = int8_perplexity(dense, sample)
+    result.update(dense_perplexities(request, model, sequences, sample))
     log(f"int8, dense word table: perplexity {result['int8_dense_perplexity']:.2f} ({len(sample)} blocks)")
+    if request.qat_steps:
+        log(f"int8 after QAT, dense word table: perplexity {result['int8_dense_qat_perplexity']:.2f}")
+        plain = exported_perplexity(dataclasses.replace(request, qat_steps=0), model, tokenizer, sequences, sample)
+        result["int8_exported_ptq_perplexity"] = plain["perplexity"]
+        log(f"int8 as exported without QAT: perplexity {plain['perplexity']:.2f}")
     exported = exported_perplexity(request, model, tokenizer, sequences, sample)
     result["int8_exported_perplexity"] = exported.pop("perplexity")
     result["exported"] = exported
@@ -85,7 +106,7 @@ def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | Non
     result["seconds"] = round(time.time() - started, 1)
     log(
         f"int8 as exported for {request.board.name} ({exported['compression']['method']} table, "
-        f"{exported['flash_bytes']:,} B): "
+        f"{exported['flash_bytes']:,} B{', after QAT' if request.qat_steps else ''}): "
         f"perplexity {result['int8_exported_perplexity']:.2f}"
     )
     return result

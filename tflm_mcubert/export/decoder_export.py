@@ -22,6 +22,7 @@ import dataclasses
 import json
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,10 @@ from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
-from tflm_mcubert.model.decoder_config import DecoderConfig
+from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_KEY, DecoderConfig
 
+from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_ranges, distill_decoder, table_of_clusters
+from tflm_mcubert.quantize.float_model import embedding_clusters
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder, decoder_ops
 from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, plan_decoder
 from tflm_mcubert.schedule.planner import BudgetExceededError
@@ -75,6 +78,7 @@ class DecoderRequest:
     sram_reserve: int | None = None
     flash_reserve: int | None = None
     force: bool = False
+    qat_steps: int = 0  # steps of the quantization-aware fine-tune (quantize/decoder_qat.py); 0: PTQ only
 
 
 def log(message: str) -> None:
@@ -137,29 +141,60 @@ def calibration_sequences(request: DecoderRequest, tokenizer, vocab_size: int, c
     return sequences, request.calibration or "built-in sentences"
 
 
-def _compress(model, sequences, flash_left: int, table_bytes: int, embedding: str):
-    """(clusters in model id order, model id of each tokenizer id or None, report entry)."""
+def _compress(model, sequences, flash_left: int, table_bytes: int, embedding: str, searched=None):
+    """(clusters in model id order, model id of each tokenizer id or None, report entry). `searched`: the
+    checkpoint's searched table (searched_table), stored as it is unless --embedding dense."""
     table = np.asarray(model.token_embeddings.numpy(), np.float64)
     vocab, dim = table.shape
-    if embedding == "dense" or table_bytes <= flash_left:
+    if embedding == "dense" or (searched is None and table_bytes <= flash_left):
         return ((table, None),), None, {"method": "dense", "params": int(table.size)}
-    from tflm_mcubert.compress.baselines import adaptive_embedding  # Keras
-
-    frequency = np.bincount(np.concatenate(sequences), minlength=vocab).astype(np.float64)
+    if searched is not None:
+        clusters, permutation, entry = searched
+        return clusters, permutation, {**entry, "dense_params": int(table.size)}
     cutoffs, ranks = _largest_adaptive(vocab, dim, flash_left)
-    compressed = adaptive_embedding(table, frequency, cutoffs=cutoffs, ranks=ranks)
-    arrays = compressed.to_arrays()
-    clusters = [(arrays["table_0"], None)]
-    clusters += [(arrays[f"u_{i}"], arrays[f"vt_{i}"]) for i in range(1, compressed.num_clusters)]
+    clusters, permutation, params = adaptive_clusters(table, sequences, cutoffs, ranks)
     entry = {
         "method": "adaptive",
         "cutoffs": [int(c) for c in cutoffs],
         "ranks": [int(r) for r in ranks],
-        "params": int(compressed.stored_params()),
+        "params": params,
         "dense_params": int(table.size),
         "budget_bytes": int(flash_left),
     }
-    return tuple(clusters), arrays["permutation"], entry
+    return clusters, permutation, entry
+
+
+def searched_table(checkpoint: str | None):
+    """(clusters in model id order, model id of each tokenizer id, report entry) of the table a decoder's
+    `search` wrote into `checkpoint` (SEARCHED_EMBEDDING_FILE), or None when it has none."""
+    path = Path(checkpoint) / SEARCHED_EMBEDDING_FILE if checkpoint else None
+    if path is None or not path.is_file():
+        return None
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    boundaries, ranks = [int(b) for b in arrays["boundaries"]], [int(r) for r in arrays["ranks"]]
+    # the op's cluster rules (a rank-0 cluster stored as one zero column, ...), as BERT's export applies them
+    clusters = embedding_clusters(types.SimpleNamespace(to_arrays=lambda: arrays))
+    permutation = arrays.get("permutation", np.arange(boundaries[-1]))
+    params = sum(u.size + (vt.size if vt is not None else 0) for u, vt in clusters)
+    entry = {"method": "searched", "cutoffs": boundaries[1:-1], "ranks": ranks, "params": int(params)}
+    how = json.loads((Path(checkpoint) / CONFIG_FILE).read_text()).get(SEARCHED_KEY, {})
+    if isinstance(how, dict) and how.get("mode"):
+        entry["search_mode"] = how["mode"]  # "adaptive": the baseline, fine-tuned as the search is
+    return clusters, permutation, entry
+
+
+def adaptive_clusters(table: np.ndarray, sequences, cutoffs, ranks):
+    """(clusters in model id order, model id of each tokenizer id, stored parameters) of adaptive embedding
+    of `table` with the frequency order of `sequences`."""
+    from tflm_mcubert.compress.baselines import adaptive_embedding  # Keras
+
+    frequency = np.bincount(np.concatenate(sequences), minlength=table.shape[0]).astype(np.float64)
+    compressed = adaptive_embedding(table, frequency, cutoffs=cutoffs, ranks=ranks)
+    arrays = compressed.to_arrays()
+    clusters = [(arrays["table_0"], None)]
+    clusters += [(arrays[f"u_{i}"], arrays[f"vt_{i}"]) for i in range(1, compressed.num_clusters)]
+    return tuple(clusters), arrays["permutation"], int(compressed.stored_params())
 
 
 def _largest_adaptive(vocab: int, dim: int, budget: int) -> tuple[list[int], list[int]]:
@@ -198,9 +233,10 @@ def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_byte
     config = model.config
     layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k))
     flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
+    searched = searched_table(request.checkpoint)
     for _ in range(MAX_SIZING_PASSES):
         clusters, permutation, entry = _compress(
-            model, sequences, flash_left, config.vocab_size * config.hidden_size, request.embedding
+            model, sequences, flash_left, config.vocab_size * config.hidden_size, request.embedding, searched
         )
         decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k)
         try:
@@ -209,12 +245,46 @@ def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_byte
             raise DoesNotFitError(f"{request.board.name}: {exc}") from None
         tflite = decoder_to_tflite(decoder, plan)
         over = len(tflite) - flash_budget
-        if over <= 0 or entry["method"] == "dense":
+        if over <= 0 or entry["method"] != "adaptive":
             break
         flash_left -= over + 1024
     if entry["method"] == "adaptive":
         log(f"word table compressed (adaptive, {entry['params']:,} of {entry['dense_params']:,} parameters)")
     return decoder, plan, tflite, permutation, entry
+
+
+def check_qat_steps(request: DecoderRequest) -> None:
+    if request.qat_steps < 0:
+        raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
+
+
+def quantization_aware(request: DecoderRequest, model, sequences, written) -> tuple[object, list[float]]:
+    """(student, KD loss per step) of request.qat_steps QAT steps (quantize/decoder_qat.py) for `written`,
+    quantize_and_write's result on `model`: its ranges, and its word table when compressed (frozen)."""
+    decoder, _, _, permutation, compression = written
+    table = None
+    if compression["method"] == "searched":
+        table = table_of_clusters(searched_table(request.checkpoint)[0], permutation)
+    elif compression["method"] == "adaptive":
+        dense = np.asarray(model.token_embeddings.numpy(), np.float64)
+        clusters, _, _ = adaptive_clusters(dense, sequences, compression["cutoffs"], compression["ranks"])
+        table = table_of_clusters(clusters, permutation)
+    settings = decoder_qat_settings(request.qat_steps, request.seed)
+    ranges = decoder_ranges(model, sequences, decoder)
+    student, losses = distill_decoder(model, sequences, ranges, settings, table=table)
+    log(f"QAT, {settings.steps} steps: KD loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    return student, losses
+
+
+def quantize_with_qat(request: DecoderRequest, model, sequences, tokenizer_bytes: int = 0):
+    """(quantize_and_write's result, the report's QAT entry or None): with request.qat_steps, that of the
+    QAT student (calibrated again; its compressed table compresses back to the same one)."""
+    written = quantize_and_write(request, model, sequences, tokenizer_bytes)
+    if not request.qat_steps:
+        return written, None
+    student, losses = quantization_aware(request, model, sequences, written)
+    entry = {"steps": request.qat_steps, "loss_first": losses[0], "loss_last": losses[-1]}
+    return quantize_and_write(request, student, sequences, tokenizer_bytes), entry
 
 
 def tokenizer_blob(tokenizer, permutation=None) -> bytes:
@@ -278,6 +348,7 @@ def run_decoder_export(request: DecoderRequest) -> dict:
 
 def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     started = time.time()
+    check_qat_steps(request)
     model, tokenizer, source = load_decoder_model(request)
     config = model.config
     context = request.context if request.context is not None else config.max_positions
@@ -289,7 +360,8 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
         model = _truncated(model, context)
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
     tokenizer_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
-    decoder, plan, tflite, permutation, compression = quantize_and_write(request, model, sequences, tokenizer_bytes)
+    written, qat = quantize_with_qat(request, model, sequences, tokenizer_bytes)
+    decoder, plan, tflite, permutation, compression = written
     read = read_decoder(tflite)
     continuation = _check_round_trip(read, decoder, config.vocab_size)
     arena = decoder_arena(len(decoder.layers), read.planned_bytes)
@@ -313,6 +385,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
                   "vocab_size": config.vocab_size, "top_k": request.top_k},
         "calibration": {"source": calibration_source, "sequences": len(sequences)},
         "compression": compression,
+        **({"qat": qat} if qat else {}),
         "model_ids": MODEL_IDS if permutation is not None else None,
         "arena_bytes": arena.arena_bytes,
         "arena": arena.to_json(),
@@ -338,14 +411,9 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
 
 def _truncated(model, context: int):
     """The model with its position table cut to `context` positions (the cache holds that many)."""
-    from tflm_mcubert.model.decoder import build_decoder  # Keras
+    from tflm_mcubert.model.decoder import copy_decoder  # Keras
 
-    config = dataclasses.replace(model.config, max_positions=context)
-    short = build_decoder(config)
-    for target, source in zip(short.weights, model.weights):
-        value = source.numpy()
-        target.assign(value[:context] if source is model.position_embeddings else value)
-    return short
+    return copy_decoder(model, max_positions=context)
 
 
 def _misfit(fit, board: Board) -> str:

@@ -122,7 +122,13 @@ class DecoderModel(keras.Model):
         """Logits of the new positions `input_ids` [batch, n] continuing `cache`, and the longer cache."""
         return self._forward(tf.convert_to_tensor(input_ids, tf.int32), cache)
 
-    def _forward(self, ids, cache: KVCache) -> tuple[tf.Tensor, KVCache]:
+    def tied_logits(self, input_ids, table) -> tf.Tensor:
+        """Logits [batch, s, vocab] with the word table [vocab, d] `table` in place of the model's, read by
+        the embedding and the head alike (a compressed table's, during its search and fine-tune)."""
+        ids = tf.convert_to_tensor(input_ids, tf.int32)
+        return self._forward(ids, KVCache.empty(self.config, 1), table)[0]
+
+    def _forward(self, ids, cache: KVCache, table=None) -> tuple[tf.Tensor, KVCache]:
         c = self.config
         start, count = cache.length, int(ids.shape[1])
         if start + count > c.max_positions:
@@ -130,13 +136,14 @@ class DecoderModel(keras.Model):
         batch = tf.shape(ids)[0]
         if cache.length == 0 and int(cache.keys[0].shape[0]) != int(ids.shape[0]):
             cache = KVCache.empty(c, int(ids.shape[0]))
-        h = tf.gather(self.token_embeddings, ids) + self.position_embeddings[start : start + count][tf.newaxis]
+        table = self.token_embeddings if table is None else table
+        h = tf.gather(table, ids) + self.position_embeddings[start : start + count][tf.newaxis]
         keys, values = [], []
         for block, past_k, past_v in zip(self.blocks, cache.keys, cache.values):
             h, k, v = block(h, past_k, past_v)
             keys.append(k)
             values.append(v)
-        logits = tf.matmul(tf.reshape(self.ln_f(h), (-1, c.hidden_size)), self.token_embeddings, transpose_b=True)
+        logits = tf.matmul(tf.reshape(self.ln_f(h), (-1, c.hidden_size)), table, transpose_b=True)
         return tf.reshape(logits, (batch, count, c.vocab_size)), KVCache(tuple(keys), tuple(values))
 
 
@@ -145,6 +152,21 @@ def build_decoder(config: DecoderConfig, seed: int = 0) -> DecoderModel:
     model = DecoderModel(config)
     model.build()
     return model
+
+
+def copy_decoder(model: DecoderModel, *, max_positions: int | None = None, table=None) -> DecoderModel:
+    """A new DecoderModel with `model`'s weights: its position table cut to `max_positions` when given, its
+    word table replaced by `table` [vocab, d] when given."""
+    config = model.config if max_positions is None else dataclasses.replace(model.config, max_positions=max_positions)
+    copy = build_decoder(config)
+    for target, source in zip(copy.weights, model.weights):
+        value = source.numpy()
+        if source is model.position_embeddings:
+            value = value[: config.max_positions]
+        elif source is model.token_embeddings and table is not None:
+            value = np.asarray(table, value.dtype)
+        target.assign(value)
+    return copy
 
 
 def greedy_continuation(model: DecoderModel, prompt: list[int], new_tokens: int) -> list[int]:

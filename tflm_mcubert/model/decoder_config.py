@@ -18,6 +18,10 @@ import math
 
 from tflm_mcubert.errors import UserError
 
+# A searched decoder checkpoint's tied table (compress/decoder_search.py): ClusteredLowRankEmbedding.to_arrays
+SEARCHED_EMBEDDING_FILE = "searched_embedding.npz"
+SEARCHED_KEY = "tflm_mcubert_searched_embedding"  # its config.json's entry: how the table was found
+
 FAMILIES = ("gpt2", "gpt_neo")
 ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
 

@@ -52,6 +52,48 @@ def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
     return out
 
 
+def fake_quant(x, lo, hi, symmetric: bool):
+    """x fake-quantized to int8 over [lo, hi] (straight-through inside the range, no gradient outside):
+    scalars per tensor, or vectors (or tensors) per channel of the last axis. symmetric: [-127, 127] steps
+    (zero point 0). A range on the int8 grid (TensorQuant's) is kept exactly; rounding is half up, as the ops
+    round."""
+    import tensorflow as tf
+
+    if np.ndim(lo) == 0 and not tf.is_tensor(lo):
+        if hi <= lo:
+            return x
+        return tf.quantization.fake_quant_with_min_max_args(x, min=lo, max=hi, num_bits=8, narrow_range=symmetric)
+    # tf's per-channel op also differentiates its ranges, a hundred times the cost of the forward on CPU
+    lo, hi = (tf.cast(v, x.dtype) for v in (lo, hi))
+    step = (hi - lo) / (254.0 if symmetric else 255.0)
+    clipped = tf.clip_by_value(x, lo, hi)
+    rounded = tf.floor((clipped - lo) / step + 0.5) * step + lo
+    return clipped + tf.stop_gradient(rounded - clipped)
+
+
+def fine_tune(loss_of_rows, variables, sample_count: int, settings: QatSettings) -> list[float]:
+    """The loss per step of `settings.steps` Adam steps on `variables`, each on a random batch of sample
+    rows (`loss_of_rows(rows)`: a scalar tensor from an int32 tensor of sample indices)."""
+    import keras
+    import tensorflow as tf
+
+    optimizer = keras.optimizers.Adam(settings.learning_rate)
+
+    @tf.function
+    def step(rows):
+        with tf.GradientTape() as tape:
+            loss = loss_of_rows(rows)
+        grads = tape.gradient(loss, variables)
+        optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        return loss
+
+    rng = np.random.default_rng(settings.seed)
+    size = min(settings.batch_size, sample_count)
+    return [
+        float(step(tf.constant(rng.choice(sample_count, size, replace=False), tf.int32))) for _ in range(settings.steps)
+    ]
+
+
 def int4_word_vectors(lookup, ids):
     """A ClusteredLowRankEmbedding's word vectors with its tables fake-quantized as SPEC 4.1.1 stores them
     (`model.stored_tables`: cluster 0 per channel x per row, U_i per column, Vᵀ_i int8 per channel)."""
@@ -78,12 +120,7 @@ def fake_quant_forward(model, inputs: dict, ranges: dict, embedding_bits: int = 
     import tensorflow as tf
 
     def fq(name, x):
-        if name not in ranges:
-            return x
-        lo, hi, symmetric = ranges[name]
-        if hi <= lo:
-            return x
-        return tf.quantization.fake_quant_with_min_max_args(x, min=lo, max=hi, num_bits=8, narrow_range=symmetric)
+        return fake_quant(x, *ranges[name]) if name in ranges else x
 
     config = model.config
     ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
@@ -117,7 +154,6 @@ def fake_quant_forward(model, inputs: dict, ranges: dict, embedding_bits: int = 
 
 def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[object, list[float]]:
     """(fine-tuned copy of `model`, loss per step). `samples`: int32 [1, s] dicts in the model's ids."""
-    import keras
     import tensorflow as tf
 
     if settings.steps < 1:
@@ -131,27 +167,17 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[
     }
     teacher = {k: tf.constant(v) for k, v in model(batch).items() if k in ("last_hidden_state", "logits")}
     fq_ranges = _fake_quant_ranges(ranges)
-    optimizer = keras.optimizers.Adam(settings.learning_rate)
-    variables = student.trainable_variables
     hidden = float(model.config.hidden_size)
+    inputs = {k: tf.constant(v) for k, v in batch.items()}
 
-    @tf.function
-    def step(inputs, rows):
-        keep = tf.cast(inputs["attention_mask"][..., None], tf.float32)
-        with tf.GradientTape() as tape:
-            out = fake_quant_forward(student, inputs, fq_ranges, settings.embedding_bits)
-            diff = (out["last_hidden_state"] - tf.gather(teacher["last_hidden_state"], rows)) * keep
-            loss = tf.reduce_sum(diff * diff) / (tf.reduce_sum(keep) * hidden)
-            if "logits" in out:
-                loss += tf.reduce_mean((out["logits"] - tf.gather(teacher["logits"], rows)) ** 2)
-        grads = tape.gradient(loss, variables)
-        optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+    def loss_of_rows(rows):
+        chosen = {k: tf.gather(v, rows) for k, v in inputs.items()}
+        keep = tf.cast(chosen["attention_mask"][..., None], tf.float32)
+        out = fake_quant_forward(student, chosen, fq_ranges, settings.embedding_bits)
+        diff = (out["last_hidden_state"] - tf.gather(teacher["last_hidden_state"], rows)) * keep
+        loss = tf.reduce_sum(diff * diff) / (tf.reduce_sum(keep) * hidden)
+        if "logits" in out:
+            loss += tf.reduce_mean((out["logits"] - tf.gather(teacher["logits"], rows)) ** 2)
         return loss
 
-    rng = np.random.default_rng(settings.seed)
-    size = min(settings.batch_size, len(samples))
-    losses = []
-    for _ in range(settings.steps):
-        rows = rng.choice(len(samples), size, replace=False)
-        losses.append(float(step({k: tf.constant(v[rows]) for k, v in batch.items()}, tf.constant(rows))))
-    return student, losses
+    return student, fine_tune(loss_of_rows, student.trainable_variables, len(samples), settings)
