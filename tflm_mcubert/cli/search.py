@@ -231,6 +231,13 @@ def _add_budget_arguments(search) -> None:
         "trains and reports the tables as stored (straight-through fake quantization); default: float tables, "
         "byte budgets at int8",
     )
+    search.add_argument(
+        "--qat-weight-bits",
+        type=int,
+        help="quantization-aware final fine-tune: the encoder's weights fake-quantized in the forward as export "
+        "--weight-bits stores them (4: int4 with the MSE clip, 8: int8; straight-through), and the accuracies "
+        "reported so; default: float weights",
+    )
 
 
 def run(args) -> int:
@@ -248,6 +255,7 @@ def run(args) -> int:
         target_params=args.target_embedding_params,
         target_bytes=args.target_embedding_bytes,
         embedding_bits=args.embedding_bits,
+        qat_weight_bits=args.qat_weight_bits,
         epochs=args.epochs,
         finetune_epochs=args.finetune_epochs,
         lr=args.lr,
