@@ -216,7 +216,8 @@ def run_one(name: str, seed: int, opts) -> dict:
         return {"config": name, "seed": seed, "failed": "evaluate"}
     if opts.qat_steps:
         qat = [*evaluate[:-1], str(folder / "evaluate-qat.json"), "--qat-steps", str(opts.qat_steps)]
-        if _step([*qat, "--seed", str(seed)], folder / "evaluate-qat.json", f"{tag} evaluate QAT", opts.out) is None:
+        # evaluate's --seed would also reshuffle the task's rows: the QAT keeps evaluate's default seed
+        if _step(qat, folder / "evaluate-qat.json", f"{tag} evaluate QAT", opts.out) is None:
             return {"config": name, "seed": seed, "failed": "evaluate QAT"}
     if seed in opts.export_seeds:
         export = folder / "export"
@@ -311,6 +312,8 @@ def add_qat_predictions(record: dict, evaluation: dict) -> None:
     """The QAT evaluation's integer models as variants `<config>@w<bits>+qat` of `record`."""
     config = CONFIGS[record["config"]]
     splits = evaluation["by_split"]
+    if any(splits[split]["labels"] != record["labels"][split] for split in ("validation", "test")):
+        raise ValueError(f"{record['config']} seed {record['seed']}: the QAT evaluation's rows are not the PTQ one's")
     for bits in config.evaluate_bits:
         key = variant(record["config"], bits) + QAT
         record["predictions"][key] = {

@@ -106,3 +106,13 @@ def test_a_weight_width_the_export_cannot_store_is_refused(bits):
         QatSettings(weight_bits=bits)
     with pytest.raises(UserError, match="choose 4"):
         QatSettings(op_weight_bits=(("layer0.mlp", bits),))
+
+
+def test_the_widths_of_an_auto_export_are_the_qat_widths():
+    """export --weight-bits auto gives one width per op: the QAT fake-quantizes each op's matrices at its own."""
+    settings = QatSettings(**QatSettings.widths({"layer1.mlp": 4, "layer0.attention": 8}))
+    assert settings.bits_of("layer1.mlp") == 4 and settings.bits_of("layer0.attention") == 8
+    assert settings.bits_of("layer0.mlp") == 8  # an op the export did not name stays int8
+    assert QatSettings(**QatSettings.widths(4)).bits_of("layer0.mlp") == 4
+    fake = WeightFakeQuant(small_model(labels=2), settings.bits_of)
+    assert [m.bits for m in fake.matrices] == [8] * 4 + [8] * 2 + [8] * 4 + [4] * 2
