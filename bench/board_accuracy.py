@@ -23,6 +23,8 @@ Configurations (`--configs`, a comma list of these names; by default the first f
   tiny-f746-w8e8p   (candidate) BERT-tiny, NUCLEO-F746ZG, int8 weights and tables, pruned
   mini-f767-w4e4p-top4k  (candidate) as mini-f767-w4e4p with only the task's 4,000 most frequent pieces (and
                     the single characters): fewer rows and a smaller tokenizer blob for the same bytes
+  mini-f767-w4e4p-qat  as mini-f767-w4e4p, its final fine-tune quantization-aware (`search --qat-weight-bits
+                    4`: the same steps, the encoder's weights fake-quantized at int4); point "Q-search"
 
 Points (a side's "best" is its candidate with the highest mean dev accuracy over the seeds run; ties to the
 first listed; only configurations that fit):
@@ -82,18 +84,23 @@ class Config:
     prune: bool  # search --prune-vocab TASK
     evaluate_bits: tuple[int, ...]  # evaluate --weight-bits; the first is the configuration's own
     prune_top_n: int | None = None  # search --prune-top-n: only the task's N most frequent pieces (and characters)
+    qat_weight_bits: int | None = None  # search --qat-weight-bits: the final fine-tune's weights fake-quantized
 
     def search_args(self, task: str) -> list[str]:
         args = ["--mode", "adaptive", "--board", self.board, "--weight-bits", str(self.weight_bits)]
         if self.embedding_bits is not None:
             args += ["--embedding-bits", str(self.embedding_bits)]
         args += ["--prune-vocab", task] if self.prune else []
-        return args + (["--prune-top-n", str(self.prune_top_n)] if self.prune_top_n else [])
+        args += ["--prune-top-n", str(self.prune_top_n)] if self.prune_top_n else []
+        return args + (["--qat-weight-bits", str(self.qat_weight_bits)] if self.qat_weight_bits else [])
 
     def describe(self) -> str:
         tables = "float→int8" if self.embedding_bits is None else f"int{self.embedding_bits}"
         vocab = "full" if not self.prune else f"pruned to {self.prune_top_n:,} pieces" if self.prune_top_n else "pruned"
-        return f"BERT-{self.model}, {self.board}, int{self.weight_bits} weights, {tables} tables, {vocab} vocabulary"
+        qat = f", fine-tuned with int{self.qat_weight_bits} weights (QAT)" if self.qat_weight_bits else ""
+        return (
+            f"BERT-{self.model}, {self.board}, int{self.weight_bits} weights, {tables} tables, {vocab} vocabulary{qat}"
+        )
 
 
 CONFIGS = {
@@ -104,13 +111,15 @@ CONFIGS = {
     "tiny-f767-w8e8": Config("tiny", F767, 8, 8, False, (8,)),
     "tiny-f746-w8e8p": Config("tiny", F746, 8, 8, True, (8,)),
     "mini-f767-w4e4p-top4k": Config("mini", F767, 4, 4, True, (4,), prune_top_n=4000),
+    "mini-f767-w4e4p-qat": Config("mini", F767, 4, 4, True, (4,), qat_weight_bits=4),
 }
+QAT_OF = {"mini-f767-w4e4p-qat": "mini-f767-w4e4p"}  # a search-QAT configuration: its PTQ twin (point Q-search)
 DEFAULT_CONFIGS = ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
 # Point: (label, side a's candidates, side b's candidates, target difference on test, needs p < 0.05)
 POINTS = {
     "A": (
         "F767ZI Flash: best BERT-mini − best BERT-tiny",
-        ["mini-f767-w4e4p", "mini-f767-w4e4p-top4k"],
+        ["mini-f767-w4e4p", "mini-f767-w4e4p-top4k", "mini-f767-w4e4p-qat"],
         ["tiny-f767-w8e8p", "tiny-f767-w8e8"],
         2.0,
         True,
@@ -434,6 +443,13 @@ def summarize(records: list[dict]) -> dict:
         entry |= compare(correct[key], correct[key.removesuffix(QAT)])
         entry["met"] = target_met(entry, 0.0, False)
         points[f"Q {variants[key]['config']}"] = entry
+    for name, twin in QAT_OF.items():
+        a, b = variant(name, 4), variant(twin, 4)
+        if a in variants and b in variants:
+            entry = {"label": "search's fine-tune with int4 weights − without", "a": a, "b": b, "target": 0.0}
+            entry |= compare(correct[a], correct[b])
+            entry["met"] = target_met(entry, 0.0, False)
+            points[f"Q-search {name}"] = entry
     return {"variants": variants, "points": points, "runs": records}
 
 
