@@ -132,7 +132,8 @@ class WeightFakeQuant:
             m.dense.kernel_quantizer = None
 
     def refresher(self, every: int = RATIO_REFRESH_STEPS):
-        """A callable for a training loop's before-step hook: refresh() on its first call and every `every`."""
+        """A callable for a training loop's before-step hook: refresh() every `every` calls (the constructor
+        chose the ratios of the first steps)."""
         calls = {"n": 0}
 
         def before_step():
