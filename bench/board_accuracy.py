@@ -23,6 +23,8 @@ Configurations (`--configs`, a comma list of these names; by default the first f
   tiny-f746-w8e8p   (candidate) BERT-tiny, NUCLEO-F746ZG, int8 weights and tables, pruned
   mini-f767-w4e4p-top4k  (candidate) as mini-f767-w4e4p with only the task's 4,000 most frequent pieces (and
                     the single characters): fewer rows and a smaller tokenizer blob for the same bytes
+  mini-f767-w4e4p-qat  as mini-f767-w4e4p, its final fine-tune quantization-aware (`search --qat-weight-bits
+                    4`: the same steps, the encoder's weights fake-quantized at int4); point "Q-search"
 
 Points (a side's "best" is its candidate with the highest mean dev accuracy over the seeds run; ties to the
 first listed; only configurations that fit):
@@ -35,6 +37,12 @@ first listed; only configurations that fit):
 
 p: the paired bootstrap of `bench_stats.py` (seeds and examples resampled, 10,000 draws) of the seed-averaged
 difference, over the seeds both sides have; McNemar: exact, per seed, on test.
+
+With `--qat-steps N` every run is also evaluated after the export's quantization-aware fine-tune (`evaluate
+--qat-steps N`: KD from the float model on the calibration samples, activations and encoder weights
+fake-quantized as stored, quantize/qat.py), the variant `<config>@w<bits>+qat`, and point Q compares it with
+the same checkpoint's PTQ (`<config>@w<bits>`), paired by seed. `--searches-from DIR` reuses the finished
+searches (and their PTQ evaluations and exports) of an earlier OUT: only the QAT evaluations run.
 
 Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's (point C).
 Resumable: each run lives in OUT/<config>-seed<k>/ (`model/`: the search's checkpoint, resumed with `search
@@ -76,18 +84,23 @@ class Config:
     prune: bool  # search --prune-vocab TASK
     evaluate_bits: tuple[int, ...]  # evaluate --weight-bits; the first is the configuration's own
     prune_top_n: int | None = None  # search --prune-top-n: only the task's N most frequent pieces (and characters)
+    qat_weight_bits: int | None = None  # search --qat-weight-bits: the final fine-tune's weights fake-quantized
 
     def search_args(self, task: str) -> list[str]:
         args = ["--mode", "adaptive", "--board", self.board, "--weight-bits", str(self.weight_bits)]
         if self.embedding_bits is not None:
             args += ["--embedding-bits", str(self.embedding_bits)]
         args += ["--prune-vocab", task] if self.prune else []
-        return args + (["--prune-top-n", str(self.prune_top_n)] if self.prune_top_n else [])
+        args += ["--prune-top-n", str(self.prune_top_n)] if self.prune_top_n else []
+        return args + (["--qat-weight-bits", str(self.qat_weight_bits)] if self.qat_weight_bits else [])
 
     def describe(self) -> str:
         tables = "float→int8" if self.embedding_bits is None else f"int{self.embedding_bits}"
         vocab = "full" if not self.prune else f"pruned to {self.prune_top_n:,} pieces" if self.prune_top_n else "pruned"
-        return f"BERT-{self.model}, {self.board}, int{self.weight_bits} weights, {tables} tables, {vocab} vocabulary"
+        qat = f", fine-tuned with int{self.qat_weight_bits} weights (QAT)" if self.qat_weight_bits else ""
+        return (
+            f"BERT-{self.model}, {self.board}, int{self.weight_bits} weights, {tables} tables, {vocab} vocabulary{qat}"
+        )
 
 
 CONFIGS = {
@@ -98,13 +111,15 @@ CONFIGS = {
     "tiny-f767-w8e8": Config("tiny", F767, 8, 8, False, (8,)),
     "tiny-f746-w8e8p": Config("tiny", F746, 8, 8, True, (8,)),
     "mini-f767-w4e4p-top4k": Config("mini", F767, 4, 4, True, (4,), prune_top_n=4000),
+    "mini-f767-w4e4p-qat": Config("mini", F767, 4, 4, True, (4,), qat_weight_bits=4),
 }
+QAT_OF = {"mini-f767-w4e4p-qat": "mini-f767-w4e4p"}  # a search-QAT configuration: its PTQ twin (point Q-search)
 DEFAULT_CONFIGS = ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
 # Point: (label, side a's candidates, side b's candidates, target difference on test, needs p < 0.05)
 POINTS = {
     "A": (
         "F767ZI Flash: best BERT-mini − best BERT-tiny",
-        ["mini-f767-w4e4p", "mini-f767-w4e4p-top4k"],
+        ["mini-f767-w4e4p", "mini-f767-w4e4p-top4k", "mini-f767-w4e4p-qat"],
         ["tiny-f767-w8e8p", "tiny-f767-w8e8"],
         2.0,
         True,
@@ -123,6 +138,7 @@ REFERENCES = {  # the float models each run is also measured as
     "float": "evaluate's float model (float everything, word tables included)",
 }
 SETTINGS = ("task", "tiny_student", "mini_student", "epochs", "finetune_epochs", "max_seq_len", "export_seq_len")
+QAT = "+qat"  # the suffix of a variant measured after evaluate --qat-steps
 
 
 def variant(config: str, bits: int) -> str:
@@ -188,6 +204,8 @@ def run_one(name: str, seed: int, opts) -> dict:
     if record_file.is_file():
         return json.loads(record_file.read_text())
     folder.mkdir(parents=True, exist_ok=True)
+    if opts.searches_from:
+        reuse_search(opts.searches_from / folder.name, folder)
     student = opts.tiny_student if config.model == "tiny" else opts.mini_student
     model = folder / "model"
     search = ["search", "--checkpoint", str(student), "--task", opts.task, "--out", str(model), "--resume"]
@@ -205,6 +223,11 @@ def run_one(name: str, seed: int, opts) -> dict:
     evaluate_s = _step(evaluate, evaluation, f"{tag} evaluate", opts.out)
     if evaluate_s is None:
         return {"config": name, "seed": seed, "failed": "evaluate"}
+    if opts.qat_steps:
+        qat = [*evaluate[:-1], str(folder / "evaluate-qat.json"), "--qat-steps", str(opts.qat_steps)]
+        # evaluate's --seed would also reshuffle the task's rows: the QAT keeps evaluate's default seed
+        if _step(qat, folder / "evaluate-qat.json", f"{tag} evaluate QAT", opts.out) is None:
+            return {"config": name, "seed": seed, "failed": "evaluate QAT"}
     if seed in opts.export_seeds:
         export = folder / "export"
         command = ["export", "--checkpoint", str(model), "--board", config.board, "--seq-len", str(opts.export_seq_len)]
@@ -215,14 +238,29 @@ def run_one(name: str, seed: int, opts) -> dict:
     return record
 
 
+def reuse_search(source: Path, folder: Path) -> None:
+    """Link an earlier OUT's finished search (model/, export/) into `folder` and copy its PTQ evaluation, so
+    that only what is new (the QAT evaluation) runs."""
+    if not (source / "model" / "metrics.json").is_file():
+        return
+    for part in ("model", "export"):
+        if (source / part).is_dir() and not (folder / part).exists():
+            (folder / part).symlink_to((source / part).resolve(), target_is_directory=True)
+    for part in ("evaluate.json", "evaluate.json.seconds"):
+        if (source / part).is_file() and not (folder / part).exists():
+            (folder / part).write_bytes((source / part).read_bytes())
+
+
 def record_from_files(name: str, seed: int, folder: Path) -> dict:
     """A finished run's record, from its search's metrics.json, evaluate.json, their seconds and the export's
     report.json (when it was exported)."""
     model, evaluation, report = folder / "model" / "metrics.json", folder / "evaluate.json", folder / "export"
+    qat = folder / "evaluate-qat.json"
     record = make_record(name, seed, json.loads(model.read_text()), json.loads(evaluation.read_text()))
-    seconds = {
-        step: path.with_name(path.name + ".seconds") for step, path in (("search", model), ("evaluate", evaluation))
-    }
+    if qat.is_file():
+        add_qat_predictions(record, json.loads(qat.read_text()))
+    steps = (("search", model), ("evaluate", evaluation)) + ((("evaluate_qat", qat),) if qat.is_file() else ())
+    seconds = {step: path.with_name(path.name + ".seconds") for step, path in steps}
     record["seconds"] = {k: float(v.read_text()) if v.is_file() else 0.0 for k, v in seconds.items()}
     report = report / "report.json"
     record["export"] = flash_of(json.loads(report.read_text())) if report.is_file() else None
@@ -279,6 +317,23 @@ def make_record(name: str, seed: int, metrics: dict, evaluation: dict) -> dict:
     }
 
 
+def add_qat_predictions(record: dict, evaluation: dict) -> None:
+    """The QAT evaluation's integer models as variants `<config>@w<bits>+qat` of `record`."""
+    config = CONFIGS[record["config"]]
+    splits = evaluation["by_split"]
+    if any(splits[split]["labels"] != record["labels"][split] for split in ("validation", "test")):
+        raise ValueError(f"{record['config']} seed {record['seed']}: the QAT evaluation's rows are not the PTQ one's")
+    for bits in config.evaluate_bits:
+        key = variant(record["config"], bits) + QAT
+        record["predictions"][key] = {
+            split: splits[split]["predictions"][quantized_name(config, bits)] for split in ("validation", "test")
+        }
+        record["accuracy"][key] = {
+            split: accuracy(record["predictions"][key][split], record["labels"][split])
+            for split in ("validation", "test")
+        }
+
+
 def accuracy(predictions, labels) -> float:
     return float(np.mean(np.asarray(predictions) == np.asarray(labels)))
 
@@ -318,7 +373,9 @@ def variant_summary(records: list[dict], key: str) -> dict:
         "test": statistics([r["accuracy"][key]["test"] for r in rows]),
         "steps": sorted({r["steps"] for r in rows}),
         "search_seconds": statistics([r["seconds"]["search"] for r in rows], scale=1.0),
-        "evaluate_seconds": statistics([r["seconds"]["evaluate"] for r in rows], scale=1.0),
+        "evaluate_seconds": statistics(
+            [r["seconds"]["evaluate_qat" if key.endswith(QAT) else "evaluate"] for r in rows], scale=1.0
+        ),
         "embedding_params": sorted({r["embedding_params"] for r in rows}),
         "embedding_bytes": sorted({r["embedding_bytes"] for r in rows}),
         "export": exported,
@@ -329,7 +386,7 @@ def fits(name: str, key: str, summary: dict) -> bool:
     """A variant fits its board when measured at the configuration's own width and seed 0's export fit (an
     unexported configuration counts as fitting: search sized it to the board)."""
     config = CONFIGS[name]
-    if key != variant(name, config.weight_bits):
+    if key.removesuffix(QAT) != variant(name, config.weight_bits):
         return False
     exported = summary.get("export")
     return exported is None or exported["fits"]
@@ -351,6 +408,9 @@ def summarize(records: list[dict]) -> dict:
             key = variant(name, bits)
             variants[key] = variant_summary(rows, key) | {"config": name, "weight_bits": bits}
             variants[key]["fits"] = fits(name, key, variants[key])
+            if rows and all(key + QAT in r["predictions"] for r in rows):
+                variants[key + QAT] = variant_summary(rows, key + QAT) | {"config": name, "weight_bits": bits}
+                variants[key + QAT]["fits"] = fits(name, key + QAT, variants[key + QAT])
         for reference in REFERENCES if rows else ():
             if all(reference in r["predictions"] for r in rows):
                 summary = variant_summary(rows, reference) | {"config": name, "weight_bits": reference, "fits": False}
@@ -378,6 +438,18 @@ def summarize(records: list[dict]) -> dict:
             entry |= {"target": B_TARGET} | compare(correct[mini], correct[b])
             entry["met"] = target_met(entry, B_TARGET, False)
             points[point] = entry
+    for key in [k for k in variants if k.endswith(QAT)]:
+        entry = {"label": "the same checkpoints: QAT − PTQ", "a": key, "b": key.removesuffix(QAT), "target": 0.0}
+        entry |= compare(correct[key], correct[key.removesuffix(QAT)])
+        entry["met"] = target_met(entry, 0.0, False)
+        points[f"Q {variants[key]['config']}"] = entry
+    for name, twin in QAT_OF.items():
+        a, b = variant(name, 4), variant(twin, 4)
+        if a in variants and b in variants:
+            entry = {"label": "search's fine-tune with int4 weights − without", "a": a, "b": b, "target": 0.0}
+            entry |= compare(correct[a], correct[b])
+            entry["met"] = target_met(entry, 0.0, False)
+            points[f"Q-search {name}"] = entry
     return {"variants": variants, "points": points, "runs": records}
 
 
@@ -396,7 +468,7 @@ def target_met(entry: dict, target: float, needs_p: bool) -> bool | None:
 # --- report ---------------------------------------------------------------------------------------------
 
 
-def markdown(summary: dict) -> str:
+def markdown(summary: dict, qat_steps: int = 0) -> str:
     header = ["variant (seeds)", "setup", "steps", "word tables B / params", "Flash B (budget)", "fits"]
     header += ["search s, evaluate s (mean)", "dev", "test"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -409,7 +481,7 @@ def markdown(summary: dict) -> str:
         tables = (
             f"{'/'.join(f'{b:,}' for b in v['embedding_bytes'])} / {'/'.join(f'{p:,}' for p in v['embedding_params'])}"
         )
-        setup = config.describe()
+        setup = config.describe() + (f", QAT {qat_steps} steps" if key.endswith(QAT) else "")
         if v["weight_bits"] in REFERENCES:
             setup = f"the same runs, float: {REFERENCES[v['weight_bits']]}"
         cells = [f"{key} ({len(v['seeds'])})", setup, ",".join(map(str, v["steps"])), tables, flash]
@@ -503,6 +575,8 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-seq-len", type=int, default=64, help="training and evaluation (default 64)")
     parser.add_argument("--export-seq-len", type=int, default=64, help="the export the budget is split for")
     parser.add_argument("--export-seeds", type=int_list, default=[0], help="seeds also exported (default 0)")
+    parser.add_argument("--qat-steps", type=int, default=0, help="also evaluate after N QAT steps (variant +qat)")
+    parser.add_argument("--searches-from", type=Path, help="an earlier OUT whose finished searches to reuse")
     parser.add_argument(
         "--report-only",
         action="store_true",
@@ -519,13 +593,17 @@ def parse(argv=None) -> argparse.Namespace:
     if unknown or not configs:
         parser.error(f"--configs: unknown {unknown} (choose from {', '.join(CONFIGS)})")
     opts.configs = configs
+    if opts.qat_steps < 0:
+        parser.error("--qat-steps must be 0 or more")
     if opts.epochs <= 0 or opts.finetune_epochs <= 0:
         parser.error("--epochs and --finetune-epochs must be positive")
     return opts
 
 
 def settings_of(opts) -> dict:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items() if k in SETTINGS}
+    """The settings a rerun must repeat (qat_steps only when set: earlier OUTs have none)."""
+    keys = SETTINGS + (("qat_steps",) if opts.qat_steps else ())
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items() if k in keys}
 
 
 def finished_records(out: Path, rebuild: bool = False) -> list[dict]:
@@ -566,7 +644,7 @@ def main(argv=None) -> int:
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
     (opts.out / "summary.json").write_text(summary_text(record))
-    print(markdown(summary))
+    print(markdown(summary, opts.qat_steps))
     figure = plot(summary, opts.out / "board_accuracy.png") if summary["variants"] else None
     print(
         f"\nwall time {wall:.0f} s (this invocation); wrote {opts.out / 'summary.json'}"

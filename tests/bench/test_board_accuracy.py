@@ -182,3 +182,34 @@ def test_a_record_is_made_from_the_runs_files(tmp_path):
     assert record["accuracy"]["mini-f767-w4e4p@w4"] == {"validation": 1.0, "test": 1.0}
     assert record["accuracy"]["float"]["test"] == pytest.approx(1 / 3) and record["export"] is None
     assert record["predictions"]["trained"] == labels  # search's own predictions: the model as trained
+
+
+def test_a_qat_evaluation_becomes_a_variant_compared_with_its_ptq_by_seed(tmp_path):
+    labels = {"validation": [1, 0, 1], "test": [0, 0, 1]}
+    metrics = {"validation_accuracy": 1.0, "test_accuracy": 1.0, "stages": [{"steps": 639}]}
+    metrics |= {"labels": labels, "predictions": labels, "embedding_params": 7, "embedding_bytes": 9}
+    ptq = {s: {"labels": labels[s], "predictions": {"float": [1, 1, 1], "int4+w4": [1, 1, 1]}} for s in labels}
+    qat = {s: {"labels": labels[s], "predictions": {"float": [1, 1, 1], "int4+w4": labels[s]}} for s in labels}
+    source = tmp_path / "earlier" / "mini-f767-w4e4p-seed0"
+    (source / "model").mkdir(parents=True)
+    (source / "model" / "metrics.json").write_text(json.dumps(metrics))
+    (source / "evaluate.json").write_text(json.dumps({"by_split": ptq}))
+    folder = tmp_path / "now" / source.name
+    folder.mkdir(parents=True)
+    bench.reuse_search(source, folder)  # the search and its PTQ evaluation reused: only the QAT one is new
+    assert (folder / "model").is_symlink() and (folder / "evaluate.json").read_text() == json.dumps({"by_split": ptq})
+    (folder / "evaluate-qat.json").write_text(json.dumps({"by_split": qat}))
+    (folder / "evaluate-qat.json.seconds").write_text("150\n")
+    record = bench.record_from_files("mini-f767-w4e4p", 0, folder)
+    assert record["accuracy"]["mini-f767-w4e4p@w4+qat"] == {"validation": 1.0, "test": 1.0}
+    assert record["seconds"]["evaluate_qat"] == 150.0
+    summary = bench.summarize([record | {"seed": s} for s in range(3)])
+    q = summary["points"]["Q mini-f767-w4e4p"]
+    assert (q["a"], q["b"]) == ("mini-f767-w4e4p@w4+qat", "mini-f767-w4e4p@w4") and q["seeds"] == [0, 1, 2]
+    assert q["difference"]["test"] == pytest.approx(100 * (1 - 1 / 3))
+    assert summary["variants"]["mini-f767-w4e4p@w4+qat"]["fits"]
+    assert "QAT 100 steps" in bench.markdown(summary, 100)
+    shuffled = {s: {**qat[s], "labels": labels[s][::-1]} for s in qat}  # e.g. evaluate --seed reshuffled the rows
+    (folder / "evaluate-qat.json").write_text(json.dumps({"by_split": shuffled}))
+    with pytest.raises(ValueError, match="not the PTQ one's"):
+        bench.record_from_files("mini-f767-w4e4p", 0, folder)

@@ -287,7 +287,7 @@ def _load_models(args) -> _Models:
             name = _quantized_name(bits, weight_bits)
             quantized[name], ranges = calibrate(float_model, inputs, seq_len=args.seq_len, settings=settings)
             if args.qat_steps:
-                quantized[name] = _fine_tuned(model, inputs, ranges, settings, args)
+                quantized[name] = _fine_tuned(model, inputs, (quantized[name], ranges), settings, args)
     stock_runner = None
     if args.stock:
         from tflm_mcubert.export.stock import export_stock
@@ -311,8 +311,10 @@ def _quantized_name(embedding_bits: int, weight_bits: int = 8) -> str:
     return ("int8" if embedding_bits == 8 else "int4") + ("" if weight_bits == 8 else "+w4")
 
 
-def _fine_tuned(model, inputs, ranges, settings, args):
-    """The quantized model after export's KD quantization-aware fine-tune (quantize/qat.py), calibrated again."""
+def _fine_tuned(model, inputs, calibrated, settings, args):
+    """The quantized model after export's KD quantization-aware fine-tune (quantize/qat.py), calibrated again.
+    `calibrated`: (QuantizedBert, RangeSet) of the first calibration."""
+    first, ranges = calibrated
     samples = [
         {
             "input_ids": x.input_ids[None],
@@ -321,9 +323,14 @@ def _fine_tuned(model, inputs, ranges, settings, args):
         }
         for x in inputs
     ]
-    qat = QatSettings(steps=args.qat_steps, seed=args.seed, embedding_bits=settings.embedding_bits)
-    student, losses = distill(model, samples, ranges, qat)
-    print(f"  QAT ({settings.embedding_bits}-bit word tables): loss {losses[0]:.5f} -> {losses[-1]:.5f}")
+    qat = QatSettings(
+        steps=args.qat_steps, seed=args.seed, embedding_bits=settings.embedding_bits, weight_bits=settings.weight_bits
+    )
+    student, losses = distill(model, samples, ranges, qat, first)
+    print(
+        f"  QAT ({settings.embedding_bits}-bit word tables, {settings.weight_bits}-bit weights): "
+        f"loss {losses[0]:.5f} -> {losses[-1]:.5f}"
+    )
     return calibrate(FloatBert.from_keras(student), inputs, seq_len=args.seq_len, settings=settings)[0]
 
 

@@ -254,6 +254,13 @@ def _add_budget_arguments(search) -> None:
         "byte budgets at int8; auto (with --board or --target-flash-bytes): a search at 8 and at 4, as "
         "--weight-bits auto",
     )
+    search.add_argument(
+        "--qat-weight-bits",
+        type=int,
+        help="quantization-aware final fine-tune: the encoder's weights fake-quantized in the forward as export "
+        "--weight-bits stores them (4: int4 with the MSE clip, 8: int8; straight-through), and the accuracies "
+        "reported so; default: float weights",
+    )
 
 
 _DEFAULTS: dict = {}
@@ -319,6 +326,7 @@ def run(args) -> int:
         target_params=args.target_embedding_params,
         target_bytes=args.target_embedding_bytes,
         embedding_bits=candidates[0].embedding_bits,
+        qat_weight_bits=args.qat_weight_bits,
         epochs=args.epochs,
         finetune_epochs=args.finetune_epochs,
         lr=args.lr,

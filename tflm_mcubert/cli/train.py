@@ -105,6 +105,12 @@ def add_parser(subparsers) -> list[str]:
     distill = subparsers.add_parser("distill", help="teacher + task → bert-tiny/bert-mini student (task KD)")
     distill.add_argument("--teacher", required=True, help="fine-tuned classifier checkpoint (from finetune)")
     distill.add_argument("--preset", default="bert-tiny", help="student shape: bert-tiny (default) or bert-mini")
+    distill.add_argument(
+        "--qat-weight-bits",
+        type=int,
+        help="quantization-aware distillation: the encoder's weights fake-quantized in the forward as export "
+        "--weight-bits stores them (4 or 8; straight-through), and the accuracies reported so; default: float",
+    )
     add_training_arguments(distill, "distill")
 
     return ["finetune", "distill"]
@@ -164,7 +170,9 @@ def run(args) -> int:
         metrics = workflows.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
     else:
-        metrics = workflows.distill(args.teacher, out, data, train, preset=args.preset, pruning=pruning)
+        metrics = workflows.distill(
+            args.teacher, out, data, train, preset=args.preset, pruning=pruning, qat_weight_bits=args.qat_weight_bits
+        )
         shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
     return print_metrics(metrics, shown, out)
 

@@ -27,6 +27,7 @@ from tflm_mcubert.compress.run_schedule import RunSchedule
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
+from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
 from tflm_mcubert.train.trainer import Stage, StageRecord, UpdateRule, accuracy, predict_logits
 
 FINAL_TRAININGS = ("select", "retrain", "continue")
@@ -101,9 +102,13 @@ def with_embedding(searched: BertModel, embedding: ClusteredLowRankEmbedding) ->
     return searched.with_word_lookup(embedding, config=dataclasses.replace(config, pad_token_id=pad)), permutation
 
 
-def kd_finetune(job, searched: BertModel, embedding, *, name: str, learning_rate, epochs: float, bits):
+def kd_finetune(
+    job, searched: BertModel, embedding, *, name: str, learning_rate, epochs: float, bits, weight_bits=None
+):
     """KD fine-tune of `embedding` inside a twin of `searched` (its other weights copied), on permuted ids:
-    (model, permutation, stage record). `bits`: the tables as stored (None: float)."""
+    (model, permutation, stage record). `bits`: the tables as stored (None: float). `weight_bits` (4 or 8,
+    `--qat-weight-bits`): the encoder's matrices are fake-quantized at that width in the forward
+    (quantize/weight_fake_quant.py, straight-through) and stay so for scoring, as the tables do; None: float."""
     model, permutation = with_embedding(searched, embedding)
     embedding.storage_bits = bits  # trained, and scored, as stored
     objective = job.objective
@@ -111,7 +116,13 @@ def kd_finetune(job, searched: BertModel, embedding, *, name: str, learning_rate
         objective = dataclasses.replace(objective, teacher_ids=invert_permutation(permutation))
     stage = Stage(name, model, [], job.train.remapped(permutation), epochs, objective, job.teacher_logits)
     stage.rules = [UpdateRule("weights", model.trainable_variables, learning_rate)]
-    return model, permutation, job.trainer.fit(stage)
+    if weight_bits is None:
+        return model, permutation, job.trainer.fit(stage)
+    weights = WeightFakeQuant(model, lambda op: weight_bits).install()
+    stage.before_step = weights.refresher()
+    record = job.trainer.fit(stage)
+    weights.refresh()  # the clip ratios of the final weights: scored as the export will store them
+    return model, permutation, record
 
 
 def dev_accuracy(job, model: BertModel, permutation: np.ndarray) -> float:
@@ -182,6 +193,7 @@ def _train(search, candidates: list[Candidate]) -> None:
             learning_rate=schedule.finetune_lr(),
             epochs=schedule.finetune_epochs(),
             bits=opts.embedding_bits,
+            weight_bits=opts.qat_weight_bits,
         )
         search.records.append(candidate.record)
         if job.validation is not None:

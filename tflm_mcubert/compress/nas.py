@@ -44,6 +44,7 @@ from tflm_mcubert.train.batches import EncodedSplit
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.stored_tables import STORAGE_BITS
+from tflm_mcubert.quantize.qat import check_weight_bits
 from tflm_mcubert.compress.search_space import (
     JointSearch,
     RankSearch,
@@ -82,6 +83,9 @@ class SearchOptions:
     # 8 or 4: the word tables' storage width; byte budgets count it, and the fine-tune trains and reports the
     # tables as stored (`model.stored_tables`). None: float tables, byte budgets at int8.
     embedding_bits: int | None = None
+    # 4 or 8: the final fine-tune fake-quantizes the encoder's matrices at this width (straight-through QAT,
+    # quantize/weight_fake_quant.py) and scores them so. None: float weights.
+    qat_weight_bits: int | None = None
     epochs: float = 1.0  # per search stage
     finetune_epochs: float = 1.0
     lr: float = 5e-5  # weights w (the paper's AdamW, no weight decay)
@@ -114,6 +118,8 @@ class SearchOptions:
             budgets.check_target(self.target_params, vocab_size, dim)
         if self.embedding_bits not in (None, *STORAGE_BITS):
             raise UserError(f"--embedding-bits must be one of {STORAGE_BITS}, got {self.embedding_bits}")
+        if self.qat_weight_bits is not None:
+            check_weight_bits(self.qat_weight_bits, "--qat-weight-bits")
         if self.target_bytes is not None:
             budgets.params_for_bytes(self.target_bytes, vocab_size, dim, self.num_clusters, self.storage_bits)
         if self.lambda_ is not None and self.lambda_ < 0:
@@ -558,6 +564,7 @@ class _Search:
             learning_rate=self.schedule.finetune_lr(),
             epochs=epochs,
             bits=self.opts.embedding_bits,
+            weight_bits=self.opts.qat_weight_bits,
         )
         self.records.append(record)
         return model

@@ -73,7 +73,7 @@ def search(
             data,
             checkpoint=checkpoint_fingerprint(checkpoint),
             teacher=teacher_fp,
-            search=dataclasses.asdict(search_opts),
+            search=_settings_of(search_opts),
             **({} if pruning is None else {"prune": dataclasses.asdict(pruning)}),
         )
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
@@ -130,6 +130,8 @@ def _search_metrics(checkpoint, teacher_source, search_opts, config, outcome, sc
         "embedding_storage_bits": description["storage_bits"],
         # the accuracies' word tables: "float", or fake-quantized as stored at these bits (`--embedding-bits`)
         "accuracy_tables": search_opts.embedding_bits or "float",
+        # the accuracies' encoder weights: "float", or fake-quantized as stored at these bits (`--qat-weight-bits`)
+        "accuracy_weights": search_opts.qat_weight_bits or "float",
         "int8_embedding_bytes": outcome.embedding.stored_bytes(8),
         "target_embedding_params": search_opts.target_params,
         "target_embedding_bytes": search_opts.target_bytes,
@@ -234,3 +236,11 @@ def _save_compressed(
         },
     }
     save_checkpoint(outcome.model, out, permuted, compression_info=info, label_names=metrics["label_names"], task=task)
+
+
+def _settings_of(search_opts) -> dict:
+    """The search options a resumed run must repeat; --qat-weight-bits only when given (earlier runs have none)."""
+    settings = dataclasses.asdict(search_opts)
+    if settings["qat_weight_bits"] is None:
+        del settings["qat_weight_bits"]
+    return settings

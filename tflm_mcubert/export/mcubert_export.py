@@ -35,7 +35,7 @@ from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
 from tflm_mcubert.quantize.float_model import FloatBert
-from tflm_mcubert.quantize.qat import distill
+from tflm_mcubert.quantize.qat import QatSettings, distill
 from tflm_mcubert.quantize.quantized_model import QuantizedBert, bert_ops
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
@@ -314,13 +314,15 @@ def export_mcubert(
             }
             for x in inputs
         ]
-        student, losses = distill(model, model_samples, ranges, qat)
+        qat = dataclasses.replace(qat, **QatSettings.widths(weight_bits))  # weights fake-quantized as stored
+        student, losses = distill(model, model_samples, ranges, qat, quantized)
         float_model = FloatBert.from_keras(student)
         quantized, _ = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
         qat_report = {
             "steps": qat.steps,
             "learning_rate": qat.learning_rate,
             "batch_size": qat.batch_size,
+            "weight_bits": qat.weight_bits if not qat.op_weight_bits else dict(qat.op_weight_bits),
             "first_loss": round(losses[0], 6),
             "last_loss": round(losses[-1], 6),
         }

@@ -113,6 +113,21 @@ class BertEmbeddings(keras.layers.Layer):
         return self.layer_norm(words + positions + types)
 
 
+class EncoderDense(keras.layers.Dense):
+    """An encoder matrix (Q, K, V, O, FC1, FC2): a Dense whose forward may use a transformed kernel.
+
+    `kernel_quantizer` (None: the plain Dense) maps the float kernel to the one the forward uses: the
+    fake-quantized weights of quantization-aware training (quantize/weight_fake_quant.py), set and cleared
+    there. Not a weight: twins and checkpoints never carry it."""
+
+    kernel_quantizer = None
+
+    def call(self, inputs, training=None):
+        if self.kernel_quantizer is None:
+            return super().call(inputs, training)
+        return keras.ops.add(keras.ops.matmul(inputs, self.kernel_quantizer(self.kernel)), self.bias)
+
+
 class BertSelfAttention(keras.layers.Layer):
     """Multi-head self-attention + output projection + residual + LayerNorm (HF's BertAttention)."""
 
@@ -121,10 +136,10 @@ class BertSelfAttention(keras.layers.Layer):
         self.config = config
         self.mask_value = float(mask_value)
         d = config.hidden_size
-        self.query = keras.layers.Dense(d, name="query")
-        self.key = keras.layers.Dense(d, name="key")
-        self.value = keras.layers.Dense(d, name="value")
-        self.output_dense = keras.layers.Dense(d, name="output_dense")
+        self.query = EncoderDense(d, name="query")
+        self.key = EncoderDense(d, name="key")
+        self.value = EncoderDense(d, name="value")
+        self.output_dense = EncoderDense(d, name="output_dense")
         self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
 
     def build(self, input_shape):
@@ -161,8 +176,8 @@ class BertFeedForward(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.act = activation_fn(config.hidden_act, gelu_mode)
-        self.intermediate = keras.layers.Dense(config.intermediate_size, name="intermediate")
-        self.output_dense = keras.layers.Dense(config.hidden_size, name="output_dense")
+        self.intermediate = EncoderDense(config.intermediate_size, name="intermediate")
+        self.output_dense = EncoderDense(config.hidden_size, name="output_dense")
         self.layer_norm = LayerNorm(config.layer_norm_eps, name="layer_norm")
 
     def build(self, input_shape):

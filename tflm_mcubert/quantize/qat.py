@@ -16,6 +16,14 @@ With `embedding_bits=4` the student also fake-quantizes the compressed embedding
 channel x per row, each U_i per column, to [-7, 7], V_i int8 with U_i's column scales folded in
 (`model/stored_tables.py`); so the fine-tune learns tables that survive 4 bits.
 
+Every encoder matrix's weights (Q, K, V, O, FC1, FC2) are fake-quantized at the width the export stores
+them (`weight_bits`, or per op `op_weight_bits` as `export --weight-bits auto` chose): int8 per channel, or
+int4 per channel with the export's MSE clip ratio, the hidden state's channel scales folded in as the
+export folds them (quantize/weight_fake_quant.py: the ratios are re-chosen every few steps, why there).
+Those channel scales are the first calibration's: the final calibration sees the fine-tuned model and may
+move a channel's power of two, which moves that column's grid (on a random tiny model most of them moved
+after 40 steps at lr 1e-4; the int4 error still fell by a quarter, tests/quantize/test_weight_qat.py).
+
 Scores, the exp table, LayerNorm arithmetic and the pre-norm sums are left in float: the spec
 computes them in 14-16 bits or exactly, so they add little error. Steps are few and the learning
 rate small: the student should learn to live with int8 activations, not to forget the teacher.
@@ -29,6 +37,7 @@ import math
 import numpy as np
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.ops.linear import WEIGHT_BITS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +47,32 @@ class QatSettings:
     batch_size: int = 8
     seed: int = 0
     embedding_bits: int = 8  # 4: also fake-quantize the word tables as int4 (SPEC 4.1.1)
+    weight_bits: int = 8  # every encoder matrix's weights, fake-quantized as stored: 8 (int8) or 4 (int4)
+    # Per op ("layer0.attention": 4, ...), overriding weight_bits for the ops it names (export --weight-bits auto)
+    # per op: one width, or one per matrix (export --weight-bits auto, SPEC 3.1.2)
+    op_weight_bits: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
+
+    def __post_init__(self):
+        per_op = [b for v in dict(self.op_weight_bits).values() for b in (v if isinstance(v, tuple) else (v,))]
+        for bits in (self.weight_bits, *per_op):
+            check_weight_bits(bits, "QAT weight bits")
+
+    def bits_of(self, op_name: str) -> int | tuple[int, ...]:
+        return dict(self.op_weight_bits).get(op_name, self.weight_bits)
+
+    @classmethod
+    def widths(cls, weight_bits: int | dict) -> dict:
+        """The weight-width fields for an export's widths: one for all (int) or one per op (dict)."""
+        if isinstance(weight_bits, dict):
+            return {"op_weight_bits": tuple(sorted(weight_bits.items()))}
+        return {"weight_bits": weight_bits}
+
+
+def check_weight_bits(bits, flag: str) -> int:
+    """A weight width the export can store (4 or 8), else a UserError naming `flag`."""
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in WEIGHT_BITS:
+        raise UserError(f"{flag} {bits!r}: choose 4 (int4 weights) or 8 (int8 weights)")
+    return int(bits)
 
 
 def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
@@ -71,9 +106,10 @@ def fake_quant(x, lo, hi, symmetric: bool):
     return clipped + tf.stop_gradient(rounded - clipped)
 
 
-def fine_tune(loss_of_rows, variables, sample_count: int, settings: QatSettings) -> list[float]:
+def fine_tune(loss_of_rows, variables, sample_count: int, settings: QatSettings, before_step=None) -> list[float]:
     """The loss per step of `settings.steps` Adam steps on `variables`, each on a random batch of sample
-    rows (`loss_of_rows(rows)`: a scalar tensor from an int32 tensor of sample indices)."""
+    rows (`loss_of_rows(rows)`: a scalar tensor from an int32 tensor of sample indices); `before_step(n)`,
+    when given, runs before step n (outside the traced step)."""
     import keras
     import tensorflow as tf
 
@@ -89,9 +125,12 @@ def fine_tune(loss_of_rows, variables, sample_count: int, settings: QatSettings)
 
     rng = np.random.default_rng(settings.seed)
     size = min(settings.batch_size, sample_count)
-    return [
-        float(step(tf.constant(rng.choice(sample_count, size, replace=False), tf.int32))) for _ in range(settings.steps)
-    ]
+    losses = []
+    for n in range(settings.steps):
+        if before_step is not None:
+            before_step(n)
+        losses.append(float(step(tf.constant(rng.choice(sample_count, size, replace=False), tf.int32))))
+    return losses
 
 
 def int4_word_vectors(lookup, ids):
@@ -152,15 +191,21 @@ def fake_quant_forward(model, inputs: dict, ranges: dict, embedding_bits: int = 
     return out
 
 
-def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[object, list[float]]:
-    """(fine-tuned copy of `model`, loss per step). `samples`: int32 [1, s] dicts in the model's ids."""
+def distill(model, samples: list[dict], ranges, settings: QatSettings, quantized=None) -> tuple[object, list[float]]:
+    """(fine-tuned copy of `model`, loss per step). `samples`: int32 [1, s] dicts in the model's ids.
+    `quantized`: the first calibration's QuantizedBert, whose hidden-state channel scales the weight fake
+    quantization folds in as the export does (None: rows quantized unscaled)."""
     import tensorflow as tf
+
+    from tflm_mcubert.quantize.weight_fake_quant import RATIO_REFRESH_STEPS, WeightFakeQuant, column_scales_of
 
     if settings.steps < 1:
         raise UserError(f"--qat-steps must be at least 1, got {settings.steps}")
     if not samples:
         raise UserError("QAT needs calibration samples")
     student = model.with_options()
+    scales = column_scales_of(quantized) if quantized is not None else None
+    weights = WeightFakeQuant(student, settings.bits_of, scales).install()
     batch = {
         k: np.concatenate([s[k] for s in samples]).astype(np.int32)
         for k in ("input_ids", "attention_mask", "token_type_ids")
@@ -180,4 +225,10 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings) -> tuple[
             loss += tf.reduce_mean((out["logits"] - tf.gather(teacher["logits"], rows)) ** 2)
         return loss
 
-    return student, fine_tune(loss_of_rows, student.trainable_variables, len(samples), settings)
+    def refresh_clip_ratios(n: int) -> None:
+        if n and n % RATIO_REFRESH_STEPS == 0:
+            weights.refresh()
+
+    losses = fine_tune(loss_of_rows, student.trainable_variables, len(samples), settings, refresh_clip_ratios)
+    weights.remove()  # the student's float weights are what calibration quantizes again
+    return student, losses

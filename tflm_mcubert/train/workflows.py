@@ -29,6 +29,8 @@ from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
 from tflm_mcubert.model.task_record import task_record
 from tflm_mcubert.model.labels import choose_label_names
+from tflm_mcubert.quantize.qat import check_weight_bits
+from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.cluster import DEFAULT_CLUSTER_TIMEOUT
 from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
@@ -290,9 +292,14 @@ def distill(
     preset: str,
     pruning=None,
     on_step_end=None,
+    qat_weight_bits: int | None = None,
 ) -> dict:
     """A `preset`-shaped student of the teacher (same vocabulary, or the teacher's pruned to
-    `pruning`'s corpus: a `compress.vocab_pruning.Pruning`), trained by task KD."""
+    `pruning`'s corpus: a `compress.vocab_pruning.Pruning`), trained by task KD. `qat_weight_bits` (4 or 8):
+    its encoder matrices fake-quantized at that width in the forward (quantization-aware, straight-through;
+    quantize/weight_fake_quant.py) and scored so."""
+    if qat_weight_bits is not None:
+        check_weight_bits(qat_weight_bits, "--qat-weight-bits")
     strategy, began = start(opts)
     shape = preset_config(preset)
     announce(opts, f"the teacher {teacher_source}", data_opts)
@@ -308,20 +315,24 @@ def distill(
         data = teacher_data if pruned is None else load_task_data(data_opts, tokenizer, student.config.vocab_size)
         teacher_fp = checkpoint_fingerprint(teacher_source)
         extra = {} if pruning is None else {"prune": dataclasses.asdict(pruning)}
+        extra |= {} if qat_weight_bits is None else {"qat_weight_bits": qat_weight_bits}
         settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset, **extra)
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size, opts.progress)
-        record = trainer.fit(
-            Stage(
-                "distill",
-                student,
-                [UpdateRule("weights", student.trainable_variables, opts.lr)],
-                data.splits["train"],
-                opts.epochs,
-                objective,
-                logits["train"],
-            )
+        stage = Stage(
+            "distill",
+            student,
+            [UpdateRule("weights", student.trainable_variables, opts.lr)],
+            data.splits["train"],
+            opts.epochs,
+            objective,
+            logits["train"],
         )
+        weights = None if qat_weight_bits is None else WeightFakeQuant(student, lambda op: qat_weight_bits).install()
+        stage.before_step = None if weights is None else weights.refresher()
+        record = trainer.fit(stage)
+        if weights is not None:
+            weights.refresh()  # the final weights' clip ratios: scored as the export will store them
     scores = evaluate(student, data, opts.batch_size)
     teacher_scores = {
         f"teacher_{split}_accuracy": accuracy(logits[split], teacher_data.splits[split])
@@ -338,6 +349,7 @@ def distill(
         **scores,
         **teacher_scores,
         "params": student.config.param_count(),
+        "accuracy_weights": qat_weight_bits or "float",  # the scores' encoder weights: float, or fake-quantized
         **({} if pruned is None else {"vocab_pruning": pruned}),
         "stages": [record.to_dict()],
         "seconds": round(time.monotonic() - began, 1),
