@@ -116,3 +116,9 @@ def test_the_widths_of_an_auto_export_are_the_qat_widths():
     assert QatSettings(**QatSettings.widths(4)).bits_of("layer0.mlp") == 4
     fake = WeightFakeQuant(small_model(labels=2), settings.bits_of)
     assert [m.bits for m in fake.matrices] == [8] * 4 + [8] * 2 + [8] * 4 + [4] * 2
+    # and one per matrix where auto mixed them inside an op (SPEC 3.1.2)
+    mixed = QatSettings(**QatSettings.widths({"layer0.attention": (4, 8, 8, 4), "layer1.mlp": (8, 4)}))
+    fake = WeightFakeQuant(small_model(labels=2), mixed.bits_of)
+    assert [m.bits for m in fake.matrices] == [4, 8, 8, 4] + [8] * 2 + [8] * 4 + [8, 4]
+    with pytest.raises(UserError, match="QAT weight bits 5"):
+        QatSettings(op_weight_bits=(("layer0.mlp", (8, 5)),))

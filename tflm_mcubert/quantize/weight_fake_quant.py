@@ -30,11 +30,12 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.linear import WEIGHT_BITS, WEIGHT_MAX, int4_clip_ratios
 from tflm_mcubert.ops.linear_int4 import WEIGHT4_MAX
 
 RATIO_REFRESH_STEPS = 25  # the int4 clip ratios are re-chosen by MSE this often (see the module docstring)
-MATRICES = {"attention": ("query", "key", "value", "output"), "mlp": ("fc1", "fc2")}
+MATRICES = {"attention": contract.ATTENTION_LINEAR_LAYERS, "mlp": contract.MLP_LINEAR_LAYERS}
 # Their input is the hidden state (per channel); O reads the attention context and FC2 the activation (per tensor).
 READS_HIDDEN_STATE = ("query", "key", "value", "fc1")
 
