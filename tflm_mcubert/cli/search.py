@@ -309,15 +309,9 @@ def run_decoder(args, defaults: dict) -> int:
     return 0
 
 
-def run(args) -> int:
-    if is_decoder_checkpoint(args.checkpoint):
-        return run_decoder(args, _DEFAULTS)
-    from tflm_mcubert.compress.nas import SearchOptions
-    from tflm_mcubert.compress.search import search as search_workflow
-
-    data, train = training_options(args, "search")
-    pruning = pruning_from_args(args)
-    flash_budget = flash_budget_from_args(args)
+def _width_candidates(args, flash_budget) -> list[WidthCandidate]:
+    """The widths to search (one unless --weight-bits / --embedding-bits auto); a width search is refused
+    where it cannot run."""
     candidates = width_candidates(args.weight_bits, args.embedding_bits)
     if len(candidates) > 1 and args.strategy == "multiworker":
         raise UserError(
@@ -329,6 +323,19 @@ def run(args) -> int:
             "--weight-bits auto and --embedding-bits auto need --board or --target-flash-bytes: the budget the "
             "widths share"
         )
+    return candidates
+
+
+def run(args) -> int:
+    if is_decoder_checkpoint(args.checkpoint):
+        return run_decoder(args, _DEFAULTS)
+    from tflm_mcubert.compress.nas import SearchOptions
+    from tflm_mcubert.compress.search import search as search_workflow
+
+    data, train = training_options(args, "search")
+    pruning = pruning_from_args(args)
+    flash_budget = flash_budget_from_args(args)
+    candidates = _width_candidates(args, flash_budget)
     out = output_directory(args.out)
     search = SearchOptions(
         mode=args.mode,

@@ -591,32 +591,3 @@ def word_row_bytes(cluster: int, rank: int, bits: int) -> int:
     if bits == 8:
         return rank
     return int4_row_bytes(rank) + (INT4_ROW_SCALE_BYTES if cluster == 0 else 0)
-
-
-def int4_contract_lines() -> list[str]:
-    """What version 2 adds to the contract text (its hash covers version 1's text, then these)."""
-    lines = [
-        f"spec_version={SPEC_VERSION_INT4}",
-        "int4=two's complement nibble in [-8,7];value 2j in the low nibble of byte j;"
-        "odd length pads a zero high nibble",
-        f"embedding_int4_rows=cluster 0:uint16le row_scale,int4[d]:{INT4_ROW_SCALE_BYTES}+ceil(d/2) bytes;"
-        "cluster i>0:int4[r_i]:ceil(r_i/2) bytes",
-        "embedding_int4_word=cluster 0:requantize(q*row_scale,Mw_0[c]);cluster i>0:as int8",
-    ]
-    for op, fields in VERSION_OPTIONS[SPEC_VERSION_INT4].items():  # version 2's own fields only
-        for f in fields:
-            lines.append(f"{op}.option.{f.name}=int[{f.lo},{f.hi}];v{SPEC_VERSION_INT4};values {EMBEDDING_WORD_BITS}")
-    lines.append(f"{EMBEDDING}.input3.word_rows=int8[sum n_i*row_bytes_i(word_bits)]")
-    return lines
-
-
-def contract_lines() -> list[str]:
-    lines = constants_text()
-    for contract in (CONTRACTS[op] for op in CONTRACT_WIDE_OPS):
-        for f in HEADER_FIELDS + contract.options:
-            lines.append(f"{contract.name}.option.{f.name}=int[{f.lo},{f.hi}]")
-        for i, t in enumerate(contract.inputs):
-            lines.append(f"{contract.name}.input{i}.{t.name}={t.dtype}{t.shape}")
-        for i, t in enumerate(contract.outputs):
-            lines.append(f"{contract.name}.output{i}.{t.name}={t.dtype}{t.shape}")
-    return lines

@@ -65,8 +65,39 @@ def _scratch_lines() -> list[str]:
     return lines
 
 
+def int4_contract_lines() -> list[str]:
+    """What version 2 adds to the contract text (its hash covers version 1's text, then these)."""
+    lines = [
+        f"spec_version={contract.SPEC_VERSION_INT4}",
+        "int4=two's complement nibble in [-8,7];value 2j in the low nibble of byte j;"
+        "odd length pads a zero high nibble",
+        f"embedding_int4_rows=cluster 0:uint16le row_scale,int4[d]:{contract.INT4_ROW_SCALE_BYTES}+ceil(d/2) bytes;"
+        "cluster i>0:int4[r_i]:ceil(r_i/2) bytes",
+        "embedding_int4_word=cluster 0:requantize(q*row_scale,Mw_0[c]);cluster i>0:as int8",
+    ]
+    for op, fields in contract.VERSION_OPTIONS[contract.SPEC_VERSION_INT4].items():  # version 2's own fields only
+        for f in fields:
+            values = f"v{contract.SPEC_VERSION_INT4};values {contract.EMBEDDING_WORD_BITS}"
+            lines.append(f"{op}.option.{f.name}=int[{f.lo},{f.hi}];{values}")
+    lines.append(f"{contract.EMBEDDING}.input3.word_rows=int8[sum n_i*row_bytes_i(word_bits)]")
+    return lines
+
+
+def contract_lines() -> list[str]:
+    """The contract-wide text of versions 1 (and, below it, 2): shared constants, then every op's fields and tensors."""
+    lines = contract.constants_text()
+    for spec in (contract.CONTRACTS[op] for op in contract.CONTRACT_WIDE_OPS):
+        for f in contract.HEADER_FIELDS + spec.options:
+            lines.append(f"{spec.name}.option.{f.name}=int[{f.lo},{f.hi}]")
+        for i, t in enumerate(spec.inputs):
+            lines.append(f"{spec.name}.input{i}.{t.name}={t.dtype}{t.shape}")
+        for i, t in enumerate(spec.outputs):
+            lines.append(f"{spec.name}.output{i}.{t.name}={t.dtype}{t.shape}")
+    return lines
+
+
 def contract_text() -> str:
-    return "\n".join(contract.contract_lines() + _scratch_lines()) + "\n"
+    return "\n".join(contract_lines() + _scratch_lines()) + "\n"
 
 
 def fnv1a32(data: bytes) -> int:
@@ -77,8 +108,8 @@ def fnv1a32(data: bytes) -> int:
 
 
 def contract_text_v2() -> str:
-    """Version 2: version 1's text, then the int4 embedding storage (contract.int4_contract_lines)."""
-    return contract_text() + "\n".join(contract.int4_contract_lines()) + "\n"
+    """Version 2: version 1's text, then the int4 embedding storage (int4_contract_lines)."""
+    return contract_text() + "\n".join(int4_contract_lines()) + "\n"
 
 
 SPEC_VERSION = contract.SPEC_VERSION
