@@ -11,3 +11,11 @@ class DoesNotFitError(UserError):
     """The exported model does not fit the board; the files were still written for inspection."""
 
     exit_code = 3
+
+
+class BelowSmallestError(UserError):
+    """A size budget below the smallest configuration that exists; `smallest` is that one's size."""
+
+    def __init__(self, message: str, smallest: int):
+        super().__init__(message)
+        self.smallest = smallest

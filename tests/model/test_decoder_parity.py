@@ -122,5 +122,5 @@ def test_an_untied_head_a_missing_tensor_and_a_foreign_model_are_refused_by_name
         load_decoder(str(ckpt))
     config = json.loads((ckpt / "config.json").read_text())
     (ckpt / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
-    with pytest.raises(UserError, match="model_type 'llama' is not a decoder this tool reads"):
+    with pytest.raises(UserError, match="model_type 'llama' is not supported: this tool reads BERT encoders"):
         load_decoder(str(ckpt))

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.export_folder import REPORT, TOKENIZER_DIR, read_report
+from tflm_mcubert.export.export_folder import REPORT, TOKENIZER_DIR, model_ids, read_report
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.model.config import MIN_SEQ_LEN
 from tflm_mcubert.tokenizer import bpe_blob
@@ -31,12 +31,16 @@ def add_parser(subparsers) -> list[str]:
     tokenize.add_argument(
         "text", nargs="+", help="text to tokenize (each argument separately; not UTF-8: taken as bytes)"
     )
-    tokenize.add_argument("--export", type=Path, help="an export directory (holds model_vocab.bin)")
+    tokenize.add_argument(
+        "--export", type=Path, help="an export directory (holds model_vocab.bin: BERT's WordPiece or a decoder's BPE)"
+    )
     tokenize.add_argument(
         "--gpt2",
         type=Path,
         help="a GPT-2 / GPT-Neo checkpoint folder (tokenizer.json, or vocab.json + merges.txt): its byte-level "
-        "BPE on the device's C code, ids and the text decoded back one id at a time, next to Hugging Face's",
+        "BPE on the device's C code, ids and the text decoded back one id at a time, next to Hugging Face's; with "
+        "--export of a decoder: the export's own BPE blob next to this folder's tokenizer (default: the export's "
+        "checkpoint)",
     )
     tokenize.add_argument("--pair", default=None, help="a second text: tokenize sentence pairs")
     tokenize.add_argument("--seq-len", type=int, default=None, help="positions (default: the export's seq_len)")
@@ -96,7 +100,7 @@ def export_report(export_dir: Path) -> dict:
     blob = export_dir / BLOB
     if not blob.is_file():
         raise UserError(
-            f"{blob} not found: export with a checkpoint that has a BERT tokenizer "
+            f"{blob} not found: export with a checkpoint that has a tokenizer "
             "(python -m tflm_mcubert export --checkpoint DIR --out OUT)"
         )
     path = export_dir / REPORT
@@ -135,38 +139,76 @@ def shown(raw: bytes, invalid: str = "dropped") -> str:
 def run_gpt2(args) -> int:
     """The on-device BPE tokenizer and detokenizer (mcubert_bpe_tokenizer.h) on a GPT-2 checkpoint's
     tokenizer, next to Hugging Face's ids and decode(skip_special_tokens=True)."""
-    if args.pair is not None or args.seq_len is not None:
-        raise UserError("--pair and --seq-len are BERT's: a GPT-2 tokenizer encodes one text, whole")
+    _refuse_bert_options(args)
     hf = bpe_blob.read_checkpoint(args.gpt2)
     blob = bpe_blob.pack(bpe_blob.spec_from_tokenizer(hf))
+    return compare_bpe(HostBpeTokenizer(blob), len(blob), args.text, hf, args.gpt2, None)
+
+
+def run_decoder_export(args, blob: bytes, report: dict) -> int:
+    """A decoder export's own byte-level BPE blob (in the model's id order) on the text, next to Hugging
+    Face's tokenizer of --gpt2, else of the export's checkpoint, its ids mapped to the model's."""
+    _refuse_bert_options(args)
     host = HostBpeTokenizer(blob)
+    folder = args.gpt2
+    checkpoint = report.get("model", {}).get("checkpoint")
+    if folder is None and isinstance(checkpoint, str) and checkpoint and Path(checkpoint).is_dir():
+        folder = Path(checkpoint)
+    hf = bpe_blob.read_checkpoint(folder) if folder is not None else None
+    to_model = None
+    if hf is not None:
+        vocab_size = len(bpe_blob.unpack(blob).tokens)
+        to_model = model_ids(args.export, vocab_size)
+        if hf.get_vocab_size(with_added_tokens=True) > len(to_model):
+            raise UserError(f"{folder}: its tokenizer has more ids than the export's model ({len(to_model):,})")
+    return compare_bpe(host, len(blob), args.text, hf, folder, to_model)
+
+
+def _refuse_bert_options(args) -> None:
+    if args.pair is not None or args.seq_len is not None:
+        raise UserError("--pair and --seq-len are BERT's: a GPT-2 tokenizer encodes one text, whole")
+
+
+def compare_bpe(host: HostBpeTokenizer, blob_bytes: int, texts, hf, hf_source, to_model) -> int:
+    """Prints, per text, the device's ids and its text decoded one id at a time, next to Hugging Face's
+    (`to_model`: its ids mapped into the device's numbering; None: the same numbering); 1 when any differ."""
+    print(f"BPE blob: {blob_bytes:,} bytes (format version {bpe_blob.VERSION}), scratch {host.buffer_bytes:,} bytes")
     identical = True
-    print(f"BPE blob: {len(blob):,} bytes (format version {bpe_blob.VERSION}), scratch {host.buffer_bytes:,} bytes")
-    for raw in map(as_bytes, args.text):
+    for raw in map(as_bytes, texts):
         ids = host.encode(raw)
-        expected = hf.encode(raw.decode("utf-8", errors="replace"), add_special_tokens=False).ids
         text = host.decode(ids, one_at_a_time=True)
-        hf_text = hf.decode(expected, skip_special_tokens=True).encode()
-        same = expected == ids and text == hf_text
-        identical &= same
         print(f"text: {shown(raw, 'one U+FFFD')}")
         print(f"  device ({len(ids)} ids): {ids}")
-        print(f"  hugging face ({args.gpt2}): {expected}  {'identical' if expected == ids else 'DIFFERENT'}")
+        if hf is None:
+            print(f"  decoded one id at a time: {text.decode(errors='replace')!r}")
+            continue
+        checkpoint_ids = hf.encode(raw.decode("utf-8", errors="replace"), add_special_tokens=False).ids
+        expected = checkpoint_ids if to_model is None else [int(to_model[i]) for i in checkpoint_ids]
+        hf_text = hf.decode(checkpoint_ids, skip_special_tokens=True).encode()
+        identical &= expected == ids and text == hf_text
+        print(f"  hugging face ({hf_source}): {expected}  {'identical' if expected == ids else 'DIFFERENT'}")
         print(f"  decoded one id at a time: {text.decode()!r}  {'identical' if text == hf_text else 'DIFFERENT'}")
+    if hf is None:
+        print("(no Hugging Face tokenizer: give --gpt2 DIR to compare)")
     return 0 if identical else 1
 
 
 def run(args) -> int:
-    if (args.export is None) == (args.gpt2 is None):
+    if args.export is None and args.gpt2 is None:
         raise UserError(
-            "give --export OUT (an export with a BERT tokenizer blob) or --gpt2 DIR (a GPT-2 / GPT-Neo "
-            "checkpoint folder), one of them"
+            "give --export OUT (an export with a tokenizer blob) or --gpt2 DIR (a GPT-2 / GPT-Neo checkpoint "
+            "folder), or both for a decoder export"
         )
-    if args.gpt2 is not None:
+    if args.export is None:
         return run_gpt2(args)
     report = export_report(args.export)
+    blob = (args.export / BLOB).read_bytes()
+    if blob[:4] == bpe_blob.MAGIC:
+        return run_decoder_export(args, blob, report)
+    if args.gpt2 is not None:
+        raise UserError(f"--gpt2 compares a byte-level BPE; {args.export}'s tokenizer blob is BERT's WordPiece")
     seq_len = seq_len_of(args, report)
-    host = HostTokenizer((args.export / BLOB).read_bytes())
+    host = HostTokenizer(blob)
     hf, hf_source = reference_tokenizer(args.export, report)
     pair = as_bytes(args.pair)
     identical = True

@@ -17,7 +17,7 @@ import numpy as np
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, permutation_from_ranking
 from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.compress.search_space import fixed_ranks
-from tflm_mcubert.errors import UserError
+from tflm_mcubert.errors import BelowSmallestError, UserError
 from tflm_mcubert.model.lowrank import fisher_rows
 from tflm_mcubert.train.batches import evaluation_batches
 
@@ -94,7 +94,7 @@ def adaptive_for_budget(
     with them the exported Vᵀ's padding), so it is found by bisection. f = 1 is the paper's configuration
     (BERT-tiny: 1000/4000/10000, ranks 32/8/2, 318,420 parameters), returned for any parameter target
     from 318,420 up to the next head size's.
-    Refused (UserError) when even f at a one-token head does not fit.
+    Refused (BelowSmallestError) when even f at a one-token head does not fit.
     """
     base_cutoffs = adaptive_cutoffs(vocab_size, num_clusters)
     base_ranks = fixed_ranks(dim, num_clusters, div)
@@ -111,9 +111,10 @@ def adaptive_for_budget(
 
     if size(1) > target:
         unit = "parameters" if bits is None else "bytes"
-        raise UserError(
+        raise BelowSmallestError(
             f"an embedding budget of {target:,} {unit} is below the smallest adaptive embedding of this shape "
-            f"({size(1):,}: a one-token dense cluster, every rank 1)"
+            f"({size(1):,}: a one-token dense cluster, every rank 1)",
+            smallest=size(1),
         )
     # the largest head keeping every cut-off below the vocabulary size
     low, high = 1, max(1, int((vocab_size - 1) * base_cutoffs[0] / base_cutoffs[-1]))

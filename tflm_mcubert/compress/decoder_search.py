@@ -44,6 +44,7 @@ from tflm_mcubert.model.decoder import DecoderModel, copy_decoder
 from tflm_mcubert.model.decoder_import import load_decoder
 from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_KEY
 from tflm_mcubert.train.language_model import blocks_of, hf_weights, perplexity
+from tflm_mcubert.tokenizer.bpe_blob import checkpoint_tokenizer
 
 LM_SEARCH_MODES = ("two-stage", "adaptive")
 LOG_EVERY = 50
@@ -275,12 +276,10 @@ def run_lm_search(
 ):
     """`search --checkpoint <decoder>`: the search on `task`'s training text (dev: its validation split), the
     epochs turned into steps; OUT written by save_searched. Returns metrics.json's content."""
-    from transformers import AutoTokenizer
-
     model, folder = load_decoder(checkpoint)
-    if not (folder / "tokenizer.json").is_file() and not (folder / "vocab.json").is_file():
+    tokenizer = checkpoint_tokenizer(folder, model.config.vocab_size)
+    if tokenizer is None:
         raise UserError(f"{folder}: a decoder's search needs the checkpoint's tokenizer to read --task's text")
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
     dataset = load_task(task, seed=opts.seed)
     context = model.config.max_positions
     train = blocks_of(tokenizer, list(dataset["train"]["text"]), context)

@@ -30,15 +30,15 @@ import numpy as np
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import Board, check_fit
 from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
-from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
+from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
+from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
 from tflm_mcubert.export.mcubert_export import op_data_bytes
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
-from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_KEY, DecoderConfig
+from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_KEY, DecoderConfig, decoder_family
 
 from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_ranges, distill_decoder, table_of_clusters
 from tflm_mcubert.quantize.float_model import embedding_clusters
@@ -49,7 +49,6 @@ from tflm_mcubert.tflite.mcubert_reader import read_decoder
 from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite, unique_constant_bytes
 from tflm_mcubert.tokenizer import bpe_blob
 
-DECODER_MODEL_TYPES = ("gpt2", "gpt_neo")
 # Random-weight decoders for sizing a board without a checkpoint (GPT-2's vocabulary and layout).
 _GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 256}
 DECODER_PRESETS = {
@@ -59,7 +58,6 @@ DECODER_PRESETS = {
 STRUCTURE_ALLOWANCE = 16 << 10  # Flash for the .tflite's structure and options around the word tables
 MAX_SIZING_PASSES = 3
 CHECK_TOKENS = 8  # the read-back model's greedy continuation compared with the reference's
-MODEL_IDS = "model_ids.npy"
 CONFIG_FILE = "config.json"  # a Hugging Face checkpoint's (model/hf_import.py, which loads Keras)
 
 
@@ -86,7 +84,8 @@ def log(message: str) -> None:
 
 
 def is_decoder_checkpoint(checkpoint: str | None) -> bool:
-    """A local checkpoint folder whose config.json names a GPT-2 or GPT-Neo model."""
+    """A local checkpoint folder whose config.json names a GPT-2 or GPT-Neo model (by model_type, else by
+    its architectures)."""
     config = Path(checkpoint) / CONFIG_FILE if checkpoint else None
     if config is None or not config.is_file():
         return False
@@ -94,7 +93,7 @@ def is_decoder_checkpoint(checkpoint: str | None) -> bool:
         raw = json.loads(config.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
         return False  # the loader names what is wrong with it
-    return isinstance(raw, dict) and raw.get("model_type") in DECODER_MODEL_TYPES
+    return isinstance(raw, dict) and decoder_family(raw) is not None
 
 
 def load_decoder_model(request: DecoderRequest):
@@ -103,7 +102,8 @@ def load_decoder_model(request: DecoderRequest):
         from tflm_mcubert.model.decoder_import import load_decoder
 
         model, folder = load_decoder(request.checkpoint)
-        return model, _tokenizer(folder), {"checkpoint": str(folder), "family": model.config.family}
+        tokenizer = bpe_blob.checkpoint_tokenizer(folder, model.config.vocab_size)
+        return model, tokenizer, {"checkpoint": str(folder), "family": model.config.family}
     if request.preset not in DECODER_PRESETS:
         raise UserError(f"unknown decoder preset {request.preset!r} (choose from: {', '.join(DECODER_PRESETS)})")
     log(f"no --checkpoint: the {request.preset} decoder with seeded random weights (seed {request.seed})")
@@ -111,18 +111,6 @@ def load_decoder_model(request: DecoderRequest):
 
     model = build_decoder(DecoderConfig.from_hf_dict(DECODER_PRESETS[request.preset]), seed=request.seed)
     return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
-
-
-def _tokenizer(folder: Path):
-    """The checkpoint's Hugging Face tokenizer, or None when it has none."""
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.json")):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(folder))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{folder}: its tokenizer does not load ({exc})") from None
 
 
 def calibration_sequences(request: DecoderRequest, tokenizer, vocab_size: int, context: int) -> tuple[list, str]:
@@ -200,23 +188,39 @@ def adaptive_clusters(table: np.ndarray, sequences, cutoffs, ranks):
 def _largest_adaptive(vocab: int, dim: int, budget: int) -> tuple[list[int], list[int]]:
     """Adaptive embedding's shape (4, 3 or 2 frequency clusters) storing the most bytes within `budget`: with
     a small vocabulary four clusters stop growing (their cut-offs reach the vocabulary) long before a
-    board's Flash is used, where fewer clusters keep growing their ranks."""
+    board's Flash is used, where fewer clusters keep growing their ranks. BelowSmallestError (with the
+    smallest shape's size) when none fits."""
     from tflm_mcubert.compress.baselines import adaptive_for_budget  # Keras
     from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 
-    best, best_bytes = None, -1
+    best, best_bytes, smallest = None, -1, None
     for clusters in (4, 3, 2):
         try:
             cutoffs, ranks = adaptive_for_budget(vocab, dim, budget, num_clusters=clusters, bits=8)
-        except UserError:
+        except BelowSmallestError as miss:
+            smallest = miss.smallest if smallest is None else min(smallest, miss.smallest)
             continue
         bounds = [0, *cutoffs, vocab]
         size = stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, 8)
         if size > best_bytes:
             best, best_bytes = (cutoffs, ranks), size
     if best is None:
-        raise UserError(f"no adaptive embedding of the {vocab} x {dim} word table fits {budget:,} bytes")
+        raise BelowSmallestError(f"no adaptive embedding of the {vocab} x {dim} word table fits", smallest)
     return best
+
+
+def _table_misfit(
+    board: Board, flash_budget: int, tokenizer_bytes: int, flash_left: int, table: tuple[int, int], smallest: int
+) -> DoesNotFitError:
+    """The decoder misses the board's Flash before any word table fits: by how much, and where it goes."""
+    rest = flash_budget - tokenizer_bytes - flash_left
+    blob = f", its tokenizer blob {tokenizer_bytes:,} B" if tokenizer_bytes else ""
+    return DoesNotFitError(
+        f"{board.name}: the decoder does not fit its {flash_budget:,} B Flash budget: the model without its word "
+        f"table takes {rest:,} B{blob}, leaving {flash_left:,} B for the {table[0]:,} x {table[1]} word table, "
+        f"whose smallest compressed form takes {smallest:,} B: {smallest - flash_left:,} B over (a board with more "
+        f"Flash, a smaller --flash-reserve or a smaller model)"
+    )
 
 
 def reserves_of(request: DecoderRequest) -> dict:
@@ -235,9 +239,13 @@ def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_byte
     flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
     searched = searched_table(request.checkpoint)
     for _ in range(MAX_SIZING_PASSES):
-        clusters, permutation, entry = _compress(
-            model, sequences, flash_left, config.vocab_size * config.hidden_size, request.embedding, searched
-        )
+        try:
+            clusters, permutation, entry = _compress(
+                model, sequences, flash_left, config.vocab_size * config.hidden_size, request.embedding, searched
+            )
+        except BelowSmallestError as miss:
+            table = (config.vocab_size, config.hidden_size)
+            raise _table_misfit(request.board, budgets.flash_budget, tokenizer_bytes, flash_left, table, miss.smallest)
         decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k)
         try:
             plan = plan_decoder(decoder, sram_budget)
@@ -329,10 +337,16 @@ def longest_context_on(board: Board, dims, max_positions: int, top_k: int = 1) -
     return lo
 
 
+def check_prompt(context: int) -> list[int]:
+    """The self-check's prompt: model ids 1, 2, 3, shortened for a context of fewer positions."""
+    return [1, 2, 3][: max(1, min(3, context - 1))]
+
+
 def _check_round_trip(read, decoder, vocab_size: int) -> list[int]:
-    """The written model, read back, continues a prompt exactly as the reference does."""
-    prompt = [i % vocab_size for i in (1, 2, 3)]
-    tokens = min(CHECK_TOKENS, decoder.context - len(prompt))
+    """The written model, read back, continues a prompt exactly as the reference does (the last new id
+    comes from the step at the last position, as the firmware's)."""
+    prompt = [i % vocab_size for i in check_prompt(decoder.context)]
+    tokens = min(CHECK_TOKENS, decoder.context + 1 - len(prompt))
     expected = decoder.greedy(prompt, tokens)
     if read.quantized.greedy(prompt, tokens) != expected:
         raise AssertionError("the written decoder does not continue the prompt as the reference does")
@@ -397,7 +411,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
         else None,
         "fits": fit.to_json(),
         "plan": [{"name": b.name, "offset": b.offset, "bytes": b.nbytes} for b in plan.buffers],
-        "check": {"prompt_model_ids": [1, 2, 3], "greedy_model_ids": continuation},
+        "check": {"prompt_model_ids": check_prompt(context), "greedy_model_ids": continuation},
     }  # fmt: skip
     write_decoder_firmware(out_dir, report, tflite, decoder, request.board)
     report["files"] = sorted(files_under(out_dir))
@@ -423,17 +437,3 @@ def _misfit(fit, board: Board) -> str:
     if not fit.flash_ok:
         parts.append(f"model {fit.flash_bytes:,} B > {fit.flash_budget:,} B Flash")
     return f"{board.name}: the decoder does not fit: " + "; ".join(parts)
-
-
-def model_ids(export_dir: Path, vocab_size: int) -> np.ndarray:
-    """Tokenizer id -> model id of an export (the identity when its table is dense)."""
-    path = Path(export_dir) / MODEL_IDS
-    return np.load(path) if path.is_file() else np.arange(vocab_size)
-
-
-def tokenizer_ids(export_dir: Path, ids) -> list[int]:
-    """Model ids -> the checkpoint tokenizer's ids."""
-    path = Path(export_dir) / MODEL_IDS
-    if not path.is_file():
-        return [int(i) for i in ids]
-    return [int(i) for i in np.argsort(np.load(path))[np.asarray(ids)]]

@@ -19,12 +19,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, BUNDLE_PARTS
 from tflm_mcubert.firmware.firmware_files import FILES as FIRMWARE_FILES
 from tflm_mcubert.firmware.vocab_files import VOCAB_FILES
 
 REPORT = "report.json"
+MODEL_IDS = "model_ids.npy"  # a decoder export's tokenizer id -> model id, when its table is reordered
 TOKENIZER_DIR = "tokenizer"
 # Top-level names an export writes (besides <model>_mcubert.zip and tokenizer/): found in --out without a
 # report that lists them, they are another export's leftovers, which this export refuses to mix with.
@@ -177,3 +180,9 @@ def write_folder(out_dir: Path, work, force: bool = False, expected=()):
         return result
     finally:
         discard(staging)
+
+
+def model_ids(export_dir: Path, vocab_size: int) -> np.ndarray:
+    """Tokenizer id -> model id of an export (the identity when its table is dense)."""
+    path = Path(export_dir) / MODEL_IDS
+    return np.load(path) if path.is_file() else np.arange(vocab_size)

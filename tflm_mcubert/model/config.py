@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.decoder_config import SUPPORTED_CHECKPOINTS
 
 # A float32 model whose parameters exceed this is refused before anything is allocated: no
 # checkpoint that could ever reach a microcontroller comes anywhere near it.
@@ -111,13 +112,11 @@ class BertConfig:
     def from_hf_dict(cls, raw: dict[str, Any], *, source: str = "config.json") -> "BertConfig":
         model_type = raw.get("model_type")
         if model_type not in (None, "bert"):
-            raise UserError(f"{source}: model_type {model_type!r} is not BERT; only BERT checkpoints are supported")
+            raise UserError(f"{source}: model_type {model_type!r} is not supported: {SUPPORTED_CHECKPOINTS}")
         archs = raw.get("architectures") or []
         for arch in archs:
             if arch not in ("BertModel", "BertForSequenceClassification", "BertForPreTraining", "BertForMaskedLM"):
-                raise UserError(
-                    f"{source}: architecture {arch!r} is not supported (BertModel or BertForSequenceClassification)"
-                )
+                raise UserError(f"{source}: architecture {arch!r} is not supported: {SUPPORTED_CHECKPOINTS}")
         if raw.get("position_embedding_type", "absolute") != "absolute":
             raise UserError(
                 f"{source}: position_embedding_type {raw['position_embedding_type']!r} "

@@ -23,6 +23,26 @@ SEARCHED_EMBEDDING_FILE = "searched_embedding.npz"
 SEARCHED_KEY = "tflm_mcubert_searched_embedding"  # its config.json's entry: how the table was found
 
 FAMILIES = ("gpt2", "gpt_neo")
+# A config.json without model_type still names its class; these are the causal LMs read here.
+ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoForCausalLM": "gpt_neo"}
+# What every refusal of a checkpoint's kind names.
+SUPPORTED_CHECKPOINTS = (
+    "this tool reads BERT encoders (model_type bert: BertModel, BertForSequenceClassification) and GPT-2 / "
+    "GPT-Neo decoders (model_type gpt2 / gpt_neo: GPT2LMHeadModel, GPTNeoForCausalLM)"
+)
+
+
+def decoder_family(raw: dict) -> str | None:
+    """The decoder family a config.json describes (its model_type, else its architectures), or None."""
+    family = raw.get("model_type")
+    if family in FAMILIES:
+        return family
+    if family is None:
+        found = {ARCHITECTURES.get(a) for a in raw.get("architectures") or [] if isinstance(a, str)} - {None}
+        return found.pop() if len(found) == 1 else None
+    return None
+
+
 ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
 
 
@@ -73,7 +93,7 @@ class DecoderConfig:
     @classmethod
     def from_hf_dict(cls, raw: dict, source: str = "config.json") -> "DecoderConfig":
         """A GPT2LMHeadModel's or GPTNeoForCausalLM's config.json."""
-        family = raw.get("model_type")
+        family = decoder_family(raw)
         try:
             if family == "gpt2":
                 return _gpt2(raw)
@@ -81,9 +101,7 @@ class DecoderConfig:
                 return _gpt_neo(raw)
         except (KeyError, TypeError, ValueError) as err:
             raise UserError(f"{source}: not a readable {family} config ({type(err).__name__}: {err})") from None
-        raise UserError(
-            f"{source}: model_type {family!r} is not a decoder this tool reads (choose from {', '.join(FAMILIES)})"
-        )
+        raise UserError(f"{source}: model_type {raw.get('model_type')!r} is not supported: {SUPPORTED_CHECKPOINTS}")
 
 
 def _gpt2(raw: dict) -> DecoderConfig:

@@ -136,9 +136,11 @@ class QuantizedDecoder:
         return cluster_scores(self.head, h).astype(np.float64) * self.logit_scale
 
     def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
-        """The prompt's greedy continuation: the prompt one token per step, then each best id fed back."""
-        if not prompt or len(prompt) + new_tokens > self.context:
-            raise ValueError(f"a prompt of 1..{self.context - new_tokens} tokens is needed for {new_tokens} new ones")
+        """The prompt's greedy continuation: the prompt one token per step, then each best id fed back (the
+        last new id needs no step of its own: a prompt and its continuation span up to context + 1 ids)."""
+        if not prompt or new_tokens < 0 or len(prompt) + new_tokens > self.context + 1 or len(prompt) > self.context:
+            longest = min(self.context, self.context + 1 - new_tokens)
+            raise ValueError(f"a prompt of 1..{longest} tokens is needed for {new_tokens} new ones")
         caches, out = self.new_caches(), []
         for position, token in enumerate(prompt):
             top = self.step(token, position, caches)

@@ -223,6 +223,27 @@ def read_checkpoint(folder: str | Path) -> Tokenizer:
     return backend
 
 
+def checkpoint_tokenizer(folder: Path, vocab_size: int):
+    """A GPT-2 / GPT-Neo checkpoint's transformers tokenizer, or None when it has none. Its files are read
+    first by the on-device tokenizer's own reader (read_checkpoint), which names a malformed file and refuses
+    what the device cannot reproduce; every id it holds must be a row of the model's word table."""
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.json", "merges.txt")):
+        return None
+    vocab = read_checkpoint(folder).get_vocab(with_added_tokens=True)
+    token, largest = max(vocab.items(), key=lambda item: item[1])
+    if largest >= vocab_size:
+        raise UserError(
+            f"{folder}: the tokenizer's token {token!r} has id {largest:,}, outside the model's word table "
+            f"(ids 0..{vocab_size - 1:,}): the tokenizer is not this model's"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception as exc:  # noqa: BLE001 - transformers and the Rust tokenizers raise many kinds
+        raise UserError(f"{folder}: its tokenizer does not load ({type(exc).__name__}: {exc})") from None
+
+
 # ---- the character classes ----------------------------------------------------------------------------
 
 
