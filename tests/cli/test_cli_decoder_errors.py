@@ -108,6 +108,8 @@ SPECIFIC = {
         "heads-not-dividing": (_set("n_head", 3), "not a multiple"),
         "negative-layers": (_set("n_layer", -1), "num_layers"),
         "string-positions": (_set("n_positions", "many"), "config"),
+        "huge-width": (_set("n_embd", 2**40), "refusing before allocating memory"),
+        "more-rows-than-the-file": (_set("vocab_size", 400), "wte.weight has shape"),
     },
     "neo config.json": {
         "heads-not-dividing": (_set("num_heads", 3), "not a multiple"),

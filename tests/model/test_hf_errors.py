@@ -113,7 +113,7 @@ def test_malformed_config(ckpt):
 
 def test_non_bert_model_type(ckpt):
     edit_config(ckpt, model_type="gpt2", architectures=["GPT2LMHeadModel"])
-    with pytest.raises(UserError, match="model_type 'gpt2' is not BERT"):
+    with pytest.raises(UserError, match="model_type 'gpt2' is a decoder; this command reads BERT encoders"):
         load_checkpoint(ckpt)
 
 

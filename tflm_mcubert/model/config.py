@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.model.decoder_config import SUPPORTED_CHECKPOINTS
 
 # A float32 model whose parameters exceed this is refused before anything is allocated: no
 # checkpoint that could ever reach a microcontroller comes anywhere near it.
 MAX_PARAMS = 2_000_000_000
+# What every refusal of a checkpoint's kind names.
+SUPPORTED_CHECKPOINTS = (
+    "this tool reads BERT encoders (model_type bert: BertModel, BertForSequenceClassification) and GPT-2 / "
+    "GPT-Neo decoders (model_type gpt2 / gpt_neo: GPT2LMHeadModel, GPTNeoForCausalLM)"
+)
 
 # Activations we implement exactly (HF names). "gelu" in HF BERT is the exact erf form.
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
@@ -112,6 +116,11 @@ class BertConfig:
     def from_hf_dict(cls, raw: dict[str, Any], *, source: str = "config.json") -> "BertConfig":
         model_type = raw.get("model_type")
         if model_type not in (None, "bert"):
+            if model_type in ("gpt2", "gpt_neo"):
+                raise UserError(
+                    f"{source}: model_type {model_type!r} is a decoder; this command reads BERT encoders (model_type "
+                    "bert): export, evaluate and search read GPT-2 / GPT-Neo decoders"
+                )
             raise UserError(f"{source}: model_type {model_type!r} is not supported: {SUPPORTED_CHECKPOINTS}")
         archs = raw.get("architectures") or []
         for arch in archs:

@@ -17,6 +17,7 @@ import dataclasses
 import math
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.config import MAX_PARAMS, SUPPORTED_CHECKPOINTS
 
 # A searched decoder checkpoint's tied table (compress/decoder_search.py): ClusteredLowRankEmbedding.to_arrays
 SEARCHED_EMBEDDING_FILE = "searched_embedding.npz"
@@ -25,11 +26,6 @@ SEARCHED_KEY = "tflm_mcubert_searched_embedding"  # its config.json's entry: how
 FAMILIES = ("gpt2", "gpt_neo")
 # A config.json without model_type still names its class; these are the causal LMs read here.
 ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoForCausalLM": "gpt_neo"}
-# What every refusal of a checkpoint's kind names.
-SUPPORTED_CHECKPOINTS = (
-    "this tool reads BERT encoders (model_type bert: BertModel, BertForSequenceClassification) and GPT-2 / "
-    "GPT-Neo decoders (model_type gpt2 / gpt_neo: GPT2LMHeadModel, GPTNeoForCausalLM)"
-)
 
 
 def decoder_family(raw: dict) -> str | None:
@@ -77,6 +73,11 @@ class DecoderConfig:
             raise UserError(f"decoder config: per-layer settings for {self.num_layers} layers expected")
         if any(w is not None and w < 1 for w in self.windows):
             raise UserError("decoder config: a local attention window must be at least 1")
+        if self.param_count() > MAX_PARAMS:
+            raise UserError(
+                f"decoder config: {self.param_count():,} parameters is absurd for this tool (limit {MAX_PARAMS:,}); "
+                "refusing before allocating memory"
+            )
 
     @property
     def head_size(self) -> int:

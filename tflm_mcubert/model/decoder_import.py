@@ -39,6 +39,7 @@ def load_decoder(source: str | Path) -> tuple[DecoderModel, Path]:
     weights = {k.removeprefix("transformer."): v for k, v in read_hf_weights(ckpt).items()}
     weights = {k: v for k, v in weights.items() if not k.endswith(_BUFFERS)}
     _check_tied_head(weights, str(ckpt))
+    check_dimensions(config, weights, str(ckpt))
     model = build_decoder(config)
     assign_decoder_weights(model, weights, source=str(ckpt))
     return model, ckpt
@@ -48,6 +49,26 @@ def _check_tied_head(weights: dict, source: str) -> None:
     head = weights.pop("lm_head.weight", None)
     if head is not None and not np.array_equal(head, weights.get("wte.weight")):
         raise UserError(f"{source}: lm_head is not tied to the token embedding (this tool computes the tied head)")
+
+
+def check_dimensions(config: DecoderConfig, weights: dict, source: str) -> None:
+    """The config's sizes against the tensors before any allocation: a config that claims more than the
+    file holds would otherwise build a model of the size it claims."""
+    d = config.hidden_size
+    for name, shape in (("wte.weight", (config.vocab_size, d)), ("wpe.weight", (config.max_positions, d))):
+        if name not in weights:
+            raise UserError(f"{source}: not a {config.family} decoder of this config: missing tensors ['{name}']")
+        if tuple(np.shape(weights[name])) != shape:
+            raise UserError(f"{source}: {name} has shape {tuple(np.shape(weights[name]))}, the config needs {shape}")
+    layers = {int(k.split(".")[1]) for k in weights if k.startswith("h.") and k.split(".")[1].isdigit()}
+    if layers != set(range(config.num_layers)):
+        raise UserError(f"{source}: the config has {config.num_layers} layers, the weights {len(layers)}")
+    fc = weights.get("h.0.mlp.c_fc.weight")
+    if fc is not None and config.intermediate_size not in np.shape(fc):
+        raise UserError(
+            f"{source}: h.0.mlp.c_fc.weight has shape {tuple(np.shape(fc))}, the config's inner size is "
+            f"{config.intermediate_size}"
+        )
 
 
 def decoder_slots(model: DecoderModel) -> dict[str, tuple[object, bool]]:
@@ -78,17 +99,20 @@ def decoder_slots(model: DecoderModel) -> dict[str, tuple[object, bool]]:
     return slots
 
 
-def _split_fused_qkv(weights: dict, model: DecoderModel) -> dict:
+def _split_fused_qkv(weights: dict, model: DecoderModel, source: str) -> dict:
     """GPT-2's c_attn [d, 3d] (+ bias [3d]) as the three projections' weights, under their own names."""
-    out = dict(weights)
-    for i, block in enumerate(model.blocks):
-        p = f"h.{i}.attn.c_attn."
-        if p + "weight" in out:
-            for name, part in zip(("query", "key", "value"), np.split(out.pop(p + "weight"), 3, axis=-1)):
-                out[f"h.{i}.attn.{name}.weight"] = part
-        if p + "bias" in out:
-            for name, part in zip(("query", "key", "value"), np.split(out.pop(p + "bias"), 3, axis=-1)):
-                out[f"h.{i}.attn.{name}.bias"] = part
+    out, d = dict(weights), model.config.hidden_size
+    for i in range(len(model.blocks)):
+        for kind, shape in (("weight", (d, 3 * d)), ("bias", (3 * d,))):
+            fused = out.pop(f"h.{i}.attn.c_attn.{kind}", None)
+            if fused is None:
+                continue  # named as missing by the caller
+            if tuple(np.shape(fused)) != shape:
+                raise UserError(
+                    f"{source}: h.{i}.attn.c_attn.{kind} has shape {tuple(np.shape(fused))}, the config needs {shape}"
+                )
+            for name, part in zip(("query", "key", "value"), np.split(fused, 3, axis=-1)):
+                out[f"h.{i}.attn.{name}.{kind}"] = part
     return out
 
 
@@ -96,7 +120,7 @@ def assign_decoder_weights(model: DecoderModel, weights: dict, *, source: str) -
     """Copy HF weights into `model`, refusing unknown, missing or mis-shaped tensors by name."""
     slots = decoder_slots(model)
     if model.config.family == "gpt2":
-        weights = _split_fused_qkv(weights, model)
+        weights = _split_fused_qkv(weights, model, source)
         for i, block in enumerate(model.blocks):
             for name in ("query", "key", "value"):
                 layer = getattr(block, name)
