@@ -3,7 +3,8 @@
 Each command is a module of this package with `add_parser(subparsers)` and `run(args)`; this file only
 dispatches, so the pipeline reads from the command list below. The command modules are the only top
 layer: they wire the packages together, and no other package imports them. Building the parser imports
-every command module, so a command imports the TensorFlow-backed modules it needs inside its functions.
+every command module, so a command imports the TensorFlow-backed modules it needs inside its functions:
+--help and every argument error answer without TensorFlow, torch or transformers (tests/cli/test_cli_speed.py).
 """
 
 from __future__ import annotations
@@ -98,13 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     light = LIGHT_COMMANDS.get(argv[0]) if argv else None
     try:
-        if light is None:
-            import_tensorflow_quietly()  # before the command modules, some of which import it
         parser, runners = build_parser(COMMAND_MODULES if light is None else (light,))
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, or a usage error already printed by Parser.error
             return int(exc.code or 0)
+        if light is None:
+            import_tensorflow_quietly()  # only once the arguments parse: --help and usage errors answer at once
         return runners[args.command](args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -14,6 +14,14 @@ import re
 
 from tflm_mcubert.boards import BOARDS, get_board, parse_size
 from tflm_mcubert.cli import evaluate as evaluate_command
+from tflm_mcubert.compress.choices import (
+    BUDGET_CONTROLS,
+    CANDIDATES,
+    DEFAULT_CANDIDATES,
+    FINAL_TRAININGS,
+    MODES,
+    STAGE1_STARTS,
+)
 from tflm_mcubert.compress.width_search import AUTO, WidthCandidate, search_widths, width_candidates
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.decoder_export import is_decoder_checkpoint
@@ -80,9 +88,6 @@ def int_list(text: str) -> tuple[int, ...]:
 
 def _add_exact_search_arguments(parser) -> None:
     """The exact two-stage search's own options: rare tokens, Stage 1's start and how the budget is held."""
-    from tflm_mcubert.compress.budget_control import BUDGET_CONTROLS
-    from tflm_mcubert.compress.nas import STAGE1_STARTS
-
     parser.add_argument(
         "--min-count",
         type=int,
@@ -113,8 +118,6 @@ def _add_exact_search_arguments(parser) -> None:
 
 
 def add_parser(subparsers) -> list[str]:
-    from tflm_mcubert.compress.nas import MODES
-
     search = subparsers.add_parser("search", help="fine-tuned classifier + task → compressed embedding checkpoint")
     search.add_argument(
         "--checkpoint",
@@ -185,8 +188,6 @@ def add_parser(subparsers) -> list[str]:
 
 def _add_final_training_arguments(parser) -> None:
     """What is trained after the search stages, and among which architectures the written one is chosen."""
-    from tflm_mcubert.compress.final_training import CANDIDATES, DEFAULT_CANDIDATES, FINAL_TRAININGS
-
     parser.add_argument(
         "--final-training",
         default="select",

@@ -30,9 +30,9 @@ import numpy as np
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import exact_space
 from tflm_mcubert.compress.baselines import frequency_ranking
+from tflm_mcubert.compress.choices import BUDGET_CONTROLS
 from tflm_mcubert.errors import UserError
 
-BUDGET_CONTROLS = ("multiplicative", "projected")
 # Adam at arch-lr 1e-3 changes a logit gap by up to ~2e-3 a step: a token needs ~5 steps of consistent task
 # gradient to cross, where the default margin (exact_space.ALPHA_MARGIN, 0.25) needs more than a half-epoch
 # search stage has. Measured on the BERT-tiny student at 2% (seed 0, 160 steps): 2,261 tokens moved at 0.01,

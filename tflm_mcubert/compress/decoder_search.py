@@ -62,7 +62,7 @@ class LmSearchOptions:
     lr: float = 3e-4
     arch_lr: float = 1e-3
     min_count: int = 3
-    stage1_start: str = "paper"  # nas.STAGE1_STARTS: the paper's shape d/div^i, or adaptive scaled to the budget
+    stage1_start: str = "paper"  # choices.STAGE1_STARTS: the paper's shape d/div^i, or adaptive scaled to the budget
     kd_weight: float = 0.0  # of KD from the dense decoder; the rest is the next-token loss
     temperature: float = 2.0
     seed: int = 0

@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from tflm_mcubert.compress.choices import CANDIDATES, FINAL_TRAININGS
 from tflm_mcubert.compress.run_schedule import RunSchedule
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
@@ -30,11 +31,6 @@ from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, in
 from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
 from tflm_mcubert.train.trainer import Stage, StageRecord, UpdateRule, accuracy, predict_logits
 
-FINAL_TRAININGS = ("select", "retrain", "continue")
-CANDIDATES = ("adaptive", "searched", "projected")  # also the preference among equal dev scores
-# `projected` costs a second search (two more stages) and a third fine-tune, ~1.5x a select run's
-# compute on top of searched + adaptive; ask for it with --candidates.
-DEFAULT_CANDIDATES = ("searched", "adaptive")
 PROJECTED_MODES = ("two-stage", "clustering-only")
 
 

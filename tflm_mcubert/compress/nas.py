@@ -35,6 +35,7 @@ import tensorflow as tf
 from tflm_mcubert.compress import budget as budgets
 from tflm_mcubert.compress import budget_control
 from tflm_mcubert.compress import exact_space
+from tflm_mcubert.compress.choices import DEFAULT_CANDIDATES, MODES, NAS_MODES, STAGE1_STARTS
 from tflm_mcubert.compress import final_training as after_search  # its options are fields here
 from tflm_mcubert.compress.final_training import with_embedding
 from tflm_mcubert.compress.baselines import adaptive_cutoffs, adaptive_embedding, adaptive_for_budget
@@ -58,13 +59,6 @@ from tflm_mcubert.train.trainer import predict_logits
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 
-NAS_MODES = ("two-stage", "one-stage", "ratio-then-clustering", "clustering-only")
-BASELINE_MODES = ("adaptive", "svd", "fwsvd")
-MODES = NAS_MODES + BASELINE_MODES
-# Where the exact Stage 1 starts with a budget: "paper", adaptive embedding's paper shape (d/4^i; over a
-# smaller budget Stage 1 demotes tokens and Stage 2 cuts ranks to fit), or "budget", adaptive embedding
-# scaled to the budget (`adaptive_for_budget`: the baseline itself). bench/nas_vs_adaptive.py compares them.
-STAGE1_STARTS = ("paper", "budget")
 RELAXATIONS = ("exact", "soft")  # exact: two-stage and clustering-only; the other ablations are soft
 
 # λ control: at most a factor e^0.05 per step, and λ kept within a range where it stays meaningful.
@@ -98,10 +92,10 @@ class SearchOptions:
     stage1_start: str = "paper"  # STAGE1_STARTS
     lr_schedule: str = "warmup-linear"  # the weights' (`run_schedule.py`; constant: the paper's)
     equal_steps: bool = True  # baselines fine-tune for the two-stage search's steps + its fine-tune's
-    budget_control: str = "multiplicative"  # budget_control.BUDGET_CONTROLS: how the budget is held
+    budget_control: str = "multiplicative"  # choices.BUDGET_CONTROLS: how the budget is held
     alpha_margin: float | None = None  # exact Stage 1's start margin (None: `budget_control.alpha_margin`)
-    final_training: str = "select"  # after_search.FINAL_TRAININGS: what is trained after the search stages
-    candidates: tuple[str, ...] = after_search.DEFAULT_CANDIDATES  # what `select` trains and chooses among
+    final_training: str = "select"  # choices.FINAL_TRAININGS: what is trained after the search stages
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # what `select` trains and chooses among
 
     @property
     def storage_bits(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from tflm_mcubert.errors import UserError
@@ -14,7 +13,7 @@ def require_finite(arrays: dict[str, np.ndarray], *, source: str) -> None:
     A diverged training run or a corrupted file would otherwise surface deep in quantization as a
     scale or zero point out of range, without saying which weight is bad."""
     for name, array in arrays.items():
-        if array.dtype.kind != "f" and array.dtype != ml_dtypes.bfloat16:
+        if array.dtype.kind != "f" and array.dtype.name != "bfloat16":  # ml_dtypes' (a second to import)
             continue
         bad = int(array.size - np.count_nonzero(np.isfinite(array.astype(np.float32, copy=False))))
         if bad:
