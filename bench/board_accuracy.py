@@ -563,7 +563,7 @@ def utc_time(text: str) -> str:
 
 
 def parse(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny-student", type=Path, required=True, help="distilled BERT-tiny (distill --out)")
     parser.add_argument("--mini-student", type=Path, required=True, help="distilled BERT-mini (distill --out)")
     parser.add_argument("--task", default="rotten_tomatoes")

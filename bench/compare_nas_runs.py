@@ -54,7 +54,7 @@ def compare_budget(a: list[dict], b: list[dict]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path, help="summary.json of nas_vs_adaptive.py (A)")
     parser.add_argument("b", type=Path, help="summary.json of nas_vs_adaptive.py (B)")
     parser.add_argument("--method", default="nas", help="the method compared (default nas)")

@@ -137,7 +137,11 @@ def plot(results: list[dict], reference: dict, path: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Any other option goes to every `search` run (e.g. --hidden-kd 1): "
+        "see python -m tflm_mcubert search --help.",
+    )
     parser.add_argument("--student", type=Path, required=True, help="distilled classifier checkpoint (distill --out)")
     parser.add_argument("--task", default="rotten_tomatoes")
     parser.add_argument("--out", type=Path, default=Path("/work/runs/pareto"))

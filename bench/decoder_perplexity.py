@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--task", default="rotten_tomatoes")
     parser.add_argument("--split", default="test")

@@ -79,7 +79,7 @@ def flash_stall_cycles(constant_bytes: int, board) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("export_dir", nargs="?")
     parser.add_argument("--contexts", default="16,64,128,256")
     parser.add_argument("--tokens", type=int, default=8)

@@ -245,7 +245,11 @@ def run_flash_task(opts) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Any other option goes to every `search` run (e.g. --max-seq-len 64): "
+        "see python -m tflm_mcubert search --help.",
+    )
     add_run_arguments(parser, "runs/equal-flash")
     parser.add_argument("--bytes", type=int, default=PAPER_ADAPTIVE_INT8_BYTES, help="word-embedding Flash budget")
     parser.add_argument("--methods", default="adaptive-int8,adaptive-int4,nas-int4", help=f"of {', '.join(METHODS)}")

@@ -47,7 +47,7 @@ def pooled(hidden, valid):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--calibration", type=int, default=32)
     args = parser.parse_args()

@@ -613,7 +613,11 @@ def run_task(opts) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Any other option goes to every `search` run (e.g. --max-seq-len 64): "
+        "see python -m tflm_mcubert search --help.",
+    )
     add_run_arguments(parser, "runs/budgets")
     parser.add_argument(
         "--budgets",

@@ -64,7 +64,7 @@ def measure_all(cpus: tuple[str, ...] = CPUS) -> tuple[int, dict[str, dict]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mhz", type=float, default=216.0, help="core clock for the ms ESTIMATE (F746: 216)")
     parser.add_argument("--quick", action="store_true", help="Cortex-M7 only")
     args = parser.parse_args(argv)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -276,6 +277,7 @@ def _load_models(args) -> _Models:
     if args.embedding == "auto":
         model, compressed_here = default_compression(model, tokenizer, source_text.sentences)
     calibration, calibration_source = source_text.samples(args.seq_len)
+    print(f"calibration: {calibration_source}", file=sys.stderr, flush=True)
     float_model = FloatBert.from_keras(model)
     # The tokenizer emits the model's ids unless the embedding was compressed just now.
     remap = float_model.permutation if compressed_here else None

@@ -373,6 +373,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
     if context < config.max_positions:
         model = _truncated(model, context)
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
+    log(f"calibration: {len(sequences)} sequences of {calibration_source}")
     tokenizer_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
     written, qat = quantize_with_qat(request, model, sequences, tokenizer_bytes)
     decoder, plan, tflite, permutation, compression = written

@@ -425,6 +425,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
 def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
     # Long: the mcubert export's files and report.json fields in order; each step is one call.
     samples, calibration_source = calibration.samples(request.seq_len)
+    log(f"calibration: {calibration_source}")
     reserves = _reserves(request)
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
     inputs = model_inputs(samples, request.seq_len, None)
