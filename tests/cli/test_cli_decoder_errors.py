@@ -278,3 +278,12 @@ def test_tokenize_names_a_damaged_decoder_blob(compressed_export, tmp_path, caps
     assert_one_clean_error(err, "BPE tokenizer blob", "corrupted")
     code, _, err = run_cli(capsys, "tokenize", "--export", export, "--seq-len", "8", "hello")
     assert code == 2
+
+
+def test_classify_refuses_a_decoder_export_and_a_missing_one(compressed_export, tmp_path, capsys):
+    code, _, err = run_cli(capsys, "classify", "--export", compressed_export, "hello")
+    assert code == 2
+    assert_one_clean_error(err, "is a decoder export")
+    code, _, err = run_cli(capsys, "classify", "--export", tmp_path / "nothing", "hello")
+    assert code == 2
+    assert_one_clean_error(err, "model_vocab.bin not found")

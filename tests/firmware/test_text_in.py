@@ -14,6 +14,7 @@ counts where QEMU prints 0.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -143,6 +144,20 @@ def test_sentences_in_labels_out_match_the_reference_under_qemu(export_dir, firm
     assert truncated == long_lines and len(long_lines) == 2, console
     assert f"done: {len(SENTENCES)} sentences" in console
     print(f"\n{console}")
+
+
+def test_classify_prints_what_the_firmware_prints(export_dir, firmware, tmp_path, capsys):
+    """`classify` on the host gives each sentence the label and int8 logits the device prints."""
+    from tflm_mcubert.cli import main
+
+    sentences = [SENTENCES[i] for i in (0, 1, 4, 5, 6, 8, 9, 15, 16, 17)]  # invalid UTF-8 too; no NUL (argv)
+    (tmp_path / "sentences.txt").write_bytes(b"\n".join(sentences) + b"\n")
+    status, console = qemu.run_qemu(firmware, command_line=f"sentences={tmp_path / 'sentences.txt'}", timeout=120)
+    assert status == 0, console
+    device = [f"label {m[0].split('label ')[1].split(', tokens')[0]}" for m in RESULT.finditer(console)]
+    assert main(["classify", "--export", str(export_dir), *(os.fsdecode(s) for s in sentences)]) == 0
+    host = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("label ")]
+    assert host == device and len(host) == len(sentences), (host, console)
 
 
 def test_without_input_it_says_so(firmware, tmp_path):

@@ -45,12 +45,13 @@ COMMAND_MODULES = (
     "tflm_mcubert.cli.export",
     "tflm_mcubert.cli.boards",
     "tflm_mcubert.cli.tokenize",
+    "tflm_mcubert.cli.classify",
     "tflm_mcubert.cli.evaluate",
     "tflm_mcubert.cli.tflm_check",
 )
 # Commands that need no TensorFlow: `main` imports neither it nor the other commands for them, so they
 # answer in about a second (TensorFlow alone takes ~7 s and ~600 MB to import).
-LIGHT_COMMANDS = {"tokenize": "tflm_mcubert.cli.tokenize"}
+LIGHT_COMMANDS = {"tokenize": "tflm_mcubert.cli.tokenize", "classify": "tflm_mcubert.cli.classify"}
 
 
 def import_tensorflow_quietly() -> None:

@@ -341,7 +341,8 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
     scores: dict[str, list] = {name: [] for name in (*models.quantized, "stock")}
     predictions: dict[str, list] = {name: [] for name in ("float", *models.quantized, "stock")}
     first = next(iter(models.quantized))  # the one --dump traces
-    for n, (x, sample) in enumerate(zip(model_inputs(samples, seq_len, models.remap), samples)):
+    pairs = zip(model_inputs(samples, seq_len, models.remap), samples)
+    for n, (x, sample) in enumerate(_progress(pairs, len(samples), f"{len(samples)} sentences through every model")):
         float_layers: dict[str, np.ndarray] = {}
         int8_layers: dict[str, np.ndarray] = {}
         want = (
@@ -373,6 +374,15 @@ def _score(models: _Models, samples: list, seq_len: int, dump: Path | None) -> t
         if dump:
             _dump_sample(dump / f"sample_{n:04d}.npz", first, models.quantized[first], x, float_layers, int8_layers)
     return scores, predictions
+
+
+def _progress(items, total: int, what: str):
+    """A progress bar on stderr (redrawn every 30 s in a log file, as the trainer's)."""
+    from tqdm.auto import tqdm
+
+    interactive = sys.stderr.isatty()
+    return tqdm(items, total=total, desc=what, unit="sentence", file=sys.stderr, dynamic_ncols=interactive,
+                mininterval=0.5 if interactive else 30.0)  # fmt: skip
 
 
 def _dump_sample(path: Path, model_name: str, quantized, x, float_layers: dict, quantized_layers: dict) -> None:
