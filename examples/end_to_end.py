@@ -219,6 +219,8 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
                 str(out / "compressed"),
                 "--task",
                 args.task,
+                "--split",
+                "test",
                 "--samples",
                 str(int8_samples),
                 "--seq-len",

@@ -69,10 +69,9 @@ def add_parser(subparsers) -> list[str]:
     ev.add_argument(
         "--split",
         nargs="+",
-        default=["test"],
         choices=("validation", "test"),
-        help="with --task: the split(s) measured (default test); the JSON's top level holds the last one, "
-        "`by_split` every one",
+        help="with --task: the split(s) measured (default: validation and test; a decoder's, and with --dump: "
+        "test); the JSON's top level holds the last one, `by_split` every one",
     )
     ev.add_argument("--text", help="fidelity on these texts (one a line; default: built-in sentences)")
     ev.add_argument("--samples", type=int, help="texts evaluated (default: all of the split or file)")
@@ -187,7 +186,7 @@ def _run_decoder(args) -> int:
     if args.text:
         texts, where = read_sentences(args.text, flag="--text"), args.text
     elif args.task:
-        split = args.split[-1]
+        split = (args.split or ["test"])[-1]
         dataset = load_task(args.task, seed=args.seed)
         if split not in dataset:
             raise UserError(f"task {args.task!r} has no {split} split")
@@ -222,10 +221,11 @@ def run(args) -> int:
         return _run_decoder(args)
     if args.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {args.qat_steps}")
-    if args.split != ["test"] and not args.task:
+    if args.split and not args.task:
         raise UserError("--split goes with --task")
-    if args.dump and len(set(args.split)) > 1:
+    if args.dump and args.split and len(set(args.split)) > 1:
         raise UserError("--dump traces one --split at a time")
+    splits = args.split or (["test"] if args.dump else ["validation", "test"])
     check_seq_len(args.seq_len)
     json_path = output_file(args.json, "--json") if args.json else None
     dump = output_directory(args.dump, "--dump") if args.dump else None
@@ -238,7 +238,7 @@ def run(args) -> int:
         "seq_len": args.seq_len,
     }
     by_split = {}
-    for split in dict.fromkeys(args.split) if args.task else ["test"]:
+    for split in dict.fromkeys(splits) if args.task else ["test"]:
         texts, labels, text_source, names = _texts(args, models.tokenizer, models.source.get("labels"), split)
         samples = _tokenize(models.tokenizer, texts, args.seq_len, models.config.vocab_size, args.seed)
         scores, predictions = _score(models, samples, args.seq_len, dump)
