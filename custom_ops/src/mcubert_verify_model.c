@@ -7,6 +7,9 @@
  * streamed over the file once; only when it differs are the per-buffer and per-operator CRCs
  * recomputed, to name what was hit.
  *
+ * A matching record is not enough for MCUBERT_OK: the CRC covers the bytes that are there, not the
+ * ones offsets point to; mcubert_verify_structure.c then checks the model is all there.
+ *
  * The record cannot be switched off by the corruption it is there to catch: a model that uses MCUBERT
  * ops must have it (a record hidden by a corrupted name or offset is an error, not "unverified"), and
  * mcubert_verify_model_expected checks the file against the size and CRC the firmware was built with.
@@ -14,133 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcubert_internal.h"
+#include "mcubert_flatbuffer.h"
 
-#define OP_NAME "model"
+#define OP_NAME MCUBERT_FB_OP_NAME
 #define RECORD_NAME "MCUBERT_INTEGRITY"
 #define MCUBERT_OP_PREFIX "MCUBERT_" /* a model with an operator code of this prefix must carry the record */
 #define RECORD_MAGIC 0x4E49434Du
 #define RECORD_VERSION 1u
 #define HEADER_WORDS 5u
 
-/* Field indices of the TFLite schema tables this walk reads. */
-enum { MODEL_OPERATOR_CODES = 1, MODEL_SUBGRAPHS = 2, MODEL_BUFFERS = 4, MODEL_METADATA = 6 };
-enum { OPERATOR_CODE_CUSTOM_CODE = 1 };
-enum { METADATA_NAME = 0, METADATA_BUFFER = 1 };
-enum { BUFFER_DATA = 0 };
-enum { SUBGRAPH_TENSORS = 0, SUBGRAPH_OPERATORS = 3 };
-enum { TENSOR_BUFFER = 2, TENSOR_NAME = 3 };
-enum { OPERATOR_CUSTOM_OPTIONS = 5 };
-
-typedef struct {
-    const uint8_t *bytes;
-    uint32_t size;
-} flatbuffer;
-
-typedef struct { /* a vector's elements: bytes [start, start + count * element size) */
-    uint32_t start;
-    uint32_t count;
-} fb_vector;
-
 static uint32_t crc32_of(const uint8_t *data, uint32_t length)
 {
     return ~mcubert_crc32_update(0xFFFFFFFFu, data, length);
-}
-
-/* ---- bounds-checked flatbuffer reads: each returns 0 when the bytes are not there ---------- */
-
-static int read_u16(const flatbuffer *fb, uint32_t at, uint32_t *out)
-{
-    if (at > fb->size || fb->size - at < 2u) {
-        return 0;
-    }
-    *out = (uint32_t)fb->bytes[at] | ((uint32_t)fb->bytes[at + 1u] << 8);
-    return 1;
-}
-
-static int read_u32(const flatbuffer *fb, uint32_t at, uint32_t *out)
-{
-    uint32_t lo, hi;
-    if (!read_u16(fb, at, &lo) || !read_u16(fb, at + 2u, &hi)) {
-        return 0;
-    }
-    *out = lo | (hi << 16);
-    return 1;
-}
-
-/* Follows the uoffset stored at `at` to the table, vector or string it points to. */
-static int follow(const flatbuffer *fb, uint32_t at, uint32_t *target)
-{
-    uint32_t offset;
-    if (!read_u32(fb, at, &offset) || offset > fb->size - at) {
-        return 0;
-    }
-    *target = at + offset;
-    return 1;
-}
-
-/* Position of field `index` of the table at `table`; *position = 0 when the field is absent. */
-static int field_at(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t *position)
-{
-    uint32_t soffset, vtable, vtable_size, table_size, field;
-    int64_t vt;
-    if (!read_u32(fb, table, &soffset)) {
-        return 0;
-    }
-    vt = (int64_t)table - (int64_t)(int32_t)soffset;
-    if (vt < 0 || vt > (int64_t)fb->size) {
-        return 0;
-    }
-    vtable = (uint32_t)vt;
-    if (!read_u16(fb, vtable, &vtable_size) || !read_u16(fb, vtable + 2u, &table_size)) {
-        return 0;
-    }
-    *position = 0;
-    if (4u + 2u * index + 2u > vtable_size) {
-        return 1;
-    }
-    if (!read_u16(fb, vtable + 4u + 2u * index, &field)) {
-        return 0;
-    }
-    if (field != 0u) {
-        if (field >= table_size || table > fb->size - field) {
-            return 0;
-        }
-        *position = table + field;
-    }
-    return 1;
-}
-
-/* The vector (or string) in field `index`, of `element` bytes each; absent: count 0. */
-static int vector_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t element, fb_vector *vector)
-{
-    uint32_t position, at;
-    vector->start = 0;
-    vector->count = 0;
-    if (!field_at(fb, table, index, &position)) {
-        return 0;
-    }
-    if (position == 0u) {
-        return 1;
-    }
-    if (!follow(fb, position, &at) || !read_u32(fb, at, &vector->count)) {
-        return 0;
-    }
-    vector->start = at + 4u;
-    return vector->count <= (fb->size - vector->start) / element;
-}
-
-/* The table that element `i` of a vector of tables points to. */
-static int table_at(const flatbuffer *fb, const fb_vector *tables, uint32_t i, uint32_t *table)
-{
-    return i < tables->count && follow(fb, tables->start + 4u * i, table);
-}
-
-static int u32_field(const flatbuffer *fb, uint32_t table, uint32_t index, uint32_t *value)
-{
-    uint32_t position;
-    *value = 0;
-    return field_at(fb, table, index, &position) && (position == 0u || read_u32(fb, position, value));
 }
 
 /* ---- the record ------------------------------------------------------------------------------ */
@@ -151,27 +39,6 @@ typedef struct {
     int found;        /* a metadata entry has the record's name */
     fb_vector record; /* its data bytes */
 } record_location;
-
-static mcubert_status malformed(mcubert_message *message, const char *where)
-{
-    return mcubert_fail_text(message, MCUBERT_ERROR_MODEL, OP_NAME, where,
-                             "malformed flatbuffer (an offset or length points outside the model)");
-}
-
-/* 1 when the string `name` begins with `expected` (whole: equals it). */
-static int name_matches(const flatbuffer *fb, const fb_vector *name, const char *expected, int whole)
-{
-    uint32_t i;
-    for (i = 0; i < name->count; ++i) {
-        if (expected[i] == '\0') {
-            return !whole;
-        }
-        if (fb->bytes[name->start + i] != (uint8_t)expected[i]) {
-            return 0;
-        }
-    }
-    return expected[i] == '\0';
-}
 
 /* *uses = 1 when an operator code's custom_code begins with MCUBERT_OP_PREFIX; 0 when unreadable. */
 static int uses_mcubert_ops(const flatbuffer *fb, uint32_t root, int *uses)
@@ -378,11 +245,33 @@ MCUBERT_NOINLINE static mcubert_status no_record(const flatbuffer *fb, uint32_t 
                              "absent: the model cannot be checked (not an MCUBERT export)");
 }
 
+/* The record found, its header and the file's CRC checked (the record's frame is gone before the
+ * structure walk, which keeps the deepest path short). */
+MCUBERT_NOINLINE static mcubert_status check_record(const flatbuffer *fb, uint32_t root,
+                                                    mcubert_model_integrity *result, mcubert_message *message)
+{
+    record_location at;
+    mcubert_status status = locate_record(fb, root, &at, message);
+    if (status != MCUBERT_OK) {
+        return status;
+    }
+    if (!at.found) {
+        return no_record(fb, root, message);
+    }
+    status = check_header(fb, &at, operator_count(fb, root), message);
+    if (status != MCUBERT_OK) {
+        return status;
+    }
+    if (file_crc(fb, &at) != record_word(fb, &at, 3)) {
+        return name_damage(fb, root, &at, result, message);
+    }
+    return MCUBERT_OK;
+}
+
 mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert_model_integrity *result,
                                     mcubert_message *message)
 {
     flatbuffer fb;
-    record_location at;
     uint32_t root;
     mcubert_status status;
     if (message != NULL) {
@@ -402,19 +291,14 @@ mcubert_status mcubert_verify_model(const uint8_t *model, uint32_t size, mcubert
     if (!root_table(&fb, &root)) {
         return malformed(message, "root");
     }
-    status = locate_record(&fb, root, &at, message);
+    status = check_record(&fb, root, result, message);
     if (status != MCUBERT_OK) {
         return status;
     }
-    if (!at.found) {
-        return no_record(&fb, root, message);
-    }
-    status = check_header(&fb, &at, operator_count(&fb, root), message);
+    /* The record vouches for the bytes that are here; the offsets must not point past them. */
+    status = mcubert_verify_structure(&fb, root, message);
     if (status != MCUBERT_OK) {
         return status;
-    }
-    if (file_crc(&fb, &at) != record_word(&fb, &at, 3)) {
-        return name_damage(&fb, root, &at, result, message);
     }
     result->verified = 1;
     return MCUBERT_OK;

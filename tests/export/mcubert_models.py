@@ -55,3 +55,33 @@ def random_inputs(rng: np.random.Generator, seq_len: int, vocab: int, valid: int
         "attention_mask": mask[None],
         "token_type_ids": (rng.random((1, seq_len)) < 0.5).astype(np.int32) * mask,
     }
+
+
+# A GPT-2 decoder small enough to export in about a second: two layers, a 48-position KV cache.
+SMALL_DECODER = {"model_type": "gpt2", "vocab_size": 97, "n_positions": 48, "n_embd": 32, "n_layer": 2, "n_head": 4}
+
+
+@functools.lru_cache(maxsize=None)
+def small_decoder_export(seed: int = 5) -> bytes:
+    """The .tflite of a calibrated SMALL_DECODER (caches as variable tensors, the tied table shared)."""
+    from tflm_mcubert.model.decoder import build_decoder
+    from tflm_mcubert.model.decoder_config import DecoderConfig
+    from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+    from tflm_mcubert.schedule.decoder_plan import plan_decoder
+    from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite
+
+    decoder = build_decoder(DecoderConfig.from_hf_dict(SMALL_DECODER), seed=seed)
+    rng = np.random.default_rng(0)
+    vocab = SMALL_DECODER["vocab_size"]
+    decoder = calibrate_decoder(decoder, [rng.integers(0, vocab, 40) for _ in range(6)], top_k=3)
+    return decoder_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+
+
+def decoder_steps(quantized, steps: int = 6) -> np.ndarray:
+    """The top-k ids of `steps` greedy steps from token 4: what a decoder mutation must not change."""
+    caches, token, out = quantized.new_caches(), 4, []
+    for position in range(steps):
+        ids = quantized.step(token, position, caches)
+        out.append(ids)
+        token = int(ids[0, 0])
+    return np.stack(out)

@@ -3,7 +3,8 @@
     python tests/fuzz/make_corpus.py [--out tests/fuzz/corpus]
 
 fuzz_verify_model/: the whole exported .tflite, as tiny_export.bin (git ignores *.tflite): a 1-layer,
-d = 16 BERT at seq 8, a few KB.
+d = 16 BERT at seq 8, a few KB; and tiny_decoder.bin: a 1-layer, d = 16 GPT-2 decoder with an 8-token
+KV cache (variable tensors, the tied word table shared by two tensors).
 fuzz_options_validate/: one seed per op of that export, in the harness's input layout (see
 harnesses/fuzz_options_validate.c): op, options, then each tensor of the op's validate step (its
 inputs, then its output) with the constants' bytes.
@@ -59,6 +60,20 @@ def tiny_export() -> bytes:
         samples=random_samples(config.vocab_size, 8, 3, seed=0),
         sentences=None,
     ).tflite
+
+
+def tiny_decoder_export() -> bytes:
+    from tflm_mcubert.model.decoder import build_decoder
+    from tflm_mcubert.model.decoder_config import DecoderConfig
+    from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
+    from tflm_mcubert.schedule.decoder_plan import plan_decoder
+    from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite
+
+    raw = {"model_type": "gpt2", "vocab_size": 40, "n_positions": 8, "n_embd": 16, "n_layer": 1, "n_head": 2}
+    decoder = build_decoder(DecoderConfig.from_hf_dict(raw), seed=0)
+    rng = np.random.default_rng(0)
+    decoder = calibrate_decoder(decoder, [rng.integers(0, 40, 8) for _ in range(3)], top_k=2)
+    return decoder_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
 
 
 def op_seeds(model_bytes: bytes) -> dict[str, bytes]:
@@ -183,7 +198,10 @@ def op_run_seeds(size: int = 1024) -> dict[str, bytes]:
 
 def write_corpus(out: Path) -> list[Path]:
     model_bytes = tiny_export()
-    files = {Path("fuzz_verify_model") / "tiny_export.bin": model_bytes}
+    files = {
+        Path("fuzz_verify_model") / "tiny_export.bin": model_bytes,
+        Path("fuzz_verify_model") / "tiny_decoder.bin": tiny_decoder_export(),
+    }
     for name, seed in op_seeds(model_bytes).items():
         files[Path("fuzz_options_validate") / f"{name}.bin"] = seed
     for name, seed in tokenizer_seeds().items():

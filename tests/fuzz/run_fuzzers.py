@@ -25,7 +25,11 @@ ROOT = HERE.parents[1]
 CUSTOM_OPS = ROOT / "custom_ops"
 SOURCES = sorted(p.stem for p in (HERE / "harnesses").glob("fuzz_*.c"))
 # Harnesses built a second time with defines: name -> (source, defines). They share the source's corpus.
-VARIANTS = {"fuzz_op_run_dsp": ("fuzz_op_run", ("-DMCUBERT_EMULATE_DSP",))}
+VARIANTS = {
+    "fuzz_op_run_dsp": ("fuzz_op_run", ("-DMCUBERT_EMULATE_DSP",)),
+    # the record rewritten to agree with each mutation: the structure walk behind the CRC is fuzzed
+    "fuzz_verify_model_resealed": ("fuzz_verify_model", ("-DMCUBERT_FUZZ_RESEAL",)),
+}
 HARNESSES = sorted([*SOURCES, *VARIANTS])
 SANITIZERS = ["-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
 FLAGS = [

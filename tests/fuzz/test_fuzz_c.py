@@ -46,6 +46,7 @@ def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
     checks = {
         "fuzz_options_validate": "mcubert status 0: ",
         "fuzz_verify_model": "mcubert status 0 verified 1: ",
+        "fuzz_verify_model_resealed": "mcubert status 0 verified 1: ",
         "fuzz_tokenize": "mcubert status 0: ",
         "fuzz_bpe": "mcubert status 0: ",
         "fuzz_op_run": "mcubert run status 0: ",
@@ -80,6 +81,25 @@ def test_the_op_run_harness_reaches_the_input_errors(build_dir, harness, tmp_pat
             assert done.returncode == 0, done.stderr[-2000:]
             statuses |= set(re.findall(r"mcubert run status (\d+): ", done.stderr))
     assert statuses == {"0", "5"}, statuses
+
+
+@pytest.mark.parametrize("seed", ["tiny_decoder", "tiny_export"])
+def test_the_resealed_harness_reaches_the_structure_walk(build_dir, seed, tmp_path):
+    """Resealed, a truncation passes the size and CRC checks: the seeds' cuts reach the walk of the
+    structure, which refuses each (a cut of the trailing padding alone leaves the model all there)."""
+    binary = print_build("fuzz_verify_model_resealed", build_dir)
+    model = (HERE / "corpus" / "fuzz_verify_model" / f"{seed}.bin").read_bytes()
+    paths = []
+    for n in range(len(model) - 1500, len(model)):
+        paths.append(tmp_path / f"cut{n}")
+        paths[-1].write_bytes(model[:n])
+    done = subprocess.run([str(binary), *map(str, paths)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    statuses = re.findall(r"mcubert status (\d) verified \d: (.*)", done.stderr)
+    assert len(statuses) == len(paths)
+    accepted = [n for n, (status, _) in zip(range(len(model) - 1500, len(model)), statuses) if status == "0"]
+    assert all(not any(model[n:]) for n in accepted), accepted
+    assert sum("malformed flatbuffer" in message for _, message in statuses) > 1000, statuses[-3:]
 
 
 @pytest.mark.parametrize("harness", run_fuzzers.HARNESSES)

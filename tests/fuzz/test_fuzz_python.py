@@ -4,12 +4,16 @@ Each corrupted input must end in the project's own error type (ModelFormatError 
 read to exactly what was exported; any other exception is a finding. The model reader is fuzzed
 twice: as stored (the integrity record rejects almost everything, cheaply), and with the record
 re-sealed after the mutation — a crafted file whose CRCs agree — so the structural parser behind the
-record sees every mutation too.
+record sees every mutation too. A decoder export is mutated as well (truncations resealed included),
+and each mutant also goes to both C verifiers (ASan + UBSan, verify_pipe.py): a C OK must be a model
+the Python reader reads as exported.
 """
 
 import json
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,11 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import load_file, save_file
 
-from tests.export.mcubert_models import random_inputs, small_export
+from tests.export.mcubert_models import decoder_steps, random_inputs, small_decoder_export, small_export
+from tests.tflite.record_path import record_span, resealed
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.runtime.reference import ReferenceInputError, run_reference
 from tflm_mcubert.tflite.integrity import add_integrity_record
-from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_model
+from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_decoder, read_model
 
 EXAMPLES = int(os.environ.get("MCUBERT_PROPERTY_EXAMPLES", 150))
 SETTINGS = settings(
@@ -94,6 +99,68 @@ def test_a_crafted_model_with_a_valid_record_reaches_only_named_errors(exported,
     except Exception:  # the mutation broke the way to the record: the plain reader's case above
         return
     read_or_named_error(crafted, inputs)  # outputs may differ: the file says so, consistently
+
+
+@pytest.fixture(scope="module")
+def decoder_exported():
+    model_bytes = small_decoder_export()
+    return model_bytes, decoder_steps(read_decoder(model_bytes).quantized)
+
+
+def decoder_steps_or_named_error(model_bytes: bytes):
+    try:
+        return decoder_steps(read_decoder(model_bytes).quantized)
+    except ModelFormatError:
+        return None
+
+
+def decoder_mutations(size: int):
+    """mutations(), and a truncation resealed (the record rewritten to agree with the bytes left) of up
+    to a quarter of the file: the structures written first, which a cut removes first."""
+    return st.one_of(mutations(size), st.tuples(st.just("truncate-reseal"), st.integers(1, size // 4)))
+
+
+def mutate_decoder(data: bytes, mutation) -> bytes:
+    if mutation[0] != "truncate-reseal":
+        return mutate(data, mutation)
+    cut = data[: len(data) - mutation[1]]
+    return resealed(cut, record_span(data)) or cut
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_corrupted_decoder_is_named_or_reads_as_exported(decoder_exported, data):
+    model_bytes, expected = decoder_exported
+    corrupted = mutate_decoder(model_bytes, data.draw(decoder_mutations(len(model_bytes))))
+    steps = decoder_steps_or_named_error(corrupted)
+    if steps is not None:
+        np.testing.assert_array_equal(steps, expected)
+
+
+@pytest.fixture(scope="module")
+def c_verifiers(tmp_path_factory):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import verify_pipe
+
+    if verify_pipe.run_fuzzers.compiler() is None:
+        pytest.skip("clang is not installed: the C verifiers' driver is built with its ASan + UBSan")
+    work = tmp_path_factory.mktemp("verify_pipe")
+    pipe = verify_pipe.VerifyPipe(verify_pipe.build(work), work / "driver.log")
+    yield pipe, verify_pipe.expected_of
+    pipe.close()
+
+
+@SETTINGS
+@given(data=st.data())
+def test_the_c_verifiers_accept_only_a_decoder_python_reads_as_exported(decoder_exported, c_verifiers, data):
+    """Both entry points: mcubert_verify_model with the bytes alone (its OK must mean the model is all
+    there: TFLM's unchecked reads follow in the driver) and _expected with the export's size and CRC."""
+    (model_bytes, expected), (pipe, expected_of) = decoder_exported, c_verifiers
+    corrupted = mutate_decoder(model_bytes, data.draw(decoder_mutations(len(model_bytes))))
+    status, verified, expected_status = pipe.verify(corrupted, expected_of(model_bytes))
+    if status == 0 or expected_status == 0:
+        assert verified == 1 or status != 0
+        np.testing.assert_array_equal(decoder_steps_or_named_error(corrupted), expected)
 
 
 @pytest.fixture(scope="module")

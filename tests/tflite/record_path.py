@@ -5,6 +5,7 @@ mutation campaign (tests/fuzz/mutate_models.py)."""
 from __future__ import annotations
 
 import struct
+import zlib
 
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
@@ -63,3 +64,17 @@ def record_path_bytes(data: bytes) -> list[int]:
     start, _ = record_span(data)
     found |= set(range(start - 4, start + RECORD_HEADER_BYTES))
     return sorted(found)
+
+
+def resealed(data: bytes, span: tuple[int, int]) -> bytes | None:
+    """`data` (a mutation of the model whose record is at `span`) with the record's size and file CRC
+    rewritten to agree with it, as a crafted file or a careless tool would: what is left for the
+    verifiers is the structure. None when the record itself is not all in `data`."""
+    start, end = span
+    if end > len(data):
+        return None
+    out = bytearray(data)
+    struct.pack_into("<I", out, start + 8, len(out))
+    crc = zlib.crc32(bytes(end - start), zlib.crc32(out[:start]))
+    struct.pack_into("<I", out, start + 12, zlib.crc32(out[end:], crc))
+    return bytes(out)
