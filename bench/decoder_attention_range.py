@@ -152,7 +152,9 @@ class StageEmulator:
         from tflm_mcubert.quantize.quantized_decoder import float_blocks
 
         self.model, self.decoder, self.blocks = model, decoder, float_blocks(model)
-        self.int8_blocks = [(_int8_weights(a, "wq", "wk", "wv", "wo"), _int8_weights(m, "w1", "w2")) for a, m in self.blocks]
+        self.int8_blocks = [
+            (_int8_weights(a, "wq", "wk", "wv", "wo"), _int8_weights(m, "w1", "w2")) for a, m in self.blocks
+        ]
         self.table = np.asarray(model.token_embeddings.numpy(), np.float64)
         self.positions = np.asarray(model.position_embeddings.numpy(), np.float64)
         streams, self.scales = [self.table[s] + self.positions[: len(s)] for s in calibration], []
@@ -183,9 +185,11 @@ class StageEmulator:
         if "a" in stages:
             a = _fake(a, normed.scale, normed.zero_point, -128, 127)
         q, k, v = (a @ w.T + b for w, b in ((block.wq, block.bq), (block.wk, block.bk), (block.wv, block.bv)))
-        q, k = (_fake(t, sym[n], 0, -127, 127) if c in stages else t for t, n, c in ((q, "query", "q"), (k, "key", "k")))
+        q = _fake(q, sym["query"], 0, -127, 127) if "q" in stages else q
+        k = _fake(k, sym["key"], 0, -127, 127) if "k" in stages else k
         v = _fake(v, sym["value"], 0, -127, 127) if "v" in stages else v
-        visible = np.tril(np.ones((s, s), bool)) & ~np.tril(np.ones((s, s), bool), -block.window if block.window else -s)
+        past = np.tril(np.ones((s, s), bool))
+        visible = past & ~np.tril(past, -block.window) if block.window else past
         logit = block.scale if block.scale is not None else dh**-0.5
         context = np.empty((s, d))
         for j in range(block.heads):
