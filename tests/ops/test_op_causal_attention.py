@@ -79,3 +79,21 @@ def test_options_and_tensors_round_trip():
     again = CausalAttentionParams.from_serialized(params.options(), params.tensors())
     assert again.options() == params.options()
     assert all(np.array_equal(a, params.tensors()[k]) for k, a in again.tensors().items())
+
+
+def test_a_stream_channel_centres_its_calibrated_range_in_the_int8_codes():
+    """The power-of-two step leaves codes spare; centred, a value a little past either end of the calibrated
+    range is still represented (below the range it was clipped when lo sat at code -128)."""
+    z_scale, lo, hi = 0.01, np.array([-0.3, -1.0, 0.0, -3.0]), np.array([0.9, 0.2, 1.5, 0.0])
+    channels = causal_attention.stream_channels(lo, hi, z_scale)
+    quant = stream_quant(channels, z_scale)
+    assert list(channels[:, 1]) == [0, 0, 0, 1]  # 120, 120, 150, 300 steps of s_z: R as before
+    margin = 0.25 * (hi - lo)
+    for beyond in (lo - margin, hi + margin):
+        back = (quant.quantize(beyond).astype(np.float64) - quant.zero_point) * quant.scale
+        assert np.all(np.abs(back - beyond) <= quant.scale / 2 + 1e-12), (beyond, back)
+    spare_low = channels[:, 0] + 128 + lo / quant.scale
+    spare_high = 127 - channels[:, 0] - hi / quant.scale
+    assert np.all(np.abs(spare_low - spare_high) <= 1)
+    before = causal_attention.stream_channels(lo, hi, z_scale, centred=False)
+    assert np.array_equal(before[:, 1], channels[:, 1]) and np.allclose(before[:, 0] + lo / quant.scale, -128, atol=0.5)

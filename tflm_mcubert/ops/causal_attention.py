@@ -344,14 +344,22 @@ class CausalAttentionFloat:
         ).validate()
 
 
-def stream_channels(lo: np.ndarray, hi: np.ndarray, z_scale: float) -> np.ndarray:
+# Offline: a stream channel's calibrated range sits in the middle of its int8 codes (False: at the bottom,
+# as before). The power-of-two scale leaves up to half the codes spare; centred, they guard both ends against
+# values past the calibrated range (clipped otherwise: bench/decoder_attention_range.py measures the cost).
+STREAM_CENTRED = True
+
+
+def stream_channels(lo: np.ndarray, hi: np.ndarray, z_scale: float, centred: bool | None = None) -> np.ndarray:
     """int32[d, 2] (zp, R) of a residual-stream value with channel ranges [lo, hi] at s_z * 2^R: the
-    smallest R in [0, 7] whose 255 steps cover the range (so the next op's z is an exact shift)."""
+    smallest R in [0, 7] whose 255 steps cover the range (so the next op's z is an exact shift), and the
+    zero point that centres the range in the 255 steps (`centred`, default STREAM_CENTRED) or puts lo at -128."""
     lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
     steps = np.maximum(hi - lo, 1e-12) / (z_scale * (INT8_MAX - INT8_MIN))
     shift = np.clip(np.ceil(np.log2(np.maximum(steps, 1.0)) - 1e-12), 0, MAX_RESIDUAL_SHIFT).astype(np.int64)
     scale = z_scale * np.exp2(shift)
-    zero_point = np.clip(round_half_up(INT8_MIN - lo / scale), INT8_MIN, INT8_MAX).astype(np.int64)
+    spare = (INT8_MAX - INT8_MIN) - (hi - lo) / scale if (STREAM_CENTRED if centred is None else centred) else 0.0
+    zero_point = np.clip(round_half_up(INT8_MIN - lo / scale + spare / 2), INT8_MIN, INT8_MAX).astype(np.int64)
     return np.stack([zero_point, shift], axis=1).astype(np.int32)
 
 
