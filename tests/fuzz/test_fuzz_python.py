@@ -204,11 +204,16 @@ def test_any_config_value_loads_or_is_named(checkpoint, tmp_path_factory, key, v
 
     copy = tmp_path_factory.mktemp("cfg") / "ckpt"
     shutil.copytree(checkpoint, copy)
-    config = json.loads((copy / "config.json").read_text())
+    loads_or_is_named(load_checkpoint, copy, key, value)
+
+
+def loads_or_is_named(load, checkpoint, key: str, value) -> None:
+    """`load(checkpoint)` after its config.json's `key` is set to `value`: it loads or raises UserError."""
+    config = json.loads((checkpoint / "config.json").read_text())
     config[key] = value
-    (copy / "config.json").write_text(json.dumps(config))
+    (checkpoint / "config.json").write_text(json.dumps(config))
     try:
-        load_checkpoint(copy)
+        load(checkpoint)
     except UserError:
         pass
 
