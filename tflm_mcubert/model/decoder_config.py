@@ -109,7 +109,9 @@ def _gpt2(raw: dict) -> DecoderConfig:
     layers, heads, hidden = int(raw["n_layer"]), int(raw["n_head"]), int(raw["n_embd"])
     if raw.get("add_cross_attention"):
         raise UserError("config.json: a GPT-2 with cross-attention is an encoder-decoder, not a causal LM")
-    scale = 1.0 / math.sqrt(hidden // max(heads, 1)) if raw.get("scale_attn_weights", True) else 1.0
+    if not 1 <= heads <= hidden:  # the head size scales the scores: named here, before it divides by zero
+        raise UserError(f"decoder config: {heads} heads for a hidden size of {hidden} (1..{max(hidden, 1)} heads)")
+    scale = 1.0 / math.sqrt(hidden // heads) if raw.get("scale_attn_weights", True) else 1.0
     by_layer = raw.get("scale_attn_by_inverse_layer_idx", False)
     return DecoderConfig(
         family="gpt2",
