@@ -84,7 +84,7 @@ def test_a_wrong_quote_fails_the_check():
     assert wrong == 12_290
     check("agrees with itself", right, right)
     check("within 2%", right, right * 1.019)
-    with pytest.raises(AssertionError, match="quotes 12,290, the bench measures"):
+    with pytest.raises(AssertionError, match="quote 12,290, the bench measures"):
         check("the old per-KB regression, quoted the other way round", wrong, right)
     with pytest.raises(AssertionError, match="more than 2%"):
         check("just over 2%", 1_679_372, 1_679_372 * 1.021)
