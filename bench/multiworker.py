@@ -2,7 +2,7 @@
 starts and finishes, and training steps per second against one process.
 
 Prints figures, not a test (tests/train/test_multiworker.py checks the behaviour). A tiny classifier and
-a 96-row local task are built in a temporary folder; every run is the README's `finetune` command.
+a 96-row local task are built in a temporary folder; every run is docs/several-machines.md's `finetune` command.
 
     python bench/multiworker.py [--runs 20] [--epochs 30]
 """

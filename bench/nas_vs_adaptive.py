@@ -22,7 +22,7 @@ Reported per task and budget: mean ± sd over seeds of dev and test accuracy (se
 test), which candidate NAS wrote, and its cost; per seed, an exact McNemar test of NAS vs adaptive on the
 per-example test predictions; over all seeds, a paired bootstrap (`bench_stats.py`) of the seed-averaged
 accuracy difference resampling both the seeds and the test (dev) examples (summary.json also keeps the
-examples-only p, `bootstrap_p_examples`, the README's older figures); for NAS, each stage's dev
+examples-only p, `bootstrap_p_examples`, the older figures of docs/benchmarks/compression.md); for NAS, each stage's dev
 accuracy as trained, as the soft relaxation and as written (hard). Printed as a markdown table;
 OUT/summary.json keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and
 test accuracy (mean ± sd) against the budget.

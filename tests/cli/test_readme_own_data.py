@@ -1,6 +1,7 @@
-"""The README's "Your own data, start to finish" commands, run as written (issue 27, finding 5).
+"""The "Your own data, start to finish" commands of docs/your-own-data.md, run as written.
 
-The commands are read from the README's code block, so the README cannot drift from what works. Only what
+The commands are read from the page's code block, so the docs cannot drift from what works, and the
+README's five own-data commands must be the same ones. Only what
 a CI machine cannot afford changes: all-MiniLM-L6-v2 becomes a tiny local encoder, `my_data/` a small folder
 of string-labelled CSVs, the output folders land in tmp, and each command gets short-run flags. Then the
 bare-metal text check runs the export under QEMU: it prints the label names, with the reference's int8
@@ -15,8 +16,11 @@ from tests.conftest import build_hf_checkpoint
 from .cli_helpers import run_text_check_under_qemu
 from .test_cli_labels import NAMES, _run, write_named
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-HEADING = "### Your own data, start to finish"
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "your-own-data.md"
+HEADING = "# Your own data, start to finish"
+README = ROOT / "README.md"
+README_HEADING = "## Your own data in five commands"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SEQ_LEN = 16
 QUICK = {  # per command: what makes it a seconds-long run on the tiny model and data
@@ -29,10 +33,10 @@ QUICK = {  # per command: what makes it a seconds-long run on the tiny model and
 }
 
 
-def readme_commands() -> list[list[str]]:
+def readme_commands(page: Path = PAGE, heading: str = HEADING) -> list[list[str]]:
     """The argv of each `python -m tflm_mcubert ...` line of the section's first code block."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index(HEADING) :]
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL).group(1)
     prefix = ["python", "-m", "tflm_mcubert"]
     commands = [shlex.split(line) for line in block.splitlines() if line.strip()]
@@ -41,8 +45,12 @@ def readme_commands() -> list[list[str]]:
 
 
 def as_test_run(argv: list[str], paths: dict[str, Path]) -> list[str]:
-    """`argv` with the README's names mapped to `paths`, and QUICK."""
+    """`argv` with the page's names mapped to `paths`, and QUICK."""
     return [str(paths.get(arg, arg)) for arg in argv] + QUICK[argv[0]]
+
+
+def test_the_readme_gives_the_docs_own_data_commands():
+    assert readme_commands(README, README_HEADING) == readme_commands()
 
 
 def test_the_readme_s_own_data_commands_run_from_a_csv_to_the_firmware(tmp_path, capsys):

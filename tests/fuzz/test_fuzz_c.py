@@ -1,6 +1,6 @@
 """The C entry points that take untrusted bytes under libFuzzer + ASan + UBSan, within a CI budget.
 
-The release run is `python tests/fuzz/run_fuzzers.py --runs 1000000` (README: reliability).
+The release run is `python tests/fuzz/run_fuzzers.py --runs 1000000` (docs/reliability.md).
 """
 
 import json

@@ -1,7 +1,7 @@
 """`--strategy multiworker` with two workers on 127.0.0.1: the chief decides what the run directory holds,
 every worker starts from the chief's state, resumes are bitwise equal to an uninterrupted run with a
 shared --out and with one per worker, SIGTERM stops both at a step boundary, and a worker whose partner
-never comes exits within --cluster-timeout. These run the README's "On several machines" commands."""
+never comes exits within --cluster-timeout. These run the commands of docs/several-machines.md."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from tflm_mcubert.cli.train import add_training_arguments, print_metrics, prunin
 from tflm_mcubert.files import output_directory
 
 ENCODER_ARCH_LR = 1e-3  # --arch-lr's defaults
-DECODER_ARCH_LR = 1e-2  # measured: at 1e-3 a decoder's Stage 1 moved no token (README, "search of a decoder")
+DECODER_ARCH_LR = 1e-2  # measured: at 1e-3 a decoder's Stage 1 moved no token (docs/benchmarks/decoder.md)
 
 
 def parse_count(text: str) -> int:

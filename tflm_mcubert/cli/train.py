@@ -86,7 +86,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, command: str) -> Non
         "--strategy",
         default="default",
         choices=("default", "mirrored", "multiworker"),
-        help="tf.distribute strategy (multiworker reads TF_CONFIG; README: On several machines)",
+        help="tf.distribute strategy (multiworker reads TF_CONFIG; docs/several-machines.md)",
     )
     run.add_argument(
         "--cluster-timeout",

@@ -86,7 +86,9 @@ def multiworker_strategy(timeout: float) -> tf.distribute.MultiWorkerMirroredStr
     if timeout <= 0:
         raise UserError(f"--cluster-timeout must be positive, got {timeout:g}")
     if not os.environ.get("TF_CONFIG"):
-        raise UserError("--strategy multiworker needs TF_CONFIG (the cluster and this worker's task; README)")
+        raise UserError(
+            "--strategy multiworker needs TF_CONFIG (the cluster and this worker's task; docs/several-machines.md)"
+        )
     who = _cluster_description()
     message = (
         f"{who}: the cluster did not form within {timeout:g} s (--cluster-timeout): "
