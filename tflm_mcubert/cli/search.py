@@ -71,12 +71,18 @@ def width_argument(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"{text!r}: choose 8, 4 or auto")
 
 
-def print_flash_split(split: dict) -> None:
-    """How the whole-model budget was spent, one `name value` line each (metrics.json's flash_budget)."""
+def print_flash_split(split: dict, target_bytes: int | None = None) -> None:
+    """How the whole-model budget was spent, one `name value` line each (metrics.json's flash_budget), and
+    the word tables' share the search aimed at (metrics.json's target_embedding_bytes) where it differs."""
     print(f"flash_budget {split['budget_bytes']} ({split['source']})")
     for key in ("encoder_bytes", "head_bytes", "embedding_fixed_bytes", "container_bytes", "vocab_bytes"):
         print(f"flash_{key} {split[key]}")
-    print(f"flash_embedding_bytes {split['embedding_bytes']} (the word tables' share: --target-embedding-bytes)")
+    print(
+        f"flash_embedding_bytes {split['embedding_bytes']} (the word tables' share, the searched vocabulary's "
+        "tokenizer blob counted)"
+    )
+    if target_bytes is not None and target_bytes != split["embedding_bytes"]:
+        print(f"target_embedding_bytes {target_bytes} (the share the search aimed at, before its blob was sized)")
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -387,7 +393,7 @@ def run(args) -> int:
         )
         print_width_choice(metrics["width_search"])
     if "flash_budget" in metrics:
-        print_flash_split(metrics["flash_budget"])
+        print_flash_split(metrics["flash_budget"], metrics.get("target_embedding_bytes"))
     shown = (
         "validation_accuracy",
         "test_accuracy",
