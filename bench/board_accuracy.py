@@ -71,6 +71,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
+from results_bits import compact, correct, models  # noqa: E402
 
 F767, F746 = "nucleo-f767zi", "nucleo-f746zg"
 
@@ -342,11 +343,7 @@ def accuracy(predictions, labels) -> float:
 
 
 def correct_by_seed(records: list[dict], key: str, split: str) -> dict[int, np.ndarray]:
-    return {
-        r["seed"]: np.asarray(r["predictions"][key][split]) == np.asarray(r["labels"][split])
-        for r in records
-        if key in r.get("predictions", {})
-    }
+    return {r["seed"]: correct(r, split, key) for r in records if key in models(r)}
 
 
 def compare(a: dict[str, dict[int, np.ndarray]], b: dict[str, dict[int, np.ndarray]], samples: int = 10_000) -> dict:
@@ -365,7 +362,7 @@ def compare(a: dict[str, dict[int, np.ndarray]], b: dict[str, dict[int, np.ndarr
 
 
 def variant_summary(records: list[dict], key: str) -> dict:
-    rows = [r for r in records if key in r.get("predictions", {})]
+    rows = [r for r in records if key in models(r)]
     exported = next((r["export"] for r in rows if r.get("export")), None)
     return {
         "seeds": [r["seed"] for r in rows],
@@ -408,11 +405,11 @@ def summarize(records: list[dict]) -> dict:
             key = variant(name, bits)
             variants[key] = variant_summary(rows, key) | {"config": name, "weight_bits": bits}
             variants[key]["fits"] = fits(name, key, variants[key])
-            if rows and all(key + QAT in r["predictions"] for r in rows):
+            if rows and all(key + QAT in models(r) for r in rows):
                 variants[key + QAT] = variant_summary(rows, key + QAT) | {"config": name, "weight_bits": bits}
                 variants[key + QAT]["fits"] = fits(name, key + QAT, variants[key + QAT])
         for reference in REFERENCES if rows else ():
-            if all(reference in r["predictions"] for r in rows):
+            if all(reference in models(r) for r in rows):
                 summary = variant_summary(rows, reference) | {"config": name, "weight_bits": reference, "fits": False}
                 variants[f"{name}@{reference}"] = summary
     correct = {}
@@ -656,9 +653,10 @@ def main(argv=None) -> int:
 
 
 def summary_text(record: dict) -> str:
-    """summary.json: the statistics indented, then one line per run (its per-example predictions)."""
+    """summary.json as it is committed: the statistics indented, then one line per run (its per-example
+    correctness as packed bits: results_bits.py)."""
     head = json.dumps({k: v for k, v in record.items() if k != "runs"}, indent=1)
-    runs = ",\n".join(json.dumps(r) for r in record.get("runs", []))
+    runs = ",\n".join(json.dumps(compact(r)) for r in record.get("runs", []))
     return head[:-2] + ',\n "runs": [\n' + runs + "\n ]\n}\n"
 
 

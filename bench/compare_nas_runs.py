@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p, mean_sd, paired_bootstrap  # noqa: E402
+from results_bits import correct  # noqa: E402
 
 SPLITS = ("validation", "test")
 
@@ -34,10 +35,6 @@ def nas_runs(summary_file: Path, method: str) -> dict[tuple[str, int], dict]:
         for run in budget["runs"]
         if run["method"] == method and "failed" not in run
     }
-
-
-def correct(run: dict, split: str) -> np.ndarray:
-    return np.asarray(run["predictions"][split]) == np.asarray(run["labels"][split])
 
 
 def compare_budget(a: list[dict], b: list[dict]) -> list[str]:

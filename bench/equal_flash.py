@@ -22,7 +22,7 @@ Both NAS methods run `search`'s default --final-training select: the found archi
 embedding's own at that width are trained with adaptive's recipe and steps, the best on dev written (column
 "written"; "extra steps": the search stages and the other candidate's fine-tune). Several tasks in one command:
 `--tasks NAME=STUDENT,...` (runs in OUT/<task>), as `nas_vs_adaptive.py`.
-OUT/summary.json keeps everything, per-example predictions included; OUT/equal_flash.png plots dev and test
+OUT/summary.json keeps everything, per-example correctness as packed bits; OUT/equal_flash.png plots dev and test
 (mean ± sd) per method against the uncompressed student. Resumable and settings-checked as
 `nas_vs_adaptive.py` (whose runner it shares); rerun the same command to finish. `--merge SUMMARY.json[,...]`
 reads back the runs of earlier summaries (e.g. bench/results/equal_flash_select_<task>.json) that this command
@@ -51,6 +51,7 @@ from bench_stats import mcnemar, paired_bootstrap  # noqa: E402
 from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, log, method_summary, pyplot  # noqa: E402
 from nas_vs_adaptive import run_search, run_settings, save_figure, task_options, training_cost  # noqa: E402
 from nas_vs_adaptive import earlier_summaries, with_earlier_runs, write_json  # noqa: E402
+from results_bits import correct  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
@@ -108,15 +109,15 @@ def collect(method: str, seed: int, metrics: dict) -> dict:
     }
 
 
-def correct(rows: list[dict], split: str) -> dict[int, np.ndarray]:
-    return {r["seed"]: np.asarray(r["predictions"][split]) == np.asarray(r["labels"][split]) for r in rows}
+def correct_by_seed(rows: list[dict], split: str) -> dict[int, np.ndarray]:
+    return {r["seed"]: correct(r, split) for r in rows}
 
 
 def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
     """a − b over the seeds both have: difference of means, paired bootstrap p, per-seed McNemar p on test."""
     result = {"difference": {}, "bootstrap_p": {}}
     for split in ("validation", "test"):
-        a, b = correct(a_rows, split), correct(b_rows, split)
+        a, b = correct_by_seed(a_rows, split), correct_by_seed(b_rows, split)
         seeds = sorted(set(a) & set(b))
         if not seeds:
             return {}

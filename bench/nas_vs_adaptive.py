@@ -24,7 +24,7 @@ per-example test predictions; over all seeds, a paired bootstrap (`bench_stats.p
 accuracy difference resampling both the seeds and the test (dev) examples (summary.json also keeps the
 examples-only p, `bootstrap_p_examples`, the older figures of docs/benchmarks/compression.md); for NAS, each stage's dev
 accuracy as trained, as the soft relaxation and as written (hard). Printed as a markdown table;
-OUT/summary.json keeps everything, per-example predictions included, and OUT/nas_vs_adaptive.png plots dev and
+OUT/summary.json keeps everything, per-example correctness as packed bits, and OUT/nas_vs_adaptive.png plots dev and
 test accuracy (mean ± sd) against the budget.
 
 Resumable per (task, budget, method, seed): each run lives in OUT[/<task>]/<budget>/<method>-seed<k>/
@@ -67,6 +67,7 @@ from tflm_mcubert.compress.baselines import adaptive_params  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, mean_sd, paired_bootstrap, statistics  # noqa: E402, F401 (equal_flash's too)
+from results_bits import CORRECT, PREDICTIONS, compact, correct  # noqa: E402
 
 METHODS = ("nas", "adaptive")
 LABELS = {"nas": "exact two-stage NAS", "adaptive": "adaptive embedding (scaled)"}
@@ -264,25 +265,17 @@ def compare(runs: dict[str, list[dict]]) -> dict:
     by_seed = {m: {r["seed"]: r for r in runs[m]} for m in METHODS}
     paired = sorted(set(by_seed["nas"]) & set(by_seed["adaptive"]))
     result = {"seeds": paired, "mcnemar_test_p": {}, "bootstrap_p": {}, "bootstrap_p_examples": {}, "difference": {}}
-    correct = {}
+    right = {}
     for split in ("validation", "test"):
         for method in METHODS:
-            correct[method, split] = np.array(
-                [
-                    np.asarray(by_seed[method][s]["predictions"][split])
-                    == np.asarray(by_seed[method][s]["labels"][split])
-                    for s in paired
-                ]
-            )
+            right[method, split] = np.array([correct(by_seed[method][s], split) for s in paired])
         if paired:
-            pair = correct["nas", split], correct["adaptive", split]
+            pair = right["nas", split], right["adaptive", split]
             result["bootstrap_p"][split] = paired_bootstrap(*pair)  # over seeds and examples
             result["bootstrap_p_examples"][split] = paired_bootstrap(*pair, resample_seeds=False)
-            result["difference"][split] = float(
-                100 * (correct["nas", split].mean() - correct["adaptive", split].mean())
-            )
+            result["difference"][split] = float(100 * (right["nas", split].mean() - right["adaptive", split].mean()))
     for k, s in enumerate(paired):
-        result["mcnemar_test_p"][s] = mcnemar(correct["nas", "test"][k], correct["adaptive", "test"][k])
+        result["mcnemar_test_p"][s] = mcnemar(right["nas", "test"][k], right["adaptive", "test"][k])
     return result
 
 
@@ -523,16 +516,21 @@ def earlier_summaries(opts, settings: dict, results: list[dict], runs_of) -> lis
                 f"--merge {name}: made with other settings (was, now: {changed}) or from another student "
                 f"(uncompressed dev, test: {sorted(theirs)} there, {sorted(ours)} here)"
             )
-        recorded = {_run_key(r): r for r in runs_of(summary) if "predictions" in r}
+        recorded = {_run_key(r): r for r in runs_of(summary) if PREDICTIONS in r or CORRECT in r}
         for run in results:
-            if "predictions" in run and _run_key(run) in recorded:
-                if run["predictions"] != recorded[_run_key(run)]["predictions"]:
+            if (PREDICTIONS in run or CORRECT in run) and _run_key(run) in recorded:
+                if not same_examples_right(run, recorded[_run_key(run)]):
                     raise SystemExit(
                         f"--merge {name}: {_run_key(run)} re-run here predicts differently from the recorded run "
                         "(another code version or environment): not merged"
                     )
         found.append((name, summary))
     return found
+
+
+def same_examples_right(run: dict, recorded: dict) -> bool:
+    """Both runs right on the same examples of every split (a committed summary keeps only that)."""
+    return all(np.array_equal(correct(run, split), correct(recorded, split)) for split in ("validation", "test"))
 
 
 def _run_key(run: dict) -> tuple:
@@ -560,8 +558,9 @@ def with_earlier_runs(rows: list[dict], earlier: dict | None) -> list[dict]:
 
 
 def write_json(path: Path, record: dict) -> None:
-    """A summary file, compact (`separators=(",", ":")`): per-example predictions of many runs stay small."""
-    path.write_text(json.dumps(record, separators=(",", ":")) + "\n")
+    """A summary file as it is committed: each run's predictions and labels as its per-example correctness in
+    packed bits (results_bits.py), written compact."""
+    path.write_text(json.dumps(compact(record), separators=(",", ":")) + "\n")
 
 
 def run_task(opts) -> bool:
