@@ -51,6 +51,7 @@ from bench_stats import mcnemar, paired_bootstrap  # noqa: E402
 from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, log, method_summary, pyplot  # noqa: E402
 from nas_vs_adaptive import run_search, run_settings, save_figure, task_options, training_cost  # noqa: E402
 from nas_vs_adaptive import earlier_summaries, with_earlier_runs, write_json  # noqa: E402
+from provenance import provenance  # noqa: E402
 from results_bits import correct  # noqa: E402
 
 sys.path.insert(0, str(REPO))
@@ -236,6 +237,7 @@ def run_flash_task(opts) -> bool:
     record = (
         settings | summary | {"wall_seconds_this_invocation": round(wall, 1), "run_seconds_summed": round(summed, 1)}
     )
+    record["provenance"] = provenance({"student": opts.student})
     write_json(opts.out / "summary.json", record)
     print(f"\n## {opts.task} (student {opts.student})\n")
     print(markdown(summary))

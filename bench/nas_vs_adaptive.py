@@ -67,6 +67,7 @@ from tflm_mcubert.compress.baselines import adaptive_params  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, mean_sd, paired_bootstrap, statistics  # noqa: E402, F401 (equal_flash's too)
+from provenance import provenance  # noqa: E402
 from results_bits import CORRECT, PREDICTIONS, compact, correct  # noqa: E402
 
 METHODS = ("nas", "adaptive")
@@ -598,6 +599,7 @@ def run_task(opts) -> bool:
         "budgets": summaries,
         "wall_seconds_this_invocation": round(wall, 1),
         "run_seconds_summed": round(summed, 1),
+        "provenance": provenance({"student": opts.student}),
     }
     write_json(opts.out / "summary.json", summary)
     print(f"\n## {opts.task} (student {opts.student})\n")
