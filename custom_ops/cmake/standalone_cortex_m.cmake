@@ -1,6 +1,7 @@
 # The Cortex-M part of the kernels' own build (standalone.cmake): one core's library and the images
-# linked from it at the MPS2 memory map (test/arm/mps2.ld) for unicorn and QEMU.
-set(MCUBERT_CPU "cortex-m7" CACHE STRING "cortex-m0plus, cortex-m3, cortex-m4, cortex-m7 or cortex-m33")
+# linked from it at the MPS2 memory map (test/arm/mps2.ld) for unicorn and QEMU, or, for the
+# Cortex-M55 (QEMU only: unicorn has no M55), at mps3-an547's (test/arm/an547.ld).
+set(MCUBERT_CPU "cortex-m7" CACHE STRING "cortex-m0plus, cortex-m3, cortex-m4, cortex-m7, cortex-m33 or cortex-m55")
 set(MCUBERT_KERNEL_PATH "dsp" CACHE STRING "dsp, plain (MCUBERT_FORCE_PLAIN) or noasm (MCUBERT_DSP_NO_ASM)")
 set(MCUBERT_FLOAT_ABI "hard" CACHE STRING "hard (the core's FPU) or soft")
 set(MCUBERT_GOLDEN "" CACHE FILEPATH "generated golden cases (.c): builds the QEMU firmware")
@@ -10,6 +11,7 @@ set(MCUBERT_FIRMWARE "mcubert_firmware" CACHE STRING "name of the QEMU firmware 
 set(mcubert_fpu_cortex-m7 fpv5-d16)
 set(mcubert_fpu_cortex-m4 fpv4-sp-d16)
 set(mcubert_fpu_cortex-m33 fpv5-sp-d16)
+set(mcubert_fpu_cortex-m55 auto) # the core's own: FPv5 double precision and MVE-F
 if(NOT DEFINED mcubert_fpu_${MCUBERT_CPU} OR MCUBERT_FLOAT_ABI STREQUAL "soft")
   set(mcubert_float -mfloat-abi=soft)
 else()
@@ -29,7 +31,11 @@ target_compile_options(mcubert PRIVATE ${mcubert_arch}
   "$<$<COMPILE_LANGUAGE:ASM>:-g>")
 
 # An image of the library: startup code, `sources`, the MPS2 linker script, newlib-nano.
-set(mcubert_linker_script "${mcubert_test}/arm/mps2.ld")
+if(MCUBERT_CPU STREQUAL "cortex-m55")
+  set(mcubert_linker_script "${mcubert_test}/arm/an547.ld")
+else()
+  set(mcubert_linker_script "${mcubert_test}/arm/mps2.ld")
+endif()
 function(mcubert_image name)
   add_executable(${name} "${mcubert_test}/arm/startup.c" ${ARGN})
   set_target_properties(${name} PROPERTIES SUFFIX ".elf" LINK_DEPENDS "${mcubert_linker_script}")

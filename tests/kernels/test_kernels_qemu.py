@@ -1,4 +1,5 @@
-"""Self-checking firmware under qemu-system-arm: mps2-an500 (Cortex-M7), mps2-an386 (Cortex-M4).
+"""Self-checking firmware under qemu-system-arm: mps2-an500 (Cortex-M7), mps2-an386 (Cortex-M4),
+mps3-an547 (Cortex-M55).
 
 QEMU's system emulation faults on an unaligned LDRD/LDM as the silicon does (unicorn does not),
 so this is where an aligned-only load on a misaligned int8 tensor would show. The golden inputs
@@ -95,6 +96,9 @@ def golden():
 
 
 def run_qemu(cpu: str, elf) -> tuple[int, str]:
+    problem = qemu.missing_machine(MACHINES[cpu])
+    if problem:
+        pytest.skip(problem)
     return qemu.run_qemu(elf, machine=MACHINES[cpu])
 
 
@@ -118,8 +122,9 @@ def test_firmware_reports_a_wrong_byte(firmware):
     assert f"FAIL {case.name} code 3005" in console
 
 
-def test_qemu_faults_on_an_unaligned_ldrd(firmware):
-    """The premise of this module: the emulated M7 traps what the kernels must never do."""
-    status, console = run_qemu("cortex-m7", firmware("cortex-m7", CANARY, "canary"))
+@pytest.mark.parametrize("cpu", ["cortex-m7", "cortex-m55"])
+def test_qemu_faults_on_an_unaligned_ldrd(firmware, cpu):
+    """The premise of this module: the emulated core traps what the kernels must never do."""
+    status, console = run_qemu(cpu, firmware(cpu, CANARY, "canary"))
     assert status == 103, console  # HardFault (UsageFault is not enabled)
     assert "FAULT: exception 3" in console

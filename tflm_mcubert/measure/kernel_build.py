@@ -21,7 +21,7 @@ from typing import Mapping
 from tflm_mcubert.kernel_sources import custom_ops_dir
 
 HOST = "host"
-CORES = ("cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")
+CORES = ("cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")  # M55: QEMU images only
 PATHS = ("dsp", "plain", "noasm")  # the DSP path (where the core has it), MCUBERT_FORCE_PLAIN, MCUBERT_DSP_NO_ASM
 ARM_TOOLCHAIN_HINT = "Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi"
 

@@ -1,8 +1,9 @@
 /*
- * Self-checking firmware for QEMU (mps2-an500 Cortex-M7, mps2-an386 Cortex-M4): runs every
- * generated golden case (validate + kernel on the real memory system, where an unaligned
- * LDRD/LDM faults), compares with the reference's bytes, prints one line per case through
- * semihosting and exits with the number of failures (a fault exits with 100 + exception).
+ * Self-checking firmware for QEMU (mps2-an500 Cortex-M7, mps2-an386 Cortex-M4, mps3-an547
+ * Cortex-M55): runs every generated golden case (validate + kernel on the real memory system,
+ * where an unaligned LDRD/LDM faults), compares with the reference's bytes, prints one line per
+ * case through semihosting and exits with the number of failures (a fault exits with 100 +
+ * exception).
  */
 #include <stdint.h>
 
