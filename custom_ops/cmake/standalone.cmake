@@ -10,9 +10,10 @@
 #   mcubert_gemm_runner_emulate, mcubert_gemm_runner_plain   the same for the gemm driver (test/gemm_driver.c)
 # Cortex-M (-DCMAKE_TOOLCHAIN_FILE=cmake/arm-none-eabi.cmake):
 #   -DMCUBERT_CPU=cortex-m0plus|cortex-m3|cortex-m4|cortex-m7|cortex-m33|cortex-m55   (default cortex-m7)
-#   -DMCUBERT_KERNEL_PATH=dsp|plain|noasm   dsp: the DSP path where the core has it (cores without take
-#                              the plain path by themselves); plain: MCUBERT_FORCE_PLAIN; noasm: the DSP
-#                              path's micro-kernel from its C version (MCUBERT_DSP_NO_ASM)
+#   -DMCUBERT_KERNEL_PATH=dsp|plain|noasm|mve   dsp: the DSP path where the core has it (cores without
+#                              take the plain path by themselves); plain: MCUBERT_FORCE_PLAIN; noasm: the
+#                              DSP path's micro-kernel from its C version (MCUBERT_DSP_NO_ASM); mve
+#                              (cortex-m55): the DSP path with the linear layers' gemm on MVE (MCUBERT_MVE)
 #   -DMCUBERT_FLOAT_ABI=hard|soft   hard: -mfloat-abi=hard and the core's FPU (cores without an FPU
 #                              build soft-float); the kernels are identical either way
 #   mcubert                    libmcubert.a (-O2 -g -mgeneral-regs-only, stack usage and call graph

@@ -2,7 +2,7 @@
 # linked from it at the MPS2 memory map (test/arm/mps2.ld) for unicorn and QEMU, or, for the
 # Cortex-M55 (QEMU only: unicorn has no M55), at mps3-an547's (test/arm/an547.ld).
 set(MCUBERT_CPU "cortex-m7" CACHE STRING "cortex-m0plus, cortex-m3, cortex-m4, cortex-m7, cortex-m33 or cortex-m55")
-set(MCUBERT_KERNEL_PATH "dsp" CACHE STRING "dsp, plain (MCUBERT_FORCE_PLAIN) or noasm (MCUBERT_DSP_NO_ASM)")
+set(MCUBERT_KERNEL_PATH "dsp" CACHE STRING "dsp, plain (MCUBERT_FORCE_PLAIN), noasm (MCUBERT_DSP_NO_ASM) or mve (cortex-m55)")
 set(MCUBERT_FLOAT_ABI "hard" CACHE STRING "hard (the core's FPU) or soft")
 set(MCUBERT_GOLDEN "" CACHE FILEPATH "generated golden cases (.c): builds the QEMU firmware")
 set(MCUBERT_FIRMWARE "mcubert_firmware" CACHE STRING "name of the QEMU firmware image")
@@ -19,15 +19,26 @@ else()
 endif()
 set(mcubert_arch -mcpu=${MCUBERT_CPU} -mthumb ${mcubert_float})
 
+# The kernels never touch the FPU registers (-mgeneral-regs-only), except on the mve path, where
+# the pair4 gemm uses MVE (Helium), which computes in them.
+set(mcubert_regs -mgeneral-regs-only)
 if(MCUBERT_KERNEL_PATH STREQUAL "plain")
   target_compile_definitions(mcubert PRIVATE MCUBERT_FORCE_PLAIN)
 elseif(MCUBERT_KERNEL_PATH STREQUAL "noasm")
   target_compile_definitions(mcubert PRIVATE MCUBERT_DSP_NO_ASM)
+elseif(MCUBERT_KERNEL_PATH STREQUAL "mve")
+  if(NOT MCUBERT_CPU STREQUAL "cortex-m55")
+    message(FATAL_ERROR "MCUBERT_KERNEL_PATH=mve needs a core with MVE: cortex-m55")
+  endif()
+  # Every file alike (MCUBERT_MVE must agree across them: the widening is chosen in the callers),
+  # and no auto-vectorization: the rest of the code stays the DSP path's, the gemm alone differs.
+  set(mcubert_regs -fno-tree-vectorize)
 elseif(NOT MCUBERT_KERNEL_PATH STREQUAL "dsp")
-  message(FATAL_ERROR "MCUBERT_KERNEL_PATH=${MCUBERT_KERNEL_PATH} is not one of: dsp plain noasm")
+  message(FATAL_ERROR "MCUBERT_KERNEL_PATH=${MCUBERT_KERNEL_PATH} is not one of: dsp plain noasm mve")
 endif()
-target_compile_options(mcubert PRIVATE ${mcubert_arch}
-  "$<$<COMPILE_LANGUAGE:C>:${mcubert_warnings};-O2;-g;-mgeneral-regs-only;-ffunction-sections;-fdata-sections;-fstack-usage;-fcallgraph-info=su>"
+set(mcubert_c_flags ${mcubert_warnings} -O2 -g ${mcubert_regs} -ffunction-sections -fdata-sections -fstack-usage
+    -fcallgraph-info=su)
+target_compile_options(mcubert PRIVATE ${mcubert_arch} "$<$<COMPILE_LANGUAGE:C>:${mcubert_c_flags}>"
   "$<$<COMPILE_LANGUAGE:ASM>:-g>")
 
 # An image of the library: startup code, `sources`, the MPS2 linker script, newlib-nano.

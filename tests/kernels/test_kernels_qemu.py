@@ -80,13 +80,18 @@ def firmware(build_dir):
     if shutil.which("qemu-system-arm") is None:
         pytest.skip("qemu-system-arm not found (Debian: apt-get install qemu-system-arm)")
 
-    def firmware_image(cpu: str, source: str, name: str):
-        path = build_dir / f"{name}-{cpu}.c"
-        path.write_text(source)
-        defines = {"MCUBERT_GOLDEN": str(path), "MCUBERT_FIRMWARE": name}
-        return build(build_dir, cpu, name, defines=defines).image(name)
+    def firmware_image(cpu: str, source: str, name: str, path: str = "dsp"):
+        golden_file = build_dir / f"{name}-{cpu}-{path}.c"
+        golden_file.write_text(source)
+        defines = {"MCUBERT_GOLDEN": str(golden_file), "MCUBERT_FIRMWARE": name}
+        return build(build_dir, cpu, name, path=path, defines=defines).image(name)
 
     return firmware_image
+
+
+# (core, kernel path, the firmware's banner): the M55 runs the DSP path, and the DSP path with
+# the linear layers' pair4 gemm on MVE (every golden case goes through it).
+FIRMWARES = [(cpu, "dsp", "DSP path") for cpu in sorted(MACHINES)] + [("cortex-m55", "mve", "MVE path")]
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +107,12 @@ def run_qemu(cpu: str, elf) -> tuple[int, str]:
     return qemu.run_qemu(elf, machine=MACHINES[cpu])
 
 
-@pytest.mark.parametrize("cpu", sorted(MACHINES))
-def test_firmware_passes_every_golden_case(firmware, golden, cpu):
+@pytest.mark.parametrize("cpu, path, banner", FIRMWARES, ids=[f"{c}-{p}" for c, p, _ in FIRMWARES])
+def test_firmware_passes_every_golden_case(firmware, golden, cpu, path, banner):
     cases, source = golden
-    status, console = run_qemu(cpu, firmware(cpu, source, "mcubert_firmware"))
+    status, console = run_qemu(cpu, firmware(cpu, source, "mcubert_firmware", path))
     assert status == 0, console
-    assert "mcubert firmware: DSP path" in console
+    assert f"mcubert firmware: {banner}\n" in console
     for case, _ in cases:
         assert f"PASS {case.name}\n" in console
     assert console.rstrip().endswith("ALL PASS")

@@ -14,7 +14,10 @@ int main(void)
 {
     int32_t failures = 0;
     int32_t i;
-    semihost_write(mcubert_uses_dsp_path() ? "mcubert firmware: DSP path\n" : "mcubert firmware: plain C path\n");
+    static const char *const paths[] = {"plain C path", "DSP path", "MVE path"};
+    semihost_write("mcubert firmware: ");
+    semihost_write(paths[mcubert_uses_dsp_path()]);
+    semihost_write("\n");
     for (i = 0; i < golden_case_count; ++i) {
         mcubert_context context;
         mcubert_message message;
