@@ -54,9 +54,9 @@ static void fill(void)
         weights[i] = (int8_t)next_random(&state);
     }
     for (i = 0; i < OUT; ++i) {
-        channels[3 * i] = (int32_t)(next_random(&state) & 0xFFFF) - 0x8000;             /* bias */
+        channels[3 * i] = (int32_t)(next_random(&state) & 0xFFFF) - 0x8000;        /* bias */
         channels[3 * i + 1] = (int32_t)(0x40000000u | (next_random(&state) << 6)); /* M in [2^30, 2^31) */
-        channels[3 * i + 2] = -9;                                                        /* shift */
+        channels[3 * i + 2] = -9;                                                  /* shift */
     }
 }
 
