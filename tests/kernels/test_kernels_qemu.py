@@ -19,7 +19,7 @@ from tests import qemu
 
 import kernel_golden
 from kernel_build import build, need_arm_toolchain
-from kernel_cases import attention_case, embedding_case, mlp_case
+from kernel_cases import attention_case, decoder_mlp_case, embedding_case, mlp_case
 
 MACHINES = qemu.MACHINES
 
@@ -53,6 +53,8 @@ def _golden_cases():
         (mlp_case(33, 36, 100, 7, kind="realistic"), {"fc1_weights": 1, "activation_lut": 3}),
         (mlp_case(10, 7, 13, 3), {"hidden": 1, "fc2_weights": 3}),
         (mlp_case(6, 10, 18, 4), {"fc1_weights": 3}),  # K % 8 == 2: the MVE gemm's partial 8-group
+        (decoder_mlp_case(32, 128), {"hidden": 1}),  # one-row blocks (decoder ops)
+        (decoder_mlp_case(20, 52, seed=1, token=3), {"hidden": 3}),
         (attention_case(9, 20, 4, 4, weight_bits=4), {"hidden": 1, "query_weights": 3}),
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"value_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 3}),
