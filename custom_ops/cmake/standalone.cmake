@@ -21,6 +21,8 @@
 #   mcubert_emu                mcubert_emu.elf: the library linked for the unicorn runner (MPS2 memory map)
 #   mcubert_baselines_emu      mcubert_baselines_emu.elf: the library + baselines/ (benchmark and tests)
 #   mcubert_gemm_emu           mcubert_gemm_emu.elf: the library + test/gemm_driver.c (W4/W8 gemm tests, bench)
+#   mcubert_gemm_check         mcubert_gemm_check.elf: self-checking QEMU firmware of the pair4 gemm
+#                              (test/arm/gemm_check_main.c)
 #   <MCUBERT_FIRMWARE>         with -DMCUBERT_GOLDEN=<cases .c>: <name>.elf (default mcubert_firmware),
 #                              self-checking QEMU firmware (mps2, mps3-an547) running the generated golden cases
 # Both: -DMCUBERT_WERROR=ON makes warnings errors.

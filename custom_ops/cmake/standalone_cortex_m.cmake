@@ -65,6 +65,13 @@ mcubert_image(mcubert_gemm_emu "${mcubert_test}/arm/emu_gemm.c" "${mcubert_test}
 target_include_directories(mcubert_gemm_emu PRIVATE "${mcubert_src}" "${mcubert_test}")
 target_compile_options(mcubert_gemm_emu PRIVATE -mgeneral-regs-only)
 
+# The pair4 gemm against plain sums, self-checking under QEMU (tests/kernels/test_kernels_qemu.py):
+# every K to 40, row count, channel count and row kind, on whichever path the library takes. It
+# includes the library's gemm header, so it takes the library's register flags (MCUBERT_MVE).
+mcubert_image(mcubert_gemm_check "${mcubert_test}/arm/gemm_check_main.c")
+target_include_directories(mcubert_gemm_check PRIVATE "${mcubert_src}" "${mcubert_test}/arm")
+target_compile_options(mcubert_gemm_check PRIVATE ${mcubert_regs})
+
 file(GLOB mcubert_baseline_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/baselines/*.c")
 mcubert_image(mcubert_baselines_emu ${mcubert_baseline_sources})
 target_include_directories(mcubert_baselines_emu PRIVATE "${mcubert_src}" "${CMAKE_CURRENT_SOURCE_DIR}/baselines")
