@@ -18,7 +18,7 @@ import pytest
 from tests import qemu
 
 import kernel_golden
-from kernel_build import build, need_arm_toolchain
+from kernel_build import build, need_arm_cpu, need_arm_toolchain
 from kernel_cases import attention_case, decoder_mlp_case, embedding_case, mlp_case
 
 MACHINES = qemu.MACHINES
@@ -84,6 +84,7 @@ def firmware(build_dir):
         pytest.skip("qemu-system-arm not found (Debian: apt-get install qemu-system-arm)")
 
     def firmware_image(cpu: str, source: str, name: str, path: str = "dsp"):
+        need_arm_cpu(cpu)
         golden_file = build_dir / f"{name}-{cpu}-{path}.c"
         golden_file.write_text(source)
         defines = {"MCUBERT_GOLDEN": str(golden_file), "MCUBERT_FIRMWARE": name}
@@ -125,6 +126,7 @@ def test_firmware_passes_every_golden_case(firmware, golden, cpu, path, banner):
 def test_pair4_gemm_matches_plain_sums(firmware, build_dir, cpu, path, banner):
     """custom_ops/test/arm/gemm_check_main.c: the pair4 gemm over K = 1..40, 64, 100, every row count,
     channel count and row kind (one segment, every split, int4), against sums in the firmware."""
+    need_arm_cpu(cpu)
     elf = build(build_dir, cpu, "mcubert_gemm_check", path=path).image("mcubert_gemm_check")
     status, console = run_qemu(cpu, elf)
     assert status == 0, console
