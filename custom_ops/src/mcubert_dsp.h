@@ -11,6 +11,11 @@
  * emulation, other toolchains, or -DMCUBERT_DSP_NO_ASM — the same sweeps are C with the
  * intrinsics below (mcubert_gemm_s8.c), which is also the readable statement of what the
  * assembly computes. This part of the header is plain preprocessor so the .S file can include it.
+ *
+ * MCUBERT_MVE is 1 on cores with integer MVE (Helium: Cortex-M55, M85) when the build lets the
+ * compiler use the vector registers (no -mgeneral-regs-only): the pair4 gemm of the linear
+ * layers then runs on MVE (mcubert_gemm_s8.c), the rest stays on the DSP path. MVE requires the
+ * DSP extension, so it is a refinement of MCUBERT_DSP_NATIVE.
  */
 #ifndef MCUBERT_DSP_H
 #define MCUBERT_DSP_H
@@ -27,6 +32,12 @@
 #else
 #define MCUBERT_DSP 0
 #define MCUBERT_DSP_NATIVE 0
+#endif
+
+#if MCUBERT_DSP_NATIVE && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#define MCUBERT_MVE 1
+#else
+#define MCUBERT_MVE 0
 #endif
 
 #if MCUBERT_DSP && MCUBERT_DSP_NATIVE && defined(__GNUC__) && !defined(MCUBERT_DSP_NO_ASM)

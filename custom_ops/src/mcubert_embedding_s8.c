@@ -336,7 +336,7 @@ MCUBERT_NOINLINE static void word_low_rank(const embedding_state *e, int32_t p0,
     } else {
         mcubert_rows_init_gather_s8(&rows, row_pointers, m, cluster.rank);
     }
-    mcubert_rows_widen(&rows, e->widened);
+    mcubert_rows_widen_pair4(&rows, e->widened);
     for (c = 0; c < d; c += LOW_RANK_CHUNK) {
         const int32_t chunk = mcubert_min_i32(LOW_RANK_CHUNK, d - c);
         int32_t acc[LOW_RANK_CHUNK][MCUBERT_BLOCK_ROWS];

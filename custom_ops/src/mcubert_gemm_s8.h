@@ -19,12 +19,21 @@
  * per output channel with the four rows in registers. The K % 4 tail (at most 3 values) is
  * done in scalar code, so widening never needs more than the spec's int16[4][K] region.
  *
+ * MVE path (MCUBERT_MVE, pair4 only): mcubert_rows_widen_pair4() lays the rows out per 8 K
+ * values as four 16-byte slots, one per row, each (x0..x3, 0, x4..x7, 0) as words (within the
+ * same int16[4][K] region: a partial last group stores only its values; the loads are predicated).
+ * A 16-byte pair4 load holds (c0 x0..3, c1 x0..3, c0 x4..7, c1 x4..7): one VMLADAV against the
+ * row gives channel 2p's sum, one against the word-swapped (VREV64.32) weights channel 2p+1's.
+ * The rows gemm (attention) stays on the DSP path and its widening.
+ *
  * Plain path: no widening; straightforward loops over the same operands.
  */
 #ifndef MCUBERT_GEMM_S8_H
 #define MCUBERT_GEMM_S8_H
 
 #include <stdint.h>
+
+#include "mcubert_dsp.h"
 
 #define MCUBERT_BLOCK_ROWS 4     /* the micro-kernel's M (contract dsp_rows) */
 #define MCUBERT_CHUNK_CHANNELS 8 /* channels per call of the chunked kernels: 128 B of accumulators */
@@ -68,10 +77,21 @@ void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stri
  * `widened`. Call once per row block, before the gemm calls. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 
+/* The widening mcubert_gemm_4xn_pair4 wants: mcubert_rows_widen's, except on the MVE path. */
+#if MCUBERT_MVE
+void mcubert_rows_widen_pair4(mcubert_rows *rows, uint32_t *widened);
+#else
+static inline void mcubert_rows_widen_pair4(mcubert_rows *rows, uint32_t *widened)
+{
+    mcubert_rows_widen(rows, widened);
+}
+#endif
+
 /* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS)
  * channels from 2p on: `pairs` is pair p's first 8-byte group in the pair4 tensor (packed +
- * p * pair_stride, pair_stride = ceil(K/4) * 8). int8 rows only. Entries of rows >= count are
- * unspecified (the DSP micro-kernel always computes four rows). */
+ * p * pair_stride, pair_stride = ceil(K/4) * 8). int8 (or int4) rows widened by
+ * mcubert_rows_widen_pair4. Entries of rows >= count are unspecified (the DSP and MVE
+ * micro-kernels always compute four rows). */
 void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
                             int32_t acc[][MCUBERT_BLOCK_ROWS]);
 

@@ -64,7 +64,7 @@ static inline int32_t mcubert_layer_width(int32_t int4_layers, int32_t index, in
 
 /* Prepares a block of int8 rows for the layers of `layer`'s width (once per row block, before
  * mcubert_linear_to_s8 / _residual_to_s16 on any layer of that width and K): 8 widens them for the
- * pair4 gemm (mcubert_rows_widen), 4 for the W4 gemm and sets rows->w4_start (mcubert_rows_widen_w4).
+ * pair4 gemm (mcubert_rows_widen_pair4), 4 for the W4 gemm and sets rows->w4_start (mcubert_rows_widen_w4).
  * `widened`: the op's int16[4][K] scratch region (either width fits it). */
 void mcubert_linear_widen(mcubert_rows *rows, const mcubert_linear *layer, uint32_t *widened);
 

@@ -25,7 +25,7 @@ void mcubert_linear_widen(mcubert_rows *rows, const mcubert_linear *layer, uint3
     if (layer->weight_bits == 4) {
         mcubert_rows_widen_w4(rows, widened, rows->w4_start);
     } else {
-        mcubert_rows_widen(rows, widened);
+        mcubert_rows_widen_pair4(rows, widened);
     }
 }
 

@@ -45,7 +45,7 @@ CPUS = {  # cpu -> float flags (the boards' usual ABI), DSP path expected
     "cortex-m4": (["-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"], True),
     "cortex-m0plus": (["-mfloat-abi=soft"], False),
 }
-QEMU_MACHINES = qemu.MACHINES
+QEMU_MACHINES = {cpu: machine for cpu, machine in qemu.MACHINES.items() if cpu in CPUS}  # linked with mps2.ld
 # The Arduino builder reads no CMake: this is its recipe, not a fourth one of ours. Roughly what
 # the Arduino cores pass (gnu11 / gnu++17, sections for --gc-sections, no
 # exceptions or RTTI in C++), plus warnings as errors.

@@ -3,7 +3,9 @@ one build (tflm_mcubert/measure/kernel_build.py), warnings as errors."""
 
 from __future__ import annotations
 
+import functools
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,16 @@ def need_tool(tool: str, why: str):
 def need_arm_toolchain():
     need_tool("cmake", "the kernels build with custom_ops/CMakeLists.txt")
     need_tool("arm-none-eabi-gcc", "Cortex-M builds; apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_knows(cpu: str) -> bool:
+    probe = ["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", "-E", "-x", "c", "-"]
+    return subprocess.run(probe, input="", capture_output=True, text=True).returncode == 0
+
+
+def need_arm_cpu(cpu: str):
+    """need_arm_toolchain(), and a compiler that knows `cpu` (cortex-m55: GCC 10 or later)."""
+    need_arm_toolchain()
+    if not _compiler_knows(cpu):
+        pytest.skip(f"this arm-none-eabi-gcc does not know -mcpu={cpu}")

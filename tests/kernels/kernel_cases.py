@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tflm_mcubert.ops import attention, embedding, mlp, testing
+from tflm_mcubert.ops import attention, decoder_mlp, embedding, mlp, testing
 from tflm_mcubert.ops.attention import AttentionParams
 from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.mlp import MLPParams
@@ -144,6 +144,14 @@ def mlp_case(s: int, d: int, f: int, t: int, *, kind: str = "extreme", seed: int
         kernel_abi.mlp_call(params, hidden, _spec_hash(weight_bits)),
         expected.reshape(-1),
     )
+
+
+def decoder_mlp_case(d: int, f: int, *, seed: int = 0, token: int = 0) -> Case:
+    """One token of a calibrated GPT-2 MLP (MCUBERT_DECODER_MLP): a one-row block through the linear layers."""
+    params, _, in_quant, x = testing.quantized_decoder_mlp(d, f, rows=token + 1, seed=seed)
+    hidden = in_quant.quantize(x)[token]
+    expected = decoder_mlp.run(params, hidden.copy())
+    return Case(f"decoder-mlp-d{d}-f{f}-s{seed}", kernel_abi.decoder_mlp_call(params, hidden), expected.reshape(-1))
 
 
 def embedding_case(

@@ -22,7 +22,12 @@ _DTYPE_ENUM = {
     kernel_abi.DTYPE_INT16: "MCUBERT_DTYPE_INT16",
     kernel_abi.DTYPE_INT32: "MCUBERT_DTYPE_INT32",
 }
-_SHORT = {contract.EMBEDDING: "embedding", contract.ATTENTION: "attention", contract.MLP: "mlp"}
+_SHORT = {
+    contract.EMBEDDING: "embedding",
+    contract.ATTENTION: "attention",
+    contract.MLP: "mlp",
+    contract.DECODER_MLP: "decoder_mlp",
+}
 
 
 def _values(array: np.ndarray) -> str:
@@ -99,8 +104,8 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
         elif call.op == contract.ATTENTION:
             kernel = f"mcubert_attention_s8(&{prefix}_params, &{prefix}_weights, work, {prefix}_mask, context, message)"
             copy_in = f"    for (k = 0; k < {n_out}; ++k) {{\n        work[k] = {prefix}_hidden[k];\n    }}\n"
-        else:
-            kernel = f"mcubert_mlp_s8(&{prefix}_params, &{prefix}_weights, work, context, message)"
+        else:  # MLP, DECODER_MLP: in place on hidden
+            kernel = f"mcubert_{short}_s8(&{prefix}_params, &{prefix}_weights, work, context, message)"
             copy_in = f"    for (k = 0; k < {n_out}; ++k) {{\n        work[k] = {prefix}_hidden[k];\n    }}\n"
         out.append(
             f"static int32_t run_{prefix}(const mcubert_context *context, mcubert_message *message)\n{{\n"
@@ -131,11 +136,12 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
 
 
 def _buffer_size(call) -> int:
-    from tflm_mcubert.ops import attention, embedding, mlp
+    from tflm_mcubert.ops import attention, decoder_mlp, embedding, mlp
 
     dims = call.dims()
     return {
         contract.EMBEDDING: embedding.scratch_bytes,
         contract.ATTENTION: attention.scratch_bytes,
         contract.MLP: mlp.scratch_bytes,
+        contract.DECODER_MLP: decoder_mlp.scratch_bytes,
     }[call.op](*dims)

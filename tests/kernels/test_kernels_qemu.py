@@ -1,4 +1,5 @@
-"""Self-checking firmware under qemu-system-arm: mps2-an500 (Cortex-M7), mps2-an386 (Cortex-M4).
+"""Self-checking firmware under qemu-system-arm: mps2-an500 (Cortex-M7), mps2-an386 (Cortex-M4),
+mps3-an547 (Cortex-M55).
 
 QEMU's system emulation faults on an unaligned LDRD/LDM as the silicon does (unicorn does not),
 so this is where an aligned-only load on a misaligned int8 tensor would show. The golden inputs
@@ -17,8 +18,8 @@ import pytest
 from tests import qemu
 
 import kernel_golden
-from kernel_build import build, need_arm_toolchain
-from kernel_cases import attention_case, embedding_case, mlp_case
+from kernel_build import build, need_arm_cpu, need_arm_toolchain
+from kernel_cases import attention_case, decoder_mlp_case, embedding_case, mlp_case
 
 MACHINES = qemu.MACHINES
 
@@ -51,6 +52,9 @@ def _golden_cases():
         (mlp_case(9, 20, 36, 4), {"hidden": 3}),
         (mlp_case(33, 36, 100, 7, kind="realistic"), {"fc1_weights": 1, "activation_lut": 3}),
         (mlp_case(10, 7, 13, 3), {"hidden": 1, "fc2_weights": 3}),
+        (mlp_case(6, 10, 18, 4), {"fc1_weights": 3}),  # K % 8 == 2: the MVE gemm's partial 8-group
+        (decoder_mlp_case(32, 128), {"hidden": 1}),  # one-row blocks (decoder ops)
+        (decoder_mlp_case(20, 52, seed=1, token=3), {"hidden": 3}),
         (attention_case(9, 20, 4, 4, weight_bits=4), {"hidden": 1, "query_weights": 3}),
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"value_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 3}),
@@ -79,13 +83,19 @@ def firmware(build_dir):
     if shutil.which("qemu-system-arm") is None:
         pytest.skip("qemu-system-arm not found (Debian: apt-get install qemu-system-arm)")
 
-    def firmware_image(cpu: str, source: str, name: str):
-        path = build_dir / f"{name}-{cpu}.c"
-        path.write_text(source)
-        defines = {"MCUBERT_GOLDEN": str(path), "MCUBERT_FIRMWARE": name}
-        return build(build_dir, cpu, name, defines=defines).image(name)
+    def firmware_image(cpu: str, source: str, name: str, path: str = "dsp"):
+        need_arm_cpu(cpu)
+        golden_file = build_dir / f"{name}-{cpu}-{path}.c"
+        golden_file.write_text(source)
+        defines = {"MCUBERT_GOLDEN": str(golden_file), "MCUBERT_FIRMWARE": name}
+        return build(build_dir, cpu, name, path=path, defines=defines).image(name)
 
     return firmware_image
+
+
+# (core, kernel path, the firmware's banner): the M55 runs the DSP path, and the DSP path with
+# the linear layers' pair4 gemm on MVE (every golden case goes through it).
+FIRMWARES = [(cpu, "dsp", "DSP path") for cpu in sorted(MACHINES)] + [("cortex-m55", "mve", "MVE path")]
 
 
 @pytest.fixture(scope="module")
@@ -95,18 +105,33 @@ def golden():
 
 
 def run_qemu(cpu: str, elf) -> tuple[int, str]:
+    problem = qemu.missing_machine(MACHINES[cpu])
+    if problem:
+        pytest.skip(problem)
     return qemu.run_qemu(elf, machine=MACHINES[cpu])
 
 
-@pytest.mark.parametrize("cpu", sorted(MACHINES))
-def test_firmware_passes_every_golden_case(firmware, golden, cpu):
+@pytest.mark.parametrize("cpu, path, banner", FIRMWARES, ids=[f"{c}-{p}" for c, p, _ in FIRMWARES])
+def test_firmware_passes_every_golden_case(firmware, golden, cpu, path, banner):
     cases, source = golden
-    status, console = run_qemu(cpu, firmware(cpu, source, "mcubert_firmware"))
+    status, console = run_qemu(cpu, firmware(cpu, source, "mcubert_firmware", path))
     assert status == 0, console
-    assert "mcubert firmware: DSP path" in console
+    assert f"mcubert firmware: {banner}\n" in console
     for case, _ in cases:
         assert f"PASS {case.name}\n" in console
     assert console.rstrip().endswith("ALL PASS")
+
+
+@pytest.mark.parametrize("cpu, path, banner", FIRMWARES, ids=[f"{c}-{p}" for c, p, _ in FIRMWARES])
+def test_pair4_gemm_matches_plain_sums(firmware, build_dir, cpu, path, banner):
+    """custom_ops/test/arm/gemm_check_main.c: the pair4 gemm over K = 1..40, 64, 100, every row count,
+    channel count and row kind (one segment, every split, int4), against sums in the firmware."""
+    need_arm_cpu(cpu)
+    elf = build(build_dir, cpu, "mcubert_gemm_check", path=path).image("mcubert_gemm_check")
+    status, console = run_qemu(cpu, elf)
+    assert status == 0, console
+    path_code = {"DSP path": 1, "MVE path": 2}[banner]
+    assert f"gemm check: path {path_code}, products 369360, failures 0\n" in console, console
 
 
 def test_firmware_reports_a_wrong_byte(firmware):
@@ -118,8 +143,9 @@ def test_firmware_reports_a_wrong_byte(firmware):
     assert f"FAIL {case.name} code 3005" in console
 
 
-def test_qemu_faults_on_an_unaligned_ldrd(firmware):
-    """The premise of this module: the emulated M7 traps what the kernels must never do."""
-    status, console = run_qemu("cortex-m7", firmware("cortex-m7", CANARY, "canary"))
+@pytest.mark.parametrize("cpu", ["cortex-m7", "cortex-m55"])
+def test_qemu_faults_on_an_unaligned_ldrd(firmware, cpu):
+    """The premise of this module: the emulated core traps what the kernels must never do."""
+    status, console = run_qemu(cpu, firmware(cpu, CANARY, "canary"))
     assert status == 103, console  # HardFault (UsageFault is not enabled)
     assert "FAULT: exception 3" in console

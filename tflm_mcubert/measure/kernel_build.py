@@ -21,8 +21,11 @@ from typing import Mapping
 from tflm_mcubert.kernel_sources import custom_ops_dir
 
 HOST = "host"
-CORES = ("cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")
-PATHS = ("dsp", "plain", "noasm")  # the DSP path (where the core has it), MCUBERT_FORCE_PLAIN, MCUBERT_DSP_NO_ASM
+CORES = ("cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")  # M55: QEMU images only
+# the DSP path (where the core has it), MCUBERT_FORCE_PLAIN, MCUBERT_DSP_NO_ASM, the DSP path with the
+# pair4 gemm on MVE (cores with MVE only)
+PATHS = ("dsp", "plain", "noasm", "mve")
+MVE_CORES = ("cortex-m55",)
 ARM_TOOLCHAIN_HINT = "Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi"
 
 
@@ -45,6 +48,8 @@ class Variant:
             raise ValueError(f"cpu {self.cpu!r}: one of {(HOST,) + CORES}")
         if self.path not in PATHS or self.float_abi not in ("hard", "soft"):
             raise ValueError(f"path {self.path!r} / float_abi {self.float_abi!r}: one of {PATHS} / hard, soft")
+        if self.path == "mve" and (self.cpu not in MVE_CORES or self.float_abi != "hard"):
+            raise ValueError(f"path 'mve' needs a core with MVE {MVE_CORES} and the hard-float ABI")
 
     @property
     def name(self) -> str:

@@ -518,7 +518,8 @@ mcubert_status mcubert_verify_model_expected(const uint8_t *model, uint32_t size
  * Build information.
  * ---------------------------------------------------------------------------------------- */
 
-/* 1 when this build runs the DSP micro-kernel (native or emulated), 0 for the plain C path. */
+/* 1 when this build runs the DSP micro-kernel (native or emulated), 0 for the plain C path, 2 for
+ * the DSP path with the linear layers' gemm on MVE (Helium). */
 int32_t mcubert_uses_dsp_path(void);
 
 /* "ok", "argument", "spec", "option", "tensor", "input", "model" or "unknown". */

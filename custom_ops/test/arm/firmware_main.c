@@ -1,8 +1,9 @@
 /*
- * Self-checking firmware for QEMU (mps2-an500 Cortex-M7, mps2-an386 Cortex-M4): runs every
- * generated golden case (validate + kernel on the real memory system, where an unaligned
- * LDRD/LDM faults), compares with the reference's bytes, prints one line per case through
- * semihosting and exits with the number of failures (a fault exits with 100 + exception).
+ * Self-checking firmware for QEMU (mps2-an500 Cortex-M7, mps2-an386 Cortex-M4, mps3-an547
+ * Cortex-M55): runs every generated golden case (validate + kernel on the real memory system,
+ * where an unaligned LDRD/LDM faults), compares with the reference's bytes, prints one line per
+ * case through semihosting and exits with the number of failures (a fault exits with 100 +
+ * exception).
  */
 #include <stdint.h>
 
@@ -13,7 +14,10 @@ int main(void)
 {
     int32_t failures = 0;
     int32_t i;
-    semihost_write(mcubert_uses_dsp_path() ? "mcubert firmware: DSP path\n" : "mcubert firmware: plain C path\n");
+    static const char *const paths[] = {"plain C path", "DSP path", "MVE path"};
+    semihost_write("mcubert firmware: ");
+    semihost_write(paths[mcubert_uses_dsp_path()]);
+    semihost_write("\n");
     for (i = 0; i < golden_case_count; ++i) {
         mcubert_context context;
         mcubert_message message;

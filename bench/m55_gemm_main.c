@@ -1,0 +1,138 @@
+/*
+ * Bench firmware for bench/m55_gemm.py (QEMU mps3-an547, Cortex-M55): one int8 linear layer of
+ * TOKENS x IN -> OUT, as the ops run it (row blocks of 4 widened once, then every channel), on
+ * pseudo-random data, on whichever gemm path the library was built with (DSP or MVE).
+ *
+ * Instructions are read from SysTick under `-icount shift=0`, where QEMU's virtual clock advances
+ * 1 ns per executed instruction: ticks are converted to instructions by a calibration loop of a
+ * known instruction count measured the same way. Printed: the calibration, the gemm alone (widening
+ * + micro-kernel over all blocks and channels), the whole layer (with the output stage), and a
+ * CRC of the outputs (the same on both paths: the paths must agree bit for bit).
+ */
+#include <stdint.h>
+
+#include "mcubert_internal.h"
+#include "semihost.h"
+
+#ifndef TOKENS
+#define TOKENS 128
+#endif
+#ifndef IN
+#define IN 128
+#endif
+#ifndef OUT
+#define OUT 128
+#endif
+
+#define PAIR_STRIDE (((IN + 3) / 4) * 8)
+#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
+#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
+#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
+#define CALIBRATION_LOOPS 1000000u
+
+static int8_t x[TOKENS * IN];
+static int8_t weights[(OUT + 1) / 2 * PAIR_STRIDE];
+static int32_t channels[OUT * 3];
+static int8_t y[TOKENS * OUT];
+static uint32_t widened[IN * 2] __attribute__((aligned(16))); /* int16[4][K] */
+static volatile int32_t sink;
+
+static uint32_t next_random(uint32_t *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return *state >> 8;
+}
+
+static void fill(void)
+{
+    uint32_t state = 12345u;
+    uint32_t i;
+    for (i = 0; i < sizeof x; ++i) {
+        x[i] = (int8_t)next_random(&state);
+    }
+    for (i = 0; i < sizeof weights; ++i) {
+        weights[i] = (int8_t)next_random(&state);
+    }
+    for (i = 0; i < OUT; ++i) {
+        channels[3 * i] = (int32_t)(next_random(&state) & 0xFFFF) - 0x8000;        /* bias */
+        channels[3 * i + 1] = (int32_t)(0x40000000u | (next_random(&state) << 6)); /* M in [2^30, 2^31) */
+        channels[3 * i + 2] = -9;                                                  /* shift */
+    }
+}
+
+static void systick_start(void)
+{
+    SYST_RVR = 0xFFFFFFu;
+    SYST_CVR = 0u;
+    SYST_CSR = 5u; /* enabled, processor clock, no interrupt */
+}
+
+/* SysTick ticks since `start` (it counts down, 24 bits). */
+static uint32_t ticks_since(uint32_t start)
+{
+    return (start - SYST_CVR) & 0xFFFFFFu;
+}
+
+/* 2 * loops instructions (SUBS, BNE per iteration) plus a few around them. */
+static uint32_t calibration_ticks(uint32_t loops)
+{
+    const uint32_t start = SYST_CVR;
+    __asm__ volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(loops) : : "cc");
+    return ticks_since(start);
+}
+
+static void gemm_only(void)
+{
+    int32_t r0, c;
+    int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+    for (r0 = 0; r0 < TOKENS; r0 += MCUBERT_BLOCK_ROWS) {
+        mcubert_rows rows;
+        const int32_t count = TOKENS - r0 < MCUBERT_BLOCK_ROWS ? TOKENS - r0 : MCUBERT_BLOCK_ROWS;
+        mcubert_rows_init_s8(&rows, x + r0 * IN, IN, count, IN);
+        mcubert_rows_widen_pair4(&rows, widened);
+        for (c = 0; c < OUT; c += MCUBERT_CHUNK_CHANNELS) {
+            const int32_t n = OUT - c < MCUBERT_CHUNK_CHANNELS ? OUT - c : MCUBERT_CHUNK_CHANNELS;
+            mcubert_gemm_4xn_pair4(&rows, weights + (c >> 1) * PAIR_STRIDE, PAIR_STRIDE, n, acc);
+            sink += acc[0][0];
+        }
+    }
+}
+
+static void whole_layer(void)
+{
+    const mcubert_linear layer = mcubert_linear_of(weights, channels, IN, OUT, 8);
+    int32_t r0;
+    for (r0 = 0; r0 < TOKENS; r0 += MCUBERT_BLOCK_ROWS) {
+        mcubert_rows rows;
+        const int32_t count = TOKENS - r0 < MCUBERT_BLOCK_ROWS ? TOKENS - r0 : MCUBERT_BLOCK_ROWS;
+        mcubert_rows_init_s8(&rows, x + r0 * IN, IN, count, IN);
+        mcubert_linear_widen(&rows, &layer, widened);
+        mcubert_linear_to_s8(&rows, &layer, 0, OUT, 0, NULL, y + r0 * OUT, OUT, 1);
+    }
+}
+
+static void report(const char *what, uint32_t ticks)
+{
+    semihost_write(what);
+    semihost_write_int((int32_t)ticks);
+    semihost_write("\n");
+}
+
+int main(void)
+{
+    uint32_t start;
+    fill();
+    systick_start();
+    report("calibration_loops ", CALIBRATION_LOOPS);
+    report("calibration_ticks ", calibration_ticks(CALIBRATION_LOOPS));
+    report("empty_ticks ", calibration_ticks(1u));
+    start = SYST_CVR;
+    gemm_only();
+    report("gemm_ticks ", ticks_since(start));
+    start = SYST_CVR;
+    whole_layer();
+    report("layer_ticks ", ticks_since(start));
+    report("output_crc ", ~mcubert_crc32_update(0xFFFFFFFFu, (const uint8_t *)y, sizeof y));
+    report("path ", (uint32_t)mcubert_uses_dsp_path());
+    return 0;
+}
