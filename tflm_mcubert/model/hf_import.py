@@ -80,6 +80,7 @@ def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
     word_lookup = None
     if compression is not None:
         word_lookup = _clustered_embedding_from(weights, compression, config, source=str(ckpt_dir))
+    check_sizes(config, weights, str(ckpt_dir))  # before BertModel allocates what config.json claims
     model = BertModel(config, word_lookup=word_lookup)
     assign_hf_weights(model, weights, source=str(ckpt_dir))
     return LoadedCheckpoint(
@@ -91,6 +92,27 @@ def load_checkpoint(source: str | Path) -> LoadedCheckpoint:
         label_names=checkpoint_label_names(ckpt_dir, config.num_labels),
         task=read_task_record(json.loads((ckpt_dir / CONFIG_FILE).read_text()), str(ckpt_dir / CONFIG_FILE)),
     )
+
+
+def check_sizes(config: BertConfig, weights: dict, source: str) -> None:
+    """config.json's sizes against the tensors the checkpoint holds, before any allocation: a config that
+    claims more than the file holds would otherwise build a model of the size it claims."""
+    d = config.hidden_size
+    expected = {"embeddings.position_embeddings.weight": (config.max_position_embeddings, d)}
+    if "embeddings.word_embeddings.weight" in weights:  # a compressed checkpoint stores clustered tables
+        expected["embeddings.word_embeddings.weight"] = (config.vocab_size, d)
+    if "encoder.layer.0.intermediate.dense.weight" in weights:
+        expected["encoder.layer.0.intermediate.dense.weight"] = (config.intermediate_size, d)
+    for name, shape in expected.items():
+        if name not in weights:
+            raise UserError(f"{source}: 1 weight(s) of the model missing: {name}")
+        if tuple(weights[name].shape) != shape:
+            raise UserError(
+                f"{source}: weight {name} has shape {list(weights[name].shape)}, but config.json implies {list(shape)}"
+            )
+    layers = {int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer.") and k.split(".")[2].isdigit()}
+    if not set(range(config.num_hidden_layers)) <= layers:  # more weights than layers: named when assigned
+        raise UserError(f"{source}: config.json has {config.num_hidden_layers} layers, the weights {len(layers)}")
 
 
 def save_checkpoint(
