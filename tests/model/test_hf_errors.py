@@ -330,3 +330,19 @@ def test_bin_without_torch_installed(tmp_path, make_hf_checkpoint, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
     with pytest.raises(UserError, match="needs PyTorch; install torch, or convert the checkpoint to safetensors"):
         load_checkpoint(ckpt)
+
+
+@pytest.mark.parametrize("value", [True, "BertModel", [1], {"a": "BertModel"}])
+def test_architectures_that_are_not_a_list_of_names_are_named(ckpt, value):
+    edit_config(ckpt, architectures=value)
+    with pytest.raises(UserError, match="architectures must be a list of class names"):
+        load_checkpoint(ckpt)
+
+
+@pytest.mark.parametrize("value", [None, 3, "labels"])
+def test_an_id2label_that_is_not_a_mapping_loads_or_is_named(ckpt, value):
+    edit_config(ckpt, architectures=["BertForSequenceClassification"], id2label=value)
+    try:
+        load_checkpoint(ckpt)
+    except UserError:
+        pass

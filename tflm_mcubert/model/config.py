@@ -123,6 +123,8 @@ class BertConfig:
                 )
             raise UserError(f"{source}: model_type {model_type!r} is not supported: {SUPPORTED_CHECKPOINTS}")
         archs = raw.get("architectures") or []
+        if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+            raise UserError(f"{source}: architectures must be a list of class names, got {archs!r}")
         for arch in archs:
             if arch not in ("BertModel", "BertForSequenceClassification", "BertForPreTraining", "BertForMaskedLM"):
                 raise UserError(f"{source}: architecture {arch!r} is not supported: {SUPPORTED_CHECKPOINTS}")
@@ -136,7 +138,7 @@ class BertConfig:
         if is_classifier:
             if "num_labels" in raw:
                 num_labels = raw["num_labels"]
-            elif "id2label" in raw:
+            elif isinstance(raw.get("id2label"), (dict, list)):
                 num_labels = len(raw["id2label"])
             else:
                 num_labels = 2
