@@ -57,7 +57,7 @@ def test_the_seeds_reach_a_validate_and_a_verification_that_pass(build_dir):
         seeds = sorted((HERE / "corpus" / run_fuzzers.source_of(harness)[0]).iterdir())
         assert seeds, harness
         for seed in seeds:
-            done = subprocess.run([str(binary), str(seed)], capture_output=True, text=True)
+            done = subprocess.run([str(binary), *run_fuzzers.MEMORY_LIMITS, str(seed)], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]
             assert accepted in done.stderr, (seed.name, done.stderr[-500:])
 
@@ -77,7 +77,7 @@ def test_the_op_run_harness_reaches_the_input_errors(build_dir, harness, tmp_pat
         for variant in range(8):
             path = tmp_path / f"{name}-{variant}.bin"
             path.write_bytes(bytes([seed[0], seed[1] | 2]) + bytes([variant]) + seed[2:])
-            done = subprocess.run([str(binary), str(path)], capture_output=True, text=True)
+            done = subprocess.run([str(binary), *run_fuzzers.MEMORY_LIMITS, str(path)], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]
             statuses |= set(re.findall(r"mcubert run status (\d+): ", done.stderr))
     assert statuses == {"0", "5"}, statuses
@@ -93,7 +93,7 @@ def test_the_resealed_harness_reaches_the_structure_walk(build_dir, seed, tmp_pa
     for n in range(len(model) - 1500, len(model)):
         paths.append(tmp_path / f"cut{n}")
         paths[-1].write_bytes(model[:n])
-    done = subprocess.run([str(binary), *map(str, paths)], capture_output=True, text=True)
+    done = subprocess.run([str(binary), *run_fuzzers.MEMORY_LIMITS, *map(str, paths)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     statuses = re.findall(r"mcubert status (\d) verified \d: (.*)", done.stderr)
     assert len(statuses) == len(paths)

@@ -14,6 +14,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "tflm"))
 sys.path.insert(0, str(HERE))
 
+import run_fuzzers  # noqa: E402
+
 CI_SECONDS = 60
 
 
@@ -56,7 +58,7 @@ def test_a_weight_computed_at_run_time_is_refused_not_run(fuzzer, tmp_path):
     constant[constant.index(1)] = 0
     (tmp_path / "input").write_bytes(tflm_fuzzer.encode({**request, "constant": constant}))
     done = subprocess.run(
-        [str(binary), str(tmp_path / "input")],
+        [str(binary), *run_fuzzers.MEMORY_LIMITS, str(tmp_path / "input")],
         capture_output=True,
         text=True,
         env={**os.environ, "MCUBERT_FUZZ_LOG": "1"},
