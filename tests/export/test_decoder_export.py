@@ -19,7 +19,7 @@ from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, decoder_dims, plan_decoder
 from tflm_mcubert.tflite.integrity import add_integrity_record
 from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_decoder, read_model
-from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite
+from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
 
 VOCAB = 97
 
@@ -34,7 +34,7 @@ def decoder():
 
 @pytest.fixture(scope="module")
 def tflite(decoder) -> bytes:
-    return decoder_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+    return model_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
 
 
 def test_the_written_decoder_reads_back_and_decodes_as_the_reference(decoder, tflite):

@@ -138,10 +138,10 @@ def test_mask_mode_and_limits_are_enforced():
 
 
 def test_plan_op_kinds_are_the_contracts_kinds():
-    from tflm_mcubert.quantize.quantized_model import bert_ops
+    from tflm_mcubert.ops.topology import ENCODER
 
     plan = planner.plan_model(TINY, 64, 10**9, classifier_labels=2)
-    assert {op.kind for op in plan.ops} == {d.kind for d in bert_ops(TINY.layers, classifier=True)}
+    assert {op.kind for op in plan.ops} == {d.kind for d in ENCODER.ops(TINY.layers, with_last=True)}
     assert {op.kind for op in plan.ops} <= set(contract.KINDS.values())
     assert set(plan.tiles) == set(contract.TILED_KINDS)
     assert all(contract.CUSTOM_CODES[contract.KINDS[code]] == code for code in contract.KINDS)

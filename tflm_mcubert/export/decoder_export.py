@@ -6,7 +6,7 @@
                 rest of the model leaves (--embedding dense keeps it dense whatever it costs)
     quantize    PTQ of every op from the calibration texts (quantize/quantized_decoder.py)
     plan        the arena: caches, the step's values, one scratch (schedule/decoder_plan.py)
-    write       model.tflite (tflite/mcubert_writer.decoder_to_tflite), read back (read_decoder) and a greedy
+    write       model.tflite (tflite/mcubert_writer.model_to_tflite), read back (read_decoder) and a greedy
                 continuation compared token for token with the reference; model_data.cc/.h, the TFLM
                 firmware files (firmware/decoder_firmware.py), report.json
 
@@ -32,8 +32,8 @@ from tflm_mcubert.boards import Board, check_fit
 from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
 from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
-from tflm_mcubert.export.mcubert_export import op_data_bytes
-from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, GraphShape, IoTensor, StructSizes, estimate_arena
+from tflm_mcubert.export.mcubert_export import graph_shape
+from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
@@ -42,11 +42,12 @@ from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_
 
 from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_ranges, distill_decoder, table_of_clusters
 from tflm_mcubert.quantize.float_model import embedding_clusters
-from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder, decoder_ops
+from tflm_mcubert.ops.topology import DECODER
+from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, plan_decoder
 from tflm_mcubert.schedule.planner import BudgetExceededError
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
-from tflm_mcubert.tflite.mcubert_writer import decoder_to_tflite, unique_constant_bytes
+from tflm_mcubert.tflite.mcubert_writer import model_to_tflite, unique_constant_bytes
 from tflm_mcubert.tokenizer import bpe_blob
 
 # Random-weight decoders for sizing a board without a checkpoint (GPT-2's vocabulary and layout).
@@ -251,7 +252,7 @@ def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_byte
             plan = plan_decoder(decoder, sram_budget)
         except BudgetExceededError as exc:
             raise DoesNotFitError(f"{request.board.name}: {exc}") from None
-        tflite = decoder_to_tflite(decoder, plan)
+        tflite = model_to_tflite(decoder, plan)
         over = len(tflite) - flash_budget
         if over <= 0 or entry["method"] != "adaptive":
             break
@@ -304,23 +305,9 @@ def _dense_bytes(decoder) -> int:
     return unique_constant_bytes(decoder.nodes())
 
 
-def decoder_graph_shape(layers: int) -> GraphShape:
-    """What TFLM's bookkeeping depends on, for a decoder step of `layers` layers (as decoder_to_tflite writes
-    it: the two inputs, a cache per layer, and per op its constants, output and scratch)."""
-    ops = decoder_ops(layers)
-    return GraphShape(
-        tensors=2 + layers + sum(len(op.weight_fields) + 2 for op in ops),
-        ops=len(ops),
-        inputs=(IoTensor(False), IoTensor(False)),
-        outputs=(IoTensor(True),),  # top_k: one scale, one zero point
-        planned_buffers=2 + layers + 2 * len(ops),  # offline-planned variable tensors take no persistent memory
-        kernel_data=tuple(op_data_bytes(op) for op in ops),
-    )
-
-
 def decoder_arena(layers: int, planned_bytes: int, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
     """TFLM's arena for a decoder: its plan (the KV caches included) and TFLM's own bookkeeping."""
-    return estimate_arena(decoder_graph_shape(layers), planned_bytes, sizes)
+    return estimate_arena(graph_shape(DECODER, layers, True, 0), planned_bytes, sizes)
 
 
 def longest_context_on(board: Board, dims, max_positions: int, top_k: int = 1) -> int:

@@ -32,11 +32,12 @@ from tflm_mcubert.export.tflm_arena import (
 from tflm_mcubert.model.pooling import mean_pool
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS
-from tflm_mcubert.ops.op_def import OpDef
+from tflm_mcubert.ops.op_def import CHAINED_VALUE, OpDef
+from tflm_mcubert.ops.topology import ENCODER, Topology
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
 from tflm_mcubert.quantize.float_model import FloatBert
 from tflm_mcubert.quantize.qat import QatSettings, distill
-from tflm_mcubert.quantize.quantized_model import QuantizedBert, bert_ops
+from tflm_mcubert.quantize.quantized_model import QuantizedBert
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
 from tflm_mcubert.tflite.mcubert_reader import read_model
@@ -62,33 +63,37 @@ def op_data_bytes(op: OpDef) -> int:
     return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
 
 
-def graph_shape(layers: int, classifier: bool, hidden: int) -> GraphShape:
-    ops = bert_ops(layers, classifier)
+def graph_shape(topology: Topology, layers: int, with_last: bool, hidden: int) -> GraphShape:
+    """What TFLM's bookkeeping depends on, for a model of this topology as the writer writes it: the graph
+    inputs, a state tensor per layer (offline-planned variables take no persistent memory), and per op
+    its constants, its output and its scratch."""
+    ops = topology.ops(layers, with_last)
     constants = sum(len(op.weight_fields) for op in ops)
-    outputs = sum(len(op.contract.outputs) + 1 for op in ops)  # hidden/logits + scratch per op
-    inputs = 3  # input_ids, attention_mask, token_type_ids
-    kernel_data = tuple(op_data_bytes(op) for op in ops)
+    outputs = sum(len(op.contract.outputs) + 1 for op in ops)  # hidden/logits/top + scratch per op
+    inputs = len(topology.inputs) + (layers if topology.state_input else 0)
+    # the output's scale / zero-point arrays: one per channel of d for the hidden state, else one
+    channels = hidden if ops[-1].output == CHAINED_VALUE else 1
     return GraphShape(
         tensors=inputs + outputs + constants,
         ops=len(ops),
-        inputs=(IoTensor(False), IoTensor(False), IoTensor(False)),
-        # logits: one zero point; last_hidden_state: one per channel of d
-        outputs=(IoTensor(True, channels=1 if classifier else hidden),),
+        inputs=tuple(IoTensor(False) for _ in topology.inputs),
+        outputs=(IoTensor(True, channels=channels),),
         planned_buffers=inputs + outputs,
-        kernel_data=kernel_data,
+        kernel_data=tuple(op_data_bytes(op) for op in ops),
     )
 
 
 def arena_of(model, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
-    """TFLM's arena for an exported model read back by tflite/mcubert_reader.py, with `sizes`' struct
-    sizes (CORTEX_M for the board; HOST_64 for the tflite-micro wheel)."""
+    """TFLM's arena for an exported model read back by tflite/mcubert_reader.py (encoder or decoder), with
+    `sizes`' struct sizes (CORTEX_M for the board; HOST_64 for the tflite-micro wheel)."""
     q = model.quantized
-    return estimate_arena(graph_shape(len(q.layers), q.head is not None, q.hidden), model.planned_bytes, sizes)
+    layers, with_last = q.topology.shape_of([node.definition for node in model.nodes])
+    return estimate_arena(graph_shape(q.topology, layers, with_last, q.hidden), model.planned_bytes, sizes)
 
 
 def arena_overhead(layers: int, classifier: bool, hidden: int) -> int:
     """TFLM's bytes on top of a (large) plan: what the tile budget must leave free."""
-    return estimate_arena(graph_shape(layers, classifier, hidden), UNBOUNDED).overhead_bytes
+    return estimate_arena(graph_shape(ENCODER, layers, classifier, hidden), UNBOUNDED).overhead_bytes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,7 +350,7 @@ def export_mcubert(
     ):
         raise AssertionError("the exported model does not reproduce the in-memory model in its arena")
     arena = estimate_arena(
-        graph_shape(config.num_hidden_layers, bool(labels), config.hidden_size), choice.plan.planned_bytes
+        graph_shape(ENCODER, config.num_hidden_layers, bool(labels), config.hidden_size), choice.plan.planned_bytes
     )
     return McubertExport(
         tflite, quantized, choice.plan, choice, arena, compression, remap, fidelity, in_arena.outputs[key]

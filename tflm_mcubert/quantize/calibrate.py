@@ -36,7 +36,8 @@ from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.quantize.float_model import FloatBert
 from tflm_mcubert.quantize.op_quantizers import QUANTIZERS, Choose
-from tflm_mcubert.quantize.quantized_model import BERT_LAYER, QuantizedBert
+from tflm_mcubert.ops.topology import ENCODER
+from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
 METHODS = ("minmax", "percentile")
 PROPAGATIONS = ("float", "quantized")
@@ -202,7 +203,7 @@ def calibrate(
         stage_params.append(params)
         run.advance(quantizer.op, params, output, outs)
         hidden_quants.append(output)
-    per_layer = len(BERT_LAYER)
+    per_layer = len(ENCODER.layer)
     layers = [tuple(stage_params[i : i + per_layer]) for i in range(0, len(stage_params), per_layer)]
     head, logits_quant = run.head()
     quantized_model = QuantizedBert(emb_params, tuple(layers), head, tuple(hidden_quants), logits_quant)
@@ -230,7 +231,7 @@ class _CalibrationRun:
         self.stages = [
             (QUANTIZERS[op.kind], fw, op.node_name(index))
             for index, layer in enumerate(model.layers)
-            for op, fw in zip(BERT_LAYER, layer, strict=True)
+            for op, fw in zip(ENCODER.layer, layer, strict=True)
         ]
         self.ahead: list[np.ndarray] = []  # float outputs of the next stage, computed to size its input
         self.xs: list[np.ndarray] = []  # float inputs of the next stage

@@ -7,8 +7,7 @@ reference that decodes one token per step over each layer's int8 KV cache, as th
     ids = decoder.greedy(prompt, new_tokens)
 
 Nodes: decoder_embedding, then per layer causal_attention (reading its cache) and decoder_mlp, then lm_head.
-This module is the decoder's topology builder: with quantized_model.py (BERT's) the only place outside
-ops/ that names these ops.
+The op sequence, graph inputs and caches are the DECODER topology's (ops/topology.py).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import dataclasses
 
 import numpy as np
 
-from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.causal_attention import (
     CausalAttentionFloat,
     CausalAttentionParams,
@@ -31,34 +29,16 @@ from tflm_mcubert.ops.layernorm import MAX_RESIDUAL_SHIFT, Z_HEADROOM_TARGET, La
 from tflm_mcubert.ops.lm_head import LmHeadParams, cluster_scores, normalize
 from tflm_mcubert.ops.op_def import Node
 from tflm_mcubert.ops.quantization import TensorQuant
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.topology import DECODER
 
 INT8_STEPS = 255  # steps of an int8 range
-GRAPH_INPUTS = ("input_id", "position")
-
-
-def cache_name(layer: int) -> str:
-    return f"cache{layer}"
-
-
-def decoder_ops(layers: int) -> list:
-    """The OpDefs of a decoder step of `layers` layers, in node order."""
-    return [EMBEDDING, *[ATTENTION, MLP] * layers, HEAD]
-
-
-def starts_a_decoder(op) -> bool:
-    """A graph whose first op is this one is a decoder (readers tell the topologies apart by it)."""
-    return op is EMBEDDING
-
-
-EMBEDDING, ATTENTION, MLP, HEAD = (
-    OPS[code]
-    for code in (contract.DECODER_EMBEDDING, contract.CAUSAL_ATTENTION, contract.DECODER_MLP, contract.LM_HEAD)
-)
+# The decoder topology's ops (ops/topology.py), by their role in it.
+EMBEDDING, (ATTENTION, MLP), HEAD = DECODER.first, DECODER.layer, DECODER.last
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class QuantizedDecoder:
+    topology = DECODER
     embedding: DecoderEmbeddingParams
     layers: tuple[tuple[CausalAttentionParams, DecoderMlpParams], ...]
     head: LmHeadParams
@@ -70,6 +50,10 @@ class QuantizedDecoder:
         return self.embedding.context
 
     @property
+    def seq_len(self) -> int:  # the positions the arena plan is for
+        return self.context
+
+    @property
     def hidden(self) -> int:
         return self.embedding.hidden
 
@@ -79,7 +63,7 @@ class QuantizedDecoder:
         stream = lambda params: stream_quant(params.output_residual, self.z_scale)  # noqa: E731
         nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_id", "position"), stream(self.embedding))]
         for i, (attention, mlp) in enumerate(self.layers):
-            inputs = ("hidden", "position", cache_name(i))
+            inputs = ("hidden", "position", DECODER.state_name(i))
             nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, inputs, stream(attention)))
             nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), stream(mlp)))
         return nodes + [Node("lm_head", HEAD, self.head, ("hidden",), TensorQuant(self.logit_scale, 0))]
@@ -87,13 +71,7 @@ class QuantizedDecoder:
     @classmethod
     def from_nodes(cls, nodes: list[Node]) -> "QuantizedDecoder":
         """The inverse of nodes(); a ValueError names how `nodes` is not the decoder topology."""
-        ops = [n.op for n in nodes]
-        layers = (len(ops) - 2) // 2
-        if layers < 1 or ops != decoder_ops(layers):
-            raise ValueError(
-                f"op sequence {[o.code for o in ops]} is not DECODER_EMBEDDING, (CAUSAL_ATTENTION, "
-                "DECODER_MLP) x L >= 1, LM_HEAD"
-            )
+        layers, _ = DECODER.shape_of([n.op for n in nodes])
         embedding, head = nodes[0], nodes[-1]
         channels = embedding.params.output_residual
         z_scales = np.asarray(embedding.output_quant.scale, np.float64) / np.exp2(channels[:, 1])
@@ -108,12 +86,14 @@ class QuantizedDecoder:
         )
 
     def graph_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        """The model's inputs per invoke: the token and its position."""
-        return {name: (np.dtype(np.int32), (1,)) for name in GRAPH_INPUTS}
+        """The model's inputs per invoke, in the .tflite's order: the token and its position."""
+        return {i.name: (i.dtype, i.shape(self.context)) for i in DECODER.inputs}
 
     def variables(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         """State kept between invokes (TFLM variable tensors): each layer's int8 KV cache [2, n, d]."""
-        return {cache_name(i): (np.dtype(np.int8), (2, a.context, a.hidden)) for i, (a, _) in enumerate(self.layers)}
+        return {
+            DECODER.state_name(i): (np.dtype(np.int8), DECODER.state_shape(a)) for i, (a, _) in enumerate(self.layers)
+        }
 
     def new_caches(self) -> dict[str, np.ndarray]:
         """Each layer's KV cache, zeroed (ResetVariableTensors)."""

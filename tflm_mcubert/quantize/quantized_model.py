@@ -13,29 +13,20 @@ from tflm_mcubert.ops.attention import AttentionParams
 from tflm_mcubert.ops.classifier_head import ClassifierHeadParams
 from tflm_mcubert.ops.embedding import EmbeddingParams
 from tflm_mcubert.ops.mlp import MLPParams
-from tflm_mcubert.ops.op_def import Node, OpDef
+from tflm_mcubert.ops.op_def import Node
 from tflm_mcubert.ops.quantization import TensorQuant
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.topology import ENCODER
 
-# The BERT topology's ops (this module is its node builder: the one place outside ops/ that names them).
-EMBEDDING, ATTENTION, MLP, HEAD = (
-    OPS[code] for code in (contract.EMBEDDING, contract.ATTENTION, contract.MLP, contract.CLASSIFIER_HEAD)
-)
+# The encoder topology's ops (ops/topology.py), by their role in it.
+EMBEDDING, (ATTENTION, MLP), HEAD = ENCODER.first, ENCODER.layer, ENCODER.last
 
 # trace(name, int8 array): "embedding", "layer0.attention", "layer0.mlp", ..., "head"
 Trace = Callable[[str, np.ndarray], None]
 
 
-BERT_LAYER = (ATTENTION, MLP)  # one encoder layer's ops, in order
-
-
-def bert_ops(layers: int, classifier: bool) -> list[OpDef]:
-    """The BERT topology's op sequence: what nodes() makes, known before the model is quantized."""
-    return [EMBEDDING] + list(BERT_LAYER) * layers + ([HEAD] if classifier else [])
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class QuantizedBert:
+    topology = ENCODER
     embedding: EmbeddingParams
     layers: tuple[tuple[AttentionParams, MLPParams], ...]
     head: ClassifierHeadParams | None
@@ -86,14 +77,8 @@ class QuantizedBert:
     @classmethod
     def from_nodes(cls, nodes: list[Node]) -> "QuantizedBert":
         """The inverse of nodes(); a ValueError names how `nodes` is not the BERT topology."""
-        ops = [n.op for n in nodes]
-        layers = (len(ops) - 1 - (ops[-1:] == [HEAD])) // 2 if ops else 0
-        if ops != bert_ops(layers, ops[-1:] == [HEAD]) or not layers:
-            raise ValueError(
-                f"op sequence {[o.code for o in ops]} is not EMBEDDING, (ATTENTION, MLP) x L >= 1, "
-                "optional CLASSIFIER_HEAD"
-            )
-        head = nodes[-1] if ops[-1] == HEAD else None
+        layers, with_head = ENCODER.shape_of([n.op for n in nodes])
+        head = nodes[-1] if with_head else None
         encoder = nodes[: len(nodes) - (head is not None)]
         return cls(
             embedding=nodes[0].params,
@@ -102,6 +87,14 @@ class QuantizedBert:
             hidden_quant=tuple(n.output_quant for n in encoder),
             logits_quant=head.output_quant if head else None,
         )
+
+    def graph_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """The model's inputs, in the .tflite's order: one value per position each."""
+        return {i.name: (i.dtype, i.shape(self.seq_len)) for i in ENCODER.inputs}
+
+    def variables(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """State kept between invokes: none (one invoke encodes a whole sequence)."""
+        return {}
 
     def op_names(self) -> list[str]:
         return [node.name for node in self.nodes()]

@@ -16,7 +16,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.tflite.mcubert_reader import INPUT_NAMES, McubertModel
+from tflm_mcubert.tflite.mcubert_reader import McubertModel
+from tflm_mcubert.tflite.mcubert_writer import INPUT_NAMES
 from tflm_mcubert.ops.scratch import align_up
 
 Trace = Callable[[str, np.ndarray], None]

@@ -17,7 +17,7 @@ buffers alive together), 16-byte aligned. The caches dominate: L * 2 * n * d byt
 from __future__ import annotations
 
 from tflm_mcubert.ops.scratch import align_up
-from tflm_mcubert.ops.registry import BY_KIND
+from tflm_mcubert.ops.topology import DECODER
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.planner import Buffer, BudgetExceededError, OpPlan, Plan, assign_offsets
 
@@ -88,12 +88,8 @@ def decoder_arena_bytes(dims: Dims, context: int, top_k: int = 1) -> int:
     planning sizes alone (no parameters): what `boards` uses to find each board's longest context
     (export/decoder_export.longest_context_on)."""
 
-    def step(kind: str, name: str, inputs: tuple[str, ...], output: str = "hidden") -> Step:
-        return (name, inputs, output, BY_KIND[kind].plan_scratch(context, dims, None))
-
-    steps = [step("decoder_embedding", "embedding", ("input_id", "position"))]
-    for i in range(dims.layers):
-        steps.append(step("causal_attention", f"layer{i}.attention", ("hidden", "position", f"cache{i}")))
-        steps.append(step("decoder_mlp", f"layer{i}.mlp", ("hidden",)))
-    steps.append(step("lm_head", "lm_head", ("hidden",), "top"))
+    steps = [
+        (name, inputs, op.output, op.plan_scratch(context, dims, None))
+        for op, name, inputs in DECODER.steps(dims.layers)
+    ]
     return max(b.offset + b.nbytes for b in _buffers(steps, context, dims.hidden, top_k))

@@ -19,7 +19,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.registry import BY_KIND, TILED_KINDS
-from tflm_mcubert.quantize.quantized_model import bert_ops
+from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.schedule.cost import CostModel, OpShape
 from tflm_mcubert.schedule.kernel_cost import KernelCostModel
@@ -193,7 +193,7 @@ def plan_model(
             chosen[kind] = (t, cost_model.cost(OpShape(kind, s, dims, t)))
         else:
             chosen[kind] = choose_tile(kind, s, dims, sram_budget, cost_model)
-    ops = bert_ops(dims.layers, bool(classifier_labels))
+    ops = ENCODER.ops(dims.layers, bool(classifier_labels))
     buffers = _value_buffers(ops, s, d, classifier_labels)
     op_specs = []  # (name, kind, step, tile, scratch bytes, cost); step = position in the node list
     layers: dict[str, int] = {}

@@ -25,7 +25,6 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.tflite.graph import FILE_IDENTIFIER
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, IntegrityError, verify_integrity
 from tflm_mcubert.tflite.mcubert_writer import (
-    INPUT_NAMES,
     OFFLINE_PLAN_METADATA,
     OFFLINE_PLAN_VERSION,
     ONLINE_PLANNED,
@@ -37,16 +36,14 @@ from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import ALIGNMENT, align_up
 from tflm_mcubert.ops.registry import OPS
 from tflm_mcubert.ops.validation import OpSpecError
-from tflm_mcubert.quantize.quantized_decoder import GRAPH_INPUTS, QuantizedDecoder, cache_name, starts_a_decoder
-from tflm_mcubert.quantize.quantized_model import QuantizedBert
+from tflm_mcubert.ops.topology import DECODER, ENCODER, Topology, topology_of
+from tflm_mcubert.quantize.holders import model_from_nodes
 
 _DTYPES = {
     schema.TensorType.INT8: np.dtype(np.int8),
     schema.TensorType.INT16: np.dtype(np.int16),
     schema.TensorType.INT32: np.dtype(np.int32),
 }
-# The graph value a run-time input of this name reads (the rest are named as the value).
-_VALUE_OF_INPUT = {"mask": "attention_mask"}
 
 
 class ModelFormatError(UserError):
@@ -100,7 +97,7 @@ class OpNode:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class McubertModel:
-    quantized: QuantizedBert | QuantizedDecoder
+    quantized: object  # the topology's parameter holder (quantize/holders.py)
     tensors: tuple[ArenaTensor, ...]
     nodes: tuple[OpNode, ...]
     inputs: dict[str, int]
@@ -241,26 +238,26 @@ def _expect(tensor: ArenaTensor, where: str, dtype, elements: int) -> None:
         )
 
 
-def read_model(model_bytes: bytes) -> McubertModel:
-    """Parse and verify an MCUBERT encoder .tflite (see the module docstring); any defect is a
-    ModelFormatError (a decoder's too: read it with read_decoder)."""
-    return _read(model_bytes, decoder=False)
-
-
-def read_decoder(model_bytes: bytes) -> McubertModel:
-    """Parse and verify an MCUBERT decoder .tflite (`quantized` is a QuantizedDecoder)."""
-    return _read(model_bytes, decoder=True)
-
-
-def _read(model_bytes: bytes, decoder: bool) -> McubertModel:
+def read_model(model_bytes: bytes, topology: Topology | None = ENCODER) -> McubertModel:
+    """Parse and verify an MCUBERT .tflite (see the module docstring) of `topology` (None: any); any defect
+    is a ModelFormatError, a model of another topology too."""
     model = _unpack(model_bytes)
     try:
-        return _read_unpacked(model, decoder)
+        return _read_unpacked(model, topology)
     except _PARSE_ERRORS as exc:  # a defect no named check anticipated: still one clear error
         raise _fail("model", f"malformed ({type(exc).__name__}: {exc})") from None
 
 
-def _read_unpacked(model, decoder: bool) -> McubertModel:
+def read_decoder(model_bytes: bytes) -> McubertModel:
+    """Parse and verify an MCUBERT decoder .tflite (`quantized` is a QuantizedDecoder)."""
+    return read_model(model_bytes, DECODER)
+
+
+# How each topology is read in a message that names the right call.
+_READER_OF = {ENCODER.name: "read_model", DECODER.name: "read_decoder"}
+
+
+def _read_unpacked(model, expected: Topology | None) -> McubertModel:
     if not model.subgraphs or len(model.subgraphs) != 1:
         raise _fail("model", f"{len(model.subgraphs or [])} subgraphs (expected 1)")
     subgraph = model.subgraphs[0]
@@ -268,24 +265,34 @@ def _read_unpacked(model, decoder: bool) -> McubertModel:
     tensors, constants = _tensor_table(model, subgraph, offsets)
     codes = model.operatorCodes or []
 
+    ops = [_operator_def(operator, codes, position) for position, operator in enumerate(subgraph.operators or [])]
+    topology = _topology(ops, expected)
     nodes, layers = [], {}
-    for position, operator in enumerate(subgraph.operators or []):
-        op = _operator_def(operator, codes, position)
+    for operator, op in zip(subgraph.operators or [], ops):
         layer = layers.get(op.kind, 0)
         layers[op.kind] = layer + 1
-        nodes.append(_read_node(subgraph, operator, op, layer, tensors, constants))
-    if nodes and starts_a_decoder(nodes[0].definition) != decoder:
-        kind, reader = ("a decoder", "read_decoder") if not decoder else ("an encoder", "read_model")
-        raise _fail("model", f"this is {kind} .tflite (its first op is {nodes[0].op}): read it with {reader}")
-
-    if decoder:
-        quantized, values = _assemble_decoder(nodes, tensors)
-        graph_inputs, graph_outputs = _io(subgraph, nodes, values, GRAPH_INPUTS)
-    else:
-        quantized, values = _assemble(nodes, tensors)
-        graph_inputs, graph_outputs = _io(subgraph, nodes, values, INPUT_NAMES)
+        nodes.append(_read_node(subgraph, operator, op, layer, tensors, constants, topology))
+    quantized, values = _assemble(topology, nodes, tensors)
+    graph_inputs, graph_outputs = _io(subgraph, nodes, values, tuple(i.name for i in topology.inputs))
     planned = _check_plan(nodes, tensors, graph_inputs, graph_outputs)
     return McubertModel(quantized, tuple(tensors), tuple(nodes), graph_inputs, graph_outputs, planned)
+
+
+def _topology(ops: list[OpDef], expected: Topology | None) -> Topology:
+    """The topology the first op starts (else the expected one, whose check then names the sequence)."""
+    try:
+        found = topology_of(ops[0]) if ops else None
+    except ValueError:
+        found = None
+    if found is None:
+        return expected or ENCODER
+    if expected is not None and found is not expected:
+        raise _fail(
+            "model",
+            f"this is {'an' if found.name[0] in 'aeiou' else 'a'} {found.name} .tflite (its first op is "
+            f"{ops[0].code}): read it with {_READER_OF[found.name]}",
+        )
+    return found
 
 
 def _operator_def(operator, codes, position: int) -> OpDef:
@@ -299,7 +306,7 @@ def _operator_def(operator, codes, position: int) -> OpDef:
     return OPS[name]
 
 
-def _read_node(subgraph, operator, op: OpDef, layer: int, tensors, constants) -> OpNode:
+def _read_node(subgraph, operator, op: OpDef, layer: int, tensors, constants, topology: Topology) -> OpNode:
     """One operator (the `layer`-th of its kind): its tensor counts, options, constant/run-time inputs and
     validated parameters."""
     spec = op.contract
@@ -335,18 +342,20 @@ def _read_node(subgraph, operator, op: OpDef, layer: int, tensors, constants) ->
         params = op.params_type.from_serialized(options, arrays)
     except (OpSpecError, KeyError, ValueError) as exc:
         raise _fail(name, str(exc)) from None
-    values = tuple(cache_name(layer) if n == "cache" else _VALUE_OF_INPUT.get(n, n) for n in op.runtime_inputs)
+    values = tuple(topology.value_of_input(n, layer) for n in op.runtime_inputs)
     output_quant = _quant(subgraph, outputs[0], f"{name}: {op.output}")
     return OpNode(Node(name, op, params, values, output_quant), tuple(inputs), tuple(outputs))
 
 
-def _assemble(nodes: list[OpNode], tensors) -> tuple[QuantizedBert, dict[str, int]]:
-    """Each node's tensors against its parameters, how the tensors chain, then the topology."""
+def _assemble(topology: Topology, nodes: list[OpNode], tensors) -> tuple[object, dict[str, int]]:
+    """Each node's tensors against its parameters, how the tensors chain (graph inputs shared by every
+    reader, each layer's state a variable tensor of its own, the rest read from the op that last wrote
+    them), then the topology's model."""
     first = nodes[0].node.params if nodes else None
     values: dict[str, int] = {}  # graph value -> the tensor that last wrote it
     for node in nodes:
         op, p = node.definition, node.node.params
-        if (p.seq_len, p.hidden) != (first.seq_len, first.hidden):
+        if hasattr(p, "seq_len") and (p.seq_len, p.hidden) != (first.seq_len, first.hidden):
             raise _fail(
                 node.name,
                 f"seq_len/hidden {p.seq_len}/{p.hidden} differ from the first op's {first.seq_len}/{first.hidden}",
@@ -355,57 +364,31 @@ def _assemble(nodes: list[OpNode], tensors) -> tuple[QuantizedBert, dict[str, in
         if getattr(p, "mask_mode", contract.MASK_MODE_KEY_MASK) != contract.MASK_MODE_KEY_MASK:
             raise _fail(f"{node.name}: mask_mode", "this runtime reads key-mask models (mask_mode 0)")
         for value, index in zip(node.node.inputs, node.runtime_inputs):
-            _check_value(node, value, index, values, tensors)
-        _expect(tensors[node.outputs[0]], f"{node.name}: {op.output}", np.int8, op.output_elements(p))
-        values[op.output] = node.outputs[0]
-    try:
-        return QuantizedBert.from_nodes([n.node for n in nodes]), values
-    except ValueError as exc:
-        raise _fail("model", str(exc)) from None
-
-
-# Graph inputs: (dtype, elements per sequence position).
-_GRAPH_INPUTS = {"input_ids": np.int32, "token_type_ids": np.int32, "attention_mask": np.int8}
-
-
-def _check_value(node: OpNode, value: str, index: int, values: dict[str, int], tensors) -> None:
-    """A run-time input reads the tensor that last wrote its value; a graph input is read as one tensor."""
-    where = f"{node.name}: {value}"
-    if value in _GRAPH_INPUTS:
-        seen = values.setdefault(value, index)
-        if seen != index:
-            raise _fail(where, f"every op must read the same {value} tensor")
-        _expect(tensors[index], where, _GRAPH_INPUTS[value], node.node.params.seq_len)
-    elif values.get(value) != index:
-        raise _fail(where, f"input is not the previous op's {value} output")
-
-
-def _assemble_decoder(nodes: list[OpNode], tensors) -> tuple[QuantizedDecoder, dict[str, int]]:
-    """A decoder's nodes: one token's inputs (int32[1]) shared by every reader, each layer's cache a
-    variable int8 tensor of its own, the residual stream chained op to op, then the topology."""
-    values: dict[str, int] = {}
-    for node in nodes:
-        op, p = node.definition, node.node.params
-        _expect(tensors[node.scratch], f"{node.name}: scratch", np.int8, op.scratch_bytes(p))
-        for value, index in zip(node.node.inputs, node.runtime_inputs):
-            where, tensor = f"{node.name}: {value}", tensors[index]
-            if value in GRAPH_INPUTS:
-                if values.setdefault(value, index) != index:
-                    raise _fail(where, f"every op must read the same {value} tensor")
-                _expect(tensor, where, np.int32, 1)
-            elif value.startswith("cache"):
-                if value in values or not tensor.variable:
-                    raise _fail(where, "each layer's KV cache must be a variable tensor of its own")
-                _expect(tensor, where, np.int8, 2 * p.context * p.hidden)
-                values[value] = index
-            elif values.get(value) != index:
-                raise _fail(where, f"input is not the previous op's {value} output")
+            _check_value(topology, node, value, index, values, tensors)
         _expect(tensors[node.outputs[0]], f"{node.name}: {op.output}", op.output_dtype, op.output_elements(p))
         values[op.output] = node.outputs[0]
     try:
-        return QuantizedDecoder.from_nodes([n.node for n in nodes]), values
+        return model_from_nodes(topology, [n.node for n in nodes]), values
     except ValueError as exc:
         raise _fail("model", str(exc)) from None
+
+
+def _check_value(topology: Topology, node: OpNode, value: str, index: int, values: dict[str, int], tensors) -> None:
+    """A run-time input reads the tensor that last wrote its value; a graph input is read as one tensor,
+    a layer's state is a variable tensor of its own."""
+    where, tensor = f"{node.name}: {value}", tensors[index]
+    graph_input = next((i for i in topology.inputs if i.name == value), None)
+    if graph_input is not None:
+        if values.setdefault(value, index) != index:
+            raise _fail(where, f"every op must read the same {value} tensor")
+        _expect(tensor, where, graph_input.dtype, node.node.params.seq_len if graph_input.per_position else 1)
+    elif topology.is_state(value):
+        if value in values or not tensor.variable:
+            raise _fail(where, f"each layer's {topology.state_noun} must be a variable tensor of its own")
+        _expect(tensor, where, np.int8, int(np.prod(topology.state_shape(node.node.params))))
+        values[value] = index
+    elif values.get(value) != index:
+        raise _fail(where, f"input is not the previous op's {value} output")
 
 
 def _io(subgraph, nodes, values: dict[str, int], names: tuple[str, ...]) -> tuple[dict[str, int], dict[str, int]]:

@@ -34,8 +34,7 @@ from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.op_def import CHAINED_VALUE, MODEL_OUTPUT_NAMES, Node
 from tflm_mcubert.ops.options import encode_options
 from tflm_mcubert.ops.quantization import TensorQuant
-from tflm_mcubert.quantize.quantized_decoder import QuantizedDecoder
-from tflm_mcubert.quantize.quantized_model import QuantizedBert
+from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.schedule.planner import Plan
 from tflm_mcubert.tflite.graph import FILE_IDENTIFIER
 from tflm_mcubert.tflite.integrity import INTEGRITY_METADATA, add_integrity_record, record_words
@@ -46,9 +45,7 @@ OFFLINE_PLAN_METADATA = "OfflineMemoryAllocation"
 OFFLINE_PLAN_VERSION = 1
 ONLINE_PLANNED = -1
 SIGNATURE_KEY = "serving_default"
-DESCRIPTION = "MCUBERT int8 BERT (tflm-mcubert)"
-DECODER_DESCRIPTION = "MCUBERT int8 decoder step with KV caches (tflm-mcubert)"
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+INPUT_NAMES = tuple(i.name for i in ENCODER.inputs)
 
 TENSOR_TYPES = {
     np.dtype(np.int8): schema.TensorType.INT8,
@@ -183,45 +180,26 @@ def _add_nodes(graph: _GraphBuilder, nodes: list[Node], values: dict[str, int]) 
         )
 
 
-def model_to_tflite(model: QuantizedBert, plan: Plan) -> bytes:
-    """The .tflite bytes of `model`, its activations at the offsets of `plan`."""
-    if model.mask_mode != contract.MASK_MODE_KEY_MASK:
+def model_to_tflite(model, plan: Plan) -> bytes:
+    """The .tflite bytes of `model` (a topology's parameters: its `topology`, `nodes()`, `graph_inputs()`
+    and `variables()`), every arena tensor at the offsets of `plan`."""
+    if getattr(model, "mask_mode", contract.MASK_MODE_KEY_MASK) != contract.MASK_MODE_KEY_MASK:
         raise ValueError("the exporter writes key-mask models (mask_mode 0)")
-    s, d = model.seq_len, model.hidden
-    if plan.seq_len != s or plan.dims.hidden != d:
-        raise ValueError(f"plan is for s={plan.seq_len}, d={plan.dims.hidden}; model s={s}, d={d}")
+    if plan.seq_len != model.seq_len or plan.dims.hidden != model.hidden:
+        raise ValueError(
+            f"plan is for s={plan.seq_len}, d={plan.dims.hidden}; model s={model.seq_len}, d={model.hidden}"
+        )
     nodes = model.nodes()
     for node in nodes:
         if node.op.tiled and node.params.tile != plan.tiles[node.op.kind]:
             raise ValueError("model tiles differ from the plan's")
-    graph = _GraphBuilder(plan)
-    values = {
-        "input_ids": graph.activation("input_ids", np.int32, (1, s), "input_ids"),
-        "attention_mask": graph.activation("attention_mask", np.int8, (1, s), "attention_mask"),
-        "token_type_ids": graph.activation("token_type_ids", np.int32, (1, s), "token_type_ids"),
-    }
-    inputs = dict(values)
-    _add_nodes(graph, nodes, values)
-    last = nodes[-1].op.output
-    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]}, DESCRIPTION)
-
-
-def decoder_to_tflite(decoder: QuantizedDecoder, plan: Plan) -> bytes:
-    """The .tflite bytes of an int8 decoder step (inputs input_id, position: int32[1]; output top_k int32[1,
-    2, k]), each layer's KV cache a variable tensor, every arena tensor at the offsets of `plan`
-    (schedule/decoder_plan.py)."""
-    if plan.seq_len != decoder.context or plan.dims.hidden != decoder.hidden:
-        raise ValueError(f"plan is for n={plan.seq_len}, d={plan.dims.hidden}; decoder n={decoder.context}")
-    graph = _GraphBuilder(plan, share_constants=True)  # the LM head reads the embedding's tables
-    values = {name: graph.variable(name, dtype, shape) for name, (dtype, shape) in decoder.variables().items()}
-    inputs = {
-        name: graph.activation(name, dtype, shape, name) for name, (dtype, shape) in decoder.graph_inputs().items()
-    }
+    graph = _GraphBuilder(plan, share_constants=model.topology.share_constants)
+    values = {name: graph.variable(name, dtype, shape) for name, (dtype, shape) in model.variables().items()}
+    inputs = {name: graph.activation(name, dtype, shape, name) for name, (dtype, shape) in model.graph_inputs().items()}
     values.update(inputs)
-    nodes = decoder.nodes()
     _add_nodes(graph, nodes, values)
     last = nodes[-1].op.output
-    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]}, DECODER_DESCRIPTION)
+    return _pack(graph, inputs, {MODEL_OUTPUT_NAMES[last]: values[last]}, model.topology.description)
 
 
 def offline_plan_buffer(offsets: list[int]) -> np.ndarray:
@@ -286,10 +264,11 @@ class OpBytes:
 
 
 def unique_constant_bytes(nodes: list[Node]) -> int:
-    """Flash bytes of the nodes' constants with equal ones stored once (as decoder_to_tflite stores them)."""
+    """Flash bytes of the nodes' constants with equal ones stored once (as a topology that shares constants
+    stores them)."""
     arrays = {constant_key(a): a.nbytes for node in nodes for a in node.params.tensors().values() if a.size}
     return sum(arrays.values())
 
 
-def constant_bytes_by_op(model: QuantizedBert) -> list[OpBytes]:
+def constant_bytes_by_op(model) -> list[OpBytes]:
     return [OpBytes(node.name, node.op.code, node.op.constant_bytes(node.params)) for node in model.nodes()]
