@@ -29,6 +29,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.id_order import blob_order
 from tflm_mcubert.export.mcubert_export import UNBOUNDED, export_mcubert
 from tflm_mcubert.ops.linear import stored_size
+from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.tokenizer import reference, vocab_blob
 
 FLASH_PROBE_SEQ = 8  # the twin's sequence: every item but the position table is independent of it
@@ -91,7 +92,7 @@ def measure_shape(config, embedding_bits: int = 8, widths=WIDTHS) -> ModelShape:
         encoder_ops=first["encoder_ops"],
         op_bytes={bits: twin["op_bytes"] for bits, twin in twins.items()},
         layer_savings=first["layer_savings"],
-        head_bytes=first["op_bytes"].get("head", 0),
+        head_bytes=first["op_bytes"].get(ENCODER.last.kind, 0),
         embedding_fixed_bytes=first["embedding_fixed_bytes"],
         container_bytes=max(twin["container_bytes"] for twin in twins.values()),
     )

@@ -32,6 +32,7 @@ from tflm_mcubert.files import output_directory
 from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.model.config import check_seq_len, preset
 from tflm_mcubert.model.labels import labels_entry
+from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.quantize.calibrate import model_inputs
 from tflm_mcubert.quantize.qat import QatSettings
 from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
@@ -471,6 +472,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     config = model.config
     fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=flash_bytes, **reserves)
     constants = {row.name: row.constant_bytes for row in constant_bytes_by_op(result.quantized)}
+    embedding_bytes = constants.get(ENCODER.first.node_name(0), 0)
     report = {
         **_report_head(request),
         "arena_bytes": arena.arena_bytes,
@@ -494,8 +496,8 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             "stored_embedding": _stored_embedding_params(model, result.compression),
             "stored_embedding_bytes": _stored_embedding_bytes(result.quantized.embedding),
         },
-        "compression": _with_real_embedding_bytes(result.compression, constants.get("embedding", 0)),
-        "embedding": embedding_storage_report(result.quantized.embedding, constants.get("embedding", 0)),
+        "compression": _with_real_embedding_bytes(result.compression, embedding_bytes),
+        "embedding": embedding_storage_report(result.quantized.embedding, embedding_bytes),
         # int4 encoder weights only: an int8 export's report.json stays byte-identical (its "ops" bytes say it)
         **({"encoder": encoder_storage_report(result.quantized, constants)} if request.weight_bits != 8 else {}),
         **board_fit.report(),  # where the Flash went, when the board's budget shaped the export

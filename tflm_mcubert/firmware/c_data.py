@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tflm_mcubert.ops import kernel_abi
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.registry import op as op_of
 
 C_TYPES = {
     np.dtype(np.int8): "int8_t",
@@ -42,7 +42,7 @@ def array(name: str, data: np.ndarray, attributes: str = "") -> str:
 
 def struct_name(op: str) -> str:
     """The C name of an op in mcubert_ops.h: mcubert_<this>_params, MCUBERT_<THIS>_NUM_TENSORS."""
-    return OPS[op].c_name
+    return op_of(op).c_name
 
 
 def params(name: str, call) -> str:
@@ -65,8 +65,8 @@ def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
     array name, filled as arrays are written): an array equal to one written before is not written again
     (a decoder's LM head reads the embedding's tables)."""
     short = struct_name(call.op)
-    runtime = OPS[call.op].runtime_inputs
-    fields = OPS[call.op].weight_fields
+    runtime = op_of(call.op).runtime_inputs
+    fields = op_of(call.op).weight_fields
     names, out = {}, []
     for name in fields:
         data = call.tensors[name]
@@ -84,7 +84,7 @@ def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
     views = []
     for name, data in call.tensor_list:
         if name == "output":
-            dtype = DTYPE_ENUMS[OPS[call.op].output_dtype]
+            dtype = DTYPE_ENUMS[op_of(call.op).output_dtype]
             views.append(f"    {{NULL, {dtype}, {kernel_abi.output_elements(call)}}},  /* output */")
         elif name in runtime:
             views.append(f"    {{NULL, {DTYPE_ENUMS[data.dtype]}, {data.size}}},  /* {name} */")

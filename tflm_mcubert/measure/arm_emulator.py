@@ -40,7 +40,7 @@ import numpy as np
 
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.kernel_abi import KernelCall
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.registry import op as op_of
 
 CODE_BASE = 0x00000000
 CODE_SIZE = 4 << 20
@@ -421,7 +421,7 @@ def run_kernel(
     misalign = misalign or {}
     mark = emu.heap_mark()
     try:
-        op = OPS[call.op]
+        op = op_of(call.op)
         addresses: dict[str, int] = {}
         for name, array in call.tensor_list:
             if name == "output" and op.in_place:

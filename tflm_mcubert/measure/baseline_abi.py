@@ -22,7 +22,7 @@ from tflm_mcubert.measure.arm_emulator import ArmEmulator, CallResult, KernelRun
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.kernel_abi import KernelCall
 from tflm_mcubert.ops.linear import Linear, unpack_weights
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.registry import op as op_of
 
 SCHEDULES = ("cmsis", "burrello", "flash")
 # A schedule's version of an op is mcubert_baseline_<schedule>_<c_name>; where a schedule has none
@@ -35,9 +35,9 @@ _PACKED = re.compile(r"\[packed\((\w+), (\w+)\)\]")
 
 def _linears(op: str) -> list[tuple[str, str, str]]:
     """(weights, channels, in-features symbol) of every pair4 linear layer of `op`, from its contract."""
-    names = {t.name for t in OPS[op].contract.inputs}
+    names = {t.name for t in op_of(op).contract.inputs}
     found = []
-    for t in OPS[op].contract.inputs:
+    for t in op_of(op).contract.inputs:
         match = _PACKED.fullmatch(t.shape)
         channels = t.name.removesuffix("_weights") + "_channels"
         if match and channels in names:
@@ -57,7 +57,7 @@ def row_major_call(call: KernelCall) -> KernelCall:
 
 def baseline_prefix(emu: ArmEmulator, schedule: str, op: str) -> str:
     """The symbol prefix of `schedule`'s version of `op` in the baselines image."""
-    c_name = OPS[op].c_name
+    c_name = op_of(op).c_name
     for candidate in (schedule, _FALLBACK_SCHEDULE):
         prefix = f"mcubert_baseline_{candidate}_{c_name}"
         if f"{prefix}_s8" in emu.image.symbols:

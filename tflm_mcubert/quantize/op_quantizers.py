@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.attention import AttentionParams, AttentionQuant, choose_score_scale
 from tflm_mcubert.ops.mlp import MLPParams, MLPQuant
 from tflm_mcubert.ops.op_def import OpDef
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.quantize.float_model import attention_forward, mlp_forward
 
 
@@ -66,7 +65,8 @@ def _mlp_params(fw, name, ranges, input_quant, output, seq_len, mask_mode, choos
 QUANTIZERS: dict[str, OpQuantizer] = {
     q.op.kind: q
     for q in (
-        OpQuantizer(OPS[contract.ATTENTION], attention_forward, _attention_params),
-        OpQuantizer(OPS[contract.MLP], mlp_forward, _mlp_params),
+        # an encoder layer's ops, in order
+        OpQuantizer(ENCODER.layer[0], attention_forward, _attention_params),
+        OpQuantizer(ENCODER.layer[1], mlp_forward, _mlp_params),
     )
 }

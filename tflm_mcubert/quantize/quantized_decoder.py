@@ -66,7 +66,7 @@ class QuantizedDecoder:
             inputs = ("hidden", "position", DECODER.state_name(i))
             nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, inputs, stream(attention)))
             nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), stream(mlp)))
-        return nodes + [Node("lm_head", HEAD, self.head, ("hidden",), TensorQuant(self.logit_scale, 0))]
+        return nodes + [Node(HEAD.node_name(0), HEAD, self.head, ("hidden",), TensorQuant(self.logit_scale, 0))]
 
     @classmethod
     def from_nodes(cls, nodes: list[Node]) -> "QuantizedDecoder":

@@ -65,7 +65,11 @@ class QuantizedBert:
     def nodes(self) -> list[Node]:
         """The model as nodes, in execution order (the BERT topology: embedding, (attention, MLP) x L,
         optional classifier head); everything downstream (writer, planner's names, reference) walks these."""
-        nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_ids", "token_type_ids"), self.hidden_quant[0])]
+        nodes = [
+            Node(
+                EMBEDDING.node_name(0), EMBEDDING, self.embedding, ("input_ids", "token_type_ids"), self.hidden_quant[0]
+            )
+        ]
         for index, (att, ffn) in enumerate(self.layers):
             quants = self.hidden_quant[1 + 2 * index : 3 + 2 * index]
             nodes.append(Node(ATTENTION.node_name(index), ATTENTION, att, ("hidden", "attention_mask"), quants[0]))

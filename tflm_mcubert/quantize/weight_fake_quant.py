@@ -30,12 +30,12 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.linear import WEIGHT_BITS, WEIGHT_MAX, int4_clip_ratios
 from tflm_mcubert.ops.linear_int4 import WEIGHT4_MAX
+from tflm_mcubert.ops.topology import ENCODER
 
 RATIO_REFRESH_STEPS = 25  # the int4 clip ratios are re-chosen by MSE this often (see the module docstring)
-MATRICES = {"attention": contract.ATTENTION_LINEAR_LAYERS, "mlp": contract.MLP_LINEAR_LAYERS}
+MATRICES = {op.kind: op.linear_layers for op in ENCODER.layer}  # an encoder layer's ops' matrices
 # Their input is the hidden state (per channel); O reads the attention context and FC2 the activation (per tensor).
 READS_HIDDEN_STATE = ("query", "key", "value", "fc1")
 
@@ -45,12 +45,9 @@ def encoder_matrices(model) -> list[tuple[str, str, object]]:
     out = []
     for i, layer in enumerate(model.encoder_layers):
         att, ff = layer.attention, layer.feed_forward
-        denses = {
-            "attention": (att.query, att.key, att.value, att.output_dense),
-            "mlp": (ff.intermediate, ff.output_dense),
-        }
-        for op, names in MATRICES.items():
-            out += [(f"layer{i}.{op}", name, dense) for name, dense in zip(names, denses[op])]
+        denses = ((att.query, att.key, att.value, att.output_dense), (ff.intermediate, ff.output_dense))
+        for op, layers in zip(ENCODER.layer, denses, strict=True):
+            out += [(op.node_name(i), name, dense) for name, dense in zip(op.linear_layers, layers, strict=True)]
     return out
 
 
@@ -59,10 +56,10 @@ def column_scales_of(quantized) -> dict[str, np.ndarray]:
     Q, K, V or FC1 columns are scaled by them before quantization); an op with a per-tensor input has none."""
     out = {}
     for i in range(len(quantized.layers)):
-        for k, op in enumerate(MATRICES):
-            quant = quantized.hidden_quant[2 * i + k]  # the hidden state before layer i's attention, MLP
+        for k, op in enumerate(ENCODER.layer):
+            quant = quantized.hidden_quant[len(ENCODER.layer) * i + k]  # the hidden state before the op
             if quant.per_channel:
-                out[f"layer{i}.{op}"] = np.asarray(quant.scale, np.float64)
+                out[op.node_name(i)] = np.asarray(quant.scale, np.float64)
     return out
 
 

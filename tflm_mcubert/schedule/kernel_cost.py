@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from tflm_mcubert.ops.registry import BY_KIND
+from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.schedule.cost import OpShape
 
 
@@ -136,11 +137,12 @@ MLP_CYCLES_M7: dict[str, float] = {
 # Largest relative error on the held-out measured shapes.
 FIT_MAX_RELATIVE_ERROR = {"instructions": 0.0038, "cycles": 0.0054}
 
+_ATTENTION, _MLP = ENCODER.layer  # the fitted ops: an encoder layer's
 _COEFFICIENTS = {
-    ("attention", "instructions"): ATTENTION_INSTRUCTIONS,
-    ("mlp", "instructions"): MLP_INSTRUCTIONS,
-    ("attention", "cycles"): ATTENTION_CYCLES_M7,
-    ("mlp", "cycles"): MLP_CYCLES_M7,
+    (_ATTENTION.kind, "instructions"): ATTENTION_INSTRUCTIONS,
+    (_MLP.kind, "instructions"): MLP_INSTRUCTIONS,
+    (_ATTENTION.kind, "cycles"): ATTENTION_CYCLES_M7,
+    (_MLP.kind, "cycles"): MLP_CYCLES_M7,
 }
 
 

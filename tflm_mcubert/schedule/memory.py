@@ -39,6 +39,9 @@ from typing import Iterable
 
 from tflm_mcubert.ops import attention, embedding, mlp
 from tflm_mcubert.ops.scratch import align_up
+from tflm_mcubert.ops.topology import ENCODER
+
+_EMBEDDING, (_ATTENTION, _MLP) = ENCODER.first, ENCODER.layer  # the steps of the mcubert schedule
 
 SCHEDULES = ("mcubert", "cmsis-nn", "burrello", "flash")
 
@@ -100,7 +103,7 @@ def mask_bytes(s: int) -> int:
 def embedding_steps(s: int, dims: Dims) -> list[Step]:
     return [
         _step(
-            "embedding",
+            _EMBEDDING.kind,
             input_ids=4 * s,
             token_type_ids=4 * s,
             attention_mask=mask_bytes(s),
@@ -115,7 +118,7 @@ def attention_steps(schedule: str, s: int, dims: Dims, t: int) -> list[Step]:
     m = mask_bytes(s)
     sd = s * d
     if schedule == "mcubert":
-        return [_step("attention", attention_mask=m, hidden=sd, scratch=attention.scratch_bytes(s, d, h, t))]
+        return [_step(_ATTENTION.kind, attention_mask=m, hidden=sd, scratch=attention.scratch_bytes(s, d, h, t))]
     if schedule == "cmsis-nn":
         hss = h * s * s
         return [
@@ -174,7 +177,7 @@ def mlp_steps(schedule: str, s: int, dims: Dims, t: int) -> list[Step]:
     d, f = dims.hidden, dims.ffn
     m = mask_bytes(s)
     if schedule == "mcubert":
-        return [_step("mlp", attention_mask=m, hidden=s * d, scratch=mlp.scratch_bytes(s, d, f, t))]
+        return [_step(_MLP.kind, attention_mask=m, hidden=s * d, scratch=mlp.scratch_bytes(s, d, f, t))]
     if schedule in ("cmsis-nn", "burrello", "flash"):
         return [
             _step("a=gelu(fc1(x))", attention_mask=m, x=s * d, a=s * f),

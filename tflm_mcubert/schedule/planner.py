@@ -18,7 +18,7 @@ import dataclasses
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.op_def import OpDef
-from tflm_mcubert.ops.registry import BY_KIND, TILED_KINDS
+from tflm_mcubert.ops.registry import op as op_of, TILED_KINDS
 from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.schedule.cost import CostModel, OpShape
@@ -117,7 +117,7 @@ def _resident(s: int, d: int) -> list[tuple[str, int]]:
 
 
 def _scratch_bytes(kind: str, s: int, dims: Dims, tile: int) -> int:
-    return BY_KIND[kind].plan_scratch(s, dims, tile)
+    return op_of(kind).plan_scratch(s, dims, tile)
 
 
 def choose_tile(kind: str, s: int, dims: Dims, budget: int, cost_model: CostModel) -> tuple[int, float]:

@@ -34,7 +34,7 @@ from tflm_mcubert.ops.op_def import CHAINED_VALUE, MODEL_OUTPUT_NAMES, Node, OpD
 from tflm_mcubert.ops.options import decode_options
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import ALIGNMENT, align_up
-from tflm_mcubert.ops.registry import OPS
+from tflm_mcubert.ops.registry import op as op_of, OPS
 from tflm_mcubert.ops.validation import OpSpecError
 from tflm_mcubert.ops.topology import DECODER, ENCODER, Topology, topology_of
 from tflm_mcubert.quantize.holders import model_from_nodes
@@ -303,7 +303,7 @@ def _operator_def(operator, codes, position: int) -> OpDef:
     name = _name(code.customCode)
     if builtin != schema.BuiltinOperator.CUSTOM or name not in OPS:
         raise _fail(f"operator {position}", f"{name or f'builtin {builtin}'} is not an MCUBERT op")
-    return OPS[name]
+    return op_of(name)
 
 
 def _read_node(subgraph, operator, op: OpDef, layer: int, tensors, constants, topology: Topology) -> OpNode:
