@@ -25,16 +25,10 @@
 
 #define MAGIC 0x5242434du /* "MCBR" */
 enum { CMD_QUIT = 0, CMD_RUN = 1, CMD_VALIDATE = 2, CMD_BUFFER_SIZE = 3, CMD_INFO = 4, CMD_RUN_UNCHECKED = 5 };
-enum {
-    OP_EMBEDDING = 0,
-    OP_ATTENTION = 1,
-    OP_MLP = 2,
-    OP_CLASSIFIER_HEAD = 3,
-    OP_LM_HEAD = 4,
-    OP_CAUSAL_ATTENTION = 5,
-    OP_DECODER_MLP = 6,
-    OP_DECODER_EMBEDDING = 7
-};
+/* Op ids in registry order (= mcubert_op_id), and every per-op switch below, come from MCUBERT_OPS. */
+#define OP_ID(lower, upper, code) OP_##upper,
+enum { MCUBERT_OPS(OP_ID) OP_COUNT };
+#undef OP_ID
 enum { FLAG_DATA = 1, FLAG_NULL_VIEW = 2, FLAG_NULL_DATA = 4 };
 #define SCRATCH_NULL 0xFFFFFFFFu /* scratch_misalign value: pass a NULL buffer */
 #define MAX_TENSORS 16
@@ -87,38 +81,32 @@ static void respond(int32_t status, const char *message, const void *output, uin
 
 static size_t params_size(uint32_t op)
 {
+#define PARAMS_SIZE(lower, upper, code)                                                                                \
+    case OP_##upper: return sizeof(mcubert_##lower##_params);
     switch (op) {
-    case OP_EMBEDDING: return sizeof(mcubert_embedding_params);
-    case OP_ATTENTION: return sizeof(mcubert_attention_params);
-    case OP_MLP: return sizeof(mcubert_mlp_params);
-    case OP_CLASSIFIER_HEAD: return sizeof(mcubert_classifier_head_params);
-    case OP_LM_HEAD: return sizeof(mcubert_lm_head_params);
-    case OP_CAUSAL_ATTENTION: return sizeof(mcubert_causal_attention_params);
-    case OP_DECODER_MLP: return sizeof(mcubert_decoder_mlp_params);
-    case OP_DECODER_EMBEDDING: return sizeof(mcubert_decoder_embedding_params);
-    default: die("unknown op");
+        MCUBERT_OPS(PARAMS_SIZE)
+    default: break;
     }
+#undef PARAMS_SIZE
     return 0;
 }
 
 static void handle_call(uint32_t command, uint32_t op)
 {
+#define PARAMS_MEMBER(lower, upper, code) mcubert_##lower##_params lower;
     union {
-        mcubert_embedding_params embedding;
-        mcubert_attention_params attention;
-        mcubert_mlp_params mlp;
-        mcubert_classifier_head_params classifier_head;
-        mcubert_lm_head_params lm_head;
-        mcubert_causal_attention_params causal_attention;
-        mcubert_decoder_mlp_params decoder_mlp;
-        mcubert_decoder_embedding_params decoder_embedding;
+        MCUBERT_OPS(PARAMS_MEMBER)
     } params;
+#undef PARAMS_MEMBER
     tensor tensors[MAX_TENSORS];
     mcubert_tensor_view views[MAX_TENSORS];
     mcubert_message message;
     mcubert_status status = MCUBERT_OK;
     uint32_t count, i;
     const uint32_t size = read_u32();
+    if (op >= OP_COUNT) {
+        die("unknown op");
+    }
     if (size != params_size(op)) {
         die("params size does not match this build's struct");
     }
@@ -152,28 +140,13 @@ static void handle_call(uint32_t command, uint32_t op)
     if (command == CMD_RUN || command == CMD_VALIDATE) {
         /* No tensors: validate the options only (tensors == NULL). */
         const mcubert_tensor_view *list = count != 0 ? views : NULL;
+#define VALIDATE(lower, upper, code)                                                                                   \
+    case OP_##upper: status = mcubert_##lower##_validate(&params.lower, list, (int32_t)count, &message); break;
         switch (op) {
-        case OP_EMBEDDING:
-            status = mcubert_embedding_validate(&params.embedding, list, (int32_t)count, &message);
-            break;
-        case OP_ATTENTION:
-            status = mcubert_attention_validate(&params.attention, list, (int32_t)count, &message);
-            break;
-        case OP_CLASSIFIER_HEAD:
-            status = mcubert_classifier_head_validate(&params.classifier_head, list, (int32_t)count, &message);
-            break;
-        case OP_LM_HEAD: status = mcubert_lm_head_validate(&params.lm_head, list, (int32_t)count, &message); break;
-        case OP_CAUSAL_ATTENTION:
-            status = mcubert_causal_attention_validate(&params.causal_attention, list, (int32_t)count, &message);
-            break;
-        case OP_DECODER_MLP:
-            status = mcubert_decoder_mlp_validate(&params.decoder_mlp, list, (int32_t)count, &message);
-            break;
-        case OP_DECODER_EMBEDDING:
-            status = mcubert_decoder_embedding_validate(&params.decoder_embedding, list, (int32_t)count, &message);
-            break;
-        default: status = mcubert_mlp_validate(&params.mlp, list, (int32_t)count, &message); break;
+            MCUBERT_OPS(VALIDATE)
+        default: die("unknown op");
         }
+#undef VALIDATE
     }
     if (command == CMD_VALIDATE || status != MCUBERT_OK) {
         if (command != CMD_VALIDATE) {
@@ -190,6 +163,7 @@ static void handle_call(uint32_t command, uint32_t op)
         unsigned char *scratch_allocation =
             malloc((size_t)(scratch_size > 0 ? scratch_size : 0) + scratch_misalign + 1u);
         mcubert_context context;
+        void *data[MAX_TENSORS];
         const tensor *output = NULL;
         if (scratch_allocation == NULL) {
             die("out of memory");
@@ -200,92 +174,25 @@ static void handle_call(uint32_t command, uint32_t op)
         if (count == 0) {
             die("RUN needs tensors");
         }
-#define T(i) (count > (i) ? tensors[i].data : NULL)
+        for (i = 0; i < MAX_TENSORS; ++i) {
+            data[i] = i < count ? tensors[i].data : NULL;
+        }
+        /* The op's weights struct, its kernel's tensor arguments and its result, from the contract. */
+#define RUN(lower, upper, code)                                                                                        \
+    case OP_##upper: {                                                                                                 \
+        const mcubert_##lower##_weights w = MCUBERT_##upper##_WEIGHT_TENSORS(data);                                    \
+        if (count != MCUBERT_##upper##_NUM_TENSORS) {                                                                  \
+            die(code ": wrong tensor count");                                                                          \
+        }                                                                                                              \
+        status = mcubert_##lower##_s8(&params.lower, &w, MCUBERT_##upper##_CALL_TENSORS(data), &context, &message);    \
+        output = &tensors[MCUBERT_##upper##_RESULT_TENSOR];                                                            \
+        break;                                                                                                         \
+    }
         switch (op) {
-        case OP_EMBEDDING: {
-            const mcubert_embedding_weights w = {(const int32_t *)T(2), (const int8_t *)T(3),  (const int8_t *)T(4),
-                                                 (const int32_t *)T(5), (const int8_t *)T(6),  (const int32_t *)T(7),
-                                                 (const int8_t *)T(8),  (const int32_t *)T(9), (const int32_t *)T(10)};
-            if (count != MCUBERT_EMBEDDING_NUM_TENSORS)
-                die("embedding needs 12 tensors");
-            status = mcubert_embedding_s8(&params.embedding, &w, (const int32_t *)T(0), (const int32_t *)T(1),
-                                          (int8_t *)T(11), &context, &message);
-            output = &tensors[MCUBERT_EMBEDDING_OUTPUT];
-            break;
+            MCUBERT_OPS(RUN)
+        default: die("unknown op");
         }
-        case OP_ATTENTION: {
-            const mcubert_attention_weights w = {(const int8_t *)T(2),   (const int32_t *)T(3), (const int8_t *)T(4),
-                                                 (const int32_t *)T(5),  (const int8_t *)T(6),  (const int32_t *)T(7),
-                                                 (const int8_t *)T(8),   (const int32_t *)T(9), (const int16_t *)T(10),
-                                                 (const int32_t *)T(11), (const int32_t *)T(12)};
-            status = mcubert_attention_s8(&params.attention, &w, (int8_t *)T(0), T(1), &context, &message);
-            output = &tensors[0];
-            break;
-        }
-        case OP_CLASSIFIER_HEAD: {
-            const mcubert_classifier_head_weights w = {(const int8_t *)T(1), (const int32_t *)T(2),
-                                                       (const int8_t *)T(3), (const int8_t *)T(4),
-                                                       (const int32_t *)T(5)};
-            if (count != MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS)
-                die("classifier head needs 7 tensors");
-            status = mcubert_classifier_head_s8(&params.classifier_head, &w, (const int8_t *)T(0), (int8_t *)T(6),
-                                                &context, &message);
-            output = &tensors[MCUBERT_CLASSIFIER_HEAD_OUTPUT];
-            break;
-        }
-        case OP_LM_HEAD: {
-            const mcubert_lm_head_weights w = {(const int32_t *)T(1), (const int32_t *)T(2), (const int32_t *)T(3),
-                                               (const int8_t *)T(4),  (const int8_t *)T(5),  (const int32_t *)T(6),
-                                               (const int32_t *)T(7)};
-            if (count != MCUBERT_LM_HEAD_NUM_TENSORS)
-                die("LM head needs 9 tensors");
-            status = mcubert_lm_head_s8(&params.lm_head, &w, (const int8_t *)T(0), (int32_t *)T(8), &context, &message);
-            output = &tensors[MCUBERT_LM_HEAD_OUTPUT];
-            break;
-        }
-        case OP_CAUSAL_ATTENTION: {
-            const mcubert_causal_attention_weights w = {
-                (const int32_t *)T(3),  (const int8_t *)T(4),   (const int32_t *)T(5),  (const int8_t *)T(6),
-                (const int32_t *)T(7),  (const int8_t *)T(8),   (const int32_t *)T(9),  (const int8_t *)T(10),
-                (const int32_t *)T(11), (const int16_t *)T(12), (const int32_t *)T(13), (const int32_t *)T(14)};
-            if (count != MCUBERT_CAUSAL_ATTENTION_NUM_TENSORS)
-                die("causal attention needs 16 tensors");
-            status = mcubert_causal_attention_s8(&params.causal_attention, &w, (int8_t *)T(0), (const int32_t *)T(1),
-                                                 (int8_t *)T(2), &context, &message);
-            output = &tensors[0];
-            break;
-        }
-        case OP_DECODER_MLP: {
-            const mcubert_decoder_mlp_weights w = {(const int32_t *)T(1), (const int8_t *)T(2), (const int32_t *)T(3),
-                                                   (const int8_t *)T(4),  (const int8_t *)T(5), (const int32_t *)T(6),
-                                                   (const int32_t *)T(7), (const int32_t *)T(8)};
-            if (count != MCUBERT_DECODER_MLP_NUM_TENSORS)
-                die("decoder MLP needs 10 tensors");
-            status = mcubert_decoder_mlp_s8(&params.decoder_mlp, &w, (int8_t *)T(0), &context, &message);
-            output = &tensors[0];
-            break;
-        }
-        case OP_DECODER_EMBEDDING: {
-            const mcubert_decoder_embedding_weights w = {
-                (const int32_t *)T(2), (const int8_t *)T(3),  (const int8_t *)T(4), (const int32_t *)T(5),
-                (const int8_t *)T(6),  (const int32_t *)T(7), (const int32_t *)T(8)};
-            if (count != MCUBERT_DECODER_EMBEDDING_NUM_TENSORS)
-                die("decoder embedding needs 10 tensors");
-            status = mcubert_decoder_embedding_s8(&params.decoder_embedding, &w, (const int32_t *)T(0),
-                                                  (const int32_t *)T(1), (int8_t *)T(9), &context, &message);
-            output = &tensors[MCUBERT_DECODER_EMBEDDING_OUTPUT];
-            break;
-        }
-        default: {
-            const mcubert_mlp_weights w = {(const int8_t *)T(1), (const int32_t *)T(2), (const int8_t *)T(3),
-                                           (const int8_t *)T(4), (const int32_t *)T(5), (const int32_t *)T(6),
-                                           (const int32_t *)T(7)};
-            status = mcubert_mlp_s8(&params.mlp, &w, (int8_t *)T(0), &context, &message);
-            output = &tensors[0];
-            break;
-        }
-        }
-#undef T
+#undef RUN
         respond(status, message.text,
                 output->allocation +
                     (output->data != NULL ? (size_t)((unsigned char *)output->data - output->allocation) : 0u),
@@ -318,14 +225,13 @@ int main(void)
             int32_t dims[4];
             int32_t value;
             read_exact(dims, sizeof dims);
-            value = op == OP_EMBEDDING           ? mcubert_embedding_get_buffer_size(dims[0], dims[1])
-                    : op == OP_ATTENTION         ? mcubert_attention_get_buffer_size(dims[0], dims[1], dims[2], dims[3])
-                    : op == OP_CLASSIFIER_HEAD   ? mcubert_classifier_head_get_buffer_size(dims[0], dims[1], dims[2])
-                    : op == OP_LM_HEAD           ? mcubert_lm_head_get_buffer_size(dims[0], dims[1])
-                    : op == OP_CAUSAL_ATTENTION  ? mcubert_causal_attention_get_buffer_size(dims[0], dims[1], dims[2])
-                    : op == OP_DECODER_MLP       ? mcubert_decoder_mlp_get_buffer_size(dims[0], dims[1])
-                    : op == OP_DECODER_EMBEDDING ? mcubert_decoder_embedding_get_buffer_size(dims[0], dims[1])
-                                                 : mcubert_mlp_get_buffer_size(dims[0], dims[1], dims[2], dims[3]);
+#define BUFFER_SIZE(lower, upper, code)                                                                                \
+    case OP_##upper: value = mcubert_##lower##_get_buffer_size(MCUBERT_##upper##_BUFFER_SIZE_ARGS(dims)); break;
+            switch (op) {
+                MCUBERT_OPS(BUFFER_SIZE)
+            default: die("unknown op");
+            }
+#undef BUFFER_SIZE
             respond(0, "", NULL, 0, value);
             break;
         }

@@ -98,6 +98,34 @@ def _kind(ctype: str) -> str:
     ]
 
 
+class _AnyParams:
+    """Params whose every field is 0: how many arguments an op's get_buffer_size takes."""
+
+    def __getattr__(self, name: str) -> int:
+        return 0
+
+
+def _call_macros(code: str) -> list[str]:
+    """How a generic caller holding the op's tensors in contract order (`t`: void *const *, the output
+    last) calls it: its weights struct's initializer, the kernel's tensor arguments, which tensor holds
+    the result, and get_buffer_size's arguments from `d` (int32_t[4]). Host runners and table-driven
+    apps dispatch through these (with MCUBERT_OPS) instead of naming ops."""
+    op, upper = OPS[code], _upper(code)
+    names = op.tensor_names
+    weights = ", ".join(f"t[{names.index(n)}]" for n in op.weight_fields)
+    arguments = [f"t[{names.index(n)}]" for n in op.runtime_inputs]
+    arguments += [] if op.in_place else [f"t[{names.index('output')}]"]
+    result = names.index(op.runtime_inputs[0]) if op.in_place else names.index("output")
+    dims = ", ".join(f"d[{i}]" for i in range(len(op.buffer_size_args(_AnyParams()))))
+    return [
+        "/* A table-driven call (t: the tensors in contract order, output last; d: int32_t[4]). */",
+        f"#define MCUBERT_{upper}_WEIGHT_TENSORS(t) {{{weights}}}",
+        f"#define MCUBERT_{upper}_CALL_TENSORS(t) {', '.join(arguments)}",
+        f"#define MCUBERT_{upper}_RESULT_TENSOR {result}",
+        f"#define MCUBERT_{upper}_BUFFER_SIZE_ARGS(d) {dims}",
+    ]
+
+
 def header_text() -> str:
     """The generated mcubert_contract.h."""
     out = [
@@ -135,6 +163,7 @@ def header_text() -> str:
             f"#define MCUBERT_{upper}_RUNTIME_INPUTS {len(OPS[code].runtime_inputs)}",
             "/* Spec versions it reads: X(version, hash). */",
         ]
+        out += _call_macros(code)
         out += _macro(f"MCUBERT_{upper}_SPEC_VERSIONS", versions)
         out += ["/* Option fields: X(params type, field, kind, op version that added it). */"]
         out += _macro(f"MCUBERT_{upper}_OPTION_FIELDS", options)

@@ -19,31 +19,15 @@ __attribute__((noinline)) void mcubert_emu_stop(void)
 }
 
 typedef void (*entry_point)(void);
+/* Every op's kernel, validate and get_buffer_size, in registry order (MCUBERT_OPS: the contract). */
+#define OP_ENTRY_POINTS(lower, upper, code)                                                                            \
+    (entry_point) mcubert_##lower##_s8, (entry_point)mcubert_##lower##_validate,                                       \
+        (entry_point)mcubert_##lower##_get_buffer_size,
+
+/* The op list is a macro, which clang-format would read as a call. */
+/* clang-format off */
 __attribute__((used)) const entry_point mcubert_emu_api[] = {
-    (entry_point)mcubert_embedding_s8,
-    (entry_point)mcubert_embedding_validate,
-    (entry_point)mcubert_embedding_get_buffer_size,
-    (entry_point)mcubert_attention_s8,
-    (entry_point)mcubert_attention_validate,
-    (entry_point)mcubert_attention_get_buffer_size,
-    (entry_point)mcubert_mlp_s8,
-    (entry_point)mcubert_mlp_validate,
-    (entry_point)mcubert_mlp_get_buffer_size,
-    (entry_point)mcubert_classifier_head_s8,
-    (entry_point)mcubert_classifier_head_validate,
-    (entry_point)mcubert_classifier_head_get_buffer_size,
-    (entry_point)mcubert_lm_head_s8,
-    (entry_point)mcubert_lm_head_validate,
-    (entry_point)mcubert_lm_head_get_buffer_size,
-    (entry_point)mcubert_causal_attention_s8,
-    (entry_point)mcubert_causal_attention_validate,
-    (entry_point)mcubert_causal_attention_get_buffer_size,
-    (entry_point)mcubert_decoder_mlp_s8,
-    (entry_point)mcubert_decoder_mlp_validate,
-    (entry_point)mcubert_decoder_mlp_get_buffer_size,
-    (entry_point)mcubert_decoder_embedding_s8,
-    (entry_point)mcubert_decoder_embedding_validate,
-    (entry_point)mcubert_decoder_embedding_get_buffer_size,
+    MCUBERT_OPS(OP_ENTRY_POINTS)
     (entry_point)mcubert_verify_model,
     (entry_point)mcubert_verify_model_expected,
     (entry_point)mcubert_uses_dsp_path,
@@ -61,6 +45,8 @@ __attribute__((used)) const entry_point mcubert_emu_api[] = {
     (entry_point)mcubert_wordpiece_decode_bound,
     mcubert_emu_stop,
 };
+/* clang-format on */
+#undef OP_ENTRY_POINTS
 
 int main(void)
 {
