@@ -287,3 +287,31 @@ def test_classify_refuses_a_decoder_export_and_a_missing_one(compressed_export, 
     code, _, err = run_cli(capsys, "classify", "--export", tmp_path / "nothing", "hello")
     assert code == 2
     assert_one_clean_error(err, "model_vocab.bin not found")
+
+
+# An option the decoder export does not do, a value for it, and a word of the reason it gives.
+REFUSED = {
+    ("--schedule", "stock"): "stock TFLite",
+    ("--precision", "float32"): "int8 ops only",
+    ("--num-labels", "3"): "no classifier head",
+    ("--embedding-bits", "4"): "tied word table",
+    ("--weight-bits", "4"): "int8 weights",
+    ("--prune-vocab", "sst2"): "merges",
+    ("--bundle", "arduino"): "generate app",
+    ("--no-vocab",): "BPE blob",
+}
+
+
+@pytest.mark.parametrize("option", list(REFUSED), ids=lambda o: o[0])
+def test_an_option_a_decoder_export_does_not_do_is_refused_with_its_reason(capsys, tmp_path, option):
+    code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *option, *FAST, "--out", tmp_path / "o")
+    assert code == 2
+    assert_one_clean_error(err, f"{option[0]}: not available for a decoder export", REFUSED[option])
+    assert not (tmp_path / "o").exists()
+
+
+def test_every_refused_option_is_named_at_once(capsys, tmp_path):
+    given = [part for option in REFUSED for part in option]
+    code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *given, *FAST, "--out", tmp_path / "o")
+    assert code == 2
+    assert_one_clean_error(err, *(option[0] for option in REFUSED), *REFUSED.values())

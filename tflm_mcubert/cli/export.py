@@ -232,18 +232,39 @@ def run(args) -> int:
     return 0
 
 
-# Encoder-only options a decoder export refuses when they are not at their defaults.
-_ENCODER_ONLY = {
-    "schedule": "mcubert", "precision": "int8", "embedding_bits": None, "weight_bits": 8,
-    "prune_vocab": None, "prune_top_n": None, "bundle": [], "num_labels": 2, "no_vocab": False,
-}  # fmt: skip
+_PRUNING = "pruning a byte-level BPE vocabulary must also keep the merges that build every kept id: not built yet"
+# What a decoder export does not do, option by option: (the option's default, why). Every other option
+# works for both kinds.
+DECODER_REFUSES = {
+    "schedule": (
+        "mcubert",
+        "the stock TFLite graph is an encoder's; a decoder step over KV caches is MCUBERT ops only",
+    ),
+    "precision": ("int8", "a decoder is exported as MCUBERT int8 ops only (the other precisions are stock graphs)"),
+    "num_labels": (2, "a decoder predicts the next token: it has no classifier head"),
+    "embedding_bits": (None, "the decoder's tied word table is stored int8 (no int4 table for the LM head yet)"),
+    "weight_bits": (8, "the decoder ops store int8 weights (no int4 decoder kernels yet)"),
+    "prune_vocab": (None, _PRUNING),
+    "prune_top_n": (None, _PRUNING),
+    "bundle": ([], "the Arduino and CMake bundles wrap the encoder's app; a decoder's generate app is in firmware/"),
+    "no_vocab": (False, "the decoder's firmware turns ids back into text with the BPE blob, so it is always written"),
+}
+
+
+def refused_for_decoder(args) -> list[str]:
+    """One line per option a decoder export was given but does not do, with the reason."""
+    return [
+        f"--{name.replace('_', '-')}: not available for a decoder export: {why}"
+        for name, (default, why) in DECODER_REFUSES.items()
+        if getattr(args, name) != default
+    ]
 
 
 def run_decoder(args) -> int:
     """`export` of a GPT-2 / GPT-Neo decoder (export/decoder_export.py)."""
-    given = [f"--{k.replace('_', '-')}" for k, default in _ENCODER_ONLY.items() if getattr(args, k) != default]
-    if given:
-        raise UserError(f"{', '.join(given)}: not available for a decoder export (an encoder option)")
+    refused = refused_for_decoder(args)
+    if refused:
+        raise UserError("; ".join(refused))
     request = DecoderRequest(
         out_dir=Path(args.out),
         board=board_from_args(args),
