@@ -34,13 +34,14 @@ def main(argv=None) -> int:
     from tflm_mcubert.boards import get_board, parse_size
     from tflm_mcubert.data.tasks import load_task
     from tflm_mcubert.export.decoder_evaluation import exported_perplexity, int8_perplexity
-    from tflm_mcubert.export.decoder_export import DecoderRequest, calibration_sequences, load_decoder_model
+    from tflm_mcubert.export.decoder_export import calibration_sequences, load_decoder_model
+    from tflm_mcubert.export.request import ExportRequest
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
     from tflm_mcubert.train.language_model import blocks_of, perplexity
 
     started = time.time()
     board = get_board(args.board)
-    request = DecoderRequest(out_dir=Path("."), board=board, checkpoint=args.checkpoint)
+    request = ExportRequest(out_dir=Path("."), board=board, checkpoint=args.checkpoint)
     model, tokenizer, _ = load_decoder_model(request)
     blocks = blocks_of(tokenizer, list(load_task(args.task)[args.split]["text"]), model.config.max_positions)
     sequences, _ = calibration_sequences(request, tokenizer, model.config.vocab_size, model.config.max_positions)

@@ -42,9 +42,9 @@ _PER_TOKEN = re.compile(r"prompt (\d+): (\d+) ids in, ids out:[^;]*; prompt \d+ 
 
 def export_preset(out: Path) -> Path:
     from tflm_mcubert.boards import get_board
-    from tflm_mcubert.export.decoder_export import DecoderRequest, run_decoder_export
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
 
-    run_decoder_export(DecoderRequest(out_dir=out, board=get_board("nucleo-f746zg")))
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), preset="gpt2-d128x2"))
     return out
 
 

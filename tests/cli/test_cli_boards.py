@@ -69,7 +69,8 @@ def test_boards_table_names_each_board_once(capsys):
 def test_a_decoder_context_is_the_longest_whose_planned_arena_fits(tmp_path):
     """The `context` column: at n positions a decoder of the preset's shape, planned as export plans it
     (its caches included) plus TFLM's bookkeeping, fits the board's arena budget; at n + 1 it does not."""
-    from tflm_mcubert.export.decoder_export import DECODER_PRESETS, DecoderRequest, run_decoder_export
+    from tflm_mcubert.export.decoder_export import DECODER_PRESETS
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
 
     board = BOARDS["nucleo-f746zg"]
     context = boards_command.decoder_context(board, "gpt2-d128x2")
@@ -80,5 +81,5 @@ def test_a_decoder_context_is_the_longest_whose_planned_arena_fits(tmp_path):
         arena = decoder_arena(dims.layers, decoder_arena_bytes(dims, n)).arena_bytes
         assert (arena <= board.arena_budget()) == fits_board, (n, arena)
     # and the formula is what export plans: the preset exported at 256 positions
-    report = run_decoder_export(DecoderRequest(out_dir=tmp_path / "d", board=board))
+    report = run_export(ExportRequest(out_dir=tmp_path / "d", board=board, preset="gpt2-d128x2"))
     assert report["arena_bytes"] == decoder_arena(dims.layers, decoder_arena_bytes(dims, 256)).arena_bytes

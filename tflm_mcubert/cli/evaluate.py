@@ -41,7 +41,8 @@ from tflm_mcubert.data.tasks import TEXT, TEXT_PAIR, label_names, load_task
 from tflm_mcubert.boards import get_board, parse_size
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.decoder_evaluation import evaluate_decoder
-from tflm_mcubert.export.decoder_export import DecoderRequest, is_decoder_checkpoint
+from tflm_mcubert.export.decoder_export import is_decoder_checkpoint
+from tflm_mcubert.export.request import ExportRequest
 from tflm_mcubert.export.mcubert_export import default_compression
 from tflm_mcubert.export.pipeline import load_model
 from tflm_mcubert.files import output_directory, output_file
@@ -198,7 +199,7 @@ def _run_decoder(args) -> int:
         board = dataclasses.replace(
             board, name=f"{board.name} with {args.flash} Flash", flash_bytes=parse_size(args.flash)
         )
-    request = DecoderRequest(
+    request = ExportRequest(
         out_dir=Path("."),
         board=board,
         checkpoint=args.checkpoint,

@@ -9,12 +9,7 @@ from pathlib import Path
 from tflm_mcubert.boards import BOARDS, custom_board, get_board, parse_size
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.decoder_export import (
-    DECODER_PRESETS,
-    DecoderRequest,
-    is_decoder_checkpoint,
-    run_decoder_export,
-)
+from tflm_mcubert.export.decoder_export import DECODER_PRESETS
 from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES, ExportRequest, run_export
 
 
@@ -185,15 +180,13 @@ def _embedding_bits(args) -> int:
 
 
 def run(args) -> int:
-    if args.preset in DECODER_PRESETS or is_decoder_checkpoint(args.checkpoint):
-        return run_decoder(args)
     request = ExportRequest(
         out_dir=Path(args.out),
         board=board_from_args(args),
         checkpoint=args.checkpoint,
         preset=args.preset,
         num_labels=args.num_labels,
-        seq_len=args.seq_len if args.seq_len is not None else 128,
+        seq_len=args.seq_len,
         schedule=args.schedule,
         precision=args.precision,
         embedding=args.embedding,
@@ -210,8 +203,14 @@ def run(args) -> int:
         prune_top_n=args.prune_top_n,
         vocab=not args.no_vocab,
         force=args.force,
+        top_k=args.top_k,
     )
     report = run_export(request)
+    (_print_decoder if "kv_cache_bytes" in report else _print_encoder)(args, request, report)
+    return 0
+
+
+def _print_encoder(args, request: ExportRequest, report: dict) -> None:
     fits = report["fits"]
     if report.get("compression"):
         where = (
@@ -229,59 +228,9 @@ def run(args) -> int:
         f"{request.board.name}: arena {report['arena_bytes']:,} B of {fits['sram']['budget_bytes']:,} B, "
         f"Flash {report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B{_flash_parts(report)}: fits"
     )
-    return 0
 
 
-_PRUNING = "pruning a byte-level BPE vocabulary must also keep the merges that build every kept id: not built yet"
-# What a decoder export does not do, option by option: (the option's default, why). Every other option
-# works for both kinds.
-DECODER_REFUSES = {
-    "schedule": (
-        "mcubert",
-        "the stock TFLite graph is an encoder's; a decoder step over KV caches is MCUBERT ops only",
-    ),
-    "precision": ("int8", "a decoder is exported as MCUBERT int8 ops only (the other precisions are stock graphs)"),
-    "num_labels": (2, "a decoder predicts the next token: it has no classifier head"),
-    "embedding_bits": (None, "the decoder's tied word table is stored int8 (no int4 table for the LM head yet)"),
-    "weight_bits": (8, "the decoder ops store int8 weights (no int4 decoder kernels yet)"),
-    "prune_vocab": (None, _PRUNING),
-    "prune_top_n": (None, _PRUNING),
-    "bundle": ([], "the Arduino and CMake bundles wrap the encoder's app; a decoder's generate app is in firmware/"),
-    "no_vocab": (False, "the decoder's firmware turns ids back into text with the BPE blob, so it is always written"),
-}
-
-
-def refused_for_decoder(args) -> list[str]:
-    """One line per option a decoder export was given but does not do, with the reason."""
-    return [
-        f"--{name.replace('_', '-')}: not available for a decoder export: {why}"
-        for name, (default, why) in DECODER_REFUSES.items()
-        if getattr(args, name) != default
-    ]
-
-
-def run_decoder(args) -> int:
-    """`export` of a GPT-2 / GPT-Neo decoder (export/decoder_export.py)."""
-    refused = refused_for_decoder(args)
-    if refused:
-        raise UserError("; ".join(refused))
-    request = DecoderRequest(
-        out_dir=Path(args.out),
-        board=board_from_args(args),
-        checkpoint=args.checkpoint,
-        preset=args.preset,
-        context=args.seq_len,
-        embedding=args.embedding,
-        top_k=args.top_k,
-        calibration=args.calibration,
-        calibration_count=args.calibration_samples,
-        seed=args.seed,
-        sram_reserve=parse_size(args.reserve, what="--reserve") if args.reserve else None,
-        flash_reserve=parse_size(args.flash_reserve, what="--flash-reserve") if args.flash_reserve else None,
-        force=args.force,
-        qat_steps=args.qat_steps,
-    )
-    report = run_decoder_export(request)
+def _print_decoder(args, request: ExportRequest, report: dict) -> None:
     compression = report["compression"]
     if compression["method"] != "dense":
         print(
@@ -294,7 +243,6 @@ def run_decoder(args) -> int:
         f"(KV caches {report['kv_cache_bytes']:,} B) of {fits['sram']['budget_bytes']:,} B, model "
         f"{report['flash_bytes']:,} B of {fits['flash']['budget_bytes']:,} B Flash: fits"
     )
-    return 0
 
 
 def _flash_parts(report: dict) -> str:

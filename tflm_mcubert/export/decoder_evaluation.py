@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.request import ExportRequest
 from tflm_mcubert.export.decoder_export import (
-    DecoderRequest,
     calibration_sequences,
     check_qat_steps,
     load_decoder_model,
@@ -42,7 +42,7 @@ def int8_perplexity(decoder, blocks: np.ndarray) -> float:
     return float(np.exp(total / count))
 
 
-def exported_perplexity(request: DecoderRequest, model, tokenizer, sequences, blocks: np.ndarray) -> dict:
+def exported_perplexity(request: ExportRequest, model, tokenizer, sequences, blocks: np.ndarray) -> dict:
     """The int8 model `export` writes for request.board (its word table sized to the Flash the model and the
     tokenizer blob leave): its perplexity on `blocks` (the checkpoint's ids), Flash bytes and compression."""
     blob_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
@@ -57,7 +57,7 @@ def exported_perplexity(request: DecoderRequest, model, tokenizer, sequences, bl
     }
 
 
-def dense_perplexities(request: DecoderRequest, model, sequences, blocks: np.ndarray) -> dict:
+def dense_perplexities(request: ExportRequest, model, sequences, blocks: np.ndarray) -> dict:
     """int8 with the word table dense: PTQ, and after request.qat_steps of QAT when asked."""
     dense = calibrate_decoder(model, sequences, top_k=request.top_k)
     result = {"int8_dense_perplexity": int8_perplexity(dense, blocks)}
@@ -69,7 +69,7 @@ def dense_perplexities(request: DecoderRequest, model, sequences, blocks: np.nda
     return result
 
 
-def evaluate_decoder(request: DecoderRequest, texts: list[str], limit: int | None = None, log=print) -> dict:
+def evaluate_decoder(request: ExportRequest, texts: list[str], limit: int | None = None, log=print) -> dict:
     """Float, int8 dense and int8 as exported for `request.board`: perplexity on `texts` (at most `limit`
     blocks for the int8 models, which run one token a step in numpy; the float model reads them all)."""
     from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras

@@ -18,7 +18,6 @@ count against the board's Flash with the model's.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -33,6 +32,7 @@ from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
 from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
 from tflm_mcubert.export.mcubert_export import graph_shape
+from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
@@ -62,26 +62,13 @@ CHECK_TOKENS = 8  # the read-back model's greedy continuation compared with the 
 CONFIG_FILE = "config.json"  # a Hugging Face checkpoint's (model/hf_import.py, which loads Keras)
 
 
-@dataclasses.dataclass(frozen=True)
-class DecoderRequest:
-    out_dir: Path
-    board: Board
-    checkpoint: str | None = None
-    preset: str = "gpt2-d128x2"
-    context: int | None = None  # default: the model's positions
-    embedding: str = "auto"  # or "dense"
-    top_k: int = 1
-    calibration: str | None = None  # a text file (one text a line); default: built-in sentences
-    calibration_count: int = 32
-    seed: int = 0
-    sram_reserve: int | None = None
-    flash_reserve: int | None = None
-    force: bool = False
-    qat_steps: int = 0  # steps of the quantization-aware fine-tune (quantize/decoder_qat.py); 0: PTQ only
-
-
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def is_decoder_source(request: ExportRequest) -> bool:
+    """Whether the request's checkpoint (or, without one, its preset) is a decoder."""
+    return is_decoder_checkpoint(request.checkpoint) if request.checkpoint else request.preset in DECODER_PRESETS
 
 
 def is_decoder_checkpoint(checkpoint: str | None) -> bool:
@@ -97,7 +84,7 @@ def is_decoder_checkpoint(checkpoint: str | None) -> bool:
     return isinstance(raw, dict) and decoder_family(raw) is not None
 
 
-def load_decoder_model(request: DecoderRequest):
+def load_decoder_model(request: ExportRequest):
     """(model, tokenizer or None, source entry for the report)."""
     if request.checkpoint:
         from tflm_mcubert.model.decoder_import import load_decoder
@@ -114,7 +101,7 @@ def load_decoder_model(request: DecoderRequest):
     return model, None, {"preset": request.preset, "random_weights": True, "seed": request.seed}
 
 
-def calibration_sequences(request: DecoderRequest, tokenizer, vocab_size: int, context: int) -> tuple[list, str]:
+def calibration_sequences(request: ExportRequest, tokenizer, vocab_size: int, context: int) -> tuple[list, str]:
     """Token id sequences (the checkpoint's ids) to calibrate on, and where they came from."""
     rng = np.random.default_rng(request.seed)
     if tokenizer is None:
@@ -224,16 +211,11 @@ def _table_misfit(
     )
 
 
-def reserves_of(request: DecoderRequest) -> dict:
-    given = {"sram_reserve": request.sram_reserve, "flash_reserve": request.flash_reserve}
-    return {k: v for k, v in given.items() if v is not None}
-
-
-def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_bytes: int = 0):
+def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0):
     """(decoder, plan, .tflite, model ids, compression entry): the word table sized so that the written
     model and `tokenizer_bytes` of tokenizer blob fit the board's Flash budget (the estimate of what the rest
     of the model leaves is corrected by what a written model misses by, at most MAX_SIZING_PASSES times)."""
-    budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **reserves_of(request))
+    budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **request.reserves())
     sram_budget, flash_budget = budgets.arena_budget, budgets.flash_budget - tokenizer_bytes
     config = model.config
     layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k))
@@ -262,12 +244,12 @@ def quantize_and_write(request: DecoderRequest, model, sequences, tokenizer_byte
     return decoder, plan, tflite, permutation, entry
 
 
-def check_qat_steps(request: DecoderRequest) -> None:
+def check_qat_steps(request: ExportRequest) -> None:
     if request.qat_steps < 0:
         raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
 
 
-def quantization_aware(request: DecoderRequest, model, sequences, written) -> tuple[object, list[float]]:
+def quantization_aware(request: ExportRequest, model, sequences, written) -> tuple[object, list[float]]:
     """(student, KD loss per step) of request.qat_steps QAT steps (quantize/decoder_qat.py) for `written`,
     quantize_and_write's result on `model`: its ranges, and its word table when compressed (frozen)."""
     decoder, _, _, permutation, compression = written
@@ -285,7 +267,7 @@ def quantization_aware(request: DecoderRequest, model, sequences, written) -> tu
     return student, losses
 
 
-def quantize_with_qat(request: DecoderRequest, model, sequences, tokenizer_bytes: int = 0):
+def quantize_with_qat(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0):
     """(quantize_and_write's result, the report's QAT entry or None): with request.qat_steps, that of the
     QAT student (calibrated again; its compressed table compresses back to the same one)."""
     written = quantize_and_write(request, model, sequences, tokenizer_bytes)
@@ -340,19 +322,22 @@ def _check_round_trip(read, decoder, vocab_size: int) -> list[int]:
     return expected
 
 
-def run_decoder_export(request: DecoderRequest) -> dict:
+def run_decoder_export(request: ExportRequest) -> dict:
     """Write the decoder export into request.out_dir (see the module docstring); returns report.json's
     content. DoesNotFitError (files kept) when the model misses the board."""
+    refused = refused_for_decoder(request)
+    if refused:
+        raise UserError("; ".join(refused))
     out_dir = output_directory(request.out_dir)
     return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force)
 
 
-def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
+def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     started = time.time()
     check_qat_steps(request)
     model, tokenizer, source = load_decoder_model(request)
     config = model.config
-    context = request.context if request.context is not None else config.max_positions
+    context = request.seq_len if request.seq_len is not None else config.max_positions
     if not 1 <= context <= config.max_positions:
         raise UserError(f"--seq-len {context}: the decoder's context is 1..{config.max_positions} positions")
     if not 1 <= request.top_k <= min(64, config.vocab_size):
@@ -376,7 +361,7 @@ def _export_into(request: DecoderRequest, out_dir: Path) -> dict:
         (out_dir / f"{VOCAB_NAME}.bin").write_bytes(blob)
         write_c_array(blob, out_dir, name=VOCAB_NAME, what="the byte-level BPE tokenizer (tokenizer/bpe_blob.py)")
     flash_bytes = len(tflite) + tokenizer_bytes
-    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=flash_bytes, **reserves_of(request))
+    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=flash_bytes, **request.reserves())
     report = {
         "tool": f"tflm-mcubert {__version__}",
         "schedule": "mcubert",

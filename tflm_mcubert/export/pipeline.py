@@ -26,6 +26,8 @@ from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.firmware.firmware_files import write_firmware_files
 from tflm_mcubert.export.board_fit import AUTO, fit_to_board, traffic_bits
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
+from tflm_mcubert.export.decoder_export import is_decoder_source, run_decoder_export
+from tflm_mcubert.export.request import DEFAULT_SEQ_LEN, ExportRequest
 from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report, with_written_blob
 from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
@@ -44,33 +46,6 @@ from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 SCHEDULES = ("mcubert", "stock")
 BUNDLES = ("arduino", "cmake")  # --bundle: self-contained projects written next to the export
 PRECISIONS = ("int8", "int16x8", "float32")
-DEFAULT_SEED = 0
-
-
-@dataclasses.dataclass
-class ExportRequest:
-    out_dir: Path
-    board: Board
-    checkpoint: str | None = None
-    preset: str = "bert-tiny"
-    num_labels: int | None = 2
-    seq_len: int = 128
-    schedule: str = "mcubert"
-    precision: str = "int8"
-    embedding: str = "auto"  # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
-    qat_steps: int = 0  # mcubert: steps of the optional KD quantization-aware fine-tune
-    embedding_bits: int = 8  # mcubert: word tables as int8 (8) or packed int4 (4, SPEC 4.1.1)
-    weight_bits: int | str = 8  # mcubert: attention/MLP weights int8 (8), int4 w4row (4, SPEC 3.1.1) or "auto"
-    calibration: str | None = None
-    calibration_count: int = 32
-    seed: int = DEFAULT_SEED
-    sram_reserve: int | None = None
-    flash_reserve: int | None = None
-    bundles: tuple[str, ...] = ()
-    prune_vocab: str | None = None  # a corpus (task name or text file): keep only the pieces it uses
-    prune_top_n: int | None = None  # with prune_vocab: only its N most frequent pieces
-    vocab: bool = True  # write the on-device tokenizer's blob (model_vocab.*) when the checkpoint has a tokenizer
-    force: bool = False  # overwrite files in out_dir that no earlier export's report.json lists as its own
 
 
 def log(message: str) -> None:
@@ -189,6 +164,10 @@ def run_export(request: ExportRequest) -> dict:
 
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
+    if is_decoder_source(request):  # the model's kind, known from its config alone
+        return run_decoder_export(request)
+    if request.seq_len is None:
+        request = dataclasses.replace(request, seq_len=DEFAULT_SEQ_LEN)
     check_request(request)
     out_dir = output_directory(request.out_dir)
     expected = known_bundle_files() if "cmake" in request.bundles else ()  # refused before the work
@@ -270,14 +249,6 @@ def _sample_source(calibration, calibration_source: str) -> str:
         text = sentences[0] if len(sentences[0]) <= 80 else sentences[0][:77] + "..."
         return f"the first calibration sentence, {text!r}"
     return f"the first of the calibration inputs ({calibration_source})"
-
-
-def _reserves(request: ExportRequest) -> dict:
-    return {
-        k: v
-        for k, v in (("sram_reserve", request.sram_reserve), ("flash_reserve", request.flash_reserve))
-        if v is not None
-    }
 
 
 def _latency_estimates(config, seq_len: int, tiles: dict, target: Board) -> dict:
@@ -373,7 +344,7 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
     vocab = write_vocab_files(out_dir, tokenizer if request.vocab else None, None, request.seq_len, request.board.core)
     append_text_guide(out_dir, vocab, custom=False, seq_len=request.seq_len)
     flash_bytes = len(tflite) + vocab.blob_bytes
-    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **_reserves(request))
+    fit = check_fit(request.board, arena_bytes=arena_bytes, flash_bytes=flash_bytes, **request.reserves())
     report = {
         **_report_head(request),
         "arena_bytes": arena_bytes,
@@ -427,7 +398,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
     # Long: the mcubert export's files and report.json fields in order; each step is one call.
     samples, calibration_source = calibration.samples(request.seq_len)
     log(f"calibration: {calibration_source}")
-    reserves = _reserves(request)
+    reserves = request.reserves()
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
     inputs = model_inputs(samples, request.seq_len, None)
     board_fit = fit_to_board(request, model, tokenizer, inputs, calibration.sentences)

@@ -1,0 +1,78 @@
+"""What an export is asked for: one request for every model kind (an encoder or a decoder), and what a
+decoder export does not do, option by option, with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tflm_mcubert.boards import Board
+
+DEFAULT_SEED = 0
+DEFAULT_SEQ_LEN = 128  # an encoder's tokens per inference when none is asked for
+
+
+@dataclasses.dataclass
+class ExportRequest:
+    out_dir: Path
+    board: Board
+    checkpoint: str | None = None
+    preset: str = "bert-tiny"  # without a checkpoint: bert-tiny, bert-mini or a decoder preset
+    num_labels: int | None = 2
+    # tokens per inference (default DEFAULT_SEQ_LEN); a decoder: the positions its KV caches hold (default: all)
+    seq_len: int | None = None
+    schedule: str = "mcubert"
+    precision: str = "int8"
+    embedding: str = "auto"  # mcubert: "auto" compresses an uncompressed embedding, "dense" keeps it
+    qat_steps: int = 0  # mcubert: steps of the optional KD quantization-aware fine-tune
+    embedding_bits: int = 8  # mcubert: word tables as int8 (8) or packed int4 (4, SPEC 4.1.1)
+    weight_bits: int | str = 8  # mcubert: attention/MLP weights int8 (8), int4 w4row (4, SPEC 3.1.1) or "auto"
+    calibration: str | None = None
+    calibration_count: int = 32
+    seed: int = DEFAULT_SEED
+    sram_reserve: int | None = None
+    flash_reserve: int | None = None
+    bundles: tuple[str, ...] = ()
+    prune_vocab: str | None = None  # a corpus (task name or text file): keep only the pieces it uses
+    prune_top_n: int | None = None  # with prune_vocab: only its N most frequent pieces
+    vocab: bool = True  # write the on-device tokenizer's blob (model_vocab.*) when the checkpoint has a tokenizer
+    force: bool = False  # overwrite files in out_dir that no earlier export's report.json lists as its own
+    top_k: int = 1  # a decoder: the best ids each step returns
+
+    def reserves(self) -> dict:
+        """The SRAM and Flash reserves given, as check_fit takes them (the board's defaults otherwise)."""
+        given = {"sram_reserve": self.sram_reserve, "flash_reserve": self.flash_reserve}
+        return {k: v for k, v in given.items() if v is not None}
+
+
+_PRUNING = "pruning a byte-level BPE vocabulary must also keep the merges that build every kept id: not built yet"
+# What a decoder export does not do, field by field: (the field's default, its command-line option, why).
+# Every other field works for both kinds.
+DECODER_REFUSES = {
+    "schedule": ("mcubert", "--schedule", "the stock TFLite graph is an encoder's; a decoder step is MCUBERT ops only"),
+    "precision": ("int8", "--precision", "a decoder is MCUBERT int8 ops only (the other precisions are stock graphs)"),
+    "num_labels": (2, "--num-labels", "a decoder predicts the next token: it has no classifier head"),
+    "embedding_bits": (
+        8,
+        "--embedding-bits",
+        "the decoder's tied word table is stored int8 (no int4 LM-head table yet)",
+    ),
+    "weight_bits": (8, "--weight-bits", "the decoder ops store int8 weights (no int4 decoder kernels yet)"),
+    "prune_vocab": (None, "--prune-vocab", _PRUNING),
+    "prune_top_n": (None, "--prune-top-n", _PRUNING),
+    "bundles": (
+        (),
+        "--bundle",
+        "the Arduino and CMake bundles wrap the encoder's app; the decoder's generate app is in firmware/",
+    ),
+    "vocab": (True, "--no-vocab", "the decoder's firmware turns ids back into text with the BPE blob: always written"),
+}
+
+
+def refused_for_decoder(request: ExportRequest) -> list[str]:
+    """One line per field a decoder export was given but does not do, with the reason."""
+    return [
+        f"{option}: not available for a decoder export: {why}"
+        for field, (default, option, why) in DECODER_REFUSES.items()
+        if getattr(request, field) != default
+    ]
