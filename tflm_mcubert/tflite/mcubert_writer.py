@@ -1,6 +1,7 @@
-"""Write the MCUBERT int8 model as a .tflite: four custom ops, an offline memory plan, aligned buffers.
+"""Write an MCUBERT int8 model as a .tflite: its custom ops, an offline memory plan, aligned buffers.
 
-Graph (one subgraph):
+One writer for every topology (ops/topology.py): the graph inputs, the state tensors and the op order come
+from the model's topology and nodes. The encoder's graph (one subgraph):
 
     inputs   input_ids int32[1, s], attention_mask int8[1, s] (0 = padding), token_type_ids int32[1, s]
     MCUBERT_EMBEDDING        (input_ids, token_type_ids, tables...)   -> hidden_0, scratch
@@ -8,6 +9,10 @@ Graph (one subgraph):
     MCUBERT_MLP        x L   (hidden_2l+1, weights...)                -> hidden_2l+2, scratch
     MCUBERT_CLASSIFIER_HEAD  (hidden_2L, weights...)                  -> logits int8[1, n], scratch
     outputs  logits (a classifier) or last_hidden_state int8[1, s, d]
+
+A decoder step's: inputs input_id and position int32[1], each layer's KV cache a variable tensor (state
+kept between invokes), DECODER_EMBEDDING, (CAUSAL_ATTENTION, DECODER_MLP) x L, LM_HEAD -> top_k int32[1, 2, k],
+the LM head's tables shared with the embedding's.
 
 Every hidden_k is its own tensor (with its own per-channel scales and zero points along d, so a
 reader can dequantize any of them), but all share one arena offset: the ops work in place. Each op's scratch is an extra
