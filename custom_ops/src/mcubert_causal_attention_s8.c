@@ -66,7 +66,9 @@ static mcubert_status validate_options(const mcubert_causal_attention_params *p,
         (st = mcubert_check_multiplier(OP, "score_multiplier", p->score_multiplier, p->score_shift, m)) != MCUBERT_OK ||
         (st = mcubert_check_multiplier(OP, "context_multiplier", p->context_multiplier, p->context_shift, m)) !=
             MCUBERT_OK ||
-        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
+        (st = mcubert_check_int4_layers(OP, p->int4_layers, 4, 8, p->spec_version,
+                                        MCUBERT_CAUSAL_ATTENTION_INT4_LAYERS_SINCE, m)) != MCUBERT_OK) {
         return st;
     }
     if (p->hidden % p->heads != 0) {
@@ -110,8 +112,8 @@ mcubert_status mcubert_causal_attention_validate(const mcubert_causal_attention_
     }
     for (i = 0; i < 4; ++i) {
         const int32_t w = MCUBERT_CAUSAL_ATTENTION_QUERY_WEIGHTS + 2 * i;
-        if ((st = mcubert_check_linear(OP, layers[i][0], &t[w], layers[i][1], &t[w + 1], d, d, message)) !=
-            MCUBERT_OK) {
+        if ((st = mcubert_check_linear_bits(OP, layers[i][0], &t[w], layers[i][1], &t[w + 1], d, d,
+                                            mcubert_layer_width(params->int4_layers, i, 8), message)) != MCUBERT_OK) {
             return st;
         }
     }
@@ -214,17 +216,29 @@ mcubert_status mcubert_causal_attention_s8(const mcubert_causal_attention_params
     q = scratch + layout.query;
     ctx = scratch + layout.context;
     widened = (uint32_t *)(void *)(scratch + layout.widened);
-    query = mcubert_linear_of(weights->query_weights, weights->query_channels, d, d, 8);
-    key = mcubert_linear_of(weights->key_weights, weights->key_channels, d, d, 8);
-    value = mcubert_linear_of(weights->value_weights, weights->value_channels, d, d, 8);
-    output = mcubert_linear_of(weights->output_weights, weights->output_channels, d, d, 8);
+    query = mcubert_linear_of(weights->query_weights, weights->query_channels, d, d,
+                              mcubert_layer_width(params->int4_layers, 0, 8));
+    key = mcubert_linear_of(weights->key_weights, weights->key_channels, d, d,
+                            mcubert_layer_width(params->int4_layers, 1, 8));
+    value = mcubert_linear_of(weights->value_weights, weights->value_channels, d, d,
+                              mcubert_layer_width(params->int4_layers, 2, 8));
+    output = mcubert_linear_of(weights->output_weights, weights->output_channels, d, d,
+                               mcubert_layer_width(params->int4_layers, 3, 8));
 
     mcubert_stream_to_z(hidden, weights->residual, d, z);
     mcubert_layer_norm_s8(z, d, weights->layer_norm, params->ln_eps, normed);
     mcubert_rows_init_s8(&rows, normed, d, 1, d);
-    mcubert_linear_widen(&rows, &query, widened); /* one widening serves Q, K and V (same K, width) */
+    /* Q, K and V read the same row: it is widened again only where a layer's width differs (the int8 and
+     * int4 gemms lay the widened row out differently). */
+    mcubert_linear_widen(&rows, &query, widened);
     mcubert_linear_to_s8(&rows, &query, 0, d, 0, NULL, q, d, 1);
+    if (key.weight_bits != query.weight_bits) {
+        mcubert_linear_widen(&rows, &key, widened);
+    }
     mcubert_linear_to_s8(&rows, &key, 0, d, 0, NULL, cache + (int64_t)p * d, d, 1);
+    if (value.weight_bits != key.weight_bits) {
+        mcubert_linear_widen(&rows, &value, widened);
+    }
     mcubert_linear_to_s8(&rows, &value, 0, d, 0, NULL, cache + ((int64_t)n + p) * d, d, 1);
     first = params->window > 0 && p - params->window + 1 > 0 ? p - params->window + 1 : 0; /* local attention */
     attend_heads(params, q, cache + (int64_t)first * d, cache + ((int64_t)n + first) * d, p + 1 - first,

@@ -52,10 +52,12 @@ static mcubert_status validate_options(const mcubert_decoder_mlp_params *p, mcub
         (st = mcubert_check_spec(OP, p->spec_version, p->spec_hash, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "ffn", p->ffn, 1, MCUBERT_MAX_FFN, m)) != MCUBERT_OK ||
-        (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK) {
+        (st = mcubert_check_zero_point(OP, "fc1_output_zero_point", p->fc1_output_zero_point, m)) != MCUBERT_OK ||
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
         return st;
     }
-    return mcubert_check_ln_eps(OP, p->ln_eps, m);
+    return mcubert_check_int4_layers(OP, p->int4_layers, 2, 8, p->spec_version, MCUBERT_DECODER_MLP_INT4_LAYERS_SINCE,
+                                     m);
 }
 
 mcubert_status mcubert_decoder_mlp_validate(const mcubert_decoder_mlp_params *params,
@@ -76,12 +78,14 @@ mcubert_status mcubert_decoder_mlp_validate(const mcubert_decoder_mlp_params *pa
             MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "layer_norm", &t[MCUBERT_DECODER_MLP_LAYER_NORM], MCUBERT_DTYPE_INT32, 2 * d,
                                    message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "fc1_weights", &t[MCUBERT_DECODER_MLP_FC1_WEIGHTS], "fc1_channels",
-                                   &t[MCUBERT_DECODER_MLP_FC1_CHANNELS], f, d, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear_bits(OP, "fc1_weights", &t[MCUBERT_DECODER_MLP_FC1_WEIGHTS], "fc1_channels",
+                                        &t[MCUBERT_DECODER_MLP_FC1_CHANNELS], f, d,
+                                        mcubert_layer_width(params->int4_layers, 0, 8), message)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(OP, "activation_lut", &t[MCUBERT_DECODER_MLP_ACTIVATION_LUT], MCUBERT_DTYPE_INT8,
                                    256, message)) != MCUBERT_OK ||
-        (st = mcubert_check_linear(OP, "fc2_weights", &t[MCUBERT_DECODER_MLP_FC2_WEIGHTS], "fc2_channels",
-                                   &t[MCUBERT_DECODER_MLP_FC2_CHANNELS], d, f, message)) != MCUBERT_OK ||
+        (st = mcubert_check_linear_bits(OP, "fc2_weights", &t[MCUBERT_DECODER_MLP_FC2_WEIGHTS], "fc2_channels",
+                                        &t[MCUBERT_DECODER_MLP_FC2_CHANNELS], d, f,
+                                        mcubert_layer_width(params->int4_layers, 1, 8), message)) != MCUBERT_OK ||
         (st = mcubert_check_residual_tensor(OP, "residual", &t[MCUBERT_DECODER_MLP_RESIDUAL], d, message)) !=
             MCUBERT_OK ||
         (st = mcubert_check_residual_tensor(OP, "output_residual", &t[MCUBERT_DECODER_MLP_OUTPUT_RESIDUAL], d,
@@ -122,8 +126,10 @@ mcubert_status mcubert_decoder_mlp_s8(const mcubert_decoder_mlp_params *params,
     scratch = (int8_t *)context->buf;
     z = (int16_t *)(void *)(scratch + layout.residual);
     widened = (uint32_t *)(void *)(scratch + layout.widened);
-    fc1 = mcubert_linear_of(weights->fc1_weights, weights->fc1_channels, d, f, 8);
-    fc2 = mcubert_linear_of(weights->fc2_weights, weights->fc2_channels, f, d, 8);
+    fc1 = mcubert_linear_of(weights->fc1_weights, weights->fc1_channels, d, f,
+                            mcubert_layer_width(params->int4_layers, 0, 8));
+    fc2 = mcubert_linear_of(weights->fc2_weights, weights->fc2_channels, f, d,
+                            mcubert_layer_width(params->int4_layers, 1, 8));
 
     mcubert_stream_to_z(hidden, weights->residual, d, z);
     mcubert_layer_norm_s8(z, d, weights->layer_norm, params->ln_eps, scratch + layout.normed);

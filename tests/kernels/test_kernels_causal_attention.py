@@ -1,4 +1,5 @@
-"""MCUBERT_CAUSAL_ATTENTION (SPEC 4.6): the C kernel against ops/causal_attention.py, byte for byte.
+"""MCUBERT_CAUSAL_ATTENTION (SPEC 4.6): the C kernel against ops/causal_attention.py, byte for byte, with int8
+and int4 projections (version 9's `int4_layers`, SPEC 3.1.2; mixed widths widen the token's row again).
 
 * host, ASan/UBSan, plain C and DSP (emulated intrinsics): every step of a generation, the kernel given
   the reference's cache (rows after p left stale), residual streams of a calibrated block and of
@@ -21,26 +22,31 @@ from tflm_mcubert.ops import causal_attention, contract, kernel_abi, testing
 from tflm_mcubert.ops.causal_attention import CausalAttentionParams
 from tflm_mcubert.ops.fixed_point import INT32_MAX, MULTIPLIER_MIN
 from tflm_mcubert.ops.layernorm import LayerNormParams
-from tflm_mcubert.ops.linear import BIAS_LIMIT, Linear, pack_weights
+from tflm_mcubert.ops.linear import BIAS_LIMIT, Linear, pack_weights, pack_weights_int4
 
 OP = contract.CAUSAL_ATTENTION
 STACK_BOUND = int(re.search(r"#define MCUBERT_STACK_BOUND_BYTES (\d+)", HEADER.read_text()).group(1))
 
 
-def calibrated(d=32, h=4, context=64, seed=0):
-    params, _, in_quant, x = testing.quantized_causal_attention(d=d, h=h, context=context, seed=seed)
+def calibrated(d=32, h=4, context=64, seed=0, weight_bits=8):
+    params, _, in_quant, x = testing.quantized_causal_attention(
+        d=d, h=h, context=context, seed=seed, weight_bits=weight_bits
+    )
     return params, in_quant.quantize(x)
 
 
-def _linear(rng, d, shifts):
-    w = rng.integers(-127, 128, (d, d)).astype(np.int8)
+def _linear(rng, d, shifts, bits=8):
+    """bits 4: int4 weights in [-7, 7] (w4row), shifts 4 higher for the ~16x smaller accumulators."""
+    top, shifts = (127, shifts) if bits == 8 else (7, (shifts[0] + 4, shifts[1] + 4))
+    w = rng.integers(-top, top + 1, (d, d)).astype(np.int8)
     bias = np.where(rng.random(d) < 0.9, rng.integers(-(1 << 16), 1 << 16, d), rng.integers(-BIAS_LIMIT, BIAS_LIMIT, d))
     mult = rng.integers(MULTIPLIER_MIN, INT32_MAX, d, endpoint=True)
     shift = rng.integers(*shifts, d)
-    return Linear(d, d, pack_weights(w), np.stack([bias, mult, shift], axis=1).astype(np.int32))
+    packed = pack_weights(w) if bits == 8 else pack_weights_int4(w).view(np.int8)
+    return Linear(d, d, packed, np.stack([bias, mult, shift], axis=1).astype(np.int32), bits)
 
 
-def extreme(d=24, h=3, context=40, seed=0, window=0):
+def extreme(d=24, h=3, context=40, seed=0, window=0, widths=(8, 8, 8, 8)):
     """Every integer anywhere in the contract's range: the outputs mean nothing but must match."""
     rng = np.random.default_rng(seed)
     table = np.stack([rng.integers(-(1 << 20), 1 << 20, d), rng.integers(-(1 << 22), 1 << 22, d)], axis=1)
@@ -56,10 +62,10 @@ def extreme(d=24, h=3, context=40, seed=0, window=0):
         context_multiplier=int(rng.integers(MULTIPLIER_MIN, INT32_MAX)),
         context_shift=-10,
         layer_norm=LayerNormParams(table.astype(np.int32), int(rng.integers(0, 1 << 40))),
-        query=_linear(rng, d, (-16, -8)),
-        key=_linear(rng, d, (-16, -8)),
-        value=_linear(rng, d, (-16, -8)),
-        output=_linear(rng, d, (-12, -2)),
+        query=_linear(rng, d, (-16, -8), widths[0]),
+        key=_linear(rng, d, (-16, -8), widths[1]),
+        value=_linear(rng, d, (-16, -8), widths[2]),
+        output=_linear(rng, d, (-12, -2), widths[3]),
         exp_lut=np.sort(rng.integers(0, 1 << 14, 256))[::-1].astype(np.int16),
         residual=residual,
         output_residual=out_residual,
@@ -72,7 +78,24 @@ CASES = {
     "extreme": extreme(),
     "odd": extreme(d=6, h=2, context=9, seed=3),
     "local-window": extreme(d=16, h=2, context=30, seed=4, window=7),
+    "calibrated-int4": calibrated(seed=5, weight_bits=4),
+    "extreme-mixed": extreme(seed=6, widths=(8, 4, 8, 4)),  # every projection widens the row again
+    "odd-int4": extreme(d=6, h=2, context=9, seed=7, widths=(4, 4, 4, 4)),
 }
+
+
+def test_int4_layers_are_written_only_where_a_projection_is_int4():
+    assert "int4_layers" not in CASES["calibrated"][0].options()
+    assert CASES["calibrated-int4"][0].options()["int4_layers"] == 0b1111
+    assert CASES["extreme-mixed"][0].options()["int4_layers"] == 0b1010
+    params = CASES["extreme-mixed"][0]
+    again = CausalAttentionParams.from_serialized(params.options(), params.tensors())
+    assert [again.query.weight_bits, again.key.weight_bits, again.value.weight_bits, again.output.weight_bits] == [
+        8,
+        4,
+        8,
+        4,
+    ]
 
 
 def _call(params, hidden, p, cache):
@@ -135,9 +158,10 @@ def emulator(request, arm_images):
     return ArmEmulator(arm_images(cpu, plain), cpu)
 
 
-def test_a_256_token_generation_is_bit_exact_on_the_core(emulator):
+@pytest.mark.parametrize("weight_bits", [8, (4, 8, 4, 4)], ids=["int8", "int4-mixed"])
+def test_a_256_token_generation_is_bit_exact_on_the_core(emulator, weight_bits):
     """The cache stays in the core's memory: every step's hidden state, then the whole cache, as the reference's."""
-    params, xs = calibrated(d=32, h=4, context=256, seed=2)
+    params, xs = calibrated(d=32, h=4, context=256, seed=2, weight_bits=weight_bits)
     cache = np.zeros((2, params.context, params.hidden), np.int8)
     call = _call(params, xs[0], 0, cache)
     mark = emulator.heap_mark()

@@ -1,6 +1,7 @@
-"""The whole int8 decoder on an emulated core, as the firmware will run it: every op's kernel called in node
+"""The whole decoder on an emulated core, as the firmware will run it: every op's kernel called in node
 order, one token per step, each layer's KV cache living in the core's memory between steps and the greedy
-id fed back. Every step's top-k and, at the end, every cache equal the numpy reference's (QuantizedDecoder)."""
+id fed back. Every step's top-k and, at the end, every cache equal the numpy reference's (QuantizedDecoder),
+with int8 weights and with int4 ones (all four projections and both MLP layers, and a per-matrix mix)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,11 @@ CORES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def decoder():
+# int4 everywhere in layer 0; layer 1 mixes widths inside both ops (SPEC 3.1.2: the mask of version 9)
+INT4_WIDTHS = ((4, 4), ((8, 4, 4, 8), (4, 8)))
+
+
+def calibrated(weight_bits=8):
     from tflm_mcubert.model.decoder import build_decoder
     from tflm_mcubert.model.decoder_config import DecoderConfig
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
@@ -33,7 +37,18 @@ def decoder():
     raw = {"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 256, "n_embd": 32, "n_layer": 2, "n_head": 4}
     model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
     rng = np.random.default_rng(0)
-    return calibrate_decoder(model, [rng.integers(0, VOCAB, 48) for _ in range(8)], top_k=4)
+    sequences = [rng.integers(0, VOCAB, 48) for _ in range(8)]
+    return calibrate_decoder(model, sequences, top_k=4, weight_bits=weight_bits)
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    return calibrated()
+
+
+@pytest.fixture(scope="module")
+def int4_decoder():
+    return calibrated(INT4_WIDTHS)
 
 
 class OnCore:
@@ -80,8 +95,22 @@ class OnCore:
         return np.frombuffer(self.emu.read(self.runtime[name], int(np.prod(shape))), np.int8).reshape(shape)
 
 
-@pytest.mark.parametrize("cpu,plain,steps", CORES, ids=[f"{c}-{'plain' if p else 'dsp'}" for c, p, _ in CORES])
+CORE_IDS = [f"{c}-{'plain' if p else 'dsp'}" for c, p, _ in CORES]
+
+
+@pytest.mark.parametrize("cpu,plain,steps", CORES, ids=CORE_IDS)
 def test_greedy_generation_on_the_core_equals_the_reference(arm_images, decoder, cpu, plain, steps):
+    generate_on_the_core(arm_images, decoder, cpu, plain, steps)
+
+
+@pytest.mark.parametrize("cpu,plain,steps", CORES, ids=CORE_IDS)
+def test_int4_weights_generate_on_the_core_as_the_reference(arm_images, int4_decoder, cpu, plain, steps):
+    widths = [n.params.options().get("int4_layers") for n in int4_decoder.nodes() if n.op.per_layer]
+    assert widths == [0b1111, 0b11, 0b0110, 0b01]  # what the kernels are given: version 9's masks
+    generate_on_the_core(arm_images, int4_decoder, cpu, plain, min(steps, 64))
+
+
+def generate_on_the_core(arm_images, decoder, cpu, plain, steps):
     from tflm_mcubert.measure.arm_emulator import ArmEmulator
 
     emulator = ArmEmulator(arm_images(cpu, plain), cpu)

@@ -49,7 +49,7 @@ from tflm_mcubert.ops.layernorm import (
     residual_out,
     residual_sum,
 )
-from tflm_mcubert.ops.linear import Linear
+from tflm_mcubert.ops.linear import Linear, int4_layers_option, layer_widths, widths_from_options
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -134,6 +134,7 @@ class CausalAttentionParams:
             "context_multiplier": self.context_multiplier,
             "context_shift": self.context_shift,
             "ln_eps": self.layer_norm.eps,
+            **int4_layers_option(tuple(getattr(self, name) for name in LINEARS)),
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
@@ -146,8 +147,11 @@ class CausalAttentionParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]) -> "CausalAttentionParams":
-        d = options["hidden"]
-        layers = {name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"]) for name in LINEARS}
+        d, widths = options["hidden"], widths_from_options(LINEARS, options)
+        layers = {
+            name: Linear(d, d, tensors[f"{name}_weights"], tensors[f"{name}_channels"], bits)
+            for name, bits in zip(LINEARS, widths)
+        }
         return cls(
             options["context"],
             d,
@@ -302,14 +306,22 @@ class CausalAttentionFloat:
         return {k: np.concatenate(v) for k, v in seen.items()}, np.concatenate(outputs), np.concatenate(sequences)
 
     def quantize(
-        self, x, input_quant: TensorQuant, *, context: int, z_scale: float | None = None
+        self,
+        x,
+        input_quant: TensorQuant,
+        *,
+        context: int,
+        z_scale: float | None = None,
+        weight_bits: int | tuple[int, ...] | dict[str, int] = 8,
     ) -> "CausalAttentionParams":
         """Integer parameters from one float pass over calibration sequences (x [s, d], or a list of them)
         whose residual stream is quantized as `input_quant` (per channel, power-of-two multiples of one
         step). `z_scale`: the
         decoder's s_z (calibrate_decoder chooses one for every op, so the stream can grow layer by layer);
         None: this op's own (layernorm.residual_channels). The output keeps s_z: its channels get the
-        smallest shift R' whose int8 covers their calibrated range."""
+        smallest shift R' whose int8 covers their calibrated range. `weight_bits`: one width for the four
+        projections, or one each (a tuple in LINEARS order, or by name; SPEC.md 3.1.2)."""
+        bits = dict(zip(LINEARS, layer_widths(OP, LINEARS, weight_bits)))
         seen, y, x = self._observe(x)
         d, dh = self.hidden, self.hidden // self.heads
         residual, z_scale = stream_residual(input_quant, float(max(np.abs(y).max(), np.abs(x).max())), d, z_scale)
@@ -334,10 +346,10 @@ class CausalAttentionFloat:
             context_multiplier=int(ctx_m),
             context_shift=int(ctx_s),
             layer_norm=LayerNormParams.from_float(self.gamma, self.beta, self.eps, z_scale, normed),
-            query=Linear.from_float(self.wq, self.bq, normed, sym["query"].scale),
-            key=Linear.from_float(self.wk, self.bk, normed, sym["key"].scale),
-            value=Linear.from_float(self.wv, self.bv, normed, sym["value"].scale),
-            output=Linear.from_float(self.wo, self.bo, sym["context"], z_scale),
+            query=Linear.from_float(self.wq, self.bq, normed, sym["query"].scale, bits["query"]),
+            key=Linear.from_float(self.wk, self.bk, normed, sym["key"].scale, bits["key"]),
+            value=Linear.from_float(self.wv, self.bv, normed, sym["value"].scale, bits["value"]),
+            output=Linear.from_float(self.wo, self.bo, sym["context"], z_scale, bits["output"]),
             exp_lut=build_exp_lut(score_scale),
             residual=residual,
             output_residual=stream_channels(y.min(axis=0), y.max(axis=0), z_scale),

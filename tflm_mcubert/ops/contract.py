@@ -39,6 +39,9 @@ SPEC_VERSION_DECODER_EMBEDDING = 7
 # Version 8 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (issue 25): a width per linear layer, option
 # `int4_layers` (bit i: the op's layer i is int4), for a model whose ops mix int4 and int8 matrices.
 SPEC_VERSION_LAYER_BITS = 8
+# Version 9 belongs to MCUBERT_CAUSAL_ATTENTION and MCUBERT_DECODER_MLP: version 8's `int4_layers` mask
+# for the decoder blocks (a decoder op has no `weight_bits`: the mask alone gives each layer's width).
+SPEC_VERSION_DECODER_LAYER_BITS = 9
 ATTENTION_LINEAR_LAYERS = ("query", "key", "value", "output")  # the order of the op's weight inputs
 MLP_LINEAR_LAYERS = ("fc1", "fc2")
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
@@ -484,6 +487,15 @@ def _int4_layers_lines(op: str, layers: tuple[str, ...]) -> tuple[str, ...]:
     )
 
 
+def _decoder_int4_layers_lines(op: str, layers: tuple[str, ...], shapes: str) -> tuple[str, ...]:
+    """Version 9's numerics of a decoder op: version 8's mask, and the w4row layout it selects (3.1.1)."""
+    return (
+        f"{op}.layer width=4 if bit i of int4_layers is set,else 8;layer i of {'|'.join(layers)}",
+        *_w4_lines(op, layers, shapes)[1:3],
+        f"{op}.weights(layer i)=w4row int8[N*4*ceil(K/8)] at width 4,pair4 at width 8;(N,K)=({shapes})",
+    )
+
+
 # Option fields a later version adds, by version and op (absent from, and unknown to, earlier ones).
 VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
     SPEC_VERSION_INT4: {
@@ -497,6 +509,10 @@ VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
         ATTENTION: (_int4_layers_field(ATTENTION_LINEAR_LAYERS),),
         MLP: (_int4_layers_field(MLP_LINEAR_LAYERS),),
     },
+    SPEC_VERSION_DECODER_LAYER_BITS: {
+        CAUSAL_ATTENTION: (_int4_layers_field(ATTENTION_LINEAR_LAYERS),),
+        DECODER_MLP: (_int4_layers_field(MLP_LINEAR_LAYERS),),
+    },
 }
 
 
@@ -509,6 +525,10 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
     SPEC_VERSION_LAYER_BITS: {
         ATTENTION: _int4_layers_lines(ATTENTION, ATTENTION_LINEAR_LAYERS),
         MLP: _int4_layers_lines(MLP, MLP_LINEAR_LAYERS),
+    },
+    SPEC_VERSION_DECODER_LAYER_BITS: {
+        CAUSAL_ATTENTION: _decoder_int4_layers_lines(CAUSAL_ATTENTION, ATTENTION_LINEAR_LAYERS, "d, d"),
+        DECODER_MLP: _decoder_int4_layers_lines(DECODER_MLP, MLP_LINEAR_LAYERS, "ffn, d|d, ffn"),
     },
     SPEC_VERSION_DECODER_EMBEDDING: {
         DECODER_EMBEDDING: (

@@ -31,13 +31,14 @@ from tflm_mcubert.ops.layernorm import (
     residual_out,
     residual_sum,
 )
-from tflm_mcubert.ops.linear import Linear
+from tflm_mcubert.ops.linear import Linear, int4_layers_option, layer_widths, widths_from_options
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
 
 OP = contract.DECODER_MLP
+LINEARS = contract.MLP_LINEAR_LAYERS  # ("fc1", "fc2"): bit i of int4_layers
 
 
 def scratch_layout(d: int, ffn: int) -> ScratchLayout:
@@ -92,6 +93,7 @@ class DecoderMlpParams:
             "ffn": self.ffn,
             "fc1_output_zero_point": self.fc1_output_zero_point,
             "ln_eps": self.layer_norm.eps,
+            **int4_layers_option((self.fc1, self.fc2)),
         }
 
     def tensors(self) -> dict[str, np.ndarray]:
@@ -108,15 +110,15 @@ class DecoderMlpParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]) -> "DecoderMlpParams":
-        d, f = options["hidden"], options["ffn"]
+        d, f, (bits1, bits2) = options["hidden"], options["ffn"], widths_from_options(LINEARS, options)
         return cls(
             d,
             f,
             options["fc1_output_zero_point"],
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
-            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"]),
+            Linear(d, f, tensors["fc1_weights"], tensors["fc1_channels"], bits1),
             tensors["activation_lut"],
-            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"]),
+            Linear(f, d, tensors["fc2_weights"], tensors["fc2_channels"], bits2),
             tensors["residual"],
             tensors["output_residual"],
         ).validate()
@@ -176,10 +178,17 @@ class DecoderMlpFloat:
             observed.update(normed=a, pre_activation=pre, activation=f, output=y)
         return y
 
-    def quantize(self, x: np.ndarray, input_quant: TensorQuant, z_scale: float | None = None) -> DecoderMlpParams:
+    def quantize(
+        self,
+        x: np.ndarray,
+        input_quant: TensorQuant,
+        z_scale: float | None = None,
+        weight_bits: int | tuple[int, ...] | dict[str, int] = 8,
+    ) -> DecoderMlpParams:
         """Integer parameters from one float pass over calibration rows x [n, d] (the residual stream
         quantized as `input_quant`); `z_scale` as CausalAttentionFloat.quantize takes it. The output keeps
-        s_z (causal_attention.stream_channels)."""
+        s_z (causal_attention.stream_channels). `weight_bits`: one width for FC1 and FC2, or one each."""
+        bits1, bits2 = layer_widths(OP, LINEARS, weight_bits)
         seen: dict = {}
         y = self.forward(x, seen)
         z_max = float(max(np.abs(y).max(), np.abs(x).max()))
@@ -193,9 +202,9 @@ class DecoderMlpFloat:
             ffn=self.ffn,
             fc1_output_zero_point=int(pre.zero_point),
             layer_norm=LayerNormParams.from_float(self.gamma, self.beta, self.eps, z_scale, normed),
-            fc1=Linear.from_float(self.w1, self.b1, normed, pre.scale),
+            fc1=Linear.from_float(self.w1, self.b1, normed, pre.scale, bits1),
             activation_lut=lut,
-            fc2=Linear.from_float(self.w2, self.b2, act, z_scale),
+            fc2=Linear.from_float(self.w2, self.b2, act, z_scale, bits2),
             residual=residual,
             output_residual=stream_channels(y.min(axis=0), y.max(axis=0), z_scale),
         ).validate()

@@ -251,6 +251,13 @@ def weight_bits_options(widths: tuple[int, ...]) -> dict[str, int]:
     return {"weight_bits": 8, "int4_layers": sum(1 << i for i, bits in enumerate(widths) if bits == 4)}
 
 
+def int4_layers_option(layers: tuple[Linear, ...]) -> dict[str, int]:
+    """A decoder op's width options (version 9, SPEC.md 3.1.2): none when every layer is int8 (its first
+    version's options, byte for byte), else the `int4_layers` mask alone (bit i: layer i is int4)."""
+    mask = sum(1 << i for i, layer in enumerate(layers) if layer.weight_bits == 4)
+    return {"int4_layers": mask} if mask else {}
+
+
 def widths_from_options(layers: tuple[str, ...], options: dict[str, int]) -> tuple[int, ...]:
     """Each layer's width as the options declare it: 4 where `int4_layers` has its bit, else `weight_bits`
     (8 when absent)."""

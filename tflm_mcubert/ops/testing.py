@@ -293,26 +293,27 @@ def float_causal_attention(rng: np.random.Generator, d: int, h: int):
     return CausalAttentionFloat(**{f: getattr(base, f) for f in fields}, heads=h, eps=1e-5)
 
 
-def quantized_causal_attention(d: int = 32, h: int = 4, context: int = 256, seed: int = 0):
+def quantized_causal_attention(d: int = 32, h: int = 4, context: int = 256, seed: int = 0, weight_bits=8):
     """(params, float block, input quant, float residual stream [context, d]): a block calibrated on a
-    residual stream with a few outlier channels, as GPT-2's has."""
+    residual stream with a few outlier channels, as GPT-2's has; `weight_bits` as the op's quantize takes it."""
     rng = np.random.default_rng(seed)
     fw = float_causal_attention(rng, d, h)
     x = rng.normal(0, 1.0, (context, d)) * (1 + 3 * (np.arange(d) % 7 == 0))
     y = fw.forward(x)
     in_quant = hidden_quant(x.min(axis=0), x.max(axis=0), float(max(np.abs(x).max(), np.abs(y).max())))
-    return fw.quantize(x, in_quant, context=context), fw, in_quant, x
+    return fw.quantize(x, in_quant, context=context, weight_bits=weight_bits), fw, in_quant, x
 
 
-def quantized_decoder_mlp(d: int = 32, ffn: int = 128, rows: int = 64, seed: int = 0):
-    """(params, float MLP, input quant, float residual stream [rows, d]) of GPT-2's MLP, calibrated."""
+def quantized_decoder_mlp(d: int = 32, ffn: int = 128, rows: int = 64, seed: int = 0, weight_bits=8):
+    """(params, float MLP, input quant, float residual stream [rows, d]) of GPT-2's MLP, calibrated;
+    `weight_bits` as the op's quantize takes it."""
     rng = np.random.default_rng(seed)
     base = float_mlp(rng, d, ffn)
     fw = DecoderMlpFloat(base.w1, base.b1, base.w2, base.b2, base.gamma, base.beta)
     x = rng.normal(0, 1.0, (rows, d)) * (1 + 3 * (np.arange(d) % 7 == 0))
     y = fw.forward(x)
     in_quant = hidden_quant(x.min(axis=0), x.max(axis=0), float(max(np.abs(x).max(), np.abs(y).max())))
-    return fw.quantize(x, in_quant), fw, in_quant, x
+    return fw.quantize(x, in_quant, weight_bits=weight_bits), fw, in_quant, x
 
 
 def quantized_decoder_embedding(
