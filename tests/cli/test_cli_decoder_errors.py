@@ -295,7 +295,7 @@ REFUSED = {
     ("--precision", "float32"): "int8 ops only",
     ("--num-labels", "3"): "no classifier head",
     ("--embedding-bits", "4"): "tied word table",
-    ("--weight-bits", "4"): "int8 weights",
+    ("--weight-bits", "auto"): "give 8 or 4",
     ("--prune-vocab", "sst2"): "merges",
     ("--bundle", "arduino"): "generate app",
     ("--no-vocab",): "BPE blob",
@@ -307,6 +307,14 @@ def test_an_option_a_decoder_export_does_not_do_is_refused_with_its_reason(capsy
     code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *option, *FAST, "--out", tmp_path / "o")
     assert code == 2
     assert_one_clean_error(err, f"{option[0]}: not available for a decoder export", REFUSED[option])
+    assert not (tmp_path / "o").exists()
+
+
+def test_qat_with_int4_weights_is_refused_with_its_reason(capsys, tmp_path):
+    argv = ("--qat-steps", "3", "--weight-bits", "4", *FAST, "--out", tmp_path / "o")
+    code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *argv)
+    assert code == 2
+    assert_one_clean_error(err, "--qat-steps: not available for a decoder export with --weight-bits 4", "int8 weights")
     assert not (tmp_path / "o").exists()
 
 

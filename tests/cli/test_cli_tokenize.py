@@ -121,6 +121,7 @@ def test_added_tokens_are_identical_in_a_second_without_torch_or_transformers(ad
         "print('heavy', heavy); raise SystemExit(code)"
     )
     texts = ["see [URL] now", "a<mask>b <emoji>", "[E1] Paris [/E1]", "<s> NAÏVE"]
+
     def child_cpu_seconds() -> float:  # CPU, not wall: the other test worker's load is not the command's
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return usage.ru_utime + usage.ru_stime

@@ -15,6 +15,7 @@ from tests.cli.cli_helpers import assert_one_clean_error, run_cli
 from tests.export.mcubert_models import small_export
 from tflm_mcubert.model.decoder import build_decoder
 from tflm_mcubert.model.decoder_config import DecoderConfig
+from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, decoder_dims, plan_decoder
 from tflm_mcubert.tflite.integrity import add_integrity_record
@@ -65,6 +66,27 @@ def test_the_tied_table_is_stored_once(decoder, tflite):
     model = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
     tensors = {t.name.decode(): t.buffer for t in model.subgraphs[0].tensors}
     assert tensors["embedding/word_rows"] == tensors["lm_head/word_rows"]
+
+
+def test_int4_weights_read_back_decode_as_the_reference_and_shrink_the_blocks(decoder):
+    raw = {"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 48, "n_embd": 32, "n_layer": 2, "n_head": 4}
+    model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
+    rng = np.random.default_rng(0)
+    int4 = calibrate_decoder(model, [rng.integers(0, VOCAB, 40) for _ in range(6)], top_k=3, weight_bits=4)
+    written = model_to_tflite(int4, plan_decoder(int4, 1 << 20))
+    read = read_decoder(written)
+    blocks = [n for n in read.quantized.nodes() if n.op.per_layer]
+    assert [n.params.options()["int4_layers"] for n in blocks] == [0b1111, 0b11, 0b1111, 0b11]
+    caches, read_caches = int4.new_caches(), read.quantized.new_caches()
+    token = 4
+    for position in range(int4.context):
+        expected = int4.step(token, position, caches)
+        assert np.array_equal(read.quantized.step(token, position, read_caches), expected), position
+        token = int(expected[0, 0])
+    block_bytes = lambda d: sum(n.op.constant_bytes(n.params) for n in d.nodes() if n.op.per_layer)  # noqa: E731
+    matrices = [(32, 32)] * 4 + [(128, 32), (32, 128)]  # Q, K, V, O; FC1, FC2 of each of the 2 layers
+    saved = 2 * sum(stored_size(n, k, 8) - stored_size(n, k, 4) for n, k in matrices)
+    assert block_bytes(decoder) - block_bytes(int4) == saved == 12288  # the weights halve; the rest stays
 
 
 def test_encoder_and_decoder_readers_refuse_each_other(decoder, tflite):
@@ -129,7 +151,7 @@ def test_a_checkpoint_exports_with_its_table_compressed_to_the_flash_given(tmp_p
 @pytest.mark.parametrize(
     "args,named",
     [
-        (("--weight-bits", "4"), "--weight-bits"),
+        (("--weight-bits", "auto"), "--weight-bits"),
         (("--schedule", "stock"), "--schedule"),
         (("--seq-len", "300"), "--seq-len 300"),
         (("--seq-len", "0"), "--seq-len 0"),

@@ -1,7 +1,7 @@
 """`mcubert_generate` (examples/baremetal, issue 26): a decoder exported from a GPT-2 checkpoint generates
 under QEMU's Cortex-M7, prompt in, ids out, each prompt's greedy continuation equal to the reference's
-(the .tflite read back) token for token, every KV cache reset between prompts; bad prompt lines are named
-and skipped."""
+(the .tflite read back) token for token, every KV cache reset between prompts, with int8 and with int4
+weights; bad prompt lines are named and skipped."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ VOCAB = 211
 NEW_TOKENS = 12
 
 
-@pytest.fixture(scope="module")
-def export_dir(tmp_path_factory):
+@pytest.fixture(scope="module", params=["8", "4"], ids=["int8", "int4"])
+def export_dir(tmp_path_factory, request):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     root = tmp_path_factory.mktemp("generate")
@@ -29,7 +29,8 @@ def export_dir(tmp_path_factory):
         for parameter in model.parameters():
             parameter.add_(0.2 * torch.randn(parameter.shape))
     model.save_pretrained(root / "gpt2")
-    code = _cli("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--out", root / "export")
+    export = ("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--weight-bits", request.param)
+    code = _cli(*export, "--out", root / "export")
     assert code == 0
     return root / "export"
 

@@ -89,8 +89,9 @@ def test_a_text_file_too_short_is_refused(tmp_path, capsys):
 
 def test_evaluate_gives_float_int8_and_exported_perplexity(checkpoint, text_file, tmp_path, capsys):
     code, out, err = run_cli(
-        capsys, "evaluate", "--checkpoint", checkpoint, "--text", text_file, "--samples", "2", "--json", tmp_path / "r"
-    )
+        capsys, "evaluate", "--checkpoint", checkpoint, "--text", text_file, "--samples", "2", "--weight-bits", "8",
+        "4", "--json", tmp_path / "r",
+    )  # fmt: skip
     assert code == 0, err
     result = json.loads((tmp_path / "r").read_text())
     assert result["int8_blocks"] == 2
@@ -99,6 +100,11 @@ def test_evaluate_gives_float_int8_and_exported_perplexity(checkpoint, text_file
     assert abs(result["int8_dense_perplexity"] / float_ppl - 1) < 0.05, result
     assert abs(result["int8_exported_perplexity"] / float_ppl - 1) < 0.05, result
     assert result["exported"]["compression"]["method"] == "dense"  # a 300 x 16 table fits the F746ZG whole
+    # int4 weights: the same models with every block matrix int4, smaller and still close to the float model
+    assert abs(result["int8+w4_dense_perplexity"] / float_ppl - 1) < 0.1, result
+    assert abs(result["int8+w4_exported_perplexity"] / float_ppl - 1) < 0.1, result
+    assert result["exported+w4"]["weight_bits"] == 4
+    assert result["exported+w4"]["flash_bytes"] < result["exported"]["flash_bytes"]
 
 
 def test_evaluate_with_qat_steps_reports_qat_beside_ptq(checkpoint, text_file, tmp_path, capsys):

@@ -99,8 +99,8 @@ def add_parser(subparsers) -> list[str]:
         nargs="+",
         default=[8],
         choices=(8, 4),
-        help="storage of every attention and MLP linear layer: 8 (int8, default), 4 (packed int4, as "
-        "export --weight-bits 4), or both (8 4); int4 weights are reported with a +w4 suffix",
+        help="storage of every attention and MLP linear layer (an encoder's or a decoder's): 8 (int8, default), "
+        "4 (packed int4, as export --weight-bits 4), or both (8 4); int4 weights are reported with a +w4 suffix",
     )
     ev.add_argument(
         "--qat-steps",
@@ -208,7 +208,9 @@ def _run_decoder(args) -> int:
         seed=args.seed,
         qat_steps=args.qat_steps,
     )
-    result = {"texts": where, **evaluate_decoder(request, texts, limit=args.samples)}
+    if 4 in args.weight_bits and args.qat_steps:
+        raise UserError("--qat-steps with --weight-bits 4: the decoder's QAT fake-quantizes int8 weights only")
+    result = {"texts": where, **evaluate_decoder(request, texts, limit=args.samples, weight_bits=args.weight_bits)}
     print(json.dumps(result, indent=2))
     if args.json:
         output_file(args.json, "--json").write_text(json.dumps(result, indent=2) + "\n")

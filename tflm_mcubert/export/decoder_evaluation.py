@@ -58,8 +58,9 @@ def exported_perplexity(request: ExportRequest, model, tokenizer, sequences, blo
 
 
 def dense_perplexities(request: ExportRequest, model, sequences, blocks: np.ndarray) -> dict:
-    """int8 with the word table dense: PTQ, and after request.qat_steps of QAT when asked."""
-    dense = calibrate_decoder(model, sequences, top_k=request.top_k)
+    """int8 with the word table dense: PTQ (weights at request.weight_bits), and after request.qat_steps of QAT
+    when asked."""
+    dense = calibrate_decoder(model, sequences, top_k=request.top_k, weight_bits=request.weight_bits)
     result = {"int8_dense_perplexity": int8_perplexity(dense, blocks)}
     if request.qat_steps:
         written = (dense, None, None, None, {"method": "dense"})
@@ -69,9 +70,12 @@ def dense_perplexities(request: ExportRequest, model, sequences, blocks: np.ndar
     return result
 
 
-def evaluate_decoder(request: ExportRequest, texts: list[str], limit: int | None = None, log=print) -> dict:
-    """Float, int8 dense and int8 as exported for `request.board`: perplexity on `texts` (at most `limit`
-    blocks for the int8 models, which run one token a step in numpy; the float model reads them all)."""
+def evaluate_decoder(
+    request: ExportRequest, texts: list[str], limit: int | None = None, log=print, weight_bits=(8,)
+) -> dict:
+    """Float, then for each of `weight_bits` int8 dense and int8 as exported for `request.board`: perplexity
+    on `texts` (at most `limit` blocks for the quantized models, which run one token a step in numpy; the
+    float model reads them all). int4 weights' entries are named with a "+w4" suffix, as the encoder's."""
     from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras
 
     check_qat_steps(request)
@@ -92,8 +96,21 @@ def evaluate_decoder(request: ExportRequest, texts: list[str], limit: int | None
     sequences, calibration = calibration_sequences(request, tokenizer, model.config.vocab_size, context)
     result["int8_blocks"] = len(sample)
     result["float_perplexity_int8_blocks"] = perplexity(model, sample)
-    result.update(dense_perplexities(request, model, sequences, sample))
-    log(f"int8, dense word table: perplexity {result['int8_dense_perplexity']:.2f} ({len(sample)} blocks)")
+    for bits in dict.fromkeys(weight_bits):
+        width = dataclasses.replace(request, weight_bits=bits)
+        suffix = "" if bits == 8 else "+w4"
+        for key, value in _quantized_perplexities(width, model, tokenizer, sequences, sample, log).items():
+            result[key.replace("int8", "int8" + suffix, 1) if key.startswith("int8") else key + suffix] = value
+    result["calibration"] = calibration
+    result["seconds"] = round(time.time() - started, 1)
+    return result
+
+
+def _quantized_perplexities(request: ExportRequest, model, tokenizer, sequences, sample, log) -> dict:
+    """The int8 models at request.weight_bits: dense (PTQ, and QAT when asked), and as exported."""
+    weights = f"{request.weight_bits}-bit weights"
+    result = dense_perplexities(request, model, sequences, sample)
+    log(f"int8, {weights}, dense word table: perplexity {result['int8_dense_perplexity']:.2f} ({len(sample)} blocks)")
     if request.qat_steps:
         log(f"int8 after QAT, dense word table: perplexity {result['int8_dense_qat_perplexity']:.2f}")
         plain = exported_perplexity(dataclasses.replace(request, qat_steps=0), model, tokenizer, sequences, sample)
@@ -101,11 +118,9 @@ def evaluate_decoder(request: ExportRequest, texts: list[str], limit: int | None
         log(f"int8 as exported without QAT: perplexity {plain['perplexity']:.2f}")
     exported = exported_perplexity(request, model, tokenizer, sequences, sample)
     result["int8_exported_perplexity"] = exported.pop("perplexity")
-    result["exported"] = exported
-    result["calibration"] = calibration
-    result["seconds"] = round(time.time() - started, 1)
+    result["exported"] = {**exported, "weight_bits": request.weight_bits}
     log(
-        f"int8 as exported for {request.board.name} ({exported['compression']['method']} table, "
+        f"int8, {weights}, as exported for {request.board.name} ({exported['compression']['method']} table, "
         f"{exported['flash_bytes']:,} B{', after QAT' if request.qat_steps else ''}): "
         f"perplexity {result['int8_exported_perplexity']:.2f}"
     )

@@ -218,7 +218,8 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
     budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **request.reserves())
     sram_budget, flash_budget = budgets.arena_budget, budgets.flash_budget - tokenizer_bytes
     config = model.config
-    layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k))
+    bits = request.weight_bits
+    layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k, weight_bits=bits))
     flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
     searched = searched_table(request.checkpoint)
     for _ in range(MAX_SIZING_PASSES):
@@ -229,7 +230,7 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
         except BelowSmallestError as miss:
             table = (config.vocab_size, config.hidden_size)
             raise _table_misfit(request.board, budgets.flash_budget, tokenizer_bytes, flash_left, table, miss.smallest)
-        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k)
+        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k, weight_bits=bits)
         try:
             plan = plan_decoder(decoder, sram_budget)
         except BudgetExceededError as exc:
@@ -369,7 +370,7 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
         "board": request.board.to_json(),
         "context": context,
         "model": {**source, "layers": config.num_layers, "hidden": config.hidden_size, "heads": config.num_heads,
-                  "vocab_size": config.vocab_size, "top_k": request.top_k},
+                  "vocab_size": config.vocab_size, "top_k": request.top_k, "weight_bits": request.weight_bits},
         "calibration": {"source": calibration_source, "sequences": len(sequences)},
         "compression": compression,
         **({"qat": qat} if qat else {}),

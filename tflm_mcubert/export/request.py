@@ -46,33 +46,55 @@ class ExportRequest:
 
 
 _PRUNING = "pruning a byte-level BPE vocabulary must also keep the merges that build every kept id: not built yet"
-# What a decoder export does not do, field by field: (the field's default, its command-line option, why).
+# What a decoder export does not do, field by field: (the values it takes, its command-line option, why).
 # Every other field works for both kinds.
 DECODER_REFUSES = {
-    "schedule": ("mcubert", "--schedule", "the stock TFLite graph is an encoder's; a decoder step is MCUBERT ops only"),
-    "precision": ("int8", "--precision", "a decoder is MCUBERT int8 ops only (the other precisions are stock graphs)"),
-    "num_labels": (2, "--num-labels", "a decoder predicts the next token: it has no classifier head"),
+    "schedule": (
+        ("mcubert",),
+        "--schedule",
+        "the stock TFLite graph is an encoder's; a decoder step is MCUBERT ops only",
+    ),
+    "precision": (
+        ("int8",),
+        "--precision",
+        "a decoder is MCUBERT int8 ops only (the other precisions are stock graphs)",
+    ),
+    "num_labels": ((2,), "--num-labels", "a decoder predicts the next token: it has no classifier head"),
     "embedding_bits": (
-        8,
+        (8,),
         "--embedding-bits",
         "the decoder's tied word table is stored int8 (no int4 LM-head table yet)",
     ),
-    "weight_bits": (8, "--weight-bits", "the decoder ops store int8 weights (no int4 decoder kernels yet)"),
-    "prune_vocab": (None, "--prune-vocab", _PRUNING),
-    "prune_top_n": (None, "--prune-top-n", _PRUNING),
+    "weight_bits": (
+        (8, 4),
+        "--weight-bits",
+        "auto ranks each matrix's width by a classifier's dev accuracy, which a decoder has not: give 8 or 4",
+    ),
+    "prune_vocab": ((None,), "--prune-vocab", _PRUNING),
+    "prune_top_n": ((None,), "--prune-top-n", _PRUNING),
     "bundles": (
-        (),
+        ((),),
         "--bundle",
         "the Arduino and CMake bundles wrap the encoder's app; the decoder's generate app is in firmware/",
     ),
-    "vocab": (True, "--no-vocab", "the decoder's firmware turns ids back into text with the BPE blob: always written"),
+    "vocab": (
+        (True,),
+        "--no-vocab",
+        "the decoder's firmware turns ids back into text with the BPE blob: always written",
+    ),
 }
 
 
 def refused_for_decoder(request: ExportRequest) -> list[str]:
     """One line per field a decoder export was given but does not do, with the reason."""
-    return [
+    refused = [
         f"{option}: not available for a decoder export: {why}"
-        for field, (default, option, why) in DECODER_REFUSES.items()
-        if getattr(request, field) != default
+        for field, (allowed, option, why) in DECODER_REFUSES.items()
+        if getattr(request, field) not in allowed
     ]
+    if request.qat_steps and request.weight_bits == 4:
+        refused.append(
+            "--qat-steps: not available for a decoder export with --weight-bits 4: the decoder's QAT fake-quantizes "
+            "int8 weights only (export the int4 weights without --qat-steps)"
+        )
+    return refused
