@@ -5,15 +5,20 @@ weights; bad prompt lines are named and skipped."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import numpy as np
 import pytest
 
 from tests import qemu
+from tests.export.test_cmake_bundle import TOOLCHAIN, build
 from tests.firmware.test_text_in import _firmware_sizes, need
 from tflm_mcubert.firmware.decoder_data import decoder_calls_from_export, write_generate_data
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 
 VOCAB = 211
+LANGS = ("C", "CXX", "ASM")
 NEW_TOKENS = 12
 
 
@@ -150,3 +155,27 @@ def test_text_in_text_out_under_qemu_equals_the_reference(text_export, tmp_path)
         assert f"text {number}: {text_out}\n" in console, (text_out, console)
     assert "prompt 3: the line is empty" in console
     assert "prompt 4: the text makes more tokens than the context holds" in console
+
+
+def test_a_decoder_cmake_bundle_builds_on_the_host_and_for_cortex_m7(text_export, tmp_path):
+    """`--bundle cmake` for a decoder: its model data, settings, BPE blob and generation loop in a CMake project
+    that builds with nothing else of this repository (int4 weights: their kernels are in the library too)."""
+    need("cmake", "arm-none-eabi-gcc")
+    checkpoint, _ = text_export
+    out = tmp_path / "export"
+    assert _cli("export", "--checkpoint", checkpoint, "--weight-bits", "4", "--bundle", "cmake", "--out", out) == 0
+    project = out / "cmake"
+    for name in ("model_data.cc", "model_data.h", "model_settings.h", "model_vocab.cc", "model_vocab.h"):
+        assert (project / "model" / name).read_bytes() == (out / name).read_bytes(), name
+    assert (project / "mcubert_generate.cc").read_bytes() == (out / "mcubert_generate.cc").read_bytes()
+    cmake_lists = (project / "CMakeLists.txt").read_text()
+    assert "add_library(mcubert_model STATIC model/model_data.cc model/model_vocab.cc)" in cmake_lists
+    assert "add_library(mcubert_model_example OBJECT mcubert_generate.cc)" in cmake_lists
+    assert "cmake/" in json.loads((out / "report.json").read_text())["files"]
+    build(project, tmp_path / "host")
+    m7 = "-mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16"
+    build(project, tmp_path / "m7", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *(f"-DCMAKE_{x}_FLAGS={m7}" for x in LANGS))
+    symbols = subprocess.run(
+        ["arm-none-eabi-nm", str(tmp_path / "m7" / "libmcubert_model.a")], capture_output=True, text=True, check=True
+    ).stdout
+    assert "g_model_data" in symbols and "g_model_vocab" in symbols

@@ -46,7 +46,8 @@ class ExportRequest:
 
 
 _PRUNING = "pruning a byte-level BPE vocabulary must also keep the merges that build every kept id: not built yet"
-# What a decoder export does not do, field by field: (the values it takes, its command-line option, why).
+# What a decoder export does not do, field by field: (the values it takes, or a test of the value; its
+# command-line option; why).
 # Every other field works for both kinds.
 DECODER_REFUSES = {
     "schedule": (
@@ -73,9 +74,10 @@ DECODER_REFUSES = {
     "prune_vocab": ((None,), "--prune-vocab", _PRUNING),
     "prune_top_n": ((None,), "--prune-top-n", _PRUNING),
     "bundles": (
-        ((),),
+        lambda bundles: "arduino" not in bundles,
         "--bundle",
-        "the Arduino and CMake bundles wrap the encoder's app; the decoder's generate app is in firmware/",
+        "arduino: the Arduino library's sketch is an encoder's classifier; a decoder's generation loop comes in the "
+        "export's firmware files and in --bundle cmake",
     ),
     "vocab": (
         (True,),
@@ -90,7 +92,7 @@ def refused_for_decoder(request: ExportRequest) -> list[str]:
     refused = [
         f"{option}: not available for a decoder export: {why}"
         for field, (allowed, option, why) in DECODER_REFUSES.items()
-        if getattr(request, field) not in allowed
+        if not (allowed(getattr(request, field)) if callable(allowed) else getattr(request, field) in allowed)
     ]
     if request.qat_steps and request.weight_bits == 4:
         refused.append(
