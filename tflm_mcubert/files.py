@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tflm_mcubert.errors import UserError
 
+METRICS_FILE = "metrics.json"  # what a training command (finetune, distill, search) measured, in its --out
+
 
 def output_directory(path: str | Path, flag: str = "--out") -> Path:
     """`path` as an existing, writable directory (created if missing), or a UserError naming why not."""

@@ -65,6 +65,10 @@ def test_search_to_a_flash_budget_then_export_fills_it(capsys, tmp_path, classif
     assert embedding_op - report["params"]["stored_embedding_bytes"] == split["embedding_fixed_bytes"]
     assert sum(op["bytes"] for op in report["ops"] if op["op"] in ("attention", "mlp")) == split["encoder_bytes"]
     assert report["params"]["stored_embedding_bytes"] <= split["embedding_bytes"]
+    # the report says what the searched checkpoint stores and what its search was given, with the budget's parts
+    compression = report["compression"]
+    assert compression["method"] == "searched" and compression["params"] == report["params"]["stored_embedding"]
+    assert compression["search"]["flash_budget"] == split and compression["search"]["embedding_storage_bits"] == bits
 
 
 @pytest.mark.parametrize(

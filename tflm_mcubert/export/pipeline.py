@@ -28,7 +28,8 @@ from tflm_mcubert.export.board_fit import AUTO, fit_to_board, traffic_bits
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
 from tflm_mcubert.export.decoder_export import is_decoder_source, run_decoder_export
 from tflm_mcubert.export.request import DEFAULT_SEQ_LEN, ExportRequest
-from tflm_mcubert.export.storage_report import embedding_storage_report, encoder_storage_report, with_written_blob
+from tflm_mcubert.export.storage_report import checkpoint_compression, embedding_storage_report
+from tflm_mcubert.export.storage_report import encoder_storage_report, with_written_blob
 from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.kernel_sources import custom_ops_dir
@@ -467,7 +468,13 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             "stored_embedding": _stored_embedding_params(model, result.compression),
             "stored_embedding_bytes": _stored_embedding_bytes(result.quantized.embedding),
         },
-        "compression": _with_real_embedding_bytes(result.compression, embedding_bytes),
+        "compression": _with_real_embedding_bytes(
+            result.compression
+            or checkpoint_compression(
+                model.embeddings.word_lookup, config.vocab_size * config.hidden_size, request.checkpoint
+            ),
+            embedding_bytes,
+        ),
         "embedding": embedding_storage_report(result.quantized.embedding, embedding_bytes),
         # int4 encoder weights only: an int8 export's report.json stays byte-identical (its "ops" bytes say it)
         **({"encoder": encoder_storage_report(result.quantized, constants)} if request.weight_bits != 8 else {}),

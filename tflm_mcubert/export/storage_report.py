@@ -4,6 +4,10 @@ tokenizer blob's bytes that vocabulary pruning saved, as written."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from tflm_mcubert.files import METRICS_FILE
 from tflm_mcubert.ops.embedding import embedding_storage_bytes
 from tflm_mcubert.ops.linear import Linear, stored_size
 
@@ -59,3 +63,36 @@ def with_written_blob(source: dict, written_bytes: int) -> dict:
     report = {**report, "vocab_bytes_after": written_bytes}
     report["vocab_bytes_saved"] = report["vocab_bytes_before"] - written_bytes
     return {**source, "vocab_pruning": report}
+
+
+# What a search's metrics.json says about the word table it wrote, carried into the export's report.
+SEARCH_FACTS = (
+    "mode",
+    "embedding_params",
+    "embedding_bytes",
+    "embedding_storage_bits",
+    "target_embedding_params",
+    "target_embedding_bytes",
+    "flash_budget",
+)
+
+
+def checkpoint_compression(lookup, dense_params: int, checkpoint: str | None) -> dict | None:
+    """report.json's "compression" for a checkpoint whose word table is already compressed (`lookup`, its
+    clustered lookup; None: a dense table, nothing to say): the parameters it stores and, when the
+    checkpoint is a search's output, what the search recorded in its metrics.json (mode, targets, the
+    board's Flash budget it was searched for)."""
+    if lookup is None:
+        return None
+    entry = {"method": "checkpoint", "params": int(lookup.stored_params()), "dense_params": int(dense_params)}
+    metrics_path = Path(checkpoint) / METRICS_FILE if checkpoint else None
+    try:
+        metrics = (
+            json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path and metrics_path.is_file() else {}
+        )
+    except (OSError, UnicodeDecodeError, ValueError):
+        metrics = {}  # a damaged metrics.json costs the report its search facts, not the export
+    if isinstance(metrics, dict) and metrics.get("command") == "search":
+        entry["method"] = "searched"
+        entry["search"] = {key: metrics[key] for key in SEARCH_FACTS if key in metrics}
+    return entry

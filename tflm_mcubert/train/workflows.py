@@ -25,6 +25,7 @@ import numpy as np
 
 from tflm_mcubert.data import tasks
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.files import METRICS_FILE
 from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
 from tflm_mcubert.model.task_record import task_record
@@ -46,7 +47,6 @@ from tflm_mcubert.train.trainer import (
     predict_logits,
 )
 
-METRICS_FILE = "metrics.json"
 SPLITS = ("train", "validation", "test")
 
 
