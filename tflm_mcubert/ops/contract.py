@@ -27,20 +27,16 @@ CONTRACT_WIDE_VERSIONS = SPEC_VERSIONS
 # Version 3 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (the first per-op version): option `weight_bits`,
 # one storage width for all the op's linear layers, 4 = the packed int4 "w4row" layout (SPEC.md 3.1.1).
 SPEC_VERSION_W4 = 3
-# Version 4 is MCUBERT_LM_HEAD's first (issue 26): an op added after versions 1-2 reads only its own
-# versions, and its lines are outside the contract-wide text, so adding it changed no other op's hash.
+# Versions 4-7 are the first of the ops added later (issue 26): an op added after versions 1-2 reads only its
+# own versions, and its lines are outside the contract-wide text, so adding it changed no other op's hash.
 SPEC_VERSION_LM_HEAD = 4
-# Version 5 is MCUBERT_CAUSAL_ATTENTION's first (issue 26): one decoder token over an int8 KV cache.
-SPEC_VERSION_CAUSAL_ATTENTION = 5
-# Version 6 is MCUBERT_DECODER_MLP's first (issue 26): the pre-LayerNorm MLP of a decoder block.
-SPEC_VERSION_DECODER_MLP = 6
-# Version 7 is MCUBERT_DECODER_EMBEDDING's first (issue 26): word + position into the residual stream.
-SPEC_VERSION_DECODER_EMBEDDING = 7
+SPEC_VERSION_CAUSAL_ATTENTION = 5  # one decoder token over an int8 KV cache
+SPEC_VERSION_DECODER_MLP = 6  # the pre-LayerNorm MLP of a decoder block
+SPEC_VERSION_DECODER_EMBEDDING = 7  # word + position into the residual stream
 # Version 8 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (issue 25): a width per linear layer, option
 # `int4_layers` (bit i: the op's layer i is int4), for a model whose ops mix int4 and int8 matrices.
 SPEC_VERSION_LAYER_BITS = 8
-# Version 9 belongs to MCUBERT_CAUSAL_ATTENTION and MCUBERT_DECODER_MLP: version 8's `int4_layers` mask
-# for the decoder blocks (a decoder op has no `weight_bits`: the mask alone gives each layer's width).
+# Version 9: version 8's `int4_layers` mask for MCUBERT_CAUSAL_ATTENTION and MCUBERT_DECODER_MLP (no weight_bits).
 SPEC_VERSION_DECODER_LAYER_BITS = 9
 ATTENTION_LINEAR_LAYERS = ("query", "key", "value", "output")  # the order of the op's weight inputs
 MLP_LINEAR_LAYERS = ("fc1", "fc2")
@@ -114,12 +110,6 @@ class OpContract:
     inputs: tuple[TensorSig, ...]
     outputs: tuple[TensorSig, ...]
     cross_check: CrossCheck
-
-    def field(self, name: str) -> OptionField:
-        for f in self.options:
-            if f.name == name:
-                return f
-        raise KeyError(name)
 
 
 # Every op's options start with these two; decoding checks them before anything else.
@@ -479,20 +469,12 @@ def _int4_layers_field(layers: tuple[str, ...]) -> OptionField:
     return OptionField("int4_layers", 0, (1 << len(layers)) - 1, f"linear layers stored int4 (bits {names})")
 
 
-def _int4_layers_lines(op: str, layers: tuple[str, ...]) -> tuple[str, ...]:
-    """Version 8's numerics of an encoder op: each linear layer at its own width (3.1.1's two layouts)."""
+def _int4_layers_lines(op: str, layers: tuple[str, ...], otherwise: str = "weight_bits(=8)") -> tuple[str, ...]:
+    """Version 8's numerics of an encoder op (9's of a decoder op, whose other layers are 8): each linear layer
+    at its own width (3.1.1's two layouts)."""
     return (
-        f"{op}.layer width=4 if bit i of int4_layers is set,else weight_bits(=8);layer i of {'|'.join(layers)}",
+        f"{op}.layer width=4 if bit i of int4_layers is set,else {otherwise};layer i of {'|'.join(layers)}",
         f"{op}.weights(layer i)=w4row at width 4,pair4 at width 8",
-    )
-
-
-def _decoder_int4_layers_lines(op: str, layers: tuple[str, ...], shapes: str) -> tuple[str, ...]:
-    """Version 9's numerics of a decoder op: version 8's mask, and the w4row layout it selects (3.1.1)."""
-    return (
-        f"{op}.layer width=4 if bit i of int4_layers is set,else 8;layer i of {'|'.join(layers)}",
-        *_w4_lines(op, layers, shapes)[1:3],
-        f"{op}.weights(layer i)=w4row int8[N*4*ceil(K/8)] at width 4,pair4 at width 8;(N,K)=({shapes})",
     )
 
 
@@ -526,9 +508,11 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
         ATTENTION: _int4_layers_lines(ATTENTION, ATTENTION_LINEAR_LAYERS),
         MLP: _int4_layers_lines(MLP, MLP_LINEAR_LAYERS),
     },
-    SPEC_VERSION_DECODER_LAYER_BITS: {
-        CAUSAL_ATTENTION: _decoder_int4_layers_lines(CAUSAL_ATTENTION, ATTENTION_LINEAR_LAYERS, "d, d"),
-        DECODER_MLP: _decoder_int4_layers_lines(DECODER_MLP, MLP_LINEAR_LAYERS, "ffn, d|d, ffn"),
+    SPEC_VERSION_DECODER_LAYER_BITS: {  # the mask, and the w4row layout it selects (3.1.1)
+        CAUSAL_ATTENTION: _int4_layers_lines(CAUSAL_ATTENTION, ATTENTION_LINEAR_LAYERS, "8")
+        + _w4_lines(CAUSAL_ATTENTION, ATTENTION_LINEAR_LAYERS, "d, d")[1:3],
+        DECODER_MLP: _int4_layers_lines(DECODER_MLP, MLP_LINEAR_LAYERS, "8")
+        + _w4_lines(DECODER_MLP, MLP_LINEAR_LAYERS, "ffn, d|d, ffn")[1:3],
     },
     SPEC_VERSION_DECODER_EMBEDDING: {
         DECODER_EMBEDDING: (
