@@ -39,6 +39,7 @@ def main(argv=None) -> int:
     from provenance import provenance
     from tflm_mcubert.boards import get_board, parse_size
     from tflm_mcubert.data.tasks import load_task
+    from tflm_mcubert.errors import DoesNotFitError
     from tflm_mcubert.export.decoder_evaluation import exported_perplexity, int8_perplexity
     from tflm_mcubert.export.decoder_export import calibration_sequences, load_decoder_model
     from tflm_mcubert.export.request import ExportRequest
@@ -62,7 +63,12 @@ def main(argv=None) -> int:
         for size in args.flash.split(","):
             sized = dataclasses.replace(board, name=f"{board.name} with {size} Flash", flash_bytes=parse_size(size))
             width = dataclasses.replace(request, board=sized, weight_bits=bits)
-            result = exported_perplexity(width, model, tokenizer, sequences, blocks)
+            try:
+                result = exported_perplexity(width, model, tokenizer, sequences, blocks)
+            except DoesNotFitError as misfit:
+                rows.append({"flash": size, "weight_bits": bits, "variant": "does not fit", "why": str(misfit)})
+                print(f"  {bits}-bit weights, {size}: does not fit", file=sys.stderr, flush=True)
+                continue
             compression = result["compression"]
             share = compression["params"] / model.config.vocab_size / model.config.hidden_size
             rows.append(
@@ -102,6 +108,9 @@ def markdown_table(summary: dict) -> str:
         "|---|---:|---|---|---:|---:|",
     ]
     for row in summary["rows"]:
+        if "perplexity" not in row:
+            lines.append(f"| {row['flash']} | - | int{row['weight_bits']} | does not fit | - | - |")
+            continue
         used = f"{row['flash_bytes']:,}" if "flash_bytes" in row else "-"
         weights = "float" if row["weight_bits"] is None else f"int{row['weight_bits']}"
         change = "-" if row["weight_bits"] is None else f"{row['perplexity'] / float_ppl - 1:+.1%}"

@@ -38,15 +38,20 @@ def tflite(decoder) -> bytes:
     return model_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
 
 
-def test_the_written_decoder_reads_back_and_decodes_as_the_reference(decoder, tflite):
-    read = read_decoder(tflite)
-    assert read.inputs.keys() == {"input_id", "position"} and read.outputs.keys() == {"top_k"}
+def assert_decodes_as(read, decoder) -> None:
+    """The model read back steps through the whole context exactly as `decoder`, greedy id fed back."""
     caches, read_caches = decoder.new_caches(), read.quantized.new_caches()
     token = 4
     for position in range(decoder.context):
         expected = decoder.step(token, position, caches)
         assert np.array_equal(read.quantized.step(token, position, read_caches), expected), position
         token = int(expected[0, 0])
+
+
+def test_the_written_decoder_reads_back_and_decodes_as_the_reference(decoder, tflite):
+    read = read_decoder(tflite)
+    assert read.inputs.keys() == {"input_id", "position"} and read.outputs.keys() == {"top_k"}
+    assert_decodes_as(read, decoder)
     assert read.quantized.logit_scale == pytest.approx(decoder.logit_scale)
     assert read.quantized.z_scale == pytest.approx(decoder.z_scale)
 
@@ -77,12 +82,7 @@ def test_int4_weights_read_back_decode_as_the_reference_and_shrink_the_blocks(de
     read = read_decoder(written)
     blocks = [n for n in read.quantized.nodes() if n.op.per_layer]
     assert [n.params.options()["int4_layers"] for n in blocks] == [0b1111, 0b11, 0b1111, 0b11]
-    caches, read_caches = int4.new_caches(), read.quantized.new_caches()
-    token = 4
-    for position in range(int4.context):
-        expected = int4.step(token, position, caches)
-        assert np.array_equal(read.quantized.step(token, position, read_caches), expected), position
-        token = int(expected[0, 0])
+    assert_decodes_as(read, int4)
     block_bytes = lambda d: sum(n.op.constant_bytes(n.params) for n in d.nodes() if n.op.per_layer)  # noqa: E731
     matrices = [(32, 32)] * 4 + [(128, 32), (32, 128)]  # Q, K, V, O; FC1, FC2 of each of the 2 layers
     saved = 2 * sum(stored_size(n, k, 8) - stored_size(n, k, 4) for n, k in matrices)
