@@ -20,6 +20,7 @@ from typing import Callable
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
+import decoder_perplexity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
@@ -51,6 +52,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy.json"),
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
+    "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
 }
 
 
