@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.request import ExportRequest
+from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
 from tflm_mcubert.export.decoder_export import (
     calibration_sequences,
     check_qat_steps,
@@ -79,6 +79,10 @@ def evaluate_decoder(
     from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras
 
     check_qat_steps(request)
+    widths = [dataclasses.replace(request, weight_bits=bits) for bits in dict.fromkeys(weight_bits)]
+    refused = [line for width in widths for line in refused_for_decoder(width)]
+    if refused:  # the export's rules: what export refuses for a decoder, evaluate does not measure
+        raise UserError("; ".join(dict.fromkeys(refused)))
     model, tokenizer, source = load_decoder_model(request)
     if tokenizer is None:
         raise UserError("evaluate needs the checkpoint's tokenizer (vocab.json + merges.txt) to read the text")
@@ -96,9 +100,8 @@ def evaluate_decoder(
     sequences, calibration = calibration_sequences(request, tokenizer, model.config.vocab_size, context)
     result["int8_blocks"] = len(sample)
     result["float_perplexity_int8_blocks"] = perplexity(model, sample)
-    for bits in dict.fromkeys(weight_bits):
-        width = dataclasses.replace(request, weight_bits=bits)
-        suffix = "" if bits == 8 else "+w4"
+    for width in widths:
+        suffix = "" if width.weight_bits == 8 else "+w4"
         for key, value in _quantized_perplexities(width, model, tokenizer, sequences, sample, log).items():
             result[key.replace("int8", "int8" + suffix, 1) if key.startswith("int8") else key + suffix] = value
     result["calibration"] = calibration

@@ -31,16 +31,16 @@ BUNDLE_PARTS = ("CMakeLists.txt", "main.cpp", decoder_firmware.GENERATE_FILE, "m
 class BundleContents:
     """What a model kind puts in the bundle: the export's files copied into model/ (the .cc among them are
     the library's sources; `optional` ones only when the export wrote them) and the example application,
-    written from a template (`example_template`) or copied from the export (`example_file`)."""
+    written from `example_template`, or without one copied from the export."""
 
     model_files: tuple[str, ...]
     example: str
     example_template: str | None = None
     optional: tuple[str, ...] = ()
 
-    def sources(self, export_dir: Path) -> list[str]:
-        present = [*self.model_files, *(n for n in self.optional if (Path(export_dir) / n).is_file())]
-        return [n for n in present if n.endswith(".cc")]
+    def present(self, export_dir: Path) -> list[str]:
+        """The model files this export has: every required one, and the optional ones it wrote."""
+        return [*self.model_files, *(n for n in self.optional if (Path(export_dir) / n).is_file())]
 
 
 ENCODER_BUNDLE = BundleContents(MODEL_FILES, "main.cpp", example_template="cmake_bundle_main.cpp.tmpl")
@@ -64,7 +64,7 @@ def write_cmake_bundle(export_dir: Path, summary: str, contents: BundleContents 
     bundle's files are replaced, and the user's kept, by export/export_folder.py); returns the folder."""
     out = Path(export_dir) / BUNDLE_DIR
     (out / "model").mkdir(parents=True)
-    names = [*contents.model_files, *(n for n in contents.optional if (Path(export_dir) / n).is_file())]
+    names = contents.present(export_dir)
     for name in names:
         shutil.copyfile(Path(export_dir) / name, out / "model" / name)
     source = custom_ops_dir()
@@ -74,7 +74,7 @@ def write_cmake_bundle(export_dir: Path, summary: str, contents: BundleContents 
             shutil.copytree(source / part, out / "custom_ops" / part, ignore=_LEFT_OUT)
         else:
             shutil.copyfile(source / part, out / "custom_ops" / part)
-    sources = " ".join(f"model/{name}" for name in contents.sources(export_dir))
+    sources = " ".join(f"model/{name}" for name in names if name.endswith(".cc"))
     (out / "CMakeLists.txt").write_text(
         fill("cmake_bundle_CMakeLists.txt.tmpl", summary=summary, sources=sources, example=contents.example)
     )
