@@ -297,7 +297,6 @@ REFUSED = {
     ("--embedding-bits", "4"): "tied word table",
     ("--weight-bits", "auto"): "give 8 or 4",
     ("--prune-vocab", "sst2"): "merges",
-    ("--bundle", "arduino"): "--bundle cmake",
     ("--no-vocab",): "BPE blob",
 }
 

@@ -57,23 +57,28 @@ def test_src_holds_the_kernels_and_this_model(bundle, tmp_path):
     assert not list(bundle.rglob("*.cc"))  # the Arduino builder does not compile .cc
 
 
-@pytest.mark.parametrize("cpu", sorted(CPUS))
-def test_the_sources_compile_for_the_boards(bundle, tmp_path, cpu):
+def compile_library(src: Path, cpu: str, cwd: Path, extra_includes: tuple[Path, ...] = ()) -> None:
+    """Every .c, .S and .cpp of a library's src/ compiled for `cpu` as the Arduino builder would, warnings as errors."""
     if shutil.which("arm-none-eabi-g++") is None:
         pytest.skip("needs arm-none-eabi-gcc/g++ (Debian: gcc-arm-none-eabi, libstdc++-arm-none-eabi-newlib)")
-    src = bundle / "src"
+    includes = [flag for path in (src, *extra_includes) for flag in ("-I", str(path))]
     for source in sorted(p for p in src.rglob("*") if p.suffix in (".c", ".S", ".cpp")):
         compiler = "arm-none-eabi-g++" if source.suffix == ".cpp" else "arm-none-eabi-gcc"
         language = ["-std=gnu++17", "-fno-exceptions", "-fno-rtti"] if source.suffix == ".cpp" else ["-std=gnu11"]
         if source.suffix == ".S":
             language = ["-x", "assembler-with-cpp"]
         result = subprocess.run(
-            [compiler, *CPUS[cpu], *language, "-O2", "-Wall", "-Werror", "-I", str(src), "-c", str(source)],
-            cwd=tmp_path,
+            [compiler, *CPUS[cpu], *language, "-O2", "-Wall", "-Werror", *includes, "-c", str(source)],
+            cwd=cwd,
             capture_output=True,
             text=True,
         )
         assert result.returncode == 0, f"{source.name}:\n{result.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("cpu", sorted(CPUS))
+def test_the_sources_compile_for_the_boards(bundle, tmp_path, cpu):
+    compile_library(bundle / "src", cpu, tmp_path)
 
 
 def test_an_arduino_bundle_needs_the_mcubert_schedule(tmp_path, capsys):

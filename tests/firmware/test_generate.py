@@ -6,12 +6,16 @@ weights; bad prompt lines are named and skipped."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests import qemu
+from tests.export.test_arduino_bundle import CPUS, compile_library
 from tests.export.test_cmake_bundle import TOOLCHAIN, build
 from tests.firmware.test_text_in import _firmware_sizes, need
 from tflm_mcubert.firmware.decoder_data import decoder_calls_from_export, write_generate_data
@@ -179,3 +183,72 @@ def test_a_decoder_cmake_bundle_builds_on_the_host_and_for_cortex_m7(text_export
         ["arm-none-eabi-nm", str(tmp_path / "m7" / "libmcubert_model.a")], capture_output=True, text=True, check=True
     ).stdout
     assert "g_model_data" in symbols and "g_model_vocab" in symbols
+
+
+# The Arduino core and Arduino_TensorFlowLite as far as the decoder sketch reaches them: it calls TFLM only
+# through mcubert_generate(), so TFLM's headers can be the binding's stand-ins (tests/tflm/host_stub).
+STUB_ARDUINO_H = """\
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+unsigned long micros(void);
+unsigned long millis(void);
+void delay(unsigned long ms);
+struct StubSerial {
+  void begin(unsigned long baud);
+  explicit operator bool() const;
+  size_t print(const char *text);
+  size_t print(long value);
+  size_t print(unsigned long value);
+  size_t print(int value);
+  size_t println(const char *text);
+  size_t println(unsigned long value);
+  size_t println(void);
+  size_t write(const uint8_t *bytes, size_t count);
+  int available(void);
+  int read(void);
+};
+extern StubSerial Serial;
+"""
+HOST_STUB = Path(__file__).resolve().parents[1] / "tflm" / "host_stub"
+
+
+def test_a_decoder_arduino_bundle_holds_the_model_and_its_generation_loop_and_compiles(text_export, tmp_path):
+    """`--bundle arduino` for a decoder with int4 weights: the library holds the model, its settings, the BPE blob
+    and mcubert_generate (compiled only with TFLM), every macro the sketch names is one model_settings.h defines,
+    the library compiles for the Nano 33 BLE's Cortex-M4 and the sketch for Cortex-M7."""
+    checkpoint, _ = text_export
+    out = tmp_path / "export"
+    assert _cli("export", "--checkpoint", checkpoint, "--weight-bits", "4", "--bundle", "arduino", "--out", out) == 0
+    assert "lm_mcubert.zip" in json.loads((out / "report.json").read_text())["files"]
+    with zipfile.ZipFile(out / "lm_mcubert.zip") as archive:
+        assert {name.split("/")[0] for name in archive.namelist()} == {"lm_mcubert"}
+        archive.extractall(tmp_path / "library")
+    library = tmp_path / "library" / "lm_mcubert"
+    src = library / "src"
+    for export_name in ("model_data.cc", "model_data.h", "model_settings.h", "model_vocab.cc", "model_vocab.h"):
+        assert (src / export_name.replace(".cc", ".cpp")).read_bytes() == (out / export_name).read_bytes()
+    generate = (src / "mcubert_generate.cpp").read_text()
+    assert (out / "mcubert_generate.cc").read_text() in generate
+    assert '#if __has_include("tensorflow/lite/micro/micro_interpreter.h")' in generate
+    assert not list(library.rglob("*.cc"))
+    sketch = (library / "examples" / "lm_mcubert" / "lm_mcubert.ino").read_text()
+    settings = (src / "model_settings.h").read_text()
+    named = set(re.findall(r"\bMCUBERT_MODEL_\w+", sketch))
+    assert named and named <= set(re.findall(r"#define (MCUBERT_MODEL_\w+)", settings)), named
+    assert "name=lm_mcubert" in (library / "library.properties").read_text()
+    compile_library(src, "cortex-m4", tmp_path)
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "Arduino.h").write_text(STUB_ARDUINO_H)
+    (stubs / "TensorFlowLite.h").write_text("#pragma once\n")
+    sketch_cpp = tmp_path / "lm_mcubert.ino.cpp"  # as the Arduino builder makes it: Arduino.h first
+    sketch_cpp.write_text('#include <Arduino.h>\n#line 1 "lm_mcubert.ino"\n' + sketch)
+    includes = [flag for path in (stubs, src, HOST_STUB) for flag in ("-I", str(path))]
+    flags = [*CPUS["cortex-m7"], "-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-O2", "-Wall", "-Wextra", "-Werror"]
+    result = subprocess.run(
+        ["arm-none-eabi-g++", *flags, *includes, "-c", str(sketch_cpp), "-o", str(tmp_path / "sketch.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -30,13 +30,13 @@ from tflm_mcubert import __version__
 from tflm_mcubert.boards import Board, check_fit
 from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
+from tflm_mcubert.export import bundles
 from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
 from tflm_mcubert.export.mcubert_export import graph_shape
 from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
-from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, DECODER_BUNDLE, known_bundle_files, write_cmake_bundle
 from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
 from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_KEY, DecoderConfig, decoder_family
@@ -331,7 +331,7 @@ def run_decoder_export(request: ExportRequest) -> dict:
     if refused:
         raise UserError("; ".join(refused))
     out_dir = output_directory(request.out_dir)
-    expected = known_bundle_files(DECODER_BUNDLE) if "cmake" in request.bundles else ()  # refused before the work
+    expected = bundles.known_files(request.bundles, bundles.DECODER)  # refused before the work
     return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
 
 
@@ -391,10 +391,9 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     }  # fmt: skip
     write_decoder_firmware(out_dir, report, tflite, decoder, request.board)
     report["files"] = sorted(files_under(out_dir))
-    if "cmake" in request.bundles:
-        summary = f"{request.checkpoint or request.preset}, decoder, context {context}, {request.board.name}"
-        write_cmake_bundle(out_dir, summary, DECODER_BUNDLE)
-        report["files"].append(f"{BUNDLE_DIR}/")
+    model_name = str(request.checkpoint or request.preset)
+    summary = f"{model_name}, decoder, context {context}, {request.board.name}"
+    report["files"] += bundles.write_bundles(out_dir, request.bundles, model_name, summary, bundles.DECODER)
     report["all_files"] = sorted([*files_under(out_dir), REPORT])
     report["seconds"] = round(time.time() - started, 1)
     (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")

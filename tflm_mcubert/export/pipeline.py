@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,9 +18,8 @@ from tflm_mcubert import __version__
 from tflm_mcubert.boards import BOARDS, DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import DoesNotFitError, UserError
-from tflm_mcubert.firmware.arduino_library import write_arduino_bundle
 from tflm_mcubert.firmware.c_array import write_c_array
-from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, known_bundle_files, write_cmake_bundle
+from tflm_mcubert.export import bundles
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.firmware.firmware_files import write_firmware_files
 from tflm_mcubert.export.board_fit import AUTO, fit_to_board, traffic_bits
@@ -32,7 +30,6 @@ from tflm_mcubert.export.storage_report import checkpoint_compression, embedding
 from tflm_mcubert.export.storage_report import encoder_storage_report, with_written_blob
 from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
 from tflm_mcubert.files import output_directory
-from tflm_mcubert.kernel_sources import custom_ops_dir
 from tflm_mcubert.model.config import check_seq_len, preset
 from tflm_mcubert.model.labels import labels_entry
 from tflm_mcubert.ops.topology import ENCODER
@@ -45,7 +42,6 @@ from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 
 SCHEDULES = ("mcubert", "stock")
-BUNDLES = ("arduino", "cmake")  # --bundle: self-contained projects written next to the export
 PRECISIONS = ("int8", "int16x8", "float32")
 
 
@@ -78,9 +74,6 @@ def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny",
 
 def check_request(request: ExportRequest) -> None:
     """Everything about the request that can be checked before the model loads (which may reach the hub)."""
-    unknown = [b for b in request.bundles if b not in BUNDLES]
-    if unknown:
-        raise UserError(f"--bundle {unknown[0]!r} is not available (choose from: {', '.join(BUNDLES)})")
     if "arduino" in request.bundles and request.schedule != "mcubert":
         raise UserError("--bundle arduino packs the MCUBERT ops' sketch: it needs --schedule mcubert")
     if request.schedule not in SCHEDULES:
@@ -165,13 +158,14 @@ def run_export(request: ExportRequest) -> dict:
 
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
+    bundles.check_names(request.bundles)
     if is_decoder_source(request):  # the model's kind, known from its config alone
         return run_decoder_export(request)
     if request.seq_len is None:
         request = dataclasses.replace(request, seq_len=DEFAULT_SEQ_LEN)
     check_request(request)
     out_dir = output_directory(request.out_dir)
-    expected = known_bundle_files() if "cmake" in request.bundles else ()  # refused before the work
+    expected = bundles.known_files(request.bundles, bundles.ENCODER)  # refused before the work
     return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
 
 
@@ -310,12 +304,7 @@ def _report_head(request: ExportRequest) -> dict:
 def _finish(report: dict, out_dir: Path, started: float, request: ExportRequest) -> None:
     model = request.checkpoint or request.preset
     summary = f"{model}, {request.schedule} schedule, seq {request.seq_len}, {request.board.name}"
-    if "cmake" in request.bundles:
-        write_cmake_bundle(out_dir, summary)
-        report["files"].append(f"{BUNDLE_DIR}/")
-    if "arduino" in request.bundles:
-        name = re.sub(r"[^A-Za-z0-9_]", "_", Path(str(model)).name.strip("/")) or "model"
-        report["files"].append(write_arduino_bundle(out_dir, custom_ops_dir(), name, summary).name)
+    report["files"] += bundles.write_bundles(out_dir, request.bundles, str(model), summary, bundles.ENCODER)
     report["all_files"] = sorted([*files_under(out_dir), REPORT])  # what a later export here may replace
     report["seconds"] = round(time.time() - started, 1)
     (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")

@@ -73,12 +73,6 @@ DECODER_REFUSES = {
     ),
     "prune_vocab": ((None,), "--prune-vocab", _PRUNING),
     "prune_top_n": ((None,), "--prune-top-n", _PRUNING),
-    "bundles": (
-        lambda bundles: "arduino" not in bundles,
-        "--bundle",
-        "arduino: the Arduino library's sketch is an encoder's classifier; a decoder's generation loop comes in the "
-        "export's firmware files and in --bundle cmake",
-    ),
     "vocab": (
         (True,),
         "--no-vocab",
