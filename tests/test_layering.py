@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tflm_mcubert"
 
 # Lowest first. A module may import its own package and any package of a lower layer.
 LAYERS = [
-    {"__init__", "errors", "files"},
+    {"__init__", "console", "errors", "files"},
     {"boards", "ops", "data", "model"},
     {"kernel_sources"},  # the C sources with the contract header generated from ops/
     {"quantize", "train", "measure", "tokenizer"},

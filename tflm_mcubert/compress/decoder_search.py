@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from tflm_mcubert.model.decoder_import import load_decoder
 from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_KEY
 from tflm_mcubert.train.language_model import blocks_of, hf_weights, perplexity
 from tflm_mcubert.tokenizer.bpe_blob import checkpoint_tokenizer
+from tflm_mcubert.console import log
 
 LM_SEARCH_MODES = ("two-stage", "adaptive")
 LOG_EVERY = 50
@@ -85,10 +85,6 @@ class LmSearchOptions:
         if self.num_clusters < 2:
             raise UserError(f"--clusters must be at least 2, got {self.num_clusters}")
         return self
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def tokenizer_order_table(embedding: ClusteredLowRankEmbedding) -> tf.Tensor:

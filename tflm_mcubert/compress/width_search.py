@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Callable
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.console import log
 
 AUTO = "auto"
 WIDTHS_DIR = "widths"
@@ -49,10 +49,6 @@ def width_candidates(weight_bits, embedding_bits) -> list[WidthCandidate]:
     weights = (8, 4) if weight_bits == AUTO else (weight_bits,)
     tables = (8, 4) if embedding_bits == AUTO else (embedding_bits,)
     return [WidthCandidate(w, e) for w in weights for e in tables]
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def search_widths(

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import numpy as np
 
@@ -23,14 +22,11 @@ from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
 from tflm_mcubert.ops.linear import uniform_width
 from tflm_mcubert.ops import registry
 from tflm_mcubert.quantize.float_model import FloatBert
+from tflm_mcubert.console import log
 
 AUTO = "auto"
 SENSITIVITY_SAMPLES = 8  # calibration samples the int8-vs-int4 error is measured on
 BLOB_TOLERANCE = 64  # bytes: how close the blob count settles to the blob the sized shape implies
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass

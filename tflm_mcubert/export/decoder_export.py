@@ -19,7 +19,6 @@ count against the board's Flash with the model's.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import types
 from pathlib import Path
@@ -50,6 +49,7 @@ from tflm_mcubert.schedule.planner import BudgetExceededError
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 from tflm_mcubert.tflite.mcubert_writer import model_to_tflite, unique_constant_bytes
 from tflm_mcubert.tokenizer import bpe_blob
+from tflm_mcubert.console import log
 
 # Random-weight decoders for sizing a board without a checkpoint (GPT-2's vocabulary and layout).
 _GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 256}
@@ -61,10 +61,6 @@ STRUCTURE_ALLOWANCE = 16 << 10  # Flash for the .tflite's structure and options 
 MAX_SIZING_PASSES = 3
 CHECK_TOKENS = 8  # the read-back model's greedy continuation compared with the reference's
 CONFIG_FILE = "config.json"  # a Hugging Face checkpoint's (model/hf_import.py, which loads Keras)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def is_decoder_source(request: ExportRequest) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import sys
 
 import numpy as np
 
@@ -42,14 +41,11 @@ from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
 from tflm_mcubert.tflite.mcubert_reader import read_model
 from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
+from tflm_mcubert.console import log
 
 
 EMBEDDING_MODES = ("auto", "dense")
 UNBOUNDED = 1 << 40
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------

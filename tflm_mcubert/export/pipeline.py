@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -40,13 +39,10 @@ from tflm_mcubert.schedule.latency import predict_latency
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
+from tflm_mcubert.console import log
 
 SCHEDULES = ("mcubert", "stock")
 PRECISIONS = ("int8", "int16x8", "float32")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny", num_labels: int = 2, seed: int = 0):
