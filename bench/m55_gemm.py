@@ -16,7 +16,13 @@ then converts the regions' ticks; the resolution is one tick (tens of instructio
 instruction counts, not cycles: QEMU models no pipeline, and an MVE instruction takes 2 or more
 cycles (beats) on the M55 where most scalar ones take 1.
 
-    python bench/m55_gemm.py [--shapes 128x128x128,128x128x512,128x512x128]
+With a CMSIS-NN checkout (--cmsis-nn-dir, or CMSIS_NN_DIR; TFLM pins 4ab83cc; never committed), a third
+image runs the layer through CMSIS-NN built for the M55 (its MVE path, ARM_MATH_MVEI):
+arm_convolve_1x1_s8_fast -> arm_nn_mat_mult_nt_t_s8, the kernel TFLM's CMSIS-NN FULLY_CONNECTED runs for
+BERT's rank-3 activations, at -O2 (TFLM's level for third-party kernels), its outputs checked within one
+unit of a once-rounded reference (CMSIS-NN rounds twice).
+
+    python bench/m55_gemm.py [--shapes 128x128x128,128x128x512,128x512x128] [--cmsis-nn-dir DIR]
 
 Needs arm-none-eabi-gcc 10+ (Cortex-M55), cmake and qemu-system-arm 6.0+ (mps3-an547).
 """
@@ -24,6 +30,8 @@ Needs arm-none-eabi-gcc 10+ (Cortex-M55), cmake and qemu-system-arm 6.0+ (mps3-a
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +43,9 @@ sys.path.insert(0, str(ROOT))
 
 from tflm_mcubert.measure import kernel_build  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+import kernel_cost_cmsis_nn as cmsis_nn  # noqa: E402
+
 CUSTOM_OPS = ROOT / "custom_ops"
 ARCH = ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-mfpu=auto"]
 PATHS = ("dsp", "mve")
@@ -42,16 +53,33 @@ PATHS = ("dsp", "mve")
 PATH_FLAGS = {"dsp": ["-mgeneral-regs-only"], "mve": ["-fno-tree-vectorize"]}
 
 
-def firmware(library: Path, work: Path, name: str, shape: tuple[int, int, int]) -> Path:
-    """The bench image of kernel path `name` ("dsp" or "mve") for one shape."""
+def firmware(
+    library: Path, work: Path, name: str, shape: tuple[int, int, int], cmsis_nn_dir: Path | None = None
+) -> Path:
+    """The bench image of kernel path `name` ("dsp" or "mve") for one shape; with `cmsis_nn_dir`, the image
+    whose layer is CMSIS-NN's (built for the M55, so on its MVE path; `library` then gives only the CRC)."""
     tokens, in_features, out_features = shape
     elf = work / f"{name}-{tokens}x{in_features}x{out_features}.elf"
+    cmsis = []
+    if cmsis_nn_dir is not None:
+        support = sorted(str(p) for p in (cmsis_nn_dir / "Source" / "NNSupportFunctions").glob("*_s8*.c"))
+        sources = [str(cmsis_nn_dir / source) for source in cmsis_nn.SOURCES]
+        shim = str(ROOT / "bench" / "cmsis_nn" / "cmsis_nn_shim.c")
+        cmsis = [
+            "-DCMSIS_NN_LAYER",
+            "-DCMSISNN_BENCH_NO_MAIN",
+            f"-I{cmsis_nn_dir / 'Include'}",
+            shim,
+            *sources,
+            *support,
+        ]
     command = [
         "arm-none-eabi-gcc",
         *ARCH,
         "-std=c99",
         "-O2",
-        *PATH_FLAGS[name],
+        *(PATH_FLAGS[name] if cmsis_nn_dir is None else []),
+        *cmsis,
         f"-DTOKENS={tokens}",
         f"-DIN={in_features}",
         f"-DOUT={out_features}",
@@ -97,39 +125,102 @@ def instructions(figures: dict[str, int]) -> tuple[float, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="128x128x128,128x128x512,128x512x128", help="TOKENSxINxOUT,...")
+    parser.add_argument(
+        "--cmsis-nn-dir",
+        default=os.environ.get("CMSIS_NN_DIR"),
+        help="a CMSIS-NN checkout (default: $CMSIS_NN_DIR): adds its MVE layer as a third column",
+    )
+    parser.add_argument("--json", help="also write the summary here (bench/report.py renders its tables)")
     args = parser.parse_args()
+    cmsis_nn_dir = Path(args.cmsis_nn_dir) if args.cmsis_nn_dir else None
+    if cmsis_nn_dir is not None and not (cmsis_nn_dir / "Include" / "arm_nnfunctions.h").is_file():
+        parser.error(f"--cmsis-nn-dir {cmsis_nn_dir}: not a CMSIS-NN checkout (no Include/arm_nnfunctions.h)")
     shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
+    from provenance import provenance
+
+    summary = {
+        "command": "python bench/m55_gemm.py" + (" --cmsis-nn-dir DIR" if cmsis_nn_dir else ""),
+        "counting": "executed instructions under QEMU mps3-an547 -icount shift=0 (SysTick, calibrated)",
+        "toolchain": {tool: _first_line([tool, "--version"]) for tool in ("arm-none-eabi-gcc", "qemu-system-arm")},
+        "cmsis_nn": cmsis_nn.revision(cmsis_nn_dir) if cmsis_nn_dir else None,
+        "rows": measure(shapes, cmsis_nn_dir),
+        "provenance": provenance({}),
+    }
+    print(markdown_table(summary))
+    if summary["cmsis_nn"]:
+        print(f"\nCMSIS-NN {summary['cmsis_nn']} (MVE, -O2), the whole layer, outputs within one unit:\n")
+        print(cmsis_nn_table(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def _first_line(command: list[str]) -> str:
+    done = subprocess.run(command, capture_output=True, text=True)
+    return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else "not found"
+
+
+def measure(shapes, cmsis_nn_dir: Path | None) -> list[dict]:
+    """One row a shape: instructions of the gemm and the whole layer on the DSP and MVE paths, and of
+    CMSIS-NN's whole layer when a checkout is given."""
+    rows = []
     with tempfile.TemporaryDirectory(prefix="m55_gemm_") as folder:
         work = Path(folder)
         libraries = {
             path: kernel_build.build(kernel_build.Variant("cortex-m55", path=path), work, "mcubert").library
             for path in PATHS
         }
-        print("Cortex-M55, one int8 linear layer (pair4 weights): executed instructions MEASURED UNDER QEMU")
-        print("mps3-an547 -icount shift=0 (SysTick, calibrated); instructions, not cycles.\n")
-        header = f"{'tokens x in -> out':>20} {'MACs':>10} {'region':>6} {'DSP':>11} {'MVE':>11} {'MVE/DSP':>8}"
-        print(header + f" {'DSP/MAC':>8} {'MVE/MAC':>8}")
         for shape in shapes:
-            tokens, in_features, out_features = shape
-            macs = tokens * in_features * out_features
-            results = {}
-            for path in PATHS:
-                figures = run(firmware(libraries[path], work, path, shape))
-                expected_path = {"dsp": 1, "mve": 2}[path]
-                if figures["path"] != expected_path:
-                    raise RuntimeError(f"{path} image reports path {figures['path']}")
-                results[path] = (figures, instructions(figures)[1])
+            print(f"{'x'.join(map(str, shape))} ...", file=sys.stderr, flush=True)
+            results = {path: _measured(firmware(libraries[path], work, path, shape), path) for path in PATHS}
             if results["dsp"][0]["output_crc"] != results["mve"][0]["output_crc"]:
                 raise RuntimeError(f"{shape}: the DSP and MVE outputs differ")
-            for region in ("gemm", "layer"):
-                dsp, mve = results["dsp"][1][region], results["mve"][1][region]
-                label = f"{tokens} x {in_features} -> {out_features}"
-                print(
-                    f"{label:>20} {macs:>10} {region:>6} {dsp:>11.0f} {mve:>11.0f} {mve / dsp:>8.3f}"
-                    f" {dsp / macs:>8.3f} {mve / macs:>8.3f}"
-                )
-        per_tick = instructions(results["mve"][0])[0]
-        print(f"\n(calibration: {per_tick:.3f} instructions per SysTick tick; outputs identical on both paths)")
+            row = {"shape": list(shape), **{path: {k: round(v) for k, v in results[path][1].items()} for path in PATHS}}
+            if cmsis_nn_dir is not None:
+                cmsis = _measured(firmware(libraries["mve"], work, "cmsis-nn", shape, cmsis_nn_dir), "cmsis-nn")
+                row["cmsis_nn_layer"] = round(cmsis[1]["layer"])
+            rows.append(row)
+    return rows
+
+
+def _measured(elf: Path, name: str) -> tuple[dict[str, int], dict[str, float]]:
+    """(the image's figures, {region: instructions}), checked: the path it ran, or CMSIS-NN's status and outputs."""
+    figures = run(elf)
+    if name == "cmsis-nn":
+        if figures["status"] != 0 or figures["max_difference"] > 1:
+            raise RuntimeError(f"{elf.name}: CMSIS-NN status {figures['status']}, off by {figures['max_difference']}")
+    elif figures["path"] != {"dsp": 1, "mve": 2}[name]:
+        raise RuntimeError(f"{name} image reports path {figures['path']}")
+    return figures, instructions(figures)[1]
+
+
+def _label(shape) -> str:
+    return "{}x{}->{}".format(*shape)
+
+
+def markdown_table(summary: dict) -> str:
+    """DSP against MVE path per shape: the matrix product alone and the whole layer, with instructions per MAC."""
+    lines = [
+        "| tokens x in -> out | region | DSP | MVE | MVE / DSP | per MAC (DSP / MVE) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in summary["rows"]:
+        macs = row["shape"][0] * row["shape"][1] * row["shape"][2]
+        for region, name in (("gemm", "matrix product"), ("layer", "whole layer")):
+            dsp, mve = row["dsp"][region], row["mve"][region]
+            lines.append(
+                f"| {_label(row['shape'])} | {name} | {dsp:,} | {mve:,} | {mve / dsp:.3f} | "
+                f"{dsp / macs:.3f} / {mve / macs:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def cmsis_nn_table(summary: dict) -> str:
+    """Our MVE layer against CMSIS-NN's, per shape."""
+    lines = ["| tokens x in -> out | ours, MVE | CMSIS-NN, MVE | ours / CMSIS-NN |", "|---|---|---|---|"]
+    for row in summary["rows"]:
+        ours, theirs = row["mve"]["layer"], row["cmsis_nn_layer"]
+        lines.append(f"| {_label(row['shape'])} | {ours:,} | {theirs:,} | {ours / theirs:.3f} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@
  * known instruction count measured the same way. Printed: the calibration, the gemm alone (widening
  * + micro-kernel over all blocks and channels), the whole layer (with the output stage), and a
  * CRC of the outputs (the same on both paths: the paths must agree bit for bit).
+ *
+ * Built with CMSIS_NN_LAYER, the layer is CMSIS-NN's instead (bench/cmsis_nn/cmsis_nn_shim.c:
+ * arm_convolve_1x1_s8_fast -> arm_nn_mat_mult_nt_t_s8, TFLM's path for BERT's rank-3 activations, on
+ * row-major weights); there is no separate gemm region, and the outputs are checked against a once-rounded
+ * reference computed here (CMSIS-NN rounds twice: one unit apart at most).
  */
 #include <stdint.h>
 
@@ -25,13 +30,22 @@
 #endif
 
 #define PAIR_STRIDE (((IN + 3) / 4) * 8)
+#if defined(CMSIS_NN_LAYER)
+#define WEIGHT_BYTES (OUT * IN) /* row-major [OUT][IN] */
+int32_t cmsisnn_bench_conv1x1(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w,
+                              const int32_t *channels, int8_t *y, void *scratch);
+int32_t cmsisnn_bench_scratch_bytes(int32_t k, int32_t n);
+static int8_t cmsis_scratch[16384] __attribute__((aligned(16)));
+#else
+#define WEIGHT_BYTES ((OUT + 1) / 2 * PAIR_STRIDE)
+#endif
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
 #define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
 #define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
 #define CALIBRATION_LOOPS 1000000u
 
 static int8_t x[TOKENS * IN];
-static int8_t weights[(OUT + 1) / 2 * PAIR_STRIDE];
+static int8_t weights[WEIGHT_BYTES];
 static int32_t channels[OUT * 3];
 static int8_t y[TOKENS * OUT];
 static uint32_t widened[IN * 2] __attribute__((aligned(16))); /* int16[4][K] */
@@ -81,6 +95,42 @@ static uint32_t calibration_ticks(uint32_t loops)
     return ticks_since(start);
 }
 
+#if defined(CMSIS_NN_LAYER)
+static void gemm_only(void)
+{
+}
+
+static void whole_layer(void)
+{
+    if (cmsisnn_bench_scratch_bytes(IN, OUT) > (int32_t)sizeof cmsis_scratch ||
+        cmsisnn_bench_conv1x1(x, TOKENS, IN, OUT, weights, channels, y, cmsis_scratch) != 0) {
+        sink = -1;
+    }
+}
+
+/* The largest |y - once-rounded reference| over the layer (CMSIS-NN's double rounding: at most 1). */
+static int32_t max_difference(void)
+{
+    int32_t t, o, k, worst = 0;
+    for (t = 0; t < TOKENS; ++t) {
+        for (o = 0; o < OUT; ++o) {
+            int64_t acc = channels[3 * o];
+            int64_t scaled;
+            int32_t want, diff;
+            const int32_t right = 31 - channels[3 * o + 2]; /* shift < 0: a right shift of 31 - shift */
+            for (k = 0; k < IN; ++k) {
+                acc += (int32_t)x[t * IN + k] * weights[o * IN + k];
+            }
+            scaled = (acc * channels[3 * o + 1] + ((int64_t)1 << (right - 1))) >> right;
+            want = scaled < -128 ? -128 : scaled > 127 ? 127 : (int32_t)scaled;
+            diff = y[t * OUT + o] - want;
+            diff = diff < 0 ? -diff : diff;
+            worst = diff > worst ? diff : worst;
+        }
+    }
+    return worst;
+}
+#else
 static void gemm_only(void)
 {
     int32_t r0, c;
@@ -110,6 +160,7 @@ static void whole_layer(void)
         mcubert_linear_to_s8(&rows, &layer, 0, OUT, 0, NULL, y + r0 * OUT, OUT, 1);
     }
 }
+#endif
 
 static void report(const char *what, uint32_t ticks)
 {
@@ -133,6 +184,11 @@ int main(void)
     whole_layer();
     report("layer_ticks ", ticks_since(start));
     report("output_crc ", ~mcubert_crc32_update(0xFFFFFFFFu, (const uint8_t *)y, sizeof y));
+#if defined(CMSIS_NN_LAYER)
+    report("status ", (uint32_t)sink);
+    report("max_difference ", (uint32_t)max_difference());
+#else
     report("path ", (uint32_t)mcubert_uses_dsp_path());
+#endif
     return 0;
 }

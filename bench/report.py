@@ -21,6 +21,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import decoder_perplexity  # noqa: E402
+import m55_gemm  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
@@ -53,6 +54,8 @@ TABLES: dict[str, Callable[[], str]] = {
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
+    "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
+    "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
 }
 
 
