@@ -21,6 +21,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import decoder_perplexity  # noqa: E402
+import equal_flash  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
@@ -47,11 +48,18 @@ def _search_then_train(name: str) -> dict[str, Callable[[], str]]:
     return {f"{name.removesuffix('.json')}.budgets": lambda: nas_vs_adaptive.markdown_table(_summary(name)["budgets"])}
 
 
+def _equal_flash(name: str) -> dict[str, Callable[[], str]]:
+    return {f"{name.removesuffix('.json')}.methods": lambda: equal_flash.markdown_table(_summary(name))}
+
+
 # Table name -> its markdown, from its summary. A table's name is its summary's and the table's.
 TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy.json"),
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
+    **_equal_flash("equal_flash_select_rotten_tomatoes.json"),
+    **_equal_flash("equal_flash_select_party_speeches.json"),
+    **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
 }
 
