@@ -54,7 +54,7 @@ def _board_accuracy(name: str) -> dict[str, Callable[[], str]]:
 
 
 def _search_then_train(name: str) -> dict[str, Callable[[], str]]:
-    return {f"{name.removesuffix('.json')}.budgets": lambda: nas_vs_adaptive.markdown_table(_summary(name)["budgets"])}
+    return {f"{name.removesuffix('.json')}.budgets": lambda: nas_vs_adaptive.summary_table(_summary(name))}
 
 
 def _equal_flash(name: str) -> dict[str, Callable[[], str]]:
@@ -67,6 +67,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy_qat_export.json"),
     **_board_accuracy("board_accuracy_qat_search.json"),
     **_board_accuracy("board_accuracy_qat_export_tiny.json"),
+    **_search_then_train("nas_vs_adaptive.json"),
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
     **_equal_flash("equal_flash_select_rotten_tomatoes.json"),
