@@ -21,6 +21,7 @@ from typing import Callable
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
+import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
 import equal_flash  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
@@ -74,6 +75,9 @@ TABLES: dict[str, Callable[[], str]] = {
     **_equal_flash("equal_flash_select_party_speeches.json"),
     **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
+    "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(
+        _summary("decoder_attention_range.json")
+    ),
 }
 
 
