@@ -3,6 +3,7 @@ drifted table is caught, and a summary names its commit, environment and checkpo
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -28,6 +29,15 @@ def test_a_drifted_figure_is_caught():
     drifted = text[: match.start("body")] + match["body"].replace("±", "+/-", 1) + text[match.end("body") :]
     rendered, changed = report.render(drifted)
     assert changed == [match["name"]] and rendered == text
+
+
+def test_every_summary_says_where_its_figures_came_from():
+    """A summary made before provenance was recorded says so, and names the commits that committed it."""
+    for path in sorted(report.RESULTS.glob("*.json")):
+        record = json.loads(path.read_text())["provenance"]
+        assert {"commit", "environment", "checkpoints"} <= set(record), path.name
+        if record.get("recorded") is False:
+            assert record["committed_in"] and record["environment"] == "not recorded", path.name
 
 
 def test_provenance_names_the_commit_the_environment_and_each_checkpoint(tmp_path):
