@@ -23,10 +23,13 @@ sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
+import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
+# Pages outside the benchmarks that quote a benchmark's table.
+OTHER_PAGES = (BENCH.parent / "docs" / "int4.md",)
 RESULTS = BENCH / "results"
 END = "<!-- end of generated table -->"
 # A blank line on each side of the table: Markdown ends the comment's raw-HTML block there.
@@ -75,6 +78,8 @@ TABLES: dict[str, Callable[[], str]] = {
     **_equal_flash("equal_flash_select_party_speeches.json"),
     **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
+    "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
+    "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
     "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(
         _summary("decoder_attention_range.json")
     ),
@@ -97,12 +102,16 @@ def render(text: str) -> tuple[str, list[str]]:
     return BLOCK.sub(fill, text), changed
 
 
+def pages() -> list[Path]:
+    return sorted(PAGES.glob("*.md")) + list(OTHER_PAGES)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a table differs")
     args = parser.parse_args(argv)
     drifted = []
-    for page in sorted(PAGES.glob("*.md")):
+    for page in pages():
         text = page.read_text()
         new, changed = render(text)
         drifted += [f"{page.name}: {name}" for name in changed]

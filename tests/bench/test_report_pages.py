@@ -18,12 +18,12 @@ def test_every_generated_table_equals_its_summary():
 
 
 def test_every_table_is_on_a_page():
-    pages = "".join(p.read_text() for p in report.PAGES.glob("*.md"))
+    pages = "".join(p.read_text() for p in report.pages())
     assert {m["name"] for m in report.BLOCK.finditer(pages)} == set(report.TABLES)
 
 
 def test_a_drifted_figure_is_caught():
-    page = next(p for p in report.PAGES.glob("*.md") if report.BLOCK.search(p.read_text()))
+    page = next(p for p in report.pages() if report.BLOCK.search(p.read_text()))
     text = page.read_text()
     match = report.BLOCK.search(text)
     drifted = text[: match.start("body")] + match["body"].replace("±", "+/-", 1) + text[match.end("body") :]
