@@ -82,7 +82,9 @@ def flash_table(summary: dict) -> str:
     entries = summary["flash_and_instructions"]["bits"]
     cores = list(next(iter(entries.values()))["instructions"])
     header = ["word tables", "word-table bytes", "embedding op bytes", "`.tflite`", "`flash_bytes`", "fits"]
-    header.append("embedding op, instructions / sequence, " + " / ".join(c.removeprefix("cortex-").upper() for c in cores))
+    header.append(
+        "embedding op, instructions / sequence, " + " / ".join(c.removeprefix("cortex-").upper() for c in cores)
+    )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for bits, e in entries.items():
         spare = e["flash_budget"] - e["flash_bytes"]

@@ -163,7 +163,9 @@ def markdown(summary: dict) -> str:
     if summary["uncompressed"]:
         u = summary["uncompressed"]
         blank = "| " * (len(header) - 3)
-        lines.append(f"| uncompressed student (float table) {blank}| {100 * u['validation']:.2f} | {100 * u['test']:.2f} |")
+        lines.append(
+            f"| uncompressed student (float table) {blank}| {100 * u['validation']:.2f} | {100 * u['test']:.2f} |"
+        )
     lines += [
         "",
         "| pair | difference dev / test | bootstrap p dev / test (seeds × examples) | McNemar p on test, per seed |",

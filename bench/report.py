@@ -53,7 +53,7 @@ def _board_accuracy(name: str) -> dict[str, Callable[[], str]]:
         f"{stem}.variants": lambda: board_accuracy.variants_table(
             _board_accuracy_recomputed(name), _summary(name).get("qat_steps", 0)
         ),
-        f"{stem}.points": lambda: board_accuracy.points_table(_board_accuracy_recomputed(name)),
+        f"{stem}.points": lambda: board_accuracy.points_table(_board_accuracy_recomputed(name), measured_only=True),
     }
 
 
