@@ -26,6 +26,7 @@ import decoder_perplexity  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
+import tokenizer_cost  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
 # Pages outside the benchmarks that quote a benchmark's table.
@@ -80,6 +81,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
+    "tokenizer_cost.cores": lambda: tokenizer_cost.markdown_table(_summary("tokenizer_cost.json")),
     "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(
         _summary("decoder_attention_range.json")
     ),
