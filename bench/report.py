@@ -21,6 +21,7 @@ from typing import Callable
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
+import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
 import embedding_int4  # noqa: E402
@@ -66,6 +67,29 @@ def _equal_flash(name: str) -> dict[str, Callable[[], str]]:
     return {f"{name.removesuffix('.json')}.methods": lambda: equal_flash.markdown_table(_summary(name))}
 
 
+EQUAL_FLASH_FLOWS = ("equal_flash_select_rotten_tomatoes.json", "equal_flash.json")
+
+
+def _flows() -> str:
+    """search-then-train.md's select-against-continue table: the same students and seeds in both flows."""
+
+    def budget(name: str, method: str, label: str) -> dict:
+        return {k: run for k, run in compare_nas_runs.runs_of(_summary(name), method).items() if k[0] == label}
+
+    select_rt, select_ps = "nas_vs_adaptive_select_rotten_tomatoes.json", "nas_vs_adaptive_select_party_speeches.json"
+    rows = [
+        (f"rotten tomatoes {label}", budget(select_rt, "nas", key), budget("nas_vs_adaptive.json", "nas", key))
+        for label, key in (("2%", "2pct"), ("4%", "4pct"), ("318,420", "318420"))
+    ]
+    rows.append(
+        ("party speeches 4%", budget(select_ps, "nas", "4pct"),
+         budget("nas_vs_adaptive_continue_party_speeches.json", "nas", "4pct"))
+    )  # fmt: skip
+    select_int4, continue_int4 = (budget(name, "nas-int4", "equal Flash") for name in EQUAL_FLASH_FLOWS)
+    rows.append(("rotten tomatoes equal Flash int4", select_int4, continue_int4))
+    return compare_nas_runs.flows_table(rows)
+
+
 # Table name -> its markdown, from its summary. A table's name is its summary's and the table's.
 TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy.json"),
@@ -81,6 +105,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
+    "select_vs_continue.flows": _flows,
     "tokenizer_cost.cores": lambda: tokenizer_cost.markdown_table(_summary("tokenizer_cost.json")),
     "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(
         _summary("decoder_attention_range.json")
