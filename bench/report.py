@@ -26,6 +26,7 @@ import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
+import kernel_cost_report  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 import tokenizer_cost  # noqa: E402
 
@@ -106,6 +107,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
     "select_vs_continue.flows": _flows,
+    "kernel_cost_board_cores.cores": lambda: kernel_cost_report.board_cores_markdown(
+        _summary("kernel_cost_board_cores.json")["board_cores"]
+    ),
     "tokenizer_cost.cores": lambda: tokenizer_cost.markdown_table(_summary("tokenizer_cost.json")),
     "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(
         _summary("decoder_attention_range.json")
