@@ -62,12 +62,14 @@ def runs_of(summary: dict, method: str) -> dict[tuple[str, int], dict]:
     }
 
 
-def flows_table(rows: list[tuple[str, dict, dict]]) -> str:
-    """One row per (name, A's runs, B's runs), paired on the (budget, seed)s both have: `search`'s default
-    flow (A) against the earlier `continue` flow (B), as docs/benchmarks/search-then-train.md shows it."""
-    lines = ["| task, budget | seeds | select dev / test | continue dev / test | select − continue dev / test "]
-    lines[0] += "| bootstrap p dev / test (seeds × examples) |"
-    lines.append("|---|---|---|---|---|---|")
+def flows_table(
+    rows: list[tuple[str, dict, dict]], a: str = "select", b: str = "continue", first: str = "task, budget"
+) -> str:
+    """One row per (name, A's runs, B's runs), paired on the (budget, seed)s both have: by default `search`'s
+    default flow (A) against the earlier `continue` flow (B), as docs/benchmarks/search-then-train.md shows it."""
+    header = [first, "seeds", f"{a} dev / test", f"{b} dev / test", f"{a} − {b} dev / test"]
+    header.append("bootstrap p dev / test (seeds × examples)")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, a, b in rows:
         shared = sorted(set(a) & set(b))
         lines.append(f"| {name} | " + " | ".join(compare_budget([a[k] for k in shared], [b[k] for k in shared])) + " |")

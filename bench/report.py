@@ -91,6 +91,18 @@ def _flows() -> str:
     return compare_nas_runs.flows_table(rows)
 
 
+def _start_shapes() -> str:
+    """compression.md's `paper` against `budget` start of Stage 1: the same seeds, the default search's runs."""
+    rows = []
+    for label, key in (("2%", "2pct"), ("4%", "4pct")):
+        paper, budget = (
+            {k: r for k, r in compare_nas_runs.runs_of(_summary(name), "nas").items() if k[0] == key}
+            for name in ("nas_vs_adaptive.json", "nas_vs_adaptive_stage1_start_budget.json")
+        )
+        rows.append((label, paper, budget))
+    return compare_nas_runs.flows_table(rows, "`paper` start", "`budget` start", "budget")
+
+
 # Table name -> its markdown, from its summary. A table's name is its summary's and the table's.
 TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy.json"),
@@ -98,6 +110,9 @@ TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy_qat_search.json"),
     **_board_accuracy("board_accuracy_qat_export_tiny.json"),
     **_search_then_train("nas_vs_adaptive.json"),
+    **_search_then_train("nas_vs_adaptive_stage1_start_budget.json"),
+    **_search_then_train("nas_vs_adaptive_projected.json"),
+    "stage1_start.shapes": _start_shapes,
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
     **_equal_flash("equal_flash_select_rotten_tomatoes.json"),
