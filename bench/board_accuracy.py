@@ -497,12 +497,15 @@ def variants_table(summary: dict, qat_steps: int = 0) -> str:
     return "\n".join(lines)
 
 
-def points_table(summary: dict) -> str:
+def points_table(summary: dict, measured_only: bool = False) -> str:
+    """One row per point; with `measured_only`, none for a point whose sides were not both run (a summary of
+    some configurations, as the QAT benchmark's)."""
     lines = ["| point | a − b | seeds | dev / test difference | bootstrap p dev / test | McNemar p test, per seed |"]
     lines.append("|---|---|---|---|---|---|")
     for point, e in summary["points"].items():
         if not e.get("seeds"):
-            lines.append(f"| {point} | {e['a']} − {e['b']} | 0 | | | not measured |")
+            if not measured_only:
+                lines.append(f"| {point} | {e['a']} − {e['b']} | 0 | | | not measured |")
             continue
         d, p = e["difference"], e["bootstrap_p"]
         cells = [point, f"{e['a']} − {e['b']}", str(len(e["seeds"])), f"{d['validation']:+.2f} / {d['test']:+.2f}"]

@@ -50,6 +50,32 @@ def compare_budget(a: list[dict], b: list[dict]) -> list[str]:
     return cells + [" / ".join(differences), " / ".join(p_values)]
 
 
+def runs_of(summary: dict, method: str) -> dict[tuple[str, int], dict]:
+    """{(budget label, seed): run} of `method`'s finished runs in a nas_vs_adaptive or equal_flash summary (an
+    equal_flash summary's runs under the label "equal Flash")."""
+    budgets = summary.get("budgets") or [{"label": "equal Flash", "runs": summary["runs"]}]
+    return {
+        (budget["label"], run["seed"]): run
+        for budget in budgets
+        for run in budget["runs"]
+        if run["method"] == method and "failed" not in run
+    }
+
+
+def flows_table(
+    rows: list[tuple[str, dict, dict]], a: str = "select", b: str = "continue", first: str = "task, budget"
+) -> str:
+    """One row per (name, A's runs, B's runs), paired on the (budget, seed)s both have: by default `search`'s
+    default flow (A) against the earlier `continue` flow (B), as docs/benchmarks/search-then-train.md shows it."""
+    header = [first, "seeds", f"{a} dev / test", f"{b} dev / test", f"{a} − {b} dev / test"]
+    header.append("bootstrap p dev / test (seeds × examples)")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, a, b in rows:
+        shared = sorted(set(a) & set(b))
+        lines.append(f"| {name} | " + " | ".join(compare_budget([a[k] for k in shared], [b[k] for k in shared])) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path, help="summary.json of nas_vs_adaptive.py (A)")

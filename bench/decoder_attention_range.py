@@ -25,6 +25,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import provenance  # noqa: E402
 
 VOCAB = 97
 FAMILIES = (("gpt2 scaled", "gpt2", True), ("gpt2 unscaled", "gpt2", False), ("gpt-neo", "gpt_neo", True))
@@ -244,6 +246,33 @@ def print_rows(title: str, columns: list[str], table: dict[str, dict[str, tuple[
         print(f"{name:<22}" + "".join(f"{table[c][name][0]:>7.3f}/{table[c][name][1]:.4f}" for c in columns))
 
 
+LABELS = {
+    "gpt2 scaled": "GPT-2, scaled attention",
+    "gpt2 unscaled": "GPT-2, unscaled attention",
+    "gpt-neo": "GPT-Neo",
+    "trained gpt-neo": "TinyStories-shaped GPT-Neo, trained",
+}
+BEFORE, AFTER = "int8, stream lo=-128", "int8, stream centred"
+
+
+def markdown_table(summary: dict) -> str:
+    """Per family and weight std (the trained model in its own column), the int8 reference's top-1 agreement /
+    logit correlation with float, the residual stream's zero points at -128 → centred (docs/benchmarks/decoder.md)."""
+    summary = {family: table for family, table in summary.items() if family != "provenance"}
+    columns = list(dict.fromkeys(column for table in summary.values() for column in table))
+    lines = ["| family | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for family, table in summary.items():
+        cells = [LABELS.get(family, family)]
+        for column in columns:
+            figures = table.get(column)
+            cells.append(
+                f"{figures[BEFORE][0]:.3f}/{figures[BEFORE][1]:.4f} → {figures[AFTER][0]:.3f}/{figures[AFTER][1]:.4f}"
+                if figures else ""
+            )  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def random_families(stds: list[float], out: dict) -> None:
     rng = np.random.default_rng(0)
     calibration = [rng.integers(0, VOCAB, 32) for _ in range(16)]
@@ -296,6 +325,7 @@ def main(argv=None) -> int:
         trained_family(Path(args.trained_dir), out)
     print(f"\n{time.time() - started:.0f} s")
     if args.json:
+        out["provenance"] = provenance({"trained": None if args.skip_trained else args.trained_dir})
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

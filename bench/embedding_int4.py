@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tflm_mcubert.ops import embedding, kernel_abi  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_stats import format_p, mcnemar  # noqa: E402
+from results_bits import correct  # noqa: E402
 from tflm_mcubert.tflite.mcubert_reader import read_model  # noqa: E402
 
 
@@ -70,6 +74,45 @@ def instructions(emu, params, sequences: list[np.ndarray]) -> list[int]:
             raise SystemExit(f"the kernel disagrees with the reference ({run.message or 'output differs'})")
         counts.append(run.instructions)
     return counts
+
+
+def flash_table(summary: dict) -> str:
+    """Per word-table width: bytes, Flash against the board's budget, the embedding op's instructions per
+    sequence under unicorn (docs/int4.md)."""
+    entries = summary["flash_and_instructions"]["bits"]
+    cores = list(next(iter(entries.values()))["instructions"])
+    header = ["word tables", "word-table bytes", "embedding op bytes", "`.tflite`", "`flash_bytes`", "fits"]
+    header.append(
+        "embedding op, instructions / sequence, " + " / ".join(c.removeprefix("cortex-").upper() for c in cores)
+    )
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for bits, e in entries.items():
+        spare = e["flash_budget"] - e["flash_bytes"]
+        fits = f"yes, {spare:,} B to spare" if e["fits"] else f"no: misses by {-spare:,} B"
+        cells = [f"int{bits}", *(f"{e[k]:,}" for k in ("embedding_bytes", "op_bytes", "tflite_bytes", "flash_bytes"))]
+        cells += [f"{fits} (budget {e['flash_budget']:,} B)"]
+        cells.append(" / ".join(f"{e['instructions'][c]['mean']:,.0f}" for c in cores))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def accuracy_table(summary: dict) -> str:
+    """Per evaluation (PTQ, and after the QAT fine-tune): test accuracy of float, int8 and int4 word tables,
+    argmax agreement with float, and int4 − int8 with its exact McNemar p recomputed from the per-example bits."""
+    header = ["evaluation", "float", "int8", "int4", "argmax agreement with float, int8 / int4"]
+    header += ["int4 − int8 (only int8 right / only int4 right)", "McNemar p"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, e in summary["evaluate"].items():
+        right = {model: correct(e, None, model) for model in ("float", "int8", "int4")}
+        int8_only, int4_only = int(np.sum(right["int8"] & ~right["int4"])), int(np.sum(right["int4"] & ~right["int8"]))
+        cells = [name.replace("_", " ").replace("ptq", "PTQ").replace("qat", "QAT")]
+        cells += [f"{100 * right[m].mean():.2f}" for m in ("float", "int8", "int4")]
+        cells.append(" / ".join(f"{100 * e['argmax_agreement'][m]:.1f}" for m in ("int8", "int4")))
+        difference = 100 * (right["int4"].mean() - right["int8"].mean())
+        cells.append(f"{difference:+.2f} ({int8_only} / {int4_only})")
+        cells.append(format_p(mcnemar(right["int4"], right["int8"])))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> int:

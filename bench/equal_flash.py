@@ -143,23 +143,28 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def markdown(summary: dict) -> str:
-    lines = [
-        "| method (seeds) | stored bytes | params | final steps | extra steps | run s (mean) | written | dev | test |"
-    ]
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    """The methods' table and the pairs' table. Runs of the earlier `--final-training continue` flow (no
+    candidate chosen) have no "extra steps" nor "written" column."""
+    select = any(name is not None for row in summary["methods"].values() for name in row["chosen"])
+    header = ["method (seeds)", "stored bytes", "params", "final steps"]
+    header += ["extra steps", "run s (mean)", "written"] if select else ["run s (mean)"]
+    header += ["dev", "test"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, row in summary["methods"].items():
         span = (
             "–".join(f"{v:,}" for v in sorted({row[k][0], row[k][-1]})) for k in ("embedding_bytes", "embedding_params")
         )
         cells = [f"{method} ({len(row['seeds'])})", *span, ",".join(map(str, row["steps"]))]
-        cells += [",".join(map(str, row["extra_steps"])), f"{row['seconds']['mean']:.0f}"]
-        cells.append(", ".join(f"{name} {count}" for name, count in row["chosen"].items()))
+        cells += [",".join(map(str, row["extra_steps"]))] if select else []
+        cells += [f"{row['seconds']['mean']:.0f}"]
+        cells += [", ".join(f"{name} {count}" for name, count in row["chosen"].items())] if select else []
         cells += [f"{row[s]['mean']:.2f} ± {row[s]['sd']:.2f}" for s in ("validation", "test")]
         lines.append("| " + " | ".join(cells) + " |")
     if summary["uncompressed"]:
         u = summary["uncompressed"]
+        blank = "| " * (len(header) - 3)
         lines.append(
-            f"| uncompressed student (float table) | | | | | | | {100 * u['validation']:.2f} | {100 * u['test']:.2f} |"
+            f"| uncompressed student (float table) {blank}| {100 * u['validation']:.2f} | {100 * u['test']:.2f} |"
         )
     lines += [
         "",
@@ -172,6 +177,12 @@ def markdown(summary: dict) -> str:
         cells.append(", ".join(_p(p) for p in c["mcnemar_test_p"].values()))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def markdown_table(summary: dict) -> str:
+    """`markdown` of a committed summary, every figure and p-value recomputed from its runs' per-example
+    bits (bench/report.py)."""
+    return markdown(summarize(summary["runs"]))
 
 
 def plot(summary: dict, path: Path) -> Path | None:

@@ -600,6 +600,17 @@ def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     return out
 
 
+def board_cores_summary(document: dict, command: str) -> dict:
+    """The committed summary of a run's "every board core" table: the rows, the run's settings, the command
+    and provenance (bench/results/kernel_cost_board_cores.json; bench/report.py makes the kernels page's
+    table of it)."""
+    from provenance import provenance
+
+    meta = {k: document["meta"][k] for k in ("seconds", "tiles", "measure", "cycles")}
+    summary = {"bench": "kernel_cost", "command": command, "meta": meta, "board_cores": document["board_cores"]}
+    return summary | {"provenance": provenance({})}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "kernel_cost")
@@ -628,6 +639,9 @@ def main(argv=None) -> int:
         type=Path,
         default=os.environ.get("CMSIS_NN_DIR") or None,
         help="a CMSIS-NN checkout (default: $CMSIS_NN_DIR): also measure the real kernels TFLM runs",
+    )
+    parser.add_argument(
+        "--summary", type=Path, default=None, help="also write the every-board-core table's summary here"
     )
     parser.add_argument(
         "--cmsis-nn-rev", default=None, help="the checkout's revision, for the table (default: git's, when it is one)"
@@ -783,6 +797,9 @@ def main(argv=None) -> int:
     (args.out / f"{stem}.json").write_text(json.dumps(document, indent=1))
     (args.out / f"{stem}.md").write_text(text + "\n")
     plot(rows, sweep, args.out / f"{stem}.png")
+    if args.summary and board_cores:
+        command = "python bench/kernel_cost.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        args.summary.write_text(json.dumps(board_cores_summary(document, command), indent=1) + "\n")
     print(
         f"\nwrote {args.out / stem}.json/.md/.png; took {elapsed:.0f} s "
         f"({time.time() - measured_at:.0f} s after measuring)"

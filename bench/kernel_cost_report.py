@@ -11,10 +11,10 @@ from tflm_mcubert.ops import contract
 BASELINES = ("cmsis", "burrello", "flash")
 
 
-def board_cores_table(cores: list[dict]) -> list[str]:
-    """Ours on every core the boards use: instructions, estimated cycles, and the ratio to the M7."""
-    out = ["\n### every board core, ours only: one encoder layer (instructions; estimated cycles)\n"]
-    out.append("| model | seq | core | path | attention | MLP | layer | vs M7 | est. cycles | est. vs M7 |")
+def board_cores_markdown(cores: list[dict]) -> str:
+    """Ours on every core the boards use: instructions, estimated cycles, and the ratio to the M7 (the
+    kernels page's table, bench/report.py, from bench/results/kernel_cost_board_cores.json)."""
+    out = ["| model | seq | core | path | attention | MLP | layer | vs M7 | est. cycles | est. vs M7 |"]
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for c in cores:
         out.append(
@@ -22,6 +22,13 @@ def board_cores_table(cores: list[dict]) -> list[str]:
             f"{_mega(c['mlp'])} | {_mega(c['instructions'])} | {c['vs_m7']:.2f} | {_mega(c['cycles_estimate'])} | "
             f"{c['cycles_vs_m7']:.2f} |"
         )
+    return "\n".join(out)
+
+
+def board_cores_table(cores: list[dict]) -> list[str]:
+    """Ours on every core the boards use: instructions, estimated cycles, and the ratio to the M7."""
+    out = ["\n### every board core, ours only: one encoder layer (instructions; estimated cycles)\n"]
+    out.append(board_cores_markdown(cores))
     out.append(
         "\n(Cortex-M0+ runs on unicorn's Cortex-M0 model, the same ARMv6-M instruction set; its cycles use "
         "the M0+ TRM table, the M33's the M4's: see tflm_mcubert/measure/instruction_classes.py.)"

