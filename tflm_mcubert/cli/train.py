@@ -19,6 +19,7 @@ import argparse
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.files import output_directory
+from tflm_mcubert.train.augment import Augmentation
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
 DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
@@ -187,8 +188,6 @@ def run(args) -> int:
         metrics = workflows.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
     else:
-        from tflm_mcubert.train.augment import Augmentation
-
         augmentation = Augmentation(args.augment, args.unlabeled)
         metrics = workflows.distill(
             args.teacher,
