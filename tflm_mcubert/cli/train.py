@@ -3,6 +3,7 @@ the pipeline, from a BERT checkpoint to the compressed checkpoint that `export` 
 
     finetune --checkpoint BERT --task T --out teacher/          a fine-tuned classifier (the teacher)
     distill  --teacher teacher/ --task T --out student/         a bert-tiny/-mini student, task KD
+             [--augment N] [--unlabeled FILE|DIR]                 (more examples, labelled by the teacher)
     search   --checkpoint student/ --task T --out compressed/   compressed embedding (MCUBERT NAS), KD
 
 distill and search take --prune-vocab CORPUS [--prune-top-n N]: they train with the vocabulary pruned to
@@ -18,6 +19,7 @@ import argparse
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.files import output_directory
+from tflm_mcubert.train.augment import Augmentation
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
 DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
@@ -112,6 +114,22 @@ def add_parser(subparsers) -> list[str]:
         "--weight-bits stores them (4 or 8; straight-through), and the accuracies reported so; default: float",
     )
     add_training_arguments(distill, "distill")
+    more = distill.add_argument_group("teacher-labelled data (train/augment.py)")
+    more.add_argument(
+        "--augment",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add N edited copies of each training sentence (words replaced by the teacher's embedding "
+        "neighbours, masked, dropped or swapped; sentences mixed), labelled by the teacher; an epoch is then "
+        "(N + 1)x the steps (default 0: none)",
+    )
+    more.add_argument(
+        "--unlabeled",
+        metavar="FILE|DIR",
+        help="in-domain text without labels (a UTF-8 .txt file, one text a line, or a directory of them), "
+        "labelled by the teacher and added to the training split",
+    )
 
     return ["finetune", "distill"]
 
@@ -170,8 +188,16 @@ def run(args) -> int:
         metrics = workflows.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
     else:
+        augmentation = Augmentation(args.augment, args.unlabeled)
         metrics = workflows.distill(
-            args.teacher, out, data, train, preset=args.preset, pruning=pruning, qat_weight_bits=args.qat_weight_bits
+            args.teacher,
+            out,
+            data,
+            train,
+            preset=args.preset,
+            pruning=pruning,
+            qat_weight_bits=args.qat_weight_bits,
+            augmentation=augmentation,
         )
         shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
     return print_metrics(metrics, shown, out)

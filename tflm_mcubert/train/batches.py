@@ -39,6 +39,27 @@ class EncodedSplit:
         digest.update(self.labels.astype(np.int32).tobytes())
         return digest.hexdigest()
 
+    def subset(self, rows) -> "EncodedSplit":
+        """The examples `rows`, in that order."""
+        rows = [int(r) for r in rows]
+        return dataclasses.replace(
+            self,
+            input_ids=[self.input_ids[r] for r in rows],
+            token_type_ids=[self.token_type_ids[r] for r in rows],
+            labels=self.labels[rows],
+        )
+
+    def extended(self, other: "EncodedSplit") -> "EncodedSplit":
+        """This split's examples followed by `other`'s (one tokenizer's: the same padding id)."""
+        if other.pad_id != self.pad_id:
+            raise ValueError("cannot join splits of two tokenizers")
+        return dataclasses.replace(
+            self,
+            input_ids=self.input_ids + other.input_ids,
+            token_type_ids=self.token_type_ids + other.token_type_ids,
+            labels=np.concatenate([self.labels, other.labels]).astype(np.int32),
+        )
+
     def remapped(self, new_id_of: np.ndarray) -> "EncodedSplit":
         """The same examples with every token id (padding included) mapped through `new_id_of[old_id]`:
         what a tokenizer with a permuted vocabulary would have produced."""

@@ -458,18 +458,22 @@ class Trainer:
         return int(meta["step"]), dict(meta["loss_average"]), dict(meta["metrics"])
 
     def _progress_bar(self, name: str, total: int, start: int):
-        interactive = sys.stderr.isatty()
-        # In a log file, a bar redrawn every 0.1 s would be thousands of lines: redraw every 30 s there.
-        return tqdm(
-            total=total,
-            initial=start,
-            desc=name,
-            unit="step",
-            file=sys.stderr,
-            dynamic_ncols=interactive,
-            mininterval=0.5 if interactive else 30.0,
-            disable=not self.progress,
-        )
+        return progress_bar(name, total, start, enabled=self.progress)
+
+
+def progress_bar(name: str, total: int, start: int = 0, *, enabled: bool = True, unit: str = "step"):
+    interactive = sys.stderr.isatty()
+    # In a log file, a bar redrawn every 0.1 s would be thousands of lines: redraw every 30 s there.
+    return tqdm(
+        total=total,
+        initial=start,
+        desc=name,
+        unit=unit,
+        file=sys.stderr,
+        dynamic_ncols=interactive,
+        mininterval=0.5 if interactive else 30.0,
+        disable=not enabled,
+    )
 
 
 def _shape_generic_spec(value):

@@ -32,9 +32,11 @@ from tflm_mcubert.model.task_record import task_record
 from tflm_mcubert.model.labels import choose_label_names
 from tflm_mcubert.quantize.qat import check_weight_bits
 from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
+from tflm_mcubert.train.augment import Augmentation, read_unlabeled, texts_digest
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.cluster import DEFAULT_CLUSTER_TIMEOUT
 from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
+from tflm_mcubert.train.teacher_labels import LabellingTeacher, Tokenization, check_single_text_task, extra_examples
 from tflm_mcubert.train.trainer import (
     RunDirectory,
     Stage,
@@ -91,6 +93,8 @@ class TaskData:
     splits: dict[str, EncodedSplit]
     num_labels: int
     label_names: list[str]  # the names of the ids: the task's, or (check_labels) the checkpoint's or HF's default
+    train_texts: list[str] = dataclasses.field(default_factory=list)  # what --augment edits
+    pair_task: bool = False
 
     def fingerprint(self) -> str:
         return hashlib.sha256("".join(self.splits[s].fingerprint() for s in SPLITS).encode()).hexdigest()
@@ -125,7 +129,8 @@ def load_task_data(opts: DataOptions, tokenizer, vocab_size: int) -> TaskData:
         splits[split] = encode_split(
             rows, tokenizer, name=split, max_seq_len=opts.max_seq_len, num_labels=count, vocab_size=vocab_size
         )
-    return TaskData(splits, count, tasks.label_names(dataset))
+    texts = list(dataset["train"][tasks.TEXT])[: len(splits["train"])]
+    return TaskData(splits, count, tasks.label_names(dataset), texts, tasks.is_pair_task(dataset))
 
 
 def checkpoint_fingerprint(source: str) -> str:
@@ -293,11 +298,14 @@ def distill(
     pruning=None,
     on_step_end=None,
     qat_weight_bits: int | None = None,
+    augmentation: Augmentation | None = None,
 ) -> dict:
     """A `preset`-shaped student of the teacher (same vocabulary, or the teacher's pruned to
     `pruning`'s corpus: a `compress.vocab_pruning.Pruning`), trained by task KD. `qat_weight_bits` (4 or 8):
     its encoder matrices fake-quantized at that width in the forward (quantization-aware, straight-through;
-    quantize/weight_fake_quant.py) and scored so."""
+    quantize/weight_fake_quant.py) and scored so. `augmentation`: teacher-labelled examples added to the
+    training split (augmented copies of its sentences, unlabeled text; train/augment.py)."""
+    augmentation = augmentation or Augmentation()
     if qat_weight_bits is not None:
         check_weight_bits(qat_weight_bits, "--qat-weight-bits")
     strategy, began = start(opts)
@@ -316,17 +324,24 @@ def distill(
         teacher_fp = checkpoint_fingerprint(teacher_source)
         extra = {} if pruning is None else {"prune": dataclasses.asdict(pruning)}
         extra |= {} if qat_weight_bits is None else {"qat_weight_bits": qat_weight_bits}
+        unlabeled = unlabeled_texts(augmentation, teacher_data)
+        extra |= {"augment": augmentation_settings(augmentation, unlabeled)} if augmentation.active else {}
         settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset, **extra)
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size, opts.progress)
+        labeller = LabellingTeacher(teacher, teacher_fp, Tokenization(teacher_tokenizer, teacher.config.vocab_size))
+        train, train_logits, added = with_teacher_labelled(
+            run, augmentation, unlabeled, teacher_data.train_texts, data.splits["train"], logits["train"],
+            labeller, Tokenization(tokenizer, student.config.vocab_size), data_opts, opts,
+        )  # fmt: skip
         stage = Stage(
             "distill",
             student,
             [UpdateRule("weights", student.trainable_variables, opts.lr)],
-            data.splits["train"],
+            train,
             opts.epochs,
             objective,
-            logits["train"],
+            train_logits,
         )
         weights = None if qat_weight_bits is None else WeightFakeQuant(student, lambda op: qat_weight_bits).install()
         stage.before_step = None if weights is None else weights.refresher()
@@ -351,11 +366,56 @@ def distill(
         "params": student.config.param_count(),
         "accuracy_weights": qat_weight_bits or "float",  # the scores' encoder weights: float, or fake-quantized
         **({} if pruned is None else {"vocab_pruning": pruned}),
+        "train_examples": len(train),
+        **({} if added is None else {"teacher_labelled": added}),
         "stages": [record.to_dict()],
         "seconds": round(time.monotonic() - began, 1),
     }
     write_metrics(out, metrics, run.writer)
     return metrics
+
+
+def augmentation_settings(augmentation: Augmentation, unlabeled: list[str]) -> dict:
+    return {**dataclasses.asdict(augmentation), "unlabeled_sha256": texts_digest(unlabeled)}
+
+
+def with_teacher_labelled(
+    run: RunDirectory,
+    augmentation: Augmentation,
+    unlabeled: list[str],
+    train_texts: list[str],
+    train: EncodedSplit,
+    train_logits: np.ndarray,
+    teacher: LabellingTeacher,
+    student_side: Tokenization,
+    data_opts: DataOptions,
+    opts: TrainOptions,
+) -> tuple[EncodedSplit, np.ndarray, dict | None]:
+    """The training split and its teacher logits, with `augmentation`'s examples (train/teacher_labels.py)
+    appended when it asks for any; and their record."""
+    if not augmentation.active:
+        return train, train_logits, None
+    added = extra_examples(
+        run,
+        augmentation,
+        train_texts=train_texts,
+        unlabeled=unlabeled,
+        seed=opts.seed,
+        teacher=teacher,
+        student_side=student_side,
+        max_seq_len=data_opts.max_seq_len,
+        batch_size=opts.batch_size,
+        progress=opts.progress,
+    )
+    return train.extended(added.student), np.concatenate([train_logits, added.logits]), added.record
+
+
+def unlabeled_texts(augmentation: Augmentation, data: TaskData) -> list[str]:
+    """The --unlabeled texts (checked before the run starts: a bad file fails in seconds, not after
+    training)."""
+    if augmentation.active:
+        check_single_text_task(data.pair_task)
+    return [] if augmentation.unlabeled is None else read_unlabeled(augmentation.unlabeled)
 
 
 def check_labels(model, data: TaskData, what: str, names: list[str] | None = None, *, strict: bool = False) -> None:
