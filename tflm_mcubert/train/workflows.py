@@ -305,6 +305,7 @@ def distill(
     its encoder matrices fake-quantized at that width in the forward (quantization-aware, straight-through;
     quantize/weight_fake_quant.py) and scored so. `augmentation`: teacher-labelled examples added to the
     training split (augmented copies of its sentences, unlabeled text; train/augment.py)."""
+    # Long: one run's phases in order (teacher, student, labelled data, training, metrics), each a call.
     augmentation = augmentation or Augmentation()
     if qat_weight_bits is not None:
         check_weight_bits(qat_weight_bits, "--qat-weight-bits")
