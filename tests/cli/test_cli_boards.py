@@ -8,17 +8,16 @@ import json
 from tests.cli.cli_helpers import run_cli
 from tflm_mcubert.boards import BOARDS
 from tflm_mcubert.cli import boards as boards_command
-from tflm_mcubert.export.decoder_export import decoder_arena
+from tflm_mcubert.export.decoder_export import decoder_arena, decoder_planned_bytes
 from tflm_mcubert.export.mcubert_export import arena_overhead
 from tflm_mcubert.model.config import PRESETS
-from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes
 from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, plan_model
 
 
 def arena_fits(preset: str, seq_len: int, budget: int) -> bool:
     config = PRESETS[preset]
-    plan = plan_model(config, seq_len, 1 << 40, tiles=SMALLEST_TILES, classifier_labels=2)
+    plan = plan_model(config, seq_len, 1 << 40, tiles=SMALLEST_TILES, output_bytes=2)
     return plan.planned_bytes + arena_overhead(config.num_hidden_layers, True, config.hidden_size) <= budget
 
 
@@ -78,8 +77,8 @@ def test_a_decoder_context_is_the_longest_whose_planned_arena_fits(tmp_path):
     raw = DECODER_PRESETS["gpt2-d128x2"]
     dims = Dims(hidden=raw["n_embd"], heads=raw["n_head"], ffn=4 * raw["n_embd"], layers=raw["n_layer"])
     for n, fits_board in ((context, True), (context + 1, False)):
-        arena = decoder_arena(dims.layers, decoder_arena_bytes(dims, n)).arena_bytes
+        arena = decoder_arena(dims.layers, decoder_planned_bytes(dims, n)).arena_bytes
         assert (arena <= board.arena_budget()) == fits_board, (n, arena)
     # and the formula is what export plans: the preset exported at 256 positions
     report = run_export(ExportRequest(out_dir=tmp_path / "d", board=board, preset="gpt2-d128x2"))
-    assert report["arena_bytes"] == decoder_arena(dims.layers, decoder_arena_bytes(dims, 256)).arena_bytes
+    assert report["arena_bytes"] == decoder_arena(dims.layers, decoder_planned_bytes(dims, 256)).arena_bytes

@@ -67,14 +67,14 @@ def small_decoder_export(seed: int = 5) -> bytes:
     from tflm_mcubert.model.decoder import build_decoder
     from tflm_mcubert.model.decoder_config import DecoderConfig
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
-    from tflm_mcubert.schedule.decoder_plan import plan_decoder
+    from tflm_mcubert.schedule.planner import plan_of
     from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
 
     decoder = build_decoder(DecoderConfig.from_hf_dict(SMALL_DECODER), seed=seed)
     rng = np.random.default_rng(0)
     vocab = SMALL_DECODER["vocab_size"]
     decoder = calibrate_decoder(decoder, [rng.integers(0, vocab, 40) for _ in range(6)], top_k=3)
-    return model_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+    return model_to_tflite(decoder, plan_of(decoder, 1 << 20))
 
 
 def decoder_steps(quantized, steps: int = 6) -> np.ndarray:

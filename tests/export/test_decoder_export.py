@@ -17,7 +17,8 @@ from tflm_mcubert.model.decoder import build_decoder
 from tflm_mcubert.model.decoder_config import DecoderConfig
 from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
-from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, decoder_dims, plan_decoder
+from tflm_mcubert.export.decoder_export import decoder_planned_bytes
+from tflm_mcubert.schedule.planner import plan_of
 from tflm_mcubert.tflite.integrity import add_integrity_record
 from tflm_mcubert.tflite.mcubert_reader import ModelFormatError, read_decoder, read_model
 from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
@@ -35,7 +36,7 @@ def decoder():
 
 @pytest.fixture(scope="module")
 def tflite(decoder) -> bytes:
-    return model_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+    return model_to_tflite(decoder, plan_of(decoder, 1 << 20))
 
 
 def assert_decodes_as(read, decoder) -> None:
@@ -61,7 +62,7 @@ def test_the_caches_are_variable_tensors_alive_across_the_step_and_the_plan_is_t
     caches = [t for t in read.tensors if t.variable]
     assert [t.name for t in caches] == ["cache0", "cache1"]
     assert all(t.shape == (2, decoder.context, decoder.hidden) and t.offset >= 0 for t in caches)
-    assert read.planned_bytes == decoder_arena_bytes(decoder_dims(decoder), decoder.context, top_k=3)
+    assert read.planned_bytes == decoder_planned_bytes(plan_of(decoder, 1 << 20).dims, decoder.context, top_k=3)
     # any other buffer overlapping a cache would be caught: caches are live at every step
     spans = sorted((t.offset, t.offset + t.nbytes) for t in caches)
     assert spans[0][1] <= spans[1][0]
@@ -78,7 +79,7 @@ def test_int4_weights_read_back_decode_as_the_reference_and_shrink_the_blocks(de
     model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
     rng = np.random.default_rng(0)
     int4 = calibrate_decoder(model, [rng.integers(0, VOCAB, 40) for _ in range(6)], top_k=3, weight_bits=4)
-    written = model_to_tflite(int4, plan_decoder(int4, 1 << 20))
+    written = model_to_tflite(int4, plan_of(int4, 1 << 20))
     read = read_decoder(written)
     blocks = [n for n in read.quantized.nodes() if n.op.per_layer]
     assert [n.params.options()["int4_layers"] for n in blocks] == [0b1111, 0b11, 0b1111, 0b11]

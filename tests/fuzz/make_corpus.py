@@ -66,14 +66,14 @@ def tiny_decoder_export() -> bytes:
     from tflm_mcubert.model.decoder import build_decoder
     from tflm_mcubert.model.decoder_config import DecoderConfig
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
-    from tflm_mcubert.schedule.decoder_plan import plan_decoder
+    from tflm_mcubert.schedule.planner import plan_of
     from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
 
     raw = {"model_type": "gpt2", "vocab_size": 40, "n_positions": 8, "n_embd": 16, "n_layer": 1, "n_head": 2}
     decoder = build_decoder(DecoderConfig.from_hf_dict(raw), seed=0)
     rng = np.random.default_rng(0)
     decoder = calibrate_decoder(decoder, [rng.integers(0, 40, 8) for _ in range(3)], top_k=2)
-    return model_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+    return model_to_tflite(decoder, plan_of(decoder, 1 << 20))
 
 
 def op_seeds(model_bytes: bytes) -> dict[str, bytes]:

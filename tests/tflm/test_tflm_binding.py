@@ -15,7 +15,7 @@ from flatbuffers import flexbuffers
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.schedule.decoder_plan import plan_decoder
+from tflm_mcubert.schedule.planner import plan_of
 from tflm_mcubert.tflite.mcubert_reader import read_decoder, read_model
 from tflm_mcubert.tflite.mcubert_writer import model_to_tflite
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
@@ -283,7 +283,7 @@ def decoder_model():
     model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=7)
     rng = np.random.default_rng(1)
     decoder = calibrate_decoder(model, [rng.integers(0, 97, 48) for _ in range(8)], top_k=3)
-    return decoder, model_to_tflite(decoder, plan_decoder(decoder, 1 << 20))
+    return decoder, model_to_tflite(decoder, plan_of(decoder, 1 << 20))
 
 
 def test_a_decoder_generates_in_tflm_as_the_reference_with_its_caches_in_the_offline_plan(binding, decoder_model):

@@ -5,7 +5,7 @@
                 embedding (frequency clusters of the calibration text, SVD ranks) sized to the Flash the
                 rest of the model leaves (--embedding dense keeps it dense whatever it costs)
     quantize    PTQ of every op from the calibration texts (quantize/quantized_decoder.py)
-    plan        the arena: caches, the step's values, one scratch (schedule/decoder_plan.py)
+    plan        the arena: caches, the step's values, one scratch (schedule/planner.py)
     write       model.tflite (tflite/mcubert_writer.model_to_tflite), read back (read_decoder) and a greedy
                 continuation compared token for token with the reference; model_data.cc/.h, the TFLM
                 firmware files (firmware/decoder_firmware.py), report.json
@@ -42,10 +42,10 @@ from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_
 
 from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_ranges, distill_decoder, table_of_clusters
 from tflm_mcubert.quantize.float_model import embedding_clusters
+from tflm_mcubert.ops import lm_head
 from tflm_mcubert.ops.topology import DECODER
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
-from tflm_mcubert.schedule.decoder_plan import decoder_arena_bytes, plan_decoder
-from tflm_mcubert.schedule.planner import BudgetExceededError
+from tflm_mcubert.schedule.planner import plan_model, plan_of
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 from tflm_mcubert.tflite.mcubert_writer import model_to_tflite, unique_constant_bytes
 from tflm_mcubert.tokenizer import bpe_blob
@@ -228,10 +228,12 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
             table = (config.vocab_size, config.hidden_size)
             raise _table_misfit(request.board, budgets.flash_budget, tokenizer_bytes, flash_left, table, miss.smallest)
         decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k, weight_bits=bits)
-        try:
-            plan = plan_decoder(decoder, sram_budget)
-        except BudgetExceededError as exc:
-            raise DoesNotFitError(f"{request.board.name}: {exc}") from None
+        plan = plan_of(decoder, sram_budget)
+        if plan.planned_bytes > sram_budget:
+            raise DoesNotFitError(
+                f"{request.board.name}: the decoder's arena needs {plan.planned_bytes} bytes at a "
+                f"{decoder.context}-token context (budget {sram_budget}): shorten the context or choose a larger board"
+            )
         tflite = model_to_tflite(decoder, plan)
         over = len(tflite) - flash_budget
         if over <= 0 or entry["method"] != "adaptive":
@@ -290,6 +292,12 @@ def decoder_arena(layers: int, planned_bytes: int, sizes: StructSizes = CORTEX_M
     return estimate_arena(graph_shape(DECODER, layers, True, 0), planned_bytes, sizes)
 
 
+def decoder_planned_bytes(dims, context: int, top_k: int = 1) -> int:
+    """The planned arena of a decoder of these dimensions at `context` positions, before it has parameters."""
+    # No decoder op has a tile to choose: the planner needs no budget.
+    return plan_model(dims, context, 0, topology=DECODER, output_bytes=lm_head.output_bytes(top_k)).planned_bytes
+
+
 def longest_context_on(board: Board, dims, max_positions: int, top_k: int = 1) -> int:
     """The most positions (up to `max_positions`; 0: not one) whose arena — a decoder of `dims` planned as
     export plans it, its KV caches included, plus TFLM's bookkeeping — fits `board`'s arena budget."""
@@ -297,7 +305,7 @@ def longest_context_on(board: Board, dims, max_positions: int, top_k: int = 1) -
     lo, hi = 0, max_positions
     while lo < hi:  # the arena grows with the context
         mid = (lo + hi + 1) // 2
-        if decoder_arena(dims.layers, decoder_arena_bytes(dims, mid, top_k)).arena_bytes <= budget:
+        if decoder_arena(dims.layers, decoder_planned_bytes(dims, mid, top_k)).arena_bytes <= budget:
             lo = mid
         else:
             hi = mid - 1

@@ -110,19 +110,19 @@ def choose_plan(config, seq_len: int, arena_budget: int, labels: int | None) -> 
     try:
         # The planner's default cost model is the kernels' fitted instruction counts: among tiles as
         # fast to within its resolution, the smallest.
-        plan = plan_model(config, seq_len, arena_budget - overhead, classifier_labels=labels)
+        plan = plan_model(config, seq_len, arena_budget - overhead, output_bytes=labels or 0)
         return PlanChoice(plan, plan.planned_bytes + overhead <= arena_budget, None, overhead)
     except BudgetExceededError:
         pass
     # Does not fit: plan the smallest arena (tile 1) so the files can still be written, and find the
     # longest sequence that would fit (planning is cheap: no conversion needed).
-    plan = plan_model(config, seq_len, UNBOUNDED, tiles=SMALLEST_TILES, classifier_labels=labels)
+    plan = plan_model(config, seq_len, UNBOUNDED, tiles=SMALLEST_TILES, output_bytes=labels or 0)
     return PlanChoice(plan, False, largest_fitting_seq_len(config, seq_len, arena_budget, labels), overhead)
 
 
 def _fits(config, seq_len: int, arena_budget: int, labels: int | None, overhead: int) -> bool:
     try:
-        plan = plan_model(config, seq_len, arena_budget - overhead, tiles=SMALLEST_TILES, classifier_labels=labels)
+        plan = plan_model(config, seq_len, arena_budget - overhead, tiles=SMALLEST_TILES, output_bytes=labels or 0)
     except UserError:
         return False
     return plan.planned_bytes + overhead <= arena_budget

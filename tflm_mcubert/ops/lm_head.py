@@ -68,6 +68,11 @@ def scratch_bytes(d: int) -> int:
     return scratch_layout(d).total_bytes
 
 
+def output_bytes(top_k: int) -> int:
+    """Of the output int32[1, 2, k]: the k best ids and their scores."""
+    return 4 * 2 * top_k
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class LmHeadParams:
     hidden: int
@@ -273,5 +278,5 @@ DEFINITION = OpDef(
     scratch_bytes=lambda p: scratch_bytes(p.hidden),
     plan_scratch=lambda s, dims, t: scratch_bytes(dims.hidden),
     buffer_size_args=lambda p: (p.hidden, p.top_k),
-    output_shape=lambda p: (1, 2, p.top_k),
+    output_shape=lambda p: (1, 2, p.top_k),  # output_bytes(top_k)
 )

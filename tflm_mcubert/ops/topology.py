@@ -47,6 +47,10 @@ class Topology:
     state_input: str | None = None
     state_shape: Callable[[Any], tuple[int, ...]] | None = None
     state_noun: str = ""  # how messages call it
+    # The state's bytes per layer for planning, of (positions, hidden): the same as state_shape's, before
+    # parameters exist.
+    plan_state_bytes: Callable[[int, int], int] | None = None
+    one_position_per_invoke: bool = False  # its values hold one position (a decoder step), not the sequence
     share_constants: bool = False  # equal constants stored once (a tied table read by two ops)
 
     def ops(self, layers: int, with_last: bool = True) -> list[OpDef]:
@@ -115,6 +119,8 @@ DECODER = Topology(
     state_input="cache",
     state_shape=lambda attention: (2, attention.context, attention.hidden),
     state_noun="KV cache",
+    plan_state_bytes=lambda positions, hidden: 2 * positions * hidden,
+    one_position_per_invoke=True,
     share_constants=True,  # the LM head reads the embedding's tables
 )
 

@@ -1,25 +1,29 @@
-"""Tile choice and arena offsets for a whole MCUBERT model.
+"""Tile choice and arena offsets for a whole model of any topology (ops/topology.py).
 
-plan_model(config, seq_len, sram_budget) picks, per op kind, the cheapest tile whose step fits the
-budget (cost from a pluggable CostModel; by default the kernels' fitted instruction counts,
-schedule/kernel_cost.py), then places every arena buffer — model inputs, the
-hidden state, one scratch block per op — at an offset, TFLM-style (greedy by size, first fit among
-buffers whose lifetimes overlap). Buffers are 16-byte aligned; `planned_bytes` is the exact arena
-size those offsets need. Steps: 0 = embedding, 2l+1 = attention of layer l, 2l+2 = its MLP.
+plan_model(config, seq_len, sram_budget, topology=...) picks, per tiled op kind, the cheapest tile whose
+step fits the budget (cost from a pluggable CostModel; by default the kernels' fitted instruction counts,
+schedule/kernel_cost.py), then places every arena buffer — the graph inputs, the hidden state, the state
+kept between invokes, one scratch block per op, the output — at an offset, TFLM-style (greedy by size,
+first fit among buffers whose lifetimes overlap). Buffers are 16-byte aligned; `planned_bytes` is the
+exact arena size those offsets need. Steps follow the topology's op order (encoder: 0 = embedding,
+2l+1 = attention of layer l, 2l+2 = its MLP, then the optional head).
+
+A decoder's plan is one token's step: its values hold one position, and each layer's KV cache int8[2, n, d]
+is state (a TFLM variable tensor at an offline offset, zeroed by ResetVariableTensors) alive at every step;
+the caches dominate its arena, L * 2 * n * d bytes. Its ops have no tile, so it needs no budget to plan.
 
 The budget for a board (tflm_mcubert.boards) is its largest contiguous SRAM region minus a reserve
-for everything that is not the tensor arena (boards.DEFAULT_SRAM_RESERVE, 16 KiB by default).
-"""
+for everything that is not the tensor arena (boards.DEFAULT_SRAM_RESERVE, 16 KiB by default)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import contract
-from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.registry import op as op_of, TILED_KINDS
-from tflm_mcubert.ops.topology import ENCODER
+from tflm_mcubert.ops.topology import ENCODER, Topology
 from tflm_mcubert.ops.scratch import align_up
 from tflm_mcubert.schedule.cost import CostModel, OpShape
 from tflm_mcubert.schedule.kernel_cost import KernelCostModel
@@ -166,46 +170,39 @@ def plan_model(
     seq_len: int,
     sram_budget: int,
     *,
+    topology: Topology = ENCODER,
     cost_model: CostModel | None = None,
     tiles: dict[str, int] | None = None,
-    classifier_labels: int | None = None,
+    output_bytes: int = 0,
 ) -> Plan:
-    """Plan the arena of a whole model. `tiles` forces a tile per kind (contract.TILED_KINDS).
+    """Plan the arena of a whole model of `topology` (ops/topology.py). `tiles` forces a tile per tiled kind.
 
-    `classifier_labels`: the model ends in MCUBERT_CLASSIFIER_HEAD (step 2L+1: its scratch and
-    the int8 logits; the hidden state lives until then)."""
+    `output_bytes`: of the last op's output (the encoder's int8 logits: its labels; the decoder's top-k: 8k).
+    An encoder with 0 has no MCUBERT_CLASSIFIER_HEAD; otherwise the hidden state lives until the last op.
+    The plan may need more than `sram_budget` where no tile choice is left to shrink it: the caller compares
+    `planned_bytes` with its budget."""
     dims = Dims.of(config)
     s, d = seq_len, dims.hidden
     if not 1 <= s <= contract.MAX_SEQ_LEN:
         raise UserError(f"seq_len {s} is outside [1, {contract.MAX_SEQ_LEN}]")
     if d % dims.heads:
         raise UserError(f"hidden {d} is not a multiple of heads {dims.heads}")
-    cost_model = cost_model or KernelCostModel()
-    unknown = sorted(set(tiles or ()) - set(TILED_KINDS))
-    if unknown:
-        raise UserError(f"no tile for op kind(s) {unknown}: tiled kinds are {list(TILED_KINDS)}")
-    chosen: dict[str, tuple[int, float]] = {}
-    for kind in TILED_KINDS:
-        if tiles and kind in tiles:
-            t = tiles[kind]
-            if not 1 <= t <= s:
-                raise UserError(f"{kind} tile {t} is outside [1, {s}]")
-            chosen[kind] = (t, cost_model.cost(OpShape(kind, s, dims, t)))
-        else:
-            chosen[kind] = choose_tile(kind, s, dims, sram_budget, cost_model)
-    ops = ENCODER.ops(dims.layers, bool(classifier_labels))
-    buffers = _value_buffers(ops, s, d, classifier_labels)
+    steps = topology.steps(dims.layers, bool(output_bytes))
+    return _plan(topology, steps, s, dims, sram_budget, cost_model or KernelCostModel(), tiles or {}, output_bytes)
+
+
+def _plan(topology, steps, s, dims, sram_budget, cost_model, tiles, output_bytes) -> Plan:
+    """plan_model's work on the (op, node name, values read) of each step."""
+    d = dims.hidden
+    chosen = _tiles(steps, s, dims, sram_budget, cost_model, tiles)
+    buffers = _value_buffers(topology, steps, s, d, output_bytes)
     op_specs = []  # (name, kind, step, tile, scratch bytes, cost); step = position in the node list
-    layers: dict[str, int] = {}
-    for step, op in enumerate(ops):
-        name = op.node_name(layers.get(op.kind, 0))
-        layers[op.kind] = layers.get(op.kind, 0) + 1
-        t, cost = chosen[op.kind] if op.tiled else (None, 0.0)
+    for step, (op, name, _) in enumerate(steps):
+        t, cost = chosen.get(op.kind, (None, 0.0))
         nbytes = op.plan_scratch(s, dims, t)
         buffers.append(Buffer(f"{name}.scratch", align_up(nbytes), step, step))
         op_specs.append((name, op.kind, step, t, nbytes, cost))
-    buffers = _in_plan_order(buffers)
-    placed = assign_offsets(buffers)
+    placed = assign_offsets(_in_plan_order(topology, buffers))
     planned = max(b.offset + b.nbytes for b in placed)
     ops = tuple(
         OpPlan(
@@ -223,28 +220,76 @@ def plan_model(
     return Plan(s, dims, sram_budget, planned, ops, tuple(placed))
 
 
-# Arena bytes of a graph value: the model inputs, the hidden state and the logits.
-def _value_bytes(value: str, s: int, d: int, labels: int | None) -> int:
-    sizes = {"input_ids": 4 * s, "token_type_ids": 4 * s, "attention_mask": mask_bytes(s), "hidden": s * d}
-    return sizes[value] if value in sizes else int(labels or 0)
+def plan_of(model, sram_budget: int) -> Plan:
+    """The plan of a quantized model of any topology at its own shape and tiles (its nodes give both)."""
+    nodes = model.nodes()
+    per_layer = [n for n in nodes if n.op.per_layer]
+    of_params = lambda field: next(getattr(n.params, field) for n in per_layer if hasattr(n.params, field))  # noqa: E731
+    dims = Dims(
+        hidden=model.hidden,
+        heads=of_params("heads"),
+        ffn=of_params("ffn"),
+        layers=len(per_layer) // len(model.topology.layer),
+    )
+    last = nodes[-1]
+    output_bytes = last.op.output_elements(last.params) * last.op.output_dtype.itemsize if last.op is model.topology.last else 0
+    tiles = {n.op.kind: n.params.tile for n in nodes if n.op.tiled}
+    steps = [(n.op, n.name, n.inputs) for n in nodes]
+    return _plan(model.topology, steps, model.seq_len, dims, sram_budget, KernelCostModel(), tiles, output_bytes)
 
 
-def _value_buffers(ops: list[OpDef], s: int, d: int, labels: int | None) -> list[Buffer]:
-    """One buffer per graph value, alive from the step that writes it (model inputs: 0) to the last
-    step that reads it (the model's output: the last step)."""
-    inputs = {"mask": "attention_mask"}
-    life: dict[str, list[int]] = {name: [0, 0] for name in ("input_ids", "token_type_ids", "attention_mask")}
-    for step, op in enumerate(ops):
-        for name in op.runtime_inputs:
-            life.setdefault(inputs.get(name, name), [0, 0])[1] = step
+def _tiles(steps, s: int, dims: Dims, budget: int, cost_model: CostModel, tiles: dict[str, int]) -> dict:
+    """(tile, cost) per tiled kind of the model: forced by `tiles`, else chosen (choose_tile)."""
+    kinds = [kind for kind in TILED_KINDS if any(op.kind == kind for op, _, _ in steps)]
+    unknown = sorted(set(tiles) - set(kinds))
+    if unknown:
+        raise UserError(f"no tile for op kind(s) {unknown}: tiled kinds are {kinds}")
+    chosen: dict[str, tuple[int, float]] = {}
+    for kind in kinds:
+        if kind in tiles:
+            t = tiles[kind]
+            if not 1 <= t <= s:
+                raise UserError(f"{kind} tile {t} is outside [1, {s}]")
+            chosen[kind] = (t, cost_model.cost(OpShape(kind, s, dims, t)))
+        else:
+            chosen[kind] = choose_tile(kind, s, dims, budget, cost_model)
+    return chosen
+
+
+def _value_bytes(topology: Topology, value: str, s: int, d: int, output_bytes: int) -> int:
+    """Arena bytes of a graph value: a graph input, the state of one layer, the hidden state or the output."""
+    inputs = {i.name: i for i in topology.inputs}
+    if value in inputs:
+        return inputs[value].dtype.itemsize * math.prod(inputs[value].shape(s))
+    if topology.is_state(value):
+        return topology.plan_state_bytes(s, d)
+    if value == "hidden":
+        return d if topology.one_position_per_invoke else s * d
+    return output_bytes
+
+
+def _value_buffers(topology: Topology, steps, s: int, d: int, output_bytes: int) -> list[Buffer]:
+    """One buffer per graph value, alive from the step that writes it (graph inputs: 0) to the last step
+    that reads it (the model's output: the last step); state lives across every step."""
+    last = len(steps) - 1
+    life: dict[str, list[int]] = {i.name: [0, 0] for i in topology.inputs}
+    for step, (op, _, values) in enumerate(steps):
+        for value in values:
+            life.setdefault(value, [step, step])[1] = step
         life.setdefault(op.output, [step, step])[1] = step
-    return [Buffer(v, align_up(_value_bytes(v, s, d, labels)), first, last) for v, (first, last) in life.items()]
+    for value in life:
+        if topology.is_state(value):
+            life[value] = [0, last]
+    return [
+        Buffer(v, align_up(_value_bytes(topology, v, s, d, output_bytes)), first, end)
+        for v, (first, end) in life.items()
+    ]
 
 
-def _in_plan_order(buffers: list[Buffer]) -> list[Buffer]:
-    """The plan's listing order: by first step; within a step the model inputs and the hidden state,
-    then the op's scratch, then the value it writes (the logits)."""
-    order = {name: i for i, name in enumerate(("input_ids", "token_type_ids", "attention_mask", "hidden"))}
+def _in_plan_order(topology: Topology, buffers: list[Buffer]) -> list[Buffer]:
+    """The plan's listing order: by first step; within a step the graph inputs and the hidden state, then
+    the op's scratch, then the values it writes."""
+    order = {name: i for i, name in enumerate([*(i.name for i in topology.inputs), "hidden"])}
 
     def key(b: Buffer):
         group = 0 if b.name in order else 1 if b.name.endswith(".scratch") else 2
