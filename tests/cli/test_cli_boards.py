@@ -82,3 +82,26 @@ def test_a_decoder_context_is_the_longest_whose_planned_arena_fits(tmp_path):
     # and the formula is what export plans: the preset exported at 256 positions
     report = run_export(ExportRequest(out_dir=tmp_path / "d", board=board, preset="gpt2-d128x2"))
     assert report["arena_bytes"] == decoder_arena(dims.layers, decoder_planned_bytes(dims, 256)).arena_bytes
+
+
+def test_boards_shapes_lists_what_fits_under_the_latency_cap_fastest_first(capsys):
+    code, out, err = run_cli(capsys, "boards", "--shapes", "nucleo-f746zg", "--max-latency-ms", "60")
+    assert code == 0, err
+    rows = [line.split() for line in out.splitlines()[1:] if line.startswith("L")]
+    assert rows, out
+    latencies = [float(row[-1].replace(",", "")) for row in rows]
+    assert latencies == sorted(latencies) and max(latencies) <= 60
+    assert f"{len(rows)} of 240 shapes fit nucleo-f746zg at 128 tokens and under 60 ms" in out
+
+
+def test_boards_shapes_refuses_bad_input_in_one_line(capsys):
+    from tests.cli.cli_helpers import assert_one_clean_error
+
+    for argv, fragment in (
+        (("--shapes", "nucleo-f000"), "unknown board 'nucleo-f000'"),
+        (("--shapes", "nucleo-f746zg", "--labels", "0"), "--labels must be at least 1"),
+        (("--shapes", "nucleo-f746zg", "--seq-len", "0"), "seq"),
+    ):
+        code, _, err = run_cli(capsys, "boards", *argv)
+        assert code != 0
+        assert_one_clean_error(err, fragment)

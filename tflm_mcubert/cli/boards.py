@@ -21,14 +21,15 @@ import json
 import tempfile
 from pathlib import Path
 
-from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, human_bytes
-from tflm_mcubert.errors import DoesNotFitError
+from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, get_board, human_bytes
+from tflm_mcubert.errors import DoesNotFitError, UserError
 from tflm_mcubert.export.board_fit import smallest_embedding_fits
 from tflm_mcubert.export.decoder_export import DECODER_PRESETS, longest_context_on
 from tflm_mcubert.export.flash_budget import FlashTarget, whole_model_budget
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
-from tflm_mcubert.model.config import PRESETS, preset
+from tflm_mcubert.export.shape_space import shape_space
+from tflm_mcubert.model.config import PRESETS, check_seq_len, preset
 from tflm_mcubert.ops import contract
 from tflm_mcubert.schedule.memory import Dims
 
@@ -43,6 +44,16 @@ WEIGHT_WIDTHS = (8, 4)
 def add_parser(subparsers) -> list[str]:
     boards = subparsers.add_parser("boards", help="the known boards and the longest sequence each fits")
     boards.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    shapes = boards.add_argument_group("student shapes (priced before training)")
+    shapes.add_argument(
+        "--shapes",
+        metavar="BOARD",
+        help="list the encoder shapes (layers, width, heads, FFN, weight width) that fit BOARD, fastest first, "
+        "with their Flash, the bytes left for the word tables, the arena and the estimated latency",
+    )
+    shapes.add_argument("--seq-len", type=int, default=SIZED_SEQ, help=f"with --shapes (default {SIZED_SEQ})")
+    shapes.add_argument("--max-latency-ms", type=float, help="with --shapes: admit only shapes estimated under it")
+    shapes.add_argument("--labels", type=int, default=FIT_LABELS, help=f"with --shapes (default {FIT_LABELS})")
     return ["boards"]
 
 
@@ -131,6 +142,8 @@ def _seq_cell(seq_len: int | None, positions: int) -> str:
 
 
 def run(args) -> int:
+    if args.shapes:
+        return run_shapes(args)
     rows = board_rows()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -183,5 +196,44 @@ def run(args) -> int:
         f"SRAM region less {human_bytes(DEFAULT_SRAM_RESERVE)} and TFLM's bookkeeping; at most "
         f"{contract.MAX_SEQ_LEN:,}, the ops' limit), its word table compressed to the board's Flash as "
         f"`export` does; the presets {', '.join(DECODER_PRESETS)} themselves have 256 positions."
+    )
+    return 0
+
+
+def run_shapes(args) -> int:
+    board = get_board(args.shapes)
+    check_seq_len(args.seq_len)
+    if args.labels < 1:
+        raise UserError(f"--labels must be at least 1, got {args.labels}")
+    vocab = PRESETS["bert-tiny"].vocab_size
+    priced = shape_space(
+        board, args.seq_len, vocab_size=vocab, labels=args.labels, vocab_bytes=0, max_latency_ms=args.max_latency_ms
+    )
+    admitted = [p for p in priced if p.fits and (args.max_latency_ms is None or p.latency_ms <= args.max_latency_ms)]
+    if args.json:
+        print(json.dumps({"board": board.name, "seq_len": args.seq_len, "shapes": [p.to_json() for p in priced]}))
+        return 0
+    header = ("shape", "layers", "hidden", "heads", "ffn", "weights", "Flash", "word tables", "arena", "ms (est.)")
+    table = [header] + [
+        (
+            p.shape.name,
+            *(str(v) for v in (p.shape.layers, p.shape.hidden, p.shape.heads, p.shape.ffn)),
+            f"int{p.shape.weight_bits}",
+            human_bytes(p.flash_bytes),
+            human_bytes(p.embedding_bytes),
+            human_bytes(p.arena_bytes),
+            f"{p.latency_ms:,.1f}",
+        )
+        for p in admitted
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    cap = f" and under {args.max_latency_ms:g} ms" if args.max_latency_ms is not None else ""
+    print(
+        f"\n{len(admitted)} of {len(priced)} shapes fit {board.name} at {args.seq_len} tokens{cap}. Flash: the model "
+        f"less its word tables ({vocab:,}-token vocabulary, no tokenizer blob); word tables: what the board's Flash "
+        "leaves them (at least the smallest embedding); arena: the plan plus TFLM's bookkeeping; ms: the encoder "
+        "layers' estimated cycles (the kernels' fitted model plus Flash stalls) over the clock, an estimate."
     )
     return 0

@@ -28,6 +28,8 @@ from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.id_order import blob_order
 from tflm_mcubert.export.mcubert_export import UNBOUNDED, export_mcubert
+from tflm_mcubert.model.config import BertConfig
+from tflm_mcubert.ops.constant_sizes import constant_bytes, tensor_bytes
 from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.ops.topology import ENCODER
 from tflm_mcubert.tokenizer import reference, vocab_blob
@@ -96,6 +98,67 @@ def measure_shape(config, embedding_bits: int = 8, widths=WIDTHS) -> ModelShape:
         embedding_fixed_bytes=first["embedding_fixed_bytes"],
         container_bytes=max(twin["container_bytes"] for twin in twins.values()),
     )
+
+
+# The embedding op's inputs that `stored_embedding_bytes` counts as the word tables.
+WORD_TABLE_INPUTS = ("clusters", "word_rows", "word_projections", "word_requant")
+# (hidden, layers) of the small twins whose .tflite structure `estimate_shape` fits its container model to:
+# the structure grows per op and per channel of each op's per-channel quantized output.
+CONTAINER_PROBES = ((32, 1), (32, 2), (64, 1), (64, 2))
+
+
+def estimate_shape(config, embedding_bits: int = 8, widths=WIDTHS) -> ModelShape:
+    """`measure_shape`'s items without a twin of `config`: every op's constants from its contract's
+    signatures (ops/constant_sizes.py, the writer's bytes exactly), the structure from a linear model in
+    (layers, hidden, layers x hidden) fitted once to CONTAINER_PROBES' twins (within CONTAINER_SLACK).
+    What a search over shapes prices candidates with, in well under a millisecond each."""
+    d, layers = config.hidden_size, config.num_hidden_layers
+    sizes = {"d": d, "ffn": config.intermediate_size, "s": FLASH_PROBE_SEQ, "c": 1}
+    sizes |= {"T": config.type_vocab_size, "labels": config.num_labels or 0}
+    steps = ENCODER.steps(layers)
+    layer_ops = [(op, name) for op, name, _ in steps if op.per_layer]
+
+    def at(op, bits):
+        return {layer: bits for layer in op.linear_layers}
+
+    def saving(op, layer):
+        weights = f"{layer}_weights"
+        return tensor_bytes(op, weights, sizes, {layer: 8}) - tensor_bytes(op, weights, sizes, {layer: 4})
+
+    intercept, per_layer, per_channel, per_layer_channel = _container_model(
+        config.type_vocab_size, config.num_labels or 0, embedding_bits
+    )
+    container = intercept + per_layer * layers + per_channel * d + per_layer_channel * layers * d
+    return ModelShape(
+        hidden=d,
+        vocab_size=config.vocab_size,
+        encoder_ops=tuple(name for _, name in layer_ops),
+        op_bytes={bits: {name: constant_bytes(op, sizes, at(op, bits)) for op, name in layer_ops} for bits in widths},
+        layer_savings={name: tuple(saving(op, layer) for layer in op.linear_layers) for op, name in layer_ops},
+        head_bytes=constant_bytes(ENCODER.last, sizes) if config.num_labels else 0,
+        embedding_fixed_bytes=constant_bytes(ENCODER.first, sizes, exclude=WORD_TABLE_INPUTS),
+        container_bytes=round(container),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _container_model(type_vocab_size: int, labels: int, embedding_bits: int) -> tuple[float, ...]:
+    """(intercept, per layer, per channel, per layer and channel) bytes of the .tflite's structure, solved
+    from the twins of CONTAINER_PROBES."""
+    rows, measured = [], []
+    for hidden, layers in CONTAINER_PROBES:
+        probe = BertConfig(
+            vocab_size=TWIN_VOCAB,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=1,
+            intermediate_size=2 * hidden,
+            type_vocab_size=type_vocab_size,
+            num_labels=labels or None,
+        )
+        rows.append((1.0, layers, hidden, layers * hidden))
+        measured.append(measure_shape(probe, embedding_bits, (8,)).container_bytes)
+    return tuple(float(v) for v in np.linalg.solve(np.array(rows), np.array(measured, np.float64)))
 
 
 @functools.lru_cache(maxsize=32)

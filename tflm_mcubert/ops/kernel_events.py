@@ -9,6 +9,7 @@ requantization shifts <= -2 (the fast output path), mask mode 0 with every key a
 
 from __future__ import annotations
 
+import collections
 import math
 
 from tflm_mcubert.ops import linear
@@ -38,14 +39,19 @@ class _Events(dict):
     def add(self, name: str, value: float) -> None:
         self[name] = self.get(name, 0) + value
 
+    def merge(self, other: "_Events", times: int) -> None:
+        for name, value in other.items():
+            self.add(name, times * value)
+
     def gemm(self, blocks: list[int], channels: int, k: int) -> None:
         """Per row block, `channels` sweeps over K = k in micro-kernel calls of up to CHUNK channels."""
-        groups = k // GROUP
-        for count in blocks:
-            self.add("micro_calls", math.ceil(channels / CHUNK))
-            self.add("micro_groups", channels * groups)
-            self.add("micro_iterations", channels * math.ceil(groups / UNROLL))
-            self.add("tail_macs", channels * (k % GROUP) * count)
+        if not blocks:
+            return
+        groups, n = k // GROUP, len(blocks)  # every block sweeps alike: multiply, not loop (a search prices many)
+        self.add("micro_calls", n * math.ceil(channels / CHUNK))
+        self.add("micro_groups", n * channels * groups)
+        self.add("micro_iterations", n * channels * math.ceil(groups / UNROLL))
+        self.add("tail_macs", channels * (k % GROUP) * sum(blocks))
 
     def widen(self, blocks: list[int], k: int, name: str) -> None:
         rows = sum(blocks)
@@ -54,12 +60,12 @@ class _Events(dict):
 
     def stores(self, blocks: list[int], channels: int, name: str) -> None:
         """Fast straight-line stores per channel of full blocks; ragged blocks loop per output."""
-        for count in blocks:
-            if count == BLOCK_ROWS:
-                self.add(name, channels)
-            else:
-                self.add("ragged_outputs", channels * count)
-                self.add("ragged_channels", channels)
+        full = blocks.count(BLOCK_ROWS)
+        if full:
+            self.add(name, full * channels)
+        for count in (c for c in blocks if c != BLOCK_ROWS):
+            self.add("ragged_outputs", channels * count)
+            self.add("ragged_channels", channels)
 
 
 ATTENTION_FEATURES = (
@@ -122,50 +128,54 @@ def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
         e.widen(kv_blocks, d, "widen8")
         e.gemm(kv_blocks, 2 * swept, d)  # K and V
         e.stores(kv_blocks, 2 * dh, "store_s8")
-        for n in tiles:
+        for n, repeats in collections.Counter(tiles).items():  # tiles of one size count alike
+            tile = _Events()
             blocks = _blocks(n)
-            e.add("tiles", 1)
-            e.add("q_blocks", len(blocks))
-            e.widen(blocks, d, "widen8")  # x rows for Q
-            e.gemm(blocks, swept, d)
-            e.stores(blocks, dh, "store_s8")
-            e.widen(blocks, dh, "widen8")  # Q rows for the scores
-            e.gemm(blocks, keys, dh)
+            tile.add("tiles", 1)
+            tile.add("q_blocks", len(blocks))
+            tile.widen(blocks, d, "widen8")  # x rows for Q
+            tile.gemm(blocks, swept, d)
+            tile.stores(blocks, dh, "store_s8")
+            tile.widen(blocks, dh, "widen8")  # Q rows for the scores
+            tile.gemm(blocks, keys, dh)
             for count in blocks:
                 full_pairs = keys // 2 if count == BLOCK_ROWS else 0
-                e.add("store_scores", full_pairs)
-                e.add("ragged_outputs", (keys - 2 * full_pairs) * count)
-            e.add("softmax_rows", n)
-            e.add("softmax_keys", n * keys)
-            e.widen(blocks, keys, "widen16")
-            e.gemm(blocks, dh, keys)
-            e.stores(blocks, dh, "store_context")
+                tile.add("store_scores", full_pairs)
+                tile.add("ragged_outputs", (keys - 2 * full_pairs) * count)
+            tile.add("softmax_rows", n)
+            tile.add("softmax_keys", n * keys)
+            tile.widen(blocks, keys, "widen16")
+            tile.gemm(blocks, dh, keys)
+            tile.stores(blocks, dh, "store_context")
             if head == h - 1:
-                e.add("last_tiles", 1)
-                e.add("out_blocks", len(blocks))
-                e.widen(blocks, d, "widen8")
-                e.gemm(blocks, d, d)
-                e.stores(blocks, d, "store_residual")
-                e.add("layernorm_rows", n)
-                e.add("layernorm_elements", n * d)
+                tile.add("last_tiles", 1)
+                tile.add("out_blocks", len(blocks))
+                tile.widen(blocks, d, "widen8")
+                tile.gemm(blocks, d, d)
+                tile.stores(blocks, d, "store_residual")
+                tile.add("layernorm_rows", n)
+                tile.add("layernorm_elements", n * d)
+            e.merge(tile, repeats)
     return {name: float(e.get(name, 0)) for name in ATTENTION_FEATURES}
 
 
 def mlp_features(s: int, d: int, f: int, t: int) -> dict[str, float]:
     """Event counts of one MCUBERT_MLP call."""
     e = _Events(call=1)
-    for n in tile_sizes(s, t):
+    for n, repeats in collections.Counter(tile_sizes(s, t)).items():
+        tile = _Events()
         blocks = _blocks(n)
-        e.add("tiles", 1)
-        e.add("blocks", len(blocks))
-        e.widen(blocks, d, "widen8")
-        e.gemm(blocks, f, d)
-        e.stores(blocks, f, "store_s8_lut")
-        e.widen(blocks, f, "widen8")
-        e.gemm(blocks, d, f)
-        e.stores(blocks, d, "store_residual")
-        e.add("layernorm_rows", n)
-        e.add("layernorm_elements", n * d)
+        tile.add("tiles", 1)
+        tile.add("blocks", len(blocks))
+        tile.widen(blocks, d, "widen8")
+        tile.gemm(blocks, f, d)
+        tile.stores(blocks, f, "store_s8_lut")
+        tile.widen(blocks, f, "widen8")
+        tile.gemm(blocks, d, f)
+        tile.stores(blocks, d, "store_residual")
+        tile.add("layernorm_rows", n)
+        tile.add("layernorm_elements", n * d)
+        e.merge(tile, repeats)
     return {name: float(e.get(name, 0)) for name in MLP_FEATURES}
 
 
