@@ -17,10 +17,18 @@ from tflm_mcubert.ops.registry import op
 
 # Shapes the container model's probes (hidden 32/64, 1-2 layers) do not include: wider, deeper, more labels.
 CONFIGS = [
-    BertConfig(vocab_size=500, hidden_size=160, num_hidden_layers=5, num_attention_heads=5, intermediate_size=320,
-               num_labels=8),
-    BertConfig(vocab_size=500, hidden_size=320, num_hidden_layers=3, num_attention_heads=10, intermediate_size=1280,
-               num_labels=2, type_vocab_size=1),
+    BertConfig(
+        vocab_size=500, hidden_size=160, num_hidden_layers=5, num_attention_heads=5, intermediate_size=320, num_labels=8
+    ),
+    BertConfig(
+        vocab_size=500,
+        hidden_size=320,
+        num_hidden_layers=3,
+        num_attention_heads=10,
+        intermediate_size=1280,
+        num_labels=2,
+        type_vocab_size=1,
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ out-of-bounds access or a read of unwritten scratch shows up.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -349,3 +350,37 @@ def test_whole_encoder_chained_through_the_kernels(runner):
         assert result.ok, result.message
         hidden = result.output.reshape(s, 64)
     assert np.array_equal(hidden, want)
+
+
+# ---- the student shapes a search prices (export/shape_space.py) -----------------------------
+
+
+def _space_corners():
+    """The narrowest and widest hidden widths of the shape space, at each head size and FFN ratio, with
+    the tiles the planner picks for them at 128 tokens on the NUCLEO-F746ZG."""
+    from tflm_mcubert.boards import get_board
+    from tflm_mcubert.export import shape_space
+    from tflm_mcubert.schedule.memory import Dims
+    from tflm_mcubert.schedule.planner import plan_model
+
+    budget = get_board("nucleo-f746zg").arena_budget()
+    corners = []
+    for d in (min(shape_space.HIDDEN), max(shape_space.HIDDEN)):
+        for size, ratio in itertools.product(shape_space.HEAD_SIZES, shape_space.FFN_RATIOS):
+            dims = Dims(hidden=d, heads=d // size, ffn=d * ratio, layers=1)
+            corners.append((dims, plan_model(dims, 128, budget, output_bytes=2).tiles))
+    return corners
+
+
+SPACE_CORNERS = _space_corners()
+
+
+@pytest.mark.parametrize("dims,tiles", SPACE_CORNERS, ids=[f"d{d.hidden}h{d.heads}f{d.ffn}" for d, _ in SPACE_CORNERS])
+@WEIGHT_BITS
+def test_the_shape_space_corners_run_bit_exact(runner, dims, tiles, weight_bits):
+    s, d = 128, dims.hidden
+    check(
+        runner,
+        attention_case(s, d, dims.heads, tiles["attention"], kind="realistic", mask="tail", weight_bits=weight_bits),
+    )
+    check(runner, mlp_case(s, d, dims.ffn, tiles["mlp"], kind="realistic", weight_bits=weight_bits))

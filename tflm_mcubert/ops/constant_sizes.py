@@ -17,7 +17,7 @@ _ITEM_BYTES = {"int8": 1, "int16": 2, "int32": 4}
 
 
 def _dimensions(shape: str) -> list[str]:
-    """"[packed(d, d)]" -> ["packed(d, d)"]; "[c, d, 2]" -> ["c", " d", " 2"] (commas inside calls kept)."""
+    """A signature's dimensions: [packed(d, d)] -> ["packed(d, d)"], [c, d, 2] -> ["c", " d", " 2"]."""
     inner, depth, start, out = shape.strip()[1:-1], 0, 0, []
     for i, char in enumerate(inner):
         depth += (char == "(") - (char == ")")

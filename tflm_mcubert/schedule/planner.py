@@ -232,7 +232,9 @@ def plan_of(model, sram_budget: int) -> Plan:
         layers=len(per_layer) // len(model.topology.layer),
     )
     last = nodes[-1]
-    output_bytes = last.op.output_elements(last.params) * last.op.output_dtype.itemsize if last.op is model.topology.last else 0
+    output_bytes = (
+        last.op.output_elements(last.params) * last.op.output_dtype.itemsize if last.op is model.topology.last else 0
+    )
     tiles = {n.op.kind: n.params.tile for n in nodes if n.op.tiled}
     steps = [(n.op, n.name, n.inputs) for n in nodes]
     return _plan(model.topology, steps, model.seq_len, dims, sram_budget, KernelCostModel(), tiles, output_bytes)
