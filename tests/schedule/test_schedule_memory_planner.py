@@ -150,3 +150,21 @@ def test_plan_op_kinds_are_the_contracts_kinds():
 def test_a_tile_for_an_unknown_kind_is_an_error():
     with pytest.raises(planner.UserError, match=r"no tile for op kind\(s\) \['embedding'\]"):
         planner.plan_model(TINY, 64, 10**9, tiles={"embedding": 2})
+
+
+def test_one_planner_plans_an_exported_model_of_either_topology_from_its_nodes():
+    """plan_of(model) of a read-back export reproduces the export's own plan: the encoder's (planned from its
+    configuration before it had parameters) and the decoder's (its KV caches as state)."""
+    from tests.export.mcubert_models import small_decoder_export, small_export
+    from tflm_mcubert.ops.topology import DECODER
+    from tflm_mcubert.tflite.mcubert_reader import read_model
+
+    exported = small_export(16)
+    encoder = read_model(exported.tflite).quantized
+    assert planner.plan_of(encoder, exported.plan.budget) == exported.plan
+    decoder = read_model(small_decoder_export(), DECODER).quantized
+    plan = planner.plan_of(decoder, 1 << 20)
+    caches = [b for b in plan.buffers if DECODER.is_state(b.name)]
+    assert len(caches) == len(decoder.layers) and all(b.first_step == 0 for b in caches)
+    assert all(b.last_step == len(plan.ops) - 1 for b in caches)
+    assert plan.planned_bytes == read_model(small_decoder_export(), DECODER).planned_bytes
