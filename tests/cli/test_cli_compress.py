@@ -231,3 +231,21 @@ def test_prune_top_n_needs_prune_vocab(capsys, tmp_path, classifier_checkpoint):
     )
     assert code == 2
     assert_one_clean_error(err, "--prune-top-n needs --prune-vocab")
+
+
+def test_distill_trains_any_shape_a_board_listing_names(capsys, tmp_path, classifier_checkpoint):
+    from tflm_mcubert.model.hf_import import load_checkpoint
+
+    data = write_reviews(tmp_path / "reviews.csv", count=32)
+    code, out, err = run_cli(
+        capsys, "distill", "--teacher", classifier_checkpoint, "--preset", "L1-H96-A3-F192", "--task", data,
+        "--out", tmp_path / "student", "--epochs", 0.5, "--batch-size", 16, "--quiet",
+    )  # fmt: skip
+    assert code == 0, err
+    config = load_checkpoint(tmp_path / "student").config
+    shape = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size)
+    assert shape == (1, 96, 3, 192)
+    code, _, err = run_cli(capsys, "distill", "--teacher", classifier_checkpoint, "--preset", "L2-H100-A3-F64",
+                           "--task", data, "--out", tmp_path / "bad")  # fmt: skip
+    assert code != 0
+    assert_one_clean_error(err, "hidden", "100")

@@ -43,7 +43,8 @@ def add_parser(subparsers) -> list[str]:
     export.add_argument(
         "--preset",
         default="bert-tiny",
-        help=f"bert-tiny or bert-mini, or a decoder: {' or '.join(DECODER_PRESETS)} (without --checkpoint)",
+        help="bert-tiny, bert-mini or any encoder shape L<layers>-H<hidden>-A<heads>-F<ffn>, or a decoder: "
+        f"{' or '.join(DECODER_PRESETS)} (without --checkpoint)",
     )
     export.add_argument(
         "--num-labels", type=int, default=2, help="classifier outputs of the random preset model (default 2)"

@@ -106,7 +106,12 @@ def add_parser(subparsers) -> list[str]:
 
     distill = subparsers.add_parser("distill", help="teacher + task → bert-tiny/bert-mini student (task KD)")
     distill.add_argument("--teacher", required=True, help="fine-tuned classifier checkpoint (from finetune)")
-    distill.add_argument("--preset", default="bert-tiny", help="student shape: bert-tiny (default) or bert-mini")
+    distill.add_argument(
+        "--preset",
+        default="bert-tiny",
+        help="student shape: bert-tiny (default), bert-mini, or any L<layers>-H<hidden>-A<heads>-F<ffn> "
+        "(`boards --shapes BOARD` lists those a board holds)",
+    )
     distill.add_argument(
         "--qat-weight-bits",
         type=int,

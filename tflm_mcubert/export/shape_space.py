@@ -24,7 +24,7 @@ from tflm_mcubert.boards import Board
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, estimate_shape
 from tflm_mcubert.export.mcubert_export import choose_plan
-from tflm_mcubert.model.config import BertConfig
+from tflm_mcubert.model.config import BertConfig, shape_name
 from tflm_mcubert.schedule.latency import predict_latency
 from tflm_mcubert.schedule.memory import Dims
 
@@ -45,7 +45,8 @@ class Shape:
 
     @property
     def name(self) -> str:
-        return f"L{self.layers}-H{self.hidden}-A{self.heads}-F{self.ffn}-w{self.weight_bits}"
+        """The shape as `distill --preset` and `export --preset` read it, then its weight width."""
+        return f"{shape_name(self.config(0, 0))}-w{self.weight_bits}"
 
     def config(self, vocab_size: int, labels: int) -> BertConfig:
         return BertConfig(

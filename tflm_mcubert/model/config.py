@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -176,11 +177,32 @@ PRESETS: dict[str, BertConfig] = {
 }
 
 
+# Any encoder shape by name: layers, hidden width, attention heads, FFN size (`boards --shapes` lists them).
+_SHAPE_NAME = re.compile(r"L(\d+)-H(\d+)-A(\d+)-F(\d+)", re.IGNORECASE)
+
+
+def shape_name(config: BertConfig) -> str:
+    """The encoder shape of `config` as `preset` reads it: L<layers>-H<hidden>-A<heads>-F<ffn>."""
+    return (
+        f"L{config.num_hidden_layers}-H{config.hidden_size}-A{config.num_attention_heads}-F{config.intermediate_size}"
+    )
+
+
 def preset(name: str, *, num_labels: int | None = None) -> BertConfig:
-    try:
+    """A preset by name (bert-tiny, bert-mini), or any shape named as `shape_name` names it."""
+    shape = _SHAPE_NAME.fullmatch(name.strip())
+    if name in PRESETS:
         base = PRESETS[name]
-    except KeyError:
-        raise UserError(f"unknown preset {name!r} (choose from: {', '.join(PRESETS)})") from None
+    elif shape:
+        layers, hidden, heads, ffn = (int(v) for v in shape.groups())
+        base = BertConfig(
+            hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=ffn
+        )
+    else:
+        raise UserError(
+            f"unknown preset {name!r} (choose from: {', '.join(PRESETS)}, or a shape "
+            "L<layers>-H<hidden>-A<heads>-F<ffn> such as L2-H128-A2-F512)"
+        )
     return dataclasses.replace(base, num_labels=num_labels).validate()
 
 
