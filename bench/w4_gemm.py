@@ -31,6 +31,10 @@ against our whole W4 layer: the W4 gemm plus our output stage, both measured (th
 layer's, the same code whatever the weight format).
 
     python bench/w4_gemm.py [--tokens 128] [--cores cortex-m7,cortex-m4] [--cmsis-nn-dir DIR] [--json out.json]
+                            [--summary FILE]
+
+--summary writes the committed summary (bench/results/w4_gemm.json: the rows, the CMSIS-NN revision, the
+command and provenance); bench/report.py makes the kernels page's arm_fully_connected_s4 table of it.
 
 Needs arm-none-eabi-gcc, a host C compiler and the `unicorn` package (pip install -e .[bench]).
 """
@@ -230,12 +234,38 @@ def print_real_s4(rows: list[dict], revision: str) -> None:
         )
 
 
+def real_s4_table(summary: dict) -> str:
+    """Our whole W4 layer against CMSIS-NN's arm_fully_connected_s4, executed instructions (kernels page)."""
+    out = ["| shape | core | `arm_fully_connected_s4` (per token) | ours W4 layer | ours / it |"]
+    out.append("|---|---|---:|---:|---:|")
+    for r in summary["rows"]:
+        ours = sum(r["w4"].values()) + r["w8_linear"] - r["w8_linear_gemm"]
+        out.append(
+            f"| {r['model']} {r['k']}→{r['n']} | {r['cpu']} | {r['real_s4'] / 1e6:.2f} M | {ours / 1e6:.2f} M | "
+            f"{ours / r['real_s4']:.3f} |"
+        )
+    return "\n".join(out)
+
+
+def write_summary(path: Path, rows: list[dict], cmsis_nn_dir: Path | None) -> None:
+    from provenance import provenance
+
+    summary = {
+        "bench": "w4_gemm",
+        "command": "python bench/w4_gemm.py " + " ".join(sys.argv[1:]),
+        "cmsis_nn": kernel_cost_cmsis_nn.revision(cmsis_nn_dir) if cmsis_nn_dir else None,
+        "rows": rows,
+    }
+    path.write_text(json.dumps(summary | {"provenance": provenance({})}, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--cores", default="cortex-m7,cortex-m4")
     parser.add_argument("--build", type=Path, default=None, help="build folder (default: the kernel build cache)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument("--summary", type=Path, default=None, help="also write the summary (bench/results/w4_gemm.json)")
     parser.add_argument(
         "--cmsis-nn-dir",
         type=Path,
@@ -260,6 +290,8 @@ def main() -> int:
         print("\n(no CMSIS-NN checkout: set CMSIS_NN_DIR or --cmsis-nn-dir to compare with arm_fully_connected_s4)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.summary:
+        write_summary(args.summary, rows, args.cmsis_nn_dir)
     return 0
 
 
