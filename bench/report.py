@@ -115,6 +115,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_search_then_train("nas_vs_adaptive_stage1_start_budget.json"),
     **_search_then_train("nas_vs_adaptive_projected.json"),
     "stage1_start.shapes": _start_shapes,
+    "nas_vs_adaptive.stages": lambda: compare_nas_runs.stages_table(_summary("nas_vs_adaptive.json")),
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
     **_equal_flash("equal_flash_select_rotten_tomatoes.json"),
