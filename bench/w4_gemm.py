@@ -234,6 +234,39 @@ def print_real_s4(rows: list[dict], revision: str) -> None:
         )
 
 
+NAMES = {"bert-tiny": "BERT-tiny", "bert-mini": "BERT-mini"}
+
+
+def gemm_table(summary: dict) -> str:
+    """The gemm alone, W8 against W4 per MAC, the W8 layer's output stage, and the ESTIMATED whole-layer and
+    cycle ratios (docs/w4-gemm.md, from bench/results/w4_gemm.json)."""
+    out = [
+        "| model | K x N | core | W8 instr/MAC | W4 instr/MAC | W4/W8 | output stage instr/MAC | "
+        "W4 layer / W8 layer (est.) | W4/W8 cycles (est.) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in summary["rows"]:
+        w8, w4, macs = sum(r["w8"].values()), sum(r["w4"].values()), r["macs"]
+        requant = r["w8_linear"] - r["w8_linear_gemm"]
+        out.append(
+            f"| {NAMES.get(r['model'], r['model'])} | {r['k']} x {r['n']} | {r['cpu']} | {w8 / macs:.4f} | "
+            f"{w4 / macs:.4f} | {w4 / w8:.3f} | {requant / macs:.3f} | {(w4 + requant) / r['w8_linear']:.3f} | "
+            f"{r['w4_cycles_estimate'] / r['w8_cycles_estimate']:.3f} |"
+        )
+    return "\n".join(out)
+
+
+def classes_table(summary: dict, model: str = "bert-tiny", k: int = 128, n: int = 128) -> str:
+    """Instructions per MAC by class, W8 and W4, of one shape on each core (docs/w4-gemm.md)."""
+    out = ["| core | weights | " + " | ".join(CLASSES) + " |", "|---|---|" + "---:|" * len(CLASSES)]
+    for r in summary["rows"]:
+        if (r["model"], r["k"], r["n"]) == (model, k, n):
+            for kind in ("w8", "w4"):
+                cells = " | ".join(f"{r[kind][c] / r['macs']:.3f}" for c in CLASSES)
+                out.append(f"| {r['cpu']} | {kind.upper()} | {cells} |")
+    return "\n".join(out)
+
+
 def real_s4_table(summary: dict) -> str:
     """Our whole W4 layer against CMSIS-NN's arm_fully_connected_s4, executed instructions (kernels page)."""
     out = ["| shape | core | `arm_fully_connected_s4` (per token) | ours W4 layer | ours / it |"]
