@@ -96,7 +96,9 @@ def stages_table(summary: dict) -> str:
                 continue
             cells = [mean_sd([x[key] for x in rows]) for key in ("trained_dev", "soft_dev", "hard_dev")]
             clusters = " / ".join(_spans([x["clusters"] for x in rows]))
-            if stage == "stage2" and all(r["stages"][stage]["clusters"] == r["stages"]["stage1"]["clusters"] for r in runs):
+            if stage == "stage2" and all(
+                r["stages"][stage]["clusters"] == r["stages"]["stage1"]["clusters"] for r in runs
+            ):
                 clusters = "as stage 1"
             ranks = ", ".join(_spans([x["ranks"] for x in rows]))
             out.append(f"| {label} | {name} | {len(rows)} | " + " | ".join(cells) + f" | {clusters} | {ranks} |")

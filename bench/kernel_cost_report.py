@@ -37,8 +37,9 @@ def cmsis_nn_markdown(linear: list[dict]) -> str:
     """Linear layers, ours against the real CMSIS-NN kernels TFLM runs: executed instructions, and the
     estimated-cycle ratio and SMLAD bound / estimated cycles (kernels page, from kernel_cost.json)."""
     out = [
-        "| core | layer | ours | ours / re-implemented 1x2x4 | `arm_convolve_1x1_s8_fast` → `arm_nn_mat_mult_nt_t_s8` | ours / it | "
-        "est. cycles, ours / it | `arm_fully_connected_per_channel_s8` (per token) | ours / it | "
+        "| core | layer | ours | ours / re-implemented 1x2x4 | "
+        "`arm_convolve_1x1_s8_fast` → `arm_nn_mat_mult_nt_t_s8` | ours / it | est. cycles, ours / it | "
+        "`arm_fully_connected_per_channel_s8` (per token) | ours / it | "
         "SMLAD bound / ours, instructions / est. cycles |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -89,9 +89,11 @@ def vocab_pruning_table(summary: dict) -> str:
     full, pruned = summary["accuracy"]["full"], summary["accuracy"]["pruned"]
     differences = summary["difference_points"]
     out = [
-        "| seeds | full vocabulary | pruned vocabulary | pruned − full, per seed (mean ± sd) | exact McNemar p, per seed |",
+        "| seeds | full vocabulary | pruned vocabulary | pruned − full, per seed (mean ± sd) | "
+        "exact McNemar p, per seed |",
         "|---|---:|---:|---|---|",
-        f"| {len(summary['seeds'])} | {full['mean']:.2f} ± {full['sd']:.2f}% | {pruned['mean']:.2f} ± {pruned['sd']:.2f}% | "
+        f"| {len(summary['seeds'])} | {full['mean']:.2f} ± {full['sd']:.2f}% | "
+        f"{pruned['mean']:.2f} ± {pruned['sd']:.2f}% | "
         + " / ".join(f"{d:+.2f}" for d in differences)
         + f" ({_mean_sd(differences)}) | "
         + " / ".join(f"{p:g}" for p in summary["mcnemar_exact_p"])

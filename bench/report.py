@@ -135,7 +135,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "kernel_cost.layers": lambda: kernel_cost_report.layers_markdown(_summary("kernel_cost.json")["layers"]),
     "kernel_cost.cores": lambda: kernel_cost_report.board_cores_markdown(_summary("kernel_cost.json")["board_cores"]),
     "kernel_cost.cmsis_nn": lambda: kernel_cost_report.cmsis_nn_markdown(_summary("kernel_cost.json")["linear"]),
-    "kernel_cost.tile_sweep": lambda: kernel_cost_report.tile_sweep_markdown(_summary("kernel_cost.json")["tile_sweep"]),
+    "kernel_cost.tile_sweep": lambda: kernel_cost_report.tile_sweep_markdown(
+        _summary("kernel_cost.json")["tile_sweep"]
+    ),
     "whole_model.invoke": lambda: whole_model.markdown_table(_summary("whole_model.json")),
     "whole_model.ops": lambda: whole_model.per_op_table(_summary("whole_model.json")),
     "w4_ops.ops": lambda: w4_ops.ops_table(_summary("w4_ops.json")),
@@ -148,7 +150,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
     "decoder_search.seeds": lambda: recorded_results.decoder_seeds_table(_summary("decoder_search.json")),
     "int8_accuracy.rows": lambda: recorded_results.int8_accuracy_table(_summary("int8_accuracy.json")),
-    "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(_summary("vocab_pruning_accuracy.json")),
+    "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(
+        _summary("vocab_pruning_accuracy.json")
+    ),
     "tokenizer_cost.blob": lambda: tokenizer_cost.blob_table(_summary("tokenizer_cost.json")),
     "tokenizer_cost.cores": lambda: tokenizer_cost.markdown_table(_summary("tokenizer_cost.json")),
     "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(

@@ -158,8 +158,8 @@ def blob_table(summary: dict) -> str:
     return "\n".join([
         "| vocabulary (pieces) | ids | pruned | blob B | character ranges | characters |",
         "|---:|---|---|---:|---:|---:|",
-        f"| {setting['vocabulary']:,} | {summary['ids']} | {'yes' if summary['pruned'] else 'no'} | {setting['blob']:,} | "
-        f"{setting['ranges']:,} | {setting['characters']:,} |",
+        f"| {setting['vocabulary']:,} | {summary['ids']} | {'yes' if summary['pruned'] else 'no'} | "
+        f"{setting['blob']:,} | {setting['ranges']:,} | {setting['characters']:,} |",
     ])  # fmt: skip
 
 

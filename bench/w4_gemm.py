@@ -298,7 +298,9 @@ def main() -> int:
     parser.add_argument("--cores", default="cortex-m7,cortex-m4")
     parser.add_argument("--build", type=Path, default=None, help="build folder (default: the kernel build cache)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
-    parser.add_argument("--summary", type=Path, default=None, help="also write the summary (bench/results/w4_gemm.json)")
+    parser.add_argument(
+        "--summary", type=Path, default=None, help="also write the summary (bench/results/w4_gemm.json)"
+    )
     parser.add_argument(
         "--cmsis-nn-dir",
         type=Path,

@@ -127,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def markdown_table(summary: dict) -> str:
     """Invoke (executed instructions), arena used and the ratio to ours, per setup (the kernels page's table)."""
-    out = [f"| BERT-tiny, seq {summary['seq_len']}, Cortex-M7 | Invoke | arena used | vs ours |", "|---|---:|---:|---:|"]
+    out = [
+        f"| BERT-tiny, seq {summary['seq_len']}, Cortex-M7 | Invoke | arena used | vs ours |",
+        "|---|---:|---:|---:|",
+    ]
     for row in summary["rows"]:
         out.append(f"| {row['name']} | {row['invoke'] / 1e6:.1f} M | {row['arena']:,} B | {row['vs_ours']:.2f} |")
     return "\n".join(out)
@@ -138,7 +141,9 @@ def per_op_table(summary: dict) -> str:
     out = ["| setup | ops, largest first: instructions (share of Invoke) |", "|---|---|"]
     for row in summary["rows"]:
         ops = sorted(row["ops"].items(), key=lambda item: -item[1])
-        cells = [f"{tag} {ticks / 1e6:.{2 if ticks < 1e5 else 1}f} M ({ticks / row['invoke']:.0%})" for tag, ticks in ops]
+        cells = [
+            f"{tag} {ticks / 1e6:.{2 if ticks < 1e5 else 1}f} M ({ticks / row['invoke']:.0%})" for tag, ticks in ops
+        ]
         rest = row["invoke"] - sum(row["ops"].values())
         if rest >= 0.05e6:
             cells.append(f"the rest {rest / 1e6:.1f} M")
