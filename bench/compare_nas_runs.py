@@ -76,6 +76,35 @@ def flows_table(
     return "\n".join(lines)
 
 
+def _spans(lists: list[list[int]]) -> list[str]:
+    """Each position's value across runs: "a" when every run has it, else "min-max"."""
+    return [f"{min(v):,}" if min(v) == max(v) else f"{min(v):,}-{max(v):,}" for v in zip(*lists)]
+
+
+def stages_table(summary: dict) -> str:
+    """Per budget and stage of the exact search, NAS dev accuracy (mean ± sd over seeds) of the model as
+    trained, as the soft relaxation of the same weights and as written, with each run's clusters and ranks
+    (compression.md's per-stage table, from a nas_vs_adaptive summary's runs)."""
+    out = ["| budget | stage | seeds | as trained | soft relaxation | as written | clusters (dense first) | ranks |"]
+    out.append("|---|---|---|---|---|---|---|---|")
+    for budget in sorted(summary["budgets"], key=lambda b: b["fraction_of_table"]):
+        runs = [r for r in budget["runs"] if r["method"] == "nas" and "failed" not in r]
+        label = f"{100 * budget['fraction_of_table']:.2f}%".replace(".00%", "%")
+        for stage, name in (("stage1", "1 (clustering)"), ("stage2", "2 (ranks)")):
+            rows = [r["stages"][stage] for r in runs if "hard_dev" in r["stages"].get(stage, {})]
+            if not rows:
+                continue
+            cells = [mean_sd([x[key] for x in rows]) for key in ("trained_dev", "soft_dev", "hard_dev")]
+            clusters = " / ".join(_spans([x["clusters"] for x in rows]))
+            if stage == "stage2" and all(
+                r["stages"][stage]["clusters"] == r["stages"]["stage1"]["clusters"] for r in runs
+            ):
+                clusters = "as stage 1"
+            ranks = ", ".join(_spans([x["ranks"] for x in rows]))
+            out.append(f"| {label} | {name} | {len(rows)} | " + " | ".join(cells) + f" | {clusters} | {ranks} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path, help="summary.json of nas_vs_adaptive.py (A)")

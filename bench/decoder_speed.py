@@ -1,7 +1,7 @@
 """Decoder tokens per second, ESTIMATED per board and context length from counted instructions. Prints a
 table; not a test.
 
-    python bench/decoder_speed.py [EXPORT_DIR] [--contexts 16,64,128,256] [--tokens 8]
+    python bench/decoder_speed.py [EXPORT_DIR] [--contexts 16,64,128,256] [--tokens 8] [--summary FILE]
 
 EXPORT_DIR: a decoder export (`python -m tflm_mcubert export --checkpoint <GPT-2 dir> --out DIR`); without it
 the gpt2-d128x2 preset (random weights, GPT-2's 50,257 ids, its word table compressed to the F746ZG's
@@ -16,6 +16,9 @@ Estimates per board (labelled as such, not measured on a board):
   +Flash    also every constant byte of the model read from Flash once a token (a decoder step reads each
             weight once: no reuse across tokens), every cache line a miss costing the board's
             FlashTiming.miss_cycles (schedule/flash_traffic.py's stall model; an upper estimate of the stall)
+
+--summary writes the committed summary (bench/results/decoder_speed.json: the rows, the command and
+provenance with the export's SHA-256); bench/report.py makes the decoder page's table of it.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ def main(argv=None) -> int:
     parser.add_argument("--contexts", default="16,64,128,256")
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--summary", type=Path, help="also write the summary here (bench/results/decoder_speed.json)")
     args = parser.parse_args(argv)
     from tflm_mcubert.boards import get_board
 
@@ -93,6 +97,10 @@ def main(argv=None) -> int:
         limit = report["context"]
         contexts = [c for c in (int(x) for x in args.contexts.split(",")) if args.tokens < c <= limit]
         measured = instructions_per_token(export_dir, contexts, args.tokens, Path(tmp))
+        if args.summary:
+            from provenance import provenance
+
+            record = provenance({"export": export_dir})
     constant = report.get("model_bytes", report["flash_bytes"])  # the .tflite's: the tokenizer blob is not read a token
     print(f"decoder: {report['model']}, context {limit}, model {constant:,} B")
     print("board             MHz  context  instr/token  tokens/s compute  tokens/s +Flash (ESTIMATES)")
@@ -102,13 +110,33 @@ def main(argv=None) -> int:
         for context, count in measured.items():
             compute = board.clock_hz / count
             flash = board.clock_hz / (count + flash_stall_cycles(constant, board))
-            rows.append({"board": name, "context": context, "instructions": count, "compute": compute, "flash": flash})
+            rows.append(
+                {"board": name, "clock_mhz": board.clock_hz / 1e6, "context": context, "instructions": count,
+                 "compute": compute, "flash": flash}
+            )  # fmt: skip
             print(
                 f"{name:<16} {board.clock_hz // 10**6:>4}  {context:>7}  {count:>11,}  {compute:>16.1f}  {flash:>15.1f}"
             )
     if args.json:
         Path(args.json).write_text(json.dumps({"model": report["model"], "rows": rows}, indent=1) + "\n")
+    if args.summary:
+        command = "python bench/decoder_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        decoder = {"model": report["model"], "context": limit, "model_bytes": constant, "tokens": args.tokens}
+        summary = {"bench": "decoder_speed", "command": command, "decoder": decoder, "rows": rows}
+        args.summary.write_text(json.dumps(summary | {"provenance": record}, indent=1) + "\n")
     return 0
+
+
+def markdown_table(summary: dict) -> str:
+    """Instructions of a generated token and the ESTIMATED tokens per second, per board and context."""
+    out = ["| board (clock) | context | instructions / token | tokens/s, compute | tokens/s, +Flash |"]
+    out.append("|---|---:|---:|---:|---:|")
+    for r in summary["rows"]:
+        out.append(
+            f"| {r['board']} ({r['clock_mhz']:.0f} MHz) | {r['context']} | {r['instructions']:,} | "
+            f"{r['compute']:.1f} | {r['flash']:.1f} |"
+        )
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

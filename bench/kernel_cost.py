@@ -600,15 +600,22 @@ def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     return out
 
 
-def board_cores_summary(document: dict, command: str) -> dict:
-    """The committed summary of a run's "every board core" table: the rows, the run's settings, the command
-    and provenance (bench/results/kernel_cost_board_cores.json; bench/report.py makes the kernels page's
-    table of it)."""
+def _without_classes(value):
+    """`value` without the per-class instruction histograms (the run's JSON keeps them; a summary does not)."""
+    if isinstance(value, dict):
+        return {k: _without_classes(v) for k, v in value.items() if k != "classes"}
+    return [_without_classes(v) for v in value] if isinstance(value, list) else value
+
+
+def summary(document: dict, command: str) -> dict:
+    """The committed summary of a run (bench/results/kernel_cost.json; bench/report.py makes the kernels
+    page's tables of it): the layers, the linear layers, the tile sweep and every board core, without the
+    instruction-class histograms, with the run's settings, the command and provenance."""
     from provenance import provenance
 
-    meta = {k: document["meta"][k] for k in ("seconds", "tiles", "measure", "cycles")}
-    summary = {"bench": "kernel_cost", "command": command, "meta": meta, "board_cores": document["board_cores"]}
-    return summary | {"provenance": provenance({})}
+    meta = {k: document["meta"][k] for k in ("seconds", "cpus", "tiles", "measure", "cycles", "cmsis_nn")}
+    parts = {k: _without_classes(document[k]) for k in ("layers", "linear", "tile_sweep", "board_cores")}
+    return {"bench": "kernel_cost", "command": command, "meta": meta, **parts, "provenance": provenance({})}
 
 
 def main(argv=None) -> int:
@@ -641,7 +648,7 @@ def main(argv=None) -> int:
         help="a CMSIS-NN checkout (default: $CMSIS_NN_DIR): also measure the real kernels TFLM runs",
     )
     parser.add_argument(
-        "--summary", type=Path, default=None, help="also write the every-board-core table's summary here"
+        "--summary", type=Path, default=None, help="also write the run's summary here (bench/results/kernel_cost.json)"
     )
     parser.add_argument(
         "--cmsis-nn-rev", default=None, help="the checkout's revision, for the table (default: git's, when it is one)"
@@ -797,9 +804,9 @@ def main(argv=None) -> int:
     (args.out / f"{stem}.json").write_text(json.dumps(document, indent=1))
     (args.out / f"{stem}.md").write_text(text + "\n")
     plot(rows, sweep, args.out / f"{stem}.png")
-    if args.summary and board_cores:
+    if args.summary:
         command = "python bench/kernel_cost.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        args.summary.write_text(json.dumps(board_cores_summary(document, command), indent=1) + "\n")
+        args.summary.write_text(json.dumps(summary(document, command), indent=1) + "\n")
     print(
         f"\nwrote {args.out / stem}.json/.md/.png; took {elapsed:.0f} s "
         f"({time.time() - measured_at:.0f} s after measuring)"

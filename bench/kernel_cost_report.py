@@ -11,9 +11,72 @@ from tflm_mcubert.ops import contract
 BASELINES = ("cmsis", "burrello", "flash")
 
 
+NAMES = {"bert-tiny": "BERT-tiny", "bert-mini": "BERT-mini"}
+
+
+def layers_markdown(layers: list[dict]) -> str:
+    """One encoder layer per core, model and sequence: ours, ours / each re-implemented baseline, and the
+    SMLAD bound / ours, in executed instructions (the kernels page's table, bench/report.py, from
+    bench/results/kernel_cost.json)."""
+    out = [
+        "| core | model | seq | ours | vs CMSIS-NN strategy | vs Burrello et al. | vs FlashAttention-style | "
+        "SMLAD bound / ours |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in layers:
+        lay = r["layer"]
+        ratios = " | ".join(f"{lay['ratio_vs'][b]:.2f}" for b in BASELINES)
+        out.append(
+            f"| {r['cpu']} | {NAMES.get(r['model'], r['model'])} | {r['seq']} | "
+            f"{_mega(lay['instructions']['ours'])} | {ratios} | {lay['smlad_efficiency']:.0%} |"
+        )
+    return "\n".join(out)
+
+
+def cmsis_nn_markdown(linear: list[dict]) -> str:
+    """Linear layers, ours against the real CMSIS-NN kernels TFLM runs: executed instructions, and the
+    estimated-cycle ratio and SMLAD bound / estimated cycles (kernels page, from kernel_cost.json)."""
+    out = [
+        "| core | layer | ours | ours / re-implemented 1x2x4 | "
+        "`arm_convolve_1x1_s8_fast` → `arm_nn_mat_mult_nt_t_s8` | ours / it | est. cycles, ours / it | "
+        "`arm_fully_connected_per_channel_s8` (per token) | ours / it | "
+        "SMLAD bound / ours, instructions / est. cycles |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for item in linear:
+        ours, mat_mult, per_token = item["ours"], *(item["real_cmsis_nn"][k] for k in ("real-conv1x1", "real-fc"))
+        model, layer = item["name"].split(" ", 1)
+        cells = [
+            item["cpu"],
+            f"{NAMES.get(model, model)} {layer} {item['in']}→{item['out']}",
+            _mega(ours["instructions"]),
+            f"{item['ratio']:.2f}",
+            _mega(mat_mult["instructions"]),
+            f"{mat_mult['ratio']:.3f}",
+            f"{ours['cycles_estimate'] / mat_mult['cycles_estimate']:.2f}",
+            _mega(per_token["instructions"]),
+            f"{per_token['ratio']:.3f}",
+            f"{item['smlad_efficiency']:.0%} / {item['smlad_bound'] / ours['cycles_estimate']:.0%}",
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def tile_sweep_markdown(sweep: dict) -> str:
+    """The tile sweep: each tile's instructions over the best tile's, per op (kernels page)."""
+    tiles = [p["tile"] for p in sweep["attention"]["points"]]
+    out = ["| op | smallest tile within 5% of the best | " + " | ".join(f"t={t}" for t in tiles) + " |"]
+    out.append("|---|---:|" + "---:|" * len(tiles))
+    for kind in contract.TILED_KINDS:
+        sw = sweep[kind]
+        cells = " | ".join(f"{p['instructions'] / sw['best_instructions']:.2f}" for p in sw["points"])
+        out.append(f"| {kind} | {sw['smallest_tile_within_5pct']} | {cells} |")
+    return "\n".join(out)
+
+
 def board_cores_markdown(cores: list[dict]) -> str:
     """Ours on every core the boards use: instructions, estimated cycles, and the ratio to the M7 (the
-    kernels page's table, bench/report.py, from bench/results/kernel_cost_board_cores.json)."""
+    kernels page's table, bench/report.py, from bench/results/kernel_cost.json)."""
     out = ["| model | seq | core | path | attention | MLP | layer | vs M7 | est. cycles | est. vs M7 |"]
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for c in cores:

@@ -25,16 +25,21 @@ import board_accuracy  # noqa: E402
 import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
+import decoder_speed  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import kernel_cost_report  # noqa: E402
 import m55_gemm  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
+import recorded_results  # noqa: E402
 import tokenizer_cost  # noqa: E402
+import w4_gemm  # noqa: E402
+import w4_ops  # noqa: E402
+import whole_model  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
 # Pages outside the benchmarks that quote a benchmark's table.
-OTHER_PAGES = (BENCH.parent / "docs" / "int4.md",)
+OTHER_PAGES = (BENCH.parent / "docs" / "int4.md", BENCH.parent / "docs" / "w4-gemm.md")
 RESULTS = BENCH / "results"
 END = "<!-- end of generated table -->"
 # A blank line on each side of the table: Markdown ends the comment's raw-HTML block there.
@@ -115,6 +120,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_search_then_train("nas_vs_adaptive_stage1_start_budget.json"),
     **_search_then_train("nas_vs_adaptive_projected.json"),
     "stage1_start.shapes": _start_shapes,
+    "nas_vs_adaptive.stages": lambda: compare_nas_runs.stages_table(_summary("nas_vs_adaptive.json")),
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
     **_equal_flash("equal_flash_select_rotten_tomatoes.json"),
@@ -126,9 +132,28 @@ TABLES: dict[str, Callable[[], str]] = {
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
     "select_vs_continue.flows": _flows,
-    "kernel_cost_board_cores.cores": lambda: kernel_cost_report.board_cores_markdown(
-        _summary("kernel_cost_board_cores.json")["board_cores"]
+    "kernel_cost.layers": lambda: kernel_cost_report.layers_markdown(_summary("kernel_cost.json")["layers"]),
+    "kernel_cost.cores": lambda: kernel_cost_report.board_cores_markdown(_summary("kernel_cost.json")["board_cores"]),
+    "kernel_cost.cmsis_nn": lambda: kernel_cost_report.cmsis_nn_markdown(_summary("kernel_cost.json")["linear"]),
+    "kernel_cost.tile_sweep": lambda: kernel_cost_report.tile_sweep_markdown(
+        _summary("kernel_cost.json")["tile_sweep"]
     ),
+    "whole_model.invoke": lambda: whole_model.markdown_table(_summary("whole_model.json")),
+    "whole_model.ops": lambda: whole_model.per_op_table(_summary("whole_model.json")),
+    "w4_ops.ops": lambda: w4_ops.ops_table(_summary("w4_ops.json")),
+    "w4_ops.flash": lambda: w4_ops.flash_table(_summary("w4_ops.json")),
+    "w4_gemm.gemm": lambda: w4_gemm.gemm_table(_summary("w4_gemm.json")),
+    "w4_gemm.classes": lambda: w4_gemm.classes_table(_summary("w4_gemm.json")),
+    "w4_gemm.cmsis_nn": lambda: w4_gemm.real_s4_table(_summary("w4_gemm.json")),
+    "decoder_speed.rows": lambda: decoder_speed.markdown_table(_summary("decoder_speed.json")),
+    "decoder_qat.rows": lambda: recorded_results.decoder_qat_table(_summary("decoder_qat.json")),
+    "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
+    "decoder_search.seeds": lambda: recorded_results.decoder_seeds_table(_summary("decoder_search.json")),
+    "int8_accuracy.rows": lambda: recorded_results.int8_accuracy_table(_summary("int8_accuracy.json")),
+    "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(
+        _summary("vocab_pruning_accuracy.json")
+    ),
+    "tokenizer_cost.blob": lambda: tokenizer_cost.blob_table(_summary("tokenizer_cost.json")),
     "tokenizer_cost.cores": lambda: tokenizer_cost.markdown_table(_summary("tokenizer_cost.json")),
     "decoder_attention_range.families": lambda: decoder_attention_range.markdown_table(
         _summary("decoder_attention_range.json")
@@ -142,6 +167,8 @@ def render(text: str) -> tuple[str, list[str]]:
 
     def fill(match: re.Match) -> str:
         name = match["name"]
+        if re.search(START, match["body"]):  # a marker without its own table body took the next one's
+            raise SystemExit(f"table {name!r} runs into the next table: give it a body (any line) to replace")
         if name not in TABLES:
             raise SystemExit(f"no table {name!r} (tables: {', '.join(TABLES)})")
         table = TABLES[name]()

@@ -152,6 +152,17 @@ def markdown_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def blob_table(summary: dict) -> str:
+    """The measured blob: its vocabulary, bytes, character ranges and characters (docs/benchmarks/tokenizer.md)."""
+    setting = summary["setting"]
+    return "\n".join([
+        "| vocabulary (pieces) | ids | pruned | blob B | character ranges | characters |",
+        "|---:|---|---|---:|---:|---:|",
+        f"| {setting['vocabulary']:,} | {summary['ids']} | {'yes' if summary['pruned'] else 'no'} | "
+        f"{setting['blob']:,} | {setting['ranges']:,} | {setting['characters']:,} |",
+    ])  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq-len", type=int, default=128)

@@ -31,6 +31,10 @@ against our whole W4 layer: the W4 gemm plus our output stage, both measured (th
 layer's, the same code whatever the weight format).
 
     python bench/w4_gemm.py [--tokens 128] [--cores cortex-m7,cortex-m4] [--cmsis-nn-dir DIR] [--json out.json]
+                            [--summary FILE]
+
+--summary writes the committed summary (bench/results/w4_gemm.json: the rows, the CMSIS-NN revision, the
+command and provenance); bench/report.py makes the kernels page's arm_fully_connected_s4 table of it.
 
 Needs arm-none-eabi-gcc, a host C compiler and the `unicorn` package (pip install -e .[bench]).
 """
@@ -230,12 +234,73 @@ def print_real_s4(rows: list[dict], revision: str) -> None:
         )
 
 
+NAMES = {"bert-tiny": "BERT-tiny", "bert-mini": "BERT-mini"}
+
+
+def gemm_table(summary: dict) -> str:
+    """The gemm alone, W8 against W4 per MAC, the W8 layer's output stage, and the ESTIMATED whole-layer and
+    cycle ratios (docs/w4-gemm.md, from bench/results/w4_gemm.json)."""
+    out = [
+        "| model | K x N | core | W8 instr/MAC | W4 instr/MAC | W4/W8 | output stage instr/MAC | "
+        "W4 layer / W8 layer (est.) | W4/W8 cycles (est.) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in summary["rows"]:
+        w8, w4, macs = sum(r["w8"].values()), sum(r["w4"].values()), r["macs"]
+        requant = r["w8_linear"] - r["w8_linear_gemm"]
+        out.append(
+            f"| {NAMES.get(r['model'], r['model'])} | {r['k']} x {r['n']} | {r['cpu']} | {w8 / macs:.4f} | "
+            f"{w4 / macs:.4f} | {w4 / w8:.3f} | {requant / macs:.3f} | {(w4 + requant) / r['w8_linear']:.3f} | "
+            f"{r['w4_cycles_estimate'] / r['w8_cycles_estimate']:.3f} |"
+        )
+    return "\n".join(out)
+
+
+def classes_table(summary: dict, model: str = "bert-tiny", k: int = 128, n: int = 128) -> str:
+    """Instructions per MAC by class, W8 and W4, of one shape on each core (docs/w4-gemm.md)."""
+    out = ["| core | weights | " + " | ".join(CLASSES) + " |", "|---|---|" + "---:|" * len(CLASSES)]
+    for r in summary["rows"]:
+        if (r["model"], r["k"], r["n"]) == (model, k, n):
+            for kind in ("w8", "w4"):
+                cells = " | ".join(f"{r[kind][c] / r['macs']:.3f}" for c in CLASSES)
+                out.append(f"| {r['cpu']} | {kind.upper()} | {cells} |")
+    return "\n".join(out)
+
+
+def real_s4_table(summary: dict) -> str:
+    """Our whole W4 layer against CMSIS-NN's arm_fully_connected_s4, executed instructions (kernels page)."""
+    out = ["| shape | core | `arm_fully_connected_s4` (per token) | ours W4 layer | ours / it |"]
+    out.append("|---|---|---:|---:|---:|")
+    for r in summary["rows"]:
+        ours = sum(r["w4"].values()) + r["w8_linear"] - r["w8_linear_gemm"]
+        out.append(
+            f"| {r['model']} {r['k']}→{r['n']} | {r['cpu']} | {r['real_s4'] / 1e6:.2f} M | {ours / 1e6:.2f} M | "
+            f"{ours / r['real_s4']:.3f} |"
+        )
+    return "\n".join(out)
+
+
+def write_summary(path: Path, rows: list[dict], cmsis_nn_dir: Path | None) -> None:
+    from provenance import provenance
+
+    summary = {
+        "bench": "w4_gemm",
+        "command": "python bench/w4_gemm.py " + " ".join(sys.argv[1:]),
+        "cmsis_nn": kernel_cost_cmsis_nn.revision(cmsis_nn_dir) if cmsis_nn_dir else None,
+        "rows": rows,
+    }
+    path.write_text(json.dumps(summary | {"provenance": provenance({})}, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--cores", default="cortex-m7,cortex-m4")
     parser.add_argument("--build", type=Path, default=None, help="build folder (default: the kernel build cache)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument(
+        "--summary", type=Path, default=None, help="also write the summary (bench/results/w4_gemm.json)"
+    )
     parser.add_argument(
         "--cmsis-nn-dir",
         type=Path,
@@ -260,6 +325,8 @@ def main() -> int:
         print("\n(no CMSIS-NN checkout: set CMSIS_NN_DIR or --cmsis-nn-dir to compare with arm_fully_connected_s4)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.summary:
+        write_summary(args.summary, rows, args.cmsis_nn_dir)
     return 0
 
 

@@ -13,7 +13,10 @@ the instruction-class cycle estimate of the executed blocks (measure/instruction
 op's weight-stream stall (schedule/flash_traffic.stall_cycles, weight_bits-aware: int4 halves the
 weight bytes, the channel tables stay), for W8 and W4; both parts are estimates, labelled so.
 
-    python bench/w4_ops.py [--tokens 128] [--cores cortex-m7] [--tiles 4,4] [--json out.json]
+    python bench/w4_ops.py [--tokens 128] [--cores cortex-m7] [--tiles 4,4] [--json out.json] [--summary FILE]
+
+--summary writes the committed summary (bench/results/w4_ops.json: the rows, the command and provenance);
+bench/report.py makes the kernels page's int4 tables of it with ops_table and flash_table.
 
 Needs arm-none-eabi-gcc and the `unicorn` package (pip install -e .[bench]).
 """
@@ -103,6 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cores", default="cortex-m7")
     parser.add_argument("--tiles", default="4,4", help="attention,mlp tiles (default 4,4: the F767ZI plan)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--summary", type=Path, help="also write the summary here (bench/results/w4_ops.json)")
     args = parser.parse_args(argv)
     tiles = tuple(int(t) for t in args.tiles.split(","))
     rows = []
@@ -124,7 +128,33 @@ def main(argv=None) -> int:
     print_rows(rows)
     if args.json:
         args.json.write_text(json.dumps({"tokens": args.tokens, "tiles": tiles, "rows": rows}, indent=2) + "\n")
+    if args.summary:
+        from provenance import provenance
+
+        command = "python bench/w4_ops.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        summary = {"bench": "w4_ops", "command": command, "tokens": args.tokens, "tiles": tiles, "rows": rows}
+        args.summary.write_text(json.dumps(summary | {"provenance": provenance({})}, indent=1) + "\n")
     return 0
+
+
+def ops_table(summary: dict) -> str:
+    """Executed instructions of each op with int8 and int4 weights, per core (the kernels page's table)."""
+    out = ["| core | model | op | W8 | W4 | W4/W8 |", "|---|---|---|---:|---:|---:|"]
+    for r in summary["rows"]:
+        out.append(f"| {r['core']} | {r['model']} | {r['op']} | {r['w8']:,} | {r['w4']:,} | {r['ratio']:.3f} |")
+    return "\n".join(out)
+
+
+def flash_table(summary: dict) -> str:
+    """ESTIMATED cycles with Flash wait states, W4/W8 per op, on each board with a Flash model."""
+    boards = list(dict.fromkeys(b for r in summary["rows"] for b in r["cycles_with_flash_estimate"]))
+    out = ["| model | op | " + " | ".join(boards) + " |", "|---|---|" + "---:|" * len(boards)]
+    for r in summary["rows"]:
+        estimates = r["cycles_with_flash_estimate"]
+        if estimates:
+            cells = [f"{estimates[b]['w4'] / estimates[b]['w8']:.3f}" if b in estimates else "" for b in boards]
+            out.append(f"| {r['model']} | {r['op']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def print_rows(rows: list[dict]) -> None:

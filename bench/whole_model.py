@@ -2,7 +2,7 @@
 through stock TFLM, executed instructions per op and in total, and the arena each needs. Prints a table;
 not a test.
 
-    TFLM_DIR=... TFLM_LIB=... python bench/whole_model.py [--seq-len 128] [--tflm-lib-cmsis-nn LIB]
+    TFLM_DIR=... TFLM_LIB=... python bench/whole_model.py [--seq-len 128] [--tflm-lib-cmsis-nn LIB] [--summary FILE]
 
 TFLM_LIB is a libtensorflow-microlite.a of that checkout built for TARGET_ARCH=cortex-m7+fp FPU=fpv5-sp-d16
 (TFLM's reference kernels; single precision, the FPU unicorn's Cortex-M7 has); --tflm-lib-cmsis-nn (or
@@ -14,12 +14,14 @@ Both exports are built into examples/baremetal's mcubert_app with TFLM's MicroPr
 from the DWT cycle counter) for the emulator-only board `emulator-m7` (16 MiB of "Flash": the stock
 BERT-tiny is 4.4 MB, more than the mps2 boards' memory map) and run under unicorn
 (tflm_mcubert/measure/firmware_emulator.py), whose cycle counter reads executed instructions. Each app
-also checks its output against its export's reference before the figures are kept.
+also checks its output against its export's reference before the figures are kept. --summary writes the
+committed summary (bench/results/whole_model.json); bench/report.py makes the kernels page's tables of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--tflm-lib-cmsis-nn", default=os.environ.get("TFLM_LIB_CMSIS_NN"))
+    parser.add_argument("--summary", type=Path, help="also write the summary here (bench/results/whole_model.json)")
     args = parser.parse_args(argv)
     tflm_dir, tflm_lib = os.environ.get("TFLM_DIR"), os.environ.get("TFLM_LIB")
     if not tflm_dir or not tflm_lib:
@@ -111,7 +114,41 @@ def main(argv: list[str] | None = None) -> int:
             )
     print_tables(rows, args.seq_len)
     print(f"measured in {time.time() - started:.0f} s")
+    if args.summary:
+        from provenance import provenance
+
+        for row in rows:
+            row["vs_ours"] = row["invoke"] / rows[0]["invoke"]
+        command = "python bench/whole_model.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        summary = {"bench": "whole_model", "command": command, "seq_len": args.seq_len, "rows": rows}
+        args.summary.write_text(json.dumps(summary | {"provenance": provenance({})}, indent=1) + "\n")
     return 0
+
+
+def markdown_table(summary: dict) -> str:
+    """Invoke (executed instructions), arena used and the ratio to ours, per setup (the kernels page's table)."""
+    out = [
+        f"| BERT-tiny, seq {summary['seq_len']}, Cortex-M7 | Invoke | arena used | vs ours |",
+        "|---|---:|---:|---:|",
+    ]
+    for row in summary["rows"]:
+        out.append(f"| {row['name']} | {row['invoke'] / 1e6:.1f} M | {row['arena']:,} B | {row['vs_ours']:.2f} |")
+    return "\n".join(out)
+
+
+def per_op_table(summary: dict) -> str:
+    """Each setup's ops, largest first: executed instructions and share of Invoke (the kernels page's table)."""
+    out = ["| setup | ops, largest first: instructions (share of Invoke) |", "|---|---|"]
+    for row in summary["rows"]:
+        ops = sorted(row["ops"].items(), key=lambda item: -item[1])
+        cells = [
+            f"{tag} {ticks / 1e6:.{2 if ticks < 1e5 else 1}f} M ({ticks / row['invoke']:.0%})" for tag, ticks in ops
+        ]
+        rest = row["invoke"] - sum(row["ops"].values())
+        if rest >= 0.05e6:
+            cells.append(f"the rest {rest / 1e6:.1f} M")
+        out.append(f"| {row['name']} | {', '.join(cells)} |")
+    return "\n".join(out)
 
 
 def print_tables(rows: list[dict], seq_len: int) -> None:

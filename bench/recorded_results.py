@@ -1,0 +1,102 @@
+"""The tables of results recorded before their summaries named a commit, an environment and checkpoints:
+the decoder's QAT and embedding-search runs (an earlier training of the demonstration decoder), the int8
+accuracy runs and the vocabulary-pruning accuracy run. Their checkpoints are gone (MiniLM's cosines
+excepted: bench/mcubert_fidelity.py can measure those again), so they cannot be measured again as they
+were; each summary (bench/results/<name>.json) holds the figures as committed, the
+commands that made them, and says that its provenance was not recorded, naming the commits that committed
+the figures. bench/report.py makes the pages' tables of them with these functions; every derived figure
+(a mean, an sd, a relative change) is computed here from the recorded ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _change(new: float, old: float) -> str:
+    return f"{100 * (new / old - 1):+.1f}%"
+
+
+def decoder_qat_table(summary: dict) -> str:
+    """Perplexity of the int8 decoder after PTQ and after QAT, and of the float model (decoder page)."""
+    steps, lr = summary["setting"]["qat_steps"], summary["setting"]["lr"]
+    out = [f"| int8 model | PTQ | after QAT ({steps} steps, lr {lr}) | float |", "|---|---:|---:|---:|"]
+    for r in summary["rows"]:
+        qat = f"{r['qat']:.2f}" + (f" ({_change(r['qat'], r['ptq'])})" if r["float"] is None else "")
+        float_ = "" if r["float"] is None else f"{r['float']:.2f}"
+        out.append(f"| {r['model']} | {r['ptq']:.2f} | {qat} | {float_} |")
+    return "\n".join(out)
+
+
+def _share(params: int, table: int) -> str:
+    return f"{params:,} ({params / table:.0%})"
+
+
+def decoder_search_table(summary: dict) -> str:
+    """Searched against adaptive word tables at the same budget: perplexities and Flash (decoder page)."""
+    table = summary["setting"]["table_params"]
+    out = [
+        "| table | budget | clusters (ids) / ranks | dev ppl, fine-tuned | test ppl, float | test ppl, int8 as "
+        "exported | Flash (model + tokenizer) |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in summary["rows"]:
+        budget = _share(r["budget"], table) + ("" if r["used"] == r["budget"] else f": used {_share(r['used'], table)}")
+        shape = "/".join(f"{c:,}" for c in r["clusters"]) + ", " + "/".join(str(k) for k in r["ranks"])
+        out.append(
+            f"| {r['table']} | {budget} | {shape} | {r['dev_finetuned']:.2f} | {r['test_float']:.2f} | "
+            f"{r['test_int8']:.2f} | {r['flash_bytes']:,} B |"
+        )
+    return "\n".join(out)
+
+
+def _mean_sd(values) -> str:
+    values = np.asarray(values, np.float64)
+    return f"{values.mean():.2f} ± {values.std(ddof=1):.2f}"
+
+
+def decoder_seeds_table(summary: dict) -> str:
+    """The search's smaller budget over several seeds: each seed's perplexities and parameters (decoder page)."""
+    seeds = summary["seeds"]
+    share = seeds["budget"] / summary["setting"]["table_params"]
+    head = f"| {share:.0%} of the table, seeds {seeds['seeds'][0]}-{seeds['seeds'][-1]} |"
+    out = [head + " int8 test ppl as exported | dev ppl, fine-tuned | parameters used |", "|---|---:|---:|---:|"]
+    for m in seeds["methods"]:
+        test = " / ".join(f"{v:.2f}" for v in m["test_int8"]) + f" ({_mean_sd(m['test_int8'])})"
+        dev = " / ".join(f"{v:.2f}" for v in m["dev_finetuned"])
+        used = " / ".join(f"{v:,}" for v in dict.fromkeys(m["used"]))
+        out.append(f"| {m['table']} | {test} | {dev} | {used} |")
+    return "\n".join(out)
+
+
+def int8_accuracy_table(summary: dict) -> str:
+    """Float against int8: accuracy where measured, and the mean-pooled cosine of int8 to float (int8 page)."""
+    out = [
+        "| model | measured with | texts | float | int8 | cosine int8 vs float, min / mean |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for r in summary["rows"]:
+        accuracy = [f"{r[k]:.2f}%" if k in r else "" for k in ("float", "int8")]
+        out.append(
+            f"| {r['model']} | {r['how']} | {r['texts']} | {accuracy[0]} | {accuracy[1]} | "
+            f"{r['cosine_min']:g} / {r['cosine_mean']:g} |"
+        )
+    return "\n".join(out)
+
+
+def vocab_pruning_table(summary: dict) -> str:
+    """Test accuracy with the full and the pruned vocabulary, same models (tokenizer page)."""
+    full, pruned = summary["accuracy"]["full"], summary["accuracy"]["pruned"]
+    differences = summary["difference_points"]
+    out = [
+        "| seeds | full vocabulary | pruned vocabulary | pruned − full, per seed (mean ± sd) | "
+        "exact McNemar p, per seed |",
+        "|---|---:|---:|---|---|",
+        f"| {len(summary['seeds'])} | {full['mean']:.2f} ± {full['sd']:.2f}% | "
+        f"{pruned['mean']:.2f} ± {pruned['sd']:.2f}% | "
+        + " / ".join(f"{d:+.2f}" for d in differences)
+        + f" ({_mean_sd(differences)}) | "
+        + " / ".join(f"{p:g}" for p in summary["mcnemar_exact_p"])
+        + " |",
+    ]
+    return "\n".join(out)
