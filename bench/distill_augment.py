@@ -252,7 +252,9 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
 
 
 def _cell(stats: dict | None) -> str:
-    return "–" if not stats else f"{stats['mean']:.2f} ± {stats['sd']:.2f}"
+    if not stats:
+        return "–"
+    return f"{stats['mean']:.2f}" if stats.get("n") == 1 else f"{stats['mean']:.2f} ± {stats['sd']:.2f}"
 
 
 def _p(value) -> str:
