@@ -1,14 +1,28 @@
-"""Issue 41: today's distill recipe against teacher-labelled augmentation (`distill --augment N`), over seeds.
-A script, not a test: it reads finished runs (OUT/<arm>-s<seed>/metrics.json, from e.g.
+"""Today's distill recipe against teacher-labelled augmentation (`distill --augment N`), over seeds, for the
+float student and for the integer model as exported for the NUCLEO-F746ZG. A script, not a test.
+
+Each arm and seed is a student (OUT/<arm>-s<seed>/, `distill`'s output)
 
     python -m tflm_mcubert distill --teacher T --task rotten_tomatoes --max-seq-len 64 --seed S --out OUT/base-sS
     python -m tflm_mcubert distill ... --seed S --augment 1 --out OUT/aug1-sS
 
-), re-predicts each student's test split for per-example correctness, and reports per arm the per-seed and
-mean ± sd dev/test accuracy, steps and seconds; against the first arm, the paired t-test over seeds (the
-training seed's variation) and the paired bootstrap over examples and seeds (bench_stats.py).
+and that student through today's default board path, the same for every arm (bench/board_accuracy.py's
+tiny-f746-default, search seed = the student's seed), in OUT/board/<arm>-s<seed>/:
 
-    python bench/distill_augment.py --runs /work/runs/distill --arms base,aug1 --seeds 0,1,2,3,4 --task rotten_tomatoes
+    python -m tflm_mcubert search --checkpoint OUT/base-sS --mode adaptive --board nucleo-f746zg --weight-bits 8 \\
+        --seed S --epochs 0.5 --finetune-epochs 1 --max-seq-len 64 --export-seq-len 64 --out .../model
+    python -m tflm_mcubert evaluate --checkpoint .../model --split validation test --weight-bits 8 --json ...
+
+(the integer model through the ops' numpy reference, as the firmware computes it). `--run` runs what is
+missing (resumable: a finished step is read back; `--stages` which, `--start-before HH:MM` starts none at or
+after that UTC time); without it the finished runs are only summarized. The summary (`--out`, e.g.
+bench/results/distill_augment.json) keeps per arm and seed the float student's and the integer model's
+dev/test accuracy, which examples each got right (packed bits, results_bits.py), steps and wall seconds; and,
+against the first arm, the paired t-test over seeds and the paired bootstrap over examples and seeds
+(bench_stats.py). `markdown_table` (bench/report.py) recomputes every figure from the bits.
+
+    python bench/distill_augment.py --teacher /work/runs/distill/teacher --runs /work/runs/distill \\
+        --arms base,aug1 --seeds 0,1,2,3,4 --run --out bench/results/distill_augment.json
 """
 
 from __future__ import annotations
@@ -16,13 +30,24 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import shlex
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stats import format_p, mean_sd, paired_bootstrap  # noqa: E402
+import board_accuracy  # noqa: E402
+from bench_stats import format_p, paired_bootstrap, statistics  # noqa: E402
+from provenance import provenance  # noqa: E402
+from results_bits import correct, pack  # noqa: E402
+
+BOARD_CONFIG = "tiny-f746-default"  # today's default `search --board nucleo-f746zg` and export
+SPLITS = ("validation", "test")
+STAGES = ("student", "board")
+INTEGER, FLOAT = "integer", "float"  # the board path's models: evaluate's int8 model, and its float twin
 
 
 def student_t_two_sided_p(t: float, dof: int) -> float:
@@ -43,95 +68,292 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     if diff.size < 2:
         return float("nan"), float("nan")
     sd = diff.std(ddof=1)
-    t = math.inf if sd == 0 else diff.mean() / (sd / math.sqrt(diff.size))
-    return float(t), student_t_two_sided_p(t, diff.size - 1)
+    t = (math.inf if diff.mean() else 0.0) if sd == 0 else diff.mean() / (sd / math.sqrt(diff.size))
+    return float(t), student_t_two_sided_p(t, diff.size - 1) if t else 1.0
 
 
-def test_correctness(run: Path, task: str, max_seq_len: int) -> np.ndarray:
-    """Per-example correctness of the student in `run` on the task's test split."""
+# ---------------------------------------------------------------------------------------------- running
+
+
+def arm_args(arm: str) -> list[str]:
+    """distill's options of an arm: `base` (today's recipe) or `aug<N>` (--augment N)."""
+    if arm == "base":
+        return []
+    match = re.fullmatch(r"aug(\d+)", arm)
+    if not match:
+        raise SystemExit(f"unknown arm {arm!r} (base or aug<N>)")
+    return ["--augment", match[1]]
+
+
+def student_command(opts, arm: str, seed: int) -> list[str]:
+    command = ["distill", "--teacher", str(opts.teacher), "--task", opts.task, "--max-seq-len", str(opts.max_seq_len)]
+    command += ["--seed", str(seed), *arm_args(arm), "--out", str(opts.runs / f"{arm}-s{seed}")]
+    return command + ["--resume", "--quiet"]
+
+
+def board_commands(opts, arm: str, seed: int) -> tuple[list[str], list[str]]:
+    """(search, evaluate) of the student's default board path (board_accuracy.py's run_one, tiny-f746-default)."""
+    config, folder = board_accuracy.CONFIGS[BOARD_CONFIG], opts.runs / "board" / f"{arm}-s{seed}"
+    search = ["search", "--checkpoint", str(opts.runs / f"{arm}-s{seed}"), "--task", opts.task]
+    search += ["--out", str(folder / "model"), "--resume", "--quiet", "--seed", str(seed)]
+    search += ["--epochs", str(opts.search_epochs), "--finetune-epochs", str(opts.search_finetune_epochs)]
+    search += ["--max-seq-len", str(opts.max_seq_len), "--export-seq-len", str(opts.max_seq_len)]
+    search += config.search_args(opts.task)
+    evaluate = ["evaluate", "--checkpoint", str(folder / "model"), "--task", opts.task]
+    evaluate += ["--seq-len", str(opts.max_seq_len), "--split", *SPLITS, "--weight-bits", str(config.weight_bits)]
+    return search, evaluate + ["--json", str(folder / "evaluate.json")]
+
+
+def run(opts, arms: list[str], seeds: list[int]) -> None:
+    """The missing steps, stage by stage (all students first, then their board paths), seed by seed."""
+    for stage in opts.stages:
+        for seed in seeds:
+            for arm in arms:
+                if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
+                    board_accuracy.log(f"not starting {stage} {arm}-s{seed}: past {opts.start_before}", opts.runs)
+                    return
+                tag = f"[{arm} seed {seed}]"
+                if stage == "student":
+                    command = student_command(opts, arm, seed)
+                    done = opts.runs / f"{arm}-s{seed}" / "metrics.json"
+                    if board_accuracy._step(command, done, f"{tag} distill", opts.runs) is None:
+                        continue
+                elif (opts.runs / f"{arm}-s{seed}" / "metrics.json").is_file():
+                    search, evaluate = board_commands(opts, arm, seed)
+                    folder = opts.runs / "board" / f"{arm}-s{seed}"
+                    if board_accuracy._step(search, folder / "model" / "metrics.json", f"{tag} search", opts.runs):
+                        board_accuracy._step(evaluate, folder / "evaluate.json", f"{tag} evaluate", opts.runs)
+
+
+# ------------------------------------------------------------------------------------------- collecting
+
+
+def predicted_correct(run: Path, task: str, max_seq_len: int) -> dict[str, np.ndarray]:
+    """Per-example correctness of the float student in `run` on the task's dev and test splits."""
     from tflm_mcubert.train.trainer import predict_logits
     from tflm_mcubert.train.workflows import DataOptions, load_classifier, load_task_data
 
     model, tokenizer, _ = load_classifier(str(run))
-    split = load_task_data(DataOptions(task, max_seq_len=max_seq_len), tokenizer, model.config.vocab_size).splits[
-        "test"
-    ]
-    return np.argmax(predict_logits(model, split, 64), axis=-1) == split.labels
+    splits = load_task_data(DataOptions(task, max_seq_len=max_seq_len), tokenizer, model.config.vocab_size).splits
+    return {s: np.argmax(predict_logits(model, splits[s], 64), axis=-1) == splits[s].labels for s in SPLITS}
 
 
-def arm_record(runs: Path, arm: str, seeds: list[int], task: str, max_seq_len: int) -> dict:
-    rows = {}
-    for seed in seeds:
-        run = runs / f"{arm}-s{seed}"
-        if not (run / "metrics.json").is_file():
-            continue
-        metrics = json.loads((run / "metrics.json").read_text())
-        stage = metrics["stages"][0]
-        rows[seed] = {
-            "validation": metrics["validation_accuracy"],
-            "test": metrics["test_accuracy"],
-            "steps": stage["steps"],
-            "train_seconds": stage["seconds"],
-            "seconds": metrics["seconds"],
-            "labelling_seconds": metrics.get("teacher_labelled", {}).get("seconds", 0.0),
-            "train_examples": metrics.get("train_examples"),
-            "correct": test_correctness(run, task, max_seq_len),
+def seconds_of(path: Path) -> float | None:
+    timing = path.with_name(path.name + ".seconds")
+    return float(timing.read_text()) if timing.is_file() else None
+
+
+def student_record(folder: Path, opts) -> dict:
+    metrics = json.loads((folder / "metrics.json").read_text())
+    stage, bits = metrics["stages"][0], predicted_correct(folder, opts.task, opts.max_seq_len)
+    for split in SPLITS:  # the re-prediction is the run's own
+        stated = metrics[f"{split}_accuracy"]
+        if abs(bits[split].mean() - stated) > 1e-9:
+            raise SystemExit(f"{folder}: {split} re-predicted {bits[split].mean():.6f}, metrics.json {stated:.6f}")
+    return {
+        "steps": stage["steps"],
+        "train_examples": metrics.get("train_examples"),
+        "train_seconds": stage["seconds"],
+        "labelling_seconds": metrics.get("teacher_labelled", {}).get("seconds", 0.0),
+        "seconds": seconds_of(folder / "metrics.json") or metrics["seconds"],  # the command's wall time
+        "correct": {split: pack(bits[split]) for split in SPLITS},
+    }
+
+
+def board_record(folder: Path) -> dict | None:
+    evaluation = folder / "evaluate.json"
+    if not evaluation.is_file():
+        return None
+    by_split = json.loads(evaluation.read_text())["by_split"]
+    name = board_accuracy.quantized_name(board_accuracy.CONFIGS[BOARD_CONFIG], 8)
+    bits = {
+        model: {
+            split: pack(np.asarray(by_split[split]["predictions"][key]) == np.asarray(by_split[split]["labels"]))
+            for split in SPLITS
         }
-    return rows
+        for model, key in ((INTEGER, name), (FLOAT, "float"))
+    }
+    search = json.loads((folder / "model" / "metrics.json").read_text())
+    return {
+        "evaluated": name,
+        "steps": sum(s.get("steps", 0) for s in search.get("stages", [])) or None,
+        "search_seconds": seconds_of(folder / "model" / "metrics.json"),
+        "evaluate_seconds": seconds_of(evaluation),
+        "correct": bits,
+    }
 
 
-def compare(base: dict, other: dict) -> dict:
-    seeds = sorted(set(base) & set(other))
-    if not seeds:
-        return {"seeds": []}
-    out = {"seeds": seeds}
-    for split in ("validation", "test"):
-        a = np.array([other[s][split] for s in seeds])
-        b = np.array([base[s][split] for s in seeds])
-        t, p = paired_t(a, b)
-        out[split] = {"mean_difference_points": float(100 * (a - b).mean()), "t": t, "paired_t_p": p}
-    correct = np.array([other[s]["correct"] for s in seeds]), np.array([base[s]["correct"] for s in seeds])
-    out["test"]["paired_bootstrap_p"] = paired_bootstrap(*correct)
+def collect(opts, arms: list[str], seeds: list[int]) -> dict:
+    runs = {}
+    for arm in arms:
+        runs[arm] = []
+        for seed in seeds:
+            folder = opts.runs / f"{arm}-s{seed}"
+            if (folder / "metrics.json").is_file():
+                board = board_record(opts.runs / "board" / f"{arm}-s{seed}")
+                runs[arm].append({"seed": seed, "student": student_record(folder, opts), "board": board})
+    return runs
+
+
+# ------------------------------------------------------------------------------------------- statistics
+
+
+def accuracy_bits(run: dict, path: str, split: str) -> np.ndarray | None:
+    """bool[examples] of `run`'s `path` ("student", "board:integer", "board:float") on `split`, or None."""
+    part, _, model = path.partition(":")
+    record = run.get(part)
+    if not record:
+        return None
+    return correct(record, split, model or None)
+
+
+PATHS = {"student": "float student", f"board:{INTEGER}": "integer model (F746ZG)", f"board:{FLOAT}": "its float twin"}
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict:
+    """Per arm: mean ± sd of every path and split, cost; against the first arm: paired t and bootstrap p."""
+    arms, first = list(runs), next(iter(runs))
+    out = {"arms": {}, "against": first, "differences": {}}
+    for arm in arms:
+        stats = {"seeds": [r["seed"] for r in runs[arm]]}
+        for path in PATHS:
+            per_split = {}
+            for split in SPLITS:
+                values = [b.mean() for r in runs[arm] if (b := accuracy_bits(r, path, split)) is not None]
+                per_split[split] = {**statistics(values), "n": len(values)} if values else None
+            stats[path] = per_split
+        students = [r["student"] for r in runs[arm]]
+        boards = [r["board"] for r in runs[arm] if r["board"]]
+        stats["steps"] = sorted({s["steps"] for s in students})
+        stats["student_minutes"] = statistics([s["seconds"] for s in students], 1 / 60) if students else None
+        labelling = [s["labelling_seconds"] for s in students]
+        stats["labelling_minutes"] = statistics(labelling, 1 / 60) if students else None
+        board_seconds = [(b["search_seconds"] or 0) + (b["evaluate_seconds"] or 0) for b in boards]
+        stats["board_minutes"] = statistics(board_seconds, 1 / 60) if boards else None
+        out["arms"][arm] = stats
+    base = {r["seed"]: r for r in runs[first]}
+    for arm in arms[1:]:
+        other = {r["seed"]: r for r in runs[arm]}
+        versus = {}
+        for path in PATHS:
+            both = sorted(set(base) & set(other))
+            seeds = [s for s in both if all(accuracy_bits(r[s], path, "test") is not None for r in (base, other))]
+            entry = {"seeds": seeds}
+            if seeds:
+                for split in SPLITS:
+                    a = np.array([accuracy_bits(other[s], path, split) for s in seeds])
+                    b = np.array([accuracy_bits(base[s], path, split) for s in seeds])
+                    t, p = paired_t(a.mean(axis=1), b.mean(axis=1))
+                    entry[split] = {"points": float(100 * (a.mean() - b.mean())), "t": t, "paired_t_p": p}
+                    entry[split]["paired_bootstrap_p"] = paired_bootstrap(a, b)
+            versus[path] = entry
+        out["differences"][arm] = versus
     return out
+
+
+def _cell(stats: dict | None) -> str:
+    if not stats:
+        return "–"
+    return f"{stats['mean']:.2f}" if stats.get("n") == 1 else f"{stats['mean']:.2f} ± {stats['sd']:.2f}"
+
+
+def _p(value) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format_p(value)
+
+
+def markdown(summary: dict) -> str:
+    """Two tables: per arm the accuracies and cost, and each arm against the first."""
+    lines = [
+        "| recipe | seeds | steps | float student dev | float student test | integer model dev | integer model test "
+        "| distill min | board path min |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, s in summary["arms"].items():
+        student, integer = s["student"], s[f"board:{INTEGER}"]
+        steps = ", ".join(f"{n:,}" for n in s["steps"])
+        seeds = f"{len(s['seeds'])}" + (f" ({integer['test']['n']} on the board path)" if integer["test"] and
+                                         integer["test"]["n"] != len(s["seeds"]) else "")  # fmt: skip
+        minutes = [f"{m['mean']:.1f}" if m else "–" for m in (s["student_minutes"], s["board_minutes"])]
+        row = [arm, seeds, steps, *(_cell(x[split]) for x in (student, integer) for split in SPLITS), *minutes]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", f"| against {summary['against']} | seeds | dev, points (paired t p) | test, points (paired t p) "
+                  "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
+    for arm, versus in summary["differences"].items():
+        for path, label in PATHS.items():
+            entry = versus[path]
+            if not entry["seeds"]:
+                continue
+            dev, test = entry["validation"], entry["test"]
+            lines.append(
+                f"| {arm}: {label} | {len(entry['seeds'])} | {dev['points']:+.2f} ({_p(dev['paired_t_p'])}) "
+                f"| {test['points']:+.2f} ({_p(test['paired_t_p'])}) | {_p(test['paired_bootstrap_p'])} |"
+            )
+    return "\n".join(lines)
+
+
+def markdown_table(summary: dict) -> str:
+    """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
+    return markdown(summarize(summary["runs"]))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=Path, required=True)
-    parser.add_argument("--arms", default="base,aug1")
+    parser.add_argument("--runs", type=Path, required=True, help="the runs' folder (OUT)")
+    parser.add_argument("--teacher", type=Path, help="the fine-tuned teacher (distill --teacher); needed with --run")
+    parser.add_argument("--arms", default="base,aug1", help="base (today's recipe) and aug<N> (--augment N)")
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--task", default="rotten_tomatoes")
     parser.add_argument("--max-seq-len", type=int, default=64)
+    parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
+    parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
+    parser.add_argument("--run", action="store_true", help="run the missing steps first")
+    parser.add_argument("--stages", default="student,board", help="with --run: of student,board, in this order")
+    parser.add_argument("--start-before", help="HH:MM (UTC): with --run, start no step at or after this time")
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    arms = {arm: arm_record(args.runs, arm, seeds, args.task, args.max_seq_len) for arm in args.arms.split(",")}
-    first = next(iter(arms))
-    summary = {"arms": {}, "against_" + first: {}}
-    for arm, rows in arms.items():
-        table = {s: {k: v for k, v in r.items() if k != "correct"} for s, r in rows.items()}
-        summary["arms"][arm] = {"n": len(rows), "per_seed": table}
-        print(f"{arm} (n={len(rows)})")
-        for seed, r in table.items():
-            print(
-                f"  seed {seed}: dev {100 * r['validation']:.2f} test {100 * r['test']:.2f}  steps {r['steps']}  "
-                f"train {r['train_seconds']:.0f} s, labelling {r['labelling_seconds']:.0f} s, all {r['seconds']:.0f} s"
-            )
-        if rows:
-            dev, test = ([r[split] for r in rows.values()] for split in ("validation", "test"))
-            print(f"  dev {mean_sd(dev)}  test {mean_sd(test)}")
-        if arm != first:
-            versus = compare(arms[first], rows)
-            summary["against_" + first][arm] = versus
-            if versus["seeds"]:
-                for split in ("validation", "test"):
-                    v = versus[split]
-                    points, p = v["mean_difference_points"], format_p(v["paired_t_p"])
-                    print(f"  vs {first} {split}: {points:+.2f} points, paired t p {p}")
-                print(f"  vs {first} test: paired bootstrap p {format_p(versus['test']['paired_bootstrap_p'])}")
+    seeds, arms = [int(s) for s in args.seeds.split(",")], args.arms.split(",")
+    args.stages = [s for s in args.stages.split(",") if s]
+    if set(args.stages) - set(STAGES):
+        parser.error(f"--stages: of {', '.join(STAGES)}")
+    if args.run:
+        if not args.teacher:
+            parser.error("--run needs --teacher")
+        args.runs.mkdir(parents=True, exist_ok=True)
+        run(args, arms, seeds)
+    runs = collect(args, arms, seeds)
+    summary = {
+        "command": "python bench/distill_augment.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "settings": {
+            "task": args.task,
+            "max_seq_len": args.max_seq_len,
+            "board_config": BOARD_CONFIG,
+            "search_epochs": args.search_epochs,
+            "search_finetune_epochs": args.search_finetune_epochs,
+            "board_search_args": board_accuracy.CONFIGS[BOARD_CONFIG].search_args(args.task),
+            "distill_args": {arm: arm_args(arm) for arm in arms},
+        },
+        "provenance": provenance(
+            {
+                "teacher": args.teacher,
+                **{
+                    f"{arm}-s{r['seed']}{suffix}": path
+                    for arm, rows in runs.items()
+                    for r in rows
+                    for suffix, path in (
+                        ("", args.runs / f"{arm}-s{r['seed']}"),
+                        ("-board", args.runs / "board" / f"{arm}-s{r['seed']}" / "model" if r["board"] else None),
+                    )
+                },
+            }
+        ),
+        "runs": runs,
+    }
+    stats = summarize(runs)
+    summary["statistics"] = stats
+    print(markdown(stats))
     out = args.out or args.runs / "summary.json"
-    out.write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    print(f"summary {out}")
+    out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    print(f"summary {out} ({out.stat().st_size:,} bytes)")
     return 0
 
 

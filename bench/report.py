@@ -26,6 +26,7 @@ import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
 import decoder_speed  # noqa: E402
+import distill_augment  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import kernel_cost_report  # noqa: E402
@@ -127,6 +128,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_equal_flash("equal_flash_select_party_speeches.json"),
     **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
+    "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),

@@ -1,0 +1,81 @@
+"""bench/distill_augment.py's cheap logic: the commands it runs per arm, the paired t-test and the summary's
+statistics and table made from the runs' bits (the runs themselves are the benchmark's, not CI's)."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import distill_augment as bench  # noqa: E402
+from results_bits import pack  # noqa: E402
+
+
+def opts(tmp_path):
+    return SimpleNamespace(
+        teacher=tmp_path / "teacher",
+        runs=tmp_path,
+        task="rotten_tomatoes",
+        max_seq_len=64,
+        search_epochs=0.5,
+        search_finetune_epochs=1.0,
+    )
+
+
+def test_each_arm_distills_with_its_augmentation_and_every_arm_takes_the_same_board_path(tmp_path):
+    base, aug = (bench.student_command(opts(tmp_path), arm, 3) for arm in ("base", "aug2"))
+    assert "--augment" not in base and aug[aug.index("--augment") + 1] == "2"
+    assert base[base.index("--out") + 1] == str(tmp_path / "base-s3") and "--resume" in base
+    with pytest.raises(SystemExit):
+        bench.arm_args("augmented")
+    (search_a, evaluate_a), (search_b, _) = (bench.board_commands(opts(tmp_path), arm, 3) for arm in ("base", "aug2"))
+    assert [a for a in search_a if "base" not in a] == [a for a in search_b if "aug2" not in a]
+    assert search_a[search_a.index("--board") + 1] == "nucleo-f746zg" and search_a[search_a.index("--seed") + 1] == "3"
+    assert evaluate_a[evaluate_a.index("--weight-bits") + 1] == "8" and "test" in evaluate_a
+
+
+def test_paired_t_matches_the_textbook_value():
+    a, b = np.array([0.80, 0.82, 0.81, 0.83, 0.80]), np.array([0.79, 0.80, 0.81, 0.80, 0.78])
+    t, p = bench.paired_t(a, b)
+    assert t == pytest.approx(0.016 / (0.011402 / 5**0.5), rel=1e-4)  # differences' mean 0.016, sd 0.011402
+    x = t * t / 4  # 4 degrees of freedom: the t distribution's closed form
+    assert p == pytest.approx(1 - 0.75 * t / (1 + x) ** 0.5 * (1 - x / (3 * (1 + x))), abs=1e-6)
+    assert bench.paired_t(a, a) == (0.0, 1.0)
+
+
+def synthetic_runs(rng, better: float) -> list[dict]:
+    def bits(rate):
+        return {split: pack(rng.random(400) < rate) for split in bench.SPLITS}
+
+    return [
+        {
+            "seed": seed,
+            "student": {"steps": 10, "seconds": 60.0, "labelling_seconds": 0.0, "correct": bits(0.75 + better)},
+            "board": {
+                "search_seconds": 30.0,
+                "evaluate_seconds": 6.0,
+                "correct": {bench.INTEGER: bits(0.74 + better), bench.FLOAT: bits(0.75 + better)},
+            }
+            if seed < 3
+            else None,
+        }
+        for seed in range(5)
+    ]
+
+
+def test_the_summary_is_recomputed_from_bits_and_pairs_only_the_seeds_both_arms_have():
+    rng = np.random.default_rng(0)
+    runs = {"base": synthetic_runs(rng, 0.0), "aug1": synthetic_runs(rng, 0.1)}
+    stats = bench.summarize(runs)
+    student = stats["arms"]["aug1"]["student"]["test"]
+    expected = [bench.accuracy_bits(r, "student", "test").mean() * 100 for r in runs["aug1"]]
+    assert student["mean"] == pytest.approx(np.mean(expected)) and student["n"] == 5
+    assert stats["arms"]["aug1"][f"board:{bench.INTEGER}"]["test"]["n"] == 3
+    versus = stats["differences"]["aug1"]
+    assert versus["student"]["seeds"] == [0, 1, 2, 3, 4] and versus[f"board:{bench.INTEGER}"]["seeds"] == [0, 1, 2]
+    assert versus["student"]["test"]["points"] > 5 and versus["student"]["test"]["paired_t_p"] < 0.05
+    assert stats["arms"]["base"]["student_minutes"]["mean"] == pytest.approx(1.0)
+    table = bench.markdown_table({"runs": runs})
+    assert table == bench.markdown(stats) and "aug1: integer model (F746ZG) | 3 |" in table
