@@ -53,11 +53,11 @@ def export_preset(out: Path) -> Path:
 
 def instructions_per_token(export_dir: Path, contexts: list[int], tokens: int, work: Path) -> dict[int, int]:
     """Executed instructions of one generated token at each context (the last `tokens` positions of it)."""
-    from tflm_mcubert.firmware.decoder_data import decoder_calls_from_export, write_generate_data
+    from tflm_mcubert.firmware.app_data import app_data_from_export, write_app_data
     from tflm_mcubert.measure.firmware_emulator import run_firmware
 
-    calls = dataclasses.replace(decoder_calls_from_export(export_dir), vocab=b"")  # prompts as ids
-    write_generate_data(calls, work / "data")
+    calls = dataclasses.replace(app_data_from_export(export_dir), vocab=b"")  # prompts as ids
+    write_app_data(calls, work / "data")
     elf = firmware_sizes.build(
         "emulator-m7",
         work / "build",

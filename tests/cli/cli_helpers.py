@@ -26,13 +26,13 @@ def run_text_check_under_qemu(export_dir, sentences: list[str], names: list[str]
 
     from tests import qemu
     from tests.firmware.test_text_in import _firmware_sizes, need
-    from tflm_mcubert.firmware.whole_model_data import whole_model_from_export, write_text_data
+    from tflm_mcubert.firmware.app_data import app_data_from_export, write_app_data
     from tflm_mcubert.runtime.reference import run_reference
     from tflm_mcubert.tflite.mcubert_reader import read_model
     from tflm_mcubert.tokenizer import reference, vocab_blob
 
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
-    write_text_data(whole_model_from_export(export_dir), tmp_path / "text-data")
+    write_app_data(app_data_from_export(export_dir), tmp_path / "text-data")
     elf = _firmware_sizes().build(
         "qemu-mps2-an500",
         tmp_path / "text-build",

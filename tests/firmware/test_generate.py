@@ -18,7 +18,7 @@ from tests import qemu
 from tests.export.test_arduino_bundle import CPUS, compile_library
 from tests.export.test_cmake_bundle import TOOLCHAIN, build
 from tests.firmware.test_text_in import _firmware_sizes, need
-from tflm_mcubert.firmware.decoder_data import decoder_calls_from_export, write_generate_data
+from tflm_mcubert.firmware.app_data import app_data_from_export, write_app_data
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 
 VOCAB = 211
@@ -52,7 +52,7 @@ def _cli(*argv) -> int:
 
 def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, tmp_path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
-    write_generate_data(decoder_calls_from_export(export_dir), tmp_path / "data")
+    write_app_data(app_data_from_export(export_dir), tmp_path / "data")
     elf = _firmware_sizes().build(
         "qemu-mps2-an500",
         tmp_path / "build",
@@ -97,16 +97,16 @@ def _greedy_to_the_context(decoder, prompt, new_tokens) -> list[int]:
 
 
 def test_decoder_data_refuses_an_export_without_a_model(tmp_path, capsys):
-    from tflm_mcubert.firmware.decoder_data import main
+    from tflm_mcubert.firmware.app_data import main
 
     assert main([str(tmp_path), str(tmp_path / "out")]) == 2
     assert "model.tflite: missing" in capsys.readouterr().err
 
 
 def test_the_tied_table_is_written_once_in_the_c_data(export_dir):
-    from tflm_mcubert.firmware.decoder_data import render_source
+    from tflm_mcubert.firmware.app_data import render_source
 
-    source = render_source(decoder_calls_from_export(export_dir))
+    source = render_source(app_data_from_export(export_dir))
     assert "generate_embedding_word_rows[" in source and "generate_head_word_rows[" not in source
     # the weights struct and the tensor views of the embedding and of the head all point at the one array
     assert source.count("generate_embedding_word_rows,") == 4
@@ -133,9 +133,9 @@ def test_text_in_text_out_under_qemu_equals_the_reference(text_export, tmp_path)
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     transformers = pytest.importorskip("transformers")
     checkpoint, export_dir = text_export
-    calls = decoder_calls_from_export(export_dir)
+    calls = app_data_from_export(export_dir)
     assert calls.vocab, "the export wrote no tokenizer blob"
-    write_generate_data(calls, tmp_path / "data")
+    write_app_data(calls, tmp_path / "data")
     elf = _firmware_sizes().build(
         "qemu-mps2-an500",
         tmp_path / "build",

@@ -1,7 +1,7 @@
 """examples/baremetal's mcubert_text_check: text in, label out, on QEMU's Cortex-M7, without TFLM.
 
 A tiny sequence classifier with a tokenizer is exported (mcubert schedule, seq_len 16), its ops and
-tokenizer blob written as C (firmware/whole_model_data.py), and the firmware built for qemu-mps2-an500.
+tokenizer blob written as C (firmware/app_data.py), and the firmware built for qemu-mps2-an500.
 It reads a file of sentences (accents, CJK, emoji, an empty line, invalid UTF-8, control characters and
 NUL, lines far over seq_len and over the firmware's line buffer, no newline after the last)
 through semihosting; for every line the label, the int8 logits and the token count it prints must equal
@@ -27,12 +27,7 @@ import pytest
 from tests import qemu
 
 from tflm_mcubert.boards import get_board
-from tflm_mcubert.firmware.whole_model_data import (
-    WholeModelDataError,
-    text_line_bytes,
-    whole_model_from_export,
-    write_text_data,
-)
+from tflm_mcubert.firmware.app_data import AppDataError, app_data_from_export, text_line_bytes, write_app_data
 
 REPO = Path(__file__).resolve().parents[2]
 BAREMETAL = REPO / "examples" / "baremetal"
@@ -101,7 +96,7 @@ def export_dir(text_export_dir):
 def firmware(export_dir, tmp_path_factory):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     data = tmp_path_factory.mktemp("text-data")
-    write_text_data(whole_model_from_export(export_dir), data)
+    write_app_data(app_data_from_export(export_dir), data)
     return _firmware_sizes().build(
         "qemu-mps2-an500",
         tmp_path_factory.mktemp("text-build"),
@@ -170,8 +165,8 @@ def test_an_export_without_a_tokenizer_blob_is_refused(export_dir, tmp_path):
     copy = tmp_path / "export"
     shutil.copytree(export_dir, copy)
     (copy / "model_vocab.bin").unlink()
-    with pytest.raises(WholeModelDataError, match="model_vocab.bin: missing"):
-        whole_model_from_export(copy)
+    with pytest.raises(AppDataError, match="model_vocab.bin: missing"):
+        app_data_from_export(copy)
 
 
 def test_cycle_counts_on_the_emulator_only_board(export_dir, tmp_path):
@@ -182,7 +177,7 @@ def test_cycle_counts_on_the_emulator_only_board(export_dir, tmp_path):
     from tflm_mcubert.measure.firmware_emulator import run_firmware
 
     data = tmp_path / "text-data"
-    write_text_data(whole_model_from_export(export_dir), data)
+    write_app_data(app_data_from_export(export_dir), data)
     elf = _firmware_sizes().build(
         "emulator-m7", tmp_path / "build", target="mcubert_text_check", cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}",)
     )
@@ -216,7 +211,7 @@ def test_sentences_typed_into_the_nucleo_virtual_com_port(export_dir, tmp_path, 
     from tflm_mcubert.measure.firmware_emulator import Stm32Usart, run_firmware
 
     data = tmp_path / "text-data"
-    write_text_data(whole_model_from_export(export_dir), data)
+    write_app_data(app_data_from_export(export_dir), data)
     elf = _firmware_sizes().build(
         board,
         tmp_path / "build",

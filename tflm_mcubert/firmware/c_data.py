@@ -2,8 +2,8 @@
 
 One `KernelCall` (ops/kernel_abi.py) becomes its params struct, its weights struct with the constant
 tensors it points to, and the tensor views mcubert_<op>_validate takes — the same options and constant
-tensors the TFLM binding hands the kernels. The layer check (layer_check.py) and the whole-model text
-check (whole_model_data.py) both write their data with these helpers, so they cannot disagree about
+tensors the TFLM binding hands the kernels. The layer check (layer_check.py) and the bare-metal apps'
+whole-model data (app_data.py) write their data with these helpers, so they cannot disagree about
 field or tensor order.
 """
 

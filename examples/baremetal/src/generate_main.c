@@ -9,7 +9,7 @@
  * tokens (default GENERATE_NEW_TOKENS) or the context is full. A step is the whole decoder through the C
  * kernels — MCUBERT_DECODER_EMBEDDING, each layer's MCUBERT_CAUSAL_ATTENTION over its cache and
  * MCUBERT_DECODER_MLP, MCUBERT_LM_HEAD — with the options and weights of generate_data.c
- * (tflm_mcubert/firmware/decoder_data.py). One output line a prompt: the ids generated and the DWT cycles
+ * (tflm_mcubert/firmware/app_data.py). One output line a prompt: the ids generated and the DWT cycles
  * of the prompt and of each generated token (0 where there is no cycle counter, e.g. under QEMU); with the
  * tokenizer a second line, "text <n>: " and the generated ids detokenized one at a time as they would be
  * streamed (a newline in it written as \n).

@@ -5,7 +5,7 @@
  * `sentences=<path>` on QEMU's command line, a UART on a board that defines it), tokenizes each on the
  * device (mcubert_tokenizer, ids in the export's id space) and runs the whole model through the C
  * kernels — MCUBERT_EMBEDDING, every layer's MCUBERT_ATTENTION and MCUBERT_MLP, MCUBERT_CLASSIFIER_HEAD —
- * with the options, weights and tokenizer blob of text_data.c (tflm_mcubert/firmware/whole_model_data.py).
+ * with the options, weights and tokenizer blob of text_data.c (tflm_mcubert/firmware/app_data.py).
  * One output line a sentence: the label, "label <name> (<id>)" (argmax of the int8 logits, the first on
  * ties; the names are the export's, TEXT_LABEL_NAMES), the logits,
  * the tokens used, and the DWT cycles of tokenize and of the model (0 where there is no cycle counter,
