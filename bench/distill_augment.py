@@ -76,13 +76,14 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def arm_args(arm: str) -> list[str]:
-    """distill's options of an arm: `base` (today's recipe) or `aug<N>` (--augment N)."""
+    """distill's options of an arm: `base` (today's recipe), `aug<N>` (--augment N) or `epochs<E>` (today's
+    recipe trained for E epochs: `epochs12` takes the steps of `aug1`'s 6 epochs, the equal-budget control)."""
     if arm == "base":
         return []
-    match = re.fullmatch(r"aug(\d+)", arm)
+    match = re.fullmatch(r"(aug|epochs)(\d+)", arm)
     if not match:
-        raise SystemExit(f"unknown arm {arm!r} (base or aug<N>)")
-    return ["--augment", match[1]]
+        raise SystemExit(f"unknown arm {arm!r} (base, aug<N> or epochs<E>)")
+    return ["--augment" if match[1] == "aug" else "--epochs", match[2]]
 
 
 def student_command(opts, arm: str, seed: int) -> list[str]:

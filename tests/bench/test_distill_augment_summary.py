@@ -28,8 +28,11 @@ def test_each_arm_distills_with_its_augmentation_and_every_arm_takes_the_same_bo
     base, aug = (bench.student_command(opts(tmp_path), arm, 3) for arm in ("base", "aug2"))
     assert "--augment" not in base and aug[aug.index("--augment") + 1] == "2"
     assert base[base.index("--out") + 1] == str(tmp_path / "base-s3") and "--resume" in base
-    with pytest.raises(SystemExit):
-        bench.arm_args("augmented")
+    longer = bench.student_command(opts(tmp_path), "epochs12", 3)
+    assert longer[longer.index("--epochs") + 1] == "12" and "--augment" not in longer
+    for unknown in ("augmented", "epochs", "e12"):
+        with pytest.raises(SystemExit):
+            bench.arm_args(unknown)
     (search_a, evaluate_a), (search_b, _) = (bench.board_commands(opts(tmp_path), arm, 3) for arm in ("base", "aug2"))
     assert [a for a in search_a if "base" not in a] == [a for a in search_b if "aug2" not in a]
     assert search_a[search_a.index("--board") + 1] == "nucleo-f746zg" and search_a[search_a.index("--seed") + 1] == "3"
