@@ -296,7 +296,6 @@ REFUSED = {
     ("--num-labels", "3"): "no classifier head",
     ("--embedding-bits", "4"): "tied word table",
     ("--weight-bits", "auto"): "give 8 or 4",
-    ("--prune-vocab", "sst2"): "merges",
     ("--no-vocab",): "BPE blob",
 }
 

@@ -112,9 +112,9 @@ def add_parser(subparsers) -> list[str]:
     export.add_argument(
         "--prune-vocab",
         metavar="CORPUS",
-        help="keep only the special tokens, the single characters and the word pieces CORPUS uses (a task's "
-        "training split, e.g. rotten_tomatoes or a task directory, or a text file): a smaller word table and "
-        "tokenizer blob",
+        help="keep only the special tokens, the single characters (a decoder: the 256 bytes) and the word pieces "
+        "CORPUS uses (a decoder: and the merges that build them) (a task's training split, e.g. rotten_tomatoes or "
+        "a task directory, or a text file): a smaller word table and tokenizer blob",
     )
     export.add_argument(
         "--prune-top-n", type=int, default=None, help="with --prune-vocab: keep only its N most frequent pieces"

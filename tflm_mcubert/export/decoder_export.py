@@ -1,6 +1,7 @@
 """`export` of a causal LM (GPT-2 / GPT-Neo): one token per invoke over int8 KV caches in the planned arena.
 
     load        the checkpoint (model/decoder_import.py), or a decoder preset with seeded random weights
+    prune       with --prune-vocab, the ids and merges a corpus needs only (compress/bpe_pruning.py)
     compress    the tied word table: kept dense when the whole model fits the board's Flash, else adaptive
                 embedding (frequency clusters of the calibration text, SVD ranks) sized to the Flash the
                 rest of the model leaves (--embedding dense keeps it dense whatever it costs)
@@ -11,7 +12,8 @@
                 firmware files (firmware/decoder_firmware.py), report.json
 
 Ids in the .tflite are the compressed table's (most frequent first); `model_ids.npy` maps the checkpoint's
-tokenizer ids to them (model id = model_ids[tokenizer id]). A checkpoint with a GPT-2 tokenizer also gets the
+tokenizer ids to them (model id = model_ids[tokenizer id]; -1: an id --prune-vocab dropped,
+compress/bpe_pruning.py). A checkpoint with a GPT-2 tokenizer also gets the
 on-device byte-level BPE (model_vocab.bin/.cc/.h: tokenizer/bpe_blob.py) in the model's id order; its bytes
 count against the board's Flash with the model's.
 """
@@ -27,6 +29,7 @@ import numpy as np
 
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import Board, check_fit
+from tflm_mcubert.compress.bpe_pruning import PrunedTokenizer, prune_decoder
 from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
 from tflm_mcubert.export import bundles
@@ -279,8 +282,38 @@ def quantize_with_qat(request: ExportRequest, model, sequences, tokenizer_bytes:
 
 
 def tokenizer_blob(tokenizer, permutation=None) -> bytes:
-    """The on-device byte-level BPE blob of a checkpoint's tokenizer, ids mapped through `permutation`."""
+    """The on-device byte-level BPE blob of a checkpoint's tokenizer (or of its pruned vocabulary), ids
+    mapped through `permutation`."""
+    if isinstance(tokenizer, PrunedTokenizer):
+        spec = tokenizer.spec if permutation is None else bpe_blob.permuted(tokenizer.spec, permutation)
+        return bpe_blob.pack(spec)
     return bpe_blob.pack(bpe_blob.spec_from_tokenizer(tokenizer, permutation=permutation))
+
+
+def _pruned(request: ExportRequest, model, tokenizer, source: dict):
+    """(model, tokenizer, source, each checkpoint id's model id before compression or None) with
+    --prune-vocab applied."""
+    if not request.prune_vocab:
+        return model, tokenizer, source, None
+    if searched_table(request.checkpoint) is not None:
+        raise UserError(
+            "--prune-vocab: this checkpoint's word table was compressed by search; prune before compressing"
+        )
+    log(f"pruning the vocabulary to the ids {request.prune_vocab} needs ...")
+    pruned = prune_decoder(model, tokenizer, request.prune_vocab, request.prune_top_n)
+    report = {**pruned.report, "vocab_bytes_before": len(tokenizer_blob(tokenizer))}
+    log(f"kept {report['tokens_kept']:,} of {report['tokens_before']:,} ids, {report['merges_kept']:,} merges")
+    return pruned.model, pruned.tokenizer, {**source, "vocab_pruning": report}, pruned.new_of_old
+
+
+def model_ids(new_of_old, permutation):
+    """Each checkpoint id's model id (-1: pruned away): pruning's renumbering, then the compression's order;
+    None when the model keeps the checkpoint's ids."""
+    if new_of_old is None:
+        return permutation
+    if permutation is None:
+        return new_of_old
+    return np.where(new_of_old >= 0, np.asarray(permutation)[np.maximum(new_of_old, 0)], -1).astype(np.int32)
 
 
 def _dense_bytes(decoder) -> int:
@@ -334,6 +367,8 @@ def run_decoder_export(request: ExportRequest) -> dict:
     refused = refused_for_decoder(request)
     if refused:
         raise UserError("; ".join(refused))
+    if request.prune_vocab and not request.checkpoint:
+        raise UserError("--prune-vocab needs a checkpoint with a tokenizer (the preset model has none)")
     out_dir = output_directory(request.out_dir)
     expected = bundles.known_files(request.bundles, bundles.DECODER)  # refused before the work
     return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
@@ -343,6 +378,7 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     started = time.time()
     check_qat_steps(request)
     model, tokenizer, source = load_decoder_model(request)
+    model, tokenizer, source, new_of_old = _pruned(request, model, tokenizer, source)
     config = model.config
     context = request.seq_len if request.seq_len is not None else config.max_positions
     if not 1 <= context <= config.max_positions:
@@ -361,8 +397,9 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     arena = decoder_arena(len(decoder.layers), read.planned_bytes)
     (out_dir / "model.tflite").write_bytes(tflite)
     write_c_array(tflite, out_dir, name="model_data")
-    if permutation is not None:
-        np.save(out_dir / MODEL_IDS, np.asarray(permutation, np.int32))
+    ids = model_ids(new_of_old, permutation)
+    if ids is not None:
+        np.save(out_dir / MODEL_IDS, np.asarray(ids, np.int32))
     if tokenizer is not None:  # the on-device tokenizer, in the model's id order
         blob = tokenizer_blob(tokenizer, permutation)
         (out_dir / f"{VOCAB_NAME}.bin").write_bytes(blob)
@@ -380,7 +417,7 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
         "calibration": {"source": calibration_source, "sequences": len(sequences)},
         "compression": compression,
         **({"qat": qat} if qat else {}),
-        "model_ids": MODEL_IDS if permutation is not None else None,
+        "model_ids": MODEL_IDS if ids is not None else None,
         "arena_bytes": arena.arena_bytes,
         "arena": arena.to_json(),
         "kv_cache_bytes": sum(b.nbytes for b in plan.buffers if b.name.startswith("cache")),

@@ -45,7 +45,6 @@ class ExportRequest:
         return {k: v for k, v in given.items() if v is not None}
 
 
-_PRUNING = "pruning a byte-level BPE vocabulary must also keep the merges that build every kept id: not built yet"
 # What a decoder export does not do, field by field: (the values it takes, or a test of the value; its
 # command-line option; why).
 # Every other field works for both kinds.
@@ -71,8 +70,6 @@ DECODER_REFUSES = {
         "--weight-bits",
         "auto ranks each matrix's width by a classifier's dev accuracy, which a decoder has not: give 8 or 4",
     ),
-    "prune_vocab": ((None,), "--prune-vocab", _PRUNING),
-    "prune_top_n": ((None,), "--prune-top-n", _PRUNING),
     "vocab": (
         (True,),
         "--no-vocab",

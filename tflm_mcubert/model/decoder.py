@@ -156,8 +156,10 @@ def build_decoder(config: DecoderConfig, seed: int = 0) -> DecoderModel:
 
 def copy_decoder(model: DecoderModel, *, max_positions: int | None = None, table=None) -> DecoderModel:
     """A new DecoderModel with `model`'s weights: its position table cut to `max_positions` when given, its
-    word table replaced by `table` [vocab, d] when given."""
+    word table replaced by `table` [vocab, d] when given (of another vocabulary size: a pruned vocabulary)."""
     config = model.config if max_positions is None else dataclasses.replace(model.config, max_positions=max_positions)
+    if table is not None:
+        config = dataclasses.replace(config, vocab_size=int(np.shape(table)[0]))
     copy = build_decoder(config)
     for target, source in zip(copy.weights, model.weights):
         value = source.numpy()
