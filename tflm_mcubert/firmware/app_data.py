@@ -212,18 +212,20 @@ def _generate_sizes(data: AppData) -> dict:
     }
 
 
-_SIZES = {"text": _text_sizes, "generate": _generate_sizes}
+# Each app's header template and the sizes it names.
+_HEADERS = {"text": ("text_data.h.tmpl", _text_sizes), "generate": ("generate_data.h.tmpl", _generate_sizes)}
 
 
 def render_header(data: AppData) -> str:
+    template, sizes = _HEADERS[data.app]
     return fill(
-        f"{data.app}_data.h.tmpl",
+        template,
         source=data.source or "an MCUBERT export",
         hidden=int(data.first.params.hidden),
         layers=len(data.layers),
         scratch_bytes=data.scratch_bytes,
         vocab_bytes=max(1, len(data.vocab)),
-        **_SIZES[data.app](data),
+        **sizes(data),
     )
 
 
