@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     from tflm_mcubert.export.decoder_evaluation import exported_perplexity, int8_perplexity
     from tflm_mcubert.export.decoder_export import calibration_sequences, load_decoder_model
     from tflm_mcubert.export.request import ExportRequest
+    from tflm_mcubert.ops.widths import Widths
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
     from tflm_mcubert.train.language_model import blocks_of, perplexity
 
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     sequences, _ = calibration_sequences(request, tokenizer, model.config.vocab_size, model.config.max_positions)
     rows = [{"flash": "-", "weight_bits": None, "variant": "float", "perplexity": perplexity(model, blocks)}]
     for bits in [int(b) for b in args.weight_bits.split(",")]:
-        dense = calibrate_decoder(model, sequences, weight_bits=bits)
+        dense = calibrate_decoder(model, sequences, widths=Widths.uniform(bits))
         rows.append(
             {"flash": "-", "weight_bits": bits, "variant": "table dense", "perplexity": int8_perplexity(dense, blocks)}
         )

@@ -9,6 +9,7 @@ import pytest
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE
 from tflm_mcubert.cli import boards as boards_command
 from tflm_mcubert.export.board_fit import fewest_int4_matrices
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.export.flash_budget import CONTAINER_SLACK, FlashTarget, tokenizer_blob_bytes, whole_model_budget
 from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.model.hf_import import load_checkpoint
@@ -85,8 +86,8 @@ def tiny_checkpoint(tmp_path, make_hf_checkpoint):
     return make_hf_checkpoint(tmp_path, classifier=True, vocab_size=30, num_labels=2)
 
 
-def flash_of(checkpoint, weight_bits, target=1 << 30) -> tuple[int, int]:
-    """(the whole model's Flash at `weight_bits` with its dense embedding as the budget counts it, the bytes
+def flash_of(checkpoint, widths, target=1 << 30) -> tuple[int, int]:
+    """(the whole model's Flash at `widths` with its dense embedding as the budget counts it, the bytes
     `target` leaves for the word tables less the dense table's)."""
     loaded = load_checkpoint(checkpoint)
     config = loaded.model.config
@@ -94,7 +95,7 @@ def flash_of(checkpoint, weight_bits, target=1 << 30) -> tuple[int, int]:
         config,
         FlashTarget(target, "probe"),
         seq_len=SEQ,
-        weight_bits=weight_bits,
+        widths=widths,
         vocab_bytes=tokenizer_blob_bytes(loaded.tokenizer),
     )
     dense = stored_embedding_bytes([config.vocab_size], [], config.hidden_size)
@@ -102,7 +103,7 @@ def flash_of(checkpoint, weight_bits, target=1 << 30) -> tuple[int, int]:
 
 
 def test_weight_bits_auto_makes_the_fewest_matrices_int4(capsys, tmp_path, tiny_checkpoint):
-    (all8, _), (all4, _) = flash_of(tiny_checkpoint, 8), flash_of(tiny_checkpoint, 4)
+    (all8, _), (all4, _) = (flash_of(tiny_checkpoint, Widths.uniform(bits)) for bits in (8, 4))
     target = all8 - (all8 - all4) // 3  # a third of what int4 saves: some matrices, not all
     common = ["--checkpoint", tiny_checkpoint, "--seq-len", SEQ, "--sram", "8MB", "--embedding", "dense"]
     code, printed, err = run_cli(
@@ -130,7 +131,7 @@ def test_weight_bits_auto_makes_the_fewest_matrices_int4(capsys, tmp_path, tiny_
     chosen = op_widths(int4)
     assert report["flash_budget"]["weight_bits"] == {k: v if isinstance(v, int) else list(v) for k, v in chosen.items()}
     for name in int4:  # fewest: any one of them back at int8 misses the budget
-        assert flash_of(tiny_checkpoint, op_widths(set(int4) - {name}), target)[1] < 0
+        assert flash_of(tiny_checkpoint, Widths.per_matrix(dict.fromkeys(set(int4) - {name}, 4)), target)[1] < 0
     # the .tflite records each op's widths (version 8 where they mix) and the budget counted the written file
     assert 0 <= report["flash_budget"]["budget_bytes"] - report["flash_bytes"]
 

@@ -16,6 +16,7 @@ from tests.export.mcubert_models import small_export
 from tflm_mcubert.model.decoder import build_decoder
 from tflm_mcubert.model.decoder_config import DecoderConfig
 from tflm_mcubert.ops.linear import stored_size
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 from tflm_mcubert.export.decoder_export import decoder_planned_bytes
 from tflm_mcubert.schedule.planner import plan_of
@@ -78,7 +79,7 @@ def test_int4_weights_read_back_decode_as_the_reference_and_shrink_the_blocks(de
     raw = {"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 48, "n_embd": 32, "n_layer": 2, "n_head": 4}
     model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
     rng = np.random.default_rng(0)
-    int4 = calibrate_decoder(model, [rng.integers(0, VOCAB, 40) for _ in range(6)], top_k=3, weight_bits=4)
+    int4 = calibrate_decoder(model, [rng.integers(0, VOCAB, 40) for _ in range(6)], top_k=3, widths=Widths.uniform(4))
     written = model_to_tflite(int4, plan_of(int4, 1 << 20))
     read = read_decoder(written)
     blocks = [n for n in read.quantized.nodes() if n.op.per_layer]
@@ -152,7 +153,6 @@ def test_a_checkpoint_exports_with_its_table_compressed_to_the_flash_given(tmp_p
 @pytest.mark.parametrize(
     "args,named",
     [
-        (("--weight-bits", "auto"), "--weight-bits"),
         (("--schedule", "stock"), "--schedule"),
         (("--seq-len", "300"), "--seq-len 300"),
         (("--seq-len", "0"), "--seq-len 0"),

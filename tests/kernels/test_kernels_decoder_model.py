@@ -26,19 +26,27 @@ CORES = [
 
 
 # int4 everywhere in layer 0; layer 1 mixes widths inside both ops (SPEC 3.1.2: the mask of version 9)
-INT4_WIDTHS = ((4, 4), ((8, 4, 4, 8), (4, 8)))
+INT4_MATRICES = {
+    **{f"layer0.causal_attention.{m}": 4 for m in ("query", "key", "value", "output")},
+    **{f"layer0.decoder_mlp.{m}": 4 for m in ("fc1", "fc2")},
+    "layer1.causal_attention.key": 4,
+    "layer1.causal_attention.value": 4,
+    "layer1.decoder_mlp.fc1": 4,
+}
 
 
-def calibrated(weight_bits=8):
+def calibrated(int4_matrices=()):
     from tflm_mcubert.model.decoder import build_decoder
     from tflm_mcubert.model.decoder_config import DecoderConfig
+    from tflm_mcubert.ops.widths import Widths
     from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 
     raw = {"model_type": "gpt2", "vocab_size": VOCAB, "n_positions": 256, "n_embd": 32, "n_layer": 2, "n_head": 4}
     model = build_decoder(DecoderConfig.from_hf_dict(raw), seed=5)
     rng = np.random.default_rng(0)
     sequences = [rng.integers(0, VOCAB, 48) for _ in range(8)]
-    return calibrate_decoder(model, sequences, top_k=4, weight_bits=weight_bits)
+    widths = Widths.per_matrix(dict.fromkeys(int4_matrices, 4))
+    return calibrate_decoder(model, sequences, top_k=4, widths=widths)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +56,7 @@ def decoder():
 
 @pytest.fixture(scope="module")
 def int4_decoder():
-    return calibrated(INT4_WIDTHS)
+    return calibrated(INT4_MATRICES)
 
 
 class OnCore:

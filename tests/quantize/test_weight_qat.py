@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 from mcubert_models import small_model  # noqa: E402
 from tflm_mcubert.data.calibration import random_samples  # noqa: E402
 from tflm_mcubert.errors import UserError  # noqa: E402
+from tflm_mcubert.ops.widths import Widths  # noqa: E402
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs  # noqa: E402
 from tflm_mcubert.quantize.float_model import FloatBert  # noqa: E402
 from tflm_mcubert.quantize.qat import QatSettings, distill  # noqa: E402
@@ -26,7 +27,7 @@ SEQ = 24
 
 
 def _calibrated(model, bits: int, samples):
-    settings = CalibrationSettings(weight_bits=bits)
+    settings = CalibrationSettings(widths=Widths.uniform(bits))
     return calibrate(FloatBert.from_keras(model), model_inputs(samples, SEQ), seq_len=SEQ, settings=settings)
 
 
@@ -45,7 +46,7 @@ def test_fake_quantized_weights_are_the_exported_weights(bits):
     stored int row times one scale: the same integers, the same grid."""
     model = small_model(labels=2)
     quantized, _ = _calibrated(model, bits, random_samples(300, SEQ, 6, seed=5))
-    fake = WeightFakeQuant(model, lambda op: bits, column_scales_of(quantized))
+    fake = WeightFakeQuant(model, Widths.uniform(bits), column_scales_of(quantized))
     scales = column_scales_of(quantized)
     assert set(scales) == {f"layer{i}.{op}" for i in range(2) for op in ("attention", "mlp")}
     for m, (op, name, dense), linear in zip(fake.matrices, encoder_matrices(model), _stored_layers(quantized)):
@@ -72,7 +73,7 @@ def test_install_switches_the_models_forward_and_remove_restores_it():
     model = small_model(labels=2)
     batch = {k: np.concatenate([s[k] for s in random_samples(300, SEQ, 2, seed=1)]) for k in ("input_ids",)}
     plain = np.asarray(model(batch)["logits"])
-    fake = WeightFakeQuant(model, lambda op: 4).install()
+    fake = WeightFakeQuant(model, Widths.uniform(4)).install()
     quantized = np.asarray(model(batch)["logits"])
     fake.remove()
     assert not np.allclose(plain, quantized, atol=1e-6)
@@ -84,7 +85,7 @@ def test_int4_weight_qat_lowers_the_int4_models_error():
     model = small_model(labels=2)
     samples = random_samples(300, SEQ, 8, seed=3)
     quantized, ranges = _calibrated(model, 4, samples)
-    settings = QatSettings(steps=40, learning_rate=1e-4, weight_bits=4)
+    settings = QatSettings(steps=40, learning_rate=1e-4, widths=Widths.uniform(4))
     student, losses = distill(model, samples, ranges, settings, quantized)
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
     # The student, calibrated again, against the *teacher's* float outputs.
@@ -103,22 +104,23 @@ def test_int4_weight_qat_lowers_the_int4_models_error():
 @pytest.mark.parametrize("bits", [5, 0, "4", True])
 def test_a_weight_width_the_export_cannot_store_is_refused(bits):
     with pytest.raises(UserError, match="choose 4"):
-        QatSettings(weight_bits=bits)
-    with pytest.raises(UserError, match="choose 4"):
-        QatSettings(op_weight_bits=(("layer0.mlp", bits),))
+        Widths.uniform(bits)
+    with pytest.raises(UserError, match="layer0.mlp.fc1: weight bits .*choose 4"):
+        Widths.per_matrix({"layer0.mlp.fc1": bits})
 
 
 def test_the_widths_of_an_auto_export_are_the_qat_widths():
-    """export --weight-bits auto gives one width per op: the QAT fake-quantizes each op's matrices at its own."""
-    settings = QatSettings(**QatSettings.widths({"layer1.mlp": 4, "layer0.attention": 8}))
-    assert settings.bits_of("layer1.mlp") == 4 and settings.bits_of("layer0.attention") == 8
-    assert settings.bits_of("layer0.mlp") == 8  # an op the export did not name stays int8
-    assert QatSettings(**QatSettings.widths(4)).bits_of("layer0.mlp") == 4
-    fake = WeightFakeQuant(small_model(labels=2), settings.bits_of)
+    """export --weight-bits auto gives one width per matrix: the QAT fake-quantizes each at its own."""
+    fc = {"layer1.mlp.fc1": 4, "layer1.mlp.fc2": 4}
+    widths = Widths.per_matrix(fc)
+    assert widths.of_op("layer1.mlp", ("fc1", "fc2")) == 4 and widths.of_op("layer0.mlp", ("fc1", "fc2")) == 8
+    fake = WeightFakeQuant(small_model(labels=2), widths)
     assert [m.bits for m in fake.matrices] == [8] * 4 + [8] * 2 + [8] * 4 + [4] * 2
-    # and one per matrix where auto mixed them inside an op (SPEC 3.1.2)
-    mixed = QatSettings(**QatSettings.widths({"layer0.attention": (4, 8, 8, 4), "layer1.mlp": (8, 4)}))
-    fake = WeightFakeQuant(small_model(labels=2), mixed.bits_of)
+    assert [m.bits for m in WeightFakeQuant(small_model(labels=2), Widths.uniform(4)).matrices] == [4] * 12
+    # and mixed inside an op (SPEC 3.1.2)
+    attention = {"layer0.attention.query": 4, "layer0.attention.output": 4, "layer1.mlp.fc2": 4}
+    mixed = Widths.per_matrix(attention)
+    assert mixed.of_op("layer0.attention", ("query", "key", "value", "output")) == (4, 8, 8, 4)
+    fake = WeightFakeQuant(small_model(labels=2), mixed)
     assert [m.bits for m in fake.matrices] == [4, 8, 8, 4] + [8] * 2 + [8] * 4 + [8, 4]
-    with pytest.raises(UserError, match="QAT weight bits 5"):
-        QatSettings(op_weight_bits=(("layer0.mlp", (8, 5)),))
+    assert mixed.traffic_bits() == 8 and Widths.uniform(4).traffic_bits() == 4

@@ -31,6 +31,7 @@ from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.model.config import PRESETS, check_seq_len, preset
 from tflm_mcubert.ops import contract
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.schedule.memory import Dims
 
 FIT_PRESETS = ("bert-tiny", "bert-mini")
@@ -92,7 +93,9 @@ def sized_fit(board: Board, name: str, weight_bits: int) -> dict:
     """Whether `name` at `weight_bits` fits `board` with an embedding sized to the Flash the rest leaves
     (int8 word tables, adaptive embedding's shape scaled to it), and how many bytes that is."""
     config = preset(name, num_labels=FIT_LABELS)
-    whole = whole_model_budget(config, FlashTarget.of_board(board), seq_len=SIZED_SEQ, weight_bits=weight_bits)
+    whole = whole_model_budget(
+        config, FlashTarget.of_board(board), seq_len=SIZED_SEQ, widths=Widths.uniform(weight_bits)
+    )
     flash_ok = smallest_embedding_fits(config, whole.embedding_bytes, 8)
     by_arena = largest_fitting_seq_len(config, SIZED_SEQ + 1, board.arena_budget(), FIT_LABELS)
     return {

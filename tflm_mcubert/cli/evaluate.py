@@ -49,6 +49,7 @@ from tflm_mcubert.files import output_directory, output_file
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.model.labels import are_default
 from tflm_mcubert.model.pooling import mean_pool
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
 from tflm_mcubert.quantize.float_model import FloatBert, attention_forward, mlp_forward
 from tflm_mcubert.quantize.qat import QatSettings, distill
@@ -286,7 +287,7 @@ def _load_models(args) -> _Models:
     quantized = {}
     for bits in dict.fromkeys(_embedding_bits(args)):  # in the order given, once each
         for weight_bits in dict.fromkeys(args.weight_bits):
-            settings = CalibrationSettings(embedding_bits=bits, weight_bits=weight_bits)
+            settings = CalibrationSettings(embedding_bits=bits, widths=Widths.uniform(weight_bits, "--weight-bits"))
             name = _quantized_name(bits, weight_bits)
             quantized[name], ranges = calibrate(float_model, inputs, seq_len=args.seq_len, settings=settings)
             if args.qat_steps:
@@ -327,11 +328,11 @@ def _fine_tuned(model, inputs, calibrated, settings, args):
         for x in inputs
     ]
     qat = QatSettings(
-        steps=args.qat_steps, seed=args.seed, embedding_bits=settings.embedding_bits, weight_bits=settings.weight_bits
+        steps=args.qat_steps, seed=args.seed, embedding_bits=settings.embedding_bits, widths=settings.widths
     )
     student, losses = distill(model, samples, ranges, qat, first)
     print(
-        f"  QAT ({settings.embedding_bits}-bit word tables, {settings.weight_bits}-bit weights): "
+        f"  QAT ({settings.embedding_bits}-bit word tables, {settings.widths.default}-bit weights): "
         f"loss {losses[0]:.5f} -> {losses[-1]:.5f}"
     )
     return calibrate(FloatBert.from_keras(student), inputs, seq_len=args.seq_len, settings=settings)[0]

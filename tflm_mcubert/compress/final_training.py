@@ -28,6 +28,7 @@ from tflm_mcubert.compress.run_schedule import RunSchedule
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, invert_permutation
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
 from tflm_mcubert.train.trainer import Stage, StageRecord, UpdateRule, accuracy, predict_logits
 
@@ -114,7 +115,7 @@ def kd_finetune(
     stage.rules = [UpdateRule("weights", model.trainable_variables, learning_rate)]
     if weight_bits is None:
         return model, permutation, job.trainer.fit(stage)
-    weights = WeightFakeQuant(model, lambda op: weight_bits).install()
+    weights = WeightFakeQuant(model, Widths.uniform(weight_bits)).install()
     stage.before_step = weights.refresher()
     record = job.trainer.fit(stage)
     weights.refresh()  # the clip ratios of the final weights: scored as the export will store them

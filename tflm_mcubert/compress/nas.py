@@ -45,7 +45,7 @@ from tflm_mcubert.train.batches import EncodedSplit
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.train.distill import Objective
 from tflm_mcubert.model.stored_tables import STORAGE_BITS
-from tflm_mcubert.quantize.qat import check_weight_bits
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.compress.search_space import (
     JointSearch,
     RankSearch,
@@ -113,7 +113,7 @@ class SearchOptions:
         if self.embedding_bits not in (None, *STORAGE_BITS):
             raise UserError(f"--embedding-bits must be one of {STORAGE_BITS}, got {self.embedding_bits}")
         if self.qat_weight_bits is not None:
-            check_weight_bits(self.qat_weight_bits, "--qat-weight-bits")
+            Widths.uniform(self.qat_weight_bits, "--qat-weight-bits")
         if self.target_bytes is not None:
             budgets.params_for_bytes(self.target_bytes, vocab_size, dim, self.num_clusters, self.storage_bits)
         if self.lambda_ is not None and self.lambda_ < 0:

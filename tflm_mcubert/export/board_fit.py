@@ -19,7 +19,7 @@ from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, expo
 from tflm_mcubert.export.flash_budget import whole_model_budget
 from tflm_mcubert.export.mcubert_export import token_frequency
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
-from tflm_mcubert.ops.linear import uniform_width
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.ops import registry
 from tflm_mcubert.quantize.float_model import FloatBert
 from tflm_mcubert.console import log
@@ -31,16 +31,16 @@ BLOB_TOLERANCE = 64  # bytes: how close the blob count settles to the blob the s
 
 @dataclasses.dataclass
 class BoardFit:
-    """What the export stores to fit: the weight width(s), the word tables' byte budget (None: as given)."""
+    """What the export stores to fit: the matrices' widths, the word tables' byte budget (None: as given)."""
 
-    weight_bits: int | dict
+    widths: Widths
     embedding_budget: int | None
     budget: WholeModelBudget | None
-    widths: dict | None = None  # report.json's "weight_widths" for --weight-bits auto
+    auto_report: dict | None = None  # report.json's "weight_widths" for --weight-bits auto
 
     def report(self) -> dict:
         out = {} if self.budget is None else {"flash_budget": self.budget.to_json()}
-        return {**out, **({"weight_widths": self.widths} if self.widths else {})}
+        return {**out, **({"weight_widths": self.auto_report} if self.auto_report else {})}
 
 
 def default_shape_bytes(config, bits: int) -> int | None:
@@ -86,31 +86,32 @@ def fit_to_board(request, model, tokenizer, inputs, sentences=None) -> BoardFit:
     token frequencies in (its clusters decide the tokenizer blob's lists)."""
     compress_default = request.embedding == "auto" and model.embeddings.word_lookup is None
     resizable = compress_default and default_shape_bytes(model.config, request.embedding_bits) is not None
-    if request.weight_bits != AUTO and not resizable:
-        return BoardFit(request.weight_bits, None, None)
+    given = None if request.weight_bits == AUTO else Widths.uniform(request.weight_bits, "--weight-bits")
+    if given is not None and not resizable:
+        return BoardFit(given, None, None)
     target = FlashTarget.of_board(request.board, request.flash_reserve)
     vocab_bytes = _blob_as_exported(request, model, tokenizer, sentences, resizable)
 
-    def budget(bits) -> WholeModelBudget:
+    def budget(widths: Widths) -> WholeModelBudget:
         return whole_model_budget(
             model.config,
             target,
             seq_len=request.seq_len,
-            weight_bits=bits,
+            widths=widths,
             embedding_bits=request.embedding_bits,
             vocab_bytes=vocab_bytes,
         )
 
     need = embedding_need(model, request.embedding_bits, compress_default)
-    if request.weight_bits != AUTO:
-        whole = budget(request.weight_bits)
+    if given is not None:
+        whole = budget(given)
         if need <= whole.embedding_bytes:
-            return BoardFit(request.weight_bits, None, None)  # the paper's shape fits: exported as ever
+            return BoardFit(given, None, None)  # the paper's shape fits: exported as ever
         # Scaled down when some embedding fits; else the export goes on and its fit check says what misses.
         sizable = smallest_embedding_fits(model.config, whole.embedding_bytes, request.embedding_bits)
         if sizable and vocab_bytes:
             whole = with_sized_blob(whole, tokenizer, sentences)
-        return BoardFit(request.weight_bits, whole.embedding_bytes if sizable else None, whole)
+        return BoardFit(given, whole.embedding_bytes if sizable else None, whole)
     fit = _auto_widths(model, inputs, budget, need, resizable, request.embedding_bits)
     if fit.embedding_budget is not None and vocab_bytes:
         fit.budget = with_sized_blob(fit.budget, tokenizer, sentences)
@@ -182,18 +183,18 @@ def default_compression_blob(tokenizer, sentences, cutoffs) -> int:
 def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bits: int) -> BoardFit:
     """--weight-bits auto: all int8 when that fits, else the fewest int4 matrices that do (least sensitive
     first), else every matrix int4 and (the default compression only) the embedding scaled down."""
-    all8 = budget(8)
+    all8 = budget(Widths.uniform(8))
     ops = all8.shape.encoder_ops
     matrices = [f"{op}.{layer}" for op in ops for layer in _layers_of(op)]
     if need <= all8.embedding_bytes:
-        return BoardFit(dict.fromkeys(ops, 8), None, all8, _widths_report(matrices, [], None, all8))
+        return BoardFit(Widths.uniform(8), None, all8, _widths_report(matrices, [], None, all8))
     samples = min(len(inputs), SENSITIVITY_SAMPLES)
     log(f"--weight-bits auto: measuring each matrix's int4 sensitivity on {samples} samples ...")
     sensitivity = matrix_sensitivity(model, inputs[:SENSITIVITY_SAMPLES], embedding_bits)
     saved = {f"{op}.{layer}": s for op in ops for layer, s in zip(_layers_of(op), all8.shape.layer_savings[op])}
     chosen = fewest_int4_matrices(matrices, sensitivity, saved, need - all8.embedding_bytes)
     if chosen is None:
-        whole = budget(4)
+        whole = budget(Widths.uniform(4))
         if not resizable:
             raise UserError(
                 f"the model does not fit even with every attention and MLP matrix at int4: its embedding stores "
@@ -203,11 +204,11 @@ def _auto_widths(model, inputs, budget, need: int, resizable: bool, embedding_bi
             )
         whole.check()
         return BoardFit(
-            dict.fromkeys(ops, 4), whole.embedding_bytes, whole, _widths_report(matrices, matrices, sensitivity, whole)
+            Widths.uniform(4), whole.embedding_bytes, whole, _widths_report(matrices, matrices, sensitivity, whole)
         )
-    bits = {op: uniform_width(tuple(4 if f"{op}.{layer}" in chosen else 8 for layer in _layers_of(op))) for op in ops}
-    whole = budget(bits)
-    return BoardFit(bits, None, whole, _widths_report(matrices, chosen, sensitivity, whole))
+    widths = Widths.uniform(4) if len(chosen) == len(matrices) else Widths.per_matrix(dict.fromkeys(chosen, 4))
+    whole = budget(widths)
+    return BoardFit(widths, None, whole, _widths_report(matrices, chosen, sensitivity, whole))
 
 
 def _layers_of(op_name: str) -> tuple[str, ...]:
@@ -260,7 +261,7 @@ def matrix_sensitivity(model, inputs, embedding_bits: int) -> dict[str, float]:
             float_model,
             inputs,
             seq_len=seq_len,
-            settings=CalibrationSettings(embedding_bits=embedding_bits, weight_bits=bits),
+            settings=CalibrationSettings(embedding_bits=embedding_bits, widths=Widths.uniform(bits)),
         )[0]
         for bits in (8, 4)
     }
@@ -301,11 +302,3 @@ def _widths_report(matrices, int4, sensitivity, whole: WholeModelBudget) -> dict
         "least sensitive among as few",
         "embedding_bytes_left": whole.embedding_bytes,
     }
-
-
-def traffic_bits(weight_bits: int | dict) -> int:
-    """One width for the Flash-traffic estimate: the layers' common width, or 8 when they differ (an upper bound)."""
-    if not isinstance(weight_bits, dict):
-        return weight_bits
-    widths = {b for v in weight_bits.values() for b in ((v,) if isinstance(v, int) else v)}
-    return widths.pop() if len(widths) == 1 else 8

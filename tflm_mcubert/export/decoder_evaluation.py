@@ -25,6 +25,7 @@ from tflm_mcubert.export.decoder_export import (
     quantize_with_qat,
     tokenizer_blob,
 )
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 
 
@@ -60,7 +61,7 @@ def exported_perplexity(request: ExportRequest, model, tokenizer, sequences, blo
 def dense_perplexities(request: ExportRequest, model, sequences, blocks: np.ndarray) -> dict:
     """int8 with the word table dense: PTQ (weights at request.weight_bits), and after request.qat_steps of QAT
     when asked."""
-    dense = calibrate_decoder(model, sequences, top_k=request.top_k, weight_bits=request.weight_bits)
+    dense = calibrate_decoder(model, sequences, top_k=request.top_k, widths=Widths.uniform(request.weight_bits))
     result = {"int8_dense_perplexity": int8_perplexity(dense, blocks)}
     if request.qat_steps:
         written = (dense, None, None, None, {"method": "dense"})

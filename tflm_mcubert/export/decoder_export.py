@@ -35,6 +35,8 @@ from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
 from tflm_mcubert.export import bundles
 from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
 from tflm_mcubert.export.mcubert_export import graph_shape
+from tflm_mcubert.export.board_fit import AUTO
+from tflm_mcubert.export.decoder_fit import decoder_widths
 from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
@@ -47,6 +49,7 @@ from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_rang
 from tflm_mcubert.quantize.float_model import embedding_clusters
 from tflm_mcubert.ops import lm_head
 from tflm_mcubert.ops.topology import DECODER
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 from tflm_mcubert.schedule.planner import plan_model, plan_of
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
@@ -211,16 +214,39 @@ def _table_misfit(
     )
 
 
-def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0):
+def _table_room(request: ExportRequest, model, sequences, tokenizer_bytes: int, widths: Widths):
+    """(the model's Flash budget, the Flash the rest of the model at `widths` leaves its word table, the
+    model quantized at `widths` on two sequences)."""
+    flash_budget = check_fit(request.board, arena_bytes=0, flash_bytes=0, **request.reserves()).flash_budget
+    flash_budget -= tokenizer_bytes
+    config = model.config
+    quantized = calibrate_decoder(model, sequences[:2], top_k=request.top_k, widths=widths)
+    rest = _dense_bytes(quantized) - config.vocab_size * config.hidden_size
+    return flash_budget, flash_budget - rest - STRUCTURE_ALLOWANCE, quantized
+
+
+def choose_widths(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0) -> tuple[Widths, dict | None]:
+    """The matrices' widths of the export and, for --weight-bits auto, report.json's "weight_widths":
+    the fewest int4 matrices that keep the word table as it is within the Flash (export/decoder_fit.py)."""
+    if request.weight_bits != AUTO:
+        return decoder_widths(request, model, sequences, None, 0)
+    _, flash_left, int8 = _table_room(request, model, sequences, tokenizer_bytes, Widths.uniform(8))
+    searched = searched_table(request.checkpoint)
+    config = model.config
+    table = searched[2]["params"] if searched is not None else config.vocab_size * config.hidden_size
+    return decoder_widths(request, model, sequences, int8, table - flash_left)
+
+
+def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0, widths=None):
     """(decoder, plan, .tflite, model ids, compression entry): the word table sized so that the written
     model and `tokenizer_bytes` of tokenizer blob fit the board's Flash budget (the estimate of what the rest
-    of the model leaves is corrected by what a written model misses by, at most MAX_SIZING_PASSES times)."""
+    of the model leaves is corrected by what a written model misses by, at most MAX_SIZING_PASSES times).
+    `widths`: the matrices' (default: choose_widths')."""
     budgets = check_fit(request.board, arena_bytes=0, flash_bytes=0, **request.reserves())
-    sram_budget, flash_budget = budgets.arena_budget, budgets.flash_budget - tokenizer_bytes
+    sram_budget = budgets.arena_budget
     config = model.config
-    bits = request.weight_bits
-    layer_bytes = _dense_bytes(calibrate_decoder(model, sequences[:2], top_k=request.top_k, weight_bits=bits))
-    flash_left = flash_budget - (layer_bytes - config.vocab_size * config.hidden_size) - STRUCTURE_ALLOWANCE
+    bits = widths or choose_widths(request, model, sequences, tokenizer_bytes)[0]
+    flash_budget, flash_left, _ = _table_room(request, model, sequences, tokenizer_bytes, bits)
     searched = searched_table(request.checkpoint)
     for _ in range(MAX_SIZING_PASSES):
         try:
@@ -230,7 +256,7 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
         except BelowSmallestError as miss:
             table = (config.vocab_size, config.hidden_size)
             raise _table_misfit(request.board, budgets.flash_budget, tokenizer_bytes, flash_left, table, miss.smallest)
-        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k, weight_bits=bits)
+        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k, widths=bits)
         plan = plan_of(decoder, sram_budget)
         if plan.planned_bytes > sram_budget:
             raise DoesNotFitError(
@@ -270,15 +296,15 @@ def quantization_aware(request: ExportRequest, model, sequences, written) -> tup
     return student, losses
 
 
-def quantize_with_qat(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0):
+def quantize_with_qat(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0, widths=None):
     """(quantize_and_write's result, the report's QAT entry or None): with request.qat_steps, that of the
     QAT student (calibrated again; its compressed table compresses back to the same one)."""
-    written = quantize_and_write(request, model, sequences, tokenizer_bytes)
+    written = quantize_and_write(request, model, sequences, tokenizer_bytes, widths)
     if not request.qat_steps:
         return written, None
     student, losses = quantization_aware(request, model, sequences, written)
     entry = {"steps": request.qat_steps, "loss_first": losses[0], "loss_last": losses[-1]}
-    return quantize_and_write(request, student, sequences, tokenizer_bytes), entry
+    return quantize_and_write(request, student, sequences, tokenizer_bytes, widths), entry
 
 
 def tokenizer_blob(tokenizer, permutation=None) -> bytes:
@@ -390,7 +416,8 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
     log(f"calibration: {len(sequences)} sequences of {calibration_source}")
     tokenizer_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
-    written, qat = quantize_with_qat(request, model, sequences, tokenizer_bytes)
+    widths, widths_report = choose_widths(request, model, sequences, tokenizer_bytes)
+    written, qat = quantize_with_qat(request, model, sequences, tokenizer_bytes, widths)
     decoder, plan, tflite, permutation, compression = written
     read = read_decoder(tflite)
     continuation = _check_round_trip(read, decoder, config.vocab_size)
@@ -416,6 +443,7 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
                   "vocab_size": config.vocab_size, "top_k": request.top_k, "weight_bits": request.weight_bits},
         "calibration": {"source": calibration_source, "sequences": len(sequences)},
         "compression": compression,
+        **({"weight_widths": widths_report} if widths_report else {}),
         **({"qat": qat} if qat else {}),
         "model_ids": MODEL_IDS if ids is not None else None,
         "arena_bytes": arena.arena_bytes,

@@ -32,6 +32,7 @@ from tflm_mcubert.model.config import BertConfig
 from tflm_mcubert.ops.constant_sizes import constant_bytes, tensor_bytes
 from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.ops.topology import ENCODER
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.tokenizer import reference, vocab_blob
 
 FLASH_PROBE_SEQ = 8  # the twin's sequence: every item but the position table is independent of it
@@ -209,7 +210,7 @@ def _twin_export(config, embedding_bits: int, weight_bits: int):
         sentences=None,
         embedding="dense",
         embedding_bits=embedding_bits,
-        weight_bits=weight_bits,
+        widths=Widths.uniform(weight_bits),
         quiet=True,
     )
 
@@ -311,21 +312,18 @@ def whole_model_budget(
     target: FlashTarget,
     *,
     seq_len: int,
-    weight_bits: int | dict = 8,
+    widths: Widths = Widths(),
     embedding_bits: int = 8,
     vocab_bytes: int = 0,
     num_clusters: int = 4,
 ) -> WholeModelBudget:
-    """The split of `target` for `config` exported at `seq_len` with `weight_bits` (one width, or one per
-    encoder op name: an int, or a tuple with one per linear layer), word tables at `embedding_bits` and a
-    tokenizer blob of `vocab_bytes`."""
-    if isinstance(weight_bits, dict):  # a per-layer op is measured from the int8 twin less its layers' savings
-        measured = {v if isinstance(v, int) else 8 for v in weight_bits.values()}
-        widths = tuple(sorted(measured, reverse=True))
-    else:
-        widths = (weight_bits,)
-    shape = measure_shape(config, embedding_bits, widths)
-    op_bits = weight_bits if isinstance(weight_bits, dict) else dict.fromkeys(shape.encoder_ops, weight_bits)
+    """The split of `target` for `config` exported at `seq_len` with the encoder's matrices at `widths`, word
+    tables at `embedding_bits` and a tokenizer blob of `vocab_bytes`."""
+    layer_ops = [(op, name) for op, name, _ in ENCODER.steps(config.num_hidden_layers) if op.per_layer]
+    op_bits = {name: widths.of_op(name, op.linear_layers) for op, name in layer_ops}
+    # an op of mixed widths is measured from the int8 twin less its int4 layers' savings
+    measured = tuple(sorted({v if isinstance(v, int) else 8 for v in op_bits.values()}, reverse=True))
+    shape = measure_shape(config, embedding_bits, measured)
     return WholeModelBudget(target, shape, seq_len, op_bits, embedding_bits, vocab_bytes, num_clusters)
 
 
@@ -373,7 +371,7 @@ class SearchFlashBudget:
             config,
             self.target,
             seq_len=self.seq_len,
-            weight_bits=self.weight_bits,
+            widths=Widths.uniform(self.weight_bits),
             embedding_bits=storage_bits,
             vocab_bytes=tokenizer_blob_bytes(tokenizer, num_clusters) if self.vocab else 0,
             num_clusters=num_clusters,

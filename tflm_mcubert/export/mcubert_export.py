@@ -33,9 +33,10 @@ from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.kernel_abi import PARAMS_STRUCTS
 from tflm_mcubert.ops.op_def import CHAINED_VALUE, OpDef
 from tflm_mcubert.ops.topology import ENCODER, Topology
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
 from tflm_mcubert.quantize.float_model import FloatBert
-from tflm_mcubert.quantize.qat import QatSettings, distill
+from tflm_mcubert.quantize.qat import distill
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.schedule.planner import SMALLEST_TILES, BudgetExceededError, Plan, plan_model
@@ -263,7 +264,7 @@ def export_mcubert(
     settings=None,
     qat=None,
     embedding_bits: int = 8,
-    weight_bits: int | dict = 8,
+    widths: Widths = Widths(),
     embedding_budget: int | None = None,
     quiet: bool = False,
 ) -> McubertExport:
@@ -271,8 +272,7 @@ def export_mcubert(
 
     `qat`: a quantize.qat.QatSettings with steps > 0 runs the KD fine-tune before the final PTQ.
     `embedding_bits`: 4 stores the word tables as packed int4 (SPEC 4.1.1; overrides `settings`').
-    `weight_bits`: 4 stores every attention and MLP linear layer as int4 w4row (SPEC 3.1.1; likewise);
-    a dict gives one width per op name ("layer0.attention": 4, ...).
+    `widths`: each attention and MLP matrix's width, int8 or int4 w4row (SPEC 3.1.1; likewise).
     `embedding_budget`: bytes for the word tables; the default compression shrinks to them when it must.
     """
     say = (lambda message: None) if quiet else log
@@ -298,10 +298,7 @@ def export_mcubert(
     float_model = FloatBert.from_keras(model)
     inputs = model_inputs(samples, seq_len, remap)
     say(f"calibrating on {len(inputs)} samples; tiles {choice.plan.tiles} ...")
-    widths = (
-        {"weight_bits": weight_bits} if isinstance(weight_bits, int) else {"op_weight_bits": tuple(weight_bits.items())}
-    )
-    settings = dataclasses.replace(settings or CalibrationSettings(), embedding_bits=embedding_bits, **widths)
+    settings = dataclasses.replace(settings or CalibrationSettings(), embedding_bits=embedding_bits, widths=widths)
     quantized, ranges = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
     teacher = float_model
     qat_report = None
@@ -315,7 +312,7 @@ def export_mcubert(
             }
             for x in inputs
         ]
-        qat = dataclasses.replace(qat, **QatSettings.widths(weight_bits))  # weights fake-quantized as stored
+        qat = dataclasses.replace(qat, widths=widths)  # weights fake-quantized as stored
         student, losses = distill(model, model_samples, ranges, qat, quantized)
         float_model = FloatBert.from_keras(student)
         quantized, _ = calibrate(float_model, inputs, seq_len=seq_len, settings=settings)
@@ -323,7 +320,7 @@ def export_mcubert(
             "steps": qat.steps,
             "learning_rate": qat.learning_rate,
             "batch_size": qat.batch_size,
-            "weight_bits": qat.weight_bits if not qat.op_weight_bits else dict(qat.op_weight_bits),
+            "weight_bits": widths.to_json(quantized.nodes()),
             "first_loss": round(losses[0], 6),
             "last_loss": round(losses[-1], 6),
         }

@@ -21,7 +21,7 @@ from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.export import bundles
 from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
 from tflm_mcubert.firmware.firmware_files import write_firmware_files
-from tflm_mcubert.export.board_fit import AUTO, fit_to_board, traffic_bits
+from tflm_mcubert.export.board_fit import AUTO, fit_to_board
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
 from tflm_mcubert.export.decoder_export import is_decoder_source, run_decoder_export
 from tflm_mcubert.export.request import DEFAULT_SEQ_LEN, ExportRequest
@@ -398,7 +398,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         embedding=request.embedding,
         qat=QatSettings(steps=request.qat_steps, seed=request.seed, embedding_bits=request.embedding_bits),
         embedding_bits=request.embedding_bits,
-        weight_bits=board_fit.weight_bits,
+        widths=board_fit.widths,
         embedding_budget=board_fit.embedding_budget,
     )
     tflite, plan, arena = result.tflite, result.plan, result.arena
@@ -466,7 +466,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         **board_fit.report(),  # where the Flash went, when the board's budget shaped the export
         "fits": fit.to_json(),
         "latency_estimate": _latency_estimates(
-            dataclasses.replace(Dims.of(config), weight_bits=traffic_bits(board_fit.weight_bits)),
+            dataclasses.replace(Dims.of(config), weight_bits=board_fit.widths.traffic_bits()),
             request.seq_len,
             plan.tiles,
             request.board,

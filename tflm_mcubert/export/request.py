@@ -65,11 +65,6 @@ DECODER_REFUSES = {
         "--embedding-bits",
         "the decoder's tied word table is stored int8 (no int4 LM-head table yet)",
     ),
-    "weight_bits": (
-        (8, 4),
-        "--weight-bits",
-        "auto ranks each matrix's width by a classifier's dev accuracy, which a decoder has not: give 8 or 4",
-    ),
     "vocab": (
         (True,),
         "--no-vocab",
@@ -85,9 +80,9 @@ def refused_for_decoder(request: ExportRequest) -> list[str]:
         for field, (allowed, option, why) in DECODER_REFUSES.items()
         if not (allowed(getattr(request, field)) if callable(allowed) else getattr(request, field) in allowed)
     ]
-    if request.qat_steps and request.weight_bits == 4:
+    if request.qat_steps and request.weight_bits != 8:
         refused.append(
-            "--qat-steps: not available for a decoder export with --weight-bits 4: the decoder's QAT fake-quantizes "
-            "int8 weights only (export the int4 weights without --qat-steps)"
+            f"--qat-steps: not available for a decoder export with --weight-bits {request.weight_bits}: the decoder's "
+            "QAT fake-quantizes int8 weights only (export the int4 weights without --qat-steps)"
         )
     return refused

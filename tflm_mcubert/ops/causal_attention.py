@@ -416,4 +416,5 @@ DEFINITION = OpDef(
     plan_scratch=lambda s, dims, t: scratch_bytes(s, dims.hidden),
     buffer_size_args=lambda p: (p.context, p.hidden, p.heads),
     output_shape=lambda p: (1, p.hidden),
+    linear_layers=LINEARS,
 )

@@ -229,4 +229,5 @@ DEFINITION = OpDef(
     plan_scratch=lambda s, dims, t: scratch_bytes(dims.hidden, dims.ffn),
     buffer_size_args=lambda p: (p.hidden, p.ffn),
     output_shape=lambda p: (1, p.hidden),
+    linear_layers=LINEARS,
 )

@@ -37,6 +37,7 @@ from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.quantize.float_model import FloatBert
 from tflm_mcubert.quantize.op_quantizers import QUANTIZERS, Choose
 from tflm_mcubert.ops.topology import ENCODER
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_model import QuantizedBert
 
 METHODS = ("minmax", "percentile")
@@ -52,20 +53,11 @@ class CalibrationSettings:
     propagation: str = "float"
     seed: int = 0
     embedding_bits: int = 8  # storage of the embedding's word tables: 8 (int8) or 4 (int4, SPEC 4.1.1)
-    weight_bits: int = 8  # of every attention and MLP linear layer: 8 (int8) or 4 (int4 w4row, SPEC 3.1.1)
-    # Per op, overriding weight_bits for the ops it names (export --weight-bits auto): one width for the op
-    # ("layer0.attention": 4) or one per linear layer in the op's order ("layer0.mlp": (4, 8), SPEC 3.1.2)
-    op_weight_bits: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
-
-    def bits_of(self, op_name: str) -> int | tuple[int, ...]:
-        return dict(self.op_weight_bits).get(op_name, self.weight_bits)
+    widths: Widths = Widths()  # of every attention and MLP matrix: int8, int4 (w4row, SPEC 3.1.1) or per matrix
 
     def __post_init__(self):
         if self.embedding_bits not in (4, 8):
             raise UserError(f"embedding bits {self.embedding_bits!r} (choose 4 or 8)")
-        per_op = [b for v in dict(self.op_weight_bits).values() for b in (v if isinstance(v, tuple) else (v,))]
-        if any(bits not in (4, 8) for bits in (self.weight_bits, *per_op)):
-            raise UserError(f"weight bits {self.weight_bits!r}, {dict(self.op_weight_bits)} (choose 4 or 8)")
         if self.method not in METHODS:
             raise UserError(f"calibration method {self.method!r} (choose from {', '.join(METHODS)})")
         if self.propagation not in PROPAGATIONS:
@@ -198,7 +190,15 @@ def calibrate(
         outs = run.stage_outputs(k)
         output = run.output_quant(f"{name}.output", outs, k + 1)
         params = quantizer.params(
-            fw, name, run.ranges, run.current, output, seq_len, mask_mode, run.choose, settings.bits_of(name)
+            fw,
+            name,
+            run.ranges,
+            run.current,
+            output,
+            seq_len,
+            mask_mode,
+            run.choose,
+            settings.widths.of_op(name, quantizer.op.linear_layers),
         )
         stage_params.append(params)
         run.advance(quantizer.op, params, output, outs)

@@ -17,7 +17,7 @@ channel x per row, each U_i per column, to [-7, 7], V_i int8 with U_i's column s
 (`model/stored_tables.py`); so the fine-tune learns tables that survive 4 bits.
 
 Every encoder matrix's weights (Q, K, V, O, FC1, FC2) are fake-quantized at the width the export stores
-them (`weight_bits`, or per op `op_weight_bits` as `export --weight-bits auto` chose): int8 per channel, or
+them (`widths`: one for all, or per matrix as `export --weight-bits auto` chose): int8 per channel, or
 int4 per channel with the export's MSE clip ratio, the hidden state's channel scales folded in as the
 export folds them (quantize/weight_fake_quant.py: the ratios are re-chosen every few steps, why there).
 Those channel scales are the first calibration's: the final calibration sees the fine-tuned model and may
@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.ops.linear import WEIGHT_BITS
+from tflm_mcubert.ops.widths import Widths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,32 +47,7 @@ class QatSettings:
     batch_size: int = 8
     seed: int = 0
     embedding_bits: int = 8  # 4: also fake-quantize the word tables as int4 (SPEC 4.1.1)
-    weight_bits: int = 8  # every encoder matrix's weights, fake-quantized as stored: 8 (int8) or 4 (int4)
-    # Per op ("layer0.attention": 4, ...), overriding weight_bits for the ops it names (export --weight-bits auto)
-    # per op: one width, or one per matrix (export --weight-bits auto, SPEC 3.1.2)
-    op_weight_bits: tuple[tuple[str, int | tuple[int, ...]], ...] = ()
-
-    def __post_init__(self):
-        per_op = [b for v in dict(self.op_weight_bits).values() for b in (v if isinstance(v, tuple) else (v,))]
-        for bits in (self.weight_bits, *per_op):
-            check_weight_bits(bits, "QAT weight bits")
-
-    def bits_of(self, op_name: str) -> int | tuple[int, ...]:
-        return dict(self.op_weight_bits).get(op_name, self.weight_bits)
-
-    @classmethod
-    def widths(cls, weight_bits: int | dict) -> dict:
-        """The weight-width fields for an export's widths: one for all (int) or one per op (dict)."""
-        if isinstance(weight_bits, dict):
-            return {"op_weight_bits": tuple(sorted(weight_bits.items()))}
-        return {"weight_bits": weight_bits}
-
-
-def check_weight_bits(bits, flag: str) -> int:
-    """A weight width the export can store (4 or 8), else a UserError naming `flag`."""
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in WEIGHT_BITS:
-        raise UserError(f"{flag} {bits!r}: choose 4 (int4 weights) or 8 (int8 weights)")
-    return int(bits)
+    widths: Widths = Widths()  # every encoder matrix's weights, fake-quantized as stored (int8 or int4)
 
 
 def _fake_quant_ranges(ranges) -> dict[str, tuple[float, float, bool]]:
@@ -205,7 +180,7 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings, quantized
         raise UserError("QAT needs calibration samples")
     student = model.with_options()
     scales = column_scales_of(quantized) if quantized is not None else None
-    weights = WeightFakeQuant(student, settings.bits_of, scales).install()
+    weights = WeightFakeQuant(student, settings.widths, scales).install()
     batch = {
         k: np.concatenate([s[k] for s in samples]).astype(np.int32)
         for k in ("input_ids", "attention_mask", "token_type_ids")

@@ -30,6 +30,7 @@ from tflm_mcubert.ops.lm_head import LmHeadParams, cluster_scores, normalize
 from tflm_mcubert.ops.op_def import Node
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.topology import DECODER
+from tflm_mcubert.ops.widths import Widths
 
 INT8_STEPS = 255  # steps of an int8 range
 # The decoder topology's ops (ops/topology.py), by their role in it.
@@ -159,15 +160,15 @@ def float_blocks(model) -> list[tuple[CausalAttentionFloat, DecoderMlpFloat]]:
     return blocks
 
 
-def calibrate_decoder(model, sequences, *, clusters=None, top_k: int = 1, weight_bits=8) -> QuantizedDecoder:
+def calibrate_decoder(
+    model, sequences, *, clusters=None, top_k: int = 1, widths: Widths = Widths()
+) -> QuantizedDecoder:
     """Post-training quantization of `model` (a DecoderModel) on calibration token sequences (a list of id
     sequences, each at most max_positions long and decoded from position 0: several short texts cover the
     first positions, where a token attends to few others, better than one long one). `clusters`: the word
     table as ((U_0, None), (U_i, V_i^T), ...) in the model's id order (default: the model's dense table,
-    one cluster); the LM head is tied to it. `weight_bits`: the blocks' linear weights, 8 (int8) or 4 (int4,
-    SPEC.md 3.1.1) for all, or per layer a pair (attention's, MLP's), each one width or one per matrix."""
+    one cluster); the LM head is tied to it. `widths`: the blocks' matrices, int8 or int4 (SPEC.md 3.1.1)."""
     config = model.config
-    widths = layer_weight_bits(weight_bits, config.num_layers)
     sequences = [np.asarray(s, np.int64) for s in sequences]
     if not sequences or any(not 1 <= s.size <= config.max_positions for s in sequences):
         raise ValueError(f"calibrate_decoder: sequences of 1..{config.max_positions} token ids are needed")
@@ -189,10 +190,15 @@ def calibrate_decoder(model, sequences, *, clusters=None, top_k: int = 1, weight
     layers = []
     for i, (attention_float, mlp_float) in enumerate(blocks):
         attention = attention_float.quantize(
-            streams[2 * i], stream, context=config.max_positions, z_scale=z_scale, weight_bits=widths[i][0]
+            streams[2 * i],
+            stream,
+            context=config.max_positions,
+            z_scale=z_scale,
+            weight_bits=widths.of_op(ATTENTION.node_name(i), ATTENTION.linear_layers),
         )
         stream = stream_quant(attention.output_residual, z_scale)
-        mlp = mlp_float.quantize(rows[2 * i + 1], stream, z_scale=z_scale, weight_bits=widths[i][1])
+        mlp_bits = widths.of_op(MLP.node_name(i), MLP.linear_layers)
+        mlp = mlp_float.quantize(rows[2 * i + 1], stream, z_scale=z_scale, weight_bits=mlp_bits)
         stream = stream_quant(mlp.output_residual, z_scale)
         layers.append((attention, mlp))
     x = rows[-1]
@@ -202,16 +208,6 @@ def calibrate_decoder(model, sequences, *, clusters=None, top_k: int = 1, weight
     final = LayerNormParams.from_float(gamma, beta, config.layer_norm_eps, z_scale, normed)
     head, unit = LmHeadParams.tie(embedding, normed, top_k, layer_norm=final, residual=residual)
     return QuantizedDecoder(embedding, tuple(layers), head, unit * z_scale, z_scale)
-
-
-def layer_weight_bits(weight_bits, layers: int) -> tuple:
-    """Per layer, (attention's widths, MLP's widths) from calibrate_decoder's `weight_bits`."""
-    if isinstance(weight_bits, int):
-        return ((weight_bits, weight_bits),) * layers
-    widths = tuple(tuple(pair) for pair in weight_bits)
-    if len(widths) != layers or any(len(pair) != 2 for pair in widths):
-        raise ValueError(f"calibrate_decoder: weight_bits needs one (attention, MLP) pair for each of {layers} layers")
-    return widths
 
 
 def decoder_step(streams: list[np.ndarray]) -> float:

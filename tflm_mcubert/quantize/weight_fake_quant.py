@@ -30,12 +30,12 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from tflm_mcubert.ops.linear import WEIGHT_BITS, WEIGHT_MAX, int4_clip_ratios
+from tflm_mcubert.ops.linear import WEIGHT_MAX, int4_clip_ratios
 from tflm_mcubert.ops.linear_int4 import WEIGHT4_MAX
 from tflm_mcubert.ops.topology import ENCODER
+from tflm_mcubert.ops.widths import Widths
 
 RATIO_REFRESH_STEPS = 25  # the int4 clip ratios are re-chosen by MSE this often (see the module docstring)
-MATRICES = {op.kind: op.linear_layers for op in ENCODER.layer}  # an encoder layer's ops' matrices
 # Their input is the hidden state (per channel); O reads the attention context and FC2 the activation (per tensor).
 READS_HIDDEN_STATE = ("query", "key", "value", "fc1")
 
@@ -92,17 +92,13 @@ class WeightFakeQuant:
     """The fake quantization of one model's encoder matrices; `install()` makes the model's forward use it
     (model.bert.EncoderDense.kernel_quantizer), `remove()` undoes that."""
 
-    def __init__(self, model, bits_of, column_scales: dict[str, np.ndarray] | None = None):
-        """`bits_of(op name)` -> 4 or 8, or one per matrix in MATRICES' order (SPEC 3.1.2); `column_scales`:
+    def __init__(self, model, widths: Widths, column_scales: dict[str, np.ndarray] | None = None):
+        """`widths`: each matrix's stored width (ops/widths.py); `column_scales`:
         op name -> its input's channel scales."""
         column_scales = column_scales or {}
         self.model, self.matrices = model, []
         for op, name, dense in encoder_matrices(model):
-            bits = bits_of(op)
-            if isinstance(bits, tuple):
-                bits = bits[MATRICES[op.rsplit(".", 1)[1]].index(name)]
-            if bits not in WEIGHT_BITS:
-                raise ValueError(f"{op}: weight bits {bits!r} (4 or 8)")
+            bits = widths.matrix(f"{op}.{name}")
             scale = column_scales.get(op) if name in READS_HIDDEN_STATE else None
             scale = None if scale is None else tf.constant(scale, tf.float64)
             ratios = None

@@ -30,7 +30,7 @@ from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.model.hf_import import load_checkpoint, resolve_checkpoint_dir, save_checkpoint
 from tflm_mcubert.model.task_record import task_record
 from tflm_mcubert.model.labels import choose_label_names
-from tflm_mcubert.quantize.qat import check_weight_bits
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
 from tflm_mcubert.train.augment import Augmentation, read_unlabeled, texts_digest
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
@@ -308,7 +308,7 @@ def distill(
     # Long: one run's phases in order (teacher, student, labelled data, training, metrics), each a call.
     augmentation = augmentation or Augmentation()
     if qat_weight_bits is not None:
-        check_weight_bits(qat_weight_bits, "--qat-weight-bits")
+        Widths.uniform(qat_weight_bits, "--qat-weight-bits")
     strategy, began = start(opts)
     shape = preset_config(preset)
     announce(opts, f"the teacher {teacher_source}", data_opts)
@@ -344,7 +344,9 @@ def distill(
             objective,
             train_logits,
         )
-        weights = None if qat_weight_bits is None else WeightFakeQuant(student, lambda op: qat_weight_bits).install()
+        weights = (
+            None if qat_weight_bits is None else WeightFakeQuant(student, Widths.uniform(qat_weight_bits)).install()
+        )
         stage.before_step = None if weights is None else weights.refresher()
         record = trainer.fit(stage)
         if weights is not None:
