@@ -44,9 +44,14 @@ class Shape:
     weight_bits: int
 
     @property
+    def preset(self) -> str:
+        """The shape as `distill --preset` and `export --preset` read it."""
+        return shape_name(self.config(0, 0))
+
+    @property
     def name(self) -> str:
-        """The shape as `distill --preset` and `export --preset` read it, then its weight width."""
-        return f"{shape_name(self.config(0, 0))}-w{self.weight_bits}"
+        """The preset, then its weight width."""
+        return f"{self.preset}-w{self.weight_bits}"
 
     def config(self, vocab_size: int, labels: int) -> BertConfig:
         return BertConfig(
