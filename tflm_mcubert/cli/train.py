@@ -191,15 +191,16 @@ def check_auto_arguments(args) -> None:
     check_seq_len(args.export_seq_len or args.max_seq_len, flag="--export-seq-len")
 
 
-def teacher_vocabulary(source: str) -> tuple[int, int, int]:
+def teacher_vocabulary(source: str, seq_len: int) -> tuple[int, int, int]:
     """(vocabulary size, labels, tokenizer blob bytes) of the teacher: what the students inherit, read
-    without building the model."""
+    without building the model; its position table (the students' too) must hold `seq_len`."""
     from tflm_mcubert.model.hf_import import load_tokenizer, resolve_checkpoint_dir
 
     ckpt = resolve_checkpoint_dir(source)
     config = BertConfig.from_json_file(ckpt / "config.json")
     if not config.num_labels:
         raise UserError(f"--teacher {source}: has no classifier; fine-tune it first (the finetune command)")
+    check_seq_len(seq_len, config, flag="--export-seq-len")
     return config.vocab_size, config.num_labels, tokenizer_blob_bytes(load_tokenizer(ckpt, config))
 
 
@@ -209,7 +210,7 @@ def run_auto_distill(args, data, train, pruning, augmentation, out) -> dict:
 
     board = get_board(args.board)
     seq_len = args.export_seq_len or args.max_seq_len
-    vocab_size, labels, vocab_bytes = teacher_vocabulary(args.teacher)
+    vocab_size, labels, vocab_bytes = teacher_vocabulary(args.teacher, seq_len)
     log(f"pricing the student shapes on {board.name} at {seq_len} tokens ...")
     # The teacher's whole vocabulary and tokenizer blob: with --prune-vocab the student's are smaller, so a
     # shape priced to fit here fits all the more.
