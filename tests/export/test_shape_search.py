@@ -72,11 +72,16 @@ def test_a_plan_nothing_survives_is_refused_with_the_reason(space, cap, fragment
 
 
 def fake_training(accuracies: dict, calls: list):
-    """A `train_at` writing a checkpoint-like folder whose dev accuracy is `accuracies[shape name]`."""
+    """A `train_at` writing a checkpoint-like folder whose dev accuracy is `accuracies[shape name]`, and
+    checking that each candidate after the first finds the teacher logits an earlier one cached."""
+    first = next(iter(accuracies))
 
     def train_at(shape, folder):
+        shared = folder / "run" / "teacher-logits-train.npz"
+        assert shared.exists() or shape.name == first, "an earlier candidate's teacher logits are not offered"
         calls.append(shape.name)
-        folder.mkdir(parents=True, exist_ok=True)
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        shared.write_bytes(b"logits")
         (folder / "config.json").write_text(json.dumps({"shape": shape.name}))
         metrics = {"validation_accuracy": accuracies[shape.name], "test_accuracy": 0.5, "seconds": 1.0}
         metrics["stages"] = [{"steps": 7}]

@@ -37,6 +37,9 @@ AUTO = "auto"
 SHAPES_DIR = "shapes"
 PLAN_FILE = "shape_search.json"
 DEFAULT_COUNT = 3
+RUN_DIR = "run"  # a candidate's training state (train/trainer.py's RunDirectory)
+# The teacher's logits on each split as a candidate's run caches them (train/workflows.py's teacher_logits).
+TEACHER_LOGITS = tuple(f"teacher-logits-{split}.npz" for split in ("train", "validation", "test"))
 RULE = "best validation accuracy (ties: the faster estimate); test accuracy reported, not used"
 
 
@@ -155,6 +158,7 @@ def run_shape_search(
             metrics = json.loads((folder / METRICS_FILE).read_text())
         else:
             log(f"shape search: candidate {number}/{len(plan.candidates)}: {priced.shape.name} ({estimate})")
+            share_teacher_logits(out, folder)
             metrics = train_at(priced.shape, folder)
         rows.append(candidate_row(priced, metrics))
     chosen = max(range(len(rows)), key=lambda i: (rows[i]["validation_accuracy"], -rows[i]["latency_ms"], -i))
@@ -165,6 +169,19 @@ def run_shape_search(
     copy_checkpoint(best, out)
     (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=float) + "\n")
     return metrics
+
+
+def share_teacher_logits(out: Path, folder: Path) -> None:
+    """Seed a candidate's run directory with the teacher logits an earlier candidate cached: every candidate
+    distills from the same teacher on the same data, and a large teacher's pass over the task takes minutes.
+    The run directory checks each cached array's key (teacher and data fingerprints) before using it, so a
+    copy that does not apply is recomputed, never trusted."""
+    run = folder / RUN_DIR
+    for name in TEACHER_LOGITS:
+        earlier = [path for path in sorted((out / SHAPES_DIR).glob(f"*/{RUN_DIR}/{name}")) if path.parent != run]
+        if earlier and not (run / name).exists():
+            run.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(earlier[0], run / name)
 
 
 def candidate_row(priced: Priced, metrics: dict) -> dict:
