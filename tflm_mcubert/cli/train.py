@@ -4,6 +4,7 @@ the pipeline, from a BERT checkpoint to the compressed checkpoint that `export` 
     finetune --checkpoint BERT --task T --out teacher/          a fine-tuned classifier (the teacher)
     distill  --teacher teacher/ --task T --out student/         a bert-tiny/-mini student, task KD
              [--augment N] [--unlabeled FILE|DIR]                 (more examples, labelled by the teacher)
+             [--preset auto --board B]                            the board picks the student's shape
     search   --checkpoint student/ --task T --out compressed/   compressed embedding (MCUBERT NAS), KD
 
 distill and search take --prune-vocab CORPUS [--prune-top-n N]: they train with the vocabulary pruned to
@@ -15,10 +16,17 @@ Each prints its validation and test accuracy at the end, one `name value` pair a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
+from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.cli import seed_argument
+from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.flash_budget import tokenizer_blob_bytes
+from tflm_mcubert.export.shape_search import AUTO, DEFAULT_COUNT, plan_search, run_shape_search
+from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.files import output_directory
+from tflm_mcubert.model.config import BertConfig, check_seq_len
 from tflm_mcubert.train.augment import Augmentation
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
@@ -109,9 +117,10 @@ def add_parser(subparsers) -> list[str]:
     distill.add_argument(
         "--preset",
         default="bert-tiny",
-        help="student shape: bert-tiny (default), bert-mini, or any L<layers>-H<hidden>-A<heads>-F<ffn> "
-        "(`boards --shapes BOARD` lists those a board holds)",
+        help="student shape: bert-tiny (default), bert-mini, any L<layers>-H<hidden>-A<heads>-F<ffn> "
+        "(`boards --shapes BOARD` lists those a board holds), or auto: the board picks it (--board)",
     )
+    _add_auto_arguments(distill)
     distill.add_argument(
         "--qat-weight-bits",
         type=int,
@@ -137,6 +146,114 @@ def add_parser(subparsers) -> list[str]:
     )
 
     return ["finetune", "distill"]
+
+
+def _add_auto_arguments(distill) -> None:
+    auto = distill.add_argument_group(
+        "--preset auto: the shapes that fit --board (as `boards --shapes` prices them) are cut to a few along "
+        "their latency/size front; each is distilled with the same options (same steps) in OUT/shapes/<shape>/ "
+        "and the best on validation is written to OUT"
+    )
+    auto.add_argument("--board", help="the board the student must fit (one of: " + ", ".join(BOARDS) + ")")
+    auto.add_argument("--max-latency-ms", type=float, help="admit only shapes whose encoder is estimated under it")
+    auto.add_argument(
+        "--shape-candidates",
+        type=int,
+        metavar="N",
+        help=f"train at most N shapes, from the fastest to the largest that fit (default {DEFAULT_COUNT})",
+    )
+    auto.add_argument(
+        "--export-seq-len", type=int, help="the sequence the shapes are priced at (default: --max-seq-len)"
+    )
+
+
+AUTO_ONLY = ("board", "max_latency_ms", "shape_candidates", "export_seq_len")
+
+
+def check_auto_arguments(args) -> None:
+    """--preset auto's options go with it, and it needs a board; refused before any work."""
+    if args.preset != AUTO:
+        given = [f"--{name.replace('_', '-')}" for name in AUTO_ONLY if getattr(args, name) is not None]
+        if given:
+            raise UserError(f"{', '.join(given)}: only with --preset auto (the board picks the student)")
+        return
+    if args.board is None:
+        raise UserError("--preset auto needs --board: the board whose Flash, SRAM and clock pick the student")
+    get_board(args.board)  # an unknown board fails here, not after the teacher is loaded
+    if args.qat_weight_bits is not None:
+        raise UserError(
+            "--preset auto trains each shape quantization-aware at its own weight width; drop --qat-weight-bits"
+        )
+    if args.shape_candidates is not None and args.shape_candidates < 1:
+        raise UserError(f"--shape-candidates must be at least 1, got {args.shape_candidates}")
+    if args.max_latency_ms is not None and args.max_latency_ms <= 0:
+        raise UserError(f"--max-latency-ms must be positive, got {args.max_latency_ms:g}")
+    check_seq_len(args.export_seq_len or args.max_seq_len, flag="--export-seq-len")
+
+
+def teacher_vocabulary(source: str, seq_len: int) -> tuple[int, int, int]:
+    """(vocabulary size, labels, tokenizer blob bytes) of the teacher: what the students inherit, read
+    without building the model; its position table (the students' too) must hold `seq_len`."""
+    from tflm_mcubert.model.hf_import import load_tokenizer, resolve_checkpoint_dir
+
+    ckpt = resolve_checkpoint_dir(source)
+    config = BertConfig.from_json_file(ckpt / "config.json")
+    if not config.num_labels:
+        raise UserError(f"--teacher {source}: has no classifier; fine-tune it first (the finetune command)")
+    check_seq_len(seq_len, config, flag="--export-seq-len")
+    return config.vocab_size, config.num_labels, tokenizer_blob_bytes(load_tokenizer(ckpt, config))
+
+
+def run_auto_distill(args, data, train, pruning, augmentation, out) -> dict:
+    """`distill --preset auto`: price the shapes on the board, train the survivors, keep the best on dev."""
+    from tflm_mcubert.train import workflows
+
+    board = get_board(args.board)
+    seq_len = args.export_seq_len or args.max_seq_len
+    vocab_size, labels, vocab_bytes = teacher_vocabulary(args.teacher, seq_len)
+    log(f"pricing the student shapes on {board.name} at {seq_len} tokens ...")
+    # The teacher's whole vocabulary and tokenizer blob: with --prune-vocab the student's are smaller, so a
+    # shape priced to fit here fits all the more.
+    priced = shape_space(board, seq_len, vocab_size=vocab_size, labels=labels, vocab_bytes=vocab_bytes)
+    run_only = ("checkpoint_every", "strategy", "cluster_timeout", "resume", "progress")
+    training = {
+        "teacher": workflows.checkpoint_fingerprint(args.teacher),
+        "data": dataclasses.asdict(data),
+        "train": {k: v for k, v in dataclasses.asdict(train).items() if k not in run_only},
+        "prune": None if pruning is None else dataclasses.asdict(pruning),
+        "augment": dataclasses.asdict(augmentation),
+    }
+    count = DEFAULT_COUNT if args.shape_candidates is None else args.shape_candidates
+    plan = plan_search(priced, board.name, seq_len, count=count, max_latency_ms=args.max_latency_ms, training=training)
+    names = ", ".join(p.shape.name for p in plan.candidates)
+    log(f"{plan.fitting} of {plan.priced} shapes fit; training {len(plan.candidates)}: {names}")
+
+    def train_at(shape, folder):
+        return workflows.distill(
+            args.teacher,
+            output_directory(folder),
+            data,
+            train,
+            preset=shape.preset,
+            pruning=pruning,
+            qat_weight_bits=shape.weight_bits,  # scored with the weights as the export will store them
+            augmentation=augmentation,
+        )
+
+    metrics = run_shape_search(plan, out, train_at, resume=train.resume)
+    print_shape_choice(metrics["shape_search"])
+    return metrics
+
+
+def print_shape_choice(report: dict) -> None:
+    """Which shape `--preset auto` chose, by how much it led on dev, and every candidate's dev accuracy."""
+    margin = report["dev_margin"]
+    lead = "the only candidate" if margin is None else f"{margin:+.2f} dev points over the next best"
+    scores = ", ".join(
+        f"{c['shape']} {100 * c['validation_accuracy']:.2f} ({c['latency_ms']:.1f} ms est.)"
+        for c in report["candidates"]
+    )
+    print(f"chosen {report['chosen']} ({lead}; dev accuracy: {scores})")
 
 
 def training_options(args, command: str):
@@ -186,12 +303,17 @@ def pruning_from_args(args):
 def run(args) -> int:
     from tflm_mcubert.train import workflows
 
+    if args.command == "distill":
+        check_auto_arguments(args)
     data, train = training_options(args, args.command)
     pruning = pruning_from_args(args)
     out = output_directory(args.out)
     if args.command == "finetune":
         metrics = workflows.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
+    elif args.preset == AUTO:
+        metrics = run_auto_distill(args, data, train, pruning, Augmentation(args.augment, args.unlabeled), out)
+        shown = ("preset", "validation_accuracy", "test_accuracy", "teacher_validation_accuracy")
     else:
         augmentation = Augmentation(args.augment, args.unlabeled)
         metrics = workflows.distill(

@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from tflm_mcubert.boards import Board
+from tflm_mcubert.boards import BOARDS, Board
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, estimate_shape
 from tflm_mcubert.export.mcubert_export import choose_plan
 from tflm_mcubert.model.config import BertConfig, shape_name
-from tflm_mcubert.schedule.latency import predict_latency
+from tflm_mcubert.schedule.latency import FITTED_CORE, predict_latency
 from tflm_mcubert.schedule.memory import Dims
 
 LAYERS = (1, 2, 3, 4, 5, 6)
@@ -44,9 +44,14 @@ class Shape:
     weight_bits: int
 
     @property
+    def preset(self) -> str:
+        """The shape as `distill --preset` and `export --preset` read it."""
+        return shape_name(self.config(0, 0))
+
+    @property
     def name(self) -> str:
-        """The shape as `distill --preset` and `export --preset` read it, then its weight width."""
-        return f"{shape_name(self.config(0, 0))}-w{self.weight_bits}"
+        """The preset, then its weight width."""
+        return f"{self.preset}-w{self.weight_bits}"
 
     def config(self, vocab_size: int, labels: int) -> BertConfig:
         return BertConfig(
@@ -127,6 +132,12 @@ def shape_space(
     shapes: list[Shape] | None = None,
 ) -> list[Priced]:
     """Every candidate priced, those that fit (and meet `max_latency_ms`) first, each group by latency."""
+    if board.core != FITTED_CORE:  # a latency estimated on another core's pipeline would mislead the choice
+        fitted = ", ".join(b.name for b in BOARDS.values() if b.core == FITTED_CORE)
+        raise UserError(
+            f"{board.name} ({board.core}): the latency model is fitted on Cortex-M7 cycles only, so student shapes "
+            f"are priced for Cortex-M7 boards ({fitted}); pick a shape by hand (`distill --preset`, `export --board`)"
+        )
     priced = [
         price(s, board, seq_len, vocab_size=vocab_size, labels=labels, vocab_bytes=vocab_bytes)
         for s in (shapes if shapes is not None else candidates())

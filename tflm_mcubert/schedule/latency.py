@@ -83,12 +83,15 @@ class LatencyEstimate:
         }
 
 
+FITTED_CORE = "cortex-m7"  # the only core the kernels' cycle formulas were fitted on
+
+
 def predict_latency(config, seq_len: int, board: Board | str, *, tiles: dict[str, int]) -> LatencyEstimate:
     """Estimated latency of the encoder layers of `config` (a BertConfig, Dims, or anything with
     HF attribute names) at `seq_len` on `board` (its clock; a Cortex-M7), with the ops' tiles
     (e.g. Plan.tiles)."""
     board = get_board(board) if isinstance(board, str) else board
-    if board.core != "cortex-m7":
+    if board.core != FITTED_CORE:
         raise ValueError(f"{board.name}: latency formulas are fitted for Cortex-M7, not {board.core}")
     dims = Dims.of(config)
     shapes = {kind: OpShape(kind, seq_len, dims, tiles[kind]) for kind in TILED_KINDS}

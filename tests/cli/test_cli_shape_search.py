@@ -1,0 +1,139 @@
+"""`distill --preset auto --board B` end to end on a tiny local teacher and task: the survivors it trains, the
+same steps for each, the best on dev written to --out, a resumed search that trains nothing, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tflm_mcubert.boards import get_board
+from tflm_mcubert.export.shape_search import admitted, pareto_front
+from tflm_mcubert.export.shape_space import shape_space
+
+from .cli_helpers import assert_one_clean_error, run_cli
+from .test_cli_compress import write_reviews
+
+BOARD = "nucleo-f746zg"
+SEQ = 16
+COMMON = ("--batch-size", 16, "--max-seq-len", SEQ, "--epochs", 1, "--quiet")
+EXAMPLES = 60  # 48 train (80%): 3 steps of 16
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    from tests.conftest import build_hf_checkpoint
+    from tflm_mcubert.cli import main
+
+    root = tmp_path_factory.mktemp("shape-auto")
+    data = write_reviews(root / "reviews.csv", count=EXAMPLES)
+    encoder = build_hf_checkpoint(root, vocab_size=30)
+    argv = ["finetune", "--checkpoint", encoder, "--out", root / "teacher", "--task", data, *COMMON]
+    assert main([str(a) for a in argv]) == 0
+    return root / "teacher", data
+
+
+@pytest.fixture(scope="module")
+def front(teacher):
+    """The board's front of shapes for this teacher, fastest first, priced as the command prices them."""
+    from tflm_mcubert.cli.train import teacher_vocabulary
+
+    vocab_size, labels, vocab_bytes = teacher_vocabulary(str(teacher[0]), SEQ)
+    priced = shape_space(get_board(BOARD), SEQ, vocab_size=vocab_size, labels=labels, vocab_bytes=vocab_bytes)
+    return pareto_front(admitted(priced, None, BOARD))
+
+
+def auto(capsys, teacher, out, *extra):
+    ckpt, data = teacher
+    argv = ["distill", "--teacher", ckpt, "--task", data, "--out", out, *COMMON, "--preset", "auto", "--board", BOARD]
+    return run_cli(capsys, *argv, *extra)
+
+
+def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothing(
+    teacher, front, tmp_path, capsys, monkeypatch
+):
+    from tflm_mcubert.model.config import BertConfig
+    from tflm_mcubert.train import workflows
+
+    out = tmp_path / "auto"
+    # The three fastest shapes of the front under the cap, two candidates: the fastest and the third.
+    cap = ("--max-latency-ms", front[2].latency_ms, "--shape-candidates", 2)
+    code, printed, err = auto(capsys, teacher, out, *cap)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    report = metrics["shape_search"]
+    rows = report["candidates"]
+    assert [r["shape"] for r in rows] == [front[0].shape.name, front[2].shape.name]
+    assert [r["steps"] for r in rows] == [3, 3]  # the same step budget for every candidate
+    for row in rows:
+        assert row["flash_bytes"] > 0 and row["arena_bytes"] > 0 and 0 < row["latency_ms"] <= front[2].latency_ms
+        assert row["seconds"] > 0 and 0 <= row["validation_accuracy"] <= 1
+    best = max(rows, key=lambda r: (r["validation_accuracy"], -r["latency_ms"]))
+    assert report["chosen"] == best["shape"] and [r["chosen"] for r in rows] == [r is best for r in rows]
+    assert metrics["validation_accuracy"] == best["validation_accuracy"]
+    written = BertConfig.from_json_file(out / "config.json")
+    assert (written.num_hidden_layers, written.hidden_size) == (best["layers"], best["hidden"])
+    assert f"chosen {best['shape']}" in printed and f"preset {best['shape'].rsplit('-w', 1)[0]}" in printed
+
+    trained = []
+    real_distill = workflows.distill
+
+    def counted(teacher_source, folder, *args, preset, **kwargs):
+        trained.append(preset)
+        return real_distill(teacher_source, folder, *args, preset=preset, **kwargs)
+
+    monkeypatch.setattr(workflows, "distill", counted)
+    code, _, err = auto(capsys, teacher, out, *cap, "--resume")
+    assert code == 0, err
+    assert trained == []
+    assert json.loads((out / "metrics.json").read_text())["shape_search"]["candidates"] == rows
+
+    (out / "shapes" / rows[1]["shape"] / "metrics.json").unlink()  # stopped after training, before its metrics
+    code, _, err = auto(capsys, teacher, out, *cap, "--resume")
+    assert code == 0, err
+    assert trained == [rows[1]["shape"].rsplit("-w", 1)[0]]
+
+    code, _, err = auto(capsys, teacher, out, *cap)
+    assert code == 2
+    assert_one_clean_error(err, "holds an earlier shape search", "--resume")
+    code, _, err = auto(capsys, teacher, out, "--max-latency-ms", front[2].latency_ms, "--resume")
+    assert code == 2
+    assert_one_clean_error(err, "different shape search", "candidates")
+
+
+@pytest.mark.parametrize(
+    "extra, fragments",
+    [
+        (("--preset", "auto"), ("--preset auto needs --board",)),
+        (("--preset", "auto", "--board", "nucleo-f999"), ("unknown board 'nucleo-f999'",)),
+        (("--board", BOARD), ("--board: only with --preset auto",)),
+        (("--preset", "L1-H96-A3-F192", "--max-latency-ms", 5), ("--max-latency-ms: only with --preset auto",)),
+        (("--preset", "auto", "--board", BOARD, "--qat-weight-bits", 4), ("drop --qat-weight-bits",)),
+        (("--preset", "auto", "--board", BOARD, "--shape-candidates", 0), ("--shape-candidates must be at least 1",)),
+        (("--preset", "auto", "--board", BOARD, "--max-latency-ms", 0), ("--max-latency-ms must be positive",)),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(capsys, tmp_path, extra, fragments):
+    argv = ["distill", "--teacher", tmp_path / "absent", "--task", "rotten_tomatoes", "--out", tmp_path / "out"]
+    code, _, err = run_cli(capsys, *argv, *extra)
+    assert code == 2
+    assert_one_clean_error(err, *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, fragments",
+    [
+        (("--max-latency-ms", "FASTEST/2"), ("no shape that fits nucleo-f746zg at 16 tokens is that fast", "L1-H")),
+        (("--board", "nano33ble"), ("nano33ble (cortex-m4)", "priced for Cortex-M7 boards")),
+        (("--export-seq-len", 65), ("--export-seq-len 65 exceeds the model's 64 position embeddings",)),
+    ],
+)
+def test_a_search_nothing_can_survive_is_refused_before_training(teacher, front, tmp_path, capsys, extra, fragments):
+    """(No shape of the space fits no Cortex-M7 board at any sequence the ops allow: tests/export covers
+    that refusal on made-up prices.)"""
+    extra = [f"{front[0].latency_ms / 2}" if value == "FASTEST/2" else value for value in extra]
+    code, _, err = auto(capsys, teacher, tmp_path / "out", *extra)
+    assert code == 2
+    assert_one_clean_error(err, *fragments)
+    assert not (tmp_path / "out" / "shapes").exists()
