@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.gpt2_helpers import random_gpt2, train_byte_level_bpe
 from tflm_mcubert.compress.bpe_pruning import built_ids, ids_to_keep, pruned_spec
 from tflm_mcubert.data.calibration import builtin_sentences, evaluation_sentences
 from tflm_mcubert.tokenizer import bpe_blob, bpe_reference
@@ -20,21 +21,7 @@ OTHER = [*builtin_sentences(), "Zebras quizzically juxtapose 1,234 ünïcödé w
 def bpe_folder(tmp_path_factory):
     """A GPT-2-style tokenizer (vocab.json + merges.txt) trained on both text sets: many merges the corpus
     alone never applies."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=700,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(CORPUS + OTHER, trainer)
-    folder = tmp_path_factory.mktemp("bpe")
-    tokenizer.model.save(str(folder))
-    return folder
+    return train_byte_level_bpe(CORPUS + OTHER, 700, tmp_path_factory.mktemp("bpe"))
 
 
 @pytest.fixture(scope="module")
@@ -96,17 +83,10 @@ def _cli(*argv) -> int:
 @pytest.fixture(scope="module")
 def checkpoint(bpe_folder, tmp_path_factory):
     """A GPT-2 LM with that tokenizer (random weights, nudged off HF's init)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    folder = tmp_path_factory.mktemp("lm")
     vocab = len(json.loads((bpe_folder / "vocab.json").read_text()))
-    config = transformers.GPT2Config(vocab_size=vocab, n_positions=32, n_embd=32, n_layer=1, n_head=2)
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(config)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.2 * torch.randn(parameter.shape))
-    model.save_pretrained(folder)
+    folder = random_gpt2(
+        tmp_path_factory.mktemp("lm"), vocab_size=vocab, n_positions=32, n_embd=32, n_layer=1, n_head=2
+    )
     for name in ("vocab.json", "merges.txt"):
         (folder / name).write_bytes((bpe_folder / name).read_bytes())
     corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"

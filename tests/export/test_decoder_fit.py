@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.cli.cli_helpers import run_cli
+from tests.gpt2_helpers import random_gpt2
 from tflm_mcubert.export.decoder_export import STRUCTURE_ALLOWANCE, _dense_bytes
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 
@@ -17,17 +18,8 @@ CODE_RESERVE = 160 * 1024  # the default Flash reserve `--flash` is given on top
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     folder = tmp_path_factory.mktemp("gpt2")
-    config = transformers.GPT2Config(vocab_size=1500, n_positions=24, n_embd=32, n_layer=2, n_head=2)
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(config)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.2 * torch.randn(parameter.shape))
-    model.save_pretrained(folder)
-    return folder
+    return random_gpt2(folder, vocab_size=1500, n_positions=24, n_embd=32, n_layer=2, n_head=2)
 
 
 def _export(capsys, checkpoint, out, *args):

@@ -18,6 +18,7 @@ from tests import qemu
 from tests.export.test_arduino_bundle import CPUS, compile_library
 from tests.export.test_cmake_bundle import TOOLCHAIN, build
 from tests.firmware.test_text_in import _firmware_sizes, need
+from tests.gpt2_helpers import random_gpt2
 from tflm_mcubert.firmware.app_data import app_data_from_export, write_app_data
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 
@@ -28,16 +29,8 @@ NEW_TOKENS = 12
 
 @pytest.fixture(scope="module", params=["8", "4"], ids=["int8", "int4"])
 def export_dir(tmp_path_factory, request):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     root = tmp_path_factory.mktemp("generate")
-    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=40, n_embd=32, n_layer=2, n_head=4)
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(config)
-    with torch.no_grad():  # off HF's init, so that the continuation depends on the prompt
-        for parameter in model.parameters():
-            parameter.add_(0.2 * torch.randn(parameter.shape))
-    model.save_pretrained(root / "gpt2")
+    random_gpt2(root / "gpt2", vocab_size=VOCAB, n_positions=40, n_embd=32, n_layer=2, n_head=4)
     export = ("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--weight-bits", request.param)
     code = _cli(*export, "--out", root / "export")
     assert code == 0

@@ -136,21 +136,9 @@ def bpe_training_texts(corpus_sentences) -> list[str]:
 def bpe_folder(corpus_sentences, tmp_path_factory):
     """A GPT-2-style checkpoint folder (vocab.json + merges.txt) trained here: byte-level BPE, about 3,000
     merges, "<|endoftext|>" in the vocabulary."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tests.gpt2_helpers import train_byte_level_bpe
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=3300,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(bpe_training_texts(corpus_sentences), trainer)
-    folder = tmp_path_factory.mktemp("gpt2")
-    tokenizer.model.save(str(folder))
-    return folder
+    return train_byte_level_bpe(bpe_training_texts(corpus_sentences), 3300, tmp_path_factory.mktemp("gpt2"))
 
 
 @pytest.fixture(scope="session")
