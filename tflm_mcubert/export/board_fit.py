@@ -289,16 +289,27 @@ def _outputs(quantized, inputs) -> list[np.ndarray]:
     ]
 
 
-def _widths_report(matrices, int4, sensitivity, whole: WholeModelBudget) -> dict:
+def widths_report(matrices, int4, sensitivity, **entries) -> dict:
+    """report.json's "weight_widths" of --weight-bits auto: the int4 and int8 matrices, each one's
+    sensitivity, then `entries` (the model kind's notes and figures) in order."""
     return {
         "mode": AUTO,
         "int4_matrices": list(int4),
         "int8_matrices": [name for name in matrices if name not in int4],
         "sensitivity": sensitivity,
-        "granularity": "per matrix: each attention projection (query, key, value, output) and MLP layer (fc1, "
+        **entries,
+    }
+
+
+def _widths_report(matrices, int4, sensitivity, whole: WholeModelBudget) -> dict:
+    return widths_report(
+        matrices,
+        int4,
+        sensitivity,
+        granularity="per matrix: each attention projection (query, key, value, output) and MLP layer (fc1, "
         "fc2) has its own width, recorded in its op's options (ops/SPEC.md 3.1.2)",
-        "sensitivity_note": "mean |output difference| (dequantized logits, or last hidden state) with that matrix "
+        sensitivity_note="mean |output difference| (dequantized logits, or last hidden state) with that matrix "
         "alone at int4 against all int8, on calibration samples; int4 matrices are the fewest that fit, the "
         "least sensitive among as few",
-        "embedding_bytes_left": whole.embedding_bytes,
-    }
+        embedding_bytes_left=whole.embedding_bytes,
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflm_mcubert.console import log
-from tflm_mcubert.export.board_fit import AUTO, fewest_int4_matrices
+from tflm_mcubert.export.board_fit import AUTO, fewest_int4_matrices, widths_report
 from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
@@ -73,13 +73,12 @@ def decoder_widths(request, model, sequences, int8_model, missing: int) -> tuple
 
 
 def _report(matrices, int4, sensitivity, missing: int) -> dict:
-    return {
-        "mode": AUTO,
-        "int4_matrices": list(int4),
-        "int8_matrices": [name for name in matrices if name not in int4],
-        "sensitivity": sensitivity,
-        "table_missing_bytes_at_int8": max(missing, 0),
-        "sensitivity_note": "mean |logit difference| with that matrix alone at int4 against all int8, on the first "
+    return widths_report(
+        matrices,
+        int4,
+        sensitivity,
+        table_missing_bytes_at_int8=max(missing, 0),
+        sensitivity_note="mean |logit difference| with that matrix alone at int4 against all int8, on the first "
         "positions of calibration sequences; int4 matrices are the fewest that keep the word table as it is within "
         "the Flash (all when none do: the table is then compressed), the least sensitive among as few",
-    }
+    )

@@ -250,13 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("export_dir", help="output directory of `python -m tflm_mcubert export` (mcubert schedule)")
     parser.add_argument("out_dir", help="where to write the data's .c and .h")
     args = parser.parse_args(argv)
-    try:
-        header, source = write_app_data(app_data_from_export(args.export_dir), args.out_dir)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {source} and {header}")
-    return 0
+    return c_data.report_written(lambda: write_app_data(app_data_from_export(args.export_dir), args.out_dir))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@ field or tensor order.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
+from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.registry import op as op_of
 
@@ -136,6 +139,18 @@ def model_data(
 def blob(name: str, data: bytes) -> str:
     """A byte blob read in place as u16/u32 fields (a tokenizer's): aligned as the export's model_vocab.cc."""
     return array(name, np.frombuffer(data, np.uint8), " __attribute__((aligned(16)))")
+
+
+def report_written(write: Callable[[], tuple[Path, Path]]) -> int:
+    """The end of a data command: the header and source `write()` wrote, named; or its UserError in one
+    line (exit status 2)."""
+    try:
+        header, source = write()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {source} and {header}")
+    return 0
 
 
 def write_sources(out_dir, files: dict[str, str]) -> tuple[Path, ...]:

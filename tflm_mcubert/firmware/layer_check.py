@@ -195,13 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.soak <= 100_000:
         parser.error(f"--soak must be from 0 to 100000, got {args.soak}")
-    try:
-        header, source = write_layer_data(layer_check_from_export(args.export_dir, args.soak), args.out_dir)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {source} and {header}")
-    return 0
+    return c_data.report_written(
+        lambda: write_layer_data(layer_check_from_export(args.export_dir, args.soak), args.out_dir)
+    )
 
 
 if __name__ == "__main__":
