@@ -106,15 +106,16 @@ def board_table(summary: dict) -> str:
     out = [
         "| board | embedding tables | budget | encoder ops | head | embedding op's other tables | .tflite "
         "structure, allowed (measured) | left for the word tables | word tables as stored: bytes (parameters) | "
-        "model | arena |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+        "cut-offs / ranks | model | arena |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|",
     ]
     for r in (r for r in summary["rows"] if r["label"] != "paper"):
         b = r["flash_budget"]
         cells = [r["label"].upper(), f"int{r['embedding_bits']}"]
         cells += [f"{b[k]:,}" for k in ("budget_bytes", "encoder_bytes", "head_bytes", "embedding_fixed_bytes")]
         cells += [f"{b['container_bytes']:,} ({r['structure_bytes']:,})", f"{b['embedding_bytes']:,}"]
-        cells += [f"{r['word_table_stored_bytes']:,} ({r['embedding']['params']:,})", f"{r['flash_bytes']:,}"]
+        shape = "/".join(map(str, r["embedding"]["cutoffs"])) + " / " + "/".join(map(str, r["embedding"]["ranks"]))
+        cells += [f"{r['word_table_stored_bytes']:,} ({r['embedding']['params']:,})", shape, f"{r['flash_bytes']:,}"]
         cells.append(f"{r['arena_bytes']:,}")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
