@@ -28,16 +28,21 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stock_fidelity import EVAL_SENTENCES, cosines, keras_embeddings, minilm_dir, tflm_embeddings  # noqa: E402
-from tflm_mcubert.data.calibration import builtin_sentences, tokenize  # noqa: E402
-from tflm_mcubert.model.pooling import mean_pool  # noqa: E402
-
 CALIBRATION = 32
+# bench/report.py imports this module for its table: the measuring functions import the package and
+# stock_fidelity (TensorFlow, the TFLM interpreter) themselves.
 
 
 def mcubert_cosines(loaded, seq_len: int) -> np.ndarray:
     """Cosine of the MCUBERT int8 reference's pooled embedding to the float model's, per sentence."""
-    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
+    from stock_fidelity import EVAL_SENTENCES, cosines, keras_embeddings
+    from tflm_mcubert.data.calibration import builtin_sentences, tokenize
+    from tflm_mcubert.model.pooling import mean_pool
+    from tflm_mcubert.quantize.calibrate import (
+        CalibrationSettings,
+        calibrate,
+        model_inputs,
+    )
     from tflm_mcubert.quantize.float_model import FloatBert
 
     calibration = model_inputs(tokenize(loaded.tokenizer, builtin_sentences()[:CALIBRATION], seq_len), seq_len)
@@ -53,6 +58,13 @@ def mcubert_cosines(loaded, seq_len: int) -> np.ndarray:
 
 def stock_cosines(loaded, seq_len: int) -> np.ndarray:
     """Cosine of the stock int8 export, run in TFLM, to the float model's pooled embedding, per sentence."""
+    from stock_fidelity import (
+        EVAL_SENTENCES,
+        cosines,
+        keras_embeddings,
+        tflm_embeddings,
+    )
+    from tflm_mcubert.data.calibration import builtin_sentences, tokenize
     from tflm_mcubert.export.stock import export_stock
 
     calibration = tokenize(loaded.tokenizer, builtin_sentences()[:CALIBRATION], seq_len)
@@ -64,7 +76,10 @@ def stock_cosines(loaded, seq_len: int) -> np.ndarray:
 
 def markdown_table(summary: dict) -> str:
     """Per model and sequence length: the cosine of int8 to float, min / mean over the sentences."""
-    out = ["| model | seq | sentences | cosine int8 vs float, min / mean |", "|---|---:|---:|---|"]
+    out = [
+        "| model | seq | sentences | cosine int8 vs float, min / mean |",
+        "|---|---:|---:|---|",
+    ]
     for r in summary["rows"]:
         c = np.asarray(r["cosines"])
         out.append(f"| {r['model']} | {r['seq_len']} | {c.size} | {c.min():.4f} / {c.mean():.4f} |")
@@ -75,8 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seq-lens", default="64,128", help="MCUBERT int8 runs (comma-separated)")
     parser.add_argument("--stock-seq-len", type=int, default=128, help="the stock int8 run (0: none)")
-    parser.add_argument("--summary", type=Path, help="write the summary here (bench/results/minilm_fidelity.json)")
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        help="write the summary here (bench/results/minilm_fidelity.json)",
+    )
     args = parser.parse_args(argv)
+    from stock_fidelity import EVAL_SENTENCES, minilm_dir
     from tflm_mcubert.model.hf_import import load_checkpoint
 
     loaded = load_checkpoint(minilm_dir())
@@ -87,7 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     for model, seq_len, measure in runs:
         started = time.time()
         c = measure(loaded, seq_len)
-        rows.append({"model": model, "seq_len": seq_len, "cosines": [round(float(v), 6) for v in c]})
+        rows.append(
+            {
+                "model": model,
+                "seq_len": seq_len,
+                "cosines": [round(float(v), 6) for v in c],
+            }
+        )
         print(f"{model}, seq {seq_len}: min {c.min():.4f} mean {c.mean():.4f} ({time.time() - started:.0f} s)")
     summary = {
         "bench": "minilm_fidelity",

@@ -21,6 +21,7 @@ from typing import Callable
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+import bert_mini_sizes  # noqa: E402
 import board_accuracy  # noqa: E402
 import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
@@ -31,6 +32,7 @@ import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import kernel_cost_report  # noqa: E402
 import m55_gemm  # noqa: E402
+import minilm_fidelity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 import recorded_results  # noqa: E402
 import tokenizer_cost  # noqa: E402
@@ -133,6 +135,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
+    "bert_mini_sizes.paper": lambda: bert_mini_sizes.paper_table(_summary("bert_mini_sizes.json")),
+    "bert_mini_sizes.board": lambda: bert_mini_sizes.board_table(_summary("bert_mini_sizes.json")),
     "select_vs_continue.flows": _flows,
     "kernel_cost.layers": lambda: kernel_cost_report.layers_markdown(_summary("kernel_cost.json")["layers"]),
     "kernel_cost.cores": lambda: kernel_cost_report.board_cores_markdown(_summary("kernel_cost.json")["board_cores"]),
@@ -152,6 +156,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
     "decoder_search.seeds": lambda: recorded_results.decoder_seeds_table(_summary("decoder_search.json")),
     "int8_accuracy.rows": lambda: recorded_results.int8_accuracy_table(_summary("int8_accuracy.json")),
+    "minilm_fidelity.rows": lambda: minilm_fidelity.markdown_table(_summary("minilm_fidelity.json")),
     "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(
         _summary("vocab_pruning_accuracy.json")
     ),
