@@ -29,7 +29,6 @@ ROOM = ("--sram", "4MB", "--flash", "64MB")
 LATENCY_BOARD = "nucleo-f767zi"
 MCUBERT = [("bert-tiny", 128), ("bert-tiny", 512), ("bert-mini", 512)]
 STOCK = [("bert-tiny", 128, precision) for precision in ("int8", "int16x8", "float32")]
-MB = 1024 * 1024
 
 
 def export(out: Path, args: list[str]) -> dict:
@@ -99,7 +98,7 @@ def stock_table(summary: dict) -> str:
     """Per stock precision: the smallest arena the TFLM interpreter accepts and the .tflite's size."""
     out = ["| model | seq | precision | arena | Flash (`.tflite`) |", "|---|---:|---|---:|---:|"]
     for r in summary["stock"]:
-        flash = f"{r['tflite_bytes'] / MB:.3g} MB"
+        flash = f"{r['tflite_bytes']:,} B"
         out.append(f"| {_name(r['preset'])} | {r['seq_len']} | {r['precision']} | {r['arena_bytes']:,} B | {flash} |")
     return "\n".join(out)
 

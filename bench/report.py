@@ -30,6 +30,7 @@ import decoder_speed  # noqa: E402
 import distill_augment  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
+import export_memory  # noqa: E402
 import kernel_cost_report  # noqa: E402
 import m55_gemm  # noqa: E402
 import minilm_fidelity  # noqa: E402
@@ -42,7 +43,9 @@ import whole_model  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
 # Pages outside the benchmarks that quote a benchmark's table.
-OTHER_PAGES = (BENCH.parent / "docs" / "int4.md", BENCH.parent / "docs" / "w4-gemm.md")
+OTHER_PAGES = tuple(
+    BENCH.parent / "docs" / name for name in ("int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md")
+)
 RESULTS = BENCH / "results"
 END = "<!-- end of generated table -->"
 # A blank line on each side of the table: Markdown ends the comment's raw-HTML block there.
@@ -144,6 +147,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "kernel_cost.tile_sweep": lambda: kernel_cost_report.tile_sweep_markdown(
         _summary("kernel_cost.json")["tile_sweep"]
     ),
+    "export_memory.mcubert": lambda: export_memory.memory_table(_summary("export_memory.json")),
+    "export_memory.stock": lambda: export_memory.stock_table(_summary("export_memory.json")),
     "whole_model.invoke": lambda: whole_model.markdown_table(_summary("whole_model.json")),
     "whole_model.ops": lambda: whole_model.per_op_table(_summary("whole_model.json")),
     "w4_ops.ops": lambda: w4_ops.ops_table(_summary("w4_ops.json")),
