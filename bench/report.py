@@ -32,6 +32,7 @@ import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import export_memory  # noqa: E402
 import kernel_cost_report  # noqa: E402
+import lm_head_cost  # noqa: E402
 import m55_gemm  # noqa: E402
 import minilm_fidelity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
@@ -44,7 +45,7 @@ import whole_model  # noqa: E402
 PAGES = BENCH.parent / "docs" / "benchmarks"
 # Pages outside the benchmarks that quote a benchmark's table.
 OTHER_PAGES = tuple(
-    BENCH.parent / "docs" / name for name in ("int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md")
+    BENCH.parent / "docs" / name for name in ("int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md", "decoder.md")
 )
 RESULTS = BENCH / "results"
 END = "<!-- end of generated table -->"
@@ -156,6 +157,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "w4_gemm.gemm": lambda: w4_gemm.gemm_table(_summary("w4_gemm.json")),
     "w4_gemm.classes": lambda: w4_gemm.classes_table(_summary("w4_gemm.json")),
     "w4_gemm.cmsis_nn": lambda: w4_gemm.real_s4_table(_summary("w4_gemm.json")),
+    "lm_head_cost.rows": lambda: lm_head_cost.markdown_table(_summary("lm_head_cost.json")),
     "decoder_speed.rows": lambda: decoder_speed.markdown_table(_summary("decoder_speed.json")),
     "decoder_qat.rows": lambda: recorded_results.decoder_qat_table(_summary("decoder_qat.json")),
     "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
