@@ -164,6 +164,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_search.seeds": lambda: recorded_results.decoder_seeds_table(_summary("decoder_search.json")),
     "int8_accuracy.rows": lambda: recorded_results.int8_accuracy_table(_summary("int8_accuracy.json")),
     "minilm_fidelity.rows": lambda: minilm_fidelity.markdown_table(_summary("minilm_fidelity.json")),
+    "minilm_fidelity.stock": lambda: minilm_fidelity.stock_table(_summary("minilm_fidelity.json")),
     "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(
         _summary("vocab_pruning_accuracy.json")
     ),
