@@ -71,6 +71,16 @@ def stock_row(out: Path, preset: str, seq_len: int, precision: str) -> dict:
     }
 
 
+def schedule_peaks(preset: str = "bert-tiny", tile: int = 4, seq_lens=(64, 128, 256, 512)) -> dict:
+    """Peak activation bytes of every schedule under the one memory model (`python -m tflm_mcubert plan`'s
+    table): computed, not measured, so the page's figures follow the model."""
+    from tflm_mcubert.cli.plan import memory_table
+    from tflm_mcubert.model.config import preset as preset_config
+
+    table = memory_table(preset_config(preset), list(seq_lens), tile)
+    return {"preset": preset, "tile": tile, "seq_lens": list(seq_lens), "bytes": table}
+
+
 def _name(preset: str) -> str:
     return {"bert-tiny": "BERT-tiny", "bert-mini": "BERT-mini"}.get(preset, preset)
 
@@ -103,6 +113,20 @@ def stock_table(summary: dict) -> str:
     return "\n".join(out)
 
 
+def peaks_table(summary: dict) -> str:
+    """Per sequence length: each schedule's peak activation memory in KiB (memory page)."""
+    peaks = summary["schedule_peaks"]
+    names = {"mcubert": "MCUBERT", "cmsis-nn": "CMSIS-NN-style (untiled)", "burrello": "Burrello-style"}
+    names["flash"] = "FlashAttention-style"
+    out = [
+        "| seq | " + " | ".join(names.get(n, n) for n in peaks["bytes"]) + " |",
+        "|---:" * (1 + len(peaks["bytes"])) + "|",
+    ]
+    for i, s in enumerate(peaks["seq_lens"]):
+        out.append(f"| {s} | " + " | ".join(f"{v[i] / 1024:.1f}" for v in peaks["bytes"].values()) + " |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--summary", type=Path, help="write the summary here (bench/results/export_memory.json)")
@@ -122,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, (preset, seq_len, precision) in enumerate(STOCK):
             summary["stock"].append(stock_row(Path(tmp) / f"s{i}", preset, seq_len, precision))
             print(summary["stock"][-1])
-    print(memory_table(summary) + "\n\n" + stock_table(summary))
+    summary["schedule_peaks"] = schedule_peaks()
+    print(memory_table(summary) + "\n\n" + stock_table(summary) + "\n\n" + peaks_table(summary))
     if args.summary:
         from provenance import provenance
 
