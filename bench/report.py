@@ -150,6 +150,7 @@ TABLES: dict[str, Callable[[], str]] = {
     ),
     "export_memory.mcubert": lambda: export_memory.memory_table(_summary("export_memory.json")),
     "export_memory.stock": lambda: export_memory.stock_table(_summary("export_memory.json")),
+    "export_memory.peaks": lambda: export_memory.peaks_table(_summary("export_memory.json")),
     "whole_model.invoke": lambda: whole_model.markdown_table(_summary("whole_model.json")),
     "whole_model.ops": lambda: whole_model.per_op_table(_summary("whole_model.json")),
     "w4_ops.ops": lambda: w4_ops.ops_table(_summary("w4_ops.json")),
