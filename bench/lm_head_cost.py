@@ -9,6 +9,10 @@ result is checked byte for byte against the numpy reference, and the executed in
 call are counted (validate excluded); the ratio is clustered / dense, measured in one run.
 
     python bench/lm_head_cost.py [--dims 64,128] [--cores cortex-m7,cortex-m4] [--top-k 1] [--tokens 3]
+                                 [--summary FILE]
+
+--summary writes the committed summary (bench/results/lm_head_cost.json, with provenance); bench/report.py
+makes the decoder page's table of it.
 
 Needs arm-none-eabi-gcc and the `unicorn` package (pip install -e .[bench]).
 """
@@ -16,6 +20,7 @@ Needs arm-none-eabi-gcc and the `unicorn` package (pip install -e .[bench]).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -81,6 +86,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cores", default="cortex-m7,cortex-m4", help="emulated cores")
     parser.add_argument("--top-k", type=int, default=1, help="ids kept (1: greedy decoding)")
     parser.add_argument("--tokens", type=int, default=3, help="hidden states per measurement (mean)")
+    parser.add_argument("--summary", type=Path, help="write the summary here (bench/results/lm_head_cost.json)")
     args = parser.parse_args(argv)
     dims = [int(d) for d in args.dims.split(",")]
     rng = np.random.default_rng(0)
@@ -99,10 +105,7 @@ def main(argv=None) -> int:
         ]
     hiddens = {d: rng.integers(-128, 128, (args.tokens, d)).astype(np.int8) for d in dims}
     print(f"LM head over {BERT_VOCAB_SIZE:,} ids, top-{args.top_k}, mean of {args.tokens} tokens, all bit-exact")
-    print(
-        "| core | d | clustered MACs | dense MACs | clustered instructions | dense instructions | clustered / dense |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for cpu in args.cores.split(","):
             image = kernel_build.build(kernel_build.Variant(cpu), Path(tmp), "mcubert_emu").image("mcubert_emu")
@@ -111,8 +114,29 @@ def main(argv=None) -> int:
                 clustered, dense = heads[d]
                 c, n = measure(emu, clustered, hiddens[d]), measure(emu, dense, hiddens[d])
                 macs = head_macs(head_arrays(clustered)), head_macs(head_arrays(dense))
-                print(f"| {cpu} | {d} | {macs[0]:,} | {macs[1]:,} | {c:,.0f} | {n:,.0f} | {c / n:.3f} |", flush=True)
+                rows.append({"core": cpu, "d": d, "macs": list(macs), "instructions": [c, n]})
+                print(rows[-1], flush=True)
+    summary = {"bench": "lm_head_cost", "command": "python bench/lm_head_cost.py " + " ".join(argv or sys.argv[1:])}
+    summary |= {"vocab_size": BERT_VOCAB_SIZE, "top_k": args.top_k, "tokens": args.tokens, "rows": rows}
+    print(markdown_table(summary))
+    if args.summary:
+        from provenance import provenance
+
+        args.summary.write_text(json.dumps(summary | {"provenance": provenance({})}, indent=1) + "\n")
     return 0
+
+
+def markdown_table(summary: dict) -> str:
+    """Per core and hidden size: multiply-adds and executed instructions, clustered and dense (decoder page)."""
+    out = [
+        "| core | d | clustered MACs | dense MACs | clustered instructions | dense instructions | clustered / dense |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in summary["rows"]:
+        (cm, dm), (c, n) = r["macs"], r["instructions"]
+        core = r["core"].replace("cortex-m", "Cortex-M")
+        out.append(f"| {core} | {r['d']} | {cm:,} | {dm:,} | {c:,.0f} | {n:,.0f} | {c / n:.3f} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

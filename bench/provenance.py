@@ -13,7 +13,17 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("tflm-mcubert", "numpy", "tensorflow", "keras", "transformers", "tokenizers", "torch")
+PACKAGES = (
+    "tflm-mcubert",
+    "numpy",
+    "tensorflow",
+    "keras",
+    "transformers",
+    "tokenizers",
+    "torch",
+    "tflite-micro",
+    "unicorn",
+)
 
 
 def commit() -> str:

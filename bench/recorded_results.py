@@ -1,8 +1,8 @@
 """The tables of results recorded before their summaries named a commit, an environment and checkpoints:
 the decoder's QAT and embedding-search runs (an earlier training of the demonstration decoder), the int8
-accuracy runs and the vocabulary-pruning accuracy run. Their checkpoints are gone (MiniLM's cosines
-excepted: bench/mcubert_fidelity.py can measure those again), so they cannot be measured again as they
-were; each summary (bench/results/<name>.json) holds the figures as committed, the
+accuracy runs of BERT-tiny and the vocabulary-pruning accuracy run. Their checkpoints are gone, so they
+cannot be measured again as they were (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
+bench/results/minilm_fidelity.json); each summary (bench/results/<name>.json) holds the figures as committed, the
 commands that made them, and says that its provenance was not recorded, naming the commits that committed
 the figures. bench/report.py makes the pages' tables of them with these functions; every derived figure
 (a mean, an sd, a relative change) is computed here from the recorded ones.

@@ -21,6 +21,7 @@ from typing import Callable
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+import bert_mini_sizes  # noqa: E402
 import board_accuracy  # noqa: E402
 import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
@@ -29,8 +30,11 @@ import decoder_speed  # noqa: E402
 import distill_augment  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
+import export_memory  # noqa: E402
 import kernel_cost_report  # noqa: E402
+import lm_head_cost  # noqa: E402
 import m55_gemm  # noqa: E402
+import minilm_fidelity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 import recorded_results  # noqa: E402
 import tokenizer_cost  # noqa: E402
@@ -40,7 +44,9 @@ import whole_model  # noqa: E402
 
 PAGES = BENCH.parent / "docs" / "benchmarks"
 # Pages outside the benchmarks that quote a benchmark's table.
-OTHER_PAGES = (BENCH.parent / "docs" / "int4.md", BENCH.parent / "docs" / "w4-gemm.md")
+OTHER_PAGES = tuple(
+    BENCH.parent / "docs" / name for name in ("int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md", "decoder.md")
+)
 RESULTS = BENCH / "results"
 END = "<!-- end of generated table -->"
 # A blank line on each side of the table: Markdown ends the comment's raw-HTML block there.
@@ -133,6 +139,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
+    "bert_mini_sizes.paper": lambda: bert_mini_sizes.paper_table(_summary("bert_mini_sizes.json")),
+    "bert_mini_sizes.board": lambda: bert_mini_sizes.board_table(_summary("bert_mini_sizes.json")),
     "select_vs_continue.flows": _flows,
     "kernel_cost.layers": lambda: kernel_cost_report.layers_markdown(_summary("kernel_cost.json")["layers"]),
     "kernel_cost.cores": lambda: kernel_cost_report.board_cores_markdown(_summary("kernel_cost.json")["board_cores"]),
@@ -140,6 +148,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "kernel_cost.tile_sweep": lambda: kernel_cost_report.tile_sweep_markdown(
         _summary("kernel_cost.json")["tile_sweep"]
     ),
+    "export_memory.mcubert": lambda: export_memory.memory_table(_summary("export_memory.json")),
+    "export_memory.stock": lambda: export_memory.stock_table(_summary("export_memory.json")),
+    "export_memory.peaks": lambda: export_memory.peaks_table(_summary("export_memory.json")),
     "whole_model.invoke": lambda: whole_model.markdown_table(_summary("whole_model.json")),
     "whole_model.ops": lambda: whole_model.per_op_table(_summary("whole_model.json")),
     "w4_ops.ops": lambda: w4_ops.ops_table(_summary("w4_ops.json")),
@@ -147,11 +158,14 @@ TABLES: dict[str, Callable[[], str]] = {
     "w4_gemm.gemm": lambda: w4_gemm.gemm_table(_summary("w4_gemm.json")),
     "w4_gemm.classes": lambda: w4_gemm.classes_table(_summary("w4_gemm.json")),
     "w4_gemm.cmsis_nn": lambda: w4_gemm.real_s4_table(_summary("w4_gemm.json")),
+    "lm_head_cost.rows": lambda: lm_head_cost.markdown_table(_summary("lm_head_cost.json")),
     "decoder_speed.rows": lambda: decoder_speed.markdown_table(_summary("decoder_speed.json")),
     "decoder_qat.rows": lambda: recorded_results.decoder_qat_table(_summary("decoder_qat.json")),
     "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
     "decoder_search.seeds": lambda: recorded_results.decoder_seeds_table(_summary("decoder_search.json")),
     "int8_accuracy.rows": lambda: recorded_results.int8_accuracy_table(_summary("int8_accuracy.json")),
+    "minilm_fidelity.rows": lambda: minilm_fidelity.markdown_table(_summary("minilm_fidelity.json")),
+    "minilm_fidelity.stock": lambda: minilm_fidelity.stock_table(_summary("minilm_fidelity.json")),
     "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(
         _summary("vocab_pruning_accuracy.json")
     ),
