@@ -94,7 +94,8 @@ def add_parser(subparsers) -> list[str]:
         metavar="8|4|auto",
         help="mcubert: store every attention and MLP linear layer (Q, K, V, O, FC1, FC2) as int8 (8, default) "
         "or packed int4 (4: half their Flash; per output channel, MSE-chosen clipping; ops/SPEC.md 3.1.1); "
-        "auto: the fewest attention/MLP ops int4 that let the model fit the board, least sensitive first",
+        "auto: the fewest matrices int4 that let the model (a decoder: its word table as it is) fit the board, "
+        "least sensitive first",
     )
     export.add_argument(
         "--precision",
