@@ -36,7 +36,7 @@ from tflm_mcubert.export import bundles
 from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
 from tflm_mcubert.export.mcubert_export import graph_shape
 from tflm_mcubert.export.board_fit import AUTO
-from tflm_mcubert.export.decoder_fit import decoder_widths
+from tflm_mcubert.export.decoder_fit import auto_widths
 from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
@@ -229,12 +229,12 @@ def choose_widths(request: ExportRequest, model, sequences, tokenizer_bytes: int
     """The matrices' widths of the export and, for --weight-bits auto, report.json's "weight_widths":
     the fewest int4 matrices that keep the word table as it is within the Flash (export/decoder_fit.py)."""
     if request.weight_bits != AUTO:
-        return decoder_widths(request, model, sequences, None, 0)
+        return Widths.uniform(request.weight_bits, "--weight-bits"), None
     _, flash_left, int8 = _table_room(request, model, sequences, tokenizer_bytes, Widths.uniform(8))
     searched = searched_table(request.checkpoint)
     config = model.config
     table = searched[2]["params"] if searched is not None else config.vocab_size * config.hidden_size
-    return decoder_widths(request, model, sequences, int8, table - flash_left)
+    return auto_widths(model, sequences, request.top_k, int8, table - flash_left)
 
 
 def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0, widths=None):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflm_mcubert.console import log
-from tflm_mcubert.export.board_fit import AUTO, fewest_int4_matrices, widths_report
+from tflm_mcubert.export.board_fit import fewest_int4_matrices, widths_report
 from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
@@ -55,17 +55,15 @@ def matrix_sensitivity(model, sequences, matrices: list[str], top_k: int) -> dic
     return sensitivity
 
 
-def decoder_widths(request, model, sequences, int8_model, missing: int) -> tuple[Widths, dict | None]:
-    """The widths of `request`'s export and, for auto, report.json's "weight_widths". `int8_model`: the model
+def auto_widths(model, sequences, top_k: int, int8_model, missing: int) -> tuple[Widths, dict]:
+    """The widths `--weight-bits auto` chooses and report.json's "weight_widths". `int8_model`: the model
     quantized at int8 (its matrices' shapes); `missing`: the bytes the table as it is misses by at int8."""
-    if request.weight_bits != AUTO:
-        return Widths.uniform(request.weight_bits, "--weight-bits"), None
     saved = int4_savings(int8_model)
     matrices = list(saved)
     if missing <= 0:
         return Widths.uniform(8), _report(matrices, [], None, missing)
     log(f"--weight-bits auto: measuring each of {len(matrices)} matrices' int4 sensitivity ...")
-    sensitivity = matrix_sensitivity(model, sequences, matrices, request.top_k)
+    sensitivity = matrix_sensitivity(model, sequences, matrices, top_k)
     chosen = fewest_int4_matrices(matrices, sensitivity, saved, missing)
     if chosen is None or len(chosen) == len(matrices):
         return Widths.uniform(4), _report(matrices, matrices, sensitivity, missing)
