@@ -215,6 +215,29 @@ BOARDS: dict[str, Board] = {
             MemoryRegion("SRAM9", 0x2008_1000, 4 * KB),
         ),
     ),
+    # STM32N6570-DK: STM32N657X0H3Q, Cortex-M55 with Helium (MVE) at up to 800 MHz (the STM32N657 reference
+    # manual's memory map; the board's user manual for the NOR). No
+    # internal Flash: the boot ROM loads the first-stage bootloader (FSBL) from the board's 128 MB octo-SPI
+    # NOR (MX66UW1G45G on XSPI2, memory-mapped at 0x7000_0000) into AXISRAM2; the FSBL maps the NOR and
+    # jumps to the application, which executes in place from 0x7010_0400 (the FSBL's 1 MB slot, then the
+    # 1 KB header of a signed image), so the weights are read from external Flash through the M55's data
+    # cache. SRAM at reset (secure aliases): AXISRAM1 (its first 400 KB the FLEXRAM) and AXISRAM2, 1 MB each
+    # and adjacent, and AHBSRAM1/2. AXISRAM3-6 (4 x 448 KB at 0x3420_0000, the NPU's RAMs) are powered
+    # down at reset and not counted: an application that enables them through RAMCFG has 1.75 MB more
+    # after AXISRAM2.
+    "stm32n6570-dk": Board(
+        name="stm32n6570-dk",
+        mcu="STM32N657X0H3Q",
+        core="cortex-m55",
+        clock_hz=800_000_000,
+        flash_bytes=128 * MB,
+        sram_regions=(
+            MemoryRegion("AXISRAM1", 0x3400_0000, 1024 * KB),
+            MemoryRegion("AXISRAM2", 0x3410_0000, 1024 * KB),
+            MemoryRegion("AHBSRAM1+2", 0x3800_0000, 32 * KB),
+        ),
+        bootloader_bytes=1 * MB + 1 * KB,
+    ),
 }
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?I?B?)?\s*$", re.IGNORECASE)

@@ -23,7 +23,7 @@ BAREMETAL = Path(__file__).resolve().parent
 BOARDS_DIR = BAREMETAL / "boards"
 TOOLCHAIN_FILE = BAREMETAL / "cmake" / "arm-none-eabi.cmake"
 NUCLEO_BOARDS = ("nucleo-f746zg", "nucleo-f767zi", "nucleo-h7a3zi-q")
-BOARDS = NUCLEO_BOARDS + ("nano33ble", "pico", "pico2")
+BOARDS = NUCLEO_BOARDS + ("nano33ble", "pico", "pico2", "stm32n6570-dk")
 # Where each board's Flash starts in its address map (the application's part may start later:
 # boards.py's bootloader_bytes).
 FLASH_ORIGIN = {
@@ -31,6 +31,7 @@ FLASH_ORIGIN = {
     "nano33ble": 0x0,
     "pico": 0x1000_0000,
     "pico2": 0x1000_0000,
+    "stm32n6570-dk": 0x7000_0000,  # the external NOR on XSPI2
 }
 
 _REGION = re.compile(

@@ -120,9 +120,14 @@ def layer_data(layer_check, tmp_path_factory):
     return out
 
 
-def run_qemu(elf: Path, command_line: str = "") -> tuple[int, str]:
-    """(exit status, console) of the app on the Cortex-M7 board; `command_line` is its argv."""
-    return qemu.run_qemu(elf, command_line=command_line)
+def run_qemu(elf: Path, command_line: str = "", machine: str = "mps2-an500") -> tuple[int, str]:
+    """(exit status, console) of the app on QEMU's `machine` (default the Cortex-M7's); `command_line` is its argv."""
+    return qemu.run_qemu(elf, command_line=command_line, machine=machine)
+
+
+# The emulated boards the C apps run on: (board, QEMU machine, the kernels' path there).
+QEMU_BOARDS = [("qemu-mps2-an500", "mps2-an500", "DSP path"), ("qemu-mps3-an547", "mps3-an547", "MVE path")]
+QEMU_BOARD_IDS = ["cortex-m7", "cortex-m55"]
 
 
 KERNEL_STACK_BOUND = int(
@@ -139,12 +144,13 @@ def stack_use(console: str) -> tuple[int, int]:
     return int(found[1]), int(found[2])
 
 
-def test_layer_check_passes_under_qemu(layer_data, tmp_path):
+@pytest.mark.parametrize("board, machine, path", QEMU_BOARDS, ids=QEMU_BOARD_IDS)
+def test_layer_check_passes_under_qemu(layer_data, tmp_path, board, machine, path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
-    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=layer_data)
-    status, console = run_qemu(elf)
+    elf = firmware_sizes.build(board, tmp_path / "build", layer_data=layer_data)
+    status, console = run_qemu(elf, machine=machine)
     assert status == 0, console
-    assert "seq_len 128, hidden 128, DSP path" in console
+    assert f"seq_len 128, hidden 128, {path}" in console
     assert "PASS: the layer's output matches the reference byte for byte" in console
     assert "layer:     0 cycles" in console  # QEMU does not model the DWT cycle counter
     # The kernels' own stack is bounded (MCUBERT_STACK_BOUND_BYTES); main and printing add a little.
@@ -162,12 +168,13 @@ def layer_data_w4(tmp_path_factory):
     return data
 
 
-def test_int4_weights_layer_check_passes_under_qemu(layer_data_w4, tmp_path):
+@pytest.mark.parametrize("board, machine, path", QEMU_BOARDS, ids=QEMU_BOARD_IDS)
+def test_int4_weights_layer_check_passes_under_qemu(layer_data_w4, tmp_path, board, machine, path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
-    elf = firmware_sizes.build("qemu-mps2-an500", tmp_path / "build", layer_data=layer_data_w4)
-    status, console = run_qemu(elf)
+    elf = firmware_sizes.build(board, tmp_path / "build", layer_data=layer_data_w4)
+    status, console = run_qemu(elf, machine=machine)
     assert status == 0, console
-    assert "seq_len 128, hidden 128, DSP path" in console
+    assert f"seq_len 128, hidden 128, {path}" in console
     assert "PASS: the layer's output matches the reference byte for byte" in console
     used, reserved = stack_use(console)
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console

@@ -1,6 +1,6 @@
-"""`mcubert_generate` (examples/baremetal, issue 26): a decoder exported from a GPT-2 checkpoint generates
-under QEMU's Cortex-M7, prompt in, ids out, each prompt's greedy continuation equal to the reference's
-(the .tflite read back) token for token, every KV cache reset between prompts, with int8 and with int4
+"""`mcubert_generate` (examples/baremetal): a decoder exported from a GPT-2 checkpoint generates under QEMU's
+Cortex-M7 and Cortex-M55 (MVE path), prompt in, ids out, each prompt's greedy continuation equal to the
+reference's (the .tflite read back) token for token, every KV cache reset between prompts, with int8 and with int4
 weights; bad prompt lines are named and skipped."""
 
 from __future__ import annotations
@@ -43,11 +43,14 @@ def _cli(*argv) -> int:
     return main([str(a) for a in argv])
 
 
-def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, tmp_path):
+@pytest.mark.parametrize(
+    "board, machine", [("qemu-mps2-an500", "mps2-an500"), ("qemu-mps3-an547", "mps3-an547")], ids=["m7", "m55"]
+)
+def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, tmp_path, board, machine):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     write_app_data(app_data_from_export(export_dir), tmp_path / "data")
     elf = _firmware_sizes().build(
-        "qemu-mps2-an500",
+        board,
         tmp_path / "build",
         target="mcubert_generate",
         cmake_args=(f"-DMCUBERT_GENERATE_DATA_DIR={tmp_path / 'data'}",),
@@ -58,9 +61,10 @@ def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, 
     lines.insert(3, f"1 2 {VOCAB}")
     (tmp_path / "prompts.txt").write_text("\n".join(lines) + "\n")
     status, console = qemu.run_qemu(
-        elf, command_line=f"prompts={tmp_path / 'prompts.txt'} tokens={NEW_TOKENS}", timeout=300
+        elf, machine=machine, command_line=f"prompts={tmp_path / 'prompts.txt'} tokens={NEW_TOKENS}", timeout=300
     )
     assert status == 3, console  # the two bad lines
+    assert ("MVE path" in console) == (machine == "mps3-an547"), console
     decoder = read_decoder((export_dir / "model.tflite").read_bytes()).quantized
     numbers = [1, 2, 5, 6]
     for number, prompt in zip(numbers, prompts):

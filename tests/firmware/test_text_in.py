@@ -92,17 +92,21 @@ def export_dir(text_export_dir):
     return text_export_dir
 
 
-@pytest.fixture(scope="module")
-def firmware(export_dir, tmp_path_factory):
+def _text_check(export_dir, tmp_path_factory, board: str):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     data = tmp_path_factory.mktemp("text-data")
     write_app_data(app_data_from_export(export_dir), data)
     return _firmware_sizes().build(
-        "qemu-mps2-an500",
+        board,
         tmp_path_factory.mktemp("text-build"),
         target="mcubert_text_check",
         cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}",),
     )
+
+
+@pytest.fixture(scope="module")
+def firmware(export_dir, tmp_path_factory):
+    return _text_check(export_dir, tmp_path_factory, "qemu-mps2-an500")
 
 
 def expected_results(export_dir: Path) -> list[tuple[int, list[int], int]]:
@@ -139,6 +143,20 @@ def test_sentences_in_labels_out_match_the_reference_under_qemu(export_dir, firm
     assert truncated == long_lines and len(long_lines) == 2, console
     assert f"done: {len(SENTENCES)} sentences" in console
     print(f"\n{console}")
+
+
+def test_the_cortex_m55_on_its_mve_path_prints_the_reference_results(export_dir, tmp_path_factory, tmp_path):
+    """The whole model through the C kernels on QEMU's Cortex-M55 (mps3-an547), the linear layers on Helium."""
+    elf = _text_check(export_dir, tmp_path_factory, "qemu-mps3-an547")
+    sentences = [s for s in SENTENCES if len(s) <= LINE_BYTES]
+    (tmp_path / "sentences.txt").write_bytes(b"\n".join(sentences))
+    status, console = qemu.run_qemu(
+        elf, machine="mps3-an547", command_line=f"sentences={tmp_path / 'sentences.txt'}", timeout=120
+    )
+    assert status == 0 and "MVE path" in console, console
+    printed = [(int(m[2]), [int(v) for v in m[3].split(", ")], int(m[4])) for m in RESULT.finditer(console)]
+    expected = [r for s, r in zip(SENTENCES, expected_results(export_dir)) if len(s) <= LINE_BYTES]
+    assert printed == expected, console
 
 
 def test_classify_prints_what_the_firmware_prints(export_dir, firmware, tmp_path, capsys):

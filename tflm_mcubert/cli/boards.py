@@ -36,7 +36,8 @@ from tflm_mcubert.schedule.memory import Dims
 
 FIT_PRESETS = ("bert-tiny", "bert-mini")
 FIT_LABELS = 2  # a sequence classifier, as the default export builds
-DSP_CORES = {"cortex-m4", "cortex-m7", "cortex-m33"}  # the kernels' DSP path; others run plain C
+# The kernels' path per core (custom_ops/README.md); cores not named run plain C.
+KERNEL_PATHS = {"cortex-m4": "DSP", "cortex-m7": "DSP", "cortex-m33": "DSP", "cortex-m55": "DSP + MVE"}
 FLASH_PROBE_SEQ = 8
 SIZED_SEQ = 128  # the export's default sequence
 WEIGHT_WIDTHS = (8, 4)
@@ -121,7 +122,7 @@ def board_rows() -> list[dict]:
     rows = []
     for board in BOARDS.values():
         row = board.to_json()
-        row["kernels"] = "DSP" if board.core in DSP_CORES else "plain C"
+        row["kernels"] = KERNEL_PATHS.get(board.core, "plain C")
         row["arena_budget_bytes"] = board.arena_budget(DEFAULT_SRAM_RESERVE)
         row["flash_budget_bytes"] = board.flash_budget(DEFAULT_FLASH_RESERVE)
         row["longest_seq_len"] = {preset: longest_sequence(board, preset) for preset in FIT_PRESETS}

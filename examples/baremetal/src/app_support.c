@@ -41,3 +41,9 @@ void mcubert_write_done(uint32_t count, const char *items)
     mcubert_platform_write_uint(mcubert_stack_size_bytes());
     mcubert_platform_write(" B\n");
 }
+
+const char *mcubert_kernel_path_name(void)
+{
+    static const char *const names[] = {"plain C path", "DSP path", "MVE path"};
+    return names[mcubert_uses_dsp_path()];
+}

@@ -350,7 +350,9 @@ int main(void)
     mcubert_platform_write(", vocabulary ");
     mcubert_platform_write_int(GENERATE_VOCAB);
     mcubert_platform_write(GENERATE_HAS_TOKENIZER ? ", text prompts (byte-level BPE)" : ", id prompts");
-    mcubert_platform_write(mcubert_uses_dsp_path() ? ", greedy, DSP path\n" : ", greedy, plain C path\n");
+    mcubert_platform_write(", greedy, ");
+    mcubert_platform_write(mcubert_kernel_path_name());
+    mcubert_platform_write("\n");
     status = validate_model(&what, &message);
     if (status != MCUBERT_OK) {
         return mcubert_report_refusal(what, status, &message);

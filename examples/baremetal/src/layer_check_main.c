@@ -161,7 +161,9 @@ int main(void)
     mcubert_platform_write_int(LAYER_SEQ_LEN);
     mcubert_platform_write(", hidden ");
     mcubert_platform_write_int(LAYER_HIDDEN);
-    mcubert_platform_write(mcubert_uses_dsp_path() ? ", DSP path\n" : ", plain C path\n");
+    mcubert_platform_write(", ");
+    mcubert_platform_write(mcubert_kernel_path_name());
+    mcubert_platform_write("\n");
 
     /* What a TFLM op's Prepare does: options, tensor shapes and constant contents, scratch size. */
     status = mcubert_attention_validate(&layer_attention_params, layer_attention_tensors, MCUBERT_ATTENTION_NUM_TENSORS,

@@ -34,7 +34,7 @@ void Fault_Handler(void);
 #define PAINT_MARGIN_WORDS 16u /* left unpainted below Reset_Handler's own frame */
 
 /* ARMv7-M and ARMv8-M Mainline have the DWT cycle counter; ARMv6-M (Cortex-M0+) has none. */
-#if defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+#if defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__) /* GCC: M55 too */
 #define MCUBERT_HAS_CYCLE_COUNTER 1
 #else
 #define MCUBERT_HAS_CYCLE_COUNTER 0
@@ -111,8 +111,8 @@ void Reset_Handler(void)
         *dst = 0u;
     }
     paint_stack();
-#if defined(__ARM_FP)
-    SCB_CPACR |= 0xFu << 20; /* CP10, CP11: full access, before any floating-point instruction */
+#if defined(__ARM_FP) || defined(__ARM_FEATURE_MVE)
+    SCB_CPACR |= 0xFu << 20; /* CP10, CP11 (FPU and MVE): full access, before any of their instructions */
     __asm__ volatile("dsb\n isb" ::: "memory");
 #endif
     enable_cycle_counter();

@@ -215,7 +215,9 @@ int main(void)
     mcubert_platform_write_int(TEXT_LABELS);
     mcubert_platform_write(" labels, lines of up to ");
     mcubert_platform_write_int(TEXT_LINE_BYTES);
-    mcubert_platform_write(mcubert_uses_dsp_path() ? " bytes, DSP path\n" : " bytes, plain C path\n");
+    mcubert_platform_write(" bytes, ");
+    mcubert_platform_write(mcubert_kernel_path_name());
+    mcubert_platform_write("\n");
 
     status = mcubert_tokenizer_init(&tokenizer, text_vocab, TEXT_VOCAB_BYTES, &message);
     if (status != MCUBERT_OK) {
