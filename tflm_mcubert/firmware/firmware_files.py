@@ -370,6 +370,26 @@ def render_sample_json(model: FirmwareModel, reference: ReferenceSample) -> str:
     return json.dumps(data) + "\n"
 
 
+# TFLM's Makefile target for each core (its cortex_m_generic target's TARGET_ARCH values).
+_TFLM_ARCH = {
+    "cortex-m0plus": "cortex-m0plus",
+    "cortex-m4": "cortex-m4+fp",
+    "cortex-m7": "cortex-m7+fp",
+    "cortex-m33": "cortex-m33",
+    "cortex-m55": "cortex-m55",
+}
+
+
+def tflm_build(board: Board) -> str:
+    """The TFLM Makefile arguments for the board's core, in Markdown (a line break where the guide wraps)."""
+    make = f"`TARGET=cortex_m_generic TARGET_ARCH={_TFLM_ARCH.get(board.core, board.core)}`"
+    if board.core == "cortex-m7":
+        return make + ", plus `FPU=fpv5-sp-d16` for the F746's\nsingle-precision FPU"
+    if board.core == "cortex-m55":
+        return make + " and\n`OPTIMIZED_KERNEL_DIR=cmsis_nn` for TFLM's own ops on Helium"
+    return make
+
+
 def render_guide(
     model: FirmwareModel,
     reference: ReferenceSample,
@@ -421,6 +441,7 @@ def render_guide(
         valid_tokens=reference.valid_tokens,
         sample_source=reference.source,
         board_arg=board.name if board.name != "custom" else "<your board's linker script>",
+        tflm_build=tflm_build(board),
         sources_to_add="`custom_ops/tflm/*.cc`, `custom_ops/src/*.c`, `custom_ops/src/*.S`"
         if custom
         else "nothing else",
