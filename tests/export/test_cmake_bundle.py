@@ -8,6 +8,7 @@ against the user's TFLM tree."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -83,6 +84,32 @@ def test_the_bundle_builds_for_cortex_m(bundle, tmp_path, cpu):
     symbols = subprocess.run(["arm-none-eabi-nm", str(library)], capture_output=True, text=True, check=True).stdout
     assert ("mcubert_dsp_4xn_step8" in symbols) == (cpu == "cortex-m7")  # DSP micro-kernel / plain path
     assert (tmp_path / cpu / "libmcubert_model.a").is_file()
+
+
+@pytest.mark.parametrize("path", ["dsp", "mve"])
+def test_on_a_cortex_m55_the_bundle_takes_the_mve_path_when_asked(bundle, tmp_path, path):
+    """MCUBERT_KERNEL_PATH=mve before the kernels' CMakeLists.txt: the linear layers' gemm on Helium (VMLADAV);
+    by default the kernels keep to the general registers (the DSP path) whatever the project's flags."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("needs arm-none-eabi-gcc (Debian: gcc-arm-none-eabi)")
+    flags = "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard"
+    options = [f"-DMCUBERT_KERNEL_PATH={path}"] if path == "mve" else []
+    build(
+        bundle / "cmake",
+        tmp_path / path,
+        f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
+        *(f"-DCMAKE_{lang}_FLAGS={flags}" for lang in ("C", "CXX", "ASM")),
+        *options,
+    )
+    library = tmp_path / path / "custom_ops" / "libmcubert.a"
+    code = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", "-m", "armv8.1-m.main", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert bool(re.search(r"\tvml\w*av\w*\.s8\t", code)) == (path == "mve")  # VMLAV/VMLADAV: multiply-add across
+    assert "<mcubert_dsp_4xn_step8>:" in code  # the DSP micro-kernel for the rest
 
 
 @pytest.mark.skipif(
