@@ -8,8 +8,8 @@ against the user's TFLM tree."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
