@@ -1,4 +1,4 @@
-"""Instruction classes of executed Thumb code, and a cycle ESTIMATE for Cortex-M7, M4, M33 and M0+.
+"""Instruction classes of executed Thumb code, and a cycle ESTIMATE for Cortex-M7, M4, M33, M55 and M0+.
 
 The emulator (measure/arm_emulator.py) counts executions per translated block; this module
 disassembles the same ELF once (arm-none-eabi-objdump), classifies every instruction, and turns a
@@ -30,6 +30,18 @@ Cortex-M7 TRM r1p2 and Arm's Cortex-M7 processor overview for the pipeline):
   Cortex-M0+ (2-stage; Cortex-M0+ TRM r0p1 "Instruction set summary", with the single-cycle
     multiplier option the RP2040 has): data processing and MULS 1; LDR*/STR* 2; LDM/STM/PUSH/POP
     of N registers 1 + N, POP with pc 3 + N; taken branch 2 (BL 3), not taken 1.
+  Cortex-M55 (in order; Helium): from LLVM's scheduling model of the core (llvm/lib/Target/ARM/
+    ARMScheduleM55.td, written with Arm; Arm's Software Optimization Guide for the M55 gives the same
+    beat rules). Every MVE instruction takes two beats (64 bits each) on one of the EPU's pipes: load/
+    store (VLDR, VLD2x, VSTR...), integer (VADD, VREV, VSHR, VMOVL...) or float/multiply (VMUL, VMLA,
+    VMLADAV, VMLAV, VADDV, VCMP...); the next MVE instruction may start one cycle later when it goes
+    down another pipe (its first beat overlapping the previous one's second), else when its pipe is
+    free; VCTP/VPST/VPNOT take one cycle. Issue is in order, so pipe-grouped code does not overlap.
+    Scalar instructions take the Cortex-M4 table's cycles (LLVM: the M55's scalar pipeline is "a lot
+    like the M4/M33"), its dual issue of 16-bit pairs ignored; LE, the low-overhead loop's end, is
+    free, and a loop body's cost is its steady state (its next iteration overlapping). Result
+    latencies and memory wait states are ignored: for TCM-resident code and data.
+    Blocks come from QEMU (measure/qemu_blocks.py); objdump decodes MVE with `-m armv8.1-m.main`.
   Branches (every core): which way a conditional branch went is not in a block profile; the
     static heuristic "backward taken, forward not taken" stands in (loop back-edges dominate
     these kernels); unconditional branches, returns and table branches are taken.
@@ -77,6 +89,8 @@ class Instruction:
     target: int | None = None  # direct branch target
     conditional: bool = False  # b<cond>, cbz, cbnz
     links: bool = False  # bl: a call
+    mnemonic: str = ""  # as disassembled (the Cortex-M55 model reads MVE instructions by name)
+    operands: str = ""
 
     @property
     def taken(self) -> bool:
@@ -137,11 +151,13 @@ def _objdump() -> str:
 class InstructionProfile:
     """The classified instructions of one ELF image, by address."""
 
-    def __init__(self, elf: str | Path):
+    def __init__(self, elf: str | Path, architecture: str | None = None):
+        """`architecture`: objdump's -m (e.g. "armv8.1-m.main", which it needs to decode MVE)."""
+        machine = ["-m", architecture] if architecture else []
         text = subprocess.run(
-            [_objdump(), "-d", "--no-show-raw-insn", str(elf)], capture_output=True, text=True, check=True
+            [_objdump(), "-d", "--no-show-raw-insn", *machine, str(elf)], capture_output=True, text=True, check=True
         ).stdout
-        raw = subprocess.run([_objdump(), "-d", str(elf)], capture_output=True, text=True, check=True).stdout
+        raw = subprocess.run([_objdump(), "-d", *machine, str(elf)], capture_output=True, text=True, check=True).stdout
         sizes: dict[int, int] = {}
         for line in raw.splitlines():
             match = _LINE.match(line)
@@ -169,7 +185,7 @@ class InstructionProfile:
                 conditional = base in ("cbz", "cbnz") or (base not in ("b", "bl", "blx", "bx") and base.startswith("b"))
                 links = base == "bl"
             self.instructions[address] = Instruction(
-                address, sizes[address], klass, registers, writes_pc, target, conditional, links
+                address, sizes[address], klass, registers, writes_pc, target, conditional, links, mnemonic, operands
             )
 
     @functools.lru_cache(maxsize=None)
@@ -198,29 +214,28 @@ class InstructionProfile:
         return float(sum(count * cost(self.block(address, size)) for (address, size), count in blocks.items()))
 
 
+def m4_instruction_cycles(ins: Instruction, previous_memory: bool) -> int:
+    """One instruction's cycles in the Cortex-M4 table (see the module docstring); `previous_memory`: it
+    directly follows a load or store."""
+    k = ins.klass
+    if k == "load":
+        return (1 if previous_memory else 2) + (2 if ins.writes_pc else 0)
+    if k in ("load_double", "store_double"):
+        return 3
+    if k in ("load_multiple", "store_multiple"):
+        return 1 + ins.registers + (2 if ins.writes_pc else 0)
+    if k == "branch":
+        return 3 if ins.taken else 1
+    return {"table_branch": 4, "divide": 7}.get(k, 1)  # store, alu, mac: 1
+
+
 @functools.lru_cache(maxsize=None)
 def _block_cycles_m4(block: tuple[Instruction, ...]) -> float:
     cycles = 0.0
     previous_memory = False
     for ins in block:
-        k = ins.klass
-        if k == "load":
-            cycles += (1 if previous_memory else 2) + (2 if ins.writes_pc else 0)
-        elif k == "store":
-            cycles += 1
-        elif k in ("load_double", "store_double"):
-            cycles += 3
-        elif k in ("load_multiple", "store_multiple"):
-            cycles += 1 + ins.registers + (2 if ins.writes_pc else 0)
-        elif k == "branch":
-            cycles += 3 if ins.taken else 1
-        elif k == "table_branch":
-            cycles += 4
-        elif k == "divide":
-            cycles += 7
-        else:  # alu, mac
-            cycles += 1
-        previous_memory = k in ("load", "store")
+        cycles += m4_instruction_cycles(ins, previous_memory)
+        previous_memory = ins.klass in ("load", "store")
     return cycles
 
 
@@ -258,10 +273,69 @@ def _block_cycles_m0plus(block: tuple[Instruction, ...]) -> float:
     return cycles
 
 
+# ---- Cortex-M55 (Helium) ----------------------------------------------------------------------------
+# MVE pipes of the M55's EPU, after LLVM's scheduling model of the core (ARMScheduleM55.td): "ls" load/store,
+# "int" integer, "mul" float/multiply; "sys" (VCTP, VPST, VPNOT) takes one cycle. Names not listed: "int".
+_MVE_MUL = re.compile(
+    r"^(?:vmul|vmla|vmls|vrmla|vrmls|vqdm|vqrdm|vrmul|vaddv|vaddlv|vcmp|vpt|vcvt|vfm|vcmla|vcmul|vmov\.i)"
+)
+_MVE_LS = re.compile(r"^(?:vldr|vstr|vld[24]|vst[24])")
+_MVE_SYS = ("vctp", "vpst", "vpnot")
+_Q_REGISTER = re.compile(r"\bq[0-7]\b")
+
+
+def mve_pipe(ins: Instruction) -> str | None:
+    """The EPU pipe an MVE instruction occupies, or None for a scalar (or scalar floating-point) one."""
+    name = ins.mnemonic.lower()
+    if name.split(".")[0] in _MVE_SYS:
+        return "sys"
+    if not name.startswith("v") or not _Q_REGISTER.search(ins.operands.lower()):
+        return None
+    if _MVE_LS.match(name):
+        return "ls"
+    return "mul" if _MVE_MUL.match(name) else "int"
+
+
+def _is_loop_end(ins: Instruction) -> bool:
+    return ins.mnemonic.lower().split(".")[0] in ("le", "letp")
+
+
+def _m55_schedule(block: tuple[Instruction, ...]) -> float:
+    """Cycles of one pass over `block`: every MVE instruction is two beats on its pipe, and the next one
+    may start one cycle later when it goes down another pipe (beat overlap), else when its pipe frees;
+    a scalar instruction issues after the previous one with the Cortex-M4's costs (LLVM: the M55's
+    scalar pipeline is "a lot like the M4/M33"); LE, the low-overhead loop's end, costs nothing."""
+    free = dict.fromkeys(("ls", "int", "mul", "sys"), 0.0)
+    issue, end, previous_memory = -1.0, 0.0, False
+    for ins in block:
+        pipe = mve_pipe(ins)
+        if pipe is not None:
+            beats = 1 if pipe == "sys" else 2
+            issue = max(issue + 1, free[pipe])
+            free[pipe] = issue + beats
+            end = max(end, issue + beats)
+        elif not _is_loop_end(ins):
+            cost = m4_instruction_cycles(ins, previous_memory)
+            end = max(end, issue + 1 + cost)
+            issue += cost
+        previous_memory = ins.klass in ("load", "store")
+    return end
+
+
+@functools.lru_cache(maxsize=None)
+def _block_cycles_m55(block: tuple[Instruction, ...]) -> float:
+    """A block that ends in LE back to its own start is a loop body, executed once per iteration: its
+    steady-state cost (two passes less one) lets an iteration's first beats overlap the last one's."""
+    if block and _is_loop_end(block[-1]):
+        return _m55_schedule(block + block) - _m55_schedule(block)
+    return _m55_schedule(block)
+
+
 # The cores with a cycle model; the M33 uses the M4's table (see the module docstring).
 CYCLE_MODELS = {
     "cortex-m7": _block_cycles_m7,
     "cortex-m4": _block_cycles_m4,
     "cortex-m33": _block_cycles_m4,
     "cortex-m0plus": _block_cycles_m0plus,
+    "cortex-m55": _block_cycles_m55,
 }
