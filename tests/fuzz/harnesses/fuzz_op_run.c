@@ -27,6 +27,9 @@
 #include "mcubert/mcubert_ops.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#ifdef MCUBERT_FUZZ_OUTPUT_HOOK
+void MCUBERT_FUZZ_OUTPUT_HOOK(const int8_t *out, int32_t size);
+#endif
 
 typedef struct {
     const uint8_t *data;
@@ -243,6 +246,9 @@ static void run_twice(kernel_call call, const void *op, int32_t scratch_size, in
             fail("the output depends on the scratch's previous contents", &message);
         }
     }
+#ifdef MCUBERT_FUZZ_OUTPUT_HOOK /* op_run_inputs_main.c: the bytes, to compare across kernel paths */
+    MCUBERT_FUZZ_OUTPUT_HOOK(first, out_size);
+#endif
 #ifdef MCUBERT_FUZZ_PRINT_STATUS /* test_fuzz_c.py: the seeds must reach a kernel that runs */
     fprintf(stderr, "mcubert run status %d: %s\n", (int)st[0], message.text);
 #endif
