@@ -1,6 +1,6 @@
 """QEMU's block log read into a block profile (measure/qemu_blocks.py), on a log as QEMU 7.2 writes it."""
 
-from tflm_mcubert.measure.qemu_blocks import block_profile
+from tflm_mcubert.measure.qemu_blocks import TracedRun, block_profile, segment_profiles
 
 LOG = """\
 ----------------
@@ -29,3 +29,11 @@ Trace 0: 0x7eff70000600 [0080044a/000000d2/00000150/ff000200] never translated
 
 def test_every_execution_counts_under_its_current_translation():
     assert block_profile(LOG.splitlines(keepends=True)) == {(0xB0, 8): 1, (0xCA, 8): 3, (0xCA, 4): 1}
+
+
+def test_a_mark_block_opens_a_segment():
+    lines = LOG.splitlines(keepends=True)
+    first, *loops = segment_profiles(lines, marks=frozenset({0xCA}))
+    assert first == {(0xB0, 8): 1}
+    assert loops == [{(0xCA, 8): 1}, {(0xCA, 8): 1}, {(0xCA, 8): 1}, {(0xCA, 4): 1}]
+    assert TracedRun(0, "", [first, *loops]).blocks == block_profile(lines)

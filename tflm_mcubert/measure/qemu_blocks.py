@@ -31,14 +31,29 @@ _INSTRUCTION = re.compile(r"^0x([0-9a-f]+):  (.{10})")
 class TracedRun:
     status: int
     console: str
-    blocks: dict[tuple[int, int], int]  # (address, size in bytes) -> executions
+    segments: list[dict[tuple[int, int], int]]  # per segment: (address, size in bytes) -> executions
+
+    @property
+    def blocks(self) -> dict[tuple[int, int], int]:
+        """The whole run's block profile."""
+        total: Counter[tuple[int, int]] = Counter()
+        for segment in self.segments:
+            total.update(segment)
+        return dict(total)
 
 
 def block_profile(log: Iterable[str]) -> dict[tuple[int, int], int]:
     """{(address, size): executions} from the lines of a `-d in_asm,exec,nochain` log. A block translated
     again (after a flush, or with other flags) counts under the translation current when it ran."""
+    return segment_profiles(log, marks=frozenset())[0]
+
+
+def segment_profiles(log: Iterable[str], marks: frozenset[int]) -> list[dict[tuple[int, int], int]]:
+    """Block profiles of the run's segments: a new one starts each time a block at one of `marks` (say, a
+    noinline function the firmware calls between the regions it measures) runs; the mark's own block
+    counts in the segment it opens."""
     translated: dict[int, int] = {}  # start address -> size
-    counts: Counter[tuple[int, int]] = Counter()
+    segments: list[Counter[tuple[int, int]]] = [Counter()]
     in_block, start, end = False, None, 0
     for line in log:
         if in_block:
@@ -57,13 +72,22 @@ def block_profile(log: Iterable[str]) -> dict[tuple[int, int], int]:
         executed = _EXECUTED.match(line)
         if executed and int(executed[1], 16) in translated:
             address = int(executed[1], 16)
-            counts[(address, translated[address])] += 1
-    return dict(counts)
+            if address in marks:
+                segments.append(Counter())
+            segments[-1][(address, translated[address])] += 1
+    return [dict(segment) for segment in segments]
 
 
-def traced_run(elf: str | Path, *, machine: str, command_line: str | None = None, timeout: float = 1800) -> TracedRun:
+def traced_run(
+    elf: str | Path,
+    *,
+    machine: str,
+    command_line: str | None = None,
+    marks: frozenset[int] = frozenset(),
+    timeout: float = 1800,
+) -> TracedRun:
     """Run `elf` under qemu-system-arm's `machine` with semihosting, logging its blocks; the exit status,
-    the console and the block profile."""
+    the console and the block profile of each segment (`segment_profiles`; one without `marks`)."""
     with tempfile.TemporaryDirectory(prefix="mcubert-qemu-") as work:
         log = Path(work) / "blocks.log"
         command = [
@@ -75,5 +99,5 @@ def traced_run(elf: str | Path, *, machine: str, command_line: str | None = None
             command += ["-append", command_line]
         proc = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
         with log.open(errors="replace") as lines:
-            blocks = block_profile(lines)
-    return TracedRun(proc.returncode, proc.stderr + proc.stdout, blocks)
+            segments = segment_profiles(lines, marks)
+    return TracedRun(proc.returncode, proc.stderr + proc.stdout, segments)
