@@ -3,9 +3,10 @@
  * mcubert_gemm_4xn_pair4) of whichever path the library was built with, against plain sums, over
  * K = 1..40, 64 and 100, 1..4 rows, 1..8 channels, and the row kinds the ops hand it: one int8
  * segment, two segments split at every point (the attention's output projection), packed int4
- * rows (the embedding's int4 U rows). The weights sit at an odd address, their K % 4 padding is
- * garbage, and the widened region is followed by a guard that must stay intact (the MVE layout
- * must fit int16[4][K]). Prints the numbers of products checked and failed; exits with 1 on any.
+ * rows (the embedding's int4 U rows). Every check runs twice, the weights at a word-aligned and at
+ * an odd address (the MVE path loads aligned pairs with VLD2, others with byte gathers); their K % 4
+ * padding is garbage, and the widened region is followed by a guard that must stay intact (the
+ * MVE copies must fit int16[4][K]). Prints the numbers of products checked and failed; exits with 1 on any.
  */
 #include <stdint.h>
 
@@ -20,10 +21,11 @@
 static int8_t x[MCUBERT_BLOCK_ROWS][MAX_K];
 static uint8_t packed_s4[MCUBERT_BLOCK_ROWS][MAX_K / 2];
 static int8_t weight[MCUBERT_CHUNK_CHANNELS][MAX_K];
-static int8_t pair4[(MCUBERT_CHUNK_CHANNELS / 2) * ((MAX_K + 3) / 4) * 8 + 1];
+static int8_t pair4[(MCUBERT_CHUNK_CHANNELS / 2) * ((MAX_K + 3) / 4) * 8 + 1] __attribute__((aligned(16)));
 static uint32_t widened[MAX_K * 2 + GUARD_WORDS] __attribute__((aligned(16)));
 static uint32_t state = 1u;
 static int32_t checked;
+static int32_t weight_offset; /* the weights at pair4 + weight_offset: 0 or 1 */
 
 static int8_t next_byte(void)
 {
@@ -47,10 +49,10 @@ static void fill(void)
     }
 }
 
-/* pair4 packing of weight[][0..K) (SPEC 3.1) at pair4 + 1, padding lanes random. */
+/* pair4 packing of weight[][0..K) (SPEC 3.1) at pair4 + weight_offset, padding lanes random. */
 static const int8_t *pack(int32_t length, int32_t stride)
 {
-    int8_t *base = pair4 + 1;
+    int8_t *base = pair4 + weight_offset;
     int32_t c, k;
     for (k = 0; k < MCUBERT_CHUNK_CHANNELS / 2 * stride; ++k) {
         base[k] = next_byte();
@@ -135,11 +137,13 @@ int main(void)
     static const int32_t extra[] = {64, 100};
     int32_t length, i, failures = 0;
     fill();
-    for (length = 1; length <= 40; ++length) {
-        failures += check_length(length);
-    }
-    for (i = 0; i < 2; ++i) {
-        failures += check_length(extra[i]);
+    for (weight_offset = 0; weight_offset < 2; ++weight_offset) {
+        for (length = 1; length <= 40; ++length) {
+            failures += check_length(length);
+        }
+        for (i = 0; i < 2; ++i) {
+            failures += check_length(extra[i]);
+        }
     }
     semihost_write("gemm check: path ");
     semihost_write_int(mcubert_uses_dsp_path());
