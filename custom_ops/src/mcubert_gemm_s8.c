@@ -310,41 +310,56 @@ static inline int8x16x2_t pair_load(const int8_t *w, int aligned, uint8x16_t eve
     return pair;
 }
 
-/* Two rows x[0], x[1] against one channel pair over `groups` 16-groups of K: out[j][i] = row i
- * against channel 2p + j (out[j] + 0, + 1). Per group 2 weight loads, 2 row loads, 4 VMLADAVA.S8
- * and the LE: 9 instructions for 64 MACs. Two rows, not four: VMLADAVA accumulates in even
- * registers, and the low-overhead loop takes LR, which leaves 7 (four rows, 8 sums, spill).
- * VMLADAVA wraps modulo 2^32 like SMLAD; SPEC 3.1's bounds keep the sums exact. */
-static inline void pair_rows(const int8_t *const *x, int32_t groups, const int8_t *w, int32_t *out[2], int aligned)
+/* What a sweep of two rows covers: `pairs` channel pairs from w on, pair_stride bytes apart,
+ * `groups` 16-groups of K each. */
+typedef struct {
+    const int8_t *w;
+    int32_t pair_stride;
+    int32_t pairs;
+    int32_t groups;
+} pair_sweep;
+
+/* Rows x0, x1 against each channel pair of the sweep: out[4 j + i] = row i against the pair's
+ * channel j (out advances 8 ints a pair: acc[c][r0..] and acc[c + 1][r0..]). Per group 2 weight
+ * loads, 2 row loads, 4 VMLADAVA.S8 and the LE: 9 instructions for 64 MACs. Two rows, not four:
+ * VMLADAVA accumulates in even registers, and with LR taken by the low-overhead loop 7 are left
+ * (four rows are 8 sums, and a spill). VMLADAVA wraps modulo 2^32 like SMLAD; SPEC 3.1's bounds
+ * keep the sums exact. */
+static inline void pair_rows(const int8_t *x0, const int8_t *x1, const pair_sweep *s, int32_t *out, int aligned)
 {
     const uint8x16_t even = vldrbq_u8(even_lanes), odd = vaddq_n_u8(even, 4);
-    const int8_t *x0 = x[0], *x1 = x[1];
-    int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-    for (; groups > 0; --groups, w += 32, x0 += 16, x1 += 16) {
-        const int8x16x2_t pair = pair_load(w, aligned, even, odd);
-        const int8x16_t row0 = vldrbq_s8(x0), row1 = vldrbq_s8(x1);
-        a0 = vmladavaq_s8(a0, row0, pair.val[0]);
-        b0 = vmladavaq_s8(b0, row0, pair.val[1]);
-        a1 = vmladavaq_s8(a1, row1, pair.val[0]);
-        b1 = vmladavaq_s8(b1, row1, pair.val[1]);
+    const int32_t groups = s->groups;
+    const int8_t *w = s->w;
+    int32_t p;
+    for (p = 0; p < s->pairs; ++p, w += s->pair_stride, out += 2 * MCUBERT_BLOCK_ROWS) {
+        const int8_t *y0 = x0, *y1 = x1, *v = w;
+        int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0, g;
+        for (g = 0; g < groups; ++g, v += 32, y0 += 16, y1 += 16) {
+            const int8x16x2_t pair = pair_load(v, aligned, even, odd);
+            const int8x16_t row0 = vldrbq_s8(y0), row1 = vldrbq_s8(y1);
+            a0 = vmladavaq_s8(a0, row0, pair.val[0]);
+            b0 = vmladavaq_s8(b0, row0, pair.val[1]);
+            a1 = vmladavaq_s8(a1, row1, pair.val[0]);
+            b1 = vmladavaq_s8(b1, row1, pair.val[1]);
+        }
+        out[0] = a0;
+        out[1] = a1;
+        out[MCUBERT_BLOCK_ROWS] = b0;
+        out[MCUBERT_BLOCK_ROWS + 1] = b1;
     }
-    out[0][0] = a0;
-    out[0][1] = a1;
-    out[1][0] = b0;
-    out[1][1] = b1;
 }
 
 /* Out of line, one per weight alignment, so that the loop keeps its pointers in registers. */
-__attribute__((noinline)) static void pair_rows_aligned(const int8_t *const *x, int32_t groups, const int8_t *w,
-                                                        int32_t *out[2])
+__attribute__((noinline)) static void pair_rows_aligned(const int8_t *x0, const int8_t *x1, const pair_sweep *s,
+                                                        int32_t *out)
 {
-    pair_rows(x, groups, w, out, 1);
+    pair_rows(x0, x1, s, out, 1);
 }
 
-__attribute__((noinline)) static void pair_rows_gathered(const int8_t *const *x, int32_t groups, const int8_t *w,
-                                                         int32_t *out[2])
+__attribute__((noinline)) static void pair_rows_gathered(const int8_t *x0, const int8_t *x1, const pair_sweep *s,
+                                                         int32_t *out)
 {
-    pair_rows(x, groups, w, out, 0);
+    pair_rows(x0, x1, s, out, 0);
 }
 
 /* The K % 16 tail of rows [0, count) (`rest` values from x[r] + from; the pair's last groups
@@ -382,36 +397,45 @@ static void block_rows(const mcubert_rows *rows, const int8_t *x[MCUBERT_BLOCK_R
     }
 }
 
-/* Channel pairs in turn, rows (0, 1) then (2, 3); an odd last channel's pair is computed whole
- * (its second channel is the tensor's padding) into `spare`, not stored. */
+/* Rows (0, 1) then (2, 3) over the whole pairs, then an odd last channel's pair (its second
+ * channel is the tensor's padding) into `spare`, then the K % 16 tails pair by pair. */
 void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
                             int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
-    const int32_t groups = rows->length >> 4, rest = rows->length & 15;
-    void (*const sweep)(const int8_t *const *, int32_t, const int8_t *, int32_t *[2]) =
+    void (*const sweep)(const int8_t *, const int8_t *, const pair_sweep *, int32_t *) =
         ((uintptr_t)pairs & 3) == 0 ? pair_rows_aligned : pair_rows_gathered; /* pair_stride is a multiple of 8 */
-    const int32_t swept = rows->count > 2 ? 4 : 2;                            /* rows computed: whole pairs of rows */
+    const int32_t swept = rows->count > 2 ? 4 : 2;                            /* rows computed: whole row pairs */
+    const int32_t rest = rows->length & 15, whole = channels >> 1;
     const int8_t *x[MCUBERT_BLOCK_ROWS];
-    int32_t spare[MCUBERT_BLOCK_ROWS];
-    int32_t c;
+    int32_t spare[2][MCUBERT_BLOCK_ROWS];
+    int32_t c, r;
+    pair_sweep s;
     block_rows(rows, x);
-    for (c = 0; c < channels; c += 2) {
-        const int8_t *w = pairs + (c >> 1) * pair_stride;
-        int32_t *out[2];
-        out[0] = acc[c];
-        out[1] = c + 1 < channels ? acc[c + 1] : spare;
-        sweep(x, groups, w, out);
-        if (swept > 2) {
-            int32_t *lower[2];
-            lower[0] = out[0] + 2;
-            lower[1] = out[1] + 2;
-            sweep(x + 2, groups, w, lower);
-        }
-        if (rest != 0) {
-            pair_tail(x, swept, 16 * groups, rest, w + 32 * groups, out);
+    s.w = pairs;
+    s.pair_stride = pair_stride;
+    s.pairs = whole;
+    s.groups = rows->length >> 4;
+    for (r = 0; r < swept; r += 2) {
+        sweep(x[r], x[r + 1], &s, acc[0] + r);
+    }
+    if ((channels & 1) != 0) {
+        s.w = pairs + whole * pair_stride;
+        s.pairs = 1;
+        for (r = 0; r < swept; r += 2) {
+            sweep(x[r], x[r + 1], &s, spare[0] + r);
         }
     }
+    for (c = 0; c < channels && rest != 0; c += 2) {
+        int32_t *out[2];
+        out[0] = c + 1 < channels ? acc[c] : spare[0];
+        out[1] = c + 1 < channels ? acc[c + 1] : spare[1];
+        pair_tail(x, swept, 16 * s.groups, rest, pairs + (c >> 1) * pair_stride + 32 * s.groups, out);
+    }
+    if ((channels & 1) != 0) {
+        memcpy(acc[channels - 1], spare[0], sizeof spare[0]);
+    }
 }
+
 #else  /* !MCUBERT_MVE */
 
 void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
