@@ -14,6 +14,10 @@
 #include "mcubert_gemm_s4.h"
 #include "mcubert_internal.h"
 
+#if MCUBERT_MVE
+#include <arm_mve.h>
+#endif
+
 /* Bytes between consecutive channel pairs of a pair4 tensor: ceil(K/4) groups of 8. */
 static inline int32_t pair_stride(const mcubert_linear *layer)
 {
@@ -82,6 +86,42 @@ typedef struct {
     int32_t acc_limit;       /* |acc| bound of the layer: K 128 128 (int8), K 128 8 (int4 nibbles) */
 } output_s16;
 
+#if MCUBERT_MVE
+/* Whether a channel takes the fast stage below: shift <= -2 and |bias| <= 2^29 (see the DSP
+ * path's store_channel_s8_fast for why these make it exact). */
+static inline int fast_channel(const int32_t *ch)
+{
+    return ch[2] <= -2 && ch[2] >= -23 && ch[0] >= -((int32_t)1 << 29) && ch[0] <= ((int32_t)1 << 29);
+}
+
+/* MVE path: channels [begin, end) of a chunk as the DSP path's, a full block's four rows of one
+ * channel (acc[j], one vector) at once: VADD, VMULH (SMMLA's product high word, floored), VADD of
+ * the rounding and offset term, VSHL by -n (an arithmetic right shift), VMAX/VMIN (SSAT's int8
+ * clamp), the table by a byte gather, and a byte scatter to the four rows: the same integers. */
+MCUBERT_NOINLINE static void store_chunk_s8(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], int32_t begin, int32_t end,
+                                            int32_t count, const int32_t *ch, const output_s8 *o, int8_t *dst)
+{
+    const uint32x4_t rows = vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)o->row_stride);
+    const int32x4_t low = vdupq_n_s32(MCUBERT_INT8_MIN), high = vdupq_n_s32(MCUBERT_INT8_MAX);
+    int32_t j;
+    dst += begin * o->col_stride;
+    for (j = begin; j < end; ++j, dst += o->col_stride) {
+        const int32_t *cj = ch + 3 * j;
+        if (count == MCUBERT_BLOCK_ROWS && fast_channel(cj)) {
+            const int32_t shift = -1 - cj[2];
+            const int32_t addend = ((int32_t)1 << (shift - 1)) + o->offset * ((int32_t)1 << shift);
+            int32x4_t y = vmulhq_s32(vaddq_n_s32(vldrwq_s32(acc[j]), cj[0]), vdupq_n_s32(cj[1]));
+            y = vminq_s32(vmaxq_s32(vshlq_r_s32(vaddq_n_s32(y, addend), -shift), low), high);
+            if (o->lut != NULL) {
+                y = vldrbq_gather_offset_s32(o->lut, vreinterpretq_u32_s32(vaddq_n_s32(y, 128)));
+            }
+            vstrbq_scatter_offset_s32(dst, rows, y);
+        } else {
+            store_channel_s8(acc[j], count, cj, o->offset, o->lut, dst, o->row_stride);
+        }
+    }
+}
+#else
 /* One channel of a full block through the fast stage, when the channel allows it; returns 0
  * (storing nothing) when not. The fast stage needs shift <= -2 (shift -1, which needs the
  * doubled accumulator, is rare in these layers and goes the generic way) and folds the output
@@ -138,6 +178,8 @@ MCUBERT_NOINLINE static void store_chunk_s8(const int32_t (*acc)[MCUBERT_BLOCK_R
         }
     }
 }
+
+#endif /* MCUBERT_MVE */
 
 void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin, int32_t c_end,
                           int32_t offset, const int8_t *lut, int8_t *out, int32_t row_stride, int32_t col_stride)
