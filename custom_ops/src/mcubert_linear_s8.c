@@ -87,38 +87,94 @@ typedef struct {
 } output_s16;
 
 #if MCUBERT_MVE
-/* Whether a channel takes the fast stage below: shift <= -2 and |bias| <= 2^29 (see the DSP
- * path's store_channel_s8_fast for why these make it exact). */
-static inline int fast_channel(const int32_t *ch)
+/* The MVE path's fast stage: the DSP path's (store_channel_s8_fast, whose conditions make it
+ * exact: shift <= -2, |bias| <= 2^29), on four values at once: VADD of the bias, VMULH (SMMLA's
+ * product high word, floored), VADD of the rounding and offset term, then the right shift by n and
+ * SSAT's int8 clamp as two shifts: VQSHL by 24 - n (saturating: the result is out of int8 exactly
+ * when it saturates) and VSHR by 24 (n <= 22, so 24 - n > 0). Then the table by a byte gather. */
+static inline int32x4_t requantize_fast(int32x4_t acc, int32x4_t bias, int32x4_t multiplier, int32x4_t addend,
+                                        int32x4_t left, const int8_t *lut)
 {
-    return ch[2] <= -2 && ch[2] >= -23 && ch[0] >= -((int32_t)1 << 29) && ch[0] <= ((int32_t)1 << 29);
+    int32x4_t y = vaddq_s32(vmulhq_s32(vaddq_s32(acc, bias), multiplier), addend);
+    y = vshrq_n_s32(vqshlq_s32(y, left), 24);
+    if (lut != NULL) {
+        y = vldrbq_gather_offset_s32(lut, vreinterpretq_u32_s32(vaddq_n_s32(y, 128)));
+    }
+    return y;
 }
 
-/* MVE path: channels [begin, end) of a chunk as the DSP path's, a full block's four rows of one
- * channel (acc[j], one vector) at once: VADD, VMULH (SMMLA's product high word, floored), VADD of
- * the rounding and offset term, VSHL by -n (an arithmetic right shift), VMAX/VMIN (SSAT's int8
- * clamp), the table by a byte gather, and a byte scatter to the four rows: the same integers. */
+/* A full block of four channels (acc[0..3], ch[0..11]) when all four take the fast stage (else 0,
+ * nothing stored): per row, a gather of the four channels' accumulators, requantize_fast and the
+ * row's four outputs (one narrowing store when they are consecutive, else a byte scatter); the
+ * channel constants are gathered once. Out of line: its constants then stay within its loop. */
+MCUBERT_NOINLINE static int store_four_channels(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], const int32_t *ch,
+                                                const output_s8 *o, int8_t *dst)
+{
+    const uint32x4_t triples = vmulq_n_u32(vidupq_n_u32(0u, 1), 3 * sizeof(int32_t));
+    const int32x4_t bias = vldrwq_gather_offset_s32(ch, triples), shift = vldrwq_gather_offset_s32(ch + 2, triples);
+    const mve_pred16_t fast = vcmpleq_n_s32(shift, -2) & vcmpgeq_n_s32(shift, -23) &
+                              vcmpleq_n_s32(bias, (int32_t)1 << 29) & vcmpgeq_n_s32(bias, -((int32_t)1 << 29));
+    const uint32x4_t rows = vmulq_n_u32(vidupq_n_u32(0u, 1), MCUBERT_BLOCK_ROWS * sizeof(int32_t));
+    const int32_t row_stride = o->row_stride, col_stride = o->col_stride; /* the stores could alias *o */
+    const int8_t *lut = o->lut;
+    int32x4_t multiplier, n, addend, left;
+    int32_t r;
+    if (fast != 0xFFFF) {
+        return 0;
+    }
+    multiplier = vldrwq_gather_offset_s32(ch + 1, triples);
+    n = vsubq_s32(vdupq_n_s32(-1), shift); /* the right shift, 1..22 */
+    addend = vaddq_s32(vshlq_s32(vdupq_n_s32(1), vsubq_s32(n, vdupq_n_s32(1))), vshlq_s32(vdupq_n_s32(o->offset), n));
+    left = vsubq_s32(vdupq_n_s32(24), n);
+    if (lut == NULL && col_stride == 1) { /* the common case, its own loop */
+        for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, dst += row_stride) {
+            vstrbq_s32(
+                dst, requantize_fast(vldrwq_gather_offset_s32(acc[0] + r, rows), bias, multiplier, addend, left, NULL));
+        }
+        return 1;
+    }
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, dst += row_stride) {
+        vstrbq_scatter_offset_s32(
+            dst, vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)col_stride),
+            requantize_fast(vldrwq_gather_offset_s32(acc[0] + r, rows), bias, multiplier, addend, left, lut));
+    }
+    return 1;
+}
+
+/* One channel of a full block through the fast stage, its four rows as one vector; 0 when the
+ * channel does not allow it. */
+static int store_channel_s8_fast(const int32_t *acc, const int32_t *ch, const output_s8 *o, int8_t *dst)
+{
+    const int32_t bias = ch[0], n = -1 - ch[2];
+    if (n < 1 || n > 22 || bias < -((int32_t)1 << 29) || bias > ((int32_t)1 << 29)) {
+        return 0;
+    }
+    vstrbq_scatter_offset_s32(dst, vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)o->row_stride),
+                              requantize_fast(vldrwq_s32(acc), vdupq_n_s32(bias), vdupq_n_s32(ch[1]),
+                                              vdupq_n_s32(((int32_t)1 << (n - 1)) + o->offset * ((int32_t)1 << n)),
+                                              vdupq_n_s32(24 - n), o->lut));
+    return 1;
+}
+
+/* Channels [begin, end) of a chunk (as the DSP path's): four at a time while they last and all
+ * take the fast stage, else one by one. */
 MCUBERT_NOINLINE static void store_chunk_s8(const int32_t (*acc)[MCUBERT_BLOCK_ROWS], int32_t begin, int32_t end,
                                             int32_t count, const int32_t *ch, const output_s8 *o, int8_t *dst)
 {
-    const uint32x4_t rows = vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)o->row_stride);
-    const int32x4_t low = vdupq_n_s32(MCUBERT_INT8_MIN), high = vdupq_n_s32(MCUBERT_INT8_MAX);
-    int32_t j;
-    dst += begin * o->col_stride;
-    for (j = begin; j < end; ++j, dst += o->col_stride) {
-        const int32_t *cj = ch + 3 * j;
-        if (count == MCUBERT_BLOCK_ROWS && fast_channel(cj)) {
-            const int32_t shift = -1 - cj[2];
-            const int32_t addend = ((int32_t)1 << (shift - 1)) + o->offset * ((int32_t)1 << shift);
-            int32x4_t y = vmulhq_s32(vaddq_n_s32(vldrwq_s32(acc[j]), cj[0]), vdupq_n_s32(cj[1]));
-            y = vminq_s32(vmaxq_s32(vshlq_r_s32(vaddq_n_s32(y, addend), -shift), low), high);
-            if (o->lut != NULL) {
-                y = vldrbq_gather_offset_s32(o->lut, vreinterpretq_u32_s32(vaddq_n_s32(y, 128)));
-            }
-            vstrbq_scatter_offset_s32(dst, rows, y);
-        } else {
-            store_channel_s8(acc[j], count, cj, o->offset, o->lut, dst, o->row_stride);
+    const int32_t col_stride = o->col_stride;
+    int32_t j = begin;
+    dst += begin * col_stride;
+    while (j < end) {
+        if (count == MCUBERT_BLOCK_ROWS && end - j >= 4 && store_four_channels(acc + j, ch + 3 * j, o, dst)) {
+            j += 4;
+            dst += 4 * col_stride;
+            continue;
         }
+        if (count != MCUBERT_BLOCK_ROWS || !store_channel_s8_fast(acc[j], ch + 3 * j, o, dst)) {
+            store_channel_s8(acc[j], count, ch + 3 * j, o->offset, o->lut, dst, o->row_stride);
+        }
+        ++j;
+        dst += col_stride;
     }
 }
 #else
