@@ -328,15 +328,21 @@ typedef struct {
 static inline void pair_rows(const int8_t *x0, const int8_t *x1, const pair_sweep *s, int32_t *out, int aligned)
 {
     const uint8x16_t even = vldrbq_u8(even_lanes), odd = vaddq_n_u8(even, 4);
-    const int32_t groups = s->groups;
+    const int32_t groups = s->groups, pairs = s->pairs, pair_stride = s->pair_stride; /* out could alias *s */
     const int8_t *w = s->w;
     int32_t p;
-    for (p = 0; p < s->pairs; ++p, w += s->pair_stride, out += 2 * MCUBERT_BLOCK_ROWS) {
-        const int8_t *y0 = x0, *y1 = x1, *v = w;
-        int32_t a0 = 0, a1 = 0, b0 = 0, b1 = 0, g;
-        for (g = 0; g < groups; ++g, v += 32, y0 += 16, y1 += 16) {
-            const int8x16x2_t pair = pair_load(v, aligned, even, odd);
-            const int8x16_t row0 = vldrbq_s8(y0), row1 = vldrbq_s8(y1);
+    for (p = 0; p < pairs; ++p, w += pair_stride, out += 2 * MCUBERT_BLOCK_ROWS) {
+        /* The first group starts the sums (VMLADAV), the others add (VMLADAVA): no zeroing. */
+        int8x16x2_t pair = pair_load(w, aligned, even, odd);
+        int8x16_t row0 = vldrbq_s8(x0), row1 = vldrbq_s8(x1);
+        const int8_t *y0 = x0 + 16, *y1 = x1 + 16, *v = w + 32;
+        int32_t a0 = vmladavq_s8(row0, pair.val[0]), b0 = vmladavq_s8(row0, pair.val[1]);
+        int32_t a1 = vmladavq_s8(row1, pair.val[0]), b1 = vmladavq_s8(row1, pair.val[1]);
+        int32_t g;
+        for (g = 1; g < groups; ++g, v += 32, y0 += 16, y1 += 16) {
+            pair = pair_load(v, aligned, even, odd);
+            row0 = vldrbq_s8(y0);
+            row1 = vldrbq_s8(y1);
             a0 = vmladavaq_s8(a0, row0, pair.val[0]);
             b0 = vmladavaq_s8(b0, row0, pair.val[1]);
             a1 = vmladavaq_s8(a1, row1, pair.val[0]);
@@ -415,10 +421,15 @@ void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32
     s.pair_stride = pair_stride;
     s.pairs = whole;
     s.groups = rows->length >> 4;
-    for (r = 0; r < swept; r += 2) {
+    if (s.groups == 0) { /* K < 16 (the sweeps need a group): the tails below are the whole product */
+        memset(acc, 0, (size_t)channels * sizeof acc[0]);
+        memset(spare, 0, sizeof spare);
+        s.pairs = 0;
+    }
+    for (r = 0; r < swept && s.pairs != 0; r += 2) {
         sweep(x[r], x[r + 1], &s, acc[0] + r);
     }
-    if ((channels & 1) != 0) {
+    if ((channels & 1) != 0 && s.groups != 0) {
         s.w = pairs + whole * pair_stride;
         s.pairs = 1;
         for (r = 0; r < swept; r += 2) {
