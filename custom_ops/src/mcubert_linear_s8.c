@@ -112,31 +112,32 @@ MCUBERT_NOINLINE static int store_four_channels(const int32_t (*acc)[MCUBERT_BLO
 {
     const uint32x4_t triples = vmulq_n_u32(vidupq_n_u32(0u, 1), 3 * sizeof(int32_t));
     const int32x4_t bias = vldrwq_gather_offset_s32(ch, triples), shift = vldrwq_gather_offset_s32(ch + 2, triples);
-    const mve_pred16_t fast = vcmpleq_n_s32(shift, -2) & vcmpgeq_n_s32(shift, -23) &
-                              vcmpleq_n_s32(bias, (int32_t)1 << 29) & vcmpgeq_n_s32(bias, -((int32_t)1 << 29));
-    const uint32x4_t rows = vmulq_n_u32(vidupq_n_u32(0u, 1), MCUBERT_BLOCK_ROWS * sizeof(int32_t));
-    const int32_t row_stride = o->row_stride, col_stride = o->col_stride; /* the stores could alias *o */
-    const int8_t *lut = o->lut;
-    int32x4_t multiplier, n, addend, left;
-    int32_t r;
-    if (fast != 0xFFFF) {
+    /* shift in [-23, -2] and |bias| <= 2^29, as unsigned ranges: shift + 23 <= 21, bias + 2^29 <= 2^30 */
+    if (vmaxvq_u32(0u, vreinterpretq_u32_s32(vaddq_n_s32(shift, 23))) > 21u ||
+        vmaxvq_u32(0u, vreinterpretq_u32_s32(vaddq_n_s32(bias, (int32_t)1 << 29))) > ((uint32_t)1 << 30)) {
         return 0;
     }
-    multiplier = vldrwq_gather_offset_s32(ch + 1, triples);
-    n = vsubq_s32(vdupq_n_s32(-1), shift); /* the right shift, 1..22 */
-    addend = vaddq_s32(vshlq_s32(vdupq_n_s32(1), vsubq_s32(n, vdupq_n_s32(1))), vshlq_s32(vdupq_n_s32(o->offset), n));
-    left = vsubq_s32(vdupq_n_s32(24), n);
-    if (lut == NULL && col_stride == 1) { /* the common case, its own loop */
-        for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, dst += row_stride) {
-            vstrbq_s32(
-                dst, requantize_fast(vldrwq_gather_offset_s32(acc[0] + r, rows), bias, multiplier, addend, left, NULL));
+    {
+        const uint32x4_t rows = vmulq_n_u32(vidupq_n_u32(0u, 1), MCUBERT_BLOCK_ROWS * sizeof(int32_t));
+        const int32_t row_stride = o->row_stride, col_stride = o->col_stride; /* the stores could alias *o */
+        const int8_t *lut = o->lut;
+        const int32x4_t multiplier = vldrwq_gather_offset_s32(ch + 1, triples);
+        /* n = -1 - shift: 2^(n-1) + offset 2^n = (2 offset + 1) 2^(n-1); 24 - n = shift + 25 */
+        const int32x4_t addend = vshlq_s32(vdupq_n_s32(2 * o->offset + 1), vsubq_s32(vdupq_n_s32(-2), shift));
+        const int32x4_t left = vaddq_n_s32(shift, 25);
+        int32_t r;
+        if (lut == NULL && col_stride == 1) { /* the common case, its own loop */
+            for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, dst += row_stride) {
+                vstrbq_s32(dst, requantize_fast(vldrwq_gather_offset_s32(acc[0] + r, rows), bias, multiplier, addend,
+                                                left, NULL));
+            }
+            return 1;
         }
-        return 1;
-    }
-    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, dst += row_stride) {
-        vstrbq_scatter_offset_s32(
-            dst, vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)col_stride),
-            requantize_fast(vldrwq_gather_offset_s32(acc[0] + r, rows), bias, multiplier, addend, left, lut));
+        for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r, dst += row_stride) {
+            vstrbq_scatter_offset_s32(
+                dst, vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)col_stride),
+                requantize_fast(vldrwq_gather_offset_s32(acc[0] + r, rows), bias, multiplier, addend, left, lut));
+        }
     }
     return 1;
 }
