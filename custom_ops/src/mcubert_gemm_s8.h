@@ -89,8 +89,8 @@ static inline void mcubert_rows_widen_pair4(mcubert_rows *rows, uint32_t *widene
 }
 #endif
 
-/* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS)
- * channels from 2p on: `pairs` is pair p's first 8-byte group in the pair4 tensor (packed +
+/* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS; any
+ * count >= 1 on the MVE path) channels from 2p on: `pairs` is pair p's first 8-byte group in the pair4 tensor (packed +
  * p * pair_stride, pair_stride = ceil(K/4) * 8). int8 (or int4) rows widened by
  * mcubert_rows_widen_pair4. Entries of rows >= count are unspecified (the DSP and MVE
  * micro-kernels always compute four rows). */

@@ -238,6 +238,19 @@ MCUBERT_NOINLINE static void store_chunk_s8(const int32_t (*acc)[MCUBERT_BLOCK_R
 
 #endif /* MCUBERT_MVE */
 
+#if MCUBERT_MVE
+/* Channels per chunk of mcubert_linear_to_s8: on the MVE path, whose pair4 gemm takes any count, 16
+ * for int8 weights (each chunk's calls cost as much as a few channels' work there), 128 B more stack. */
+#define TO_S8_CHUNK (2 * MCUBERT_CHUNK_CHANNELS)
+static inline int32_t to_s8_chunk(const mcubert_linear *layer)
+{
+    return layer->weight_bits == 4 ? MCUBERT_CHUNK_CHANNELS : TO_S8_CHUNK;
+}
+#else
+#define TO_S8_CHUNK MCUBERT_CHUNK_CHANNELS
+#define to_s8_chunk(layer) MCUBERT_CHUNK_CHANNELS
+#endif
+
 void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer, int32_t c_begin, int32_t c_end,
                           int32_t offset, const int8_t *lut, int8_t *out, int32_t row_stride, int32_t col_stride)
 {
@@ -249,8 +262,8 @@ void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer,
     o.lut = lut;
     while (c < c_end) {
         const int32_t first = chunk_start(layer, c);
-        const int32_t n = mcubert_min_i32(MCUBERT_CHUNK_CHANNELS, c_end - first);
-        int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+        const int32_t n = mcubert_min_i32(to_s8_chunk(layer), c_end - first);
+        int32_t acc[TO_S8_CHUNK][MCUBERT_BLOCK_ROWS];
         gemm_chunk(rows, layer, first, n, acc);
         store_chunk_s8((const int32_t(*)[MCUBERT_BLOCK_ROWS])acc, c - first, n, rows->count,
                        layer->channels + 3 * first, &o, out + (first - c_begin) * col_stride);
