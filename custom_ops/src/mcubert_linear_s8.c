@@ -271,6 +271,23 @@ void mcubert_linear_to_s8(const mcubert_rows *rows, const mcubert_linear *layer,
     }
 }
 
+#if MCUBERT_MVE
+/* Channel c of a full block, fast requantization, on MVE: the DSP path's stage below (same
+ * conditions, same integers) with the four rows as one vector — the residual bytes gathered, the
+ * int16 clamp as a saturating VQSHL by 16 and VSHR by 16, the outputs scattered. */
+MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, const int32_t *ch, const output_s16 *o,
+                                                         int32_t c)
+{
+    const mcubert_requant q = mcubert_requant_of_within(ch[0], ch[1], ch[2], o->acc_limit);
+    const uint32x4_t rows = vmulq_n_u32(vidupq_n_u32(0u, 1), (uint32_t)o->stride); /* elements r n */
+    const int32x4_t x = vldrbq_gather_offset_s32(o->residual + c, rows);
+    const int32x4_t residual = vmulq_n_s32(vsubq_n_s32(x, o->channels[2 * c]), (int32_t)1 << o->channels[2 * c + 1]);
+    int32x4_t y = vaddq_n_s32(vmulq_n_s32(vldrwq_s32(acc), q.scale), q.bias);
+    y = vshlq_r_s32(vaddq_n_s32(vmulhq_s32(y, vdupq_n_s32(q.multiplier)), q.round), -q.shift);
+    y = vshrq_n_s32(vqshlq_n_s32(vaddq_s32(y, residual), 16), 16);
+    vstrhq_scatter_shifted_offset_s32(o->z + c, rows, y);
+}
+#else
 /* Channel c of a full block, fast requantization (shift <= -1: output projections often have
  * -1, their target being the finer pre-norm scale; shifts >= 0 of int4 layers within the
  * accumulator bound): z[r][c] = clamp16(y_r + residual term); |y| < 2^30 and
@@ -296,6 +313,8 @@ MCUBERT_NOINLINE static void store_channel_residual_fast(const int32_t *acc, con
     z[0] = mcubert_clamp16_i32(y2 + (x[0] - zero_point) * scale);
     z[n] = mcubert_clamp16_i32(y3 + (x[n] - zero_point) * scale);
 }
+#endif /* MCUBERT_MVE */
+
 /* Any requantization, rows [0, count): the same sum with y saturated to int32 (SPEC 3.2). */
 MCUBERT_NOINLINE static void store_channel_residual(const int32_t *acc, int32_t count, const int32_t *ch,
                                                     const output_s16 *o, int32_t c)
