@@ -3,10 +3,10 @@ UNDER QEMU (mps3-an547, `-icount shift=0`). Prints figures; not a test.
 
 The same firmware (bench/m55_gemm_main.c) is linked against the kernels built for the M55 twice: the
 DSP path (MCUBERT_KERNEL_PATH=dsp: SMLAD micro-kernel, Thumb-2 assembly) and the MVE path (=mve: the
-pair4 gemm on Helium, everything else identical). It runs one layer of TOKENS x IN -> OUT on
+pair4 gemm and int8 output stage on Helium, everything else identical). It runs one layer of TOKENS x IN -> OUT on
 pseudo-random int8 data: the gemm alone (row widening + micro-kernel over every block and channel)
-and the whole layer (the same plus the output stage, requantization, which is the same code on both
-paths). Both images must print the same CRC of the outputs (the golden-case QEMU test proves each
+and the whole layer (the same plus the output stage, requantization, on MVE too on the MVE path). Both
+images must print the same CRC of the outputs (the golden-case QEMU test proves each
 path bit-exact against the reference; this only checks they agree here).
 
 How instructions are counted: with `-icount shift=0` QEMU's virtual clock advances exactly 1 ns per

@@ -131,17 +131,20 @@ static int32_t max_difference(void)
     return worst;
 }
 #else
+/* Channels per gemm call: mcubert_linear_to_s8's chunks (16 on the MVE path, for int8 weights). */
+#define CHUNK (MCUBERT_MVE ? 2 * MCUBERT_CHUNK_CHANNELS : MCUBERT_CHUNK_CHANNELS)
+
 static void gemm_only(void)
 {
     int32_t r0, c;
-    int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+    int32_t acc[CHUNK][MCUBERT_BLOCK_ROWS];
     for (r0 = 0; r0 < TOKENS; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;
         const int32_t count = TOKENS - r0 < MCUBERT_BLOCK_ROWS ? TOKENS - r0 : MCUBERT_BLOCK_ROWS;
         mcubert_rows_init_s8(&rows, x + r0 * IN, IN, count, IN);
         mcubert_rows_widen_pair4(&rows, widened);
-        for (c = 0; c < OUT; c += MCUBERT_CHUNK_CHANNELS) {
-            const int32_t n = OUT - c < MCUBERT_CHUNK_CHANNELS ? OUT - c : MCUBERT_CHUNK_CHANNELS;
+        for (c = 0; c < OUT; c += CHUNK) {
+            const int32_t n = OUT - c < CHUNK ? OUT - c : CHUNK;
             mcubert_gemm_4xn_pair4(&rows, weights + (c >> 1) * PAIR_STRIDE, PAIR_STRIDE, n, acc);
             sink += acc[0][0];
         }

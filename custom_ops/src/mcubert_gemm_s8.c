@@ -265,112 +265,185 @@ void mcubert_dsp_4xn_step4(const uint32_t *x, int32_t groups, const mcubert_chan
 
 /* ---- MVE path (pair4) ------------------------------------------------------------------ */
 
-/* Where value k of row r lands in the widened block: 8-group h = k / 8 holds the four rows'
- * 16-byte slots at 64 h + 16 r, values 0..3 in bytes 0..3 and 4..7 in bytes 8..11. A partial
- * last group of `rest` values has its rows 2 rest bytes apart instead: the block then ends
- * within 8 K bytes (only the values are stored; the loads leave the other lanes out). */
-static inline int32_t widened_position(int32_t length, int32_t r, int32_t k)
-{
-    const int32_t full = length & ~7;
-    const int32_t lane = (k & 3) + 2 * (k & 4);
-    return k < full ? 8 * (k - (k & 7)) + 16 * r + lane : 8 * full + 2 * (length - full) * r + lane;
-}
-
+/* One int8 segment is read in place (widened stays NULL). Two segments and int4 rows become
+ * contiguous int8 rows, row r at byte r K of `widened`: 4K bytes of the int16[4][K] region. */
 void mcubert_rows_widen_pair4(mcubert_rows *rows, uint32_t *widened)
 {
-    static const uint32_t zero = 0;
-    const int32_t length = rows->length, groups = length >> 3;
-    int8_t *block = (int8_t *)(void *)widened;
-    int32_t r, g, k;
-    for (r = 0; r < rows->count; ++r) {
-        int8_t *dst = block + 16 * r;
-        const int8_t *src = row_s8(rows, r);
-        for (g = 0; g < groups; ++g) {
-            memcpy(dst + 64 * g + 4, &zero, 4);
-            memcpy(dst + 64 * g + 12, &zero, 4);
-        }
-        /* Whole 8-groups of an int8 row's first segment as two words each (unaligned sources)... */
-        for (g = 0; rows->kind == MCUBERT_ROWS_S8 && g < groups && 8 * g + 8 <= rows->split; ++g) {
-            memcpy(dst + 64 * g, src + 8 * g, 4);
-            memcpy(dst + 64 * g + 8, src + 8 * g + 4, 4);
-        }
-        /* ...the rest value by value: a second segment, int4 rows, the partial last group. */
-        for (k = 8 * g; k < length; ++k) {
-            block[widened_position(length, r, k)] = (int8_t)activation_at(rows, r, k);
+    const int32_t length = rows->length, split = rows->split;
+    int8_t *copy = (int8_t *)(void *)widened;
+    int32_t r, k;
+    rows->widened = NULL;
+    if (rows->kind == MCUBERT_ROWS_S8 && split == length) {
+        return;
+    }
+    for (r = 0; r < rows->count; ++r, copy += length) {
+        if (rows->kind == MCUBERT_ROWS_S8) {
+            memcpy(copy, row_s8(rows, r), (size_t)split);
+            memcpy(copy + split, second_s8(rows, r), (size_t)(length - split));
+        } else {
+            for (k = 0; k < length; ++k) {
+                copy[k] = (int8_t)activation_at(rows, r, k);
+            }
         }
     }
     rows->widened = widened;
 }
 
-/* (c0 w0..3, c1 w0..3, c0 w4..7, c1 w4..7) -> (c1 w0..3, c0 w0..3, c1 w4..7, c0 w4..7). */
-static inline int8x16_t swap_channels(int8x16_t w)
-{
-    return vreinterpretq_s8_s32(vrev64q_s32(vreinterpretq_s32_s8(w)));
-}
+/* Byte offsets of channel 2p's 16 K values in a 32-byte pair4 block (channel 2p + 1's: + 4). */
+static const uint8_t even_lanes[16] = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
 
-/* Two rows (the slots at x and y = x + 16) against one channel pair over `groups` full 8-groups:
- * sums[i][j] = row i against channel 2p + j. Per group 3 loads, 1 VREV64, 4 VMLADAV and the LE
- * of a low-overhead loop: 9 instructions for 32 MACs (13 for 16 on the DSP path). Two rows, not
- * four: eight accumulators (VMLADAV's must be even registers) make GCC spill inside the loop.
- * Out of line, with y passed apart (MVE compilers all take GNU attributes), so that GCC
- * post-increments the three loads rather than copy x every group. VMLADAV wraps modulo 2^32
- * like SMLAD; SPEC 3.1's bounds keep the sums exact. */
-__attribute__((noinline)) static void mve_pair_groups(const int8_t *x, const int8_t *y, int32_t groups, const int8_t *w,
-                                                      int32_t sums[][2])
+/* A pair's next 16 K values, channel 2p in val[0] and 2p + 1 in val[1], so that each VMLADAV
+ * uses all 16 lanes on a raw int8 row. pair4 interleaves the channels word by word, which
+ * VLD20/VLD21.32 undo; they need word-aligned weights, so other addresses take two byte gathers
+ * (the same instruction count, more beats). `aligned` is a constant in each caller. */
+static inline int8x16x2_t pair_load(const int8_t *w, int aligned, uint8x16_t even, uint8x16_t odd)
 {
-    int32_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;
-    for (; groups > 0; --groups, w += 16, x += 64, y += 64) {
-        const int8x16_t even = vldrbq_s8(w), odd = swap_channels(even);
-        const int8x16_t x0 = vldrbq_s8(x), x1 = vldrbq_s8(y);
-        a0 = vmladavaq_s8(a0, x0, even);
-        b0 = vmladavaq_s8(b0, x0, odd);
-        a1 = vmladavaq_s8(a1, x1, even);
-        b1 = vmladavaq_s8(b1, x1, odd);
+    int8x16x2_t pair;
+    if (aligned) {
+        const int32x4x2_t words = vld2q_s32((const int32_t *)(const void *)w);
+        pair.val[0] = vreinterpretq_s8_s32(words.val[0]);
+        pair.val[1] = vreinterpretq_s8_s32(words.val[1]);
+    } else {
+        pair.val[0] = vldrbq_gather_offset_s8(w, even);
+        pair.val[1] = vldrbq_gather_offset_s8(w, odd);
     }
-    sums[0][0] = a0;
-    sums[0][1] = b0;
-    sums[1][0] = a1;
-    sums[1][1] = b1;
+    return pair;
 }
 
-/* The partial last group (`rest` values) of the four rows, added to sums[r][j]: the pair's last 1
- * or 2 groups (8 or 16 bytes, K % 4 padding included) against the rows' stored values (lanes
- * 0..3, then 8..11); every other lane is 0, so the padding meets zeros. */
-static void mve_pair_rest(const int8_t *x, int32_t rest, const int8_t *w, int32_t sums[MCUBERT_BLOCK_ROWS][2])
+/* What a sweep of two rows covers: `pairs` channel pairs from w on, pair_stride bytes apart,
+ * `groups` 16-groups of K each. */
+typedef struct {
+    const int8_t *w;
+    int32_t pair_stride;
+    int32_t pairs;
+    int32_t groups;
+} pair_sweep;
+
+/* Rows x0, x1 against each channel pair of the sweep: out[4 j + i] = row i against the pair's
+ * channel j (out advances 8 ints a pair: acc[c][r0..] and acc[c + 1][r0..]). Per group 2 weight
+ * loads, 2 row loads, 4 VMLADAVA.S8 and the LE: 9 instructions for 64 MACs. Two rows, not four:
+ * VMLADAVA accumulates in even registers, and with LR taken by the low-overhead loop 7 are left
+ * (four rows are 8 sums, and a spill). VMLADAVA wraps modulo 2^32 like SMLAD; SPEC 3.1's bounds
+ * keep the sums exact. */
+static inline void pair_rows(const int8_t *x0, const int8_t *x1, const pair_sweep *s, int32_t *out, int aligned)
 {
-    const mve_pred16_t values =
-        (mve_pred16_t)(rest > 4 ? 0x000Fu | (((1u << (rest - 4)) - 1u) << 8) : (1u << rest) - 1u);
-    const int8x16_t even = vldrbq_z_s8(w, vctp8q(rest > 4 ? 16 : 8)), odd = swap_channels(even);
+    const uint8x16_t even = vldrbq_u8(even_lanes), odd = vaddq_n_u8(even, 4);
+    const int32_t groups = s->groups, pairs = s->pairs, pair_stride = s->pair_stride; /* out could alias *s */
+    const int8_t *w = s->w;
+    int32_t p;
+    for (p = 0; p < pairs; ++p, w += pair_stride, out += 2 * MCUBERT_BLOCK_ROWS) {
+        /* The first group starts the sums (VMLADAV), the others add (VMLADAVA): no zeroing. */
+        int8x16x2_t pair = pair_load(w, aligned, even, odd);
+        int8x16_t row0 = vldrbq_s8(x0), row1 = vldrbq_s8(x1);
+        const int8_t *y0 = x0 + 16, *y1 = x1 + 16, *v = w + 32;
+        int32_t a0 = vmladavq_s8(row0, pair.val[0]), b0 = vmladavq_s8(row0, pair.val[1]);
+        int32_t a1 = vmladavq_s8(row1, pair.val[0]), b1 = vmladavq_s8(row1, pair.val[1]);
+        int32_t g;
+        for (g = 1; g < groups; ++g, v += 32, y0 += 16, y1 += 16) {
+            pair = pair_load(v, aligned, even, odd);
+            row0 = vldrbq_s8(y0);
+            row1 = vldrbq_s8(y1);
+            a0 = vmladavaq_s8(a0, row0, pair.val[0]);
+            b0 = vmladavaq_s8(b0, row0, pair.val[1]);
+            a1 = vmladavaq_s8(a1, row1, pair.val[0]);
+            b1 = vmladavaq_s8(b1, row1, pair.val[1]);
+        }
+        out[0] = a0;
+        out[1] = a1;
+        out[MCUBERT_BLOCK_ROWS] = b0;
+        out[MCUBERT_BLOCK_ROWS + 1] = b1;
+    }
+}
+
+/* Out of line, one per weight alignment, so that the loop keeps its pointers in registers. */
+__attribute__((noinline)) static void pair_rows_aligned(const int8_t *x0, const int8_t *x1, const pair_sweep *s,
+                                                        int32_t *out)
+{
+    pair_rows(x0, x1, s, out, 1);
+}
+
+__attribute__((noinline)) static void pair_rows_gathered(const int8_t *x0, const int8_t *x1, const pair_sweep *s,
+                                                         int32_t *out)
+{
+    pair_rows(x0, x1, s, out, 0);
+}
+
+/* The K % 16 tail of rows [0, count) (`rest` values from x[r] + from; the pair's last groups
+ * at w), added to out[j][r].
+ * Per 8 values, 16 weight bytes (c0 k0..3, c1 k0..3, c0 k4..7, c1 k4..7) meet the row gathered
+ * as (x0..3, x0..3, x4..7, x4..7); predicated VMLADAVs take lanes 0-3 and 8-11 for channel 2p,
+ * the others for 2p + 1. Lanes at or past K read nothing and are 0, which kills the K % 4
+ * padding; the weight load stops at the pair's last group (no byte past the tensor is read). */
+static void pair_tail(const int8_t *const x[MCUBERT_BLOCK_ROWS], int32_t count, int32_t from, int32_t rest,
+                      const int8_t *w, int32_t *out[2])
+{
+    static const uint8_t twice[16] = {0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7};
+    const uint8x16_t lanes = vldrbq_u8(twice);
+    const mve_pred16_t even = 0x0F0F, odd = vpnot(even); /* (0xF0F0 does not assemble as a constant) */
+    int32_t h, r;
+    for (h = 0; h < rest; h += 8, w += 16) {
+        const int32_t left = rest - h;
+        const mve_pred16_t live = vcmphiq_u8(vdupq_n_u8((uint8_t)mcubert_min_i32(left, 8)), lanes);
+        const int8x16_t weights = vldrbq_z_s8(w, vctp8q(left > 4 ? 16 : 8));
+        for (r = 0; r < count; ++r) {
+            const int8x16_t row = vldrbq_gather_offset_z_s8(x[r] + from + h, lanes, live);
+            out[0][r] = vmladavaq_p_s8(out[0][r], row, weights, even);
+            out[1][r] = vmladavaq_p_s8(out[1][r], row, weights, odd);
+        }
+    }
+}
+
+/* The block's row addresses: in place or the widened copies; rows >= count repeat the last. */
+static void block_rows(const mcubert_rows *rows, const int8_t *x[MCUBERT_BLOCK_ROWS])
+{
+    const int8_t *copies = (const int8_t *)(const void *)rows->widened;
     int32_t r;
     for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
-        const int8x16_t row = vldrbq_z_s8(x + 2 * rest * r, values);
-        sums[r][0] = vmladavaq_s8(sums[r][0], row, even);
-        sums[r][1] = vmladavaq_s8(sums[r][1], row, odd);
+        x[r] = r >= rows->count ? x[r - 1] : copies != NULL ? copies + r * rows->length : row_s8(rows, r);
     }
 }
 
-/* Channel pairs in turn; an odd last channel's pair is computed whole (its second lane is the
- * tensor's padding channel) and only the first stored. */
+/* Rows (0, 1) then (2, 3) over the whole pairs, then an odd last channel's pair (its second
+ * channel is the tensor's padding) into `spare`, then the K % 16 tails pair by pair. */
 void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32_t pair_stride, int32_t channels,
                             int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
-    const int8_t *x = (const int8_t *)(const void *)rows->widened;
-    const int32_t groups = rows->length >> 3, rest = rows->length & 7;
+    void (*const sweep)(const int8_t *, const int8_t *, const pair_sweep *, int32_t *) =
+        ((uintptr_t)pairs & 3) == 0 ? pair_rows_aligned : pair_rows_gathered; /* pair_stride is a multiple of 8 */
+    const int32_t swept = rows->count > 2 ? 4 : 2;                            /* rows computed: whole row pairs */
+    const int32_t rest = rows->length & 15, whole = channels >> 1;
+    const int8_t *x[MCUBERT_BLOCK_ROWS];
+    int32_t spare[2][MCUBERT_BLOCK_ROWS];
     int32_t c, r;
-    for (c = 0; c < channels; c += 2) {
-        const int8_t *w = pairs + (c >> 1) * pair_stride;
-        int32_t sums[MCUBERT_BLOCK_ROWS][2]; /* [r][j]: row r, channel c + j */
-        mve_pair_groups(x, x + 16, groups, w, sums);
-        mve_pair_groups(x + 32, x + 48, groups, w, sums + 2);
-        if (rest != 0) {
-            mve_pair_rest(x + 64 * groups, rest, w + 16 * groups, sums);
+    pair_sweep s;
+    block_rows(rows, x);
+    s.w = pairs;
+    s.pair_stride = pair_stride;
+    s.pairs = whole;
+    s.groups = rows->length >> 4;
+    if (s.groups == 0) { /* K < 16 (the sweeps need a group): the tails below are the whole product */
+        memset(acc, 0, (size_t)channels * sizeof acc[0]);
+        memset(spare, 0, sizeof spare);
+        s.pairs = 0;
+    }
+    for (r = 0; r < swept && s.pairs != 0; r += 2) {
+        sweep(x[r], x[r + 1], &s, acc[0] + r);
+    }
+    if ((channels & 1) != 0 && s.groups != 0) {
+        s.w = pairs + whole * pair_stride;
+        s.pairs = 1;
+        for (r = 0; r < swept; r += 2) {
+            sweep(x[r], x[r + 1], &s, spare[0] + r);
         }
-        for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
-            acc[c][r] = sums[r][0];
-            if (c + 1 < channels) {
-                acc[c + 1][r] = sums[r][1];
-            }
-        }
+    }
+    for (c = 0; c < channels && rest != 0; c += 2) {
+        int32_t *out[2];
+        out[0] = c + 1 < channels ? acc[c] : spare[0];
+        out[1] = c + 1 < channels ? acc[c + 1] : spare[1];
+        pair_tail(x, swept, 16 * s.groups, rest, pairs + (c >> 1) * pair_stride + 32 * s.groups, out);
+    }
+    if ((channels & 1) != 0) {
+        memcpy(acc[channels - 1], spare[0], sizeof spare[0]);
     }
 }
 

@@ -19,12 +19,13 @@
  * per output channel with the four rows in registers. The K % 4 tail (at most 3 values) is
  * done in scalar code, so widening never needs more than the spec's int16[4][K] region.
  *
- * MVE path (MCUBERT_MVE, pair4 only): mcubert_rows_widen_pair4() lays the rows out per 8 K
- * values as four 16-byte slots, one per row, each (x0..x3, 0, x4..x7, 0) as words (within the
- * same int16[4][K] region: a partial last group stores only its values; the loads are predicated).
- * A 16-byte pair4 load holds (c0 x0..3, c1 x0..3, c0 x4..7, c1 x4..7): one VMLADAV against the
- * row gives channel 2p's sum, one against the word-swapped (VREV64.32) weights channel 2p+1's.
- * The rows gemm (attention) stays on the DSP path and its widening.
+ * MVE path (MCUBERT_MVE, pair4 only): the rows stay int8. mcubert_rows_widen_pair4() leaves one
+ * int8 segment in place and copies two segments or int4 rows to contiguous int8 rows (4K bytes of
+ * the int16[4][K] region). VLD20/VLD21.32 de-interleave a pair's 32 bytes per 16 K values (pair4
+ * alternates the two channels' words) into channel 2p's 16 weights and channel 2p+1's, so each
+ * VMLADAVA.S8 uses all 16 lanes; unaligned weights take byte gathers instead. The K % 16 tail uses
+ * predicated loads that read nothing past K or past the pair. The rows gemm (attention) stays on
+ * the DSP path and its widening.
  *
  * Plain path: no widening; straightforward loops over the same operands.
  */
@@ -51,7 +52,7 @@ typedef struct {
     const void *row[MCUBERT_BLOCK_ROWS]; /* int8_t or int16_t rows by kind; entries [0, count) are set */
     const int8_t *second;
     int32_t second_stride;
-    const uint32_t *widened;              /* DSP path: set by mcubert_rows_widen */
+    const uint32_t *widened;              /* set by the widening (MVE pair4: the int8 copies, or NULL) */
     int32_t w4_start[MCUBERT_BLOCK_ROWS]; /* int4-weight gemm: its start sums (mcubert_linear_widen sets them) */
 } mcubert_rows;
 
@@ -77,7 +78,8 @@ void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stri
  * `widened`. Call once per row block, before the gemm calls. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 
-/* The widening mcubert_gemm_4xn_pair4 wants: mcubert_rows_widen's, except on the MVE path. */
+/* The widening mcubert_gemm_4xn_pair4 wants: mcubert_rows_widen's, except on the MVE path (int8
+ * rows read in place or copied contiguous). */
 #if MCUBERT_MVE
 void mcubert_rows_widen_pair4(mcubert_rows *rows, uint32_t *widened);
 #else
@@ -87,8 +89,8 @@ static inline void mcubert_rows_widen_pair4(mcubert_rows *rows, uint32_t *widene
 }
 #endif
 
-/* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS)
- * channels from 2p on: `pairs` is pair p's first 8-byte group in the pair4 tensor (packed +
+/* acc[j][r] = sum_k x_r[k] * W[2p + j][k] for the `channels` (1..MCUBERT_CHUNK_CHANNELS; any
+ * count >= 1 on the MVE path) channels from 2p on: `pairs` is pair p's first 8-byte group in the pair4 tensor (packed +
  * p * pair_stride, pair_stride = ceil(K/4) * 8). int8 (or int4) rows widened by
  * mcubert_rows_widen_pair4. Entries of rows >= count are unspecified (the DSP and MVE
  * micro-kernels always compute four rows). */

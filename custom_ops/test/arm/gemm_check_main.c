@@ -1,11 +1,13 @@
 /*
  * Self-checking firmware for QEMU: the pair4 gemm (mcubert_rows_widen_pair4 +
  * mcubert_gemm_4xn_pair4) of whichever path the library was built with, against plain sums, over
- * K = 1..40, 64 and 100, 1..4 rows, 1..8 channels, and the row kinds the ops hand it: one int8
- * segment, two segments split at every point (the attention's output projection), packed int4
- * rows (the embedding's int4 U rows). The weights sit at an odd address, their K % 4 padding is
- * garbage, and the widened region is followed by a guard that must stay intact (the MVE layout
- * must fit int16[4][K]). Prints the numbers of products checked and failed; exits with 1 on any.
+ * K = 1..40, 64 and 100, 1..4 rows, 1..8 channels (1..16 on the MVE path), and the row kinds the
+ * ops hand it: one int8 segment, two segments split at every point (the attention's output
+ * projection), packed int4 rows (the embedding's int4 U rows). Every check runs twice, the weights
+ * at a word-aligned and at an odd address (the MVE path loads aligned pairs with VLD2, others with
+ * byte gathers); their K % 4 padding is garbage, and the widened region is followed by a guard
+ * that must stay intact (the MVE copies must fit int16[4][K]). Prints the numbers of products
+ * checked and failed; exits with 1 on any.
  */
 #include <stdint.h>
 
@@ -14,16 +16,19 @@
 #include "semihost.h"
 
 #define MAX_K 100
+/* Channels per call: the contract's chunk, 16 on the MVE path (mcubert_linear_to_s8's chunks there). */
+#define MAX_CHANNELS (MCUBERT_MVE ? 2 * MCUBERT_CHUNK_CHANNELS : MCUBERT_CHUNK_CHANNELS)
 #define GUARD_WORDS 8
 #define GUARD 0x5EA5A5EAu
 
 static int8_t x[MCUBERT_BLOCK_ROWS][MAX_K];
 static uint8_t packed_s4[MCUBERT_BLOCK_ROWS][MAX_K / 2];
-static int8_t weight[MCUBERT_CHUNK_CHANNELS][MAX_K];
-static int8_t pair4[(MCUBERT_CHUNK_CHANNELS / 2) * ((MAX_K + 3) / 4) * 8 + 1];
+static int8_t weight[MAX_CHANNELS][MAX_K];
+static int8_t pair4[(MAX_CHANNELS / 2) * ((MAX_K + 3) / 4) * 8 + 1] __attribute__((aligned(16)));
 static uint32_t widened[MAX_K * 2 + GUARD_WORDS] __attribute__((aligned(16)));
 static uint32_t state = 1u;
 static int32_t checked;
+static int32_t weight_offset; /* the weights at pair4 + weight_offset: 0 or 1 */
 
 static int8_t next_byte(void)
 {
@@ -40,22 +45,22 @@ static void fill(void)
             x[r][k] = next_byte();
         }
     }
-    for (c = 0; c < MCUBERT_CHUNK_CHANNELS; ++c) {
+    for (c = 0; c < MAX_CHANNELS; ++c) {
         for (k = 0; k < MAX_K; ++k) {
             weight[c][k] = next_byte();
         }
     }
 }
 
-/* pair4 packing of weight[][0..K) (SPEC 3.1) at pair4 + 1, padding lanes random. */
+/* pair4 packing of weight[][0..K) (SPEC 3.1) at pair4 + weight_offset, padding lanes random. */
 static const int8_t *pack(int32_t length, int32_t stride)
 {
-    int8_t *base = pair4 + 1;
+    int8_t *base = pair4 + weight_offset;
     int32_t c, k;
-    for (k = 0; k < MCUBERT_CHUNK_CHANNELS / 2 * stride; ++k) {
+    for (k = 0; k < MAX_CHANNELS / 2 * stride; ++k) {
         base[k] = next_byte();
     }
-    for (c = 0; c < MCUBERT_CHUNK_CHANNELS; ++c) {
+    for (c = 0; c < MAX_CHANNELS; ++c) {
         for (k = 0; k < length; ++k) {
             base[(c >> 1) * stride + 8 * (k >> 2) + 4 * (c & 1) + (k & 3)] = weight[c][k];
         }
@@ -72,7 +77,7 @@ static int32_t value(int32_t kind, int32_t r, int32_t k)
 /* One gemm call on prepared rows against the plain sums; returns the failures. */
 static int32_t check(mcubert_rows *rows, int32_t kind, const int8_t *packed, int32_t stride)
 {
-    int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+    int32_t acc[MAX_CHANNELS][MCUBERT_BLOCK_ROWS];
     int32_t channels, c, r, k, failures = 0;
     for (k = 0; k < GUARD_WORDS; ++k) {
         widened[2 * rows->length + k] = GUARD;
@@ -81,7 +86,7 @@ static int32_t check(mcubert_rows *rows, int32_t kind, const int8_t *packed, int
     for (k = 0; k < GUARD_WORDS; ++k) {
         failures += widened[2 * rows->length + k] != GUARD;
     }
-    for (channels = 1; channels <= MCUBERT_CHUNK_CHANNELS; ++channels) {
+    for (channels = 1; channels <= MAX_CHANNELS; ++channels) {
         mcubert_gemm_4xn_pair4(rows, packed, stride, channels, acc);
         for (c = 0; c < channels; ++c) {
             for (r = 0; r < rows->count; ++r) {
@@ -135,11 +140,13 @@ int main(void)
     static const int32_t extra[] = {64, 100};
     int32_t length, i, failures = 0;
     fill();
-    for (length = 1; length <= 40; ++length) {
-        failures += check_length(length);
-    }
-    for (i = 0; i < 2; ++i) {
-        failures += check_length(extra[i]);
+    for (weight_offset = 0; weight_offset < 2; ++weight_offset) {
+        for (length = 1; length <= 40; ++length) {
+            failures += check_length(length);
+        }
+        for (i = 0; i < 2; ++i) {
+            failures += check_length(extra[i]);
+        }
     }
     semihost_write("gemm check: path ");
     semihost_write_int(mcubert_uses_dsp_path());
