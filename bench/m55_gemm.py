@@ -16,6 +16,11 @@ then converts the regions' ticks; the resolution is one tick (tens of instructio
 instruction counts, not cycles: QEMU models no pipeline, and an MVE instruction takes 2 or more
 cycles (beats) on the M55 where most scalar ones take 1.
 
+Estimated cycles: each image runs a second time with QEMU's block log (measure/qemu_blocks.py), cut into
+the regions at the firmware's bench_mark() calls, and every executed block is costed by the Cortex-M55
+model of measure/instruction_classes.py (two beats per MVE instruction on its pipe, overlap across pipes,
+after LLVM's scheduling model of the core). An ESTIMATE, for code and data in zero-wait-state memory.
+
 With a CMSIS-NN checkout (--cmsis-nn-dir, or CMSIS_NN_DIR; TFLM pins 4ab83cc; never committed), a third
 image runs the layer through CMSIS-NN built for the M55 (its MVE path, ARM_MATH_MVEI):
 arm_convolve_1x1_s8_fast -> arm_nn_mat_mult_nt_t_s8, the kernel TFLM's CMSIS-NN FULLY_CONNECTED runs for
@@ -42,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tflm_mcubert.measure import kernel_build  # noqa: E402
+from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
+from tflm_mcubert.measure.qemu_blocks import traced_run  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 import kernel_cost_cmsis_nn as cmsis_nn  # noqa: E402
@@ -115,6 +122,18 @@ def run(elf: Path) -> dict[str, int]:
     return {key: int(value) for key, value in re.findall(r"^(\w+) (-?\d+)$", console, re.M)}
 
 
+def estimated_cycles(elf: Path) -> dict[str, float]:
+    """{region: estimated Cortex-M55 cycles} from a traced run, the regions between bench_mark() calls."""
+    symbols = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
+    mark = int(re.search(r"^([0-9a-f]+) T bench_mark$", symbols, re.M)[1], 16)
+    run = traced_run(elf, machine="mps3-an547", marks=frozenset({mark & ~1}))
+    if run.status != 0:
+        raise RuntimeError(f"{elf.name} exited {run.status} traced:\n{run.console}")
+    profile = InstructionProfile(elf, "armv8.1-m.main")
+    # segments: before, [gemm], between, [layer], after
+    return {region: profile.cycles(run.segments[k], "cortex-m55") for region, k in (("gemm", 1), ("layer", 3))}
+
+
 def instructions(figures: dict[str, int]) -> tuple[float, dict[str, float]]:
     """(instructions per tick, {region: instructions}) from the calibration loop."""
     loop_instructions = 2 * (figures["calibration_loops"] - 1)
@@ -140,7 +159,8 @@ def main() -> None:
 
     summary = {
         "command": "python bench/m55_gemm.py" + (" --cmsis-nn-dir DIR" if cmsis_nn_dir else ""),
-        "counting": "executed instructions under QEMU mps3-an547 -icount shift=0 (SysTick, calibrated)",
+        "counting": "executed instructions under QEMU mps3-an547 -icount shift=0 (SysTick, calibrated); "
+        "estimated cycles from QEMU's block log and the Cortex-M55 model of measure/instruction_classes.py",
         "toolchain": {tool: _first_line([tool, "--version"]) for tool in ("arm-none-eabi-gcc", "qemu-system-arm")},
         "cmsis_nn": cmsis_nn.revision(cmsis_nn_dir) if cmsis_nn_dir else None,
         "rows": measure(shapes, cmsis_nn_dir),
@@ -175,9 +195,13 @@ def measure(shapes, cmsis_nn_dir: Path | None) -> list[dict]:
             if results["dsp"][0]["output_crc"] != results["mve"][0]["output_crc"]:
                 raise RuntimeError(f"{shape}: the DSP and MVE outputs differ")
             row = {"shape": list(shape), **{path: {k: round(v) for k, v in results[path][1].items()} for path in PATHS}}
+            for path in PATHS:
+                cycles = estimated_cycles(work / f"{path}-{'x'.join(map(str, shape))}.elf")
+                row[path].update({f"{region}_cycles": round(value) for region, value in cycles.items()})
             if cmsis_nn_dir is not None:
-                cmsis = _measured(firmware(libraries["mve"], work, "cmsis-nn", shape, cmsis_nn_dir), "cmsis-nn")
-                row["cmsis_nn_layer"] = round(cmsis[1]["layer"])
+                elf = firmware(libraries["mve"], work, "cmsis-nn", shape, cmsis_nn_dir)
+                row["cmsis_nn_layer"] = round(_measured(elf, "cmsis-nn")[1]["layer"])
+                row["cmsis_nn_layer_cycles"] = round(estimated_cycles(elf)["layer"])
             rows.append(row)
     return rows
 
@@ -198,28 +222,39 @@ def _label(shape) -> str:
 
 
 def markdown_table(summary: dict) -> str:
-    """DSP against MVE path per shape: the matrix product alone and the whole layer, with instructions per MAC."""
+    """DSP against MVE path per shape: the matrix product alone and the whole layer, executed instructions
+    (with instructions per MAC) and estimated cycles."""
     lines = [
-        "| tokens x in -> out | region | DSP | MVE | MVE / DSP | per MAC (DSP / MVE) |",
-        "|---|---|---|---|---|---|",
+        "| tokens x in -> out | region | DSP | MVE | MVE / DSP | per MAC (DSP / MVE) | est. cycles DSP / MVE | "
+        "MVE / DSP (est. cycles) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
         macs = row["shape"][0] * row["shape"][1] * row["shape"][2]
         for region, name in (("gemm", "matrix product"), ("layer", "whole layer")):
             dsp, mve = row["dsp"][region], row["mve"][region]
+            dsp_cycles, mve_cycles = row["dsp"][f"{region}_cycles"], row["mve"][f"{region}_cycles"]
             lines.append(
                 f"| {_label(row['shape'])} | {name} | {dsp:,} | {mve:,} | {mve / dsp:.3f} | "
-                f"{dsp / macs:.3f} / {mve / macs:.3f} |"
+                f"{dsp / macs:.3f} / {mve / macs:.3f} | {dsp_cycles:,} / {mve_cycles:,} | "
+                f"{mve_cycles / dsp_cycles:.3f} |"
             )
     return "\n".join(lines)
 
 
 def cmsis_nn_table(summary: dict) -> str:
-    """Our MVE layer against CMSIS-NN's, per shape."""
-    lines = ["| tokens x in -> out | ours, MVE | CMSIS-NN, MVE | ours / CMSIS-NN |", "|---|---|---|---|"]
+    """Our MVE layer against CMSIS-NN's, per shape: executed instructions and estimated cycles."""
+    lines = [
+        "| tokens x in -> out | ours, MVE | CMSIS-NN, MVE | ours / CMSIS-NN | est. cycles, ours / CMSIS-NN | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in summary["rows"]:
         ours, theirs = row["mve"]["layer"], row["cmsis_nn_layer"]
-        lines.append(f"| {_label(row['shape'])} | {ours:,} | {theirs:,} | {ours / theirs:.3f} |")
+        ours_cycles, theirs_cycles = row["mve"]["layer_cycles"], row["cmsis_nn_layer_cycles"]
+        lines.append(
+            f"| {_label(row['shape'])} | {ours:,} | {theirs:,} | {ours / theirs:.3f} | "
+            f"{ours_cycles:,} / {theirs_cycles:,} | {ours_cycles / theirs_cycles:.3f} |"
+        )
     return "\n".join(lines)
 
 
