@@ -75,40 +75,25 @@ def mve(address: int, mnemonic: str, operands: str) -> Instruction:
     return Instruction(address, 4, "alu", mnemonic=mnemonic, operands=operands)
 
 
+def m55_cycles(*named: tuple[str, str]) -> float:
+    """The Cortex-M55 estimate of a block of (mnemonic, operands), four bytes each."""
+    return CYCLE_MODELS["cortex-m55"](block(*(mve(4 * i, *pair) for i, pair in enumerate(named))))
+
+
 def test_cortex_m55_overlaps_beats_on_different_pipes_only():
     """The two sequences LLVM's Cortex-M55 scheduling model draws: 5 cycles, and 6 when two loads meet."""
-    assert (
-        CYCLE_MODELS["cortex-m55"](
-            block(
-                mve(0, "vldrw.u32", "q0, [r0]"),
-                mve(4, "vadd.i32", "q1, q0, q0"),
-                mve(8, "vmul.f32", "q2, q1, q1"),
-                mve(12, "vstrw.32", "q2, [r1]"),
-            )
-        )
-        == 5
-    )
-    assert (
-        CYCLE_MODELS["cortex-m55"](
-            block(
-                mve(0, "vldrw.u32", "q0, [r0]"),
-                mve(4, "vldrb.u32", "q1, [r2]"),
-                mve(8, "vadd.i32", "q1, q0, q1"),
-                mve(12, "vstrw.32", "q1, [r1]"),
-            )
-        )
-        == 6
-    )
+    store = ("vstrw.32", "q2, [r1]")
+    assert m55_cycles(("vldrw.u32", "q0, [r0]"), ("vadd.i32", "q1, q0, q0"), ("vmul.f32", "q2, q1, q1"), store) == 5
+    assert m55_cycles(("vldrw.u32", "q0, [r0]"), ("vldrb.u32", "q1, [r2]"), ("vadd.i32", "q2, q0, q1"), store) == 6
 
 
 def test_cortex_m55_loop_body_costs_its_busiest_pipe_when_interleaved():
     """A low-overhead loop of 2 loads and 2 multiply-accumulates: 4 beats on each pipe. Interleaved, they overlap
     (LE is free, and the next iteration's first load overlaps this one's last multiply): 4 cycles. Issue is in
     order, so the same four grouped by pipe cost 6."""
-    load_a, load_b = mve(0, "vldrb.s8", "q0, [r0], #16"), mve(4, "vldrb.s8", "q1, [r1], #16")
-    mac_a, mac_b = mve(8, "vmladava.s8", "r2, q0, q1"), mve(12, "vmladava.s8", "r4, q0, q0")
-    loop_end = Instruction(16, 4, "branch", target=0, mnemonic="le", operands="lr, 0 <loop>")
-    assert CYCLE_MODELS["cortex-m55"](block(load_a, mac_a, load_b, mac_b, loop_end)) == 4
-    assert CYCLE_MODELS["cortex-m55"](block(load_a, load_b, mac_a, mac_b, loop_end)) == 6
-    scalar = block(Instruction(0, 2, "alu", mnemonic="adds", operands="r0, #1"), mve(2, "vctp.8", "r3"))
-    assert CYCLE_MODELS["cortex-m55"](scalar) == 2
+    load_a, load_b = ("vldrb.s8", "q0, [r0], #16"), ("vldrb.s8", "q1, [r1], #16")
+    mac_a, mac_b = ("vmladava.s8", "r2, q0, q1"), ("vmladava.s8", "r4, q0, q0")
+    loop_end = ("le", "lr, 0 <loop>")
+    assert m55_cycles(load_a, mac_a, load_b, mac_b, loop_end) == 4
+    assert m55_cycles(load_a, load_b, mac_a, mac_b, loop_end) == 6
+    assert m55_cycles(("adds", "r0, #1"), ("vctp.8", "r3")) == 2
