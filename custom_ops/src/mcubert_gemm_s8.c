@@ -319,9 +319,81 @@ typedef struct {
     int32_t groups;
 } pair_sweep;
 
+/* Groups [1, 1 + n) of an aligned pair: the loop of pair_rows, software-pipelined. In-order issue
+ * overlaps a vector instruction's second beat with the next one's first only when they use different
+ * pipes (load/store against multiply), so the loads of the next group (q4-q7, then q0-q3) are
+ * interleaved with this group's VMLADAVA: 16 instructions for two groups (128 MACs), every beat
+ * overlapped, where the loads-then-multiplies order a compiler picks overlaps one. The loads stop at
+ * the last group: nothing past the rows or the pair is read. */
+static inline void pair_groups_interleaved(const int8_t *v, const int8_t *y0, const int8_t *y1, int32_t n,
+                                           int32_t sums[4])
+{
+    int32_t a0 = sums[0], b0 = sums[1], a1 = sums[2], b1 = sums[3];
+    const int32_t twice = (n - 1) >> 1; /* loop trips: two groups added, two loaded */
+    if (n <= 0) {
+        return;
+    }
+    __asm__ volatile(
+        "vldrb.u8 q0, [%[y0]], #16\n\t"
+        "vld20.32 {q2, q3}, [%[v]]\n\t"
+        "vld21.32 {q2, q3}, [%[v]]!\n\t"
+        "vldrb.u8 q1, [%[y1]], #16\n\t"
+        "wls lr, %[twice], 2f\n"
+        "1:\n\t"
+        "vmladava.s8 %[a0], q0, q2\n\t"
+        "vldrb.u8 q4, [%[y0]], #16\n\t"
+        "vmladava.s8 %[b0], q0, q3\n\t"
+        "vld20.32 {q6, q7}, [%[v]]\n\t"
+        "vmladava.s8 %[a1], q1, q2\n\t"
+        "vld21.32 {q6, q7}, [%[v]]!\n\t"
+        "vmladava.s8 %[b1], q1, q3\n\t"
+        "vldrb.u8 q5, [%[y1]], #16\n\t"
+        "vmladava.s8 %[a0], q4, q6\n\t"
+        "vldrb.u8 q0, [%[y0]], #16\n\t"
+        "vmladava.s8 %[b0], q4, q7\n\t"
+        "vld20.32 {q2, q3}, [%[v]]\n\t"
+        "vmladava.s8 %[a1], q5, q6\n\t"
+        "vld21.32 {q2, q3}, [%[v]]!\n\t"
+        "vmladava.s8 %[b1], q5, q7\n\t"
+        "vldrb.u8 q1, [%[y1]], #16\n\t"
+        "le lr, 1b\n"
+        "2:\n\t"
+        /* q0-q3 hold a loaded group not yet added; an even n leaves one more group after it. */
+        "tst %[n], #1\n\t"
+        "bne 3f\n\t"
+        "vmladava.s8 %[a0], q0, q2\n\t"
+        "vldrb.u8 q4, [%[y0]]\n\t"
+        "vmladava.s8 %[b0], q0, q3\n\t"
+        "vld20.32 {q6, q7}, [%[v]]\n\t"
+        "vmladava.s8 %[a1], q1, q2\n\t"
+        "vld21.32 {q6, q7}, [%[v]]\n\t"
+        "vmladava.s8 %[b1], q1, q3\n\t"
+        "vldrb.u8 q5, [%[y1]]\n\t"
+        "vmladava.s8 %[a0], q4, q6\n\t"
+        "vmladava.s8 %[b0], q4, q7\n\t"
+        "vmladava.s8 %[a1], q5, q6\n\t"
+        "vmladava.s8 %[b1], q5, q7\n\t"
+        "b 4f\n"
+        "3:\n\t"
+        "vmladava.s8 %[a0], q0, q2\n\t"
+        "vmladava.s8 %[b0], q0, q3\n\t"
+        "vmladava.s8 %[a1], q1, q2\n\t"
+        "vmladava.s8 %[b1], q1, q3\n"
+        "4:\n"
+        : [a0] "+Te"(a0), [b0] "+Te"(b0), [a1] "+Te"(a1), [b1] "+Te"(b1), [v] "+r"(v), [y0] "+r"(y0), [y1] "+r"(y1)
+        : [twice] "r"(twice), [n] "r"(n)
+        : "lr", "cc", "memory", "d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12", "d13",
+          "d14", "d15");
+    sums[0] = a0;
+    sums[1] = b0;
+    sums[2] = a1;
+    sums[3] = b1;
+}
+
 /* Rows x0, x1 against each channel pair of the sweep: out[4 j + i] = row i against the pair's
  * channel j (out advances 8 ints a pair: acc[c][r0..] and acc[c + 1][r0..]). Per group 2 weight
- * loads, 2 row loads, 4 VMLADAVA.S8 and the LE: 9 instructions for 64 MACs. Two rows, not four:
+ * loads, 2 row loads and 4 VMLADAVA.S8 (8 instructions for 64 MACs; aligned weights: an LE per two
+ * groups, pair_groups_interleaved). Two rows, not four:
  * VMLADAVA accumulates in even registers, and with LR taken by the low-overhead loop 7 are left
  * (four rows are 8 sums, and a spill). VMLADAVA wraps modulo 2^32 like SMLAD; SPEC 3.1's bounds
  * keep the sums exact. */
@@ -332,26 +404,24 @@ static inline void pair_rows(const int8_t *x0, const int8_t *x1, const pair_swee
     const int8_t *w = s->w;
     int32_t p;
     for (p = 0; p < pairs; ++p, w += pair_stride, out += 2 * MCUBERT_BLOCK_ROWS) {
-        /* The first group starts the sums (VMLADAV), the others add (VMLADAVA): no zeroing. */
-        int8x16x2_t pair = pair_load(w, aligned, even, odd);
-        int8x16_t row0 = vldrbq_s8(x0), row1 = vldrbq_s8(x1);
-        const int8_t *y0 = x0 + 16, *y1 = x1 + 16, *v = w + 32;
-        int32_t a0 = vmladavq_s8(row0, pair.val[0]), b0 = vmladavq_s8(row0, pair.val[1]);
-        int32_t a1 = vmladavq_s8(row1, pair.val[0]), b1 = vmladavq_s8(row1, pair.val[1]);
+        int32_t sums[4] = {0, 0, 0, 0}; /* row 0 x channel 2p, row 0 x 2p + 1, row 1 x 2p, row 1 x 2p + 1 */
         int32_t g;
-        for (g = 1; g < groups; ++g, v += 32, y0 += 16, y1 += 16) {
-            pair = pair_load(v, aligned, even, odd);
-            row0 = vldrbq_s8(y0);
-            row1 = vldrbq_s8(y1);
-            a0 = vmladavaq_s8(a0, row0, pair.val[0]);
-            b0 = vmladavaq_s8(b0, row0, pair.val[1]);
-            a1 = vmladavaq_s8(a1, row1, pair.val[0]);
-            b1 = vmladavaq_s8(b1, row1, pair.val[1]);
+        if (aligned) {
+            pair_groups_interleaved(w, x0, x1, groups, sums);
+        } else {
+            for (g = 0; g < groups; ++g) {
+                const int8x16x2_t pair = pair_load(w + 32 * g, aligned, even, odd);
+                const int8x16_t row0 = vldrbq_s8(x0 + 16 * g), row1 = vldrbq_s8(x1 + 16 * g);
+                sums[0] = vmladavaq_s8(sums[0], row0, pair.val[0]);
+                sums[1] = vmladavaq_s8(sums[1], row0, pair.val[1]);
+                sums[2] = vmladavaq_s8(sums[2], row1, pair.val[0]);
+                sums[3] = vmladavaq_s8(sums[3], row1, pair.val[1]);
+            }
         }
-        out[0] = a0;
-        out[1] = a1;
-        out[MCUBERT_BLOCK_ROWS] = b0;
-        out[MCUBERT_BLOCK_ROWS + 1] = b1;
+        out[0] = sums[0];
+        out[1] = sums[2];
+        out[MCUBERT_BLOCK_ROWS] = sums[1];
+        out[MCUBERT_BLOCK_ROWS + 1] = sums[3];
     }
 }
 
