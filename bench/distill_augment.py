@@ -232,24 +232,34 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
         board_seconds = [(b["search_seconds"] or 0) + (b["evaluate_seconds"] or 0) for b in boards]
         stats["board_minutes"] = statistics(board_seconds, 1 / 60) if boards else None
         out["arms"][arm] = stats
-    base = {r["seed"]: r for r in runs[first]}
-    for arm in arms[1:]:
-        other = {r["seed"]: r for r in runs[arm]}
-        versus = {}
-        for path in PATHS:
-            both = sorted(set(base) & set(other))
-            seeds = [s for s in both if all(accuracy_bits(r[s], path, "test") is not None for r in (base, other))]
-            entry = {"seeds": seeds}
-            if seeds:
-                for split in SPLITS:
-                    a = np.array([accuracy_bits(other[s], path, split) for s in seeds])
-                    b = np.array([accuracy_bits(base[s], path, split) for s in seeds])
-                    t, p = paired_t(a.mean(axis=1), b.mean(axis=1))
-                    entry[split] = {"points": float(100 * (a.mean() - b.mean())), "t": t, "paired_t_p": p}
-                    entry[split]["paired_bootstrap_p"] = paired_bootstrap(a, b)
-            versus[path] = entry
-        out["differences"][arm] = versus
+    out["differences"] = {arm: _versus(runs[arm], runs[first]) for arm in arms[1:]}
+    # Later arms against each earlier one but the first (e.g. aug1 against its equal-steps control).
+    out["pairs"] = [
+        {"arm": arm, "against": reference, "versus": _versus(runs[arm], runs[reference])}
+        for i, arm in enumerate(arms)
+        for reference in arms[1:i]
+    ]
     return out
+
+
+def _versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
+    """Per path, on the seeds both arms ran: mean difference in points, paired t over seeds, paired bootstrap."""
+    base = {r["seed"]: r for r in reference_runs}
+    other = {r["seed"]: r for r in arm_runs}
+    versus = {}
+    for path in PATHS:
+        both = sorted(set(base) & set(other))
+        seeds = [s for s in both if all(accuracy_bits(r[s], path, "test") is not None for r in (base, other))]
+        entry = {"seeds": seeds}
+        if seeds:
+            for split in SPLITS:
+                a = np.array([accuracy_bits(other[s], path, split) for s in seeds])
+                b = np.array([accuracy_bits(base[s], path, split) for s in seeds])
+                t, p = paired_t(a.mean(axis=1), b.mean(axis=1))
+                entry[split] = {"points": float(100 * (a.mean() - b.mean())), "t": t, "paired_t_p": p}
+                entry[split]["paired_bootstrap_p"] = paired_bootstrap(a, b)
+        versus[path] = entry
+    return versus
 
 
 def _cell(stats: dict | None) -> str:
@@ -279,17 +289,24 @@ def markdown(summary: dict) -> str:
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"| against {summary['against']} | seeds | dev, points (paired t p) | test, points (paired t p) "
                   "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
-    for arm, versus in summary["differences"].items():
-        for path, label in PATHS.items():
-            entry = versus[path]
-            if not entry["seeds"]:
-                continue
-            dev, test = entry["validation"], entry["test"]
-            lines.append(
-                f"| {arm}: {label} | {len(entry['seeds'])} | {dev['points']:+.2f} ({_p(dev['paired_t_p'])}) "
-                f"| {test['points']:+.2f} ({_p(test['paired_t_p'])}) | {_p(test['paired_bootstrap_p'])} |"
-            )
+    lines += [_difference_row(f"{arm}: {label}", versus[path]) for arm, versus in summary["differences"].items()
+              for path, label in PATHS.items() if versus[path]["seeds"]]  # fmt: skip
+    if summary.get("pairs"):
+        lines += ["", "| recipe against recipe | seeds | dev, points (paired t p) | test, points (paired t p) "
+                      "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
+        for pair in summary["pairs"]:
+            label = f"{pair['arm']} against {pair['against']}"
+            lines += [_difference_row(f"{label}: {name}", pair["versus"][path])
+                      for path, name in PATHS.items() if pair["versus"][path]["seeds"]]  # fmt: skip
     return "\n".join(lines)
+
+
+def _difference_row(label: str, entry: dict) -> str:
+    dev, test = entry["validation"], entry["test"]
+    return (
+        f"| {label} | {len(entry['seeds'])} | {dev['points']:+.2f} ({_p(dev['paired_t_p'])}) "
+        f"| {test['points']:+.2f} ({_p(test['paired_t_p'])}) | {_p(test['paired_bootstrap_p'])} |"
+    )
 
 
 def markdown_table(summary: dict) -> str:

@@ -82,3 +82,16 @@ def test_the_summary_is_recomputed_from_bits_and_pairs_only_the_seeds_both_arms_
     assert stats["arms"]["base"]["student_minutes"]["mean"] == pytest.approx(1.0)
     table = bench.markdown_table({"runs": runs})
     assert table == bench.markdown(stats) and "aug1: integer model (F746ZG) | 3 |" in table
+
+
+def test_a_later_arm_is_also_set_against_each_earlier_one_but_the_first():
+    rng = np.random.default_rng(1)
+    runs = {"base": synthetic_runs(rng, 0.0), "epochs12": synthetic_runs(rng, 0.05), "aug1": synthetic_runs(rng, 0.1)}
+    stats = bench.summarize(runs)
+    assert [(p["arm"], p["against"]) for p in stats["pairs"]] == [("aug1", "epochs12")]
+    pair = stats["pairs"][0]["versus"]["student"]["test"]
+    assert pair["points"] == pytest.approx(
+        stats["differences"]["aug1"]["student"]["test"]["points"]
+        - stats["differences"]["epochs12"]["student"]["test"]["points"]
+    )
+    assert "| aug1 against epochs12: float student | 5 |" in bench.markdown(stats)
