@@ -11,7 +11,8 @@
   runs from its reset vector under unicorn (no QEMU machine has these parts) and passes.
 * `mcubert_layer_check` with layer 0 of an exported BERT-tiny (seq 128): under qemu-system-arm
   (mps2-an500, semihosting) it prints PASS and exits 0; with one corrupted expected byte it prints FAIL
-  naming it and exits 1.
+  naming it and exits 1. Built for emulator-m55 and run with `-icount shift=0`, its counts are executed
+  instructions.
 * Built with each board's linker script, text + data fits the board's Flash and data + bss its SRAM
   (the per-board table is printed: pytest -s).
 * mcubert_app: CMake stops with a message naming what is missing (TFLM_DIR, TFLM_LIB); with TFLM_DIR set
@@ -156,6 +157,21 @@ def test_layer_check_passes_under_qemu(layer_data, tmp_path, board, machine, pat
     # The kernels' own stack is bounded (MCUBERT_STACK_BOUND_BYTES); main and printing add a little.
     used, reserved = stack_use(console)
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+
+
+def test_emulator_m55_counts_executed_instructions(layer_data, tmp_path):
+    """emulator-m55 (mps3-an547 under -icount shift=0, code in the DDR): the layer check passes on the MVE path and
+    mcubert_cycles() reads executed instructions (SysTick, calibrated), the two ops adding up to the layer."""
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    elf = firmware_sizes.build("emulator-m55", tmp_path / "build", layer_data=layer_data)
+    status, console = qemu.run_qemu(elf, machine="mps3-an547", icount=True)
+    assert status == 0 and "PASS: the layer's output matches the reference byte for byte" in console, console
+    assert "seq_len 128, hidden 128, MVE path" in console
+    attention, mlp, layer = (
+        int(re.search(rf"{op}: +(\d+) cycles", console)[1]) for op in ("attention", "mlp", "layer")
+    )
+    # About 1.9 * 10^7 instructions: the bounds catch a counter that reads 0, SysTick ticks (31 times fewer) or a wrap
+    assert 5_000_000 < layer < 100_000_000 and abs(attention + mlp - layer) < 200, console
 
 
 @pytest.fixture(scope="module")
