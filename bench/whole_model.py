@@ -125,9 +125,11 @@ def _first_line(command: list[str]) -> str:
 def _revision(directory: str | None, variable: str) -> str:
     """A checkout's HEAD (short), else the revision the environment states, else 'not recorded'."""
     if directory:
-        done = subprocess.run(["git", "-C", directory, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        if done.returncode == 0:
-            return done.stdout.strip()
+        command = ["git", "-C", directory, "rev-parse", "--show-toplevel", "--short", "HEAD"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        lines = done.stdout.split()
+        if done.returncode == 0 and len(lines) == 2 and Path(lines[0]).resolve() == Path(directory).resolve():
+            return lines[1]  # the checkout's own HEAD, not that of a repository it lies in
     return os.environ.get(variable) or "not recorded"
 
 
