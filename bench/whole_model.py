@@ -178,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary:
         from provenance import provenance
 
-        flags = " ".join(argv if argv is not None else sys.argv[1:])
-        command = f"TFLM_DIR=... TFLM_LIB=... python bench/whole_model.py {flags}".rstrip()
+        flags = [f"--core {args.core}"] + ([f"--seq-len {args.seq_len}"] if args.seq_len != 128 else [])
+        flags += ["--no-reference"] * args.no_reference + ["--tflm-lib-cmsis-nn LIB"] * bool(args.tflm_lib_cmsis_nn)
+        command = f"TFLM_DIR=... TFLM_LIB=... python bench/whole_model.py {' '.join(flags)} --summary {args.summary}"
         summary = {
             "bench": "whole_model" + ("" if args.core == "cortex-m7" else "_m55"),
             "command": command,
