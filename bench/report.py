@@ -153,6 +153,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "export_memory.peaks": lambda: export_memory.peaks_table(_summary("export_memory.json")),
     "whole_model.invoke": lambda: whole_model.markdown_table(_summary("whole_model.json")),
     "whole_model.ops": lambda: whole_model.per_op_table(_summary("whole_model.json")),
+    "whole_model_m55.invoke": lambda: whole_model.markdown_table(_summary("whole_model_m55.json")),
+    "whole_model_m55.ops": lambda: whole_model.per_op_table(_summary("whole_model_m55.json")),
     "w4_ops.ops": lambda: w4_ops.ops_table(_summary("w4_ops.json")),
     "w4_ops.flash": lambda: w4_ops.flash_table(_summary("w4_ops.json")),
     "w4_gemm.gemm": lambda: w4_gemm.gemm_table(_summary("w4_gemm.json")),

@@ -24,12 +24,22 @@ def missing_machine(machine: str) -> str | None:
     return None
 
 
-def run_qemu(elf: Path | str, *, machine: str = "mps2-an500", command_line: str | None = None, timeout: float = 300):
-    """(exit status, console text) of one run; `command_line` is -append's (the firmware's argv)."""
+def run_qemu(
+    elf: Path | str,
+    *,
+    machine: str = "mps2-an500",
+    command_line: str | None = None,
+    timeout: float = 300,
+    icount: bool = False,
+):
+    """(exit status, console text) of one run; `command_line` is -append's (the firmware's argv). `icount`:
+    `-icount shift=0`, the virtual clock advancing 1 ns per executed instruction (what the emulator-m55
+    board's counter reads)."""
     command = [
         "qemu-system-arm",
         "-M",
         machine,
+        *(["-icount", "shift=0"] if icount else []),
         "-nographic",
         "-monitor",
         "none",

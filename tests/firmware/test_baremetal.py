@@ -11,7 +11,8 @@
   runs from its reset vector under unicorn (no QEMU machine has these parts) and passes.
 * `mcubert_layer_check` with layer 0 of an exported BERT-tiny (seq 128): under qemu-system-arm
   (mps2-an500, semihosting) it prints PASS and exits 0; with one corrupted expected byte it prints FAIL
-  naming it and exits 1.
+  naming it and exits 1. Built for emulator-m55 and run with `-icount shift=0`, its counts are executed
+  instructions.
 * Built with each board's linker script, text + data fits the board's Flash and data + bss its SRAM
   (the per-board table is printed: pytest -s).
 * mcubert_app: CMake stops with a message naming what is missing (TFLM_DIR, TFLM_LIB); with TFLM_DIR set
@@ -19,7 +20,8 @@
 * mcubert_app under QEMU, with a user's TFLM library for cortex-m7 hard-float (TFLM_DIR, TFLM_LIB_CORTEX_M7,
   TFLM_THIRD_PARTY_INCLUDES or FLATBUFFERS_INCLUDE + GEMMLOWP_DIR): a fresh BERT-tiny export's logits equal
   the reference byte for byte, TFLM's arena_used_bytes() on the 32-bit core is within the exported arena,
-  and the least arena that works (found with `-append arena=<bytes>`) is printed (pytest -s).
+  and the least arena that works (found with `-append arena=<bytes>`) is printed (pytest -s). With a library
+  for the Cortex-M55 (TFLM_LIB_CORTEX_M55), the app profiled on emulator-m55 counts its ops in instructions.
 """
 
 from __future__ import annotations
@@ -156,6 +158,21 @@ def test_layer_check_passes_under_qemu(layer_data, tmp_path, board, machine, pat
     # The kernels' own stack is bounded (MCUBERT_STACK_BOUND_BYTES); main and printing add a little.
     used, reserved = stack_use(console)
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+
+
+def test_emulator_m55_counts_executed_instructions(layer_data, tmp_path):
+    """emulator-m55 (mps3-an547 under -icount shift=0, code in the DDR): the layer check passes on the MVE path and
+    mcubert_cycles() reads executed instructions (SysTick, calibrated), the two ops adding up to the layer."""
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    elf = firmware_sizes.build("emulator-m55", tmp_path / "build", layer_data=layer_data)
+    status, console = qemu.run_qemu(elf, machine="mps3-an547", icount=True)
+    assert status == 0 and "PASS: the layer's output matches the reference byte for byte" in console, console
+    assert "seq_len 128, hidden 128, MVE path" in console
+    attention, mlp, layer = (
+        int(re.search(rf"{op}: +(\d+) cycles", console)[1]) for op in ("attention", "mlp", "layer")
+    )
+    # About 1.9 * 10^7 instructions: the bounds catch a counter that reads 0, SysTick ticks (31 times fewer) or a wrap
+    assert 5_000_000 < layer < 100_000_000 and abs(attention + mlp - layer) < 200, console
 
 
 @pytest.fixture(scope="module")
@@ -475,6 +492,34 @@ def test_app_matches_the_reference_under_qemu(export_dir, tmp_path):
         f"\nmcubert_app under QEMU (Cortex-M7): arena exported {exported} B, TFLM arena_used_bytes() {used} B, "
         f"least that works {least} B; stack high-water {stack} of {reserved} B"
     )
+
+
+def test_app_profiles_its_ops_in_instructions_on_emulator_m55(export_dir, tmp_path):
+    """mcubert_app with MicroProfiler on emulator-m55 (QEMU -icount shift=0; TFLM_LIB_CORTEX_M55: TFLM built
+    TARGET_ARCH=cortex-m55): the output matches, and TFLM's ticks (tflm_ticks_icount.cc) are the board's
+    instruction counts, the four ops adding up to Invoke (bench/whole_model.py --core cortex-m55 relies on it)."""
+    missing = [name for name in ("TFLM_DIR", "TFLM_LIB_CORTEX_M55") if not os.environ.get(name)]
+    if missing:
+        pytest.skip(f"set {', '.join(missing)}: a tflite-micro checkout and its microlite built for cortex-m55")
+    need("arm-none-eabi-g++", "cmake", "ninja", "qemu-system-arm")
+    cmake_args = (
+        f"-DTFLM_DIR={os.environ['TFLM_DIR']}",
+        f"-DTFLM_LIB={os.environ['TFLM_LIB_CORTEX_M55']}",
+        f"-DTFLM_THIRD_PARTY_INCLUDES={tflm_third_party_includes()}",
+        "-DMCUBERT_APP_PROFILE=ON",
+    )
+    elf = firmware_sizes.build(
+        "emulator-m55",
+        tmp_path / "build",
+        target="mcubert_app",
+        cmake_args=(f"-DMCUBERT_EXPORT_DIR={export_dir}", *cmake_args),
+    )
+    status, console = qemu.run_qemu(elf, machine="mps3-an547", icount=True)
+    assert status == 0 and "output matches the reference: yes" in console, console
+    invoke = int(re.search(r"invoke: (\d+) cycles", console)[1])
+    ops = {tag: int(n) for tag, n in re.findall(r"^(MCUBERT_[A-Z_]+), (\d+)\r?$", console, re.MULTILINE)}
+    assert set(ops) == {"MCUBERT_EMBEDDING", "MCUBERT_ATTENTION", "MCUBERT_MLP", "MCUBERT_CLASSIFIER_HEAD"}, console
+    assert min(ops.values()) > 0 and 0.99 * invoke < sum(ops.values()) <= invoke, console
 
 
 TEXTS = ["The cat sat on the mat.", "This film is very good!", "not bad, and happy", "Ünïcödé — 東京 [MASK]"]

@@ -15,7 +15,7 @@ from tflm_mcubert.boards import BOARDS
 BAREMETAL = Path(__file__).resolve().parents[2] / "examples" / "baremetal"
 CORES_WITH_FPU = {"cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"}
 # Targets of the table that are not boards of boards.py: emulators.
-EMULATED = {"qemu-mps2-an500", "qemu-mps3-an547", "emulator-m7"}
+EMULATED = {"qemu-mps2-an500", "qemu-mps3-an547", "emulator-m7", "emulator-m55"}
 
 
 def board_table(cmake_text: str) -> dict[str, list[str]]:

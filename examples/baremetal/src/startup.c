@@ -21,6 +21,8 @@ extern void (*__init_array_end[])(void);
 int main(void);
 void Reset_Handler(void);
 void Fault_Handler(void);
+/* SysTick's vector: a fault unless a source defines it (icount_systick.c, the emulator-m55 board's counter). */
+void SysTick_Handler(void) __attribute__((weak, alias("Fault_Handler")));
 
 #define SCB_CPACR (*(volatile uint32_t *)0xE000ED88u)
 #define DEMCR (*(volatile uint32_t *)0xE000EDFCu)
@@ -56,7 +58,7 @@ __attribute__((section(".isr_vector"), used)) void (*const mcubert_vector_table[
     Fault_Handler, /* DebugMon */
     0,
     Fault_Handler, /* PendSV */
-    Fault_Handler, /* SysTick */
+    SysTick_Handler,
 };
 
 static uint32_t *stack_bottom(void)
@@ -123,7 +125,8 @@ void Reset_Handler(void)
     mcubert_platform_exit(main());
 }
 
-uint32_t mcubert_cycles(void)
+/* Weak: a board whose counter is not the DWT's defines its own (icount_systick.c). */
+__attribute__((weak)) uint32_t mcubert_cycles(void)
 {
 #if MCUBERT_HAS_CYCLE_COUNTER
     return DWT_CYCCNT;
