@@ -22,7 +22,7 @@ against the first arm, the paired t-test over seeds and the paired bootstrap ove
 (bench_stats.py). `markdown_table` (bench/report.py) recomputes every figure from the bits.
 
     python bench/distill_augment.py --teacher /work/runs/distill/teacher --runs /work/runs/distill \\
-        --arms base,aug1 --seeds 0,1,2,3,4 --run --out bench/results/distill_augment.json
+        --arms base,epochs12,aug1 --seeds 0,1,2,3,4,5 --run --out bench/results/distill_augment.json
 """
 
 from __future__ import annotations
