@@ -202,6 +202,7 @@ def test_a_model_too_big_for_flash_says_which_part(capsys, tmp_path):
     assert "Flash" in last and "the encoder and head alone take" in last
     # The report still says where the arena fits (issue 27: arena_fits was false wherever Flash missed).
     boards = json.loads((tmp_path / "mini" / "report.json").read_text())["boards"]
-    assert not any(fit["flash_fits"] for fit in boards.values())
+    # Only the STM32N6570-DK's 128 MB external NOR holds BERT-mini's 3.9 MB.
+    assert {name for name, fit in boards.items() if fit["flash_fits"]} == {"stm32n6570-dk"}
     assert boards["nucleo-f767zi"]["arena_fits"] and boards["nucleo-h7a3zi-q"]["arena_fits"]
     assert boards["nucleo-f767zi"]["longest_seq_len"] is None  # no sequence fits both
