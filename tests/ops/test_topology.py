@@ -8,11 +8,11 @@ from tflm_mcubert.ops.topology import DECODER, ENCODER, TOPOLOGIES, topology_of
 @pytest.mark.parametrize("topology", TOPOLOGIES, ids=lambda t: t.name)
 @pytest.mark.parametrize("layers", [1, 3])
 def test_an_op_sequence_gives_back_its_layers(topology, layers):
-    assert topology.shape_of(topology.ops(layers)) == (layers, True)
-    if topology.last_optional:
-        assert topology.shape_of(topology.ops(layers, with_last=False)) == (layers, False)
-    else:
-        assert topology.ops(layers, with_last=False) == topology.ops(layers)
+    assert topology.shape_of(topology.ops(layers)) == (layers, 1)
+    for ends in range(topology.least_ending, len(topology.ending) + 1):
+        assert topology.shape_of(topology.ops(layers, ends)) == (layers, ends)
+    if topology.least_ending:
+        assert topology.ops(layers, 0) == topology.ops(layers)
     assert topology_of(topology.ops(layers)[0]) is topology
 
 
@@ -40,7 +40,7 @@ def test_the_steps_name_the_values_each_op_reads():
         ("MCUBERT_DECODER_MLP", "layer1.decoder_mlp", ("hidden",)),
         ("MCUBERT_LM_HEAD", "lm_head", ("hidden",)),
     ]
-    assert [(name, inputs) for _, name, inputs in ENCODER.steps(1, with_last=False)] == [
+    assert [(name, inputs) for _, name, inputs in ENCODER.steps(1, 0)] == [
         ("embedding", ("input_ids", "token_type_ids")),
         ("layer0.attention", ("hidden", "attention_mask")),
         ("layer0.mlp", ("hidden",)),

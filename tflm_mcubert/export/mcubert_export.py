@@ -60,14 +60,15 @@ def op_data_bytes(op: OpDef) -> int:
     return kernel_op_data_bytes(ctypes.sizeof(struct), ctypes.alignment(struct))
 
 
-def graph_shape(topology: Topology, layers: int, with_last: bool, hidden: int) -> GraphShape:
+def graph_shape(topology: Topology, layers: int, ends: int, hidden: int) -> GraphShape:
     """What TFLM's bookkeeping depends on, for a model of this topology as the writer writes it: the graph
-    inputs, a state tensor per layer (offline-planned variables take no persistent memory), and per op
-    its constants, its output and its scratch."""
-    ops = topology.ops(layers, with_last)
+    inputs, the state tensors (offline-planned variables take no persistent memory), and per op its
+    constants, its output and its scratch."""
+    steps = topology.steps(layers, ends)
+    ops = [op for op, _, _ in steps]
     constants = sum(len(op.weight_fields) for op in ops)
     outputs = sum(len(op.contract.outputs) + 1 for op in ops)  # hidden/logits/top + scratch per op
-    inputs = len(topology.inputs) + (layers if topology.state_input else 0)
+    inputs = len(topology.inputs) + sum(topology.is_state(value) for _, _, values in steps for value in values)
     # the output's scale / zero-point arrays: one per channel of d for the hidden state, else one
     channels = hidden if ops[-1].output == CHAINED_VALUE else 1
     return GraphShape(
@@ -84,8 +85,8 @@ def arena_of(model, sizes: StructSizes = CORTEX_M) -> ArenaEstimate:
     """TFLM's arena for an exported model read back by tflite/mcubert_reader.py (encoder or decoder), with
     `sizes`' struct sizes (CORTEX_M for the board; HOST_64 for the tflite-micro wheel)."""
     q = model.quantized
-    layers, with_last = q.topology.shape_of([node.definition for node in model.nodes])
-    return estimate_arena(graph_shape(q.topology, layers, with_last, q.hidden), model.planned_bytes, sizes)
+    layers, ends = q.topology.shape_of([node.definition for node in model.nodes])
+    return estimate_arena(graph_shape(q.topology, layers, ends, q.hidden), model.planned_bytes, sizes)
 
 
 def arena_overhead(layers: int, classifier: bool, hidden: int) -> int:

@@ -64,7 +64,7 @@ class QuantizedDecoder:
         stream = lambda params: stream_quant(params.output_residual, self.z_scale)  # noqa: E731
         nodes = [Node("embedding", EMBEDDING, self.embedding, ("input_id", "position"), stream(self.embedding))]
         for i, (attention, mlp) in enumerate(self.layers):
-            inputs = ("hidden", "position", DECODER.state_name(i))
+            inputs = tuple(DECODER.value_of_input(name, i) for name in ATTENTION.runtime_inputs)
             nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, inputs, stream(attention)))
             nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), stream(mlp)))
         return nodes + [Node(HEAD.node_name(0), HEAD, self.head, ("hidden",), TensorQuant(self.logit_scale, 0))]
@@ -93,7 +93,10 @@ class QuantizedDecoder:
     def variables(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         """State kept between invokes (TFLM variable tensors): each layer's int8 KV cache [2, n, d]."""
         return {
-            DECODER.state_name(i): (np.dtype(np.int8), DECODER.state_shape(a)) for i, (a, _) in enumerate(self.layers)
+            value: (state.dtype, state.shape(node.params))
+            for node in self.nodes()
+            for value in node.inputs
+            if (state := DECODER.state_of(value)) is not None
         }
 
     def new_caches(self) -> dict[str, np.ndarray]:

@@ -263,8 +263,9 @@ def _value_bytes(topology: Topology, value: str, s: int, d: int, output_bytes: i
     inputs = {i.name: i for i in topology.inputs}
     if value in inputs:
         return inputs[value].dtype.itemsize * math.prod(inputs[value].shape(s))
-    if topology.is_state(value):
-        return topology.plan_state_bytes(s, d)
+    state = topology.state_of(value)
+    if state is not None:
+        return state.plan_bytes(s, d)
     if value == "hidden":
         return d if topology.one_position_per_invoke else s * d
     return output_bytes

@@ -382,10 +382,10 @@ def _check_value(topology: Topology, node: OpNode, value: str, index: int, value
         if values.setdefault(value, index) != index:
             raise _fail(where, f"every op must read the same {value} tensor")
         _expect(tensor, where, graph_input.dtype, node.node.params.seq_len if graph_input.per_position else 1)
-    elif topology.is_state(value):
+    elif (state := topology.state_of(value)) is not None:
         if value in values or not tensor.variable:
-            raise _fail(where, f"each layer's {topology.state_noun} must be a variable tensor of its own")
-        _expect(tensor, where, np.int8, int(np.prod(topology.state_shape(node.node.params))))
+            raise _fail(where, f"each {state.noun} must be a variable tensor of its own")
+        _expect(tensor, where, state.dtype, int(np.prod(state.shape(node.node.params))))
         values[value] = index
     elif values.get(value) != index:
         raise _fail(where, f"input is not the previous op's {value} output")
