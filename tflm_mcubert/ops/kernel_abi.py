@@ -184,6 +184,12 @@ def decoder_embedding_call(params, input_id: int, position: int, spec_hash: int 
     return _call(params, inputs, spec_hash)
 
 
+def op_call(params, spec_hash: int | None = None, **runtime_inputs: np.ndarray) -> KernelCall:
+    """The call of any op from its validated params and its run-time inputs by name, each copied (an op may
+    write its inputs: the call keeps its own state)."""
+    return _call(params, {k: _contiguous(v, v.dtype).copy() for k, v in runtime_inputs.items()}, spec_hash)
+
+
 def output_elements(call: KernelCall) -> int:
     """Element count of the output tensor (validate checks it; an in-place op's aliases its input)."""
     return OPS[call.op].output_elements(call.params)

@@ -191,15 +191,16 @@ def plan_model(
     return _plan(topology, steps, s, dims, sram_budget, cost_model or KernelCostModel(), tiles or {}, output_bytes)
 
 
-def _plan(topology, steps, s, dims, sram_budget, cost_model, tiles, output_bytes) -> Plan:
-    """plan_model's work on the (op, node name, values read) of each step."""
+def _plan(topology, steps, s, dims, sram_budget, cost_model, tiles, output_bytes, scratch=None) -> Plan:
+    """plan_model's work on the (op, node name, values read) of each step; `scratch`: a node's scratch bytes
+    where its parameters are known (else the op's formula of the shape)."""
     d = dims.hidden
     chosen = _tiles(steps, s, dims, sram_budget, cost_model, tiles)
     buffers = _value_buffers(topology, steps, s, d, output_bytes)
     op_specs = []  # (name, kind, step, tile, scratch bytes, cost); step = position in the node list
     for step, (op, name, _) in enumerate(steps):
         t, cost = chosen.get(op.kind, (None, 0.0))
-        nbytes = op.plan_scratch(s, dims, t)
+        nbytes = (scratch or {}).get(name, op.plan_scratch(s, dims, t))
         buffers.append(Buffer(f"{name}.scratch", align_up(nbytes), step, step))
         op_specs.append((name, op.kind, step, t, nbytes, cost))
     placed = assign_offsets(_in_plan_order(topology, buffers))
@@ -233,11 +234,14 @@ def plan_of(model, sram_budget: int) -> Plan:
     )
     last = nodes[-1]
     output_bytes = (
-        last.op.output_elements(last.params) * last.op.output_dtype.itemsize if last.op is model.topology.last else 0
+        last.op.output_elements(last.params) * last.op.output_dtype.itemsize if last.op in model.topology.ending else 0
     )
     tiles = {n.op.kind: n.params.tile for n in nodes if n.op.tiled}
     steps = [(n.op, n.name, n.inputs) for n in nodes]
-    return _plan(model.topology, steps, model.seq_len, dims, sram_budget, KernelCostModel(), tiles, output_bytes)
+    scratch = {n.name: n.op.scratch_bytes(n.params) for n in nodes}
+    return _plan(
+        model.topology, steps, model.seq_len, dims, sram_budget, KernelCostModel(), tiles, output_bytes, scratch
+    )
 
 
 def _tiles(steps, s: int, dims: Dims, budget: int, cost_model: CostModel, tiles: dict[str, int]) -> dict:

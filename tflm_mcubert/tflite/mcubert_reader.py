@@ -405,11 +405,15 @@ def _io(subgraph, nodes, values: dict[str, int], names: tuple[str, ...]) -> tupl
 
 def _check_plan(nodes, tensors, graph_inputs, graph_outputs) -> int:
     """Lifetimes (op steps) of every arena buffer; buffers alive together must not overlap, except
-    the hidden states, which are one buffer updated in place."""
+    the hidden states, which are one buffer updated in place, and any other output written in place over
+    its op's first input."""
     hidden = {n.outputs[0] for n in nodes if n.definition.output == CHAINED_VALUE}
+    in_place = {n.outputs[0]: n.inputs[0] for n in nodes if n.definition.in_place and n.outputs[0] not in hidden}
     life: dict[object, list[int]] = {}
 
     def touch(index: int, step: int):
+        while index in in_place and tensors[index].offset == tensors[in_place[index]].offset:
+            index = in_place[index]  # one buffer with the value it rewrites
         key = "hidden" if index in hidden else index
         span = life.setdefault(key, [step, step])
         span[0], span[1] = min(span[0], step), max(span[1], step)

@@ -168,9 +168,10 @@ def _inputs(graph: _GraphBuilder, node: Node, values: dict[str, int]) -> list[in
 
 
 def _output(graph: _GraphBuilder, node: Node) -> int:
-    """The node's output tensor: a chained value gets one tensor per writer, named after it."""
+    """The node's output tensor: a chained value, or a value rewritten in place, gets one tensor per writer,
+    named after it."""
     value = node.op.output
-    name = f"{node.name}/{value}" if value == CHAINED_VALUE else value
+    name = f"{node.name}/{value}" if value == CHAINED_VALUE or node.op.in_place else value
     return graph.activation(name, node.op.output_dtype, node.op.output_shape(node.params), value, node.output_quant)
 
 
