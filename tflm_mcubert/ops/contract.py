@@ -38,6 +38,7 @@ SPEC_VERSION_DECODER_EMBEDDING = 7  # word + position into the residual stream
 SPEC_VERSION_LAYER_BITS = 8
 # Version 9: version 8's `int4_layers` mask for MCUBERT_CAUSAL_ATTENTION and MCUBERT_DECODER_MLP (no weight_bits).
 SPEC_VERSION_DECODER_LAYER_BITS = 9
+SPEC_VERSION_SAMPLE = 10  # the next token drawn from the LM head's candidates (temperature, top-k, top-p)
 ATTENTION_LINEAR_LAYERS = ("query", "key", "value", "output")  # the order of the op's weight inputs
 MLP_LINEAR_LAYERS = ("fc1", "fc2")
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
@@ -62,6 +63,7 @@ LM_HEAD = "MCUBERT_LM_HEAD"
 CAUSAL_ATTENTION = "MCUBERT_CAUSAL_ATTENTION"
 DECODER_MLP = "MCUBERT_DECODER_MLP"
 DECODER_EMBEDDING = "MCUBERT_DECODER_EMBEDDING"
+SAMPLE = "MCUBERT_SAMPLE"
 # The ops of the contract-wide versions 1 and 2: their text is SPEC_HASH's. Later ops have own versions only.
 CONTRACT_WIDE_OPS = (EMBEDDING, ATTENTION, MLP, CLASSIFIER_HEAD)
 
@@ -76,6 +78,7 @@ KINDS = {
     CAUSAL_ATTENTION: "causal_attention",
     DECODER_MLP: "decoder_mlp",
     DECODER_EMBEDDING: "decoder_embedding",
+    SAMPLE: "sample",
 }
 CUSTOM_CODES = {kind: code for code, kind in KINDS.items()}
 TILED_KINDS = (KINDS[ATTENTION], KINDS[MLP])  # the ops whose schedule has a token tile
@@ -187,6 +190,12 @@ def _check_lm_head(v: dict[str, int]):
     if v["top_k"] > v["vocab_size"]:
         return "top_k", f"{v['top_k']} exceeds vocab_size {v['vocab_size']}"
     return None
+
+
+def _check_sample(v: dict[str, int]):
+    if v["keep"] > v["top_k"]:
+        return "keep", f"{v['keep']} exceeds top_k {v['top_k']}"
+    return _multiplier_ok(v, "index_multiplier", "index_shift")
 
 
 _REQUANT_D = "int32", "[d, 2]"
@@ -417,6 +426,24 @@ CONTRACTS: dict[str, OpContract] = {
         outputs=(TensorSig("hidden", "int8", "[d]", "the token's residual stream"),),
         cross_check=_check_embedding,
     ),
+    SAMPLE: OpContract(
+        SAMPLE,
+        options=(
+            OptionField("top_k", 1, MAX_TOP_K, "k: the LM head's candidates"),
+            OptionField("keep", 1, MAX_TOP_K, "top-k <= k: the best ones drawn from"),
+            OptionField("top_p", 1, 1 << 15, "Q15 share of the kept weight (top-p)"),
+            OptionField("index_multiplier", 0, INT32_MAX, "score_0 - score_i -> table index (1/temperature folded)"),
+            OptionField("index_shift", fixed_point.SHIFT_MIN, fixed_point.SHIFT_MAX, ""),
+            OptionField("seed", 0, (1 << 32) - 1, "uint32 added to the state before mixing"),
+        ),
+        inputs=(
+            TensorSig("top", "int32", "[2, k]", "the LM head's ids best first, then their scores; updated in place"),
+            TensorSig("rng_state", "int32", "[1]", "state: advanced by 0x6D2B79F5 per invoke"),
+            TensorSig("exp_lut", "int16", "[256]", "EXP_ONE*exp(-j*16/255); [0] = EXP_ONE"),
+        ),
+        outputs=(TensorSig("top", "int32", "[2, k]", "the drawn candidate first, the ones before it one place on"),),
+        cross_check=_check_sample,
+    ),
 }
 
 
@@ -533,6 +560,14 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
             "causal_attention.keys=max(0,p-window+1)..p (window 0: 0..p)",
             "causal_attention.heads=attention's scores,exp table,recip,Q16 mean over those keys",
             "causal_attention.out=z'=clamp16(requantize(ctx.Wo)+z);x'=clamp8(round(z'/2^R')+zp')",
+        )
+    },
+    SPEC_VERSION_SAMPLE: {
+        SAMPLE: (
+            "sample.state=state+0x6D2B79F5 mod 2^32;u=mulberry32 mix(state+seed) uint32",
+            "sample.weight=w_i=exp_lut[min(255,requantize(clamp32(score_0-score_i),M,shift))],i<keep;c_i=w_0+..+w_i",
+            "sample.top_p=m=first i with c_i*2^15>=top_p*c_(keep-1)",
+            "sample.draw=r=(u*c_m)>>32;drawn=first i with c_i>r;top[:,0..drawn] rotated so drawn is first",
         )
     },
     SPEC_VERSION_LM_HEAD: {

@@ -22,6 +22,7 @@ from tflm_mcubert.ops import (
     embedding,
     lm_head,
     mlp,
+    sample,
 )
 from tflm_mcubert.ops.op_def import OpDef
 
@@ -37,6 +38,7 @@ OPS: dict[str, OpDef] = {
         causal_attention.DEFINITION,
         decoder_mlp.DEFINITION,
         decoder_embedding.DEFINITION,
+        sample.DEFINITION,
     )
 }
 BY_KIND: dict[str, OpDef] = {d.kind: d for d in OPS.values()}

@@ -2,7 +2,8 @@
 and how a .tflite says which topology it holds.
 
     ENCODER   MCUBERT_EMBEDDING, (MCUBERT_ATTENTION, MCUBERT_MLP) x L, optional MCUBERT_CLASSIFIER_HEAD
-    DECODER   MCUBERT_DECODER_EMBEDDING, (MCUBERT_CAUSAL_ATTENTION, MCUBERT_DECODER_MLP) x L, MCUBERT_LM_HEAD
+    DECODER   MCUBERT_DECODER_EMBEDDING, (MCUBERT_CAUSAL_ATTENTION, MCUBERT_DECODER_MLP) x L, MCUBERT_LM_HEAD,
+              optional MCUBERT_SAMPLE
 
 The writer, the reader and the planner read these facts here, so they name no op and branch on no
 model kind; a third architecture is a third `Topology` (and the parameter holder that makes its nodes,
@@ -132,7 +133,7 @@ DECODER = Topology(
     description="MCUBERT int8 decoder step with KV caches (tflm-mcubert)",
     first=op_of(contract.DECODER_EMBEDDING),
     layer=(op_of(contract.CAUSAL_ATTENTION), op_of(contract.DECODER_MLP)),
-    ending=(op_of(contract.LM_HEAD),),
+    ending=(op_of(contract.LM_HEAD), op_of(contract.SAMPLE)),  # the next token: the best id, or one drawn
     least_ending=1,
     inputs=(GraphInput("input_id", _INT32, False), GraphInput("position", _INT32, False)),
     state=(
@@ -143,6 +144,7 @@ DECODER = Topology(
             plan_bytes=lambda positions, hidden: 2 * positions * hidden,
             noun="layer's KV cache",
         ),
+        State("rng_state", _INT32, shape=lambda p: (1,), plan_bytes=lambda positions, hidden: 4, noun="sampling state"),
     ),
     one_position_per_invoke=True,
     share_constants=True,  # the LM head reads the embedding's tables

@@ -453,6 +453,39 @@ mcubert_status mcubert_decoder_embedding_s8(const mcubert_decoder_embedding_para
 /* ---- end of MCUBERT_DECODER_EMBEDDING ----------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------
+ * MCUBERT_SAMPLE (SPEC 4.9): a decoder's next token drawn from the LM head's k candidates at a
+ * temperature, among the best `keep` (top-k) and the smallest prefix holding a share top_p of their
+ * weight (top-p), by a seeded 32-bit generator whose state is an int32[1] variable tensor (Reset()
+ * zeroes it). In place on top[2][k]: the drawn candidate moves to the front, so the next id is
+ * top[0][0] as in greedy decoding. Integers only: every core draws the ids the reference draws.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {            /* constant input 2 */
+    const int16_t *exp_lut; /* [256]: EXP_ONE * exp(-j * 16 / 255), [0] = EXP_ONE */
+} mcubert_sample_weights;
+
+enum {
+    MCUBERT_SAMPLE_TOP,
+    MCUBERT_SAMPLE_RNG_STATE,
+    MCUBERT_SAMPLE_EXP_LUT,
+    MCUBERT_SAMPLE_OUTPUT,
+    MCUBERT_SAMPLE_NUM_TENSORS
+};
+
+/* A(4k) bytes (the running sums of the weights); -1 for top_k outside [1, MCUBERT_MAX_TOP_K]. */
+int32_t mcubert_sample_get_buffer_size(int32_t top_k);
+
+mcubert_status mcubert_sample_validate(const mcubert_sample_params *params, const mcubert_tensor_view *tensors,
+                                       int32_t count, mcubert_message *message);
+
+/* top[2][k] (ids best first, then scores) in place, *rng_state advanced. */
+mcubert_status mcubert_sample_s8(const mcubert_sample_params *params, const mcubert_sample_weights *weights,
+                                 int32_t *top, int32_t *rng_state, const mcubert_context *context,
+                                 mcubert_message *message);
+
+/* ---- end of MCUBERT_SAMPLE ---------------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------------------------
  * Custom options: each op's flexbuffer map of integers (SPEC.md section 5), as stored in the
  * .tflite, decoded into its params. The buffer is untrusted and every read is bounds-checked;
  * a malformed container, a missing, unknown or non-integer key is MCUBERT_ERROR_OPTION and a
@@ -478,6 +511,8 @@ mcubert_status mcubert_decoder_mlp_parse_options(const uint8_t *buffer, int32_t 
 mcubert_status mcubert_decoder_embedding_parse_options(const uint8_t *buffer, int32_t length,
                                                        mcubert_decoder_embedding_params *params,
                                                        mcubert_message *message);
+mcubert_status mcubert_sample_parse_options(const uint8_t *buffer, int32_t length, mcubert_sample_params *params,
+                                            mcubert_message *message);
 
 /* ------------------------------------------------------------------------------------------
  * Model integrity (SPEC.md section 9): the CRC-32 record `export` writes into the .tflite.
