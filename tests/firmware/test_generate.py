@@ -1,7 +1,8 @@
 """`mcubert_generate` (examples/baremetal): a decoder exported from a GPT-2 checkpoint generates under QEMU's
 Cortex-M7 and Cortex-M55 (MVE path), prompt in, ids out, each prompt's greedy continuation equal to the
 reference's (the .tflite read back) token for token, every KV cache reset between prompts, with int8 and with int4
-weights; bad prompt lines are named and skipped."""
+weights, and drawing each next id with MCUBERT_SAMPLE (--sample; the generator restarted for each prompt, as
+TFLM's Reset() restarts it); bad prompt lines are named and skipped."""
 
 from __future__ import annotations
 
@@ -27,12 +28,17 @@ LANGS = ("C", "CXX", "ASM")
 NEW_TOKENS = 12
 
 
-@pytest.fixture(scope="module", params=["8", "4"], ids=["int8", "int4"])
+# (weight bits, --sample settings or None): int8 and int4 greedy, and int8 drawing its next ids on the device
+VARIANTS = {"int8": ("8", None), "int4": ("4", None), "int8-sample": ("8", "temperature=1.5,top_k=6,seed=3")}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def export_dir(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("generate")
     random_gpt2(root / "gpt2", vocab_size=VOCAB, n_positions=40, n_embd=32, n_layer=2, n_head=4)
-    export = ("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--weight-bits", request.param)
-    code = _cli(*export, "--out", root / "export")
+    bits, sample = VARIANTS[request.param]
+    export = ("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--weight-bits", bits)
+    code = _cli(*export, *(("--sample", sample) if sample else ()), "--out", root / "export")
     assert code == 0
     return root / "export"
 
@@ -72,6 +78,9 @@ def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, 
         expected = _greedy_to_the_context(decoder, prompt, new)
         want = f"prompt {number}: {len(prompt)} ids in, ids out: {' '.join(map(str, expected))}"
         assert want in console, (want, console)
+    if decoder.sample is not None:  # the drawn ids are not the best ones
+        greedy = decoder.sampling(None)
+        assert any(_greedy_to_the_context(decoder, p, 8) != _greedy_to_the_context(greedy, p, 8) for p in prompts)
     assert "prompt 3: the line is not token ids" in console
     assert f"prompt 4: the line has an id outside the vocabulary (ids 0..{VOCAB - 1}, at most 40 tokens)" in console
     assert "(the context is full)" in console

@@ -301,6 +301,24 @@ def test_a_decoder_generates_in_tflm_as_the_reference_with_its_caches_in_the_off
     assert run.arena["head"] == read_decoder(tflite).planned_bytes
 
 
+def test_a_sampling_decoder_draws_in_tflm_as_the_reference(binding, decoder_model):
+    """MCUBERT_SAMPLE after the head: the generator's state is a TFLM variable tensor kept from invoke to invoke,
+    and each step's drawn id (moved to the front, in place) equals the reference's; greedy would differ."""
+    from tflm_mcubert.ops.sample import SampleParams
+
+    greedy, _ = decoder_model
+    decoder = greedy.sampling(SampleParams.of(3, greedy.logit_scale, 2.0, seed=9))
+    tflite = model_to_tflite(decoder, plan_of(decoder, 1 << 20))
+    caches, steps, expected, token = decoder.new_caches(), [], [], 4
+    for position in range(24):
+        steps.append({"input_id": np.array([token], np.int32), "position": np.array([position], np.int32)})
+        expected.append(decoder.step(token, position, caches))
+        token = int(expected[-1][0, 0])
+    run = binding.run_steps(tflite, steps, arena_bytes=1 << 20)
+    got = run.outputs["top_k"].reshape(len(steps), 2, -1)
+    assert np.array_equal(got, np.stack(expected))
+
+
 def test_a_decoder_position_past_its_cache_fails_invoke(binding, decoder_model):
     decoder, tflite = decoder_model
     step = {"input_id": np.array([1], np.int32), "position": np.array([decoder.context], np.int32)}

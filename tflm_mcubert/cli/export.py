@@ -58,6 +58,16 @@ def add_parser(subparsers) -> list[str]:
     )
     export.add_argument("--top-k", type=int, default=1, help="a decoder: the best ids each step returns (default 1)")
     export.add_argument(
+        "--sample",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="SETTINGS",
+        help="a decoder: draw each next token on the device instead of taking the best one, with "
+        "'temperature=1.0,top_k=40,top_p=1.0,seed=0' (these defaults for any key left out); the same seed and "
+        "prompt give the same text",
+    )
+    export.add_argument(
         "--schedule",
         default="mcubert",
         choices=SCHEDULES,
@@ -206,6 +216,7 @@ def run(args) -> int:
         vocab=not args.no_vocab,
         force=args.force,
         top_k=args.top_k,
+        sample=args.sample,
     )
     report = run_export(request)
     (_print_decoder if "kv_cache_bytes" in report else _print_encoder)(args, request, report)

@@ -37,7 +37,7 @@ from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, wr
 from tflm_mcubert.export.mcubert_export import graph_shape
 from tflm_mcubert.export.board_fit import AUTO
 from tflm_mcubert.export.decoder_fit import auto_widths
-from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
+from tflm_mcubert.export.request import MAX_CANDIDATES, ExportRequest, refused_for_decoder
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
@@ -48,6 +48,7 @@ from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_
 from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_ranges, distill_decoder, table_of_clusters
 from tflm_mcubert.quantize.float_model import embedding_clusters
 from tflm_mcubert.ops import lm_head
+from tflm_mcubert.ops.sample import SampleParams
 from tflm_mcubert.ops.topology import DECODER
 from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
@@ -220,7 +221,7 @@ def _table_room(request: ExportRequest, model, sequences, tokenizer_bytes: int, 
     flash_budget = check_fit(request.board, arena_bytes=0, flash_bytes=0, **request.reserves()).flash_budget
     flash_budget -= tokenizer_bytes
     config = model.config
-    quantized = calibrate_decoder(model, sequences[:2], top_k=request.top_k, widths=widths)
+    quantized = calibrate_decoder(model, sequences[:2], top_k=request.candidates(), widths=widths)
     rest = _dense_bytes(quantized) - config.vocab_size * config.hidden_size
     return flash_budget, flash_budget - rest - STRUCTURE_ALLOWANCE, quantized
 
@@ -234,7 +235,7 @@ def choose_widths(request: ExportRequest, model, sequences, tokenizer_bytes: int
     searched = searched_table(request.checkpoint)
     config = model.config
     table = searched[2]["params"] if searched is not None else config.vocab_size * config.hidden_size
-    return auto_widths(model, sequences, request.top_k, int8, table - flash_left)
+    return auto_widths(model, sequences, request.candidates(), int8, table - flash_left)
 
 
 def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0, widths=None):
@@ -256,7 +257,8 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
         except BelowSmallestError as miss:
             table = (config.vocab_size, config.hidden_size)
             raise _table_misfit(request.board, budgets.flash_budget, tokenizer_bytes, flash_left, table, miss.smallest)
-        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.top_k, widths=bits)
+        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.candidates(), widths=bits)
+        decoder = decoder.sampling(sample_params(request, decoder))
         plan = plan_of(decoder, sram_budget)
         if plan.planned_bytes > sram_budget:
             raise DoesNotFitError(
@@ -271,6 +273,20 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
     if entry["method"] == "adaptive":
         log(f"word table compressed (adaptive, {entry['params']:,} of {entry['dense_params']:,} parameters)")
     return decoder, plan, tflite, permutation, entry
+
+
+def sample_params(request: ExportRequest, decoder) -> SampleParams | None:
+    """MCUBERT_SAMPLE's parameters for --sample, drawing from the LM head of `decoder` (None: greedy)."""
+    settings = request.sampling()
+    if settings is None:
+        return None
+    try:
+        return SampleParams.of(
+            decoder.head.top_k, decoder.logit_scale, settings["temperature"], settings["top_k"], settings["top_p"],
+            settings["seed"],
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UserError(f"--sample: {exc}") from None
 
 
 def check_qat_steps(request: ExportRequest) -> None:
@@ -409,8 +425,8 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     context = request.seq_len if request.seq_len is not None else config.max_positions
     if not 1 <= context <= config.max_positions:
         raise UserError(f"--seq-len {context}: the decoder's context is 1..{config.max_positions} positions")
-    if not 1 <= request.top_k <= min(64, config.vocab_size):
-        raise UserError(f"--top-k {request.top_k}: 1..{min(64, config.vocab_size)}")
+    if not 1 <= request.candidates() <= min(MAX_CANDIDATES, config.vocab_size):
+        raise UserError(f"--top-k {request.candidates()}: 1..{min(MAX_CANDIDATES, config.vocab_size)}")
     if context < config.max_positions:
         model = _truncated(model, context)
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
@@ -440,7 +456,8 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
         "board": request.board.to_json(),
         "context": context,
         "model": {**source, "layers": config.num_layers, "hidden": config.hidden_size, "heads": config.num_heads,
-                  "vocab_size": config.vocab_size, "top_k": request.top_k, "weight_bits": request.weight_bits},
+                  "vocab_size": config.vocab_size, "top_k": request.candidates(), "weight_bits": request.weight_bits,
+                  "sampling": request.sampling()},
         "calibration": {"source": calibration_source, "sequences": len(sequences)},
         "compression": compression,
         **({"weight_widths": widths_report} if widths_report else {}),

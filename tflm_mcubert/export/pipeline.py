@@ -72,6 +72,8 @@ def check_request(request: ExportRequest) -> None:
     """Everything about the request that can be checked before the model loads (which may reach the hub)."""
     if "arduino" in request.bundles and request.schedule != "mcubert":
         raise UserError("--bundle arduino packs the MCUBERT ops' sketch: it needs --schedule mcubert")
+    if request.sample is not None:
+        raise UserError("--sample draws a decoder's next token: an encoder (a classifier) has none to draw")
     if request.schedule not in SCHEDULES:
         raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
     if request.precision not in PRECISIONS:

@@ -4,12 +4,18 @@ decoder export does not do, option by option, with the reason."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 from tflm_mcubert.boards import Board
+from tflm_mcubert.errors import UserError
 
 DEFAULT_SEED = 0
 DEFAULT_SEQ_LEN = 128  # an encoder's tokens per inference when none is asked for
+# --sample's settings and their defaults: a decoder draws its next token among the top_k best at temperature
+# T, within the smallest set holding a share top_p of their probability, with a seeded generator.
+SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 40, "top_p": 1.0, "seed": 0}
+MAX_CANDIDATES = 64  # the LM head's best ids per step, at most
 
 
 @dataclasses.dataclass
@@ -38,6 +44,16 @@ class ExportRequest:
     vocab: bool = True  # write the on-device tokenizer's blob (model_vocab.*) when the checkpoint has a tokenizer
     force: bool = False  # overwrite files in out_dir that no earlier export's report.json lists as its own
     top_k: int = 1  # a decoder: the best ids each step returns
+    sample: str | None = None  # a decoder: draw the next token ("temperature=T,top_k=K,top_p=P,seed=S"); None: greedy
+
+    def sampling(self) -> dict | None:
+        """--sample's settings, checked (None: greedy decoding)."""
+        return parse_sampling(self.sample) if self.sample is not None else None
+
+    def candidates(self) -> int:
+        """The LM head's ids per step: --top-k, or as many as sampling draws from."""
+        sampling = self.sampling()
+        return max(self.top_k, sampling["top_k"]) if sampling else self.top_k
 
     def reserves(self) -> dict:
         """The SRAM and Flash reserves given, as check_fit takes them (the board's defaults otherwise)."""
@@ -71,6 +87,31 @@ DECODER_REFUSES = {
         "the decoder's firmware turns ids back into text with the BPE blob: always written",
     ),
 }
+
+
+def parse_sampling(text: str) -> dict:
+    """{temperature, top_k, top_p, seed} of "key=value,..." (the keys not given: SAMPLING_DEFAULTS)."""
+    settings = dict(SAMPLING_DEFAULTS)
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, _, value = item.partition("=")
+        kind = type(SAMPLING_DEFAULTS.get(key.strip(), ""))
+        try:
+            if key.strip() not in settings:
+                raise ValueError
+            settings[key.strip()] = kind(value.strip())
+        except ValueError:
+            keys = ", ".join(f"{k}={v}" for k, v in SAMPLING_DEFAULTS.items())
+            raise UserError(f"--sample: {item!r} is not one of key=value with {keys}") from None
+    problems = [
+        (not (math.isfinite(settings["temperature"]) and settings["temperature"] > 0), "temperature must be > 0"),
+        (not 1 <= settings["top_k"] <= MAX_CANDIDATES, f"top_k must be 1..{MAX_CANDIDATES}"),
+        (not 0 < settings["top_p"] <= 1, "top_p must be in (0, 1]"),
+        (not 0 <= settings["seed"] < 1 << 32, "seed must be 0..4294967295"),
+    ]
+    wrong = [why for bad, why in problems if bad]
+    if wrong:
+        raise UserError(f"--sample {text!r}: {'; '.join(wrong)}")
+    return settings
 
 
 def refused_for_decoder(request: ExportRequest) -> list[str]:

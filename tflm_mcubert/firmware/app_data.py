@@ -57,6 +57,7 @@ class AppData:
     vocab: bytes = b""  # the tokenizer blob (a decoder without one: prompts are ids)
     source: str = ""
     label_names: tuple[str, ...] = ()  # a classifier's, by id; empty: HF's default "LABEL_0", ...
+    after: tuple[kernel_abi.KernelCall, ...] = ()  # the ops after the head (a decoder's sampler), in run order
 
     @property
     def header(self) -> str:
@@ -126,7 +127,9 @@ def _decoder_calls(q, vocab: bytes, source: str) -> AppData:
             )
     first = kernel_abi.decoder_embedding_call(q.embedding, 0, 0)
     last = kernel_abi.lm_head_call(q.head, hidden)
-    return AppData("generate", first, layers, last, _largest_scratch(q), bytes(vocab), source)
+    top, state = np.zeros((2, q.head.top_k), np.int32), np.zeros(1, np.int32)
+    after = (kernel_abi.op_call(q.sample, top=top, rng_state=state),) if q.sample is not None else ()
+    return AppData("generate", first, layers, last, _largest_scratch(q), bytes(vocab), source, after=after)
 
 
 # The app each topology feeds: how its calls are made, its header's template and its sizes.
@@ -198,7 +201,7 @@ def _text_sizes(data: AppData) -> dict:
 def _generate_sizes(data: AppData) -> dict:
     head, hidden = data.last.params, int(data.first.params.hidden)
     context = int(data.layers[0][0].params.context)
-    sizes = {"context": context, "vocab": int(head.vocab_size), "top_k": int(head.top_k)}
+    sizes = {"context": context, "vocab": int(head.vocab_size), "top_k": int(head.top_k), "samples": len(data.after)}
     sizes["cache_bytes"] = 2 * context * hidden
     if not data.vocab:
         return {**sizes, "has_tokenizer": 0, "tokenizer_buffer_bytes": 4, "decode_bytes": 4}
@@ -232,7 +235,7 @@ def render_header(data: AppData) -> str:
 def render_source(data: AppData) -> str:
     shared: dict | None = {} if data.app == "generate" else None  # the LM head's tables are the embedding's
     args = (data.first, data.layers, data.last, data.vocab)
-    return c_data.model_data(GENERATOR, data.header, data.app, *args, shared=shared)
+    return c_data.model_data(GENERATOR, data.header, data.app, *args, shared=shared, after=data.after)
 
 
 def write_app_data(data: AppData, out_dir: str | Path) -> tuple[Path, Path]:

@@ -2,10 +2,10 @@
 
 model_settings.h     arena size (the KV caches included), context, vocabulary, top k, the op resolver's
                      size and a macro registering the ops, input/output indices, the score scale, the
-                     model's size and CRC-32, and a prompt with the greedy continuation the host
-                     reference computes for it (a self-check)
-mcubert_generate.cc  greedy generation through tflite::MicroInterpreter: ResetVariableTensors, the
-                     prompt one token per Invoke(), each best id fed back
+                     model's size and CRC-32, and a prompt with the continuation the host reference
+                     computes for it (a self-check)
+mcubert_generate.cc  generation through tflite::MicroInterpreter: ResetVariableTensors, the prompt one
+                     token per Invoke(), each next id (the best one, or the drawn one: --sample) fed back
 FIRMWARE.md          what to copy where, with this export's numbers
 """
 
@@ -41,6 +41,8 @@ def write_decoder_firmware(out_dir: Path, report: dict, tflite: bytes, decoder, 
         "context": decoder.context,
         "vocab": decoder.head.vocab_size,
         "top_k": decoder.head.top_k,
+        "samples": int(decoder.sample is not None),
+        "sampling": ", ".join(f"{k} {v}" for k, v in (report["model"].get("sampling") or {}).items()) or "off",
         "layers": len(decoder.layers),
         "hidden": decoder.hidden,
         "tflite_bytes": len(tflite),
@@ -62,7 +64,7 @@ def write_decoder_firmware(out_dir: Path, report: dict, tflite: bytes, decoder, 
         )
     )
     (out_dir / GENERATE_FILE).write_text(
-        fill("decoder_generate.cc.tmpl", banner=_banner("Greedy generation through tflite::MicroInterpreter"))
+        fill("decoder_generate.cc.tmpl", banner=_banner("Generation through tflite::MicroInterpreter"))
     )
     ids_note = (
         f" (most frequent first): `{report['model_ids']}` maps the checkpoint tokenizer's ids to them"

@@ -4,9 +4,11 @@ reference that decodes one token per step over each layer's int8 KV cache, as th
     decoder = calibrate_decoder(model, sequences)         # PTQ on calibration token sequences
     top = decoder.step(token, position, caches)           # int32[2, k]: the k best ids and scores
     logits = decoder.logits(token, position, caches)      # float64[vocab] (offline: perplexity)
-    ids = decoder.greedy(prompt, new_tokens)
+    ids = decoder.greedy(prompt, new_tokens)              # each next id top[0, 0]: the best, or a drawn one
+    drawing = decoder.sampling(SampleParams.of(...))      # the same model with MCUBERT_SAMPLE after the head
 
-Nodes: decoder_embedding, then per layer causal_attention (reading its cache) and decoder_mlp, then lm_head.
+Nodes: decoder_embedding, then per layer causal_attention (reading its cache) and decoder_mlp, then lm_head,
+then, when it samples, sample (reading its generator state).
 The op sequence, graph inputs and caches are the DECODER topology's (ops/topology.py).
 """
 
@@ -29,12 +31,13 @@ from tflm_mcubert.ops.layernorm import MAX_RESIDUAL_SHIFT, Z_HEADROOM_TARGET, La
 from tflm_mcubert.ops.lm_head import LmHeadParams, cluster_scores, normalize
 from tflm_mcubert.ops.op_def import Node
 from tflm_mcubert.ops.quantization import TensorQuant
+from tflm_mcubert.ops.sample import SampleParams
 from tflm_mcubert.ops.topology import DECODER
 from tflm_mcubert.ops.widths import Widths
 
 INT8_STEPS = 255  # steps of an int8 range
 # The decoder topology's ops (ops/topology.py), by their role in it.
-EMBEDDING, (ATTENTION, MLP), HEAD = DECODER.first, DECODER.layer, DECODER.last
+EMBEDDING, (ATTENTION, MLP), (HEAD, SAMPLE) = DECODER.first, DECODER.layer, DECODER.ending
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,6 +48,7 @@ class QuantizedDecoder:
     head: LmHeadParams
     logit_scale: float  # the real logit of one score unit
     z_scale: float  # s_z: the residual stream's step (every channel's scale is s_z * 2^R)
+    sample: SampleParams | None = None  # the next token drawn from the head's candidates (None: the best one)
 
     @property
     def context(self) -> int:
@@ -67,13 +71,24 @@ class QuantizedDecoder:
             inputs = tuple(DECODER.value_of_input(name, i) for name in ATTENTION.runtime_inputs)
             nodes.append(Node(ATTENTION.node_name(i), ATTENTION, attention, inputs, stream(attention)))
             nodes.append(Node(MLP.node_name(i), MLP, mlp, ("hidden",), stream(mlp)))
-        return nodes + [Node(HEAD.node_name(0), HEAD, self.head, ("hidden",), TensorQuant(self.logit_scale, 0))]
+        scores = TensorQuant(self.logit_scale, 0)
+        nodes.append(Node(HEAD.node_name(0), HEAD, self.head, ("hidden",), scores))
+        if self.sample is not None:
+            inputs = tuple(DECODER.value_of_input(name, 0) for name in SAMPLE.runtime_inputs)
+            nodes.append(Node(SAMPLE.node_name(0), SAMPLE, self.sample, inputs, scores))
+        return nodes
+
+    def sampling(self, sample: SampleParams | None) -> "QuantizedDecoder":
+        """This model drawing its next token with `sample` (None: the best one, greedy)."""
+        if sample is not None and sample.top_k != self.head.top_k:
+            raise ValueError(f"sampling reads the head's {self.head.top_k} candidates, not {sample.top_k}")
+        return dataclasses.replace(self, sample=sample)
 
     @classmethod
     def from_nodes(cls, nodes: list[Node]) -> "QuantizedDecoder":
         """The inverse of nodes(); a ValueError names how `nodes` is not the decoder topology."""
-        layers, _ = DECODER.shape_of([n.op for n in nodes])
-        embedding, head = nodes[0], nodes[-1]
+        layers, ends = DECODER.shape_of([n.op for n in nodes])
+        embedding, head = nodes[0], nodes[1 + 2 * layers]
         channels = embedding.params.output_residual
         z_scales = np.asarray(embedding.output_quant.scale, np.float64) / np.exp2(channels[:, 1])
         if head.output_quant is None or embedding.output_quant is None or not np.allclose(z_scales, z_scales[0]):
@@ -84,6 +99,7 @@ class QuantizedDecoder:
             head=head.params,
             logit_scale=float(np.asarray(head.output_quant.scale).reshape(-1)[0]),
             z_scale=float(z_scales[0]),
+            sample=nodes[-1].params if ends > 1 else None,
         )
 
     def graph_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -91,7 +107,8 @@ class QuantizedDecoder:
         return {i.name: (i.dtype, i.shape(self.context)) for i in DECODER.inputs}
 
     def variables(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        """State kept between invokes (TFLM variable tensors): each layer's int8 KV cache [2, n, d]."""
+        """State kept between invokes (TFLM variable tensors): each layer's int8 KV cache [2, n, d], and the
+        sampling generator's int32[1] state."""
         return {
             value: (state.dtype, state.shape(node.params))
             for node in self.nodes()
@@ -100,19 +117,22 @@ class QuantizedDecoder:
         }
 
     def new_caches(self) -> dict[str, np.ndarray]:
-        """Each layer's KV cache, zeroed (ResetVariableTensors)."""
+        """Each layer's KV cache (and the generator's state), zeroed (ResetVariableTensors)."""
         return {name: np.zeros(shape, dtype) for name, (dtype, shape) in self.variables().items()}
 
     def _blocks(self, token: int, position: int, caches: dict) -> np.ndarray:
         values = {"input_id": np.array([token], np.int32), "position": np.array([position], np.int32), **caches}
-        for node in self.nodes()[:-1]:
+        for node in self.nodes()[: 1 + 2 * len(self.layers)]:
             node.run(values)
         return values["hidden"]
 
     def step(self, token: int, position: int, caches: dict) -> np.ndarray:
-        """int32[2, k] for the token at `position`, appending its keys and values to `caches`."""
-        values = {"hidden": self._blocks(token, position, caches)}
-        return self.nodes()[-1].run(values)
+        """int32[2, k] for the token at `position` (top[0, 0] the next id), appending its keys and values to
+        `caches` (and advancing the generator's state there, when it samples)."""
+        values = {"hidden": self._blocks(token, position, caches), **caches}
+        for node in self.nodes()[1 + 2 * len(self.layers) :]:
+            node.run(values)
+        return values[HEAD.output]
 
     def logits(self, token: int, position: int, caches: dict) -> np.ndarray:
         """float64[vocab]: every id's logit as the head scores it (the kernel keeps only the top k)."""
@@ -120,8 +140,9 @@ class QuantizedDecoder:
         return cluster_scores(self.head, h).astype(np.float64) * self.logit_scale
 
     def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
-        """The prompt's greedy continuation: the prompt one token per step, then each best id fed back (the
-        last new id needs no step of its own: a prompt and its continuation span up to context + 1 ids)."""
+        """The prompt's continuation as the firmware computes it: the prompt one token per step, then each next
+        id (top[0, 0]: the best one, or the drawn one when the model samples) fed back (the last new id needs
+        no step of its own: a prompt and its continuation span up to context + 1 ids)."""
         if not prompt or new_tokens < 0 or len(prompt) + new_tokens > self.context + 1 or len(prompt) > self.context:
             longest = min(self.context, self.context + 1 - new_tokens)
             raise ValueError(f"a prompt of 1..{longest} tokens is needed for {new_tokens} new ones")

@@ -40,6 +40,7 @@
 __attribute__((section(".bss.mcubert_arena"), aligned(16))) static int8_t caches[GENERATE_LAYERS][GENERATE_CACHE_BYTES];
 __attribute__((section(".bss.mcubert_arena"), aligned(16))) static int8_t hidden[GENERATE_HIDDEN];
 __attribute__((section(".bss.mcubert_arena"), aligned(16))) static int32_t top[2 * GENERATE_TOP_K];
+__attribute__((section(".bss.mcubert_arena"), aligned(16))) static int32_t rng_state[1]; /* MCUBERT_SAMPLE's */
 __attribute__((section(".bss.mcubert_arena"), aligned(16))) static uint8_t scratch[GENERATE_SCRATCH_BYTES];
 static uint8_t line[LINE_BYTES];
 static int32_t prompt[GENERATE_CONTEXT];
@@ -83,6 +84,15 @@ static mcubert_status validate_model(const char **what, mcubert_message *message
         *what = "lm head validate";
         status = mcubert_lm_head_validate(h, generate_head_tensors, MCUBERT_LM_HEAD_NUM_TENSORS, message);
     }
+#if GENERATE_SAMPLES
+    if (status == MCUBERT_OK) {
+        int32_t size = mcubert_sample_get_buffer_size(generate_sample_params.top_k);
+        largest = size > largest ? size : largest;
+        *what = "sample validate";
+        status = mcubert_sample_validate(&generate_sample_params, generate_sample_tensors, MCUBERT_SAMPLE_NUM_TENSORS,
+                                         message);
+    }
+#endif
     if (status == MCUBERT_OK && largest > GENERATE_SCRATCH_BYTES) {
         *what = "scratch";
         (void)strcpy(message->text, "get_buffer_size exceeds the generated scratch size");
@@ -91,7 +101,8 @@ static mcubert_status validate_model(const char **what, mcubert_message *message
     return status;
 }
 
-/* One token at `position`: every op in node order; top holds the best ids and scores after it. */
+/* One token at `position`: every op in node order; top[0] is the next id after it (the best one, or the one
+ * MCUBERT_SAMPLE drew and moved to the front). */
 static mcubert_status step(int32_t token, int32_t position, const char **what, mcubert_message *message)
 {
     mcubert_context context;
@@ -116,6 +127,13 @@ static mcubert_status step(int32_t token, int32_t position, const char **what, m
         *what = "lm head";
         status = mcubert_lm_head_s8(&generate_head_params, &generate_head_weights, hidden, top, &context, message);
     }
+#if GENERATE_SAMPLES
+    if (status == MCUBERT_OK) {
+        *what = "sample";
+        status =
+            mcubert_sample_s8(&generate_sample_params, &generate_sample_weights, top, rng_state, &context, message);
+    }
+#endif
     return status;
 }
 
@@ -258,7 +276,8 @@ static mcubert_status continue_prompt(uint32_t number, int32_t count, uint32_t n
     mcubert_status status = MCUBERT_OK;
     uint32_t start = mcubert_cycles(), prompt_cycles, generated = 0u;
     int32_t position;
-    (void)memset(caches, 0, sizeof caches);
+    (void)memset(caches, 0, sizeof caches); /* what TFLM's Reset() does to its variable tensors */
+    rng_state[0] = 0;
     for (position = 0; position < count && status == MCUBERT_OK; ++position) {
         status = step(prompt[position], position, what, message);
     }
@@ -271,7 +290,7 @@ static mcubert_status continue_prompt(uint32_t number, int32_t count, uint32_t n
     start = mcubert_cycles();
     while (status == MCUBERT_OK && generated < new_tokens) {
         mcubert_platform_write(" ");
-        mcubert_platform_write_int(top[0]); /* the best id: greedy */
+        mcubert_platform_write_int(top[0]); /* the next id: the best one, or the drawn one */
         generated_ids[generated] = top[0];
         if (++generated == new_tokens) {
             break;
