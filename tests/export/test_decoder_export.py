@@ -157,6 +157,10 @@ def test_a_checkpoint_exports_with_its_table_compressed_to_the_flash_given(tmp_p
         (("--seq-len", "300"), "--seq-len 300"),
         (("--seq-len", "0"), "--seq-len 0"),
         (("--top-k", "0"), "--top-k 0"),
+        (("--sample", "temperature=0"), "temperature must be > 0"),
+        (("--sample", "top_k=65,top_p=1.5"), "top_k must be 1..64; top_p must be in (0, 1]"),
+        (("--sample", "heat=2"), "'heat=2' is not one of key=value with temperature=1.0, top_k=40"),
+        (("--sample", "seed=x"), "'seed=x' is not one of key=value"),
         (("--sram", "64KB", "--flash", "2MB"), "arena needs"),
     ],
 )
@@ -164,3 +168,25 @@ def test_bad_decoder_exports_are_one_clear_error(tmp_path, capsys, args, named):
     code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *args, "--out", tmp_path / "x")
     assert code != 0
     assert_one_clean_error(err, named)
+
+
+def test_an_encoder_refuses_to_sample(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "export", "--sample", "--out", tmp_path / "x")
+    assert code != 0
+    assert_one_clean_error(err, "--sample draws a decoder's next token: an encoder (a classifier) has none")
+
+
+def test_a_sampling_export_draws_on_the_device_what_the_reference_draws(tmp_path, capsys):
+    """--sample: MCUBERT_SAMPLE after the head, drawing among 8 candidates although --top-k is 1; the self-check
+    is the drawn continuation, which the read-back model reproduces and greedy decoding does not."""
+    args = ("--preset", "gpt2-d128x2", "--seq-len", "24", "--sample", "temperature=3,top_k=8,seed=5")
+    code, _, _ = run_cli(capsys, "export", *args, "--out", tmp_path / "o")
+    assert code == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["model"]["sampling"] == {"temperature": 3.0, "top_k": 8, "top_p": 1.0, "seed": 5}
+    read = read_decoder((tmp_path / "o" / "model.tflite").read_bytes()).quantized
+    assert read.sample is not None and read.sample.keep == 8 and read.head.top_k == 8
+    drawn = read.greedy([1, 2, 3], 8)
+    assert drawn == report["check"]["greedy_model_ids"] != read.sampling(None).greedy([1, 2, 3], 8)
+    settings = (tmp_path / "o" / "model_settings.h").read_text()
+    assert "#define MCUBERT_MODEL_SAMPLES 1" in settings and "temperature 3.0, top_k 8" in settings

@@ -24,7 +24,9 @@ from tflm_mcubert.export.mcubert_export import UNBOUNDED, arena_of, export_mcube
 from tflm_mcubert.model.bert import build_model
 from tflm_mcubert.model.config import preset
 from tflm_mcubert.export.tflm_arena import HOST_64
+from tflm_mcubert.ops.contract import ATTENTION_LINEAR_LAYERS, MLP_LINEAR_LAYERS
 from tflm_mcubert.ops.registry import SPEC_HASH
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.runtime.reference import run_reference
 from tflm_mcubert.runtime.arena_search import TflmError, smallest_passing
 from tflm_mcubert.runtime.tflm_binding import TflmBinding, TflmSources
@@ -83,12 +85,19 @@ def classifier_w4(tmp_path_factory) -> bytes:
 
 
 # A width per linear layer (SPEC 3.1.2, version 8 options) next to uniform ops of both widths.
-MIXED_WIDTHS = {
+_MIXED = {  # per op, its matrices' widths in the op's order
     "layer0.attention": (4, 8, 8, 4),
     "layer0.mlp": (8, 4),
     "layer1.attention": (8, 4, 4, 8),
-    "layer1.mlp": 4,
+    "layer1.mlp": (4, 4),
 }
+MIXED_WIDTHS = Widths.per_matrix(
+    {
+        f"{node}.{layer}": bits
+        for node, widths in _MIXED.items()
+        for layer, bits in zip(ATTENTION_LINEAR_LAYERS if node.endswith("attention") else MLP_LINEAR_LAYERS, widths)
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +112,7 @@ def classifier_mixed() -> bytes:
         samples=samples,
         sentences=None,
         embedding="dense",
-        weight_bits=MIXED_WIDTHS,
+        widths=MIXED_WIDTHS,
         quiet=True,
     )
     return exported.tflite

@@ -5,7 +5,8 @@
  * command line, a UART on a board that defines it): text, tokenized on the device by the export's
  * byte-level BPE when it has one (GENERATE_HAS_TOKENIZER), else token ids in the export's id space,
  * separated by spaces or commas. For each prompt it zeroes every layer's KV cache (what TFLM's ResetVariableTensors
- * does), feeds the prompt one token per step, then feeds back the best id (greedy) until `tokens=<n>` new
+ * does), feeds the prompt one token per step, then feeds back the next id (the best one, or the one
+ * MCUBERT_SAMPLE drew when GENERATE_SAMPLES is 1) until `tokens=<n>` new
  * tokens (default GENERATE_NEW_TOKENS) or the context is full. A step is the whole decoder through the C
  * kernels — MCUBERT_DECODER_EMBEDDING, each layer's MCUBERT_CAUSAL_ATTENTION over its cache and
  * MCUBERT_DECODER_MLP, MCUBERT_LM_HEAD — with the options and weights of generate_data.c
@@ -369,7 +370,7 @@ int main(void)
     mcubert_platform_write(", vocabulary ");
     mcubert_platform_write_int(GENERATE_VOCAB);
     mcubert_platform_write(GENERATE_HAS_TOKENIZER ? ", text prompts (byte-level BPE)" : ", id prompts");
-    mcubert_platform_write(", greedy, ");
+    mcubert_platform_write(GENERATE_SAMPLES ? ", sampling, " : ", greedy, ");
     mcubert_platform_write(mcubert_kernel_path_name());
     mcubert_platform_write("\n");
     status = validate_model(&what, &message);
