@@ -2,8 +2,6 @@
 // computed at run time: the candidates int32[2][k] (updated in place, output 0 shares their buffer) and the
 // generator's state int32[1], a variable tensor the interpreter keeps between invokes
 // (MicroInterpreter::Reset() zeroes it: a new text draws the same ids for the same seed).
-#include <string.h>
-
 #include "mcubert_tflm.h"
 #include "mcubert_tflm_common.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
@@ -28,12 +26,7 @@ TfLiteStatus Prepare(TfLiteContext* context, TfLiteNode* node) {
 TfLiteStatus Eval(TfLiteContext* context, TfLiteNode* node) {
   mcubert_sample_weights w;
   w.exp_lut = tflm::Input<int16_t>(context, node, MCUBERT_SAMPLE_EXP_LUT);
-  const TfLiteEvalTensor* candidates = tflite::micro::GetEvalInput(context, node, MCUBERT_SAMPLE_TOP);
-  TfLiteEvalTensor* output = tflite::micro::GetEvalOutput(context, node, 0);
-  int32_t* top = tflite::micro::GetTensorData<int32_t>(output);
-  if (top != tflite::micro::GetTensorData<int32_t>(candidates)) {  // not planned in place: copy, then in place
-    memmove(top, tflite::micro::GetTensorData<int32_t>(candidates), tflite::EvalTensorBytes(output));
-  }
+  int32_t* top = static_cast<int32_t*>(tflm::InPlaceOutput(context, node));
   TfLiteEvalTensor* state = tflite::micro::GetMutableEvalInput(context, node, MCUBERT_SAMPLE_RNG_STATE);
   const tflm::OpData<Params>& data = tflm::Prepared<Params>(node);
   const mcubert_context scratch = tflm::ScratchOf(context, node, data.scratch);

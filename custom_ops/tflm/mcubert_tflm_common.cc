@@ -127,15 +127,17 @@ const void* InputData(TfLiteContext* context, TfLiteNode* node, int index) {
   return tflite::micro::GetEvalInput(context, node, index)->data.data;
 }
 
-int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node) {
+void* InPlaceOutput(TfLiteContext* context, TfLiteNode* node) {
   const TfLiteEvalTensor* input = tflite::micro::GetEvalInput(context, node, 0);
   TfLiteEvalTensor* output = tflite::micro::GetEvalOutput(context, node, 0);
-  int8_t* hidden = tflite::micro::GetTensorData<int8_t>(output);
-  const int8_t* source = tflite::micro::GetTensorData<int8_t>(input);
-  if (hidden != source) {
-    memmove(hidden, source, tflite::EvalTensorBytes(output));
+  if (output->data.data != input->data.data) {
+    memmove(output->data.data, input->data.data, tflite::EvalTensorBytes(output));
   }
-  return hidden;
+  return output->data.data;
+}
+
+int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node) {
+  return static_cast<int8_t*>(InPlaceOutput(context, node));
 }
 
 mcubert_context ScratchOf(TfLiteContext* context, TfLiteNode* node, const Scratch& scratch) {

@@ -122,8 +122,9 @@ const T* Input(TfLiteContext* context, TfLiteNode* node, int index) {
   return static_cast<const T*>(InputData(context, node, index));
 }
 
-// The hidden state an in-place op works on: output 0, first copied from input 0 if TFLM placed
-// them apart (the export's plan gives both one offset, so normally no copy happens).
+// What an in-place op works on: output 0, first copied from input 0 if TFLM placed them apart (the
+// export's plan gives both one offset, so normally no copy happens). InPlaceHidden: the int8 hidden state.
+void* InPlaceOutput(TfLiteContext* context, TfLiteNode* node);
 int8_t* InPlaceHidden(TfLiteContext* context, TfLiteNode* node);
 
 // The op's scratch as the kernels' context.
