@@ -82,12 +82,6 @@ def write_summary(path: Path, size: int, by_cpu: dict[str, dict], mhz: float, co
     path.write_text(json.dumps(summary, indent=2) + "\n")
 
 
-def ms_estimate(summary: dict, core: str) -> float:
-    """The core's ESTIMATED milliseconds at the summary's clock."""
-    row = next(r for r in summary["rows"] if r["core"] == core)
-    return row["cycles_estimate"] / (summary["mhz"] * 1e3)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mhz", type=float, default=216.0, help="core clock for the ms ESTIMATE (F746: 216)")
