@@ -12,6 +12,8 @@ from typing import Callable
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+import board_accuracy  # noqa: E402
+import numpy as np  # noqa: E402
 import tokenizer_sizes  # noqa: E402
 
 RESULTS = BENCH / "results"
@@ -143,4 +145,41 @@ INT4: dict[str, Callable[[], str]] = {
     "w4_gemm.against_s4": lambda: span(_w4_against_s4()),
 }
 
-FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4}
+
+# ---- docs/benchmarks/qat.md: what the QAT runs show (board_accuracy_qat_*.json, from their per-example bits) ----
+
+
+def _agreement(name: str, key: str, split: str) -> float:
+    """Mean over the runs of the share of examples where `key` predicts what the float model does: rotten
+    tomatoes has two labels, so two models agree on an example exactly when both or neither are right."""
+    runs = [r for r in summary(name)["runs"] if key in board_accuracy.models(r)]
+    return float(np.mean([np.mean(board_accuracy.correct(r, split, key) == board_accuracy.correct(r, split, "float"))
+                          for r in runs]))  # fmt: skip
+
+
+def _agreement_change(split: str) -> str:
+    keys = ("mini-f767-w4e4p@w4", "mini-f767-w4e4p@w4+qat")
+    before, after = (_agreement("board_accuracy_qat_export", key, split) for key in keys)
+    return f"{percent(before)} → {percent(after)}"
+
+
+def _search_qat_per_seed() -> str:
+    """search's QAT − PTQ on test, per seed, in points: the least and the greatest."""
+    runs = summary("board_accuracy_qat_search")["runs"]
+    qat = board_accuracy.correct_by_seed(runs, "mini-f767-w4e4p-qat@w4", "test")
+    ptq = board_accuracy.correct_by_seed(runs, "mini-f767-w4e4p@w4", "test")
+    differences = [100 * (qat[seed].mean() - ptq[seed].mean()) for seed in sorted(set(qat) & set(ptq))]
+    return f"{min(differences):+.2f} to {max(differences):+.2f}".replace("-", "−")
+
+
+QAT: dict[str, Callable[[], str]] = {
+    "board_accuracy_qat_export.agreement_dev": lambda: _agreement_change("validation"),
+    "board_accuracy_qat_export.agreement_test": lambda: _agreement_change("test"),
+    "board_accuracy_qat_search.per_seed_test": _search_qat_per_seed,
+    **{
+        f"{name}.wall_seconds": (lambda name=name: count(summary(name)["wall_seconds_this_invocation"]))
+        for name in ("board_accuracy_qat_export", "board_accuracy_qat_search", "board_accuracy_qat_export_tiny")
+    },
+}
+
+FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT}
