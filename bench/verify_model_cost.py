@@ -6,14 +6,17 @@ mcubert_verify_model runs on the export under unicorn, executed instructions cou
 are an ESTIMATE: cycles from instruction classes (tflm_mcubert/measure/instruction_classes.py,
 zero-wait-state memory) at the core clock given; Flash wait states on a real board add to it.
 
-    python bench/verify_model_cost.py [--mhz 216] [--quick]
+    python bench/verify_model_cost.py [--mhz 216] [--quick] [--summary bench/results/verify_model_cost.json]
 
---quick: Cortex-M7 only (docs/reliability.md's per-KB figure; tests/bench/test_readme_costs.py runs it in CI).
+--quick: Cortex-M7 only (the per-KB figure; tests/bench/test_readme_costs.py runs it in CI). --summary: also
+write the figures, the command and their provenance (commit, environment) as a summary, from which
+bench/report.py generates docs/reliability.md's figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -21,11 +24,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from tflm_mcubert.measure import kernel_build  # noqa: E402
 from tflm_mcubert.measure.arm_emulator import ArmEmulator  # noqa: E402
 from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
 from tflm_mcubert.ops import kernel_abi  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 CPUS = ("cortex-m7", "cortex-m4")
 
@@ -63,12 +68,30 @@ def measure_all(cpus: tuple[str, ...] = CPUS) -> tuple[int, dict[str, dict]]:
     return len(model), figures
 
 
+def write_summary(path: Path, size: int, by_cpu: dict[str, dict], mhz: float, command: str) -> None:
+    summary = {
+        "bench": "verify_model_cost",
+        "command": command,
+        "model": "the default export: BERT-tiny, seq 128, nucleo-f746zg, seeded random weights",
+        "tflite_bytes": size,
+        "mhz": mhz,
+        "cycles": "ESTIMATE from instruction classes (zero-wait-state memory)",
+        "rows": [{"core": cpu, **figures} for cpu, figures in by_cpu.items()],
+        "provenance": provenance({}),
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mhz", type=float, default=216.0, help="core clock for the ms ESTIMATE (F746: 216)")
     parser.add_argument("--quick", action="store_true", help="Cortex-M7 only")
+    parser.add_argument("--summary", type=Path, help="also write the figures and their provenance here (JSON)")
     args = parser.parse_args(argv)
     size, by_cpu = measure_all(CPUS[:1] if args.quick else CPUS)
+    if args.summary:
+        command = "python bench/verify_model_cost.py" + " --quick" * args.quick + f" --summary {args.summary}"
+        write_summary(args.summary, size, by_cpu, args.mhz, command)
     print(f"BERT-tiny @ 128 for nucleo-f746zg: {size:,} bytes ({size / 1024:.1f} KB)")
     print(
         f"{'core':<10} {'instructions':>13} {'per KB':>8} {'cycles (ESTIMATE)':>18} "

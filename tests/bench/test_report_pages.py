@@ -20,6 +20,14 @@ def test_every_generated_table_equals_its_summary():
 def test_every_table_is_on_a_page():
     pages = "".join(p.read_text() for p in report.pages())
     assert {m["name"] for m in report.BLOCK.finditer(pages)} == set(report.TABLES)
+    assert {m["name"] for m in report.FIGURE.finditer(pages)} == set(report.FIGURES)
+
+
+def test_no_inline_figure_begins_a_line():
+    """Markdown takes a comment at the start of a line for an HTML block, which would cut the sentence in two."""
+    for page in report.pages():
+        for line in page.read_text().splitlines():
+            assert not report.FIGURE.match(line.lstrip()), f"{page.name}: {line[:80]}"
 
 
 def test_a_drifted_figure_is_caught():
@@ -27,6 +35,15 @@ def test_a_drifted_figure_is_caught():
     text = page.read_text()
     match = report.BLOCK.search(text)
     drifted = text[: match.start("body")] + match["body"].replace("±", "+/-", 1) + text[match.end("body") :]
+    rendered, changed = report.render(drifted)
+    assert changed == [match["name"]] and rendered == text
+
+
+def test_a_drifted_inline_figure_is_caught():
+    page = next(p for p in report.pages() if report.FIGURE.search(p.read_text()))
+    text = page.read_text()
+    match = report.FIGURE.search(text)
+    drifted = text[: match.start("body")] + match["body"] + "0" + text[match.end("body") :]
     rendered, changed = report.render(drifted)
     assert changed == [match["name"]] and rendered == text
 
