@@ -29,7 +29,7 @@ from kernel_cases import (
 )
 from kernel_host import TensorSpec, tensor_specs
 from tflm_mcubert.model.config import PRESETS
-from tflm_mcubert.ops import attention, contract, embedding, mlp, options as options_codec
+from tflm_mcubert.ops import attention, contract, contract_versions, embedding, mlp, options as options_codec
 from tflm_mcubert.ops.registry import SPEC_VERSION
 from tflm_mcubert.ops import kernel_abi
 from tflm_mcubert.ops.validation import OpSpecError
@@ -272,7 +272,7 @@ def test_cross_field_rules_with_the_python_wording(runner, cases, op, changes, f
 @pytest.mark.parametrize("op", [ATTN, MLP, EMB])
 def test_spec_version_and_hash_are_checked_first(runner, cases, op):
     values = dict(cases[op].call.options)
-    versions = contract.op_versions(op)  # attention and MLP: 1, 2 and 3 (int4 weights)
+    versions = contract_versions.op_versions(op)  # attention and MLP: 1, 2 and 3 (int4 weights)
     newer = versions[-1] + 1
     bad_version = kernel_abi.make_params(op, {**values, "spec_version": newer, "seq_len": 0}, HEADER_SPEC_HASH)
     result = runner.validate(op, bad_version, [])
@@ -660,7 +660,7 @@ def test_weight_bits_option_is_checked_with_the_python_message(runner, cases, op
             params.spec_version, params.spec_hash = overrides["spec_version"], hashes[overrides["spec_version"]]
         result = runner.validate(op, params, [])
         assert (result.status, result.message) == (kernel_abi.ERROR_OPTION, message), overrides
-    fields = {f.name for f in contract.option_fields(op, 3)} - {"spec_version", "spec_hash"}
+    fields = {f.name for f in contract_versions.option_fields(op, 3)} - {"spec_version", "spec_hash"}
     with pytest.raises(options_codec.OptionsError) as python:
         options_codec.encode_options(op, {k: v for k, v in values.items() if k in fields} | {"weight_bits": 5})
     assert str(python.value) == checks[0][1]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flatbuffers import flexbuffers
 
-from tflm_mcubert.ops import contract, testing
+from tflm_mcubert.ops import contract, contract_versions, testing
 from tflm_mcubert.ops.options import OptionsError, _parse_map, encode_options
 from tflm_mcubert.ops.registry import OP_SPEC_HASHES, SPEC_HASHES
 from tflm_mcubert.ops import kernel_abi
@@ -74,7 +74,7 @@ def _op(name: str) -> str:
 
 def header(op: str, **values):
     """The options the encoder writes for `op`: its lowest version with every field, and that hash."""
-    version = contract.options_version(_op(op), values)
+    version = contract_versions.options_version(_op(op), values)
     return {"spec_version": version, "spec_hash": OP_SPEC_HASHES[_op(op)][version], **values}
 
 
@@ -90,7 +90,7 @@ def reference_accepts(op: str, buffer: bytes) -> dict | None:
     version, hashes = values.get("spec_version"), OP_SPEC_HASHES[op]
     if version not in hashes or values.get("spec_hash") != hashes[version]:
         return None
-    if set(values) != {f.name for f in contract.option_fields(op, version)}:
+    if set(values) != {f.name for f in contract_versions.option_fields(op, version)}:
         return None
     for key, value in values.items():
         bits, signed = (64, True) if key in INT64_FIELDS else (32, key not in UINT32_FIELDS)

@@ -14,7 +14,7 @@ import flatbuffers.flexbuffers as flexbuffers
 import pytest
 
 from tflm_mcubert.kernel_sources import custom_ops_dir, write_contract_header
-from tflm_mcubert.ops import c_contract, contract, registry
+from tflm_mcubert.ops import c_contract, contract, contract_versions, registry
 from tflm_mcubert.ops.options import OptionsError, decode_options, encode_options
 
 SPEC = Path(registry.__file__).with_name("SPEC.md").read_text()
@@ -23,7 +23,7 @@ KERNELS = custom_ops_dir()
 A, M, E = contract.ATTENTION, contract.MLP, contract.EMBEDDING
 NEW_FIELD = contract.OptionField("head_bits", 4, 8, "hypothetical: a later option of the attention op")
 # The hypothetical version: after every real one (3: attention's and MLP's int4 weights; 4, 5: ops added later).
-NEW = max(v for op in contract.CONTRACTS for v in contract.op_versions(op)) + 1
+NEW = max(v for op in contract.CONTRACTS for v in contract_versions.op_versions(op)) + 1
 ATTENTION_OPTIONS = {
     "seq_len": 8,
     "hidden": 8,
@@ -44,9 +44,11 @@ ATTENTION_LAYER_BITS = {"weight_bits": 8, "int4_layers": 0b1001}  # query and ou
 def attention_new_version(monkeypatch):
     """The contract with a hypothetical new version (NEW) of the attention op only (a new option and a
     numerics line), and the registry's tables recomputed from it; both restored afterwards."""
-    monkeypatch.setitem(contract.VERSION_OPTIONS, NEW, {A: (NEW_FIELD,)})
-    monkeypatch.setitem(contract.VERSION_LINES, NEW, {A: ("heads=hypothetical layout",)})
-    hashes = {code: {v: registry._version_hash(code, v) for v in contract.op_versions(code)} for code in registry.OPS}
+    monkeypatch.setitem(contract_versions.VERSION_OPTIONS, NEW, {A: (NEW_FIELD,)})
+    monkeypatch.setitem(contract_versions.VERSION_LINES, NEW, {A: ("heads=hypothetical layout",)})
+    hashes = {
+        code: {v: registry._version_hash(code, v) for v in contract_versions.op_versions(code)} for code in registry.OPS
+    }
     monkeypatch.setattr(registry, "OP_SPEC_HASHES", hashes)
     options = importlib.import_module("tflm_mcubert.ops.options")
     monkeypatch.setattr(options, "OP_SPEC_HASHES", hashes)
@@ -66,7 +68,7 @@ def test_the_contract_wide_versions_keep_their_hashes_for_every_op():
 
 
 def test_an_op_added_later_reads_only_its_own_versions_and_is_outside_the_contract_wide_text():
-    assert contract.op_versions(contract.LM_HEAD) == (contract.SPEC_VERSION_LM_HEAD,)
+    assert contract_versions.op_versions(contract.LM_HEAD) == (contract.SPEC_VERSION_LM_HEAD,)
     assert contract.LM_HEAD not in registry.contract_text_v2()
     text = registry.op_version_text(contract.LM_HEAD, contract.SPEC_VERSION_LM_HEAD)
     assert f"{contract.LM_HEAD}.option.top_k=int[1,{contract.MAX_TOP_K}]" in text and "lm_head.gain_limit=" in text
@@ -76,8 +78,8 @@ def test_an_op_added_later_reads_only_its_own_versions_and_is_outside_the_contra
 def test_a_new_version_of_one_op_changes_only_that_op(attention_new_version):
     before = {code: dict(v) for code, v in registry.OP_SPEC_HASHES.items()}
     per_layer = contract.SPEC_VERSION_LAYER_BITS
-    assert contract.op_versions(A) == (1, 2, 3, per_layer, NEW)
-    assert contract.op_versions(M) == (1, 2, 3, per_layer) and contract.op_versions(E) == (1, 2)
+    assert contract_versions.op_versions(A) == (1, 2, 3, per_layer, NEW)
+    assert contract_versions.op_versions(M) == (1, 2, 3, per_layer) and contract_versions.op_versions(E) == (1, 2)
     assert set(attention_new_version[A]) == {1, 2, 3, per_layer, NEW}
     assert attention_new_version[A][NEW] not in (registry.SPEC_HASH, registry.SPEC_HASH_V2, before[A][3])
     assert attention_new_version[A][3] == before[A][3]  # an added version changes no earlier one
@@ -159,7 +161,7 @@ MLP_OPTIONS = {"seq_len": 8, "hidden": 8, "ffn": 16, "tile": 4, "fc1_output_zero
 
 @pytest.mark.parametrize("op,options", [(A, ATTENTION_OPTIONS), (M, MLP_OPTIONS)])
 def test_version_3_carries_weight_bits_and_int8_stays_version_1(op, options):
-    assert contract.op_versions(op) == (1, 2, 3, 8)
+    assert contract_versions.op_versions(op) == (1, 2, 3, 8)
     raw = flexbuffers.Loads(encode_options(op, options))
     assert (raw["spec_version"], raw["spec_hash"]) == (1, registry.SPEC_HASH) and "weight_bits" not in raw
     int4 = encode_options(op, {**options, "weight_bits": 4})

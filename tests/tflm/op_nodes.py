@@ -18,6 +18,7 @@ from tflm_mcubert.ops import (  # noqa: E402
     causal_attention,
     classifier_head,
     contract,
+    contract_versions,
     decoder_embedding,
     decoder_mlp,
     embedding,
@@ -62,7 +63,7 @@ def node(op: str, options: dict, runtime: list[np.ndarray], constants: dict, out
 def op_options(call) -> dict:
     """The fields the exporter writes for the call's spec version (encode_options adds the spec header
     itself; a version-1 call's absent word_bits, 0 in the kernel ABI, is not one of them)."""
-    fields = {f.name for f in contract.option_fields(call.op, call.options["spec_version"])}
+    fields = {f.name for f in contract_versions.option_fields(call.op, call.options["spec_version"])}
     header = ("spec_version", "spec_hash", "reserved")
     return {k: v for k, v in call.options.items() if k in fields and k not in header}
 

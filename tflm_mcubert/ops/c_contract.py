@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops import contract, contract_versions
 from tflm_mcubert.ops.registry import OP_SPEC_HASHES, OPS, SPEC_HASH, SPEC_HASH_V2
 
 HEADER_NAME = "mcubert_contract.h"
@@ -48,15 +48,17 @@ def _ctype(field: contract.OptionField) -> str:
 
 
 def _since(op: str, name: str) -> int:
-    return next(v for v in contract.op_versions(op) if name in {f.name for f in contract.option_fields(op, v)})
+    return next(
+        v for v in contract_versions.op_versions(op) if name in {f.name for f in contract_versions.option_fields(op, v)}
+    )
 
 
 def params_fields(op: str) -> list[CField]:
     """mcubert_<op>_params in struct order (the layout rule in the module docstring)."""
-    latest = contract.op_versions(op)[-1]
+    latest = contract_versions.op_versions(op)[-1]
     fields = [
         CField(f.name, _ctype(f), f"[{f.lo}, {f.hi}] {f.doc}".strip(), _since(op, f.name))
-        for f in contract.option_fields(op, latest)
+        for f in contract_versions.option_fields(op, latest)
     ]
     narrow = [f for f in fields if f.ctype != "int64_t"]
     wide = [f for f in fields if f.ctype == "int64_t"]
@@ -152,10 +154,10 @@ def header_text() -> str:
         upper = _upper(code)
         versions = [f"X({v}, 0x{h:08x}u)" for v, h in OP_SPEC_HASHES[code].items()]
         by_name = {f.name: f for f in params_fields(code)}
-        latest = contract.op_versions(code)[-1]
+        latest = contract_versions.op_versions(code)[-1]
         options = [  # option order, as the Python codec checks them (reports agree on the first problem)
             f"X(mcubert_{OPS[code].c_name}_params, {f.name}, {_kind(by_name[f.name].ctype)}, {by_name[f.name].since})"
-            for f in contract.option_fields(code, latest)
+            for f in contract_versions.option_fields(code, latest)
         ]
         out += ["", f"/* {code} */", ""]
         out += [  # inputs 0..n-1 are computed at run time; every later input is a constant of the model

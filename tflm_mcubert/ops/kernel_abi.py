@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from tflm_mcubert.ops import c_contract, contract
+from tflm_mcubert.ops import c_contract, contract, contract_versions
 from tflm_mcubert.ops.registry import OP_SPEC_HASHES, OPS
 
 # mcubert_dtype: TfLiteType numbering.
@@ -72,11 +72,11 @@ def make_params(op: str, options: dict[str, int], spec_hash: int | None = None, 
     with every option (an int4 embedding's is 2), its hash by default the Python contract's; pass
     the hash (of that version) a kernel build was made for to test its numerics while the contract
     text is being changed elsewhere. Absent optional fields (word_bits of version 1) are 0."""
-    version = contract.options_version(op, {k: v for k, v in options.items() if k != c_contract.RESERVED})
+    version = contract_versions.options_version(op, {k: v for k, v in options.items() if k != c_contract.RESERVED})
     values = {"spec_version": version, "spec_hash": OP_SPEC_HASHES[op][version], **options, **overrides}
     if spec_hash is not None:
         values["spec_hash"] = spec_hash
-    required = {f.name for f in contract.option_fields(op, version)}
+    required = {f.name for f in contract_versions.option_fields(op, version)}
     struct = PARAMS_STRUCTS[op]()
     for name, _ in struct._fields_:
         # Reserved words and the fields of later versions are 0; the version's own fields must be given.
@@ -107,9 +107,9 @@ class KernelCall:
         """The params' fields of the call's spec version (a later version's fields, 0 in the struct, are
         absent, so `{**call.options, ...}` keeps the version); every field for a version the op lacks."""
         version = self.params.spec_version
-        if version not in contract.op_versions(self.op):
+        if version not in contract_versions.op_versions(self.op):
             return {name: getattr(self.params, name) for name, _ in self.params._fields_}
-        known = {f.name for f in contract.option_fields(self.op, version)} | {c_contract.RESERVED}
+        known = {f.name for f in contract_versions.option_fields(self.op, version)} | {c_contract.RESERVED}
         return {name: getattr(self.params, name) for name, _ in self.params._fields_ if name in known}
 
     def dims(self) -> tuple[int, ...]:

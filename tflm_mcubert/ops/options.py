@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from flatbuffers import flexbuffers
 
-from tflm_mcubert.ops import contract
+from tflm_mcubert.ops import contract, contract_versions
 from tflm_mcubert.ops.registry import OP_SPEC_HASHES
 from tflm_mcubert.ops.validation import OpSpecError
 
@@ -61,7 +61,7 @@ def encode_options(op: str, values: dict[str, int]) -> bytes:
     version that has every field (so an int8 model's options are version 1's, byte for byte)."""
     spec = _contract(op)
     plain = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}  # numpy -> int
-    version = contract.options_version(op, plain)
+    version = contract_versions.options_version(op, plain)
     full = {"spec_version": version, "spec_hash": OP_SPEC_HASHES[op][version], **plain}
     _check_schema(op, spec, full)
     return bytes(flexbuffers.Dumps(full))
@@ -179,7 +179,7 @@ def _check_schema(op: str, spec: contract.OpContract, values: dict[str, int]) ->
             "spec_hash",
             "missing" if got is None else f"0x{got:08x} does not match this build's contract 0x{expected:08x}",
         )
-    fields = contract.option_fields(op, version)
+    fields = contract_versions.option_fields(op, version)
     known = {f.name for f in fields}
     for key in values:
         if key not in known:

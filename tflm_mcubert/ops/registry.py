@@ -17,6 +17,7 @@ from tflm_mcubert.ops import (
     causal_attention,
     classifier_head,
     contract,
+    contract_versions,
     decoder_embedding,
     decoder_mlp,
     embedding,
@@ -77,7 +78,9 @@ def int4_contract_lines() -> list[str]:
         "cluster i>0:int4[r_i]:ceil(r_i/2) bytes",
         "embedding_int4_word=cluster 0:requantize(q*row_scale,Mw_0[c]);cluster i>0:as int8",
     ]
-    for op, fields in contract.VERSION_OPTIONS[contract.SPEC_VERSION_INT4].items():  # version 2's own fields only
+    for op, fields in contract_versions.VERSION_OPTIONS[
+        contract.SPEC_VERSION_INT4
+    ].items():  # version 2's own fields only
         for f in fields:
             values = f"v{contract.SPEC_VERSION_INT4};values {contract.EMBEDDING_WORD_BITS}"
             lines.append(f"{op}.option.{f.name}=int[{f.lo},{f.hi}];{values}")
@@ -138,8 +141,8 @@ def _scratch_samples_of(code: str) -> list[str]:
 
 def op_version_text(code: str, version: int) -> str:
     """The hashed text of one op's own version (after the contract-wide ones): the shared constants,
-    the op's lines at that version (contract.op_lines) and its scratch samples, nothing of any other op."""
-    lines = contract.constants_text() + contract.op_lines(code, version) + _scratch_samples_of(code)
+    the op's lines at that version (contract_versions.op_lines) and its scratch samples, nothing of any other op."""
+    lines = contract.constants_text() + contract_versions.op_lines(code, version) + _scratch_samples_of(code)
     return "\n".join(lines) + "\n"
 
 
@@ -151,7 +154,7 @@ def _version_hash(code: str, version: int) -> int:
 
 # custom code -> {version: hash}: what each op's options may carry, oldest first (SPEC.md section 8).
 OP_SPEC_HASHES: dict[str, dict[int, int]] = {
-    code: {v: _version_hash(code, v) for v in contract.op_versions(code)} for code in OPS
+    code: {v: _version_hash(code, v) for v in contract_versions.op_versions(code)} for code in OPS
 }
 
 
