@@ -26,6 +26,8 @@ static uint8_t packed_s4[MCUBERT_BLOCK_ROWS][MAX_K / 2];
 static int8_t weight[MAX_CHANNELS][MAX_K];
 static int8_t pair4[(MAX_CHANNELS / 2) * ((MAX_K + 3) / 4) * 8 + 1] __attribute__((aligned(16)));
 static uint32_t widened[MAX_K * 2 + GUARD_WORDS] __attribute__((aligned(16)));
+static int16_t x16[MCUBERT_BLOCK_ROWS][MAX_K];
+static int8_t weight_rows[MCUBERT_CHUNK_CHANNELS * MAX_K + 1];
 static uint32_t state = 1u;
 static int32_t checked;
 static int32_t weight_offset; /* the weights at pair4 + weight_offset: 0 or 1 */
@@ -135,8 +137,66 @@ static int32_t check_length(int32_t length)
     return failures;
 }
 
+/* The rows gemm at one K: int8 rows (kind 0) and int16 rows (kind 1), every row and channel count. */
+static int32_t check_rows_length(int32_t length, int32_t offset, int32_t *products)
+{
+    const int8_t *w = weight_rows + offset;
+    int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+    int32_t kind, count, channels, c, r, k, failures = 0;
+    for (kind = 0; kind < 2; ++kind) {
+        for (count = 1; count <= MCUBERT_BLOCK_ROWS; ++count) {
+            mcubert_rows rows;
+            if (kind == 0) {
+                mcubert_rows_init_s8(&rows, x[0], MAX_K, count, length);
+            } else {
+                mcubert_rows_init_s16(&rows, x16[0], MAX_K, count, length);
+            }
+            mcubert_rows_widen(&rows, widened);
+            for (channels = 1; channels <= MCUBERT_CHUNK_CHANNELS; ++channels) {
+                mcubert_gemm_4xn_rows(&rows, w, MAX_K, channels, acc);
+                for (c = 0; c < channels; ++c) {
+                    for (r = 0; r < count; ++r) {
+                        int32_t sum = 0;
+                        for (k = 0; k < length; ++k) {
+                            sum += (kind == 0 ? x[r][k] : x16[r][k]) * w[c * MAX_K + k];
+                        }
+                        failures += acc[c][r] != sum;
+                        ++*products;
+                    }
+                }
+            }
+        }
+    }
+    return failures;
+}
+
+/* Random int16 rows and weight rows, then every K and both weight alignments. */
+static int32_t check_rows(int32_t *products)
+{
+    static const int32_t extra[] = {64, 100};
+    int32_t offset, length, i, r, failures = 0;
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+        for (i = 0; i < MAX_K; ++i) {
+            x16[r][i] = (int16_t)(((uint16_t)(uint8_t)next_byte() << 8) | (uint8_t)next_byte());
+        }
+    }
+    for (i = 0; i < (int32_t)sizeof weight_rows; ++i) {
+        weight_rows[i] = next_byte();
+    }
+    for (offset = 0; offset < 2; ++offset) {
+        for (length = 1; length <= 40; ++length) {
+            failures += check_rows_length(length, offset, products);
+        }
+        for (i = 0; i < 2; ++i) {
+            failures += check_rows_length(extra[i], offset, products);
+        }
+    }
+    return failures;
+}
+
 int main(void)
 {
+    int32_t rows_products = 0, rows_failures;
     static const int32_t extra[] = {64, 100};
     int32_t length, i, failures = 0;
     fill();
@@ -155,5 +215,11 @@ int main(void)
     semihost_write(", failures ");
     semihost_write_int(failures);
     semihost_write("\n");
-    return failures != 0; /* not the count: an exit status keeps 8 bits */
+    rows_failures = check_rows(&rows_products);
+    semihost_write("rows check: products ");
+    semihost_write_int(rows_products);
+    semihost_write(", failures ");
+    semihost_write_int(rows_failures);
+    semihost_write("\n");
+    return failures + rows_failures != 0; /* not the count: an exit status keeps 8 bits */
 }
