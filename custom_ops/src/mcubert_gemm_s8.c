@@ -595,7 +595,9 @@ static inline void store_pair(const int32_t sums[4], int32_t both, int32_t *out)
 #define MCUBERT_ROWS_GROUPS_ASM(LOAD_X, LOAD_W, MAC)                                                                   \
     LOAD_X " q0, [%[y0]], %[xstep]\n\t" LOAD_W " q2, [%[v0]], %[wstep]\n\t" LOAD_W " q3, [%[v1]], %[wstep]\n\t" LOAD_X \
            " q1, [%[y1]], %[xstep]\n\t"                                                                                \
-           "wls lr, %[twice], 2f\n"                                                                                    \
+           "sub lr, %[n], #1\n\t"                                                                                      \
+           "asr lr, lr, #1\n\t" /* loop trips: two groups added, two loaded */                                         \
+           "wls lr, lr, 2f\n"                                                                                          \
            "1:\n\t" MAC " %[a0], q0, q2\n\t" LOAD_X " q4, [%[y0]], %[xstep]\n\t" MAC " %[b0], q0, q3\n\t" LOAD_W       \
            " q6, [%[v0]], %[wstep]\n\t" MAC " %[a1], q1, q2\n\t" LOAD_W " q7, [%[v1]], %[wstep]\n\t" MAC               \
            " %[b1], q1, q3\n\t" LOAD_X " q5, [%[y1]], %[xstep]\n\t" MAC " %[a0], q4, q6\n\t" LOAD_X                    \
@@ -617,7 +619,7 @@ static inline void store_pair(const int32_t sums[4], int32_t both, int32_t *out)
 #define MCUBERT_ROWS_GROUPS_OPERANDS(WREG)                                                                             \
     : [a0] "+Te"(a0), [b0] "+Te"(b0), [a1] "+Te"(a1), [b1] "+Te"(b1), [v0] WREG(v0), [v1] WREG(v1), [y0] "+r"(y0),    \
       [y1] "+r"(y1)                                                                                                    \
-    : [twice] "r"(twice), [n] "r"(n), [xstep] "i"(16), [wstep] "i"(16 / (16 / MCUBERT_LANES))                          \
+    : [n] "r"(n), [xstep] "i"(16), [wstep] "i"(16 / (16 / MCUBERT_LANES))                                             \
     : "lr", "cc", "memory", "d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12", "d13",   \
       "d14", "d15"
 
@@ -628,7 +630,6 @@ static inline void rows_groups_s8(const int8_t *y0, const int8_t *y1, const int8
 {
 #define MCUBERT_LANES 16
     int32_t a0 = sums[0], b0 = sums[1], a1 = sums[2], b1 = sums[3];
-    const int32_t twice = (n - 1) >> 1;
     __asm__ volatile(MCUBERT_ROWS_GROUPS_ASM("vldrb.u8", "vldrb.u8", "vmladava.s8") MCUBERT_ROWS_GROUPS_OPERANDS("+r"));
 #undef MCUBERT_LANES
     sums[0] = a0;
@@ -644,7 +645,6 @@ static inline void rows_groups_s16(const int16_t *y0, const int16_t *y1, const i
 {
 #define MCUBERT_LANES 8
     int32_t a0 = sums[0], b0 = sums[1], a1 = sums[2], b1 = sums[3];
-    const int32_t twice = (n - 1) >> 1;
     __asm__ volatile(MCUBERT_ROWS_GROUPS_ASM("vldrh.u16", "vldrb.s16", "vmladava.s16")
                          MCUBERT_ROWS_GROUPS_OPERANDS("+l"));
 #undef MCUBERT_LANES
@@ -654,61 +654,85 @@ static inline void rows_groups_s16(const int16_t *y0, const int16_t *y1, const i
     sums[3] = b1;
 }
 
-/* int8 rows x0, x1 against each channel pair (QK^T: query rows against key rows). Per 16 K: 4 VLDRB and
- * 4 VMLADAVA.S8 for 64 MACs (rows_groups_s8); the K % 16 tail with zeroing predicated loads (nothing
- * read past K). An odd last channel runs against itself. */
-__attribute__((noinline)) static void rows_sweep_s8(const int8_t *x0, const int8_t *x1, const rows_sweep *s,
-                                                    int32_t *out)
+/* Rows x0, x1 against weight rows v0, v1 (the pair's sums as in rows_groups_s8), then stored: int8 rows
+ * (QK^T: query rows against key rows). Per 16 K: 4 VLDRB and 4 VMLADAVA.S8 for 64 MACs
+ * (rows_groups_s8); the K % 16 tail with zeroing predicated loads (nothing read past K). */
+static inline void rows_pair_s8(const int8_t *x0, const int8_t *x1, const int8_t *v0, const int8_t *v1, int32_t length,
+                                int32_t sums[4])
 {
-    const int32_t length = s->length, stride = s->stride, channels = s->channels;
     const int32_t full = length & ~15;
-    const mve_pred16_t live = vctp8q((uint32_t)(length - full));
-    const int8_t *w = s->w;
-    int32_t c;
-    for (c = 0; c < channels; c += 2, w += 2 * stride, out += 2 * MCUBERT_BLOCK_ROWS) {
-        const int8_t *w0 = w, *w1 = c + 1 < channels ? w + stride : w;
-        int32_t sums[4] = {0, 0, 0, 0};
-        if (full != 0) {
-            rows_groups_s8(x0, x1, w0, w1, full >> 4, sums);
-        }
-        if (full < length) {
-            const int8x16_t y0 = vldrbq_z_s8(x0 + full, live), y1 = vldrbq_z_s8(x1 + full, live);
-            const int8x16_t v0 = vldrbq_z_s8(w0 + full, live), v1 = vldrbq_z_s8(w1 + full, live);
-            sums[0] = vmladavaq_s8(sums[0], y0, v0);
-            sums[1] = vmladavaq_s8(sums[1], y0, v1);
-            sums[2] = vmladavaq_s8(sums[2], y1, v0);
-            sums[3] = vmladavaq_s8(sums[3], y1, v1);
-        }
-        store_pair(sums, c + 1 < channels, out);
+    sums[0] = sums[1] = sums[2] = sums[3] = 0;
+    if (full != 0) {
+        rows_groups_s8(x0, x1, v0, v1, full >> 4, sums);
+    }
+    if (full < length) {
+        const mve_pred16_t live = vctp8q((uint32_t)(length - full));
+        const int8x16_t y0 = vldrbq_z_s8(x0 + full, live), y1 = vldrbq_z_s8(x1 + full, live);
+        const int8x16_t w0 = vldrbq_z_s8(v0 + full, live), w1 = vldrbq_z_s8(v1 + full, live);
+        sums[0] = vmladavaq_s8(sums[0], y0, w0);
+        sums[1] = vmladavaq_s8(sums[1], y0, w1);
+        sums[2] = vmladavaq_s8(sums[2], y1, w0);
+        sums[3] = vmladavaq_s8(sums[3], y1, w1);
     }
 }
 
-/* int16 rows x0, x1 (softmax weights) against each channel pair of int8 rows (P.V: value_t rows): per
- * 8 K, 4 loads and 4 VMLADAVA.S16 for 32 MACs (rows_groups_s16), the K % 8 tail predicated. */
+/* The same for int16 rows (P.V: softmax weights against value_t rows): per 8 K, 4 loads and 4
+ * VMLADAVA.S16 for 32 MACs (rows_groups_s16), the K % 8 tail predicated. */
+static inline void rows_pair_s16(const int16_t *x0, const int16_t *x1, const int8_t *v0, const int8_t *v1,
+                                 int32_t length, int32_t sums[4])
+{
+    const int32_t full = length & ~7;
+    sums[0] = sums[1] = sums[2] = sums[3] = 0;
+    if (full != 0) {
+        rows_groups_s16(x0, x1, v0, v1, full >> 3, sums);
+    }
+    if (full < length) {
+        const mve_pred16_t live = vctp16q((uint32_t)(length - full));
+        const int16x8_t y0 = vldrhq_z_s16(x0 + full, live), y1 = vldrhq_z_s16(x1 + full, live);
+        const int16x8_t w0 = vldrbq_z_s16(v0 + full, live), w1 = vldrbq_z_s16(v1 + full, live);
+        sums[0] = vmladavaq_s16(sums[0], y0, w0);
+        sums[1] = vmladavaq_s16(sums[1], y0, w1);
+        sums[2] = vmladavaq_s16(sums[2], y1, w0);
+        sums[3] = vmladavaq_s16(sums[3], y1, w1);
+    }
+}
+
+/* Rows x0, x1 against every channel pair of the sweep, then an odd last channel against itself. The
+ * rows are int8 or int16 by `wide` (a constant in each caller). */
+static inline void rows_sweep_pairs(const void *x0, const void *x1, const rows_sweep *s, int32_t *out, int wide)
+{
+    const int32_t length = s->length, stride = s->stride;
+    const int8_t *w = s->w, *const last = s->w + (s->channels & ~1) * stride;
+    int32_t sums[4];
+    for (; w != last; w += 2 * stride, out += 2 * MCUBERT_BLOCK_ROWS) {
+        if (wide) {
+            rows_pair_s16((const int16_t *)x0, (const int16_t *)x1, w, w + stride, length, sums);
+        } else {
+            rows_pair_s8((const int8_t *)x0, (const int8_t *)x1, w, w + stride, length, sums);
+        }
+        store_pair(sums, 1, out);
+    }
+    if ((s->channels & 1) != 0) {
+        if (wide) {
+            rows_pair_s16((const int16_t *)x0, (const int16_t *)x1, w, w, length, sums);
+        } else {
+            rows_pair_s8((const int8_t *)x0, (const int8_t *)x1, w, w, length, sums);
+        }
+        store_pair(sums, 0, out);
+    }
+}
+
+/* Out of line, one per row kind, so that the loops keep their pointers in registers. */
+__attribute__((noinline)) static void rows_sweep_s8(const int8_t *x0, const int8_t *x1, const rows_sweep *s,
+                                                    int32_t *out)
+{
+    rows_sweep_pairs(x0, x1, s, out, 0);
+}
+
 __attribute__((noinline)) static void rows_sweep_s16(const int16_t *x0, const int16_t *x1, const rows_sweep *s,
                                                      int32_t *out)
 {
-    const int32_t length = s->length, stride = s->stride, channels = s->channels;
-    const int32_t full = length & ~7;
-    const mve_pred16_t live = vctp16q((uint32_t)(length - full));
-    const int8_t *w = s->w;
-    int32_t c;
-    for (c = 0; c < channels; c += 2, w += 2 * stride, out += 2 * MCUBERT_BLOCK_ROWS) {
-        const int8_t *w0 = w, *w1 = c + 1 < channels ? w + stride : w;
-        int32_t sums[4] = {0, 0, 0, 0};
-        if (full != 0) {
-            rows_groups_s16(x0, x1, w0, w1, full >> 3, sums);
-        }
-        if (full < length) {
-            const int16x8_t y0 = vldrhq_z_s16(x0 + full, live), y1 = vldrhq_z_s16(x1 + full, live);
-            const int16x8_t v0 = vldrbq_z_s16(w0 + full, live), v1 = vldrbq_z_s16(w1 + full, live);
-            sums[0] = vmladavaq_s16(sums[0], y0, v0);
-            sums[1] = vmladavaq_s16(sums[1], y0, v1);
-            sums[2] = vmladavaq_s16(sums[2], y1, v0);
-            sums[3] = vmladavaq_s16(sums[3], y1, v1);
-        }
-        store_pair(sums, c + 1 < channels, out);
-    }
+    rows_sweep_pairs(x0, x1, s, out, 1);
 }
 
 /* Rows (0, 1), then (2, 3) when the block has them, over every channel; rows >= count repeat the last. */
