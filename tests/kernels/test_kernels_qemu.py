@@ -127,7 +127,7 @@ def test_pair4_gemm_matches_plain_sums(firmware, build_dir, cpu, path, banner):
     """custom_ops/test/arm/gemm_check_main.c: the pair4 gemm over K = 1..40, 64, 100, every row count,
     channel count (up to 16 on the MVE path, its chunks) and row kind (one segment, every split, int4),
     weights word-aligned and at an odd address, against sums in the firmware; then the rows gemm
-    (int8 and int16 rows) likewise."""
+    (int8 and int16 rows) and the int4-weight gemm likewise."""
     need_arm_cpu(cpu)
     elf = build(build_dir, cpu, "mcubert_gemm_check", path=path).image("mcubert_gemm_check")
     status, console = run_qemu(cpu, elf)
@@ -137,6 +137,8 @@ def test_pair4_gemm_matches_plain_sums(firmware, build_dir, cpu, path, banner):
     assert f"gemm check: path {path_code}, products {products}, failures 0\n" in console, console
     # the rows gemm (attention's QK^T and P.V): K as above, 1..4 rows, 1..8 channels, int8 and int16 rows
     assert "rows check: products 60480, failures 0\n" in console, console
+    # the int4-weight gemm: K as above, 1..4 rows, 1..8 channels, one segment and every third split
+    assert "w4 check: products 265680, failures 0\n" in console, console
 
 
 def test_firmware_reports_a_wrong_byte(firmware):
