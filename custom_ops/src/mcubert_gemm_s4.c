@@ -254,8 +254,8 @@ void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[
 /* Rows x0, x1 (de-interleaved copies) against channels w and w + row_bytes (`both`; else only w): per
  * 32 K and channel, 1 weight load, VAND + VSHR, 4 VMLADAVA.S8 (64 MACs), the rows' 4 loads shared by
  * the pair. The K % 32 tail: predicated loads, nothing read past K or past the packed row. */
-__attribute__((noinline)) static void w4_pair(const int8_t *x0, const int8_t *x1, const uint8_t *w, int32_t row_bytes,
-                                              int32_t length, int both, int32_t sums[4])
+static inline void w4_pair(const int8_t *x0, const int8_t *x1, const uint8_t *w, int32_t row_bytes, int32_t length,
+                           int both, int32_t sums[4])
 {
     const uint8x16_t nibble = vdupq_n_u8(0x0F);
     const int32_t groups = length >> 5, rest = length & 31, even = (rest + 1) >> 1;
@@ -280,30 +280,57 @@ __attribute__((noinline)) static void w4_pair(const int8_t *x0, const int8_t *x1
     sums[3] = b1;
 }
 
+/* What a sweep of two rows covers: `channels` packed rows from w on, row_bytes apart, K = length, and the
+ * two rows' start sums. */
+typedef struct {
+    const uint8_t *w;
+    int32_t row_bytes;
+    int32_t channels;
+    int32_t length;
+    int32_t start[2];
+} w4_sweep_args;
+
+/* Rows x0, x1 against every channel pair (an odd last channel alone): out[4 j + i] = row i x channel j of
+ * the pair (acc[c][r0..] and acc[c + 1][r0..]). Out of line, the channel loop inside: one call a row pair. */
+__attribute__((noinline)) static void w4_sweep(const int8_t *x0, const int8_t *x1, const w4_sweep_args *s, int32_t *out)
+{
+    const int32_t row_bytes = s->row_bytes, length = s->length, channels = s->channels;
+    const uint8_t *w = s->w;
+    int32_t c;
+    for (c = 0; c < channels; c += 2, w += 2 * row_bytes, out += 2 * MCUBERT_BLOCK_ROWS) {
+        const int both = c + 1 < channels;
+        int32_t sums[4];
+        sums[0] = sums[1] = s->start[0];
+        sums[2] = sums[3] = s->start[1];
+        w4_pair(x0, x1, w, row_bytes, length, both, sums);
+        out[0] = sums[0];
+        out[1] = sums[2];
+        if (both) {
+            out[MCUBERT_BLOCK_ROWS] = sums[1];
+            out[MCUBERT_BLOCK_ROWS + 1] = sums[3];
+        }
+    }
+}
+
 void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
                          int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
     const int32_t length = rows->length, swept = rows->count > 2 ? 4 : 2;
     const int8_t *copies = (const int8_t *)(const void *)rows->widened;
     const int8_t *x[MCUBERT_BLOCK_ROWS];
-    int32_t c, r;
+    w4_sweep_args s;
+    int32_t r;
     for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
         x[r] = copies + mcubert_min_i32(r, rows->count - 1) * length; /* rows >= count repeat the last */
     }
-    for (c = 0; c < channels; c += 2) {
-        const int both = c + 1 < channels;
-        for (r = 0; r < swept; r += 2) {
-            int32_t sums[4];
-            sums[0] = sums[1] = start[r];
-            sums[2] = sums[3] = start[r + 1];
-            w4_pair(x[r], x[r + 1], first + c * row_bytes, row_bytes, length, both, sums);
-            acc[c][r] = sums[0];
-            acc[c][r + 1] = sums[2];
-            if (both) {
-                acc[c + 1][r] = sums[1];
-                acc[c + 1][r + 1] = sums[3];
-            }
-        }
+    s.w = first;
+    s.row_bytes = row_bytes;
+    s.channels = channels;
+    s.length = length;
+    for (r = 0; r < swept; r += 2) {
+        s.start[0] = start[r];
+        s.start[1] = start[r + 1];
+        w4_sweep(x[r], x[r + 1], &s, acc[0] + r);
     }
 }
 
