@@ -27,6 +27,7 @@ _SHORT = {
     contract.ATTENTION: "attention",
     contract.MLP: "mlp",
     contract.DECODER_MLP: "decoder_mlp",
+    contract.CAUSAL_ATTENTION: "causal_attention",
 }
 
 
@@ -104,6 +105,18 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
         elif call.op == contract.ATTENTION:
             kernel = f"mcubert_attention_s8(&{prefix}_params, &{prefix}_weights, work, {prefix}_mask, context, message)"
             copy_in = f"    for (k = 0; k < {n_out}; ++k) {{\n        work[k] = {prefix}_hidden[k];\n    }}\n"
+        elif call.op == contract.CAUSAL_ATTENTION:  # in place on hidden, writes row p of a mutable cache copy
+            cache_size = dict(call.tensor_list)["cache"].size
+            out.append(f"static int8_t {prefix}_cache_work[{cache_size}] __attribute__((aligned(16)));\n")
+            kernel = (
+                f"mcubert_causal_attention_s8(&{prefix}_params, &{prefix}_weights, work, {prefix}_position, "
+                f"{prefix}_cache_work, context, message)"
+            )
+            copy_in = (
+                f"    for (k = 0; k < {n_out}; ++k) {{\n        work[k] = {prefix}_hidden[k];\n    }}\n"
+                f"    for (k = 0; k < {cache_size}; ++k) {{\n"
+                f"        {prefix}_cache_work[k] = {prefix}_cache[k];\n    }}\n"
+            )
         else:  # MLP, DECODER_MLP: in place on hidden
             kernel = f"mcubert_{short}_s8(&{prefix}_params, &{prefix}_weights, work, context, message)"
             copy_in = f"    for (k = 0; k < {n_out}; ++k) {{\n        work[k] = {prefix}_hidden[k];\n    }}\n"
@@ -136,10 +149,11 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
 
 
 def _buffer_size(call) -> int:
-    from tflm_mcubert.ops import attention, decoder_mlp, embedding, mlp
+    from tflm_mcubert.ops import attention, causal_attention, decoder_mlp, embedding, mlp
 
     dims = call.dims()
     return {
+        contract.CAUSAL_ATTENTION: lambda n, d, h: causal_attention.scratch_bytes(n, d),
         contract.EMBEDDING: embedding.scratch_bytes,
         contract.ATTENTION: attention.scratch_bytes,
         contract.MLP: mlp.scratch_bytes,

@@ -19,7 +19,7 @@ from tests import qemu
 
 import kernel_golden
 from kernel_build import build, need_arm_cpu, need_arm_toolchain
-from kernel_cases import attention_case, decoder_mlp_case, embedding_case, mlp_case
+from kernel_cases import attention_case, causal_attention_case, decoder_mlp_case, embedding_case, mlp_case
 
 MACHINES = qemu.MACHINES
 
@@ -55,6 +55,11 @@ def _golden_cases():
         (mlp_case(6, 10, 18, 4), {"fc1_weights": 3}),  # K % 8 == 2: the MVE gemm's partial 8-group
         (decoder_mlp_case(32, 128), {"hidden": 1}),  # one-row blocks (decoder ops)
         (decoder_mlp_case(20, 52, seed=1, token=3), {"hidden": 3}),
+        # the decoder's one-token attention: dh 16 (whole 16-channel passes), dh 8 (predicated), a window, int4
+        (causal_attention_case(64, 4, 37), {"hidden": 1}),
+        (causal_attention_case(24, 3, 21, seed=1), {"hidden": 2}),
+        (causal_attention_case(40, 2, 30, seed=2, window=9), {}),
+        (causal_attention_case(32, 4, 12, seed=3, weight_bits=4), {"hidden": 3}),
         (attention_case(9, 20, 4, 4, weight_bits=4), {"hidden": 1, "query_weights": 3}),
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"value_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 3}),
