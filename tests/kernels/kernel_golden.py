@@ -28,6 +28,7 @@ _SHORT = {
     contract.MLP: "mlp",
     contract.DECODER_MLP: "decoder_mlp",
     contract.CAUSAL_ATTENTION: "causal_attention",
+    contract.LM_HEAD: "lm_head",
 }
 
 
@@ -92,8 +93,14 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
         fields = ", ".join(f"{prefix}_{n}" for n in kernel_abi.weight_fields(call.op))
         out.append(f"static const mcubert_{short}_weights {prefix}_weights = {{{fields}}};\n")
         views = []
+        result = "work"  # what the kernel writes: in place on hidden, or the LM head's int32 top[2k]
+        if call.op == contract.LM_HEAD:
+            result = f"{prefix}_top"
+            out.append(f"static int32_t {result}[{n_out}] __attribute__((aligned(16)));\n")
         for name, array in call.tensor_list:
             pointer = "work" if name in ("output", "hidden") else f"{prefix}_{name}"
+            if call.op == contract.LM_HEAD and name in ("output", "hidden"):
+                pointer = result if name == "output" else f"{prefix}_hidden"
             elements = n_out if name == "output" else array.size
             views.append(f"        {{{pointer}, {_DTYPE_ENUM[kernel_abi.DTYPE_CODES[array.dtype]]}, {elements}}},")
         if call.op == contract.EMBEDDING:
@@ -105,6 +112,11 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
         elif call.op == contract.ATTENTION:
             kernel = f"mcubert_attention_s8(&{prefix}_params, &{prefix}_weights, work, {prefix}_mask, context, message)"
             copy_in = f"    for (k = 0; k < {n_out}; ++k) {{\n        work[k] = {prefix}_hidden[k];\n    }}\n"
+        elif call.op == contract.LM_HEAD:  # reads hidden, writes top
+            kernel = (
+                f"mcubert_lm_head_s8(&{prefix}_params, &{prefix}_weights, {prefix}_hidden, {result}, context, message)"
+            )
+            copy_in = ""
         elif call.op == contract.CAUSAL_ATTENTION:  # in place on hidden, writes row p of a mutable cache copy
             cache_size = dict(call.tensor_list)["cache"].size
             out.append(f"static int8_t {prefix}_cache_work[{cache_size}] __attribute__((aligned(16)));\n")
@@ -123,6 +135,7 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
         out.append(
             f"static int32_t run_{prefix}(const mcubert_context *context, mcubert_message *message)\n{{\n"
             f"    int8_t *work = golden_work + {work_misalign};\n"
+            f"{'    (void)work;' + chr(10) if result != 'work' else ''}"
             f"    mcubert_status st;\n    int32_t k;\n"
             f"{copy_in}"
             f"    {{\n        const mcubert_tensor_view views[] = {{\n" + "\n".join(views) + "\n        };\n"
@@ -131,7 +144,7 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
             f"    st = {kernel};\n"
             f"    if (st != MCUBERT_OK) {{\n        return 2000 + (int32_t)st;\n    }}\n"
             f"    for (k = 0; k < {n_out}; ++k) {{\n"
-            f"        if (work[k] != {prefix}_expected[k]) {{\n"
+            f"        if ({result}[k] != {prefix}_expected[k]) {{\n"
             f"            return 3000 + (k < 999 ? k : 999);\n        }}\n    }}\n"
             f"    return 0;\n}}\n"
         )
@@ -149,11 +162,12 @@ def generate(cases: list[tuple[Case, dict[str, int]]]) -> str:
 
 
 def _buffer_size(call) -> int:
-    from tflm_mcubert.ops import attention, causal_attention, decoder_mlp, embedding, mlp
+    from tflm_mcubert.ops import attention, causal_attention, decoder_mlp, embedding, lm_head, mlp
 
     dims = call.dims()
     return {
         contract.CAUSAL_ATTENTION: lambda n, d, h: causal_attention.scratch_bytes(n, d),
+        contract.LM_HEAD: lambda d, k: lm_head.scratch_bytes(d),
         contract.EMBEDDING: embedding.scratch_bytes,
         contract.ATTENTION: attention.scratch_bytes,
         contract.MLP: mlp.scratch_bytes,

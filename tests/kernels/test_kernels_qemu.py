@@ -18,6 +18,7 @@ import pytest
 from tests import qemu
 
 import kernel_golden
+import test_kernels_lm_head as lm_head_cases
 from kernel_build import build, need_arm_cpu, need_arm_toolchain
 from kernel_cases import attention_case, causal_attention_case, decoder_mlp_case, embedding_case, mlp_case
 
@@ -60,6 +61,11 @@ def _golden_cases():
         (causal_attention_case(24, 3, 21, seed=1), {"hidden": 2}),
         (causal_attention_case(40, 2, 30, seed=2, window=9), {}),
         (causal_attention_case(32, 4, 12, seed=3, weight_bits=4), {"hidden": 3}),
+        # the LM head: every rank % 8 and odd d (the MVE dot's predicated tails), ties, a head tied to an embedding
+        (lm_head_cases.extreme_case(16, (40, 30, 20), (16, 5), 8, seed=1), {"hidden": 1}),
+        (lm_head_cases.extreme_case(33, (50, 60, 70), (1, 2), 16, seed=2), {"word_rows": 3}),
+        (lm_head_cases.extreme_case(64, (100, 200, 300, 50), (13, 6, 7), 32, seed=3), {}),
+        (lm_head_cases.tied_case(64, (50, 200, 750), (16, 4), 10)[0], {"hidden": 2}),
         (attention_case(9, 20, 4, 4, weight_bits=4), {"hidden": 1, "query_weights": 3}),
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"value_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 3}),
