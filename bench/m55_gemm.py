@@ -27,7 +27,10 @@ arm_convolve_1x1_s8_fast -> arm_nn_mat_mult_nt_t_s8, the kernel TFLM's CMSIS-NN 
 BERT's rank-3 activations, at -O2 (TFLM's level for third-party kernels), its outputs checked within one
 unit of a once-rounded reference (CMSIS-NN rounds twice).
 
-    python bench/m55_gemm.py [--shapes 128x128x128,128x128x512,128x512x128] [--cmsis-nn-dir DIR]
+    python bench/m55_gemm.py [--shapes 128x128x128,128x128x512,128x512x128] [--w4-shapes ...] [--cmsis-nn-dir DIR]
+
+--w4-shapes (default: the same three) measures the layers again with int4 weights (w4row), through the
+int4-weight gemm on both paths (no CMSIS-NN column for them).
 
 Needs arm-none-eabi-gcc 10+ (Cortex-M55), cmake and qemu-system-arm 6.0+ (mps3-an547).
 """
