@@ -27,7 +27,10 @@ arm_convolve_1x1_s8_fast -> arm_nn_mat_mult_nt_t_s8, the kernel TFLM's CMSIS-NN 
 BERT's rank-3 activations, at -O2 (TFLM's level for third-party kernels), its outputs checked within one
 unit of a once-rounded reference (CMSIS-NN rounds twice).
 
-    python bench/m55_gemm.py [--shapes 128x128x128,128x128x512,128x512x128] [--cmsis-nn-dir DIR]
+    python bench/m55_gemm.py [--shapes 128x128x128,128x128x512,128x512x128] [--w4-shapes ...] [--cmsis-nn-dir DIR]
+
+--w4-shapes (default: the same three) measures the layers again with int4 weights (w4row), through the
+int4-weight gemm on both paths (no CMSIS-NN column for them).
 
 Needs arm-none-eabi-gcc 10+ (Cortex-M55), cmake and qemu-system-arm 6.0+ (mps3-an547).
 """
@@ -61,12 +64,18 @@ PATH_FLAGS = {"dsp": ["-mgeneral-regs-only"], "mve": ["-fno-tree-vectorize"]}
 
 
 def firmware(
-    library: Path, work: Path, name: str, shape: tuple[int, int, int], cmsis_nn_dir: Path | None = None
+    library: Path,
+    work: Path,
+    name: str,
+    shape: tuple[int, int, int],
+    cmsis_nn_dir: Path | None = None,
+    weight_bits: int = 8,
 ) -> Path:
-    """The bench image of kernel path `name` ("dsp" or "mve") for one shape; with `cmsis_nn_dir`, the image
-    whose layer is CMSIS-NN's (built for the M55, so on its MVE path; `library` then gives only the CRC)."""
+    """The bench image of kernel path `name` ("dsp" or "mve") for one shape and weight width; with
+    `cmsis_nn_dir`, the image whose layer is CMSIS-NN's (built for the M55, so on its MVE path; `library`
+    then gives only the CRC)."""
     tokens, in_features, out_features = shape
-    elf = work / f"{name}-{tokens}x{in_features}x{out_features}.elf"
+    elf = work / f"{name}-{tokens}x{in_features}x{out_features}{'-w4' if weight_bits == 4 else ''}.elf"
     cmsis = []
     if cmsis_nn_dir is not None:
         support = sorted(str(p) for p in (cmsis_nn_dir / "Source" / "NNSupportFunctions").glob("*_s8*.c"))
@@ -90,6 +99,7 @@ def firmware(
         f"-DTOKENS={tokens}",
         f"-DIN={in_features}",
         f"-DOUT={out_features}",
+        f"-DWEIGHT_BITS={weight_bits}",
         "-I",
         str(CUSTOM_OPS / "include"),
         "-I",
@@ -145,6 +155,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="128x128x128,128x128x512,128x512x128", help="TOKENSxINxOUT,...")
     parser.add_argument(
+        "--w4-shapes",
+        default="128x128x128,128x128x512,128x512x128",
+        help="TOKENSxINxOUT,... measured again with int4 weights (the int4-weight gemm); '' for none",
+    )
+    parser.add_argument(
         "--cmsis-nn-dir",
         default=os.environ.get("CMSIS_NN_DIR"),
         help="a CMSIS-NN checkout (default: $CMSIS_NN_DIR): adds its MVE layer as a third column",
@@ -154,7 +169,8 @@ def main() -> None:
     cmsis_nn_dir = Path(args.cmsis_nn_dir) if args.cmsis_nn_dir else None
     if cmsis_nn_dir is not None and not (cmsis_nn_dir / "Include" / "arm_nnfunctions.h").is_file():
         parser.error(f"--cmsis-nn-dir {cmsis_nn_dir}: not a CMSIS-NN checkout (no Include/arm_nnfunctions.h)")
-    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
+    shapes = [(tuple(int(v) for v in shape.split("x")), 8) for shape in args.shapes.split(",")]
+    shapes += [(tuple(int(v) for v in shape.split("x")), 4) for shape in args.w4_shapes.split(",") if shape]
     from provenance import provenance
 
     summary = {
@@ -180,8 +196,8 @@ def _first_line(command: list[str]) -> str:
 
 
 def measure(shapes, cmsis_nn_dir: Path | None) -> list[dict]:
-    """One row a shape: instructions of the gemm and the whole layer on the DSP and MVE paths, and of
-    CMSIS-NN's whole layer when a checkout is given."""
+    """One row a (shape, weight bits): instructions of the gemm and the whole layer on the DSP and MVE paths,
+    and of CMSIS-NN's whole layer when a checkout is given (int8 weights)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="m55_gemm_") as folder:
         work = Path(folder)
@@ -189,16 +205,19 @@ def measure(shapes, cmsis_nn_dir: Path | None) -> list[dict]:
             path: kernel_build.build(kernel_build.Variant("cortex-m55", path=path), work, "mcubert").library
             for path in PATHS
         }
-        for shape in shapes:
-            print(f"{'x'.join(map(str, shape))} ...", file=sys.stderr, flush=True)
-            results = {path: _measured(firmware(libraries[path], work, path, shape), path) for path in PATHS}
+        for shape, bits in shapes:
+            print(f"{'x'.join(map(str, shape))} int{bits} ...", file=sys.stderr, flush=True)
+            elves = {path: firmware(libraries[path], work, path, shape, weight_bits=bits) for path in PATHS}
+            results = {path: _measured(elves[path], path) for path in PATHS}
             if results["dsp"][0]["output_crc"] != results["mve"][0]["output_crc"]:
-                raise RuntimeError(f"{shape}: the DSP and MVE outputs differ")
+                raise RuntimeError(f"{shape} int{bits}: the DSP and MVE outputs differ")
             row = {"shape": list(shape), **{path: {k: round(v) for k, v in results[path][1].items()} for path in PATHS}}
+            if bits != 8:
+                row["weight_bits"] = bits
             for path in PATHS:
-                cycles = estimated_cycles(work / f"{path}-{'x'.join(map(str, shape))}.elf")
+                cycles = estimated_cycles(elves[path])
                 row[path].update({f"{region}_cycles": round(value) for region, value in cycles.items()})
-            if cmsis_nn_dir is not None:
+            if cmsis_nn_dir is not None and bits == 8:
                 elf = firmware(libraries["mve"], work, "cmsis-nn", shape, cmsis_nn_dir)
                 row["cmsis_nn_layer"] = round(_measured(elf, "cmsis-nn")[1]["layer"])
                 row["cmsis_nn_layer_cycles"] = round(estimated_cycles(elf)["layer"])
@@ -217,8 +236,8 @@ def _measured(elf: Path, name: str) -> tuple[dict[str, int], dict[str, float]]:
     return figures, instructions(figures)[1]
 
 
-def _label(shape) -> str:
-    return "{}x{}->{}".format(*shape)
+def _label(shape, weight_bits: int = 8) -> str:
+    return "{}x{}->{}".format(*shape) + (", int4 weights" if weight_bits == 4 else "")
 
 
 def markdown_table(summary: dict) -> str:
@@ -235,7 +254,7 @@ def markdown_table(summary: dict) -> str:
             dsp, mve = row["dsp"][region], row["mve"][region]
             dsp_cycles, mve_cycles = row["dsp"][f"{region}_cycles"], row["mve"][f"{region}_cycles"]
             lines.append(
-                f"| {_label(row['shape'])} | {name} | {dsp:,} | {mve:,} | {mve / dsp:.3f} | "
+                f"| {_label(row['shape'], row.get('weight_bits', 8))} | {name} | {dsp:,} | {mve:,} | {mve / dsp:.3f} | "
                 f"{dsp / macs:.3f} / {mve / macs:.3f} | {dsp_cycles:,} / {mve_cycles:,} | "
                 f"{mve_cycles / dsp_cycles:.3f} |"
             )
@@ -249,6 +268,8 @@ def cmsis_nn_table(summary: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
+        if "cmsis_nn_layer" not in row:
+            continue
         ours, theirs = row["mve"]["layer"], row["cmsis_nn_layer"]
         ours_cycles, theirs_cycles = row["mve"]["layer_cycles"], row["cmsis_nn_layer_cycles"]
         lines.append(

@@ -1,7 +1,8 @@
 /*
  * Bench firmware for bench/m55_gemm.py (QEMU mps3-an547, Cortex-M55): one int8 linear layer of
  * TOKENS x IN -> OUT, as the ops run it (row blocks of 4 widened once, then every channel), on
- * pseudo-random data, on whichever gemm path the library was built with (DSP or MVE).
+ * pseudo-random data, on whichever gemm path the library was built with (DSP or MVE); with
+ * WEIGHT_BITS 4 its weights are int4 (w4row) and go through the int4-weight gemm.
  *
  * Instructions are read from SysTick under `-icount shift=0`, where QEMU's virtual clock advances
  * 1 ns per executed instruction: ticks are converted to instructions by a calibration loop of a
@@ -16,6 +17,7 @@
  */
 #include <stdint.h>
 
+#include "mcubert_gemm_s4.h"
 #include "mcubert_internal.h"
 #include "semihost.h"
 
@@ -30,12 +32,18 @@
 #endif
 
 #define PAIR_STRIDE (((IN + 3) / 4) * 8)
+#define W4_ROW_BYTES (((IN + 7) / 8) * 4)
+#ifndef WEIGHT_BITS
+#define WEIGHT_BITS 8 /* 4: the layer's weights are int4 (w4row), through the int4-weight gemm */
+#endif
 #if defined(CMSIS_NN_LAYER)
 #define WEIGHT_BYTES (OUT * IN) /* row-major [OUT][IN] */
 int32_t cmsisnn_bench_conv1x1(const int8_t *x, int32_t tokens, int32_t k, int32_t n, const int8_t *w,
                               const int32_t *channels, int8_t *y, void *scratch);
 int32_t cmsisnn_bench_scratch_bytes(int32_t k, int32_t n);
 static int8_t cmsis_scratch[16384] __attribute__((aligned(16)));
+#elif WEIGHT_BITS == 4
+#define WEIGHT_BYTES (OUT * W4_ROW_BYTES)
 #else
 #define WEIGHT_BYTES ((OUT + 1) / 2 * PAIR_STRIDE)
 #endif
@@ -132,7 +140,26 @@ static int32_t max_difference(void)
 }
 #else
 /* Channels per gemm call: mcubert_linear_to_s8's chunks (16 on the MVE path, for int8 weights). */
-#define CHUNK (MCUBERT_MVE ? 2 * MCUBERT_CHUNK_CHANNELS : MCUBERT_CHUNK_CHANNELS)
+#define CHUNK (MCUBERT_MVE && WEIGHT_BITS == 8 ? 2 * MCUBERT_CHUNK_CHANNELS : MCUBERT_CHUNK_CHANNELS)
+
+#if WEIGHT_BITS == 4
+static void gemm_only(void)
+{
+    int32_t r0, c;
+    int32_t acc[CHUNK][MCUBERT_BLOCK_ROWS], start[MCUBERT_BLOCK_ROWS];
+    for (r0 = 0; r0 < TOKENS; r0 += MCUBERT_BLOCK_ROWS) {
+        mcubert_rows rows;
+        const int32_t count = TOKENS - r0 < MCUBERT_BLOCK_ROWS ? TOKENS - r0 : MCUBERT_BLOCK_ROWS;
+        mcubert_rows_init_s8(&rows, x + r0 * IN, IN, count, IN);
+        mcubert_rows_widen_w4(&rows, widened, start);
+        for (c = 0; c < OUT; c += CHUNK) {
+            const int32_t n = OUT - c < CHUNK ? OUT - c : CHUNK;
+            mcubert_gemm_4xn_w4(&rows, start, (const uint8_t *)weights + c * W4_ROW_BYTES, W4_ROW_BYTES, n, acc);
+            sink += acc[0][0];
+        }
+    }
+}
+#else
 
 static void gemm_only(void)
 {
@@ -150,10 +177,11 @@ static void gemm_only(void)
         }
     }
 }
+#endif
 
 static void whole_layer(void)
 {
-    const mcubert_linear layer = mcubert_linear_of(weights, channels, IN, OUT, 8);
+    const mcubert_linear layer = mcubert_linear_of(weights, channels, IN, OUT, WEIGHT_BITS);
     int32_t r0;
     for (r0 = 0; r0 < TOKENS; r0 += MCUBERT_BLOCK_ROWS) {
         mcubert_rows rows;

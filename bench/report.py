@@ -35,6 +35,8 @@ import equal_flash  # noqa: E402
 import export_memory  # noqa: E402
 import kernel_cost_report  # noqa: E402
 import lm_head_cost  # noqa: E402
+import m55_attention  # noqa: E402
+import m55_decoder  # noqa: E402
 import m55_gemm  # noqa: E402
 import minilm_fidelity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
@@ -149,6 +151,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
+    "m55_attention.rows": lambda: m55_attention.markdown_table(_summary("m55_attention.json")),
+    "m55_attention.cmsis_nn": lambda: m55_attention.cmsis_nn_table(_summary("m55_attention.json")),
+    "m55_decoder.rows": lambda: m55_decoder.markdown_table(_summary("m55_decoder.json")),
     "embedding_int4.flash": lambda: embedding_int4.flash_table(_summary("embedding_int4.json")),
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
     "bert_mini_sizes.paper": lambda: bert_mini_sizes.paper_table(_summary("bert_mini_sizes.json")),

@@ -13,7 +13,7 @@
 #   -DMCUBERT_KERNEL_PATH=dsp|plain|noasm|mve   dsp: the DSP path where the core has it (cores without
 #                              take the plain path by themselves); plain: MCUBERT_FORCE_PLAIN; noasm: the
 #                              DSP path's micro-kernel from its C version (MCUBERT_DSP_NO_ASM); mve
-#                              (cortex-m55): the DSP path with the linear layers' gemm on MVE (MCUBERT_MVE)
+#                              (cortex-m55): the DSP path with the gemms and dot products on MVE (MCUBERT_MVE)
 #   -DMCUBERT_FLOAT_ABI=hard|soft   hard: -mfloat-abi=hard and the core's FPU (cores without an FPU
 #                              build soft-float); the kernels are identical either way
 #   mcubert                    libmcubert.a (-O2 -g -mgeneral-regs-only, stack usage and call graph

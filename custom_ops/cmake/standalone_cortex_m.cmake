@@ -20,7 +20,7 @@ endif()
 set(mcubert_arch -mcpu=${MCUBERT_CPU} -mthumb ${mcubert_float})
 
 # The kernels never touch the FPU registers (-mgeneral-regs-only), except on the mve path, where
-# the pair4 gemm uses MVE (Helium), which computes in them.
+# the gemms and dot products use MVE (Helium), which computes in them.
 set(mcubert_regs -mgeneral-regs-only)
 if(MCUBERT_KERNEL_PATH STREQUAL "plain")
   target_compile_definitions(mcubert PRIVATE MCUBERT_FORCE_PLAIN)

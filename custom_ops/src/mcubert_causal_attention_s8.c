@@ -19,6 +19,10 @@
 #include "mcubert_gemm_s8.h"
 #include "mcubert_internal.h"
 
+#if MCUBERT_MVE
+#include <arm_mve.h>
+#endif
+
 #define OP "MCUBERT_CAUSAL_ATTENTION"
 
 typedef struct {
@@ -128,7 +132,53 @@ mcubert_status mcubert_causal_attention_validate(const mcubert_causal_attention_
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_CAUSAL_ATTENTION_OUTPUT], MCUBERT_DTYPE_INT8, d, message);
 }
 
-/* The context of every head for the token's query over keys and values 0..p (SPEC 3.4). */
+#if MCUBERT_MVE
+/* a[0..n) . b[0..n) of two int8 rows: VMLADAVA.S8 per 16, the tail by zeroing predicated loads. */
+static inline int32_t dot_s8(const int8_t *a, const int8_t *b, int32_t n)
+{
+    int32_t acc = 0, k = 0;
+    for (; k + 16 <= n; k += 16) {
+        acc = vmladavaq_s8(acc, vldrbq_s8(a + k), vldrbq_s8(b + k));
+    }
+    if (k < n) {
+        const mve_pred16_t live = vctp8q((uint32_t)(n - k));
+        acc = vmladavaq_s8(acc, vldrbq_z_s8(a + k, live), vldrbq_z_s8(b + k, live));
+    }
+    return acc;
+}
+
+/* acc[j] = sum_t e[t] v[t][c0 + j] for the n <= 16 channels from values = v[0] + c0 (rows d apart): four
+ * channels a vector (VLDRB.S32 sign-extends them), VMLA by the key's weight; lanes past n load nothing. */
+static void weighted_channels(const int16_t *e, const int8_t *values, int32_t d, int32_t keys, int32_t n,
+                              int32_t acc[16])
+{
+    const mve_pred16_t p0 = vctp32q((uint32_t)n), p1 = vctp32q((uint32_t)(n > 4 ? n - 4 : 0));
+    const mve_pred16_t p2 = vctp32q((uint32_t)(n > 8 ? n - 8 : 0)), p3 = vctp32q((uint32_t)(n > 12 ? n - 12 : 0));
+    int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
+    int32_t t = 0;
+    for (; n == 16 && t < keys; ++t, values += d) { /* whole: no predicate to switch per load */
+        const int32_t weight = e[t];
+        a0 = vmlaq_n_s32(a0, vldrbq_s32(values), weight);
+        a1 = vmlaq_n_s32(a1, vldrbq_s32(values + 4), weight);
+        a2 = vmlaq_n_s32(a2, vldrbq_s32(values + 8), weight);
+        a3 = vmlaq_n_s32(a3, vldrbq_s32(values + 12), weight);
+    }
+    for (; t < keys; ++t, values += d) {
+        const int32_t weight = e[t];
+        a0 = vmlaq_n_s32(a0, vldrbq_z_s32(values, p0), weight);
+        a1 = vmlaq_n_s32(a1, vldrbq_z_s32(values + 4, p1), weight);
+        a2 = vmlaq_n_s32(a2, vldrbq_z_s32(values + 8, p2), weight);
+        a3 = vmlaq_n_s32(a3, vldrbq_z_s32(values + 12, p3), weight);
+    }
+    vst1q_s32(acc, a0);
+    vst1q_s32(acc + 4, a1);
+    vst1q_s32(acc + 8, a2);
+    vst1q_s32(acc + 12, a3);
+}
+#endif
+
+/* The context of every head for the token's query over keys and values 0..p (SPEC 3.4). On MVE the scores
+ * are VMLADAVA dot products and P.V goes 16 channels at a time (weighted_channels). */
 MCUBERT_NOINLINE static void attend_heads(const mcubert_causal_attention_params *params, const int8_t *query,
                                           const int8_t *keys, const int8_t *values, int32_t keys_count,
                                           const int16_t *exp_lut, int16_t *scores, int8_t *context)
@@ -144,13 +194,28 @@ MCUBERT_NOINLINE static void attend_heads(const mcubert_causal_attention_params 
         int32_t recip;
         for (t = 0; t < keys_count; ++t) {
             const int8_t *key = keys + (int64_t)t * d + j * dh;
+#if MCUBERT_MVE
+            const int32_t acc = dot_s8(q, key, dh);
+#else
             int32_t acc = 0;
             for (k = 0; k < dh; ++k) {
                 acc += q[k] * key[k];
             }
+#endif
             scores[t] = mcubert_clamp16_i32(mcubert_requantize(acc, params->score_multiplier, params->score_shift));
         }
         recip = mcubert_softmax_weights_s16(scores, &all, exp_lut); /* scores -> exp weights */
+#if MCUBERT_MVE
+        for (c = j * dh; c < (j + 1) * dh; c += 16) {
+            const int32_t n = mcubert_min_i32(16, (j + 1) * dh - c);
+            int32_t acc[16];
+            weighted_channels(scores, values + c, d, keys_count, n, acc);
+            for (k = 0; k < n; ++k) {
+                context[c + k] = mcubert_clamp8(mcubert_requantize(mcubert_weighted_mean(acc[k], recip),
+                                                                   params->context_multiplier, params->context_shift));
+            }
+        }
+#else
         for (c = j * dh; c < (j + 1) * dh; ++c) {
             int32_t acc = 0;
             for (t = 0; t < keys_count; ++t) {
@@ -159,6 +224,7 @@ MCUBERT_NOINLINE static void attend_heads(const mcubert_causal_attention_params 
             context[c] = mcubert_clamp8(mcubert_requantize(mcubert_weighted_mean(acc, recip),
                                                            params->context_multiplier, params->context_shift));
         }
+#endif
     }
 }
 

@@ -14,7 +14,8 @@
  *
  * MCUBERT_MVE is 1 on cores with integer MVE (Helium: Cortex-M55, M85) when the build lets the
  * compiler use the vector registers (no -mgeneral-regs-only): the pair4 gemm of the linear
- * layers then runs on MVE (mcubert_gemm_s8.c), the rest stays on the DSP path. MVE requires the
+ * layers and the attention's rows gemm then run on MVE (mcubert_gemm_s8.c), the rest stays on the
+ * DSP path. MVE requires the
  * DSP extension, so it is a refinement of MCUBERT_DSP_NATIVE.
  */
 #ifndef MCUBERT_DSP_H

@@ -13,6 +13,10 @@
 #include "mcubert_dsp.h"
 #include "mcubert_fixed_point.h"
 
+#if MCUBERT_MVE
+#include <arm_mve.h>
+#endif
+
 /* int8 row r's first segment (K values [0, split)) and second (K values [split, K)). */
 static inline const int8_t *first_w4(const mcubert_rows *rows, int32_t r)
 {
@@ -40,6 +44,8 @@ static inline int32_t weight_w4(const uint8_t *row, int32_t k)
 #if MCUBERT_DSP
 
 /* ---- DSP path -------------------------------------------------------------------------- */
+
+#if !MCUBERT_MVE /* MVE: the rows stay int8 (mcubert_rows_widen_w4 below, with the MVE gemm) */
 
 /* The int16 pair (16 lo(p), 16 hi(p)) of p = (lo, hi) with |values| <= 128: shifting the word
  * moves the low half's top bits (copies of its sign) into bits 16-19, which are cleared. */
@@ -135,6 +141,7 @@ void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[
     }
     rows->widened = widened;
 }
+#endif /* !MCUBERT_MVE */
 
 #if !MCUBERT_DSP_ASM
 /* One sweep of the micro-kernel: rows 0..3 against one channel's `words` packed words at w. Per
@@ -181,6 +188,154 @@ void mcubert_dsp_4xn_w4(const uint32_t *x, int32_t words, const mcubert_w4_walk 
 }
 #endif /* !MCUBERT_DSP_ASM */
 
+#if MCUBERT_MVE
+
+/* ---- MVE path -------------------------------------------------------------------------- */
+
+/* A w4row byte holds K values 2i (low nibble) and 2i + 1 (high): one 16-byte weight load gives 32 K
+ * values as VAND 0x0F (even K) and VSHR.U8 #4 (odd K), the stored nibbles u = w + 8 in [0, 15], which
+ * VMLADAVA.S8 multiplies as they are. mcubert_rows_widen_w4 therefore copies each int8 row de-interleaved
+ * to match: per 32-group, its 16 even-K values then its 16 odd-K values (VLD20/VLD21.8 do it); a K % 32
+ * tail of n values holds its ceil(n/2) even values, then its odd ones, so row r is K bytes at
+ * widened + r K (4K of the int16[4][K] region). The offset comes out through start[r] = -8 sum x. */
+
+/* Row r's copy: `groups` whole 32-groups de-interleaved, then the tail; returns the sum of its values.
+ * `src` is the row as one contiguous int8 run. */
+static int32_t deinterleave_row_w4(const int8_t *src, int8_t *dst, int32_t length)
+{
+    const int32_t groups = length >> 5, rest = length & 31, even = (rest + 1) >> 1;
+    int32_t sum = 0, g, i;
+    for (g = 0; g < groups; ++g, src += 32, dst += 32) {
+        const int8x16x2_t pair = vld2q_s8(src);
+        vstrbq_s8(dst, pair.val[0]);
+        vstrbq_s8(dst + 16, pair.val[1]);
+        sum = vaddvaq_s8(sum, pair.val[0]);
+        sum = vaddvaq_s8(sum, pair.val[1]);
+    }
+    for (i = 0; i < rest; ++i) {
+        dst[(i & 1) ? even + (i >> 1) : i >> 1] = src[i];
+        sum += src[i];
+    }
+    return sum;
+}
+
+void mcubert_rows_widen_w4(mcubert_rows *rows, uint32_t *widened, int32_t start[MCUBERT_BLOCK_ROWS])
+{
+    const int32_t length = rows->length, split = mcubert_min_i32(rows->split, length);
+    int8_t *copies = (int8_t *)(void *)widened;
+    int8_t *joined = copies + 4 * length; /* two segments joined first, in the region's second half */
+    int32_t r;
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+        const int8_t *src = first_w4(rows, r);
+        if (r >= rows->count) {
+            start[r] = 0;
+            continue;
+        }
+        if (split < length) {
+            memcpy(joined, src, (size_t)split);
+            memcpy(joined + split, second_w4(rows, r), (size_t)(length - split));
+            src = joined;
+        }
+        start[r] = -8 * deinterleave_row_w4(src, copies + r * length, length);
+    }
+    rows->widened = widened;
+}
+
+/* One channel's 16 weight bytes (32 K) against both rows' 32-group, into s_row0 and s_row1. */
+#define W4_GROUP(w, e0, o0, e1, o1, s_row0, s_row1)                                                                    \
+    do {                                                                                                               \
+        const uint8x16_t packed = (w);                                                                                 \
+        const int8x16_t low = vreinterpretq_s8_u8(vandq_u8(packed, nibble)),                                           \
+                        high = vreinterpretq_s8_u8(vshrq_n_u8(packed, 4));                                             \
+        s_row0 = vmladavaq_s8(vmladavaq_s8(s_row0, e0, low), o0, high);                                                \
+        s_row1 = vmladavaq_s8(vmladavaq_s8(s_row1, e1, low), o1, high);                                                \
+    } while (0)
+
+/* Rows x0, x1 (de-interleaved copies) against channels w and w + row_bytes (`both`; else only w): per
+ * 32 K and channel, 1 weight load, VAND + VSHR, 4 VMLADAVA.S8 (64 MACs), the rows' 4 loads shared by
+ * the pair. The K % 32 tail: predicated loads, nothing read past K or past the packed row. */
+static inline void w4_pair(const int8_t *x0, const int8_t *x1, const uint8_t *w, int32_t row_bytes, int32_t length,
+                           int both, int32_t sums[4])
+{
+    const uint8x16_t nibble = vdupq_n_u8(0x0F);
+    const int32_t groups = length >> 5, rest = length & 31, even = (rest + 1) >> 1;
+    const uint8_t *v = both ? w + row_bytes : w;
+    int32_t a0 = sums[0], b0 = sums[1], a1 = sums[2], b1 = sums[3]; /* locals: int8 loads may alias sums */
+    int32_t g;
+    for (g = 0; g < groups; ++g, x0 += 32, x1 += 32, w += 16, v += 16) {
+        const int8x16_t e0 = vldrbq_s8(x0), o0 = vldrbq_s8(x0 + 16), e1 = vldrbq_s8(x1), o1 = vldrbq_s8(x1 + 16);
+        W4_GROUP(vldrbq_u8(w), e0, o0, e1, o1, a0, a1);
+        W4_GROUP(vldrbq_u8(v), e0, o0, e1, o1, b0, b1);
+    }
+    if (rest != 0) {
+        const mve_pred16_t live_even = vctp8q((uint32_t)even), live_odd = vctp8q((uint32_t)(rest - even));
+        const int8x16_t e0 = vldrbq_z_s8(x0, live_even), o0 = vldrbq_z_s8(x0 + even, live_odd);
+        const int8x16_t e1 = vldrbq_z_s8(x1, live_even), o1 = vldrbq_z_s8(x1 + even, live_odd);
+        W4_GROUP(vldrbq_z_u8(w, live_even), e0, o0, e1, o1, a0, a1);
+        W4_GROUP(vldrbq_z_u8(v, live_even), e0, o0, e1, o1, b0, b1);
+    }
+    sums[0] = a0;
+    sums[1] = b0;
+    sums[2] = a1;
+    sums[3] = b1;
+}
+
+/* What a sweep of two rows covers: `channels` packed rows from w on, row_bytes apart, K = length, and the
+ * two rows' start sums. */
+typedef struct {
+    const uint8_t *w;
+    int32_t row_bytes;
+    int32_t channels;
+    int32_t length;
+    int32_t start[2];
+} w4_sweep_args;
+
+/* Rows x0, x1 against every channel pair (an odd last channel alone): out[4 j + i] = row i x channel j of
+ * the pair (acc[c][r0..] and acc[c + 1][r0..]). Out of line, the channel loop inside: one call a row pair. */
+__attribute__((noinline)) static void w4_sweep(const int8_t *x0, const int8_t *x1, const w4_sweep_args *s, int32_t *out)
+{
+    const int32_t row_bytes = s->row_bytes, length = s->length, channels = s->channels;
+    const uint8_t *w = s->w;
+    int32_t c;
+    for (c = 0; c < channels; c += 2, w += 2 * row_bytes, out += 2 * MCUBERT_BLOCK_ROWS) {
+        const int both = c + 1 < channels;
+        int32_t sums[4];
+        sums[0] = sums[1] = s->start[0];
+        sums[2] = sums[3] = s->start[1];
+        w4_pair(x0, x1, w, row_bytes, length, both, sums);
+        out[0] = sums[0];
+        out[1] = sums[2];
+        if (both) {
+            out[MCUBERT_BLOCK_ROWS] = sums[1];
+            out[MCUBERT_BLOCK_ROWS + 1] = sums[3];
+        }
+    }
+}
+
+void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_BLOCK_ROWS], const uint8_t *first,
+                         int32_t row_bytes, int32_t channels, int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    const int32_t length = rows->length, swept = rows->count > 2 ? 4 : 2;
+    const int8_t *copies = (const int8_t *)(const void *)rows->widened;
+    const int8_t *x[MCUBERT_BLOCK_ROWS];
+    w4_sweep_args s;
+    int32_t r;
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+        x[r] = copies + mcubert_min_i32(r, rows->count - 1) * length; /* rows >= count repeat the last */
+    }
+    s.w = first;
+    s.row_bytes = row_bytes;
+    s.channels = channels;
+    s.length = length;
+    for (r = 0; r < swept; r += 2) {
+        s.start[0] = start[r];
+        s.start[1] = start[r + 1];
+        w4_sweep(x[r], x[r + 1], &s, acc[0] + r);
+    }
+}
+
+#else /* !MCUBERT_MVE */
+
 /* K % 8 tail: the last word's nibbles, read in place (its padding nibbles are never used). Out of
  * line, so that its locals are not on the stack under the micro-kernel (the ops' deepest chain). */
 #if defined(__GNUC__)
@@ -217,6 +372,7 @@ void mcubert_gemm_4xn_w4(const mcubert_rows *rows, const int32_t start[MCUBERT_B
         tail_w4(rows, first, row_bytes, channels, acc);
     }
 }
+#endif /* MCUBERT_MVE */
 
 #else /* !MCUBERT_DSP */
 

@@ -118,6 +118,8 @@ int32_t mcubert_uses_dsp_path(void)
 
 /* ---- DSP path -------------------------------------------------------------------------- */
 
+#if !MCUBERT_MVE /* MVE: the rows stay int8 or int16 (mcubert_rows_widen below, with the MVE gemms) */
+
 /* Widens `groups` 4-groups of an int8 segment into row r's slots of the widened block (every
  * 8th word pair). Two groups per iteration: the loop is a tenth of a linear layer's work at
  * most, but it runs once per row block and K. */
@@ -209,6 +211,7 @@ static void activations_at(const mcubert_rows *rows, int32_t k, int32_t x[MCUBER
         x[r] = activation_at(rows, r, k);
     }
 }
+#endif /* !MCUBERT_MVE */
 
 static inline const int8_t *channel_base(const mcubert_channel_walk *walk, int32_t c)
 {
@@ -550,6 +553,218 @@ void mcubert_gemm_4xn_pair4(const mcubert_rows *rows, const int8_t *pairs, int32
 }
 #endif /* MCUBERT_MVE */
 
+#if MCUBERT_MVE
+
+/* ---- MVE path (rows) ------------------------------------------------------------------- */
+
+/* int16 rows (softmax weights) and one int8 segment are read in place; two segments and int4 rows
+ * become contiguous int8 rows, as for the pair4 gemm. */
+void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened)
+{
+    if (rows->kind == MCUBERT_ROWS_S16) {
+        rows->widened = NULL;
+        return;
+    }
+    mcubert_rows_widen_pair4(rows, widened);
+}
+
+/* What a sweep of two rows covers: `channels` weight rows from w on, `stride` bytes apart, K each. */
+typedef struct {
+    const int8_t *w;
+    int32_t stride;
+    int32_t channels;
+    int32_t length;
+} rows_sweep;
+
+/* Stores a channel pair's sums (row 0 x c, row 0 x c + 1, row 1 x c, row 1 x c + 1) into out[4 j + i]
+ * (acc[c][r0..] and acc[c + 1][r0..]); `both` is 0 for an odd last channel. */
+static inline void store_pair(const int32_t sums[4], int32_t both, int32_t *out)
+{
+    out[0] = sums[0];
+    out[1] = sums[2];
+    if (both) {
+        out[MCUBERT_BLOCK_ROWS] = sums[1];
+        out[MCUBERT_BLOCK_ROWS + 1] = sums[3];
+    }
+}
+
+/* The software-pipelined loop of pair_groups_interleaved for two separate weight rows: groups [0, n)
+ * (n >= 1) of rows y0, y1 against weight rows v0, v1, the next group's loads alternating with this
+ * group's VMLADAVA. LOAD_X / LOAD_W load a group of activations / weights (with writeback), MAC is the
+ * VMLADAVA of the element size. The loads stop at the last group. */
+#define MCUBERT_ROWS_GROUPS_ASM(LOAD_X, LOAD_W, MAC)                                                                   \
+    LOAD_X " q0, [%[y0]], %[xstep]\n\t" LOAD_W " q2, [%[v0]], %[wstep]\n\t" LOAD_W " q3, [%[v1]], %[wstep]\n\t" LOAD_X \
+           " q1, [%[y1]], %[xstep]\n\t"                                                                                \
+           "sub lr, %[n], #1\n\t"                                                                                      \
+           "asr lr, lr, #1\n\t" /* loop trips: two groups added, two loaded */                                         \
+           "wls lr, lr, 2f\n"                                                                                          \
+           "1:\n\t" MAC " %[a0], q0, q2\n\t" LOAD_X " q4, [%[y0]], %[xstep]\n\t" MAC " %[b0], q0, q3\n\t" LOAD_W       \
+           " q6, [%[v0]], %[wstep]\n\t" MAC " %[a1], q1, q2\n\t" LOAD_W " q7, [%[v1]], %[wstep]\n\t" MAC               \
+           " %[b1], q1, q3\n\t" LOAD_X " q5, [%[y1]], %[xstep]\n\t" MAC " %[a0], q4, q6\n\t" LOAD_X                    \
+           " q0, [%[y0]], %[xstep]\n\t" MAC " %[b0], q4, q7\n\t" LOAD_W " q2, [%[v0]], %[wstep]\n\t" MAC               \
+           " %[a1], q5, q6\n\t" LOAD_W " q3, [%[v1]], %[wstep]\n\t" MAC " %[b1], q5, q7\n\t" LOAD_X                    \
+           " q1, [%[y1]], %[xstep]\n\t"                                                                                \
+           "le lr, 1b\n"                                                                                               \
+           "2:\n\t"                                                                                                    \
+           "tst %[n], #1\n\t"                                                                                          \
+           "bne 3f\n\t" MAC " %[a0], q0, q2\n\t" LOAD_X " q4, [%[y0]], %[xstep]\n\t" MAC " %[b0], q0, q3\n\t" LOAD_W   \
+           " q6, [%[v0]], %[wstep]\n\t" MAC " %[a1], q1, q2\n\t" LOAD_W " q7, [%[v1]], %[wstep]\n\t" MAC               \
+           " %[b1], q1, q3\n\t" LOAD_X " q5, [%[y1]], %[xstep]\n\t" MAC " %[a0], q4, q6\n\t" MAC                       \
+           " %[b0], q4, q7\n\t" MAC " %[a1], q5, q6\n\t" MAC " %[b1], q5, q7\n\t"                                      \
+           "b 4f\n"                                                                                                    \
+           "3:\n\t" MAC " %[a0], q0, q2\n\t" MAC " %[b0], q0, q3\n\t" MAC " %[a1], q1, q2\n\t" MAC " %[b1], q1, q3\n"  \
+           "4:\n"
+
+/* WREG: the weight pointers' constraint (widening loads take r0-r7 only: "l"). */
+#define MCUBERT_ROWS_GROUPS_OPERANDS(WREG)                                                                             \
+    : [a0] "+Te"(a0), [b0] "+Te"(b0), [a1] "+Te"(a1), [b1] "+Te"(b1), [v0] WREG(v0), [v1] WREG(v1), [y0] "+r"(y0),    \
+      [y1] "+r"(y1)                                                                                                    \
+    : [n] "r"(n), [xstep] "i"(16), [wstep] "i"(16 / (16 / MCUBERT_LANES))                                             \
+    : "lr", "cc", "memory", "d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12", "d13",   \
+      "d14", "d15"
+
+/* sums[] += rows y0, y1 against weight rows v0, v1 over n >= 1 groups of 16 int8 values. (The last
+ * group's writeback goes one group past the rows: only the address, nothing is read there.) */
+static inline void rows_groups_s8(const int8_t *y0, const int8_t *y1, const int8_t *v0, const int8_t *v1, int32_t n,
+                                  int32_t sums[4])
+{
+#define MCUBERT_LANES 16
+    int32_t a0 = sums[0], b0 = sums[1], a1 = sums[2], b1 = sums[3];
+    __asm__ volatile(MCUBERT_ROWS_GROUPS_ASM("vldrb.u8", "vldrb.u8", "vmladava.s8") MCUBERT_ROWS_GROUPS_OPERANDS("+r"));
+#undef MCUBERT_LANES
+    sums[0] = a0;
+    sums[1] = b0;
+    sums[2] = a1;
+    sums[3] = b1;
+}
+
+/* The same over n >= 1 groups of 8: int16 activations (softmax weights), int8 weights sign-extended
+ * by VLDRB.S16 (8 bytes a group). */
+static inline void rows_groups_s16(const int16_t *y0, const int16_t *y1, const int8_t *v0, const int8_t *v1, int32_t n,
+                                   int32_t sums[4])
+{
+#define MCUBERT_LANES 8
+    int32_t a0 = sums[0], b0 = sums[1], a1 = sums[2], b1 = sums[3];
+    __asm__ volatile(MCUBERT_ROWS_GROUPS_ASM("vldrh.u16", "vldrb.s16", "vmladava.s16")
+                         MCUBERT_ROWS_GROUPS_OPERANDS("+l"));
+#undef MCUBERT_LANES
+    sums[0] = a0;
+    sums[1] = b0;
+    sums[2] = a1;
+    sums[3] = b1;
+}
+
+/* Rows x0, x1 against weight rows v0, v1 (the pair's sums as in rows_groups_s8), then stored: int8 rows
+ * (QK^T: query rows against key rows). Per 16 K: 4 VLDRB and 4 VMLADAVA.S8 for 64 MACs
+ * (rows_groups_s8); the K % 16 tail with zeroing predicated loads (nothing read past K). */
+static inline void rows_pair_s8(const int8_t *x0, const int8_t *x1, const int8_t *v0, const int8_t *v1, int32_t length,
+                                int32_t sums[4])
+{
+    const int32_t full = length & ~15;
+    sums[0] = sums[1] = sums[2] = sums[3] = 0;
+    if (full != 0) {
+        rows_groups_s8(x0, x1, v0, v1, full >> 4, sums);
+    }
+    if (full < length) {
+        const mve_pred16_t live = vctp8q((uint32_t)(length - full));
+        const int8x16_t y0 = vldrbq_z_s8(x0 + full, live), y1 = vldrbq_z_s8(x1 + full, live);
+        const int8x16_t w0 = vldrbq_z_s8(v0 + full, live), w1 = vldrbq_z_s8(v1 + full, live);
+        sums[0] = vmladavaq_s8(sums[0], y0, w0);
+        sums[1] = vmladavaq_s8(sums[1], y0, w1);
+        sums[2] = vmladavaq_s8(sums[2], y1, w0);
+        sums[3] = vmladavaq_s8(sums[3], y1, w1);
+    }
+}
+
+/* The same for int16 rows (P.V: softmax weights against value_t rows): per 8 K, 4 loads and 4
+ * VMLADAVA.S16 for 32 MACs (rows_groups_s16), the K % 8 tail predicated. */
+static inline void rows_pair_s16(const int16_t *x0, const int16_t *x1, const int8_t *v0, const int8_t *v1,
+                                 int32_t length, int32_t sums[4])
+{
+    const int32_t full = length & ~7;
+    sums[0] = sums[1] = sums[2] = sums[3] = 0;
+    if (full != 0) {
+        rows_groups_s16(x0, x1, v0, v1, full >> 3, sums);
+    }
+    if (full < length) {
+        const mve_pred16_t live = vctp16q((uint32_t)(length - full));
+        const int16x8_t y0 = vldrhq_z_s16(x0 + full, live), y1 = vldrhq_z_s16(x1 + full, live);
+        const int16x8_t w0 = vldrbq_z_s16(v0 + full, live), w1 = vldrbq_z_s16(v1 + full, live);
+        sums[0] = vmladavaq_s16(sums[0], y0, w0);
+        sums[1] = vmladavaq_s16(sums[1], y0, w1);
+        sums[2] = vmladavaq_s16(sums[2], y1, w0);
+        sums[3] = vmladavaq_s16(sums[3], y1, w1);
+    }
+}
+
+/* Rows x0, x1 against every channel pair of the sweep, then an odd last channel against itself. The
+ * rows are int8 or int16 by `wide` (a constant in each caller). */
+static inline void rows_sweep_pairs(const void *x0, const void *x1, const rows_sweep *s, int32_t *out, int wide)
+{
+    const int32_t length = s->length, stride = s->stride;
+    const int8_t *w = s->w, *const last = s->w + (s->channels & ~1) * stride;
+    int32_t sums[4];
+    for (; w != last; w += 2 * stride, out += 2 * MCUBERT_BLOCK_ROWS) {
+        if (wide) {
+            rows_pair_s16((const int16_t *)x0, (const int16_t *)x1, w, w + stride, length, sums);
+        } else {
+            rows_pair_s8((const int8_t *)x0, (const int8_t *)x1, w, w + stride, length, sums);
+        }
+        store_pair(sums, 1, out);
+    }
+    if ((s->channels & 1) != 0) {
+        if (wide) {
+            rows_pair_s16((const int16_t *)x0, (const int16_t *)x1, w, w, length, sums);
+        } else {
+            rows_pair_s8((const int8_t *)x0, (const int8_t *)x1, w, w, length, sums);
+        }
+        store_pair(sums, 0, out);
+    }
+}
+
+/* Out of line, one per row kind, so that the loops keep their pointers in registers. */
+__attribute__((noinline)) static void rows_sweep_s8(const int8_t *x0, const int8_t *x1, const rows_sweep *s,
+                                                    int32_t *out)
+{
+    rows_sweep_pairs(x0, x1, s, out, 0);
+}
+
+__attribute__((noinline)) static void rows_sweep_s16(const int16_t *x0, const int16_t *x1, const rows_sweep *s,
+                                                     int32_t *out)
+{
+    rows_sweep_pairs(x0, x1, s, out, 1);
+}
+
+/* Rows (0, 1), then (2, 3) when the block has them, over every channel; rows >= count repeat the last. */
+void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_t row_stride, int32_t channels,
+                           int32_t acc[][MCUBERT_BLOCK_ROWS])
+{
+    const int32_t swept = rows->count > 2 ? 4 : 2;
+    rows_sweep s;
+    int32_t r;
+    s.w = first;
+    s.stride = row_stride;
+    s.channels = channels;
+    s.length = rows->length;
+    if (rows->kind == MCUBERT_ROWS_S16) {
+        const int16_t *x[MCUBERT_BLOCK_ROWS];
+        for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+            x[r] = r < rows->count ? row_s16(rows, r) : x[r - 1];
+        }
+        for (r = 0; r < swept; r += 2) {
+            rows_sweep_s16(x[r], x[r + 1], &s, acc[0] + r);
+        }
+    } else {
+        const int8_t *x[MCUBERT_BLOCK_ROWS];
+        block_rows(rows, x);
+        for (r = 0; r < swept; r += 2) {
+            rows_sweep_s8(x[r], x[r + 1], &s, acc[0] + r);
+        }
+    }
+}
+
+#else  /* !MCUBERT_MVE */
+
 void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_t row_stride, int32_t channels,
                            int32_t acc[][MCUBERT_BLOCK_ROWS])
 {
@@ -571,6 +786,7 @@ void mcubert_gemm_4xn_rows(const mcubert_rows *rows, const int8_t *first, int32_
         }
     }
 }
+#endif /* MCUBERT_MVE */
 
 #else /* !MCUBERT_DSP */
 

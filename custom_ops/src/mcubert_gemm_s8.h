@@ -24,8 +24,10 @@
  * the int16[4][K] region). VLD20/VLD21.32 de-interleave a pair's 32 bytes per 16 K values (pair4
  * alternates the two channels' words) into channel 2p's 16 weights and channel 2p+1's, so each
  * VMLADAVA.S8 uses all 16 lanes; unaligned weights take byte gathers instead. The K % 16 tail uses
- * predicated loads that read nothing past K or past the pair. The rows gemm (attention) stays on
- * the DSP path and its widening.
+ * predicated loads that read nothing past K or past the pair. The rows gemm (attention) reads int8
+ * and int16 rows in place too (mcubert_rows_widen copies only two segments or int4 rows): two rows
+ * against two weight rows per pass, VLDRB + VMLADAVA.S8 per 16 K, or VLDRH + VLDRB.S16 (the weights
+ * sign-extended by the load) + VMLADAVA.S16 per 8 K; tails predicated likewise.
  *
  * Plain path: no widening; straightforward loops over the same operands.
  */
@@ -75,7 +77,8 @@ void mcubert_rows_init_s16(mcubert_rows *rows, const int16_t *base, int32_t stri
 
 /* DSP path: widen the rows' full 4-groups into `widened` (int16[4][K] of scratch, 4-byte
  * aligned). Plain path: nothing to do, except for int4 rows, which become int8 rows in
- * `widened`. Call once per row block, before the gemm calls. */
+ * `widened`. MVE path: as mcubert_rows_widen_pair4, int16 rows in place. Call once per row
+ * block, before the gemm calls. */
 void mcubert_rows_widen(mcubert_rows *rows, uint32_t *widened);
 
 /* The widening mcubert_gemm_4xn_pair4 wants: mcubert_rows_widen's, except on the MVE path (int8

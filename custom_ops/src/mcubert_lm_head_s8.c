@@ -13,6 +13,7 @@
  * accumulators are int32 with no overflow check. Scratch: `residual` int16[d] (z), `normed` int8[d] (h),
  * `scaled` int16[d] (g_i) and `projected` int16[d] (p_i, rank <= d). The DSP path reads four int8 row values a word and
  * multiplies them with two SMLADs against the vector, stored once per cluster in SMLAD's pair order (pair_for_smlad);
+ * the MVE path takes 8 row values a VMLADAVA.S16 against the vector in order;
  * V_i^T g_i reads V_i's pair4 groups once per cluster. A token whose accumulator cannot beat the k-th
  * score costs its dot product and one compare (score_cluster).
  */
@@ -21,6 +22,10 @@
 #include "mcubert_dsp.h"
 #include "mcubert_fixed_point.h"
 #include "mcubert_internal.h"
+
+#if MCUBERT_MVE
+#include <arm_mve.h>
+#endif
 
 #define OP "MCUBERT_LM_HEAD"
 
@@ -195,7 +200,31 @@ static void project(const int8_t *v, int32_t d, int32_t r, const int16_t *g, con
     }
 }
 
-#if MCUBERT_DSP
+#if MCUBERT_MVE
+
+/* MVE: the vector stays in order (no SMLAD pairing). */
+static void pair_for_smlad(int16_t *x, int32_t n)
+{
+    (void)x;
+    (void)n;
+}
+
+/* row[0..n) . x[0..n): 8 values a step, the row sign-extended by VLDRB.S16, one VMLADAVA.S16; the tail
+ * by zeroing predicated loads (nothing read past the row). */
+static inline int32_t dot_s8_s16(const int8_t *row, const int16_t *x, int32_t n)
+{
+    int32_t acc = 0, k = 0;
+    for (; k + 8 <= n; k += 8) {
+        acc = vmladavaq_s16(acc, vldrbq_s16(row + k), vldrhq_s16(x + k));
+    }
+    if (k < n) {
+        const mve_pred16_t live = vctp16q((uint32_t)(n - k));
+        acc = vmladavaq_s16(acc, vldrbq_z_s16(row + k, live), vldrhq_z_s16(x + k, live));
+    }
+    return acc;
+}
+
+#elif MCUBERT_DSP
 
 /* The DSP path's vector layout: in every full group of four, values 1 and 2 swap places, so the words
  * (x0, x2) and (x1, x3) pair with SXTB16's (r0, r2) and SXTB16 ROR 8's (r1, r3) of a row word. The

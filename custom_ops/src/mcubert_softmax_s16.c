@@ -15,8 +15,50 @@
 #include "mcubert_fixed_point.h"
 #include "mcubert_internal.h"
 
+#if MCUBERT_MVE
+#include <arm_mve.h>
+#endif
+
 #define LUT_LAST 255
 #define RECIP_BITS 44
+
+#if MCUBERT_MVE
+
+/* MVE: eight keys a step. The valid lanes of keys [k, k + 8): inside the row and, with a mask, where
+ * its byte is nonzero (VLDRB.S16 of the mask, VCMP predicated by the tail: nothing read past the row). */
+static inline mve_pred16_t valid_keys(const int8_t *mask, int32_t k, int32_t n)
+{
+    const mve_pred16_t tail = vctp16q((uint32_t)(n - k));
+    return mask == NULL ? tail : vcmpneq_m_n_s16(vldrbq_z_s16(mask + k, tail), 0, tail);
+}
+
+/* m by VMAXV over the valid lanes; then per 8 keys the lookup index min(m - score, 255) (VSUB, VMIN as
+ * unsigned: m - score is in [0, 65535] for a valid key), e by a VLDRH gather from the table, zero where
+ * the key is masked, stored in place and summed by VADDVA: the same integers as the DSP path's. */
+int32_t mcubert_softmax_weights_s16(int16_t *row, const mcubert_keys *keys, const int16_t *exp_lut)
+{
+    const int8_t *mask = keys->mask;
+    const int32_t n = keys->count;
+    int16_t m = MCUBERT_INT16_MIN;
+    int32_t sum = 0, k;
+    uint16x8_t top;
+    for (k = 0; k < n; k += 8) {
+        const mve_pred16_t valid = valid_keys(mask, k, n);
+        m = vmaxvq_p_s16(m, vldrhq_z_s16(row + k, valid), valid);
+    }
+    top = vdupq_n_u16((uint16_t)m);
+    for (k = 0; k < n; k += 8) {
+        const mve_pred16_t valid = valid_keys(mask, k, n), tail = vctp16q((uint32_t)(n - k));
+        const uint16x8_t rise =
+            vminq_u16(vsubq_u16(top, vldrhq_z_u16((const uint16_t *)row + k, tail)), vdupq_n_u16(LUT_LAST));
+        const int16x8_t e = vldrhq_gather_shifted_offset_z_s16(exp_lut, rise, valid);
+        vstrhq_p_s16(row + k, e, tail);
+        sum = vaddvaq_s16(sum, e);
+    }
+    return sum > 0 ? (int32_t)(((uint64_t)1 << RECIP_BITS) / (uint32_t)sum) : 0;
+}
+
+#else /* !MCUBERT_MVE */
 
 /* Nonzero when none of the 4 mask bytes at p is 0 (all four keys attend). */
 static inline int all_valid4(const int8_t *p)
@@ -150,3 +192,5 @@ int32_t mcubert_softmax_weights_s16(int16_t *row, const mcubert_keys *keys, cons
     }
     return sum > 0 ? (int32_t)(((uint64_t)1 << RECIP_BITS) / (uint32_t)sum) : 0;
 }
+
+#endif /* MCUBERT_MVE */

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tflm_mcubert.ops import attention, decoder_mlp, embedding, mlp, testing
+from tflm_mcubert.ops import attention, causal_attention, decoder_mlp, embedding, mlp, testing
 from tflm_mcubert.ops.attention import AttentionParams
 from tflm_mcubert.ops.linear import Linear
 from tflm_mcubert.ops.mlp import MLPParams
@@ -152,6 +152,25 @@ def decoder_mlp_case(d: int, f: int, *, seed: int = 0, token: int = 0) -> Case:
     hidden = in_quant.quantize(x)[token]
     expected = decoder_mlp.run(params, hidden.copy())
     return Case(f"decoder-mlp-d{d}-f{f}-s{seed}", kernel_abi.decoder_mlp_call(params, hidden), expected.reshape(-1))
+
+
+def causal_attention_case(
+    d: int, h: int, step: int, *, context: int = 40, seed: int = 0, window: int = 0, weight_bits=8
+) -> Case:
+    """Step `step` of a calibrated decoder attention (MCUBERT_CAUSAL_ATTENTION), its cache filled by the
+    reference's steps before it (rows after `step` stale); `window` > 0: GPT-Neo's local attention."""
+    params, _, in_quant, x = testing.quantized_causal_attention(
+        d=d, h=h, context=context, seed=seed, weight_bits=weight_bits
+    )
+    params = dataclasses.replace(params, window=window)
+    xs = in_quant.quantize(x)
+    cache = np.full((2, context, d), 77, np.int8)
+    for p in range(step):
+        causal_attention.run(params, xs[p].copy(), np.array([p], np.int32), cache)
+    call = kernel_abi.causal_attention_call(params, xs[step], np.array([step], np.int32), cache)
+    expected = causal_attention.run(params, xs[step].copy(), np.array([step], np.int32), cache.copy())
+    name = f"causal-attention-d{d}-h{h}-p{step}-w{window}-s{seed}{_bits_suffix(weight_bits)}"
+    return Case(name, call, expected.reshape(-1))
 
 
 def embedding_case(

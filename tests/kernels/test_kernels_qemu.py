@@ -18,8 +18,9 @@ import pytest
 from tests import qemu
 
 import kernel_golden
+import test_kernels_lm_head as lm_head_cases
 from kernel_build import build, need_arm_cpu, need_arm_toolchain
-from kernel_cases import attention_case, decoder_mlp_case, embedding_case, mlp_case
+from kernel_cases import attention_case, causal_attention_case, decoder_mlp_case, embedding_case, mlp_case
 
 MACHINES = qemu.MACHINES
 
@@ -55,6 +56,16 @@ def _golden_cases():
         (mlp_case(6, 10, 18, 4), {"fc1_weights": 3}),  # K % 8 == 2: the MVE gemm's partial 8-group
         (decoder_mlp_case(32, 128), {"hidden": 1}),  # one-row blocks (decoder ops)
         (decoder_mlp_case(20, 52, seed=1, token=3), {"hidden": 3}),
+        # the decoder's one-token attention: dh 16 (whole 16-channel passes), dh 8 (predicated), a window, int4
+        (causal_attention_case(64, 4, 37), {"hidden": 1}),
+        (causal_attention_case(24, 3, 21, seed=1), {"hidden": 2}),
+        (causal_attention_case(40, 2, 30, seed=2, window=9), {}),
+        (causal_attention_case(32, 4, 12, seed=3, weight_bits=4), {"hidden": 3}),
+        # the LM head: every rank % 8 and odd d (the MVE dot's predicated tails), ties, a head tied to an embedding
+        (lm_head_cases.extreme_case(16, (40, 30, 20), (16, 5), 8, seed=1), {"hidden": 1}),
+        (lm_head_cases.extreme_case(33, (50, 60, 70), (1, 2), 16, seed=2), {"word_rows": 3}),
+        (lm_head_cases.extreme_case(64, (100, 200, 300, 50), (13, 6, 7), 32, seed=3), {}),
+        (lm_head_cases.tied_case(64, (50, 200, 750), (16, 4), 10)[0], {"hidden": 2}),
         (attention_case(9, 20, 4, 4, weight_bits=4), {"hidden": 1, "query_weights": 3}),
         (attention_case(77, 64, 4, 5, kind="realistic", mask="tail", weight_bits=4), {"value_weights": 2}),
         (mlp_case(33, 36, 100, 7, kind="realistic", weight_bits=4), {"fc1_weights": 1, "fc2_weights": 3}),
@@ -126,7 +137,8 @@ def test_firmware_passes_every_golden_case(firmware, golden, cpu, path, banner):
 def test_pair4_gemm_matches_plain_sums(firmware, build_dir, cpu, path, banner):
     """custom_ops/test/arm/gemm_check_main.c: the pair4 gemm over K = 1..40, 64, 100, every row count,
     channel count (up to 16 on the MVE path, its chunks) and row kind (one segment, every split, int4),
-    weights word-aligned and at an odd address, against sums in the firmware."""
+    weights word-aligned and at an odd address, against sums in the firmware; then the rows gemm
+    (int8 and int16 rows) and the int4-weight gemm likewise."""
     need_arm_cpu(cpu)
     elf = build(build_dir, cpu, "mcubert_gemm_check", path=path).image("mcubert_gemm_check")
     status, console = run_qemu(cpu, elf)
@@ -134,6 +146,10 @@ def test_pair4_gemm_matches_plain_sums(firmware, build_dir, cpu, path, banner):
     path_code = {"DSP path": 1, "MVE path": 2}[banner]
     products = {"DSP path": 738720, "MVE path": 2790720}[banner]  # channels 1..8, 1..16 on MVE
     assert f"gemm check: path {path_code}, products {products}, failures 0\n" in console, console
+    # the rows gemm (attention's QK^T and P.V): K as above, 1..4 rows, 1..8 channels, int8 and int16 rows
+    assert "rows check: products 60480, failures 0\n" in console, console
+    # the int4-weight gemm: K as above, 1..4 rows, 1..8 channels, one segment and every third split
+    assert "w4 check: products 265680, failures 0\n" in console, console
 
 
 def test_firmware_reports_a_wrong_byte(firmware):

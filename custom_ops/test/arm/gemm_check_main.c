@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "mcubert/mcubert_ops.h"
+#include "mcubert_gemm_s4.h"
 #include "mcubert_gemm_s8.h"
 #include "semihost.h"
 
@@ -26,6 +27,9 @@ static uint8_t packed_s4[MCUBERT_BLOCK_ROWS][MAX_K / 2];
 static int8_t weight[MAX_CHANNELS][MAX_K];
 static int8_t pair4[(MAX_CHANNELS / 2) * ((MAX_K + 3) / 4) * 8 + 1] __attribute__((aligned(16)));
 static uint32_t widened[MAX_K * 2 + GUARD_WORDS] __attribute__((aligned(16)));
+static int16_t x16[MCUBERT_BLOCK_ROWS][MAX_K];
+static int8_t weight_rows[MCUBERT_CHUNK_CHANNELS * MAX_K + 1];
+static uint8_t w4_rows[MCUBERT_CHUNK_CHANNELS * ((MAX_K + 7) / 8) * 4 + 1];
 static uint32_t state = 1u;
 static int32_t checked;
 static int32_t weight_offset; /* the weights at pair4 + weight_offset: 0 or 1 */
@@ -135,8 +139,139 @@ static int32_t check_length(int32_t length)
     return failures;
 }
 
+/* The rows gemm at one K: int8 rows (kind 0) and int16 rows (kind 1), every row and channel count. */
+static int32_t check_rows_length(int32_t length, int32_t offset, int32_t *products)
+{
+    const int8_t *w = weight_rows + offset;
+    int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS];
+    int32_t kind, count, channels, c, r, k, failures = 0;
+    for (kind = 0; kind < 2; ++kind) {
+        for (count = 1; count <= MCUBERT_BLOCK_ROWS; ++count) {
+            mcubert_rows rows;
+            if (kind == 0) {
+                mcubert_rows_init_s8(&rows, x[0], MAX_K, count, length);
+            } else {
+                mcubert_rows_init_s16(&rows, x16[0], MAX_K, count, length);
+            }
+            mcubert_rows_widen(&rows, widened);
+            for (channels = 1; channels <= MCUBERT_CHUNK_CHANNELS; ++channels) {
+                mcubert_gemm_4xn_rows(&rows, w, MAX_K, channels, acc);
+                for (c = 0; c < channels; ++c) {
+                    for (r = 0; r < count; ++r) {
+                        int32_t sum = 0;
+                        for (k = 0; k < length; ++k) {
+                            sum += (kind == 0 ? x[r][k] : x16[r][k]) * w[c * MAX_K + k];
+                        }
+                        failures += acc[c][r] != sum;
+                        ++*products;
+                    }
+                }
+            }
+        }
+    }
+    return failures;
+}
+
+/* Random int16 rows and weight rows, then every K and both weight alignments. */
+static int32_t check_rows(int32_t *products)
+{
+    static const int32_t extra[] = {64, 100};
+    int32_t offset, length, i, r, failures = 0;
+    for (r = 0; r < MCUBERT_BLOCK_ROWS; ++r) {
+        for (i = 0; i < MAX_K; ++i) {
+            x16[r][i] = (int16_t)(((uint16_t)(uint8_t)next_byte() << 8) | (uint8_t)next_byte());
+        }
+    }
+    for (i = 0; i < (int32_t)sizeof weight_rows; ++i) {
+        weight_rows[i] = next_byte();
+    }
+    for (offset = 0; offset < 2; ++offset) {
+        for (length = 1; length <= 40; ++length) {
+            failures += check_rows_length(length, offset, products);
+        }
+        for (i = 0; i < 2; ++i) {
+            failures += check_rows_length(extra[i], offset, products);
+        }
+    }
+    return failures;
+}
+
+/* w4row packing of weight[][0..K) clipped to [-7, 7] (offset binary, padding nibbles 0) at w4_rows + offset. */
+static const uint8_t *pack_w4(int32_t length, int32_t offset)
+{
+    const int32_t row_bytes = mcubert_w4_row_bytes(length);
+    uint8_t *base = w4_rows + offset;
+    int32_t c, k;
+    for (k = 0; k < MCUBERT_CHUNK_CHANNELS * row_bytes; ++k) {
+        base[k] = 0;
+    }
+    for (c = 0; c < MCUBERT_CHUNK_CHANNELS; ++c) {
+        for (k = 0; k < length; ++k) {
+            const int32_t v = weight[c][k] < -7 ? -7 : weight[c][k] > 7 ? 7 : weight[c][k];
+            base[c * row_bytes + (k >> 1)] |= (uint8_t)((v + 8) << (4 * (k & 1)));
+        }
+    }
+    return base;
+}
+
+/* One int4-weight gemm over prepared rows against the plain sums; returns the failures. */
+static int32_t check_w4_rows(mcubert_rows *rows, const uint8_t *packed, int32_t *products)
+{
+    const int32_t row_bytes = mcubert_w4_row_bytes(rows->length);
+    int32_t acc[MCUBERT_CHUNK_CHANNELS][MCUBERT_BLOCK_ROWS], start[MCUBERT_BLOCK_ROWS];
+    int32_t channels, c, r, k, failures = 0;
+    for (k = 0; k < GUARD_WORDS; ++k) {
+        widened[2 * rows->length + k] = GUARD;
+    }
+    mcubert_rows_widen_w4(rows, widened, start);
+    for (k = 0; k < GUARD_WORDS; ++k) {
+        failures += widened[2 * rows->length + k] != GUARD;
+    }
+    for (channels = 1; channels <= MCUBERT_CHUNK_CHANNELS; ++channels) {
+        mcubert_gemm_4xn_w4(rows, start, packed, row_bytes, channels, acc);
+        for (c = 0; c < channels; ++c) {
+            for (r = 0; r < rows->count; ++r) {
+                int32_t sum = 0;
+                for (k = 0; k < rows->length; ++k) {
+                    const int32_t v = weight[c][k] < -7 ? -7 : weight[c][k] > 7 ? 7 : weight[c][k];
+                    sum += x[r][k] * v;
+                }
+                failures += acc[c][r] != sum;
+                ++*products;
+            }
+        }
+    }
+    return failures;
+}
+
+/* The int4-weight gemm at every K, row count, split and weight alignment. */
+static int32_t check_w4(int32_t *products)
+{
+    static const int32_t extra[] = {64, 100};
+    int32_t offset, length, i, count, split, failures = 0;
+    for (offset = 0; offset < 2; ++offset) {
+        for (i = -40; i < 2; ++i) {
+            const uint8_t *packed;
+            length = i < 0 ? i + 41 : extra[i];
+            packed = pack_w4(length, offset);
+            for (count = 1; count <= MCUBERT_BLOCK_ROWS; ++count) {
+                mcubert_rows rows;
+                mcubert_rows_init_s8(&rows, x[0], MAX_K, count, length);
+                failures += check_w4_rows(&rows, packed, products);
+                for (split = 1; split < length; split += 3) {
+                    mcubert_rows_init_split_s8(&rows, x[0], MAX_K, split, x[0] + split, MAX_K, count, length);
+                    failures += check_w4_rows(&rows, packed, products);
+                }
+            }
+        }
+    }
+    return failures;
+}
+
 int main(void)
 {
+    int32_t w4_products = 0, w4_failures;
+    int32_t rows_products = 0, rows_failures;
     static const int32_t extra[] = {64, 100};
     int32_t length, i, failures = 0;
     fill();
@@ -155,5 +290,17 @@ int main(void)
     semihost_write(", failures ");
     semihost_write_int(failures);
     semihost_write("\n");
-    return failures != 0; /* not the count: an exit status keeps 8 bits */
+    rows_failures = check_rows(&rows_products);
+    semihost_write("rows check: products ");
+    semihost_write_int(rows_products);
+    semihost_write(", failures ");
+    semihost_write_int(rows_failures);
+    semihost_write("\n");
+    w4_failures = check_w4(&w4_products);
+    semihost_write("w4 check: products ");
+    semihost_write_int(w4_products);
+    semihost_write(", failures ");
+    semihost_write_int(w4_failures);
+    semihost_write("\n");
+    return failures + rows_failures + w4_failures != 0; /* not the count: an exit status keeps 8 bits */
 }
