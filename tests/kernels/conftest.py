@@ -68,3 +68,17 @@ def arm_images(build_dir):
         return built[key]
 
     return get
+
+
+# The builds every op's unicorn test runs: the DSP path as the M7 and the M4 build it, and the M7's plain path.
+CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
+
+
+@pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
+def emulator(request, arm_images):
+    """An op's kernels on one of CORE_BUILDS under unicorn (a test module may define its own `emulator`)."""
+    pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
+    from tflm_mcubert.measure.arm_emulator import ArmEmulator
+
+    cpu, plain = request.param
+    return ArmEmulator(arm_images(cpu, plain), cpu)

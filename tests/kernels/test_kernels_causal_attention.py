@@ -146,17 +146,6 @@ def test_buffer_size_equals_the_reference_scratch(runner):
 
 # ---- Cortex-M (unicorn) -------------------------------------------------------------------------------
 
-CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
-
-
-@pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
-def emulator(request, arm_images):
-    pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
-    from tflm_mcubert.measure.arm_emulator import ArmEmulator
-
-    cpu, plain = request.param
-    return ArmEmulator(arm_images(cpu, plain), cpu)
-
 
 @pytest.mark.parametrize("weight_bits", [8, (4, 8, 4, 4)], ids=["int8", "int4-mixed"])
 def test_a_256_token_generation_is_bit_exact_on_the_core(emulator, weight_bits):

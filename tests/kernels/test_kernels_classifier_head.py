@@ -449,17 +449,6 @@ def test_scratch_errors(runner):
 
 # ---- Cortex-M (unicorn) -------------------------------------------------------------------------------
 
-CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
-
-
-@pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
-def emulator(request, arm_images):
-    pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
-    from tflm_mcubert.measure.arm_emulator import ArmEmulator
-
-    cpu, plain = request.param
-    return ArmEmulator(arm_images(cpu, plain), cpu)
-
 
 def run_on_core(emu, call: ClassifierHeadCall, misalign: dict[str, int] | None = None):
     """Validate (tensor views), get_buffer_size, run; returns (status, message, logits, stack)."""

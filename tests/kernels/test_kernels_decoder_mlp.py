@@ -95,18 +95,6 @@ def test_buffer_size_and_option_errors(runner):
     assert (result.status, result.message) == (kernel_abi.ERROR_OPTION, f"{OP}: ffn: 0 is outside [1, 4096]")
 
 
-CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
-
-
-@pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
-def emulator(request, arm_images):
-    pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
-    from tflm_mcubert.measure.arm_emulator import ArmEmulator
-
-    cpu, plain = request.param
-    return ArmEmulator(arm_images(cpu, plain), cpu)
-
-
 @pytest.mark.parametrize("name", ["calibrated-d64", "odd", "calibrated-int4", "odd-int4"])
 def test_bit_exact_on_the_core(emulator, name):
     from tflm_mcubert.measure.arm_emulator import run_kernel

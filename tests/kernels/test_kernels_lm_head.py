@@ -236,17 +236,6 @@ def test_an_int4_embedding_cannot_be_tied():
 
 # ---- Cortex-M (unicorn) -------------------------------------------------------------------------------
 
-CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
-
-
-@pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
-def emulator(request, arm_images):
-    pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
-    from tflm_mcubert.measure.arm_emulator import ArmEmulator
-
-    cpu, plain = request.param
-    return ArmEmulator(arm_images(cpu, plain), cpu)
-
 
 @pytest.mark.parametrize("index", [1, 2, 4, 6], ids=[HOST_CASES[i].name for i in (1, 2, 4, 6)])
 def test_bit_exact_on_the_core(emulator, index):

@@ -74,18 +74,6 @@ def test_bad_options_and_tables_are_named(runner):
     assert runner.buffer_size(OP, (0,)) == -1 and runner.buffer_size(OP, (257,)) == -1
 
 
-CORE_BUILDS = [("cortex-m7", False), ("cortex-m4", False), ("cortex-m7", True)]
-
-
-@pytest.fixture(scope="module", params=CORE_BUILDS, ids=["m7-dsp", "m4-dsp", "m7-plain"])
-def emulator(request, arm_images):
-    pytest.importorskip("unicorn", reason="the `unicorn` package runs the Cortex-M tests")
-    from tflm_mcubert.measure.arm_emulator import ArmEmulator
-
-    cpu, plain = request.param
-    return ArmEmulator(arm_images(cpu, plain), cpu)
-
-
 def test_bit_exact_on_the_core(emulator):
     from tflm_mcubert.measure.arm_emulator import run_kernel
 

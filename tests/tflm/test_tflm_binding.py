@@ -299,15 +299,21 @@ def test_a_decoder_generates_in_tflm_as_the_reference_with_its_caches_in_the_off
     """Every invoke one token; the KV caches are TFLM variable tensors at their exported offsets, kept by TFLM
     from invoke to invoke: each step's top-k equals the reference's over the whole context."""
     decoder, tflite = decoder_model
-    caches, steps, expected, token = decoder.new_caches(), [], [], 4
-    for position in range(decoder.context):
-        steps.append({"input_id": np.array([token], np.int32), "position": np.array([position], np.int32)})
+    run = assert_steps_as_the_reference(binding, decoder, tflite, decoder.context)
+    assert run.arena["head"] == read_decoder(tflite).planned_bytes
+
+
+def assert_steps_as_the_reference(binding, decoder, tflite: bytes, steps: int):
+    """`steps` invokes of one interpreter from token 4, each next id fed back: every step's output equals the
+    reference's; returns the run."""
+    caches, inputs, expected, token = decoder.new_caches(), [], [], 4
+    for position in range(steps):
+        inputs.append({"input_id": np.array([token], np.int32), "position": np.array([position], np.int32)})
         expected.append(decoder.step(token, position, caches))
         token = int(expected[-1][0, 0])
-    run = binding.run_steps(tflite, steps, arena_bytes=1 << 20)
-    got = run.outputs["top_k"].reshape(len(steps), 2, -1)
-    assert np.array_equal(got, np.stack(expected))
-    assert run.arena["head"] == read_decoder(tflite).planned_bytes
+    run = binding.run_steps(tflite, inputs, arena_bytes=1 << 20)
+    assert np.array_equal(run.outputs["top_k"].reshape(steps, 2, -1), np.stack(expected))
+    return run
 
 
 def test_a_sampling_decoder_draws_in_tflm_as_the_reference(binding, decoder_model):
@@ -317,15 +323,7 @@ def test_a_sampling_decoder_draws_in_tflm_as_the_reference(binding, decoder_mode
 
     greedy, _ = decoder_model
     decoder = greedy.sampling(SampleParams.of(3, greedy.logit_scale, 2.0, seed=9))
-    tflite = model_to_tflite(decoder, plan_of(decoder, 1 << 20))
-    caches, steps, expected, token = decoder.new_caches(), [], [], 4
-    for position in range(24):
-        steps.append({"input_id": np.array([token], np.int32), "position": np.array([position], np.int32)})
-        expected.append(decoder.step(token, position, caches))
-        token = int(expected[-1][0, 0])
-    run = binding.run_steps(tflite, steps, arena_bytes=1 << 20)
-    got = run.outputs["top_k"].reshape(len(steps), 2, -1)
-    assert np.array_equal(got, np.stack(expected))
+    assert_steps_as_the_reference(binding, decoder, model_to_tflite(decoder, plan_of(decoder, 1 << 20)), 24)
 
 
 def test_a_decoder_position_past_its_cache_fails_invoke(binding, decoder_model):
