@@ -39,7 +39,7 @@ from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa:
 from tflm_mcubert.measure.qemu_blocks import traced_run  # noqa: E402
 
 import kernel_cost_cmsis_nn as cmsis_nn  # noqa: E402
-from m55_gemm import ARCH, PATH_FLAGS, PATHS, _first_line, run  # noqa: E402
+from m55_gemm import ARCH, PATH_FLAGS, PATHS, _first_line, dsp_mve_cells, run  # noqa: E402
 
 CUSTOM_OPS = ROOT / "custom_ops"
 REGIONS = ("scores_gemm", "scores", "context_gemm", "context")
@@ -147,13 +147,8 @@ def markdown_table(summary: dict) -> str:
         tokens, head_size, heads = row["shape"]
         macs = heads * tokens * tokens * head_size
         for region in REGIONS:
-            dsp, mve = row["dsp"][region], row["mve"][region]
-            dsp_cycles, mve_cycles = row["dsp"][f"{region}_cycles"], row["mve"][f"{region}_cycles"]
-            lines.append(
-                f"| {_label(row['shape'])} | {names[region]} | {dsp:,} | {mve:,} | {mve / dsp:.3f} | "
-                f"{dsp / macs:.3f} / {mve / macs:.3f} | {dsp_cycles:,} / {mve_cycles:,} | "
-                f"{mve_cycles / dsp_cycles:.3f} |"
-            )
+            cells = dsp_mve_cells(row["dsp"], row["mve"], region, macs)
+            lines.append(f"| {_label(row['shape'])} | {names[region]} | {cells} |")
     return "\n".join(lines)
 
 

@@ -33,7 +33,7 @@ from tflm_mcubert.measure import kernel_build  # noqa: E402
 from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
 from tflm_mcubert.measure.qemu_blocks import traced_run  # noqa: E402
 
-from m55_gemm import ARCH, PATH_FLAGS, PATHS, _first_line, run  # noqa: E402
+from m55_gemm import ARCH, PATH_FLAGS, PATHS, _first_line, dsp_mve_cells, run  # noqa: E402
 
 CUSTOM_OPS = ROOT / "custom_ops"
 
@@ -111,11 +111,8 @@ def markdown_table(summary: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
-        dsp, mve, dsp_cycles, mve_cycles = row["dsp"], row["mve"], row["dsp_cycles"], row["mve_cycles"]
-        lines.append(
-            f"| {row['case']} | {dsp:,} | {mve:,} | {mve / dsp:.3f} | {dsp_cycles:,} / {mve_cycles:,} | "
-            f"{mve_cycles / dsp_cycles:.3f} |"
-        )
+        dsp, mve = ({"op": row[path], "op_cycles": row[f"{path}_cycles"]} for path in ("dsp", "mve"))
+        lines.append(f"| {row['case']} | {dsp_mve_cells(dsp, mve, 'op')} |")
     return "\n".join(lines)
 
 
