@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -35,11 +34,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from tflm_mcubert.measure import kernel_build  # noqa: E402
-from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
-from tflm_mcubert.measure.qemu_blocks import traced_run  # noqa: E402
 
 import kernel_cost_cmsis_nn as cmsis_nn  # noqa: E402
-from m55_gemm import ARCH, PATH_FLAGS, PATHS, _first_line, dsp_mve_cells, run  # noqa: E402
+from m55_gemm import ARCH, PATH_FLAGS, PATHS, counting_and_toolchain, dsp_mve_cells, marked_cycles, run  # noqa: E402
 
 CUSTOM_OPS = ROOT / "custom_ops"
 REGIONS = ("scores_gemm", "scores", "context_gemm", "context")
@@ -73,14 +70,8 @@ def firmware(library: Path, work: Path, name: str, shape: tuple[int, int, int], 
 
 
 def estimated_cycles(elf: Path) -> dict[str, float]:
-    """{region: estimated Cortex-M55 cycles}: the regions are segments 1, 3, 5, 7 between bench_mark() calls."""
-    symbols = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
-    mark = int(re.search(r"^([0-9a-f]+) T bench_mark$", symbols, re.M)[1], 16)
-    traced = traced_run(elf, machine="mps3-an547", marks=frozenset({mark & ~1}))
-    if traced.status != 0:
-        raise RuntimeError(f"{elf.name} exited {traced.status} traced:\n{traced.console}")
-    profile = InstructionProfile(elf, "armv8.1-m.main")
-    return {region: profile.cycles(traced.segments[2 * i + 1], "cortex-m55") for i, region in enumerate(REGIONS)}
+    """{region: estimated Cortex-M55 cycles} of the REGIONS, bracketed by bench_mark() calls in that order."""
+    return dict(zip(REGIONS, marked_cycles(elf, len(REGIONS))))
 
 
 def measured(elf: Path, name: str) -> tuple[dict[str, int], dict[str, float]]:
@@ -187,9 +178,7 @@ def main() -> None:
 
     summary = {
         "command": "python bench/m55_attention.py" + (" --cmsis-nn-dir DIR" if cmsis_nn_dir else ""),
-        "counting": "executed instructions under QEMU mps3-an547 -icount shift=0 (SysTick, calibrated); "
-        "estimated cycles from QEMU's block log and the Cortex-M55 model of measure/instruction_classes.py",
-        "toolchain": {tool: _first_line([tool, "--version"]) for tool in ("arm-none-eabi-gcc", "qemu-system-arm")},
+        **counting_and_toolchain(),
         "cmsis_nn": cmsis_nn.revision(cmsis_nn_dir) if cmsis_nn_dir else None,
         "rows": measure(shapes, cmsis_nn_dir),
         "provenance": provenance({}),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,10 +29,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 
 from tflm_mcubert.measure import kernel_build  # noqa: E402
-from tflm_mcubert.measure.instruction_classes import InstructionProfile  # noqa: E402
-from tflm_mcubert.measure.qemu_blocks import traced_run  # noqa: E402
 
-from m55_gemm import ARCH, PATH_FLAGS, PATHS, _first_line, dsp_mve_cells, run  # noqa: E402
+from m55_gemm import ARCH, PATH_FLAGS, PATHS, counting_and_toolchain, dsp_mve_cells, marked_cycles, run  # noqa: E402
 
 CUSTOM_OPS = ROOT / "custom_ops"
 
@@ -69,17 +66,6 @@ def firmware(library: Path, work: Path, name: str, golden: Path) -> Path:
     return elf
 
 
-def estimated_cycles(elf: Path, count: int) -> list[float]:
-    """Estimated Cortex-M55 cycles of each case's kernel call (segments 1, 3, ... between bench_mark() calls)."""
-    symbols = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
-    mark = int(re.search(r"^([0-9a-f]+) T bench_mark$", symbols, re.M)[1], 16)
-    traced = traced_run(elf, machine="mps3-an547", marks=frozenset({mark & ~1}))
-    if traced.status != 0:
-        raise RuntimeError(f"{elf.name} exited {traced.status} traced:\n{traced.console}")
-    profile = InstructionProfile(elf, "armv8.1-m.main")
-    return [profile.cycles(traced.segments[2 * i + 1], "cortex-m55") for i in range(count)]
-
-
 def measure() -> list[dict]:
     import kernel_golden
 
@@ -96,7 +82,7 @@ def measure() -> list[dict]:
             if figures["path"] != {"dsp": 1, "mve": 2}[path]:
                 raise RuntimeError(f"{path} image reports path {figures['path']}")
             per_tick = 2 * (figures["calibration_loops"] - 1) / (figures["calibration_ticks"] - figures["empty_ticks"])
-            cycles = estimated_cycles(elf, len(rows))
+            cycles = marked_cycles(elf, len(rows))
             for i, row in enumerate(rows):
                 if figures[f"status_{i}"] != 0:
                     raise RuntimeError(f"{path}: {row['name']} is not bit-exact (status {figures[f'status_{i}']})")
@@ -124,10 +110,7 @@ def main() -> None:
 
     summary = {
         "command": "python bench/m55_decoder.py",
-        "counting": "executed instructions of the kernel call under QEMU mps3-an547 -icount shift=0 (SysTick, "
-        "calibrated); estimated cycles from QEMU's block log and the Cortex-M55 model of "
-        "measure/instruction_classes.py",
-        "toolchain": {tool: _first_line([tool, "--version"]) for tool in ("arm-none-eabi-gcc", "qemu-system-arm")},
+        **counting_and_toolchain("executed instructions of the kernel call"),
         "rows": measure(),
         "provenance": provenance({}),
     }

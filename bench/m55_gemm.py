@@ -132,16 +132,21 @@ def run(elf: Path) -> dict[str, int]:
     return {key: int(value) for key, value in re.findall(r"^(\w+) (-?\d+)$", console, re.M)}
 
 
-def estimated_cycles(elf: Path) -> dict[str, float]:
-    """{region: estimated Cortex-M55 cycles} from a traced run, the regions between bench_mark() calls."""
+def marked_cycles(elf: Path, count: int) -> list[float]:
+    """Estimated Cortex-M55 cycles of the `count` regions a firmware brackets with bench_mark() calls (a traced
+    run's segments 1, 3, 5, ...: before, [region], between, [region], ..., after)."""
     symbols = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
     mark = int(re.search(r"^([0-9a-f]+) T bench_mark$", symbols, re.M)[1], 16)
     run = traced_run(elf, machine="mps3-an547", marks=frozenset({mark & ~1}))
     if run.status != 0:
         raise RuntimeError(f"{elf.name} exited {run.status} traced:\n{run.console}")
     profile = InstructionProfile(elf, "armv8.1-m.main")
-    # segments: before, [gemm], between, [layer], after
-    return {region: profile.cycles(run.segments[k], "cortex-m55") for region, k in (("gemm", 1), ("layer", 3))}
+    return [profile.cycles(run.segments[2 * i + 1], "cortex-m55") for i in range(count)]
+
+
+def estimated_cycles(elf: Path) -> dict[str, float]:
+    """{region: estimated Cortex-M55 cycles}: the matrix product, then the whole layer."""
+    return dict(zip(("gemm", "layer"), marked_cycles(elf, 2)))
 
 
 def instructions(figures: dict[str, int]) -> tuple[float, dict[str, float]]:
@@ -175,9 +180,7 @@ def main() -> None:
 
     summary = {
         "command": "python bench/m55_gemm.py" + (" --cmsis-nn-dir DIR" if cmsis_nn_dir else ""),
-        "counting": "executed instructions under QEMU mps3-an547 -icount shift=0 (SysTick, calibrated); "
-        "estimated cycles from QEMU's block log and the Cortex-M55 model of measure/instruction_classes.py",
-        "toolchain": {tool: _first_line([tool, "--version"]) for tool in ("arm-none-eabi-gcc", "qemu-system-arm")},
+        **counting_and_toolchain(),
         "cmsis_nn": cmsis_nn.revision(cmsis_nn_dir) if cmsis_nn_dir else None,
         "rows": measure(shapes, cmsis_nn_dir),
         "provenance": provenance({}),
@@ -188,6 +191,15 @@ def main() -> None:
         print(cmsis_nn_table(summary))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def counting_and_toolchain(what: str = "executed instructions") -> dict:
+    """How an M55 summary counts, and the toolchain it counted with."""
+    return {
+        "counting": f"{what} under QEMU mps3-an547 -icount shift=0 (SysTick, calibrated); "
+        "estimated cycles from QEMU's block log and the Cortex-M55 model of measure/instruction_classes.py",
+        "toolchain": {tool: _first_line([tool, "--version"]) for tool in ("arm-none-eabi-gcc", "qemu-system-arm")},
+    }
 
 
 def _first_line(command: list[str]) -> str:
