@@ -15,12 +15,14 @@
  * [K/4][2 words] with the same word order — (x0, x2) then (x1, x3), as SXTB16 and SXTB16 ROR 8
  * produce from a weight word — so each 4-group costs 2 SMLADs per channel. The output stage is
  * the shared one's arithmetic (mcubert_linear_s8.c: store_channel_s8): clamp8(clamp16(
- * requantize(acc + bias)) + offset), through the shared fixed-point helpers.
+ * requantize(acc + bias)) + offset), through the shared fixed-point helpers. On MVE the row stays int8
+ * and goes through the linear layers' pair4 gemm itself (one row, read in place: no widening needed).
  */
 #include <stddef.h>
 
 #include "mcubert_dsp.h"
 #include "mcubert_fixed_point.h"
+#include "mcubert_gemm_s8.h"
 #include "mcubert_internal.h"
 
 #define OP "MCUBERT_CLASSIFIER_HEAD"
@@ -116,7 +118,28 @@ static inline int8_t output_s8(int32_t acc, const int32_t *ch, const row_layer *
     return layer->lut != NULL ? layer->lut[y + 128] : y;
 }
 
-#if MCUBERT_DSP
+#if MCUBERT_MVE
+
+/* MVE: the one row through the linear layers' pair4 gemm (mcubert_gemm_s8.c), read in place, 16 channels
+ * a call. */
+MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened, int8_t *out)
+{
+    const int32_t stride = ((layer->in_features + 3) >> 2) * 8;
+    int32_t acc[16][MCUBERT_BLOCK_ROWS];
+    mcubert_rows rows;
+    int32_t c, j;
+    mcubert_rows_init_s8(&rows, x, layer->in_features, 1, layer->in_features);
+    mcubert_rows_widen_pair4(&rows, widened); /* one contiguous int8 row: nothing copied */
+    for (c = 0; c < layer->out_features; c += 16) {
+        const int32_t chunk = mcubert_min_i32(16, layer->out_features - c);
+        mcubert_gemm_4xn_pair4(&rows, layer->weights + (c >> 1) * stride, stride, chunk, acc);
+        for (j = 0; j < chunk; ++j) {
+            out[c + j] = output_s8(acc[j][0], layer->channels + 3 * (c + j), layer);
+        }
+    }
+}
+
+#elif MCUBERT_DSP
 
 /* x[0..K) -> widened[2g] = (x4g, x4g+2), widened[2g + 1] = (x4g+1, x4g+3) for full groups g. */
 static void widen_row(const int8_t *x, int32_t groups, uint32_t *widened)
@@ -163,7 +186,7 @@ MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *lay
     }
 }
 
-#else /* !MCUBERT_DSP */
+#else /* plain */
 
 MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened, int8_t *out)
 {
@@ -193,7 +216,7 @@ MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *lay
     }
 }
 
-#endif /* MCUBERT_DSP */
+#endif /* MCUBERT_MVE, MCUBERT_DSP */
 
 mcubert_status mcubert_classifier_head_s8(const mcubert_classifier_head_params *params,
                                           const mcubert_classifier_head_weights *weights, const int8_t *hidden,
