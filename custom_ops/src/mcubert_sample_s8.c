@@ -7,8 +7,8 @@
  *   c_i    = w_0 + ... + w_i;  m = first i with c_i * 2^15 >= top_p * c_(keep-1)
  *   r      = (u * c_m) >> 32;  drawn = first i with c_i > r;  rotate top[:, 0..drawn] right by one
  *
- * One scalar body for every core: k <= 256 candidates cost a few thousand cycles against the LM head's
- * vocabulary-sized scoring, so neither a DSP nor an MVE path would show. Scratch: the running sums c_i.
+ * One scalar body for every core: a few operations for each of at most 256 candidates, against the LM head's
+ * scoring of the whole vocabulary, so neither a DSP nor an MVE path would show. Scratch: the running sums c_i.
  */
 #include <stddef.h>
 
