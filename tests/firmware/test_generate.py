@@ -113,9 +113,10 @@ def test_the_tied_table_is_written_once_in_the_c_data(export_dir):
     from tflm_mcubert.firmware.app_data import render_source
 
     source = render_source(app_data_from_export(export_dir))
-    assert "generate_embedding_word_rows[" in source and "generate_head_word_rows[" not in source
-    # the weights struct and the tensor views of the embedding and of the head all point at the one array
-    assert source.count("generate_embedding_word_rows,") == 4
+    rows = "generate_decoder_embedding_word_rows"
+    assert f"{rows}[" in source and "generate_lm_head_word_rows[" not in source
+    # the tensor views of the embedding and of the head both point at the one array
+    assert source.count(f"{rows},") == 2
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,10 @@ the topology its .tflite holds:
               continuation out; text through the byte-level BPE blob when the export has one, else ids
               generate_data.h / generate_data.c
 
-Each op's params, weights and tensor views are decoded from the .tflite (tflite/mcubert_reader.py) and
-rendered by firmware/c_data.py (a decoder's tied word table once); the header holds the sizes (one
-scratch of the largest op's size).
+Each op's params and tensor views are decoded from the .tflite (tflite/mcubert_reader.py) and rendered by
+firmware/c_data.py (a decoder's tied word table once) with the node table the app walks: each node's op id
+and the graph value of each of its tensors, from the topology (ops/topology.py). The header holds the sizes
+(one scratch of the largest op's size) and the values the app binds to its buffers.
 
     python -m tflm_mcubert.firmware.app_data EXPORT_DIR OUT_DIR
 """
@@ -58,6 +59,12 @@ class AppData:
     source: str = ""
     label_names: tuple[str, ...] = ()  # a classifier's, by id; empty: HF's default "LABEL_0", ...
     after: tuple[kernel_abi.KernelCall, ...] = ()  # the ops after the head (a decoder's sampler), in run order
+
+    @property
+    def nodes(self) -> list[c_data.AppNode]:
+        """Every call in run order as a node of the app's topology."""
+        calls = [self.first, *(call for layer in self.layers for call in layer), self.last, *self.after]
+        return c_data.app_nodes(_TOPOLOGIES[self.app], calls)
 
     @property
     def header(self) -> str:
@@ -134,6 +141,7 @@ def _decoder_calls(q, vocab: bytes, source: str) -> AppData:
 
 # The app each topology feeds: how its calls are made, its header's template and its sizes.
 _APPS = {ENCODER.name: _encoder_calls, DECODER.name: _decoder_calls}
+_TOPOLOGIES = {"text": ENCODER, "generate": DECODER}
 
 
 def app_data(tflite: bytes, vocab: bytes = b"", source: str = "") -> AppData:
@@ -195,7 +203,16 @@ def _text_sizes(data: AppData) -> dict:
         "hidden_bytes": seq_len * hidden,
         "tokenizer_buffer_bytes": tokenizer_buffer_bytes(vocab_blob.unpack(data.vocab).max_chars_per_word),
         "line_bytes": text_line_bytes(seq_len),
+        "mask_is_length": int(_mask_mode(data) == contract.MASK_MODE_VALID_LENGTH),
     }
+
+
+def _mask_mode(data: AppData) -> int:
+    """The layers' one mask mode: the app binds the attention mask's value to a key mask or a length."""
+    modes = {int(attention.params.mask_mode) for attention, _ in data.layers}
+    if len(modes) != 1:
+        raise AppDataError(f"the layers mix attention mask modes {sorted(modes)}: the app binds one mask value")
+    return modes.pop()
 
 
 def _generate_sizes(data: AppData) -> dict:
@@ -228,14 +245,15 @@ def render_header(data: AppData) -> str:
         layers=len(data.layers),
         scratch_bytes=data.scratch_bytes,
         vocab_bytes=max(1, len(data.vocab)),
+        nodes=len(data.nodes),
+        values=c_data.value_enum(data.app, data.nodes),
         **sizes(data),
     )
 
 
 def render_source(data: AppData) -> str:
-    shared: dict | None = {} if data.app == "generate" else None  # the LM head's tables are the embedding's
-    args = (data.first, data.layers, data.last, data.vocab)
-    return c_data.model_data(GENERATOR, data.header, data.app, *args, shared=shared, after=data.after)
+    shared = {} if _TOPOLOGIES[data.app].share_constants else None  # the LM head's tables are the embedding's
+    return c_data.model_data(GENERATOR, data.header, data.app, data.nodes, data.vocab, shared=shared)
 
 
 def write_app_data(data: AppData, out_dir: str | Path) -> tuple[Path, Path]:

@@ -9,6 +9,7 @@ field or tensor order.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Callable
@@ -62,9 +63,10 @@ def params(name: str, call) -> str:
     return f"const mcubert_{struct_name(call.op)}_params {name} = {{\n" + "\n".join(fields) + "\n};\n"
 
 
-def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
+def op_data(call, prefix: str, shared: dict | None = None, *, weights: bool = True) -> list[str]:
     """C definitions of `call`: the weights' arrays (static), then `<prefix>_params`, `<prefix>_weights`
-    and `<prefix>_tensors` (validate's views; activations by dtype and size only). `shared` (content ->
+    (unless not `weights`: a node table's call builds it) and `<prefix>_tensors` (validate's views;
+    activations by dtype and size only). `shared` (content ->
     array name, filled as arrays are written): an array equal to one written before is not written again
     (a decoder's LM head reads the embedding's tables)."""
     short = struct_name(call.op)
@@ -82,8 +84,9 @@ def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
             shared[key] = names[name]
         out.append("static " + array(names[name], data))
     out.append(params(f"{prefix}_params", call))
-    members = ",\n".join(f"    {names[name]}" for name in fields)
-    out.append(f"const mcubert_{short}_weights {prefix}_weights = {{\n{members}\n}};\n")
+    if weights:
+        members = ",\n".join(f"    {names[name]}" for name in fields)
+        out.append(f"const mcubert_{short}_weights {prefix}_weights = {{\n{members}\n}};\n")
     views = []
     for name, data in call.tensor_list:
         if name == "output":
@@ -98,51 +101,65 @@ def op_data(call, prefix: str, shared: dict | None = None) -> list[str]:
     return out
 
 
-def layer_tables(call, prefix: str, op_prefixes: list[str], count_macro: str) -> list[str]:
-    """Per-layer pointer tables of one op: `const mcubert_<op>_params *const <prefix>_<op>_params[N]` (and
-    _weights, _tensors) pointing at each layer's `<op_prefix>_params` ... as op_data wrote them."""
-    op = struct_name(call.op)
+@dataclasses.dataclass(frozen=True)
+class AppNode:
+    """One node of a whole model as a bare-metal app runs it: its name, its kernel call, and per tensor (the
+    call's contract order) the graph value it reads or writes, None for a constant."""
 
-    def table(ctype: str, suffix: str, items: list[str]) -> str:
-        return f"const {ctype} *const {prefix}_{op}_{suffix}[{count_macro}] = {{" + ", ".join(items) + "};\n"
-
-    return [
-        table(f"mcubert_{op}_params", "params", [f"&{p}_params" for p in op_prefixes]),
-        table(f"mcubert_{op}_weights", "weights", [f"&{p}_weights" for p in op_prefixes]),
-        table("mcubert_tensor_view", "tensors", [f"{p}_tensors" for p in op_prefixes]),
-    ]
+    name: str  # "embedding", "layer0.attention", ...
+    call: kernel_abi.KernelCall
+    values: tuple[str | None, ...]
 
 
-def model_data(
-    generator: str,
-    header: str,
-    prefix: str,
-    first,
-    layers,
-    last,
-    vocab: bytes,
-    *,
-    shared: dict | None = None,
-    after=(),
-) -> str:
-    """A whole model's C data: `<prefix>_<first op>`, each layer's `<prefix>_layer<i>_<op>`, the per-layer
-    pointer tables (PREFIX_LAYERS of them), `<prefix>_head`, each op `after` it as `<prefix>_<its C name>`
-    and the tokenizer blob `<prefix>_vocab` (when there is one). `generator` and `header` name the script
-    and the header it goes with."""
+def app_nodes(topology, calls: list) -> list[AppNode]:
+    """The nodes of `calls` (a model of `topology`, in run order): each tensor's graph value from the
+    topology's steps (a run-time input's value, the op's output value), so no app names an op or a value."""
+    layers = (len(calls) - 1 - topology.least_ending) // len(topology.layer)
+    steps = topology.steps(layers, len(calls) - 1 - layers * len(topology.layer))
+    nodes = []
+    for call, (op, name, inputs) in zip(calls, steps, strict=True):
+        by_input = dict(zip(op.runtime_inputs, inputs))
+        values = tuple(op.output if t == "output" else by_input.get(t) for t, _ in call.tensor_list)
+        nodes.append(AppNode(name, call, values))
+    return nodes
+
+
+def value_names(nodes: list[AppNode]) -> list[str]:
+    """The graph values the nodes read and write, in order of first use, those of one state (cache0,
+    cache1, ...) kept together so an app binds them as VALUE_CACHE0 + layer."""
+    seen = list(dict.fromkeys(v for node in nodes for v in node.values if v is not None))
+    base = {v: v.rstrip("0123456789") for v in seen}
+    first = {b: i for i, b in reversed(list(enumerate(base[v] for v in seen)))}
+    return sorted(seen, key=lambda v: (first[base[v]], seen.index(v)))
+
+
+def value_enum(prefix: str, nodes: list[AppNode]) -> str:
+    """`enum { PREFIX_VALUE_<NAME>, ..., PREFIX_VALUES };`: the app's buffer of each graph value."""
+    items = [f"{prefix.upper()}_VALUE_{name.upper()}" for name in value_names(nodes)]
+    return "enum {\n    " + ",\n    ".join([*items, f"{prefix.upper()}_VALUES"]) + "\n};"
+
+
+def model_data(generator: str, header: str, prefix: str, nodes: list[AppNode], vocab: bytes, *, shared=None) -> str:
+    """A whole model's C data: each node's arrays, params and views (`<prefix>_<node name>_...`, op_data
+    without the weights struct), the node table `<prefix>_nodes` that mcubert_app_run walks, and the
+    tokenizer blob `<prefix>_vocab` (when there is one). `generator` and `header` name the script and the
+    header it goes with."""
     parts = [
         f"/* Generated by tflm_mcubert/firmware/{generator}; see {header}. Do not edit. */\n"
         f'#include <stddef.h>\n\n#include "{header}"\n'
     ]
-    parts += op_data(first, f"{prefix}_embedding", shared)
-    names = [(f"{prefix}_layer{i}_attention", f"{prefix}_layer{i}_mlp") for i in range(len(layers))]
-    for (attention, mlp), (a_name, m_name) in zip(layers, names):
-        parts += op_data(attention, a_name, shared)
-        parts += op_data(mlp, m_name, shared)
-    for column, call in enumerate(layers[0] if layers else ()):
-        parts += layer_tables(call, prefix, [pair[column] for pair in names], f"{prefix.upper()}_LAYERS")
-    parts += op_data(last, f"{prefix}_head", shared)
-    for call in after:
-        parts += op_data(call, f"{prefix}_{struct_name(call.op)}", shared)
+    index = {name: i for i, name in enumerate(value_names(nodes))}
+    rows = []
+    for node in nodes:
+        name = f"{prefix}_{node.name.replace('.', '_')}"
+        parts += op_data(node.call, name, shared, weights=False)
+        slots = ", ".join(str(index[v]) if v is not None else "-1" for v in node.values)
+        parts.append(f"static const int8_t {name}_values[{len(node.values)}] = {{{slots}}};\n")
+        dims = ", ".join(str(int(d)) for d in node.call.dims())
+        op = f"MCUBERT_APP_OP_{struct_name(node.call.op).upper()}"
+        rows.append(f'    {{{op}, "{node.name}", &{name}_params, {name}_tensors, {name}_values, {{{dims}}}}},')
+    count = f"{prefix.upper()}_NODES"
+    parts.append(f"const mcubert_app_node {prefix}_nodes[{count}] = {{\n" + "\n".join(rows) + "\n};\n")
     if vocab:
         parts.append(blob(f"{prefix}_vocab", vocab))
     return "\n".join(parts)

@@ -52,90 +52,35 @@ static uint32_t bpe_buffer[(GENERATE_TOKENIZER_BUFFER_BYTES + 3) / 4];
 static uint8_t piece[GENERATE_DECODE_BYTES + 1];
 #endif
 
-/* What a TFLM op's Prepare does, for every op; each op's scratch must fit the one buffer. */
-static mcubert_status validate_model(const char **what, mcubert_message *message)
+/* The graph's values in the app's buffers (generate_data.h enumerates them). */
+static int32_t token_in, position_in;
+static void *values[GENERATE_VALUES];
+
+static void bind_values(void)
 {
-    const mcubert_decoder_embedding_params *e = &generate_embedding_params;
-    const mcubert_lm_head_params *h = &generate_head_params;
-    mcubert_status status;
-    int32_t i, largest;
-    *what = "decoder embedding validate";
-    status = mcubert_decoder_embedding_validate(e, generate_embedding_tensors, MCUBERT_DECODER_EMBEDDING_NUM_TENSORS,
-                                                message);
-    largest = mcubert_decoder_embedding_get_buffer_size(e->context, e->hidden);
-    for (i = 0; i < GENERATE_LAYERS && status == MCUBERT_OK; ++i) {
-        const mcubert_causal_attention_params *a = generate_causal_attention_params[i];
-        const mcubert_decoder_mlp_params *m = generate_decoder_mlp_params[i];
-        int32_t size = mcubert_causal_attention_get_buffer_size(a->context, a->hidden, a->heads);
-        largest = size > largest ? size : largest;
-        size = mcubert_decoder_mlp_get_buffer_size(m->hidden, m->ffn);
-        largest = size > largest ? size : largest;
-        *what = "causal attention validate";
-        status = mcubert_causal_attention_validate(a, generate_causal_attention_tensors[i],
-                                                   MCUBERT_CAUSAL_ATTENTION_NUM_TENSORS, message);
-        if (status == MCUBERT_OK) {
-            *what = "decoder mlp validate";
-            status = mcubert_decoder_mlp_validate(m, generate_decoder_mlp_tensors[i], MCUBERT_DECODER_MLP_NUM_TENSORS,
-                                                  message);
-        }
+    int32_t i;
+    values[GENERATE_VALUE_INPUT_ID] = &token_in;
+    values[GENERATE_VALUE_POSITION] = &position_in;
+    values[GENERATE_VALUE_HIDDEN] = hidden;
+    for (i = 0; i < GENERATE_LAYERS; ++i) {
+        values[GENERATE_VALUE_CACHE0 + i] = caches[i];
     }
-    if (status == MCUBERT_OK) {
-        int32_t size = mcubert_lm_head_get_buffer_size(h->hidden, h->top_k);
-        largest = size > largest ? size : largest;
-        *what = "lm head validate";
-        status = mcubert_lm_head_validate(h, generate_head_tensors, MCUBERT_LM_HEAD_NUM_TENSORS, message);
-    }
+    values[GENERATE_VALUE_TOP] = top;
 #if GENERATE_SAMPLES
-    if (status == MCUBERT_OK) {
-        int32_t size = mcubert_sample_get_buffer_size(generate_sample_params.top_k);
-        largest = size > largest ? size : largest;
-        *what = "sample validate";
-        status = mcubert_sample_validate(&generate_sample_params, generate_sample_tensors, MCUBERT_SAMPLE_NUM_TENSORS,
-                                         message);
-    }
+    values[GENERATE_VALUE_RNG_STATE0] = rng_state;
 #endif
-    if (status == MCUBERT_OK && largest > GENERATE_SCRATCH_BYTES) {
-        *what = "scratch";
-        (void)strcpy(message->text, "get_buffer_size exceeds the generated scratch size");
-        status = MCUBERT_ERROR_ARGUMENT;
-    }
-    return status;
 }
 
-/* One token at `position`: every op in node order; top[0] is the next id after it (the best one, or the one
+/* One token at `position`: every node in order; top[0] is the next id after it (the best one, or the one
  * MCUBERT_SAMPLE drew and moved to the front). */
 static mcubert_status step(int32_t token, int32_t position, const char **what, mcubert_message *message)
 {
     mcubert_context context;
-    mcubert_status status;
-    int32_t i;
     context.buf = scratch;
     context.size = GENERATE_SCRATCH_BYTES;
-    *what = "decoder embedding";
-    status = mcubert_decoder_embedding_s8(&generate_embedding_params, &generate_embedding_weights, &token, &position,
-                                          hidden, &context, message);
-    for (i = 0; i < GENERATE_LAYERS && status == MCUBERT_OK; ++i) {
-        *what = "causal attention";
-        status = mcubert_causal_attention_s8(generate_causal_attention_params[i], generate_causal_attention_weights[i],
-                                             hidden, &position, caches[i], &context, message);
-        if (status == MCUBERT_OK) {
-            *what = "decoder mlp";
-            status = mcubert_decoder_mlp_s8(generate_decoder_mlp_params[i], generate_decoder_mlp_weights[i], hidden,
-                                            &context, message);
-        }
-    }
-    if (status == MCUBERT_OK) {
-        *what = "lm head";
-        status = mcubert_lm_head_s8(&generate_head_params, &generate_head_weights, hidden, top, &context, message);
-    }
-#if GENERATE_SAMPLES
-    if (status == MCUBERT_OK) {
-        *what = "sample";
-        status =
-            mcubert_sample_s8(&generate_sample_params, &generate_sample_weights, top, rng_state, &context, message);
-    }
-#endif
-    return status;
+    token_in = token;
+    position_in = position;
+    return mcubert_app_run(generate_nodes, GENERATE_NODES, values, &context, what, message);
 }
 
 static void write_prompt_problem(uint32_t number, const char *problem)
@@ -373,7 +318,8 @@ int main(void)
     mcubert_platform_write(GENERATE_SAMPLES ? ", sampling, " : ", greedy, ");
     mcubert_platform_write(mcubert_kernel_path_name());
     mcubert_platform_write("\n");
-    status = validate_model(&what, &message);
+    bind_values();
+    status = mcubert_app_validate(generate_nodes, GENERATE_NODES, GENERATE_SCRATCH_BYTES, &what, &message);
     if (status != MCUBERT_OK) {
         return mcubert_report_refusal(what, status, &message);
     }

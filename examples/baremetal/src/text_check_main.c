@@ -53,78 +53,27 @@ static void write_cycles(const char *label, uint32_t cycles)
     }
 }
 
-/* What a TFLM op's Prepare does, for every op: options, tensor shapes, constant contents; and each
- * op's scratch must fit the one buffer. MCUBERT_OK or the first refusal (named in *what). */
-static mcubert_status validate_model(const char **what, mcubert_message *message)
+/* The graph's values in the app's buffers (text_data.h enumerates them). */
+static int32_t valid_length; /* the attention mask as a count of valid tokens (TEXT_MASK_IS_LENGTH) */
+static void *values[TEXT_VALUES];
+
+static void bind_values(void)
 {
-    const mcubert_embedding_params *e = &text_embedding_params;
-    const mcubert_classifier_head_params *h = &text_head_params;
-    mcubert_status status;
-    int32_t i;
-    *what = "embedding validate";
-    status = mcubert_embedding_validate(e, text_embedding_tensors, MCUBERT_EMBEDDING_NUM_TENSORS, message);
-    if (status == MCUBERT_OK && mcubert_embedding_get_buffer_size(e->seq_len, e->hidden) > TEXT_SCRATCH_BYTES) {
-        status = MCUBERT_ERROR_ARGUMENT;
-    }
-    for (i = 0; i < TEXT_LAYERS && status == MCUBERT_OK; ++i) {
-        const mcubert_attention_params *a = text_attention_params[i];
-        const mcubert_mlp_params *m = text_mlp_params[i];
-        *what = "attention validate";
-        status = mcubert_attention_validate(a, text_attention_tensors[i], MCUBERT_ATTENTION_NUM_TENSORS, message);
-        if (status == MCUBERT_OK &&
-            mcubert_attention_get_buffer_size(a->seq_len, a->hidden, a->heads, a->tile) > TEXT_SCRATCH_BYTES) {
-            status = MCUBERT_ERROR_ARGUMENT;
-        }
-        if (status == MCUBERT_OK) {
-            *what = "mlp validate";
-            status = mcubert_mlp_validate(m, text_mlp_tensors[i], MCUBERT_MLP_NUM_TENSORS, message);
-        }
-        if (status == MCUBERT_OK &&
-            mcubert_mlp_get_buffer_size(m->seq_len, m->hidden, m->ffn, m->tile) > TEXT_SCRATCH_BYTES) {
-            status = MCUBERT_ERROR_ARGUMENT;
-        }
-    }
-    if (status == MCUBERT_OK) {
-        *what = "classifier head validate";
-        status = mcubert_classifier_head_validate(h, text_head_tensors, MCUBERT_CLASSIFIER_HEAD_NUM_TENSORS, message);
-    }
-    if (status == MCUBERT_OK &&
-        mcubert_classifier_head_get_buffer_size(h->seq_len, h->hidden, h->labels) > TEXT_SCRATCH_BYTES) {
-        status = MCUBERT_ERROR_ARGUMENT;
-    }
-    if (status == MCUBERT_ERROR_ARGUMENT && message->text[0] == '\0') {
-        (void)strcpy(message->text, "get_buffer_size exceeds the generated scratch size");
-    }
-    return status;
+    values[TEXT_VALUE_INPUT_IDS] = ids;
+    values[TEXT_VALUE_TOKEN_TYPE_IDS] = token_types;
+    values[TEXT_VALUE_ATTENTION_MASK] = TEXT_MASK_IS_LENGTH ? (void *)&valid_length : (void *)mask;
+    values[TEXT_VALUE_HIDDEN] = hidden;
+    values[TEXT_VALUE_LOGITS] = logits;
 }
 
-/* hidden = embedding(ids), then every layer in place, then logits = head(hidden). */
+/* hidden = embedding(ids), then every layer in place, then logits = head(hidden): the nodes in order. */
 static mcubert_status run_model(int32_t valid, const char **what, mcubert_message *message)
 {
     mcubert_context context;
-    mcubert_status status;
-    int32_t i;
     context.buf = scratch;
     context.size = TEXT_SCRATCH_BYTES;
-    *what = "embedding";
-    status = mcubert_embedding_s8(&text_embedding_params, &text_embedding_weights, ids, token_types, hidden, &context,
-                                  message);
-    for (i = 0; i < TEXT_LAYERS && status == MCUBERT_OK; ++i) {
-        /* the key mask, or (mask_mode 1) the valid length */
-        const void *key_mask = text_attention_params[i]->mask_mode == 0 ? (const void *)mask : (const void *)&valid;
-        *what = "attention";
-        status = mcubert_attention_s8(text_attention_params[i], text_attention_weights[i], hidden, key_mask, &context,
-                                      message);
-        if (status == MCUBERT_OK) {
-            *what = "mlp";
-            status = mcubert_mlp_s8(text_mlp_params[i], text_mlp_weights[i], hidden, &context, message);
-        }
-    }
-    if (status == MCUBERT_OK) {
-        *what = "classifier head";
-        status = mcubert_classifier_head_s8(&text_head_params, &text_head_weights, hidden, logits, &context, message);
-    }
-    return status;
+    valid_length = valid;
+    return mcubert_app_run(text_nodes, TEXT_NODES, values, &context, what, message);
 }
 
 static const char *const label_names[TEXT_LABELS] = TEXT_LABEL_NAMES;
@@ -227,7 +176,8 @@ int main(void)
         mcubert_platform_write("FAIL: the tokenizer needs more scratch than the generated size\n");
         return 2;
     }
-    status = validate_model(&what, &message);
+    bind_values();
+    status = mcubert_app_validate(text_nodes, TEXT_NODES, TEXT_SCRATCH_BYTES, &what, &message);
     if (status != MCUBERT_OK) {
         return mcubert_report_refusal(what, status, &message);
     }
