@@ -4,6 +4,7 @@ outside ops/ switches on an op's name (the allowlist below only shrinks)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +178,27 @@ def test_the_scan_lets_words_that_only_look_like_kinds_pass(tmp_path):
         'attention = Layer(name="attention")\nprint("mlp")\nlabel = f"layer0.{kind}"\nNode("embedding", op)\n'
     )
     assert op_kind_names(tmp_path) == []
+
+
+# The apps that run any exported model of their topology; the layer check is one encoder layer's test.
+GENERIC_APPS = ("text_check_main.c", "generate_main.c")
+APPS_DIR = Path(__file__).resolve().parents[2] / "examples" / "baremetal" / "src"
+
+
+def c_op_calls(text: str) -> list[str]:
+    """The op entry points (mcubert_<op>_s8, _validate, _get_buffer_size) a C text calls by name."""
+    names = {d.c_name for d in OPS.values()}
+    pattern = re.compile(r"\bmcubert_(\w+?)_(?:s8|validate|get_buffer_size)\s*\(")
+    return [m.group(0) for m in pattern.finditer(text) if m.group(1) in names]
+
+
+def test_the_bare_metal_apps_run_ops_from_their_node_table_only():
+    for name in GENERIC_APPS:
+        calls = c_op_calls((APPS_DIR / name).read_text())
+        assert not calls, f"{name} calls ops by name (run them through mcubert_app_run): {calls}"
+
+
+def test_the_c_scan_catches_an_op_called_by_name():
+    assert c_op_calls("status = mcubert_lm_head_s8(&p, &w, hidden, top, &c, m);") == ["mcubert_lm_head_s8("]
+    assert c_op_calls("mcubert_attention_get_buffer_size (s, d, h, t)") == ["mcubert_attention_get_buffer_size ("]
+    assert c_op_calls("mcubert_app_run(nodes, n, values, &c, &what, m); mcubert_bpe_encode(&b)") == []
