@@ -295,7 +295,6 @@ REFUSED = {
     ("--precision", "float32"): "int8 ops only",
     ("--num-labels", "3"): "no classifier head",
     ("--embedding-bits", "4"): "tied word table",
-    ("--no-vocab",): "BPE blob",
 }
 
 

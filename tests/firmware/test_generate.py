@@ -168,6 +168,20 @@ def test_text_in_text_out_under_qemu_equals_the_reference(text_export, tmp_path)
     assert "prompt 4: the text makes more tokens than the context holds" in console
 
 
+def test_no_vocab_leaves_the_tokenizer_off_the_device_and_its_bytes_out_of_the_flash(text_export, tmp_path):
+    """--no-vocab for a decoder: the device reads and writes ids (its tokenizer runs elsewhere), so no blob is
+    written or counted; calibration still reads the text through the checkpoint's tokenizer."""
+    checkpoint, with_vocab = text_export
+    assert _cli("export", "--checkpoint", checkpoint, "--no-vocab", "--out", tmp_path / "ids") == 0
+    report = json.loads((tmp_path / "ids" / "report.json").read_text())
+    full = json.loads((with_vocab / "report.json").read_text())
+    assert report["tokenizer"] is None and not (tmp_path / "ids" / "model_vocab.bin").exists()
+    assert report["flash_bytes"] == report["model_bytes"] == full["model_bytes"]
+    assert full["flash_bytes"] == full["model_bytes"] + full["tokenizer"]["bytes"]
+    assert report["calibration"] == full["calibration"] and report["calibration"]["source"] != "random ids"
+    assert app_data_from_export(tmp_path / "ids").vocab == b""  # the bare-metal app takes id prompts
+
+
 def test_a_decoder_cmake_bundle_builds_on_the_host_and_for_cortex_m7(text_export, tmp_path):
     """`--bundle cmake` for a decoder: its model data, settings, BPE blob and generation loop in a CMake project
     that builds with nothing else of this repository (int4 weights: their kernels are in the library too)."""

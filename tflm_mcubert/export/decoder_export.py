@@ -431,7 +431,9 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
         model = _truncated(model, context)
     sequences, calibration_source = calibration_sequences(request, tokenizer, config.vocab_size, context)
     log(f"calibration: {len(sequences)} sequences of {calibration_source}")
-    tokenizer_bytes = len(tokenizer_blob(tokenizer)) if tokenizer is not None else 0
+    # --no-vocab: the device reads and writes ids (the tokenizer runs elsewhere); no blob, no Flash for it
+    device_tokenizer = tokenizer if request.vocab else None
+    tokenizer_bytes = len(tokenizer_blob(device_tokenizer)) if device_tokenizer is not None else 0
     widths, widths_report = choose_widths(request, model, sequences, tokenizer_bytes)
     written, qat = quantize_with_qat(request, model, sequences, tokenizer_bytes, widths)
     decoder, plan, tflite, permutation, compression = written
@@ -443,8 +445,8 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     ids = model_ids(new_of_old, permutation)
     if ids is not None:
         np.save(out_dir / MODEL_IDS, np.asarray(ids, np.int32))
-    if tokenizer is not None:  # the on-device tokenizer, in the model's id order
-        blob = tokenizer_blob(tokenizer, permutation)
+    if device_tokenizer is not None:  # the on-device tokenizer, in the model's id order
+        blob = tokenizer_blob(device_tokenizer, permutation)
         (out_dir / f"{VOCAB_NAME}.bin").write_bytes(blob)
         write_c_array(blob, out_dir, name=VOCAB_NAME, what="the byte-level BPE tokenizer (tokenizer/bpe_blob.py)")
     flash_bytes = len(tflite) + tokenizer_bytes
@@ -469,7 +471,7 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
         "flash_bytes": flash_bytes,
         "model_bytes": len(tflite),
         "tokenizer": {"kind": "byte-level BPE", "blob": f"{VOCAB_NAME}.bin", "bytes": tokenizer_bytes}
-        if tokenizer is not None
+        if device_tokenizer is not None
         else None,
         "fits": fit.to_json(),
         "plan": [{"name": b.name, "offset": b.offset, "bytes": b.nbytes} for b in plan.buffers],

@@ -81,11 +81,6 @@ DECODER_REFUSES = {
         "--embedding-bits",
         "the decoder's tied word table is stored int8 (no int4 LM-head table yet)",
     ),
-    "vocab": (
-        (True,),
-        "--no-vocab",
-        "the decoder's firmware turns ids back into text with the BPE blob: always written",
-    ),
 }
 
 
