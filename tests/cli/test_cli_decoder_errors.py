@@ -306,14 +306,6 @@ def test_an_option_a_decoder_export_does_not_do_is_refused_with_its_reason(capsy
     assert not (tmp_path / "o").exists()
 
 
-def test_qat_with_int4_weights_is_refused_with_its_reason(capsys, tmp_path):
-    argv = ("--qat-steps", "3", "--weight-bits", "4", *FAST, "--out", tmp_path / "o")
-    code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *argv)
-    assert code == 2
-    assert_one_clean_error(err, "--qat-steps: not available for a decoder export with --weight-bits 4", "int8 weights")
-    assert not (tmp_path / "o").exists()
-
-
 def test_every_refused_option_is_named_at_once(capsys, tmp_path):
     given = [part for option in REFUSED for part in option]
     code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *given, *FAST, "--out", tmp_path / "o")

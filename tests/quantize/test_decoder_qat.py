@@ -18,8 +18,10 @@ from tflm_mcubert.quantize.decoder_qat import (
     distill_decoder,
     fake_quant_logits,
     fake_quant_op,
+    int4_weights,
     table_of_clusters,
 )
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder, float_blocks
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
 
@@ -80,6 +82,40 @@ def test_the_kd_loss_falls_and_a_compressed_table_stays_frozen(model, sequences)
     assert np.array_equal(frozen.token_embeddings.numpy(), table.astype(np.float32))
 
 
+def test_int4_matrices_are_fake_quantized_as_the_export_stores_them(model, sequences):
+    """Each row of an int4 matrix's fake-quantized kernel is the export's stored int4 row times one scale
+    (w4row: the MSE clip ratio the export chooses); only the matrices the widths name are int4."""
+    widths = Widths.uniform(4)
+    decoder = calibrate_decoder(model, sequences, widths=widths)
+    fake = int4_weights(model, widths)
+    stored = [
+        linear
+        for attention, mlp in decoder.layers
+        for linear in (attention.query, attention.key, attention.value, attention.output, mlp.fc1, mlp.fc2)
+    ]
+    for m, linear in zip(fake.matrices, stored, strict=True):
+        kernel = fake.kernel(m, m.dense.kernel).numpy().astype(np.float64).T  # [N out, K in]
+        ints = linear.weight.astype(np.float64)
+        step = np.abs(kernel).max(axis=1) / np.maximum(np.abs(ints).max(axis=1), 1)
+        np.testing.assert_allclose(kernel, ints * step[:, None], rtol=1e-6, atol=1e-12)
+        assert np.abs(ints).max() == 7
+    name = f"{fake.matrices[-1].dense.name}"
+    one = int4_weights(model, Widths.per_matrix({"layer1.decoder_mlp.fc2": 4}))
+    assert len(one.matrices) == 1 and one.matrices[0].dense is model.blocks[1].proj, name
+    assert int4_weights(model, Widths.uniform(8)) is None
+
+
+def test_int4_qat_trains_through_the_int4_forward(model, sequences):
+    """The same steps at int4 start from a far larger KD loss (the coarser grid is in the forward the loss
+    sees) and move the weights."""
+    ranges = decoder_ranges(model, sequences, calibrate_decoder(model, sequences))
+    settings = decoder_qat_settings(3)
+    _, int8 = distill_decoder(model, sequences, ranges, settings)
+    student, int4 = distill_decoder(model, sequences, ranges, settings, widths=Widths.uniform(4))
+    assert int4[0] > 5 * int8[0], (int4, int8)
+    assert not np.allclose(student.blocks[0].fc.kernel.numpy(), model.blocks[0].fc.kernel.numpy())
+
+
 def test_the_clusters_table_is_in_checkpoint_order():
     u0, u1, vt1 = np.ones((2, 3)), np.arange(6.0).reshape(3, 2), np.eye(2, 3)
     permutation = np.array([4, 0, 3, 1, 2])  # tokenizer id -> model id
@@ -89,7 +125,8 @@ def test_the_clusters_table_is_in_checkpoint_order():
     assert table_of_clusters(((u0, None),), None) is None
 
 
-def test_export_with_qat_steps_writes_a_decoder_that_reads_back(tmp_path, capsys):
+@pytest.mark.parametrize("weight_bits", ["8", "4"])
+def test_export_with_qat_steps_writes_a_decoder_that_reads_back(tmp_path, capsys, weight_bits):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(vocab_size=2000, n_positions=32, n_embd=32, n_layer=1, n_head=2)
@@ -98,7 +135,7 @@ def test_export_with_qat_steps_writes_a_decoder_that_reads_back(tmp_path, capsys
     flash = 40 * 1024 + 160 * 1024  # the dense table (64 KB) does not fit: compressed, frozen during QAT
     code, _, err = run_cli(
         capsys, "export", "--checkpoint", tmp_path / "gpt2", "--sram", "64KB", "--flash", flash,
-        "--qat-steps", "4", "--out", tmp_path / "o",
+        "--qat-steps", "4", "--weight-bits", weight_bits, "--out", tmp_path / "o",
     )  # fmt: skip
     assert code == 0, err
     report = json.loads((tmp_path / "o" / "report.json").read_text())

@@ -124,10 +124,10 @@ def test_evaluate_with_qat_steps_reports_qat_beside_ptq(checkpoint, text_file, t
 
 
 def test_evaluate_refuses_what_export_refuses_for_a_decoder(checkpoint, text_file, capsys):
-    argv = ("evaluate", "--checkpoint", checkpoint, "--text", text_file, "--weight-bits", "8", "4", "--qat-steps", "3")
+    argv = ("evaluate", "--checkpoint", checkpoint, "--text", text_file, "--embedding-bits", "4")
     code, _, err = run_cli(capsys, *argv)
     assert code != 0
-    assert_one_clean_error(err, "--qat-steps: not available for a decoder export with --weight-bits 4")
+    assert_one_clean_error(err, "--embedding-bits: not available for a decoder export")
 
 
 def test_a_decoder_evaluate_needs_held_out_text(checkpoint, capsys):

@@ -208,6 +208,7 @@ def _run_decoder(args) -> int:
         calibration_count=args.calibration_samples,
         seed=args.seed,
         qat_steps=args.qat_steps,
+        embedding_bits=min(args.embedding_bits or [8]),  # a width export refuses for a decoder is refused here
     )
     result = {"texts": where, **evaluate_decoder(request, texts, limit=args.samples, weight_bits=args.weight_bits)}
     print(json.dumps(result, indent=2))

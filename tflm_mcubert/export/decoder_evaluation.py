@@ -61,12 +61,14 @@ def exported_perplexity(request: ExportRequest, model, tokenizer, sequences, blo
 def dense_perplexities(request: ExportRequest, model, sequences, blocks: np.ndarray) -> dict:
     """int8 with the word table dense: PTQ (weights at request.weight_bits), and after request.qat_steps of QAT
     when asked."""
-    dense = calibrate_decoder(model, sequences, top_k=request.top_k, widths=Widths.uniform(request.weight_bits))
+    widths = Widths.uniform(request.weight_bits)
+    dense = calibrate_decoder(model, sequences, top_k=request.top_k, widths=widths)
     result = {"int8_dense_perplexity": int8_perplexity(dense, blocks)}
     if request.qat_steps:
         written = (dense, None, None, None, {"method": "dense"})
-        student, losses = quantization_aware(request, model, sequences, written)
-        result["int8_dense_qat_perplexity"] = int8_perplexity(calibrate_decoder(student, sequences), blocks)
+        student, losses = quantization_aware(request, model, sequences, written, widths)
+        student_int8 = calibrate_decoder(student, sequences, top_k=request.top_k, widths=widths)
+        result["int8_dense_qat_perplexity"] = int8_perplexity(student_int8, blocks)
         result["qat_dense"] = {"steps": request.qat_steps, "loss_first": losses[0], "loss_last": losses[-1]}
     return result
 

@@ -294,9 +294,10 @@ def check_qat_steps(request: ExportRequest) -> None:
         raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
 
 
-def quantization_aware(request: ExportRequest, model, sequences, written) -> tuple[object, list[float]]:
+def quantization_aware(request: ExportRequest, model, sequences, written, widths=None) -> tuple[object, list[float]]:
     """(student, KD loss per step) of request.qat_steps QAT steps (quantize/decoder_qat.py) for `written`,
-    quantize_and_write's result on `model`: its ranges, and its word table when compressed (frozen)."""
+    quantize_and_write's result on `model`: its ranges, and its word table when compressed (frozen);
+    `widths`: its matrices' (default all int8)."""
     decoder, _, _, permutation, compression = written
     table = None
     if compression["method"] == "searched":
@@ -307,7 +308,7 @@ def quantization_aware(request: ExportRequest, model, sequences, written) -> tup
         table = table_of_clusters(clusters, permutation)
     settings = decoder_qat_settings(request.qat_steps, request.seed)
     ranges = decoder_ranges(model, sequences, decoder)
-    student, losses = distill_decoder(model, sequences, ranges, settings, table=table)
+    student, losses = distill_decoder(model, sequences, ranges, settings, table=table, widths=widths)
     log(f"QAT, {settings.steps} steps: KD loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     return student, losses
 
@@ -315,10 +316,11 @@ def quantization_aware(request: ExportRequest, model, sequences, written) -> tup
 def quantize_with_qat(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0, widths=None):
     """(quantize_and_write's result, the report's QAT entry or None): with request.qat_steps, that of the
     QAT student (calibrated again; its compressed table compresses back to the same one)."""
+    widths = widths or choose_widths(request, model, sequences, tokenizer_bytes)[0]
     written = quantize_and_write(request, model, sequences, tokenizer_bytes, widths)
     if not request.qat_steps:
         return written, None
-    student, losses = quantization_aware(request, model, sequences, written)
+    student, losses = quantization_aware(request, model, sequences, written, widths)
     entry = {"steps": request.qat_steps, "loss_first": losses[0], "loss_last": losses[-1]}
     return quantize_and_write(request, student, sequences, tokenizer_bytes, widths), entry
 

@@ -116,9 +116,4 @@ def refused_for_decoder(request: ExportRequest) -> list[str]:
         for field, (allowed, option, why) in DECODER_REFUSES.items()
         if not (allowed(getattr(request, field)) if callable(allowed) else getattr(request, field) in allowed)
     ]
-    if request.qat_steps and request.weight_bits != 8:
-        refused.append(
-            f"--qat-steps: not available for a decoder export with --weight-bits {request.weight_bits}: the decoder's "
-            "QAT fake-quantizes int8 weights only (export the int4 weights without --qat-steps)"
-        )
     return refused

@@ -7,7 +7,9 @@ counterpart of quantize/qat.py (the encoder's), with its fake-quant helper and s
             stream's exact int8 grid); LN1's and LN2's outputs, FC1's output and the activation (per tensor,
             asymmetric); Q, K, V (the KV cache holds K and V) and the attention context at the value's range
             (per tensor, symmetric); the scores at their int16 step; LN_f's output, which the tied LM head reads
-  weights   int8 per output channel (the linear layers), per channel of d (the word and position tables)
+  weights   int8 per output channel (the linear layers), per channel of d (the word and position tables);
+            a matrix stored int4 (--weight-bits 4 or auto) as w4row stores it, its clip ratios re-chosen by
+            MSE as the encoder's QAT does (quantize/weight_fake_quant.py)
   ranges    those of a first PTQ calibration (calibrate_decoder), fixed during the fine-tune
   table     the word table the export stores: kept dense it is fine-tuned with the rest; compressed
             (adaptive) the student reads the compressed table's reconstruction, frozen, so the rest of the
@@ -30,6 +32,8 @@ from tflm_mcubert.ops.attention import choose_score_scale
 from tflm_mcubert.ops.causal_attention import stream_quant
 from tflm_mcubert.ops.layernorm import float_layer_norm
 from tflm_mcubert.ops.quantization import INT8_MAX, INT8_MIN, TensorQuant
+from tflm_mcubert.ops.topology import DECODER
+from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.quantize.qat import QatSettings, fake_quant, fine_tune
 from tflm_mcubert.quantize.quantized_decoder import QuantizedDecoder, float_blocks
 
@@ -52,6 +56,7 @@ class DecoderRanges:
     'layer{i}.attention.score_step'."""
 
     ranges: dict
+    weights: object | None = None  # the student's int4 matrices, a WeightFakeQuant (None: every matrix int8)
 
     def __call__(self, name: str, x):
         """x fake-quantized as the int8 model stores `name`."""
@@ -104,11 +109,32 @@ def fake_quant_weights(w):
     return fake_quant(w, -peak, peak, True)
 
 
-def _dense(layer, x):
-    """A Keras Dense layer with its kernel fake-quantized."""
+def decoder_matrices(model) -> list[tuple[str, str, object]]:
+    """(op node name, matrix name, Dense layer) of every block's linear layers, named as Widths names them."""
+    out = []
+    for i, block in enumerate(model.blocks):
+        denses = ((block.query, block.key, block.value, block.output_dense), (block.fc, block.proj))
+        for op, layers in zip(DECODER.layer, denses, strict=True):
+            out += [(op.node_name(i), name, dense) for name, dense in zip(op.linear_layers, layers, strict=True)]
+    return out
+
+
+def int4_weights(model, widths: Widths | None):
+    """The fake quantization (a WeightFakeQuant) of `model`'s matrices that `widths` stores int4 (None when
+    there are none)."""
+    from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant  # TensorFlow
+
+    chosen = [m for m in decoder_matrices(model) if widths is not None and widths.matrix(f"{m[0]}.{m[1]}") == 4]
+    return WeightFakeQuant(model, widths, matrices=chosen) if chosen else None
+
+
+def _dense(layer, x, fq: DecoderRanges):
+    """A Keras Dense layer with its kernel fake-quantized (int8, or int4 where fq.weights holds it)."""
     import tensorflow as tf
 
-    y = tf.matmul(x, fake_quant_weights(layer.kernel))
+    int4 = fq.weights.of_layer(layer) if fq.weights is not None else None
+    kernel = fake_quant_weights(layer.kernel) if int4 is None else fq.weights.kernel(int4, layer.kernel)
+    y = tf.matmul(x, kernel)
     return y + layer.bias if layer.use_bias else y
 
 
@@ -140,21 +166,21 @@ def _attention(block, h, fq, i: int):
     config, name = block.config, f"layer{i}.attention"
     x = fq(f"{name}.normed", block.ln_1(h))
     projections = (("query", block.query), ("key", block.key), ("value", block.value))
-    q, k, v = (fq(f"{name}.{t}", _dense(dense, x)) for t, dense in projections)
+    q, k, v = (fq(f"{name}.{t}", _dense(dense, x, fq)) for t, dense in projections)
     q, k, v = (block._heads(t) for t in (q, k, v))
     scores = fq.scores(i, tf.matmul(q, k, transpose_b=True) * config.attention_scales[i])
     scores += attention_bias(tf.shape(q)[2], tf.shape(k)[2], config.windows[i])
     context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)
     context = tf.reshape(tf.transpose(context, (0, 2, 1, 3)), (tf.shape(h)[0], -1, config.hidden_size))
     # the context is stored at the value's range (causal_attention: a convex combination of values)
-    return fq(f"stream{2 * i + 1}", h + _dense(block.output_dense, fq(f"{name}.value", context)))
+    return fq(f"stream{2 * i + 1}", h + _dense(block.output_dense, fq(f"{name}.value", context), fq))
 
 
 def _mlp(block, h, fq, i: int):
     """h + MLP(LN2(h)), fake-quantized as MCUBERT_DECODER_MLP stores its tensors."""
     name = f"layer{i}.mlp"
-    pre = fq(f"{name}.pre_activation", _dense(block.fc, fq(f"{name}.normed", block.ln_2(h))))
-    return fq(f"stream{2 * i + 2}", h + _dense(block.proj, fq(f"{name}.activation", block.act(pre))))
+    pre = fq(f"{name}.pre_activation", _dense(block.fc, fq(f"{name}.normed", block.ln_2(h)), fq))
+    return fq(f"stream{2 * i + 2}", h + _dense(block.proj, fq(f"{name}.activation", block.act(pre)), fq))
 
 
 def fake_quant_op(model, h, fq: DecoderRanges, op: int):
@@ -192,10 +218,10 @@ def padded(sequences) -> tuple[np.ndarray, np.ndarray]:
     return ids, valid
 
 
-def distill_decoder(model, sequences, ranges: DecoderRanges, settings: QatSettings, table=None):
+def distill_decoder(model, sequences, ranges: DecoderRanges, settings: QatSettings, table=None, widths=None):
     """(fine-tuned copy of `model`, KD loss per step) on the token id sequences `sequences` (checkpoint ids).
     `table`: the compressed word table's reconstruction in checkpoint id order, which the student reads
-    frozen (None: the dense table, fine-tuned)."""
+    frozen (None: the dense table, fine-tuned); `widths`: the matrices' stored widths (default all int8)."""
     import tensorflow as tf
 
     from tflm_mcubert.model.decoder import copy_decoder  # Keras
@@ -209,6 +235,8 @@ def distill_decoder(model, sequences, ranges: DecoderRanges, settings: QatSettin
     if table is not None:
         variables = [v for v in variables if v is not student.token_embeddings]
     ids, valid = (tf.constant(a) for a in padded(sequences))
+    ranges = dataclasses.replace(ranges, weights=int4_weights(student, widths))
+    refresh = ranges.weights.refresher() if ranges.weights is not None else None
 
     def loss_of_rows(rows):
         chosen, keep = tf.gather(ids, rows), tf.gather(valid, rows)
@@ -217,7 +245,7 @@ def distill_decoder(model, sequences, ranges: DecoderRanges, settings: QatSettin
         kl = tf.reduce_sum(target * (tf.math.log(target + 1e-12) - log_student), axis=-1)
         return tf.reduce_sum(kl * keep) / tf.reduce_sum(keep)
 
-    return student, fine_tune(loss_of_rows, variables, len(sequences), settings)
+    return student, fine_tune(loss_of_rows, variables, len(sequences), settings, before_step=refresh)
 
 
 def table_of_clusters(clusters, permutation) -> np.ndarray | None:

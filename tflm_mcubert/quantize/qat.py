@@ -172,7 +172,7 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings, quantized
     quantization folds in as the export does (None: rows quantized unscaled)."""
     import tensorflow as tf
 
-    from tflm_mcubert.quantize.weight_fake_quant import RATIO_REFRESH_STEPS, WeightFakeQuant, column_scales_of
+    from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant, column_scales_of
 
     if settings.steps < 1:
         raise UserError(f"--qat-steps must be at least 1, got {settings.steps}")
@@ -200,10 +200,6 @@ def distill(model, samples: list[dict], ranges, settings: QatSettings, quantized
             loss += tf.reduce_mean((out["logits"] - tf.gather(teacher["logits"], rows)) ** 2)
         return loss
 
-    def refresh_clip_ratios(n: int) -> None:
-        if n and n % RATIO_REFRESH_STEPS == 0:
-            weights.refresh()
-
-    losses = fine_tune(loss_of_rows, student.trainable_variables, len(samples), settings, refresh_clip_ratios)
+    losses = fine_tune(loss_of_rows, student.trainable_variables, len(samples), settings, weights.refresher())
     weights.remove()  # the student's float weights are what calibration quantizes again
     return student, losses

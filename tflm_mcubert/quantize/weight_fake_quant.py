@@ -1,4 +1,5 @@
-"""Fake quantization of the encoder's linear weights, as the export stores them (straight-through).
+"""Fake quantization of linear weights, as the export stores them (straight-through): every encoder matrix,
+or the decoder's int4 ones (quantize/decoder_qat.py).
 
 Every encoder matrix (Q, K, V, O of the attention, FC1 and FC2 of the MLP) is quantized per output channel
 exactly as `ops.linear.Linear.from_float` quantizes it (SPEC.md 3.1.1):
@@ -92,12 +93,13 @@ class WeightFakeQuant:
     """The fake quantization of one model's encoder matrices; `install()` makes the model's forward use it
     (model.bert.EncoderDense.kernel_quantizer), `remove()` undoes that."""
 
-    def __init__(self, model, widths: Widths, column_scales: dict[str, np.ndarray] | None = None):
+    def __init__(self, model, widths: Widths, column_scales: dict[str, np.ndarray] | None = None, matrices=None):
         """`widths`: each matrix's stored width (ops/widths.py); `column_scales`:
-        op name -> its input's channel scales."""
+        op name -> its input's channel scales; `matrices`: (op name, matrix name, Dense layer) of the
+        matrices to quantize (default: every encoder matrix of `model`)."""
         column_scales = column_scales or {}
         self.model, self.matrices = model, []
-        for op, name, dense in encoder_matrices(model):
+        for op, name, dense in encoder_matrices(model) if matrices is None else matrices:
             bits = widths.matrix(f"{op}.{name}")
             scale = column_scales.get(op) if name in READS_HIDDEN_STATE else None
             scale = None if scale is None else tf.constant(scale, tf.float64)
@@ -119,6 +121,10 @@ class WeightFakeQuant:
     def kernel(self, m: _Matrix, kernel):
         return fake_quantized(kernel, m.bits, m.ratios, m.column_scale)
 
+    def of_layer(self, dense) -> _Matrix | None:
+        """The matrix of Dense layer `dense` (None: not one of these)."""
+        return next((m for m in self.matrices if m.dense is dense), None)
+
     def install(self) -> "WeightFakeQuant":
         for m in self.matrices:
             m.dense.kernel_quantizer = functools.partial(self.kernel, m)
@@ -129,11 +135,11 @@ class WeightFakeQuant:
             m.dense.kernel_quantizer = None
 
     def refresher(self, every: int = RATIO_REFRESH_STEPS):
-        """A callable for a training loop's before-step hook: refresh() every `every` calls (the constructor
-        chose the ratios of the first steps)."""
+        """A callable for a training loop's before-step hook (its arguments, e.g. the step, are ignored):
+        refresh() every `every` calls (the constructor chose the ratios of the first steps)."""
         calls = {"n": 0}
 
-        def before_step():
+        def before_step(*_):
             if calls["n"] and calls["n"] % every == 0:
                 self.refresh()
             calls["n"] += 1
