@@ -55,7 +55,7 @@ OTHER_PAGES = tuple(
         "int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md", "decoder.md", "firmware.md", "tokenizer.md",
         "reliability.md", "export.md",
     )
-)  # fmt: skip
+) + (BENCH.parent / "tflm_mcubert" / "ops" / "SPEC.md",)  # fmt: skip
 RESULTS = BENCH / "results"
 END = "<!-- end of generated table -->"
 # A blank line on each side of the table: Markdown ends the comment's raw-HTML block there.

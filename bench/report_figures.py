@@ -182,4 +182,19 @@ QAT: dict[str, Callable[[], str]] = {
     },
 }
 
-FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT}
+# ---- ops/SPEC.md 3.1.1: the int4 clip rule (int4_clip.json) ----
+
+
+def _clip(preset: str, rule: str) -> str:
+    row = next(r for r in summary("int4_clip")["rows"] if r["preset"] == preset)
+    return f"{row[rule]['mean_pooled_cosine_mean']:.5f}"
+
+
+CLIP: dict[str, Callable[[], str]] = {
+    f"int4_clip.{preset}_{rule}": (lambda preset=preset, rule=rule: _clip(preset, rule))
+    for preset in ("bert-tiny", "bert-mini")
+    for rule in ("max", "mse")
+}
+CLIP["int4_clip.samples"] = lambda: count(summary("int4_clip")["rows"][0]["mse"]["samples"])
+
+FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP}
