@@ -76,10 +76,12 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 # Named arms of the intermediate-layer recipes (train/intermediate.py), on top of --augment 1 (the best of
-# the earlier arms): projected-teacher init, then the layers alone for 2 epochs, then aug1's 6 logit epochs.
+# the earlier arms): projected-teacher init, then the layers alone for 2 epochs, then aug1's 6 logit epochs;
+# and its two halves alone (the init; the layers' stage from a fresh encoder).
 NAMED_ARMS = {
     "ikd": ["--augment", "1", "--init", "projected", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
     "pinit": ["--augment", "1", "--init", "projected"],
+    "ikdrand": ["--augment", "1", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
 }
 
 
