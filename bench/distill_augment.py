@@ -75,14 +75,27 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 # ---------------------------------------------------------------------------------------------- running
 
 
+# Named arms of the intermediate-layer recipes (train/intermediate.py), on top of --augment 1 (the best of
+# the earlier arms): projected-teacher init, then the layers alone for 2 epochs, then aug1's 6 logit epochs;
+# and its two halves alone (the init; the layers' stage from a fresh encoder).
+NAMED_ARMS = {
+    "ikd": ["--augment", "1", "--init", "projected", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
+    "pinit": ["--augment", "1", "--init", "projected"],
+    "ikdrand": ["--augment", "1", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
+}
+
+
 def arm_args(arm: str) -> list[str]:
-    """distill's options of an arm: `base` (today's recipe), `aug<N>` (--augment N) or `epochs<E>` (today's
-    recipe trained for E epochs: `epochs12` takes the steps of `aug1`'s 6 epochs, the equal-budget control)."""
+    """distill's options of an arm: `base` (today's recipe), `aug<N>` (--augment N), `epochs<E>` (today's
+    recipe trained for E epochs: `epochs12` takes the steps of `aug1`'s 6 epochs, the equal-budget control),
+    or one of NAMED_ARMS."""
     if arm == "base":
         return []
+    if arm in NAMED_ARMS:
+        return list(NAMED_ARMS[arm])
     match = re.fullmatch(r"(aug|epochs)(\d+)", arm)
     if not match:
-        raise SystemExit(f"unknown arm {arm!r} (base, aug<N> or epochs<E>)")
+        raise SystemExit(f"unknown arm {arm!r} (base, aug<N>, epochs<E> or {', '.join(NAMED_ARMS)})")
     return ["--augment" if match[1] == "aug" else "--epochs", match[2]]
 
 
@@ -146,15 +159,15 @@ def seconds_of(path: Path) -> float | None:
 
 def student_record(folder: Path, opts) -> dict:
     metrics = json.loads((folder / "metrics.json").read_text())
-    stage, bits = metrics["stages"][0], predicted_correct(folder, opts.task, opts.max_seq_len)
+    stages, bits = metrics["stages"], predicted_correct(folder, opts.task, opts.max_seq_len)
     for split in SPLITS:  # the re-prediction is the run's own
         stated = metrics[f"{split}_accuracy"]
         if abs(bits[split].mean() - stated) > 1e-9:
             raise SystemExit(f"{folder}: {split} re-predicted {bits[split].mean():.6f}, metrics.json {stated:.6f}")
     return {
-        "steps": stage["steps"],
+        "steps": sum(stage["steps"] for stage in stages),  # an intermediate stage's too
         "train_examples": metrics.get("train_examples"),
-        "train_seconds": stage["seconds"],
+        "train_seconds": sum(stage["seconds"] for stage in stages),
         "labelling_seconds": metrics.get("teacher_labelled", {}).get("seconds", 0.0),
         "seconds": seconds_of(folder / "metrics.json") or metrics["seconds"],  # the command's wall time
         "correct": {split: pack(bits[split]) for split in SPLITS},

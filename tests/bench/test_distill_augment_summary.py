@@ -30,6 +30,9 @@ def test_each_arm_distills_with_its_augmentation_and_every_arm_takes_the_same_bo
     assert base[base.index("--out") + 1] == str(tmp_path / "base-s3") and "--resume" in base
     longer = bench.student_command(opts(tmp_path), "epochs12", 3)
     assert longer[longer.index("--epochs") + 1] == "12" and "--augment" not in longer
+    layered = bench.student_command(opts(tmp_path), "ikd", 3)
+    assert layered[layered.index("--init") + 1] == "projected" and "--intermediate-kd" in layered
+    assert layered[layered.index("--out") + 1] == str(tmp_path / "ikd-s3")
     for unknown in ("augmented", "epochs", "e12"):
         with pytest.raises(SystemExit):
             bench.arm_args(unknown)

@@ -28,6 +28,7 @@ from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import BertConfig, check_seq_len
 from tflm_mcubert.train.augment import Augmentation
+from tflm_mcubert.train.layer_kd import INITS, LayerKD
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
 DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
@@ -144,8 +145,50 @@ def add_parser(subparsers) -> list[str]:
         help="in-domain text without labels (a UTF-8 .txt file, one text a line, or a directory of them), "
         "labelled by the teacher and added to the training split",
     )
+    _add_layer_arguments(distill)
 
     return ["finetune", "distill"]
+
+
+def _add_layer_arguments(distill) -> None:
+    layers = distill.add_argument_group("the teacher's layers (train/intermediate.py)")
+    layers.add_argument(
+        "--init",
+        choices=INITS,
+        default="random",
+        help="projected: the student's encoder starts as the teacher's evenly spaced layers projected to its "
+        "width (the embeddings' SVD basis; whole teacher heads, the heaviest FFN units); random (default): "
+        "fresh layers when the widths differ",
+    )
+    layers.add_argument(
+        "--intermediate-kd",
+        type=float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="weight of the intermediate terms: each mapped layer's hidden states through a learned map to "
+        "the teacher's width (MSE) and its Q/K/V self-attention relations (KL); the teacher runs every "
+        "step (default 0: off)",
+    )
+    layers.add_argument(
+        "--intermediate-epochs",
+        type=float,
+        default=0.0,
+        help="with --intermediate-kd: first train that many epochs on the intermediate terms alone, then "
+        "--epochs on the logits without them (default 0: the terms join every logits step)",
+    )
+    layers.add_argument(
+        "--relation-heads",
+        type=int,
+        default=8,
+        help="relation heads Q/K/V are split into for --intermediate-kd; must divide both widths (default 8)",
+    )
+
+
+def layer_options(args) -> LayerKD:
+    layer_kd = LayerKD(args.intermediate_kd, args.intermediate_epochs, args.relation_heads, args.init).validate()
+    if args.preset == AUTO and layer_kd != LayerKD():
+        raise UserError("--preset auto distils every shape the same way; drop --init and --intermediate-* options")
+    return layer_kd
 
 
 def _add_auto_arguments(distill) -> None:
@@ -305,6 +348,7 @@ def run(args) -> int:
 
     if args.command == "distill":
         check_auto_arguments(args)
+        layer_kd = layer_options(args)
     data, train = training_options(args, args.command)
     pruning = pruning_from_args(args)
     out = output_directory(args.out)
@@ -325,6 +369,7 @@ def run(args) -> int:
             pruning=pruning,
             qat_weight_bits=args.qat_weight_bits,
             augmentation=augmentation,
+            layer_kd=layer_kd,
         )
         shown = ("validation_accuracy", "test_accuracy", "teacher_validation_accuracy", "teacher_test_accuracy")
     return print_metrics(metrics, shown, out)

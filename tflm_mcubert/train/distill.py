@@ -9,6 +9,7 @@ MiniLM forward per student step) would buy nothing.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import keras
 import numpy as np
@@ -17,6 +18,7 @@ import tensorflow as tf
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import INPUT_NAMES, BertModel
 from tflm_mcubert.model.config import BertConfig
+from tflm_mcubert.train.intermediate import IntermediateKD, forward_internals
 
 
 @dataclasses.dataclass
@@ -25,6 +27,8 @@ class Objective:
 
     loss = (1 - kd_weight) · CE(labels) + kd_weight · T² · KL(softmax(teacher/T) ‖ softmax(student/T))
            + hidden_weight · MSE(student, teacher last hidden states over unmasked tokens)
+
+    + intermediate_weight · (`IntermediateKD`: projected hidden-state MSE + self-attention relation KL)
 
     The T² keeps the KD gradients on the scale of the CE ones (Hinton et al. 2015), so kd_weight means
     the same at every temperature. Batches carry `teacher_logits` when kd_weight > 0. Hidden-state KD runs
@@ -38,6 +42,10 @@ class Objective:
     hidden_teacher: BertModel | None = None
     # Student id -> teacher id, when the student reads a permuted vocabulary (the compressed fine-tune).
     teacher_ids: np.ndarray | None = None
+    intermediate_weight: float = 0.0
+    intermediate: IntermediateKD | None = None
+    # False: the intermediate terms alone (the first of TinyBERT's two phases: no labels, no logits).
+    logit_terms: bool = True
 
     def __post_init__(self):
         if not 0.0 <= self.kd_weight <= 1.0:
@@ -48,10 +56,21 @@ class Objective:
             raise UserError(f"--hidden-kd must be non-negative, got {self.hidden_weight}")
         if self.hidden_weight > 0 and self.hidden_teacher is None:
             raise ValueError("hidden-state KD needs a hidden_teacher model")
+        if self.intermediate_weight < 0:
+            raise UserError(f"--intermediate-kd must be non-negative, got {self.intermediate_weight}")
+        if self.intermediate_weight > 0 and self.intermediate is None:
+            raise ValueError("intermediate KD needs an IntermediateKD")
+        if not self.logit_terms and self.intermediate_weight == 0:
+            raise ValueError("an objective without logit terms needs intermediate KD: it would have no loss")
+
+    @property
+    def extra_variables(self) -> list:
+        """Variables the objective trains besides the model's (the intermediate maps; never exported)."""
+        return [] if self.intermediate is None else list(self.intermediate.projections)
 
     @property
     def uses_teacher_logits(self) -> bool:
-        return self.kd_weight > 0
+        return self.kd_weight > 0 and self.logit_terms
 
     def check_student(self, student: BertModel) -> None:
         if self.hidden_weight > 0 and self.hidden_teacher.config.hidden_size != student.config.hidden_size:
@@ -63,7 +82,13 @@ class Objective:
 
     def per_example_loss(self, model: BertModel, batch) -> tf.Tensor:
         inputs = {name: batch[name] for name in INPUT_NAMES}
-        out = model(inputs, training=True)
+        if self.intermediate_weight > 0:
+            out = forward_internals(model, inputs)  # = model(inputs), with the per-layer tensors kept
+            layer_terms = self.intermediate_weight * self.intermediate.per_example_loss(out, inputs)
+            if not self.logit_terms:
+                return layer_terms
+        else:
+            out, layer_terms = model(inputs, training=True), None
         logits = out["logits"]
         loss = tf.nn.sparse_softmax_cross_entropy_with_logits(batch["labels"], logits)
         if self.kd_weight > 0:
@@ -80,7 +105,7 @@ class Objective:
             mask = tf.cast(batch["attention_mask"], tf.float32)
             per_token = tf.reduce_mean(tf.square(out["last_hidden_state"] - target), axis=-1)
             loss += self.hidden_weight * tf.reduce_sum(per_token * mask, -1) / tf.maximum(tf.reduce_sum(mask, -1), 1.0)
-        return loss
+        return loss if layer_terms is None else loss + layer_terms
 
 
 # --- students --------------------------------------------------------------------------------------------
@@ -124,12 +149,15 @@ def teacher_layers_for(student_layers: int, teacher_layers: int) -> list[int]:
     return [round((i + 1) * teacher_layers / student_layers) - 1 for i in range(student_layers)]
 
 
-def student_from_teacher(teacher: BertModel, config: BertConfig, *, seed: int) -> tuple[BertModel, dict]:
+def student_from_teacher(
+    teacher: BertModel, config: BertConfig, *, seed: int, init: str = "random"
+) -> tuple[BertModel, dict]:
     """A student of `config` initialised from `teacher` where shapes allow; returns it and what was copied.
 
     Embedding tables: the teacher's, projected to the student's width by SVD (`embedding_projection`),
-    or copied when the widths match. Encoder layers, pooler and classifier: copied from evenly spaced
-    teacher layers when the widths match, else freshly initialised (seeded).
+    or copied when the widths match. init "random": encoder layers, pooler and classifier copied from evenly
+    spaced teacher layers when the widths match, else freshly initialised (seeded). init "projected": those
+    layers projected to the student's width (`project_encoder`; a plain copy when the shapes match).
     """
     if teacher.embeddings.word_lookup is not None:
         raise UserError("the teacher has a compressed word embedding; distil from an uncompressed model")
@@ -138,11 +166,20 @@ def student_from_teacher(teacher: BertModel, config: BertConfig, *, seed: int) -
     t_emb, s_emb = teacher.embeddings, student.embeddings
     same_width = config.hidden_size == teacher.config.hidden_size
     tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    chosen = teacher_layers_for(config.num_hidden_layers, teacher.config.num_hidden_layers)
+    if init == "projected":
+        basis = (
+            np.eye(config.hidden_size, dtype=np.float32)
+            if same_width
+            else embedding_projection(teacher, config.hidden_size)
+        )
+        for name in tables:
+            getattr(s_emb, name).assign(np.asarray(getattr(t_emb, name).numpy()) @ basis)
+        return student, project_encoder(teacher, student, chosen, basis)
     if same_width:
         for name in tables:
             getattr(s_emb, name).assign(getattr(t_emb, name))
         s_emb.layer_norm.set_weights(t_emb.layer_norm.get_weights())
-        chosen = teacher_layers_for(config.num_hidden_layers, teacher.config.num_hidden_layers)
         for target, index in zip(student.encoder_layers, chosen):
             target.set_weights(teacher.encoder_layers[index].get_weights())
         student.pooler.set_weights(teacher.pooler.get_weights())
@@ -157,3 +194,87 @@ def student_from_teacher(teacher: BertModel, config: BertConfig, *, seed: int) -
         "encoder_layers_from": None,
         "pooler": "random",
     }
+
+
+# --- projected-teacher initialisation ---------------------------------------------------------------------
+
+
+def _weights(layer) -> list[np.ndarray]:
+    return [np.asarray(w, np.float64) for w in layer.get_weights()]
+
+
+def _set(layer, weights) -> None:
+    layer.set_weights([np.asarray(w, np.float32) for w in weights])
+
+
+def _project_norm(source, target, basis) -> None:
+    """A LayerNorm's (γ, β) in the student's basis. β projects exactly; γ is a per-unit scale, which a
+    rotation turns into a full matrix: its diagonal in the new basis is the closest per-unit scale (and
+    is γ itself when the basis is the identity)."""
+    gamma, beta = _weights(source)
+    _set(target, [(basis**2).T @ gamma, beta @ basis])
+
+
+def project_encoder(teacher: BertModel, student: BertModel, chosen: list[int], basis: np.ndarray) -> dict:
+    """The student's encoder, pooler and classifier from the teacher's layers `chosen`, projected by `basis`
+    ([teacher width, student width], orthonormal columns) on every input and output. Heads: a student
+    head of m teacher heads' width takes m whole teacher heads side by side (their scores add, so the
+    query is scaled by √m to keep each one's 1/√d), the heads whose output rows weigh most after
+    projection; FFN: the intermediate units with the largest projected in·out weight norms. With equal
+    shapes (identity basis, all heads and units kept) it is an exact copy."""
+    t_cfg, s_cfg = teacher.config, student.config
+    merge = s_cfg.head_size // t_cfg.head_size
+    if (
+        s_cfg.head_size % t_cfg.head_size
+        or s_cfg.num_attention_heads * merge > t_cfg.num_attention_heads
+        or s_cfg.intermediate_size > t_cfg.intermediate_size
+    ):
+        raise UserError(
+            f"--init projected: a student of {s_cfg.num_attention_heads} heads of {s_cfg.head_size} and "
+            f"{s_cfg.intermediate_size} FFN units cannot be cut from a teacher of {t_cfg.num_attention_heads} "
+            f"heads of {t_cfg.head_size} and {t_cfg.intermediate_size} units (a student head must be whole "
+            "teacher heads; use --init random)"
+        )
+    basis = np.asarray(basis, np.float64)
+    _project_norm(teacher.embeddings.layer_norm, student.embeddings.layer_norm, basis)
+    heads_taken = []
+    for target, index in zip(student.encoder_layers, chosen):
+        heads_taken.append(_project_layer(teacher.encoder_layers[index], target, basis, t_cfg, s_cfg, merge))
+    w, b = _weights(teacher.pooler)
+    _set(student.pooler, [basis.T @ w @ basis, b @ basis])
+    if teacher.classifier is not None and student.classifier is not None:
+        w, b = _weights(teacher.classifier)
+        _set(student.classifier, [basis.T @ w, b])
+    return {
+        "embeddings": f"SVD projection {t_cfg.hidden_size} -> {s_cfg.hidden_size}"
+        if t_cfg.hidden_size != s_cfg.hidden_size
+        else "copied",
+        "encoder_layers_from": chosen,
+        "init": "projected",
+        "teacher_heads": heads_taken,
+        "pooler": "projected",
+    }
+
+
+def _project_layer(source, target, basis, t_cfg: BertConfig, s_cfg: BertConfig, merge: int) -> list[int]:
+    t_att, s_att = source.attention, target.attention
+    t_size = t_cfg.head_size
+    out_w, out_b = _weights(t_att.output_dense)
+    weight = [np.linalg.norm(out_w[h * t_size : (h + 1) * t_size] @ basis) for h in range(t_cfg.num_attention_heads)]
+    # The heaviest heads, in the teacher's order (so equal shapes keep every head where it was).
+    heads = sorted(np.argsort(weight, kind="stable")[::-1][: s_cfg.num_attention_heads * merge].tolist())
+    cols = np.concatenate([np.arange(h * t_size, (h + 1) * t_size) for h in heads])
+    for name, scale in (("query", math.sqrt(merge)), ("key", 1.0), ("value", 1.0)):
+        w, b = _weights(getattr(t_att, name))
+        _set(getattr(s_att, name), [basis.T @ w[:, cols] * scale, b[cols] * scale])
+    _set(s_att.output_dense, [out_w[cols] @ basis, out_b @ basis])
+    _project_norm(t_att.layer_norm, s_att.layer_norm, basis)
+    t_ff, s_ff = source.feed_forward, target.feed_forward
+    w1, b1 = _weights(t_ff.intermediate)
+    w2, b2 = _weights(t_ff.output_dense)
+    norms = np.linalg.norm(basis.T @ w1, axis=0) * np.linalg.norm(w2 @ basis, axis=1)
+    keep = np.sort(np.argsort(norms, kind="stable")[::-1][: s_cfg.intermediate_size])
+    _set(s_ff.intermediate, [basis.T @ w1[:, keep], b1[keep]])
+    _set(s_ff.output_dense, [w2[keep] @ basis, b2 @ basis])
+    _project_norm(t_ff.layer_norm, s_ff.layer_norm, basis)
+    return heads

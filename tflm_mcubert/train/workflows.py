@@ -35,7 +35,15 @@ from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
 from tflm_mcubert.train.augment import Augmentation, read_unlabeled, texts_digest
 from tflm_mcubert.train.batches import EncodedSplit, encode_split
 from tflm_mcubert.train.cluster import DEFAULT_CLUSTER_TIMEOUT
-from tflm_mcubert.train.distill import Objective, student_config, student_from_teacher
+from tflm_mcubert.train.distill import (
+    Objective,
+    embedding_projection,
+    student_config,
+    student_from_teacher,
+    teacher_layers_for,
+)
+from tflm_mcubert.train.intermediate import IntermediateKD
+from tflm_mcubert.train.layer_kd import LayerKD
 from tflm_mcubert.train.teacher_labels import LabellingTeacher, Tokenization, check_single_text_task, extra_examples
 from tflm_mcubert.train.trainer import (
     RunDirectory,
@@ -299,14 +307,19 @@ def distill(
     on_step_end=None,
     qat_weight_bits: int | None = None,
     augmentation: Augmentation | None = None,
+    layer_kd: LayerKD | None = None,
 ) -> dict:
     """A `preset`-shaped student of the teacher (same vocabulary, or the teacher's pruned to
     `pruning`'s corpus: a `compress.vocab_pruning.Pruning`), trained by task KD. `qat_weight_bits` (4 or 8):
     its encoder matrices fake-quantized at that width in the forward (quantization-aware, straight-through;
     quantize/weight_fake_quant.py) and scored so. `augmentation`: teacher-labelled examples added to the
-    training split (augmented copies of its sentences, unlabeled text; train/augment.py)."""
+    training split (augmented copies of its sentences, unlabeled text; train/augment.py). `layer_kd`: the
+    student's initialisation and the intermediate-layer terms (train/intermediate.py)."""
     # Long: one run's phases in order (teacher, student, labelled data, training, metrics), each a call.
     augmentation = augmentation or Augmentation()
+    layer_kd = (layer_kd or LayerKD()).validate()
+    if layer_kd.active and pruning is not None:
+        raise UserError("--prune-vocab with --intermediate-kd: the teacher's layers follow its own tokenization")
     if qat_weight_bits is not None:
         Widths.uniform(qat_weight_bits, "--qat-weight-bits")
     strategy, began = start(opts)
@@ -319,7 +332,9 @@ def distill(
         objective = Objective(kd_weight=opts.kd_weight, temperature=opts.temperature)
         if opts.hidden_kd:
             raise UserError("distill: hidden-state KD needs equal widths; the student is narrower (use --hidden-kd 0)")
-        student, init = student_from_teacher(teacher, student_config(teacher.config, shape), seed=opts.seed)
+        student, init = student_from_teacher(
+            teacher, student_config(teacher.config, shape), seed=opts.seed, init=layer_kd.init
+        )
         student, tokenizer, pruned = prune_for_training(student, teacher_tokenizer, pruning, "--teacher")
         data = teacher_data if pruned is None else load_task_data(data_opts, tokenizer, student.config.vocab_size)
         teacher_fp = checkpoint_fingerprint(teacher_source)
@@ -327,6 +342,7 @@ def distill(
         extra |= {} if qat_weight_bits is None else {"qat_weight_bits": qat_weight_bits}
         unlabeled = unlabeled_texts(augmentation, teacher_data)
         extra |= {"augment": augmentation_settings(augmentation, unlabeled)} if augmentation.active else {}
+        extra |= layer_kd.settings()
         settings = settings_of("distill", data_opts, opts, data, teacher=teacher_fp, preset=preset, **extra)
         run, trainer = open_run(out, settings, opts, strategy, on_step_end)
         logits = teacher_logits(run, teacher, teacher_fp, teacher_data, opts.batch_size, opts.progress)
@@ -335,20 +351,14 @@ def distill(
             run, augmentation, unlabeled, teacher_data.train_texts, data.splits["train"], logits["train"],
             labeller, Tokenization(tokenizer, student.config.vocab_size), data_opts, opts,
         )  # fmt: skip
-        stage = Stage(
-            "distill",
-            student,
-            [UpdateRule("weights", student.trainable_variables, opts.lr)],
-            train,
-            opts.epochs,
-            objective,
-            train_logits,
-        )
+        stages = distill_stages(student, teacher, objective, layer_kd, train, train_logits, opts)
         weights = (
             None if qat_weight_bits is None else WeightFakeQuant(student, Widths.uniform(qat_weight_bits)).install()
         )
-        stage.before_step = None if weights is None else weights.refresher()
-        record = trainer.fit(stage)
+        records = []
+        for stage in stages:
+            stage.before_step = None if weights is None else weights.refresher()
+            records.append(trainer.fit(stage))
         if weights is not None:
             weights.refresh()  # the final weights' clip ratios: scored as the export will store them
     scores = evaluate(student, data, opts.batch_size)
@@ -371,11 +381,36 @@ def distill(
         **({} if pruned is None else {"vocab_pruning": pruned}),
         "train_examples": len(train),
         **({} if added is None else {"teacher_labelled": added}),
-        "stages": [record.to_dict()],
+        "stages": [record.to_dict() for record in records],
         "seconds": round(time.monotonic() - began, 1),
     }
     write_metrics(out, metrics, run.writer)
     return metrics
+
+
+def distill_stages(student, teacher, objective: Objective, layer_kd: LayerKD, train, train_logits, opts) -> list[Stage]:
+    """The logits stage `distill`; with intermediate KD, its terms added to it, or (layer_kd.epochs > 0)
+    trained alone in a first stage `intermediate` (TinyBERT's two phases: the layers first, then the
+    logits, which no longer need the teacher on the fly). The intermediate maps train with the student
+    (same rule and learning rate) and are checkpointed with the stage, never exported."""
+
+    def stage(name, epochs, stage_objective, logits):
+        variables = student.trainable_variables + stage_objective.extra_variables
+        rules = [UpdateRule("weights", variables, opts.lr)]
+        return Stage(name, student, rules, train, epochs, stage_objective, logits, stage_objective.extra_variables)
+
+    if not layer_kd.active:
+        return [stage("distill", opts.epochs, objective, train_logits)]
+    width = student.config.hidden_size
+    same = width == teacher.config.hidden_size
+    basis = np.eye(width, dtype=np.float32) if same else embedding_projection(teacher, width)
+    layer_map = teacher_layers_for(student.config.num_hidden_layers, teacher.config.num_hidden_layers)
+    terms = IntermediateKD(teacher, student, layer_map, relation_heads=layer_kd.relation_heads, initial_map=basis.T)
+    with_terms = dataclasses.replace(objective, intermediate_weight=layer_kd.weight, intermediate=terms)
+    if layer_kd.epochs == 0:
+        return [stage("distill", opts.epochs, with_terms, train_logits)]
+    alone = dataclasses.replace(with_terms, logit_terms=False)
+    return [stage("intermediate", layer_kd.epochs, alone, None), stage("distill", opts.epochs, objective, train_logits)]
 
 
 def augmentation_settings(augmentation: Augmentation, unlabeled: list[str]) -> dict:

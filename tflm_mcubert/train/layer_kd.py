@@ -1,0 +1,51 @@
+"""`distill`'s intermediate-layer options (train/intermediate.py does the work): a light module, so the
+command line can check them before TensorFlow loads."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tflm_mcubert.errors import UserError
+
+INITS = ("random", "projected")
+
+
+@dataclasses.dataclass
+class LayerKD:
+    """`distill`'s intermediate-layer options (--intermediate-kd, --intermediate-epochs, --relation-heads,
+    --init). `epochs` > 0: a first stage of that many epochs trains on the intermediate terms alone, then
+    the usual logits stage runs (TinyBERT's two phases); 0: the terms are added to every logits step."""
+
+    weight: float = 0.0
+    epochs: float = 0.0
+    relation_heads: int = 8
+    init: str = "random"
+
+    def validate(self) -> "LayerKD":
+        if not (math.isfinite(self.weight) and self.weight >= 0):
+            raise UserError(f"--intermediate-kd must be a non-negative number, got {self.weight}")
+        if not (math.isfinite(self.epochs) and self.epochs >= 0):
+            raise UserError(f"--intermediate-epochs must be a non-negative number, got {self.epochs}")
+        if self.epochs > 0 and self.weight == 0:
+            raise UserError("--intermediate-epochs needs --intermediate-kd WEIGHT > 0 (the stage's only loss)")
+        if self.relation_heads < 1:
+            raise UserError(f"--relation-heads must be positive, got {self.relation_heads}")
+        if self.init not in INITS:
+            raise UserError(f"--init must be one of {', '.join(INITS)}, got {self.init!r}")
+        return self
+
+    @property
+    def active(self) -> bool:
+        return self.weight > 0
+
+    def settings(self) -> dict:
+        """What a resumed run must share; empty at the defaults, so runs from before these options resume."""
+        out = {} if self.init == "random" else {"init": self.init}
+        if self.active:
+            out["intermediate_kd"] = {
+                "weight": self.weight,
+                "epochs": self.epochs,
+                "relation_heads": self.relation_heads,
+            }
+        return out
