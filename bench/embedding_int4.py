@@ -5,12 +5,21 @@ instructions on emulated Cortex-M cores, from two exports of one checkpoint.
     python -m tflm_mcubert export --checkpoint CKPT --embedding-bits 4 --out OUT4
     python bench/embedding_int4.py --int8 OUT8 --int4 OUT4 [--sentences 16] [--cores cortex-m7,cortex-m4]
                                    [--json FILE]
+    python -m tflm_mcubert evaluate --checkpoint CKPT --task rotten_tomatoes --split test --embedding-bits 8 4
+                                    [--qat-steps 300] --json EVAL
+    python bench/embedding_int4.py ... --checkpoint CKPT --evaluate ptq=EVAL [--evaluate qat_300_steps=EVAL]
+                                   --summary bench/results/embedding_int4.json
 
 Not a test: prints a table (and JSON). The op runs on the exported models' own tables (read back from
 model.tflite) with real token ids: the rotten-tomatoes test sentences through the export's tokenizer
 (tokenizer/, the permuted vocabulary), padded to the export's sequence length, so the share of tokens
 in each cluster is the real one. Every run is checked byte for byte against the numpy reference.
 Needs arm-none-eabi-gcc, a host C compiler and `unicorn` (pip install -e .[bench]).
+
+--summary writes the committed summary: these figures, each --evaluate run of `evaluate --embedding-bits 8 4`
+(accuracy of float, int8 and int4 word tables on the same texts, with the per-example correctness as packed
+bits), the commands and the provenance (the checkpoint's SHA-256); bench/report.py makes docs/int4.md's tables
+of it.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from tflm_mcubert.ops import embedding, kernel_abi  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_stats import format_p, mcnemar  # noqa: E402
-from results_bits import correct  # noqa: E402
+from results_bits import compact, correct  # noqa: E402
 from tflm_mcubert.tflite.mcubert_reader import read_model  # noqa: E402
 
 
@@ -115,6 +124,50 @@ def accuracy_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def evaluation(path: Path) -> dict:
+    """One `evaluate --embedding-bits 8 4 --json` run as the summary keeps it: accuracy, argmax agreement and
+    cosine per model, int8 against int4 (exact McNemar), and each model's per-example correctness bits."""
+    run = json.loads(path.read_text())
+    run = {**run, **run.get("by_split", {}).get("test", {})}
+    right = {model: np.asarray(run["predictions"][model]) == np.asarray(run["labels"]) for model in ("int8", "int4")}
+    int8_only, int4_only = int(np.sum(right["int8"] & ~right["int4"])), int(np.sum(right["int4"] & ~right["int8"]))
+    return {
+        "texts": run["texts"],
+        "accuracy": {model: run[f"{model}_accuracy"] for model in ("float", "int8", "int4")},
+        "argmax_agreement": {model: run[f"{model}_argmax_agreement"] for model in ("int8", "int4")},
+        "cosine": {model: run[f"{model}_cosine"] for model in ("int8", "int4")},
+        "int8_vs_int4_mcnemar": {
+            "int8_only_right": int8_only,
+            "int4_only_right": int4_only,
+            "exact_p": round(mcnemar(right["int8"], right["int4"]), 4),
+        },
+        **compact(
+            {"predictions": {m: run["predictions"][m] for m in ("float", "int8", "int4")}, "labels": run["labels"]}
+        ),
+    }
+
+
+def summary(args, results: dict) -> dict:
+    from provenance import provenance
+
+    evaluations = dict(item.split("=", 1) for item in args.evaluate)
+    flags = f" --sentences {args.sentences}" + (f" --cores {args.cores}" if args.cores != "cortex-m7,cortex-m4" else "")
+    return {
+        "student": args.student or str(args.checkpoint),
+        "commands": {
+            "export": "python -m tflm_mcubert export --checkpoint STUDENT --embedding-bits {8,4} --out OUT{8,4}",
+            "bench": f"python bench/embedding_int4.py --int8 OUT8 --int4 OUT4{flags} --checkpoint STUDENT "
+            + " ".join(f"--evaluate {name}=EVAL" for name in evaluations)
+            + f" --summary {args.summary}",
+            "evaluate": "python -m tflm_mcubert evaluate --checkpoint STUDENT --task rotten_tomatoes --split test "
+            "--embedding auto --embedding-bits 8 4 [--qat-steps 300] --json EVAL",
+        },
+        "flash_and_instructions": results,
+        "evaluate": {name: evaluation(Path(path)) for name, path in evaluations.items()},
+        "provenance": provenance({"student": args.checkpoint}),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--int8", type=Path, required=True, help="export directory (--embedding-bits 8)")
@@ -122,7 +175,15 @@ def main() -> int:
     parser.add_argument("--sentences", type=int, default=16)
     parser.add_argument("--cores", default="cortex-m7,cortex-m4")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--checkpoint", type=Path, help="the checkpoint both exports are of (its SHA-256 is recorded)")
+    parser.add_argument("--student", help="the summary's words for the checkpoint (default: its path)")
+    parser.add_argument(
+        "--evaluate", action="append", default=[], metavar="NAME=FILE", help="an `evaluate --embedding-bits 8 4 --json`"
+    )
+    parser.add_argument("--summary", type=Path, help="write the committed summary (bench/results/embedding_int4.json)")
     args = parser.parse_args()
+    if args.summary and not args.checkpoint:
+        parser.error("--summary needs --checkpoint")
     models = {8: exported(args.int8), 4: exported(args.int4)}
     (p8, _), (p4, _) = models[8], models[4]
     geometry = [(v.end - v.start, v.rank) for v in p8.cluster_views]
@@ -170,6 +231,8 @@ def main() -> int:
     print(f"  Flash saved by int4 tables: {saved:,} B")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if args.summary:
+        args.summary.write_text(json.dumps(summary(args, results), separators=(",", ":")) + "\n")
     return 0
 
 

@@ -86,3 +86,17 @@ def test_the_int4_table_comparison_is_recomputed_from_its_bits():
         int8, int4 = correct(entry, None, "int8"), correct(entry, None, "int4")
         assert int(np.sum(int8 & ~int4)) == entry["int8_vs_int4_mcnemar"]["int8_only_right"]
         assert mcnemar(int8, int4) == pytest.approx(entry["int8_vs_int4_mcnemar"]["exact_p"], abs=5e-5)
+
+
+def test_the_vocab_pruning_figures_are_recomputed_from_their_bits():
+    summary = load(BENCH / "results" / "vocab_pruning_accuracy.json")
+    for run, difference, p in zip(
+        summary["runs"], summary["difference_points"], summary["mcnemar_exact_p"], strict=True
+    ):
+        full, pruned = correct(run, "full"), correct(run, "pruned")
+        assert 100 * full.mean() == pytest.approx(run["accuracy"]["full"], abs=5e-3)
+        assert 100 * (pruned.mean() - full.mean()) == pytest.approx(difference, abs=5e-3)
+        assert mcnemar(full, pruned) == pytest.approx(p, abs=5e-4)
+    for which in ("full", "pruned"):
+        accuracies = [100 * correct(run, which).mean() for run in summary["runs"]]
+        assert np.mean(accuracies) == pytest.approx(summary["accuracy"][which]["mean"], abs=5e-3)
