@@ -16,18 +16,23 @@ COMMON = ("--batch-size", 16, "--max-seq-len", 16, "--quiet")
 UNLABELED = ["the film is very good", "a sad and bad movie", "the cat sat on the mat"]
 
 
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory):
+def finetuned_teacher(root, count: int):
+    """(a tiny teacher fine-tuned for one epoch on `count` generated reviews, the reviews' CSV) under root."""
     from tests.conftest import build_hf_checkpoint
     from tflm_mcubert.cli import main
 
-    root = tmp_path_factory.mktemp("augment")
-    data = write_reviews(root / "reviews.csv", count=60)
+    data = write_reviews(root / "reviews.csv", count=count)
     encoder = build_hf_checkpoint(root, vocab_size=30)
     argv = ["finetune", "--checkpoint", encoder, "--out", root / "teacher", "--task", data, "--epochs", 1, *COMMON]
     assert main([str(a) for a in argv]) == 0
+    return root / "teacher", data
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    root = tmp_path_factory.mktemp("augment")
     (root / "more.txt").write_text("\n".join(UNLABELED) + "\n", encoding="utf-8")
-    return root / "teacher", data, root / "more.txt"
+    return *finetuned_teacher(root, 60), root / "more.txt"
 
 
 def distill(capsys, teacher, out, *extra):

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tests.cli.cli_helpers import assert_one_clean_error, run_cli
-from tests.cli.test_cli_compress import write_reviews
+from tests.train.test_distill_augment import COMMON, finetuned_teacher
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import INPUT_NAMES, BertModel
 from tflm_mcubert.model.config import BertConfig
@@ -21,7 +21,6 @@ from tflm_mcubert.train.distill import Objective, embedding_projection, student_
 from tflm_mcubert.train.intermediate import IntermediateKD, forward_internals, relation_kl
 from tflm_mcubert.train.layer_kd import LayerKD
 
-COMMON = ("--batch-size", 16, "--max-seq-len", 16, "--quiet")
 # The CLI teacher (conftest's TINY_CONFIG: 32 wide, 2 heads of 16, 64 FFN units): a student of one head of
 # 16, half the width, is cut from it whole.
 STUDENT = ("--preset", "L1-H16-A1-F32", "--relation-heads", 4)
@@ -198,15 +197,7 @@ def test_settings_are_empty_at_the_defaults_so_older_runs_resume():
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
-    from tests.conftest import build_hf_checkpoint
-    from tflm_mcubert.cli import main
-
-    root = tmp_path_factory.mktemp("intermediate")
-    data = write_reviews(root / "reviews.csv", count=40)
-    encoder = build_hf_checkpoint(root, vocab_size=30)
-    argv = ["finetune", "--checkpoint", encoder, "--out", root / "teacher", "--task", data, "--epochs", 1, *COMMON]
-    assert main([str(a) for a in argv]) == 0
-    return root / "teacher", data
+    return finetuned_teacher(tmp_path_factory.mktemp("intermediate"), 40)
 
 
 def distill(capsys, teacher, out, *extra):
