@@ -86,8 +86,21 @@ def test_far_short_auto_stores_every_matrix_int4_and_compresses_the_table(capsys
     assert report["compression"]["method"] == "adaptive" and report["fits"]["ok"]
 
 
-def test_auto_with_qat_is_refused_for_a_decoder(capsys, checkpoint, tmp_path):
-    code, _, err = run_cli(
-        capsys, "export", "--checkpoint", checkpoint, "--weight-bits", "auto", "--qat-steps", "2", "--out", tmp_path
-    )
-    assert code == 2 and "--qat-steps: not available for a decoder export with --weight-bits auto" in err
+def test_auto_with_qat_fine_tunes_at_the_chosen_widths(capsys, checkpoint, both_widths, tmp_path):
+    """--qat-steps with --weight-bits auto: the QAT student is fake-quantized at the widths auto chose, and
+    the export stores those widths and reads back."""
+    (_, int8), (_, int4) = both_widths[8], both_widths[4]
+    flash = _flash_for_missing(int8, (len(int8) - len(int4)) // 3)
+    args = ("--weight-bits", "auto", "--qat-steps", "2", "--flash", flash)
+    report, tflite = _export(capsys, checkpoint, tmp_path / "o", *args)
+    chosen = report["weight_widths"]["int4_matrices"]
+    assert 0 < len(chosen) < 12 and report["qat"]["steps"] == 2 and report["fits"]["ok"]
+    read = read_decoder(tflite).quantized
+    stored = {
+        f"{node.name}.{layer}"
+        for node in read.nodes()
+        for layer in node.op.linear_layers
+        if getattr(node.params, layer).weight_bits == 4
+    }
+    assert stored == set(chosen)
+    assert read.greedy([1, 2, 3], 8) == report["check"]["greedy_model_ids"]
