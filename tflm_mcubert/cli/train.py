@@ -187,7 +187,10 @@ def _add_layer_arguments(distill) -> None:
 def layer_options(args) -> LayerKD:
     layer_kd = LayerKD(args.intermediate_kd, args.intermediate_epochs, args.relation_heads, args.init).validate()
     if args.preset == AUTO and layer_kd != LayerKD():
-        raise UserError("--preset auto distils every shape the same way; drop --init and --intermediate-* options")
+        raise UserError(
+            "--preset auto distils every shape the same way; drop --init, --intermediate-kd, --intermediate-epochs "
+            "and --relation-heads"
+        )
     return layer_kd
 
 
