@@ -115,5 +115,5 @@ def test_a_pruned_decoder_export_stores_the_kept_rows_and_their_tokenizer(checkp
 def test_pruning_a_decoder_without_a_tokenizer_is_refused(tmp_path, capsys):
     code = _cli("export", "--preset", "gpt2-d128x2", "--prune-vocab", "sst2", "--out", tmp_path / "o")
     assert code == 2
-    assert "--prune-vocab needs a checkpoint with a tokenizer" in capsys.readouterr().err
+    assert "--prune-vocab needs a --checkpoint with a tokenizer" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

@@ -10,7 +10,8 @@ from tflm_mcubert.boards import BOARDS, custom_board, get_board, parse_size
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.decoder_export import DECODER_PRESETS
-from tflm_mcubert.export.pipeline import PRECISIONS, SCHEDULES, ExportRequest, run_export
+from tflm_mcubert.export.pipeline import ExportRequest, run_export
+from tflm_mcubert.export.request import PRECISIONS, SCHEDULES
 
 
 def add_board_args(parser: argparse.ArgumentParser) -> None:

@@ -23,8 +23,8 @@ from typing import Callable
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.console import log
+from tflm_mcubert.ops.widths import AUTO
 
-AUTO = "auto"
 WIDTHS_DIR = "widths"
 EVALUATION = "evaluate.json"
 

@@ -19,12 +19,11 @@ from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, expo
 from tflm_mcubert.export.flash_budget import whole_model_budget
 from tflm_mcubert.export.mcubert_export import token_frequency
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
-from tflm_mcubert.ops.widths import Widths
+from tflm_mcubert.ops.widths import AUTO, Widths
 from tflm_mcubert.ops import registry
 from tflm_mcubert.quantize.float_model import FloatBert
 from tflm_mcubert.console import log
 
-AUTO = "auto"
 SENSITIVITY_SAMPLES = 8  # calibration samples the int8-vs-int4 error is measured on
 BLOB_TOLERANCE = 64  # bytes: how close the blob count settles to the blob the sized shape implies
 

@@ -16,10 +16,9 @@ import time
 import numpy as np
 
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.request import ExportRequest, refused_for_decoder
+from tflm_mcubert.export.request import ExportRequest, check_request
 from tflm_mcubert.export.decoder_export import (
     calibration_sequences,
-    check_qat_steps,
     load_decoder_model,
     quantization_aware,
     quantize_with_qat,
@@ -81,11 +80,9 @@ def evaluate_decoder(
     float model reads them all). int4 weights' entries are named with a "+w4" suffix, as the encoder's."""
     from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras
 
-    check_qat_steps(request)
     widths = [dataclasses.replace(request, weight_bits=bits) for bits in dict.fromkeys(weight_bits)]
-    refused = [line for width in widths for line in refused_for_decoder(width)]
-    if refused:  # the export's rules: what export refuses for a decoder, evaluate does not measure
-        raise UserError("; ".join(dict.fromkeys(refused)))
+    for width in widths:  # the export's rules: what export refuses for a decoder, evaluate does not measure
+        check_request(width, decoder=True)
     model, tokenizer, source = load_decoder_model(request)
     if tokenizer is None:
         raise UserError("evaluate needs the checkpoint's tokenizer (vocab.json + merges.txt) to read the text")

@@ -33,13 +33,11 @@ from tflm_mcubert.compress.bpe_pruning import PrunedTokenizer, prune_decoder
 from tflm_mcubert.data.calibration import builtin_sentences, read_sentences
 from tflm_mcubert.errors import BelowSmallestError, DoesNotFitError, UserError
 from tflm_mcubert.export import bundles
-from tflm_mcubert.export.export_folder import MODEL_IDS, REPORT, files_under, write_folder
+from tflm_mcubert.export.export_folder import MODEL_IDS, files_under, finish_report
 from tflm_mcubert.export.mcubert_export import graph_shape
-from tflm_mcubert.export.board_fit import AUTO
 from tflm_mcubert.export.decoder_fit import auto_widths
-from tflm_mcubert.export.request import MAX_CANDIDATES, ExportRequest, refused_for_decoder
+from tflm_mcubert.export.request import MAX_CANDIDATES, ExportRequest
 from tflm_mcubert.export.tflm_arena import CORTEX_M, ArenaEstimate, StructSizes, estimate_arena
-from tflm_mcubert.files import output_directory
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.firmware.decoder_firmware import write_decoder_firmware
 from tflm_mcubert.firmware.vocab_files import VOCAB_NAME
@@ -50,7 +48,7 @@ from tflm_mcubert.quantize.float_model import embedding_clusters
 from tflm_mcubert.ops import lm_head
 from tflm_mcubert.ops.sample import SampleParams
 from tflm_mcubert.ops.topology import DECODER
-from tflm_mcubert.ops.widths import Widths
+from tflm_mcubert.ops.widths import AUTO, Widths
 from tflm_mcubert.quantize.quantized_decoder import calibrate_decoder
 from tflm_mcubert.schedule.planner import plan_model, plan_of
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
@@ -289,11 +287,6 @@ def sample_params(request: ExportRequest, decoder) -> SampleParams | None:
         raise UserError(f"--sample: {exc}") from None
 
 
-def check_qat_steps(request: ExportRequest) -> None:
-    if request.qat_steps < 0:
-        raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
-
-
 def quantization_aware(request: ExportRequest, model, sequences, written, widths=None) -> tuple[object, list[float]]:
     """(student, KD loss per step) of request.qat_steps QAT steps (quantize/decoder_qat.py) for `written`,
     quantize_and_write's result on `model`: its ranges, and its word table when compressed (frozen);
@@ -405,22 +398,10 @@ def _check_round_trip(read, decoder, vocab_size: int) -> list[int]:
     return expected
 
 
-def run_decoder_export(request: ExportRequest) -> dict:
-    """Write the decoder export into request.out_dir (see the module docstring); returns report.json's
-    content. DoesNotFitError (files kept) when the model misses the board."""
-    refused = refused_for_decoder(request)
-    if refused:
-        raise UserError("; ".join(refused))
-    if request.prune_vocab and not request.checkpoint:
-        raise UserError("--prune-vocab needs a checkpoint with a tokenizer (the preset model has none)")
-    out_dir = output_directory(request.out_dir)
-    expected = bundles.known_files(request.bundles, bundles.DECODER)  # refused before the work
-    return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
-
-
-def _export_into(request: ExportRequest, out_dir: Path) -> dict:
+def export_decoder(request: ExportRequest, out_dir: Path) -> dict:
+    """Write the decoder export into `out_dir` (the staging folder; see the module docstring); returns
+    report.json's content. DoesNotFitError (files written) when the model misses the board."""
     started = time.time()
-    check_qat_steps(request)
     model, tokenizer, source = load_decoder_model(request)
     model, tokenizer, source, new_of_old = _pruned(request, model, tokenizer, source)
     config = model.config
@@ -481,12 +462,9 @@ def _export_into(request: ExportRequest, out_dir: Path) -> dict:
     }  # fmt: skip
     write_decoder_firmware(out_dir, report, tflite, decoder, request.board)
     report["files"] = sorted(files_under(out_dir))
-    model_name = str(request.checkpoint or request.preset)
-    summary = f"{model_name}, decoder, context {context}, {request.board.name}"
-    report["files"] += bundles.write_bundles(out_dir, request.bundles, model_name, summary, bundles.DECODER)
-    report["all_files"] = sorted([*files_under(out_dir), REPORT])
-    report["seconds"] = round(time.time() - started, 1)
-    (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
+    finish_report(
+        out_dir, report, started, request, f"decoder, context {context}, {request.board.name}", bundles.DECODER
+    )
     if not fit.ok:
         raise DoesNotFitError(_misfit(fit, request.board))
     return report

@@ -17,11 +17,13 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 
 from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.export import bundles
 from tflm_mcubert.firmware.cmake_bundle import BUNDLE_DIR, BUNDLE_PARTS
 from tflm_mcubert.firmware.firmware_files import FILES as FIRMWARE_FILES
 from tflm_mcubert.firmware.vocab_files import VOCAB_FILES
@@ -180,6 +182,17 @@ def write_folder(out_dir: Path, work, force: bool = False, expected=()):
         return result
     finally:
         discard(staging)
+
+
+def finish_report(out_dir: Path, report: dict, started: float, request, details: str, kind) -> None:
+    """The export's last step, either kind: the asked-for bundles (`kind`: bundles.ENCODER or DECODER,
+    described as "<model>, <details>"), then report.json naming every file (what a later export here may
+    replace) and the seconds it took since `started`."""
+    model = str(request.checkpoint or request.preset)
+    report["files"] += bundles.write_bundles(out_dir, request.bundles, model, f"{model}, {details}", kind)
+    report["all_files"] = sorted([*files_under(out_dir), REPORT])
+    report["seconds"] = round(time.time() - started, 1)
+    (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
 
 
 def model_ids(export_dir: Path, vocab_size: int) -> np.ndarray:

@@ -9,22 +9,21 @@ Two schedules share the front door (model loading, calibration data, files, the 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 
 from tflm_mcubert import __version__
 from tflm_mcubert.boards import BOARDS, DEFAULT_SRAM_RESERVE, Board, FitReport, check_fit, human_bytes
 from tflm_mcubert.data.calibration import Calibration
-from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.errors import DoesNotFitError
 from tflm_mcubert.firmware.c_array import write_c_array
 from tflm_mcubert.export import bundles
-from tflm_mcubert.export.export_folder import REPORT, files_under, write_folder
+from tflm_mcubert.export.export_folder import REPORT, finish_report, write_folder
 from tflm_mcubert.firmware.firmware_files import write_firmware_files
-from tflm_mcubert.export.board_fit import AUTO, fit_to_board
+from tflm_mcubert.export.board_fit import fit_to_board
 from tflm_mcubert.export.mcubert_export import export_mcubert, fit_on_every_board
-from tflm_mcubert.export.decoder_export import is_decoder_source, run_decoder_export
-from tflm_mcubert.export.request import DEFAULT_SEQ_LEN, ExportRequest
+from tflm_mcubert.export.decoder_export import export_decoder, is_decoder_source
+from tflm_mcubert.export.request import DEFAULT_SEQ_LEN, ExportRequest, check_request
 from tflm_mcubert.export.storage_report import checkpoint_compression, embedding_storage_report
 from tflm_mcubert.export.storage_report import encoder_storage_report, with_written_blob
 from tflm_mcubert.firmware.vocab_files import append_text_guide, write_vocab_files
@@ -40,9 +39,6 @@ from tflm_mcubert.schedule.memory import Dims
 from tflm_mcubert.tflite.graph import parse
 from tflm_mcubert.tflite.mcubert_writer import constant_bytes_by_op
 from tflm_mcubert.console import log
-
-SCHEDULES = ("mcubert", "stock")
-PRECISIONS = ("int8", "int16x8", "float32")
 
 
 def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny", num_labels: int = 2, seed: int = 0):
@@ -66,44 +62,6 @@ def load_model(checkpoint: str | None = None, *, preset_name: str = "bert-tiny",
     )
     model = build_model(config, seed=seed)
     return model, None, {"preset": preset_name, "random_weights": True, "seed": seed, **labels_entry(num_labels, None)}
-
-
-def check_request(request: ExportRequest) -> None:
-    """Everything about the request that can be checked before the model loads (which may reach the hub)."""
-    if "arduino" in request.bundles and request.schedule != "mcubert":
-        raise UserError("--bundle arduino packs the MCUBERT ops' sketch: it needs --schedule mcubert")
-    if request.sample is not None:
-        raise UserError("--sample draws a decoder's next token: an encoder (a classifier) has none to draw")
-    if request.schedule not in SCHEDULES:
-        raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
-    if request.precision not in PRECISIONS:
-        raise UserError(f"--precision {request.precision!r} is not supported (choose from: {', '.join(PRECISIONS)})")
-    if request.qat_steps < 0:
-        raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
-    if request.prune_top_n is not None and (request.prune_top_n < 1 or not request.prune_vocab):
-        raise UserError("--prune-top-n needs --prune-vocab CORPUS and a count of 1 or more")
-    if request.prune_vocab and not request.checkpoint:
-        raise UserError("--prune-vocab needs a --checkpoint with a tokenizer (the preset model has none)")
-    if request.qat_steps and request.schedule != "mcubert":
-        raise UserError("--qat-steps applies to --schedule mcubert")
-    if request.embedding_bits not in (4, 8):
-        raise UserError(f"--embedding-bits must be 4 or 8, got {request.embedding_bits}")
-    if request.embedding_bits != 8 and request.schedule != "mcubert":
-        raise UserError("--embedding-bits 4 stores the MCUBERT embedding op's tables: it needs --schedule mcubert")
-    if request.weight_bits not in (4, 8, AUTO):
-        raise UserError(f"--weight-bits must be 8, 4 or auto, got {request.weight_bits}")
-    if request.weight_bits != 8 and request.schedule != "mcubert":
-        raise UserError("--weight-bits 4 stores the MCUBERT attention and MLP weights: it needs --schedule mcubert")
-    if request.schedule == "mcubert" and request.precision != "int8":
-        raise UserError(
-            f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
-            f"{request.precision} needs --schedule stock"
-        )
-    if not 0 <= request.seed < 2**32:
-        raise UserError(f"--seed must be from 0 to {2**32 - 1}, got {request.seed}")
-    if request.calibration_count < 1:
-        raise UserError(f"--calibration-samples must be at least 1, got {request.calibration_count}")
-    check_seq_len(request.seq_len)
 
 
 def _stock_artifacts(model, seq_len: int, precision: str, calibration):
@@ -157,14 +115,14 @@ def run_export(request: ExportRequest) -> dict:
     Raises DoesNotFitError (after writing everything) when the model misses the board's memory.
     """
     bundles.check_names(request.bundles)
-    if is_decoder_source(request):  # the model's kind, known from its config alone
-        return run_decoder_export(request)
-    if request.seq_len is None:
+    decoder = is_decoder_source(request)  # the model's kind, known from its config alone
+    if request.seq_len is None and not decoder:  # a decoder's default: every position it has
         request = dataclasses.replace(request, seq_len=DEFAULT_SEQ_LEN)
-    check_request(request)
+    check_request(request, decoder)
     out_dir = output_directory(request.out_dir)
-    expected = bundles.known_files(request.bundles, bundles.ENCODER)  # refused before the work
-    return write_folder(out_dir, lambda staging: _export_into(request, staging), request.force, expected)
+    kind, export_into = (bundles.DECODER, export_decoder) if decoder else (bundles.ENCODER, _export_into)
+    expected = bundles.known_files(request.bundles, kind)  # refused before the work
+    return write_folder(out_dir, lambda staging: export_into(request, staging), request.force, expected)
 
 
 def _export_into(request: ExportRequest, out_dir: Path) -> dict:
@@ -300,12 +258,8 @@ def _report_head(request: ExportRequest) -> dict:
 
 
 def _finish(report: dict, out_dir: Path, started: float, request: ExportRequest) -> None:
-    model = request.checkpoint or request.preset
-    summary = f"{model}, {request.schedule} schedule, seq {request.seq_len}, {request.board.name}"
-    report["files"] += bundles.write_bundles(out_dir, request.bundles, str(model), summary, bundles.ENCODER)
-    report["all_files"] = sorted([*files_under(out_dir), REPORT])  # what a later export here may replace
-    report["seconds"] = round(time.time() - started, 1)
-    (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
+    summary = f"{request.schedule} schedule, seq {request.seq_len}, {request.board.name}"
+    finish_report(out_dir, report, started, request, summary, bundles.ENCODER)
 
 
 def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:

@@ -1,5 +1,5 @@
-"""What an export is asked for: one request for every model kind (an encoder or a decoder), and what a
-decoder export does not do, option by option, with the reason."""
+"""What an export is asked for: one request for every model kind (an encoder or a decoder), and the rules
+that refuse a request before its model loads, each naming why (for the kind it does not fit, the reason)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ from pathlib import Path
 
 from tflm_mcubert.boards import Board
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.config import check_seq_len
+from tflm_mcubert.ops.widths import AUTO
 
 DEFAULT_SEED = 0
 DEFAULT_SEQ_LEN = 128  # an encoder's tokens per inference when none is asked for
+SCHEDULES = ("mcubert", "stock")
+PRECISIONS = ("int8", "int16x8", "float32")
 # --sample's settings and their defaults: a decoder draws its next token among the top_k best at temperature
 # T, within the smallest set holding a share top_p of their probability, with a seeded generator.
 SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 40, "top_p": 1.0, "seed": 0}
@@ -61,8 +65,7 @@ class ExportRequest:
         return {k: v for k, v in given.items() if v is not None}
 
 
-# What a decoder export does not do, field by field: (the values it takes, or a test of the value; its
-# command-line option; why).
+# What a decoder export does not do, field by field: (the values it takes; its command-line option; why).
 # Every other field works for both kinds.
 DECODER_REFUSES = {
     "schedule": (
@@ -111,9 +114,51 @@ def parse_sampling(text: str) -> dict:
 
 def refused_for_decoder(request: ExportRequest) -> list[str]:
     """One line per field a decoder export was given but does not do, with the reason."""
-    refused = [
+    return [
         f"{option}: not available for a decoder export: {why}"
         for field, (allowed, option, why) in DECODER_REFUSES.items()
-        if not (allowed(getattr(request, field)) if callable(allowed) else getattr(request, field) in allowed)
+        if getattr(request, field) not in allowed
     ]
-    return refused
+
+
+def check_request(request: ExportRequest, decoder: bool = False) -> None:
+    """Everything about a request for an encoder (or a `decoder`) that can be checked before the model
+    loads (which may reach the hub): a UserError naming the first problem."""
+    refused = refused_for_decoder(request) if decoder else []
+    if refused:
+        raise UserError("; ".join(refused))
+    if "arduino" in request.bundles and request.schedule != "mcubert":
+        raise UserError("--bundle arduino packs the MCUBERT ops' sketch: it needs --schedule mcubert")
+    if request.sample is not None and not decoder:
+        raise UserError("--sample draws a decoder's next token: an encoder (a classifier) has none to draw")
+    if request.schedule not in SCHEDULES:
+        raise UserError(f"--schedule {request.schedule!r} is not available (choose from: {', '.join(SCHEDULES)})")
+    if request.precision not in PRECISIONS:
+        raise UserError(f"--precision {request.precision!r} is not supported (choose from: {', '.join(PRECISIONS)})")
+    if request.qat_steps < 0:
+        raise UserError(f"--qat-steps must be 0 or more, got {request.qat_steps}")
+    if request.prune_top_n is not None and (request.prune_top_n < 1 or not request.prune_vocab):
+        raise UserError("--prune-top-n needs --prune-vocab CORPUS and a count of 1 or more")
+    if request.prune_vocab and not request.checkpoint:
+        raise UserError("--prune-vocab needs a --checkpoint with a tokenizer (the preset model has none)")
+    if request.qat_steps and request.schedule != "mcubert":
+        raise UserError("--qat-steps applies to --schedule mcubert")
+    if request.embedding_bits not in (4, 8):
+        raise UserError(f"--embedding-bits must be 4 or 8, got {request.embedding_bits}")
+    if request.embedding_bits != 8 and request.schedule != "mcubert":
+        raise UserError("--embedding-bits 4 stores the MCUBERT embedding op's tables: it needs --schedule mcubert")
+    if request.weight_bits not in (4, 8, AUTO):
+        raise UserError(f"--weight-bits must be 8, 4 or auto, got {request.weight_bits}")
+    if request.weight_bits != 8 and request.schedule != "mcubert":
+        raise UserError("--weight-bits 4 stores the MCUBERT attention and MLP weights: it needs --schedule mcubert")
+    if request.schedule == "mcubert" and request.precision != "int8":
+        raise UserError(
+            f"--schedule mcubert is int8 (its ops' numerics contract); --precision "
+            f"{request.precision} needs --schedule stock"
+        )
+    if not 0 <= request.seed < 2**32:
+        raise UserError(f"--seed must be from 0 to {2**32 - 1}, got {request.seed}")
+    if request.calibration_count < 1:
+        raise UserError(f"--calibration-samples must be at least 1, got {request.calibration_count}")
+    if not decoder:  # a decoder's context is checked against its position table once it loads
+        check_seq_len(request.seq_len)

@@ -16,6 +16,8 @@ import numpy as np
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.ops.linear import WEIGHT_BITS, uniform_width
 
+AUTO = "auto"  # --weight-bits auto: the board's Flash chooses each matrix's width
+
 
 def _checked(bits, what: str) -> int:
     if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in WEIGHT_BITS:
