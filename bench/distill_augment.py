@@ -78,6 +78,7 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 # Named arms of the intermediate-layer recipes (train/intermediate.py), on top of --augment 1 (the best of
 # the earlier arms): projected-teacher init, then the layers alone for 2 epochs, then aug1's 6 logit epochs;
 # and its two halves alone (the init; the layers' stage from a fresh encoder).
+LOGITS = ("--recipe", "logits")
 NAMED_ARMS = {
     "ikd": ["--augment", "1", "--init", "projected", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
     "pinit": ["--augment", "1", "--init", "projected"],
@@ -86,17 +87,18 @@ NAMED_ARMS = {
 
 
 def arm_args(arm: str) -> list[str]:
-    """distill's options of an arm: `base` (today's recipe), `aug<N>` (--augment N), `epochs<E>` (today's
-    recipe trained for E epochs: `epochs12` takes the steps of `aug1`'s 6 epochs, the equal-budget control),
-    or one of NAMED_ARMS."""
+    """distill's options of an arm, each on top of `--recipe logits` (logits-only KD from fresh layers, the
+    recipe every arm is compared with): `base` (that recipe), `aug<N>` (--augment N), `epochs<E>` (E epochs:
+    `epochs12` takes the steps of `aug1`'s 6 epochs, the equal-budget control), or one of NAMED_ARMS
+    (`ikd` sets what `--recipe layers` does)."""
     if arm == "base":
-        return []
+        return [*LOGITS]
     if arm in NAMED_ARMS:
-        return list(NAMED_ARMS[arm])
+        return [*LOGITS, *NAMED_ARMS[arm]]
     match = re.fullmatch(r"(aug|epochs)(\d+)", arm)
     if not match:
         raise SystemExit(f"unknown arm {arm!r} (base, aug<N>, epochs<E> or {', '.join(NAMED_ARMS)})")
-    return ["--augment" if match[1] == "aug" else "--epochs", match[2]]
+    return [*LOGITS, "--augment" if match[1] == "aug" else "--epochs", match[2]]
 
 
 def student_command(opts, arm: str, seed: int) -> list[str]:

@@ -27,6 +27,7 @@ def opts(tmp_path):
 def test_each_arm_distills_with_its_augmentation_and_every_arm_takes_the_same_board_path(tmp_path):
     base, aug = (bench.student_command(opts(tmp_path), arm, 3) for arm in ("base", "aug2"))
     assert "--augment" not in base and aug[aug.index("--augment") + 1] == "2"
+    assert base[base.index("--recipe") + 1] == "logits" == aug[aug.index("--recipe") + 1]
     assert base[base.index("--out") + 1] == str(tmp_path / "base-s3") and "--resume" in base
     longer = bench.student_command(opts(tmp_path), "epochs12", 3)
     assert longer[longer.index("--epochs") + 1] == "12" and "--augment" not in longer

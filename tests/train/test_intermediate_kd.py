@@ -225,14 +225,25 @@ def test_distill_runs_the_layers_stage_then_the_logits_and_resume_refuses_a_chan
     assert code == 2
     assert_one_clean_error(err, "different settings", "intermediate_kd")
     code, _, err = distill(
-        capsys, teacher, out, *STUDENT, "--intermediate-kd", 1, "--intermediate-epochs", 1, "--resume"
+        capsys,
+        teacher,
+        out,
+        *STUDENT,
+        "--init",
+        "random",
+        "--intermediate-kd",
+        1,
+        "--intermediate-epochs",
+        1,
+        "--resume",
     )
     assert code == 2
     assert_one_clean_error(err, "different settings", "init")
 
 
 def test_distill_adds_the_terms_to_every_logits_step_without_a_layers_stage(teacher, tmp_path, capsys):
-    code, _, err = distill(capsys, teacher, tmp_path / "s", *STUDENT, "--intermediate-kd", 0.5)
+    options = ("--recipe", "logits", "--intermediate-kd", 0.5)
+    code, _, err = distill(capsys, teacher, tmp_path / "s", *STUDENT, *options)
     assert code == 0, err
     metrics = json.loads((tmp_path / "s" / "metrics.json").read_text())
     assert [s["name"] for s in metrics["stages"]] == ["distill"]

@@ -28,7 +28,7 @@ from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import BertConfig, check_seq_len
 from tflm_mcubert.train.augment import Augmentation
-from tflm_mcubert.train.layer_kd import INITS, LayerKD
+from tflm_mcubert.train.layer_kd import DEFAULT_RECIPE, INITS, RECIPES, LayerKD
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
 DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
@@ -133,11 +133,10 @@ def add_parser(subparsers) -> list[str]:
     more.add_argument(
         "--augment",
         type=int,
-        default=0,
         metavar="N",
         help="add N edited copies of each training sentence (words replaced by the teacher's embedding "
         "neighbours, masked, dropped or swapped; sentences mixed), labelled by the teacher; an epoch is then "
-        "(N + 1)x the steps (default 0: none)",
+        "(N + 1)x the steps (default: the recipe's)",
     )
     more.add_argument(
         "--unlabeled",
@@ -152,29 +151,38 @@ def add_parser(subparsers) -> list[str]:
 
 def _add_layer_arguments(distill) -> None:
     layers = distill.add_argument_group("the teacher's layers (train/intermediate.py)")
+    recipes = "; ".join(
+        f"{name}: "
+        + ", ".join(f"--{k.replace('_', '-')} {v:g}" if k != "init" else f"--init {v}" for k, v in r.items())
+        for name, r in RECIPES.items()
+    )
+    layers.add_argument(
+        "--recipe",
+        choices=tuple(RECIPES),
+        help=f"the values of --augment, --init, --intermediate-kd and --intermediate-epochs where they are not "
+        f"given ({recipes}); "
+        f"default {DEFAULT_RECIPE}, and logits with --preset auto or --prune-vocab",
+    )
     layers.add_argument(
         "--init",
         choices=INITS,
-        default="random",
         help="projected: the student's encoder starts as the teacher's evenly spaced layers projected to its "
-        "width (the embeddings' SVD basis; whole teacher heads, the heaviest FFN units); random (default): "
-        "fresh layers when the widths differ",
+        "width (the embeddings' SVD basis; whole teacher heads, the heaviest FFN units); random: fresh layers "
+        "when the widths differ",
     )
     layers.add_argument(
         "--intermediate-kd",
         type=float,
-        default=0.0,
         metavar="WEIGHT",
         help="weight of the intermediate terms: each mapped layer's hidden states through a learned map to "
         "the teacher's width (MSE) and its Q/K/V self-attention relations (KL); the teacher runs every "
-        "step (default 0: off)",
+        "step (0: off)",
     )
     layers.add_argument(
         "--intermediate-epochs",
         type=float,
-        default=0.0,
         help="with --intermediate-kd: first train that many epochs on the intermediate terms alone, then "
-        "--epochs on the logits without them (default 0: the terms join every logits step)",
+        "--epochs on the logits without them (0: the terms join every logits step)",
     )
     layers.add_argument(
         "--relation-heads",
@@ -184,13 +192,26 @@ def _add_layer_arguments(distill) -> None:
     )
 
 
+def apply_recipe(args) -> str:
+    """Fill --augment, --init, --intermediate-kd and --intermediate-epochs not given from the recipe (the
+    default one, or logits where the layer terms cannot run: --preset auto, --prune-vocab); its name."""
+    name = args.recipe or ("logits" if args.preset == AUTO or args.prune_vocab else DEFAULT_RECIPE)
+    for key, value in RECIPES[name].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return name
+
+
 def layer_options(args) -> LayerKD:
+    recipe = apply_recipe(args)
     layer_kd = LayerKD(args.intermediate_kd, args.intermediate_epochs, args.relation_heads, args.init).validate()
     if args.preset == AUTO and layer_kd != LayerKD():
         raise UserError(
-            "--preset auto distils every shape the same way; drop --init, --intermediate-kd, --intermediate-epochs "
-            "and --relation-heads"
+            "--preset auto distils every shape the same way; drop --recipe layers, --init, --intermediate-kd, "
+            "--intermediate-epochs and --relation-heads"
         )
+    log(f"distill recipe: {recipe} (--augment {args.augment}, --init {args.init}, --intermediate-kd "
+        f"{args.intermediate_kd:g}, --intermediate-epochs {args.intermediate_epochs:g})")  # fmt: skip
     return layer_kd
 
 

@@ -10,6 +10,17 @@ from tflm_mcubert.errors import UserError
 
 INITS = ("random", "projected")
 
+# `distill --recipe`: the values each recipe gives --augment, --init, --intermediate-kd and
+# --intermediate-epochs when they are not given. "layers": TinyBERT's two phases (the teacher's layers
+# first, then its logits) over a student started from the teacher's projected layers, with one
+# teacher-labelled copy of each sentence; "logits": logits-only KD from fresh layers, about a third of
+# the wall time (docs/benchmarks/distillation.md measures both).
+RECIPES = {
+    "layers": {"augment": 1, "init": "projected", "intermediate_kd": 1.0, "intermediate_epochs": 2.0},
+    "logits": {"augment": 0, "init": "random", "intermediate_kd": 0.0, "intermediate_epochs": 0.0},
+}
+DEFAULT_RECIPE = "logits"
+
 
 @dataclasses.dataclass
 class LayerKD:
