@@ -1,4 +1,4 @@
-"""Accuracy on the board's Flash (issue 25): BERT-mini with int4 encoder weights vs the best BERT-tiny that fits the
+"""Accuracy on the board's Flash: BERT-mini with int4 encoder weights vs the best BERT-tiny that fits the
 same Flash, int4 vs float weights, and the whole-model budget vs today's default export. A script, not a test.
 
 Every configuration is a `search --mode adaptive --board B` of a distilled student (the embedding scaled to

@@ -163,7 +163,7 @@ def fit_on_every_board(config, seq_len: int, flash_bytes: int, labels: int | Non
         longest = min(by_arena, by_flash) if by_arena else None
         longest = longest or None
         fits[name] = {
-            "arena_fits": bool(by_arena and by_arena >= seq_len),  # whatever Flash says (issue 27)
+            "arena_fits": bool(by_arena and by_arena >= seq_len),  # whatever Flash says
             "flash_fits": flash_bytes <= board.flash_budget(flash_reserve),
             "longest_seq_len": longest,
         }

@@ -1,4 +1,4 @@
-"""The tied LM head through the clustered low-rank table (issue 26): logits = h · Eᵀ over the whole
+"""The tied LM head through the clustered low-rank table: logits = h · Eᵀ over the whole
 vocabulary, computed cluster by cluster from the compressed table, never building the dense matrix.
 
 A cluster-i token's row is U_i[row] · Vᵀ_i, so the cluster's logits are U_i · (Vᵀ_i · h): r_i·d

@@ -1,4 +1,4 @@
-"""A causal decoder LM in Keras (GPT-2 / GPT-Neo, `DecoderConfig`), the float model of issue 26.
+"""A causal decoder LM in Keras (GPT-2 / GPT-Neo, `DecoderConfig`), the float model the decoder export quantizes.
 
     logits = model(input_ids)                              # [batch, s, vocab]: every position at once
     logits, cache = model.step(token_ids, cache)           # one new token per sequence, over a KV cache

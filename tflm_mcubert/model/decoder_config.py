@@ -1,4 +1,4 @@
-"""The shape of a causal decoder LM (issue 26): GPT-2 and GPT-Neo, read from a Hugging Face config.json.
+"""The shape of a causal decoder LM: GPT-2 and GPT-Neo, read from a Hugging Face config.json.
 
 Both families are one architecture here: learned positions, pre-LayerNorm blocks (attention, then an MLP
 with a GELU), a final LayerNorm and an LM head tied to the token embedding. What differs is carried per

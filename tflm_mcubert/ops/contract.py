@@ -27,13 +27,13 @@ CONTRACT_WIDE_VERSIONS = SPEC_VERSIONS
 # Version 3 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (the first per-op version): option `weight_bits`,
 # one storage width for all the op's linear layers, 4 = the packed int4 "w4row" layout (SPEC.md 3.1.1).
 SPEC_VERSION_W4 = 3
-# Versions 4-7 are the first of the ops added later (issue 26): an op added after versions 1-2 reads only its
+# Versions 4-7 are the first of the ops added later: an op added after versions 1-2 reads only its
 # own versions, and its lines are outside the contract-wide text, so adding it changed no other op's hash.
 SPEC_VERSION_LM_HEAD = 4
 SPEC_VERSION_CAUSAL_ATTENTION = 5  # one decoder token over an int8 KV cache
 SPEC_VERSION_DECODER_MLP = 6  # the pre-LayerNorm MLP of a decoder block
 SPEC_VERSION_DECODER_EMBEDDING = 7  # word + position into the residual stream
-# Version 8 belongs to MCUBERT_ATTENTION and MCUBERT_MLP (issue 25): a width per linear layer, option
+# Version 8 belongs to MCUBERT_ATTENTION and MCUBERT_MLP: a width per linear layer, option
 # `int4_layers` (bit i: the op's layer i is int4), for a model whose ops mix int4 and int8 matrices.
 SPEC_VERSION_LAYER_BITS = 8
 # Version 9: version 8's `int4_layers` mask for MCUBERT_CAUSAL_ATTENTION and MCUBERT_DECODER_MLP (no weight_bits).

@@ -1,4 +1,4 @@
-"""MCUBERT_LM_HEAD: a decoder's tied LM head through the clustered low-rank word table (issue 26).
+"""MCUBERT_LM_HEAD: a decoder's tied LM head through the clustered low-rank word table.
 
 The decoder's last step: the residual stream x normalized by LN_f into h, then the scores of every
 vocabulary id for h, computed cluster by cluster from the same

@@ -1,4 +1,4 @@
-"""The int8 decoder (issue 26): its ops' parameters calibrated from a float `DecoderModel`, as nodes, and a
+"""The int8 decoder: its ops' parameters calibrated from a float `DecoderModel`, as nodes, and a
 reference that decodes one token per step over each layer's int8 KV cache, as the firmware will.
 
     decoder = calibrate_decoder(model, sequences)         # PTQ on calibration token sequences
