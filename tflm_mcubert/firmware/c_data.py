@@ -114,8 +114,7 @@ class AppNode:
 def app_nodes(topology, calls: list) -> list[AppNode]:
     """The nodes of `calls` (a model of `topology`, in run order): each tensor's graph value from the
     topology's steps (a run-time input's value, the op's output value), so no app names an op or a value."""
-    layers = (len(calls) - 1 - topology.least_ending) // len(topology.layer)
-    steps = topology.steps(layers, len(calls) - 1 - layers * len(topology.layer))
+    steps = topology.steps(*topology.shape_of([op_of(call.op) for call in calls]))
     nodes = []
     for call, (op, name, inputs) in zip(calls, steps, strict=True):
         by_input = dict(zip(op.runtime_inputs, inputs))
