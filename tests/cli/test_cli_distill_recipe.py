@@ -3,11 +3,16 @@ is built; tests/train/test_intermediate_kd.py trains with them)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from tflm_mcubert.cli import build_parser
+from tflm_mcubert.cli import train as train_cli
 from tflm_mcubert.cli.train import apply_recipe, layer_options
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.config import preset
 from tflm_mcubert.train.layer_kd import DEFAULT_RECIPE, RECIPES, LayerKD
 
 REQUIRED = ("distill", "--teacher", "t", "--task", "sst2", "--out", "o")
@@ -54,3 +59,35 @@ def test_asking_for_the_layers_recipe_with_preset_auto_is_refused_naming_it():
     args = parsed("--recipe", "layers", "--preset", "auto", "--board", "nucleo-f746zg")
     with pytest.raises(UserError, match="--recipe layers"):
         layer_options(args)
+
+
+def teacher_folder(tmp_path, hidden: int, heads: int, ffn: int):
+    """A teacher checkpoint's config.json alone: all the default recipe reads before training."""
+    config = dataclasses.replace(preset("bert-tiny", num_labels=2), hidden_size=hidden, num_attention_heads=heads)
+    config = dataclasses.replace(config, intermediate_size=ffn, num_hidden_layers=6)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "teacher, extra, expected",
+    [
+        ((384, 12, 1536), (), "layers"),  # all-MiniLM-L6-v2's shape: bert-tiny is two of its heads wide
+        ((32, 2, 64), (), "logits"),  # the student is wider than the teacher: it cannot be cut from it
+        ((36, 3, 144), ("--preset", "L1-H24-A2-F48"), "logits"),  # 8 relation heads divide neither width
+        ((36, 3, 144), ("--preset", "L1-H24-A2-F48", "--relation-heads", 4), "layers"),
+    ],
+)
+def test_the_layers_default_falls_back_to_logits_where_it_cannot_run(tmp_path, monkeypatch, teacher, extra, expected):
+    monkeypatch.setattr(train_cli, "DEFAULT_RECIPE", "layers")
+    args = parsed(*extra)
+    args.teacher = str(teacher_folder(tmp_path, *teacher))
+    assert apply_recipe(args) == expected
+    assert values(args) == RECIPES[expected]
+
+
+def test_an_explicit_layers_recipe_is_kept_where_the_default_would_fall_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_cli, "DEFAULT_RECIPE", "layers")
+    args = parsed("--recipe", "layers")
+    args.teacher = str(teacher_folder(tmp_path, 32, 2, 64))
+    assert apply_recipe(args) == "layers"

@@ -27,8 +27,9 @@ from tflm_mcubert.export.shape_search import AUTO, DEFAULT_COUNT, plan_search, r
 from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import BertConfig, check_seq_len
+from tflm_mcubert.model.config import preset as preset_config
 from tflm_mcubert.train.augment import Augmentation
-from tflm_mcubert.train.layer_kd import DEFAULT_RECIPE, INITS, RECIPES, LayerKD
+from tflm_mcubert.train.layer_kd import DEFAULT_RECIPE, INITS, RECIPES, LayerKD, projection_misfit, relation_misfit
 
 DEFAULT_EPOCHS = {"finetune": 2.0, "distill": 6.0, "search": 1.0}
 DEFAULT_LR = {"finetune": 5e-5, "distill": 2e-4, "search": 5e-5}
@@ -193,13 +194,33 @@ def _add_layer_arguments(distill) -> None:
 
 
 def apply_recipe(args) -> str:
-    """Fill --augment, --init, --intermediate-kd and --intermediate-epochs not given from the recipe (the
-    default one, or logits where the layer terms cannot run: --preset auto, --prune-vocab); its name."""
-    name = args.recipe or ("logits" if args.preset == AUTO or args.prune_vocab else DEFAULT_RECIPE)
+    """Fill --augment, --init, --intermediate-kd and --intermediate-epochs not given from --recipe, else
+    from the default recipe; its name."""
+    name = args.recipe or default_recipe(args)
     for key, value in RECIPES[name].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     return name
+
+
+def default_recipe(args) -> str:
+    """DEFAULT_RECIPE, or logits where the layer terms cannot run: --preset auto, --prune-vocab, or a
+    student that cannot be cut from this teacher's layers (said in one line)."""
+    if args.preset == AUTO or args.prune_vocab:
+        return "logits"
+    if DEFAULT_RECIPE == "layers":
+        from tflm_mcubert.model.hf_import import resolve_checkpoint_dir
+
+        teacher = BertConfig.from_json_file(resolve_checkpoint_dir(args.teacher) / "config.json")
+        student = preset_config(args.preset)
+        projected = args.init in (None, "projected")  # what the recipe sets, unless --init says otherwise
+        why = (projected and projection_misfit(teacher, student)) or (
+            args.intermediate_kd != 0 and relation_misfit(teacher.hidden_size, student.hidden_size, args.relation_heads)
+        )
+        if why:
+            log(f"distill recipe: logits, as the layers recipe cannot run here: {why}")
+            return "logits"
+    return DEFAULT_RECIPE
 
 
 def layer_options(args) -> LayerKD:

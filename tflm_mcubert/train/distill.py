@@ -19,6 +19,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import INPUT_NAMES, BertModel
 from tflm_mcubert.model.config import BertConfig
 from tflm_mcubert.train.intermediate import IntermediateKD, forward_internals
+from tflm_mcubert.train.layer_kd import projection_misfit
 
 
 @dataclasses.dataclass
@@ -168,6 +169,9 @@ def student_from_teacher(
     tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
     chosen = teacher_layers_for(config.num_hidden_layers, teacher.config.num_hidden_layers)
     if init == "projected":
+        misfit = projection_misfit(teacher.config, config)
+        if misfit:
+            raise UserError(misfit)
         basis = (
             np.eye(config.hidden_size, dtype=np.float32)
             if same_width
@@ -223,18 +227,10 @@ def project_encoder(teacher: BertModel, student: BertModel, chosen: list[int], b
     projection; FFN: the intermediate units with the largest projected in·out weight norms. With equal
     shapes (identity basis, all heads and units kept) it is an exact copy."""
     t_cfg, s_cfg = teacher.config, student.config
+    misfit = projection_misfit(t_cfg, s_cfg)
+    if misfit:
+        raise UserError(misfit)
     merge = s_cfg.head_size // t_cfg.head_size
-    if (
-        s_cfg.head_size % t_cfg.head_size
-        or s_cfg.num_attention_heads * merge > t_cfg.num_attention_heads
-        or s_cfg.intermediate_size > t_cfg.intermediate_size
-    ):
-        raise UserError(
-            f"--init projected: a student of {s_cfg.num_attention_heads} heads of {s_cfg.head_size} and "
-            f"{s_cfg.intermediate_size} FFN units cannot be cut from a teacher of {t_cfg.num_attention_heads} "
-            f"heads of {t_cfg.head_size} and {t_cfg.intermediate_size} units (a student head must be whole "
-            "teacher heads; use --init random)"
-        )
     basis = np.asarray(basis, np.float64)
     _project_norm(teacher.embeddings.layer_norm, student.embeddings.layer_norm, basis)
     heads_taken = []

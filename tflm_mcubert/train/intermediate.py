@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import BertModel
+from tflm_mcubert.train.layer_kd import relation_misfit
 
 
 def _mask_bias(model: BertModel, attention_mask, dtype):
@@ -103,11 +104,9 @@ class IntermediateKD:
     def __init__(self, teacher: BertModel, student: BertModel, layer_map: list[int], *, relation_heads: int,
                  initial_map: np.ndarray, teacher_ids: np.ndarray | None = None):  # fmt: skip
         s_width, t_width = student.config.hidden_size, teacher.config.hidden_size
-        for name, width in (("student", s_width), ("teacher", t_width)):
-            if width % relation_heads:
-                raise UserError(
-                    f"--relation-heads {relation_heads} must divide both widths; the {name} is {width} wide"
-                )
+        misfit = relation_misfit(t_width, s_width, relation_heads)
+        if misfit:
+            raise UserError(misfit)
         if initial_map.shape != (s_width, t_width):
             raise ValueError(f"initial_map must be [{s_width}, {t_width}], got {list(initial_map.shape)}")
         self.teacher, self.relation_heads, self.teacher_ids = teacher, relation_heads, teacher_ids

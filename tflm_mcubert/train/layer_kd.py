@@ -7,6 +7,7 @@ import dataclasses
 import math
 
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.config import BertConfig
 
 INITS = ("random", "projected")
 
@@ -60,3 +61,30 @@ class LayerKD:
                 "relation_heads": self.relation_heads,
             }
         return out
+
+
+def projection_misfit(teacher: BertConfig, student: BertConfig) -> str | None:
+    """Why --init projected cannot cut `student` from `teacher`'s layers (a student head is whole teacher
+    heads side by side, its FFN a subset of the teacher's units, its width at most the teacher's), or None."""
+    merge = student.head_size // teacher.head_size
+    if (
+        student.hidden_size > teacher.hidden_size
+        or student.head_size % teacher.head_size
+        or student.num_attention_heads * merge > teacher.num_attention_heads
+        or student.intermediate_size > teacher.intermediate_size
+    ):
+        return (
+            f"--init projected: a student of {student.num_attention_heads} heads of {student.head_size} and "
+            f"{student.intermediate_size} FFN units cannot be cut from a teacher of {teacher.num_attention_heads} "
+            f"heads of {teacher.head_size} and {teacher.intermediate_size} units (a student head must be whole "
+            "teacher heads; use --init random)"
+        )
+    return None
+
+
+def relation_misfit(teacher_width: int, student_width: int, relation_heads: int) -> str | None:
+    """Why Q/K/V of these widths cannot be split into `relation_heads` relation heads, or None."""
+    for name, width in (("student", student_width), ("teacher", teacher_width)):
+        if width % relation_heads:
+            return f"--relation-heads {relation_heads} must divide both widths; the {name} is {width} wide"
+    return None
