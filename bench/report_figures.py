@@ -197,4 +197,39 @@ CLIP: dict[str, Callable[[], str]] = {
 }
 CLIP["int4_clip.samples"] = lambda: count(summary("int4_clip")["rows"][0]["mse"]["samples"])
 
-FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP}
+# ---- docs/benchmarks/distillation.md and docs/compression.md: the recipes (distill_augment.json) ----
+
+
+def _distill_arm(arm: str) -> dict:
+    return summary("distill_augment")["statistics"]["arms"][arm]
+
+
+def _distill_test(arm: str, path: str) -> str:
+    """Mean ± sd over the seeds of `arm`'s test accuracy (path "student" or "board:integer")."""
+    test = _distill_arm(arm)[path]["test"]
+    return f"{test['mean']:.2f} ± {test['sd']:.2f}"
+
+
+def _distill_gain(arm: str, path: str) -> str:
+    """`arm`'s paired test gain on the first arm: "+3.10 points (paired t p = 0.0004, 6 seeds)"."""
+    entry = summary("distill_augment")["statistics"]["differences"][arm][path]
+    test = entry["test"]
+    return f"{test['points']:+.2f} points (paired t p = {test['paired_t_p']:.2g}, {len(entry['seeds'])} seeds)"
+
+
+def _distill_minutes(arm: str) -> str:
+    return f"{_distill_arm(arm)['student_minutes']['mean']:.0f}"
+
+
+DISTILL: dict[str, Callable[[], str]] = {
+    **{
+        f"distill_augment.{arm}_board_test": (lambda a=arm: _distill_test(a, "board:integer"))
+        for arm in ("base", "ikd")
+    },
+    **{f"distill_augment.{arm}_student_test": (lambda a=arm: _distill_test(a, "student")) for arm in ("base", "ikd")},
+    "distill_augment.ikd_board_gain": lambda: _distill_gain("ikd", "board:integer"),
+    "distill_augment.ikd_student_gain": lambda: _distill_gain("ikd", "student"),
+    **{f"distill_augment.{arm}_minutes": (lambda a=arm: _distill_minutes(a)) for arm in ("base", "ikd")},
+}
+
+FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP, **DISTILL}

@@ -35,8 +35,9 @@ def test_a_recipe_sets_every_option_not_given(recipe):
     assert values(args) == RECIPES[recipe]
 
 
-def test_without_a_recipe_the_default_applies_and_a_given_option_wins():
+def test_without_a_recipe_the_default_applies_and_a_given_option_wins(tmp_path):
     args = parsed("--augment", 3, "--intermediate-epochs", 0.5)
+    args.teacher = str(teacher_folder(tmp_path, 384, 12, 1536))  # one the default recipe can run with
     assert apply_recipe(args) == DEFAULT_RECIPE
     assert values(args) == {**RECIPES[DEFAULT_RECIPE], "augment": 3, "intermediate_epochs": 0.5}
 

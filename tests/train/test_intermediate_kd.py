@@ -254,7 +254,7 @@ def test_distill_adds_the_terms_to_every_logits_step_without_a_layers_stage(teac
     "extra, fragments",
     [
         (("--intermediate-kd", -1), ("--intermediate-kd", "non-negative")),
-        (("--intermediate-epochs", 1), ("--intermediate-epochs needs --intermediate-kd",)),
+        (("--recipe", "logits", "--intermediate-epochs", 1), ("--intermediate-epochs needs --intermediate-kd",)),
         (("--intermediate-kd", 1, "--relation-heads", 3), ("--relation-heads 3", "divide")),
         (("--intermediate-kd", 1, "--prune-vocab", "CORPUS"), ("--prune-vocab with --intermediate-kd",)),
         (("--preset", "L1-H16-A2-F32", "--init", "projected"), ("--init projected", "whole teacher heads")),

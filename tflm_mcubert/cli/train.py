@@ -2,7 +2,8 @@
 the pipeline, from a BERT checkpoint to the compressed checkpoint that `export` takes.
 
     finetune --checkpoint BERT --task T --out teacher/          a fine-tuned classifier (the teacher)
-    distill  --teacher teacher/ --task T --out student/         a bert-tiny/-mini student, task KD
+    distill  --teacher teacher/ --task T --out student/         a bert-tiny/-mini student: the teacher's layers,
+             [--recipe layers|logits]                             then its logits (--recipe logits: logits only)
              [--augment N] [--unlabeled FILE|DIR]                 (more examples, labelled by the teacher)
              [--preset auto --board B]                            the board picks the student's shape
     search   --checkpoint student/ --task T --out compressed/   compressed embedding (MCUBERT NAS), KD
@@ -162,7 +163,8 @@ def _add_layer_arguments(distill) -> None:
         choices=tuple(RECIPES),
         help=f"the values of --augment, --init, --intermediate-kd and --intermediate-epochs where they are not "
         f"given ({recipes}); "
-        f"default {DEFAULT_RECIPE}, and logits with --preset auto or --prune-vocab",
+        f"default {DEFAULT_RECIPE}, except logits with --preset auto, --prune-vocab, or a student that cannot be "
+        "cut from the teacher's layers (said when it happens)",
     )
     layers.add_argument(
         "--init",
