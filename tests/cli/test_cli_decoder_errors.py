@@ -311,3 +311,18 @@ def test_every_refused_option_is_named_at_once(capsys, tmp_path):
     code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *given, *FAST, "--out", tmp_path / "o")
     assert code == 2
     assert_one_clean_error(err, *(option[0] for option in REFUSED), *REFUSED.values())
+
+
+# The request rules both kinds share: a bad value is refused before the decoder loads, as for an encoder.
+SHARED_RULES = {
+    ("--qat-steps", "-1"): "--qat-steps must be 0 or more",
+    ("--prune-top-n", "5"): "--prune-top-n needs --prune-vocab",
+}
+
+
+@pytest.mark.parametrize("option", list(SHARED_RULES), ids=lambda o: o[0])
+def test_the_rules_an_encoder_export_checks_first_hold_for_a_decoder(capsys, tmp_path, option):
+    code, _, err = run_cli(capsys, "export", "--preset", "gpt2-d128x2", *option, *FAST, "--out", tmp_path / "o")
+    assert code == 2
+    assert_one_clean_error(err, SHARED_RULES[option])
+    assert not (tmp_path / "o").exists()
