@@ -173,6 +173,8 @@ def student_record(folder: Path, opts) -> dict:
         "labelling_seconds": metrics.get("teacher_labelled", {}).get("seconds", 0.0),
         "seconds": seconds_of(folder / "metrics.json") or metrics["seconds"],  # the command's wall time
         "correct": {split: pack(bits[split]) for split in SPLITS},
+        # the teacher's accuracy as the student's run measured it (one teacher: the same in every run)
+        "teacher_accuracy": {split: 100 * metrics[f"teacher_{split}_accuracy"] for split in SPLITS},
     }
 
 

@@ -53,7 +53,7 @@ OTHER_PAGES = tuple(
     BENCH.parent / "docs" / name
     for name in (
         "int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md", "decoder.md", "firmware.md", "tokenizer.md",
-        "reliability.md", "export.md",
+        "reliability.md", "export.md", "compression.md",
     )
 ) + (BENCH.parent / "tflm_mcubert" / "ops" / "SPEC.md",)  # fmt: skip
 RESULTS = BENCH / "results"

@@ -221,12 +221,31 @@ def _distill_minutes(arm: str) -> str:
     return f"{_distill_arm(arm)['student_minutes']['mean']:.0f}"
 
 
+def _teacher_test() -> float:
+    tests = {
+        r["student"]["teacher_accuracy"]["test"] for runs in summary("distill_augment")["runs"].values() for r in runs
+    }
+    if len(tests) != 1:
+        raise SystemExit(f"distill_augment.json: the runs name {len(tests)} teacher test accuracies, not one")
+    return tests.pop()
+
+
+def _gap_closed() -> str:
+    """How much of the teacher's lead on the logits-only integer model (its mean) the layers recipe's
+    paired gain closes."""
+    gain = summary("distill_augment")["statistics"]["differences"]["ikd"]["board:integer"]["test"]["points"]
+    gap = _teacher_test() - _distill_arm("base")["board:integer"]["test"]["mean"]
+    return f"{gain:.2f} of its {gap:.2f} points ({100 * gain / gap:.0f}%)"
+
+
 DISTILL: dict[str, Callable[[], str]] = {
+    "distill_augment.teacher_test": lambda: f"{_teacher_test():.2f}",
+    "distill_augment.gap_closed": _gap_closed,
     **{
         f"distill_augment.{arm}_board_test": (lambda a=arm: _distill_test(a, "board:integer"))
         for arm in ("base", "ikd")
     },
-    **{f"distill_augment.{arm}_student_test": (lambda a=arm: _distill_test(a, "student")) for arm in ("base", "ikd")},
+    "distill_augment.ikd_student_test": lambda: _distill_test("ikd", "student"),
     "distill_augment.ikd_board_gain": lambda: _distill_gain("ikd", "board:integer"),
     "distill_augment.ikd_student_gain": lambda: _distill_gain("ikd", "student"),
     **{f"distill_augment.{arm}_minutes": (lambda a=arm: _distill_minutes(a)) for arm in ("base", "ikd")},
