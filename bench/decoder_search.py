@@ -17,8 +17,9 @@ each `python -m tflm_mcubert search --checkpoint CKPT --task rotten_tomatoes --t
 --epochs 1 --finetune-epochs 1 --batch-size 8 --lr 3e-4 --kd-weight 0 --stage1-start budget [--mode adaptive]
 [--arch-lr A] [--seed k] --out OUT/<run>`, then `python -m tflm_mcubert evaluate --checkpoint OUT/<run> --task
 rotten_tomatoes --board nucleo-f746zg --split test --json OUT/<run>/evaluate.json`. A run whose folder holds
-both JSON files is read, not run again, so an interrupted bench continues where it stopped. Each run takes
-minutes (540 training steps of 8 blocks, then the int8 models one token a step over the test split's blocks).
+both JSON files is read, not run again, so an interrupted bench continues where it stopped. A run takes 6-9
+minutes on 2 shared cores (540 training steps of 8 blocks, then the int8 models one token a step over the test
+split's blocks, about 4 minutes), the ten about 80.
 """
 
 from __future__ import annotations
