@@ -1,7 +1,8 @@
 """The tables of results recorded before their summaries named a commit, an environment and checkpoints:
-the decoder's QAT and embedding-search runs (an earlier training of the demonstration decoder), the int8
-accuracy runs of BERT-tiny and the vocabulary-pruning accuracy run. Their checkpoints are gone, so they
-cannot be measured again as they were (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
+the decoder's embedding-search runs (an earlier training of the demonstration decoder) and the
+vocabulary-pruning accuracy run (the decoder's QAT table is here too; bench/decoder_qat.py writes its summary
+now, as bench/int8_accuracy.py does BERT-tiny's int8 accuracy). Their checkpoints are gone, so they cannot be
+measured again as they were (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
 bench/results/minilm_fidelity.json); each summary (bench/results/<name>.json) holds the figures as committed, the
 commands that made them, and says that its provenance was not recorded, naming the commits that committed
 the figures. bench/report.py makes the pages' tables of them with these functions; every derived figure
@@ -66,21 +67,6 @@ def decoder_seeds_table(summary: dict) -> str:
         dev = " / ".join(f"{v:.2f}" for v in m["dev_finetuned"])
         used = " / ".join(f"{v:,}" for v in dict.fromkeys(m["used"]))
         out.append(f"| {m['table']} | {test} | {dev} | {used} |")
-    return "\n".join(out)
-
-
-def int8_accuracy_table(summary: dict) -> str:
-    """Float against int8: accuracy where measured, and the mean-pooled cosine of int8 to float (int8 page)."""
-    out = [
-        "| model | measured with | texts | float | int8 | cosine int8 vs float, min / mean |",
-        "|---|---|---|---:|---:|---|",
-    ]
-    for r in summary["rows"]:
-        accuracy = [f"{r[k]:.2f}%" if k in r else "" for k in ("float", "int8")]
-        out.append(
-            f"| {r['model']} | {r['how']} | {r['texts']} | {accuracy[0]} | {accuracy[1]} | "
-            f"{r['cosine_min']:g} / {r['cosine_mean']:g} |"
-        )
     return "\n".join(out)
 
 

@@ -33,6 +33,7 @@ import distill_augment  # noqa: E402
 import embedding_int4  # noqa: E402
 import equal_flash  # noqa: E402
 import export_memory  # noqa: E402
+import int8_accuracy  # noqa: E402
 import kernel_cost_report  # noqa: E402
 import lm_head_cost  # noqa: E402
 import m55_attention  # noqa: E402
@@ -182,7 +183,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_qat.rows": lambda: recorded_results.decoder_qat_table(_summary("decoder_qat.json")),
     "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
     "decoder_search.seeds": lambda: recorded_results.decoder_seeds_table(_summary("decoder_search.json")),
-    "int8_accuracy.rows": lambda: recorded_results.int8_accuracy_table(_summary("int8_accuracy.json")),
+    "int8_accuracy.rows": lambda: int8_accuracy.markdown_table(_summary("int8_accuracy.json")),
     "minilm_fidelity.rows": lambda: minilm_fidelity.markdown_table(_summary("minilm_fidelity.json")),
     "minilm_fidelity.stock": lambda: minilm_fidelity.stock_table(_summary("minilm_fidelity.json")),
     "vocab_pruning_accuracy.seeds": lambda: recorded_results.vocab_pruning_table(
