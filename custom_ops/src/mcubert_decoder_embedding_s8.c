@@ -1,7 +1,7 @@
 /*
  * MCUBERT_DECODER_EMBEDDING (SPEC 4.8; reference ops/decoder_embedding.py): one token's word row (the
- * embedding's clustered int8 tables, SPEC 4.1) plus its position row, written as the decoder's residual
- * stream, no LayerNorm (GPT-2: wte[id] + wpe[p]):
+ * embedding's clustered tables, int8 or int4 storage, SPEC 4.1 and 4.1.1) plus its position row, written as the
+ * decoder's residual stream, no LayerNorm (GPT-2: wte[id] + wpe[p]):
  *
  *   z[c] = clamp16(clamp32(word[c]) + clamp32(requantize(P[p][c], Mp[c])));  x[c] = clamp8(rsh(z[c], R[c]) + zp[c])
  *
@@ -31,7 +31,9 @@ static mcubert_status validate_options(const mcubert_decoder_embedding_params *p
         (st = mcubert_check_range(OP, "context", p->context, 1, MCUBERT_MAX_SEQ_LEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "hidden", p->hidden, 1, MCUBERT_MAX_HIDDEN, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "vocab_size", p->vocab_size, 1, 0x7FFFFFFF, m)) != MCUBERT_OK ||
-        (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK) {
+        (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
+        (st = mcubert_check_word_bits(OP, p->word_bits, p->spec_version, MCUBERT_DECODER_EMBEDDING_WORD_BITS_SINCE,
+                                      m)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_cluster_count(OP, p->cluster_count, p->vocab_size, m);
@@ -63,7 +65,7 @@ mcubert_status mcubert_decoder_embedding_validate(const mcubert_decoder_embeddin
     if (t[MCUBERT_DECODER_EMBEDDING_CLUSTERS].data != NULL) {
         const mcubert_word_table table =
             mcubert_word_table_of((const int32_t *)t[MCUBERT_DECODER_EMBEDDING_CLUSTERS].data, params->cluster_count,
-                                  params->vocab_size, params->hidden, 8);
+                                  params->vocab_size, params->hidden, mcubert_word_bits(params->word_bits));
         if ((st = mcubert_check_word_tensors(OP, &table, &t[MCUBERT_DECODER_EMBEDDING_WORD_ROWS],
                                              &t[MCUBERT_DECODER_EMBEDDING_WORD_PROJECTIONS], message)) != MCUBERT_OK) {
             return st;
@@ -96,32 +98,43 @@ static mcubert_status check_index(int32_t value, int32_t limit, const char *fiel
     return MCUBERT_OK;
 }
 
+/* Value l of a stored word row: an int8, or nibble l of an int4 row (past a cluster-0 row's scale). */
+static int32_t row_value(const int8_t *u, int32_t l, int32_t bits)
+{
+    return bits == 8 ? u[l] : mcubert_nibble((const uint8_t *)u, l);
+}
+
 /* The pre-norm sum of one token (SPEC 4.8): z[c] = clamp16(word[c] + requantize(P[p][c])), each term
- * clamped to int32, channel by channel (no int32[d] buffer). */
+ * clamped to int32, channel by channel (no int32[d] buffer). An int4 cluster-0 row's term is
+ * requantize(q[c] * row_scale, Mw_0[c]) (SPEC 4.1.1; |q * row_scale| < 2^19). */
 static void pre_stream_sum(const mcubert_decoder_embedding_weights *w, const mcubert_word_table *table, int32_t token,
                            int32_t p, int16_t *z)
 {
-    const int32_t d = table->hidden;
+    const int32_t d = table->hidden, bits = table->bits;
     const int8_t *position_row = w->position_table + (int64_t)p * d;
     mcubert_word_cluster cluster;
     const int32_t *requant;
     const int8_t *u;
-    int32_t i = 0, c, l;
+    int32_t i = 0, c, l, row_scale = 1;
     while (token >= w->clusters[2 * i]) {
         ++i;
     }
     mcubert_word_cluster_at(table, i, &cluster);
     requant = w->word_requant + 2 * (int64_t)i * d;
-    u = w->word_rows + cluster.row_offset + (int64_t)(token - cluster.start) * cluster.rank;
+    u = w->word_rows + cluster.row_offset + (int64_t)(token - cluster.start) * cluster.row_bytes;
+    if (bits == 4 && i == 0) {
+        row_scale = (int32_t)((const uint8_t *)u)[0] | ((int32_t)((const uint8_t *)u)[1] << 8);
+        u += MCUBERT_INT4_ROW_SCALE_BYTES;
+    }
     for (c = 0; c < d; ++c) {
         int32_t acc = 0;
         if (i == 0) {
-            acc = u[c];
+            acc = row_value(u, c, bits) * row_scale;
         } else {
             const int8_t *column = w->word_projections + cluster.projection_offset +
                                    (int64_t)(c >> 1) * ((cluster.rank + 3) >> 2) * 8 + (c & 1) * 4;
             for (l = 0; l < cluster.rank; ++l) {
-                acc += column[(l >> 2) * 8 + (l & 3)] * u[l];
+                acc += column[(l >> 2) * 8 + (l & 3)] * row_value(u, l, bits);
             }
         }
         z[c] = mcubert_clamp16(
@@ -151,7 +164,8 @@ mcubert_status mcubert_decoder_embedding_s8(const mcubert_decoder_embedding_para
                                  "NULL pointer");
     }
     d = params->hidden;
-    table = mcubert_word_table_of(weights->clusters, params->cluster_count, params->vocab_size, d, 8);
+    table = mcubert_word_table_of(weights->clusters, params->cluster_count, params->vocab_size, d,
+                                  mcubert_word_bits(params->word_bits));
     if ((st = mcubert_check_context(OP, context, mcubert_align_up(2 * d), message)) != MCUBERT_OK ||
         (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK ||
         (st = check_index(*input_id, params->vocab_size, "input_id", message)) != MCUBERT_OK ||

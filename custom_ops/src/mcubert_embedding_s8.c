@@ -47,22 +47,7 @@ int32_t mcubert_embedding_get_buffer_size(int32_t seq_len, int32_t hidden)
 /* 4 or 8; version 1's params (word_bits 0, as its options parser leaves it) are int8. */
 static int32_t word_bits(const mcubert_embedding_params *p)
 {
-    return p->word_bits == 4 ? 4 : 8;
-}
-
-static mcubert_status check_word_bits(const mcubert_embedding_params *p, mcubert_message *m)
-{
-    const int32_t bits = p->word_bits;
-    mcubert_status st;
-    if (bits == 8 || (bits == 0 && p->spec_version == MCUBERT_SPEC_VERSION) ||
-        (bits == 4 && p->spec_version == MCUBERT_SPEC_VERSION_INT4)) {
-        return MCUBERT_OK;
-    }
-    st = mcubert_fail(m, MCUBERT_ERROR_OPTION, OP, "word_bits");
-    mcubert_append_int(m, bits);
-    mcubert_append(m, bits == 4 ? " (int4 tables) needs spec_version 2"
-                                : " is not a storage width (4: packed int4, 8: int8)");
-    return st;
+    return mcubert_word_bits(p->word_bits);
 }
 
 static mcubert_status validate_options(const mcubert_embedding_params *p, mcubert_message *m)
@@ -77,7 +62,8 @@ static mcubert_status validate_options(const mcubert_embedding_params *p, mcuber
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "type_vocab_size", p->type_vocab_size, 1, MCUBERT_MAX_TYPE_VOCAB, m)) !=
             MCUBERT_OK ||
-        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK || (st = check_word_bits(p, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
+        (st = mcubert_check_word_bits(OP, p->word_bits, p->spec_version, MCUBERT_SPEC_VERSION_INT4, m)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_cluster_count(OP, p->cluster_count, p->vocab_size, m);
@@ -90,36 +76,6 @@ static mcubert_word_table word_table(const mcubert_embedding_params *p, const in
 }
 
 /* int4 rows of odd length end in a padding nibble that must be 0 (SPEC 4.1.1), as pair4 padding. */
-static mcubert_status check_int4_padding(const mcubert_embedding_params *p, const int32_t *clusters,
-                                         const uint8_t *rows, mcubert_message *m)
-{
-    const mcubert_word_table table = word_table(p, clusters);
-    int32_t i, row;
-    for (i = 0; i < p->cluster_count; ++i) {
-        mcubert_word_cluster info;
-        mcubert_word_cluster_at(&table, i, &info);
-        if ((info.rank & 1) == 0) {
-            continue;
-        }
-        for (row = 0; row < info.end - info.start; ++row) {
-            const int32_t last = rows[info.row_offset + (int64_t)(row + 1) * info.row_bytes - 1];
-            if ((last >> 4) != 0) {
-                mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_TENSOR, OP, "word_rows");
-                mcubert_append(m, "cluster ");
-                mcubert_append_int(m, i);
-                mcubert_append(m, " row ");
-                mcubert_append_int(m, row);
-                mcubert_append(m, ": the padding nibble of an odd-length int4 row (rank ");
-                mcubert_append_int(m, info.rank);
-                mcubert_append(m, ") must be 0, got ");
-                mcubert_append_int(m, last >> 4);
-                return st;
-            }
-        }
-    }
-    return MCUBERT_OK;
-}
-
 mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params, const mcubert_tensor_view *tensors,
                                           int32_t count, mcubert_message *message)
 {
@@ -158,8 +114,8 @@ mcubert_status mcubert_embedding_validate(const mcubert_embedding_params *params
             return st;
         }
         if (word_bits(params) == 4 && t[MCUBERT_EMBEDDING_WORD_ROWS].data != NULL &&
-            (st = check_int4_padding(params, clusters, (const uint8_t *)t[MCUBERT_EMBEDDING_WORD_ROWS].data,
-                                     message)) != MCUBERT_OK) {
+            (st = mcubert_check_int4_word_padding(OP, &table, (const uint8_t *)t[MCUBERT_EMBEDDING_WORD_ROWS].data,
+                                                  message)) != MCUBERT_OK) {
             return st;
         }
         for (i = 1; i < params->cluster_count && projections != NULL; ++i) {

@@ -108,6 +108,15 @@ static inline int32_t mcubert_requantize(int32_t acc, int32_t multiplier, int32_
     return mcubert_clamp32(mcubert_rsh64((int64_t)acc * multiplier, 31 - shift));
 }
 
+/* requantize_wide(x, M, shift) = (x * m16 + 2^(14 - shift)) >> (15 - shift), m16 = (M + 2^15) >> 16, saturated
+ * to int32: a 48-bit accumulator against the multiplier's top 16 bits (SPEC 4.5). |x| < 2^47 and shift <= 14
+ * keep the int64 sum below 2^62 + 2^45. */
+static inline int32_t mcubert_requantize_wide(int64_t x, int32_t multiplier, int32_t shift)
+{
+    const int64_t m16 = ((int64_t)multiplier + (1 << 15)) >> 16;
+    return mcubert_clamp32(mcubert_rsh64(x * m16, 15 - shift));
+}
+
 /* c + floor(a * b / 2^32), for callers that know the sum fits: SMMLA (one instruction) on
  * Armv7E-M with GCC-compatible compilers, which do not derive it from the C expression. */
 static inline int32_t mcubert_mul_high_add(int32_t a, int32_t b, int32_t c)

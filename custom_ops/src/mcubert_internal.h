@@ -213,7 +213,25 @@ int32_t mcubert_word_row_bytes(int32_t i, int32_t rank, int32_t bits);
 mcubert_status mcubert_check_word_clusters(const char *op, const mcubert_word_table *table, int64_t *rows_total,
                                            int64_t *projections_total, mcubert_message *message);
 void mcubert_word_cluster_at(const mcubert_word_table *table, int32_t i, mcubert_word_cluster *info);
-/* The cluster table, then word_rows' and word_projections' sizes, then each V_i's pair4 padding. */
+/* word_bits of an op that added it in version `since`: 8, 4 from `since` on, or 0 (absent) before it. */
+mcubert_status mcubert_check_word_bits(const char *op, int32_t word_bits, int32_t spec_version, int32_t since,
+                                       mcubert_message *message);
+/* Every odd-length int4 row's padding nibble is 0 (SPEC 4.1.1), in the reference's wording. */
+mcubert_status mcubert_check_int4_word_padding(const char *op, const mcubert_word_table *table, const uint8_t *rows,
+                                               mcubert_message *message);
+/* The storage width of valid options' word_bits (0, absent in an earlier version, is int8). */
+static inline int32_t mcubert_word_bits(int32_t word_bits)
+{
+    return word_bits == 4 ? 4 : 8;
+}
+/* Value k of a packed int4 row (SPEC 4.1.1): the low nibble of byte k/2 for even k, else its high nibble. */
+static inline int32_t mcubert_nibble(const uint8_t *row, int32_t k)
+{
+    const int32_t byte = row[k >> 1];
+    return ((((k & 1) ? byte >> 4 : byte) & 0xF) ^ 8) - 8;
+}
+/* The cluster table, then word_rows' and word_projections' sizes, then (int4) the rows' padding nibbles, then
+ * each V_i's pair4 padding. */
 mcubert_status mcubert_check_word_tensors(const char *op, const mcubert_word_table *table,
                                           const mcubert_tensor_view *rows, const mcubert_tensor_view *projections,
                                           mcubert_message *message);

@@ -16,6 +16,10 @@
  * the MVE path takes 8 row values a VMLADAVA.S16 against the vector in order;
  * V_i^T g_i reads V_i's pair4 groups once per cluster. A token whose accumulator cannot beat the k-th
  * score costs its dot product and one compare (score_cluster).
+ *
+ * int4 tables (word_bits = 4, version 11; SPEC 4.1.1): the rows are nibbles, read by one portable loop on every
+ * core (the vector stays in order), and a cluster-0 row's accumulator is scaled by its uint16 row scale into a
+ * 48-bit product, requantized by requantize_wide (score_full_rows_int4).
  */
 #include <stddef.h>
 
@@ -68,7 +72,9 @@ static mcubert_status validate_options(const mcubert_lm_head_params *p, mcubert_
         (st = mcubert_check_range(OP, "cluster_count", p->cluster_count, 1, MCUBERT_MAX_CLUSTERS, m)) != MCUBERT_OK ||
         (st = mcubert_check_range(OP, "top_k", p->top_k, 1, MCUBERT_MAX_TOP_K, m)) != MCUBERT_OK ||
         (st = mcubert_check_zero_point(OP, "normed_zero_point", p->normed_zero_point, m)) != MCUBERT_OK ||
-        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK) {
+        (st = mcubert_check_ln_eps(OP, p->ln_eps, m)) != MCUBERT_OK ||
+        (st = mcubert_check_word_bits(OP, p->word_bits, p->spec_version, MCUBERT_LM_HEAD_WORD_BITS_SINCE, m)) !=
+            MCUBERT_OK) {
         return st;
     }
     if ((st = mcubert_check_cluster_count(OP, p->cluster_count, p->vocab_size, m)) != MCUBERT_OK) {
@@ -84,14 +90,22 @@ static mcubert_status validate_options(const mcubert_lm_head_params *p, mcubert_
     return MCUBERT_OK;
 }
 
+#define WIDE_SHIFT_MAX 14 /* requantize_wide's shift bound (SPEC 4.5) */
+
 /* Every (multiplier, shift) pair valid ([c][4] is [2c][2] pairs); cluster 0 has no projection, so its
- * (Mp, shift) must be (0, 0), as the reference requires. */
-static mcubert_status check_cluster_requant(const int32_t *table, int32_t c, mcubert_message *m)
+ * (Mp, shift) must be (0, 0), as the reference requires; int4 rows: its score shift at most 14. */
+static mcubert_status check_cluster_requant(const int32_t *table, int32_t c, int32_t bits, mcubert_message *m)
 {
     mcubert_status st = mcubert_check_requant(OP, "cluster_requant", table, 2 * c, m);
     if (st == MCUBERT_OK && (table[0] != 0 || table[1] != 0)) {
         return mcubert_fail_text(m, MCUBERT_ERROR_TENSOR, OP, "cluster_requant",
                                  "cluster 0 has no projection: its (Mp, shift) must be (0, 0)");
+    }
+    if (st == MCUBERT_OK && bits == 4 && table[3] > WIDE_SHIFT_MAX) {
+        st = mcubert_fail(m, MCUBERT_ERROR_TENSOR, OP, "cluster_requant");
+        mcubert_append(m, "cluster 0's score shift ");
+        mcubert_append_int(m, table[3]);
+        mcubert_append(m, " exceeds 14 (int4 rows)");
     }
     return st;
 }
@@ -123,7 +137,7 @@ mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, co
     if (t[MCUBERT_LM_HEAD_CLUSTERS].data != NULL) {
         const mcubert_word_table table =
             mcubert_word_table_of((const int32_t *)t[MCUBERT_LM_HEAD_CLUSTERS].data, params->cluster_count,
-                                  params->vocab_size, params->hidden, 8);
+                                  params->vocab_size, params->hidden, mcubert_word_bits(params->word_bits));
         if ((st = mcubert_check_word_tensors(OP, &table, &t[MCUBERT_LM_HEAD_WORD_ROWS],
                                              &t[MCUBERT_LM_HEAD_WORD_PROJECTIONS], message)) != MCUBERT_OK) {
             return st;
@@ -136,8 +150,8 @@ mcubert_status mcubert_lm_head_validate(const mcubert_lm_head_params *params, co
         return st;
     }
     if (t[MCUBERT_LM_HEAD_CLUSTER_REQUANT].data != NULL &&
-        (st = check_cluster_requant((const int32_t *)t[MCUBERT_LM_HEAD_CLUSTER_REQUANT].data, (int32_t)c, message)) !=
-            MCUBERT_OK) {
+        (st = check_cluster_requant((const int32_t *)t[MCUBERT_LM_HEAD_CLUSTER_REQUANT].data, (int32_t)c,
+                                    mcubert_word_bits(params->word_bits), message)) != MCUBERT_OK) {
         return st;
     }
     return mcubert_check_tensor(OP, "output", &t[MCUBERT_LM_HEAD_OUTPUT], MCUBERT_DTYPE_INT32, 2 * params->top_k,
@@ -290,6 +304,64 @@ MCUBERT_NOINLINE static void score_cluster(const mcubert_word_cluster *cluster, 
     }
 }
 
+/* row[0..n) . x[0..n) for a packed int4 row (SPEC 4.1.1) and an int16 vector in order: |acc| <= 8 n G < 2^31. */
+static inline int32_t dot_s4_s16(const uint8_t *row, const int16_t *x, int32_t n)
+{
+    int32_t acc = 0, k;
+    for (k = 0; k + 1 < n; k += 2) {
+        const int32_t byte = row[k >> 1];
+        acc += (((byte & 0xF) ^ 8) - 8) * x[k] + (((byte >> 4) ^ 8) - 8) * x[k + 1];
+    }
+    if (k < n) {
+        acc += mcubert_nibble(row, k) * x[k];
+    }
+    return acc;
+}
+
+/* score_cluster for int4 low-rank rows (ceil(r/2) bytes each). */
+MCUBERT_NOINLINE static void score_cluster_int4(const mcubert_word_cluster *cluster, const uint8_t *rows,
+                                                const int16_t *vector, const int32_t *requant, top_k *top)
+{
+    int32_t t, refused = INT32_MIN;
+    for (t = cluster->start; t < cluster->end; ++t, rows += cluster->row_bytes) {
+        const int32_t acc = dot_s4_s16(rows, vector, cluster->rank);
+        if (acc > refused && !offer(top, t, mcubert_requantize(acc, requant[0], requant[1]))) {
+            refused = acc;
+        }
+    }
+}
+
+/* Cluster 0 at int4: score = requantize_wide(acc * row_scale, Ms_0), |acc * row_scale| < 2^43 (SPEC 4.5);
+ * requantize_wide is non-decreasing in the product, so a refused product skips it as in score_cluster. */
+MCUBERT_NOINLINE static void score_full_rows_int4(const mcubert_word_cluster *cluster, const uint8_t *rows,
+                                                  const int16_t *vector, const int32_t *requant, top_k *top)
+{
+    int64_t refused = INT64_MIN;
+    int32_t t;
+    for (t = cluster->start; t < cluster->end; ++t, rows += cluster->row_bytes) {
+        const int32_t row_scale = (int32_t)rows[0] | ((int32_t)rows[1] << 8);
+        const int64_t wide =
+            (int64_t)dot_s4_s16(rows + MCUBERT_INT4_ROW_SCALE_BYTES, vector, cluster->rank) * row_scale;
+        if (wide > refused && !offer(top, t, mcubert_requantize_wide(wide, requant[0], requant[1]))) {
+            refused = wide;
+        }
+    }
+}
+
+/* One cluster's tokens into `top`, by storage: `vector` is g_0 or p_i, in order (int4) or paired (int8). */
+static void score_rows(const mcubert_word_cluster *cluster, const int8_t *rows, int32_t bits, int16_t *vector,
+                       const int32_t *requant, top_k *top)
+{
+    if (bits == 8) {
+        pair_for_smlad(vector, cluster->rank);
+        score_cluster(cluster, rows, vector, requant, top);
+    } else if (cluster->start == 0) {
+        score_full_rows_int4(cluster, (const uint8_t *)rows, vector, requant, top);
+    } else {
+        score_cluster_int4(cluster, (const uint8_t *)rows, vector, requant, top);
+    }
+}
+
 mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mcubert_lm_head_weights *weights,
                                   const int8_t *hidden, int32_t *top, const mcubert_context *context,
                                   mcubert_message *message)
@@ -316,7 +388,8 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
                                  "NULL pointer");
     }
     layout_of(params->hidden, &layout);
-    table = mcubert_word_table_of(weights->clusters, params->cluster_count, params->vocab_size, params->hidden, 8);
+    table = mcubert_word_table_of(weights->clusters, params->cluster_count, params->vocab_size, params->hidden,
+                                  mcubert_word_bits(params->word_bits));
     if ((st = mcubert_check_context(OP, context, layout.total, message)) != MCUBERT_OK ||
         (st = mcubert_check_word_clusters(OP, &table, &rows_total, &projections_total, message)) != MCUBERT_OK) {
         return st;
@@ -342,9 +415,8 @@ mcubert_status mcubert_lm_head_s8(const mcubert_lm_head_params *params, const mc
             project(weights->word_projections + cluster.projection_offset, params->hidden, cluster.rank, scaled,
                     cluster_requant, limit, projected);
         }
-        pair_for_smlad(i > 0 ? projected : scaled, cluster.rank);
-        score_cluster(&cluster, weights->word_rows + cluster.row_offset, i > 0 ? projected : scaled,
-                      cluster_requant + 2, &best);
+        score_rows(&cluster, weights->word_rows + cluster.row_offset, table.bits, i > 0 ? projected : scaled,
+                   cluster_requant + 2, &best);
     }
     return MCUBERT_OK;
 }

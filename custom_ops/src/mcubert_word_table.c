@@ -1,7 +1,8 @@
 /*
- * The clustered word table (SPEC 4.1), shared by the ops that read it: MCUBERT_EMBEDDING (the lookup)
- * and MCUBERT_LM_HEAD (the tied head). Cluster i owns ids [end_{i-1}, end_i), stores rows of rank r_i
- * (r_0 = d, full rows) and, for i > 0, a pair4 projection V_i (d outputs, r_i inputs).
+ * The clustered word table (SPEC 4.1), shared by the ops that read it: MCUBERT_EMBEDDING and
+ * MCUBERT_DECODER_EMBEDDING (the lookups) and MCUBERT_LM_HEAD (the tied head), at int8 or int4 storage (4.1.1). Cluster
+ * i owns ids [end_{i-1}, end_i), stores rows of rank r_i (r_0 = d, full rows) and, for i > 0, a pair4 projection V_i (d
+ * outputs, r_i inputs).
  */
 #include "mcubert_internal.h"
 
@@ -81,6 +82,53 @@ void mcubert_word_cluster_at(const mcubert_word_table *table, int32_t i, mcubert
     info->projection_offset = projections;
 }
 
+mcubert_status mcubert_check_word_bits(const char *op, int32_t word_bits, int32_t spec_version, int32_t since,
+                                       mcubert_message *m)
+{
+    mcubert_status st;
+    if (word_bits == 8 || (word_bits == 0 && spec_version < since) || (word_bits == 4 && spec_version >= since)) {
+        return MCUBERT_OK;
+    }
+    st = mcubert_fail(m, MCUBERT_ERROR_OPTION, op, "word_bits");
+    mcubert_append_int(m, word_bits);
+    if (word_bits == 4) {
+        mcubert_append(m, " (int4 tables) needs spec_version ");
+        mcubert_append_int(m, since);
+    } else {
+        mcubert_append(m, " is not a storage width (4: packed int4, 8: int8)");
+    }
+    return st;
+}
+
+mcubert_status mcubert_check_int4_word_padding(const char *op, const mcubert_word_table *table, const uint8_t *rows,
+                                               mcubert_message *m)
+{
+    int32_t i, row;
+    for (i = 0; i < table->cluster_count; ++i) {
+        mcubert_word_cluster info;
+        mcubert_word_cluster_at(table, i, &info);
+        if ((info.rank & 1) == 0) {
+            continue;
+        }
+        for (row = 0; row < info.end - info.start; ++row) {
+            const int32_t last = rows[info.row_offset + (int64_t)(row + 1) * info.row_bytes - 1];
+            if ((last >> 4) != 0) {
+                mcubert_status st = mcubert_fail(m, MCUBERT_ERROR_TENSOR, op, "word_rows");
+                mcubert_append(m, "cluster ");
+                mcubert_append_int(m, i);
+                mcubert_append(m, " row ");
+                mcubert_append_int(m, row);
+                mcubert_append(m, ": the padding nibble of an odd-length int4 row (rank ");
+                mcubert_append_int(m, info.rank);
+                mcubert_append(m, ") must be 0, got ");
+                mcubert_append_int(m, last >> 4);
+                return st;
+            }
+        }
+    }
+    return MCUBERT_OK;
+}
+
 mcubert_status mcubert_check_word_tensors(const char *op, const mcubert_word_table *table,
                                           const mcubert_tensor_view *rows, const mcubert_tensor_view *projections,
                                           mcubert_message *m)
@@ -92,6 +140,10 @@ mcubert_status mcubert_check_word_tensors(const char *op, const mcubert_word_tab
         (st = mcubert_check_tensor(op, "word_rows", rows, MCUBERT_DTYPE_INT8, rows_total, m)) != MCUBERT_OK ||
         (st = mcubert_check_tensor(op, "word_projections", projections, MCUBERT_DTYPE_INT8, projections_total, m)) !=
             MCUBERT_OK) {
+        return st;
+    }
+    if (table->bits == 4 && rows->data != NULL &&
+        (st = mcubert_check_int4_word_padding(op, table, (const uint8_t *)rows->data, m)) != MCUBERT_OK) {
         return st;
     }
     for (i = 1; i < table->cluster_count && projections->data != NULL; ++i) {

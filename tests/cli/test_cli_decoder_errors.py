@@ -294,7 +294,6 @@ REFUSED = {
     ("--schedule", "stock"): "stock TFLite",
     ("--precision", "float32"): "int8 ops only",
     ("--num-labels", "3"): "no classifier head",
-    ("--embedding-bits", "4"): "tied word table",
 }
 
 

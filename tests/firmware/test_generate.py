@@ -28,17 +28,23 @@ LANGS = ("C", "CXX", "ASM")
 NEW_TOKENS = 12
 
 
-# (weight bits, --sample settings or None): int8 and int4 greedy, and int8 drawing its next ids on the device
-VARIANTS = {"int8": ("8", None), "int4": ("4", None), "int8-sample": ("8", "temperature=1.5,top_k=6,seed=3")}
+# export options: int8 and int4 weights greedy, int8 drawing its next ids on the device, and int4 weights with the
+# tied word table at int4 (looked up and scored by the LM head at int4 storage)
+VARIANTS = {
+    "int8": ("--weight-bits", "8"),
+    "int4": ("--weight-bits", "4"),
+    "int8-sample": ("--weight-bits", "8", "--sample", "temperature=1.5,top_k=6,seed=3"),
+    "int4-tables": ("--weight-bits", "4", "--embedding-bits", "4"),
+}
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
 def export_dir(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("generate")
     random_gpt2(root / "gpt2", vocab_size=VOCAB, n_positions=40, n_embd=32, n_layer=2, n_head=4)
-    bits, sample = VARIANTS[request.param]
-    export = ("export", "--checkpoint", root / "gpt2", "--top-k", "2", "--weight-bits", bits)
-    code = _cli(*export, *(("--sample", sample) if sample else ()), "--out", root / "export")
+    code = _cli(
+        "export", "--checkpoint", root / "gpt2", "--top-k", "2", *VARIANTS[request.param], "--out", root / "export"
+    )
     assert code == 0
     return root / "export"
 

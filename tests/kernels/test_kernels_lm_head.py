@@ -2,7 +2,7 @@
 
 * host, ASan/UBSan, plain C and DSP (emulated intrinsics): "extreme" tables (every integer anywhere in
   the contract's range, clamps that bite), ties, a head tied to a quantized embedding, every rank % 4
-  and odd d, misaligned int8 tensors;
+  and odd d, misaligned int8 tensors; the same at int4 storage (version 11: nibbles, row scales);
 * validate and run-time errors with the Python reference's wording where both check;
 * unicorn Cortex-M7 and M4 (DSP path, as built for each core) and the M7 plain path, bit-exact within
   the stack bound; the instruction count of the clustered head against one dense cluster (the int8
@@ -56,12 +56,17 @@ def _requant(rng, shape, shifts):
     return np.stack([np.where(zero, 0, mult), np.where(zero, 0, shift)], axis=-1).astype(np.int32)
 
 
-def extreme_case(d: int, sizes: tuple[int, ...], ranks: tuple[int, ...], k: int, seed: int = 0) -> Case:
+def extreme_case(
+    d: int, sizes: tuple[int, ...], ranks: tuple[int, ...], k: int, seed: int = 0, word_bits: int = 8
+) -> Case:
     """Every table value anywhere in range; shifts that make some g and p clamp at +-G and some scores
-    saturate int32, and others land in between."""
+    saturate int32, and others land in between. int4: any nibble, row scales over the whole uint16 range."""
     rng = np.random.default_rng(seed * 7919 + d * 31 + sum(sizes))
     ends = np.cumsum(sizes)
-    rows = [rng.integers(-128, 128, n * r) for n, r in zip(sizes, (d,) + ranks)]
+    if word_bits == 8:
+        rows = [rng.integers(-128, 128, n * r) for n, r in zip(sizes, (d,) + ranks)]
+    else:
+        rows = [testing._int4_rows(rng, n, r, i == 0) for i, (n, r) in enumerate(zip(sizes, (d,) + ranks))]
     projections = [pack_weights(rng.integers(-127, 128, (d, r)).astype(np.int8)) for r in ranks]
     c = len(sizes)
     cluster = np.zeros((c, 4), np.int32)
@@ -80,9 +85,10 @@ def extreme_case(d: int, sizes: tuple[int, ...], ranks: tuple[int, ...], k: int,
         cluster_requant=cluster,
         layer_norm=LayerNormParams(ln.astype(np.int32), int(rng.integers(0, 1 << 40))),
         residual=np.stack([rng.integers(-128, 128, d), rng.integers(0, 8, d)], axis=1).astype(np.int32),
+        word_bits=word_bits,
     )
     hidden = rng.integers(-128, 128, d).astype(np.int8)
-    return _finish(f"extreme-d{d}-c{c}-k{k}-seed{seed}", params, hidden)
+    return _finish(f"extreme-d{d}-c{c}-k{k}-seed{seed}-w{word_bits}", params, hidden)
 
 
 def final_norm(rng, d: int, normed: TensorQuant) -> dict:
@@ -92,14 +98,14 @@ def final_norm(rng, d: int, normed: TensorQuant) -> dict:
     return {"layer_norm": LayerNormParams.from_float(gamma, beta, 1e-5, 0.01, normed), "residual": residual}
 
 
-def tied_case(d: int, sizes, ranks, k: int, seed: int = 0) -> tuple[Case, EmbeddingParams]:
+def tied_case(d: int, sizes, ranks, k: int, seed: int = 0, word_bits: int = 8) -> tuple[Case, EmbeddingParams]:
     """The head tied to an embedding quantized through the offline path (LmHeadParams.tie)."""
     rng = np.random.default_rng(seed + 100 * d)
     fw = testing.float_embedding(rng, d, 8, cluster_sizes=sizes, ranks=(None,) + ranks)
-    embedding = EmbeddingParams.quantize(fw, TensorQuant(0.05, 3))
+    embedding = EmbeddingParams.quantize(fw, TensorQuant(0.05, 3), word_bits=word_bits)
     params, _ = LmHeadParams.tie(embedding, TensorQuant(0.04, -7), k, **final_norm(rng, d, TensorQuant(0.04, -7)))
     hidden = rng.integers(-128, 128, d).astype(np.int8)
-    return _finish(f"tied-d{d}-k{k}", params, hidden), embedding
+    return _finish(f"tied-d{d}-k{k}-w{word_bits}", params, hidden), embedding
 
 
 HOST_CASES = [
@@ -111,6 +117,12 @@ HOST_CASES = [
     extreme_case(7, (3, 4), (7,), 7, seed=5),  # k == vocab
     tied_case(64, (50, 200, 750), (16, 4), 10)[0],
     tied_case(128, (100, 300, 600), (32, 8), 5, seed=1)[0],
+    extreme_case(8, (5,), (), 3, word_bits=4),
+    extreme_case(33, (50, 60, 70), (1, 2), 16, seed=2, word_bits=4),  # odd d and ranks: padding nibbles
+    extreme_case(64, (100, 200, 300, 50), (13, 6, 7), 32, seed=3, word_bits=4),
+    extreme_case(128, (64, 400), (32,), 256, seed=4, word_bits=4),
+    tied_case(64, (50, 200, 750), (16, 4), 10, word_bits=4)[0],
+    tied_case(128, (100, 300, 600), (32, 8), 5, seed=1, word_bits=4)[0],
 ]
 
 
@@ -155,14 +167,17 @@ def test_misaligned_int8_tensors(runner):
     _assert_exact(runner.run(case.call, misalign=misalign), case)
 
 
-def test_the_tied_head_ranks_as_the_float_table_does():
-    """The integer scores of the tied head against float logits of the same int8 tables."""
-    case, embedding = tied_case(64, (50, 200, 750), (16, 4), 10)
+@pytest.mark.parametrize("word_bits", [8, 4])
+def test_the_tied_head_ranks_as_the_float_table_does(word_bits):
+    """The integer scores of the tied head against float logits of the same int8 or int4 tables."""
+    case, embedding = tied_case(64, (50, 200, 750), (16, 4), 10, word_bits=word_bits)
     params = case.params
     real = lm_head._real_scale(embedding.word_requant)
     table = np.concatenate(
         [
-            (v.rows if v.projection is None else v.rows.astype(np.int64) @ v.projection.T) * real[i]
+            (v.rows if v.projection is None else v.rows.astype(np.int64) @ v.projection.T)
+            * (1 if v.row_scale is None else v.row_scale[:, None])
+            * real[i]
             for i, v in enumerate(params.cluster_views)
         ]
     )
@@ -226,18 +241,54 @@ def test_scratch_too_small_is_refused(runner):
     assert result.message == f"{OP}: scratch: {need - 1} bytes given, {need} needed"
 
 
-def test_an_int4_embedding_cannot_be_tied():
-    rng = np.random.default_rng(0)
-    fw = testing.float_embedding(rng, 16, 4)
-    embedding = EmbeddingParams.quantize(fw, TensorQuant(0.05, 0), word_bits=4)
-    with pytest.raises(OpSpecError, match="reads int8 word tables"):
-        LmHeadParams.tie(embedding, TensorQuant(0.05, 0), 4, **final_norm(rng, 16, TensorQuant(0.05, 0)))
+INT4 = HOST_CASES[-4]  # extreme, d 64, four clusters, int4
+
+
+def test_int4_heads_write_version_11_and_read_back():
+    assert INT4.call.options["word_bits"] == 4 and "word_bits" not in BASE.call.options
+    assert kernel_abi.make_params(OP, INT4.call.options).spec_version == contract.SPEC_VERSION_DECODER_INT4
+    assert kernel_abi.make_params(OP, BASE.call.options).spec_version == contract.SPEC_VERSION_LM_HEAD
+    back = LmHeadParams.from_serialized(INT4.params.options(), INT4.params.tensors())
+    assert np.array_equal(lm_head.cluster_scores(back, INT4.hidden), lm_head.cluster_scores(INT4.params, INT4.hidden))
+
+
+def test_int4_table_errors_match_the_reference(runner):
+    """A padding nibble that is not 0, and a cluster-0 score shift past requantize_wide's bound."""
+    case = HOST_CASES[-5]  # d 33, odd ranks
+    call = case.call
+    rows = call.tensors["word_rows"].copy()
+    rows[2 + 16] |= np.int8(0x10)  # cluster 0, row 0: byte 16 holds value 32 and the padding nibble
+    result = runner.run(dataclasses.replace(call, tensors={**call.tensors, "word_rows": rows}))
+    problem = "cluster 0 row 0: the padding nibble of an odd-length int4 row (rank 33) must be 0, got 1"
+    assert result.status == kernel_abi.ERROR_TENSOR and result.message == f"{OP}: word_rows: {problem}"
+    with pytest.raises(OpSpecError, match=re.escape(problem)):
+        dataclasses.replace(case.params, word_rows=rows).validate()
+    requant = call.tensors["cluster_requant"].copy().reshape(-1, 4)
+    requant[0, 2:] = (MULTIPLIER_MIN, 15)
+    result = runner.run(dataclasses.replace(call, tensors={**call.tensors, "cluster_requant": requant.reshape(-1)}))
+    problem = "cluster 0's score shift 15 exceeds 14 (int4 rows)"
+    assert result.status == kernel_abi.ERROR_TENSOR and result.message == f"{OP}: cluster_requant: {problem}"
+    with pytest.raises(OpSpecError, match=re.escape(problem)):
+        dataclasses.replace(case.params, cluster_requant=requant).validate()
+
+
+def test_int4_needs_its_version(runner):
+    old = contract.SPEC_VERSION_LM_HEAD
+    params = kernel_abi.make_params(
+        OP, INT4.call.options, spec_version=old, spec_hash=kernel_abi.OP_SPEC_HASHES[OP][old]
+    )
+    result = runner.validate(OP, params, None)
+    assert result.status == kernel_abi.ERROR_OPTION
+    assert result.message == f"{OP}: word_bits: 4 (int4 tables) needs spec_version 11"
 
 
 # ---- Cortex-M (unicorn) -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("index", [1, 2, 4, 6], ids=[HOST_CASES[i].name for i in (1, 2, 4, 6)])
+CORE_CASES = [1, 2, 4, 6, 9, 10, 12]
+
+
+@pytest.mark.parametrize("index", CORE_CASES, ids=[HOST_CASES[i].name for i in CORE_CASES])
 def test_bit_exact_on_the_core(emulator, index):
     from tflm_mcubert.measure.arm_emulator import run_kernel
 

@@ -68,7 +68,10 @@ def test_the_contract_wide_versions_keep_their_hashes_for_every_op():
 
 
 def test_an_op_added_later_reads_only_its_own_versions_and_is_outside_the_contract_wide_text():
-    assert contract_versions.op_versions(contract.LM_HEAD) == (contract.SPEC_VERSION_LM_HEAD,)
+    assert contract_versions.op_versions(contract.LM_HEAD) == (
+        contract.SPEC_VERSION_LM_HEAD,
+        contract.SPEC_VERSION_DECODER_INT4,
+    )
     assert contract.LM_HEAD not in registry.contract_text_v2()
     text = registry.op_version_text(contract.LM_HEAD, contract.SPEC_VERSION_LM_HEAD)
     assert f"{contract.LM_HEAD}.option.top_k=int[1,{contract.MAX_TOP_K}]" in text and "lm_head.gain_limit=" in text

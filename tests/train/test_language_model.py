@@ -123,11 +123,25 @@ def test_evaluate_with_qat_steps_reports_qat_beside_ptq(checkpoint, text_file, t
     assert_one_clean_error(err, "--qat-steps must be 0 or more")
 
 
+def test_evaluate_int4_word_tables_beside_int8(checkpoint, text_file, tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "evaluate", "--checkpoint", checkpoint, "--text", text_file, "--samples", "2", "--embedding-bits", "8",
+        "4", "--json", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads((tmp_path / "r").read_text())
+    float_ppl = result["float_perplexity_int8_blocks"]
+    # the tied table at int4, looked up and scored by the LM head: smaller, and still near the float model
+    assert abs(result["int4_dense_perplexity"] / float_ppl - 1) < 0.15, result
+    assert abs(result["int4_exported_perplexity"] / float_ppl - 1) < 0.15, result
+    assert result["exported+int4"]["flash_bytes"] < result["exported"]["flash_bytes"]
+
+
 def test_evaluate_refuses_what_export_refuses_for_a_decoder(checkpoint, text_file, capsys):
-    argv = ("evaluate", "--checkpoint", checkpoint, "--text", text_file, "--embedding-bits", "4")
+    argv = ("evaluate", "--checkpoint", checkpoint, "--text", text_file, "--stock")
     code, _, err = run_cli(capsys, *argv)
     assert code != 0
-    assert_one_clean_error(err, "--embedding-bits: not available for a decoder export")
+    assert_one_clean_error(err, "--stock: a decoder has no stock TFLite graph")
 
 
 def test_a_decoder_evaluate_needs_held_out_text(checkpoint, capsys):

@@ -185,6 +185,8 @@ class _Models:
 
 def _run_decoder(args) -> int:
     """Perplexity of a causal LM (export/decoder_evaluation.py); --samples: held-out blocks the int8 models read."""
+    if args.stock:
+        raise UserError("--stock: a decoder has no stock TFLite graph to compare (its step is MCUBERT ops only)")
     if args.text:
         texts, where = read_sentences(args.text, flag="--text"), args.text
     elif args.task:
@@ -208,9 +210,11 @@ def _run_decoder(args) -> int:
         calibration_count=args.calibration_samples,
         seed=args.seed,
         qat_steps=args.qat_steps,
-        embedding_bits=min(args.embedding_bits or [8]),  # a width export refuses for a decoder is refused here
     )
-    result = {"texts": where, **evaluate_decoder(request, texts, limit=args.samples, weight_bits=args.weight_bits)}
+    result = evaluate_decoder(
+        request, texts, limit=args.samples, weight_bits=args.weight_bits, embedding_bits=args.embedding_bits or [8]
+    )
+    result = {"texts": where, **result}
     print(json.dumps(result, indent=2))
     if args.json:
         output_file(args.json, "--json").write_text(json.dumps(result, indent=2) + "\n")

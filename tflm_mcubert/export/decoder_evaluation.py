@@ -58,29 +58,34 @@ def exported_perplexity(request: ExportRequest, model, tokenizer, sequences, blo
 
 
 def dense_perplexities(request: ExportRequest, model, sequences, blocks: np.ndarray) -> dict:
-    """int8 with the word table dense: PTQ (weights at request.weight_bits), and after request.qat_steps of QAT
-    when asked."""
-    widths = Widths.uniform(request.weight_bits)
-    dense = calibrate_decoder(model, sequences, top_k=request.top_k, widths=widths)
+    """int8 with the word table dense: PTQ (weights at request.weight_bits, the table at request.embedding_bits),
+    and after request.qat_steps of QAT when asked."""
+    widths, bits = Widths.uniform(request.weight_bits), request.embedding_bits
+    dense = calibrate_decoder(model, sequences, top_k=request.top_k, widths=widths, embedding_bits=bits)
     result = {"int8_dense_perplexity": int8_perplexity(dense, blocks)}
     if request.qat_steps:
         written = (dense, None, None, None, {"method": "dense"})
         student, losses = quantization_aware(request, model, sequences, written, widths)
-        student_int8 = calibrate_decoder(student, sequences, top_k=request.top_k, widths=widths)
+        student_int8 = calibrate_decoder(student, sequences, top_k=request.top_k, widths=widths, embedding_bits=bits)
         result["int8_dense_qat_perplexity"] = int8_perplexity(student_int8, blocks)
         result["qat_dense"] = {"steps": request.qat_steps, "loss_first": losses[0], "loss_last": losses[-1]}
     return result
 
 
 def evaluate_decoder(
-    request: ExportRequest, texts: list[str], limit: int | None = None, log=print, weight_bits=(8,)
+    request: ExportRequest, texts: list[str], limit: int | None = None, log=print, weight_bits=(8,), embedding_bits=(8,)
 ) -> dict:
-    """Float, then for each of `weight_bits` int8 dense and int8 as exported for `request.board`: perplexity
-    on `texts` (at most `limit` blocks for the quantized models, which run one token a step in numpy; the
-    float model reads them all). int4 weights' entries are named with a "+w4" suffix, as the encoder's."""
+    """Float, then for each of `weight_bits` and `embedding_bits` int8 dense and int8 as exported for
+    `request.board`: perplexity on `texts` (at most `limit` blocks for the quantized models, which run one token a
+    step in numpy; the float model reads them all). As the encoder's, entries with int4 word tables are named
+    "int4" for "int8", and int4 weights' get a "+w4" suffix."""
     from tflm_mcubert.train.language_model import blocks_of, perplexity  # Keras
 
-    widths = [dataclasses.replace(request, weight_bits=bits) for bits in dict.fromkeys(weight_bits)]
+    widths = [
+        dataclasses.replace(request, weight_bits=weights, embedding_bits=table)
+        for table in dict.fromkeys(embedding_bits)
+        for weights in dict.fromkeys(weight_bits)
+    ]
     for width in widths:  # the export's rules: what export refuses for a decoder, evaluate does not measure
         check_request(width, decoder=True)
     model, tokenizer, source = load_decoder_model(request)
@@ -101,9 +106,10 @@ def evaluate_decoder(
     result["int8_blocks"] = len(sample)
     result["float_perplexity_int8_blocks"] = perplexity(model, sample)
     for width in widths:
-        suffix = "" if width.weight_bits == 8 else "+w4"
+        name = ("int8" if width.embedding_bits == 8 else "int4") + ("" if width.weight_bits == 8 else "+w4")
+        suffix = name[4:] if width.embedding_bits == 8 else "+" + name
         for key, value in _quantized_perplexities(width, model, tokenizer, sequences, sample, log).items():
-            result[key.replace("int8", "int8" + suffix, 1) if key.startswith("int8") else key + suffix] = value
+            result[key.replace("int8", name, 1) if key.startswith("int8") else key + suffix] = value
     result["calibration"] = calibration
     result["seconds"] = round(time.time() - started, 1)
     return result
@@ -111,7 +117,7 @@ def evaluate_decoder(
 
 def _quantized_perplexities(request: ExportRequest, model, tokenizer, sequences, sample, log) -> dict:
     """The int8 models at request.weight_bits: dense (PTQ, and QAT when asked), and as exported."""
-    weights = f"{request.weight_bits}-bit weights"
+    weights = f"{request.weight_bits}-bit weights" + (", int4 word table" if request.embedding_bits == 4 else "")
     result = dense_perplexities(request, model, sequences, sample)
     log(f"int8, {weights}, dense word table: perplexity {result['int8_dense_perplexity']:.2f} ({len(sample)} blocks)")
     if request.qat_steps:

@@ -46,6 +46,7 @@ from tflm_mcubert.model.decoder_config import SEARCHED_EMBEDDING_FILE, SEARCHED_
 from tflm_mcubert.quantize.decoder_qat import decoder_qat_settings, decoder_ranges, distill_decoder, table_of_clusters
 from tflm_mcubert.quantize.float_model import embedding_clusters
 from tflm_mcubert.ops import lm_head
+from tflm_mcubert.ops.embedding import embedding_storage_bytes
 from tflm_mcubert.ops.sample import SampleParams
 from tflm_mcubert.ops.topology import DECODER
 from tflm_mcubert.ops.widths import AUTO, Widths
@@ -119,17 +120,18 @@ def calibration_sequences(request: ExportRequest, tokenizer, vocab_size: int, co
     return sequences, request.calibration or "built-in sentences"
 
 
-def _compress(model, sequences, flash_left: int, table_bytes: int, embedding: str, searched=None):
-    """(clusters in model id order, model id of each tokenizer id or None, report entry). `searched`: the
-    checkpoint's searched table (searched_table), stored as it is unless --embedding dense."""
+def _compress(model, sequences, flash_left: int, bits: int, embedding: str, searched=None):
+    """(clusters in model id order, model id of each tokenizer id or None, report entry) of the word table
+    stored at `bits`. `searched`: the checkpoint's searched table (searched_table), stored as it is unless
+    --embedding dense."""
     table = np.asarray(model.token_embeddings.numpy(), np.float64)
     vocab, dim = table.shape
-    if embedding == "dense" or (searched is None and table_bytes <= flash_left):
+    if embedding == "dense" or (searched is None and embedding_storage_bytes([(vocab, dim)], dim, bits) <= flash_left):
         return ((table, None),), None, {"method": "dense", "params": int(table.size)}
     if searched is not None:
         clusters, permutation, entry = searched
         return clusters, permutation, {**entry, "dense_params": int(table.size)}
-    cutoffs, ranks = _largest_adaptive(vocab, dim, flash_left)
+    cutoffs, ranks = _largest_adaptive(vocab, dim, flash_left, bits)
     clusters, permutation, params = adaptive_clusters(table, sequences, cutoffs, ranks)
     entry = {
         "method": "adaptive",
@@ -175,7 +177,7 @@ def adaptive_clusters(table: np.ndarray, sequences, cutoffs, ranks):
     return tuple(clusters), arrays["permutation"], int(compressed.stored_params())
 
 
-def _largest_adaptive(vocab: int, dim: int, budget: int) -> tuple[list[int], list[int]]:
+def _largest_adaptive(vocab: int, dim: int, budget: int, bits: int) -> tuple[list[int], list[int]]:
     """Adaptive embedding's shape (4, 3 or 2 frequency clusters) storing the most bytes within `budget`: with
     a small vocabulary four clusters stop growing (their cut-offs reach the vocabulary) long before a
     board's Flash is used, where fewer clusters keep growing their ranks. BelowSmallestError (with the
@@ -186,12 +188,12 @@ def _largest_adaptive(vocab: int, dim: int, budget: int) -> tuple[list[int], lis
     best, best_bytes, smallest = None, -1, None
     for clusters in (4, 3, 2):
         try:
-            cutoffs, ranks = adaptive_for_budget(vocab, dim, budget, num_clusters=clusters, bits=8)
+            cutoffs, ranks = adaptive_for_budget(vocab, dim, budget, num_clusters=clusters, bits=bits)
         except BelowSmallestError as miss:
             smallest = miss.smallest if smallest is None else min(smallest, miss.smallest)
             continue
         bounds = [0, *cutoffs, vocab]
-        size = stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, 8)
+        size = stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, bits)
         if size > best_bytes:
             best, best_bytes = (cutoffs, ranks), size
     if best is None:
@@ -231,9 +233,21 @@ def choose_widths(request: ExportRequest, model, sequences, tokenizer_bytes: int
         return Widths.uniform(request.weight_bits, "--weight-bits"), None
     _, flash_left, int8 = _table_room(request, model, sequences, tokenizer_bytes, Widths.uniform(8))
     searched = searched_table(request.checkpoint)
+    return auto_widths(
+        model, sequences, request.candidates(), int8, _table_bytes(model, searched, request) - flash_left
+    )
+
+
+def _table_bytes(model, searched, request: ExportRequest) -> int:
+    """The word table's rows and projections as the export stores them at request.embedding_bits (int8: one byte a
+    parameter)."""
     config = model.config
-    table = searched[2]["params"] if searched is not None else config.vocab_size * config.hidden_size
-    return auto_widths(model, sequences, request.candidates(), int8, table - flash_left)
+    if request.embedding_bits == 8:
+        return searched[2]["params"] if searched is not None else config.vocab_size * config.hidden_size
+    geometry = (
+        [(u.shape[0], u.shape[1]) for u, _ in searched[0]] if searched else [(config.vocab_size, config.hidden_size)]
+    )
+    return embedding_storage_bytes(geometry, config.hidden_size, request.embedding_bits)
 
 
 def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes: int = 0, widths=None):
@@ -250,12 +264,19 @@ def quantize_and_write(request: ExportRequest, model, sequences, tokenizer_bytes
     for _ in range(MAX_SIZING_PASSES):
         try:
             clusters, permutation, entry = _compress(
-                model, sequences, flash_left, config.vocab_size * config.hidden_size, request.embedding, searched
+                model, sequences, flash_left, request.embedding_bits, request.embedding, searched
             )
         except BelowSmallestError as miss:
             table = (config.vocab_size, config.hidden_size)
             raise _table_misfit(request.board, budgets.flash_budget, tokenizer_bytes, flash_left, table, miss.smallest)
-        decoder = calibrate_decoder(model, sequences, clusters=clusters, top_k=request.candidates(), widths=bits)
+        decoder = calibrate_decoder(
+            model,
+            sequences,
+            clusters=clusters,
+            top_k=request.candidates(),
+            widths=bits,
+            embedding_bits=request.embedding_bits,
+        )
         decoder = decoder.sampling(sample_params(request, decoder))
         plan = plan_of(decoder, sram_budget)
         if plan.planned_bytes > sram_budget:

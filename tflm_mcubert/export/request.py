@@ -79,11 +79,6 @@ DECODER_REFUSES = {
         "a decoder is MCUBERT int8 ops only (the other precisions are stock graphs)",
     ),
     "num_labels": ((2,), "--num-labels", "a decoder predicts the next token: it has no classifier head"),
-    "embedding_bits": (
-        (8,),
-        "--embedding-bits",
-        "the decoder's tied word table is stored int8 (no int4 LM-head table yet)",
-    ),
 }
 
 

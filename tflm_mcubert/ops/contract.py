@@ -39,6 +39,9 @@ SPEC_VERSION_LAYER_BITS = 8
 # Version 9: version 8's `int4_layers` mask for MCUBERT_CAUSAL_ATTENTION and MCUBERT_DECODER_MLP (no weight_bits).
 SPEC_VERSION_DECODER_LAYER_BITS = 9
 SPEC_VERSION_SAMPLE = 10  # the next token drawn from the LM head's candidates (temperature, top-k, top-p)
+# Version 11 belongs to MCUBERT_DECODER_EMBEDDING and MCUBERT_LM_HEAD: option `word_bits`, the tied word table
+# at the embedding's int4 storage (SPEC.md 4.1.1); the head scores cluster 0's rows with a 48-bit requantize.
+SPEC_VERSION_DECODER_INT4 = 11
 ATTENTION_LINEAR_LAYERS = ("query", "key", "value", "output")  # the order of the op's weight inputs
 MLP_LINEAR_LAYERS = ("fc1", "fc2")
 LINEAR_WEIGHT_BITS = (4, 8)  # storage widths of the encoder ops' linear weights; 8 is versions 1-2's only one
@@ -185,6 +188,8 @@ def _check_causal_attention(v: dict[str, int]):
 
 
 def _check_lm_head(v: dict[str, int]):
+    if v.get("word_bits", 8) not in EMBEDDING_WORD_BITS:
+        return "word_bits", f"{v['word_bits']} is not a storage width (4: packed int4, 8: int8)"
     if v["cluster_count"] > v["vocab_size"]:
         return "cluster_count", f"{v['cluster_count']} clusters for a vocabulary of {v['vocab_size']}"
     if v["top_k"] > v["vocab_size"]:

@@ -23,6 +23,7 @@ from tflm_mcubert.ops.contract import (
     SAMPLE,
     SPEC_VERSION_CAUSAL_ATTENTION,
     SPEC_VERSION_DECODER_EMBEDDING,
+    SPEC_VERSION_DECODER_INT4,
     SPEC_VERSION_DECODER_LAYER_BITS,
     SPEC_VERSION_DECODER_MLP,
     SPEC_VERSION_INT4,
@@ -32,6 +33,7 @@ from tflm_mcubert.ops.contract import (
     SPEC_VERSION_W4,
 )
 
+_WORD_BITS = OptionField("word_bits", 4, 8, "word table storage: 4 (packed int4) or 8 (int8)")
 _WEIGHT_BITS = OptionField(
     "weight_bits", 4, 8, "every linear layer's weights: 4 (packed int4, w4row) or 8 (int8, pair4)"
 )
@@ -65,7 +67,7 @@ def _int4_layers_lines(op: str, layers: tuple[str, ...], otherwise: str = "weigh
 # Option fields a later version adds, by version and op (absent from, and unknown to, earlier ones).
 VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
     SPEC_VERSION_INT4: {
-        EMBEDDING: (OptionField("word_bits", 4, 8, "word table storage: 4 (packed int4) or 8 (int8)"),),
+        EMBEDDING: (_WORD_BITS,),
     },
     SPEC_VERSION_W4: {
         ATTENTION: (_WEIGHT_BITS,),
@@ -79,7 +81,13 @@ VERSION_OPTIONS: dict[int, dict[str, tuple[OptionField, ...]]] = {
         CAUSAL_ATTENTION: (_int4_layers_field(ATTENTION_LINEAR_LAYERS),),
         DECODER_MLP: (_int4_layers_field(MLP_LINEAR_LAYERS),),
     },
+    SPEC_VERSION_DECODER_INT4: {DECODER_EMBEDDING: (_WORD_BITS,), LM_HEAD: (_WORD_BITS,)},
 }
+
+_INT4_TABLE_LINES = (
+    "word_rows at word_bits=4=the embedding's int4 storage (SPEC 4.1.1):cluster 0 row=uint16 row_scale LE,"
+    "then d nibbles;cluster i row=ceil(r_i/2) bytes;nibble 2j low,2j+1 high;odd row's padding nibble 0",
+)
 
 
 # Contract text a per-op version adds beyond its option fields (numerics, layouts), by version and op.
@@ -126,6 +134,16 @@ VERSION_LINES: dict[int, dict[str, tuple[str, ...]]] = {
             "sample.top_p=m=first i with c_i*2^15>=top_p*c_(keep-1)",
             "sample.draw=r=(u*c_m)>>32;drawn=first i with c_i>r;top[:,0..drawn] rotated so drawn is first",
         )
+    },
+    SPEC_VERSION_DECODER_INT4: {
+        DECODER_EMBEDDING: _INT4_TABLE_LINES
+        + ("decoder_embedding.word at word_bits=4=cluster 0:requantize(q[c]*row_scale,Mw_0[c]);cluster i:as 4.1",),
+        LM_HEAD: _INT4_TABLE_LINES
+        + (
+            "lm_head.score at word_bits=4=cluster 0:clamp_int32(requantize_wide(int64(U_0[t].g_0)*row_scale[t],Ms_0)),"
+            "Ms_0 shift<=14;cluster i:as int8 with the nibbles",
+            "requantize_wide(x,M,shift)=(x*((M+2^15)>>16)+2^(14-shift))>>(15-shift) in int64;|x|<2^47",
+        ),
     },
     SPEC_VERSION_LM_HEAD: {
         LM_HEAD: (

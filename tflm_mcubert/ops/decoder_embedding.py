@@ -6,7 +6,8 @@ written as the residual stream (GPT-2: wte[id] + wpe[p], no LayerNorm).
     z[c]    = clamp_int16(clamp_int32(word[c]) + clamp_int32(requantize(P[p, c], Mp[c])))
     x[c]    = clamp_int8(rsh(z[c], R'[c]) + zp'[c])                         the residual stream (4.6)
 
-The word tables are the embedding op's (int8 storage), so the tied LM head reads the same constant tensors.
+The word tables are the embedding op's, int8 or int4 storage (SPEC 4.1.1: a cluster-0 term is then
+requantize(q[c] * row_scale, Mw_0[c])), so the tied LM head reads the same constant tensors.
 s_z, the step of the decoder's whole residual stream, is chosen here: every later op keeps it.
 """
 
@@ -31,7 +32,7 @@ from tflm_mcubert.ops.layernorm import check_dim, check_residual, residual_out
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int
-from tflm_mcubert.ops.word_table import word_clusters
+from tflm_mcubert.ops.word_table import check_word_bits, word_clusters
 
 OP = contract.DECODER_EMBEDDING
 
@@ -56,11 +57,13 @@ class DecoderEmbeddingParams:
     position_table: np.ndarray  # int8[n, d]
     position_requant: np.ndarray  # int32[d, 2]: into s_z units
     output_residual: np.ndarray  # int32[d, 2]: the stream's (zp, R)
+    word_bits: int = 8  # 8: int8 word tables; 4: packed int4 (version 11, SPEC 4.1.1)
 
     def validate(self) -> "DecoderEmbeddingParams":
         n = check_int(OP, "context", self.context, 1, contract.MAX_SEQ_LEN)
         d = check_dim(OP, "hidden", check_int(OP, "hidden", self.hidden, 1, contract.MAX_HIDDEN))
         check_int(OP, "vocab_size", self.vocab_size, 1, INT32_MAX)
+        check_word_bits(OP, self.word_bits)
         c = len(self.cluster_views)
         for field, table, shape in (
             ("word_requant", self.word_requant, (c, d, 2)),
@@ -75,20 +78,22 @@ class DecoderEmbeddingParams:
         return self
 
     @property
-    def word_bits(self) -> int:
-        return 8  # int8 word tables (what the tied LM head reads)
-
-    @property
     def cluster_views(self):
-        return word_clusters(OP, self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size)
+        return word_clusters(
+            OP, self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size, self.word_bits
+        )
 
     def options(self) -> dict[str, int]:
-        return {
+        """Version 7's fields; `word_bits` only for int4 (which makes the options version 11)."""
+        values = {
             "context": self.context,
             "hidden": self.hidden,
             "vocab_size": self.vocab_size,
             "cluster_count": int(np.shape(self.clusters)[0]),
         }
+        if self.word_bits != 8:
+            values["word_bits"] = self.word_bits
+        return values
 
     def tensors(self) -> dict[str, np.ndarray]:
         names = ("clusters", "word_rows", "word_projections", "word_requant", "position_table", "position_requant")
@@ -96,7 +101,13 @@ class DecoderEmbeddingParams:
 
     @classmethod
     def from_serialized(cls, options: dict[str, int], tensors: dict[str, np.ndarray]) -> "DecoderEmbeddingParams":
-        params = cls(options["context"], options["hidden"], options["vocab_size"], **tensors).validate()
+        params = cls(
+            options["context"],
+            options["hidden"],
+            options["vocab_size"],
+            **tensors,
+            word_bits=options.get("word_bits", 8),
+        ).validate()
         if params.clusters.shape[0] != options["cluster_count"]:
             raise OpSpecError(
                 OP, "cluster_count", f"{options['cluster_count']} but clusters holds {params.clusters.shape[0]}"
@@ -104,10 +115,11 @@ class DecoderEmbeddingParams:
         return params
 
     @classmethod
-    def quantize(cls, clusters, position: np.ndarray, z_scale: float, output_residual: np.ndarray):
+    def quantize(cls, clusters, position: np.ndarray, z_scale: float, output_residual: np.ndarray, word_bits: int = 8):
         """From float clusters ((U_0, None), (U_i, V_i^T), ...) and the position table [n, d], into the
-        residual stream of step `z_scale` stored with `output_residual` (causal_attention.stream_channels)."""
-        tables = quantize_word_tables(clusters, z_scale)
+        residual stream of step `z_scale` stored with `output_residual` (causal_attention.stream_channels);
+        the word tables at `word_bits` (the embedding's int8 or int4 storage)."""
+        tables = quantize_word_tables(clusters, z_scale, check_word_bits(OP, word_bits))
         position_q, position_rq = quantize_per_channel(position, z_scale)
         return cls(
             context=position.shape[0],
@@ -117,6 +129,7 @@ class DecoderEmbeddingParams:
             position_table=position_q,
             position_requant=position_rq,
             output_residual=output_residual,
+            word_bits=word_bits,
         ).validate()
 
 
@@ -133,6 +146,8 @@ def word_row(params: DecoderEmbeddingParams, token: int) -> np.ndarray:
         if cluster.start <= token < cluster.end:
             u = cluster.rows[token - cluster.start].astype(np.int64)
             acc = u if cluster.projection is None else cluster.projection.astype(np.int64) @ u
+            if cluster.row_scale is not None:  # int4 cluster 0: q * row_scale, |.| <= 8 * 65535 < 2^19
+                acc = acc * cluster.row_scale[token - cluster.start]
             requant = params.word_requant[i].astype(np.int64)
             return np.clip(requantize(acc, requant[:, 0], requant[:, 1]), INT32_MIN, INT32_MAX)
     raise AssertionError("the cluster table covers every id")

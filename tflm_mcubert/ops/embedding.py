@@ -46,6 +46,7 @@ from tflm_mcubert.ops.linear import Linear, packed_size
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
 from tflm_mcubert.ops.validation import OpSpecError, check_array, check_int, check_writable_view
+from tflm_mcubert.ops.word_table import check_int4_size, unpack_cluster
 
 OP = contract.EMBEDDING
 ROWS = contract.EMBEDDING_ROWS
@@ -72,14 +73,6 @@ def pack_int4(values: np.ndarray) -> np.ndarray:
     nibbles = np.zeros((n, 2 * contract.int4_row_bytes(r)), np.uint8)
     nibbles[:, :r] = values.astype(np.int64) & 0xF
     return (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).astype(np.uint8)
-
-
-def unpack_int4(packed: np.ndarray, length: int) -> np.ndarray:
-    """uint8/int8[n, ceil(r/2)] -> int8[n, r] (sign-extended nibbles)."""
-    raw = np.asarray(packed).view(np.uint8).astype(np.int16)
-    nibbles = np.empty((raw.shape[0], 2 * raw.shape[1]), np.int16)
-    nibbles[:, 0::2], nibbles[:, 1::2] = raw & 0xF, raw >> 4
-    return ((nibbles[:, :length] ^ 8) - 8).astype(np.int8)
 
 
 def embedding_storage_bytes(clusters, hidden: int, bits: int = 8) -> int:
@@ -172,7 +165,7 @@ class EmbeddingParams:
         row_sizes = [int(n) * b for n, b in zip(ends - starts, row_bytes)]
         proj_sizes = [0] + [packed_size(d, int(r)) for r in ranks[1:]]
         if bits == 4:
-            _check_int4_size(self.word_rows, row_sizes, d)
+            check_int4_size(OP, self.word_rows, row_sizes, d)
         check_array(OP, "word_rows", self.word_rows, np.int8, (sum(row_sizes),))
         check_array(OP, "word_projections", self.word_projections, np.int8, (sum(proj_sizes),))
         requant = check_array(OP, "word_requant", self.word_requant, np.int32, (c, d, 2))
@@ -184,7 +177,7 @@ class EmbeddingParams:
         for i in range(c):
             n, r = int(ends[i] - starts[i]), int(ranks[i])
             stored = self.word_rows[row_off : row_off + row_sizes[i]].reshape(n, row_bytes[i])
-            rows, row_scale = (stored, None) if bits == 8 else _unpack_cluster(stored, i, r)
+            rows, row_scale = (stored, None) if bits == 8 else unpack_cluster(OP, stored, i, r)
             projection = None
             if i > 0:
                 channels = np.concatenate([np.zeros((d, 1), np.int32), requant[i]], axis=1)
@@ -357,37 +350,6 @@ def _int4_full_rows(u: np.ndarray, z_scale: float) -> tuple[np.ndarray, np.ndarr
     header = np.stack([row_scale & 0xFF, row_scale >> 8], axis=1).astype(np.uint8)
     stored = np.concatenate([header, pack_int4(q.astype(np.int8))], axis=1).view(np.int8)
     return stored, np.stack([mult, shift], axis=1).astype(np.int32)
-
-
-def _check_int4_size(word_rows, row_sizes: list[int], d: int) -> None:
-    """A clear message for a word_rows tensor whose size does not fit int4 storage (SPEC 4.1.1)."""
-    if isinstance(word_rows, np.ndarray) and word_rows.shape != (sum(row_sizes),):
-        raise OpSpecError(
-            OP,
-            "word_rows",
-            f"int4 storage of these clusters is {sum(row_sizes)} bytes (cluster 0: rows of "
-            f"{contract.INT4_ROW_SCALE_BYTES} + ceil({d}/2) bytes; cluster i: rows of ceil(r_i/2) bytes), "
-            f"got shape {tuple(word_rows.shape)}",
-        )
-
-
-def _unpack_cluster(stored: np.ndarray, index: int, rank: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """(int8[n, rank] values, int64[n] row scales or None) of one cluster's packed int4 rows."""
-    raw = stored.view(np.uint8)
-    row_scale = None
-    if index == 0:
-        row_scale = raw[:, 0].astype(np.int64) | (raw[:, 1].astype(np.int64) << 8)
-        raw = raw[:, contract.INT4_ROW_SCALE_BYTES :]
-    if rank % 2:
-        bad = np.flatnonzero(raw[:, -1] >> 4)
-        if bad.size:
-            raise OpSpecError(
-                OP,
-                "word_rows",
-                f"cluster {index} row {int(bad[0])}: the padding nibble of an odd-length int4 row "
-                f"(rank {rank}) must be 0, got {int(raw[bad[0], -1] >> 4)}",
-            )
-    return unpack_int4(raw, rank), row_scale
 
 
 def _check_ids(ids: np.ndarray, field: str, s: int, limit: int) -> np.ndarray:

@@ -69,6 +69,32 @@ def requantize(acc, multiplier, shift):
     return np.right_shift(acc * multiplier + np.left_shift(np.int64(1), total - 1), total)
 
 
+WIDE_ACC_BITS = 47  # |acc| < 2^47 in requantize_wide
+WIDE_SHIFT_MAX = 14
+
+
+def requantize_wide(acc, multiplier, shift):
+    """round(acc * multiplier * 2^(shift - 31)) for a 48-bit accumulator, with the multiplier's top 16 bits:
+
+        m16    = (multiplier + 2^15) >> 16       in [2^14, 2^15] (0 for a zero multiplier)
+        total  = 15 - shift                      (1 <= total <= 46 because shift is in [-31, 14])
+        result = (acc * m16 + 2^(total - 1)) >> total
+
+    Preconditions (checked): |acc| < 2^47, shift <= 14. Then |acc * m16| < 2^62 and the rounding term
+    <= 2^45, so the int64 sum cannot overflow. 15 bits of multiplier are what a 64-bit product leaves
+    (TFLite's 16x8 ops requantize int64 accumulators the same way). Not clamped, as requantize.
+    """
+    acc = np.asarray(acc, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    if acc.size and int(np.abs(acc).max()) >= (1 << WIDE_ACC_BITS):
+        raise OverflowError("requantize_wide: accumulator outside 48 bits — a bound in ops/SPEC.md was violated")
+    if shift.size and int(shift.max()) > WIDE_SHIFT_MAX:
+        raise ValueError(f"requantize_wide: shift must be <= {WIDE_SHIFT_MAX}")
+    m16 = np.right_shift(np.asarray(multiplier, dtype=np.int64) + (1 << 15), 16)
+    total = 15 - shift
+    return np.right_shift(acc * m16 + np.left_shift(np.int64(1), total - 1), total)
+
+
 def saturate(x, lo: int, hi: int, dtype) -> np.ndarray:
     return np.clip(x, lo, hi).astype(dtype)
 

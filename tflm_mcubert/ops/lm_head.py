@@ -16,6 +16,10 @@ cluster, one rescaling of h and then r_i multiply-adds per token (d for cluster 
     cluster i:  p_i[l] = clamp(requantize(sum_c V_i[c, l] g_i[c], Mp_i), -G, G);  acc[t] = U_i[t] . p_i
     score[t]    = clamp_int32(requantize(acc[t], Ms_i))                  one scale for every cluster
 
+At int4 storage (version 11, SPEC 4.1.1) a row holds nibbles q, and a cluster-0 row also its uint16 row scale:
+cluster 0 scores clamp_int32(requantize_wide(acc[t] * row_scale[t], Ms_0)) (a 48-bit product, fixed_point),
+the other clusters as above with q for U_i.
+
 G = min(32767, floor((2^31 - 1) / (128 d))) keeps every dot product of int8 and clamped values inside
 int32 for any contract-valid tables, so the kernel needs no 64-bit accumulator and no overflow check.
 The output is int32[2, k]: row 0 the ids (the embedding's permuted vocabulary) best first, row 1 their
@@ -33,13 +37,15 @@ from tflm_mcubert.ops.fixed_point import (
     INT16_MAX,
     INT32_MAX,
     INT32_MIN,
+    WIDE_SHIFT_MAX,
     check_multipliers,
     quantize_multiplier,
     requantize,
+    requantize_wide,
     saturate,
 )
 from tflm_mcubert.ops.layernorm import LayerNormParams, check_dim, check_residual, layer_norm, residual_sum
-from tflm_mcubert.ops.word_table import WordCluster, word_clusters
+from tflm_mcubert.ops.word_table import WordCluster, check_word_bits, word_clusters
 from tflm_mcubert.ops.op_def import OpDef
 from tflm_mcubert.ops.quantization import TensorQuant
 from tflm_mcubert.ops.scratch import LayoutBuilder, ScratchLayout
@@ -86,6 +92,7 @@ class LmHeadParams:
     cluster_requant: np.ndarray  # int32[c, 4]: (Mp, shift) (cluster 0: 0, 0), (Ms, shift)
     layer_norm: LayerNormParams  # LN_f: from s_z units to h (its zero point normed_zero_point)
     residual: np.ndarray  # int32[d, 2]: the residual stream's (zp, R)
+    word_bits: int = 8  # the tied table's storage: 8 int8, 4 packed int4 (version 11)
 
     def validate(self) -> "LmHeadParams":
         d = check_dim(OP, "hidden", check_int(OP, "hidden", self.hidden, 1, contract.MAX_HIDDEN))
@@ -96,6 +103,7 @@ class LmHeadParams:
         check_int(OP, "normed_zero_point", self.normed_zero_point, -128, 127)
         self.layer_norm.validate(OP, "layer_norm", d)
         check_residual(OP, "residual", self.residual, d)
+        check_word_bits(OP, self.word_bits)
         c = len(self.cluster_views)
         requant = check_array(OP, "channel_requant", self.channel_requant, np.int32, (c, d, 2))
         problem = check_multipliers(requant[..., 0], requant[..., 1])
@@ -107,14 +115,21 @@ class LmHeadParams:
             raise OpSpecError(OP, "cluster_requant", problem)
         if np.any(table[0, :2]):
             raise OpSpecError(OP, "cluster_requant", "cluster 0 has no projection: its (Mp, shift) must be (0, 0)")
+        if self.word_bits == 4 and table[0, 3] > WIDE_SHIFT_MAX:
+            raise OpSpecError(
+                OP, "cluster_requant", f"cluster 0's score shift {table[0, 3]} exceeds {WIDE_SHIFT_MAX} (int4 rows)"
+            )
         return self
 
     @property
     def cluster_views(self) -> tuple[WordCluster, ...]:
-        return word_clusters(OP, self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size)
+        return word_clusters(
+            OP, self.clusters, self.word_rows, self.word_projections, self.hidden, self.vocab_size, self.word_bits
+        )
 
     def options(self) -> dict[str, int]:
-        return {
+        """Version 4's fields; `word_bits` only for int4 (which makes the options version 11)."""
+        values = {
             "hidden": self.hidden,
             "vocab_size": self.vocab_size,
             "cluster_count": int(np.shape(self.clusters)[0]),
@@ -122,6 +137,9 @@ class LmHeadParams:
             "normed_zero_point": self.normed_zero_point,
             "ln_eps": self.layer_norm.eps,
         }
+        if self.word_bits != 8:
+            values["word_bits"] = self.word_bits
+        return values
 
     def tensors(self) -> dict[str, np.ndarray]:
         return {
@@ -146,6 +164,7 @@ class LmHeadParams:
             tensors["cluster_requant"],
             LayerNormParams(tensors["layer_norm"], options["ln_eps"]),
             tensors["residual"],
+            options.get("word_bits", 8),
         ).validate()
         if params.clusters.shape[0] != options["cluster_count"]:
             raise OpSpecError(
@@ -157,7 +176,7 @@ class LmHeadParams:
     def tie(
         cls, embedding, hidden: TensorQuant, top_k: int, *, layer_norm: LayerNormParams, residual: np.ndarray
     ) -> tuple["LmHeadParams", float]:
-        """The head tied to an int8 `embedding` (EmbeddingParams) for LN_f outputs quantized as `hidden`
+        """The head tied to `embedding` (EmbeddingParams, int8 or int4 tables) for LN_f outputs quantized as `hidden`
         (`layer_norm` makes them from the residual stream whose channels are `residual`)
         (one zero point; one scale or one per channel), and the real logit of one score unit divided by
         the embedding's pre-norm scale s_z (a factor common to every id, so ranking needs none of it).
@@ -165,15 +184,12 @@ class LmHeadParams:
         Each cluster's channel scales a_i[c] (the embedding's word_requant) are folded into g_i, scaled so
         that |g_i| reaches G at |h - zp| = 255; p_i is scaled so its worst case over all g reaches G (no
         clamp ever bites); the score scale is the largest cluster's accumulator scale, so every score
-        multiplier is <= 1.
+        multiplier is <= 1. An int4 cluster 0 accumulates acc * row_scale: its largest product over the table,
+        at |g| = G, sets a floor under the score unit so that its scores fit in 31 bits.
         """
-        if embedding.word_bits != 8:
-            raise OpSpecError(
-                OP, "word_rows", "the tied LM head reads int8 word tables (export the embedding at 8 bits)"
-            )
-        d, g_max = embedding.hidden, gain_limit(embedding.hidden)
+        d, g_max, bits = embedding.hidden, gain_limit(embedding.hidden), embedding.word_bits
         views = word_clusters(
-            OP, embedding.clusters, embedding.word_rows, embedding.word_projections, d, embedding.vocab_size
+            OP, embedding.clusters, embedding.word_rows, embedding.word_projections, d, embedding.vocab_size, bits
         )
         zero_points = np.unique(np.asarray(hidden.zero_point))
         if zero_points.size != 1:
@@ -192,6 +208,10 @@ class LmHeadParams:
             projection[i] = g_max / worst, gain[i] * worst / g_max
             accumulator_scale[i] = projection[i, 1]
         score_unit = accumulator_scale.max()
+        if views[0].row_scale is not None:
+            rows = np.abs(views[0].rows.astype(np.int64)).sum(axis=1) * views[0].row_scale
+            widest = max(1, int(rows.max(initial=0))) * g_max
+            score_unit = max(score_unit, gain[0] * widest / (1 << 30))
         channel = np.stack(quantize_multiplier(channel_scale / gain[:, None]), axis=-1).astype(np.int32)
         cluster = np.zeros((len(views), 4), np.int32)
         for i in range(len(views)):
@@ -210,6 +230,7 @@ class LmHeadParams:
             cluster,
             layer_norm,
             residual,
+            bits,
         ).validate()
         return params, float(score_unit)
 
@@ -234,7 +255,10 @@ def cluster_scores(params: LmHeadParams, hidden: np.ndarray) -> np.ndarray:
         else:
             vector = g
         acc = view.rows.astype(np.int64) @ vector
-        scores = requantize(acc, *params.cluster_requant[i, 2:].astype(np.int64))
+        if view.row_scale is None:
+            scores = requantize(acc, *params.cluster_requant[i, 2:].astype(np.int64))
+        else:  # int4 cluster 0: |acc * row_scale| <= 8 d G 65535 < 2^43
+            scores = requantize_wide(acc * view.row_scale, *params.cluster_requant[i, 2:].astype(np.int64))
         out.append(np.clip(scores, INT32_MIN, INT32_MAX))
     return np.concatenate(out)
 

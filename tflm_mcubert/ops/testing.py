@@ -317,9 +317,9 @@ def quantized_decoder_mlp(d: int = 32, ffn: int = 128, rows: int = 64, seed: int
 
 
 def quantized_decoder_embedding(
-    d: int = 32, context: int = 16, seed: int = 0, sizes=(40, 60, 100), ranks=(None, 16, 4)
+    d: int = 32, context: int = 16, seed: int = 0, sizes=(40, 60, 100), ranks=(None, 16, 4), word_bits: int = 8
 ):
-    """(params, float clusters, float positions, s_z): GPT-2's wte + wpe as a clustered table."""
+    """(params, float clusters, float positions, s_z): GPT-2's wte + wpe as a clustered table at `word_bits`."""
     rng = np.random.default_rng(seed)
     fw = float_embedding(rng, d, context, cluster_sizes=sizes, ranks=ranks)
     dense = np.concatenate([u if vt is None else u @ vt for u, vt in fw.clusters])
@@ -327,5 +327,7 @@ def quantized_decoder_embedding(
     lo, hi = sums.min(axis=(0, 1)), sums.max(axis=(0, 1))
     # the stream's step: fine enough for the int16 sum, coarse enough that 2^7 steps cover every channel
     z_scale = float(np.min(hidden_quant(lo, hi, float(np.abs(sums).max())).scale))
-    params = DecoderEmbeddingParams.quantize(fw.clusters, fw.position, z_scale, stream_channels(lo, hi, z_scale))
+    params = DecoderEmbeddingParams.quantize(
+        fw.clusters, fw.position, z_scale, stream_channels(lo, hi, z_scale), word_bits=word_bits
+    )
     return params, fw.clusters, fw.position, z_scale

@@ -185,13 +185,14 @@ def float_blocks(model) -> list[tuple[CausalAttentionFloat, DecoderMlpFloat]]:
 
 
 def calibrate_decoder(
-    model, sequences, *, clusters=None, top_k: int = 1, widths: Widths = Widths()
+    model, sequences, *, clusters=None, top_k: int = 1, widths: Widths = Widths(), embedding_bits: int = 8
 ) -> QuantizedDecoder:
     """Post-training quantization of `model` (a DecoderModel) on calibration token sequences (a list of id
     sequences, each at most max_positions long and decoded from position 0: several short texts cover the
     first positions, where a token attends to few others, better than one long one). `clusters`: the word
     table as ((U_0, None), (U_i, V_i^T), ...) in the model's id order (default: the model's dense table,
-    one cluster); the LM head is tied to it. `widths`: the blocks' matrices, int8 or int4 (SPEC.md 3.1.1)."""
+    one cluster); the LM head is tied to it, stored at `embedding_bits` (8, or 4: SPEC.md 4.1.1). `widths`: the
+    blocks' matrices, int8 or int4 (SPEC.md 3.1.1)."""
     config = model.config
     sequences = [np.asarray(s, np.int64) for s in sequences]
     if not sequences or any(not 1 <= s.size <= config.max_positions for s in sequences):
@@ -208,7 +209,7 @@ def calibrate_decoder(
     rows = [np.concatenate(stage) for stage in streams]
     z_scale = decoder_step(rows)
     embedding = DecoderEmbeddingParams.quantize(
-        clusters, position, z_scale, stream_channels(rows[0].min(0), rows[0].max(0), z_scale)
+        clusters, position, z_scale, stream_channels(rows[0].min(0), rows[0].max(0), z_scale), embedding_bits
     )
     stream = stream_quant(embedding.output_residual, z_scale)
     layers = []
