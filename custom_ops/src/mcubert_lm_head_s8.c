@@ -19,7 +19,7 @@
  *
  * int4 tables (word_bits = 4, version 11; SPEC 4.1.1): the rows are nibbles, read by one portable loop on every
  * core (the vector stays in order), and a cluster-0 row's accumulator is scaled by its uint16 row scale into a
- * 48-bit product, requantized by requantize_wide (score_full_rows_int4).
+ * 48-bit product, requantized by requantize_wide (score_cluster_int4).
  */
 #include <stddef.h>
 
@@ -318,32 +318,22 @@ static inline int32_t dot_s4_s16(const uint8_t *row, const int16_t *x, int32_t n
     return acc;
 }
 
-/* score_cluster for int4 low-rank rows (ceil(r/2) bytes each). */
+/* score_cluster for int4 rows (SPEC 4.5.1): a low-rank row is ceil(r/2) bytes, scored as int8's; a cluster-0
+ * row starts with its row scale, and its score is requantize_wide(acc * row_scale, Ms_0), |acc * row_scale|
+ * < 2^43. requantize_wide is non-decreasing in the product, so a refused one skips it as in score_cluster. */
 MCUBERT_NOINLINE static void score_cluster_int4(const mcubert_word_cluster *cluster, const uint8_t *rows,
                                                 const int16_t *vector, const int32_t *requant, top_k *top)
 {
-    int32_t t, refused = INT32_MIN;
-    for (t = cluster->start; t < cluster->end; ++t, rows += cluster->row_bytes) {
-        const int32_t acc = dot_s4_s16(rows, vector, cluster->rank);
-        if (acc > refused && !offer(top, t, mcubert_requantize(acc, requant[0], requant[1]))) {
-            refused = acc;
-        }
-    }
-}
-
-/* Cluster 0 at int4: score = requantize_wide(acc * row_scale, Ms_0), |acc * row_scale| < 2^43 (SPEC 4.5);
- * requantize_wide is non-decreasing in the product, so a refused product skips it as in score_cluster. */
-MCUBERT_NOINLINE static void score_full_rows_int4(const mcubert_word_cluster *cluster, const uint8_t *rows,
-                                                  const int16_t *vector, const int32_t *requant, top_k *top)
-{
+    const int32_t full = cluster->start == 0, skip = full ? MCUBERT_INT4_ROW_SCALE_BYTES : 0;
     int64_t refused = INT64_MIN;
     int32_t t;
     for (t = cluster->start; t < cluster->end; ++t, rows += cluster->row_bytes) {
-        const int32_t row_scale = (int32_t)rows[0] | ((int32_t)rows[1] << 8);
-        const int64_t wide =
-            (int64_t)dot_s4_s16(rows + MCUBERT_INT4_ROW_SCALE_BYTES, vector, cluster->rank) * row_scale;
-        if (wide > refused && !offer(top, t, mcubert_requantize_wide(wide, requant[0], requant[1]))) {
-            refused = wide;
+        const int32_t acc = dot_s4_s16(rows + skip, vector, cluster->rank);
+        const int64_t key = full ? (int64_t)acc * ((int32_t)rows[0] | ((int32_t)rows[1] << 8)) : acc;
+        if (key > refused && !offer(top, t,
+                                    full ? mcubert_requantize_wide(key, requant[0], requant[1])
+                                         : mcubert_requantize(acc, requant[0], requant[1]))) {
+            refused = key;
         }
     }
 }
@@ -355,8 +345,6 @@ static void score_rows(const mcubert_word_cluster *cluster, const int8_t *rows, 
     if (bits == 8) {
         pair_for_smlad(vector, cluster->rank);
         score_cluster(cluster, rows, vector, requant, top);
-    } else if (cluster->start == 0) {
-        score_full_rows_int4(cluster, (const uint8_t *)rows, vector, requant, top);
     } else {
         score_cluster_int4(cluster, (const uint8_t *)rows, vector, requant, top);
     }

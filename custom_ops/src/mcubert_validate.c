@@ -417,22 +417,38 @@ mcubert_status mcubert_check_w4row(const char *op, const char *field, const uint
     return MCUBERT_OK;
 }
 
+/* A storage width option that version `since` added: 8, 4 from `since` on, or 0 (absent) before it. */
+static mcubert_status check_width(const char *op, const char *field, int32_t bits, int32_t spec_version, int32_t since,
+                                  const char *int4_is, const char *not_a, mcubert_message *message)
+{
+    mcubert_status st;
+    if (bits == 8 || (bits == 0 && spec_version < since) || (bits == 4 && spec_version >= since)) {
+        return MCUBERT_OK;
+    }
+    st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, field);
+    mcubert_append_int(message, bits);
+    if (bits == 4) {
+        mcubert_append(message, int4_is);
+        mcubert_append(message, " needs spec_version ");
+        mcubert_append_int(message, since);
+    } else {
+        mcubert_append(message, not_a);
+    }
+    return st;
+}
+
 mcubert_status mcubert_check_weight_bits(const char *op, int32_t weight_bits, int32_t spec_version, int32_t since,
                                          mcubert_message *message)
 {
-    mcubert_status st;
-    if (weight_bits == 8 || (weight_bits == 0 && spec_version < since) || (weight_bits == 4 && spec_version >= since)) {
-        return MCUBERT_OK;
-    }
-    st = mcubert_fail(message, MCUBERT_ERROR_OPTION, op, "weight_bits");
-    mcubert_append_int(message, weight_bits);
-    if (weight_bits == 4) {
-        mcubert_append(message, " (int4 weights) needs spec_version ");
-        mcubert_append_int(message, since);
-    } else {
-        mcubert_append(message, " is not a weight width (4: packed int4, 8: int8)");
-    }
-    return st;
+    return check_width(op, "weight_bits", weight_bits, spec_version, since, " (int4 weights)",
+                       " is not a weight width (4: packed int4, 8: int8)", message);
+}
+
+mcubert_status mcubert_check_word_bits(const char *op, int32_t word_bits, int32_t spec_version, int32_t since,
+                                       mcubert_message *message)
+{
+    return check_width(op, "word_bits", word_bits, spec_version, since, " (int4 tables)",
+                       " is not a storage width (4: packed int4, 8: int8)", message);
 }
 
 mcubert_status mcubert_check_int4_layers(const char *op, int32_t int4_layers, int32_t layers, int32_t weight_bits,

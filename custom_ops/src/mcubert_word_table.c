@@ -82,24 +82,6 @@ void mcubert_word_cluster_at(const mcubert_word_table *table, int32_t i, mcubert
     info->projection_offset = projections;
 }
 
-mcubert_status mcubert_check_word_bits(const char *op, int32_t word_bits, int32_t spec_version, int32_t since,
-                                       mcubert_message *m)
-{
-    mcubert_status st;
-    if (word_bits == 8 || (word_bits == 0 && spec_version < since) || (word_bits == 4 && spec_version >= since)) {
-        return MCUBERT_OK;
-    }
-    st = mcubert_fail(m, MCUBERT_ERROR_OPTION, op, "word_bits");
-    mcubert_append_int(m, word_bits);
-    if (word_bits == 4) {
-        mcubert_append(m, " (int4 tables) needs spec_version ");
-        mcubert_append_int(m, since);
-    } else {
-        mcubert_append(m, " is not a storage width (4: packed int4, 8: int8)");
-    }
-    return st;
-}
-
 mcubert_status mcubert_check_int4_word_padding(const char *op, const mcubert_word_table *table, const uint8_t *rows,
                                                mcubert_message *m)
 {
