@@ -1,10 +1,10 @@
-"""A decoder's perplexity against the Flash its export gets, at each weight width (--weight-bits): float, int8
-with the word table dense, and int8 as `export` writes it for each Flash size (the table compressed to what
-the model and its tokenizer leave).
+"""A decoder's perplexity against the Flash its export gets, at each weight width (--weight-bits) and word-table
+width (--embedding-bits): float, int8 with the word table dense, and int8 as `export` writes it for each Flash size
+(the table compressed to what the model and its tokenizer leave).
 Prints a table; not a test.
 
     python bench/decoder_perplexity.py CHECKPOINT [--task rotten_tomatoes --split test] [--flash 700KB,740KB,780KB]
-        [--weight-bits 8,4] [--json bench/results/decoder_perplexity.json]
+        [--weight-bits 8,4] [--embedding-bits 8,4] [--json bench/results/decoder_perplexity.json]
 
 Each int8 model runs one token a step over its KV caches in the numpy reference (which the C kernels equal
 byte for byte), every position of the held-out blocks (train/language_model.blocks_of).
@@ -31,6 +31,9 @@ def main(argv=None) -> int:
     parser.add_argument("--split", default="test")
     parser.add_argument("--flash", default="700KB,740KB,780KB,820KB")
     parser.add_argument("--weight-bits", default="8", help="the blocks' weight widths measured, e.g. 8,4 (default 8)")
+    parser.add_argument(
+        "--embedding-bits", default="8", help="the tied word table's storage widths measured, e.g. 8,4 (default 8)"
+    )
     parser.add_argument("--blocks", type=int, help="only the first N held-out blocks (default: all)")
     parser.add_argument("--board", default="nucleo-f746zg", help="whose SRAM and reserves (default nucleo-f746zg)")
     parser.add_argument("--json", help="also write the summary here (bench/report.py renders its table)")
@@ -55,34 +58,35 @@ def main(argv=None) -> int:
     blocks = blocks[: args.blocks] if args.blocks else blocks
     sequences, _ = calibration_sequences(request, tokenizer, model.config.vocab_size, model.config.max_positions)
     rows = [{"flash": "-", "weight_bits": None, "variant": "float", "perplexity": perplexity(model, blocks)}]
-    for bits in [int(b) for b in args.weight_bits.split(",")]:
-        dense = calibrate_decoder(model, sequences, widths=Widths.uniform(bits))
-        rows.append(
-            {"flash": "-", "weight_bits": bits, "variant": "table dense", "perplexity": int8_perplexity(dense, blocks)}
-        )
-        print(f"  {bits}-bit weights, table dense: {rows[-1]['perplexity']:.2f}", file=sys.stderr, flush=True)
+    widths = [(w, e) for e in map(int, args.embedding_bits.split(",")) for w in map(int, args.weight_bits.split(","))]
+    for bits, table_bits in widths:
+        label = f"{bits}-bit weights, {table_bits}-bit table"
+        dense = calibrate_decoder(model, sequences, widths=Widths.uniform(bits), embedding_bits=table_bits)
+        widths_of = {"weight_bits": bits, **({"embedding_bits": table_bits} if table_bits != 8 else {})}
+        rows.append({"flash": "-", **widths_of, "variant": "table dense", "perplexity": int8_perplexity(dense, blocks)})
+        print(f"  {label}, table dense: {rows[-1]['perplexity']:.2f}", file=sys.stderr, flush=True)
         for size in args.flash.split(","):
             sized = dataclasses.replace(board, name=f"{board.name} with {size} Flash", flash_bytes=parse_size(size))
-            width = dataclasses.replace(request, board=sized, weight_bits=bits)
+            width = dataclasses.replace(request, board=sized, weight_bits=bits, embedding_bits=table_bits)
             try:
                 result = exported_perplexity(width, model, tokenizer, sequences, blocks)
             except DoesNotFitError as misfit:
-                rows.append({"flash": size, "weight_bits": bits, "variant": "does not fit", "why": str(misfit)})
-                print(f"  {bits}-bit weights, {size}: does not fit", file=sys.stderr, flush=True)
+                rows.append({"flash": size, **widths_of, "variant": "does not fit", "why": str(misfit)})
+                print(f"  {label}, {size}: does not fit", file=sys.stderr, flush=True)
                 continue
             compression = result["compression"]
             share = compression["params"] / model.config.vocab_size / model.config.hidden_size
             rows.append(
                 {
                     "flash": size,
-                    "weight_bits": bits,
+                    **widths_of,
                     "variant": f"{compression['method']} table ({compression['params']:,} params, {share:.0%})",
                     "perplexity": result["perplexity"],
                     "flash_bytes": result["flash_bytes"],
                     "compression": compression,
                 }
             )
-            print(f"  {bits}-bit weights, {size}: {result['perplexity']:.2f}", file=sys.stderr, flush=True)
+            print(f"  {label}, {size}: {result['perplexity']:.2f}", file=sys.stderr, flush=True)
     summary = {
         "bench": "decoder_perplexity",
         "task": args.task,
@@ -102,7 +106,8 @@ def main(argv=None) -> int:
 
 
 def markdown_table(summary: dict) -> str:
-    """The summary's rows: Flash given, what the model and tokenizer take, weights, table, perplexity."""
+    """The summary's rows: Flash given, what the model and tokenizer take, weights, table (its storage int4 where
+    the row says so), perplexity."""
     float_ppl = summary["rows"][0]["perplexity"]
     lines = [
         "| Flash given | model + tokenizer (B) | weights | word table | perplexity | vs float |",
@@ -116,6 +121,7 @@ def markdown_table(summary: dict) -> str:
         weights = "float" if row["weight_bits"] is None else f"int{row['weight_bits']}"
         change = "-" if row["weight_bits"] is None else f"{row['perplexity'] / float_ppl - 1:+.1%}"
         table = "dense" if row["weight_bits"] is None else row["variant"]
+        table += ", int4" if row.get("embedding_bits") == 4 else ""
         lines.append(f"| {row['flash']} | {used} | {weights} | {table} | {row['perplexity']:.2f} | {change} |")
     return "\n".join(lines)
 
