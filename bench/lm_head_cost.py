@@ -4,9 +4,10 @@ Prints a table; not a test. For each hidden size, a BERT-vocabulary table (30,52
 the paper's default embedding shape (adaptive embedding: cut-offs 1000/4000/10000, ranks d, d/4, d/16,
 d/64) and quantized as the embedding op stores it; the LM head tied to it is run by the kernel library
 under unicorn for a few hidden states, and so is the head tied to the same table stored dense (one
-cluster of full int8 rows: the int8 dense LM head, the same kernel with no low-rank clusters). Every
+cluster of full int8 rows: the int8 dense LM head, the same kernel with no low-rank clusters), and the
+clustered head over the same table stored int4 (`--embedding-bits 4`: nibbles, cluster 0's row scales). Every
 result is checked byte for byte against the numpy reference, and the executed instructions of the head
-call are counted (validate excluded); the ratio is clustered / dense, measured in one run.
+call are counted (validate excluded); the ratios are to the dense head, measured in one run.
 
     python bench/lm_head_cost.py [--dims 64,128] [--cores cortex-m7,cortex-m4] [--top-k 1] [--tokens 3]
                                  [--summary FILE]
@@ -100,8 +101,8 @@ def main(argv=None) -> int:
             "residual": np.zeros((d, 2), np.int32),
         }
         heads[d] = [
-            LmHeadParams.tie(EmbeddingParams.quantize(table, quant), normed, args.top_k, **final)[0]
-            for table in (clustered, dense)
+            LmHeadParams.tie(EmbeddingParams.quantize(table, quant, word_bits=bits), normed, args.top_k, **final)[0]
+            for table, bits in ((clustered, 8), (dense, 8), (clustered, 4))
         ]
     hiddens = {d: rng.integers(-128, 128, (args.tokens, d)).astype(np.int8) for d in dims}
     print(f"LM head over {BERT_VOCAB_SIZE:,} ids, top-{args.top_k}, mean of {args.tokens} tokens, all bit-exact")
@@ -111,10 +112,11 @@ def main(argv=None) -> int:
             image = kernel_build.build(kernel_build.Variant(cpu), Path(tmp), "mcubert_emu").image("mcubert_emu")
             emu = ArmEmulator(image, cpu)
             for d in dims:
-                clustered, dense = heads[d]
+                clustered, dense, int4 = heads[d]
                 c, n = measure(emu, clustered, hiddens[d]), measure(emu, dense, hiddens[d])
                 macs = head_macs(head_arrays(clustered)), head_macs(head_arrays(dense))
-                rows.append({"core": cpu, "d": d, "macs": list(macs), "instructions": [c, n]})
+                row = {"core": cpu, "d": d, "macs": list(macs), "instructions": [c, n]}
+                rows.append(row | {"instructions_int4_tables": measure(emu, int4, hiddens[d])})
                 print(rows[-1], flush=True)
     summary = {"bench": "lm_head_cost", "command": "python bench/lm_head_cost.py " + " ".join(argv or sys.argv[1:])}
     summary |= {"vocab_size": BERT_VOCAB_SIZE, "top_k": args.top_k, "tokens": args.tokens, "rows": rows}
@@ -127,15 +129,19 @@ def main(argv=None) -> int:
 
 
 def markdown_table(summary: dict) -> str:
-    """Per core and hidden size: multiply-adds and executed instructions, clustered and dense (decoder page)."""
+    """Per core and hidden size: multiply-adds and executed instructions, clustered (int8 and int4 tables) and dense
+    (decoder page)."""
     out = [
-        "| core | d | clustered MACs | dense MACs | clustered instructions | dense instructions | clustered / dense |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| core | d | clustered MACs | dense MACs | clustered instructions | dense instructions | clustered / dense "
+        "| clustered, int4 tables | int4 / int8 tables |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in summary["rows"]:
-        (cm, dm), (c, n) = r["macs"], r["instructions"]
+        (cm, dm), (c, n), q = r["macs"], r["instructions"], r["instructions_int4_tables"]
         core = r["core"].replace("cortex-m", "Cortex-M")
-        out.append(f"| {core} | {r['d']} | {cm:,} | {dm:,} | {c:,.0f} | {n:,.0f} | {c / n:.3f} |")
+        out.append(
+            f"| {core} | {r['d']} | {cm:,} | {dm:,} | {c:,.0f} | {n:,.0f} | {c / n:.3f} | {q:,.0f} | {q / c:.2f} |"
+        )
     return "\n".join(out)
 
 
