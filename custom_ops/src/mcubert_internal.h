@@ -18,6 +18,12 @@
 #else
 #define MCUBERT_NOINLINE
 #endif
+/* A small step of an inner loop that more than one caller shares, inlined into each. */
+#if defined(__GNUC__)
+#define MCUBERT_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define MCUBERT_ALWAYS_INLINE inline
+#endif
 
 #define MCUBERT_ALIGNMENT 16 /* scratch regions start on 16-byte offsets (contract: alignment) */
 

@@ -17,9 +17,10 @@
  * V_i^T g_i reads V_i's pair4 groups once per cluster. A token whose accumulator cannot beat the k-th
  * score costs its dot product and one compare (score_cluster).
  *
- * int4 tables (word_bits = 4, version 11; SPEC 4.1.1): the rows are nibbles, read by one portable loop on every
- * core (the vector stays in order), and a cluster-0 row's accumulator is scaled by its uint16 row scale into a
- * 48-bit product, requantized by requantize_wide (score_cluster_int4).
+ * int4 tables (word_bits = 4, version 11; SPEC 4.1.1): the rows are nibbles; the DSP path (and MVE builds) masks
+ * eight of them a word into the tops of its bytes and takes four SMLADs against the vector in its own pairing
+ * order (pair_for_int4), the plain path reads them one by one. A cluster-0 row's accumulator is scaled by its uint16
+ * row scale into a 48-bit product, requantized by requantize_wide (score_cluster_int4).
  */
 #include <stddef.h>
 
@@ -166,7 +167,7 @@ typedef struct {
 } top_k;
 
 /* Ids arrive in increasing order, so a tie never displaces an earlier (smaller) id. 0: not taken. */
-static int offer(top_k *top, int32_t id, int32_t score)
+static MCUBERT_ALWAYS_INLINE int offer(top_k *top, int32_t id, int32_t score)
 {
     int32_t at;
     if (top->count == top->k && score <= top->scores[top->k - 1]) {
@@ -304,19 +305,72 @@ MCUBERT_NOINLINE static void score_cluster(const mcubert_word_cluster *cluster, 
     }
 }
 
-/* row[0..n) . x[0..n) for a packed int4 row (SPEC 4.1.1) and an int16 vector in order: |acc| <= 8 n G < 2^31. */
-static inline int32_t dot_s4_s16(const uint8_t *row, const int16_t *x, int32_t n)
+/* acc + row[k..n) . x[k..n) for a packed int4 row and an int16 vector in order (k even), a byte at a time. */
+static inline int32_t dot_s4_s16_from(const uint8_t *row, const int16_t *x, int32_t k, int32_t n, int32_t acc)
 {
-    int32_t acc = 0, k;
-    for (k = 0; k + 1 < n; k += 2) {
+    for (; k + 1 < n; k += 2) {
         const int32_t byte = row[k >> 1];
         acc += (((byte & 0xF) ^ 8) - 8) * x[k] + (((byte >> 4) ^ 8) - 8) * x[k + 1];
     }
     if (k < n) {
-        acc += mcubert_nibble(row, k) * x[k];
+        acc += ((((int32_t)row[k >> 1] & 0xF) ^ 8) - 8) * x[k];
     }
     return acc;
 }
+
+#if MCUBERT_DSP
+
+/* The int4 rows' vector layout on the DSP path (MVE builds too): per full group of eight,
+ * (x0, x4), (x2, x6), (x1, x5), (x3, x7), the halves that SXTB16 and SXTB16 ROR 8 give of a row word's low
+ * nibbles (values 0, 2, 4, 6) and high nibbles (1, 3, 5, 7). The tail (n % 8 values) stays in order. */
+static void pair_for_int4(int16_t *x, int32_t n)
+{
+    static const int8_t order[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+    int32_t k, j;
+    for (k = 0; k + 8 <= n; k += 8) {
+        int16_t group[8];
+        for (j = 0; j < 8; ++j) {
+            group[j] = x[k + order[j]];
+        }
+        for (j = 0; j < 8; ++j) {
+            x[k + j] = group[j];
+        }
+    }
+}
+
+/* row[0..n) . x[0..n) for a packed int4 row (SPEC 4.1.1) and a vector in pair_for_int4's layout: eight values a
+ * word, each nibble masked into the top of its byte (16 v), four SMLADs; the sum of 16 v x is exact in int32
+ * (|16 v| <= 128, as an int8's, so G bounds it) and shifts back by 4 exactly. The tail is in order. */
+static inline int32_t dot_s4_s16(const uint8_t *row, const int16_t *x, int32_t n)
+{
+    const uint32_t *pairs = (const uint32_t *)(const void *)x;
+    int32_t sixteen = 0, k = 0;
+    for (; k + 8 <= n; k += 8, pairs += 4) {
+        const uint32_t word = mcubert_read_u32(row + (k >> 1));
+        const uint32_t low = (word << 4) & 0xF0F0F0F0u, high = word & 0xF0F0F0F0u;
+        sixteen = mcubert_smlad(mcubert_sxtb16(low), pairs[0], sixteen);
+        sixteen = mcubert_smlad(mcubert_sxtb16_ror8(low), pairs[1], sixteen);
+        sixteen = mcubert_smlad(mcubert_sxtb16(high), pairs[2], sixteen);
+        sixteen = mcubert_smlad(mcubert_sxtb16_ror8(high), pairs[3], sixteen);
+    }
+    return dot_s4_s16_from(row, x, k, n, sixteen >> 4);
+}
+
+#else /* !MCUBERT_DSP */
+
+static void pair_for_int4(int16_t *x, int32_t n)
+{
+    (void)x;
+    (void)n;
+}
+
+/* row[0..n) . x[0..n) for a packed int4 row (SPEC 4.1.1) and an int16 vector in order: |acc| <= 8 n G < 2^31. */
+static inline int32_t dot_s4_s16(const uint8_t *row, const int16_t *x, int32_t n)
+{
+    return dot_s4_s16_from(row, x, 0, n, 0);
+}
+
+#endif /* MCUBERT_DSP */
 
 /* score_cluster for int4 rows (SPEC 4.5.1): a low-rank row is ceil(r/2) bytes, scored as int8's; a cluster-0
  * row starts with its row scale, and its score is requantize_wide(acc * row_scale, Ms_0), |acc * row_scale|
@@ -324,21 +378,28 @@ static inline int32_t dot_s4_s16(const uint8_t *row, const int16_t *x, int32_t n
 MCUBERT_NOINLINE static void score_cluster_int4(const mcubert_word_cluster *cluster, const uint8_t *rows,
                                                 const int16_t *vector, const int32_t *requant, top_k *top)
 {
-    const int32_t full = cluster->start == 0, skip = full ? MCUBERT_INT4_ROW_SCALE_BYTES : 0;
     int64_t refused = INT64_MIN;
     int32_t t;
-    for (t = cluster->start; t < cluster->end; ++t, rows += cluster->row_bytes) {
-        const int32_t acc = dot_s4_s16(rows + skip, vector, cluster->rank);
-        const int64_t key = full ? (int64_t)acc * ((int32_t)rows[0] | ((int32_t)rows[1] << 8)) : acc;
-        if (key > refused && !offer(top, t,
-                                    full ? mcubert_requantize_wide(key, requant[0], requant[1])
-                                         : mcubert_requantize(acc, requant[0], requant[1]))) {
-            refused = key;
+    if (cluster->start != 0) { /* low-rank rows: as score_cluster */
+        for (t = cluster->start; t < cluster->end; ++t, rows += cluster->row_bytes) {
+            const int32_t acc = dot_s4_s16(rows, vector, cluster->rank);
+            if (acc > refused && !offer(top, t, mcubert_requantize(acc, requant[0], requant[1]))) {
+                refused = acc;
+            }
+        }
+        return;
+    }
+    for (t = 0; t < cluster->end; ++t, rows += cluster->row_bytes) {
+        const int32_t row_scale = (int32_t)rows[0] | ((int32_t)rows[1] << 8);
+        const int64_t wide =
+            (int64_t)dot_s4_s16(rows + MCUBERT_INT4_ROW_SCALE_BYTES, vector, cluster->rank) * row_scale;
+        if (wide > refused && !offer(top, t, mcubert_requantize_wide(wide, requant[0], requant[1]))) {
+            refused = wide;
         }
     }
 }
 
-/* One cluster's tokens into `top`, by storage: `vector` is g_0 or p_i, in order (int4) or paired (int8). */
+/* One cluster's tokens into `top`, by storage: `vector` (g_0 or p_i) is paired here for the int8 or the int4 dot. */
 static void score_rows(const mcubert_word_cluster *cluster, const int8_t *rows, int32_t bits, int16_t *vector,
                        const int32_t *requant, top_k *top)
 {
@@ -346,6 +407,7 @@ static void score_rows(const mcubert_word_cluster *cluster, const int8_t *rows, 
         pair_for_smlad(vector, cluster->rank);
         score_cluster(cluster, rows, vector, requant, top);
     } else {
+        pair_for_int4(vector, cluster->rank);
         score_cluster_int4(cluster, (const uint8_t *)rows, vector, requant, top);
     }
 }
