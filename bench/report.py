@@ -179,6 +179,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "w4_gemm.classes": lambda: w4_gemm.classes_table(_summary("w4_gemm.json")),
     "w4_gemm.cmsis_nn": lambda: w4_gemm.real_s4_table(_summary("w4_gemm.json")),
     "lm_head_cost.rows": lambda: lm_head_cost.markdown_table(_summary("lm_head_cost.json")),
+    "decoder_word_bits.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_word_bits.json")),
     "decoder_speed.rows": lambda: decoder_speed.markdown_table(_summary("decoder_speed.json")),
     "decoder_qat.rows": lambda: recorded_results.decoder_qat_table(_summary("decoder_qat.json")),
     "decoder_search.budgets": lambda: recorded_results.decoder_search_table(_summary("decoder_search.json")),
