@@ -337,6 +337,20 @@ def _memory(export: dict) -> list[str]:
     return [f"{export['flash_bytes'] / 1024:,.1f} KB", f"{export['arena_bytes'] / 1024:,.1f} KB"]
 
 
+def verdict(summary: dict) -> str:
+    """The searched shape's integer model against BERT-tiny's on test, in one sentence's words (recomputed
+    from the bits): "L1-H96-A3-F192-w4 (46.8 ms est.) scores 75.1 ± 0.5 ... (paired t p = 0.2, 5 seeds)"."""
+    stats, exports = summarize(summary["runs"]), summary["exports"]
+    arms, difference = stats["arms"], stats["difference"][INTEGER]
+    test = {arm: _cell(arms[arm][INTEGER]["test"]) for arm in arms}
+    points, seeds = difference["test"]["points"], len(difference["seeds"])
+    return (
+        f"{summary['search']['chosen']} ({exports[CHOSEN]['latency_ms']:.1f} ms est.), whose integer model scores "
+        f"{test[CHOSEN]} on test against BERT-tiny's {test[TINY]} ({exports[TINY]['latency_ms']:.1f} ms est.): "
+        f"{points:+.2f} points (paired t p = {_p(difference['test']['paired_t_p'])}, {seeds} seeds)"
+    )
+
+
 def markdown_table(summary: dict) -> str:
     """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
     return markdown(summarize(summary["runs"]), summary["exports"], summary["search"]["chosen"])
