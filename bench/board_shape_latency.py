@@ -13,7 +13,8 @@ arm is the search itself, in OUT/auto-s0/ (its candidates in shapes/<shape>/):
 
 the other seeds distill the shape it chose, at the weight width it was trained at (`<shape>-w<bits>`):
 
-    python -m tflm_mcubert distill ... --preset <shape> --qat-weight-bits <bits> --seed S --out OUT/chosen-sS
+    python -m tflm_mcubert distill ... --preset <shape> --recipe logits --qat-weight-bits <bits> --seed S \\
+        --out OUT/chosen-sS
 
 and BERT-tiny gets the recipe every candidate of the search got (logits-only KD, quantization-aware at its
 int8 width, the same epochs and sequence length):
@@ -102,7 +103,8 @@ def student_command(opts, arm: str, seed: int) -> list[str] | None:
     elif (shape := chosen_shape(opts)) is None:
         return None
     else:
-        command += ["--preset", shape[0], "--qat-weight-bits", str(shape[1])]
+        # --recipe logits: what --preset auto trains every candidate with (a named shape would default to layers)
+        command += ["--preset", shape[0], "--recipe", "logits", "--qat-weight-bits", str(shape[1])]
     return command + ["--out", str(student_folder(opts, arm, seed)), "--resume", "--quiet"]
 
 
