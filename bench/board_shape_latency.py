@@ -353,6 +353,23 @@ def verdict(summary: dict) -> str:
     )
 
 
+def candidates_table(summary: dict) -> str:
+    """The search's candidates (seed 0) as it scored them: the distilled students, before the board path."""
+    search = summary["search"]
+    lines = [
+        "| candidate | encoder parameters | est. ms | Flash less word tables (tokenizer blob in) | arena | dev | test "
+        "| steps | distill min |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in search["candidates"]:
+        name = f"**{c['shape']}** (chosen)" if c["chosen"] else c["shape"]
+        cells = [f"{c['encoder_params']:,}", f"{c['latency_ms']:.1f}", f"{c['flash_bytes'] / 1024:,.1f} KB"]
+        cells += [f"{c['arena_bytes'] / 1024:,.1f} KB", f"{100 * c['validation_accuracy']:.2f}"]
+        cells += [f"{100 * c['test_accuracy']:.2f}", f"{c['steps']:,}", f"{c['seconds'] / 60:.1f}"]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines)
+
+
 def markdown_table(summary: dict) -> str:
     """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
     return markdown(summarize(summary["runs"]), summary["exports"], summary["search"]["chosen"])

@@ -152,6 +152,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
     "board_shape_latency.arms": lambda: board_shape_latency.markdown_table(_summary("board_shape_latency.json")),
+    "board_shape_latency.candidates": lambda: board_shape_latency.candidates_table(
+        _summary("board_shape_latency.json")
+    ),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
     "m55_attention.rows": lambda: m55_attention.markdown_table(_summary("m55_attention.json")),
