@@ -25,6 +25,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import bert_mini_sizes  # noqa: E402
 import board_accuracy  # noqa: E402
+import board_shape_latency  # noqa: E402
 import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
@@ -54,7 +55,7 @@ OTHER_PAGES = tuple(
     BENCH.parent / "docs" / name
     for name in (
         "int4.md", "w4-gemm.md", "memory.md", "stock-baseline.md", "decoder.md", "firmware.md", "tokenizer.md",
-        "reliability.md", "export.md", "compression.md",
+        "reliability.md", "export.md", "compression.md", "fit-my-board.md",
     )
 ) + (BENCH.parent / "tflm_mcubert" / "ops" / "SPEC.md",)  # fmt: skip
 RESULTS = BENCH / "results"
@@ -150,6 +151,10 @@ TABLES: dict[str, Callable[[], str]] = {
     **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
+    "board_shape_latency.arms": lambda: board_shape_latency.markdown_table(_summary("board_shape_latency.json")),
+    "board_shape_latency.candidates": lambda: board_shape_latency.candidates_table(
+        _summary("board_shape_latency.json")
+    ),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
     "m55_attention.rows": lambda: m55_attention.markdown_table(_summary("m55_attention.json")),

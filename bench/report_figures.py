@@ -13,6 +13,7 @@ from typing import Callable
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
+import board_shape_latency  # noqa: E402
 import numpy as np  # noqa: E402
 import tokenizer_sizes  # noqa: E402
 
@@ -251,4 +252,10 @@ DISTILL: dict[str, Callable[[], str]] = {
     **{f"distill_augment.{arm}_minutes": (lambda a=arm: _distill_minutes(a)) for arm in ("base", "ikd")},
 }
 
-FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP, **DISTILL}
+# ---- docs/fit-my-board.md: the board picks the student under a latency cap (board_shape_latency.json) ----
+
+SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
+
+FIGURES: dict[str, Callable[[], str]] = {
+    **VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP, **DISTILL, **SHAPE
+}  # fmt: skip

@@ -1,0 +1,446 @@
+"""The board picks the student under a latency cap: `distill --preset auto --board nucleo-f746zg
+--max-latency-ms CAP` against BERT-tiny distilled with the same recipe, both through the NUCLEO-F746ZG's
+board path at --export-seq-len tokens, over seeds. A script, not a test.
+
+The cap defaults to half BERT-tiny's estimate at 128 tokens on the F746ZG (194.8 ms -> 97.4 ms; `python -m
+tflm_mcubert boards --shapes nucleo-f746zg --seq-len 128 --max-latency-ms 97.4` lists the shapes under it).
+The teacher T is all-MiniLM-L6-v2 fine-tuned one epoch (`python -m tflm_mcubert finetune --checkpoint
+sentence-transformers/all-MiniLM-L6-v2 --task rotten_tomatoes --epochs 1 --out T`). Seed 0 of the searched
+arm is the search itself, in OUT/auto-s0/ (its candidates in shapes/<shape>/):
+
+    python -m tflm_mcubert distill --teacher T --task rotten_tomatoes --max-seq-len 64 --preset auto \\
+        --board nucleo-f746zg --max-latency-ms 97.4 --export-seq-len 128 --seed 0 --out OUT/auto-s0
+
+the other seeds distill the shape it chose, at the weight width it was trained at (`<shape>-w<bits>`):
+
+    python -m tflm_mcubert distill ... --preset <shape> --recipe logits --qat-weight-bits <bits> --seed S \\
+        --out OUT/chosen-sS
+
+and BERT-tiny gets the recipe every candidate of the search got (logits-only KD, quantization-aware at its
+int8 width, the same epochs and sequence length):
+
+    python -m tflm_mcubert distill ... --preset bert-tiny --recipe logits --qat-weight-bits 8 --seed S \\
+        --out OUT/bert-tiny-sS
+
+Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
+(in OUT/board/<arm>-sS/; the export, for the latency estimate, Flash and arena, for seed 0 only):
+
+    python -m tflm_mcubert search --checkpoint OUT/<arm>-sS --mode adaptive --board nucleo-f746zg \\
+        --weight-bits B --qat-weight-bits B --seed S --epochs 0.5 --finetune-epochs 1 --max-seq-len 64 \\
+        --export-seq-len 128 --out .../model
+    python -m tflm_mcubert evaluate --checkpoint .../model --seq-len 128 --split validation test --weight-bits B ...
+    python -m tflm_mcubert export --checkpoint .../model --board nucleo-f746zg --seq-len 128 --weight-bits B ...
+
+(the search's final fine-tune quantization-aware at B, as the students were distilled; evaluate: the
+integer model through the ops' numpy reference, as the firmware computes it). `--run` runs what is missing
+(resumable: a finished step is read back; `--start-before HH:MM` starts none at or after that UTC time), seed
+by seed; without it the finished runs are only summarized. The summary (`--out`, e.g.
+bench/results/board_shape_latency.json) keeps per arm and seed the float student's dev/test accuracy, the
+integer model's and its float twin's per-example correctness (packed bits, results_bits.py), steps and wall
+seconds; per arm the export's latency estimate, Flash and arena; the search's candidates; and the searched
+shape against BERT-tiny: paired t over seeds and the paired bootstrap over examples and seeds (bench_stats.py).
+
+    python bench/board_shape_latency.py --teacher /work/runs/lat/teacher --runs /work/runs/lat \\
+        --seeds 0,1,2,3,4 --run --out bench/results/board_shape_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import board_accuracy  # noqa: E402
+from bench_stats import paired_bootstrap, statistics  # noqa: E402
+from distill_augment import _cell, _p, paired_t, seconds_of  # noqa: E402
+from provenance import provenance  # noqa: E402
+from results_bits import correct, pack  # noqa: E402
+
+BOARD = "nucleo-f746zg"
+SPLITS = ("validation", "test")
+CHOSEN, TINY = "chosen", "bert-tiny"  # the arms: the searched shape, and the baseline
+INTEGER, FLOAT = "integer", "float"  # evaluate's integer model, and its float twin
+SHAPE = re.compile(r"(L\d+-H\d+-A\d+-F\d+)-w([48])")
+
+
+def log(message: str, runs: Path) -> None:
+    board_accuracy.log(message, runs)
+
+
+def student_folder(opts, arm: str, seed: int) -> Path:
+    return opts.runs / ("auto-s0" if arm == CHOSEN and seed == 0 else f"{arm}-s{seed}")
+
+
+def chosen_shape(opts) -> tuple[str, int] | None:
+    """(shape, weight bits) the search in OUT/auto-s0 chose, or None before it finished."""
+    metrics = opts.runs / "auto-s0" / "metrics.json"
+    if not metrics.is_file():
+        return None
+    match = SHAPE.fullmatch(json.loads(metrics.read_text())["shape_search"]["chosen"])
+    return match[1], int(match[2])
+
+
+def common_args(opts, seed: int) -> list[str]:
+    args = ["distill", "--teacher", str(opts.teacher), "--task", opts.task, "--max-seq-len", str(opts.max_seq_len)]
+    return args + ["--seed", str(seed)]
+
+
+def student_command(opts, arm: str, seed: int) -> list[str] | None:
+    """distill of `arm` at `seed` (None: the chosen shape is not known yet)."""
+    command = common_args(opts, seed)
+    if arm == TINY:
+        command += ["--preset", "bert-tiny", "--recipe", "logits", "--qat-weight-bits", "8"]
+    elif seed == 0:
+        command += ["--preset", "auto", "--board", BOARD, "--max-latency-ms", f"{opts.max_latency_ms:g}"]
+        command += ["--export-seq-len", str(opts.export_seq_len), "--shape-candidates", str(opts.shape_candidates)]
+    elif (shape := chosen_shape(opts)) is None:
+        return None
+    else:
+        # --recipe logits: what --preset auto trains every candidate with (a named shape would default to layers)
+        command += ["--preset", shape[0], "--recipe", "logits", "--qat-weight-bits", str(shape[1])]
+    return command + ["--out", str(student_folder(opts, arm, seed)), "--resume", "--quiet"]
+
+
+def weight_bits(opts, arm: str) -> int:
+    return 8 if arm == TINY else chosen_shape(opts)[1]
+
+
+def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
+    """(command, the file it leaves when done) of the board path: search, evaluate, and export for seed 0."""
+    folder, bits = opts.runs / "board" / f"{arm}-s{seed}", str(weight_bits(opts, arm))
+    model = str(folder / "model")
+    search = ["search", "--checkpoint", str(student_folder(opts, arm, seed)), "--task", opts.task, "--out", model]
+    search += ["--resume", "--quiet", "--seed", str(seed), "--mode", "adaptive", "--board", BOARD]
+    search += ["--weight-bits", bits, "--epochs", str(opts.search_epochs)]
+    search += ["--finetune-epochs", str(opts.search_finetune_epochs), "--max-seq-len", str(opts.max_seq_len)]
+    search += ["--export-seq-len", str(opts.export_seq_len), "--qat-weight-bits", bits]
+    evaluate = ["evaluate", "--checkpoint", model, "--task", opts.task, "--seq-len", str(opts.export_seq_len)]
+    evaluate += ["--split", *SPLITS, "--weight-bits", bits, "--json", str(folder / "evaluate.json")]
+    steps = [(search, folder / "model" / "metrics.json"), (evaluate, folder / "evaluate.json")]
+    if seed == 0:
+        export = ["export", "--checkpoint", model, "--board", BOARD, "--seq-len", str(opts.export_seq_len)]
+        steps.append(
+            (export + ["--weight-bits", bits, "--out", str(folder / "export")], folder / "export" / "report.json")
+        )
+    return steps
+
+
+def run(opts, seeds: list[int]) -> None:
+    """Seed by seed: both arms' students, then their board paths (so the pairs grow together)."""
+    for seed in seeds:
+        for stage in ("student", "board"):
+            for arm in (CHOSEN, TINY):
+                if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
+                    log(f"not starting {stage} {arm}-s{seed}: past {opts.start_before}", opts.runs)
+                    return
+                tag, done = f"[{arm} seed {seed}]", student_folder(opts, arm, seed) / "metrics.json"
+                if stage == "student":
+                    command = student_command(opts, arm, seed)
+                    if command is not None:
+                        board_accuracy._step(command, done, f"{tag} distill", opts.runs)
+                    continue
+                if done.is_file() and chosen_shape(opts) is not None:
+                    for command, finished in board_commands(opts, arm, seed):
+                        if board_accuracy._step(command, finished, f"{tag} {command[0]}", opts.runs) is None:
+                            break
+
+
+# ------------------------------------------------------------------------------------------- collecting
+
+
+def student_record(folder: Path) -> dict:
+    metrics = json.loads((folder / "metrics.json").read_text())
+    stages = metrics["stages"]
+    return {
+        "accuracy": {split: 100 * metrics[f"{split}_accuracy"] for split in SPLITS},  # float, QAT-scored
+        "steps": sum(stage["steps"] for stage in stages),
+        "train_seconds": sum(stage["seconds"] for stage in stages),
+        # the command's wall time; the search's (seed 0): its chosen candidate's distill, like the other seeds'
+        "seconds": _chosen(metrics)["seconds"] if "shape_search" in metrics else _wall(folder, metrics),
+        "teacher_accuracy": {split: 100 * metrics[f"teacher_{split}_accuracy"] for split in SPLITS},
+    }
+
+
+def _wall(folder: Path, metrics: dict) -> float:
+    return seconds_of(folder / "metrics.json") or metrics["seconds"]
+
+
+def _chosen(metrics: dict) -> dict:
+    return next(c for c in metrics["shape_search"]["candidates"] if c["chosen"])
+
+
+def board_record(folder: Path, bits: int) -> dict | None:
+    evaluation = folder / "evaluate.json"
+    if not evaluation.is_file():
+        return None
+    by_split = json.loads(evaluation.read_text())["by_split"]
+    name = "int8" + ("+w4" if bits == 4 else "")  # evaluate's integer model: int8 word tables, B-bit weights
+    labels = {split: np.asarray(by_split[split]["labels"]) for split in SPLITS}
+    bits_of = {
+        model: {split: pack(np.asarray(by_split[split]["predictions"][key]) == labels[split]) for split in SPLITS}
+        for model, key in ((INTEGER, name), (FLOAT, "float"))
+    }
+    search = json.loads((folder / "model" / "metrics.json").read_text())
+    return {
+        "evaluated": name,
+        "steps": sum(s.get("steps", 0) for s in search.get("stages", [])) or None,
+        "search_seconds": seconds_of(folder / "model" / "metrics.json"),
+        "evaluate_seconds": seconds_of(evaluation),
+        "correct": bits_of,
+    }
+
+
+def export_record(folder: Path) -> dict | None:
+    """The export's estimate on the board (encoder layers; with Flash stalls as `boards --shapes` gives it),
+    Flash and arena."""
+    path = folder / "export" / "report.json"
+    if not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+    estimate = report["latency_estimate"]["boards"][BOARD]
+    fits = report["fits"]
+    return {
+        "latency_ms": estimate["flash"].get("encoder_ms_with_flash", estimate["encoder_ms"]),
+        "latency_ms_zero_wait": estimate["encoder_ms"],
+        "seq_len": estimate["seq_len"],
+        "fits": fits["ok"],
+        "flash_bytes": fits["flash"]["model_bytes"],  # the whole model as exported, word tables included
+        "flash_budget_bytes": fits["flash"]["budget_bytes"],
+        "arena_bytes": fits["sram"]["arena_bytes"],
+    }
+
+
+def collect(opts, seeds: list[int]) -> dict:
+    runs = {CHOSEN: [], TINY: []}
+    if chosen_shape(opts) is None:
+        return runs
+    for arm in runs:
+        for seed in seeds:
+            folder = student_folder(opts, arm, seed)
+            if (folder / "metrics.json").is_file():
+                board = board_record(opts.runs / "board" / f"{arm}-s{seed}", weight_bits(opts, arm))
+                runs[arm].append({"seed": seed, "student": student_record(folder), "board": board})
+    return runs
+
+
+def teacher_record(teacher: Path | None) -> dict | None:
+    """The teacher's own run (finetune's metrics.json): what it was fine-tuned from, its accuracy, its time."""
+    metrics = teacher / "metrics.json" if teacher else None
+    if metrics is None or not metrics.is_file():
+        return None
+    record = json.loads(metrics.read_text())
+    keep = {"checkpoint": record.get("checkpoint"), "seconds": record.get("seconds")}
+    return {**keep, "accuracy": {split: 100 * record[f"{split}_accuracy"] for split in SPLITS}}
+
+
+def search_record(opts) -> dict | None:
+    """The search's plan and candidates (metrics.json's shape_search), as it chose."""
+    metrics = opts.runs / "auto-s0" / "metrics.json"
+    if not metrics.is_file():
+        return None
+    search = json.loads(metrics.read_text())["shape_search"]
+    keep = ("shape", "weight_bits", "encoder_params", "flash_bytes", "embedding_bytes", "arena_bytes", "latency_ms")
+    keep += ("validation_accuracy", "test_accuracy", "steps", "seconds", "chosen")
+    candidates = [{k: c[k] for k in keep if k in c} for c in search["candidates"]]
+    wall = _wall(metrics.parent, json.loads(metrics.read_text()))  # the whole `distill --preset auto`
+    return {**{k: v for k, v in search.items() if k != "candidates"}, "wall_seconds": wall, "candidates": candidates}
+
+
+# ------------------------------------------------------------------------------------------- statistics
+
+PATHS = {INTEGER: "integer model (F746ZG)", FLOAT: "its float twin"}
+
+
+def bits_of(run: dict, model: str, split: str) -> np.ndarray | None:
+    return correct(run["board"], split, model) if run.get("board") else None
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict:
+    """Per arm: mean ± sd of the float student and the board path's models; the searched shape against BERT-tiny."""
+    out = {"arms": {}, "against": TINY}
+    for arm, rows in runs.items():
+        stats = {"seeds": [r["seed"] for r in rows]}
+        stats["student"] = {
+            split: {**statistics([r["student"]["accuracy"][split] for r in rows], 1.0), "n": len(rows)}
+            if rows
+            else None
+            for split in SPLITS
+        }
+        for model in PATHS:
+            per_split = {}
+            for split in SPLITS:
+                values = [b.mean() for r in rows if (b := bits_of(r, model, split)) is not None]
+                per_split[split] = {**statistics(values), "n": len(values)} if values else None
+            stats[model] = per_split
+        students, boards = [r["student"] for r in rows], [r["board"] for r in rows if r["board"]]
+        stats["steps"] = sorted({s["steps"] for s in students})
+        stats["student_minutes"] = statistics([s["seconds"] for s in students], 1 / 60) if students else None
+        board_seconds = [(b["search_seconds"] or 0) + (b["evaluate_seconds"] or 0) for b in boards]
+        stats["board_minutes"] = statistics(board_seconds, 1 / 60) if boards else None
+        out["arms"][arm] = stats
+    out["difference"] = versus(runs[CHOSEN], runs[TINY])
+    return out
+
+
+def versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
+    """Per model, on the seeds both arms have: mean difference in points, paired t over seeds, paired bootstrap."""
+    base, other = {r["seed"]: r for r in reference_runs}, {r["seed"]: r for r in arm_runs}
+    out = {}
+    for model in PATHS:
+        seeds = [s for s in sorted(set(base) & set(other)) if base[s]["board"] and other[s]["board"]]
+        entry = {"seeds": seeds}
+        for split in SPLITS if seeds else ():
+            a = np.array([bits_of(other[s], model, split) for s in seeds])
+            b = np.array([bits_of(base[s], model, split) for s in seeds])
+            t, p = paired_t(a.mean(axis=1), b.mean(axis=1))
+            entry[split] = {"points": float(100 * (a.mean() - b.mean())), "t": t, "paired_t_p": p}
+            entry[split]["paired_bootstrap_p"] = paired_bootstrap(a, b)
+        out[model] = entry
+    return out
+
+
+def markdown(summary: dict, exports: dict, shape: str) -> str:
+    """Per arm: the estimate, Flash, arena and accuracies; then the searched shape against BERT-tiny."""
+    lines = [
+        "| student | est. ms at 128 tokens | Flash (whole model) | arena | seeds | float student dev "
+        "| float student test | integer model dev | integer model test | distill min | board path min |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, s in summary["arms"].items():
+        export = exports.get(arm) or {}
+        cost = [f"{export['latency_ms']:.1f}" if export else "–", *_memory(export)]
+        cells = [_cell(s[path][split]) for path in ("student", INTEGER) for split in SPLITS]
+        minutes = [f"{m['mean']:.1f}" if m else "–" for m in (s["student_minutes"], s["board_minutes"])]
+        name = f"{shape} (searched)" if arm == CHOSEN else "BERT-tiny"
+        lines.append("| " + " | ".join([name, *cost, str(len(s["seeds"])), *cells, *minutes]) + " |")
+    lines += ["", "| searched against BERT-tiny | seeds | dev, points (paired t p) | test, points (paired t p) "
+                  "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
+    for model, label in PATHS.items():
+        entry = summary["difference"][model]
+        if entry["seeds"]:
+            dev, test = entry["validation"], entry["test"]
+            lines.append(
+                f"| {label} | {len(entry['seeds'])} | {dev['points']:+.2f} ({_p(dev['paired_t_p'])}) "
+                f"| {test['points']:+.2f} ({_p(test['paired_t_p'])}) | {_p(test['paired_bootstrap_p'])} |"
+            )
+    return "\n".join(lines)
+
+
+def _memory(export: dict) -> list[str]:
+    if not export:
+        return ["–", "–"]
+    return [f"{export['flash_bytes'] / 1024:,.1f} KB", f"{export['arena_bytes'] / 1024:,.1f} KB"]
+
+
+def verdict(summary: dict) -> str:
+    """The searched shape's integer model against BERT-tiny's on test, in one sentence's words (recomputed
+    from the bits): "L1-H96-A3-F192-w4 (46.8 ms est.) scores 75.1 ± 0.5 ... (paired t p = 0.2, 5 seeds)"."""
+    stats, exports = summarize(summary["runs"]), summary["exports"]
+    arms, difference = stats["arms"], stats["difference"][INTEGER]
+    test = {arm: _cell(arms[arm][INTEGER]["test"]) for arm in arms}
+    points, seeds = difference["test"]["points"], len(difference["seeds"])
+    return (
+        f"{summary['search']['chosen']} ({exports[CHOSEN]['latency_ms']:.1f} ms est.), whose integer model scores "
+        f"{test[CHOSEN]} on test against BERT-tiny's {test[TINY]} ({exports[TINY]['latency_ms']:.1f} ms est.): "
+        f"{points:+.2f} points (paired t p = {_p(difference['test']['paired_t_p'])}, {seeds} seeds)"
+    )
+
+
+def candidates_table(summary: dict) -> str:
+    """The search's candidates (seed 0) as it scored them: the distilled students, before the board path."""
+    search = summary["search"]
+    lines = [
+        "| candidate | encoder parameters | est. ms | Flash less word tables (tokenizer blob in) | arena | dev | test "
+        "| steps | distill min |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in search["candidates"]:
+        name = f"**{c['shape']}** (chosen)" if c["chosen"] else c["shape"]
+        cells = [f"{c['encoder_params']:,}", f"{c['latency_ms']:.1f}", f"{c['flash_bytes'] / 1024:,.1f} KB"]
+        cells += [f"{c['arena_bytes'] / 1024:,.1f} KB", f"{100 * c['validation_accuracy']:.2f}"]
+        cells += [f"{100 * c['test_accuracy']:.2f}", f"{c['steps']:,}", f"{c['seconds'] / 60:.1f}"]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def markdown_table(summary: dict) -> str:
+    """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
+    return markdown(summarize(summary["runs"]), summary["exports"], summary["search"]["chosen"])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, required=True, help="the runs' folder (OUT)")
+    parser.add_argument("--teacher", type=Path, help="the fine-tuned teacher (distill --teacher); needed with --run")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--task", default="rotten_tomatoes")
+    parser.add_argument("--max-seq-len", type=int, default=64, help="distill and search: training tokens")
+    parser.add_argument("--export-seq-len", type=int, default=128, help="the tokens priced, exported, evaluated")
+    parser.add_argument(
+        "--max-latency-ms", type=float, default=97.4, help="the search's cap (default: half BERT-tiny's)"
+    )
+    parser.add_argument("--shape-candidates", type=int, default=3, help="distill --shape-candidates")
+    parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
+    parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
+    parser.add_argument("--run", action="store_true", help="run the missing steps first")
+    parser.add_argument("--start-before", help="HH:MM (UTC): with --run, start no step at or after this time")
+    parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.run:
+        if not args.teacher:
+            parser.error("--run needs --teacher")
+        args.runs.mkdir(parents=True, exist_ok=True)
+        run(args, seeds)
+    runs, search = collect(args, seeds), search_record(args)
+    if search is None:
+        raise SystemExit(f"{args.runs / 'auto-s0'}: the search has not finished; run with --run")
+    exports = {arm: export_record(args.runs / "board" / f"{arm}-s0") for arm in runs}
+    checkpoints = {"teacher": args.teacher}
+    for arm, rows in runs.items():
+        for r in rows:
+            checkpoints[f"{arm}-s{r['seed']}"] = student_folder(args, arm, r["seed"])
+            checkpoints[f"{arm}-s{r['seed']}-board"] = args.runs / "board" / f"{arm}-s{r['seed']}" / "model"
+    summary = {
+        "command": "python bench/board_shape_latency.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "settings": {
+            "task": args.task,
+            "board": BOARD,
+            "max_seq_len": args.max_seq_len,
+            "export_seq_len": args.export_seq_len,
+            "max_latency_ms": args.max_latency_ms,
+            "search_epochs": args.search_epochs,
+            "search_finetune_epochs": args.search_finetune_epochs,
+            # seed 1's commands (python -m tflm_mcubert ...); the other seeds differ in --seed and folders
+            "commands": {
+                arm: [
+                    shlex.join(student_command(args, arm, 1)),
+                    *(shlex.join(c) for c, _ in board_commands(args, arm, 1)),
+                ]
+                for arm in runs
+            },
+        },
+        "teacher": teacher_record(args.teacher),
+        "provenance": provenance(checkpoints),
+        "search": search,
+        "exports": exports,
+        "runs": runs,
+    }
+    stats = summarize(runs)
+    summary["statistics"] = stats
+    print(markdown(stats, exports, search["chosen"]))
+    out = args.out or args.runs / "summary.json"
+    out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    print(f"summary {out} ({out.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

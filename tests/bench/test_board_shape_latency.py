@@ -1,0 +1,100 @@
+"""bench/board_shape_latency.py's cheap logic: the commands it runs per arm (the search at seed 0, its shape
+at the other seeds, BERT-tiny with the candidates' recipe, one board path at the export's tokens) and the
+summary's statistics and table made from the runs' bits (the runs themselves are the benchmark's, not CI's)."""
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import board_shape_latency as bench  # noqa: E402
+from results_bits import pack  # noqa: E402
+
+
+def opts(tmp_path):
+    return SimpleNamespace(
+        teacher=tmp_path / "teacher",
+        runs=tmp_path,
+        task="rotten_tomatoes",
+        max_seq_len=64,
+        export_seq_len=128,
+        max_latency_ms=97.4,
+        shape_candidates=3,
+        search_epochs=0.5,
+        search_finetune_epochs=1.0,
+    )
+
+
+def searched(tmp_path, chosen="L1-H128-A2-F512-w4"):
+    (tmp_path / "auto-s0").mkdir()
+    (tmp_path / "auto-s0" / "metrics.json").write_text(json.dumps({"shape_search": {"chosen": chosen}}))
+
+
+def test_seed_0_searches_the_other_seeds_distill_its_shape_and_bert_tiny_gets_the_candidates_recipe(tmp_path):
+    o = opts(tmp_path)
+    auto = bench.student_command(o, bench.CHOSEN, 0)
+    assert auto[auto.index("--preset") + 1] == "auto" and auto[auto.index("--max-latency-ms") + 1] == "97.4"
+    assert auto[auto.index("--export-seq-len") + 1] == "128" and auto[auto.index("--out") + 1] == str(
+        tmp_path / "auto-s0"
+    )
+    assert bench.student_command(o, bench.CHOSEN, 2) is None  # the shape is not known before the search ends
+    searched(tmp_path)
+    again = bench.student_command(o, bench.CHOSEN, 2)
+    assert (
+        again[again.index("--preset") + 1] == "L1-H128-A2-F512" and again[again.index("--qat-weight-bits") + 1] == "4"
+    )
+    assert again[again.index("--seed") + 1] == "2" and "--board" not in again
+    assert again[again.index("--recipe") + 1] == "logits"  # auto's recipe, not a named shape's default
+    tiny = bench.student_command(o, bench.TINY, 2)
+    assert tiny[tiny.index("--recipe") + 1] == "logits" and tiny[tiny.index("--qat-weight-bits") + 1] == "8"
+    assert tiny[:9] == again[:9]
+    (search_a, evaluate_a), (search_b, evaluate_b) = ([c for c, _ in bench.board_commands(o, arm, 2)]
+                                                      for arm in (bench.CHOSEN, bench.TINY))  # fmt: skip
+    assert search_a[search_a.index("--export-seq-len") + 1] == "128" == evaluate_a[evaluate_a.index("--seq-len") + 1]
+    assert search_a[search_a.index("--weight-bits") + 1] == "4" == evaluate_a[evaluate_a.index("--weight-bits") + 1]
+    assert search_b[search_b.index("--weight-bits") + 1] == "8" == search_b[search_b.index("--qat-weight-bits") + 1]
+    assert search_a[search_a.index("--checkpoint") + 1] == str(tmp_path / "chosen-s2")
+    assert (
+        len(bench.board_commands(o, bench.TINY, 0)) == 3 and bench.board_commands(o, bench.TINY, 0)[2][0][0] == "export"
+    )
+
+
+def synthetic_runs(rng, better: float) -> list[dict]:
+    def bits(rate):
+        return {split: pack(rng.random(400) < rate) for split in bench.SPLITS}
+
+    return [
+        {
+            "seed": seed,
+            "student": {"accuracy": {s: 75.0 + seed for s in bench.SPLITS}, "steps": 10, "seconds": 60.0},
+            "board": {
+                "search_seconds": 30.0,
+                "evaluate_seconds": 6.0,
+                "correct": {bench.INTEGER: bits(0.74 + better), bench.FLOAT: bits(0.75 + better)},
+            }
+            if seed < 4
+            else None,
+        }
+        for seed in range(5)
+    ]
+
+
+def test_the_summary_is_recomputed_from_bits_and_pairs_only_the_seeds_both_arms_have():
+    rng = np.random.default_rng(0)
+    runs = {bench.CHOSEN: synthetic_runs(rng, 0.1), bench.TINY: synthetic_runs(rng, 0.0)}
+    stats = bench.summarize(runs)
+    integer = stats["arms"][bench.CHOSEN][bench.INTEGER]["test"]
+    expected = [bench.bits_of(r, bench.INTEGER, "test").mean() * 100 for r in runs[bench.CHOSEN][:4]]
+    assert integer["n"] == 4 and integer["mean"] == pytest.approx(np.mean(expected))
+    assert stats["arms"][bench.TINY]["student"]["test"]["mean"] == pytest.approx(77.0)
+    difference = stats["difference"][bench.INTEGER]
+    assert difference["seeds"] == [0, 1, 2, 3] and difference["test"]["points"] > 5
+    assert difference["test"]["paired_t_p"] < 0.05 and difference["test"]["paired_bootstrap_p"] < 0.05
+    exports = {bench.CHOSEN: {"latency_ms": 93.8, "flash_bytes": 2048, "arena_bytes": 1024}, bench.TINY: None}
+    table = bench.markdown(stats, exports, "L1-H128-A2-F512-w4")
+    assert "| L1-H128-A2-F512-w4 (searched) | 93.8 | 2.0 KB | 1.0 KB | 5 |" in table and "| BERT-tiny | – |" in table
+    assert bench.markdown_table({"runs": runs, "exports": exports, "search": {"chosen": "L1-H128-A2-F512-w4"}}) == table
