@@ -36,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import recorded_results  # noqa: E402
+
 SEARCHED, ADAPTIVE, SEARCHED_FAST = "searched (two-stage)", "adaptive, fine-tuned", "searched, `--arch-lr 1e-2`"
 TRAINING = ["--epochs", "1", "--finetune-epochs", "1", "--batch-size", "8", "--lr", "3e-4", "--kd-weight", "0"]
 
@@ -146,14 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--board", default="nucleo-f746zg", help="the board the int8 model is exported for")
     parser.add_argument(
         "--model",
-        default="the demonstration decoder (GPT-2, d 128, 2 layers, 2,048 ids; train-lm --vocab-size 2048 "
-        "--context 256 --epochs 12)",
+        default=recorded_results.DEMONSTRATION_DECODER,
         help="the summary's words for the checkpoint",
     )
     parser.add_argument("--summary", type=Path, help="write the committed summary (bench/results/decoder_search.json)")
     opts = parser.parse_args(argv)
-    import recorded_results
-
     started = time.time()
     rows = [measure(run, opts) for run in ROWS]
     seeds = {table: [measure(run, opts) for run in runs] for table, runs in SEED_RUNS.items()}

@@ -1,17 +1,23 @@
-"""The tables of results recorded before their summaries named a commit, an environment and checkpoints:
-the decoder's embedding-search runs (an earlier training of the demonstration decoder) and the
-vocabulary-pruning accuracy run (the decoder's QAT table is here too; bench/decoder_qat.py writes its summary
-now, as bench/int8_accuracy.py does BERT-tiny's int8 accuracy). Their checkpoints are gone, so they cannot be
-measured again as they were (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
-bench/results/minilm_fidelity.json); each summary (bench/results/<name>.json) holds the figures as committed, the
-commands that made them, and says that its provenance was not recorded, naming the commits that committed
-the figures. bench/report.py makes the pages' tables of them with these functions; every derived figure
-(a mean, an sd, a relative change) is computed here from the recorded ones.
+"""The tables of the decoder page's QAT and embedding-search summaries (bench/decoder_qat.py and
+bench/decoder_search.py write them, naming a commit, an environment and the checkpoint's SHA-256) and of the
+vocabulary-pruning accuracy run, recorded before its summary named any: its checkpoints are gone, so it cannot
+be measured again as it was (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
+bench/results/minilm_fidelity.json); its summary holds the figures as committed, the commands that made them,
+and says that its provenance was not recorded, naming the commits that committed the figures.
+bench/report.py makes the pages' tables of them with these functions; every derived figure (a mean, an sd, a
+relative change) is computed here from the recorded ones.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+# The summaries' words for the demonstration decoder, the checkpoint bench/decoder_qat.py and
+# bench/decoder_search.py read by default (their --model).
+DEMONSTRATION_DECODER = (
+    "the demonstration decoder (GPT-2, d 128, 2 layers, 2,048 ids; train-lm --vocab-size 2048 --context 256 "
+    "--epochs 12)"
+)
 
 
 def _change(new: float, old: float) -> str:
