@@ -10,7 +10,13 @@ relative change) is computed here from the recorded ones.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stats import paired_t  # noqa: E402
 
 # The summaries' words for the demonstration decoder, the checkpoint bench/decoder_qat.py and
 # bench/decoder_search.py read by default (their --model).
@@ -74,6 +80,26 @@ def decoder_seeds_table(summary: dict) -> str:
         used = " / ".join(f"{v:,}" for v in dict.fromkeys(m["used"]))
         out.append(f"| {m['table']} | {test} | {dev} | {used} |")
     return "\n".join(out)
+
+
+def decoder_seeds_difference(summary: dict) -> str:
+    """The seeds table's first method less its second, seed by seed, on int8 test perplexity: the mean
+    difference, the mean ± sd of the relative one and the paired t over the seeds (decoder page)."""
+    a, b = (np.asarray(m["test_int8"], np.float64) for m in summary["seeds"]["methods"][:2])
+    t, p = paired_t(a, b)
+    relative = 100 * (a / b - 1)
+    return (
+        f"{(a - b).mean():+.1f} int8 test perplexity ({relative.mean():+.1f}% ± {relative.std(ddof=1):.1f}%); "
+        f"paired t = {t:.1f} ({a.size - 1} degrees of freedom, p = {p:.2g})"
+    )
+
+
+def decoder_seeds_fewer_params(summary: dict) -> str:
+    """How many fewer parameters the seeds table's first method used than its second, as a span of percents."""
+    a, b = (np.asarray(m["used"], np.float64) for m in summary["seeds"]["methods"][:2])
+    fewer = 100 * (1 - a / b)
+    low, high = f"{fewer.min():.0f}", f"{fewer.max():.0f}"
+    return f"{low}%" if low == high else f"{low}-{high}%"
 
 
 def vocab_pruning_table(summary: dict) -> str:

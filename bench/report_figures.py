@@ -14,6 +14,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import numpy as np  # noqa: E402
+import recorded_results  # noqa: E402
 import tokenizer_sizes  # noqa: E402
 
 RESULTS = BENCH / "results"
@@ -251,4 +252,20 @@ DISTILL: dict[str, Callable[[], str]] = {
     **{f"distill_augment.{arm}_minutes": (lambda a=arm: _distill_minutes(a)) for arm in ("base", "ikd")},
 }
 
-FIGURES: dict[str, Callable[[], str]] = {**VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP, **DISTILL}
+# ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
+
+DECODER_SEARCH: dict[str, Callable[[], str]] = {
+    "decoder_search.seeds_difference": lambda: recorded_results.decoder_seeds_difference(summary("decoder_search")),
+    "decoder_search.seeds_fewer_params": lambda: recorded_results.decoder_seeds_fewer_params(summary("decoder_search")),
+}
+
+FIGURES: dict[str, Callable[[], str]] = {
+    **VERIFY,
+    **TOKENIZER,
+    **FIRMWARE,
+    **INT4,
+    **QAT,
+    **CLIP,
+    **DISTILL,
+    **DECODER_SEARCH,
+}
