@@ -1,6 +1,7 @@
-"""The accuracy benchmarks' statistics (bench/nas_vs_adaptive.py, bench/equal_flash.py): McNemar per seed,
-the paired bootstrap, mean ± sd. Inputs are per-example correctness arrays [seeds, examples], the same
-examples and seeds for both methods."""
+"""The benchmarks' statistics (bench/nas_vs_adaptive.py, bench/equal_flash.py, bench/distill_augment.py,
+bench/decoder_search.py): McNemar per seed, the paired bootstrap, mean ± sd, the paired t over seeds. The
+bootstrap's and McNemar's inputs are per-example correctness arrays [seeds, examples], the same examples and
+seeds for both methods."""
 
 from __future__ import annotations
 
@@ -58,3 +59,25 @@ def statistics(values, scale: float = 100.0) -> dict:
 
 def format_p(value) -> str:
     return "n/a" if value is None else f"{value:.2g}" if value < 0.01 else f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def student_t_two_sided_p(t: float, dof: int) -> float:
+    """Two-sided p of Student's t with `dof` degrees of freedom (Simpson's rule on the density: no scipy)."""
+    if not math.isfinite(t):
+        return 0.0
+    log_norm = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
+    steps, upper = 20_000, abs(t)
+    width = upper / steps
+    density = [math.exp(log_norm - (dof + 1) / 2 * math.log1p((k * width) ** 2 / dof)) for k in range(steps + 1)]
+    area = width / 3 * (density[0] + density[-1] + 4 * sum(density[1:-1:2]) + 2 * sum(density[2:-1:2]))
+    return max(0.0, min(1.0, 1.0 - 2.0 * area))
+
+
+def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(t, two-sided p) of mean(a - b) = 0 over paired seeds."""
+    diff = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    if diff.size < 2:
+        return float("nan"), float("nan")
+    sd = diff.std(ddof=1)
+    t = (math.inf if diff.mean() else 0.0) if sd == 0 else diff.mean() / (sd / math.sqrt(diff.size))
+    return float(t), student_t_two_sided_p(t, diff.size - 1) if t else 1.0

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import recorded_results  # noqa: E402
+
 
 def calibration_file(task: str, path: Path, seed: int = 0) -> Path:
     """The task's training sentences, shuffled, one a line."""
@@ -121,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration-samples", type=int, default=256)
     parser.add_argument(
         "--model",
-        default="the demonstration decoder (GPT-2, d 128, 2 layers, 2,048 ids; train-lm --vocab-size 2048 "
-        "--context 256 --epochs 12)",
+        default=recorded_results.DEMONSTRATION_DECODER,
         help="the summary's words for the checkpoint",
     )
     parser.add_argument("--summary", type=Path, help="write the committed summary (bench/results/decoder_qat.json)")

@@ -7,7 +7,7 @@ prints the tables and, with --summary, writes the committed summary.
     python bench/decoder_search.py --checkpoint runs/lm/rt-d128x2 --out runs/lm/search-lm \\
         [--summary bench/results/decoder_search.json]
 
-The runs (RUNS below; each budget in parameters of the 262,144-parameter table):
+The runs (ROWS and SEED_RUNS below; each budget in parameters of the 262,144-parameter table):
 
     searched (two-stage), --arch-lr 1e-3   69,728 and 33,717, seed 0
     adaptive, fine-tuned                   69,728 and 33,717, seeds 0, 1, 2 at 33,717
@@ -17,9 +17,11 @@ each `python -m tflm_mcubert search --checkpoint CKPT --task rotten_tomatoes --t
 --epochs 1 --finetune-epochs 1 --batch-size 8 --lr 3e-4 --kd-weight 0 --stage1-start budget [--mode adaptive]
 [--arch-lr A] [--seed k] --out OUT/<run>`, then `python -m tflm_mcubert evaluate --checkpoint OUT/<run> --task
 rotten_tomatoes --board nucleo-f746zg --split test --json OUT/<run>/evaluate.json`. A run whose folder holds
-both JSON files is read, not run again, so an interrupted bench continues where it stopped. A run takes 6-9
-minutes on 2 shared cores (540 training steps of 8 blocks, then the int8 models one token a step over the test
-split's blocks, about 4 minutes), the ten about 80.
+both JSON files is read, not run again, so an interrupted bench continues where it stopped, and the summary
+can be written again from the folders alone. On 2 cores shared with other jobs train-lm takes about 6 minutes
+and a run about 8-9: the search's 540 training steps of 8 blocks, 2-3 minutes, then evaluate's float model and
+its two int8 models (dense, and as exported), one token a step over the test split's 181 blocks, about 6; the
+ten about 85. The summary's seconds are the runs' own (search and evaluate, as each recorded them), summed.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+
+import recorded_results  # noqa: E402
 
 SEARCHED, ADAPTIVE, SEARCHED_FAST = "searched (two-stage)", "adaptive, fine-tuned", "searched, `--arch-lr 1e-2`"
 TRAINING = ["--epochs", "1", "--finetune-epochs", "1", "--batch-size", "8", "--lr", "3e-4", "--kd-weight", "0"]
@@ -94,16 +97,19 @@ def measure(run: Run, opts) -> dict:
         "clusters": metrics["clusters"],
         "ranks": metrics["ranks"],
         "moved_from_frequency": metrics.get("moved_from_frequency"),
+        "dev_before_finetune": round(metrics["dev_perplexity_before_finetune"], 2),
         "dev_finetuned": round(metrics["dev_perplexity"], 2),
         "test_float": round(result["float_perplexity"], 2),
         "test_int8": round(result["int8_exported_perplexity"], 2),
         "flash_bytes": result["exported"]["flash_bytes"],
+        "seconds": round(metrics["seconds"] + result["seconds"]),
     }
 
 
-def summarize(rows: list[dict], seeds: dict[str, list[dict]], metrics: dict, opts, seconds: float) -> dict:
+def summarize(rows: list[dict], seeds: dict[str, list[dict]], metrics: dict, opts) -> dict:
     from provenance import provenance
 
+    runs = {(r["table"], r["budget"], r["seed"]): r for r in rows + [r for runs in seeds.values() for r in runs]}
     return {
         "bench": "decoder_search",
         "command": f"python bench/decoder_search.py --checkpoint CKPT --out OUT --summary {opts.summary}",
@@ -118,9 +124,11 @@ def summarize(rows: list[dict], seeds: dict[str, list[dict]], metrics: dict, opt
             "fine-tune)",
             "texts": f"perplexity on the test split's blocks; int8 as export writes it for the {opts.board}",
             "runs": "one run each (seed 0); the seeds table adds seeds 1 and 2",
-            "seconds": round(seconds),
+            "dense_dev": round(metrics["dense_dev_perplexity"], 2),
+            "seconds": sum(r["seconds"] for r in runs.values()),
+            "seconds_are": "each run's search (its training) and evaluate, as they recorded them, summed over the runs",
         },
-        "rows": [{k: v for k, v in r.items() if k != "seed"} for r in rows],
+        "rows": [{k: v for k, v in r.items() if k not in ("seed", "seconds")} for r in rows],
         "seeds": {
             "budget": SEED_BUDGET,
             "seeds": list(SEEDS),
@@ -146,19 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--board", default="nucleo-f746zg", help="the board the int8 model is exported for")
     parser.add_argument(
         "--model",
-        default="the demonstration decoder (GPT-2, d 128, 2 layers, 2,048 ids; train-lm --vocab-size 2048 "
-        "--context 256 --epochs 12)",
+        default=recorded_results.DEMONSTRATION_DECODER,
         help="the summary's words for the checkpoint",
     )
     parser.add_argument("--summary", type=Path, help="write the committed summary (bench/results/decoder_search.json)")
     opts = parser.parse_args(argv)
-    import recorded_results
-
-    started = time.time()
     rows = [measure(run, opts) for run in ROWS]
     seeds = {table: [measure(run, opts) for run in runs] for table, runs in SEED_RUNS.items()}
     metrics = json.loads((opts.out / ROWS[0].name / "metrics.json").read_text())
-    summary = summarize(rows, seeds, metrics, opts, time.time() - started)
+    summary = summarize(rows, seeds, metrics, opts)
     print(
         "\n" + recorded_results.decoder_search_table(summary) + "\n\n" + recorded_results.decoder_seeds_table(summary)
     )

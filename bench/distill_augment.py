@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import board_accuracy  # noqa: E402
-from bench_stats import format_p, paired_bootstrap, statistics  # noqa: E402
+from bench_stats import format_p, paired_bootstrap, paired_t, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
 from results_bits import correct, pack  # noqa: E402
 
@@ -48,28 +48,6 @@ BOARD_CONFIG = "tiny-f746-default"  # today's default `search --board nucleo-f74
 SPLITS = ("validation", "test")
 STAGES = ("student", "board")
 INTEGER, FLOAT = "integer", "float"  # the board path's models: evaluate's int8 model, and its float twin
-
-
-def student_t_two_sided_p(t: float, dof: int) -> float:
-    """Two-sided p of Student's t with `dof` degrees of freedom (Simpson's rule on the density: no scipy)."""
-    if not math.isfinite(t):
-        return 0.0
-    log_norm = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
-    steps, upper = 20_000, abs(t)
-    width = upper / steps
-    density = [math.exp(log_norm - (dof + 1) / 2 * math.log1p((k * width) ** 2 / dof)) for k in range(steps + 1)]
-    area = width / 3 * (density[0] + density[-1] + 4 * sum(density[1:-1:2]) + 2 * sum(density[2:-1:2]))
-    return max(0.0, min(1.0, 1.0 - 2.0 * area))
-
-
-def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """(t, two-sided p) of mean(a - b) = 0 over paired seeds."""
-    diff = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    if diff.size < 2:
-        return float("nan"), float("nan")
-    sd = diff.std(ddof=1)
-    t = (math.inf if diff.mean() else 0.0) if sd == 0 else diff.mean() / (sd / math.sqrt(diff.size))
-    return float(t), student_t_two_sided_p(t, diff.size - 1) if t else 1.0
 
 
 # ---------------------------------------------------------------------------------------------- running

@@ -1,17 +1,29 @@
-"""The tables of results recorded before their summaries named a commit, an environment and checkpoints:
-the decoder's embedding-search runs (an earlier training of the demonstration decoder) and the
-vocabulary-pruning accuracy run (the decoder's QAT table is here too; bench/decoder_qat.py writes its summary
-now, as bench/int8_accuracy.py does BERT-tiny's int8 accuracy). Their checkpoints are gone, so they cannot be
-measured again as they were (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
-bench/results/minilm_fidelity.json); each summary (bench/results/<name>.json) holds the figures as committed, the
-commands that made them, and says that its provenance was not recorded, naming the commits that committed
-the figures. bench/report.py makes the pages' tables of them with these functions; every derived figure
-(a mean, an sd, a relative change) is computed here from the recorded ones.
+"""The tables of the decoder page's QAT and embedding-search summaries (bench/decoder_qat.py and
+bench/decoder_search.py write them, naming a commit, an environment and the checkpoint's SHA-256) and of the
+vocabulary-pruning accuracy run, recorded before its summary named any: its checkpoints are gone, so it cannot
+be measured again as it was (MiniLM's int8 cosines, which could, were: bench/minilm_fidelity.py,
+bench/results/minilm_fidelity.json); its summary holds the figures as committed, the commands that made them,
+and says that its provenance was not recorded, naming the commits that committed the figures.
+bench/report.py makes the pages' tables of them with these functions; every derived figure (a mean, an sd, a
+relative change) is computed here from the recorded ones.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stats import paired_t  # noqa: E402
+
+# The summaries' words for the demonstration decoder, the checkpoint bench/decoder_qat.py and
+# bench/decoder_search.py read by default (their --model).
+DEMONSTRATION_DECODER = (
+    "the demonstration decoder (GPT-2, d 128, 2 layers, 2,048 ids; train-lm --vocab-size 2048 --context 256 "
+    "--epochs 12)"
+)
 
 
 def _change(new: float, old: float) -> str:
@@ -68,6 +80,26 @@ def decoder_seeds_table(summary: dict) -> str:
         used = " / ".join(f"{v:,}" for v in dict.fromkeys(m["used"]))
         out.append(f"| {m['table']} | {test} | {dev} | {used} |")
     return "\n".join(out)
+
+
+def decoder_seeds_difference(summary: dict) -> str:
+    """The seeds table's first method less its second, seed by seed, on int8 test perplexity: the mean
+    difference, the mean ± sd of the relative one and the paired t over the seeds (decoder page)."""
+    a, b = (np.asarray(m["test_int8"], np.float64) for m in summary["seeds"]["methods"][:2])
+    t, p = paired_t(a, b)
+    relative = 100 * (a / b - 1)
+    return (
+        f"{(a - b).mean():+.1f} int8 test perplexity ({relative.mean():+.1f}% ± {relative.std(ddof=1):.1f}%); "
+        f"paired t = {t:.1f} ({a.size - 1} degrees of freedom, p = {p:.2g})"
+    )
+
+
+def decoder_seeds_fewer_params(summary: dict) -> str:
+    """How many fewer parameters the seeds table's first method used than its second, as a span of percents."""
+    a, b = (np.asarray(m["used"], np.float64) for m in summary["seeds"]["methods"][:2])
+    fewer = 100 * (1 - a / b)
+    low, high = f"{fewer.min():.0f}", f"{fewer.max():.0f}"
+    return f"{low}%" if low == high else f"{low}-{high}%"
 
 
 def vocab_pruning_table(summary: dict) -> str:

@@ -15,6 +15,7 @@ sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import board_shape_latency  # noqa: E402
 import numpy as np  # noqa: E402
+import recorded_results  # noqa: E402
 import tokenizer_sizes  # noqa: E402
 
 RESULTS = BENCH / "results"
@@ -256,6 +257,21 @@ DISTILL: dict[str, Callable[[], str]] = {
 
 SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
 
+# ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
+
+DECODER_SEARCH: dict[str, Callable[[], str]] = {
+    "decoder_search.seeds_difference": lambda: recorded_results.decoder_seeds_difference(summary("decoder_search")),
+    "decoder_search.seeds_fewer_params": lambda: recorded_results.decoder_seeds_fewer_params(summary("decoder_search")),
+}
+
 FIGURES: dict[str, Callable[[], str]] = {
-    **VERIFY, **TOKENIZER, **FIRMWARE, **INT4, **QAT, **CLIP, **DISTILL, **SHAPE
-}  # fmt: skip
+    **VERIFY,
+    **TOKENIZER,
+    **FIRMWARE,
+    **INT4,
+    **QAT,
+    **CLIP,
+    **DISTILL,
+    **SHAPE,
+    **DECODER_SEARCH,
+}
