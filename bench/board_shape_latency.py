@@ -59,9 +59,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import board_accuracy  # noqa: E402
 from bench_stats import paired_bootstrap, statistics  # noqa: E402
+import distill_augment  # noqa: E402
 from distill_augment import _cell, _p, paired_t, seconds_of  # noqa: E402
 from provenance import provenance  # noqa: E402
-from results_bits import correct, pack  # noqa: E402
+from results_bits import correct  # noqa: E402
 
 BOARD = "nucleo-f746zg"
 SPLITS = ("validation", "test")
@@ -177,24 +178,8 @@ def _chosen(metrics: dict) -> dict:
 
 
 def board_record(folder: Path, bits: int) -> dict | None:
-    evaluation = folder / "evaluate.json"
-    if not evaluation.is_file():
-        return None
-    by_split = json.loads(evaluation.read_text())["by_split"]
-    name = "int8" + ("+w4" if bits == 4 else "")  # evaluate's integer model: int8 word tables, B-bit weights
-    labels = {split: np.asarray(by_split[split]["labels"]) for split in SPLITS}
-    bits_of = {
-        model: {split: pack(np.asarray(by_split[split]["predictions"][key]) == labels[split]) for split in SPLITS}
-        for model, key in ((INTEGER, name), (FLOAT, "float"))
-    }
-    search = json.loads((folder / "model" / "metrics.json").read_text())
-    return {
-        "evaluated": name,
-        "steps": sum(s.get("steps", 0) for s in search.get("stages", [])) or None,
-        "search_seconds": seconds_of(folder / "model" / "metrics.json"),
-        "evaluate_seconds": seconds_of(evaluation),
-        "correct": bits_of,
-    }
+    """distill_augment's board record of evaluate's integer model at `bits`-bit weights (int8 word tables)."""
+    return distill_augment.board_record(folder, "int8" + ("+w4" if bits == 4 else ""))
 
 
 def export_record(folder: Path) -> dict | None:

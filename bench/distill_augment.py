@@ -156,12 +156,14 @@ def student_record(folder: Path, opts) -> dict:
     }
 
 
-def board_record(folder: Path) -> dict | None:
+def board_record(folder: Path, name: str | None = None) -> dict | None:
+    """The board path's record in `folder`: `evaluate`'s integer model `name` (default: today's board path's) and
+    its float twin, each example's correctness packed, steps and seconds; None before its evaluate ran."""
     evaluation = folder / "evaluate.json"
     if not evaluation.is_file():
         return None
     by_split = json.loads(evaluation.read_text())["by_split"]
-    name = board_accuracy.quantized_name(board_accuracy.CONFIGS[BOARD_CONFIG], 8)
+    name = name or board_accuracy.quantized_name(board_accuracy.CONFIGS[BOARD_CONFIG], 8)
     bits = {
         model: {
             split: pack(np.asarray(by_split[split]["predictions"][key]) == np.asarray(by_split[split]["labels"]))
