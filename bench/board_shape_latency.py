@@ -9,7 +9,7 @@ sentence-transformers/all-MiniLM-L6-v2 --task rotten_tomatoes --epochs 1 --out T
 arm is the search itself, in OUT/auto-s0/ (its candidates in shapes/<shape>/):
 
     python -m tflm_mcubert distill --teacher T --task rotten_tomatoes --max-seq-len 64 --preset auto \\
-        --board nucleo-f746zg --max-latency-ms 97.4 --export-seq-len 128 --seed 0 --out OUT/auto-s0
+        --recipe logits --board nucleo-f746zg --max-latency-ms 97.4 --export-seq-len 128 --seed 0 --out OUT/auto-s0
 
 the other seeds distill the shape it chose, at the weight width it was trained at (`<shape>-w<bits>`):
 
@@ -99,12 +99,22 @@ def student_command(opts, arm: str, seed: int) -> list[str] | None:
     if arm == TINY:
         command += ["--preset", "bert-tiny", "--recipe", "logits", "--qat-weight-bits", "8"]
     elif seed == 0:
-        command += ["--preset", "auto", "--board", BOARD, "--max-latency-ms", f"{opts.max_latency_ms:g}"]
+        # --recipe logits: the recipe this benchmark compares shapes with (the default would be layers)
+        command += [
+            "--preset",
+            "auto",
+            "--recipe",
+            "logits",
+            "--board",
+            BOARD,
+            "--max-latency-ms",
+            f"{opts.max_latency_ms:g}",
+        ]
         command += ["--export-seq-len", str(opts.export_seq_len), "--shape-candidates", str(opts.shape_candidates)]
     elif (shape := chosen_shape(opts)) is None:
         return None
     else:
-        # --recipe logits: what --preset auto trains every candidate with (a named shape would default to layers)
+        # --recipe logits: what the search trained every candidate with
         command += ["--preset", shape[0], "--recipe", "logits", "--qat-weight-bits", str(shape[1])]
     return command + ["--out", str(student_folder(opts, arm, seed)), "--resume", "--quiet"]
 

@@ -49,17 +49,44 @@ def test_the_recipes_differ_in_every_option_they_set():
     assert LayerKD(logits["intermediate_kd"], logits["intermediate_epochs"], 8, logits["init"]) == LayerKD()
 
 
-@pytest.mark.parametrize("extra", [("--preset", "auto", "--board", "nucleo-f746zg"), ("--prune-vocab", "sst2")])
-def test_where_the_layer_terms_cannot_run_the_default_is_logits(extra):
-    args = parsed(*extra)
+def test_with_a_pruned_vocabulary_the_default_is_logits():
+    args = parsed("--prune-vocab", "sst2")
     assert apply_recipe(args) == "logits"
     assert values(args) == RECIPES["logits"]
 
 
-def test_asking_for_the_layers_recipe_with_preset_auto_is_refused_naming_it():
-    args = parsed("--recipe", "layers", "--preset", "auto", "--board", "nucleo-f746zg")
-    with pytest.raises(UserError, match="--recipe layers"):
-        layer_options(args)
+AUTO = ("--preset", "auto", "--board", "nucleo-f746zg")
+
+
+@pytest.mark.parametrize(
+    "teacher, expected",
+    [
+        ((384, 12, 1536), "layers"),  # all-MiniLM-L6-v2: every shape of the space is whole heads of it
+        ((768, 12, 3072), "logits"),  # BERT-base: heads of 64 channels, and the space has heads of 32
+    ],
+)
+def test_with_preset_auto_the_default_is_layers_where_every_shape_can_be_cut(
+    tmp_path, monkeypatch, capsys, teacher, expected
+):
+    monkeypatch.setattr(train_cli, "DEFAULT_RECIPE", "layers")
+    args = parsed(*AUTO)
+    args.teacher = str(teacher_folder(tmp_path, *teacher))
+    assert apply_recipe(args) == expected
+    assert values(args) == RECIPES[expected]
+    if expected == "logits":  # the shape that could not be cut is named
+        assert "heads of 32" in capsys.readouterr().err
+
+
+def test_an_explicit_layers_recipe_with_preset_auto_is_refused_before_training_a_shape_it_cannot_cut(tmp_path):
+    from tflm_mcubert.export.shape_space import Shape
+
+    args = parsed("--recipe", "layers", *AUTO)
+    args.teacher = str(teacher_folder(tmp_path, 768, 12, 3072))
+    assert apply_recipe(args) == "layers"
+    layer_options(args)
+    train_cli.check_layer_options(args, [Shape(1, 128, 2, 256, 8)])  # heads of 64: two teacher heads wide
+    with pytest.raises(UserError, match="candidate L1-H96-A3-F192-w4: --init projected"):
+        train_cli.check_layer_options(args, [Shape(1, 128, 2, 256, 8), Shape(1, 96, 3, 192, 4)])
 
 
 def teacher_folder(tmp_path, hidden: int, heads: int, ffn: int):

@@ -137,3 +137,34 @@ def test_a_search_nothing_can_survive_is_refused_before_training(teacher, front,
     assert code == 2
     assert_one_clean_error(err, *fragments)
     assert not (tmp_path / "out" / "shapes").exists()
+
+
+def test_a_teacher_every_shape_can_be_cut_from_distils_each_candidate_with_the_layers_recipe(tmp_path, capsys):
+    """Every candidate gets the default recipe: a student cut from the teacher's layers, the intermediate
+    terms, teacher-labelled augmentation (a teacher as wide as the space's widest shape, heads of 32)."""
+    from tests.conftest import build_hf_checkpoint
+    from tflm_mcubert.cli import main
+    from tflm_mcubert.cli.train import teacher_vocabulary
+    from tflm_mcubert.train.layer_kd import DEFAULT_RECIPE
+
+    wide = dict(hidden_size=320, num_attention_heads=10, intermediate_size=1280, num_hidden_layers=2)
+    data = write_reviews(tmp_path / "reviews.csv", count=EXAMPLES)
+    encoder = build_hf_checkpoint(tmp_path, vocab_size=30, **wide)
+    argv = ["finetune", "--checkpoint", encoder, "--out", tmp_path / "teacher", "--task", data, *COMMON]
+    assert main([str(a) for a in argv]) == 0
+    vocab_size, labels, vocab_bytes = teacher_vocabulary(str(tmp_path / "teacher"), SEQ)
+    priced = shape_space(get_board(BOARD), SEQ, vocab_size=vocab_size, labels=labels, vocab_bytes=vocab_bytes)
+    fastest = pareto_front(admitted(priced, None, BOARD))[0]
+
+    out = tmp_path / "auto"
+    cap = ("--max-latency-ms", fastest.latency_ms, "--shape-candidates", 1)
+    code, _, err = auto(capsys, (tmp_path / "teacher", data), out, *cap)
+    assert code == 0, err
+    assert DEFAULT_RECIPE == "layers" and "distill recipe: layers" in err
+    candidate = json.loads((out / "shapes" / fastest.shape.name / "metrics.json").read_text())
+    settings = json.loads((out / "shapes" / fastest.shape.name / "run" / "run.json").read_text())
+    assert candidate["validation_accuracy"] == json.loads((out / "metrics.json").read_text())["validation_accuracy"]
+    assert settings["init"] == "projected" and settings["intermediate_kd"]["weight"] == 1.0
+    assert settings["augment"]["per_sentence"] == 1 and candidate["init"]["init"] == "projected"
+    search = json.loads((out / "shape_search.json").read_text())
+    assert search["training"]["layers"] == {"init": "projected", "intermediate_kd": settings["intermediate_kd"]}

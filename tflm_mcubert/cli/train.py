@@ -25,6 +25,7 @@ from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import tokenizer_blob_bytes
 from tflm_mcubert.export.shape_search import AUTO, DEFAULT_COUNT, plan_search, run_shape_search
+from tflm_mcubert.export.shape_space import candidates as shape_candidates
 from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.files import output_directory
 from tflm_mcubert.model.config import BertConfig, check_seq_len
@@ -163,8 +164,8 @@ def _add_layer_arguments(distill) -> None:
         choices=tuple(RECIPES),
         help=f"the values of --augment, --init, --intermediate-kd and --intermediate-epochs where they are not "
         f"given ({recipes}); "
-        f"default {DEFAULT_RECIPE}, except logits with --preset auto, --prune-vocab, or a student that cannot be "
-        "cut from the teacher's layers (said when it happens)",
+        f"default {DEFAULT_RECIPE}, except logits with --prune-vocab or a student (with --preset auto: any shape "
+        "of the space) that cannot be cut from the teacher's layers (said when it happens)",
     )
     layers.add_argument(
         "--init",
@@ -206,33 +207,33 @@ def apply_recipe(args) -> str:
 
 
 def default_recipe(args) -> str:
-    """DEFAULT_RECIPE, or logits where the layer terms cannot run: --preset auto, --prune-vocab, or a
-    student that cannot be cut from this teacher's layers (said in one line)."""
-    if args.preset == AUTO or args.prune_vocab:
+    """DEFAULT_RECIPE, or logits where the layer terms cannot run: --prune-vocab, or a student (with
+    --preset auto: any shape of the space) that cannot be cut from this teacher's layers (said in one line)."""
+    if args.prune_vocab:
         return "logits"
     if DEFAULT_RECIPE == "layers":
         from tflm_mcubert.model.hf_import import resolve_checkpoint_dir
 
         teacher = BertConfig.from_json_file(resolve_checkpoint_dir(args.teacher) / "config.json")
-        student = preset_config(args.preset)
-        projected = args.init in (None, "projected")  # what the recipe sets, unless --init says otherwise
-        why = (projected and projection_misfit(teacher, student)) or (
-            args.intermediate_kd != 0 and relation_misfit(teacher.hidden_size, student.hidden_size, args.relation_heads)
-        )
+        students = [s.config(0, 0) for s in shape_candidates()] if args.preset == AUTO else [preset_config(args.preset)]
+        why = next(filter(None, (layers_misfit(args, teacher, student) for student in students)), None)
         if why:
             log(f"distill recipe: logits, as the layers recipe cannot run here: {why}")
             return "logits"
     return DEFAULT_RECIPE
 
 
+def layers_misfit(args, teacher: BertConfig, student: BertConfig) -> str | None:
+    """Why the layers recipe (or the layer options given) cannot distil `student` from `teacher`, or None."""
+    projected = args.init in (None, "projected")  # what the recipe sets, unless --init says otherwise
+    return (projected and projection_misfit(teacher, student)) or (
+        args.intermediate_kd != 0 and relation_misfit(teacher.hidden_size, student.hidden_size, args.relation_heads)
+    )
+
+
 def layer_options(args) -> LayerKD:
     recipe = apply_recipe(args)
     layer_kd = LayerKD(args.intermediate_kd, args.intermediate_epochs, args.relation_heads, args.init).validate()
-    if args.preset == AUTO and layer_kd != LayerKD():
-        raise UserError(
-            "--preset auto distils every shape the same way; drop --recipe layers, --init, --intermediate-kd, "
-            "--intermediate-epochs and --relation-heads"
-        )
     log(f"distill recipe: {recipe} (--augment {args.augment}, --init {args.init}, --intermediate-kd "
         f"{args.intermediate_kd:g}, --intermediate-epochs {args.intermediate_epochs:g})")  # fmt: skip
     return layer_kd
@@ -294,7 +295,7 @@ def teacher_vocabulary(source: str, seq_len: int) -> tuple[int, int, int]:
     return config.vocab_size, config.num_labels, tokenizer_blob_bytes(load_tokenizer(ckpt, config))
 
 
-def run_auto_distill(args, data, train, pruning, augmentation, out) -> dict:
+def run_auto_distill(args, data, train, pruning, augmentation, layer_kd: LayerKD, out) -> dict:
     """`distill --preset auto`: price the shapes on the board, train the survivors, keep the best on dev."""
     from tflm_mcubert.train import workflows
 
@@ -313,10 +314,13 @@ def run_auto_distill(args, data, train, pruning, augmentation, out) -> dict:
         "prune": None if pruning is None else dataclasses.asdict(pruning),
         "augment": dataclasses.asdict(augmentation),
     }
+    if layer_kd.settings():  # absent at the defaults, so searches from before the layer options resume
+        training["layers"] = layer_kd.settings()
     count = DEFAULT_COUNT if args.shape_candidates is None else args.shape_candidates
     plan = plan_search(priced, board.name, seq_len, count=count, max_latency_ms=args.max_latency_ms, training=training)
     names = ", ".join(p.shape.name for p in plan.candidates)
     log(f"{plan.fitting} of {plan.priced} shapes fit; training {len(plan.candidates)}: {names}")
+    check_layer_options(args, [p.shape for p in plan.candidates])
 
     def train_at(shape, folder):
         return workflows.distill(
@@ -328,11 +332,24 @@ def run_auto_distill(args, data, train, pruning, augmentation, out) -> dict:
             pruning=pruning,
             qat_weight_bits=shape.weight_bits,  # scored with the weights as the export will store them
             augmentation=augmentation,
+            layer_kd=layer_kd,  # every candidate the same recipe: the accuracies compare shapes, not recipes
         )
 
     metrics = run_shape_search(plan, out, train_at, resume=train.resume)
     print_shape_choice(metrics["shape_search"])
     return metrics
+
+
+def check_layer_options(args, shapes) -> None:
+    """The layer options given (--recipe layers, --init projected, --intermediate-kd) can distil every
+    candidate from the teacher, refused before any training otherwise."""
+    from tflm_mcubert.model.hf_import import resolve_checkpoint_dir
+
+    teacher = BertConfig.from_json_file(resolve_checkpoint_dir(args.teacher) / "config.json")
+    for shape in shapes:
+        why = layers_misfit(args, teacher, shape.config(0, 0))
+        if why:
+            raise UserError(f"--preset auto: candidate {shape.name}: {why}")
 
 
 def print_shape_choice(report: dict) -> None:
@@ -403,7 +420,8 @@ def run(args) -> int:
         metrics = workflows.finetune(args.checkpoint, out, data, train)
         shown = ("validation_accuracy", "test_accuracy")
     elif args.preset == AUTO:
-        metrics = run_auto_distill(args, data, train, pruning, Augmentation(args.augment, args.unlabeled), out)
+        augmentation = Augmentation(args.augment, args.unlabeled)
+        metrics = run_auto_distill(args, data, train, pruning, augmentation, layer_kd, out)
         shown = ("preset", "validation_accuracy", "test_accuracy", "teacher_validation_accuracy")
     else:
         augmentation = Augmentation(args.augment, args.unlabeled)
