@@ -40,6 +40,22 @@ def test_party_speeches_are_sentences_labelled_by_party_with_a_fixed_split():
     assert load_task("party_speeches")["test"]["text"] == speeches["test"]["text"]
 
 
+def test_debate_speakers_are_four_candidates_sentences_with_a_fixed_split():
+    debates = load_task("debate_speakers")
+    sizes = {split: len(debates[split]) for split in ("train", "validation", "test")}
+    assert 2_700 < sum(sizes.values()) < 2_900
+    assert sizes["validation"] == sizes["test"] == round(0.1 * sum(sizes.values()))
+    assert label_names(debates) == ["clinton", "kaine", "pence", "trump"] and num_labels(debates) == 4
+    texts = {split: set(debates[split]["text"]) for split in debates}
+    assert len(texts["train"]) == sizes["train"] and not (texts["train"] & texts["test"])
+    assert min(len(t.split()) for t in texts["test"]) >= 4 and not any("\n" in t for t in texts["train"])
+    counts = np.bincount(debates["train"]["label"], minlength=4)
+    assert counts.argmax() == 3 and counts.min() > 250  # Trump speaks most; every candidate is there
+    opening = "From Longwood University in Farmville, Virginia, and welcome"  # the moderator's, dropped
+    assert not any(t.startswith(opening) for split in texts.values() for t in split)
+    assert load_task("debate_speakers")["test"]["text"] == debates["test"]["text"]
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

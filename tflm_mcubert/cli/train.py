@@ -44,8 +44,8 @@ def add_training_arguments(parser: argparse.ArgumentParser, command: str) -> Non
     data.add_argument(
         "--task",
         required=True,
-        help="rotten_tomatoes, party_speeches (both offline), sst2, mrpc, qqp, mnli, or a local .csv/.tsv/.jsonl "
-        "file or directory of them",
+        help="rotten_tomatoes, party_speeches, debate_speakers (offline), sst2, mrpc, qqp, mnli, or a local "
+        ".csv/.tsv/.jsonl file or directory of them",
     )
     data.add_argument("--text-column", default="text", help="local files: the text column (default text)")
     data.add_argument("--text-pair-column", help="local files: the second text of sentence-pair tasks")

