@@ -1,6 +1,8 @@
-"""The board picks the student under a latency cap: `distill --preset auto --board nucleo-f746zg
---max-latency-ms CAP` against BERT-tiny distilled with the same recipe, both through the NUCLEO-F746ZG's
-board path at --export-seq-len tokens, over seeds. A script, not a test.
+"""The board picks the student: `distill --preset auto --board B [--max-latency-ms CAP]` against BERT-tiny
+distilled with the same recipe, both through B's board path at --export-seq-len tokens, over seeds. A script,
+not a test. `--board` (default nucleo-f746zg), `--recipe` (both arms' `distill --recipe`, default logits) and
+`--max-latency-ms` (0: no cap) make it the comparison at any board's budget; the defaults are the
+F746ZG's under half BERT-tiny's latency.
 
 The cap defaults to half BERT-tiny's estimate at 128 tokens on the F746ZG (194.8 ms -> 97.4 ms; `python -m
 tflm_mcubert boards --shapes nucleo-f746zg --seq-len 128 --max-latency-ms 97.4` lists the shapes under it).
@@ -97,25 +99,24 @@ def student_command(opts, arm: str, seed: int) -> list[str] | None:
     """distill of `arm` at `seed` (None: the chosen shape is not known yet)."""
     command = common_args(opts, seed)
     if arm == TINY:
-        command += ["--preset", "bert-tiny", "--recipe", "logits", "--qat-weight-bits", "8"]
+        command += ["--preset", "bert-tiny", "--recipe", opts.recipe, "--qat-weight-bits", "8"]
     elif seed == 0:
-        # --recipe logits: the recipe this benchmark compares shapes with (the default would be layers)
+        # --recipe: the one both arms are distilled with (the search's default would be layers)
         command += [
             "--preset",
             "auto",
             "--recipe",
-            "logits",
+            opts.recipe,
             "--board",
-            BOARD,
-            "--max-latency-ms",
-            f"{opts.max_latency_ms:g}",
+            opts.board,
+            *(("--max-latency-ms", f"{opts.max_latency_ms:g}") if opts.max_latency_ms else ()),
         ]
         command += ["--export-seq-len", str(opts.export_seq_len), "--shape-candidates", str(opts.shape_candidates)]
     elif (shape := chosen_shape(opts)) is None:
         return None
     else:
-        # --recipe logits: what the search trained every candidate with
-        command += ["--preset", shape[0], "--recipe", "logits", "--qat-weight-bits", str(shape[1])]
+        # --recipe: what the search trained every candidate with
+        command += ["--preset", shape[0], "--recipe", opts.recipe, "--qat-weight-bits", str(shape[1])]
     return command + ["--out", str(student_folder(opts, arm, seed)), "--resume", "--quiet"]
 
 
@@ -128,7 +129,7 @@ def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
     folder, bits = opts.runs / "board" / f"{arm}-s{seed}", str(weight_bits(opts, arm))
     model = str(folder / "model")
     search = ["search", "--checkpoint", str(student_folder(opts, arm, seed)), "--task", opts.task, "--out", model]
-    search += ["--resume", "--quiet", "--seed", str(seed), "--mode", "adaptive", "--board", BOARD]
+    search += ["--resume", "--quiet", "--seed", str(seed), "--mode", "adaptive", "--board", opts.board]
     search += ["--weight-bits", bits, "--epochs", str(opts.search_epochs)]
     search += ["--finetune-epochs", str(opts.search_finetune_epochs), "--max-seq-len", str(opts.max_seq_len)]
     search += ["--export-seq-len", str(opts.export_seq_len), "--qat-weight-bits", bits]
@@ -136,7 +137,7 @@ def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
     evaluate += ["--split", *SPLITS, "--weight-bits", bits, "--json", str(folder / "evaluate.json")]
     steps = [(search, folder / "model" / "metrics.json"), (evaluate, folder / "evaluate.json")]
     if seed == 0:
-        export = ["export", "--checkpoint", model, "--board", BOARD, "--seq-len", str(opts.export_seq_len)]
+        export = ["export", "--checkpoint", model, "--board", opts.board, "--seq-len", str(opts.export_seq_len)]
         steps.append(
             (export + ["--weight-bits", bits, "--out", str(folder / "export")], folder / "export" / "report.json")
         )
@@ -192,14 +193,14 @@ def board_record(folder: Path, bits: int) -> dict | None:
     return distill_augment.board_record(folder, "int8" + ("+w4" if bits == 4 else ""))
 
 
-def export_record(folder: Path) -> dict | None:
-    """The export's estimate on the board (encoder layers; with Flash stalls as `boards --shapes` gives it),
+def export_record(folder: Path, board: str = BOARD) -> dict | None:
+    """The export's estimate on `board` (encoder layers; with Flash stalls as `boards --shapes` gives it),
     Flash and arena."""
     path = folder / "export" / "report.json"
     if not path.is_file():
         return None
     report = json.loads(path.read_text())
-    estimate = report["latency_estimate"]["boards"][BOARD]
+    estimate = report["latency_estimate"]["boards"][board]
     fits = report["fits"]
     return {
         "latency_ms": estimate["flash"].get("encoder_ms_with_flash", estimate["encoder_ms"]),
@@ -250,7 +251,12 @@ def search_record(opts) -> dict | None:
 
 # ------------------------------------------------------------------------------------------- statistics
 
-PATHS = {INTEGER: "integer model (F746ZG)", FLOAT: "its float twin"}
+PATHS = {INTEGER: "integer model", FLOAT: "its float twin"}
+
+
+def board_label(board: str) -> str:
+    """ "F746ZG" of "nucleo-f746zg": how the tables name the board."""
+    return board.removeprefix("nucleo-").upper()
 
 
 def bits_of(run: dict, model: str, split: str) -> np.ndarray | None:
@@ -301,10 +307,10 @@ def versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
     return out
 
 
-def markdown(summary: dict, exports: dict, shape: str) -> str:
+def markdown(summary: dict, exports: dict, shape: str, board: str = BOARD, seq_len: int = 128) -> str:
     """Per arm: the estimate, Flash, arena and accuracies; then the searched shape against BERT-tiny."""
     lines = [
-        "| student | est. ms at 128 tokens | Flash (whole model) | arena | seeds | float student dev "
+        f"| student | est. ms at {seq_len} tokens | Flash (whole model) | arena | seeds | float student dev "
         "| float student test | integer model dev | integer model test | distill min | board path min |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -318,6 +324,7 @@ def markdown(summary: dict, exports: dict, shape: str) -> str:
     lines += ["", "| searched against BERT-tiny | seeds | dev, points (paired t p) | test, points (paired t p) "
                   "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
     for model, label in PATHS.items():
+        label = f"{label} ({board_label(board)})" if model == INTEGER else label
         entry = summary["difference"][model]
         if entry["seeds"]:
             dev, test = entry["validation"], entry["test"]
@@ -367,7 +374,11 @@ def candidates_table(summary: dict) -> str:
 
 def markdown_table(summary: dict) -> str:
     """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
-    return markdown(summarize(summary["runs"]), summary["exports"], summary["search"]["chosen"])
+    settings = summary["settings"]
+    shape = summary["search"]["chosen"]
+    return markdown(
+        summarize(summary["runs"]), summary["exports"], shape, settings["board"], settings["export_seq_len"]
+    )
 
 
 def main(argv=None) -> int:
@@ -378,8 +389,18 @@ def main(argv=None) -> int:
     parser.add_argument("--task", default="rotten_tomatoes")
     parser.add_argument("--max-seq-len", type=int, default=64, help="distill and search: training tokens")
     parser.add_argument("--export-seq-len", type=int, default=128, help="the tokens priced, exported, evaluated")
+    parser.add_argument("--board", default=BOARD, help=f"the board the shapes are searched for (default {BOARD})")
     parser.add_argument(
-        "--max-latency-ms", type=float, default=97.4, help="the search's cap (default: half BERT-tiny's)"
+        "--max-latency-ms",
+        type=float,
+        default=97.4,
+        help="the search's cap (default: half BERT-tiny's on the F746ZG at 128 tokens; 0: no cap)",
+    )
+    parser.add_argument(
+        "--recipe",
+        choices=("logits", "layers"),
+        default="logits",
+        help="distill --recipe of both arms (default logits)",
     )
     parser.add_argument("--shape-candidates", type=int, default=3, help="distill --shape-candidates")
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
@@ -397,7 +418,7 @@ def main(argv=None) -> int:
     runs, search = collect(args, seeds), search_record(args)
     if search is None:
         raise SystemExit(f"{args.runs / 'auto-s0'}: the search has not finished; run with --run")
-    exports = {arm: export_record(args.runs / "board" / f"{arm}-s0") for arm in runs}
+    exports = {arm: export_record(args.runs / "board" / f"{arm}-s0", args.board) for arm in runs}
     checkpoints = {"teacher": args.teacher}
     for arm, rows in runs.items():
         for r in rows:
@@ -407,7 +428,8 @@ def main(argv=None) -> int:
         "command": "python bench/board_shape_latency.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
         "settings": {
             "task": args.task,
-            "board": BOARD,
+            "board": args.board,
+            "recipe": args.recipe,
             "max_seq_len": args.max_seq_len,
             "export_seq_len": args.export_seq_len,
             "max_latency_ms": args.max_latency_ms,
@@ -430,7 +452,7 @@ def main(argv=None) -> int:
     }
     stats = summarize(runs)
     summary["statistics"] = stats
-    print(markdown(stats, exports, search["chosen"]))
+    print(markdown(stats, exports, search["chosen"], args.board, args.export_seq_len))
     out = args.out or args.runs / "summary.json"
     out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
     print(f"summary {out} ({out.stat().st_size:,} bytes)")

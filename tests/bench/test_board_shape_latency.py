@@ -26,6 +26,8 @@ def opts(tmp_path):
         shape_candidates=3,
         search_epochs=0.5,
         search_finetune_epochs=1.0,
+        board="nucleo-f746zg",
+        recipe="logits",
     )
 
 
@@ -63,6 +65,20 @@ def test_seed_0_searches_the_other_seeds_distill_its_shape_and_bert_tiny_gets_th
     )
 
 
+def test_another_board_recipe_and_no_cap_reach_every_command_of_both_arms(tmp_path):
+    o = opts(tmp_path)
+    o.board, o.recipe, o.max_latency_ms = "nucleo-f767zi", "layers", 0
+    auto = bench.student_command(o, bench.CHOSEN, 0)
+    assert auto[auto.index("--board") + 1] == "nucleo-f767zi" and "--max-latency-ms" not in auto
+    searched(tmp_path)
+    for arm in (bench.CHOSEN, bench.TINY):
+        student = bench.student_command(o, arm, 1)
+        assert student[student.index("--recipe") + 1] == "layers"
+        for command, _ in bench.board_commands(o, arm, 0):
+            assert "--board" not in command or command[command.index("--board") + 1] == "nucleo-f767zi"
+    assert bench.board_label("nucleo-h7a3zi-q") == "H7A3ZI-Q"
+
+
 def synthetic_runs(rng, better: float) -> list[dict]:
     def bits(rate):
         return {split: pack(rng.random(400) < rate) for split in bench.SPLITS}
@@ -97,4 +113,6 @@ def test_the_summary_is_recomputed_from_bits_and_pairs_only_the_seeds_both_arms_
     exports = {bench.CHOSEN: {"latency_ms": 93.8, "flash_bytes": 2048, "arena_bytes": 1024}, bench.TINY: None}
     table = bench.markdown(stats, exports, "L1-H128-A2-F512-w4")
     assert "| L1-H128-A2-F512-w4 (searched) | 93.8 | 2.0 KB | 1.0 KB | 5 |" in table and "| BERT-tiny | – |" in table
-    assert bench.markdown_table({"runs": runs, "exports": exports, "search": {"chosen": "L1-H128-A2-F512-w4"}}) == table
+    settings = {"board": "nucleo-f746zg", "export_seq_len": 128}
+    summary = {"runs": runs, "exports": exports, "search": {"chosen": "L1-H128-A2-F512-w4"}, "settings": settings}
+    assert bench.markdown_table(summary) == table
