@@ -13,7 +13,9 @@ tiny-f746-default, search seed = the student's seed), in OUT/board/<arm>-s<seed>
         --seed S --epochs 0.5 --finetune-epochs 1 --max-seq-len 64 --export-seq-len 64 --out .../model
     python -m tflm_mcubert evaluate --checkpoint .../model --split validation test --weight-bits 8 --json ...
 
-(the integer model through the ops' numpy reference, as the firmware computes it). `--run` runs what is
+(the integer model through the ops' numpy reference, as the firmware computes it). `--preset` distils another
+student (e.g. bert-mini) and `--board-config` takes it another of bench/board_accuracy.py's board paths (e.g.
+mini-f767-w4e4p: the NUCLEO-F767ZI with int4 weights and tables). `--run` runs what is
 missing (resumable: a finished step is read back; `--stages` which, `--start-before HH:MM` starts none at or
 after that UTC time); without it the finished runs are only summarized. The summary (`--out`, e.g.
 bench/results/distill_augment.json) keeps per arm and seed the float student's and the integer model's
@@ -81,13 +83,19 @@ def arm_args(arm: str) -> list[str]:
 
 def student_command(opts, arm: str, seed: int) -> list[str]:
     command = ["distill", "--teacher", str(opts.teacher), "--task", opts.task, "--max-seq-len", str(opts.max_seq_len)]
+    command += ["--preset", opts.preset] if getattr(opts, "preset", None) else []
     command += ["--seed", str(seed), *arm_args(arm), "--out", str(opts.runs / f"{arm}-s{seed}")]
     return command + ["--resume", "--quiet"]
 
 
+def board_config(opts) -> str:
+    """The board path's configuration (board_accuracy.CONFIGS): --board-config, default BOARD_CONFIG."""
+    return getattr(opts, "board_config", None) or BOARD_CONFIG
+
+
 def board_commands(opts, arm: str, seed: int) -> tuple[list[str], list[str]]:
-    """(search, evaluate) of the student's default board path (board_accuracy.py's run_one, tiny-f746-default)."""
-    config, folder = board_accuracy.CONFIGS[BOARD_CONFIG], opts.runs / "board" / f"{arm}-s{seed}"
+    """(search, evaluate) of the student's board path (board_accuracy.py's run_one; default tiny-f746-default)."""
+    config, folder = board_accuracy.CONFIGS[board_config(opts)], opts.runs / "board" / f"{arm}-s{seed}"
     search = ["search", "--checkpoint", str(opts.runs / f"{arm}-s{seed}"), "--task", opts.task]
     search += ["--out", str(folder / "model"), "--resume", "--quiet", "--seed", str(seed)]
     search += ["--epochs", str(opts.search_epochs), "--finetune-epochs", str(opts.search_finetune_epochs)]
@@ -188,7 +196,9 @@ def collect(opts, arms: list[str], seeds: list[int]) -> dict:
         for seed in seeds:
             folder = opts.runs / f"{arm}-s{seed}"
             if (folder / "metrics.json").is_file():
-                board = board_record(opts.runs / "board" / f"{arm}-s{seed}")
+                config = board_accuracy.CONFIGS[board_config(opts)]
+                name = board_accuracy.quantized_name(config, config.weight_bits)
+                board = board_record(opts.runs / "board" / f"{arm}-s{seed}", name)
                 runs[arm].append({"seed": seed, "student": student_record(folder, opts), "board": board})
     return runs
 
@@ -319,6 +329,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--task", default="rotten_tomatoes")
     parser.add_argument("--max-seq-len", type=int, default=64)
+    parser.add_argument("--preset", help="the student's distill --preset (default: distill's, bert-tiny)")
+    parser.add_argument(
+        "--board-config",
+        choices=tuple(board_accuracy.CONFIGS),
+        default=BOARD_CONFIG,
+        help=f"the board path, as bench/board_accuracy.py names it (default {BOARD_CONFIG})",
+    )
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
@@ -341,10 +358,11 @@ def main(argv=None) -> int:
         "settings": {
             "task": args.task,
             "max_seq_len": args.max_seq_len,
-            "board_config": BOARD_CONFIG,
+            "preset": args.preset,
+            "board_config": args.board_config,
             "search_epochs": args.search_epochs,
             "search_finetune_epochs": args.search_finetune_epochs,
-            "board_search_args": board_accuracy.CONFIGS[BOARD_CONFIG].search_args(args.task),
+            "board_search_args": board_accuracy.CONFIGS[args.board_config].search_args(args.task),
             "distill_args": {arm: arm_args(arm) for arm in arms},
         },
         "provenance": provenance(

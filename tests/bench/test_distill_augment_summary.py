@@ -43,6 +43,17 @@ def test_each_arm_distills_with_its_augmentation_and_every_arm_takes_the_same_bo
     assert evaluate_a[evaluate_a.index("--weight-bits") + 1] == "8" and "test" in evaluate_a
 
 
+def test_a_preset_and_a_board_configuration_reach_the_student_and_its_board_path(tmp_path):
+    default = bench.student_command(opts(tmp_path), "ikd", 1)
+    assert "--preset" not in default  # distill's own default student
+    mini = SimpleNamespace(**vars(opts(tmp_path)), preset="bert-mini", board_config="mini-f767-w4e4p")
+    student = bench.student_command(mini, "ikd", 1)
+    assert student[student.index("--preset") + 1] == "bert-mini" and "--init" in student
+    search, evaluate = bench.board_commands(mini, "ikd", 1)
+    assert search[search.index("--board") + 1] == "nucleo-f767zi" and search[search.index("--weight-bits") + 1] == "4"
+    assert search[search.index("--embedding-bits") + 1] == "4" and evaluate[evaluate.index("--weight-bits") + 1] == "4"
+
+
 def test_paired_t_matches_the_textbook_value():
     a, b = np.array([0.80, 0.82, 0.81, 0.83, 0.80]), np.array([0.79, 0.80, 0.81, 0.80, 0.78])
     t, p = bench.paired_t(a, b)
