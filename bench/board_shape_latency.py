@@ -126,20 +126,28 @@ def weight_bits(opts, arm: str) -> int:
 
 def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
     """(command, the file it leaves when done) of the board path: search, evaluate, and export for seed 0."""
-    folder, bits = opts.runs / "board" / f"{arm}-s{seed}", str(weight_bits(opts, arm))
-    model = str(folder / "model")
-    search = ["search", "--checkpoint", str(student_folder(opts, arm, seed)), "--task", opts.task, "--out", model]
-    search += ["--resume", "--quiet", "--seed", str(seed), "--mode", "adaptive", "--board", opts.board]
+    student, folder = student_folder(opts, arm, seed), opts.runs / "board" / f"{arm}-s{seed}"
+    return board_path(opts, student, folder, opts.board, weight_bits(opts, arm), seed, export=seed == 0)
+
+
+def board_path(
+    opts, student: Path, folder: Path, board: str, bits: int, seed: int, *, export: bool
+) -> list[tuple[list[str], Path]]:
+    """(command, the file it leaves when done) of `student`'s board path on `board` at `bits`-bit weights, in
+    `folder`: search (model/), evaluate (evaluate.json), and with `export` the export (export/report.json)."""
+    model, bits = str(folder / "model"), str(bits)
+    search = ["search", "--checkpoint", str(student), "--task", opts.task, "--out", model]
+    search += ["--resume", "--quiet", "--seed", str(seed), "--mode", "adaptive", "--board", board]
     search += ["--weight-bits", bits, "--epochs", str(opts.search_epochs)]
     search += ["--finetune-epochs", str(opts.search_finetune_epochs), "--max-seq-len", str(opts.max_seq_len)]
     search += ["--export-seq-len", str(opts.export_seq_len), "--qat-weight-bits", bits]
     evaluate = ["evaluate", "--checkpoint", model, "--task", opts.task, "--seq-len", str(opts.export_seq_len)]
     evaluate += ["--split", *SPLITS, "--weight-bits", bits, "--json", str(folder / "evaluate.json")]
     steps = [(search, folder / "model" / "metrics.json"), (evaluate, folder / "evaluate.json")]
-    if seed == 0:
-        export = ["export", "--checkpoint", model, "--board", opts.board, "--seq-len", str(opts.export_seq_len)]
+    if export:
+        command = ["export", "--checkpoint", model, "--board", board, "--seq-len", str(opts.export_seq_len)]
         steps.append(
-            (export + ["--weight-bits", bits, "--out", str(folder / "export")], folder / "export" / "report.json")
+            (command + ["--weight-bits", bits, "--out", str(folder / "export")], folder / "export" / "report.json")
         )
     return steps
 
@@ -238,14 +246,20 @@ def teacher_record(teacher: Path | None) -> dict | None:
 
 def search_record(opts) -> dict | None:
     """The search's plan and candidates (metrics.json's shape_search), as it chose."""
-    metrics = opts.runs / "auto-s0" / "metrics.json"
+    return shape_search_record(opts.runs / "auto-s0")
+
+
+def shape_search_record(folder: Path) -> dict | None:
+    """The plan and candidates of the `distill --preset auto` in `folder` (metrics.json's shape_search), as it
+    chose, and its wall seconds; None before it finished."""
+    metrics = folder / "metrics.json"
     if not metrics.is_file():
         return None
     search = json.loads(metrics.read_text())["shape_search"]
     keep = ("shape", "weight_bits", "encoder_params", "flash_bytes", "embedding_bytes", "arena_bytes", "latency_ms")
     keep += ("validation_accuracy", "test_accuracy", "steps", "seconds", "chosen")
     candidates = [{k: c[k] for k in keep if k in c} for c in search["candidates"]]
-    wall = _wall(metrics.parent, json.loads(metrics.read_text()))  # the whole `distill --preset auto`
+    wall = _wall(folder, json.loads(metrics.read_text()))  # the whole `distill --preset auto`
     return {**{k: v for k, v in search.items() if k != "candidates"}, "wall_seconds": wall, "candidates": candidates}
 
 

@@ -26,6 +26,7 @@ sys.path.insert(0, str(BENCH))
 import bert_mini_sizes  # noqa: E402
 import board_accuracy  # noqa: E402
 import board_shape_latency  # noqa: E402
+import board_shapes  # noqa: E402
 import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
 import decoder_perplexity  # noqa: E402
@@ -155,6 +156,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "board_shape_latency.candidates": lambda: board_shape_latency.candidates_table(
         _summary("board_shape_latency.json")
     ),
+    "board_shapes.boards": lambda: board_shapes.markdown_table(_summary("board_shapes.json")),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
     "m55_gemm.cmsis_nn": lambda: m55_gemm.cmsis_nn_table(_summary("m55_gemm.json")),
     "m55_attention.rows": lambda: m55_attention.markdown_table(_summary("m55_attention.json")),

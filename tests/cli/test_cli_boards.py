@@ -49,6 +49,12 @@ def test_boards_lists_every_board_with_its_longest_sequence(capsys):
     assert {name for name, row in rows.items() if row["longest_seq_len"]["bert-tiny"] < 512} == {"nano33ble"}
     assert rows["pico"]["kernels"] == "plain C" and rows["pico2"]["kernels"] == "DSP"
     assert rows["stm32n6570-dk"]["kernels"] == "DSP + MVE"
+    # the reference shapes (data/board_shapes.json, bench/board_shapes.py's): the boards the search prices only
+    shipped = boards_command.reference_shapes()
+    assert {name for name, row in rows.items() if row["reference_shape"]} == set(shipped["boards"])
+    for name, shape in shipped["boards"].items():
+        assert rows[name]["reference_shape"] == {**shipped["settings"], **shape}
+        assert BOARDS[name].core == "cortex-m7" and shape["latency_ms"] <= shipped["settings"]["max_latency_ms"]
 
 
 def test_the_flash_model_is_the_exports_own_figure(tmp_path, capsys):
@@ -62,9 +68,19 @@ def test_boards_table_names_each_board_once(capsys):
     code, out, _ = run_cli(capsys, "boards")
     assert code == 0
     lines = out.splitlines()
+    split = next(i for i, line in enumerate(lines) if line.startswith("board ") and "reference shape" in line)
     for name in BOARDS:
-        assert sum(line.startswith(name + " ") for line in lines) == 1
+        assert sum(line.startswith(name + " ") for line in lines[:split]) == 1
     assert "whose .tflite fits Flash" in out
+    # then the reference shapes: one line per board the shapes were chosen for, its shape and figures
+    shipped = boards_command.reference_shapes()["boards"]
+    rows = [line.split() for line in lines[split + 1 :] if line.split() and line.split()[0] in BOARDS]
+    assert {row[0] for row in rows} == set(shipped) and len(rows) == len(shipped)
+    for row in rows:
+        shape = shipped[row[0]]
+        assert row[1:5] == [shape["shape"], f"{shape['dev_accuracy']:.2f}", f"{shape['test_accuracy']:.2f}",
+                            f"{shape['latency_ms']:.1f}"]  # fmt: skip
+    assert "reference shape: what `distill --preset auto --recipe logits --board B --max-latency-ms 100" in out
 
 
 def test_a_decoder_context_is_the_longest_whose_planned_arena_fits(tmp_path):

@@ -11,6 +11,11 @@ The `fits` columns answer a second question, for BERT-tiny and BERT-mini at int8
 SIZED_SEQ tokens: does the model fit when its embedding is sized to what the rest of it leaves of the
 board's Flash (export/flash_budget.py, as `export --board` sizes its default embedding), the arena in the
 largest SRAM region? Each cell gives the bytes left for the word tables.
+
+The reference shape of a board (the boards the shape search prices) is what `distill --preset auto --board B`
+chose on rotten tomatoes at 128 tokens under a 100 ms estimate, measured through the board path by
+bench/board_shapes.py and shipped as data/board_shapes.json (a test keeps it equal to the benchmark's
+summary): a figure read, not computed here.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import dataclasses
 import functools
 import json
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, get_board, human_bytes
@@ -114,6 +120,12 @@ def decoder_context(board: Board, name: str) -> int:
     return longest_context_on(board, dims, contract.MAX_SEQ_LEN)
 
 
+@functools.lru_cache(maxsize=None)
+def reference_shapes() -> dict:
+    """The per-board shapes `distill --preset auto` chose on the reference task (data/board_shapes.json)."""
+    return json.loads(resources.files("tflm_mcubert.data").joinpath("board_shapes.json").read_text())
+
+
 def _sized_cell(fit: dict) -> str:
     return f"yes ({human_bytes(fit['embedding_bytes'])})" if fit["fits"] else "-"
 
@@ -131,6 +143,8 @@ def board_rows() -> list[dict]:
         row["sized_fits"] = {
             f"{name} int{bits}": sized_fit(board, name, bits) for name in FIT_PRESETS for bits in WEIGHT_WIDTHS
         }
+        shape = reference_shapes()["boards"].get(board.name)
+        row["reference_shape"] = {**reference_shapes()["settings"], **shape} if shape else None
         rows.append(row)
     return rows
 
@@ -201,7 +215,46 @@ def run(args) -> int:
         f"{contract.MAX_SEQ_LEN:,}, the ops' limit), its word table compressed to the board's Flash as "
         f"`export` does; the presets {', '.join(DECODER_PRESETS)} themselves have 256 positions."
     )
+    print_reference_shapes(rows)
     return 0
+
+
+def print_reference_shapes(rows: list[dict]) -> None:
+    """The shape `distill --preset auto` chose per board on the reference task, with its measured figures."""
+    chosen = [row for row in rows if row["reference_shape"]]
+    if not chosen:
+        return
+    settings = reference_shapes()["settings"]
+    header = ("board", "reference shape", "dev", "test", "ms (est.)", "arena", "Flash", "candidates' dev")
+    table = [header]
+    for row in chosen:
+        shape = row["reference_shape"]
+        table.append(
+            (
+                row["name"],
+                shape["shape"],
+                f"{shape['dev_accuracy']:.2f}",
+                f"{shape['test_accuracy']:.2f}",
+                f"{shape['latency_ms']:.1f}",
+                human_bytes(shape["arena_bytes"]),
+                human_bytes(shape["flash_bytes"]),
+                ", ".join(f"{name} {dev:.2f}" for name, dev in shape["candidates"].items()),
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    print()
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    print(
+        f"\nreference shape: what `distill --preset auto --recipe {settings['recipe']} --board B --max-latency-ms "
+        f"{settings['max_latency_ms']:g} "
+        f"--export-seq-len {settings['seq_len']}` chose on {settings['task'].replace('_', ' ')} (seed "
+        f"{settings['seed']}, the best of the candidates on dev), measured through the board path at "
+        f"{settings['seq_len']} tokens (bench/board_shapes.py): dev / test, the integer model's accuracy in percent "
+        "as the firmware computes it; ms, the encoder's estimate with the board's Flash stalls; arena and Flash "
+        "(the whole model, word tables sized to the board) as `export` reports them; candidates' dev: each "
+        "candidate's distilled student, quantization-aware. One seed: a showcase of the choice, not a comparison."
+    )
 
 
 def run_shapes(args) -> int:
