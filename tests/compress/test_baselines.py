@@ -9,11 +9,13 @@ from tflm_mcubert.compress.baselines import (
     adaptive_params,
     frequency_ranking,
     fwsvd_embedding,
+    grown_ranks,
     rank_for_budget,
     scaled_adaptive,
     svd_embedding,
 )
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
 from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
 from tflm_mcubert.compress.search_space import fixed_ranks
 
@@ -95,12 +97,40 @@ def test_adaptive_for_budget_scales_cutoffs_and_ranks_by_one_factor(percent, cut
 def test_adaptive_for_budget_is_the_largest_fit_by_brute_force():
     vocab, dim = 500, 64
     base, ranks = adaptive_cutoffs(vocab, 4), fixed_ranks(dim, 4, 4)
-    heads = range(1, (vocab - 1) * base[0] // base[-1] + 1)  # every head size whose cut-offs fit the vocabulary
-    sizes = [adaptive_params(vocab, dim, *scaled_adaptive(vocab, dim, base, ranks, h / base[0])) for h in heads]
+    reach = (vocab - 1) * base[0] // base[-1]  # the largest head whose cut-offs fit the vocabulary
+
+    def config(step):  # the shape grown as a whole up to that head, then its ranks alone toward d
+        head = min(step, reach)
+        cutoffs, head_ranks = scaled_adaptive(vocab, dim, base, ranks, head / base[0])
+        return cutoffs, grown_ranks(head_ranks, dim, step - head)
+
+    steps = range(1, reach + dim + 1)
+    sizes = [adaptive_params(vocab, dim, *config(step)) for step in steps]
     assert sizes == sorted(sizes)  # monotone: bisection finds the largest fit
+    assert config(steps[-1])[1] == [dim] * 3 and sizes[-1] > vocab * dim  # up to past the dense table
     for target in range(sizes[0], sizes[-1] + 200, 37):
-        best = max(h for h, size in zip(heads, sizes) if size <= target)
-        assert adaptive_for_budget(vocab, dim, target) == scaled_adaptive(vocab, dim, base, ranks, best / base[0])
+        best = max(step for step, size in zip(steps, sizes) if size <= target)
+        assert adaptive_for_budget(vocab, dim, target) == config(best)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_budget_past_the_last_cutoffs_reach_is_spent_on_the_ranks(bits):
+    """BERT-tiny-wide tables on a 2 MB board: once the last cut-off reaches the vocabulary's end the ranks
+    keep growing toward d, up to about the dense table's size, instead of the shape stopping there."""
+    vocab, dim = BERT_VOCAB, 96
+
+    def stored(cutoffs, ranks):
+        bounds = [0, *cutoffs, vocab]
+        return stored_embedding_bytes([b - a for a, b in zip(bounds[:-1], bounds[1:])], ranks, dim, bits)
+
+    reach = (vocab - 1) * ADAPTIVE_CUTOFFS[0] // ADAPTIVE_CUTOFFS[-1]
+    largest_scaled = scaled_adaptive(vocab, dim, ADAPTIVE_CUTOFFS, fixed_ranks(dim, 4, 4), reach / 1000)
+    target = vocab * dim * bits // 8 * 3 // 5  # 60% of the dense table: past the scaled shape's largest size
+    assert target > stored(*largest_scaled)
+    cutoffs, ranks = adaptive_for_budget(vocab, dim, target, bits=bits)
+    assert stored(*largest_scaled) < stored(cutoffs, ranks) <= target
+    assert cutoffs == largest_scaled[0] and all(a > b for a, b in zip(ranks, largest_scaled[1]))
+    assert any(ranks == grown_ranks(largest_scaled[1], dim, step) for step in range(1, dim + 1))
 
 
 def test_adaptive_for_budget_refuses_a_budget_below_its_smallest_shape():

@@ -90,8 +90,11 @@ def adaptive_for_budget(
     The rule: Baevski & Auli's shape (`adaptive_cutoffs`, ranks d/div^i) scaled as a whole, every cut-off
     and every rank multiplied by the same factor f (`scaled_adaptive`); f runs over the head sizes
     k = 1, 2, ... (f = k / first cut-off), and the largest configuration whose size does not exceed
-    `target` is returned. The size never decreases with f (tokens move to dearer clusters, ranks grow, and
-    with them the exported Vᵀ's padding), so it is found by bisection. f = 1 is the paper's configuration
+    `target` is returned. Past the head whose last cut-off reaches the vocabulary's end, the cut-offs stay
+    and the ranks alone grow, each evenly toward d (`grown_ranks`), so a large budget (a 2 MB board's) is
+    spent up to about the dense table's size rather than left unused. The size never decreases along the
+    way (tokens move to dearer clusters, ranks grow, and with them the exported Vᵀ's padding), so it is
+    found by bisection. f = 1 is the paper's configuration
     (BERT-tiny: 1000/4000/10000, ranks 32/8/2, 318,420 parameters), returned for any parameter target
     from 318,420 up to the next head size's.
     Refused (BelowSmallestError) when even f at a one-token head does not fit.
@@ -99,8 +102,13 @@ def adaptive_for_budget(
     base_cutoffs = adaptive_cutoffs(vocab_size, num_clusters)
     base_ranks = fixed_ranks(dim, num_clusters, div)
 
-    def config(head: int):
-        return scaled_adaptive(vocab_size, dim, base_cutoffs, base_ranks, head / base_cutoffs[0])
+    # the largest head keeping every cut-off below the vocabulary size; past it, the ranks' growth
+    reach = max(1, int((vocab_size - 1) * base_cutoffs[0] / base_cutoffs[-1]))
+
+    def config(step: int):
+        head = min(step, reach)
+        cutoffs, ranks = scaled_adaptive(vocab_size, dim, base_cutoffs, base_ranks, head / base_cutoffs[0])
+        return cutoffs, grown_ranks(ranks, dim, step - head)
 
     def size(head: int) -> int:
         if bits is None:
@@ -116,8 +124,7 @@ def adaptive_for_budget(
             f"({size(1):,}: a one-token dense cluster, every rank 1)",
             smallest=size(1),
         )
-    # the largest head keeping every cut-off below the vocabulary size
-    low, high = 1, max(1, int((vocab_size - 1) * base_cutoffs[0] / base_cutoffs[-1]))
+    low, high = 1, reach + dim
     while low < high:  # invariant: size(low) <= target
         middle = (low + high + 1) // 2
         if size(middle) <= target:
@@ -125,6 +132,11 @@ def adaptive_for_budget(
         else:
             high = middle - 1
     return config(low)
+
+
+def grown_ranks(ranks: list[int], dim: int, step: int) -> list[int]:
+    """`ranks` grown `step` of d steps toward d, each by its own headroom's share (step d: every rank d)."""
+    return [r + -(-(dim - r) * step // dim) for r in ranks]
 
 
 def svd_embedding(table: np.ndarray, rank: int) -> ClusteredLowRankEmbedding:
