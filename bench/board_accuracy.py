@@ -44,7 +44,8 @@ fake-quantized as stored, quantize/qat.py), the variant `<config>@w<bits>+qat`, 
 the same checkpoint's PTQ (`<config>@w<bits>`), paired by seed. `--searches-from DIR` reuses the finished
 searches (and their PTQ evaluations and exports) of an earlier OUT: only the QAT evaluations run.
 
-Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's (point C).
+Each student is needed only when a configuration of --configs uses it (`--configs tiny-f746-w4e4p`: no
+--mini-student). Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's (point C).
 Resumable: each run lives in OUT/<config>-seed<k>/ (`model/`: the search's checkpoint, resumed with `search
 --resume`; `evaluate.json`; `export/` for seed 0; `run.json`: the run's record with per-example
 predictions). A finished step is read back; rerun the same command to finish. OUT/bench.json keeps the
@@ -569,8 +570,16 @@ def utc_time(text: str) -> str:
 
 def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tiny-student", type=Path, required=True, help="distilled BERT-tiny (distill --out)")
-    parser.add_argument("--mini-student", type=Path, required=True, help="distilled BERT-mini (distill --out)")
+    parser.add_argument(
+        "--tiny-student",
+        type=Path,
+        help="distilled BERT-tiny (distill --out); needed when a configuration is BERT-tiny",
+    )
+    parser.add_argument(
+        "--mini-student",
+        type=Path,
+        help="distilled BERT-mini (distill --out); needed when a configuration is BERT-mini",
+    )
     parser.add_argument("--task", default="rotten_tomatoes")
     parser.add_argument("--out", type=Path, default=Path("runs/board-accuracy"))
     parser.add_argument("--seeds", type=int_list, default=[0, 1, 2, 3, 4])
@@ -598,6 +607,9 @@ def parse(argv=None) -> argparse.Namespace:
     if unknown or not configs:
         parser.error(f"--configs: unknown {unknown} (choose from {', '.join(CONFIGS)})")
     opts.configs = configs
+    for model in sorted({CONFIGS[c].model for c in configs}):
+        if getattr(opts, f"{model}_student") is None:
+            parser.error(f"--{model}-student is required: --configs has BERT-{model} configurations")
     if opts.qat_steps < 0:
         parser.error("--qat-steps must be 0 or more")
     if opts.epochs <= 0 or opts.finetune_epochs <= 0:
@@ -627,7 +639,7 @@ def main(argv=None) -> int:
     opts = parse(argv)
     if not opts.report_only:
         for student in (opts.tiny_student, opts.mini_student):
-            if not (student / "config.json").is_file():
+            if student is not None and not (student / "config.json").is_file():
                 raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
     claim(opts.out, settings_of(opts))
     began = time.monotonic()

@@ -37,8 +37,25 @@ def nas_runs(summary_file: Path, method: str) -> dict[tuple[str, int], dict]:
     }
 
 
+def same_student(a: list[dict], b: list[dict]) -> None:
+    """Refuse to pair runs made from different students: each run records its student's uncompressed dev and
+    test accuracy (`uncompressed`), and a pair whose two runs both record one must agree."""
+    for x, y in zip(a, b):
+        if "uncompressed" in x and "uncompressed" in y and x["uncompressed"] != y["uncompressed"]:
+            raise SystemExit(
+                f"seed {x.get('seed')}: the runs are of different students (uncompressed dev / test "
+                f"{_uncompressed(x)} against {_uncompressed(y)}): not paired"
+            )
+
+
+def _uncompressed(run: dict) -> str:
+    return " / ".join(f"{100 * run['uncompressed'][s]:.2f}" for s in SPLITS)
+
+
 def compare_budget(a: list[dict], b: list[dict]) -> list[str]:
-    """The table cells of one budget: seeds, A and B dev/test, A − B dev/test, bootstrap p dev/test."""
+    """The table cells of one budget: seeds, A and B dev/test, A − B dev/test, bootstrap p dev/test (the runs
+    paired, each pair of the same student)."""
+    same_student(a, b)
     cells = [str(len(a))]
     cells += [" / ".join(mean_sd([r[f"{s}_accuracy"] for r in runs]) for s in SPLITS) for runs in (a, b)]
     differences, p_values = [], []

@@ -147,6 +147,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "nas_vs_adaptive.stages": lambda: compare_nas_runs.stages_table(_summary("nas_vs_adaptive.json")),
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
+    **_search_then_train("nas_vs_adaptive_projected_candidate_rotten_tomatoes.json"),
     **_equal_flash("equal_flash_select_rotten_tomatoes.json"),
     **_equal_flash("equal_flash_select_party_speeches.json"),
     **_equal_flash("equal_flash.json"),

@@ -26,7 +26,16 @@ def test_bad_arguments_are_refused_in_one_line(capsys):
             bench.parse(ARGS + argv)
         assert message in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.parse(["--mini-student", "m"])  # --tiny-student is required
+        bench.parse(["--mini-student", "m"])  # --tiny-student is required by the default configurations
+    assert "--tiny-student is required" in capsys.readouterr().err
+
+
+def test_only_the_students_the_configurations_use_are_required(capsys):
+    opts = bench.parse(["--tiny-student", "t", "--configs", "tiny-f746-w4e4p"])
+    assert opts.mini_student is None and bench.settings_of(opts)["mini_student"] is None
+    with pytest.raises(SystemExit):
+        bench.parse(["--tiny-student", "t", "--configs", "tiny-f746-w4e4p,mini-f767-w4e4p"])
+    assert "--mini-student is required" in capsys.readouterr().err
 
 
 def test_every_configuration_searches_for_its_board_at_its_widths():

@@ -33,3 +33,16 @@ def test_method_b_pairs_as_nas_with_bs_adaptive_runs_by_budget_and_seed(tmp_path
     monkeypatch.setattr(sys, "argv", argv[:3])  # without it, B's NAS: seed 0, 4 of 4 against 1 of 4
     compare_nas_runs.main()
     assert "+75.00 / +75.00" in capsys.readouterr().out
+
+
+def test_runs_of_different_students_are_not_paired():
+    a, b = _run("nas", 0, 4), _run("nas", 0, 2)
+    a["uncompressed"], b["uncompressed"] = {"validation": 0.5, "test": 0.5}, {"validation": 0.5, "test": 0.75}
+    try:
+        compare_nas_runs.compare_budget([a], [b])
+    except SystemExit as error:
+        assert "different students" in str(error) and "50.00 / 75.00" in str(error)
+    else:
+        raise AssertionError("runs of different students were paired")
+    b["uncompressed"] = dict(a["uncompressed"])
+    assert compare_nas_runs.compare_budget([a], [b])[0] == "1"
