@@ -33,10 +33,12 @@ SHA-256 of every checkpoint read) and per board the search's plan and candidates
 accuracy as `distill` scored them), its wall time, the integer model's per-example correctness (packed bits)
 and dev/test accuracy, and the export's estimate, arena and Flash. `--package-data` also writes the per-board
 reference shapes `python -m tflm_mcubert boards` prints (tflm_mcubert/data/board_shapes.json; a test keeps it
-equal to `reference(summary)`).
+equal to `reference(summary)`); `--figures DIR` draws each board's search (dev accuracy against estimated
+latency and Flash, the Pareto front joined) as DIR/board_shapes_<board>.png.
 
     python bench/board_shapes.py --teacher /work/runs/rt/teacher --runs /work/runs/shapes --run \\
-        --out bench/results/board_shapes.json --package-data tflm_mcubert/data/board_shapes.json
+        --out bench/results/board_shapes.json --package-data tflm_mcubert/data/board_shapes.json \\
+        --figures docs/benchmarks/img
 """
 
 from __future__ import annotations
@@ -246,6 +248,18 @@ def summarize(opts, boards: list[str], argv: list[str]) -> dict:
     }
 
 
+def figures(summary: dict, folder: Path) -> list[Path]:
+    """Each board's search drawn as `distill --preset auto` draws it (dev accuracy against the estimated
+    latency and the Flash besides the word tables), as folder/board_shapes_<board>.png."""
+    from tflm_mcubert.export.shape_figure import draw_shape_search
+
+    return [
+        draw_shape_search(entry["search"], folder / f"board_shapes_{board}.png")
+        for board, entry in summary["boards"].items()
+        if entry
+    ]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, required=True, help="the runs' folder (OUT)")
@@ -268,6 +282,7 @@ def main(argv=None) -> int:
     parser.add_argument("--start-before", help="HH:MM (UTC): with --run, start no step at or after this time")
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     parser.add_argument("--package-data", type=Path, help="also write the reference shapes `boards` prints here")
+    parser.add_argument("--figures", type=Path, help="also draw each board's search here (board_shapes_<board>.png)")
     args = parser.parse_args(argv)
     boards = [b for b in args.boards.split(",") if b]
     unknown = sorted(set(boards) - set(BOARDS))
@@ -286,6 +301,9 @@ def main(argv=None) -> int:
     if args.package_data:
         args.package_data.write_text(json.dumps(reference(summary), indent=1) + "\n")
         print(f"reference shapes {args.package_data}")
+    if args.figures:
+        for path in figures(summary, args.figures):
+            print(f"figure {path}")
     return 0
 
 

@@ -103,3 +103,10 @@ def test_the_package_ships_the_committed_summarys_reference_shapes():
     assert shipped == bench.reference(summary)
     assert set(shipped["boards"]) <= set(bench.BOARDS)
     assert "+changes" not in summary["provenance"]["commit"]
+
+
+def test_each_board_of_the_committed_summary_is_drawn_as_distill_draws_it(tmp_path):
+    summary = json.loads(SUMMARY.read_text())
+    paths = bench.figures(summary, tmp_path)
+    assert [p.name for p in paths] == [f"board_shapes_{board}.png" for board, e in summary["boards"].items() if e]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)

@@ -74,6 +74,7 @@ def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothin
     written = BertConfig.from_json_file(out / "config.json")
     assert (written.num_hidden_layers, written.hidden_size) == (best["layers"], best["hidden"])
     assert f"chosen {best['shape']}" in printed and f"preset {best['shape'].rsplit('-w', 1)[0]}" in printed
+    assert (out / "shape_search.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "shape_search.png" in err
 
     trained = []
     real_distill = workflows.distill

@@ -24,6 +24,8 @@ from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import tokenizer_blob_bytes
+from tflm_mcubert.export.shape_figure import FIGURE_FILE as SHAPE_FIGURE
+from tflm_mcubert.export.shape_figure import draw_shape_search
 from tflm_mcubert.export.shape_search import AUTO, DEFAULT_COUNT, plan_search, run_shape_search
 from tflm_mcubert.export.shape_space import candidates as shape_candidates
 from tflm_mcubert.export.shape_space import shape_space
@@ -336,6 +338,7 @@ def run_auto_distill(args, data, train, pruning, augmentation, layer_kd: LayerKD
         )
 
     metrics = run_shape_search(plan, out, train_at, resume=train.resume)
+    log(f"wrote {draw_shape_search(metrics['shape_search'], out / SHAPE_FIGURE)} (dev accuracy against cost)")
     print_shape_choice(metrics["shape_search"])
     return metrics
 
