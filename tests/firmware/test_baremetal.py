@@ -146,18 +146,25 @@ def stack_use(console: str) -> tuple[int, int]:
     return int(found[1]), int(found[2])
 
 
-@pytest.mark.parametrize("board, machine, path", QEMU_BOARDS, ids=QEMU_BOARD_IDS)
-def test_layer_check_passes_under_qemu(layer_data, tmp_path, board, machine, path):
-    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+def run_layer_check(board, machine, layer_data, tmp_path, *, seq_len: int, hidden: int, path: str) -> str:
+    """Build the layer check of `layer_data` for `board`, run it on QEMU's `machine`; its console, once it
+    passed on the kernels' `path` within their stack bound."""
     elf = firmware_sizes.build(board, tmp_path / "build", layer_data=layer_data)
     status, console = run_qemu(elf, machine=machine)
     assert status == 0, console
-    assert f"seq_len 128, hidden 128, {path}" in console
+    assert f"seq_len {seq_len}, hidden {hidden}, {path}" in console
     assert "PASS: the layer's output matches the reference byte for byte" in console
-    assert "layer:     0 cycles" in console  # QEMU does not model the DWT cycle counter
     # The kernels' own stack is bounded (MCUBERT_STACK_BOUND_BYTES); main and printing add a little.
     used, reserved = stack_use(console)
     assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+    return console
+
+
+@pytest.mark.parametrize("board, machine, path", QEMU_BOARDS, ids=QEMU_BOARD_IDS)
+def test_layer_check_passes_under_qemu(layer_data, tmp_path, board, machine, path):
+    need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
+    console = run_layer_check(board, machine, layer_data, tmp_path, seq_len=128, hidden=128, path=path)
+    assert "layer:     0 cycles" in console  # QEMU does not model the DWT cycle counter
 
 
 def test_emulator_m55_counts_executed_instructions(layer_data, tmp_path):
@@ -188,13 +195,7 @@ def layer_data_w4(tmp_path_factory):
 @pytest.mark.parametrize("board, machine, path", QEMU_BOARDS, ids=QEMU_BOARD_IDS)
 def test_int4_weights_layer_check_passes_under_qemu(layer_data_w4, tmp_path, board, machine, path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
-    elf = firmware_sizes.build(board, tmp_path / "build", layer_data=layer_data_w4)
-    status, console = run_qemu(elf, machine=machine)
-    assert status == 0, console
-    assert f"seq_len 128, hidden 128, {path}" in console
-    assert "PASS: the layer's output matches the reference byte for byte" in console
-    used, reserved = stack_use(console)
-    assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+    run_layer_check(board, machine, layer_data_w4, tmp_path, seq_len=128, hidden=128, path=path)
 
 
 SOAK_RUNS = 1000

@@ -12,7 +12,7 @@ from importlib import resources
 
 import pytest
 
-from test_baremetal import KERNEL_STACK_BOUND, QEMU_BOARD_IDS, QEMU_BOARDS, firmware_sizes, need, run_qemu, stack_use
+from test_baremetal import QEMU_BOARD_IDS, QEMU_BOARDS, need, run_layer_check
 from tflm_mcubert.boards import get_board
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.firmware.layer_check import layer_check_from_export, write_layer_data
@@ -52,10 +52,4 @@ def test_the_boards_picked_more_than_one_shape():
 def test_a_board_picked_shape_runs_bit_exact_under_qemu(shape_layer_data, tmp_path, board, machine, path):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     config, data = shape_layer_data
-    elf = firmware_sizes.build(board, tmp_path / "build", layer_data=data)
-    status, console = run_qemu(elf, machine=machine)
-    assert status == 0, console
-    assert f"seq_len {SEQ_LEN}, hidden {config.hidden_size}, {path}" in console
-    assert "PASS: the layer's output matches the reference byte for byte" in console
-    used, reserved = stack_use(console)
-    assert 0 < used <= KERNEL_STACK_BOUND + 1024 < reserved, console
+    run_layer_check(board, machine, data, tmp_path, seq_len=SEQ_LEN, hidden=config.hidden_size, path=path)
