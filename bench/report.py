@@ -45,6 +45,7 @@ import minilm_fidelity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 import recorded_results  # noqa: E402
 import report_figures  # noqa: E402
+import teacher_recipe  # noqa: E402
 import tokenizer_cost  # noqa: E402
 import w4_gemm  # noqa: E402
 import w4_ops  # noqa: E402
@@ -153,6 +154,9 @@ TABLES: dict[str, Callable[[], str]] = {
     **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
+    "teacher_recipe_debate_speakers.arms": lambda: teacher_recipe.markdown_table(
+        _summary("teacher_recipe_debate_speakers.json")
+    ),
     "board_shape_latency.arms": lambda: board_shape_latency.markdown_table(_summary("board_shape_latency.json")),
     "board_shape_latency.candidates": lambda: board_shape_latency.candidates_table(
         _summary("board_shape_latency.json")

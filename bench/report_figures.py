@@ -16,6 +16,7 @@ import board_accuracy  # noqa: E402
 import board_shape_latency  # noqa: E402
 import numpy as np  # noqa: E402
 import recorded_results  # noqa: E402
+import teacher_recipe  # noqa: E402
 import tokenizer_sizes  # noqa: E402
 
 RESULTS = BENCH / "results"
@@ -253,6 +254,43 @@ DISTILL: dict[str, Callable[[], str]] = {
     **{f"distill_augment.{arm}_minutes": (lambda a=arm: _distill_minutes(a)) for arm in ("base", "ikd")},
 }
 
+# ---- docs/benchmarks/distillation.md and docs/compression.md: the teacher's recipe (teacher_recipe_*.json) ----
+
+
+def _teacher_recipe(task: str) -> dict:
+    """The summary's statistics recomputed from its runs' bits (teacher_recipe.summarize)."""
+    return teacher_recipe.summarize(summary(f"teacher_recipe_{task}")["runs"])
+
+
+def _teacher_chosen_gain(task: str) -> str:
+    """The arm chosen on dev against the first on test: "+3.70 points (paired t p = 0.0085, paired bootstrap
+    p = 0.11, 5 seeds)"."""
+    stats = _teacher_recipe(task)
+    entry = stats["differences"][stats["selected_on_dev"]]
+    test = entry["test"]
+    return (
+        f"{test['points']:+.2f} points (paired t p = {test['paired_t_p']:.2g}, paired bootstrap p = "
+        f"{test['paired_bootstrap_p']:.2g}, {len(entry['seeds'])} seeds)"
+    )
+
+
+def _teacher_arm_test(task: str, which: str) -> str:
+    """Test mean ± sd of the arm chosen on dev (`which` "chosen") or the first arm ("first")."""
+    stats = _teacher_recipe(task)
+    arm = stats["selected_on_dev"] if which == "chosen" else stats["against"]
+    test = stats["arms"][arm]["test"]
+    return f"{test['mean']:.2f} ± {test['sd']:.2f}"
+
+
+TEACHER: dict[str, Callable[[], str]] = {
+    "teacher_recipe_debate_speakers.chosen": lambda: teacher_recipe.arm_label(
+        _teacher_recipe("debate_speakers")["selected_on_dev"]
+    ),
+    "teacher_recipe_debate_speakers.chosen_gain": lambda: _teacher_chosen_gain("debate_speakers"),
+    "teacher_recipe_debate_speakers.chosen_test": lambda: _teacher_arm_test("debate_speakers", "chosen"),
+    "teacher_recipe_debate_speakers.first_test": lambda: _teacher_arm_test("debate_speakers", "first"),
+}
+
 # ---- docs/fit-my-board.md: the board picks the student under a latency cap (board_shape_latency.json) ----
 
 SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
@@ -272,6 +310,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     **QAT,
     **CLIP,
     **DISTILL,
+    **TEACHER,
     **SHAPE,
     **DECODER_SEARCH,
 }

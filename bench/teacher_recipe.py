@@ -48,6 +48,12 @@ def parse_arm(arm: str) -> tuple[float, int]:
     return float(match[1]), int(match[2])
 
 
+def arm_label(arm: str) -> str:
+    """ "3 epochs at 64 tokens" for e3-l64."""
+    epochs, seq_len = parse_arm(arm)
+    return f"{epochs:g} epoch{'' if epochs == 1 else 's'} at {seq_len} tokens"
+
+
 def teacher_command(opts, arm: str, seed: int) -> list[str]:
     epochs, seq_len = parse_arm(arm)
     return [
@@ -136,10 +142,9 @@ def markdown(summary: dict) -> str:
     lines = ["| teacher recipe | seeds | steps | dev | test | minutes |", "|---|---|---|---|---|---|"]
     for arm, s in summary["arms"].items():
         chosen = " (chosen on dev)" if arm == summary["selected_on_dev"] else ""
-        epochs, seq_len = parse_arm(arm)
         cells = [f"{s[split]['mean']:.2f} ± {s[split]['sd']:.2f}" for split in SPLITS]
         steps = ", ".join(f"{n:,}" for n in s["steps"])
-        label = f"{epochs:g} epochs at {seq_len} tokens{chosen}"
+        label = f"{arm_label(arm)}{chosen}"
         lines.append(f"| {label} | {len(s['seeds'])} | {steps} | {' | '.join(cells)} | {s['minutes']['mean']:.1f} |")
     lines += [
         "",
