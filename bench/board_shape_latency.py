@@ -43,7 +43,7 @@ seconds; per arm the export's latency estimate, Flash and arena; the search's ca
 shape against BERT-tiny: paired t over seeds and the paired bootstrap over examples and seeds (bench_stats.py).
 
     python bench/board_shape_latency.py --teacher /work/runs/lat/teacher --runs /work/runs/lat \\
-        --seeds 0,1,2,3,4 --run --out bench/results/board_shape_latency.json
+        --seeds 0,1,2,3,4,5,6,7,8,9 --run --out bench/results/board_shape_latency.json
 """
 
 from __future__ import annotations
