@@ -99,3 +99,14 @@ def test_a_command_that_runs_still_loads_tensorflow():
     """The check itself: past the arguments, a command that needs TensorFlow has it."""
     run = probe("export", "--out", "/nonexistent/dir/x", "--board", "no-such-board")
     assert run["code"] == 2 and "tensorflow" in run["heavy"], run
+
+
+@pytest.mark.parametrize(
+    "argv", [("boards",), ("boards", "--json"), ("boards", "--shapes", "nucleo-f746zg")], ids=" ".join
+)
+def test_boards_answers_at_once(argv):
+    """`boards` prices the standard models from the package's Flash probes, so it exports nothing and loads no
+    TensorFlow; pricing the 240 shapes takes a little longer than --help."""
+    run = best_of_three(*argv)
+    assert run["code"] == 0 and run["heavy"] == [], run
+    assert run["seconds"] <= 2 * SECONDS and run["megabytes"] <= MEGABYTES, run

@@ -51,7 +51,13 @@ COMMAND_MODULES = (
 )
 # Commands that need no TensorFlow: `main` imports neither it nor the other commands for them, so they
 # answer in about a second (TensorFlow alone takes ~7 s and ~600 MB to import).
-LIGHT_COMMANDS = {"tokenize": "tflm_mcubert.cli.tokenize", "classify": "tflm_mcubert.cli.classify"}
+LIGHT_COMMANDS = {
+    "tokenize": "tflm_mcubert.cli.tokenize",
+    "classify": "tflm_mcubert.cli.classify",
+    # the standard boards' figures come from the package's Flash probes (export/flash_probes.py); a
+    # configuration without one (`--shapes --labels 5`) is measured, importing TensorFlow then
+    "boards": "tflm_mcubert.cli.boards",
+}
 
 
 def import_tensorflow_quietly() -> None:

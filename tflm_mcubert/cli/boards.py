@@ -3,9 +3,10 @@
 A sequence fits when both hold: the export's own arena figure (the planner's smallest plan plus
 TFLM's bookkeeping, as `export` computes it) fits the largest contiguous SRAM region less the default
 reserve, and the default export's .tflite fits Flash less the default code reserve. The Flash size is
-measured once per model by exporting it at FLASH_PROBE_SEQ tokens (seeded random weights, the default
-embedding compression); a longer sequence adds only its rows of the int8 position table (hidden
-bytes per token).
+the default export's at FLASH_PROBE_SEQ tokens (seeded random weights, the default embedding compression),
+as the package's Flash probes hold it (export/flash_probes.py: measured by exporting, kept equal to a fresh
+export by a test), so `boards` loads no TensorFlow; a longer sequence adds only its rows of the int8
+position table (hidden bytes per token).
 
 The `fits` columns answer a second question, for BERT-tiny and BERT-mini at int8 and int4 encoder weights at
 SIZED_SEQ tokens: does the model fit when its embedding is sized to what the rest of it leaves of the
@@ -20,20 +21,18 @@ summary): a figure read, not computed here.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
-import tempfile
 from importlib import resources
-from pathlib import Path
 
 from tflm_mcubert.boards import BOARDS, DEFAULT_FLASH_RESERVE, DEFAULT_SRAM_RESERVE, Board, get_board, human_bytes
-from tflm_mcubert.errors import DoesNotFitError, UserError
+from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.board_fit import smallest_embedding_fits
 from tflm_mcubert.export.decoder_export import DECODER_PRESETS, longest_context_on
 from tflm_mcubert.export.flash_budget import FlashTarget, whole_model_budget
+from tflm_mcubert.export.flash_probes import shipped_default_flash
+from tflm_mcubert.export.measure_probes import measured_default_flash
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
-from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.model.config import PRESETS, check_seq_len, preset
 from tflm_mcubert.ops import contract
@@ -67,18 +66,11 @@ def add_parser(subparsers) -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def default_flash_bytes(preset: str) -> int:
-    """Flash of the default export of `preset` at FLASH_PROBE_SEQ tokens, measured by exporting it."""
-    # Flash no model misses, so the export keeps the paper's embedding shape (it scales the shape down only
-    # to fit a board: export/board_fit.py) and this column stays the default export's own figure.
-    largest = dataclasses.replace(max(BOARDS.values(), key=lambda b: b.flash_bytes), flash_bytes=1 << 40)
-    with tempfile.TemporaryDirectory(prefix="mcubert-boards-") as tmp:
-        out = Path(tmp) / "out"
-        request = ExportRequest(out, largest, preset=preset, num_labels=FIT_LABELS, seq_len=FLASH_PROBE_SEQ)
-        try:
-            run_export(request)
-        except DoesNotFitError:  # the files and the report are written all the same
-            pass
-        return json.loads((out / "report.json").read_text())["flash_bytes"]
+    """Flash of the default export of `preset` at FLASH_PROBE_SEQ tokens: the package's probe
+    (export/flash_probes.py), else measured by exporting it."""
+    if shipped := shipped_default_flash(preset):
+        return shipped
+    return measured_default_flash(preset)  # an export: loads TensorFlow
 
 
 def flash_bytes_at(preset: str, seq_len: int) -> int:

@@ -32,15 +32,11 @@ import heapq
 
 import numpy as np
 
-from tflm_mcubert.model.clustered_embedding import CLUSTER_ENTRY_BYTES, REQUANT_BYTES_PER_CHANNEL
-from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding, cluster_stored_bytes
-from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
+from tflm_mcubert.model.clustered_embedding import ClusteredLowRankEmbedding
+from tflm_mcubert.model.embedding_bytes import cluster_stored_bytes, stored_embedding_bytes
+from tflm_mcubert.model.embedding_bytes import params_for_bytes, smallest_embedding  # noqa: F401 (re-exported)
 from tflm_mcubert.model.lowrank import low_rank_factorization, svd
 from tflm_mcubert.errors import UserError
-
-
-def smallest_embedding(vocab_size: int, dim: int) -> int:
-    return vocab_size + dim
 
 
 def check_target(target: int, vocab_size: int, dim: int) -> None:
@@ -51,24 +47,6 @@ def check_target(target: int, vocab_size: int, dim: int) -> None:
             f"search can build (every token at rank 1) has v + d = {vocab_size:,} + {dim} = "
             f"{floor:,} parameters"
         )
-
-
-def params_for_bytes(target_bytes: int, vocab_size: int, dim: int, num_clusters: int, bits: int = 8) -> int:
-    """The parameter budget a search runs at for a budget of `target_bytes` stored at `bits`: the bytes left
-    after every cluster's table entry and requantization, at one byte per parameter (8 bits: exact) or, at 4
-    bits, at a dense row's (d/2 + 2 bytes for d parameters). Only Stage 1 uses the latter: Vᵀ is int8, so a
-    low-rank cluster costs more per parameter; Stage 2 and `fit_to_bytes` count the bytes themselves."""
-    if bits not in (8, 4):
-        raise UserError(f"a byte budget for {bits}-bit embedding storage is not supported (8 or 4)")
-    free = target_bytes - num_clusters * (CLUSTER_ENTRY_BYTES + REQUANT_BYTES_PER_CHANNEL * dim)
-    params = free if bits == 8 else (2 * free * dim) // (dim + 4)
-    floor = smallest_embedding(vocab_size, dim)
-    if params < floor:
-        raise UserError(
-            f"--target-embedding-bytes {target_bytes:,} is infeasible: {num_clusters} clusters' tables take "
-            f"{target_bytes - free:,} B and the smallest embedding the search can build {floor:,} parameters"
-        )
-    return params
 
 
 def fit_to_bytes(embedding: ClusteredLowRankEmbedding, target_bytes: int, bits: int = 8):

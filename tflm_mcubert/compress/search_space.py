@@ -28,6 +28,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tflm_mcubert.compress.adaptive_shape import fixed_ranks  # noqa: F401 (re-exported)
+
 from tflm_mcubert.model.clustered_embedding import (
     ClusteredLowRankEmbedding,
     cluster_boundaries,
@@ -51,15 +53,6 @@ class UnitInterval(keras.constraints.Constraint):
 
     def __call__(self, w):
         return tf.clip_by_value(w, 0.0, 1.0)
-
-
-def fixed_ranks(dim: int, num_clusters: int, div: float) -> list[int]:
-    """Stage 1's ranks d/div^i for clusters 1..c-1 (d=128, div=4: 32, 8, 2, as adaptive embedding)."""
-    if num_clusters < 2:
-        raise UserError(f"need at least 2 clusters, got {num_clusters}")
-    if div <= 1:
-        raise UserError(f"div must be > 1, got {div}")
-    return [int(dim // div**i) for i in range(1, num_clusters)]
 
 
 def _thresholds(beta_threshold, num_clusters: int) -> list[float]:

@@ -14,10 +14,12 @@ import dataclasses
 import numpy as np
 
 from tflm_mcubert.boards import human_bytes
+from tflm_mcubert.compress.adaptive_shape import ADAPTIVE_CUTOFFS, adaptive_for_budget, fixed_ranks
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import FlashTarget, WholeModelBudget, exported_blob_bytes, tokenizer_blob_bytes
 from tflm_mcubert.export.flash_budget import whole_model_budget
 from tflm_mcubert.export.mcubert_export import token_frequency
+from tflm_mcubert.model.embedding_bytes import stored_embedding_bytes
 from tflm_mcubert.quantize.calibrate import CalibrationSettings, calibrate
 from tflm_mcubert.ops.widths import AUTO, Widths
 from tflm_mcubert.ops import registry
@@ -44,10 +46,6 @@ class BoardFit:
 
 def default_shape_bytes(config, bits: int) -> int | None:
     """The stored bytes of the default compression's paper shape (None: the export keeps the table dense)."""
-    from tflm_mcubert.compress.baselines import ADAPTIVE_CUTOFFS
-    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
-    from tflm_mcubert.compress.search_space import fixed_ranks
-
     if config.vocab_size <= ADAPTIVE_CUTOFFS[-1]:
         return None
     bounds = [0, *ADAPTIVE_CUTOFFS, config.vocab_size]
@@ -57,8 +55,6 @@ def default_shape_bytes(config, bits: int) -> int | None:
 
 def smallest_embedding_fits(config, budget_bytes: int, bits: int) -> bool:
     """Whether adaptive embedding's shape, scaled all the way down, fits `budget_bytes` at `bits`."""
-    from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
-
     try:
         adaptive_for_budget(config.vocab_size, config.hidden_size, max(budget_bytes, 0), bits=bits)
     except UserError:
@@ -69,8 +65,6 @@ def smallest_embedding_fits(config, budget_bytes: int, bits: int) -> bool:
 def embedding_need(model, bits: int, compress_default: bool) -> int:
     """Word-table bytes the export would store as things stand: a compressed checkpoint's, the paper's
     default shape's, or the dense table's."""
-    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes
-
     config = model.config
     lookup = model.embeddings.word_lookup
     if lookup is not None:
@@ -137,8 +131,6 @@ def with_sized_blob(whole: WholeModelBudget, tokenizer, sentences, rounds: int =
     """`whole` counting the tokenizer blob the export will write for the default compression scaled to the
     bytes left: each cluster's pieces are lists of their own, so the blob follows the cut-offs, which follow
     the bytes the blob leaves. Finds (to BLOB_TOLERANCE) the least blob count whose shape's blob fits it."""
-    from tflm_mcubert.compress.baselines import adaptive_for_budget  # loads Keras
-
     vocab_size, dim = whole.shape.vocab_size, whole.shape.hidden
 
     def holds(counted: int) -> tuple[bool, int]:

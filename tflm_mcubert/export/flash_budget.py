@@ -10,7 +10,8 @@ the word embedding's tables, and the bytes (and parameters) that leaves for them
 
 `measure_shape` writes a random-weight twin of the model (same configuration but a small dense vocabulary,
 seq FLASH_PROBE_SEQ) at each weight width asked for and reads every item off the .tflite, so the accounting
-is the writer's own rather than a second formula of it; only the position table grows with the sequence (one int8 row of
+is the writer's own rather than a second formula of it (the twins of the standard configurations ship with
+the package, export/flash_probes.py, so pricing them exports nothing); only the position table grows with the sequence (one int8 row of
 `hidden` bytes per position). `whole_model_budget` is the one place that splits a Flash budget:
 `search --board`, export's sizing of its default embedding and `--weight-bits auto`, and `boards` call it,
 and export's report.json sets the same items next to what it measured.
@@ -26,9 +27,11 @@ import numpy as np
 from tflm_mcubert.boards import DEFAULT_FLASH_RESERVE, Board, human_bytes
 from tflm_mcubert.data.calibration import Calibration
 from tflm_mcubert.errors import UserError
+from tflm_mcubert.export.flash_probes import shipped_twin
 from tflm_mcubert.export.id_order import blob_order
 from tflm_mcubert.export.mcubert_export import UNBOUNDED, export_mcubert
 from tflm_mcubert.model.config import BertConfig
+from tflm_mcubert.model.embedding_bytes import params_for_bytes, stored_embedding_bytes
 from tflm_mcubert.ops.constant_sizes import constant_bytes, tensor_bytes
 from tflm_mcubert.ops.linear import stored_size
 from tflm_mcubert.ops.topology import ENCODER
@@ -148,26 +151,35 @@ def _container_model(type_vocab_size: int, labels: int, embedding_bits: int) -> 
     from the twins of CONTAINER_PROBES."""
     rows, measured = [], []
     for hidden, layers in CONTAINER_PROBES:
-        probe = BertConfig(
-            vocab_size=TWIN_VOCAB,
-            hidden_size=hidden,
-            num_hidden_layers=layers,
-            num_attention_heads=1,
-            intermediate_size=2 * hidden,
-            type_vocab_size=type_vocab_size,
-            num_labels=labels or None,
-        )
+        probe = container_probe(hidden, layers, type_vocab_size, labels)
         rows.append((1.0, layers, hidden, layers * hidden))
         measured.append(measure_shape(probe, embedding_bits, (8,)).container_bytes)
     return tuple(float(v) for v in np.linalg.solve(np.array(rows), np.array(measured, np.float64)))
 
 
+def container_probe(hidden: int, layers: int, type_vocab_size: int, labels: int) -> BertConfig:
+    """One of CONTAINER_PROBES' twins' configurations."""
+    return BertConfig(
+        vocab_size=TWIN_VOCAB,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=1,
+        intermediate_size=2 * hidden,
+        type_vocab_size=type_vocab_size,
+        num_labels=labels or None,
+    )
+
+
 @functools.lru_cache(maxsize=32)
 def _twin_items(key: tuple, embedding_bits: int, weight_bits: int, config) -> dict:
     """What one twin's .tflite holds: each op's constants, the embedding op's besides its word tables,
-    and the structure around them."""
-    from tflm_mcubert.model.clustered_embedding import stored_embedding_bytes  # loads Keras
+    and the structure around them; the package's probe when it ships one (export/flash_probes.py), else
+    measured."""
+    return shipped_twin(key, embedding_bits, weight_bits) or measured_twin_items(config, embedding_bits, weight_bits)
 
+
+def measured_twin_items(config, embedding_bits: int, weight_bits: int) -> dict:
+    """`_twin_items` read off a freshly exported twin."""
     twin = _twin_export(config, embedding_bits, weight_bits)
     nodes = twin.quantized.nodes()
     op_bytes = {n.name: n.op.constant_bytes(n.params) for n in nodes}
@@ -257,16 +269,12 @@ class WholeModelBudget:
 
     def embedding_params(self) -> int:
         """The parameter budget those bytes buy at `embedding_bits` (`compress.budget.params_for_bytes`)."""
-        from tflm_mcubert.compress.budget import params_for_bytes
-
         return params_for_bytes(
             self.embedding_bytes, self.shape.vocab_size, self.shape.hidden, self.num_clusters, self.embedding_bits
         )
 
     def check(self) -> None:
         """Refuses (one line) a budget that leaves the word tables less than the smallest embedding."""
-        from tflm_mcubert.compress.budget import params_for_bytes  # loads Keras
-
         try:
             params_for_bytes(
                 self.embedding_bytes, self.shape.vocab_size, self.shape.hidden, self.num_clusters, self.embedding_bits

@@ -42,6 +42,7 @@ recip = 0, so its context is exactly 0 (HF would instead average all keys unifor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -91,6 +92,7 @@ def choose_score_scale(max_abs_score: float) -> float:
     return max(SCORE_LUT_RANGE / (LUT_SIZE - 1), max_abs_score / SCORE_INT16_TARGET)
 
 
+@functools.lru_cache(maxsize=4096)  # the planner asks for the same layouts across tiles and shapes
 def scratch_layout(s: int, d: int, h: int, t: int) -> ScratchLayout:
     """The op's scratch. `query`/`scores`/row stats are dead once a tile's context exists, and
     `residual` (the pre-norm sum) is born after that, so they share one slot."""

@@ -10,6 +10,7 @@ requantization shifts <= -2 (the fast output path), mask mode 0 with every key a
 from __future__ import annotations
 
 import collections
+import functools
 import math
 
 from tflm_mcubert.ops import linear
@@ -116,6 +117,13 @@ MLP_FEATURES = (
 
 def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
     """Event counts of one MCUBERT_ATTENTION call (mask mode 0, every key valid)."""
+    return dict(_attention_features(s, d, h, t))
+
+
+# The planner prices every tile of every shape a search admits, many of them the same call; counting one
+# walks every head, tile and block, so each distinct call is counted once.
+@functools.lru_cache(maxsize=4096)
+def _attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
     dh = d // h
     keys = s
     e = _Events(call=1, heads=h)
@@ -161,6 +169,11 @@ def attention_features(s: int, d: int, h: int, t: int) -> dict[str, float]:
 
 def mlp_features(s: int, d: int, f: int, t: int) -> dict[str, float]:
     """Event counts of one MCUBERT_MLP call."""
+    return dict(_mlp_features(s, d, f, t))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mlp_features(s: int, d: int, f: int, t: int) -> dict[str, float]:
     e = _Events(call=1)
     for n, repeats in collections.Counter(tile_sizes(s, t)).items():
         tile = _Events()

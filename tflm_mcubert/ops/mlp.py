@@ -16,6 +16,7 @@ built offline from the FC1-output and activation-output scales; it *is* the spec
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -48,6 +49,7 @@ OP = contract.MLP
 LAYERS = contract.MLP_LINEAR_LAYERS  # FC1 and FC2, each with its own width in version 8
 
 
+@functools.lru_cache(maxsize=4096)  # the planner asks for the same layouts across tiles and shapes
 def scratch_layout(s: int, d: int, ffn: int, t: int) -> ScratchLayout:
     return (
         LayoutBuilder(OP)
