@@ -11,10 +11,10 @@ the word embedding's tables, and the bytes (and parameters) that leaves for them
 `measure_shape` writes a random-weight twin of the model (same configuration but a small dense vocabulary,
 seq FLASH_PROBE_SEQ) at each weight width asked for and reads every item off the .tflite, so the accounting
 is the writer's own rather than a second formula of it (the twins of the standard configurations ship with
-the package, export/flash_probes.py, so pricing them exports nothing); only the position table grows with the sequence (one int8 row of
-`hidden` bytes per position). `whole_model_budget` is the one place that splits a Flash budget:
-`search --board`, export's sizing of its default embedding and `--weight-bits auto`, and `boards` call it,
-and export's report.json sets the same items next to what it measured.
+the package, export/flash_probes.py, so pricing them exports nothing); only the position table grows with
+the sequence (one int8 row of `hidden` bytes per position). `whole_model_budget` is the one place that splits
+a Flash budget: `search --board`, export's sizing of its default embedding and `--weight-bits auto`, and
+`boards` call it, and export's report.json sets the same items next to what it measured.
 """
 
 from __future__ import annotations
