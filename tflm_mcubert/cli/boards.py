@@ -30,7 +30,7 @@ from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.board_fit import smallest_embedding_fits
 from tflm_mcubert.export.decoder_export import DECODER_PRESETS, longest_context_on
 from tflm_mcubert.export.flash_budget import FlashTarget, whole_model_budget
-from tflm_mcubert.export.flash_probes import shipped_default_flash
+from tflm_mcubert.export.flash_probes import PRICED_LABELS, PRICED_PRESETS, shipped_default_flash
 from tflm_mcubert.export.measure_probes import measured_default_flash
 from tflm_mcubert.export.mcubert_export import largest_fitting_seq_len
 from tflm_mcubert.export.shape_space import shape_space
@@ -39,8 +39,6 @@ from tflm_mcubert.ops import contract
 from tflm_mcubert.ops.widths import Widths
 from tflm_mcubert.schedule.memory import Dims
 
-FIT_PRESETS = ("bert-tiny", "bert-mini")
-FIT_LABELS = 2  # a sequence classifier, as the default export builds
 # The kernels' path per core (custom_ops/README.md); cores not named run plain C.
 KERNEL_PATHS = {"cortex-m4": "DSP", "cortex-m7": "DSP", "cortex-m33": "DSP", "cortex-m55": "DSP + MVE"}
 FLASH_PROBE_SEQ = 8
@@ -60,7 +58,7 @@ def add_parser(subparsers) -> list[str]:
     )
     shapes.add_argument("--seq-len", type=int, default=SIZED_SEQ, help=f"with --shapes (default {SIZED_SEQ})")
     shapes.add_argument("--max-latency-ms", type=float, help="with --shapes: admit only shapes estimated under it")
-    shapes.add_argument("--labels", type=int, default=FIT_LABELS, help=f"with --shapes (default {FIT_LABELS})")
+    shapes.add_argument("--labels", type=int, default=PRICED_LABELS, help=f"with --shapes (default {PRICED_LABELS})")
     return ["boards"]
 
 
@@ -81,7 +79,7 @@ def flash_bytes_at(preset: str, seq_len: int) -> int:
 def longest_sequence(board: Board, preset: str) -> int | None:
     """The longest sequence whose arena and Flash fit `board` (None: not even one token)."""
     config = PRESETS[preset]
-    by_arena = largest_fitting_seq_len(config, config.max_position_embeddings + 1, board.arena_budget(), FIT_LABELS)
+    by_arena = largest_fitting_seq_len(config, config.max_position_embeddings + 1, board.arena_budget(), PRICED_LABELS)
     spare = board.flash_budget() - flash_bytes_at(preset, 1)
     if by_arena is None or spare < 0:
         return None
@@ -91,12 +89,12 @@ def longest_sequence(board: Board, preset: str) -> int | None:
 def sized_fit(board: Board, name: str, weight_bits: int) -> dict:
     """Whether `name` at `weight_bits` fits `board` with an embedding sized to the Flash the rest leaves
     (int8 word tables, adaptive embedding's shape scaled to it), and how many bytes that is."""
-    config = preset(name, num_labels=FIT_LABELS)
+    config = preset(name, num_labels=PRICED_LABELS)
     whole = whole_model_budget(
         config, FlashTarget.of_board(board), seq_len=SIZED_SEQ, widths=Widths.uniform(weight_bits)
     )
     flash_ok = smallest_embedding_fits(config, whole.embedding_bytes, 8)
-    by_arena = largest_fitting_seq_len(config, SIZED_SEQ + 1, board.arena_budget(), FIT_LABELS)
+    by_arena = largest_fitting_seq_len(config, SIZED_SEQ + 1, board.arena_budget(), PRICED_LABELS)
     return {
         "fits": flash_ok and bool(by_arena and by_arena >= SIZED_SEQ),
         "embedding_bytes": whole.embedding_bytes,
@@ -129,11 +127,13 @@ def board_rows() -> list[dict]:
         row["kernels"] = KERNEL_PATHS.get(board.core, "plain C")
         row["arena_budget_bytes"] = board.arena_budget(DEFAULT_SRAM_RESERVE)
         row["flash_budget_bytes"] = board.flash_budget(DEFAULT_FLASH_RESERVE)
-        row["longest_seq_len"] = {preset: longest_sequence(board, preset) for preset in FIT_PRESETS}
-        row["default_export_flash_bytes"] = {preset: flash_bytes_at(preset, FLASH_PROBE_SEQ) for preset in FIT_PRESETS}
+        row["longest_seq_len"] = {preset: longest_sequence(board, preset) for preset in PRICED_PRESETS}
+        row["default_export_flash_bytes"] = {
+            preset: flash_bytes_at(preset, FLASH_PROBE_SEQ) for preset in PRICED_PRESETS
+        }
         row["decoder_context"] = {name: decoder_context(board, name) for name in DECODER_PRESETS}
         row["sized_fits"] = {
-            f"{name} int{bits}": sized_fit(board, name, bits) for name in FIT_PRESETS for bits in WEIGHT_WIDTHS
+            f"{name} int{bits}": sized_fit(board, name, bits) for name in PRICED_PRESETS for bits in WEIGHT_WIDTHS
         }
         shape = reference_shapes()["boards"].get(board.name)
         row["reference_shape"] = {**reference_shapes()["settings"], **shape} if shape else None
@@ -158,13 +158,13 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    sized = [f"{name} int{bits}" for name in FIT_PRESETS for bits in WEIGHT_WIDTHS]
-    header = ("board", "MCU", "core", "kernels", "MHz", "largest SRAM", "Flash", *(f"{p} seq" for p in FIT_PRESETS))
+    sized = [f"{name} int{bits}" for name in PRICED_PRESETS for bits in WEIGHT_WIDTHS]
+    header = ("board", "MCU", "core", "kernels", "MHz", "largest SRAM", "Flash", *(f"{p} seq" for p in PRICED_PRESETS))
     header += tuple(f"{key} fits" for key in sized) + tuple(f"{name} context" for name in DECODER_PRESETS)
     table = [header]
     for row in rows:
         region = row["largest_sram_region"]
-        fits = [_seq_cell(row["longest_seq_len"][p], PRESETS[p].max_position_embeddings) for p in FIT_PRESETS]
+        fits = [_seq_cell(row["longest_seq_len"][p], PRESETS[p].max_position_embeddings) for p in PRICED_PRESETS]
         table.append(
             (
                 row["name"],
@@ -186,13 +186,14 @@ def run(args) -> int:
         f"{human_bytes(b.bootloader_bytes)} on the {b.name}" for b in BOARDS.values() if b.bootloader_bytes
     )
     print(
-        f"\nseq: the longest sequence of the default export (a {FIT_LABELS}-label classifier, the default "
+        f"\nseq: the longest sequence of the default export (a {PRICED_LABELS}-label classifier, the default "
         f"embedding compression) whose tensor arena fits the largest SRAM region less "
         f"{human_bytes(DEFAULT_SRAM_RESERVE)} and whose .tflite fits Flash less "
         f"{human_bytes(DEFAULT_FLASH_RESERVE)} (and less a factory bootloader's share: {bootloaders}); "
         "all: every position the model has; -: none. "
         + ", ".join(
-            f"{p}: {human_bytes(flash_bytes_at(p, FLASH_PROBE_SEQ))} at {FLASH_PROBE_SEQ} tokens" for p in FIT_PRESETS
+            f"{p}: {human_bytes(flash_bytes_at(p, FLASH_PROBE_SEQ))} at {FLASH_PROBE_SEQ} tokens"
+            for p in PRICED_PRESETS
         )
         + "."
     )

@@ -19,6 +19,8 @@ import json
 from importlib import resources
 
 PROBES_FILE = "flash_probes.json"
+PRICED_PRESETS = ("bert-tiny", "bert-mini")  # the presets `boards` prices
+PRICED_LABELS = 2  # as a sequence classifier, as the default export builds
 
 
 @functools.lru_cache(maxsize=1)

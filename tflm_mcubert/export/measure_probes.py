@@ -17,24 +17,24 @@ from pathlib import Path
 from tflm_mcubert.boards import BOARDS
 from tflm_mcubert.errors import DoesNotFitError
 from tflm_mcubert.export import flash_budget
-from tflm_mcubert.export.flash_probes import PROBES_FILE, twin_key
+from tflm_mcubert.export.flash_probes import PRICED_LABELS, PRICED_PRESETS, PROBES_FILE, twin_key
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.model.config import preset
 
-PRESETS = ("bert-tiny", "bert-mini")  # what `boards` prices
-LABELS = 2  # a sequence classifier, as the default export builds
 EMBEDDING_BITS = 8
 
 
 def measured_default_flash(name: str) -> int:
-    """Flash of the default export of preset `name` (LABELS labels) at flash_budget.FLASH_PROBE_SEQ tokens,
+    """Flash of the default export of preset `name` (PRICED_LABELS labels) at flash_budget.FLASH_PROBE_SEQ tokens,
     measured by exporting it."""
     # Flash no model misses, so the export keeps the paper's embedding shape (it scales the shape down only
     # to fit a board: export/board_fit.py) and the figure stays the default export's own.
     largest = dataclasses.replace(max(BOARDS.values(), key=lambda b: b.flash_bytes), flash_bytes=1 << 40)
     with tempfile.TemporaryDirectory(prefix="mcubert-boards-") as tmp:
         out = Path(tmp) / "out"
-        request = ExportRequest(out, largest, preset=name, num_labels=LABELS, seq_len=flash_budget.FLASH_PROBE_SEQ)
+        request = ExportRequest(
+            out, largest, preset=name, num_labels=PRICED_LABELS, seq_len=flash_budget.FLASH_PROBE_SEQ
+        )
         try:
             run_export(request)
         except DoesNotFitError:  # the files and the report are written all the same
@@ -44,8 +44,8 @@ def measured_default_flash(name: str) -> int:
 
 def probe_configs() -> list:
     """The configurations whose twins ship: the presets `boards` prices, and estimate_shape's structure probes."""
-    configs = [preset(name, num_labels=LABELS) for name in PRESETS]
-    return configs + [flash_budget.container_probe(h, n, 2, LABELS) for h, n in flash_budget.CONTAINER_PROBES]
+    configs = [preset(name, num_labels=PRICED_LABELS) for name in PRICED_PRESETS]
+    return configs + [flash_budget.container_probe(h, n, 2, PRICED_LABELS) for h, n in flash_budget.CONTAINER_PROBES]
 
 
 def measure() -> dict:
@@ -59,7 +59,7 @@ def measure() -> dict:
     return {
         "written_by": "python -m tflm_mcubert.export.measure_probes",
         "twins": twins,
-        "default_flash_bytes": {name: measured_default_flash(name) for name in PRESETS},
+        "default_flash_bytes": {name: measured_default_flash(name) for name in PRICED_PRESETS},
     }
 
 
