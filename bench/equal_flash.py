@@ -144,8 +144,8 @@ def summarize(rows: list[dict]) -> dict:
 
 def markdown(summary: dict) -> str:
     """The methods' table and the pairs' table. Runs of the earlier `--final-training continue` flow (no
-    candidate chosen) have no "extra steps" nor "written" column."""
-    select = any(name is not None for row in summary["methods"].values() for name in row["chosen"])
+    candidates scored on dev, nothing chosen among them) have no "extra steps" nor "written" column."""
+    select = any(run["candidates_dev"] for run in summary["runs"])
     header = ["method (seeds)", "stored bytes", "params", "final steps"]
     header += ["extra steps", "run s (mean)", "written"] if select else ["run s (mean)"]
     header += ["dev", "test"]
