@@ -219,6 +219,8 @@ def render(text: str) -> tuple[str, list[str]]:
         if name not in FIGURES:
             raise SystemExit(f"no figure {name!r} (figures: {', '.join(FIGURES)})")
         value = FIGURES[name]()
+        if "<" in value or "\n" in value:  # the page's next read would not find the figure's end
+            raise SystemExit(f"figure {name!r} holds '<' or a line break: {value!r}")
         if value != match["body"]:
             changed.append(name)
         return match[1] + value + match[4]

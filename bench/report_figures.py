@@ -5,6 +5,7 @@ A figure is the text the sentence reads ("1.06 M", "51.5%"), formatted here and 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -185,6 +186,80 @@ QAT: dict[str, Callable[[], str]] = {
     },
 }
 
+# ---- docs/benchmarks/board-accuracy.md: what the board's Flash buys (board_accuracy.json) ----
+
+
+@functools.cache
+def _board_accuracy() -> dict:
+    """The summary made again from its runs' per-example bits (as its tables are)."""
+    return board_accuracy.summarize(summary("board_accuracy")["runs"])
+
+
+def _accuracies(key: str) -> str:
+    v = _board_accuracy()["variants"][key]
+    dev, test = (f"{v[split]['mean']:.2f} ± {v[split]['sd']:.2f}" for split in ("validation", "test"))
+    return f"{dev} dev / {test} test"
+
+
+def _p_words(p: float) -> str:
+    """A p-value as a sentence reads it (an inline figure holds no "<")."""
+    return board_accuracy.p_text(p).replace("<", "below ")
+
+
+def _point(point: str) -> str:
+    """ "a (its dev / test) against b (...): +d dev / +d test over N seeds (bootstrap p dev / test)"."""
+    entry = _board_accuracy()["points"][point]
+    d, p = entry["difference"], entry["bootstrap_p"]
+    return (
+        f"{entry['a']} ({_accuracies(entry['a'])}) against {entry['b']} ({_accuracies(entry['b'])}): "
+        f"{d['validation']:+.2f} dev / {d['test']:+.2f} test over {len(entry['seeds'])} seeds "
+        f"(bootstrap p {_p_words(p['validation'])} / {_p_words(p['test'])})"
+    )
+
+
+def _flash_split(config: str) -> str:
+    """Where seed 0's bytes went: the whole-model budget's split, adaptive embedding's shape, the export."""
+    run = next(r for r in summary("board_accuracy")["runs"] if r["config"] == config and r["seed"] == 0)
+    split, shape, export = run["flash_budget"], run["adaptive"], run["export"]
+    spare = export["budget_bytes"] - export["model_bytes"]
+    return (
+        f"the encoder at int{split['weight_bits']} takes {count(split['encoder_bytes'])} B and the head "
+        f"{count(split['head_bytes'])} B of the {count(split['budget_bytes'])} B budget; after the .tflite's "
+        f"structure ({count(split['container_bytes'])} B), positions and LayerNorm "
+        f"({count(split['embedding_fixed_bytes'])} B) and the tokenizer blob ({count(split['vocab_bytes'])} B) "
+        f"the word tables get {count(split['embedding_bytes'])} B, which adaptive embedding spends as "
+        f"{'/'.join(map(str, shape['cutoffs']))} at ranks {'/'.join(map(str, shape['ranks']))}: "
+        f"{count(run['embedding_params'])} parameters in {count(run['embedding_bytes'])} B; the export takes "
+        f"{count(export['model_bytes'])} B, {count(spare)} B to spare"
+    )
+
+
+def _students_test() -> str:
+    """The distilled students' own test accuracy on the pruned vocabulary (before any search), "mini vs tiny"."""
+    runs = summary("board_accuracy")["runs"]
+    mini, tiny = (
+        next(r for r in runs if r["config"] == c)["student_accuracy"] for c in ("mini-f767-w4e4p", "tiny-f767-w8e8p")
+    )
+    return f"{100 * mini['test']:.2f} vs {100 * tiny['test']:.2f}"
+
+
+def _run_seconds(seeds: range) -> str:
+    """The search and evaluate seconds of the runs of `seeds`, summed (exports not counted)."""
+    runs = [r for r in summary("board_accuracy")["runs"] if r["seed"] in seeds]
+    return count(sum(sum(r["seconds"].values()) for r in runs))
+
+
+BOARD_ACCURACY: dict[str, Callable[[], str]] = {
+    "board_accuracy.seconds_seeds_0_4": lambda: _run_seconds(range(5)),
+    "board_accuracy.seconds_seeds_5_9": lambda: _run_seconds(range(5, 10)),
+    "board_accuracy.students_test": _students_test,
+    **{f"board_accuracy.point_{point}": (lambda point=point: _point(point)) for point in ("A", "B", "B-float", "C")},
+    **{
+        f"board_accuracy.flash_{config}": (lambda config=config: _flash_split(config))
+        for config in ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
+    },
+}
+
 # ---- ops/SPEC.md 3.1.1: the int4 clip rule (int4_clip.json) ----
 
 
@@ -308,6 +383,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     **FIRMWARE,
     **INT4,
     **QAT,
+    **BOARD_ACCURACY,
     **CLIP,
     **DISTILL,
     **TEACHER,
