@@ -60,11 +60,22 @@ def compare_budget(a: list[dict], b: list[dict]) -> list[str]:
     cells += [" / ".join(mean_sd([r[f"{s}_accuracy"] for r in runs]) for s in SPLITS) for runs in (a, b)]
     differences, p_values = [], []
     for split in SPLITS:
-        a_correct = np.array([correct(r, split) for r in a])
-        b_correct = np.array([correct(r, split) for r in b])
-        differences.append(f"{100 * (a_correct.mean() - b_correct.mean()):+.2f}")
+        a_correct, b_correct = (np.array([correct(r, split) for r in runs]) for runs in (a, b))
+        differences.append(f"{difference(a, b, split):+.2f}")
         p_values.append(format_p(paired_bootstrap(a_correct, b_correct)))
     return cells + [" / ".join(differences), " / ".join(p_values)]
+
+
+def difference(a: list[dict], b: list[dict], split: str) -> float:
+    """A's accuracy − B's on `split`, in points, over the paired runs' examples."""
+    a_correct, b_correct = (np.array([correct(r, split) for r in runs]) for runs in (a, b))
+    return 100 * (a_correct.mean() - b_correct.mean())
+
+
+def paired(a: dict, b: dict) -> tuple[list[dict], list[dict]]:
+    """The runs of the (budget, seed)s both {key: run} have, in the same order."""
+    shared = sorted(set(a) & set(b))
+    return [a[k] for k in shared], [b[k] for k in shared]
 
 
 def runs_of(summary: dict, method: str) -> dict[tuple[str, int], dict]:
@@ -88,8 +99,7 @@ def flows_table(
     header.append("bootstrap p dev / test (seeds × examples)")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, a, b in rows:
-        shared = sorted(set(a) & set(b))
-        lines.append(f"| {name} | " + " | ".join(compare_budget([a[k] for k in shared], [b[k] for k in shared])) + " |")
+        lines.append(f"| {name} | " + " | ".join(compare_budget(*paired(a, b))) + " |")
     return "\n".join(lines)
 
 

@@ -45,6 +45,7 @@ import minilm_fidelity  # noqa: E402
 import nas_vs_adaptive  # noqa: E402
 import recorded_results  # noqa: E402
 import report_figures  # noqa: E402
+import search_points  # noqa: E402
 import teacher_recipe  # noqa: E402
 import tokenizer_cost  # noqa: E402
 import w4_gemm  # noqa: E402
@@ -100,29 +101,6 @@ def _equal_flash(name: str) -> dict[str, Callable[[], str]]:
     return {f"{name.removesuffix('.json')}.methods": lambda: equal_flash.markdown_table(_summary(name))}
 
 
-EQUAL_FLASH_FLOWS = ("equal_flash_select_rotten_tomatoes.json", "equal_flash.json")
-
-
-def _flows() -> str:
-    """search-then-train.md's select-against-continue table: the same students and seeds in both flows."""
-
-    def budget(name: str, method: str, label: str) -> dict:
-        return {k: run for k, run in compare_nas_runs.runs_of(_summary(name), method).items() if k[0] == label}
-
-    select_rt, select_ps = "nas_vs_adaptive_select_rotten_tomatoes.json", "nas_vs_adaptive_select_party_speeches.json"
-    rows = [
-        (f"rotten tomatoes {label}", budget(select_rt, "nas", key), budget("nas_vs_adaptive.json", "nas", key))
-        for label, key in (("2%", "2pct"), ("4%", "4pct"), ("318,420", "318420"))
-    ]
-    rows.append(
-        ("party speeches 4%", budget(select_ps, "nas", "4pct"),
-         budget("nas_vs_adaptive_continue_party_speeches.json", "nas", "4pct"))
-    )  # fmt: skip
-    select_int4, continue_int4 = (budget(name, "nas-int4", "equal Flash") for name in EQUAL_FLASH_FLOWS)
-    rows.append(("rotten tomatoes equal Flash int4", select_int4, continue_int4))
-    return compare_nas_runs.flows_table(rows)
-
-
 def _start_shapes() -> str:
     """compression.md's `paper` against `budget` start of Stage 1: the same seeds, the default search's runs."""
     rows = []
@@ -145,7 +123,14 @@ TABLES: dict[str, Callable[[], str]] = {
     **_search_then_train("nas_vs_adaptive_stage1_start_budget.json"),
     **_search_then_train("nas_vs_adaptive_projected.json"),
     "stage1_start.shapes": _start_shapes,
-    "nas_vs_adaptive.stages": lambda: compare_nas_runs.stages_table(_summary("nas_vs_adaptive.json")),
+    **{
+        f"{name}.stages": (lambda name=name: compare_nas_runs.stages_table(_summary(f"{name}.json")))
+        for name in (
+            "nas_vs_adaptive",
+            "nas_vs_adaptive_select_rotten_tomatoes",
+            "nas_vs_adaptive_select_party_speeches",
+        )
+    },
     **_search_then_train("nas_vs_adaptive_select_rotten_tomatoes.json"),
     **_search_then_train("nas_vs_adaptive_select_party_speeches.json"),
     **_search_then_train("nas_vs_adaptive_projected_candidate_rotten_tomatoes.json"),
@@ -171,7 +156,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "embedding_int4.accuracy": lambda: embedding_int4.accuracy_table(_summary("embedding_int4.json")),
     "bert_mini_sizes.paper": lambda: bert_mini_sizes.paper_table(_summary("bert_mini_sizes.json")),
     "bert_mini_sizes.board": lambda: bert_mini_sizes.board_table(_summary("bert_mini_sizes.json")),
-    "select_vs_continue.flows": _flows,
+    "select_vs_continue.flows": lambda: compare_nas_runs.flows_table(report_figures.flow_rows()),
+    "search_points.points": lambda: search_points.markdown_table(report_figures.search_point_rows()),
     "kernel_cost.layers": lambda: kernel_cost_report.layers_markdown(_summary("kernel_cost.json")["layers"]),
     "kernel_cost.cores": lambda: kernel_cost_report.board_cores_markdown(_summary("kernel_cost.json")["board_cores"]),
     "kernel_cost.cmsis_nn": lambda: kernel_cost_report.cmsis_nn_markdown(_summary("kernel_cost.json")["linear"]),

@@ -17,6 +17,7 @@ import board_accuracy  # noqa: E402
 import board_shape_latency  # noqa: E402
 import numpy as np  # noqa: E402
 import recorded_results  # noqa: E402
+import search_points  # noqa: E402
 import teacher_recipe  # noqa: E402
 import tokenizer_sizes  # noqa: E402
 
@@ -368,6 +369,39 @@ TEACHER: dict[str, Callable[[], str]] = {
 
 # ---- docs/fit-my-board.md: the board picks the student under a latency cap (board_shape_latency.json) ----
 
+# ---- docs/benchmarks/search-then-train.md: every point of both tasks (search_points.py) ----
+
+
+@functools.cache
+def search_point_rows() -> list[dict]:
+    return search_points.points(lambda name: summary(name.removesuffix(".json")))
+
+
+@functools.cache
+def flow_rows() -> list[tuple[str, dict, dict]]:
+    return search_points.flow_rows(lambda name: summary(name.removesuffix(".json")))
+
+
+SEARCH_POINTS: dict[str, Callable[[], str]] = {
+    "select_vs_continue.mean_difference": lambda: search_points.flows_mean_difference(flow_rows()),
+    "search_points.dev_not_below": lambda: search_points.dev_not_below(search_point_rows()),
+    "search_points.test_sides": lambda: search_points.test_sides(search_point_rows()),
+    "search_points.significant_test": lambda: search_points.significant(search_point_rows(), "test"),
+    "search_points.significant_dev": lambda: search_points.significant(search_point_rows(), "validation"),
+    "search_points.cost_ratio": lambda: search_points.cost_ratio(search_point_rows()),
+    **{
+        f"search_points.flash_ranks_{task}": (
+            lambda task=task: search_points.flash_ranks(summary(f"equal_flash_select_{task}"), "nas-int4")
+        )
+        for _, task in search_points.TASKS
+    },
+    "search_points.flash_ranks_adaptive": lambda: search_points.flash_ranks(
+        summary("equal_flash_select_rotten_tomatoes"), "adaptive-int4"
+    ),
+    "search_points.written": lambda: search_points.written(search_point_rows()),
+    "search_points.mcnemar_below": lambda: search_points.mcnemar_below(search_point_rows()),
+}
+
 SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
 
 # ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
@@ -388,5 +422,6 @@ FIGURES: dict[str, Callable[[], str]] = {
     **DISTILL,
     **TEACHER,
     **SHAPE,
+    **SEARCH_POINTS,
     **DECODER_SEARCH,
 }
