@@ -177,7 +177,14 @@ def _search_qat_per_seed() -> str:
     return f"{min(differences):+.2f} to {max(differences):+.2f}".replace("-", "−")
 
 
+QAT_POINTS = {
+    "board_accuracy_qat_export": "Q mini-f767-w4e4p",
+    "board_accuracy_qat_search": "Q-search mini-f767-w4e4p-qat",
+    "board_accuracy_qat_export_tiny": "Q tiny-f746-w4e4p",
+}
+
 QAT: dict[str, Callable[[], str]] = {
+    **{f"{name}.point_Q": (lambda name=name, point=point: _point(point, name)) for name, point in QAT_POINTS.items()},
     "board_accuracy_qat_export.agreement_dev": lambda: _agreement_change("validation"),
     "board_accuracy_qat_export.agreement_test": lambda: _agreement_change("test"),
     "board_accuracy_qat_search.per_seed_test": _search_qat_per_seed,
@@ -191,13 +198,13 @@ QAT: dict[str, Callable[[], str]] = {
 
 
 @functools.cache
-def _board_accuracy() -> dict:
+def _board_accuracy(name: str = "board_accuracy") -> dict:
     """The summary made again from its runs' per-example bits (as its tables are)."""
-    return board_accuracy.summarize(summary("board_accuracy")["runs"])
+    return board_accuracy.summarize(summary(name)["runs"])
 
 
-def _accuracies(key: str) -> str:
-    v = _board_accuracy()["variants"][key]
+def _accuracies(key: str, name: str = "board_accuracy") -> str:
+    v = _board_accuracy(name)["variants"][key]
     dev, test = (f"{v[split]['mean']:.2f} ± {v[split]['sd']:.2f}" for split in ("validation", "test"))
     return f"{dev} dev / {test} test"
 
@@ -207,12 +214,12 @@ def _p_words(p: float) -> str:
     return board_accuracy.p_text(p).replace("<", "below ")
 
 
-def _point(point: str) -> str:
+def _point(point: str, name: str = "board_accuracy") -> str:
     """ "a (its dev / test) against b (...): +d dev / +d test over N seeds (bootstrap p dev / test)"."""
-    entry = _board_accuracy()["points"][point]
+    entry = _board_accuracy(name)["points"][point]
     d, p = entry["difference"], entry["bootstrap_p"]
     return (
-        f"{entry['a']} ({_accuracies(entry['a'])}) against {entry['b']} ({_accuracies(entry['b'])}): "
+        f"{entry['a']} ({_accuracies(entry['a'], name)}) against {entry['b']} ({_accuracies(entry['b'], name)}): "
         f"{d['validation']:+.2f} dev / {d['test']:+.2f} test over {len(entry['seeds'])} seeds "
         f"(bootstrap p {_p_words(p['validation'])} / {_p_words(p['test'])})"
     )
@@ -390,12 +397,15 @@ SEARCH_POINTS: dict[str, Callable[[], str]] = {
     "search_points.significant_dev": lambda: search_points.significant(search_point_rows(), "validation"),
     "search_points.cost_ratio": lambda: search_points.cost_ratio(search_point_rows()),
     **{
-        f"search_points.flash_ranks_{task}": (
-            lambda task=task: search_points.flash_ranks(summary(f"equal_flash_select_{task}"), "nas-int4")
+        f"search_points.flash_{key}_{task}": (
+            lambda task=task, key=key: search_points.flash_architecture(
+                summary(f"equal_flash_select_{task}"), "nas-int4", key
+            )
         )
         for _, task in search_points.TASKS
+        for key in ("ranks", "clusters")
     },
-    "search_points.flash_ranks_adaptive": lambda: search_points.flash_ranks(
+    "search_points.flash_ranks_adaptive": lambda: search_points.flash_architecture(
         summary("equal_flash_select_rotten_tomatoes"), "adaptive-int4"
     ),
     "search_points.written": lambda: search_points.written(search_point_rows()),

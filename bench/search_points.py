@@ -148,7 +148,8 @@ def cost_ratio(rows: list[dict]) -> str:
     return f"{min(ratios):.1f}-{max(ratios):.1f}"
 
 
-def flash_ranks(summary: dict, method: str) -> str:
-    """The ranks of `method`'s written architectures at equal Flash, each position "a" or "min-max"."""
-    ranks = [a["ranks"] for a in equal_flash.summarize(summary["runs"])["methods"][method]["architectures"]]
-    return "/".join(str(min(v)) if min(v) == max(v) else f"{min(v)}-{max(v)}" for v in zip(*ranks))
+def flash_architecture(summary: dict, method: str, key: str = "ranks") -> str:
+    """`method`'s written architectures at equal Flash: their "ranks" or "clusters", each position "a" or
+    "min-max" across the seeds."""
+    shapes = [a[key] for a in equal_flash.summarize(summary["runs"])["methods"][method]["architectures"]]
+    return "/".join(f"{min(v):,}" if min(v) == max(v) else f"{min(v):,}-{max(v):,}" for v in zip(*shapes))
