@@ -101,15 +101,19 @@ static inline int field_at(const flatbuffer *fb, uint32_t table, uint32_t index,
     return 1;
 }
 
-/* The vector (or string) whose uoffset is at `position`, of `element` bytes each. */
+/* The vector (or string) whose uoffset is at `position`, of `element` bytes each. On failure the vector is
+   left empty, so a caller that names what it can (and ignores the failure) never reads past the buffer. */
 static inline int vector_at(const flatbuffer *fb, uint32_t position, uint32_t element, fb_vector *vector)
 {
-    uint32_t at;
-    if (!follow(fb, position, &at) || !read_u32(fb, at, &vector->count)) {
+    uint32_t at, count;
+    vector->start = 0;
+    vector->count = 0;
+    if (!follow(fb, position, &at) || !read_u32(fb, at, &count) || count > (fb->size - (at + 4u)) / element) {
         return 0;
     }
     vector->start = at + 4u;
-    return vector->count <= (fb->size - vector->start) / element;
+    vector->count = count;
+    return 1;
 }
 
 /* The vector (or string) in field `index`, of `element` bytes each; absent: count 0. */

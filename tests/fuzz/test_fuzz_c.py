@@ -145,3 +145,17 @@ def test_the_committed_op_run_seeds_are_what_make_corpus_writes():
     seeds = make_corpus.op_run_seeds()
     committed = {p.stem: p.read_bytes() for p in (HERE / "corpus" / "fuzz_op_run").iterdir()}
     assert committed == seeds, "run tests/fuzz/make_corpus.py"
+
+
+FINDINGS = HERE / "findings"  # <harness>/<what it broke>.bin: inputs a fuzzer once crashed on, kept as regressions
+
+
+@pytest.mark.parametrize("harness", sorted(p.name for p in FINDINGS.iterdir()))
+def test_every_past_finding_runs_clean(build_dir, harness):
+    """A crash the fuzzer found stays fixed: each kept input runs without a sanitizer report. The first was
+    a damaged tensor-name string whose length the reader had stored before refusing it, so naming the
+    corrupted tensor read past the model (vector_at now leaves a refused vector empty)."""
+    binary = run_fuzzers.build(harness, build_dir)
+    for finding in sorted((FINDINGS / harness).iterdir()):
+        done = subprocess.run([str(binary), *run_fuzzers.MEMORY_LIMITS, str(finding)], capture_output=True, text=True)
+        assert done.returncode == 0, f"{harness} {finding.name}:\n{done.stderr[-2000:]}"
