@@ -61,7 +61,7 @@ def compare_budget(a: list[dict], b: list[dict]) -> list[str]:
     differences, p_values = [], []
     for split in SPLITS:
         a_correct, b_correct = (np.array([correct(r, split) for r in runs]) for runs in (a, b))
-        differences.append(f"{difference(a, b, split):+.2f}")
+        differences.append(f"{100 * (a_correct.mean() - b_correct.mean()):+.2f}")
         p_values.append(format_p(paired_bootstrap(a_correct, b_correct)))
     return cells + [" / ".join(differences), " / ".join(p_values)]
 
@@ -103,7 +103,7 @@ def flows_table(
     return "\n".join(lines)
 
 
-def _spans(lists: list[list[int]]) -> list[str]:
+def spans(lists: list[list[int]]) -> list[str]:
     """Each position's value across runs: "a" when every run has it, else "min-max"."""
     return [f"{min(v):,}" if min(v) == max(v) else f"{min(v):,}-{max(v):,}" for v in zip(*lists)]
 
@@ -122,12 +122,12 @@ def stages_table(summary: dict) -> str:
             if not rows:
                 continue
             cells = [mean_sd([x[key] for x in rows]) for key in ("trained_dev", "soft_dev", "hard_dev")]
-            clusters = " / ".join(_spans([x["clusters"] for x in rows]))
+            clusters = " / ".join(spans([x["clusters"] for x in rows]))
             if stage == "stage2" and all(
                 r["stages"][stage]["clusters"] == r["stages"]["stage1"]["clusters"] for r in runs
             ):
                 clusters = "as stage 1"
-            ranks = ", ".join(_spans([x["ranks"] for x in rows]))
+            ranks = ", ".join(spans([x["ranks"] for x in rows]))
             out.append(f"| {label} | {name} | {len(rows)} | " + " | ".join(cells) + f" | {clusters} | {ranks} |")
     return "\n".join(out)
 

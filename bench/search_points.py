@@ -72,7 +72,7 @@ def _record(task: str, point: str, nas: dict, adaptive: dict, comparison: dict) 
 
 
 def _accuracy(method: dict) -> str:
-    return " / ".join(f"{method[s]['mean']:.2f} ± {method[s]['sd']:.2f}" for s in ("validation", "test"))
+    return " / ".join(f"{method[s]['mean']:.2f} ± {method[s]['sd']:.2f}" for s in SPLITS)
 
 
 def searched_written(method: dict) -> int:
@@ -152,4 +152,4 @@ def flash_architecture(summary: dict, method: str, key: str = "ranks") -> str:
     """`method`'s written architectures at equal Flash: their "ranks" or "clusters", each position "a" or
     "min-max" across the seeds."""
     shapes = [a[key] for a in equal_flash.summarize(summary["runs"])["methods"][method]["architectures"]]
-    return "/".join(f"{min(v):,}" if min(v) == max(v) else f"{min(v):,}-{max(v):,}" for v in zip(*shapes))
+    return "/".join(compare_nas_runs.spans(shapes))
