@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import board_shape_latency  # noqa: E402
+import compression_points as cp  # noqa: E402
 import numpy as np  # noqa: E402
 import recorded_results  # noqa: E402
 import search_points  # noqa: E402
@@ -412,6 +413,75 @@ SEARCH_POINTS: dict[str, Callable[[], str]] = {
     "search_points.mcnemar_below": lambda: search_points.mcnemar_below(search_point_rows()),
 }
 
+# ---- docs/benchmarks/compression.md: the continue flow's points and what the search did (compression_points.py) ----
+
+CUT = (("2%", "2pct"), ("4%", "4pct"))  # the budgets below the paper's 318,420, where the search moves
+
+
+@functools.cache
+def _summary(name: str) -> dict:
+    """A summary read once: compression_points recomputes each budget once per summary object."""
+    return summary(name)
+
+
+def _default() -> dict:
+    return _summary(cp.DEFAULT)
+
+
+COMPRESSION: dict[str, Callable[[], str]] = {
+    "nas_vs_adaptive.uncompressed": lambda: cp.uncompressed(_default()),
+    "nas_vs_adaptive.run_seconds": lambda: cp.run_seconds(_default()),
+    "nas_vs_adaptive.run_seconds_adaptive": lambda: cp.run_seconds(_default(), method="adaptive"),
+    "nas_vs_adaptive.soft_gap_max": lambda: cp.soft_gap_max(_default()),
+    "nas_vs_adaptive.trained_gap_max": lambda: cp.trained_gap_max(_default()),
+    "nas_vs_adaptive.point_318420": lambda: cp.point(_default(), "318420"),
+    "nas_vs_adaptive.rare_tokens": lambda: cp.rare_tokens(_default(), "318420"),
+    "nas_vs_adaptive.beta_floor": lambda: cp.beta_floor(_default(), [b["label"] for b in _default()["budgets"]]),
+    "nas_vs_adaptive.moved_318420": lambda: cp.moved(_default(), "318420"),
+    "nas_vs_adaptive.ranks_318420": lambda: cp.stage_ranks(_default(), "318420"),
+    "nas_vs_adaptive.written_as_adaptive_318420": lambda: cp.written_as_adaptive(_default(), "318420"),
+    "nas_vs_adaptive.unused": lambda: cp.unused(_default(), [label for _, label in CUT]),
+    "compression.dev_choices": lambda: cp.dev_choices(_summary, [*CUT, ("318,420", "318420")]),
+    "nas_vs_adaptive_stage1_start_budget.run_seconds": lambda: cp.run_seconds(_summary(cp.START_BUDGET)),
+    "nas_vs_adaptive_stage1_start_budget.point_4pct": lambda: cp.point(_summary(cp.START_BUDGET), "4pct"),
+    "nas_vs_adaptive_lr_whole_run.run_seconds": lambda: cp.run_seconds(_summary(cp.WHOLE_RUN)),
+    "nas_vs_adaptive_lr_whole_run.against_default": lambda: cp.against(
+        _summary(cp.WHOLE_RUN), _default(), "4pct", "the default schedule"
+    ),
+    "nas_vs_adaptive_projected.run_seconds": lambda: cp.run_seconds(_summary(cp.PROJECTED)),
+    "nas_vs_adaptive_projected.trained_gap_max": lambda: cp.trained_gap_max(_summary(cp.PROJECTED)),
+    "nas_vs_adaptive_projected.ranks_kept": lambda: cp.ranks_kept(_summary(cp.PROJECTED), [lb for _, lb in CUT]),
+    **{
+        f"nas_vs_adaptive_projected.moved_{label}": (lambda label=label: cp.moved(_summary(cp.PROJECTED), label))
+        for label in ("2pct", "4pct", "318420")
+    },
+    **{
+        f"equal_flash.{a}_vs_{b}": (
+            lambda a=a, b=b: cp.equal_flash_pair(_summary("equal_flash"), a, b, "int8 adaptive embedding")
+        )
+        for a, b in (("nas-int4", "adaptive-int8"), ("adaptive-int4", "adaptive-int8"))
+    },
+}
+for _, _label in CUT:
+    COMPRESSION |= {
+        f"compression.chosen_{_label}": (lambda label=_label: cp.chosen_on_dev(_summary, label)),
+        f"compression.other_{_label}": (lambda label=_label: cp.other_on_dev(_summary, label)),
+        f"nas_vs_adaptive.moved_{_label}": (lambda label=_label: cp.moved(_default(), label)),
+        f"nas_vs_adaptive.dense_kept_{_label}": (lambda label=_label: cp.stage_clusters(_default(), label, position=0)),
+        f"nas_vs_adaptive.dense_in_adaptive_{_label}": (lambda label=_label: cp.dense_in_adaptive(_default(), label)),
+        f"nas_vs_adaptive.ranks_{_label}": (lambda label=_label: cp.stage_ranks(_default(), label)),
+        f"nas_vs_adaptive.stage2_dev_cost_{_label}": (lambda label=_label: cp.stage2_dev_cost(_default(), label)),
+        f"stage1_start.paper_vs_budget_{_label}": (
+            lambda label=_label: cp.against(_default(), _summary(cp.START_BUDGET), label, "the `budget` start")
+        ),
+        f"nas_vs_adaptive_stage1_start_budget.written_as_adaptive_{_label}": (
+            lambda label=_label: cp.written_as_adaptive(_summary(cp.START_BUDGET), label)
+        ),
+        f"nas_vs_adaptive_projected.start_to_written_{_label}": (
+            lambda label=_label: cp.start_to_written(_summary(cp.PROJECTED), label)
+        ),
+    }
+
 SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
 
 # ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
@@ -433,5 +503,6 @@ FIGURES: dict[str, Callable[[], str]] = {
     **TEACHER,
     **SHAPE,
     **SEARCH_POINTS,
+    **COMPRESSION,
     **DECODER_SEARCH,
 }
