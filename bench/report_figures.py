@@ -482,6 +482,22 @@ for _, _label in CUT:
         ),
     }
 
+CANDIDATE = "nas_vs_adaptive_projected_candidate_rotten_tomatoes"
+
+
+def _candidate_runs() -> list[dict]:
+    return _summary(CANDIDATE)["budgets"][0]["runs"]
+
+
+PROJECTED_CANDIDATE: dict[str, Callable[[], str]] = {
+    f"{CANDIDATE}.point": lambda: cp.point(_summary(CANDIDATE), "4pct"),
+    f"{CANDIDATE}.projected_wins": lambda: search_points.candidate_wins(_candidate_runs(), "projected"),
+    f"{CANDIDATE}.searched_wins": lambda: search_points.candidate_wins(_candidate_runs(), "searched"),
+    f"{CANDIDATE}.adaptive_wins": lambda: search_points.candidate_wins(_candidate_runs(), "adaptive"),
+    f"{CANDIDATE}.without_projected": lambda: search_points.without_candidate(_candidate_runs(), "projected"),
+    f"{CANDIDATE}.cost": lambda: search_points.candidate_cost(_candidate_runs()),
+}
+
 SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
 
 # ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
@@ -504,5 +520,6 @@ FIGURES: dict[str, Callable[[], str]] = {
     **SHAPE,
     **SEARCH_POINTS,
     **COMPRESSION,
+    **PROJECTED_CANDIDATE,
     **DECODER_SEARCH,
 }

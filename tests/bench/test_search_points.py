@@ -31,3 +31,24 @@ def test_counts_read_each_point_once():
     assert search_points.significant(rows, "validation") == "0 of 3"
     assert search_points.written(rows) == "3 of 6"  # every written model but adaptive embedding's own
     assert search_points.mcnemar_below(rows) == "1 of 4"  # 318,420's runs are the same on both sides: not counted
+
+
+def _candidate_run(seed: int, chosen: str, dev: dict, seconds: float = 10.0) -> dict:
+    run = {"method": "nas", "seed": seed, "chosen": chosen, "candidates_dev": dev, "extra_steps": 1918}
+    return run | {"seconds": seconds, "search_seconds": 4.0}
+
+
+def test_the_projected_candidate_is_read_from_each_seeds_candidates():
+    runs = [
+        _candidate_run(0, "searched", {"adaptive": 0.70, "searched": 0.75, "projected": 0.72}),
+        _candidate_run(1, "projected", {"adaptive": 0.70, "searched": 0.71, "projected": 0.74}, seconds=20.0),
+        {"method": "adaptive", "seed": 0, "seconds": 3.0},
+        {"method": "nas", "seed": 2, "failed": "boom"},
+    ]
+    assert (
+        search_points.candidate_wins(runs, "projected")
+        == "1 of 2 seeds (seed 1, by 3.00 dev points over the best other)"
+    )
+    assert search_points.candidate_wins(runs, "adaptive") == "0 of 2 seeds"
+    assert search_points.without_candidate(runs, "projected") == "73.00 dev mean, so `projected` adds +1.50"
+    assert search_points.candidate_cost(runs).startswith("1,918 extra steps, search stages 4 s, a NAS run 15 s mean")
