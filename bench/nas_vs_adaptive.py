@@ -352,9 +352,9 @@ def summary_table(summary: dict) -> str:
 
 def markdown_table(summaries: list[dict]) -> str:
     """One row per budget and method: mean ± sd, training and search cost, NAS − adaptive with its p. Runs of
-    the earlier `--final-training continue` flow (no candidate chosen) have no extra steps, search stages'
-    seconds nor "written" column."""
-    select = any(name is not None for s in summaries for row in s["methods"].values() for name in row["chosen"])
+    the earlier `--final-training continue` flow (no candidates scored on dev, nothing chosen among them) have no
+    extra steps, search stages' seconds nor "written" column."""
+    select = any(run.get("candidates_dev") for s in summaries for run in s["runs"])
     dropped = set() if select else {5, 6, 7}
     header = [name for k, name in enumerate(TABLE_HEADER) if k not in dropped]
     if not select:

@@ -97,6 +97,27 @@ def test_the_written_candidates_steps_are_the_final_ones_and_the_rest_is_search_
     assert (cost["steps"], cost["extra_steps"], cost["search_steps"], cost["chosen"]) == (639, 320, 320, "searched")
 
 
+def test_a_continue_runs_table_has_no_written_column_though_each_run_names_its_mode():
+    from nas_vs_adaptive import markdown_table, method_summary, training_cost
+
+    def run(method: str, mode: str, flow: dict) -> dict:
+        metrics = {"stages": [{"steps": 639}], "final_training": flow, "mode": mode, "seconds": 9.0}
+        row = {"method": method, "seed": 0, "embedding_params": 10, "embedding_bytes": 12}
+        return row | training_cost(metrics) | {"validation_accuracy": 0.7, "test_accuracy": 0.6, "architecture": {}}
+
+    def table(nas_flow: dict) -> str:
+        runs = [run("nas", "two-stage", nas_flow), run("adaptive", "adaptive", {"mode": "continue"})]
+        budget = {"fraction_of_table": 0.04, "nas_target": 10, "unit": "params", "runs": runs}
+        budget["adaptive"] = {"cutoffs": [1, 2, 3], "ranks": [3, 2, 1]}
+        budget["comparison"] = {"seeds": []}
+        budget["methods"] = {r["method"]: method_summary([r]) for r in runs}
+        return markdown_table([budget])
+
+    assert "written" not in table({"mode": "continue"}).splitlines()[0]
+    candidates = [{"name": "adaptive", "steps": 639, "same_architecture_as": None, "validation_accuracy": 0.7}]
+    assert "written" in table({"mode": "select", "chosen": "adaptive", "candidates": candidates}).splitlines()[0]
+
+
 def test_merge_reads_back_the_earlier_runs_of_the_same_task_settings_and_student_only(tmp_path):
     import argparse
     import json
