@@ -241,3 +241,24 @@ def equal_flash_pair(summary: dict, a: str, b: str, b_name: str) -> str:
     flash = equal_flash.summarize(summary["runs"])
     first, second = flash["methods"][a], flash["methods"][b]
     return f"{accuracy(first)} against {b_name}'s {accuracy(second)}: {difference(flash['comparisons'][f'{a} vs {b}'])}"
+
+
+# ---- a search that leaves its budget (`--arch-lr 1e-2` at 318,420) ----
+
+
+def beta_below(summary: dict, label: str, bins: int = 1) -> str:
+    """ "340-344 of 384": β values in the lowest `bins` of Stage 2's 10-bin histogram (below 0.1 for 1), per seed."""
+    histograms = _stage(nas_runs(summary, label), "stage2", "beta_histogram")
+    return f"{_span([sum(h[:bins]) for h in histograms])} of {sum(histograms[0]):,}"
+
+
+def params_written(summary: dict, label: str) -> str:
+    """ "193,720-220,931 parameters (mean 201,225, 63% of adaptive embedding's)"."""
+    params = [r["embedding_params"] for r in nas_runs(summary, label)]
+    share = np.mean(params) / budget(summary, label)["adaptive"]["params"]
+    return f"{_span(params)} parameters (mean {np.mean(params):,.0f}, {100 * share:.0f}% of adaptive embedding's)"
+
+
+def stage_dev(summary: dict, label: str, stage: str, key: str = "soft_dev") -> str:
+    """A stage's mean dev accuracy over the seeds, as `key` measured it (the soft relaxation by default)."""
+    return f"{100 * np.mean(_stage(nas_runs(summary, label), stage, key)):.2f}"

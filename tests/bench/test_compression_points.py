@@ -79,3 +79,12 @@ def test_a_summary_of_two_students_is_refused():
     summary["budgets"][0]["runs"][0]["uncompressed"] = {"validation": 0.8, "test": 0.85}
     with pytest.raises(ValueError, match="2 different students"):
         cp.uncompressed(summary)
+
+
+def test_a_search_that_leaves_its_budget_is_described_by_its_runs():
+    summary = _summary(20, 20)
+    assert cp.beta_below(summary, "2pct") == "0 of 8"
+    assert cp.beta_below(summary, "2pct", bins=8) == "1 of 8"
+    assert cp.params_written(summary, "2pct") == "988-990 parameters (mean 989, 99% of adaptive embedding's)"
+    assert cp.stage_dev(summary, "2pct", "stage1") == "45.00"
+    assert cp.stage_dev(summary, "2pct", "stage2", "hard_dev") == "48.00"
