@@ -61,6 +61,17 @@ def format_p(value) -> str:
     return "n/a" if value is None else f"{value:.2g}" if value < 0.01 else f"{value:.3f}".rstrip("0").rstrip(".")
 
 
+def format_bootstrap_p(value: float, below: str = "<") -> str:
+    """A bootstrap p: 0 is below its resolution ("<1e-4" in a table, "below 1e-4" in a sentence, where an
+    inline figure holds no "<")."""
+    return f"{below}1e-4" if value == 0 else format_p(value)
+
+
+def p_words(value: float) -> str:
+    """A bootstrap p as a sentence reads it."""
+    return format_bootstrap_p(value, below="below ")
+
+
 def student_t_two_sided_p(t: float, dof: int) -> float:
     """Two-sided p of Student's t with `dof` degrees of freedom (Simpson's rule on the density: no scipy)."""
     if not math.isfinite(t):

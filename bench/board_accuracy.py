@@ -71,7 +71,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stats import format_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
+from bench_stats import format_bootstrap_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
 from results_bits import compact, correct, models  # noqa: E402
 
@@ -510,15 +510,10 @@ def points_table(summary: dict, measured_only: bool = False) -> str:
             continue
         d, p = e["difference"], e["bootstrap_p"]
         cells = [point, f"{e['a']} − {e['b']}", str(len(e["seeds"])), f"{d['validation']:+.2f} / {d['test']:+.2f}"]
-        cells += [f"{p_text(p['validation'])} / {p_text(p['test'])}"]
-        cells += [", ".join(p_text(x) for x in e["mcnemar_test_p"].values())]
+        cells += [f"{format_bootstrap_p(p['validation'])} / {format_bootstrap_p(p['test'])}"]
+        cells += [", ".join(format_bootstrap_p(x) for x in e["mcnemar_test_p"].values())]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def p_text(p: float) -> str:
-    """A p-value as the tables print it; 0 from the bootstrap is below its resolution."""
-    return "<1e-4" if p == 0 else format_p(p)
 
 
 def plot(summary: dict, path: Path) -> Path | None:

@@ -13,7 +13,7 @@ import numpy as np
 import compare_nas_runs
 import equal_flash
 import nas_vs_adaptive
-from bench_stats import format_p
+from bench_stats import format_p, p_words
 
 Load = Callable[[str], dict]
 
@@ -46,11 +46,6 @@ def nas_runs(summary: dict, label: str) -> list[dict]:
 
 def signed(value: float, digits: int = 2) -> str:
     return f"{value:+.{digits}f}".replace("-", "−")
-
-
-def p_words(p: float) -> str:
-    """A p-value as a sentence reads it: 0 from the bootstrap is below its resolution (no "<" inline)."""
-    return "below 1e-4" if p == 0 else format_p(p)
 
 
 def accuracy(method: dict) -> str:
@@ -87,16 +82,21 @@ def against(a: dict, b: dict, label: str, b_name: str) -> str:
 # ---- which search setting dev chooses at a budget (the default or projected) ----
 
 
+def _nas_dev(load: Load, label: str) -> dict[str, float]:
+    """Each setting's NAS dev mean at one budget."""
+    return {name: budget(load(name), label)["methods"]["nas"]["validation"]["mean"] for name in SETTINGS}
+
+
 def _by_dev(load: Load, label: str) -> list[str]:
     """The two settings' summaries, the one with the higher NAS dev mean first."""
-    dev = {name: budget(load(name), label)["methods"]["nas"]["validation"]["mean"] for name in SETTINGS}
+    dev = _nas_dev(load, label)
     return sorted(SETTINGS, key=lambda name: -dev[name])
 
 
 def chosen_on_dev(load: Load, label: str) -> str:
     """ "<setting> (dev a against <other>'s b) scores <point>"."""
-    best, other = _by_dev(load, label)
-    dev = {name: budget(load(name), label)["methods"]["nas"]["validation"]["mean"] for name in SETTINGS}
+    dev = _nas_dev(load, label)
+    best, other = sorted(SETTINGS, key=lambda name: -dev[name])
     return (
         f"{SETTINGS[best]} (dev {dev[best]:.2f} against {SETTINGS[other]}'s {dev[other]:.2f}), which scores "
         f"{point(load(best), label)}"

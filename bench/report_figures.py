@@ -21,6 +21,7 @@ import recorded_results  # noqa: E402
 import search_points  # noqa: E402
 import teacher_recipe  # noqa: E402
 import tokenizer_sizes  # noqa: E402
+from bench_stats import p_words  # noqa: E402
 
 RESULTS = BENCH / "results"
 
@@ -210,11 +211,6 @@ def _accuracies(key: str, name: str = "board_accuracy") -> str:
     return f"{dev} dev / {test} test"
 
 
-def _p_words(p: float) -> str:
-    """A p-value as a sentence reads it (an inline figure holds no "<")."""
-    return board_accuracy.p_text(p).replace("<", "below ")
-
-
 def _point(point: str, name: str = "board_accuracy") -> str:
     """ "a (its dev / test) against b (...): +d dev / +d test over N seeds (bootstrap p dev / test)"."""
     entry = _board_accuracy(name)["points"][point]
@@ -222,7 +218,7 @@ def _point(point: str, name: str = "board_accuracy") -> str:
     return (
         f"{entry['a']} ({_accuracies(entry['a'], name)}) against {entry['b']} ({_accuracies(entry['b'], name)}): "
         f"{d['validation']:+.2f} dev / {d['test']:+.2f} test over {len(entry['seeds'])} seeds "
-        f"(bootstrap p {_p_words(p['validation'])} / {_p_words(p['test'])})"
+        f"(bootstrap p {p_words(p['validation'])} / {p_words(p['test'])})"
     )
 
 
