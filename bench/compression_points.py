@@ -19,6 +19,7 @@ Load = Callable[[str], dict]
 
 DEFAULT, PROJECTED = "nas_vs_adaptive", "nas_vs_adaptive_projected"
 START_BUDGET, WHOLE_RUN = "nas_vs_adaptive_stage1_start_budget", "nas_vs_adaptive_lr_whole_run"
+ARCH_LR = "nas_vs_adaptive_arch_lr_1e-2"
 SETTINGS = {DEFAULT: "the default search", PROJECTED: "`--stage1-start budget --budget-control projected`"}
 SHORT = {DEFAULT: "the default search", PROJECTED: "`projected`"}
 SPLITS = ("validation", "test")
@@ -150,6 +151,12 @@ def start_to_written(summary: dict, label: str) -> str:
     return "/".join(f"{c:,}" for c in start) + " → " + "/".join(f"~{round(c, -1):,.0f}" for c in written)
 
 
+def adaptive_clusters(summary: dict, label: str) -> str:
+    """Adaptive embedding's cluster sizes at this budget ("1,000/3,000/6,000/20,522")."""
+    vocab = sum(nas_runs(summary, label)[0]["architecture"]["clusters"])
+    return "/".join(f"{n:,}" for n in np.diff([0, *_budget_as_committed(summary, label)["adaptive"]["cutoffs"], vocab]))
+
+
 def dense_in_adaptive(summary: dict, label: str) -> str:
     """Adaptive embedding's dense cluster at this budget (its first cut-off)."""
     return f"{budget(summary, label)['adaptive']['cutoffs'][0]:,}"
@@ -213,13 +220,13 @@ def trained_gap_max(summary: dict) -> str:
     return f"{_largest_gap(summary, 'trained_dev'):.2f}"
 
 
-def uncompressed(summary: dict) -> str:
-    """The student's own dev / test, as every run recorded it."""
+def uncompressed(summary: dict, short: bool = False) -> str:
+    """The student's own dev / test, as every run recorded it ("79.06 dev, 74.90 test"; "79.06 / 74.90" short)."""
     scores = {tuple(r["uncompressed"][s] for s in SPLITS) for b in summary["budgets"] for r in b["runs"]}
     if len(scores) != 1:
         raise ValueError(f"the summary's runs name {len(scores)} different students")
     dev, test = next(iter(scores))
-    return f"{100 * dev:.2f} dev, {100 * test:.2f} test"
+    return f"{100 * dev:.2f} / {100 * test:.2f}" if short else f"{100 * dev:.2f} dev, {100 * test:.2f} test"
 
 
 def run_seconds(summary: dict, labels: list[str] | None = None, method: str = "nas") -> str:

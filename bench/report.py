@@ -122,6 +122,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_search_then_train("nas_vs_adaptive.json"),
     **_search_then_train("nas_vs_adaptive_stage1_start_budget.json"),
     **_search_then_train("nas_vs_adaptive_projected.json"),
+    **_search_then_train("nas_vs_adaptive_arch_lr_1e-2.json"),
     "stage1_start.shapes": _start_shapes,
     **{
         f"{name}.stages": (lambda name=name: compare_nas_runs.stages_table(_summary(f"{name}.json")))

@@ -407,6 +407,12 @@ SEARCH_POINTS: dict[str, Callable[[], str]] = {
     ),
     "search_points.written": lambda: search_points.written(search_point_rows()),
     "search_points.mcnemar_below": lambda: search_points.mcnemar_below(search_point_rows()),
+    **{
+        f"search_points.student_{task}": (
+            lambda task=task: cp.uncompressed(summary(f"nas_vs_adaptive_select_{task}"), short=True)
+        )
+        for _, task in search_points.TASKS
+    },
 }
 
 # ---- docs/benchmarks/compression.md: the continue flow's points and what the search did (compression_points.py) ----
@@ -444,6 +450,22 @@ COMPRESSION: dict[str, Callable[[], str]] = {
     "nas_vs_adaptive_lr_whole_run.against_default": lambda: cp.against(
         _summary(cp.WHOLE_RUN), _default(), "4pct", "the default schedule"
     ),
+    **{
+        f"{cp.ARCH_LR}.{name}": (lambda figure=figure: figure(_summary(cp.ARCH_LR), "318420"))
+        for name, figure in {
+            "point": cp.point,
+            "moved": cp.moved,
+            "clusters": lambda summary, label: cp.stage_clusters(summary, label, "stage2"),
+            "adaptive_clusters": cp.adaptive_clusters,
+            "ranks": cp.stage_ranks,
+            "beta_below": cp.beta_below,
+            "params_written": cp.params_written,
+            "soft_dev_stage1": lambda summary, label: cp.stage_dev(summary, label, "stage1"),
+            "soft_dev_stage2": lambda summary, label: cp.stage_dev(summary, label, "stage2"),
+        }.items()
+    },
+    f"{cp.ARCH_LR}.trained_gap_max": lambda: cp.trained_gap_max(_summary(cp.ARCH_LR)),
+    f"{cp.ARCH_LR}.run_seconds": lambda: cp.run_seconds(_summary(cp.ARCH_LR)),
     "nas_vs_adaptive_projected.run_seconds": lambda: cp.run_seconds(_summary(cp.PROJECTED)),
     "nas_vs_adaptive_projected.trained_gap_max": lambda: cp.trained_gap_max(_summary(cp.PROJECTED)),
     "nas_vs_adaptive_projected.ranks_kept": lambda: cp.ranks_kept(_summary(cp.PROJECTED), [lb for _, lb in CUT]),

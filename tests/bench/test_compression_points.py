@@ -71,6 +71,7 @@ def test_what_the_search_did_is_read_from_the_stage_records():
     assert cp.soft_gap_max(summary) == "5.0"
     assert cp.trained_gap_max(summary) == "0.00"
     assert cp.uncompressed(summary) == "90.00 dev, 85.00 test"
+    assert cp.uncompressed(summary, short=True) == "90.00 / 85.00"
     assert cp.ranks_kept(summary, ["2pct"]) == "3 of 3"
 
 
@@ -88,3 +89,5 @@ def test_a_search_that_leaves_its_budget_is_described_by_its_runs():
     assert cp.params_written(summary, "2pct") == "988-990 parameters (mean 989, 99% of adaptive embedding's)"
     assert cp.stage_dev(summary, "2pct", "stage1") == "45.00"
     assert cp.stage_dev(summary, "2pct", "stage2", "hard_dev") == "48.00"
+    # the adaptive shape the search is compared with: its cut-offs, the last cluster up to the vocabulary
+    assert cp.adaptive_clusters(summary, "2pct") == "10/20/30/40"
