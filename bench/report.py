@@ -223,7 +223,20 @@ def render(text: str) -> tuple[str, list[str]]:
             changed.append(name)
         return match[1] + table + match[4]
 
-    return FIGURE.sub(figure, BLOCK.sub(fill, text)), changed
+    rendered = FIGURE.sub(figure, BLOCK.sub(fill, text))  # a table run into the next one is named first
+    _check_markers(text)
+    return rendered, changed
+
+
+def _check_markers(text: str) -> None:
+    """Every marker opens a table or an inline figure: one written otherwise would be left as it is, unchecked."""
+    opened = {m.start() for pattern in (BLOCK, FIGURE) for m in pattern.finditer(text)}
+    for marker in re.finditer(START, text):
+        if marker.start() not in opened:
+            raise SystemExit(
+                f"marker {marker['name']!r} opens neither a table (a blank line, the table, a blank line, "
+                f"{END!r}) nor an inline figure (the figure, then {FIGURE_END!r} on the same line)"
+            )
 
 
 def pages() -> list[Path]:
