@@ -73,6 +73,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_bootstrap_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
+import start_before  # noqa: E402
 from results_bits import compact, correct, models  # noqa: E402
 
 F767, F746 = "nucleo-f767zi", "nucleo-f746zg"
@@ -555,14 +556,6 @@ def int_list(text: str) -> list[int]:
     return values
 
 
-def utc_time(text: str) -> str:
-    try:
-        parsed = time.strptime(text, "%H:%M")
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time HH:MM") from None
-    return f"{parsed.tm_hour:02d}:{parsed.tm_min:02d}"
-
-
 def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -591,11 +584,7 @@ def parse(argv=None) -> argparse.Namespace:
         action="store_true",
         help="summarize the finished runs (their records made again from their files), start none",
     )
-    parser.add_argument(
-        "--start-before",
-        type=utc_time,
-        help="HH:MM (UTC): start no run at or after this time (the finished ones are summarized; rerun to go on)",
-    )
+    start_before.add_argument(parser)
     opts = parser.parse_args(argv)
     configs = [c.strip() for c in opts.configs.split(",") if c.strip()]
     unknown = sorted(set(configs) - set(CONFIGS))
@@ -641,8 +630,9 @@ def main(argv=None) -> int:
     jobs = [] if opts.report_only else job_order(opts.configs, opts.seeds)
     failed = []
     for n, (name, seed) in enumerate(jobs):
-        if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
-            log(f"{opts.start_before} UTC reached: {len(jobs) - n} runs not started (rerun to go on)", opts.out)
+        if start_before.reached(opts.start_before):
+            reached = start_before.name(opts.start_before)
+            log(f"{reached} reached: {len(jobs) - n} runs not started (rerun to go on)", opts.out)
             break
         record = run_one(name, seed, opts)
         if "failed" in record:

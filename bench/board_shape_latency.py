@@ -53,7 +53,6 @@ import json
 import re
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +63,7 @@ from bench_stats import paired_bootstrap, statistics  # noqa: E402
 import distill_augment  # noqa: E402
 from distill_augment import _cell, _p, paired_t, seconds_of  # noqa: E402
 from provenance import provenance  # noqa: E402
+import start_before  # noqa: E402
 from results_bits import correct  # noqa: E402
 
 BOARD = "nucleo-f746zg"
@@ -157,8 +157,10 @@ def run(opts, seeds: list[int]) -> None:
     for seed in seeds:
         for stage in ("student", "board"):
             for arm in (CHOSEN, TINY):
-                if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
-                    log(f"not starting {stage} {arm}-s{seed}: past {opts.start_before}", opts.runs)
+                if start_before.reached(opts.start_before):
+                    log(
+                        f"not starting {stage} {arm}-s{seed}: {start_before.name(opts.start_before)} reached", opts.runs
+                    )
                     return
                 tag, done = f"[{arm} seed {seed}]", student_folder(opts, arm, seed) / "metrics.json"
                 if stage == "student":
@@ -420,7 +422,7 @@ def main(argv=None) -> int:
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
-    parser.add_argument("--start-before", help="HH:MM (UTC): with --run, start no step at or after this time")
+    start_before.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -47,7 +47,6 @@ import argparse
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,6 +54,7 @@ import board_accuracy  # noqa: E402
 import board_shape_latency  # noqa: E402
 from board_shape_latency import INTEGER, SPLITS  # noqa: E402
 from provenance import provenance  # noqa: E402
+import start_before  # noqa: E402
 from results_bits import correct  # noqa: E402
 
 BOARDS = ("nucleo-f746zg", "nucleo-f767zi", "nucleo-h7a3zi-q")  # the boards `distill --preset auto` prices
@@ -120,8 +120,8 @@ def _step(opts, command: list[str], done: Path, tag: str) -> bool:
     """Run `command` unless `done` exists; False when past --start-before (nothing started)."""
     if done.is_file():
         return True
-    if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
-        log(f"{tag} not starting {command[0]}: past {opts.start_before}", opts.runs)
+    if start_before.reached(opts.start_before):
+        log(f"{tag} not starting {command[0]}: {start_before.name(opts.start_before)} reached", opts.runs)
         return False
     board_accuracy._step(command, done, f"{tag} {command[0]}", opts.runs)
     return True
@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
-    parser.add_argument("--start-before", help="HH:MM (UTC): with --run, start no step at or after this time")
+    start_before.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     parser.add_argument("--package-data", type=Path, help="also write the reference shapes `boards` prints here")
     parser.add_argument("--figures", type=Path, help="also draw each board's search here (board_shapes_<board>.png)")

@@ -35,7 +35,6 @@ import math
 import re
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import board_accuracy  # noqa: E402
 from bench_stats import format_p, paired_bootstrap, paired_t, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
+import start_before  # noqa: E402
 from results_bits import correct, pack  # noqa: E402
 
 BOARD_CONFIG = "tiny-f746-default"  # today's default `search --board nucleo-f746zg` and export
@@ -111,8 +111,9 @@ def run(opts, arms: list[str], seeds: list[int]) -> None:
     for stage in opts.stages:
         for seed in seeds:
             for arm in arms:
-                if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
-                    board_accuracy.log(f"not starting {stage} {arm}-s{seed}: past {opts.start_before}", opts.runs)
+                if start_before.reached(opts.start_before):
+                    reached = start_before.name(opts.start_before)
+                    board_accuracy.log(f"not starting {stage} {arm}-s{seed}: {reached} reached", opts.runs)
                     return
                 tag = f"[{arm} seed {seed}]"
                 if stage == "student":
@@ -340,7 +341,7 @@ def main(argv=None) -> int:
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
     parser.add_argument("--stages", default="student,board", help="with --run: of student,board, in this order")
-    parser.add_argument("--start-before", help="HH:MM (UTC): with --run, start no step at or after this time")
+    start_before.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     args = parser.parse_args(argv)
     seeds, arms = [int(s) for s in args.seeds.split(",")], args.arms.split(",")

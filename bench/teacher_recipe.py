@@ -25,7 +25,6 @@ import argparse
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,7 @@ import board_accuracy  # noqa: E402
 from bench_stats import paired_bootstrap, paired_t, statistics  # noqa: E402
 from distill_augment import SPLITS, predicted_correct, seconds_of  # noqa: E402
 from provenance import provenance  # noqa: E402
+import start_before  # noqa: E402
 from results_bits import pack, unpack  # noqa: E402
 
 CHECKPOINT = "sentence-transformers/all-MiniLM-L6-v2"
@@ -67,8 +67,10 @@ def run(opts, arms: list[str], seeds: list[int]) -> None:
     """The missing teachers, seed by seed (every arm of a seed before the next seed: paired arms first)."""
     for seed in seeds:
         for arm in arms:
-            if opts.start_before and time.strftime("%H:%M", time.gmtime()) >= opts.start_before:
-                board_accuracy.log(f"not starting {arm}-s{seed}: past {opts.start_before}", opts.runs)
+            if start_before.reached(opts.start_before):
+                board_accuracy.log(
+                    f"not starting {arm}-s{seed}: {start_before.name(opts.start_before)} reached", opts.runs
+                )
                 return
             done = opts.runs / f"{arm}-s{seed}" / "metrics.json"
             board_accuracy._step(teacher_command(opts, arm, seed), done, f"[{arm} seed {seed}] finetune", opts.runs)
@@ -173,7 +175,7 @@ def main(argv=None) -> int:
     parser.add_argument("--arms", default="e1-l64,e2-l64,e3-l64", help="e<epochs>-l<sequence length>, comma-separated")
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated")
     parser.add_argument("--run", action="store_true", help="fine-tune the missing teachers first")
-    parser.add_argument("--start-before", metavar="HH:MM", help="with --run: start none at or after this UTC time")
+    start_before.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     opts = parser.parse_args(argv)
     arms, seeds = opts.arms.split(","), [int(s) for s in opts.seeds.split(",")]
