@@ -79,3 +79,29 @@ def test_a_latency_cap_admits_only_faster_shapes():
     admitted = [p for p in priced if p.fits and p.latency_ms <= cap]
     assert admitted, "half of BERT-tiny's estimate admits a smaller shape"
     assert priced[: len(admitted)] == admitted
+
+
+def test_a_shape_priced_to_fit_leaves_the_board_search_the_same_word_tables(minilm_tokenizer, tmp_path):
+    """`distill --preset auto` prices a shape with the tokenizer blob `search --board` will count: four
+    clusters' piece lists, not the vocabulary's one list (9,680 B less, which chose for the F746ZG a shape
+    whose search then had no room for the smallest embedding)."""
+    import json
+
+    from tflm_mcubert.cli.train import teacher_vocabulary
+    from tflm_mcubert.export.flash_budget import SearchFlashBudget
+
+    teacher = tmp_path / "teacher"
+    minilm_tokenizer.save_pretrained(str(teacher))
+    tiny = preset("bert-tiny")
+    config = {"model_type": "bert", "architectures": ["BertForSequenceClassification"], "num_labels": 2}
+    config |= {"vocab_size": len(minilm_tokenizer), "hidden_size": tiny.hidden_size}
+    (teacher / "config.json").write_text(json.dumps(config))
+    vocab_size, labels, vocab_bytes = teacher_vocabulary(str(teacher), 128)
+
+    board = get_board("nucleo-f746zg")
+    shapes = [s for s in candidates() if s.hidden == 128 and s.layers >= 4]
+    priced = shape_space(board, 128, vocab_size=vocab_size, labels=labels, vocab_bytes=vocab_bytes, shapes=shapes)
+    priced = min((p for p in priced if p.fits), key=lambda p: p.embedding_bytes)  # the tightest that fits
+    search = SearchFlashBudget(FlashTarget.of_board(board), 128, weight_bits=priced.shape.weight_bits)
+    searched = search.split(priced.shape.config(vocab_size, labels), minilm_tokenizer, 8, 4)
+    assert abs(priced.embedding_bytes - searched.embedding_bytes) <= CONTAINER_SLACK

@@ -25,7 +25,7 @@ from tflm_mcubert.compress.choices import (
 from tflm_mcubert.compress.width_search import AUTO, WidthCandidate, search_widths, width_candidates
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.decoder_export import is_decoder_checkpoint
-from tflm_mcubert.export.flash_budget import FlashTarget, SearchFlashBudget
+from tflm_mcubert.export.flash_budget import DEFAULT_CLUSTERS, FlashTarget, SearchFlashBudget
 from tflm_mcubert.model.config import check_seq_len
 from tflm_mcubert.cli.train import add_training_arguments, print_metrics, pruning_from_args, training_options
 from tflm_mcubert.files import output_directory
@@ -162,7 +162,9 @@ def add_parser(subparsers) -> list[str]:
         action="store_false",
         help="baselines fine-tune only --finetune-epochs (default: also the two search stages' epochs)",
     )
-    search.add_argument("--clusters", type=int, default=4, help="number of clusters c (default 4)")
+    search.add_argument(
+        "--clusters", type=int, default=DEFAULT_CLUSTERS, help=f"number of clusters c (default {DEFAULT_CLUSTERS})"
+    )
     search.add_argument("--div", type=float, default=4.0, help="Stage 1's fixed ranks d/div^i (default 4)")
     _add_budget_arguments(search)
     search.add_argument("--finetune-epochs", type=float, default=1.0, help="KD fine-tune of the compressed model")

@@ -23,7 +23,7 @@ from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.cli import seed_argument
 from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
-from tflm_mcubert.export.flash_budget import tokenizer_blob_bytes
+from tflm_mcubert.export.flash_budget import DEFAULT_CLUSTERS, tokenizer_blob_bytes
 from tflm_mcubert.export.shape_figure import FIGURE_FILE as SHAPE_FIGURE
 from tflm_mcubert.export.shape_figure import draw_shape_search
 from tflm_mcubert.export.shape_search import AUTO, DEFAULT_COUNT, plan_search, run_shape_search
@@ -286,7 +286,8 @@ def check_auto_arguments(args) -> None:
 
 def teacher_vocabulary(source: str, seq_len: int) -> tuple[int, int, int]:
     """(vocabulary size, labels, tokenizer blob bytes) of the teacher: what the students inherit, read
-    without building the model; its position table (the students' too) must hold `seq_len`."""
+    without building the model; its position table (the students' too) must hold `seq_len`. The blob is
+    counted as `search --board` will count it, split into the default clusters' piece lists."""
     from tflm_mcubert.model.hf_import import load_tokenizer, resolve_checkpoint_dir
 
     ckpt = resolve_checkpoint_dir(source)
@@ -294,7 +295,7 @@ def teacher_vocabulary(source: str, seq_len: int) -> tuple[int, int, int]:
     if not config.num_labels:
         raise UserError(f"--teacher {source}: has no classifier; fine-tune it first (the finetune command)")
     check_seq_len(seq_len, config, flag="--export-seq-len")
-    return config.vocab_size, config.num_labels, tokenizer_blob_bytes(load_tokenizer(ckpt, config))
+    return config.vocab_size, config.num_labels, tokenizer_blob_bytes(load_tokenizer(ckpt, config), DEFAULT_CLUSTERS)
 
 
 def run_auto_distill(args, data, train, pruning, augmentation, layer_kd: LayerKD, out) -> dict:

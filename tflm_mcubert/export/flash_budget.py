@@ -45,6 +45,9 @@ TWIN_VOCAB = 64
 # four word-table buffers (at most 15 B each, their sizes differ) and the flexbuffer width of option values
 # that depend on the weights (multipliers, zero points). Measured differences are below 64 B.
 CONTAINER_SLACK = 256
+# The word tables' clusters when nobody says otherwise (the paper's c, `search --clusters`): each cluster's
+# pieces are a list of their own in the tokenizer blob, so the blob, and what it leaves the tables, follows it.
+DEFAULT_CLUSTERS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +253,7 @@ class WholeModelBudget:
     op_bits: dict  # encoder op name -> weight bits: one per op (int) or one per linear layer (tuple)
     embedding_bits: int
     vocab_bytes: int
-    num_clusters: int = 4
+    num_clusters: int = DEFAULT_CLUSTERS
 
     @property
     def items(self) -> dict[str, int]:
@@ -323,7 +326,7 @@ def whole_model_budget(
     widths: Widths = Widths(),
     embedding_bits: int = 8,
     vocab_bytes: int = 0,
-    num_clusters: int = 4,
+    num_clusters: int = DEFAULT_CLUSTERS,
 ) -> WholeModelBudget:
     """The split of `target` for `config` exported at `seq_len` with the encoder's matrices at `widths`, word
     tables at `embedding_bits` and a tokenizer blob of `vocab_bytes`."""
