@@ -11,7 +11,11 @@ sentence-transformers/all-MiniLM-L6-v2 --task rotten_tomatoes --epochs 1 --out T
 arm is the search itself, in OUT/auto-s0/ (its candidates in shapes/<shape>/):
 
     python -m tflm_mcubert distill --teacher T --task rotten_tomatoes --max-seq-len 64 --preset auto \\
-        --recipe logits --board nucleo-f746zg --max-latency-ms 97.4 --export-seq-len 128 --seed 0 --out OUT/auto-s0
+        --recipe logits --board nucleo-f746zg --max-latency-ms 97.4 --export-seq-len 128 --rank-by board \\
+        --seed 0 --out OUT/auto-s0
+
+(the committed summary ranked its candidates with `--rank-by student`, on the float students: it names no
+--rank-by)
 
 the other seeds distill the shape it chose, at the weight width it was trained at (`<shape>-w<bits>`):
 
@@ -112,6 +116,7 @@ def student_command(opts, arm: str, seed: int) -> list[str] | None:
             *(("--max-latency-ms", f"{opts.max_latency_ms:g}") if opts.max_latency_ms else ()),
         ]
         command += ["--export-seq-len", str(opts.export_seq_len), "--shape-candidates", str(opts.shape_candidates)]
+        command += ["--rank-by", opts.rank_by]  # a summary without it ranked on the float students
     elif (shape := chosen_shape(opts)) is None:
         return None
     else:
@@ -419,6 +424,9 @@ def main(argv=None) -> int:
         help="distill --recipe of both arms (default logits)",
     )
     parser.add_argument("--shape-candidates", type=int, default=3, help="distill --shape-candidates")
+    parser.add_argument(
+        "--rank-by", choices=("board", "student"), default="board", help="distill --rank-by (default board)"
+    )
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
@@ -446,6 +454,7 @@ def main(argv=None) -> int:
             "task": args.task,
             "board": args.board,
             "recipe": args.recipe,
+            "rank_by": args.rank_by,
             "max_seq_len": args.max_seq_len,
             "export_seq_len": args.export_seq_len,
             "max_latency_ms": args.max_latency_ms,

@@ -10,7 +10,8 @@ teacher T is all-MiniLM-L6-v2 fine-tuned one epoch (`python -m tflm_mcubert fine
 sentence-transformers/all-MiniLM-L6-v2 --task rotten_tomatoes --epochs 1 --out T`). Per board B, in OUT/B/:
 
     python -m tflm_mcubert distill --teacher T --task rotten_tomatoes --max-seq-len 64 --seed 0 --preset auto \\
-        --recipe logits --board B --max-latency-ms 100 --export-seq-len 128 --shape-candidates 3 --out OUT/B/student
+        --recipe logits --board B --max-latency-ms 100 --export-seq-len 128 --shape-candidates 3 --rank-by student \\
+        --out OUT/B/student
 
 then the chosen shape `<shape>-w<bits>` at its weight width `bits`, as bench/board_shape_latency.py's board
 path (its `board_path`):
@@ -80,7 +81,8 @@ def distill_command(opts, board: str) -> list[str]:
     # --recipe: one for every board (a summary without it was searched with logits, --preset auto's only one then)
     command += ["--seed", str(SEED), "--preset", "auto", "--recipe", opts.recipe, "--board", board]
     command += ["--max-latency-ms", f"{opts.max_latency_ms:g}", "--export-seq-len", str(opts.export_seq_len)]
-    command += ["--shape-candidates", str(opts.shape_candidates)]
+    # --rank-by: the policy's; a summary without it ranked on the float students, --preset auto's only way then
+    command += ["--shape-candidates", str(opts.shape_candidates), "--rank-by", opts.rank_by]
     return command + ["--out", str(student_folder(opts, board)), "--resume", "--quiet"]
 
 
@@ -236,6 +238,7 @@ def summarize(opts, boards: list[str], argv: list[str]) -> dict:
             "max_latency_ms": opts.max_latency_ms,
             "recipe": opts.recipe,
             "shape_candidates": opts.shape_candidates,
+            "rank_by": opts.rank_by,
             "search_epochs": opts.search_epochs,
             "search_finetune_epochs": opts.search_finetune_epochs,
             # the first board's commands (python -m tflm_mcubert ...); the others differ in --board and folders
@@ -270,6 +273,12 @@ def main(argv=None) -> int:
     parser.add_argument("--export-seq-len", type=int, default=128, help="the tokens priced, exported, evaluated")
     parser.add_argument("--max-latency-ms", type=float, default=100.0, help="the search's cap on every board")
     parser.add_argument("--shape-candidates", type=int, default=3, help="distill --shape-candidates")
+    parser.add_argument(
+        "--rank-by",
+        choices=("board", "student"),
+        default="student",
+        help="distill --rank-by on every board (default student: the policy the published table was searched with)",
+    )
     parser.add_argument(
         "--recipe",
         choices=("logits", "layers"),

@@ -52,6 +52,7 @@ def auto(capsys, teacher, out, *extra):
 def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothing(
     teacher, front, tmp_path, capsys, monkeypatch
 ):
+    from tflm_mcubert.cli import board_rank
     from tflm_mcubert.model.config import BertConfig
     from tflm_mcubert.train import workflows
 
@@ -68,31 +69,53 @@ def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothin
     for row in rows:
         assert row["flash_bytes"] > 0 and row["arena_bytes"] > 0 and 0 < row["latency_ms"] <= front[2].latency_ms
         assert row["seconds"] > 0 and 0 <= row["validation_accuracy"] <= 1
-    best = max(rows, key=lambda r: (r["validation_accuracy"], -r["latency_ms"]))
+        # ranked on the integer model as the board runs it: the search's model, evaluated at its widths
+        evaluation = json.loads((out / "shapes" / row["shape"] / "board" / "evaluate.json").read_text())
+        integer = "int8+w4" if row["weight_bits"] == 4 else "int8"
+        for split in ("validation", "test"):
+            assert row["board"][f"{split}_accuracy"] == evaluation["by_split"][split][f"{integer}_accuracy"]
+        assert row["board"]["seconds"] > 0 and (out / "shapes" / row["shape"] / "board" / "model").is_dir()
+    best = max(rows, key=lambda r: (r["board"]["validation_accuracy"], -r["latency_ms"]))
     assert report["chosen"] == best["shape"] and [r["chosen"] for r in rows] == [r is best for r in rows]
-    assert metrics["validation_accuracy"] == best["validation_accuracy"]
+    assert "integer model on the board path" in report["rule"] and report["board_seconds"] > 0
+    assert metrics["validation_accuracy"] == best["validation_accuracy"]  # OUT holds the distilled student
     written = BertConfig.from_json_file(out / "config.json")
     assert (written.num_hidden_layers, written.hidden_size) == (best["layers"], best["hidden"])
     assert f"chosen {best['shape']}" in printed and f"preset {best['shape'].rsplit('-w', 1)[0]}" in printed
+    assert "dev accuracy on the board path" in printed and "measured on" not in printed  # the board path's on stderr
     assert (out / "shape_search.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "shape_search.png" in err
 
-    trained = []
-    real_distill = workflows.distill
+    trained, searched = [], []
+    real_distill, real_search = workflows.distill, board_rank._run
 
     def counted(teacher_source, folder, *args, preset, **kwargs):
         trained.append(preset)
         return real_distill(teacher_source, folder, *args, preset=preset, **kwargs)
 
+    def counted_search(argv):
+        searched.append(argv[0])
+        return real_search(argv)
+
     monkeypatch.setattr(workflows, "distill", counted)
+    monkeypatch.setattr(board_rank, "_run", counted_search)
     code, _, err = auto(capsys, teacher, out, *cap, "--resume")
     assert code == 0, err
-    assert trained == []
+    assert trained == [] and searched == []
     assert json.loads((out / "metrics.json").read_text())["shape_search"]["candidates"] == rows
 
     (out / "shapes" / rows[1]["shape"] / "metrics.json").unlink()  # stopped after training, before its metrics
     code, _, err = auto(capsys, teacher, out, *cap, "--resume")
     assert code == 0, err
-    assert trained == [rows[1]["shape"].rsplit("-w", 1)[0]]
+    assert trained == [rows[1]["shape"].rsplit("-w", 1)[0]] and searched == []  # the same student: read back
+
+    evaluation = out / "shapes" / rows[0]["shape"] / "board" / "evaluate.json"
+    evaluation.write_text(json.dumps(json.loads(evaluation.read_text()) | {"student": "an earlier student"}))
+    code, _, err = auto(capsys, teacher, out, *cap, "--resume")
+    assert code == 0, err
+    assert searched == ["search", "evaluate"]  # its board path measured again, for this student
+    again = json.loads((out / "metrics.json").read_text())["shape_search"]["candidates"][0]["board"]
+    for split in ("validation", "test"):  # measured again the same: the search and evaluation are seeded
+        assert again[f"{split}_accuracy"] == rows[0]["board"][f"{split}_accuracy"]
 
     code, _, err = auto(capsys, teacher, out, *cap)
     assert code == 2
@@ -112,6 +135,7 @@ def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothin
         (("--preset", "auto", "--board", BOARD, "--qat-weight-bits", 4), ("drop --qat-weight-bits",)),
         (("--preset", "auto", "--board", BOARD, "--shape-candidates", 0), ("--shape-candidates must be at least 1",)),
         (("--preset", "auto", "--board", BOARD, "--max-latency-ms", 0), ("--max-latency-ms must be positive",)),
+        (("--preset", "bert-tiny", "--rank-by", "student"), ("--rank-by: only with --preset auto",)),
     ],
 )
 def test_bad_arguments_are_refused_before_any_work(capsys, tmp_path, extra, fragments):
@@ -158,7 +182,7 @@ def test_a_teacher_every_shape_can_be_cut_from_distils_each_candidate_with_the_l
     fastest = pareto_front(admitted(priced, None, BOARD))[0]
 
     out = tmp_path / "auto"
-    cap = ("--max-latency-ms", fastest.latency_ms, "--shape-candidates", 1)
+    cap = ("--max-latency-ms", fastest.latency_ms, "--shape-candidates", 1, "--rank-by", "student")
     code, _, err = auto(capsys, (tmp_path / "teacher", data), out, *cap)
     assert code == 0, err
     assert DEFAULT_RECIPE == "layers" and "distill recipe: layers" in err
@@ -167,5 +191,6 @@ def test_a_teacher_every_shape_can_be_cut_from_distils_each_candidate_with_the_l
     assert candidate["validation_accuracy"] == json.loads((out / "metrics.json").read_text())["validation_accuracy"]
     assert settings["init"] == "projected" and settings["intermediate_kd"]["weight"] == 1.0
     assert settings["augment"]["per_sentence"] == 1 and candidate["init"]["init"] == "projected"
+    assert not (out / "shapes" / fastest.shape.name / "board").exists()  # ranked on the student: no board path
     search = json.loads((out / "shape_search.json").read_text())
     assert search["training"]["layers"] == {"init": "projected", "intermediate_kd": settings["intermediate_kd"]}

@@ -21,12 +21,13 @@ import dataclasses
 
 from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.cli import seed_argument
+from tflm_mcubert.cli.board_rank import board_accuracy
 from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import DEFAULT_CLUSTERS, tokenizer_blob_bytes
 from tflm_mcubert.export.shape_figure import FIGURE_FILE as SHAPE_FIGURE
 from tflm_mcubert.export.shape_figure import draw_shape_search
-from tflm_mcubert.export.shape_search import AUTO, DEFAULT_COUNT, plan_search, run_shape_search
+from tflm_mcubert.export.shape_search import AUTO, BOARD, DEFAULT_COUNT, plan_search, ranked_accuracy, run_shape_search
 from tflm_mcubert.export.shape_space import candidates as shape_candidates
 from tflm_mcubert.export.shape_space import shape_space
 from tflm_mcubert.files import output_directory
@@ -244,8 +245,8 @@ def layer_options(args) -> LayerKD:
 def _add_auto_arguments(distill) -> None:
     auto = distill.add_argument_group(
         "--preset auto: the shapes that fit --board (as `boards --shapes` prices them) are cut to a few along "
-        "their latency/size front; each is distilled with the same options (same steps) in OUT/shapes/<shape>/ "
-        "and the best on validation is written to OUT"
+        "their latency/size front; each is distilled with the same options (same steps) in OUT/shapes/<shape>/, "
+        "taken the board path (--rank-by board) and the best on validation is written to OUT"
     )
     auto.add_argument("--board", help="the board the student must fit (one of: " + ", ".join(BOARDS) + ")")
     auto.add_argument("--max-latency-ms", type=float, help="admit only shapes whose encoder is estimated under it")
@@ -258,9 +259,17 @@ def _add_auto_arguments(distill) -> None:
     auto.add_argument(
         "--export-seq-len", type=int, help="the sequence the shapes are priced at (default: --max-seq-len)"
     )
+    auto.add_argument(
+        "--rank-by",
+        choices=RANKINGS,
+        help="board (default): rank the candidates on their integer model's dev accuracy after a short board "
+        "search (`search --board --mode adaptive`, OUT/shapes/<shape>/board/), what the board will run; student: "
+        "on the distilled float student's, no search",
+    )
 
 
-AUTO_ONLY = ("board", "max_latency_ms", "shape_candidates", "export_seq_len")
+AUTO_ONLY = ("board", "max_latency_ms", "shape_candidates", "export_seq_len", "rank_by")
+RANKINGS = ("board", "student")
 
 
 def check_auto_arguments(args) -> None:
@@ -338,7 +347,11 @@ def run_auto_distill(args, data, train, pruning, augmentation, layer_kd: LayerKD
             layer_kd=layer_kd,  # every candidate the same recipe: the accuracies compare shapes, not recipes
         )
 
-    metrics = run_shape_search(plan, out, train_at, resume=train.resume)
+    def board_path_at(shape, folder):
+        return board_accuracy(args, shape.weight_bits, folder, seq_len)
+
+    ranked = (args.rank_by or RANKINGS[0]) == "board"
+    metrics = run_shape_search(plan, out, train_at, resume=train.resume, rank_at=board_path_at if ranked else None)
     log(f"wrote {draw_shape_search(metrics['shape_search'], out / SHAPE_FIGURE)} (dev accuracy against cost)")
     print_shape_choice(metrics["shape_search"])
     return metrics
@@ -361,10 +374,10 @@ def print_shape_choice(report: dict) -> None:
     margin = report["dev_margin"]
     lead = "the only candidate" if margin is None else f"{margin:+.2f} dev points over the next best"
     scores = ", ".join(
-        f"{c['shape']} {100 * c['validation_accuracy']:.2f} ({c['latency_ms']:.1f} ms est.)"
-        for c in report["candidates"]
+        f"{c['shape']} {100 * ranked_accuracy(c):.2f} ({c['latency_ms']:.1f} ms est.)" for c in report["candidates"]
     )
-    print(f"chosen {report['chosen']} ({lead}; dev accuracy: {scores})")
+    which = "on the board path" if BOARD in report["candidates"][0] else "of the student"
+    print(f"chosen {report['chosen']} ({lead}; dev accuracy {which}: {scores})")
 
 
 def training_options(args, command: str):

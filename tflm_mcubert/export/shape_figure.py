@@ -1,13 +1,17 @@
 """The figure of one `distill --preset auto` search: what each trained candidate scored on dev against what it
 costs on the board: the estimated latency, and the Flash of everything but the word tables (the tables fill
 the rest of the whole-model budget, so every candidate's whole model is the same size; what a shape buys is
-the rest's share). The candidates no other beats on both dev accuracy and cost are joined (their Pareto front), the
-chosen one is starred, the latency cap is drawn. Made from the `shape_search` section of metrics.json, so
-bench scripts draw the committed searches with the same function."""
+the rest's share). The candidates no other beats on both dev accuracy and cost are joined (their Pareto
+front), the chosen one is starred, the latency cap is drawn. The accuracy is the one the search ranked on:
+the integer model's on the board path where it measured that, else the float student's. Made from the
+`shape_search` section of metrics.json, so bench scripts draw the committed searches with the same
+function."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from tflm_mcubert.export.shape_search import BOARD, ranked_accuracy
 
 FIGURE_FILE = "shape_search.png"
 PANELS = (("latency_ms", "estimated latency (ms)"), ("flash_bytes", "Flash besides the word tables (KB)"))
@@ -34,7 +38,7 @@ def draw_shape_search(report: dict, path: Path, title: str | None = None) -> Pat
     fig, axes = plt.subplots(1, len(PANELS), figsize=(10, 4.2), dpi=110, sharey=True)
     for ax, (key, label) in zip(axes, PANELS):
         scale = 1024 if key == "flash_bytes" else 1
-        points = [(row[key] / scale, 100 * row["validation_accuracy"]) for row in rows]
+        points = [(row[key] / scale, 100 * ranked_accuracy(row)) for row in rows]
         front = accuracy_front(points)
         ax.plot(*zip(*front), color="tab:blue", linewidth=1, alpha=0.6, label="Pareto front (dev)")
         for row, (x, y) in zip(rows, points):
@@ -48,7 +52,8 @@ def draw_shape_search(report: dict, path: Path, title: str | None = None) -> Pat
         ax.margins(x=0.15, y=0.2)  # room for the shapes' names
         ax.set_xlabel(label)
         ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("dev accuracy of the distilled candidate (%)")
+    on_board = any(BOARD in row for row in rows)
+    axes[0].set_ylabel(f"dev accuracy of the {'exported' if on_board else 'distilled'} candidate (%)")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(
         title

@@ -10,8 +10,12 @@ module turns that list into a choice made by training:
                  budget
     training     each survivor is distilled from the teacher by the caller's `train_at` (the same options,
                  hence the same number of steps, for every one) in its own folder, OUT/shapes/<shape>/
+    ranking      optionally each trained survivor is also taken the board path by the caller's `rank_at`
+                 (word tables searched under the board's Flash, integer model evaluated): its accuracies
+                 are what the board will run, and they rank the candidates in place of the float student's
     choice       the best validation accuracy wins (ties: the faster); test accuracy is reported, never used.
-                 The winner's checkpoint is copied to OUT and OUT/metrics.json records every candidate
+                 The winner's checkpoint (the distilled student) is copied to OUT and OUT/metrics.json records
+                 every candidate
 
 A finished candidate (its folder holds metrics.json) is read back, never retrained, so an interrupted search
 continues with `--resume` where it stopped; an unfinished one resumes from its own run checkpoints. The plan
@@ -41,6 +45,10 @@ RUN_DIR = "run"  # a candidate's training state (train/trainer.py's RunDirectory
 # The teacher's logits on each split as a candidate's run caches them (train/workflows.py's teacher_logits).
 TEACHER_LOGITS = tuple(f"teacher-logits-{split}.npz" for split in ("train", "validation", "test"))
 RULE = "best validation accuracy (ties: the faster estimate); test accuracy reported, not used"
+BOARD_RULE = (
+    "best validation accuracy of the integer model on the board path (ties: the faster estimate); test reported"
+)
+BOARD = "board"  # a candidate row's board-path accuracies, when the search ranks on them
 
 
 def encoder_params(shape: Shape) -> int:
@@ -143,11 +151,17 @@ def candidate_folder(out: Path, shape: Shape) -> Path:
 
 
 def run_shape_search(
-    plan: ShapeSearchPlan, out: Path, train_at: Callable[[Shape, Path], dict], resume: bool = False
+    plan: ShapeSearchPlan,
+    out: Path,
+    train_at: Callable[[Shape, Path], dict],
+    resume: bool = False,
+    rank_at: Callable[[Shape, Path], dict] | None = None,
 ) -> dict:
     """Train every candidate of `plan` with `train_at(shape, folder)` (which returns the folder's metrics)
-    or read back the finished ones, choose the best on validation, copy it to `out`; returns its metrics
-    with the comparison under `shape_search`, as written to OUT/metrics.json."""
+    or read back the finished ones, with `rank_at(shape, folder)` measure it on the board path (its
+    validation and test accuracy and seconds), choose the best on validation (the board path's if ranked),
+    copy it to `out`; returns its metrics with the comparison under `shape_search`, as written to
+    OUT/metrics.json."""
     open_plan(out, plan, resume)
     began, rows = time.monotonic(), []
     for number, priced in enumerate(plan.candidates, 1):
@@ -160,8 +174,12 @@ def run_shape_search(
             log(f"shape search: candidate {number}/{len(plan.candidates)}: {priced.shape.name} ({estimate})")
             share_teacher_logits(out, folder)
             metrics = train_at(priced.shape, folder)
-        rows.append(candidate_row(priced, metrics))
-    chosen = max(range(len(rows)), key=lambda i: (rows[i]["validation_accuracy"], -rows[i]["latency_ms"], -i))
+        row = candidate_row(priced, metrics)
+        if rank_at is not None:
+            log(f"shape search: candidate {number}/{len(plan.candidates)}: {priced.shape.name} on the board path")
+            row[BOARD] = rank_at(priced.shape, folder)
+        rows.append(row)
+    chosen = max(range(len(rows)), key=lambda i: (ranked_accuracy(rows[i]), -rows[i]["latency_ms"], -i))
     rows[chosen]["chosen"] = True
     best = candidate_folder(out, plan.candidates[chosen].shape)
     metrics = json.loads((best / METRICS_FILE).read_text())
@@ -205,9 +223,16 @@ def candidate_row(priced: Priced, metrics: dict) -> dict:
     }
 
 
+def ranked_accuracy(row: dict) -> float:
+    """The validation accuracy a candidate is ranked on: its integer model's on the board path where the
+    search measured it, else the float student's."""
+    return row[BOARD]["validation_accuracy"] if BOARD in row else row["validation_accuracy"]
+
+
 def report(plan: ShapeSearchPlan, rows: list[dict], chosen: int, seconds: float) -> dict:
-    others = [r["validation_accuracy"] for i, r in enumerate(rows) if i != chosen]
-    margin = round(100 * (rows[chosen]["validation_accuracy"] - max(others)), 2) if others else None
+    others = [ranked_accuracy(r) for i, r in enumerate(rows) if i != chosen]
+    margin = round(100 * (ranked_accuracy(rows[chosen]) - max(others)), 2) if others else None
+    board = BOARD in rows[chosen]
     return {
         "board": plan.board,
         "seq_len": plan.seq_len,
@@ -216,10 +241,11 @@ def report(plan: ShapeSearchPlan, rows: list[dict], chosen: int, seconds: float)
         "shapes_fitting": plan.fitting,
         "chosen": rows[chosen]["shape"],
         "dev_margin": margin,
-        "rule": RULE,
+        "rule": BOARD_RULE if board else RULE,
         "candidates": rows,
         "seconds_this_run": round(seconds, 1),
         "training_seconds": round(sum(r["seconds"] for r in rows), 1),
+        **({"board_seconds": round(sum(r[BOARD]["seconds"] for r in rows), 1)} if board else {}),
     }
 
 

@@ -1,0 +1,95 @@
+"""`distill --preset auto`'s ranking on the board path (`--rank-by board`, the default).
+
+Each candidate student goes the way its export will: the word tables searched under the board's Flash at
+the student's weight width, then the integer model evaluated as the firmware computes it (the ops' numpy
+reference). The candidates are ranked on that model's validation accuracy. The float student's accuracy
+misleads where the board squeezes the word tables: on the NUCLEO-F767ZI a six-layer int4 student led
+BERT-tiny by 1.75 test points as a float model and trailed it by 0.13 as the exported one, its encoder
+leaving the tables a fifth of BERT-tiny's bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from tflm_mcubert.cli import build_parser
+from tflm_mcubert.compress.width_search import WidthCandidate
+from tflm_mcubert.errors import UserError
+
+BOARD_DIR = "board"  # in the candidate's folder: the searched model and its evaluation
+EVALUATION = "evaluate.json"
+# A short search, as the board benchmarks measure students: adaptive word tables (the NAS's equal at board
+# budgets), half an epoch of search and one of quantization-aware fine-tune.
+SEARCH = ("--mode", "adaptive", "--epochs", "0.5", "--finetune-epochs", "1")
+DATA_FLAGS = ("task", "text_column", "text_pair_column", "label_column", "max_seq_len", "max_train_examples")
+
+
+def board_accuracy(args, weight_bits: int, student: Path, seq_len: int) -> dict:
+    """The validation and test accuracy (and the seconds taken) of `student`'s integer model on `args.board`
+    at `seq_len` tokens; read back when its evaluation is there and of this student, the search resumed
+    when it stopped."""
+    from tflm_mcubert.train.workflows import checkpoint_fingerprint
+
+    folder = student / BOARD_DIR
+    evaluation = folder / EVALUATION
+    fingerprint = checkpoint_fingerprint(str(student))
+    if evaluation.is_file() and json.loads(evaluation.read_text()).get("student") != fingerprint:
+        shutil.rmtree(folder)  # made from an earlier student of this folder: measured again
+    if not evaluation.is_file():
+        began = time.monotonic()
+        model = folder / "model"
+        bits = str(weight_bits)
+        search = ["search", "--checkpoint", student, "--out", model, "--resume", "--board", args.board, *SEARCH]
+        search += ["--weight-bits", bits, "--qat-weight-bits", bits, "--export-seq-len", seq_len]
+        search += ["--batch-size", args.batch_size, "--seed", args.seed, *_data_arguments(args)]
+        _run(search)
+        partial = folder / f"{EVALUATION}.partial"
+        evaluate = ["evaluate", "--checkpoint", model, "--task", args.task, "--seq-len", seq_len]
+        evaluate += ["--split", "validation", "test", "--weight-bits", bits, "--json", partial]
+        evaluate += ["--samples", args.max_eval_examples] if args.max_eval_examples else []
+        _run(evaluate)
+        result = json.loads(partial.read_text())
+        result |= {"student": fingerprint, "seconds": round(time.monotonic() - began, 1)}
+        partial.write_text(json.dumps(result, indent=2) + "\n")
+        partial.replace(evaluation)  # whole or absent: a stopped evaluation is run again
+    return _accuracies(json.loads(evaluation.read_text()), weight_bits, student)
+
+
+def _accuracies(evaluation: dict, weight_bits: int, student: Path) -> dict:
+    key = f"{WidthCandidate(weight_bits, None).integer_model}_accuracy"
+    splits = evaluation.get("by_split", {})
+    missing = [split for split in ("validation", "test") if key not in splits.get(split, {})]
+    if missing:
+        raise UserError(f"{student / BOARD_DIR / EVALUATION}: no {key} on {', '.join(missing)}; delete it")
+    return {
+        "validation_accuracy": splits["validation"][key],
+        "test_accuracy": splits["test"][key],
+        "seconds": evaluation.get("seconds", 0.0),
+    }
+
+
+def _data_arguments(args) -> list:
+    """The candidate's data options, as `search` spells them."""
+    given = []
+    for name in DATA_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            given += [f"--{name.replace('_', '-')}", value]
+    return given + (["--quiet"] if args.quiet else [])
+
+
+def _run(argv: list) -> None:
+    """One command of the package, in this process, its errors raised (not printed) as the caller's, its
+    printed figures sent to stderr: stdout is the calling command's own figures."""
+    modules = {"search": "tflm_mcubert.cli.search", "evaluate": "tflm_mcubert.cli.evaluate"}
+    parser, runners = build_parser((modules[argv[0]],))
+    args = parser.parse_args([str(a) for a in argv])
+    with contextlib.redirect_stdout(sys.stderr):
+        code = runners[args.command](args)
+    if code != 0:
+        raise UserError(f"the board path stopped at `{' '.join(str(a) for a in argv)}`")
