@@ -16,7 +16,9 @@ from .test_cli_compress import write_reviews
 
 BOARD = "nucleo-f746zg"
 SEQ = 16
-COMMON = ("--batch-size", 16, "--max-seq-len", SEQ, "--epochs", 1, "--quiet")
+# The task's own column names: the board path's search and evaluate read the file as distill does.
+COLUMNS = ("--text-column", "review", "--label-column", "sentiment")
+COMMON = ("--batch-size", 16, "--max-seq-len", SEQ, "--epochs", 1, "--quiet", *COLUMNS)
 EXAMPLES = 60  # 48 train (80%): 3 steps of 16
 
 
@@ -26,7 +28,7 @@ def teacher(tmp_path_factory):
     from tflm_mcubert.cli import main
 
     root = tmp_path_factory.mktemp("shape-auto")
-    data = write_reviews(root / "reviews.csv", count=EXAMPLES)
+    data = write_reviews(root / "reviews.csv", count=EXAMPLES, header="review,sentiment")
     encoder = build_hf_checkpoint(root, vocab_size=30)
     argv = ["finetune", "--checkpoint", encoder, "--out", root / "teacher", "--task", data, *COMMON]
     assert main([str(a) for a in argv]) == 0
@@ -173,7 +175,7 @@ def test_a_teacher_every_shape_can_be_cut_from_distils_each_candidate_with_the_l
     from tflm_mcubert.train.layer_kd import DEFAULT_RECIPE
 
     wide = dict(hidden_size=320, num_attention_heads=10, intermediate_size=1280, num_hidden_layers=2)
-    data = write_reviews(tmp_path / "reviews.csv", count=EXAMPLES)
+    data = write_reviews(tmp_path / "reviews.csv", count=EXAMPLES, header="review,sentiment")
     encoder = build_hf_checkpoint(tmp_path, vocab_size=30, **wide)
     argv = ["finetune", "--checkpoint", encoder, "--out", tmp_path / "teacher", "--task", data, *COMMON]
     assert main([str(a) for a in argv]) == 0

@@ -26,7 +26,8 @@ EVALUATION = "evaluate.json"
 # A short search, as the board benchmarks measure students: adaptive word tables (the NAS's equal at board
 # budgets), half an epoch of search and one of quantization-aware fine-tune.
 SEARCH = ("--mode", "adaptive", "--epochs", "0.5", "--finetune-epochs", "1")
-DATA_FLAGS = ("task", "text_column", "text_pair_column", "label_column", "max_seq_len", "max_train_examples")
+COLUMN_FLAGS = ("text_column", "text_pair_column", "label_column")  # a local file's, for search and evaluate
+DATA_FLAGS = ("task", *COLUMN_FLAGS, "max_seq_len", "max_train_examples")
 
 
 def board_accuracy(args, weight_bits: int, student: Path, seq_len: int) -> dict:
@@ -46,12 +47,14 @@ def board_accuracy(args, weight_bits: int, student: Path, seq_len: int) -> dict:
         bits = str(weight_bits)
         search = ["search", "--checkpoint", student, "--out", model, "--resume", "--board", args.board, *SEARCH]
         search += ["--weight-bits", bits, "--qat-weight-bits", bits, "--export-seq-len", seq_len]
-        search += ["--batch-size", args.batch_size, "--seed", args.seed, *_data_arguments(args)]
+        search += ["--batch-size", args.batch_size, "--seed", args.seed, *_flags(args, DATA_FLAGS)]
+        search += ["--quiet"] if args.quiet else []
         _run(search)
         partial = folder / f"{EVALUATION}.partial"
         evaluate = ["evaluate", "--checkpoint", model, "--task", args.task, "--seq-len", seq_len]
         evaluate += ["--split", "validation", "test", "--weight-bits", bits, "--json", partial]
         evaluate += ["--samples", args.max_eval_examples] if args.max_eval_examples else []
+        evaluate += _flags(args, COLUMN_FLAGS)
         _run(evaluate)
         result = json.loads(partial.read_text())
         result |= {"student": fingerprint, "seconds": round(time.monotonic() - began, 1)}
@@ -73,14 +76,14 @@ def _accuracies(evaluation: dict, weight_bits: int, student: Path) -> dict:
     }
 
 
-def _data_arguments(args) -> list:
-    """The candidate's data options, as `search` spells them."""
+def _flags(args, names: tuple[str, ...]) -> list:
+    """The candidate's options `names` that are set, as the commands spell them."""
     given = []
-    for name in DATA_FLAGS:
+    for name in names:
         value = getattr(args, name, None)
         if value is not None:
             given += [f"--{name.replace('_', '-')}", value]
-    return given + (["--quiet"] if args.quiet else [])
+    return given
 
 
 def _run(argv: list) -> None:

@@ -75,6 +75,9 @@ def add_parser(subparsers) -> list[str]:
         help="with --task: the split(s) measured (default: validation and test; a decoder's, and with --dump: "
         "test); the JSON's top level holds the last one, `by_split` every one",
     )
+    ev.add_argument("--text-column", default="text", help="--task a local file: its text column (default text)")
+    ev.add_argument("--text-pair-column", help="--task a local file: the second text of sentence-pair tasks")
+    ev.add_argument("--label-column", default="label", help="--task a local file: its label column (default label)")
     ev.add_argument("--text", help="fidelity on these texts (one a line; default: built-in sentences)")
     ev.add_argument("--samples", type=int, help="texts evaluated (default: all of the split or file)")
     ev.add_argument("--seq-len", type=int, default=128)
@@ -124,7 +127,8 @@ def _texts(args, tokenizer, model_labels: list[str] | None = None, split: str = 
     """(texts or pairs, labels or None, source description, the names to report labels by); the task's
     label ids are renumbered to the model's when both name the same labels in another order."""
     if args.task:
-        task = load_task(args.task, seed=args.seed)
+        columns = {"text_column": args.text_column, "label_column": args.label_column}
+        task = load_task(args.task, seed=args.seed, text_pair_column=args.text_pair_column, **columns)
         test = task[split]
         rows = test.select(range(_count(args.samples, len(test))))
         pairs = rows[TEXT_PAIR] if TEXT_PAIR in rows.column_names else None
