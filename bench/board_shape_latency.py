@@ -264,7 +264,7 @@ def shape_search_record(folder: Path) -> dict | None:
         return None
     search = json.loads(metrics.read_text())["shape_search"]
     keep = ("shape", "weight_bits", "encoder_params", "flash_bytes", "embedding_bytes", "arena_bytes", "latency_ms")
-    keep += ("validation_accuracy", "test_accuracy", "steps", "seconds", "chosen")
+    keep += ("validation_accuracy", "test_accuracy", "steps", "seconds", "board", "chosen")  # board: --rank-by board
     candidates = [{k: c[k] for k in keep if k in c} for c in search["candidates"]]
     wall = _wall(folder, json.loads(metrics.read_text()))  # the whole `distill --preset auto`
     return {**{k: v for k, v in search.items() if k != "candidates"}, "wall_seconds": wall, "candidates": candidates}
@@ -390,6 +390,32 @@ def candidates_table(summary: dict) -> str:
         cells += [f"{c['arena_bytes'] / 1024:,.1f} KB", f"{100 * c['validation_accuracy']:.2f}"]
         cells += [f"{100 * c['test_accuracy']:.2f}", f"{c['steps']:,}", f"{c['seconds'] / 60:.1f}"]
         lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def ranking_table(summaries: list[dict]) -> str:
+    """Per board, the search's candidates (seed 0) as the two rankings see them: the float students as
+    `distill` scored them, and their integer models after the board path (`--rank-by board`), each
+    ranking's first marked."""
+    lines = [
+        "| board | candidate | word tables | float student dev | float student test | integer model dev "
+        "| integer model test | ranked first on |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for summary in summaries:
+        rows = summary["search"]["candidates"]
+        if any("board" not in row for row in rows):
+            raise ValueError(f"{summary['command']}: a candidate has no board-path accuracy (--rank-by student?)")
+        firsts = {
+            "the float students": max(rows, key=lambda r: (r["validation_accuracy"], -r["latency_ms"])),
+            "the board path": max(rows, key=lambda r: (r["board"]["validation_accuracy"], -r["latency_ms"])),
+        }
+        for row in rows:
+            first = " and ".join(name for name, best in firsts.items() if best is row) or "-"
+            cells = [summary["settings"]["board"], row["shape"], f"{row['embedding_bytes'] / 1024:,.1f} KB"]
+            cells += [f"{100 * row[k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
+            cells += [f"{100 * row['board'][k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
+            lines.append("| " + " | ".join([*cells, first]) + " |")
     return "\n".join(lines)
 
 

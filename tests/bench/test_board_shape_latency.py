@@ -28,6 +28,7 @@ def opts(tmp_path):
         search_finetune_epochs=1.0,
         board="nucleo-f746zg",
         recipe="logits",
+        rank_by="board",
     )
 
 
@@ -43,6 +44,7 @@ def test_seed_0_searches_the_other_seeds_distill_its_shape_and_bert_tiny_gets_th
     assert auto[auto.index("--export-seq-len") + 1] == "128" and auto[auto.index("--out") + 1] == str(
         tmp_path / "auto-s0"
     )
+    assert auto[auto.index("--rank-by") + 1] == "board"
     assert bench.student_command(o, bench.CHOSEN, 2) is None  # the shape is not known before the search ends
     searched(tmp_path)
     again = bench.student_command(o, bench.CHOSEN, 2)
@@ -77,6 +79,26 @@ def test_another_board_recipe_and_no_cap_reach_every_command_of_both_arms(tmp_pa
         for command, _ in bench.board_commands(o, arm, 0):
             assert "--board" not in command or command[command.index("--board") + 1] == "nucleo-f767zi"
     assert bench.board_label("nucleo-h7a3zi-q") == "H7A3ZI-Q"
+
+
+def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
+    def row(shape, student, board, latency):
+        accuracies = {"validation_accuracy": student, "test_accuracy": student - 0.02}
+        on_board = {"validation_accuracy": board, "test_accuracy": board - 0.03, "seconds": 9.0}
+        return {"shape": shape, "embedding_bytes": 2048, "latency_ms": latency, **accuracies, "board": on_board}
+
+    def summary(board, rows):
+        return {"command": "bench", "settings": {"board": board}, "search": {"candidates": rows}}
+
+    parted = summary("nucleo-f746zg", [row("L1-H96-A3-F192-w4", 0.78, 0.77, 46.8), row("L2-H256", 0.80, 0.73, 449)])
+    agreed = summary("nucleo-f767zi", [row("L1-H96-A3-F192-w4", 0.79, 0.78, 46.8), row("L6-H192", 0.78, 0.70, 1131)])
+    lines = bench.ranking_table([parted, agreed]).splitlines()
+    assert lines[2] == "| nucleo-f746zg | L1-H96-A3-F192-w4 | 2.0 KB | 78.00 | 76.00 | 77.00 | 74.00 | the board path |"
+    assert lines[3].endswith("| 80.00 | 78.00 | 73.00 | 70.00 | the float students |")
+    assert lines[4].endswith("| the float students and the board path |") and lines[5].endswith("| - |")
+    del agreed["search"]["candidates"][1]["board"]  # a search ranked on the students has no board path
+    with pytest.raises(ValueError, match="no board-path accuracy"):
+        bench.ranking_table([parted, agreed])
 
 
 def synthetic_runs(rng, better: float) -> list[dict]:

@@ -35,6 +35,7 @@ def opts(tmp_path):
         search_epochs=0.5,
         search_finetune_epochs=1.0,
         recipe="logits",
+        rank_by="student",
     )
 
 
@@ -50,6 +51,7 @@ def test_every_board_gets_the_same_search_and_its_choice_the_board_path_at_its_w
         assert distill[distill.index("--max-latency-ms") + 1] == "100"
         assert distill[distill.index("--export-seq-len") + 1] == "128" and distill[distill.index("--seed") + 1] == "0"
         assert distill[distill.index("--out") + 1] == str(tmp_path / board / "student")
+        assert distill[distill.index("--rank-by") + 1] == "student"  # the policy the published table ranked with
     assert bench.chosen(o, "nucleo-h7a3zi-q") is None
     student = tmp_path / "nucleo-h7a3zi-q" / "student"
     student.mkdir(parents=True)
