@@ -10,6 +10,7 @@ every command module, so a command imports the TensorFlow-backed modules it need
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -100,6 +101,15 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> tuple[argparse.A
         for name in module.add_parser(subparsers):
             runners[name] = module.run
     return parser, runners
+
+
+def run_inside(argv: list, module: str) -> int:
+    """`python -m tflm_mcubert *argv` of the command in `module`, in this process: its errors raised (not
+    printed) as the caller's, its printed figures sent to stderr, since stdout is the caller's own figures."""
+    parser, runners = build_parser((module,))
+    args = parser.parse_args([str(a) for a in argv])
+    with contextlib.redirect_stdout(sys.stderr):
+        return runners[args.command](args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,14 +10,12 @@ leaving the tables a fifth of BERT-tiny's bytes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-from tflm_mcubert.cli import build_parser
+from tflm_mcubert.cli import run_inside
 from tflm_mcubert.compress.width_search import WidthCandidate
 from tflm_mcubert.errors import UserError
 
@@ -87,12 +85,6 @@ def _flags(args, names: tuple[str, ...]) -> list:
 
 
 def _run(argv: list) -> None:
-    """One command of the package, in this process, its errors raised (not printed) as the caller's, its
-    printed figures sent to stderr: stdout is the calling command's own figures."""
-    modules = {"search": "tflm_mcubert.cli.search", "evaluate": "tflm_mcubert.cli.evaluate"}
-    parser, runners = build_parser((modules[argv[0]],))
-    args = parser.parse_args([str(a) for a in argv])
-    with contextlib.redirect_stdout(sys.stderr):
-        code = runners[args.command](args)
-    if code != 0:
+    module = {"search": "tflm_mcubert.cli.search", "evaluate": "tflm_mcubert.cli.evaluate"}[argv[0]]
+    if run_inside(argv, module) != 0:
         raise UserError(f"the board path stopped at `{' '.join(str(a) for a in argv)}`")

@@ -13,7 +13,7 @@ import dataclasses
 import re
 
 from tflm_mcubert.boards import BOARDS, get_board, parse_size
-from tflm_mcubert.cli import evaluate as evaluate_command
+from tflm_mcubert.cli import run_inside
 from tflm_mcubert.compress.choices import (
     BUDGET_CONTROLS,
     CANDIDATES,
@@ -414,9 +414,8 @@ def _evaluate_candidate(args, candidate: WidthCandidate, folder, evaluation) -> 
     argv = ["evaluate", "--checkpoint", str(folder), "--task", args.task, "--seq-len", str(args.max_seq_len)]
     argv += ["--split", "validation", "test", "--weight-bits", str(candidate.weight_bits), "--json", str(evaluation)]
     argv += ["--embedding-bits", str(candidate.embedding_bits)] if candidate.embedding_bits else []
-    parser = argparse.ArgumentParser(prog="search")
-    evaluate_command.add_parser(parser.add_subparsers(dest="command"))
-    evaluate_command.run(parser.parse_args(argv))
+    if run_inside(argv, "tflm_mcubert.cli.evaluate") != 0:
+        raise UserError(f"the width search stopped at `{' '.join(argv)}`")
 
 
 def print_width_choice(report: dict) -> None:
