@@ -29,7 +29,9 @@ int8 width, the same epochs and sequence length):
         --out OUT/bert-tiny-sS
 
 Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
-(in OUT/board/<arm>-sS/; the export, for the latency estimate, Flash and arena, for seed 0 only):
+(in OUT/board/<arm>-sS/, but the searched arm's seed 0 in its chosen candidate's board/ when the search ranked
+on the board path: it ran these search and evaluate already; the export, for the latency estimate, Flash and
+arena, for seed 0 only):
 
     python -m tflm_mcubert search --checkpoint OUT/<arm>-sS --mode adaptive --board nucleo-f746zg \\
         --weight-bits B --qat-weight-bits B --seed S --epochs 0.5 --finetune-epochs 1 --max-seq-len 64 \\
@@ -85,6 +87,22 @@ def student_folder(opts, arm: str, seed: int) -> Path:
     return opts.runs / ("auto-s0" if arm == CHOSEN and seed == 0 else f"{arm}-s{seed}")
 
 
+def board_folder(opts, arm: str, seed: int) -> Path:
+    """Where `arm`'s student at `seed` goes the board path: OUT/board/<arm>-sS/, or the search's own."""
+    ranked = ranked_board_folder(opts.runs / "auto-s0") if arm == CHOSEN and seed == 0 else None
+    return ranked or opts.runs / "board" / f"{arm}-s{seed}"
+
+
+def ranked_board_folder(search: Path) -> Path | None:
+    """The chosen candidate's board/ of the `distill --preset auto` in `search` where it ranked on the board
+    path (`--rank-by board`): that search and evaluate are the board path's, already run."""
+    metrics = search / "metrics.json"
+    if not metrics.is_file():
+        return None
+    folder = search / "shapes" / json.loads(metrics.read_text())["shape_search"]["chosen"] / "board"
+    return folder if (folder / "evaluate.json").is_file() else None
+
+
 def chosen_shape(opts) -> tuple[str, int] | None:
     """(shape, weight bits) the search in OUT/auto-s0 chose, or None before it finished."""
     metrics = opts.runs / "auto-s0" / "metrics.json"
@@ -131,7 +149,7 @@ def weight_bits(opts, arm: str) -> int:
 
 def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
     """(command, the file it leaves when done) of the board path: search, evaluate, and export for seed 0."""
-    student, folder = student_folder(opts, arm, seed), opts.runs / "board" / f"{arm}-s{seed}"
+    student, folder = student_folder(opts, arm, seed), board_folder(opts, arm, seed)
     return board_path(opts, student, folder, opts.board, weight_bits(opts, arm), seed, export=seed == 0)
 
 
@@ -205,7 +223,11 @@ def _chosen(metrics: dict) -> dict:
 
 def board_record(folder: Path, bits: int) -> dict | None:
     """distill_augment's board record of evaluate's integer model at `bits`-bit weights (int8 word tables)."""
-    return distill_augment.board_record(folder, "int8" + ("+w4" if bits == 4 else ""))
+    record = distill_augment.board_record(folder, "int8" + ("+w4" if bits == 4 else ""))
+    if record and record["search_seconds"] is None:  # the ranking's (ranked_board_folder): one time for both
+        together = json.loads((folder / "evaluate.json").read_text()).get("seconds")
+        record |= {"search_seconds": together, "evaluate_seconds": 0.0 if together is not None else None}
+    return record
 
 
 def export_record(folder: Path, board: str = BOARD) -> dict | None:
@@ -236,7 +258,7 @@ def collect(opts, seeds: list[int]) -> dict:
         for seed in seeds:
             folder = student_folder(opts, arm, seed)
             if (folder / "metrics.json").is_file():
-                board = board_record(opts.runs / "board" / f"{arm}-s{seed}", weight_bits(opts, arm))
+                board = board_record(board_folder(opts, arm, seed), weight_bits(opts, arm))
                 runs[arm].append({"seed": seed, "student": student_record(folder), "board": board})
     return runs
 
@@ -468,12 +490,12 @@ def main(argv=None) -> int:
     runs, search = collect(args, seeds), search_record(args)
     if search is None:
         raise SystemExit(f"{args.runs / 'auto-s0'}: the search has not finished; run with --run")
-    exports = {arm: export_record(args.runs / "board" / f"{arm}-s0", args.board) for arm in runs}
+    exports = {arm: export_record(board_folder(args, arm, 0), args.board) for arm in runs}
     checkpoints = {"teacher": args.teacher}
     for arm, rows in runs.items():
         for r in rows:
             checkpoints[f"{arm}-s{r['seed']}"] = student_folder(args, arm, r["seed"])
-            checkpoints[f"{arm}-s{r['seed']}-board"] = args.runs / "board" / f"{arm}-s{r['seed']}" / "model"
+            checkpoints[f"{arm}-s{r['seed']}-board"] = board_folder(args, arm, r["seed"]) / "model"
     summary = {
         "command": "python bench/board_shape_latency.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
         "settings": {

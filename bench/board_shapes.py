@@ -72,7 +72,8 @@ def student_folder(opts, board: str) -> Path:
 
 
 def board_folder(opts, board: str) -> Path:
-    return opts.runs / board / "board"
+    """The chosen student's board path: the search's own where it ranked on it, else OUT/<board>/board/."""
+    return board_shape_latency.ranked_board_folder(student_folder(opts, board)) or opts.runs / board / "board"
 
 
 def distill_command(opts, board: str) -> list[str]:

@@ -81,6 +81,27 @@ def test_another_board_recipe_and_no_cap_reach_every_command_of_both_arms(tmp_pa
     assert bench.board_label("nucleo-h7a3zi-q") == "H7A3ZI-Q"
 
 
+def test_a_search_ranked_on_the_board_path_lends_its_chosen_candidates_board_path_to_seed_0(tmp_path):
+    o = opts(tmp_path)
+    searched(tmp_path)
+    assert bench.board_folder(o, bench.CHOSEN, 0) == tmp_path / "board" / "chosen-s0"  # ranked on the students
+    ranked = tmp_path / "auto-s0" / "shapes" / "L1-H128-A2-F512-w4" / "board"
+    (ranked / "model").mkdir(parents=True)
+    (ranked / "model" / "metrics.json").write_text(json.dumps({"stages": [{"steps": 7}]}))
+    labels = [1, 0, 1]
+    split = {"labels": labels, "predictions": {"int8+w4": [1, 1, 1], "float": labels}}
+    evaluation = {"by_split": {"validation": split, "test": split}, "seconds": 95.0}
+    (ranked / "evaluate.json").write_text(json.dumps(evaluation))
+    assert bench.board_folder(o, bench.CHOSEN, 0) == ranked
+    assert bench.board_folder(o, bench.CHOSEN, 1) == tmp_path / "board" / "chosen-s1"
+    assert bench.board_folder(o, bench.TINY, 0) == tmp_path / "board" / "bert-tiny-s0"
+    steps = bench.board_commands(o, bench.CHOSEN, 0)
+    assert [done for _, done in steps][:2] == [ranked / "model" / "metrics.json", ranked / "evaluate.json"]
+    assert steps[2][1] == ranked / "export" / "report.json"  # only the export is left to run
+    record = bench.board_record(ranked, 4)
+    assert (record["search_seconds"], record["evaluate_seconds"], record["steps"]) == (95.0, 0.0, 7)
+
+
 def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
     def row(shape, student, board, latency):
         accuracies = {"validation_accuracy": student, "test_accuracy": student - 0.02}
