@@ -28,7 +28,8 @@ int8 width, the same epochs and sequence length):
     python -m tflm_mcubert distill ... --preset bert-tiny --recipe logits --qat-weight-bits 8 --seed S \\
         --out OUT/bert-tiny-sS
 
-Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
+(`--tiny-from OTHER_OUT` takes another board's run's BERT-tiny students, untrained here: their distill names
+no board.) Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
 (in OUT/board/<arm>-sS/, but the searched arm's seed 0 in its chosen candidate's board/ when the search ranked
 on the board path: it ran these search and evaluate already; the export, for the latency estimate, Flash and
 arena, for seed 0 only):
@@ -84,6 +85,8 @@ def log(message: str, runs: Path) -> None:
 
 
 def student_folder(opts, arm: str, seed: int) -> Path:
+    if arm == TINY and opts.tiny_from:
+        return opts.tiny_from / f"{arm}-s{seed}"
     return opts.runs / ("auto-s0" if arm == CHOSEN and seed == 0 else f"{arm}-s{seed}")
 
 
@@ -187,6 +190,8 @@ def run(opts, seeds: list[int]) -> None:
                     return
                 tag, done = f"[{arm} seed {seed}]", student_folder(opts, arm, seed) / "metrics.json"
                 if stage == "student":
+                    if arm == TINY and opts.tiny_from:  # another board's run trains them
+                        continue
                     command = student_command(opts, arm, seed)
                     if command is not None:
                         board_accuracy._step(command, done, f"{tag} distill", opts.runs)
@@ -477,6 +482,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
+    parser.add_argument(
+        "--tiny-from",
+        type=Path,
+        help="another board's OUT whose BERT-tiny students to take the board path (their distill names no board), "
+        "not trained here; a seed whose student is not there yet gets its board path on a later --run",
+    )
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
     start_before.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")

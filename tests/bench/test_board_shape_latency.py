@@ -29,6 +29,7 @@ def opts(tmp_path):
         board="nucleo-f746zg",
         recipe="logits",
         rank_by="board",
+        tiny_from=None,
     )
 
 
@@ -100,6 +101,27 @@ def test_a_search_ranked_on_the_board_path_lends_its_chosen_candidates_board_pat
     assert steps[2][1] == ranked / "export" / "report.json"  # only the export is left to run
     record = bench.board_record(ranked, 4)
     assert (record["search_seconds"], record["evaluate_seconds"], record["steps"]) == (95.0, 0.0, 7)
+
+
+def test_another_boards_bert_tiny_students_take_this_boards_path_untrained(tmp_path, monkeypatch):
+    o = opts(tmp_path / "f767zi")
+    o.tiny_from = tmp_path / "f746zg"
+    o.runs.mkdir()
+    searched(o.runs)
+    (o.tiny_from / "bert-tiny-s1").mkdir(parents=True)
+    (o.tiny_from / "bert-tiny-s1" / "metrics.json").touch()  # seed 1's student done there, seed 2's not yet
+    ran = []
+    monkeypatch.setattr(bench, "chosen_shape", lambda _: ("L1-H128-A2-F512", 4))
+    monkeypatch.setattr(bench.board_accuracy, "_step", lambda command, done, *_: ran.append((command, done)) or 1.0)
+    o.start_before = None
+    bench.run(o, [1, 2])
+    students = [c for c, _ in ran if c[0] == "distill"]
+    assert [c[c.index("--preset") + 1] for c in students] == ["L1-H128-A2-F512"] * 2  # no BERT-tiny trained
+    searches = [c for c, _ in ran if c[0] == "search"]
+    checkpoints = [c[c.index("--checkpoint") + 1] for c in searches]
+    assert str(o.tiny_from / "bert-tiny-s1") in checkpoints and str(o.tiny_from / "bert-tiny-s2") not in checkpoints
+    tiny_search = searches[checkpoints.index(str(o.tiny_from / "bert-tiny-s1"))]
+    assert tiny_search[tiny_search.index("--out") + 1] == str(o.runs / "board" / "bert-tiny-s1" / "model")
 
 
 def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
