@@ -65,27 +65,27 @@ from tflm_mcubert.ops.linear import Linear  # noqa: E402
 from tflm_mcubert.ops.mlp import MLPParams  # noqa: E402
 from tflm_mcubert.ops.quantization import TensorQuant  # noqa: E402
 from tflm_mcubert.ops import kernel_abi  # noqa: E402
-from tflm_mcubert.ops import kernel_events  # noqa: E402
-from tflm_mcubert.schedule import kernel_cost  # noqa: E402
-from tflm_mcubert.schedule.memory import Dims  # noqa: E402
-from tflm_mcubert.schedule.cost import OpShape  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kernel_cost_cmsis_nn  # noqa: E402
-from kernel_cost_report import BASELINES, plot, print_tables  # noqa: E402
+from kernel_cost_analysis import (  # noqa: E402
+    BOARD_CORES_SEQ,
+    MODELS,
+    SWEEP_TILES,
+    cost_model_check,
+    fitted_formulas,
+    macs,
+    linear_rows,
+    summarize,
+    summarize_board_cores,
+    tile_sweep,
+)
+from kernel_cost_report import BASELINES, plot, print_tables, summary  # noqa: E402
 
 CPUS = ("cortex-m7", "cortex-m4")  # ours and the baselines
 BOARD_CORES = ("cortex-m33", "cortex-m0plus")  # ours only
-PLAIN_CORES = {"cortex-m0plus"}  # no DSP extension: the kernels' plain C path
-BOARD_CORES_SEQ = 128
-MODELS = {
-    "bert-tiny": Dims(hidden=128, heads=2, ffn=512, layers=2),
-    "bert-mini": Dims(hidden=256, heads=4, ffn=1024, layers=4),
-}
 SEQS = (64, 128, 256, 512)
 FLASH_BLOCK = 32  # keys (and queries) per FlashAttention block
-SWEEP_TILES = tuple(range(1, 17)) + (20, 24, 28, 32, 48, 64, 96, 128)
-WITHIN = 0.05  # "within 5% of the best"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,13 +152,6 @@ def linear_layer(k: int, n: int, tokens: int) -> tuple[Linear, np.ndarray]:
     xq = inq.quantize(x)
     out = inq.dequantize(xq) @ weight.T + bias
     return Linear.from_float(weight, bias, inq, float(np.abs(out).max()) / 127), xq
-
-
-def macs(kind: str, s: int, dims: Dims) -> int:
-    d, f = dims.hidden, dims.ffn
-    if kind == "attention":
-        return 4 * s * d * d + 2 * s * s * d  # Q, K, V, O projections; scores; P.V
-    return 2 * s * d * f
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,33 +265,6 @@ def board_core_tasks(cores, models, tiles) -> list[tuple]:
         for model in models
         for kind in contract.TILED_KINDS
     ]
-
-
-def summarize_board_cores(results: dict, cores, models, tiles) -> list[dict]:
-    """Ours per layer on each core, with the ratio to the Cortex-M7 (measured in the same run)."""
-    s = BOARD_CORES_SEQ
-    rows = []
-    for model in models:
-        per_core = {}
-        for cpu in cores:
-            ops = {
-                kind: results[("op", cpu, model, s, kind, "ours", min(tiles[kind], s))] for kind in contract.TILED_KINDS
-            }
-            per_core[cpu] = {
-                "model": model,
-                "seq": s,
-                "cpu": cpu,
-                "path": "plain" if cpu in PLAIN_CORES else "DSP",
-                **{kind: ops[kind]["instructions"] for kind in contract.TILED_KINDS},
-                "instructions": sum(op["instructions"] for op in ops.values()),
-                "cycles_estimate": sum(op["cycles_estimate"] for op in ops.values()),
-            }
-        reference = per_core["cortex-m7"]
-        for row in per_core.values():
-            row["vs_m7"] = row["instructions"] / reference["instructions"]
-            row["cycles_vs_m7"] = row["cycles_estimate"] / reference["cycles_estimate"]
-            rows.append(row)
-    return rows
 
 
 def linear_shapes(models) -> list[tuple[str, int, int]]:
@@ -460,107 +426,6 @@ def execute(tasks: list[tuple], images: dict[str, Path], jobs: int) -> dict[tupl
     return results
 
 
-# ---------------------------------------------------------------------------------------------
-# Fit
-# ---------------------------------------------------------------------------------------------
-
-
-def fit_coefficients(samples: list[tuple[str, dict, float]], features: tuple[str, ...]) -> dict[str, float]:
-    """Least squares of measured values on the event counts (features of kernel_cost)."""
-    a = np.array([[feats[name] for name in features] for _, feats, _ in samples], np.float64)
-    b = np.array([value for _, _, value in samples], np.float64)
-    scale = np.maximum(np.abs(a).max(axis=0), 1.0)
-    solution, *_ = np.linalg.lstsq(a / scale, b, rcond=None)
-    return {name: float(c) for name, c in zip(features, solution / scale)}
-
-
-def formula(coefficients: dict[str, float], feats: dict[str, float]) -> float:
-    return sum(coefficients.get(name, 0.0) * value for name, value in feats.items())
-
-
-# ---------------------------------------------------------------------------------------------
-# Report
-# ---------------------------------------------------------------------------------------------
-
-
-def summarize(results: dict, cpus, models, seqs, tiles) -> list[dict]:
-    rows = []
-    for cpu in cpus:
-        for model in models:
-            dims = MODELS[model]
-            for s in seqs:
-                entry = {
-                    "cpu": cpu,
-                    "model": model,
-                    "seq": s,
-                    "tiles": {k: min(tiles[k], s) for k in contract.TILED_KINDS},
-                    "ops": {},
-                }
-                for kind in contract.TILED_KINDS:
-                    t = min(tiles[kind], s)
-                    impls = ("ours",) + (BASELINES if kind == "attention" else ("cmsis",))
-                    op = {impl: results[("op", cpu, model, s, kind, impl, t)] for impl in impls}
-                    if kind == "mlp":  # every baseline runs the same untiled MLP
-                        op["burrello"] = op["flash"] = op["cmsis"]
-                    op["macs"] = macs(kind, s, dims)
-                    op["smlad_bound"] = op["macs"] // 2
-                    rows_ratio = {b: op["ours"]["instructions"] / op[b]["instructions"] for b in BASELINES}
-                    op["ratio_vs"] = rows_ratio
-                    op["cycle_ratio_vs"] = {
-                        b: op["ours"]["cycles_estimate"] / op[b]["cycles_estimate"] for b in BASELINES
-                    }
-                    op["smlad_efficiency"] = op["smlad_bound"] / op["ours"]["instructions"]
-                    entry["ops"][kind] = op
-                layer = {
-                    impl: sum(entry["ops"][k][impl]["instructions"] for k in contract.TILED_KINDS)
-                    for impl in ("ours",) + BASELINES
-                }
-                cycles = {
-                    impl: sum(entry["ops"][k][impl]["cycles_estimate"] for k in contract.TILED_KINDS)
-                    for impl in ("ours",) + BASELINES
-                }
-                bound = sum(entry["ops"][k]["smlad_bound"] for k in contract.TILED_KINDS)
-                entry["layer"] = {
-                    "instructions": layer,
-                    "cycles_estimate": cycles,
-                    "smlad_bound": bound,
-                    "smlad_efficiency": bound / layer["ours"],
-                    "ratio_vs": {b: layer["ours"] / layer[b] for b in BASELINES},
-                    "cycle_ratio_vs": {b: cycles["ours"] / cycles[b] for b in BASELINES},
-                }
-                rows.append(entry)
-    return rows
-
-
-def tile_sweep(results: dict, model: str, s: int) -> dict:
-    dims = MODELS[model]
-    from tflm_mcubert.ops.scratch import align_up
-
-    resident = align_up(s * dims.hidden) + align_up(s)
-    sweep = {}
-    for kind in contract.TILED_KINDS:
-        points = []
-        for t in SWEEP_TILES:
-            if t > s:
-                continue
-            count = results[("op", "cortex-m7", model, s, kind, "ours", t)]["instructions"]
-            scratch = (
-                attention.scratch_bytes(s, dims.hidden, dims.heads, t)
-                if kind == "attention"
-                else mlp.scratch_bytes(s, dims.hidden, dims.ffn, t)
-            )
-            points.append({"tile": t, "instructions": count, "live_bytes": resident + align_up(scratch)})
-        best = min(p["instructions"] for p in points)
-        smallest = min(p["tile"] for p in points if p["instructions"] <= (1 + WITHIN) * best)
-        sweep[kind] = {
-            "points": points,
-            "best_instructions": best,
-            "best_tile": min(points, key=lambda p: (p["instructions"], p["tile"]))["tile"],
-            "smallest_tile_within_5pct": smallest,
-        }
-    return sweep
-
-
 def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     """Ours at git revision `rev` (custom_ops as committed there), for the before/after table."""
     import re
@@ -600,25 +465,7 @@ def measure_before(rev: str, cpus, models, seq: int, tiles) -> list[dict]:
     return out
 
 
-def _without_classes(value):
-    """`value` without the per-class instruction histograms (the run's JSON keeps them; a summary does not)."""
-    if isinstance(value, dict):
-        return {k: _without_classes(v) for k, v in value.items() if k != "classes"}
-    return [_without_classes(v) for v in value] if isinstance(value, list) else value
-
-
-def summary(document: dict, command: str) -> dict:
-    """The committed summary of a run (bench/results/kernel_cost.json; bench/report.py makes the kernels
-    page's tables of it): the layers, the linear layers, the tile sweep and every board core, without the
-    instruction-class histograms, with the run's settings, the command and provenance."""
-    from provenance import provenance
-
-    meta = {k: document["meta"][k] for k in ("seconds", "cpus", "tiles", "measure", "cycles", "cmsis_nn")}
-    parts = {k: _without_classes(document[k]) for k in ("layers", "linear", "tile_sweep", "board_cores")}
-    return {"bench": "kernel_cost", "command": command, "meta": meta, **parts, "provenance": provenance({})}
-
-
-def main(argv=None) -> int:
+def parse_arguments(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "kernel_cost")
     parser.add_argument("--build", type=Path, default=None, help="build directory (default: a temporary one)")
@@ -653,7 +500,28 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--cmsis-nn-rev", default=None, help="the checkout's revision, for the table (default: git's, when it is one)"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def print_fitted(fitted: dict) -> None:
+    print("\n# fitted coefficients (paste into tflm_mcubert/schedule/kernel_cost.py)")
+    for (kind, quantity), coefficients in fitted.items():
+        name = f"{kind.upper()}_{'INSTRUCTIONS' if quantity == 'instructions' else 'CYCLES_M7'}"
+        body = ", ".join(f'"{k}": {v:.6g}' for k, v in coefficients.items())
+        print(f"{name} = {{{body}}}")
+
+
+def before_after(rev: str, rows: list[dict], cpus, models, tiles) -> list[dict]:
+    """Ours at `rev` against this run's layers (seq 128)."""
+    before = measure_before(rev, cpus, models, 128, tiles)
+    for b in before:
+        r = next(r for r in rows if (r["cpu"], r["model"], r["seq"]) == (b["cpu"], b["model"], b["seq"]))
+        b["after"] = r["ops"][b["op"]]["ours"]["instructions"]
+    return before
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv)
     started = time.time()
     tiles = {k: int(v) for k, v in (item.split("=") for item in args.tiles.split(","))}
     cpus = tuple(args.cpus.split(","))
@@ -685,91 +553,16 @@ def main(argv=None) -> int:
     print(f"measured {len(results)} runs in {measured_at - started:.0f} s")
 
     rows = summarize(results, cpus, models, seqs, tiles)
-    linear = []
-    for cpu, name, k, n in linear_specs:
-        ours, base = results[("linear", cpu, k, n, 128, "ours")], results[("linear", cpu, k, n, 128, "cmsis")]
-        real = {impl: results[("linear", cpu, k, n, 128, impl)] for impl in real_impls}
-        linear.append(
-            {
-                "real_cmsis_nn": {
-                    impl: {**r, "ratio": ours["instructions"] / r["instructions"]} for impl, r in real.items()
-                },
-                "cpu": cpu,
-                "name": name,
-                "in": k,
-                "out": n,
-                "tokens": 128,
-                "ours": ours,
-                "cmsis": base,
-                "ratio": ours["instructions"] / base["instructions"],
-                "cycle_ratio": ours["cycles_estimate"] / base["cycles_estimate"],
-                "smlad_bound": 128 * k * n // 2,
-                "smlad_efficiency": 128 * k * n / 2 / ours["instructions"],
-            }
-        )
+    linear = linear_rows(results, linear_specs, real_impls)
     sweep = tile_sweep(results, "bert-tiny", 128) if sweep_on else None
     board_cores = summarize_board_cores(results, table_cores, models, tiles) if table_cores else []
 
-    fitted = None
-    if args.fit:
-        fitted = {}
-        for kind, feats_fn, shapes, features in (
-            ("attention", kernel_events.attention_features, FIT_ATTENTION, kernel_events.ATTENTION_FEATURES),
-            ("mlp", kernel_events.mlp_features, FIT_MLP, kernel_events.MLP_FEATURES),
-        ):
-            train = [(shape, feats_fn(*shape), results[(f"fit_{kind}",) + shape]) for shape in shapes]
-            for quantity, key in (("instructions", "instructions"), ("cycles", "cycles_estimate")):
-                fitted[(kind, quantity)] = fit_coefficients([(sh, f, r[key]) for sh, f, r in train], features)
-        print("\n# fitted coefficients (paste into tflm_mcubert/schedule/kernel_cost.py)")
-        for (kind, quantity), coefficients in fitted.items():
-            name = f"{kind.upper()}_{'INSTRUCTIONS' if quantity == 'instructions' else 'CYCLES_M7'}"
-            body = ", ".join(f'"{k}": {v:.6g}' for k, v in coefficients.items())
-            print(f"{name} = {{{body}}}")
+    fitted = fitted_formulas(results, FIT_ATTENTION, FIT_MLP) if args.fit else None
+    if fitted:
+        print_fitted(fitted)
+    model_check = cost_model_check(rows, sweep, results, fitted)
 
-    model_check = []
-    checks = [
-        (r["model"], r["seq"], kind, r["tiles"][kind], r["ops"][kind]["ours"])
-        for r in rows
-        if r["cpu"] == "cortex-m7"
-        for kind in contract.TILED_KINDS
-    ]
-    if sweep:
-        checks += [
-            ("bert-tiny", 128, kind, p["tile"], results[("op", "cortex-m7", "bert-tiny", 128, kind, "ours", p["tile"])])
-            for kind in contract.TILED_KINDS
-            for p in sweep[kind]["points"]
-        ]
-    for model, s, kind, t, measured in checks:
-        shape = OpShape(kind, s, MODELS[model], t)
-        feats = kernel_cost.op_features(shape)
-        for quantity, key in (("instructions", "instructions"), ("cycles", "cycles_estimate")):
-            if fitted:
-                predicted = formula(fitted[(kind, quantity)], feats)
-            elif getattr(
-                kernel_cost, f"{kind.upper()}_{'INSTRUCTIONS' if quantity == 'instructions' else 'CYCLES_M7'}"
-            ):
-                predicted = kernel_cost.predict(shape, quantity)
-            else:
-                continue
-            model_check.append(
-                {
-                    "model": model,
-                    "seq": s,
-                    "op": kind,
-                    "tile": t,
-                    "quantity": quantity,
-                    "measured": measured[key],
-                    "predicted": predicted,
-                    "relative_error": predicted / measured[key] - 1,
-                }
-            )
-
-    before = None
-    if args.before:
-        before = measure_before(args.before, cpus, models, 128, tiles)
-        for b in before:
-            r = next(r for r in rows if (r["cpu"], r["model"], r["seq"]) == (b["cpu"], b["model"], b["seq"]))
-            b["after"] = r["ops"][b["op"]]["ours"]["instructions"]
+    before = before_after(args.before, rows, cpus, models, tiles) if args.before else None
 
     real_note = (
         f"CMSIS-NN {args.cmsis_nn_rev or kernel_cost_cmsis_nn.revision(args.cmsis_nn_dir)}"

@@ -249,3 +249,21 @@ def plot(rows, sweep, path: Path):
             ax.set_title(f"BERT-tiny s=128 {kind}: cost and memory vs tile")
     fig.tight_layout()
     fig.savefig(path, dpi=130)
+
+
+def _without_classes(value):
+    """`value` without the per-class instruction histograms (the run's JSON keeps them; a summary does not)."""
+    if isinstance(value, dict):
+        return {k: _without_classes(v) for k, v in value.items() if k != "classes"}
+    return [_without_classes(v) for v in value] if isinstance(value, list) else value
+
+
+def summary(document: dict, command: str) -> dict:
+    """The committed summary of a run (bench/results/kernel_cost.json; bench/report.py makes the kernels
+    page's tables of it): the layers, the linear layers, the tile sweep and every board core, without the
+    instruction-class histograms, with the run's settings, the command and provenance."""
+    from provenance import provenance
+
+    meta = {k: document["meta"][k] for k in ("seconds", "cpus", "tiles", "measure", "cycles", "cmsis_nn")}
+    parts = {k: _without_classes(document[k]) for k in ("layers", "linear", "tile_sweep", "board_cores")}
+    return {"bench": "kernel_cost", "command": command, "meta": meta, **parts, "provenance": provenance({})}
