@@ -61,8 +61,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -74,6 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_bootstrap_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
 import start_before  # noqa: E402
+from steps import claim, log, run_step  # noqa: E402
 from results_bits import compact, correct, models  # noqa: E402
 
 F767, F746 = "nucleo-f767zi", "nucleo-f746zg"
@@ -155,51 +154,6 @@ def quantized_name(config: Config, bits: int) -> str:
     return ("int4" if config.embedding_bits == 4 else "int8") + ("+w4" if bits == 4 else "")
 
 
-def log(message: str, out: Path | None = None) -> None:
-    line = f"{time.strftime('%H:%M:%S', time.gmtime())} {message}"
-    print(line, file=sys.stderr, flush=True)
-    if out is not None:
-        with open(out / "progress.log", "a") as f:
-            f.write(line + "\n")
-
-
-def claim(out: Path, settings: dict) -> None:
-    """Refuse to mix runs made with other settings into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    record = out / "bench.json"
-    if record.is_file():
-        previous = json.loads(record.read_text())
-        if previous != settings:
-            changed = {k: (previous.get(k), settings.get(k)) for k in settings if previous.get(k) != settings.get(k)}
-            raise SystemExit(f"{out} holds runs made with other settings (was, now): {changed}")
-    record.write_text(json.dumps(settings, indent=1) + "\n")
-
-
-def _env() -> dict:
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # this checkout's package
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
-
-
-def _step(command: list[str], done: Path, name: str, out: Path) -> float | None:
-    """Run `python -m tflm_mcubert ...command` unless `done` exists: its wall seconds (kept in
-    `done`.seconds, read back when it was done before), None (logged) if it failed."""
-    timing = done.with_name(done.name + ".seconds")
-    if done.exists():
-        return float(timing.read_text()) if timing.is_file() else 0.0
-    log(f"{name} {' '.join(command)}", out)
-    began = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "tflm_mcubert", *command], cwd=REPO, capture_output=True, text=True, env=_env()
-    )
-    seconds = time.monotonic() - began
-    if result.returncode != 0:
-        log(f"{name} failed ({result.returncode}): {result.stderr.strip().splitlines()[-3:]}", out)
-        return None
-    log(f"{name} done in {seconds:.0f} s", out)
-    timing.write_text(f"{seconds:.1f}\n")
-    return seconds
-
-
 def run_one(name: str, seed: int, opts) -> dict:
     """One configuration and seed: search, evaluate (and export for seed 0); its record (run.json)."""
     config = CONFIGS[name]
@@ -217,26 +171,26 @@ def run_one(name: str, seed: int, opts) -> dict:
     search += ["--finetune-epochs", str(opts.finetune_epochs), "--max-seq-len", str(opts.max_seq_len)]
     search += ["--export-seq-len", str(opts.export_seq_len), *config.search_args(opts.task)]
     tag = f"[{name} seed {seed}]"
-    search_s = _step(search, model / "metrics.json", f"{tag} search", opts.out)
+    search_s = run_step(search, model / "metrics.json", f"{tag} search", opts.out)
     if search_s is None:
         return {"config": name, "seed": seed, "failed": "search"}
     evaluation = folder / "evaluate.json"
     evaluate = ["evaluate", "--checkpoint", str(model), "--task", opts.task, "--seq-len", str(opts.max_seq_len)]
     evaluate += ["--split", "validation", "test", "--weight-bits", *map(str, config.evaluate_bits)]
     evaluate += ["--json", str(evaluation)]
-    evaluate_s = _step(evaluate, evaluation, f"{tag} evaluate", opts.out)
+    evaluate_s = run_step(evaluate, evaluation, f"{tag} evaluate", opts.out)
     if evaluate_s is None:
         return {"config": name, "seed": seed, "failed": "evaluate"}
     if opts.qat_steps:
         qat = [*evaluate[:-1], str(folder / "evaluate-qat.json"), "--qat-steps", str(opts.qat_steps)]
         # evaluate's --seed would also reshuffle the task's rows: the QAT keeps evaluate's default seed
-        if _step(qat, folder / "evaluate-qat.json", f"{tag} evaluate QAT", opts.out) is None:
+        if run_step(qat, folder / "evaluate-qat.json", f"{tag} evaluate QAT", opts.out) is None:
             return {"config": name, "seed": seed, "failed": "evaluate QAT"}
     if seed in opts.export_seeds:
         export = folder / "export"
         command = ["export", "--checkpoint", str(model), "--board", config.board, "--seq-len", str(opts.export_seq_len)]
         command += ["--weight-bits", str(config.weight_bits), "--out", str(export)]
-        _step(command, export / "report.json", f"{tag} export", opts.out)
+        run_step(command, export / "report.json", f"{tag} export", opts.out)
     record = record_from_files(name, seed, folder)
     record_file.write_text(json.dumps(record) + "\n")
     return record

@@ -65,7 +65,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import board_accuracy  # noqa: E402
+import steps  # noqa: E402
 from bench_stats import paired_bootstrap, statistics  # noqa: E402
 import distill_augment  # noqa: E402
 from distill_augment import _cell, _p, paired_t, seconds_of  # noqa: E402
@@ -81,7 +81,7 @@ SHAPE = re.compile(r"(L\d+-H\d+-A\d+-F\d+)-w([48])")
 
 
 def log(message: str, runs: Path) -> None:
-    board_accuracy.log(message, runs)
+    steps.log(message, runs)
 
 
 def student_folder(opts, arm: str, seed: int) -> Path:
@@ -194,11 +194,11 @@ def run(opts, seeds: list[int]) -> None:
                         continue
                     command = student_command(opts, arm, seed)
                     if command is not None:
-                        board_accuracy._step(command, done, f"{tag} distill", opts.runs)
+                        steps.run_step(command, done, f"{tag} distill", opts.runs)
                     continue
                 if done.is_file() and chosen_shape(opts) is not None:
                     for command, finished in board_commands(opts, arm, seed):
-                        if board_accuracy._step(command, finished, f"{tag} {command[0]}", opts.runs) is None:
+                        if steps.run_step(command, finished, f"{tag} {command[0]}", opts.runs) is None:
                             break
 
 

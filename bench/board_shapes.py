@@ -51,7 +51,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import board_accuracy  # noqa: E402
+import steps  # noqa: E402
 import board_shape_latency  # noqa: E402
 from board_shape_latency import INTEGER, SPLITS  # noqa: E402
 from provenance import provenance  # noqa: E402
@@ -64,7 +64,7 @@ SHAPE = board_shape_latency.SHAPE  # "<shape>-w<bits>"
 
 
 def log(message: str, runs: Path) -> None:
-    board_accuracy.log(message, runs)
+    steps.log(message, runs)
 
 
 def student_folder(opts, board: str) -> Path:
@@ -126,7 +126,7 @@ def _step(opts, command: list[str], done: Path, tag: str) -> bool:
     if start_before.reached(opts.start_before):
         log(f"{tag} not starting {command[0]}: {start_before.name(opts.start_before)} reached", opts.runs)
         return False
-    board_accuracy._step(command, done, f"{tag} {command[0]}", opts.runs)
+    steps.run_step(command, done, f"{tag} {command[0]}", opts.runs)
     return True
 
 

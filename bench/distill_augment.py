@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import board_accuracy  # noqa: E402
+import steps  # noqa: E402
 from bench_stats import format_p, paired_bootstrap, paired_t, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
 import start_before  # noqa: E402
@@ -113,19 +114,19 @@ def run(opts, arms: list[str], seeds: list[int]) -> None:
             for arm in arms:
                 if start_before.reached(opts.start_before):
                     reached = start_before.name(opts.start_before)
-                    board_accuracy.log(f"not starting {stage} {arm}-s{seed}: {reached} reached", opts.runs)
+                    steps.log(f"not starting {stage} {arm}-s{seed}: {reached} reached", opts.runs)
                     return
                 tag = f"[{arm} seed {seed}]"
                 if stage == "student":
                     command = student_command(opts, arm, seed)
                     done = opts.runs / f"{arm}-s{seed}" / "metrics.json"
-                    if board_accuracy._step(command, done, f"{tag} distill", opts.runs) is None:
+                    if steps.run_step(command, done, f"{tag} distill", opts.runs) is None:
                         continue
                 elif (opts.runs / f"{arm}-s{seed}" / "metrics.json").is_file():
                     search, evaluate = board_commands(opts, arm, seed)
                     folder = opts.runs / "board" / f"{arm}-s{seed}"
-                    if board_accuracy._step(search, folder / "model" / "metrics.json", f"{tag} search", opts.runs):
-                        board_accuracy._step(evaluate, folder / "evaluate.json", f"{tag} evaluate", opts.runs)
+                    if steps.run_step(search, folder / "model" / "metrics.json", f"{tag} search", opts.runs):
+                        steps.run_step(evaluate, folder / "evaluate.json", f"{tag} evaluate", opts.runs)
 
 
 # ------------------------------------------------------------------------------------------- collecting

@@ -48,7 +48,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, paired_bootstrap  # noqa: E402
-from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, log, method_summary, pyplot  # noqa: E402
+from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, method_summary, pyplot  # noqa: E402
+from steps import log  # noqa: E402
 from nas_vs_adaptive import run_search, run_settings, save_figure, task_options, training_cost  # noqa: E402
 from nas_vs_adaptive import earlier_summaries, with_earlier_runs, write_json  # noqa: E402
 from provenance import provenance  # noqa: E402

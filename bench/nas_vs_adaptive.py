@@ -51,7 +51,6 @@ import concurrent.futures
 import dataclasses
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -68,6 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, mean_sd, paired_bootstrap, statistics  # noqa: E402, F401 (equal_flash's too)
 from provenance import provenance  # noqa: E402
+import steps  # noqa: E402
+from steps import log  # noqa: E402
 from results_bits import CORRECT, PREDICTIONS, compact, correct  # noqa: E402
 
 METHODS = ("nas", "adaptive")
@@ -186,9 +187,7 @@ def run_search(out: Path, name: str, method_args: list[str], opts, log) -> dict:
         command += [*method_args, *opts.search_args]
         log(f"{name} {' '.join(command[2:])}")
         began = time.monotonic()
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # this checkout's package
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        done = subprocess.run(command, capture_output=True, text=True, env=steps.package_env())
         if done.returncode != 0:
             log(f"{name} failed ({done.returncode}): {done.stderr.strip().splitlines()[-3:]}")
             return {"failed": done.stderr.strip().splitlines()[-3:]}
@@ -463,11 +462,6 @@ def task_options(opts) -> list[argparse.Namespace]:
         task.task, task.student, task.out = name.strip(), Path(student.strip()), opts.out / name.strip()
         per_task.append(task)
     return per_task
-
-
-def log(message: str) -> None:
-    """A progress line on stderr, with the time."""
-    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
 def run_settings(opts) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import board_accuracy  # noqa: E402
+import steps  # noqa: E402
 from bench_stats import paired_bootstrap, paired_t, statistics  # noqa: E402
 from distill_augment import SPLITS, predicted_correct, seconds_of  # noqa: E402
 from provenance import provenance  # noqa: E402
@@ -68,12 +68,10 @@ def run(opts, arms: list[str], seeds: list[int]) -> None:
     for seed in seeds:
         for arm in arms:
             if start_before.reached(opts.start_before):
-                board_accuracy.log(
-                    f"not starting {arm}-s{seed}: {start_before.name(opts.start_before)} reached", opts.runs
-                )
+                steps.log(f"not starting {arm}-s{seed}: {start_before.name(opts.start_before)} reached", opts.runs)
                 return
             done = opts.runs / f"{arm}-s{seed}" / "metrics.json"
-            board_accuracy._step(teacher_command(opts, arm, seed), done, f"[{arm} seed {seed}] finetune", opts.runs)
+            steps.run_step(teacher_command(opts, arm, seed), done, f"[{arm} seed {seed}] finetune", opts.runs)
 
 
 def teacher_record(folder: Path, opts, arm: str, seed: int) -> dict:
@@ -182,7 +180,7 @@ def main(argv=None) -> int:
     for arm in arms:
         parse_arm(arm)
     if opts.run:
-        board_accuracy.claim(opts.runs, {"task": opts.task, "checkpoint": CHECKPOINT})
+        steps.claim(opts.runs, {"task": opts.task, "checkpoint": CHECKPOINT})
         run(opts, arms, seeds)
     runs = collect(opts, arms, seeds)
     if not any(runs.values()):

@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import board_accuracy as bench  # noqa: E402
+import steps  # noqa: E402
 
 ARGS = ["--tiny-student", "t", "--mini-student", "m"]
 
@@ -127,14 +128,14 @@ def test_finished_runs_are_read_back_not_rerun(tmp_path, monkeypatch):
     folder.mkdir()
     record = _record("tiny-f767-w8e8p", 0, 1, 1)
     (folder / "run.json").write_text(json.dumps(record))
-    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a finished run was started again"))
+    monkeypatch.setattr(steps.subprocess, "run", lambda *a, **k: pytest.fail("a finished run was started again"))
     assert bench.run_one("tiny-f767-w8e8p", 0, opts)["seed"] == 0
     # an interrupted run resumes its steps: a finished search is not started again, its seconds read back
     model = tmp_path / "tiny-f746-w4e4p-seed1" / "model"
     model.mkdir(parents=True)
     (model / "metrics.json").write_text("{}")
     (model / "metrics.json.seconds").write_text("12.5\n")
-    assert bench._step(["search"], model / "metrics.json", "x", tmp_path) == 12.5
+    assert bench.run_step(["search"], model / "metrics.json", "x", tmp_path) == 12.5
 
 
 def test_compare_finds_a_consistent_gain_and_not_a_tie():

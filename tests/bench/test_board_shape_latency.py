@@ -112,7 +112,7 @@ def test_another_boards_bert_tiny_students_take_this_boards_path_untrained(tmp_p
     (o.tiny_from / "bert-tiny-s1" / "metrics.json").touch()  # seed 1's student done there, seed 2's not yet
     ran = []
     monkeypatch.setattr(bench, "chosen_shape", lambda _: ("L1-H128-A2-F512", 4))
-    monkeypatch.setattr(bench.board_accuracy, "_step", lambda command, done, *_: ran.append((command, done)) or 1.0)
+    monkeypatch.setattr(bench.steps, "run_step", lambda command, done, *_: ran.append((command, done)) or 1.0)
     o.start_before = None
     bench.run(o, [1, 2])
     students = [c for c, _ in ran if c[0] == "distill"]
