@@ -80,10 +80,6 @@ INTEGER, FLOAT = "integer", "float"  # evaluate's integer model, and its float t
 SHAPE = re.compile(r"(L\d+-H\d+-A\d+-F\d+)-w([48])")
 
 
-def log(message: str, runs: Path) -> None:
-    steps.log(message, runs)
-
-
 def student_folder(opts, arm: str, seed: int) -> Path:
     if arm == TINY and opts.tiny_from:
         return opts.tiny_from / f"{arm}-s{seed}"
@@ -184,7 +180,7 @@ def run(opts, seeds: list[int]) -> None:
         for stage in ("student", "board"):
             for arm in (CHOSEN, TINY):
                 if start_before.reached(opts.start_before):
-                    log(
+                    steps.log(
                         f"not starting {stage} {arm}-s{seed}: {start_before.name(opts.start_before)} reached", opts.runs
                     )
                     return

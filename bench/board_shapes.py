@@ -63,10 +63,6 @@ SEED = 0
 SHAPE = board_shape_latency.SHAPE  # "<shape>-w<bits>"
 
 
-def log(message: str, runs: Path) -> None:
-    steps.log(message, runs)
-
-
 def student_folder(opts, board: str) -> Path:
     return opts.runs / board / "student"
 
@@ -124,7 +120,7 @@ def _step(opts, command: list[str], done: Path, tag: str) -> bool:
     if done.is_file():
         return True
     if start_before.reached(opts.start_before):
-        log(f"{tag} not starting {command[0]}: {start_before.name(opts.start_before)} reached", opts.runs)
+        steps.log(f"{tag} not starting {command[0]}: {start_before.name(opts.start_before)} reached", opts.runs)
         return False
     steps.run_step(command, done, f"{tag} {command[0]}", opts.runs)
     return True

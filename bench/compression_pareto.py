@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import steps  # noqa: E402
+from steps import log  # noqa: E402
 
 LAMBDAS = (0.01, 0.1)
 BUDGET = 307_000
@@ -74,7 +77,7 @@ def run_point(name: str, args: list[str], opts, log) -> dict:
         ]
         log(f"[{name}] {' '.join(command[2:])}")
         began = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        done = subprocess.run(command, capture_output=True, text=True, env=steps.package_env())
         if done.returncode != 0:
             log(f"[{name}] failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
             return {"name": name, "failed": done.stderr.strip().splitlines()[-1:]}
@@ -153,9 +156,6 @@ def main() -> int:
     opts.search_args = search_args  # anything else goes to every `search` (e.g. --hidden-kd 1)
     opts.out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-
-    def log(message):
-        print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
     chosen = points(opts.budget, [float(v) for v in opts.lambdas.split(",")])
     if opts.only:
