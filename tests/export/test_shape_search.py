@@ -56,6 +56,32 @@ def test_the_plan_honours_the_latency_cap_and_counts_what_fits():
     assert (plan.priced, plan.fitting) == (7, 3)
 
 
+def bert_tiny(latency, *, bits=8, fits=True) -> Priced:
+    return Priced(Shape(2, 128, 2, 512, bits), 1000, 500, 10 if fits else None, 100, True, latency)
+
+
+def names(plan) -> list[str]:
+    return [p.shape.name for p in plan.candidates]
+
+
+def test_the_default_student_joins_the_spread_where_the_board_admits_it():
+    """BERT-tiny (distill's default preset) is slower than L4-H128 and smaller: off the front, yet a
+    candidate, so the search never chooses below it unmeasured; at its export's default int8 weights."""
+    space = [*SPACE, bert_tiny(8.5), bert_tiny(8.6, bits=4)]
+    plan = plan_search(space, "b", 64, count=3, max_latency_ms=None, training={})
+    spread_names = ["L1-H96-A3-F192-w8", "L2-H96-A3-F192-w8", "L4-H128-A4-F256-w8"]
+    assert names(plan) == [*spread_names, "L2-H128-A2-F512-w8"]  # fastest first
+    assert plan.to_json()["anchor"] == "L2-H128-A2-F512-w8" and plan.fitting == 8
+    int4_only = [*SPACE, bert_tiny(8.5, fits=False), bert_tiny(8.6, bits=4)]
+    assert names(plan_search(int4_only, "b", 64, count=3, max_latency_ms=None, training={}))[-1] == (
+        "L2-H128-A2-F512-w4"
+    )
+    capped = plan_search(space, "b", 64, count=3, max_latency_ms=8.0, training={})
+    assert names(capped) == spread_names and "anchor" not in capped.to_json()  # over the cap: as before
+    on_front = plan_search([*SPACE, bert_tiny(3.5)], "b", 64, count=9, max_latency_ms=None, training={})
+    assert names(on_front).count("L2-H128-A2-F512-w8") == 1
+
+
 @pytest.mark.parametrize(
     "space, cap, fragment",
     [

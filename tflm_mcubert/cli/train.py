@@ -254,7 +254,8 @@ def _add_auto_arguments(distill) -> None:
         "--shape-candidates",
         type=int,
         metavar="N",
-        help=f"train at most N shapes, from the fastest to the largest that fit (default {DEFAULT_COUNT})",
+        help=f"train at most N shapes, from the fastest to the largest that fit (default {DEFAULT_COUNT}), "
+        "and BERT-tiny when the board admits it",
     )
     auto.add_argument(
         "--export-seq-len", type=int, help="the sequence the shapes are priced at (default: --max-seq-len)"

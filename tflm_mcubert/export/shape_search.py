@@ -7,7 +7,9 @@ module turns that list into a choice made by training:
                  latency against encoder parameters (no survivor is both slower and smaller than another),
                  then to at most `count` of it, spread evenly from the fastest to the largest: the largest is
                  what the budget can buy, the fastest and those between say whether it pays under the step
-                 budget
+                 budget. `distill`'s default student (BERT-tiny, at int8 weights where they fit) joins them
+                 when the board admits it: parameters are not depth, and off the front it can still be the
+                 best, so the search never chooses below the default unmeasured
     training     each survivor is distilled from the teacher by the caller's `train_at` (the same options,
                  hence the same number of steps, for every one) in its own folder, OUT/shapes/<shape>/
     ranking      optionally each trained survivor is also taken the board path by the caller's `rank_at`
@@ -36,11 +38,13 @@ from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.shape_space import Priced, Shape
 from tflm_mcubert.files import METRICS_FILE
+from tflm_mcubert.model.config import preset, shape_name
 
 AUTO = "auto"
 SHAPES_DIR = "shapes"
 PLAN_FILE = "shape_search.json"
 DEFAULT_COUNT = 3
+ANCHOR = "bert-tiny"  # distill's default --preset: always measured where admitted
 RUN_DIR = "run"  # a candidate's training state (train/trainer.py's RunDirectory)
 # The teacher's logits on each split as a candidate's run caches them (train/workflows.py's teacher_logits).
 TEACHER_LOGITS = tuple(f"teacher-logits-{split}.npz" for split in ("train", "validation", "test"))
@@ -107,11 +111,21 @@ class ShapeSearchPlan:
     fitting: int  # how many fit (and met the latency cap)
     candidates: list[Priced]
     training: dict  # what changes a candidate's result (teacher, data, options): a resume must share it
+    anchor: Priced | None = None  # the default student among the candidates, when admitted
 
     def to_json(self) -> dict:
-        plan = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        plan = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "anchor"}
         plan["candidates"] = [p.shape.name for p in self.candidates]
+        if self.anchor is not None:  # absent otherwise: plans from before it resume unchanged
+            plan["anchor"] = self.anchor.shape.name
         return plan
+
+
+def anchor_of(within: list[Priced]) -> Priced | None:
+    """`ANCHOR`'s shape among the admitted ones: at int8 weights (`export`'s default) if they fit, else int4."""
+    name = shape_name(preset(ANCHOR))
+    widths = {p.shape.weight_bits: p for p in within if p.shape.preset == name}
+    return widths.get(8) or widths.get(4)
 
 
 def plan_search(
@@ -121,8 +135,10 @@ def plan_search(
     if max_latency_ms is not None and max_latency_ms <= 0:
         raise UserError(f"--max-latency-ms must be positive, got {max_latency_ms:g}")
     within = admitted(priced, max_latency_ms, f"{board} at {seq_len} tokens")
-    chosen = spread(pareto_front(within), count)
-    return ShapeSearchPlan(board, seq_len, max_latency_ms, count, len(priced), len(within), chosen, training)
+    chosen, anchor = spread(pareto_front(within), count), anchor_of(within)
+    if anchor is not None and anchor not in chosen:
+        chosen = sorted([*chosen, anchor], key=lambda p: p.latency_ms)
+    return ShapeSearchPlan(board, seq_len, max_latency_ms, count, len(priced), len(within), chosen, training, anchor)
 
 
 def open_plan(out: Path, plan: ShapeSearchPlan, resume: bool) -> None:
