@@ -28,7 +28,8 @@ int8 width, the same epochs and sequence length):
     python -m tflm_mcubert distill ... --preset bert-tiny --recipe logits --qat-weight-bits 8 --seed S \\
         --out OUT/bert-tiny-sS
 
-(`--tiny-from OTHER_OUT` takes another board's run's BERT-tiny students, untrained here: their distill names
+(Where the search chose BERT-tiny at int8, its anchor candidate, the searched arm's other seeds are these
+runs: the same commands.) (`--tiny-from OTHER_OUT` takes another board's run's BERT-tiny students, untrained here: their distill names
 no board.) Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
 (in OUT/board/<arm>-sS/, but the searched arm's seed 0 in its chosen candidate's board/ when the search ranked
 on the board path: it ran these search and evaluate already; the export, for the latency estimate, Flash and
@@ -78,9 +79,17 @@ SPLITS = ("validation", "test")
 CHOSEN, TINY = "chosen", "bert-tiny"  # the arms: the searched shape, and the baseline
 INTEGER, FLOAT = "integer", "float"  # evaluate's integer model, and its float twin
 SHAPE = re.compile(r"(L\d+-H\d+-A\d+-F\d+)-w([48])")
+TINY_SHAPE = ("L2-H128-A2-F512", 8)  # BERT-tiny at int8 weights: the search's anchor, the baseline arm's model
+
+
+def is_baseline(opts, arm: str, seed: int) -> bool:
+    """Whether `arm` at `seed` is the baseline's own run: the searched arm past seed 0 where the search chose
+    BERT-tiny at int8, whose students and board paths are the baseline's commands exactly."""
+    return arm == TINY or (seed > 0 and chosen_shape(opts) == TINY_SHAPE)
 
 
 def student_folder(opts, arm: str, seed: int) -> Path:
+    arm = TINY if is_baseline(opts, arm, seed) else arm
     if arm == TINY and opts.tiny_from:
         return opts.tiny_from / f"{arm}-s{seed}"
     return opts.runs / ("auto-s0" if arm == CHOSEN and seed == 0 else f"{arm}-s{seed}")
@@ -89,7 +98,7 @@ def student_folder(opts, arm: str, seed: int) -> Path:
 def board_folder(opts, arm: str, seed: int) -> Path:
     """Where `arm`'s student at `seed` goes the board path: OUT/board/<arm>-sS/, or the search's own."""
     ranked = ranked_board_folder(opts.runs / "auto-s0") if arm == CHOSEN and seed == 0 else None
-    return ranked or opts.runs / "board" / f"{arm}-s{seed}"
+    return ranked or opts.runs / "board" / f"{TINY if is_baseline(opts, arm, seed) else arm}-s{seed}"
 
 
 def ranked_board_folder(search: Path) -> Path | None:
@@ -185,6 +194,8 @@ def run(opts, seeds: list[int]) -> None:
                     )
                     return
                 tag, done = f"[{arm} seed {seed}]", student_folder(opts, arm, seed) / "metrics.json"
+                if arm == CHOSEN and is_baseline(opts, arm, seed):  # the baseline arm runs them
+                    continue
                 if stage == "student":
                     if arm == TINY and opts.tiny_from:  # another board's run trains them
                         continue

@@ -124,6 +124,29 @@ def test_another_boards_bert_tiny_students_take_this_boards_path_untrained(tmp_p
     assert tiny_search[tiny_search.index("--out") + 1] == str(o.runs / "board" / "bert-tiny-s1" / "model")
 
 
+def test_a_search_that_chose_bert_tiny_at_int8_takes_the_baselines_runs_past_seed_0(tmp_path, monkeypatch):
+    from tflm_mcubert.export.shape_search import ANCHOR
+    from tflm_mcubert.model.config import preset, shape_name
+
+    assert bench.TINY_SHAPE == (shape_name(preset(ANCHOR)), 8)  # the search's anchor at int8
+    o = opts(tmp_path)
+    searched(tmp_path, chosen="L2-H128-A2-F512-w8")
+    assert bench.student_folder(o, bench.CHOSEN, 0) == tmp_path / "auto-s0"  # the search's own
+    assert (
+        bench.student_folder(o, bench.CHOSEN, 2) == bench.student_folder(o, bench.TINY, 2) == tmp_path / "bert-tiny-s2"
+    )
+    assert bench.board_folder(o, bench.CHOSEN, 2) == tmp_path / "board" / "bert-tiny-s2"
+    ran = []
+    monkeypatch.setattr(bench.steps, "run_step", lambda command, done, name, *_: ran.append(name) or 1.0)
+    o.start_before = None
+    bench.run(o, [1])
+    assert ran == ["[bert-tiny seed 1] distill"]  # trained once, for both arms
+    (tmp_path / "w4").mkdir()
+    searched(tmp_path / "w4", chosen="L2-H128-A2-F512-w4")
+    o.runs = tmp_path / "w4"
+    assert bench.student_folder(o, bench.CHOSEN, 2) == tmp_path / "w4" / "chosen-s2"  # int4: another model
+
+
 def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
     def row(shape, student, board, latency):
         accuracies = {"validation_accuracy": student, "test_accuracy": student - 0.02}
