@@ -29,8 +29,9 @@ int8 width, the same epochs and sequence length):
         --out OUT/bert-tiny-sS
 
 (Where the search chose BERT-tiny at int8, its anchor candidate, the searched arm's other seeds are these
-runs: the same commands.) (`--tiny-from OTHER_OUT` takes another board's run's BERT-tiny students, untrained here: their distill names
-no board.) Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
+runs, the same commands; BERT-tiny's seed 0 is that candidate once the search trained it. `--tiny-from
+OTHER_OUT` takes another board's run's BERT-tiny students, untrained here: their distill names no board.)
+Each student then goes the board path at 128 tokens, the same for both arms, at its own weight width B
 (in OUT/board/<arm>-sS/, but the searched arm's seed 0 in its chosen candidate's board/ when the search ranked
 on the board path: it ran these search and evaluate already; the export, for the latency estimate, Flash and
 arena, for seed 0 only):
@@ -90,9 +91,18 @@ def is_baseline(opts, arm: str, seed: int) -> bool:
 
 def student_folder(opts, arm: str, seed: int) -> Path:
     arm = TINY if is_baseline(opts, arm, seed) else arm
-    if arm == TINY and opts.tiny_from:
-        return opts.tiny_from / f"{arm}-s{seed}"
+    if arm == TINY:
+        return tiny_student(opts.tiny_from or opts.runs, seed)
     return opts.runs / ("auto-s0" if arm == CHOSEN and seed == 0 else f"{arm}-s{seed}")
+
+
+def tiny_student(runs: Path, seed: int) -> Path:
+    """BERT-tiny's student at `seed` in `runs`: at seed 0 the search's anchor candidate once it is trained
+    (the same distill, byte for byte), else RUNS/bert-tiny-sS."""
+    anchor = runs / "auto-s0" / "shapes" / f"{TINY_SHAPE[0]}-w{TINY_SHAPE[1]}"
+    if seed == 0 and (anchor / "metrics.json").is_file() and not (runs / f"{TINY}-s0" / "metrics.json").is_file():
+        return anchor
+    return runs / f"{TINY}-s{seed}"
 
 
 def board_folder(opts, arm: str, seed: int) -> Path:

@@ -147,6 +147,20 @@ def test_a_search_that_chose_bert_tiny_at_int8_takes_the_baselines_runs_past_see
     assert bench.student_folder(o, bench.CHOSEN, 2) == tmp_path / "w4" / "chosen-s2"  # int4: another model
 
 
+def test_bert_tiny_at_seed_0_is_the_searchs_anchor_candidate_once_trained(tmp_path):
+    o = opts(tmp_path)
+    assert bench.student_folder(o, bench.TINY, 0) == tmp_path / "bert-tiny-s0"
+    anchor = tmp_path / "auto-s0" / "shapes" / "L2-H128-A2-F512-w8"
+    anchor.mkdir(parents=True)
+    (anchor / "metrics.json").write_text("{}")
+    assert bench.student_folder(o, bench.TINY, 0) == anchor  # the same distill: not trained again
+    assert bench.student_folder(o, bench.TINY, 1) == tmp_path / "bert-tiny-s1"
+    assert bench.board_folder(o, bench.TINY, 0) == tmp_path / "board" / "bert-tiny-s0"  # this board's path
+    (tmp_path / "bert-tiny-s0").mkdir()
+    (tmp_path / "bert-tiny-s0" / "metrics.json").write_text("{}")
+    assert bench.student_folder(o, bench.TINY, 0) == tmp_path / "bert-tiny-s0"  # one trained apart stays
+
+
 def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
     def row(shape, student, board, latency):
         accuracies = {"validation_accuracy": student, "test_accuracy": student - 0.02}
