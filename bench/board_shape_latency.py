@@ -442,10 +442,11 @@ def ranking_table(summaries: list[dict]) -> str:
     `distill` scored them, and their integer models after the board path (`--rank-by board`), each
     ranking's first marked."""
     lines = [
-        "| board | candidate | word tables | float student dev | float student test | integer model dev "
+        "| board | recipe | candidate | word tables | float student dev | float student test | integer model dev "
         "| integer model test | ranked first on |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    tiny = f"{TINY_SHAPE[0]}-w{TINY_SHAPE[1]}"
     for summary in summaries:
         rows = summary["search"]["candidates"]
         if any("board" not in row for row in rows):
@@ -456,7 +457,10 @@ def ranking_table(summaries: list[dict]) -> str:
         }
         for row in rows:
             first = " and ".join(name for name, best in firsts.items() if best is row) or "-"
-            cells = [summary["settings"]["board"], row["shape"], f"{row['embedding_bytes'] / 1024:,.1f} KB"]
+            name = row["shape"] + (" (BERT-tiny)" if row["shape"] == tiny else "")
+            # a summary without a recipe was searched with logits, the only recipe of --preset auto then
+            cells = [summary["settings"]["board"], summary["settings"].get("recipe", "logits"), name]
+            cells.append(f"{row['embedding_bytes'] / 1024:,.1f} KB")
             cells += [f"{100 * row[k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
             cells += [f"{100 * row['board'][k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
             lines.append("| " + " | ".join([*cells, first]) + " |")

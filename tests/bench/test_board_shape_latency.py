@@ -167,13 +167,18 @@ def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
         on_board = {"validation_accuracy": board, "test_accuracy": board - 0.03, "seconds": 9.0}
         return {"shape": shape, "embedding_bytes": 2048, "latency_ms": latency, **accuracies, "board": on_board}
 
-    def summary(board, rows):
-        return {"command": "bench", "settings": {"board": board}, "search": {"candidates": rows}}
+    def summary(board, rows, recipe="layers"):
+        return {"command": "bench", "settings": {"board": board, "recipe": recipe}, "search": {"candidates": rows}}
 
     parted = summary("nucleo-f746zg", [row("L1-H96-A3-F192-w4", 0.78, 0.77, 46.8), row("L2-H256", 0.80, 0.73, 449)])
     agreed = summary("nucleo-f767zi", [row("L1-H96-A3-F192-w4", 0.79, 0.78, 46.8), row("L6-H192", 0.78, 0.70, 1131)])
+    del agreed["settings"]["recipe"]  # searched before --recipe reached --preset auto: logits
+    agreed["search"]["candidates"].append(row("L2-H128-A2-F512-w8", 0.77, 0.69, 194.8))
     lines = bench.ranking_table([parted, agreed]).splitlines()
-    assert lines[2] == "| nucleo-f746zg | L1-H96-A3-F192-w4 | 2.0 KB | 78.00 | 76.00 | 77.00 | 74.00 | the board path |"
+    assert lines[2] == (
+        "| nucleo-f746zg | layers | L1-H96-A3-F192-w4 | 2.0 KB | 78.00 | 76.00 | 77.00 | 74.00 | the board path |"
+    )
+    assert lines[4].startswith("| nucleo-f767zi | logits |") and "| L2-H128-A2-F512-w8 (BERT-tiny) |" in lines[6]
     assert lines[3].endswith("| 80.00 | 78.00 | 73.00 | 70.00 | the float students |")
     assert lines[4].endswith("| the float students and the board path |") and lines[5].endswith("| - |")
     del agreed["search"]["candidates"][1]["board"]  # a search ranked on the students has no board path
