@@ -106,8 +106,10 @@ def tiny_student(runs: Path, seed: int) -> Path:
 
 
 def board_folder(opts, arm: str, seed: int) -> Path:
-    """Where `arm`'s student at `seed` goes the board path: OUT/board/<arm>-sS/, or the search's own."""
-    ranked = ranked_board_folder(opts.runs / "auto-s0") if arm == CHOSEN and seed == 0 else None
+    """Where `arm`'s student at `seed` goes the board path: OUT/board/<arm>-sS/, or the search's own (for
+    BERT-tiny too where the search chose it: its student is the search's anchor candidate)."""
+    searched = arm == CHOSEN or chosen_shape(opts) == TINY_SHAPE
+    ranked = ranked_board_folder(opts.runs / "auto-s0") if searched and seed == 0 else None
     return ranked or opts.runs / "board" / f"{TINY if is_baseline(opts, arm, seed) else arm}-s{seed}"
 
 

@@ -136,6 +136,10 @@ def test_a_search_that_chose_bert_tiny_at_int8_takes_the_baselines_runs_past_see
         bench.student_folder(o, bench.CHOSEN, 2) == bench.student_folder(o, bench.TINY, 2) == tmp_path / "bert-tiny-s2"
     )
     assert bench.board_folder(o, bench.CHOSEN, 2) == tmp_path / "board" / "bert-tiny-s2"
+    ranked = tmp_path / "auto-s0" / "shapes" / "L2-H128-A2-F512-w8" / "board"
+    ranked.mkdir(parents=True)
+    (ranked / "evaluate.json").write_text("{}")
+    assert bench.board_folder(o, bench.TINY, 0) == bench.board_folder(o, bench.CHOSEN, 0) == ranked  # one path
     ran = []
     monkeypatch.setattr(bench.steps, "run_step", lambda command, done, name, *_: ran.append(name) or 1.0)
     o.start_before = None
