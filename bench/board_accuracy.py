@@ -70,6 +70,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_bootstrap_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
+from figures import pyplot, save_figure  # noqa: E402
 from provenance import provenance  # noqa: E402
 import start_before  # noqa: E402
 from steps import claim, log, run_step  # noqa: E402
@@ -472,13 +473,8 @@ def points_table(summary: dict, measured_only: bool = False) -> str:
 
 
 def plot(summary: dict, path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return None
     keys = list(summary["variants"])
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
@@ -491,10 +487,7 @@ def plot(summary: dict, path: Path) -> Path | None:
         axis.set_ylabel(f"{'dev' if split == 'validation' else 'test'} accuracy % (mean ± sd over seeds)")
         axis.grid(alpha=0.3, axis="y")
     figure.suptitle("rotten tomatoes, integer model as exported (grey: does not fit its board, or float)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path, dpi=110)
 
 
 # --- command --------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import steps  # noqa: E402
+from figures import pyplot, save_figure  # noqa: E402
 from steps import log  # noqa: E402
 
 LAMBDAS = (0.01, 0.1)
@@ -98,11 +99,9 @@ def run_point(name: str, args: list[str], opts, log) -> dict:
 
 
 def plot(results: list[dict], reference: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     styles = {
         "nas": ("tab:red", "o"),
@@ -135,8 +134,7 @@ def plot(results: list[dict], reference: dict, path: Path) -> None:
     ax.set_title("Embedding compression of a distilled BERT-tiny (rotten tomatoes)")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
+    save_figure(plt, fig, path, dpi=150)
 
 
 def main() -> int:

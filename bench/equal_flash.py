@@ -48,12 +48,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, paired_bootstrap  # noqa: E402
-from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, method_summary, pyplot  # noqa: E402
+from figures import pyplot, save_figure  # noqa: E402
+from nas_vs_adaptive import REPO, add_run_arguments, claim_directory, method_summary  # noqa: E402
 from steps import log  # noqa: E402
-from nas_vs_adaptive import run_search, run_settings, save_figure, task_options, training_cost  # noqa: E402
-from nas_vs_adaptive import earlier_summaries, with_earlier_runs, write_json  # noqa: E402
+from nas_vs_adaptive import run_search, run_settings, task_options, training_cost  # noqa: E402
+from merge_runs import earlier_summaries, with_earlier_runs  # noqa: E402
 from provenance import provenance  # noqa: E402
-from results_bits import correct  # noqa: E402
+from results_bits import correct, write_json  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tflm_mcubert.compress.baselines import adaptive_for_budget  # noqa: E402
@@ -213,7 +214,7 @@ def plot(summary: dict, path: Path) -> Path | None:
 
 def merged(rows: list[dict], opts, settings: dict) -> list[dict]:
     """`rows` and the runs of the `--merge` summaries (same task, settings, student; a run both have must
-    predict the same: `nas_vs_adaptive.earlier_summaries`) of the (method, seed)s `rows` lacks, the first
+    predict the same: `merge_runs.earlier_summaries`) of the (method, seed)s `rows` lacks, the first
     file's first; by method, then seed."""
     for _name, earlier in earlier_summaries(opts, settings, rows, lambda summary: summary["runs"]):
         rows = with_earlier_runs(rows, earlier)

@@ -216,11 +216,11 @@ def print_tables(rows, linear, sweep, model_check, before, cores, real_note=None
 
 
 def plot(rows, sweep, path: Path):
-    import matplotlib
+    from figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     fig, axes = plt.subplots(1, 3 if sweep else 1, figsize=(17 if sweep else 7, 4.6))
     axes = np.atleast_1d(axes)
     ax = axes[0]
@@ -247,8 +247,7 @@ def plot(rows, sweep, path: Path):
             twin.set_ylabel("live memory (KiB)", color="C3")
             ax.axvline(sweep[kind]["smallest_tile_within_5pct"], color="gray", ls=":")
             ax.set_title(f"BERT-tiny s=128 {kind}: cost and memory vs tile")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(plt, fig, path, dpi=130)
 
 
 def _without_classes(value):

@@ -66,10 +66,12 @@ from tflm_mcubert.compress.baselines import adaptive_params  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_p as _p  # noqa: E402
 from bench_stats import mcnemar, mean_sd, paired_bootstrap, statistics  # noqa: E402, F401 (equal_flash's too)
+from figures import pyplot, save_figure  # noqa: E402
 from provenance import provenance  # noqa: E402
 import steps  # noqa: E402
 from steps import log  # noqa: E402
-from results_bits import CORRECT, PREDICTIONS, compact, correct  # noqa: E402
+from merge_runs import earlier_summaries, with_earlier_runs  # noqa: E402
+from results_bits import correct, write_json  # noqa: E402
 
 METHODS = ("nas", "adaptive")
 LABELS = {"nas": "exact two-stage NAS", "adaptive": "adaptive embedding (scaled)"}
@@ -406,26 +408,6 @@ def print_stages(summary: dict) -> None:
             print(f"{summary['label']} NAS {stage}: {cells}  trained-hard {gap}  clusters/ranks {shapes}")
 
 
-def pyplot():
-    """matplotlib.pyplot on a file backend, or None (said on stderr) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot", file=sys.stderr)
-        return None
-    return plt
-
-
-def save_figure(plt, figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
-
-
 def add_run_arguments(parser: argparse.ArgumentParser, out: str) -> None:
     """The options every accuracy benchmark's runs share (the rest of the command line goes to `search`)."""
     parser.add_argument("--student", type=Path, help="distilled classifier checkpoint (distill --out) of --task")
@@ -511,50 +493,6 @@ def plot(summaries: list[dict], path: Path) -> Path | None:
     return save_figure(plt, figure, path)
 
 
-def student_scores(runs: list[dict]) -> set[tuple[float, float]]:
-    """The uncompressed student's (dev, test) accuracy as finished runs recorded it."""
-    return {(r["uncompressed"]["validation"], r["uncompressed"]["test"]) for r in runs if "uncompressed" in r}
-
-
-def earlier_summaries(opts, settings: dict, results: list[dict], runs_of) -> list[tuple[str, dict]]:
-    """(file, summary) of the `--merge` summaries of this task, in the order given. Refused when made with
-    other settings (every key of `settings` but the student's path) or from another student (its
-    uncompressed scores differ), or when a run both have -- the same (method, seed, and budget if any) --
-    predicts differently: a re-run must reproduce the recorded run example for example. `runs_of(summary)`:
-    its runs."""
-    ours, found = student_scores(results), []
-    for name in filter(None, (getattr(opts, "merge", None) or "").split(",")):
-        summary = json.loads(Path(name).read_text())
-        if summary.get("task") != opts.task:
-            continue
-        changed = {k: (summary.get(k), v) for k, v in settings.items() if k != "student" and summary.get(k) != v}
-        theirs = student_scores(runs_of(summary))
-        if changed or len(theirs | ours) > 1:
-            raise SystemExit(
-                f"--merge {name}: made with other settings (was, now: {changed}) or from another student "
-                f"(uncompressed dev, test: {sorted(theirs)} there, {sorted(ours)} here)"
-            )
-        recorded = {_run_key(r): r for r in runs_of(summary) if PREDICTIONS in r or CORRECT in r}
-        for run in results:
-            if (PREDICTIONS in run or CORRECT in run) and _run_key(run) in recorded:
-                if not same_examples_right(run, recorded[_run_key(run)]):
-                    raise SystemExit(
-                        f"--merge {name}: {_run_key(run)} re-run here predicts differently from the recorded run "
-                        "(another code version or environment): not merged"
-                    )
-        found.append((name, summary))
-    return found
-
-
-def same_examples_right(run: dict, recorded: dict) -> bool:
-    """Both runs right on the same examples of every split (a committed summary keeps only that)."""
-    return all(np.array_equal(correct(run, split), correct(recorded, split)) for split in ("validation", "test"))
-
-
-def _run_key(run: dict) -> tuple:
-    return run.get("budget"), run["method"], run["seed"]
-
-
 def earlier_budgets(opts, settings: dict, results: list[dict]) -> dict[str, dict]:
     """{budget label: its summary} of the `--merge` summaries of this task, the first file's first
     (`earlier_summaries`, which refuses other settings, another student or a run not reproduced)."""
@@ -567,18 +505,6 @@ def earlier_budgets(opts, settings: dict, results: list[dict]) -> dict[str, dict
 
 def _budget_runs(summary: dict) -> list[dict]:
     return [r | {"budget": r.get("budget", b["label"])} for b in summary["budgets"] for r in b["runs"]]
-
-
-def with_earlier_runs(rows: list[dict], earlier: dict | None) -> list[dict]:
-    """`rows` and the earlier summary's runs of the (method, seed)s `rows` do not have."""
-    have = {(r["method"], r["seed"]) for r in rows}
-    return rows + [r for r in (earlier or {}).get("runs", []) if (r["method"], r["seed"]) not in have]
-
-
-def write_json(path: Path, record: dict) -> None:
-    """A summary file as it is committed: each run's predictions and labels as its per-example correctness in
-    packed bits (results_bits.py), written compact."""
-    path.write_text(json.dumps(compact(record), separators=(",", ":")) + "\n")
 
 
 def run_task(opts) -> bool:

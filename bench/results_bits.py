@@ -13,6 +13,8 @@ A run that evaluates several models keeps them by name: {"predictions": {model: 
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -74,3 +76,9 @@ def _packed(predictions: dict, labels) -> dict:
         else bits(by_split, labels[name])
         for name, by_split in predictions.items()
     }
+
+
+def write_json(path: Path, record: dict) -> None:
+    """A summary file as it is committed: each run's predictions and labels as its per-example correctness in
+    packed bits (results_bits.py), written compact."""
+    path.write_text(json.dumps(compact(record), separators=(",", ":")) + "\n")

@@ -122,7 +122,8 @@ def test_merge_reads_back_the_earlier_runs_of_the_same_task_settings_and_student
     import argparse
     import json
 
-    from nas_vs_adaptive import earlier_budgets, with_earlier_runs
+    from merge_runs import with_earlier_runs
+    from nas_vs_adaptive import earlier_budgets
 
     settings = {"task": "rt", "student": "new/student", "epochs_per_search_stage": 0.5, "finetune_epochs": 1.0}
     settings["search_args"] = ["--max-seq-len", "64"]
@@ -222,7 +223,7 @@ def test_a_rerun_that_does_not_reproduce_the_recorded_run_is_not_merged(tmp_path
 def test_summaries_are_written_compact(tmp_path):
     import json
 
-    from nas_vs_adaptive import write_json
+    from results_bits import write_json
 
     record = {"runs": [{"predictions": {"test": [0, 1, 1]}}]}
     write_json(tmp_path / "summary.json", record)
