@@ -151,7 +151,7 @@ TABLES: dict[str, Callable[[], str]] = {
         [_summary(f"board_shape_rank_{board}.json") for board in ("nucleo-f746zg", "nucleo-f767zi")]
     ),
     "board_shape_anchor.candidates": lambda: board_shape_latency.ranking_table(
-        [_summary("board_shape_rank_layers_nucleo-f746zg.json")]
+        [_summary(f"board_shape_rank_layers_{board}.json") for board in ("nucleo-f746zg", "nucleo-f767zi")]
     ),
     "board_shapes.boards": lambda: board_shapes.markdown_table(_summary("board_shapes.json")),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),
