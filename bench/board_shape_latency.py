@@ -374,6 +374,12 @@ def versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
     return out
 
 
+def paired_runs(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """Each arm's runs on the seeds both arms took the board path: what a comparison's means are taken over."""
+    seeds = set.intersection(*({r["seed"] for r in runs[arm] if r.get("board")} for arm in (CHOSEN, TINY)))
+    return {arm: [r for r in rows if r["seed"] in seeds] for arm, rows in runs.items()}
+
+
 def markdown(summary: dict, exports: dict, shape: str, board: str = BOARD, seq_len: int = 128) -> str:
     """Per arm: the estimate, Flash, arena and accuracies; then the searched shape against BERT-tiny."""
     lines = [
@@ -411,7 +417,7 @@ def _memory(export: dict) -> list[str]:
 def verdict(summary: dict) -> str:
     """The searched shape's integer model against BERT-tiny's on test, in one sentence's words (recomputed
     from the bits): "L1-H96-A3-F192-w4 (46.8 ms est.) scores 75.1 ± 0.5 ... (paired t p = 0.2, 5 seeds)"."""
-    stats, exports = summarize(summary["runs"]), summary["exports"]
+    stats, exports = summarize(paired_runs(summary["runs"])), summary["exports"]
     arms, difference = stats["arms"], stats["difference"][INTEGER]
     test = {arm: _cell(arms[arm][INTEGER]["test"]) for arm in arms}
     points, seeds = difference["test"]["points"], len(difference["seeds"])
@@ -466,6 +472,36 @@ def ranking_table(summaries: list[dict]) -> str:
             cells += [f"{100 * row[k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
             cells += [f"{100 * row['board'][k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
             lines.append("| " + " | ".join([*cells, first]) + " |")
+    return "\n".join(lines)
+
+
+def seeds_table(summaries: list[dict]) -> str:
+    """Per board, the search's choice (its seed 0) against BERT-tiny on the seeds both arms took the board path:
+    the integer models' dev and test (mean ± sd over those seeds) and the test difference with the paired t
+    over seeds and the paired bootstrap. Where the search chose BERT-tiny both arms are the same runs: no
+    difference to test."""
+    lines = [
+        "| board | the search's choice | est. ms, choice / BERT-tiny | seeds | integer model dev | integer model test "
+        "| BERT-tiny dev | BERT-tiny test | test, points (paired t p) | test: paired bootstrap p |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    tiny = f"{TINY_SHAPE[0]}-w{TINY_SHAPE[1]}"
+    for summary in summaries:
+        stats = summarize(paired_runs(summary["runs"]))
+        seeds = stats["difference"][INTEGER]["seeds"]
+        chosen = summary["search"]["chosen"]
+        estimates = [summary["exports"].get(arm) for arm in (CHOSEN, TINY)]
+        cells = [summary["settings"]["board"], chosen + (" (BERT-tiny)" if chosen == tiny else "")]
+        cells += [" / ".join(f"{e['latency_ms']:,.0f}" if e else "–" for e in estimates), str(len(seeds))]
+        cells += [_cell(stats["arms"][arm][INTEGER][split]) for arm in (CHOSEN, TINY) for split in SPLITS]
+        test = stats["difference"][INTEGER].get("test")
+        if chosen == tiny:
+            cells += ["0 (the same runs)", "–"]
+        elif test:
+            cells += [f"{test['points']:+.2f} ({_p(test['paired_t_p'])})", _p(test["paired_bootstrap_p"])]
+        else:
+            cells += ["–", "–"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

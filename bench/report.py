@@ -151,8 +151,11 @@ TABLES: dict[str, Callable[[], str]] = {
     "board_shape_rank.candidates": lambda: board_shape_latency.ranking_table(
         [_summary(f"board_shape_rank_{board}.json") for board in SHAPE_SEARCH_BOARDS]
     ),
-    "board_shape_anchor.candidates": lambda: board_shape_latency.ranking_table(
-        [_summary(f"board_shape_rank_layers_{board}.json") for board in SHAPE_SEARCH_BOARDS]
+    "board_shape_layers.candidates": lambda: board_shape_latency.ranking_table(
+        [_summary(f"board_shape_layers_{board}.json") for board in SHAPE_SEARCH_BOARDS]
+    ),
+    "board_shape_layers.seeds": lambda: board_shape_latency.seeds_table(
+        [_summary(f"board_shape_layers_{board}.json") for board in SHAPE_SEARCH_BOARDS]
     ),
     "board_shapes.boards": lambda: board_shapes.markdown_table(_summary("board_shapes.json")),
     "m55_gemm.rows": lambda: m55_gemm.markdown_table(_summary("m55_gemm.json")),

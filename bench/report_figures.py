@@ -516,7 +516,12 @@ PROJECTED_CANDIDATE: dict[str, Callable[[], str]] = {
     f"{CANDIDATE}.cost": lambda: search_points.candidate_cost(_candidate_runs()),
 }
 
-SHAPE = {"board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency"))}
+SHAPE = {
+    "board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency")),
+    "board_shape_layers.f767zi_verdict": lambda: board_shape_latency.verdict(
+        summary("board_shape_layers_nucleo-f767zi")
+    ),
+}
 
 # ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
 

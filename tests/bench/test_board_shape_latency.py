@@ -227,3 +227,23 @@ def test_the_summary_is_recomputed_from_bits_and_pairs_only_the_seeds_both_arms_
     settings = {"board": "nucleo-f746zg", "export_seq_len": 128}
     summary = {"runs": runs, "exports": exports, "search": {"chosen": "L1-H128-A2-F512-w4"}, "settings": settings}
     assert bench.markdown_table(summary) == table
+
+
+def test_the_seeds_table_pairs_each_boards_choice_with_bert_tiny_and_computes_no_difference_for_the_same_runs():
+    rng = np.random.default_rng(1)
+    exports = {bench.CHOSEN: {"latency_ms": 1078.0}, bench.TINY: {"latency_ms": 179.0}}
+    chosen = {"runs": {bench.CHOSEN: synthetic_runs(rng, 0.1)[:3], bench.TINY: synthetic_runs(rng, 0.0)}}
+    chosen |= {"exports": exports, "search": {"chosen": "L6-H192-A3-F768-w4"}, "settings": {"board": "nucleo-f767zi"}}
+    tiny_runs = synthetic_runs(rng, 0.0)
+    same_exports = {arm: {"latency_ms": 194.8} for arm in (bench.CHOSEN, bench.TINY)}
+    same = {"runs": {bench.CHOSEN: tiny_runs, bench.TINY: tiny_runs}, "exports": same_exports}
+    same |= {"search": {"chosen": "L2-H128-A2-F512-w8"}, "settings": {"board": "nucleo-f746zg"}}
+    rows = bench.seeds_table([chosen, same]).splitlines()
+    assert len(rows) == 4 and rows[2].startswith("| nucleo-f767zi | L6-H192-A3-F768-w4 | 1,078 / 179 | 3 |")
+    # BERT-tiny's cells count only the seeds the chosen shape has, and the difference is theirs
+    paired = [bench.bits_of(r, bench.INTEGER, "test").mean() * 100 for r in chosen["runs"][bench.TINY][:3]]
+    assert f"| {np.mean(paired):.2f} ± {np.std(paired, ddof=1):.2f} |" in rows[2]
+    difference = bench.summarize(chosen["runs"])["difference"][bench.INTEGER]["test"]
+    assert f"| {difference['points']:+.2f} (" in rows[2] and "(BERT-tiny)" not in rows[2]
+    assert rows[3].startswith("| nucleo-f746zg | L2-H128-A2-F512-w8 (BERT-tiny) | 195 / 195 | 4 |")
+    assert rows[3].endswith("| 0 (the same runs) | – |")
