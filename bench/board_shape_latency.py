@@ -360,9 +360,8 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
 def versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
     """Per model, on the seeds both arms have: mean difference in points, paired t over seeds, paired bootstrap."""
     base, other = {r["seed"]: r for r in reference_runs}, {r["seed"]: r for r in arm_runs}
-    out = {}
+    seeds, out = board_seeds(arm_runs, reference_runs), {}
     for model in PATHS:
-        seeds = [s for s in sorted(set(base) & set(other)) if base[s]["board"] and other[s]["board"]]
         entry = {"seeds": seeds}
         for split in SPLITS if seeds else ():
             a = np.array([bits_of(other[s], model, split) for s in seeds])
@@ -374,9 +373,14 @@ def versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
     return out
 
 
+def board_seeds(*arms: list[dict]) -> list[int]:
+    """The seeds on which every arm's run took the board path: the pairs a comparison may use."""
+    return sorted(set.intersection(*({r["seed"] for r in rows if r.get("board")} for rows in arms)))
+
+
 def paired_runs(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """Each arm's runs on the seeds both arms took the board path: what a comparison's means are taken over."""
-    seeds = set.intersection(*({r["seed"] for r in runs[arm] if r.get("board")} for arm in (CHOSEN, TINY)))
+    seeds = set(board_seeds(runs[CHOSEN], runs[TINY]))
     return {arm: [r for r in rows if r["seed"] in seeds] for arm, rows in runs.items()}
 
 
