@@ -53,7 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import steps  # noqa: E402
 import board_shape_latency  # noqa: E402
-from board_shape_latency import INTEGER, SPLITS  # noqa: E402
+from board_shape_summary import INTEGER, SPLITS  # noqa: E402
 from provenance import provenance  # noqa: E402
 import start_before  # noqa: E402
 from results_bits import correct  # noqa: E402

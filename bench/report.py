@@ -25,7 +25,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import bert_mini_sizes  # noqa: E402
 import board_accuracy  # noqa: E402
-import board_shape_latency  # noqa: E402
+import board_shape_summary  # noqa: E402
 import board_shapes  # noqa: E402
 import compare_nas_runs  # noqa: E402
 import decoder_attention_range  # noqa: E402
@@ -144,17 +144,17 @@ TABLES: dict[str, Callable[[], str]] = {
     "teacher_recipe_debate_speakers.arms": lambda: teacher_recipe.markdown_table(
         _summary("teacher_recipe_debate_speakers.json")
     ),
-    "board_shape_latency.arms": lambda: board_shape_latency.markdown_table(_summary("board_shape_latency.json")),
-    "board_shape_latency.candidates": lambda: board_shape_latency.candidates_table(
+    "board_shape_latency.arms": lambda: board_shape_summary.markdown_table(_summary("board_shape_latency.json")),
+    "board_shape_latency.candidates": lambda: board_shape_summary.candidates_table(
         _summary("board_shape_latency.json")
     ),
-    "board_shape_rank.candidates": lambda: board_shape_latency.ranking_table(
+    "board_shape_rank.candidates": lambda: board_shape_summary.ranking_table(
         [_summary(f"board_shape_rank_{board}.json") for board in SHAPE_SEARCH_BOARDS]
     ),
-    "board_shape_layers.candidates": lambda: board_shape_latency.ranking_table(
+    "board_shape_layers.candidates": lambda: board_shape_summary.ranking_table(
         [_summary(f"board_shape_layers_{board}.json") for board in SHAPE_SEARCH_BOARDS]
     ),
-    "board_shape_layers.seeds": lambda: board_shape_latency.seeds_table(
+    "board_shape_layers.seeds": lambda: board_shape_summary.seeds_table(
         [_summary(f"board_shape_layers_{board}.json") for board in SHAPE_SEARCH_BOARDS]
     ),
     "board_shapes.boards": lambda: board_shapes.markdown_table(_summary("board_shapes.json")),

@@ -14,7 +14,7 @@ from typing import Callable
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
-import board_shape_latency  # noqa: E402
+import board_shape_summary  # noqa: E402
 import compression_points as cp  # noqa: E402
 import numpy as np  # noqa: E402
 import recorded_results  # noqa: E402
@@ -517,8 +517,8 @@ PROJECTED_CANDIDATE: dict[str, Callable[[], str]] = {
 }
 
 SHAPE = {
-    "board_shape_latency.verdict": lambda: board_shape_latency.verdict(summary("board_shape_latency")),
-    "board_shape_layers.f767zi_verdict": lambda: board_shape_latency.verdict(
+    "board_shape_latency.verdict": lambda: board_shape_summary.verdict(summary("board_shape_latency")),
+    "board_shape_layers.f767zi_verdict": lambda: board_shape_summary.verdict(
         summary("board_shape_layers_nucleo-f767zi")
     ),
 }
