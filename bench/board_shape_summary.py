@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stats import paired_bootstrap, statistics  # noqa: E402
-from distill_augment import _cell, _p, paired_t  # noqa: E402
+from bench_stats import paired_bootstrap, paired_t, statistics  # noqa: E402
+from distill_augment import _cell, _p  # noqa: E402
 from results_bits import correct  # noqa: E402
 
 BOARD = "nucleo-f746zg"
@@ -151,13 +151,13 @@ def candidates_table(summary: dict) -> str:
 
 
 def ranking_table(summaries: list[dict]) -> str:
-    """Per board, the search's candidates (seed 0) as the two rankings see them: the float students as
+    """Per task and board, the search's candidates (seed 0) as the two rankings see them: the float students as
     `distill` scored them, and their integer models after the board path (`--rank-by board`), each
     ranking's first marked."""
     lines = [
-        "| board | recipe | candidate | word tables | float student dev | float student test | integer model dev "
-        "| integer model test | ranked first on |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | board | recipe | candidate | word tables | float student dev | float student test "
+        "| integer model dev | integer model test | ranked first on |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     tiny = f"{TINY_SHAPE[0]}-w{TINY_SHAPE[1]}"
     for summary in summaries:
@@ -172,7 +172,8 @@ def ranking_table(summaries: list[dict]) -> str:
             first = " and ".join(name for name, best in firsts.items() if best is row) or "-"
             name = row["shape"] + (" (BERT-tiny)" if row["shape"] == tiny else "")
             # a summary without a recipe was searched with logits, the only recipe of --preset auto then
-            cells = [summary["settings"]["board"], summary["settings"].get("recipe", "logits"), name]
+            settings = summary["settings"]
+            cells = [settings["task"], settings["board"], settings.get("recipe", "logits"), name]
             cells.append(f"{row['embedding_bytes'] / 1024:,.1f} KB")
             cells += [f"{100 * row[k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
             cells += [f"{100 * row['board'][k]:.2f}" for k in ("validation_accuracy", "test_accuracy")]
@@ -181,14 +182,15 @@ def ranking_table(summaries: list[dict]) -> str:
 
 
 def seeds_table(summaries: list[dict]) -> str:
-    """Per board, the search's choice (its seed 0) against BERT-tiny on the seeds both arms took the board path:
-    the integer models' dev and test (mean ± sd over those seeds) and the test difference with the paired t
-    over seeds and the paired bootstrap. Where the search chose BERT-tiny both arms are the same runs: no
+    """Per task and board, the search's choice (its seed 0) against BERT-tiny on the seeds both arms took the
+    board path: the integer models' dev and test (mean ± sd over those seeds) and the test difference with the
+    paired t over seeds and the paired bootstrap. Where the search chose BERT-tiny both arms are the same runs: no
     difference to test."""
     lines = [
-        "| board | the search's choice | est. ms, choice / BERT-tiny | seeds | integer model dev | integer model test "
-        "| BERT-tiny dev | BERT-tiny test | test, points (paired t p) | test: paired bootstrap p |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | board | the search's choice | est. ms, choice / BERT-tiny | seeds | integer model dev "
+        "| integer model test | BERT-tiny dev | BERT-tiny test | test, points (paired t p) "
+        "| test: paired bootstrap p |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     tiny = f"{TINY_SHAPE[0]}-w{TINY_SHAPE[1]}"
     for summary in summaries:
@@ -196,7 +198,8 @@ def seeds_table(summaries: list[dict]) -> str:
         seeds = stats["difference"][INTEGER]["seeds"]
         chosen = summary["search"]["chosen"]
         estimates = [summary["exports"].get(arm) for arm in (CHOSEN, TINY)]
-        cells = [summary["settings"]["board"], chosen + (" (BERT-tiny)" if chosen == tiny else "")]
+        cells = [summary["settings"]["task"], summary["settings"]["board"]]
+        cells.append(chosen + (" (BERT-tiny)" if chosen == tiny else ""))
         cells += [" / ".join(f"{e['latency_ms']:,.0f}" if e else "–" for e in estimates), str(len(seeds))]
         cells += [_cell(stats["arms"][arm][INTEGER][split]) for arm in (CHOSEN, TINY) for split in SPLITS]
         test = stats["difference"][INTEGER].get("test")

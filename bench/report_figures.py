@@ -519,7 +519,7 @@ PROJECTED_CANDIDATE: dict[str, Callable[[], str]] = {
 SHAPE = {
     "board_shape_latency.verdict": lambda: board_shape_summary.verdict(summary("board_shape_latency")),
     "board_shape_layers.f767zi_verdict": lambda: board_shape_summary.verdict(
-        summary("board_shape_layers_nucleo-f767zi")
+        summary("board_shape_layers_rotten_tomatoes_nucleo-f767zi")
     ),
 }
 

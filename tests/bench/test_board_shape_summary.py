@@ -22,18 +22,27 @@ def test_the_ranking_table_marks_each_rankings_first_candidate_per_board():
         on_board = {"validation_accuracy": board, "test_accuracy": board - 0.03, "seconds": 9.0}
         return {"shape": shape, "embedding_bytes": 2048, "latency_ms": latency, **accuracies, "board": on_board}
 
-    def summary(board, rows, recipe="layers"):
-        return {"command": "bench", "settings": {"board": board, "recipe": recipe}, "search": {"candidates": rows}}
+    def summary(board, rows, recipe="layers", task="rotten_tomatoes"):
+        settings = {"task": task, "board": board, "recipe": recipe}
+        return {"command": "bench", "settings": settings, "search": {"candidates": rows}}
 
     parted = summary("nucleo-f746zg", [row("L1-H96-A3-F192-w4", 0.78, 0.77, 46.8), row("L2-H256", 0.80, 0.73, 449)])
-    agreed = summary("nucleo-f767zi", [row("L1-H96-A3-F192-w4", 0.79, 0.78, 46.8), row("L6-H192", 0.78, 0.70, 1131)])
+    agreed = summary(
+        "nucleo-f767zi",
+        task="party_speeches",
+        rows=[row("L1-H96-A3-F192-w4", 0.79, 0.78, 46.8), row("L6-H192", 0.78, 0.70, 1131)],
+    )
     del agreed["settings"]["recipe"]  # searched before --recipe reached --preset auto: logits
     agreed["search"]["candidates"].append(row("L2-H128-A2-F512-w8", 0.77, 0.69, 194.8))
     lines = tables.ranking_table([parted, agreed]).splitlines()
     assert lines[2] == (
-        "| nucleo-f746zg | layers | L1-H96-A3-F192-w4 | 2.0 KB | 78.00 | 76.00 | 77.00 | 74.00 | the board path |"
+        "| rotten_tomatoes | nucleo-f746zg | layers | L1-H96-A3-F192-w4 | 2.0 KB | 78.00 | 76.00 | 77.00 | 74.00 "
+        "| the board path |"
     )
-    assert lines[4].startswith("| nucleo-f767zi | logits |") and "| L2-H128-A2-F512-w8 (BERT-tiny) |" in lines[6]
+    assert (
+        lines[4].startswith("| party_speeches | nucleo-f767zi | logits |")
+        and "| L2-H128-A2-F512-w8 (BERT-tiny) |" in lines[6]
+    )
     assert lines[3].endswith("| 80.00 | 78.00 | 73.00 | 70.00 | the float students |")
     assert lines[4].endswith("| the float students and the board path |") and lines[5].endswith("| - |")
     del agreed["search"]["candidates"][1]["board"]  # a search ranked on the students has no board path
@@ -84,17 +93,26 @@ def test_the_seeds_table_pairs_each_boards_choice_with_bert_tiny_and_computes_no
     rng = np.random.default_rng(1)
     exports = {tables.CHOSEN: {"latency_ms": 1078.0}, tables.TINY: {"latency_ms": 179.0}}
     chosen = {"runs": {tables.CHOSEN: synthetic_runs(rng, 0.1)[:3], tables.TINY: synthetic_runs(rng, 0.0)}}
-    chosen |= {"exports": exports, "search": {"chosen": "L6-H192-A3-F768-w4"}, "settings": {"board": "nucleo-f767zi"}}
+    chosen |= {
+        "exports": exports,
+        "search": {"chosen": "L6-H192-A3-F768-w4"},
+        "settings": {"task": "party_speeches", "board": "nucleo-f767zi"},
+    }
     tiny_runs = synthetic_runs(rng, 0.0)
     same_exports = {arm: {"latency_ms": 194.8} for arm in (tables.CHOSEN, tables.TINY)}
     same = {"runs": {tables.CHOSEN: tiny_runs, tables.TINY: tiny_runs}, "exports": same_exports}
-    same |= {"search": {"chosen": "L2-H128-A2-F512-w8"}, "settings": {"board": "nucleo-f746zg"}}
+    same |= {
+        "search": {"chosen": "L2-H128-A2-F512-w8"},
+        "settings": {"task": "rotten_tomatoes", "board": "nucleo-f746zg"},
+    }
     rows = tables.seeds_table([chosen, same]).splitlines()
-    assert len(rows) == 4 and rows[2].startswith("| nucleo-f767zi | L6-H192-A3-F768-w4 | 1,078 / 179 | 3 |")
+    assert len(rows) == 4 and rows[2].startswith(
+        "| party_speeches | nucleo-f767zi | L6-H192-A3-F768-w4 | 1,078 / 179 | 3 |"
+    )
     # BERT-tiny's cells count only the seeds the chosen shape has, and the difference is theirs
     paired = [tables.bits_of(r, tables.INTEGER, "test").mean() * 100 for r in chosen["runs"][tables.TINY][:3]]
     assert f"| {np.mean(paired):.2f} ± {np.std(paired, ddof=1):.2f} |" in rows[2]
     difference = tables.summarize(chosen["runs"])["difference"][tables.INTEGER]["test"]
     assert f"| {difference['points']:+.2f} (" in rows[2] and "(BERT-tiny)" not in rows[2]
-    assert rows[3].startswith("| nucleo-f746zg | L2-H128-A2-F512-w8 (BERT-tiny) | 195 / 195 | 4 |")
+    assert rows[3].startswith("| rotten_tomatoes | nucleo-f746zg | L2-H128-A2-F512-w8 (BERT-tiny) | 195 / 195 | 4 |")
     assert rows[3].endswith("| 0 (the same runs) | – |")
