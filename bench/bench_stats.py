@@ -92,3 +92,11 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     sd = diff.std(ddof=1)
     t = (math.inf if diff.mean() else 0.0) if sd == 0 else diff.mean() / (sd / math.sqrt(diff.size))
     return float(t), student_t_two_sided_p(t, diff.size - 1) if t else 1.0
+
+
+def paired_difference(a_correct: np.ndarray, b_correct: np.ndarray) -> dict:
+    """a − b of [seeds, examples] correctness on the same seeds and examples: the difference in points, the
+    paired t over the seeds' accuracies and the paired bootstrap over seeds and examples."""
+    t, p = paired_t(a_correct.mean(axis=1), b_correct.mean(axis=1))
+    points = float(100 * (a_correct.mean() - b_correct.mean()))
+    return {"points": points, "t": t, "paired_t_p": p, "paired_bootstrap_p": paired_bootstrap(a_correct, b_correct)}

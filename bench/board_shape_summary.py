@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stats import paired_bootstrap, paired_t, statistics  # noqa: E402
+from bench_stats import paired_difference, statistics  # noqa: E402
 from distill_augment import _cell, _p  # noqa: E402
 from results_bits import correct  # noqa: E402
 
@@ -65,11 +65,8 @@ def versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
     for model in PATHS:
         entry = {"seeds": seeds}
         for split in SPLITS if seeds else ():
-            a = np.array([bits_of(other[s], model, split) for s in seeds])
-            b = np.array([bits_of(base[s], model, split) for s in seeds])
-            t, p = paired_t(a.mean(axis=1), b.mean(axis=1))
-            entry[split] = {"points": float(100 * (a.mean() - b.mean())), "t": t, "paired_t_p": p}
-            entry[split]["paired_bootstrap_p"] = paired_bootstrap(a, b)
+            a, b = (np.array([bits_of(runs[s], model, split) for s in seeds]) for runs in (other, base))
+            entry[split] = paired_difference(a, b)
         out[model] = entry
     return out
 

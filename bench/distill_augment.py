@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import board_accuracy  # noqa: E402
 import steps  # noqa: E402
-from bench_stats import format_p, paired_bootstrap, paired_t, statistics  # noqa: E402
+from bench_stats import format_p, paired_difference, statistics  # noqa: E402
 from provenance import provenance  # noqa: E402
 import start_before  # noqa: E402
 from results_bits import correct, pack  # noqa: E402
@@ -262,11 +262,8 @@ def _versus(arm_runs: list[dict], reference_runs: list[dict]) -> dict:
         entry = {"seeds": seeds}
         if seeds:
             for split in SPLITS:
-                a = np.array([accuracy_bits(other[s], path, split) for s in seeds])
-                b = np.array([accuracy_bits(base[s], path, split) for s in seeds])
-                t, p = paired_t(a.mean(axis=1), b.mean(axis=1))
-                entry[split] = {"points": float(100 * (a.mean() - b.mean())), "t": t, "paired_t_p": p}
-                entry[split]["paired_bootstrap_p"] = paired_bootstrap(a, b)
+                a, b = (np.array([accuracy_bits(runs[s], path, split) for s in seeds]) for runs in (other, base))
+                entry[split] = paired_difference(a, b)
         versus[path] = entry
     return versus
 

@@ -1,4 +1,5 @@
-"""The accuracy benchmarks' statistics and budget plumbing (bench/nas_vs_adaptive.py, bench/equal_flash.py)."""
+"""The accuracy benchmarks' statistics (bench/bench_stats.py) and budget plumbing (bench/nas_vs_adaptive.py,
+bench/equal_flash.py)."""
 
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import equal_flash  # noqa: E402
+from bench_stats import paired_difference, paired_t  # noqa: E402
 from nas_vs_adaptive import mcnemar, paired_bootstrap  # noqa: E402
 
 
@@ -30,6 +32,26 @@ def _row(method, seed, validation, test):
     labels = {"validation": [1] * 4, "test": [1] * 4}
     predictions = {s: [1] * k + [0] * (4 - k) for s, k in (("validation", validation), ("test", test))}
     return {"method": method, "seed": seed, "predictions": predictions, "labels": labels}
+
+
+def test_paired_t_matches_the_textbook_value():
+    a, b = np.array([0.80, 0.82, 0.81, 0.83, 0.80]), np.array([0.79, 0.80, 0.81, 0.80, 0.78])
+    t, p = paired_t(a, b)
+    assert t == pytest.approx(0.016 / (0.011402 / 5**0.5), rel=1e-4)  # differences' mean 0.016, sd 0.011402
+    x = t * t / 4  # 4 degrees of freedom: the t distribution's closed form
+    assert p == pytest.approx(1 - 0.75 * t / (1 + x) ** 0.5 * (1 - x / (3 * (1 + x))), abs=1e-6)
+    assert paired_t(a, a) == (0.0, 1.0)
+
+
+def test_a_paired_difference_is_the_mean_difference_with_its_t_over_seeds_and_its_bootstrap():
+    rng = np.random.default_rng(2)
+    base = rng.random((5, 400)) < 0.7
+    better = base | (rng.random((5, 400)) < 0.1)
+    difference = paired_difference(better, base)
+    assert difference["points"] == pytest.approx(100 * (better.mean() - base.mean()))
+    assert (difference["t"], difference["paired_t_p"]) == paired_t(better.mean(axis=1), base.mean(axis=1))
+    assert difference["paired_bootstrap_p"] == paired_bootstrap(better, base) < 0.01
+    assert paired_difference(base, base)["points"] == 0.0 and paired_difference(base, base)["paired_t_p"] == 1.0
 
 
 def test_equal_flash_compares_over_the_seeds_both_methods_have():

@@ -54,15 +54,6 @@ def test_a_preset_and_a_board_configuration_reach_the_student_and_its_board_path
     assert search[search.index("--embedding-bits") + 1] == "4" and evaluate[evaluate.index("--weight-bits") + 1] == "4"
 
 
-def test_paired_t_matches_the_textbook_value():
-    a, b = np.array([0.80, 0.82, 0.81, 0.83, 0.80]), np.array([0.79, 0.80, 0.81, 0.80, 0.78])
-    t, p = bench.paired_t(a, b)
-    assert t == pytest.approx(0.016 / (0.011402 / 5**0.5), rel=1e-4)  # differences' mean 0.016, sd 0.011402
-    x = t * t / 4  # 4 degrees of freedom: the t distribution's closed form
-    assert p == pytest.approx(1 - 0.75 * t / (1 + x) ** 0.5 * (1 - x / (3 * (1 + x))), abs=1e-6)
-    assert bench.paired_t(a, a) == (0.0, 1.0)
-
-
 def synthetic_runs(rng, better: float) -> list[dict]:
     def bits(rate):
         return {split: pack(rng.random(400) < rate) for split in bench.SPLITS}
