@@ -120,7 +120,7 @@ static inline int8_t output_s8(int32_t acc, const int32_t *ch, const row_layer *
 
 #if MCUBERT_MVE
 
-/* MVE: the one row through the linear layers' pair4 gemm (mcubert_gemm_s8.c), read in place, 16 channels
+/* MVE: the one row through the linear layers' pair4 gemm (mcubert_gemm_s8_mve.c), read in place, 16 channels
  * a call. */
 MCUBERT_NOINLINE static void row_linear_s8(const int8_t *x, const row_layer *layer, uint32_t *widened, int8_t *out)
 {

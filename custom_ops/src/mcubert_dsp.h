@@ -9,12 +9,12 @@
  * MCUBERT_DSP_ASM is 1 when the 4 x 2 micro-kernel comes from the Thumb-2 assembly file
  * (mcubert_gemm_dsp_s8.S; GNU assembler syntax: GCC, Clang, Arm Compiler 6). Otherwise — host
  * emulation, other toolchains, or -DMCUBERT_DSP_NO_ASM — the same sweeps are C with the
- * intrinsics below (mcubert_gemm_s8.c), which is also the readable statement of what the
+ * intrinsics below (mcubert_gemm_s8_dsp.c), which is also the readable statement of what the
  * assembly computes. This part of the header is plain preprocessor so the .S file can include it.
  *
  * MCUBERT_MVE is 1 on cores with integer MVE (Helium: Cortex-M55, M85) when the build lets the
  * compiler use the vector registers (no -mgeneral-regs-only): the pair4 gemm of the linear
- * layers and the attention's rows gemm then run on MVE (mcubert_gemm_s8.c), the rest stays on the
+ * layers and the attention's rows gemm then run on MVE (mcubert_gemm_s8_mve.c), the rest stays on the
  * DSP path. MVE requires the
  * DSP extension, so it is a refinement of MCUBERT_DSP_NATIVE.
  */

@@ -1,7 +1,7 @@
 /*
  * The DSP path's micro-kernel in Thumb-2 (Armv7E-M: Cortex-M4, M7, and later cores with the
  * DSP extension): 4 activation rows against `channels` output channels, K in steps of 4. The C
- * in mcubert_gemm_s8.c (dsp_sweep) computes the same thing and is the readable version; this
+ * in mcubert_gemm_s8_dsp.c (dsp_sweep) computes the same thing and is the readable version; this
  * file exists because GCC cannot be made to keep the loop below free of spills and to load the
  * activations with LDM.
  *

@@ -118,7 +118,7 @@ typedef struct {
 /* The micro-kernel proper (DSP path): acc[c][r] for channels c < `channels` (>= 1) over the
  * `groups` full 4-groups of the widened block x; channel c's weight word g is `step` bytes
  * after word g - 1 (8: pair4, 4: plain rows). Thumb-2 assembly (mcubert_gemm_dsp_s8.S) or the
- * equivalent C (mcubert_gemm_s8.c). */
+ * equivalent C (mcubert_gemm_s8_dsp.c). */
 void mcubert_dsp_4xn_step8(const uint32_t *x, int32_t groups, const mcubert_channel_walk *walk, int32_t channels,
                            int32_t acc[][MCUBERT_BLOCK_ROWS]);
 void mcubert_dsp_4xn_step4(const uint32_t *x, int32_t groups, const mcubert_channel_walk *walk, int32_t channels,
