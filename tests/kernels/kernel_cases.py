@@ -27,7 +27,7 @@ from tflm_mcubert.kernel_sources import custom_ops_dir
 HEADER = Path(__file__).resolve().parents[2] / "custom_ops" / "include" / "mcubert" / "mcubert_ops.h"
 # The generated contract header the C build compiles (custom_ops_dir() writes it).
 CONTRACT_HEADER = custom_ops_dir() / "include" / "mcubert" / "mcubert_contract.h"
-# The contract-wide hashes the C build implements (test_kernels_api checks them against SPEC.md).
+# The contract-wide hashes the C build implements (test_kernels_layout checks them against SPEC.md).
 HEADER_SPEC_HASH = int(
     re.search(r"#define MCUBERT_SPEC_HASH (0x[0-9a-fA-F]+)u", CONTRACT_HEADER.read_text()).group(1), 16
 )
