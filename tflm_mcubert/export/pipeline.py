@@ -337,10 +337,43 @@ def _run_stock(request, model, tokenizer, source, calibration, out_dir: Path, st
 
 
 def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, started: float) -> dict:
-    # Long: the mcubert export's files and report.json fields in order; each step is one call.
     samples, calibration_source = calibration.samples(request.seq_len)
     log(f"calibration: {calibration_source}")
     reserves = request.reserves()
+    board_fit, result = _export_for_board(request, model, tokenizer, samples, calibration, reserves)
+    sample_source = _sample_source(calibration, calibration_source)
+    files, vocab = _write_mcubert_files(request, tokenizer, source, samples, sample_source, result, out_dir)
+    flash_bytes = len(result.tflite) + vocab.blob_bytes
+    fit = check_fit(request.board, arena_bytes=result.arena.arena_bytes, flash_bytes=flash_bytes, **reserves)
+    report = {
+        **_report_head(request),
+        **_mcubert_report(request, model, result, board_fit, vocab, fit, reserves),
+        "model": {**with_written_blob(source, vocab.blob_bytes), "config": model.config.to_hf_dict()},
+        "calibration": calibration_source,
+        "calibration_fidelity": result.fidelity,
+        "files": files,
+        "seconds": None,
+    }
+    if not result.choice.fits:
+        report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
+    _finish(report, out_dir, started, request)
+    arena, plan = result.arena, result.plan
+    log(
+        f"wrote {request.out_dir}/model.tflite ({human_bytes(len(result.tflite))}), model_data.cc/.h, firmware "
+        f"files (FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B "
+        f"(plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
+        f"tiles {plan.tiles}"
+    )
+    if not fit.ok:
+        raise DoesNotFitError(
+            _mcubert_misfit(fit, request, result, vocab.blob_bytes)
+            + f" (files written to {request.out_dir} for inspection)"
+        )
+    return report
+
+
+def _export_for_board(request: ExportRequest, model, tokenizer, samples, calibration, reserves: dict):
+    """The board's widths and embedding budget (fit_to_board), then the custom-op export at them."""
     budget = request.board.arena_budget(reserves.get("sram_reserve", DEFAULT_SRAM_RESERVE))
     inputs = model_inputs(samples, request.seq_len, None)
     board_fit = fit_to_board(request, model, tokenizer, inputs, calibration.sentences)
@@ -357,15 +390,20 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         widths=board_fit.widths,
         embedding_budget=board_fit.embedding_budget,
     )
-    tflite, plan, arena = result.tflite, result.plan, result.arena
-    _write_model(tflite, out_dir)
+    return board_fit, result
+
+
+def _write_mcubert_files(request, tokenizer, source, samples, sample_source: str, result, out_dir: Path):
+    """model.tflite and its C array, the firmware files, the (permuted) tokenizer and its on-device blob;
+    returns report.json's file list and the vocab files' record."""
+    _write_model(result.tflite, out_dir)
     firmware = _write_firmware(
         out_dir,
         request,
-        tflite,
-        arena.arena_bytes,
+        result.tflite,
+        result.arena.arena_bytes,
         _model_sample(samples[0], request.seq_len, result.permutation),
-        _sample_source(calibration, calibration_source),
+        sample_source,
         result.sample_output,  # the export ran the reference on samples[0] already
         labels=source.get("labels"),
     )
@@ -380,27 +418,35 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         out_dir, tokenizer if request.vocab else None, result.permutation, request.seq_len, request.board.core
     )
     append_text_guide(out_dir, vocab, custom=True, seq_len=request.seq_len)
-    files += vocab.files
-    flash_bytes = len(tflite) + vocab.blob_bytes
-    config = model.config
-    fit = check_fit(request.board, arena_bytes=arena.arena_bytes, flash_bytes=flash_bytes, **reserves)
+    return [*files, *vocab.files], vocab
+
+
+MCUBERT_ARENA_NOTE = (
+    "what a 32-bit firmware must give TFLM: the offline plan (planned_bytes: every tensor "
+    "and scratch at its offset, as the reference ran it) plus TFLM's own arena use for "
+    "this graph (arena.tail: allocator objects, eval tensors, nodes, I/O tensors, the "
+    "kernels' OpData; modelled from the TFLM source in export/tflm_arena.py)"
+)
+
+
+def _mcubert_report(request: ExportRequest, model, result, board_fit, vocab, fit: FitReport, reserves) -> dict:
+    """report.json's memory, storage, fit, latency and op fields of a custom-op export, in their order."""
+    config, plan, arena = model.config, result.plan, result.arena
     constants = {row.name: row.constant_bytes for row in constant_bytes_by_op(result.quantized)}
     embedding_bytes = constants.get(ENCODER.first.node_name(0), 0)
-    report = {
-        **_report_head(request),
+    flash_bytes = len(result.tflite) + vocab.blob_bytes
+    compression = result.compression or checkpoint_compression(
+        model.embeddings.word_lookup, config.vocab_size * config.hidden_size, request.checkpoint
+    )
+    return {
         "arena_bytes": arena.arena_bytes,
-        "arena_note": (
-            "what a 32-bit firmware must give TFLM: the offline plan (planned_bytes: every tensor "
-            "and scratch at its offset, as the reference ran it) plus TFLM's own arena use for "
-            "this graph (arena.tail: allocator objects, eval tensors, nodes, I/O tensors, the "
-            "kernels' OpData; modelled from the TFLM source in export/tflm_arena.py)"
-        ),
+        "arena_note": MCUBERT_ARENA_NOTE,
         "planned_bytes": plan.planned_bytes,
         "arena": arena.to_json(),
         "tiles": plan.tiles,
         "flash_bytes": flash_bytes,
         "flash_note": FLASH_NOTE,
-        "tflite_bytes": len(tflite),
+        "tflite_bytes": len(result.tflite),
         "vocab_bytes": vocab.blob_bytes,
         "tokenizer": vocab.report,
         "params": {
@@ -409,13 +455,7 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
             "stored_embedding": _stored_embedding_params(model, result.compression),
             "stored_embedding_bytes": _stored_embedding_bytes(result.quantized.embedding),
         },
-        "compression": _with_real_embedding_bytes(
-            result.compression
-            or checkpoint_compression(
-                model.embeddings.word_lookup, config.vocab_size * config.hidden_size, request.checkpoint
-            ),
-            embedding_bytes,
-        ),
+        "compression": _with_real_embedding_bytes(compression, embedding_bytes),
         "embedding": embedding_storage_report(result.quantized.embedding, embedding_bytes),
         # int4 encoder weights only: an int8 export's report.json stays byte-identical (its "ops" bytes say it)
         **({"encoder": encoder_storage_report(result.quantized, constants)} if request.weight_bits != 8 else {}),
@@ -429,38 +469,20 @@ def _run_mcubert(request, model, tokenizer, source, calibration, out_dir: Path, 
         ),
         # Every known board at once: whether this export fits it, and the longest sequence that would.
         "boards": fit_on_every_board(config, request.seq_len, flash_bytes, config.num_labels, reserves),
-        "ops": [
-            {
-                "name": op.name,
-                "op": op.kind,
-                "bytes": constants.get(op.name, 0),
-                "tile": op.tile,
-                "scratch_bytes": op.scratch_bytes,
-                "live_bytes": op.live_bytes,
-            }
-            for op in plan.ops
-        ],
-        "model": {**with_written_blob(source, vocab.blob_bytes), "config": config.to_hf_dict()},
-        "calibration": calibration_source,
-        "calibration_fidelity": result.fidelity,
-        "files": files,
-        "seconds": None,
+        "ops": [_op_row(op, constants) for op in plan.ops],
     }
-    if not result.choice.fits:
-        report["fits"]["sram"]["largest_fitting_seq_len"] = result.choice.largest_fitting_seq_len
-    _finish(report, out_dir, started, request)
-    log(
-        f"wrote {request.out_dir}/model.tflite ({human_bytes(len(tflite))}), model_data.cc/.h, firmware files "
-        f"(FIRMWARE.md), report.json; arena {arena.arena_bytes:,} B "
-        f"(plan {plan.planned_bytes:,} B + TFLM {arena.overhead_bytes:,} B), "
-        f"tiles {plan.tiles}"
-    )
-    if not fit.ok:
-        raise DoesNotFitError(
-            _mcubert_misfit(fit, request, result, vocab.blob_bytes)
-            + f" (files written to {request.out_dir} for inspection)"
-        )
-    return report
+
+
+def _op_row(op, constants: dict) -> dict:
+    """One planned op in report.json: its constants' bytes, tile and memory."""
+    return {
+        "name": op.name,
+        "op": op.kind,
+        "bytes": constants.get(op.name, 0),
+        "tile": op.tile,
+        "scratch_bytes": op.scratch_bytes,
+        "live_bytes": op.live_bytes,
+    }
 
 
 def _with_real_embedding_bytes(compression: dict | None, embedding_bytes: int) -> dict | None:
