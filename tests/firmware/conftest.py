@@ -39,3 +39,14 @@ def arduino_lib_dir(tmp_path_factory):
     done = subprocess.run([sys.executable, str(script), "--lib", str(lib)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return lib
+
+
+@pytest.fixture(scope="session")
+def export_dir(tmp_path_factory):
+    """BERT-tiny (the preset's random weights) exported for the F746ZG at 128 tokens."""
+    from tflm_mcubert.boards import get_board
+    from tflm_mcubert.export.pipeline import ExportRequest, run_export
+
+    out = tmp_path_factory.mktemp("bert-tiny-128")
+    run_export(ExportRequest(out_dir=out, board=get_board("nucleo-f746zg"), seq_len=128))
+    return out

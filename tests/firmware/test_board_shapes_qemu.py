@@ -12,7 +12,7 @@ from importlib import resources
 
 import pytest
 
-from test_baremetal import QEMU_BOARD_IDS, QEMU_BOARDS, need, run_layer_check
+from tests.firmware.baremetal_helpers import QEMU_BOARD_IDS, QEMU_BOARDS, need, run_layer_check
 from tflm_mcubert.boards import get_board
 from tflm_mcubert.export.pipeline import ExportRequest, run_export
 from tflm_mcubert.firmware.layer_check import layer_check_from_export, write_layer_data

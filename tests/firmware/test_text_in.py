@@ -13,45 +13,23 @@ counts where QEMU prints 0.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests import qemu
+from tests.firmware.baremetal_helpers import BAREMETAL, firmware_sizes, need
 
 from tflm_mcubert.boards import get_board
 from tflm_mcubert.firmware.app_data import AppDataError, app_data_from_export, text_line_bytes, write_app_data
 
-REPO = Path(__file__).resolve().parents[2]
-BAREMETAL = REPO / "examples" / "baremetal"
 SEQ_LEN = 16
 LINE_BYTES = text_line_bytes(SEQ_LEN)  # text_data.h TEXT_LINE_BYTES
-
-
-def _firmware_sizes():
-    """examples/baremetal/firmware_sizes.py (its build()), loaded once as test_baremetal.py loads it."""
-    if "firmware_sizes" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("firmware_sizes", BAREMETAL / "firmware_sizes.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["firmware_sizes"] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules["firmware_sizes"]
-
-
-def need(*tools: str) -> None:
-    for tool in tools:
-        if shutil.which(tool) is None:
-            pytest.skip(
-                f"{tool} not found (Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
-                f"cmake ninja-build qemu-system-arm)"
-            )
 
 
 # One line each; no "\n" inside. The 3-byte character that straddles LINE_BYTES is cut by the firmware's
@@ -96,7 +74,7 @@ def _text_check(export_dir, tmp_path_factory, board: str):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     data = tmp_path_factory.mktemp("text-data")
     write_app_data(app_data_from_export(export_dir), data)
-    return _firmware_sizes().build(
+    return firmware_sizes.build(
         board,
         tmp_path_factory.mktemp("text-build"),
         target="mcubert_text_check",
@@ -196,7 +174,7 @@ def test_cycle_counts_on_the_emulator_only_board(export_dir, tmp_path):
 
     data = tmp_path / "text-data"
     write_app_data(app_data_from_export(export_dir), data)
-    elf = _firmware_sizes().build(
+    elf = firmware_sizes.build(
         "emulator-m7", tmp_path / "build", target="mcubert_text_check", cmake_args=(f"-DMCUBERT_TEXT_DATA_DIR={data}",)
     )
     sentences = tmp_path / "sentences.txt"
@@ -230,7 +208,7 @@ def test_sentences_typed_into_the_nucleo_virtual_com_port(export_dir, tmp_path, 
 
     data = tmp_path / "text-data"
     write_app_data(app_data_from_export(export_dir), data)
-    elf = _firmware_sizes().build(
+    elf = firmware_sizes.build(
         board,
         tmp_path / "build",
         target="mcubert_text_check",
