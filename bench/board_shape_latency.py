@@ -309,7 +309,7 @@ def shape_search_record(folder: Path) -> dict | None:
     return {**{k: v for k, v in search.items() if k != "candidates"}, "wall_seconds": wall, "candidates": candidates}
 
 
-def main(argv=None) -> int:
+def parse_arguments(argv) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, required=True, help="the runs' folder (OUT)")
     parser.add_argument("--teacher", type=Path, help="the fine-tuned teacher (distill --teacher); needed with --run")
@@ -345,7 +345,11 @@ def main(argv=None) -> int:
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
     start_before.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
-    args = parser.parse_args(argv)
+    return parser, parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    parser, args = parse_arguments(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.run:
         if not args.teacher:
@@ -356,12 +360,23 @@ def main(argv=None) -> int:
     if search is None:
         raise SystemExit(f"{args.runs / 'auto-s0'}: the search has not finished; run with --run")
     exports = {arm: export_record(board_folder(args, arm, 0), args.board) for arm in runs}
+    summary = build_summary(args, argv, runs, search, exports)
+    print(markdown(summary["statistics"], exports, search["chosen"], args.board, args.export_seq_len))
+    out = args.out or args.runs / "summary.json"
+    out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    print(f"summary {out} ({out.stat().st_size:,} bytes)")
+    return 0
+
+
+def build_summary(args: argparse.Namespace, argv, runs: dict, search: dict, exports: dict) -> dict:
+    """The committed summary: settings and commands, the teacher, the checkpoints' hashes, the search, the
+    exports, every run and the statistics."""
     checkpoints = {"teacher": args.teacher}
     for arm, rows in runs.items():
         for r in rows:
             checkpoints[f"{arm}-s{r['seed']}"] = student_folder(args, arm, r["seed"])
             checkpoints[f"{arm}-s{r['seed']}-board"] = board_folder(args, arm, r["seed"]) / "model"
-    summary = {
+    return {
         "command": "python bench/board_shape_latency.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
         "settings": {
             "task": args.task,
@@ -387,14 +402,8 @@ def main(argv=None) -> int:
         "search": search,
         "exports": exports,
         "runs": runs,
+        "statistics": summarize(runs),
     }
-    stats = summarize(runs)
-    summary["statistics"] = stats
-    print(markdown(stats, exports, search["chosen"], args.board, args.export_seq_len))
-    out = args.out or args.runs / "summary.json"
-    out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    print(f"summary {out} ({out.stat().st_size:,} bytes)")
-    return 0
 
 
 if __name__ == "__main__":

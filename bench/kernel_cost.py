@@ -466,20 +466,8 @@ def main(argv=None) -> int:
     )
     text = print_tables(rows, linear, sweep, model_check, before, board_cores, real_note)
     elapsed = time.time() - started
-    args.out.mkdir(parents=True, exist_ok=True)
     document = {
-        "meta": {
-            "seconds": elapsed,
-            "cpus": cpus,
-            "tiles": tiles,
-            "flash_block": FLASH_BLOCK,
-            "measure": "executed instructions (unicorn, per translated block)",
-            "cycles": "ESTIMATE from instruction classes (tflm_mcubert/measure/instruction_classes.py)",
-            "cmsis_nn": real_note,
-            "git": subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-            ).stdout.strip(),
-        },
+        "meta": run_meta(elapsed, cpus, tiles, real_note),
         "layers": rows,
         "linear": linear,
         "tile_sweep": sweep,
@@ -488,6 +476,33 @@ def main(argv=None) -> int:
         "before_after": before,
         "fitted": ({f"{k}/{q}": v for (k, q), v in fitted.items()} if fitted else None),
     }
+    stem = write_outputs(args, argv, document, text, rows, sweep)
+    print(
+        f"\nwrote {args.out / stem}.json/.md/.png; took {elapsed:.0f} s "
+        f"({time.time() - measured_at:.0f} s after measuring)"
+    )
+    return 0
+
+
+def run_meta(elapsed: float, cpus, tiles: dict, real_note: str | None) -> dict:
+    return {
+        "seconds": elapsed,
+        "cpus": cpus,
+        "tiles": tiles,
+        "flash_block": FLASH_BLOCK,
+        "measure": "executed instructions (unicorn, per translated block)",
+        "cycles": "ESTIMATE from instruction classes (tflm_mcubert/measure/instruction_classes.py)",
+        "cmsis_nn": real_note,
+        "git": subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+    }
+
+
+def write_outputs(args: argparse.Namespace, argv, document: dict, text: str, rows, sweep) -> str:
+    """The run's JSON, Markdown and PNG under --out, and the committed summary when --summary names one;
+    returns the files' stem."""
+    args.out.mkdir(parents=True, exist_ok=True)
     stem = "kernel_cost_quick" if args.quick else "kernel_cost"
     (args.out / f"{stem}.json").write_text(json.dumps(document, indent=1))
     (args.out / f"{stem}.md").write_text(text + "\n")
@@ -495,11 +510,7 @@ def main(argv=None) -> int:
     if args.summary:
         command = "python bench/kernel_cost.py " + " ".join(argv if argv is not None else sys.argv[1:])
         args.summary.write_text(json.dumps(summary(document, command), indent=1) + "\n")
-    print(
-        f"\nwrote {args.out / stem}.json/.md/.png; took {elapsed:.0f} s "
-        f"({time.time() - measured_at:.0f} s after measuring)"
-    )
-    return 0
+    return stem
 
 
 if __name__ == "__main__":
