@@ -217,3 +217,9 @@ def markdown_table(summary: dict) -> str:
     return markdown(
         summarize(summary["runs"]), summary["exports"], shape, settings["board"], settings["export_seq_len"]
     )
+
+
+def teacher_accuracy(summary: dict) -> str:
+    """ "67.91 dev / 69.03 test": the teacher's accuracy as the summary recorded it (finetune's metrics.json)."""
+    accuracy = summary["teacher"]["accuracy"]
+    return f"{accuracy['validation']:.2f} dev / {accuracy['test']:.2f} test"

@@ -521,6 +521,9 @@ SHAPE = {
     "board_shape_layers.f767zi_verdict": lambda: board_shape_summary.verdict(
         summary("board_shape_layers_rotten_tomatoes_nucleo-f767zi")
     ),
+    "board_shape_layers.party_teacher": lambda: board_shape_summary.teacher_accuracy(
+        summary("board_shape_layers_party_speeches_nucleo-f746zg")
+    ),
 }
 
 # ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----

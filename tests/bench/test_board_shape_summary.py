@@ -116,3 +116,8 @@ def test_the_seeds_table_pairs_each_boards_choice_with_bert_tiny_and_computes_no
     assert f"| {difference['points']:+.2f} (" in rows[2] and "(BERT-tiny)" not in rows[2]
     assert rows[3].startswith("| rotten_tomatoes | nucleo-f746zg | L2-H128-A2-F512-w8 (BERT-tiny) | 195 / 195 | 4 |")
     assert rows[3].endswith("| 0 (the same runs) | – |")
+
+
+def test_the_teacher_is_quoted_from_its_recorded_accuracy():
+    summary = {"teacher": {"checkpoint": "c", "seconds": 1.0, "accuracy": {"validation": 67.9104, "test": 69.0299}}}
+    assert tables.teacher_accuracy(summary) == "67.91 dev / 69.03 test"
