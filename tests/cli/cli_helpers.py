@@ -25,7 +25,7 @@ def run_text_check_under_qemu(export_dir, sentences: list[str], names: list[str]
     import numpy as np
 
     from tests import qemu
-    from tests.firmware.test_text_in import _firmware_sizes, need
+    from tests.firmware.baremetal_helpers import firmware_sizes, need
     from tflm_mcubert.firmware.app_data import app_data_from_export, write_app_data
     from tflm_mcubert.runtime.reference import run_reference
     from tflm_mcubert.tflite.mcubert_reader import read_model
@@ -33,7 +33,7 @@ def run_text_check_under_qemu(export_dir, sentences: list[str], names: list[str]
 
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     write_app_data(app_data_from_export(export_dir), tmp_path / "text-data")
-    elf = _firmware_sizes().build(
+    elf = firmware_sizes.build(
         "qemu-mps2-an500",
         tmp_path / "text-build",
         target="mcubert_text_check",

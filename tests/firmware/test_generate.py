@@ -18,7 +18,7 @@ import pytest
 from tests import qemu
 from tests.export.test_arduino_bundle import CPUS, compile_library
 from tests.export.test_cmake_bundle import TOOLCHAIN, build
-from tests.firmware.test_text_in import _firmware_sizes, need
+from tests.firmware.baremetal_helpers import firmware_sizes, need
 from tests.gpt2_helpers import random_gpt2
 from tflm_mcubert.firmware.app_data import app_data_from_export, write_app_data
 from tflm_mcubert.tflite.mcubert_reader import read_decoder
@@ -61,7 +61,7 @@ def _cli(*argv) -> int:
 def test_generation_under_qemu_equals_the_reference_token_for_token(export_dir, tmp_path, board, machine):
     need("arm-none-eabi-gcc", "cmake", "ninja", "qemu-system-arm")
     write_app_data(app_data_from_export(export_dir), tmp_path / "data")
-    elf = _firmware_sizes().build(
+    elf = firmware_sizes.build(
         board,
         tmp_path / "build",
         target="mcubert_generate",
@@ -149,7 +149,7 @@ def test_text_in_text_out_under_qemu_equals_the_reference(text_export, tmp_path)
     calls = app_data_from_export(export_dir)
     assert calls.vocab, "the export wrote no tokenizer blob"
     write_app_data(calls, tmp_path / "data")
-    elf = _firmware_sizes().build(
+    elf = firmware_sizes.build(
         "qemu-mps2-an500",
         tmp_path / "build",
         target="mcubert_generate",
