@@ -25,6 +25,10 @@ Configurations (`--configs`, a comma list of these names; by default the first f
                     the single characters): fewer rows and a smaller tokenizer blob for the same bytes
   mini-f767-w4e4p-qat  as mini-f767-w4e4p, its final fine-tune quantization-aware (`search --qat-weight-bits
                     4`: the same steps, the encoder's weights fake-quantized at int4); point "Q-search"
+  tiny-f746-default-q8  tiny-f746-default fine-tuned quantization-aware at int8 (`--qat-weight-bits 8`): the
+                    board path of bench/board_shape_latency.py's BERT-tiny
+  tiny-f746-w4e4p-q4  tiny-f746-w4e4p fine-tuned quantization-aware at int4
+  tiny-f746-w8e4p-q8  (candidate) int8 weights, int4 word tables, pruned, quantization-aware at int8
 
 Points (a side's "best" is its candidate with the highest mean dev accuracy over the seeds run; ties to the
 first listed; only configurations that fit):
@@ -34,6 +38,8 @@ first listed; only configurations that fit):
      activations, the word tables as stored: `search`'s own dev/test predictions); "B-float" against
      evaluate's float model (the latent float word tables too). Target ≥ −0.7 test points
   C  at the F746ZG's Flash: best of the F746 configurations − tiny-f746-default. Target ≥ +1.0 test points
+  D  at the F746ZG's Flash, quantization-aware: best of tiny-f746-w4e4p-q4 and tiny-f746-w8e4p-q8 −
+     tiny-f746-default-q8. Ahead on test, dev agreeing, p < 0.05
 
 p: the paired bootstrap of `bench_stats.py` (seeds and examples resampled, 10,000 draws) of the seed-averaged
 difference, over the seeds both sides have; McNemar: exact, per seed, on test.
@@ -44,8 +50,13 @@ fake-quantized as stored, quantize/qat.py), the variant `<config>@w<bits>+qat`, 
 the same checkpoint's PTQ (`<config>@w<bits>`), paired by seed. `--searches-from DIR` reuses the finished
 searches (and their PTQ evaluations and exports) of an earlier OUT: only the QAT evaluations run.
 
+A student's path may hold `{seed}` (`--tiny-student runs/tiny-s{seed}`): each seed then compresses its own
+student, so the seeds vary the distillation too. `--evaluate-seq-len` evaluates at another length than the
+search trains at (e.g. the export's 128 tokens).
+
 Each student is needed only when a configuration of --configs uses it (`--configs tiny-f746-w4e4p`: no
---mini-student). Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's (point C).
+--mini-student). Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's
+(points C and D).
 Resumable: each run lives in OUT/<config>-seed<k>/ (`model/`: the search's checkpoint, resumed with `search
 --resume`; `evaluate.json`; `export/` for seed 0; `run.json`: the run's record with per-example
 predictions). A finished step is read back; rerun the same command to finish. OUT/bench.json keeps the
@@ -103,7 +114,7 @@ def run_one(name: str, seed: int, opts) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     if opts.searches_from:
         reuse_search(opts.searches_from / folder.name, folder)
-    student = opts.tiny_student if config.model == "tiny" else opts.mini_student
+    student = student_of(opts, config.model, seed)
     model = folder / "model"
     search = ["search", "--checkpoint", str(student), "--task", opts.task, "--out", str(model), "--resume"]
     search += ["--quiet", "--seed", str(seed), "--epochs", str(opts.epochs)]
@@ -114,7 +125,7 @@ def run_one(name: str, seed: int, opts) -> dict:
     if search_s is None:
         return {"config": name, "seed": seed, "failed": "search"}
     evaluation = folder / "evaluate.json"
-    evaluate = ["evaluate", "--checkpoint", str(model), "--task", opts.task, "--seq-len", str(opts.max_seq_len)]
+    evaluate = ["evaluate", "--checkpoint", str(model), "--task", opts.task, "--seq-len", str(opts.evaluate_seq_len)]
     evaluate += ["--split", "validation", "test", "--weight-bits", *map(str, config.evaluate_bits)]
     evaluate += ["--json", str(evaluation)]
     evaluate_s = run_step(evaluate, evaluation, f"{tag} evaluate", opts.out)
@@ -133,6 +144,12 @@ def run_one(name: str, seed: int, opts) -> dict:
     record = record_from_files(name, seed, folder)
     record_file.write_text(json.dumps(record) + "\n")
     return record
+
+
+def student_of(opts, model: str, seed: int) -> Path | None:
+    """The `model` ("tiny" or "mini") student that seed `seed` compresses: --<model>-student, its `{seed}` filled."""
+    path = getattr(opts, f"{model}_student")
+    return None if path is None else Path(str(path).replace("{seed}", str(seed)))
 
 
 def reuse_search(source: Path, folder: Path) -> None:
@@ -461,6 +478,7 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--finetune-epochs", type=float, default=1.0)
     parser.add_argument("--max-seq-len", type=int, default=64, help="training and evaluation (default 64)")
     parser.add_argument("--export-seq-len", type=int, default=64, help="the export the budget is split for")
+    parser.add_argument("--evaluate-seq-len", type=int, help="evaluate --seq-len (default: --max-seq-len)")
     parser.add_argument("--export-seeds", type=int_list, default=[0], help="seeds also exported (default 0)")
     parser.add_argument("--qat-steps", type=int, default=0, help="also evaluate after N QAT steps (variant +qat)")
     parser.add_argument("--searches-from", type=Path, help="an earlier OUT whose finished searches to reuse")
@@ -479,6 +497,7 @@ def parse(argv=None) -> argparse.Namespace:
     for model in sorted({CONFIGS[c].model for c in configs}):
         if getattr(opts, f"{model}_student") is None:
             parser.error(f"--{model}-student is required: --configs has BERT-{model} configurations")
+    opts.evaluate_seq_len = opts.evaluate_seq_len or opts.max_seq_len
     if opts.qat_steps < 0:
         parser.error("--qat-steps must be 0 or more")
     if opts.epochs <= 0 or opts.finetune_epochs <= 0:
@@ -487,8 +506,9 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def settings_of(opts) -> dict:
-    """The settings a rerun must repeat (qat_steps only when set: earlier OUTs have none)."""
+    """The settings a rerun must repeat (qat_steps and evaluate_seq_len only when set: earlier OUTs have none)."""
     keys = SETTINGS + (("qat_steps",) if opts.qat_steps else ())
+    keys += ("evaluate_seq_len",) if opts.evaluate_seq_len != opts.max_seq_len else ()
     return {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items() if k in keys}
 
 
@@ -507,8 +527,9 @@ def finished_records(out: Path, rebuild: bool = False) -> list[dict]:
 def main(argv=None) -> int:
     opts = parse(argv)
     if not opts.report_only:
-        for student in (opts.tiny_student, opts.mini_student):
-            if student is not None and not (student / "config.json").is_file():
+        models = sorted({CONFIGS[c].model for c in opts.configs})
+        for student in {student_of(opts, model, seed) for model in models for seed in opts.seeds}:
+            if not (student / "config.json").is_file():
                 raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
     claim(opts.out, settings_of(opts))
     began = time.monotonic()
@@ -530,7 +551,10 @@ def main(argv=None) -> int:
     summary = summarize(records)
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
-    record["provenance"] = provenance({"tiny_student": opts.tiny_student, "mini_student": opts.mini_student})
+    students = {f"{m}_student": student_of(opts, m, 0) for m in ("tiny", "mini")}
+    if any("{seed}" in str(getattr(opts, f"{m}_student")) for m in ("tiny", "mini")):
+        students = {f"{m}_student_seed{s}": student_of(opts, m, s) for m in ("tiny", "mini") for s in opts.seeds}
+    record["provenance"] = provenance(students)
     (opts.out / "summary.json").write_text(summary_text(record))
     print(markdown(summary, opts.qat_steps))
     figure = plot(summary, opts.out / "board_accuracy.png") if summary["variants"] else None

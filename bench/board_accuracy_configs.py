@@ -47,6 +47,11 @@ CONFIGS = {
     "tiny-f746-w8e8p": Config("tiny", F746, 8, 8, True, (8,)),
     "mini-f767-w4e4p-top4k": Config("mini", F767, 4, 4, True, (4,), prune_top_n=4000),
     "mini-f767-w4e4p-qat": Config("mini", F767, 4, 4, True, (4,), qat_weight_bits=4),
+    # quantization-aware board paths at the F746ZG: the layers recipe's own (bench/board_shape_latency.py's
+    # BERT-tiny) and two that spend the Flash on more word-table numbers
+    "tiny-f746-default-q8": Config("tiny", F746, 8, None, False, (8,), qat_weight_bits=8),
+    "tiny-f746-w4e4p-q4": Config("tiny", F746, 4, 4, True, (4,), qat_weight_bits=4),
+    "tiny-f746-w8e4p-q8": Config("tiny", F746, 8, 4, True, (8,), qat_weight_bits=8),
 }
 QAT_OF = {"mini-f767-w4e4p-qat": "mini-f767-w4e4p"}  # a search-QAT configuration: its PTQ twin (point Q-search)
 DEFAULT_CONFIGS = ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
@@ -65,6 +70,13 @@ POINTS = {
         ["tiny-f746-default"],
         1.0,
         False,
+    ),
+    "D": (
+        "F746ZG Flash, quantization-aware: best found − int8 weights and tables",
+        ["tiny-f746-w4e4p-q4", "tiny-f746-w8e4p-q8"],
+        ["tiny-f746-default-q8"],
+        0.0,
+        True,
     ),
 }
 B_TARGET = -0.7  # BERT-mini int4 weights − float, on test

@@ -51,6 +51,28 @@ def test_every_configuration_searches_for_its_board_at_its_widths():
         assert config.evaluate_bits[0] == config.weight_bits, name  # its own width is measured first
 
 
+def test_a_seed_template_gives_each_seed_its_own_student_and_evaluate_takes_its_own_length(tmp_path, monkeypatch):
+    argv = ["--tiny-student", str(tmp_path / "tiny-s{seed}"), "--configs", "tiny-f746-w4e4p-q4", "--out", str(tmp_path)]
+    opts = bench.parse(argv + ["--export-seq-len", "128", "--evaluate-seq-len", "128", "--export-seeds", "9"])
+    assert bench.student_of(opts, "tiny", 3) == tmp_path / "tiny-s3" and bench.student_of(opts, "mini", 3) is None
+    assert bench.settings_of(opts)["evaluate_seq_len"] == 128
+    assert "evaluate_seq_len" not in bench.settings_of(bench.parse(ARGS))  # earlier OUTs' settings still match
+    commands = []
+    monkeypatch.setattr(bench, "run_step", lambda command, *a: commands.append(command))
+    assert bench.run_one("tiny-f746-w4e4p-q4", 3, opts)["failed"] == "search"
+    search = commands[0]
+    assert search[search.index("--checkpoint") + 1] == str(tmp_path / "tiny-s3")
+    assert search[search.index("--max-seq-len") + 1] == "64" and search[search.index("--qat-weight-bits") + 1] == "4"
+    monkeypatch.setattr(
+        bench, "run_step", lambda command, *a: commands.append(command) or (1.0 if command[0] == "search" else None)
+    )
+    assert bench.run_one("tiny-f746-w4e4p-q4", 4, opts)["failed"] == "evaluate"
+    evaluate = commands[-1]
+    assert evaluate[evaluate.index("--seq-len") + 1] == "128"
+    with pytest.raises(SystemExit, match="tiny-s0: no config.json"):
+        bench.main(argv + ["--seeds", "0"])
+
+
 def test_a_rerun_with_other_settings_is_refused(tmp_path):
     settings = bench.settings_of(bench.parse(ARGS + ["--out", str(tmp_path)]))
     bench.claim(tmp_path, settings)
