@@ -125,6 +125,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **_board_accuracy("board_accuracy_qat_export.json"),
     **_board_accuracy("board_accuracy_qat_search.json"),
     **_board_accuracy("board_accuracy_qat_export_tiny.json"),
+    **_board_accuracy("board_accuracy_layers_f746zg.json"),
     **_search_then_train("nas_vs_adaptive.json"),
     **_search_then_train("nas_vs_adaptive_stage1_start_budget.json"),
     **_search_then_train("nas_vs_adaptive_projected.json"),

@@ -259,6 +259,7 @@ BOARD_ACCURACY: dict[str, Callable[[], str]] = {
     "board_accuracy.seconds_seeds_5_9": lambda: _run_seconds(range(5, 10)),
     "board_accuracy.students_test": _students_test,
     **{f"board_accuracy.point_{point}": (lambda point=point: _point(point)) for point in ("A", "B", "B-float", "C")},
+    "board_accuracy_layers_f746zg.point_D": lambda: _point("D", "board_accuracy_layers_f746zg"),
     **{
         f"board_accuracy.flash_{config}": (lambda config=config: _flash_split(config))
         for config in ("tiny-f767-w8e8p", "mini-f767-w4e4p", "tiny-f746-default", "tiny-f746-w4e4p")
