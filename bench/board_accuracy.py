@@ -152,6 +152,17 @@ def student_of(opts, model: str, seed: int) -> Path | None:
     return None if path is None else Path(str(path).replace("{seed}", str(seed)))
 
 
+def students_read(opts) -> dict[str, Path]:
+    """The students --configs reads, by role: `tiny_student`, or `tiny_student_seed<k>` per seed when its path
+    holds `{seed}`."""
+    students = {}
+    for model in sorted({CONFIGS[c].model for c in opts.configs}):
+        per_seed = "{seed}" in str(getattr(opts, f"{model}_student"))
+        for seed in opts.seeds if per_seed else opts.seeds[:1]:
+            students[f"{model}_student" + (f"_seed{seed}" if per_seed else "")] = student_of(opts, model, seed)
+    return students
+
+
 def reuse_search(source: Path, folder: Path) -> None:
     """Link an earlier OUT's finished search (model/, export/) into `folder` and copy its PTQ evaluation, so
     that only what is new (the QAT evaluation) runs."""
@@ -527,8 +538,7 @@ def finished_records(out: Path, rebuild: bool = False) -> list[dict]:
 def main(argv=None) -> int:
     opts = parse(argv)
     if not opts.report_only:
-        models = sorted({CONFIGS[c].model for c in opts.configs})
-        for student in {student_of(opts, model, seed) for model in models for seed in opts.seeds}:
+        for student in students_read(opts).values():
             if not (student / "config.json").is_file():
                 raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
     claim(opts.out, settings_of(opts))
@@ -551,10 +561,7 @@ def main(argv=None) -> int:
     summary = summarize(records)
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
-    students = {f"{m}_student": student_of(opts, m, 0) for m in ("tiny", "mini")}
-    if any("{seed}" in str(getattr(opts, f"{m}_student")) for m in ("tiny", "mini")):
-        students = {f"{m}_student_seed{s}": student_of(opts, m, s) for m in ("tiny", "mini") for s in opts.seeds}
-    record["provenance"] = provenance(students)
+    record["provenance"] = provenance(students_read(opts))
     (opts.out / "summary.json").write_text(summary_text(record))
     print(markdown(summary, opts.qat_steps))
     figure = plot(summary, opts.out / "board_accuracy.png") if summary["variants"] else None

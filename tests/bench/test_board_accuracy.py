@@ -57,6 +57,8 @@ def test_a_seed_template_gives_each_seed_its_own_student_and_evaluate_takes_its_
     assert bench.student_of(opts, "tiny", 3) == tmp_path / "tiny-s3" and bench.student_of(opts, "mini", 3) is None
     assert bench.settings_of(opts)["evaluate_seq_len"] == 128
     assert "evaluate_seq_len" not in bench.settings_of(bench.parse(ARGS))  # earlier OUTs' settings still match
+    assert list(bench.students_read(opts)) == [f"tiny_student_seed{s}" for s in range(5)]  # hashed per seed
+    assert list(bench.students_read(bench.parse(ARGS))) == ["mini_student", "tiny_student"]
     commands = []
     monkeypatch.setattr(bench, "run_step", lambda command, *a: commands.append(command))
     assert bench.run_one("tiny-f746-w4e4p-q4", 3, opts)["failed"] == "search"
