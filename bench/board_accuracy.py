@@ -52,7 +52,8 @@ searches (and their PTQ evaluations and exports) of an earlier OUT: only the QAT
 
 A student's path may hold `{seed}` (`--tiny-student runs/tiny-s{seed}`): each seed then compresses its own
 student, so the seeds vary the distillation too. `--evaluate-seq-len` evaluates at another length than the
-search trains at (e.g. the export's 128 tokens).
+search trains at (e.g. the export's 128 tokens). `--earlier SUMMARY` (earlier.py) takes the runs a committed
+summary of the same settings holds, so that a fresh machine runs only the seeds it lacks.
 
 Each student is needed only when a configuration of --configs uses it (`--configs tiny-f746-w4e4p`: no
 --mini-student). Runs go the F767ZI's configurations first (points A and B), seed by seed, then the F746ZG's
@@ -83,6 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stats import format_bootstrap_p, mcnemar, paired_bootstrap, statistics  # noqa: E402
 from figures import pyplot, save_figure  # noqa: E402
 from provenance import provenance  # noqa: E402
+import earlier  # noqa: E402
 import start_before  # noqa: E402
 from steps import claim, log, run_step  # noqa: E402
 from results_bits import compact, correct, models  # noqa: E402
@@ -499,6 +501,7 @@ def parse(argv=None) -> argparse.Namespace:
         help="summarize the finished runs (their records made again from their files), start none",
     )
     start_before.add_argument(parser)
+    earlier.add_argument(parser)
     opts = parser.parse_args(argv)
     configs = [c.strip() for c in opts.configs.split(",") if c.strip()]
     unknown = sorted(set(configs) - set(CONFIGS))
@@ -542,8 +545,12 @@ def main(argv=None) -> int:
             if not (student / "config.json").is_file():
                 raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
     claim(opts.out, settings_of(opts))
+    # the students' paths may differ between machines; the settings that make the runs comparable may not
+    comparable = {k: v for k, v in settings_of(opts).items() if not k.endswith("_student")}
+    previous = earlier.load(opts.earlier, comparable, where=None)
     began = time.monotonic()
     jobs = [] if opts.report_only else job_order(opts.configs, opts.seeds)
+    jobs = [(name, seed) for name, seed in jobs if not earlier.holds_record(previous, name, seed)]
     failed = []
     for n, (name, seed) in enumerate(jobs):
         if start_before.reached(opts.start_before):
@@ -557,11 +564,13 @@ def main(argv=None) -> int:
             log(f"[{name} seed {seed}] {format_accuracies(record)} ({n + 1}/{len(jobs)})", opts.out)
         elapsed = time.monotonic() - began
         log(f"elapsed {elapsed:.0f} s; about {elapsed / (n + 1) * (len(jobs) - n - 1):.0f} s to go", opts.out)
-    records = finished_records(opts.out, rebuild=opts.report_only)
+    local = finished_records(opts.out, rebuild=opts.report_only)
+    records = earlier.merge_records(local, previous, lambda r: r["config"] in opts.configs and r["seed"] in opts.seeds)
     summary = summarize(records)
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
-    record["provenance"] = provenance(students_read(opts))
+    taken = {f"{CONFIGS[r['config']].model}_student_seed{r['seed']}" for r in records[len(local) :]}
+    record["provenance"] = earlier.merge_provenance(provenance(students_read(opts)), previous, taken, shared=())
     (opts.out / "summary.json").write_text(summary_text(record))
     print(markdown(summary, opts.qat_steps))
     figure = plot(summary, opts.out / "board_accuracy.png") if summary["variants"] else None

@@ -53,6 +53,13 @@ shape against BERT-tiny: paired t over seeds and the paired bootstrap over examp
 
     python bench/board_shape_latency.py --teacher /work/runs/lat/teacher --runs /work/runs/lat \\
         --seeds 0,1,2,3,4,5,6,7,8,9 --run --out bench/results/board_shape_latency.json
+
+`--earlier SUMMARY` grows a committed summary on a machine that lacks its runs: the seeds it holds are taken
+from it (the search too, and which shape it chose), the missing ones run here, and the new summary's
+provenance keeps the earlier commit, environment and hashes (earlier.py):
+
+    python bench/board_shape_latency.py ... --earlier bench/results/board_shape_latency.json \\
+        --seeds 0,1,2,3,4,5,6,7,8,9 --run --out bench/results/board_shape_latency.json
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import steps  # noqa: E402
 import distill_augment  # noqa: E402
+import earlier  # noqa: E402
 from board_shape_summary import BOARD, CHOSEN, SPLITS, TINY, TINY_SHAPE  # noqa: E402
 from board_shape_summary import markdown, summarize  # noqa: E402
 from distill_augment import seconds_of  # noqa: E402
@@ -117,11 +125,16 @@ def ranked_board_folder(search: Path) -> Path | None:
 
 
 def chosen_shape(opts) -> tuple[str, int] | None:
-    """(shape, weight bits) the search in OUT/auto-s0 chose, or None before it finished."""
+    """(shape, weight bits) the search in OUT/auto-s0 chose (else the --earlier summary's search), or None
+    before it finished."""
     metrics = opts.runs / "auto-s0" / "metrics.json"
-    if not metrics.is_file():
+    if metrics.is_file():
+        chosen = json.loads(metrics.read_text())["shape_search"]["chosen"]
+    elif opts.earlier_summary is not None:
+        chosen = opts.earlier_summary["search"]["chosen"]
+    else:
         return None
-    match = SHAPE.fullmatch(json.loads(metrics.read_text())["shape_search"]["chosen"])
+    match = SHAPE.fullmatch(chosen)
     return match[1], int(match[2])
 
 
@@ -201,6 +214,8 @@ def run(opts, seeds: list[int]) -> None:
                 tag, done = f"[{arm} seed {seed}]", student_folder(opts, arm, seed) / "metrics.json"
                 if arm == CHOSEN and is_baseline(opts, arm, seed):  # the baseline arm runs them
                     continue
+                if earlier.holds(opts.earlier_summary, arm, seed) and not done.is_file():  # run on another machine
+                    continue
                 if stage == "student":
                     if arm == TINY and opts.tiny_from:  # another board's run trains them
                         continue
@@ -268,6 +283,7 @@ def export_record(folder: Path, board: str = BOARD) -> dict | None:
 
 
 def collect(opts, seeds: list[int]) -> dict:
+    """Each arm's runs at `seeds` in OUT (none before the search chose); the local ones only."""
     runs = {CHOSEN: [], TINY: []}
     if chosen_shape(opts) is None:
         return runs
@@ -278,6 +294,12 @@ def collect(opts, seeds: list[int]) -> dict:
                 board = board_record(board_folder(opts, arm, seed), weight_bits(opts, arm))
                 runs[arm].append({"seed": seed, "student": student_record(folder), "board": board})
     return runs
+
+
+def exports_record(opts, runs: dict) -> dict:
+    """Per arm the export of seed 0's board path (the --earlier summary's where OUT has none)."""
+    theirs = (opts.earlier_summary or {}).get("exports", {})
+    return {arm: export_record(board_folder(opts, arm, 0), opts.board) or theirs.get(arm) for arm in runs}
 
 
 def teacher_record(teacher: Path | None) -> dict | None:
@@ -291,8 +313,9 @@ def teacher_record(teacher: Path | None) -> dict | None:
 
 
 def search_record(opts) -> dict | None:
-    """The search's plan and candidates (metrics.json's shape_search), as it chose."""
-    return shape_search_record(opts.runs / "auto-s0")
+    """The search's plan and candidates (metrics.json's shape_search), as it chose: OUT/auto-s0's, else the
+    --earlier summary's."""
+    return shape_search_record(opts.runs / "auto-s0") or (opts.earlier_summary or {}).get("search")
 
 
 def shape_search_record(folder: Path) -> dict | None:
@@ -344,8 +367,11 @@ def parse_arguments(argv) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     )
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
     start_before.add_argument(parser)
+    earlier.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
-    return parser, parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.earlier_summary = earlier.load(args.earlier, settings(args))
+    return parser, args
 
 
 def main(argv=None) -> int:
@@ -356,16 +382,24 @@ def main(argv=None) -> int:
             parser.error("--run needs --teacher")
         args.runs.mkdir(parents=True, exist_ok=True)
         run(args, seeds)
-    runs, search = collect(args, seeds), search_record(args)
+    local, search = collect(args, seeds), search_record(args)
     if search is None:
         raise SystemExit(f"{args.runs / 'auto-s0'}: the search has not finished; run with --run")
-    exports = {arm: export_record(board_folder(args, arm, 0), args.board) for arm in runs}
-    summary = build_summary(args, argv, runs, search, exports)
-    print(markdown(summary["statistics"], exports, search["chosen"], args.board, args.export_seq_len))
+    runs = earlier.merge_runs(local, args.earlier_summary, seeds)
+    summary = build_summary(args, argv, runs, search, exports_record(args, runs))
+    taken = earlier.taken_roles(local, runs, suffixes=("", "-board"))
+    summary["provenance"] = earlier.merge_provenance(summary["provenance"], args.earlier_summary, taken)
+    print(markdown(summary["statistics"], summary["exports"], search["chosen"], args.board, args.export_seq_len))
     out = args.out or args.runs / "summary.json"
     out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
     print(f"summary {out} ({out.stat().st_size:,} bytes)")
     return 0
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """What makes two runs of this benchmark comparable (an --earlier summary must have the same)."""
+    keys = ("task", "board", "recipe", "rank_by", "max_seq_len", "export_seq_len", "max_latency_ms")
+    return {k: getattr(args, k) for k in (*keys, "search_epochs", "search_finetune_epochs")}
 
 
 def build_summary(args: argparse.Namespace, argv, runs: dict, search: dict, exports: dict) -> dict:
@@ -379,15 +413,7 @@ def build_summary(args: argparse.Namespace, argv, runs: dict, search: dict, expo
     return {
         "command": "python bench/board_shape_latency.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
         "settings": {
-            "task": args.task,
-            "board": args.board,
-            "recipe": args.recipe,
-            "rank_by": args.rank_by,
-            "max_seq_len": args.max_seq_len,
-            "export_seq_len": args.export_seq_len,
-            "max_latency_ms": args.max_latency_ms,
-            "search_epochs": args.search_epochs,
-            "search_finetune_epochs": args.search_finetune_epochs,
+            **settings(args),
             # seed 1's commands (python -m tflm_mcubert ...); the other seeds differ in --seed and folders
             "commands": {
                 arm: [
@@ -397,7 +423,7 @@ def build_summary(args: argparse.Namespace, argv, runs: dict, search: dict, expo
                 for arm in runs
             },
         },
-        "teacher": teacher_record(args.teacher),
+        "teacher": teacher_record(args.teacher) or (args.earlier_summary or {}).get("teacher"),
         "provenance": provenance(checkpoints),
         "search": search,
         "exports": exports,

@@ -247,3 +247,28 @@ def test_a_qat_evaluation_becomes_a_variant_compared_with_its_ptq_by_seed(tmp_pa
     (folder / "evaluate-qat.json").write_text(json.dumps({"by_split": shuffled}))
     with pytest.raises(ValueError, match="not the PTQ one's"):
         bench.record_from_files("mini-f767-w4e4p", 0, folder)
+
+
+def test_an_earlier_summarys_runs_are_taken_and_only_the_seeds_it_lacks_run(tmp_path, monkeypatch):
+    committed = Path(__file__).resolve().parents[2] / "bench" / "results" / "board_accuracy_layers_f746zg.json"
+    summary = json.loads(committed.read_text())
+    configs = sorted({r["config"] for r in summary["runs"]})
+    for seed in range(9):
+        (tmp_path / f"tiny-s{seed}").mkdir()
+        (tmp_path / f"tiny-s{seed}" / "config.json").write_text("{}")
+    argv = ["--tiny-student", str(tmp_path / "tiny-s{seed}"), "--configs", ",".join(configs), "--out", str(tmp_path)]
+    argv += ["--export-seq-len", "128", "--evaluate-seq-len", "128", "--seeds", "0,1,2,3,4,5,6,7,8"]
+    ran = []
+    failed = {"failed": "search"}
+    monkeypatch.setattr(
+        bench, "run_one", lambda name, seed, _: ran.append((name, seed)) or failed | dict(config=name, seed=seed)
+    )
+    assert bench.main(argv + ["--earlier", str(committed)]) == 1  # seed 8's runs "failed" here
+    assert sorted(ran) == [(c, 8) for c in configs]  # seeds 0-7 are the earlier summary's
+    grown = json.loads((tmp_path / "summary.json").read_text())
+    assert grown["variants"] == summary["variants"] and grown["runs"] == summary["runs"]
+    (earlier,) = grown["provenance"]["earlier"]
+    assert earlier["commit"] == summary["provenance"]["commit"]
+    assert set(earlier["checkpoints"]) == {f"tiny_student_seed{s}" for s in range(8)}
+    with pytest.raises(SystemExit, match="other settings.*'finetune_epochs': \\(1.0, 2.0\\)"):
+        bench.main(argv + ["--earlier", str(committed), "--finetune-epochs", "2", "--out", str(tmp_path / "o")])

@@ -27,6 +27,7 @@ def opts(tmp_path):
         recipe="logits",
         rank_by="board",
         tiny_from=None,
+        earlier_summary=None,
     )
 
 
@@ -159,3 +160,69 @@ def test_bert_tiny_at_seed_0_is_the_searchs_anchor_candidate_once_trained(tmp_pa
     (tmp_path / "bert-tiny-s0").mkdir()
     (tmp_path / "bert-tiny-s0" / "metrics.json").write_text("{}")
     assert bench.student_folder(o, bench.TINY, 0) == tmp_path / "bert-tiny-s0"  # one trained apart stays
+
+
+def earlier_summary(tmp_path, o, seeds=(0, 1)):
+    """A committed summary of `o`'s settings holding `seeds` of both arms and the search (chose int4 L1)."""
+    rows = {arm: [{"seed": s, "arm": arm} for s in seeds] for arm in (bench.CHOSEN, bench.TINY)}
+    checkpoints = {f"{arm}-s{s}": {"path": "x", "sha256": f"{arm}{s}"} for arm in rows for s in seeds}
+    summary = {
+        "settings": {**bench.settings(o), "commands": {}},
+        "search": {"chosen": "L1-H128-A2-F512-w4", "candidates": []},
+        "exports": {bench.CHOSEN: {"flash_bytes": 1}, bench.TINY: {"flash_bytes": 2}},
+        "runs": rows,
+        "provenance": {"commit": "abc", "environment": {}, "checkpoints": {"teacher": {}, **checkpoints}},
+    }
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps(summary))
+    return path
+
+
+def test_an_earlier_summarys_seeds_are_not_run_again_and_its_search_names_the_shape(tmp_path, monkeypatch):
+    o = opts(tmp_path / "runs")
+    o.earlier_summary = bench.earlier.load(earlier_summary(tmp_path, o), bench.settings(o))
+    assert bench.chosen_shape(o) == ("L1-H128-A2-F512", 4)  # no auto-s0 here: the earlier search's choice
+    ran = []
+    monkeypatch.setattr(bench.steps, "run_step", lambda command, done, name, *_: ran.append(name) or 1.0)
+    o.start_before = None
+    bench.run(o, [0, 1, 2])
+    assert ran == ["[chosen seed 2] distill", "[bert-tiny seed 2] distill"]  # seeds 0 and 1 ran elsewhere
+    assert bench.exports_record(o, {bench.CHOSEN: [], bench.TINY: []})[bench.TINY] == {"flash_bytes": 2}
+
+
+def test_merged_runs_keep_the_local_ones_and_the_provenance_of_what_they_took(tmp_path):
+    import earlier
+
+    o = opts(tmp_path)
+    previous = earlier.load(earlier_summary(tmp_path, o, seeds=(0, 1, 2)), bench.settings(o))
+    local = {bench.CHOSEN: [{"seed": 1, "arm": "here"}, {"seed": 3, "arm": "here"}], bench.TINY: []}
+    merged = earlier.merge_runs(local, previous, [0, 1, 3])
+    assert [(r["seed"], r["arm"]) for r in merged[bench.CHOSEN]] == [(0, bench.CHOSEN), (1, "here"), (3, "here")]
+    assert [r["seed"] for r in merged[bench.TINY]] == [0, 1]  # seed 2 was not asked for
+    roles = earlier.taken_roles(local, merged)
+    assert roles == {"chosen-s0", "bert-tiny-s0", "bert-tiny-s1"}
+    kept = earlier.merge_provenance({"commit": "here"}, previous, roles)["earlier"]
+    assert [e["commit"] for e in kept] == ["abc"]
+    assert set(kept[0]["checkpoints"]) == roles | {"teacher"}
+    again = earlier.merge_provenance(
+        {"commit": "later"}, {"provenance": {"commit": "here", "checkpoints": {}, "earlier": kept}}, {"chosen-s0"}
+    )
+    assert [(e["commit"], set(e["checkpoints"])) for e in again["earlier"]] == [("abc", {"chosen-s0", "teacher"})]
+    assert earlier.merge_provenance({"commit": "here"}, previous, set()) == {"commit": "here"}  # nothing taken
+
+
+def test_an_earlier_summary_with_other_settings_or_no_runs_is_refused(tmp_path):
+    import earlier
+    import pytest
+
+    o = opts(tmp_path)
+    path = earlier_summary(tmp_path, o)
+    with pytest.raises(SystemExit, match="other settings.*'board': \\('nucleo-f746zg', 'nucleo-f767zi'\\)"):
+        earlier.load(path, {**bench.settings(o), "board": "nucleo-f767zi"})
+    path.write_text("{}")
+    with pytest.raises(SystemExit, match="no 'runs'"):
+        earlier.load(path, bench.settings(o))
+    path.write_text("{not json")
+    with pytest.raises(SystemExit, match="not a readable summary"):
+        earlier.load(path, bench.settings(o))
+    assert earlier.load(None, bench.settings(o)) is None
