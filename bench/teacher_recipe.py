@@ -12,7 +12,8 @@ at or after that UTC time); without it the finished runs are only summarized. Th
 bench/results/teacher_recipe_debate_speakers.json) keeps per arm and seed the teacher's dev/test accuracy,
 which examples it got right (packed bits, results_bits.py), steps and wall seconds; per arm mean ± sd; the arm
 dev selects; and each arm against the first: the paired t over seeds and the paired bootstrap over examples
-and seeds (bench_stats.py), recomputed from the bits by `markdown_table` (bench/report.py).
+and seeds (bench_stats.py), recomputed from the bits by `markdown_table` (bench/report.py). `--earlier SUMMARY`
+takes the teachers a committed summary of the same task holds and fine-tunes only the missing ones (earlier.py).
 
     python bench/teacher_recipe.py --task debate_speakers --runs /work/runs/teachers \\
         --arms e1-l64,e2-l64,e3-l64,e3-l128 --seeds 0,1,2,3,4 --run \\
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import steps  # noqa: E402
 from bench_stats import paired_bootstrap, paired_t, statistics  # noqa: E402
 from distill_augment import SPLITS, predicted_correct, seconds_of  # noqa: E402
+import earlier  # noqa: E402
 from provenance import provenance  # noqa: E402
 import start_before  # noqa: E402
 from results_bits import pack, unpack  # noqa: E402
@@ -71,6 +73,8 @@ def run(opts, arms: list[str], seeds: list[int]) -> None:
                 steps.log(f"not starting {arm}-s{seed}: {start_before.name(opts.start_before)} reached", opts.runs)
                 return
             done = opts.runs / f"{arm}-s{seed}" / "metrics.json"
+            if earlier.holds(opts.earlier_summary, arm, seed) and not done.is_file():  # fine-tuned elsewhere
+                continue
             steps.run_step(teacher_command(opts, arm, seed), done, f"[{arm} seed {seed}] finetune", opts.runs)
 
 
@@ -174,23 +178,27 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated")
     parser.add_argument("--run", action="store_true", help="fine-tune the missing teachers first")
     start_before.add_argument(parser)
+    earlier.add_argument(parser)
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     opts = parser.parse_args(argv)
     arms, seeds = opts.arms.split(","), [int(s) for s in opts.seeds.split(",")]
     for arm in arms:
         parse_arm(arm)
+    settings = {"task": opts.task, "checkpoint": CHECKPOINT}
+    opts.earlier_summary = earlier.load(opts.earlier, settings, where=None)
     if opts.run:
-        steps.claim(opts.runs, {"task": opts.task, "checkpoint": CHECKPOINT})
+        steps.claim(opts.runs, settings)
         run(opts, arms, seeds)
-    runs = collect(opts, arms, seeds)
+    local = collect(opts, arms, seeds)
+    runs = earlier.merge_runs(local, opts.earlier_summary, seeds)
     if not any(runs.values()):
         raise SystemExit(f"{opts.runs}: no finished teacher (run with --run)")
-    checkpoints = {f"{arm}-s{r['seed']}": opts.runs / f"{arm}-s{r['seed']}" for arm, rs in runs.items() for r in rs}
+    checkpoints = {f"{arm}-s{r['seed']}": opts.runs / f"{arm}-s{r['seed']}" for arm, rs in local.items() for r in rs}
+    taken = earlier.taken_roles(local, runs)
     summary = {
         "command": "python bench/teacher_recipe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "task": opts.task,
-        "checkpoint": CHECKPOINT,
-        "provenance": provenance(checkpoints),
+        **settings,
+        "provenance": earlier.merge_provenance(provenance(checkpoints), opts.earlier_summary, taken, shared=()),
         "runs": runs,
         "summary": summarize(runs),
     }

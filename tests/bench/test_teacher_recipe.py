@@ -60,3 +60,24 @@ def test_the_summary_selects_on_dev_and_compares_every_arm_with_the_first_from_t
     table = bench.markdown_table({"runs": runs})
     assert "| 3 epochs at 64 tokens (chosen on dev) | 3 | 100 | 80.00 ± 1.00 | 70.00 ± 1.00 | 1.0 |" in table
     assert "| e3-l64 | 3 | +10.00 (" in table and "| +9.00 (" in table
+
+
+def test_an_earlier_summarys_teachers_are_taken_and_only_the_missing_ones_fine_tuned(tmp_path, monkeypatch):
+    import json
+
+    committed = Path(__file__).resolve().parents[2] / "bench" / "results" / "teacher_recipe_debate_speakers.json"
+    summary = json.loads(committed.read_text())
+    argv = ["--task", "debate_speakers", "--runs", str(tmp_path), "--arms", "e1-l64,e3-l64", "--seeds", "0,1,2,3,4,5"]
+    ran = []
+    monkeypatch.setattr(bench.steps, "run_step", lambda command, done, name, *_: ran.append(name))
+    out = tmp_path / "grown.json"
+    assert bench.main(argv + ["--run", "--earlier", str(committed), "--out", str(out)]) == 0
+    assert ran == ["[e1-l64 seed 5] finetune", "[e3-l64 seed 5] finetune"]  # seeds 0-4 are the summary's
+    grown = json.loads(out.read_text())
+    assert grown["runs"] == {arm: summary["runs"][arm] for arm in ("e1-l64", "e3-l64")}
+    assert grown["summary"]["differences"]["e3-l64"] == summary["summary"]["differences"]["e3-l64"]
+    assert {r for e in grown["provenance"]["earlier"] for r in e["checkpoints"]} == {
+        f"{arm}-s{s}" for arm in ("e1-l64", "e3-l64") for s in range(5)
+    }
+    with pytest.raises(SystemExit, match="other settings.*'task'"):
+        bench.main(argv[2:] + ["--task", "rotten_tomatoes", "--earlier", str(committed)])
