@@ -147,9 +147,12 @@ TABLES: dict[str, Callable[[], str]] = {
     **_equal_flash("equal_flash.json"),
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
-    "teacher_recipe_debate_speakers.arms": lambda: teacher_recipe.markdown_table(
-        _summary("teacher_recipe_debate_speakers.json")
-    ),
+    **{
+        f"teacher_recipe_{task}.arms": (
+            lambda t=task: teacher_recipe.markdown_table(_summary(f"teacher_recipe_{t}.json"))
+        )
+        for task in report_figures.TEACHER_TASKS
+    },
     "board_shape_latency.arms": lambda: board_shape_summary.markdown_table(_summary("board_shape_latency.json")),
     "board_shape_latency.candidates": lambda: board_shape_summary.candidates_table(
         _summary("board_shape_latency.json")

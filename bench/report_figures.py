@@ -363,14 +363,17 @@ def _teacher_arm_test(task: str, which: str) -> str:
     return f"{test['mean']:.2f} ± {test['sd']:.2f}"
 
 
-TEACHER: dict[str, Callable[[], str]] = {
-    "teacher_recipe_debate_speakers.chosen": lambda: teacher_recipe.arm_label(
-        _teacher_recipe("debate_speakers")["selected_on_dev"]
-    ),
-    "teacher_recipe_debate_speakers.chosen_gain": lambda: _teacher_chosen_gain("debate_speakers"),
-    "teacher_recipe_debate_speakers.chosen_test": lambda: _teacher_arm_test("debate_speakers", "chosen"),
-    "teacher_recipe_debate_speakers.first_test": lambda: _teacher_arm_test("debate_speakers", "first"),
-}
+def _teacher_figures(task: str) -> dict[str, Callable[[], str]]:
+    return {
+        f"teacher_recipe_{task}.chosen": lambda: teacher_recipe.arm_label(_teacher_recipe(task)["selected_on_dev"]),
+        f"teacher_recipe_{task}.chosen_gain": lambda: _teacher_chosen_gain(task),
+        f"teacher_recipe_{task}.chosen_test": lambda: _teacher_arm_test(task, "chosen"),
+        f"teacher_recipe_{task}.first_test": lambda: _teacher_arm_test(task, "first"),
+    }
+
+
+TEACHER_TASKS = ("debate_speakers", "rotten_tomatoes")
+TEACHER: dict[str, Callable[[], str]] = {k: v for task in TEACHER_TASKS for k, v in _teacher_figures(task).items()}
 
 # ---- docs/fit-my-board.md: the board picks the student under a latency cap (board_shape_latency.json) ----
 
