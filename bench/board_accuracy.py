@@ -569,7 +569,12 @@ def main(argv=None) -> int:
     summary = summarize(records)
     wall = time.monotonic() - began
     record = settings_of(opts) | summary | {"wall_seconds_this_invocation": round(wall, 1)}
-    taken = {f"{CONFIGS[r['config']].model}_student_seed{r['seed']}" for r in records[len(local) :]}
+    # the earlier summary named its students per seed, or once when its path had no {seed}
+    taken = {
+        role
+        for r in records[len(local) :]
+        for role in (f"{CONFIGS[r['config']].model}_student", f"{CONFIGS[r['config']].model}_student_seed{r['seed']}")
+    }
     record["provenance"] = earlier.merge_provenance(provenance(students_read(opts)), previous, taken, shared=())
     (opts.out / "summary.json").write_text(summary_text(record))
     print(markdown(summary, opts.qat_steps))

@@ -272,3 +272,10 @@ def test_an_earlier_summarys_runs_are_taken_and_only_the_seeds_it_lacks_run(tmp_
     assert set(earlier["checkpoints"]) == {f"tiny_student_seed{s}" for s in range(8)}
     with pytest.raises(SystemExit, match="other settings.*'finetune_epochs': \\(1.0, 2.0\\)"):
         bench.main(argv + ["--earlier", str(committed), "--finetune-epochs", "2", "--out", str(tmp_path / "o")])
+    # an earlier summary whose runs all read one student keeps that student's hash too
+    single = summary["provenance"]["checkpoints"]["tiny_student_seed0"]
+    summary["provenance"]["checkpoints"] = {"tiny_student": single}
+    (tmp_path / "single.json").write_text(json.dumps(summary))
+    bench.main(argv + ["--earlier", str(tmp_path / "single.json"), "--out", str(tmp_path / "s")])
+    (earlier,) = json.loads((tmp_path / "s" / "summary.json").read_text())["provenance"]["earlier"]
+    assert earlier["checkpoints"] == {"tiny_student": single}
