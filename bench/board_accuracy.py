@@ -448,17 +448,16 @@ def settings_of(opts) -> dict:
 
 def main(argv=None) -> int:
     opts = parse(argv)
-    if not opts.report_only:
-        for student in students_read(opts).values():
-            if not (student / "config.json").is_file():
-                raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
-    claim(opts.out, settings_of(opts))
     # the students' paths may differ between machines; the settings that make the runs comparable may not
     comparable = {k: v for k, v in settings_of(opts).items() if not k.endswith("_student")}
     previous = earlier.load(opts.earlier, comparable, where=None)
-    began = time.monotonic()
     jobs = [] if opts.report_only else job_order(opts.configs, opts.seeds)
     jobs = [(name, seed) for name, seed in jobs if not earlier.holds_record(previous, name, seed)]
+    for student in sorted({student_of(opts, CONFIGS[name].model, seed) for name, seed in jobs}):
+        if not (student / "config.json").is_file():  # the earlier summary's seeds need none here
+            raise SystemExit(f"{student}: no config.json (a distill --out checkpoint)")
+    claim(opts.out, settings_of(opts))
+    began = time.monotonic()
     failed = []
     for n, (name, seed) in enumerate(jobs):
         if start_before.reached(opts.start_before):

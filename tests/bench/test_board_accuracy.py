@@ -253,11 +253,12 @@ def test_an_earlier_summarys_runs_are_taken_and_only_the_seeds_it_lacks_run(tmp_
     committed = Path(__file__).resolve().parents[2] / "bench" / "results" / "board_accuracy_layers_f746zg.json"
     summary = json.loads(committed.read_text())
     configs = sorted({r["config"] for r in summary["runs"]})
-    for seed in range(9):
-        (tmp_path / f"tiny-s{seed}").mkdir()
-        (tmp_path / f"tiny-s{seed}" / "config.json").write_text("{}")
     argv = ["--tiny-student", str(tmp_path / "tiny-s{seed}"), "--configs", ",".join(configs), "--out", str(tmp_path)]
     argv += ["--export-seq-len", "128", "--evaluate-seq-len", "128", "--seeds", "0,1,2,3,4,5,6,7,8"]
+    with pytest.raises(SystemExit, match="tiny-s8: no config.json"):  # the seed that runs needs its student
+        bench.main(argv + ["--earlier", str(committed)])
+    (tmp_path / "tiny-s8").mkdir()  # the earlier summary's seeds 0-7 need none on this machine
+    (tmp_path / "tiny-s8" / "config.json").write_text("{}")
     ran = []
     failed = {"failed": "search"}
     monkeypatch.setattr(
