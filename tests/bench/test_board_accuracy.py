@@ -253,29 +253,32 @@ def test_an_earlier_summarys_runs_are_taken_and_only_the_seeds_it_lacks_run(tmp_
     committed = Path(__file__).resolve().parents[2] / "bench" / "results" / "board_accuracy_layers_f746zg.json"
     summary = json.loads(committed.read_text())
     configs = sorted({r["config"] for r in summary["runs"]})
+    held = sorted({r["seed"] for r in summary["runs"]})
+    new = max(held) + 1  # the seed this machine adds
     argv = ["--tiny-student", str(tmp_path / "tiny-s{seed}"), "--configs", ",".join(configs), "--out", str(tmp_path)]
-    argv += ["--export-seq-len", "128", "--evaluate-seq-len", "128", "--seeds", "0,1,2,3,4,5,6,7,8"]
-    with pytest.raises(SystemExit, match="tiny-s8: no config.json"):  # the seed that runs needs its student
+    argv += ["--export-seq-len", "128", "--evaluate-seq-len", "128", "--seeds", ",".join(map(str, held + [new]))]
+    with pytest.raises(SystemExit, match=f"tiny-s{new}: no config.json"):  # the seed that runs needs its student
         bench.main(argv + ["--earlier", str(committed)])
-    (tmp_path / "tiny-s8").mkdir()  # the earlier summary's seeds 0-7 need none on this machine
-    (tmp_path / "tiny-s8" / "config.json").write_text("{}")
+    (tmp_path / f"tiny-s{new}").mkdir()  # the earlier summary's seeds need none on this machine
+    (tmp_path / f"tiny-s{new}" / "config.json").write_text("{}")
     ran = []
     failed = {"failed": "search"}
     monkeypatch.setattr(
         bench, "run_one", lambda name, seed, _: ran.append((name, seed)) or failed | dict(config=name, seed=seed)
     )
-    assert bench.main(argv + ["--earlier", str(committed)]) == 1  # seed 8's runs "failed" here
-    assert sorted(ran) == [(c, 8) for c in configs]  # seeds 0-7 are the earlier summary's
+    assert bench.main(argv + ["--earlier", str(committed)]) == 1  # the new seed's runs "failed" here
+    assert sorted(ran) == [(c, new) for c in configs]  # the others are the earlier summary's
     grown = json.loads((tmp_path / "summary.json").read_text())
     assert grown["variants"] == summary["variants"] and grown["runs"] == summary["runs"]
-    (earlier,) = grown["provenance"]["earlier"]
-    assert earlier["commit"] == summary["provenance"]["commit"]
-    assert set(earlier["checkpoints"]) == {f"tiny_student_seed{s}" for s in range(8)}
+    earlier = grown["provenance"]["earlier"]  # the summary's own hashes first, then those it took itself
+    assert earlier[0]["commit"] == summary["provenance"]["commit"]
+    assert [e["commit"] for e in earlier[1:]] == [e["commit"] for e in summary["provenance"].get("earlier", [])]
+    assert {role for e in earlier for role in e["checkpoints"]} == {f"tiny_student_seed{s}" for s in held}
     with pytest.raises(SystemExit, match="other settings.*'finetune_epochs': \\(1.0, 2.0\\)"):
         bench.main(argv + ["--earlier", str(committed), "--finetune-epochs", "2", "--out", str(tmp_path / "o")])
     # an earlier summary whose runs all read one student keeps that student's hash too
-    single = summary["provenance"]["checkpoints"]["tiny_student_seed0"]
-    summary["provenance"]["checkpoints"] = {"tiny_student": single}
+    single = {"path": "/elsewhere/tiny", "sha256": "0" * 64}
+    summary["provenance"] = {"commit": "c0ffee", "environment": {}, "checkpoints": {"tiny_student": single}}
     (tmp_path / "single.json").write_text(json.dumps(summary))
     bench.main(argv + ["--earlier", str(tmp_path / "single.json"), "--out", str(tmp_path / "s")])
     (earlier,) = json.loads((tmp_path / "s" / "summary.json").read_text())["provenance"]["earlier"]
