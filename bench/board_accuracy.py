@@ -87,14 +87,7 @@ import earlier  # noqa: E402
 import start_before  # noqa: E402
 from steps import claim, log, run_step  # noqa: E402
 from results_bits import compact, correct, models  # noqa: E402
-from board_accuracy_records import (  # noqa: E402, F401 (re-exported: the tests read a record here)
-    accuracy,
-    add_qat_predictions,
-    finished_records,
-    flash_of,
-    make_record,
-    record_from_files,
-)
+from board_accuracy_records import finished_records, record_from_files  # noqa: E402
 
 from board_accuracy_configs import (  # noqa: E402, F401 (re-exported: the board paths' users read them here)
     B_TARGET,
