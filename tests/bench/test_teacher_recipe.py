@@ -67,17 +67,20 @@ def test_an_earlier_summarys_teachers_are_taken_and_only_the_missing_ones_fine_t
 
     committed = Path(__file__).resolve().parents[2] / "bench" / "results" / "teacher_recipe_debate_speakers.json"
     summary = json.loads(committed.read_text())
-    argv = ["--task", "debate_speakers", "--runs", str(tmp_path), "--arms", "e1-l64,e3-l64", "--seeds", "0,1,2,3,4,5"]
+    held = sorted({run["seed"] for run in summary["runs"]["e1-l64"]})
+    new = max(held) + 1  # the seed this machine adds, whatever seeds the committed summary holds
+    seeds = ",".join(map(str, held + [new]))
+    argv = ["--task", "debate_speakers", "--runs", str(tmp_path), "--arms", "e1-l64,e3-l64", "--seeds", seeds]
     ran = []
     monkeypatch.setattr(bench.steps, "run_step", lambda command, done, name, *_: ran.append(name))
     out = tmp_path / "grown.json"
     assert bench.main(argv + ["--run", "--earlier", str(committed), "--out", str(out)]) == 0
-    assert ran == ["[e1-l64 seed 5] finetune", "[e3-l64 seed 5] finetune"]  # seeds 0-4 are the summary's
+    assert ran == [f"[e1-l64 seed {new}] finetune", f"[e3-l64 seed {new}] finetune"]  # the others are the summary's
     grown = json.loads(out.read_text())
     assert grown["runs"] == {arm: summary["runs"][arm] for arm in ("e1-l64", "e3-l64")}
     assert grown["summary"]["differences"]["e3-l64"] == summary["summary"]["differences"]["e3-l64"]
     assert {r for e in grown["provenance"]["earlier"] for r in e["checkpoints"]} == {
-        f"{arm}-s{s}" for arm in ("e1-l64", "e3-l64") for s in range(5)
+        f"{arm}-s{s}" for arm in ("e1-l64", "e3-l64") for s in held
     }
     with pytest.raises(SystemExit, match="other settings.*'task'"):
         bench.main(argv[2:] + ["--task", "rotten_tomatoes", "--earlier", str(committed)])
