@@ -60,6 +60,14 @@ provenance keeps the earlier commit, environment and hashes (earlier.py):
 
     python bench/board_shape_latency.py ... --earlier bench/results/board_shape_latency.json \\
         --seeds 0,1,2,3,4,5,6,7,8,9 --run --out bench/results/board_shape_latency.json
+
+`--embedding-bits 4` puts both arms' students through the board path with int4 word tables (twice the
+numbers in the bytes the encoder leaves them), in OUT/board-e4/; `--search-from SUMMARY` takes the shape
+from a summary of the same task, board and recipe (not its runs, which are another comparison), so the
+same students are compared at the other width from any seeds, the first of them exported:
+
+    python bench/board_shape_latency.py ... --embedding-bits 4 --seeds 5,6,7,8,9 --run \\
+        --search-from bench/results/board_shape_layers_rotten_tomatoes_nucleo-f767zi.json --out ...
 """
 
 from __future__ import annotations
@@ -79,9 +87,11 @@ from board_shape_summary import BOARD, CHOSEN, SPLITS, TINY, TINY_SHAPE  # noqa:
 from board_shape_summary import markdown, summarize  # noqa: E402
 from distill_augment import seconds_of  # noqa: E402
 from provenance import provenance  # noqa: E402
+from tflm_mcubert.compress.width_search import WidthCandidate  # noqa: E402
 import start_before  # noqa: E402
 
 SHAPE = re.compile(r"(L\d+-H\d+-A\d+-F\d+)-w([48])")
+SEARCH_SETTINGS = ("task", "board", "recipe", "rank_by", "max_latency_ms")  # what --search-from must share
 
 
 def is_baseline(opts, arm: str, seed: int) -> bool:
@@ -110,8 +120,10 @@ def board_folder(opts, arm: str, seed: int) -> Path:
     """Where `arm`'s student at `seed` goes the board path: OUT/board/<arm>-sS/, or the search's own (for
     BERT-tiny too where the search chose it: its student is the search's anchor candidate)."""
     searched = arm == CHOSEN or chosen_shape(opts) == TINY_SHAPE
-    ranked = ranked_board_folder(opts.runs / "auto-s0") if searched and seed == 0 else None
-    return ranked or opts.runs / "board" / f"{TINY if is_baseline(opts, arm, seed) else arm}-s{seed}"
+    own = searched and seed == 0 and opts.embedding_bits is None  # the search's board path has int8 tables
+    ranked = ranked_board_folder(opts.runs / "auto-s0") if own else None
+    board = "board" if opts.embedding_bits is None else f"board-e{opts.embedding_bits}"
+    return ranked or opts.runs / board / f"{TINY if is_baseline(opts, arm, seed) else arm}-s{seed}"
 
 
 def ranked_board_folder(search: Path) -> Path | None:
@@ -125,13 +137,13 @@ def ranked_board_folder(search: Path) -> Path | None:
 
 
 def chosen_shape(opts) -> tuple[str, int] | None:
-    """(shape, weight bits) the search in OUT/auto-s0 chose (else the --earlier summary's search), or None
-    before it finished."""
+    """(shape, weight bits) the search in OUT/auto-s0 chose (else the --earlier or --search-from summary's
+    search), or None before it finished."""
     metrics = opts.runs / "auto-s0" / "metrics.json"
     if metrics.is_file():
         chosen = json.loads(metrics.read_text())["shape_search"]["chosen"]
-    elif opts.earlier_summary is not None:
-        chosen = opts.earlier_summary["search"]["chosen"]
+    elif (summary := opts.earlier_summary or opts.search_summary) is not None:
+        chosen = summary["search"]["chosen"]
     else:
         return None
     match = SHAPE.fullmatch(chosen)
@@ -176,28 +188,36 @@ def weight_bits(opts, arm: str) -> int:
 def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
     """(command, the file it leaves when done) of the board path: search, evaluate, and export for seed 0."""
     student, folder = student_folder(opts, arm, seed), board_folder(opts, arm, seed)
-    return board_path(opts, student, folder, opts.board, weight_bits(opts, arm), seed, export=seed == 0)
+    bits, export = weight_bits(opts, arm), seed == export_seed(opts)
+    return board_path(opts, student, folder, opts.board, bits, seed, export=export, tables=opts.embedding_bits)
+
+
+def export_seed(opts) -> int:
+    """The seed whose board path is exported (latency estimate, Flash, arena): the search's, 0, unless the
+    shape came from --search-from, whose comparison may start at another seed: then its first."""
+    return 0 if opts.search_summary is None else min(opts.seeds)
 
 
 def board_path(
-    opts, student: Path, folder: Path, board: str, bits: int, seed: int, *, export: bool
+    opts, student: Path, folder: Path, board: str, bits: int, seed: int, *, export: bool, tables: int | None = None
 ) -> list[tuple[list[str], Path]]:
     """(command, the file it leaves when done) of `student`'s board path on `board` at `bits`-bit weights, in
-    `folder`: search (model/), evaluate (evaluate.json), and with `export` the export (export/report.json)."""
+    `folder`: search (model/), evaluate (evaluate.json), and with `export` the export (export/report.json).
+    `tables`: the word tables' width (search/evaluate/export --embedding-bits; None: search's default, float
+    tables trained and stored int8)."""
     model, bits = str(folder / "model"), str(bits)
+    widths = ["--weight-bits", bits] + (["--embedding-bits", str(tables)] if tables else [])
     search = ["search", "--checkpoint", str(student), "--task", opts.task, "--out", model]
     search += ["--resume", "--quiet", "--seed", str(seed), "--mode", "adaptive", "--board", board]
-    search += ["--weight-bits", bits, "--epochs", str(opts.search_epochs)]
+    search += [*widths, "--epochs", str(opts.search_epochs)]
     search += ["--finetune-epochs", str(opts.search_finetune_epochs), "--max-seq-len", str(opts.max_seq_len)]
     search += ["--export-seq-len", str(opts.export_seq_len), "--qat-weight-bits", bits]
     evaluate = ["evaluate", "--checkpoint", model, "--task", opts.task, "--seq-len", str(opts.export_seq_len)]
-    evaluate += ["--split", *SPLITS, "--weight-bits", bits, "--json", str(folder / "evaluate.json")]
+    evaluate += ["--split", *SPLITS, *widths, "--json", str(folder / "evaluate.json")]
     steps = [(search, folder / "model" / "metrics.json"), (evaluate, folder / "evaluate.json")]
     if export:
         command = ["export", "--checkpoint", model, "--board", board, "--seq-len", str(opts.export_seq_len)]
-        steps.append(
-            (command + ["--weight-bits", bits, "--out", str(folder / "export")], folder / "export" / "report.json")
-        )
+        steps.append((command + [*widths, "--out", str(folder / "export")], folder / "export" / "report.json"))
     return steps
 
 
@@ -253,9 +273,10 @@ def _chosen(metrics: dict) -> dict:
     return next(c for c in metrics["shape_search"]["candidates"] if c["chosen"])
 
 
-def board_record(folder: Path, bits: int) -> dict | None:
-    """distill_augment's board record of evaluate's integer model at `bits`-bit weights (int8 word tables)."""
-    record = distill_augment.board_record(folder, "int8" + ("+w4" if bits == 4 else ""))
+def board_record(folder: Path, bits: int, tables: int | None = None) -> dict | None:
+    """distill_augment's board record of evaluate's integer model at `bits`-bit weights and `tables`-bit word
+    tables (None: int8)."""
+    record = distill_augment.board_record(folder, WidthCandidate(bits, tables).integer_model)
     if record and record["search_seconds"] is None:  # the ranking's (ranked_board_folder): one time for both
         together = json.loads((folder / "evaluate.json").read_text()).get("seconds")
         record |= {"search_seconds": together, "evaluate_seconds": 0.0 if together is not None else None}
@@ -291,15 +312,16 @@ def collect(opts, seeds: list[int]) -> dict:
         for seed in seeds:
             folder = student_folder(opts, arm, seed)
             if (folder / "metrics.json").is_file():
-                board = board_record(board_folder(opts, arm, seed), weight_bits(opts, arm))
+                board = board_record(board_folder(opts, arm, seed), weight_bits(opts, arm), opts.embedding_bits)
                 runs[arm].append({"seed": seed, "student": student_record(folder), "board": board})
     return runs
 
 
 def exports_record(opts, runs: dict) -> dict:
-    """Per arm the export of seed 0's board path (the --earlier summary's where OUT has none)."""
+    """Per arm the export of the exported seed's board path (the --earlier summary's where OUT has none)."""
     theirs = (opts.earlier_summary or {}).get("exports", {})
-    return {arm: export_record(board_folder(opts, arm, 0), opts.board) or theirs.get(arm) for arm in runs}
+    exported = export_seed(opts)
+    return {arm: export_record(board_folder(opts, arm, exported), opts.board) or theirs.get(arm) for arm in runs}
 
 
 def teacher_record(teacher: Path | None) -> dict | None:
@@ -314,8 +336,9 @@ def teacher_record(teacher: Path | None) -> dict | None:
 
 def search_record(opts) -> dict | None:
     """The search's plan and candidates (metrics.json's shape_search), as it chose: OUT/auto-s0's, else the
-    --earlier summary's."""
-    return shape_search_record(opts.runs / "auto-s0") or (opts.earlier_summary or {}).get("search")
+    --earlier or --search-from summary's."""
+    taken = (opts.earlier_summary or opts.search_summary or {}).get("search")
+    return shape_search_record(opts.runs / "auto-s0") or taken
 
 
 def shape_search_record(folder: Path) -> dict | None:
@@ -360,6 +383,14 @@ def parse_arguments(argv) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser.add_argument("--search-epochs", type=float, default=0.5, help="board path: search --epochs")
     parser.add_argument("--search-finetune-epochs", type=float, default=1.0, help="board path: --finetune-epochs")
     parser.add_argument(
+        "--embedding-bits",
+        type=int,
+        choices=(8, 4),
+        help="board path of both arms: the word tables trained and stored at this width (search, evaluate and "
+        "export --embedding-bits); default: search's own (float tables trained, stored int8), in OUT/board/ "
+        "rather than OUT/board-e<bits>/",
+    )
+    parser.add_argument(
         "--tiny-from",
         type=Path,
         help="another board's OUT whose BERT-tiny students to take the board path (their distill names no board), "
@@ -368,15 +399,26 @@ def parse_arguments(argv) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser.add_argument("--run", action="store_true", help="run the missing steps first")
     start_before.add_argument(parser)
     earlier.add_argument(parser)
+    parser.add_argument(
+        "--search-from",
+        type=Path,
+        help="a summary of this task, board and recipe whose search names the shape (its runs are not taken): "
+        "the same search compared at other board-path settings, e.g. --embedding-bits, from any seeds",
+    )
     parser.add_argument("--out", type=Path, help="summary JSON (default RUNS/summary.json)")
     args = parser.parse_args(argv)
+    args.seeds = [int(s) for s in args.seeds.split(",")]
     args.earlier_summary = earlier.load(args.earlier, settings(args))
+    search_settings = {k: v for k, v in settings(args).items() if k in SEARCH_SETTINGS}
+    args.search_summary = earlier.load(args.search_from, search_settings) if args.search_from else None
+    if args.search_summary is not None and args.search_summary.get("search") is None:
+        parser.error(f"--search-from {args.search_from}: it holds no search")
     return parser, args
 
 
 def main(argv=None) -> int:
     parser, args = parse_arguments(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     if args.run:
         if not args.teacher:
             parser.error("--run needs --teacher")
@@ -397,9 +439,10 @@ def main(argv=None) -> int:
 
 
 def settings(args: argparse.Namespace) -> dict:
-    """What makes two runs of this benchmark comparable (an --earlier summary must have the same)."""
-    keys = ("task", "board", "recipe", "rank_by", "max_seq_len", "export_seq_len", "max_latency_ms")
-    return {k: getattr(args, k) for k in (*keys, "search_epochs", "search_finetune_epochs")}
+    """What makes two runs of this benchmark comparable (an --earlier summary must have the same; one made
+    before --embedding-bits has none, which is search's default)."""
+    keys = (*SEARCH_SETTINGS, "max_seq_len", "export_seq_len", "search_epochs", "search_finetune_epochs")
+    return {k: getattr(args, k) for k in (*keys, "embedding_bits")}
 
 
 def build_summary(args: argparse.Namespace, argv, runs: dict, search: dict, exports: dict) -> dict:

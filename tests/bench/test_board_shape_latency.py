@@ -28,6 +28,9 @@ def opts(tmp_path):
         rank_by="board",
         tiny_from=None,
         earlier_summary=None,
+        embedding_bits=None,
+        search_summary=None,
+        seeds=[0],
     )
 
 
@@ -226,3 +229,34 @@ def test_an_earlier_summary_with_other_settings_or_no_runs_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="not a readable summary"):
         earlier.load(path, bench.settings(o))
     assert earlier.load(None, bench.settings(o)) is None
+
+
+def test_int4_word_tables_take_every_board_path_command_and_their_own_folder_from_another_summarys_search(
+    tmp_path, monkeypatch
+):
+    import pytest
+
+    o = opts(tmp_path / "runs")
+    committed = earlier_summary(tmp_path, o)  # made with search's default tables: its search names the shape
+    argv = ["--runs", str(o.runs), "--seeds", "5,6", "--embedding-bits", "4", "--search-from", str(committed)]
+    _, args = bench.parse_arguments(argv)
+    assert bench.chosen_shape(args) == ("L1-H128-A2-F512", 4) and args.earlier_summary is None
+    with pytest.raises(SystemExit, match="other settings.*'embedding_bits': \\(None, 4\\)"):
+        bench.parse_arguments(argv + ["--earlier", str(committed)])  # its runs are another comparison's
+    with pytest.raises(SystemExit, match="other settings.*'board'"):
+        bench.parse_arguments(argv + ["--board", "nucleo-f767zi"])  # its search priced another board
+    for arm, bits in ((bench.CHOSEN, "4"), (bench.TINY, "8")):
+        assert bench.board_folder(args, arm, 5) == o.runs / "board-e4" / f"{arm}-s5"
+        commands = [c for c, _ in bench.board_commands(args, arm, 5)]
+        assert [c[0] for c in commands] == ["search", "evaluate", "export"]  # the first seed is exported
+        for command in commands:
+            assert command[command.index("--embedding-bits") + 1] == "4"
+            assert command[command.index("--weight-bits") + 1] == bits
+        assert [c[0] for c, _ in bench.board_commands(args, arm, 6)] == ["search", "evaluate"]
+    monkeypatch.setattr(
+        bench.distill_augment, "board_record", lambda folder, model: {"model": model, "search_seconds": 1}
+    )
+    assert (
+        bench.board_record(tmp_path, 4, 4)["model"] == "int4+w4" and bench.board_record(tmp_path, 8)["model"] == "int8"
+    )
+    assert bench.settings(args)["embedding_bits"] == 4
