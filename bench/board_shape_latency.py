@@ -186,7 +186,7 @@ def weight_bits(opts, arm: str) -> int:
 
 
 def board_commands(opts, arm: str, seed: int) -> list[tuple[list[str], Path]]:
-    """(command, the file it leaves when done) of the board path: search, evaluate, and export for seed 0."""
+    """(command, the file it leaves when done) of the board path: search, evaluate, and the export at export_seed."""
     student, folder = student_folder(opts, arm, seed), board_folder(opts, arm, seed)
     bits, export = weight_bits(opts, arm), seed == export_seed(opts)
     return board_path(opts, student, folder, opts.board, bits, seed, export=export, tables=opts.embedding_bits)
