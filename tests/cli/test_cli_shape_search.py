@@ -127,6 +127,38 @@ def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothin
     assert_one_clean_error(err, "different shape search", "candidates")
 
 
+def test_the_board_paths_word_tables_take_the_width_asked_and_another_width_is_measured_again(
+    teacher, front, tmp_path, capsys, monkeypatch
+):
+    from tflm_mcubert.cli import board_rank
+
+    out, one = tmp_path / "auto", ("--max-latency-ms", front[0].latency_ms, "--shape-candidates", 1)
+    code, printed, err = auto(capsys, teacher, out, *one, "--embedding-bits", 4)
+    assert code == 0, err
+    row = json.loads((out / "metrics.json").read_text())["shape_search"]["candidates"][0]
+    board = out / "shapes" / row["shape"] / "board"
+    evaluation = json.loads((board / "evaluate.json").read_text())
+    integer = "int4+w4" if row["weight_bits"] == 4 else "int4"  # the integer model with int4 tables
+    assert row["board"]["embedding_bits"] == 4 and evaluation["tables"] == "4"
+    assert row["board"]["validation_accuracy"] == evaluation["by_split"]["validation"][f"{integer}_accuracy"]
+    assert (
+        json.loads((board / "model" / "config.json").read_text())["mcubert_compression"]["search"]["embedding_bits"]
+        == 4
+    )
+    assert "int4 word tables" in printed
+
+    searched = []
+    real_search = board_rank._run
+    monkeypatch.setattr(board_rank, "_run", lambda argv: searched.append(argv) or real_search(argv))
+    code, printed, err = auto(capsys, teacher, out, *one, "--resume", "--embedding-bits", "auto")
+    assert code == 0, err
+    assert [a[0] for a in searched] == ["search", "evaluate"]  # other tables: the board path measured again
+    assert searched[0][searched[0].index("--embedding-bits") + 1] == "auto"
+    widths = json.loads((board / "model" / "metrics.json").read_text())["width_search"]
+    again = json.loads((out / "metrics.json").read_text())["shape_search"]["candidates"][0]["board"]
+    assert again["embedding_bits"] == {"w8-e8": 8, "w8-e4": 4, "w4-e8": 8, "w4-e4": 4}[widths["chosen"]]
+
+
 @pytest.mark.parametrize(
     "extra, fragments",
     [
@@ -138,6 +170,11 @@ def test_the_best_candidate_on_dev_is_written_and_a_resumed_search_trains_nothin
         (("--preset", "auto", "--board", BOARD, "--shape-candidates", 0), ("--shape-candidates must be at least 1",)),
         (("--preset", "auto", "--board", BOARD, "--max-latency-ms", 0), ("--max-latency-ms must be positive",)),
         (("--preset", "bert-tiny", "--rank-by", "student"), ("--rank-by: only with --preset auto",)),
+        (("--preset", "bert-tiny", "--embedding-bits", 4), ("--embedding-bits: only with --preset auto",)),
+        (
+            ("--preset", "auto", "--board", BOARD, "--rank-by", "student", "--embedding-bits", 4),
+            ("--rank-by student takes none",),
+        ),
     ],
 )
 def test_bad_arguments_are_refused_before_any_work(capsys, tmp_path, extra, fragments):

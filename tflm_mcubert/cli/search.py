@@ -414,6 +414,9 @@ def _evaluate_candidate(args, candidate: WidthCandidate, folder, evaluation) -> 
     argv = ["evaluate", "--checkpoint", str(folder), "--task", args.task, "--seq-len", str(args.max_seq_len)]
     argv += ["--split", "validation", "test", "--weight-bits", str(candidate.weight_bits), "--json", str(evaluation)]
     argv += ["--embedding-bits", str(candidate.embedding_bits)] if candidate.embedding_bits else []
+    for flag in ("text_column", "text_pair_column", "label_column"):  # a local file's columns, as search read it
+        value = getattr(args, flag, None)
+        argv += [f"--{flag.replace('_', '-')}", value] if value is not None else []
     if run_inside(argv, "tflm_mcubert.cli.evaluate") != 0:
         raise UserError(f"the width search stopped at `{' '.join(argv)}`")
 

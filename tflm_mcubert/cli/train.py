@@ -21,7 +21,7 @@ import dataclasses
 
 from tflm_mcubert.boards import BOARDS, get_board
 from tflm_mcubert.cli import seed_argument
-from tflm_mcubert.cli.board_rank import board_accuracy
+from tflm_mcubert.cli.board_rank import TABLE_WIDTHS, board_accuracy
 from tflm_mcubert.console import log
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.export.flash_budget import DEFAULT_CLUSTERS, tokenizer_blob_bytes
@@ -267,9 +267,16 @@ def _add_auto_arguments(distill) -> None:
         "search (`search --board --mode adaptive`, OUT/shapes/<shape>/board/), what the board will run; student: "
         "on the distilled float student's, no search",
     )
+    auto.add_argument(
+        "--embedding-bits",
+        choices=TABLE_WIDTHS,
+        help="--rank-by board: the word tables' width on each candidate's board path (search --embedding-bits): "
+        "8, 4 (twice the numbers in the same bytes, where the encoder leaves the tables little Flash) or auto "
+        "(both searched, the better integer model on dev kept); default: search's own, int8",
+    )
 
 
-AUTO_ONLY = ("board", "max_latency_ms", "shape_candidates", "export_seq_len", "rank_by")
+AUTO_ONLY = ("board", "max_latency_ms", "shape_candidates", "export_seq_len", "rank_by", "embedding_bits")
 RANKINGS = ("board", "student")
 
 
@@ -291,6 +298,8 @@ def check_auto_arguments(args) -> None:
         raise UserError(f"--shape-candidates must be at least 1, got {args.shape_candidates}")
     if args.max_latency_ms is not None and args.max_latency_ms <= 0:
         raise UserError(f"--max-latency-ms must be positive, got {args.max_latency_ms:g}")
+    if args.embedding_bits is not None and args.rank_by == "student":
+        raise UserError("--embedding-bits sets the board path's word tables; --rank-by student takes none")
     check_seq_len(args.export_seq_len or args.max_seq_len, flag="--export-seq-len")
 
 
@@ -375,10 +384,16 @@ def print_shape_choice(report: dict) -> None:
     margin = report["dev_margin"]
     lead = "the only candidate" if margin is None else f"{margin:+.2f} dev points over the next best"
     scores = ", ".join(
-        f"{c['shape']} {100 * ranked_accuracy(c):.2f} ({c['latency_ms']:.1f} ms est.)" for c in report["candidates"]
+        f"{c['shape']} {100 * ranked_accuracy(c):.2f} ({c['latency_ms']:.1f} ms est.{_tables(c)})"
+        for c in report["candidates"]
     )
     which = "on the board path" if BOARD in report["candidates"][0] else "of the student"
     print(f"chosen {report['chosen']} ({lead}; dev accuracy {which}: {scores})")
+
+
+def _tables(candidate: dict) -> str:
+    """ ", int4 word tables" where the candidate's board path stored its tables at 4 bits (int8: unsaid)."""
+    return ", int4 word tables" if candidate.get(BOARD, {}).get("embedding_bits") == 4 else ""
 
 
 def training_options(args, command: str):
