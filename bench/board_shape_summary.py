@@ -223,3 +223,56 @@ def teacher_accuracy(summary: dict) -> str:
     """ "67.91 dev / 69.03 test": the teacher's accuracy as the summary recorded it (finetune's metrics.json)."""
     accuracy = summary["teacher"]["accuracy"]
     return f"{accuracy['validation']:.2f} dev / {accuracy['test']:.2f} test"
+
+
+def tables_width_table(narrow: dict, wide: dict) -> str:
+    """Both arms' integer models with int4 word tables (`narrow`, the summary of `--embedding-bits 4`) and with
+    today's int8 tables (`wide`), on the seeds all four board paths ran: each width's means, and each arm's
+    width chosen on dev seed by seed (what `distill --embedding-bits auto` does per candidate), with the
+    searched shape against BERT-tiny; then each arm's int4-table change (paired t over seeds, paired bootstrap)."""
+    if narrow["search"]["chosen"] != wide["search"]["chosen"]:
+        raise ValueError("the two summaries' searches chose different shapes: not the same students")
+    widths = {"int4": narrow["runs"], "int8": wide["runs"]}
+    seeds = set(board_seeds(*(rows for runs in widths.values() for rows in runs.values())))
+    widths = {
+        w: {arm: [r for r in rows if r["seed"] in seeds] for arm, rows in runs.items()} for w, runs in widths.items()
+    }
+    rows = [(f"{w} tables", runs) for w, runs in widths.items()]
+    rows.append(("each arm's better on dev, per seed", {arm: better_on_dev(widths, arm) for arm in (CHOSEN, TINY)}))
+    lines = [
+        "| word tables | seeds | searched dev | searched test | BERT-tiny dev | BERT-tiny test "
+        "| searched − BERT-tiny, dev (paired t p) | test (paired t p) | test: paired bootstrap p |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for width, runs in rows:
+        stats = summarize(runs)
+        cells = [_cell(stats["arms"][arm][INTEGER][split]) for arm in (CHOSEN, TINY) for split in SPLITS]
+        lines.append(
+            "| " + " | ".join([width, str(len(seeds)), *cells, *_difference_cells(stats["difference"])]) + " |"
+        )
+    lines += ["", "| student | seeds | int4 − int8 tables, dev (paired t p) | test (paired t p) "
+                  "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
+    for arm, name in ((CHOSEN, narrow["search"]["chosen"]), (TINY, "BERT-tiny")):
+        change = versus(widths["int4"][arm], widths["int8"][arm])
+        lines.append("| " + " | ".join([name, str(len(seeds)), *_difference_cells(change)]) + " |")
+    return "\n".join(lines)
+
+
+def better_on_dev(widths: dict[str, dict], arm: str) -> list[dict]:
+    """`arm`'s run per seed at the table width whose integer model scored higher on dev (a tie: int8, the
+    default), as a search of both widths chooses; `widths`: {"int4": runs, "int8": runs} on the same seeds."""
+
+    def dev(run: dict) -> float:
+        return bits_of(run, INTEGER, "validation").mean()
+
+    return [max(w8, w4, key=dev) for w8, w4 in zip(widths["int8"][arm], widths["int4"][arm], strict=True)]
+
+
+def _difference_cells(difference: dict) -> list[str]:
+    """dev and test points with their paired t p, and the test's paired bootstrap p, of versus()'s integer model."""
+    entry = difference[INTEGER]
+    if not entry["seeds"]:
+        return ["–", "–", "–"]
+    dev, test = entry["validation"], entry["test"]
+    cells = [f"{d['points']:+.2f} ({_p(d['paired_t_p'])})" for d in (dev, test)]
+    return [*cells, _p(test["paired_bootstrap_p"])]

@@ -121,3 +121,33 @@ def test_the_seeds_table_pairs_each_boards_choice_with_bert_tiny_and_computes_no
 def test_the_teacher_is_quoted_from_its_recorded_accuracy():
     summary = {"teacher": {"checkpoint": "c", "seconds": 1.0, "accuracy": {"validation": 67.9104, "test": 69.0299}}}
     assert tables.teacher_accuracy(summary) == "67.91 dev / 69.03 test"
+
+
+def test_the_tables_width_table_compares_both_widths_on_the_seeds_all_four_board_paths_have():
+    rng = np.random.default_rng(2)
+
+    def summary(chosen_gain, tiny_gain, chosen_seeds=5):
+        runs = {
+            tables.CHOSEN: synthetic_runs(rng, chosen_gain)[:chosen_seeds],
+            tables.TINY: synthetic_runs(rng, tiny_gain),
+        }
+        return {"runs": runs, "search": {"chosen": "L6-H192-A3-F768-w4"}}
+
+    narrow, wide = summary(0.15, 0.0), summary(0.0, 0.0, chosen_seeds=3)  # int4 tables help the searched shape
+    lines = tables.tables_width_table(narrow, wide).splitlines()
+    assert lines[2].startswith("| int4 tables | 3 |") and lines[3].startswith("| int8 tables | 3 |")  # seeds 0-2
+    kept = {w: {arm: rows[:3] for arm, rows in s["runs"].items()} for w, s in (("int4", narrow), ("int8", wide))}
+    test = tables.versus(kept["int4"][tables.CHOSEN], kept["int8"][tables.CHOSEN])[tables.INTEGER]["test"]
+    assert lines[8].startswith("| L6-H192-A3-F768-w4 | 3 | ") and f"| {test['points']:+.2f} (" in lines[8]
+    assert test["points"] > 10 and lines[9].startswith("| BERT-tiny | 3 |")
+    at_int4 = tables.summarize(kept["int4"])["difference"][tables.INTEGER]["test"]
+    assert f"| {at_int4['points']:+.2f} (" in lines[2]
+    # per seed, the width whose integer model led on dev: int4 for the searched shape (15 points ahead)
+    picked = {arm: tables.better_on_dev(kept, arm) for arm in (tables.CHOSEN, tables.TINY)}
+    assert picked[tables.CHOSEN] == kept["int4"][tables.CHOSEN] and lines[4].startswith("| each arm's better on dev")
+    for seed, run in enumerate(picked[tables.TINY]):
+        dev = {w: tables.bits_of(kept[w][tables.TINY][seed], tables.INTEGER, "validation").mean() for w in kept}
+        assert run is kept["int4" if dev["int4"] > dev["int8"] else "int8"][tables.TINY][seed]
+    wide["search"]["chosen"] = "L2-H128-A2-F512-w8"
+    with pytest.raises(ValueError, match="different shapes"):
+        tables.tables_width_table(narrow, wide)
