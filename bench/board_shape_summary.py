@@ -227,13 +227,15 @@ def teacher_accuracy(summary: dict) -> str:
 
 def tables_width_table(narrow: dict, wide: dict) -> str:
     """Both arms' integer models with int4 word tables (`narrow`, the summary of `--embedding-bits 4`) and with
-    today's int8 tables (`wide`), on the seeds all four board paths ran: each width's means, and each arm's
-    width chosen on dev seed by seed (what `distill --embedding-bits auto` does per candidate), with the
-    searched shape against BERT-tiny; then each arm's int4-table change (paired t over seeds, paired bootstrap)."""
+    today's int8 tables (`wide`), on the seeds all four board paths ran from the same students: each width's
+    means, and each arm's width chosen on dev seed by seed (what `distill --embedding-bits auto` does per
+    candidate), with the searched shape against BERT-tiny; then each arm's int4-table change (paired t over
+    seeds, paired bootstrap)."""
     if narrow["search"]["chosen"] != wide["search"]["chosen"]:
         raise ValueError("the two summaries' searches chose different shapes: not the same students")
     widths = {"int4": narrow["runs"], "int8": wide["runs"]}
     seeds = set(board_seeds(*(rows for runs in widths.values() for rows in runs.values())))
+    seeds &= same_students(narrow, wide)  # a seed trained again elsewhere is another student: not a pair
     widths = {
         w: {arm: [r for r in rows if r["seed"] in seeds] for arm, rows in runs.items()} for w, runs in widths.items()
     }
@@ -256,6 +258,31 @@ def tables_width_table(narrow: dict, wide: dict) -> str:
         change = versus(widths["int4"][arm], widths["int8"][arm])
         lines.append("| " + " | ".join([name, str(len(seeds)), *_difference_cells(change)]) + " |")
     return "\n".join(lines)
+
+
+def same_students(*summaries: dict) -> set[int]:
+    """The seeds at which every summary's two students have one SHA-256 (their provenance, the earlier
+    summaries' included): distill is not bit-reproducible across machines, so a seed trained again is another
+    student, and its runs pair with nothing in the other summary."""
+
+    def hashes(summary: dict) -> dict[str, str]:
+        provenance, found = summary.get("provenance", {}), {}
+        for record in (provenance, *provenance.get("earlier", [])):
+            for role, checkpoint in record.get("checkpoints", {}).items():
+                found.setdefault(role, checkpoint.get("sha256"))
+        return found
+
+    known = [hashes(s) for s in summaries]
+    seeds = set.intersection(*({r["seed"] for rows in s["runs"].values() for r in rows} for s in summaries))
+    return {
+        seed
+        for seed in seeds
+        if all(
+            (first := known[0].get(f"{arm}-s{seed}")) is not None
+            and all(h.get(f"{arm}-s{seed}") == first for h in known)
+            for arm in (CHOSEN, TINY)
+        )
+    }
 
 
 def better_on_dev(widths: dict[str, dict], arm: str) -> list[dict]:

@@ -131,9 +131,17 @@ def test_the_tables_width_table_compares_both_widths_on_the_seeds_all_four_board
             tables.CHOSEN: synthetic_runs(rng, chosen_gain)[:chosen_seeds],
             tables.TINY: synthetic_runs(rng, tiny_gain),
         }
-        return {"runs": runs, "search": {"chosen": "L6-H192-A3-F768-w4"}}
+        # the students' hashes: seed 4's BERT-tiny was trained again for the int4 summary (another student)
+        students = {f"{arm}-s{seed}": {"sha256": f"{arm}{seed}"} for arm in runs for seed in range(5)}
+        provenance = {"checkpoints": {}, "earlier": [{"checkpoints": students}]}
+        return {"runs": runs, "search": {"chosen": "L6-H192-A3-F768-w4"}, "provenance": provenance}
 
     narrow, wide = summary(0.15, 0.0), summary(0.0, 0.0, chosen_seeds=3)  # int4 tables help the searched shape
+    narrow["provenance"]["checkpoints"]["bert-tiny-s4"] = {"sha256": "trained again"}
+    assert tables.same_students(narrow, wide) == {0, 1, 2, 3}
+    wide["provenance"]["earlier"][0]["checkpoints"].pop("chosen-s1")  # unknown: not taken for the same
+    assert tables.same_students(narrow, wide) == {0, 2, 3}
+    wide["provenance"]["earlier"][0]["checkpoints"]["chosen-s1"] = {"sha256": "chosen1"}
     lines = tables.tables_width_table(narrow, wide).splitlines()
     assert lines[2].startswith("| int4 tables | 3 |") and lines[3].startswith("| int8 tables | 3 |")  # seeds 0-2
     kept = {w: {arm: rows[:3] for arm, rows in s["runs"].items()} for w, s in (("int4", narrow), ("int8", wide))}
