@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tflm_mcubert.cli import run_inside
+from tflm_mcubert.cli.export import trained_storage_bits
 from tflm_mcubert.compress.width_search import WidthCandidate
 from tflm_mcubert.errors import UserError
 
@@ -34,7 +35,6 @@ def board_accuracy(args, weight_bits: int, student: Path, seq_len: int) -> dict:
     integer model on `args.board` at `seq_len` tokens, its tables searched at `args.embedding_bits` (8, 4,
     auto or None: search's default); read back when its evaluation is there and of this student and tables,
     the search resumed when it stopped."""
-    from tflm_mcubert.cli.export import trained_storage_bits
     from tflm_mcubert.train.workflows import checkpoint_fingerprint
 
     folder = student / BOARD_DIR
