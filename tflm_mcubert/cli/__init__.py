@@ -112,6 +112,20 @@ def run_inside(argv: list, module: str) -> int:
         return runners[args.command](args)
 
 
+# A local file's columns: a command that runs another on the same data passes them on (search's evaluate).
+COLUMN_FLAGS = ("text_column", "text_pair_column", "label_column")
+
+
+def given_flags(args, names: tuple[str, ...]) -> list:
+    """The options `names` of `args` that are set, as the command line spells them, for another command."""
+    given = []
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None:
+            given += [f"--{name.replace('_', '-')}", value]
+    return given
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     light = LIGHT_COMMANDS.get(argv[0]) if argv else None

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from tflm_mcubert.cli import run_inside
+from tflm_mcubert.cli import COLUMN_FLAGS, given_flags, run_inside
 from tflm_mcubert.cli.export import trained_storage_bits
 from tflm_mcubert.compress.width_search import WidthCandidate
 from tflm_mcubert.errors import UserError
@@ -26,7 +26,6 @@ TABLE_WIDTHS = ("8", "4", "auto")  # distill --embedding-bits: the board path's 
 # A short search, as the board benchmarks measure students: adaptive word tables (the NAS's equal at board
 # budgets), half an epoch of search and one of quantization-aware fine-tune.
 SEARCH = ("--mode", "adaptive", "--epochs", "0.5", "--finetune-epochs", "1")
-COLUMN_FLAGS = ("text_column", "text_pair_column", "label_column")  # a local file's, for search and evaluate
 DATA_FLAGS = ("task", *COLUMN_FLAGS, "max_seq_len", "max_train_examples")
 
 
@@ -48,7 +47,7 @@ def board_accuracy(args, weight_bits: int, student: Path, seq_len: int) -> dict:
         bits = str(weight_bits)
         search = ["search", "--checkpoint", student, "--out", model, "--resume", "--board", args.board, *SEARCH]
         search += ["--weight-bits", bits, "--qat-weight-bits", bits, "--export-seq-len", seq_len]
-        search += ["--batch-size", args.batch_size, "--seed", args.seed, *_flags(args, DATA_FLAGS)]
+        search += ["--batch-size", args.batch_size, "--seed", args.seed, *given_flags(args, DATA_FLAGS)]
         search += ["--embedding-bits", measured_for["tables"]] if measured_for["tables"] else []
         search += ["--quiet"] if args.quiet else []
         _run(search)
@@ -58,7 +57,7 @@ def board_accuracy(args, weight_bits: int, student: Path, seq_len: int) -> dict:
         evaluate += ["--split", "validation", "test", "--weight-bits", bits, "--embedding-bits", tables]
         evaluate += ["--json", partial]
         evaluate += ["--samples", args.max_eval_examples] if args.max_eval_examples else []
-        evaluate += _flags(args, COLUMN_FLAGS)
+        evaluate += given_flags(args, COLUMN_FLAGS)
         _run(evaluate)
         result = json.loads(partial.read_text())
         result |= {**measured_for, "embedding_bits": tables, "seconds": round(time.monotonic() - began, 1)}
@@ -86,16 +85,6 @@ def _accuracies(evaluation: dict, weight_bits: int, student: Path) -> dict:
         "seconds": evaluation.get("seconds", 0.0),
         "embedding_bits": tables,
     }
-
-
-def _flags(args, names: tuple[str, ...]) -> list:
-    """The candidate's options `names` that are set, as the commands spell them."""
-    given = []
-    for name in names:
-        value = getattr(args, name, None)
-        if value is not None:
-            given += [f"--{name.replace('_', '-')}", value]
-    return given
 
 
 def _run(argv: list) -> None:

@@ -13,7 +13,7 @@ import dataclasses
 import re
 
 from tflm_mcubert.boards import BOARDS, get_board, parse_size
-from tflm_mcubert.cli import run_inside
+from tflm_mcubert.cli import COLUMN_FLAGS, given_flags, run_inside
 from tflm_mcubert.compress.choices import (
     BUDGET_CONTROLS,
     CANDIDATES,
@@ -414,9 +414,7 @@ def _evaluate_candidate(args, candidate: WidthCandidate, folder, evaluation) -> 
     argv = ["evaluate", "--checkpoint", str(folder), "--task", args.task, "--seq-len", str(args.max_seq_len)]
     argv += ["--split", "validation", "test", "--weight-bits", str(candidate.weight_bits), "--json", str(evaluation)]
     argv += ["--embedding-bits", str(candidate.embedding_bits)] if candidate.embedding_bits else []
-    for flag in ("text_column", "text_pair_column", "label_column"):  # a local file's columns, as search read it
-        value = getattr(args, flag, None)
-        argv += [f"--{flag.replace('_', '-')}", value] if value is not None else []
+    argv += given_flags(args, COLUMN_FLAGS)  # a local file's columns, as search read it
     if run_inside(argv, "tflm_mcubert.cli.evaluate") != 0:
         raise UserError(f"the width search stopped at `{' '.join(argv)}`")
 
