@@ -43,6 +43,20 @@ def test_each_arm_distills_with_its_augmentation_and_every_arm_takes_the_same_bo
     assert evaluate_a[evaluate_a.index("--weight-bits") + 1] == "8" and "test" in evaluate_a
 
 
+def test_the_board_benchmarks_student_and_its_longer_layers_stage_name_their_own_recipe(tmp_path):
+    anchor = bench.student_command(opts(tmp_path), "layers-q8", 5)
+    longer = bench.student_command(opts(tmp_path), "layers-q8-i6", 5)
+    for command in (anchor, longer):
+        assert command.count("--recipe") == 1 and command[command.index("--recipe") + 1] == "layers"
+        assert command[command.index("--qat-weight-bits") + 1] == "8" and "--augment" not in command
+    assert "--intermediate-epochs" not in anchor  # the recipe's own 2
+    assert longer[longer.index("--intermediate-epochs") + 1] == "6"
+    mine = [[a for a in command if "layers-q8" not in a] for command in (anchor, longer)]  # but --out
+    assert sorted(mine[1]) == sorted([*mine[0], "--intermediate-epochs", "6"])
+    with pytest.raises(SystemExit):
+        bench.arm_args("layers-q8-i")
+
+
 def test_a_preset_and_a_board_configuration_reach_the_student_and_its_board_path(tmp_path):
     default = bench.student_command(opts(tmp_path), "ikd", 1)
     assert "--preset" not in default  # distill's own default student
