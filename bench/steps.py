@@ -41,21 +41,52 @@ def package_env() -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
 
 
+HEARTBEAT_SECONDS = 60.0  # how often a running step's wall time so far is written down
+
+
 def run_step(command: list[str], done: Path, name: str, out: Path) -> float | None:
     """Run `python -m tflm_mcubert ...command` unless `done` exists: its wall seconds (kept in
-    `done`.seconds, read back when it was done before), None (logged) if it failed."""
+    `done`.seconds, read back when it was done before), None (logged) if it failed. A step stopped part way
+    (a killed job, a failure) and run again (resuming) counts the earlier attempts' seconds too: they are
+    written down every HEARTBEAT_SECONDS while it runs (`attempts_file`)."""
     timing = done.with_name(done.name + ".seconds")
     if done.exists():
         return float(timing.read_text()) if timing.is_file() else 0.0
-    log(f"{name} {' '.join(command)}", out)
+    attempts = attempts_file(out, done)
+    earlier = float(attempts.read_text()) if attempts.is_file() else 0.0
+    log(f"{name} {' '.join(command)}" + (f" (after {earlier:.0f} s of earlier attempts)" if earlier else ""), out)
     began = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "tflm_mcubert", *command], cwd=REPO, capture_output=True, text=True, env=package_env()
+    process = subprocess.Popen(
+        step_argv(command), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env()
     )
-    seconds = time.monotonic() - began
-    if result.returncode != 0:
-        log(f"{name} failed ({result.returncode}): {result.stderr.strip().splitlines()[-3:]}", out)
+    while True:
+        try:
+            _, stderr = process.communicate(timeout=HEARTBEAT_SECONDS)
+            break
+        except subprocess.TimeoutExpired:
+            attempts.write_text(f"{earlier + time.monotonic() - began:.1f}\n")
+    seconds = earlier + time.monotonic() - began
+    if process.returncode != 0:
+        attempts.write_text(f"{seconds:.1f}\n")
+        log(f"{name} failed ({process.returncode}): {stderr.strip().splitlines()[-3:]}", out)
         return None
     log(f"{name} done in {seconds:.0f} s", out)
     timing.write_text(f"{seconds:.1f}\n")
+    attempts.unlink(missing_ok=True)
     return seconds
+
+
+def step_argv(command: list[str]) -> list[str]:
+    return [sys.executable, "-m", "tflm_mcubert", *command]
+
+
+def attempts_file(out: Path, done: Path) -> Path:
+    """Where the wall seconds of `done`'s unfinished attempts are kept: in `out`/attempts/, not beside
+    `done`, whose folder is the command's own output."""
+    try:
+        key = done.resolve().relative_to(out.resolve())
+    except ValueError:
+        key = done.resolve().relative_to(done.resolve().anchor)
+    folder = out / "attempts"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / ("__".join(key.parts) + ".seconds")
