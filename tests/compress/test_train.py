@@ -131,6 +131,9 @@ def test_resume_after_an_interruption_ends_exactly_where_an_uninterrupted_run_do
         run_two_stage(tmp_path / "b", small_config, split, stop_after=("stage2-ranks", 3))
     resumed = run_two_stage(tmp_path / "b", small_config, split, resume=True)
     assert [r.resumed_from for r in resumed.records] == [5, 2, 0]
+    # a stage's seconds count every run of it: Stage 1, trained wholly before the stop, took time too
+    stage1 = resumed.records[0]
+    assert stage1.seconds > 0 and stage1.seconds == run_meta(tmp_path / "b", resumed.records[0].name)["seconds"]
     assert reference.embedding.describe() == resumed.embedding.describe()
     assert reference.embedding.stored_params() <= 400
     for a, b in zip(reference.model.variables, resumed.model.variables):
@@ -139,6 +142,10 @@ def test_resume_after_an_interruption_ends_exactly_where_an_uninterrupted_run_do
         predict_logits(reference.model, split.remapped(reference.embedding.permutation), 8),
         predict_logits(resumed.model, split.remapped(resumed.embedding.permutation), 8),
     )
+
+
+def run_meta(root, stage: str) -> dict:
+    return RunDirectory(root / "run", {"lr": 1e-2}, resume=True).load_arrays(f"stage-{stage}")[1]
 
 
 def test_resume_refuses_a_run_with_other_settings_and_a_fresh_run_refuses_an_old_one(tmp_path):

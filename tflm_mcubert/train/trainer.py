@@ -279,11 +279,12 @@ class Trainer:
             for optimizer, rule in zip(optimizers, stage.rules):
                 optimizer.build(rule.variables)
         total = self.total_steps(stage)
-        start, loss_average, metrics = self._restore(stage, optimizers, total)
+        start, loss_average, metrics, earlier_seconds = self._restore(stage, optimizers, total)
         if start == total:
-            return StageRecord(stage.name, total, stage.epochs, 0.0, start, loss_average, metrics)
+            return StageRecord(stage.name, total, stage.epochs, earlier_seconds, start, loss_average, metrics)
         steps = [self._step_function(stage, rule, optimizer) for rule, optimizer in zip(stage.rules, optimizers)]
-        began = time.monotonic()
+        # A resumed stage's seconds are its training time over every run, the checkpoints' too.
+        began = time.monotonic() - earlier_seconds
         bar = self._progress_bar(stage.name, total, start)
         signals = cluster.StopSignals(self.cluster_timeout)
         try:
@@ -313,7 +314,7 @@ class Trainer:
                 done = step + 1
                 stop = self._stop_requested(signals)
                 if done == total or done % self.checkpoint_every == 0 or stop:
-                    self._save(stage, optimizers, done, total, loss_average, metrics)
+                    self._save(stage, optimizers, done, total, loss_average, metrics, time.monotonic() - began)
                 if stop:
                     signals.reached_boundary()
                     raise UserError(
@@ -387,7 +388,9 @@ class Trainer:
         return self.strategy.experimental_distribute_values_from_function(shard)
 
     # -- checkpoints --
-    def _save(self, stage: Stage, optimizers, done: int, total: int, loss_average: dict, metrics: dict) -> None:
+    def _save(
+        self, stage: Stage, optimizers, done: int, total: int, loss_average: dict, metrics: dict, seconds: float
+    ) -> None:
         arrays = {}
         for i, v in enumerate(stage.model.variables):
             arrays[f"model/{i}"] = np.asarray(v.numpy())
@@ -402,6 +405,7 @@ class Trainer:
             "total": total,
             "done": done == total,
             "loss_average": loss_average,
+            "seconds": round(seconds, 1),  # trained so far, over every run of the stage
             "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))},
             # Shapes, not paths: Keras numbers layer names per process ("..._1"), so paths may differ.
             "model_shapes": [list(v.shape) for v in stage.model.variables],
@@ -416,7 +420,9 @@ class Trainer:
             targets += [(f"opt/{rule.name}/{i}", v) for i, v in enumerate(optimizer.variables)]
         return targets + [(f"extra/{i}", v) for i, v in enumerate(stage.extra_state)]
 
-    def _restore(self, stage: Stage, optimizers, total: int) -> tuple[int, dict, dict]:
+    def _restore(self, stage: Stage, optimizers, total: int) -> tuple[int, dict, dict, float]:
+        """(steps done, loss averages, metrics, seconds trained) of the stage's checkpoint, its state restored;
+        zeros and empty ones without a checkpoint."""
         targets = self._state_variables(stage, optimizers)
         if not cluster.is_multiworker(self.strategy):
             return self._restore_local(stage, targets, total)
@@ -436,13 +442,13 @@ class Trainer:
         if not chief:
             for (_, variable), value in zip(targets, values):
                 variable.assign(value)
-        start, loss_average, metrics = header["state"]
-        return int(start), dict(loss_average), dict(metrics)
+        start, loss_average, metrics, seconds = header["state"]
+        return int(start), dict(loss_average), dict(metrics), float(seconds)
 
-    def _restore_local(self, stage: Stage, targets, total: int) -> tuple[int, dict, dict]:
+    def _restore_local(self, stage: Stage, targets, total: int) -> tuple[int, dict, dict, float]:
         found = self.run.load_arrays(f"stage-{stage.name}")
         if found is None:
-            return 0, {}, {}
+            return 0, {}, {}, 0.0
         arrays, meta = found
         if meta["total"] != total or meta["model_shapes"] != [list(v.shape) for v in stage.model.variables]:
             raise UserError(
@@ -455,7 +461,8 @@ class Trainer:
                     f"{self.run.root}: the checkpoint of stage {stage.name} lacks or mis-shapes {key}; use a new --out"
                 )
             variable.assign(arrays[key])
-        return int(meta["step"]), dict(meta["loss_average"]), dict(meta["metrics"])
+        # (a checkpoint of an older version has no seconds: its stage counts this run's alone)
+        return int(meta["step"]), dict(meta["loss_average"]), dict(meta["metrics"]), float(meta.get("seconds", 0.0))
 
     def _progress_bar(self, name: str, total: int, start: int):
         return progress_bar(name, total, start, enabled=self.progress)
