@@ -141,11 +141,18 @@ def run(opts, arms: list[str], seeds: list[int]) -> None:
 
 
 def predicted_correct(run: Path, task: str, max_seq_len: int) -> dict[str, np.ndarray]:
-    """Per-example correctness of the float student in `run` on the task's dev and test splits."""
+    """Per-example correctness of the float student in `run` on the task's dev and test splits, its encoder's
+    weights fake-quantized where its run scored it so (`distill --qat-weight-bits`: metrics.json's
+    accuracy_weights)."""
+    from tflm_mcubert.ops.widths import Widths
+    from tflm_mcubert.quantize.weight_fake_quant import WeightFakeQuant
     from tflm_mcubert.train.trainer import predict_logits
     from tflm_mcubert.train.workflows import DataOptions, load_classifier, load_task_data
 
     model, tokenizer, _ = load_classifier(str(run))
+    scored_at = json.loads((run / "metrics.json").read_text()).get("accuracy_weights", "float")
+    if scored_at != "float":
+        WeightFakeQuant(model, Widths.uniform(int(scored_at))).install()
     splits = load_task_data(DataOptions(task, max_seq_len=max_seq_len), tokenizer, model.config.vocab_size).splits
     return {s: np.argmax(predict_logits(model, splits[s], 64), axis=-1) == splits[s].labels for s in SPLITS}
 
