@@ -66,7 +66,7 @@ SHAPE_SEARCH_BOARDS = ("nucleo-f746zg", "nucleo-f767zi")  # one summary each per
 # The layers recipe's searches against BERT-tiny over seeds: board_shape_layers_<task>_<board>.json each
 LAYERS_SEARCHES = (
     *(f"board_shape_layers_rotten_tomatoes_{board}.json" for board in SHAPE_SEARCH_BOARDS),
-    "board_shape_layers_party_speeches_nucleo-f746zg.json",
+    *(f"board_shape_layers_party_speeches_{board}.json" for board in SHAPE_SEARCH_BOARDS),
 )
 # The NUCLEO-F767ZI's comparison again with int4 word tables (--embedding-bits 4), and the int8 one it reads
 TABLES_WIDTH_SEARCH = "board_shape_layers{bits}_rotten_tomatoes_nucleo-f767zi.json"

@@ -528,6 +528,9 @@ SHAPE = {
     "board_shape_layers.party_teacher": lambda: board_shape_summary.teacher_accuracy(
         summary("board_shape_layers_party_speeches_nucleo-f746zg")
     ),
+    "board_shape_layers.party_f767zi_teacher": lambda: board_shape_summary.teacher_accuracy(
+        summary("board_shape_layers_party_speeches_nucleo-f767zi")
+    ),
 }
 
 # ---- docs/benchmarks/decoder.md: the embedding search's seeds (decoder_search.json) ----
