@@ -58,16 +58,15 @@ INTEGER, FLOAT = "integer", "float"  # the board path's models: evaluate's int8 
 
 # Named arms of the intermediate-layer recipes (train/intermediate.py), on top of --augment 1 (the best of
 # the earlier arms): projected-teacher init, then the layers alone for 2 epochs, then aug1's 6 logit epochs;
-# and its two halves alone (the init; the layers' stage from a fresh encoder). Arms that name their own
-# --recipe start from it: `layers-q8` is the board benchmarks' student (bench/board_shape_latency.py's
-# BERT-tiny: `--recipe layers`, quantization-aware at int8), `layers-q8-i<E>` its layers' stage E epochs long.
+# and its two halves alone (the init; the layers' stage from a fresh encoder). Apart from these, `layers-q8`
+# is the board benchmarks' student (bench/board_shape_latency.py's BERT-tiny: `--recipe layers`,
+# quantization-aware at int8), and `layers-q8-i<E>` the same with its layers' stage E epochs long.
 LOGITS = ("--recipe", "logits")
 LAYERS_Q8 = ("--recipe", "layers", "--qat-weight-bits", "8")
 NAMED_ARMS = {
     "ikd": ["--augment", "1", "--init", "projected", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
     "pinit": ["--augment", "1", "--init", "projected"],
     "ikdrand": ["--augment", "1", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
-    "layers-q8": [*LAYERS_Q8],
 }
 
 
@@ -79,14 +78,13 @@ def arm_args(arm: str) -> list[str]:
     if arm == "base":
         return [*LOGITS]
     if arm in NAMED_ARMS:
-        named = NAMED_ARMS[arm]
-        return named if named[0] == "--recipe" else [*LOGITS, *named]
-    if match := re.fullmatch(r"layers-q8-i(\d+)", arm):
-        return [*LAYERS_Q8, "--intermediate-epochs", match[1]]
+        return [*LOGITS, *NAMED_ARMS[arm]]
+    if match := re.fullmatch(r"layers-q8(?:-i(\d+))?", arm):
+        return [*LAYERS_Q8, *(["--intermediate-epochs", match[1]] if match[1] else [])]
     match = re.fullmatch(r"(aug|epochs)(\d+)", arm)
     if not match:
         known = ", ".join(NAMED_ARMS)
-        raise SystemExit(f"unknown arm {arm!r} (base, aug<N>, epochs<E>, layers-q8-i<E> or {known})")
+        raise SystemExit(f"unknown arm {arm!r} (base, aug<N>, epochs<E>, layers-q8[-i<E>] or {known})")
     return [*LOGITS, "--augment" if match[1] == "aug" else "--epochs", match[2]]
 
 
