@@ -28,7 +28,7 @@ def test_a_resumed_step_counts_the_earlier_attempts_seconds(tmp_path, monkeypatc
     assert steps.run_step(["distill"], done, "[s] distill", tmp_path) is None
     attempts = steps.attempts_file(tmp_path, done)
     failed = float(attempts.read_text())
-    assert 0.5 <= failed < 30 and not done.parent.exists()  # written down outside the command's own folder
+    assert failed >= 0.5 and not done.parent.exists()  # the sleep at least; outside the command's own folder
     attempts.write_text(f"{failed + 100:.1f}\n")  # as a job killed part way would leave it
     python_step(monkeypatch, f"import pathlib; p = pathlib.Path({str(done)!r}); p.parent.mkdir(); p.write_text('x')")
     seconds = steps.run_step(["distill"], done, "[s] distill", tmp_path)
