@@ -328,6 +328,54 @@ def _difference_row(label: str, entry: dict) -> str:
     )
 
 
+def teacher_accuracy(runs: dict[str, list[dict]]) -> dict[str, float]:
+    """The teacher's dev and test accuracy as its students' runs measured it: one teacher per summary."""
+    seen = {tuple(r["student"]["teacher_accuracy"][s] for s in SPLITS) for rows in runs.values() for r in rows}
+    if len(seen) != 1:
+        raise SystemExit(f"the runs name {len(seen)} teachers' accuracies, not one")
+    return dict(zip(SPLITS, seen.pop()))
+
+
+def teacher_gap(runs: dict[str, list[dict]], arm: str) -> dict:
+    """How much of the teacher's test lead on the first arm's integer model (its mean over its seeds) `arm`'s
+    paired gain on that arm closes."""
+    stats, path = summarize(runs), f"board:{INTEGER}"
+    first = stats["against"]
+    gain = stats["differences"][arm][path]
+    teacher = teacher_accuracy(runs)
+    lead = teacher["test"] - stats["arms"][first][path]["test"]["mean"]
+    return {
+        "teacher": teacher,
+        "against": first,
+        "reference": stats["arms"][first][path]["test"],
+        "arm": stats["arms"][arm][path]["test"],
+        "gain": gain["test"],
+        "seeds": gain["seeds"],
+        "lead": lead,
+        "closed": gain["test"]["points"] / lead,
+    }
+
+
+def tasks_markdown(rows: list[tuple[str, dict, str]]) -> str:
+    """One line per (task, committed summary, arm): the teacher, the first arm's and `arm`'s integer models on
+    test, the paired gain and the share of the teacher's lead it closes; every figure from the runs' bits."""
+    lines = [
+        "| task | teacher dev / test | recipes | first: integer model test | second: integer model test | seeds "
+        "| test, points (paired t p; bootstrap p) | of the teacher's lead |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for task, summary, arm in rows:
+        gap = teacher_gap(summary["runs"], arm)
+        teacher, gain = gap["teacher"], gap["gain"]
+        lines.append(
+            f"| {task} | {teacher['validation']:.2f} / {teacher['test']:.2f} | {gap['against']}, {arm} "
+            f"| {_cell(gap['reference'])} | {_cell(gap['arm'])} | {len(gap['seeds'])} "
+            f"| {gain['points']:+.2f} ({_p(gain['paired_t_p'])}; {_p(gain['paired_bootstrap_p'])}) "
+            f"| {gain['points']:.2f} of {gap['lead']:.2f} ({100 * gap['closed']:.0f}%) |"
+        )
+    return "\n".join(lines)
+
+
 def markdown_table(summary: dict) -> str:
     """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
     return markdown(summarize(summary["runs"]))

@@ -16,6 +16,7 @@ sys.path.insert(0, str(BENCH))
 import board_accuracy  # noqa: E402
 import board_shape_summary  # noqa: E402
 import compression_points as cp  # noqa: E402
+import distill_augment  # noqa: E402
 import numpy as np  # noqa: E402
 import recorded_results  # noqa: E402
 import search_points  # noqa: E402
@@ -305,25 +306,17 @@ def _distill_minutes(arm: str) -> str:
     return f"{_distill_arm(arm)['student_minutes']['mean']:.0f}"
 
 
-def _teacher_test() -> float:
-    tests = {
-        r["student"]["teacher_accuracy"]["test"] for runs in summary("distill_augment")["runs"].values() for r in runs
-    }
-    if len(tests) != 1:
-        raise SystemExit(f"distill_augment.json: the runs name {len(tests)} teacher test accuracies, not one")
-    return tests.pop()
-
-
 def _gap_closed() -> str:
     """How much of the teacher's lead on the logits-only integer model (its mean) the layers recipe's
     paired gain closes."""
-    gain = summary("distill_augment")["statistics"]["differences"]["ikd"]["board:integer"]["test"]["points"]
-    gap = _teacher_test() - _distill_arm("base")["board:integer"]["test"]["mean"]
-    return f"{gain:.2f} of its {gap:.2f} points ({100 * gain / gap:.0f}%)"
+    gap = distill_augment.teacher_gap(summary("distill_augment")["runs"], "ikd")
+    return f"{gap['gain']['points']:.2f} of its {gap['lead']:.2f} points ({100 * gap['closed']:.0f}%)"
 
 
 DISTILL: dict[str, Callable[[], str]] = {
-    "distill_augment.teacher_test": lambda: f"{_teacher_test():.2f}",
+    "distill_augment.teacher_test": lambda: (
+        f"{distill_augment.teacher_accuracy(summary('distill_augment')['runs'])['test']:.2f}"
+    ),
     "distill_augment.gap_closed": _gap_closed,
     **{
         f"distill_augment.{arm}_board_test": (lambda a=arm: _distill_test(a, "board:integer"))

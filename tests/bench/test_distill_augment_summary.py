@@ -115,3 +115,22 @@ def test_a_later_arm_is_also_set_against_each_earlier_one_but_the_first():
         - stats["differences"]["epochs12"]["student"]["test"]["points"]
     )
     assert "| aug1 against epochs12: float student | 5 |" in bench.markdown(stats)
+
+
+def test_the_tasks_table_gives_the_share_of_the_teachers_lead_that_the_second_recipe_closes():
+    rng = np.random.default_rng(2)
+    runs = {"base": synthetic_runs(rng, 0.0), "layers-q8": synthetic_runs(rng, 0.1)}
+    for rows in runs.values():
+        for r in rows:
+            r["student"]["teacher_accuracy"] = {"validation": 90.0, "test": 88.0}
+    gap = bench.teacher_gap(runs, "layers-q8")
+    stats = bench.summarize(runs)
+    reference = stats["arms"]["base"][f"board:{bench.INTEGER}"]["test"]["mean"]
+    assert gap["lead"] == pytest.approx(88.0 - reference) and gap["seeds"] == [0, 1, 2]
+    assert gap["closed"] == pytest.approx(gap["gain"]["points"] / gap["lead"]) and 0 < gap["closed"] < 1
+    table = bench.tasks_markdown([("party_speeches", {"runs": runs}, "layers-q8")])
+    assert "| party_speeches | 90.00 / 88.00 | base, layers-q8 |" in table
+    assert f"{gap['gain']['points']:.2f} of {gap['lead']:.2f}" in table
+    runs["base"][0]["student"]["teacher_accuracy"] = {"validation": 90.0, "test": 87.0}
+    with pytest.raises(SystemExit, match="2 teachers"):
+        bench.teacher_gap(runs, "layers-q8")
