@@ -53,8 +53,13 @@ def test_the_board_benchmarks_student_and_its_longer_layers_stage_name_their_own
     assert longer[longer.index("--intermediate-epochs") + 1] == "6"
     mine = [[a for a in command if "layers-q8" not in a] for command in (anchor, longer)]  # but --out
     assert sorted(mine[1]) == sorted([*mine[0], "--intermediate-epochs", "6"])
-    with pytest.raises(SystemExit):
-        bench.arm_args("layers-q8-i")
+    more = bench.student_command(opts(tmp_path), "layers-q8-aug4", 5)
+    assert more[more.index("--augment") + 1] == "4" and "--intermediate-epochs" not in more
+    both = bench.arm_args("layers-q8-i6-aug4")
+    assert both[both.index("--intermediate-epochs") + 1] == "6" and both[both.index("--augment") + 1] == "4"
+    for unknown in ("layers-q8-i", "layers-q8-aug", "layers-q8-aug4-i6"):
+        with pytest.raises(SystemExit):
+            bench.arm_args(unknown)
 
 
 def test_a_preset_and_a_board_configuration_reach_the_student_and_its_board_path(tmp_path):
