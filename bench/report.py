@@ -150,6 +150,16 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
     **{
+        f"distill_recipes_{task}.arms": (
+            lambda t=task: distill_augment.markdown_table(_summary(f"distill_recipes_{t}.json"))
+        )
+        for task in report_figures.DISTILL_TASKS
+    },
+    "distill_recipes.tasks": lambda: distill_augment.tasks_markdown(
+        [("rotten_tomatoes", _summary("distill_augment.json"), "ikd")]
+        + [(task, _summary(f"distill_recipes_{task}.json"), "layers-q8") for task in report_figures.DISTILL_TASKS]
+    ),
+    **{
         f"teacher_recipe_{task}.arms": (
             lambda t=task: teacher_recipe.markdown_table(_summary(f"teacher_recipe_{t}.json"))
         )
