@@ -1,5 +1,6 @@
 """The shapes the boards pick run bit-exact on the cores: each reference shape `boards` prints
-(tflm_mcubert/data/board_shapes.json, what `distill --preset auto` chose per board) exported at its weight
+(tflm_mcubert/data/board_shapes.json, what `distill --preset auto` chose per board) and each shape the
+board-shape benchmark's searches chose (bench/results/board_shape_layers_*.json), exported at its weight
 width and 128 tokens for its board, and layer 0 of it (attention and MLP; the other layers repeat the same
 ops at the same shape) run by `mcubert_layer_check` under qemu-system-arm on the Cortex-M7 (DSP path) and
 the Cortex-M55 (MVE path), byte for byte equal to the numpy reference. Every width, head size and FFN ratio
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -19,14 +21,19 @@ from tflm_mcubert.firmware.layer_check import layer_check_from_export, write_lay
 from tflm_mcubert.model.config import preset
 
 SEQ_LEN = 128
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 
 def reference_shapes() -> list[tuple[str, str, int]]:
     """(board, shape, weight bits) of each distinct shape the boards picked, the first board to pick it."""
     boards = json.loads(resources.files("tflm_mcubert.data").joinpath("board_shapes.json").read_text())["boards"]
+    picked = [(board, entry["shape"]) for board, entry in boards.items()]
+    for summary in sorted(RESULTS.glob("board_shape_layers_*.json")):
+        search = json.loads(summary.read_text())["search"]
+        picked.append((search["board"], search["chosen"]))
     first = {}
-    for board, entry in boards.items():
-        shape, bits = entry["shape"].rsplit("-w", 1)  # "<shape>-w<bits>"
+    for board, chosen in picked:
+        shape, bits = chosen.rsplit("-w", 1)  # "<shape>-w<bits>"
         first.setdefault((shape, int(bits)), board)
     return [(board, shape, bits) for (shape, bits), board in first.items()]
 
