@@ -60,10 +60,11 @@ INTEGER, FLOAT = "integer", "float"  # the board path's models: evaluate's int8 
 # the earlier arms): projected-teacher init, then the layers alone for 2 epochs, then aug1's 6 logit epochs;
 # and its two halves alone (the init; the layers' stage from a fresh encoder). Apart from these, `layers-q8`
 # is the board benchmarks' student (bench/board_shape_latency.py's BERT-tiny: `--recipe layers`,
-# quantization-aware at int8), `layers-q8-i<E>` the same with its layers' stage E epochs long, and
-# `layers-q8-aug<N>` with N teacher-labelled copies of each sentence (the recipe's is 1).
+# quantization-aware at int8; `layers-q4` at int4, BERT-mini's width at the F767ZI), `layers-q8-i<E>` the
+# same with its layers' stage E epochs long, and `layers-q8-aug<N>` with N teacher-labelled copies of each
+# sentence (the recipe's is 1).
 LOGITS = ("--recipe", "logits")
-LAYERS_Q8 = ("--recipe", "layers", "--qat-weight-bits", "8")
+LAYERS = ("--recipe", "layers", "--qat-weight-bits")
 NAMED_ARMS = {
     "ikd": ["--augment", "1", "--init", "projected", "--intermediate-kd", "1", "--intermediate-epochs", "2"],
     "pinit": ["--augment", "1", "--init", "projected"],
@@ -80,13 +81,13 @@ def arm_args(arm: str) -> list[str]:
         return [*LOGITS]
     if arm in NAMED_ARMS:
         return [*LOGITS, *NAMED_ARMS[arm]]
-    if match := re.fullmatch(r"layers-q8(?:-i(\d+))?(?:-aug(\d+))?", arm):
-        longer = ["--intermediate-epochs", match[1]] if match[1] else []
-        return [*LAYERS_Q8, *longer, *(["--augment", match[2]] if match[2] else [])]
+    if match := re.fullmatch(r"layers-q([48])(?:-i(\d+))?(?:-aug(\d+))?", arm):
+        longer = ["--intermediate-epochs", match[2]] if match[2] else []
+        return [*LAYERS, match[1], *longer, *(["--augment", match[3]] if match[3] else [])]
     match = re.fullmatch(r"(aug|epochs)(\d+)", arm)
     if not match:
         known = ", ".join(NAMED_ARMS)
-        raise SystemExit(f"unknown arm {arm!r} (base, aug<N>, epochs<E>, layers-q8[-i<E>][-aug<N>] or {known})")
+        raise SystemExit(f"unknown arm {arm!r} (base, aug<N>, epochs<E>, layers-q<4|8>[-i<E>][-aug<N>] or {known})")
     return [*LOGITS, "--augment" if match[1] == "aug" else "--epochs", match[2]]
 
 
@@ -390,7 +391,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--arms",
         default="base,aug1",
-        help="comma-separated arms: base (logits-only KD), aug<N>, epochs<E>, layers-q8[-i<E>][-aug<N>], ikd, ...",
+        help="comma-separated arms: base (logits-only KD), aug<N>, epochs<E>, layers-q<4|8>[-i<E>][-aug<N>], ikd, ...",
     )
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--task", default="rotten_tomatoes")

@@ -57,7 +57,8 @@ def test_the_board_benchmarks_student_and_its_longer_layers_stage_name_their_own
     assert more[more.index("--augment") + 1] == "4" and "--intermediate-epochs" not in more
     both = bench.arm_args("layers-q8-i6-aug4")
     assert both[both.index("--intermediate-epochs") + 1] == "6" and both[both.index("--augment") + 1] == "4"
-    for unknown in ("layers-q8-i", "layers-q8-aug", "layers-q8-aug4-i6"):
+    assert bench.arm_args("layers-q4") == ["--recipe", "layers", "--qat-weight-bits", "4"]  # BERT-mini's int4
+    for unknown in ("layers-q8-i", "layers-q8-aug", "layers-q8-aug4-i6", "layers-q2", "layers"):
         with pytest.raises(SystemExit):
             bench.arm_args(unknown)
 
