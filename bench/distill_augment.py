@@ -359,19 +359,20 @@ def teacher_gap(runs: dict[str, list[dict]], arm: str) -> dict:
     }
 
 
-def tasks_markdown(rows: list[tuple[str, dict, str]]) -> str:
-    """One line per (task, committed summary, arm): the teacher, the first arm's and `arm`'s integer models on
-    test, the paired gain and the share of the teacher's lead it closes; every figure from the runs' bits."""
+def tasks_markdown(rows: list[tuple[str, str, dict, str]]) -> str:
+    """One line per (task, student and board, committed summary, arm): the teacher, the first arm's and
+    `arm`'s integer models on test, the paired gain and the share of the teacher's lead it closes; every
+    figure from the runs' bits."""
     lines = [
-        "| task | teacher dev / test | recipes | first: integer model test | second: integer model test | seeds "
-        "| test, points (paired t p; bootstrap p) | of the teacher's lead |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | student, board | teacher dev / test | recipes | first: integer model test "
+        "| second: integer model test | seeds | test, points (paired t p; bootstrap p) | of the teacher's lead |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for task, summary, arm in rows:
+    for task, student, summary, arm in rows:
         gap = teacher_gap(summary["runs"], arm)
         teacher, gain = gap["teacher"], gap["gain"]
         lines.append(
-            f"| {task} | {teacher['validation']:.2f} / {teacher['test']:.2f} | {gap['against']}, {arm} "
+            f"| {task} | {student} | {teacher['validation']:.2f} / {teacher['test']:.2f} | {gap['against']}, {arm} "
             f"| {_cell(gap['reference'])} | {_cell(gap['arm'])} | {len(gap['seeds'])} "
             f"| {gain['points']:+.2f} ({_p(gain['paired_t_p'])}; {_p(gain['paired_bootstrap_p'])}) "
             f"| {gain['points']:.2f} of {gap['lead']:.2f} ({100 * gap['closed']:.0f}%) |"

@@ -150,14 +150,17 @@ TABLES: dict[str, Callable[[], str]] = {
     "decoder_perplexity.rows": lambda: decoder_perplexity.markdown_table(_summary("decoder_perplexity.json")),
     "distill_augment.arms": lambda: distill_augment.markdown_table(_summary("distill_augment.json")),
     **{
-        f"distill_recipes_{task}.arms": (
-            lambda t=task: distill_augment.markdown_table(_summary(f"distill_recipes_{t}.json"))
+        f"distill_recipes_{stem}.arms": (
+            lambda s=stem: distill_augment.markdown_table(_summary(f"distill_recipes_{s}.json"))
         )
-        for task in report_figures.DISTILL_TASKS
+        for stem in report_figures.DISTILL_RECIPES
     },
     "distill_recipes.tasks": lambda: distill_augment.tasks_markdown(
-        [("rotten_tomatoes", _summary("distill_augment.json"), "ikd")]
-        + [(task, _summary(f"distill_recipes_{task}.json"), "layers-q8") for task in report_figures.DISTILL_TASKS]
+        [("rotten_tomatoes", "BERT-tiny, F746ZG int8", _summary("distill_augment.json"), "ikd")]
+        + [
+            (task, student, _summary(f"distill_recipes_{stem}.json"), arm)
+            for stem, (task, student, arm) in report_figures.DISTILL_RECIPES.items()
+        ]
     ),
     **{
         f"teacher_recipe_{task}.arms": (

@@ -313,10 +313,10 @@ def _gap_closed() -> str:
     return f"{gap['gain']['points']:.2f} of its {gap['lead']:.2f} points ({100 * gap['closed']:.0f}%)"
 
 
-def _recipes_versus(task: str, arm: str, path: str) -> str:
-    """`arm` against the first arm of distill_recipes_<task>.json, recomputed from the bits: "+2.31 dev / -2.53
+def _recipes_versus(name: str, arm: str, path: str) -> str:
+    """`arm` against the first arm of distill_recipes_<name>.json, recomputed from the bits: "+2.31 dev / -2.53
     test points (paired t p = 0.005 / 0.045; test's paired bootstrap p = 0.28; 10 seeds)"."""
-    entry = distill_augment.summarize(summary(f"distill_recipes_{task}")["runs"])["differences"][arm][path]
+    entry = distill_augment.summarize(summary(f"distill_recipes_{name}")["runs"])["differences"][arm][path]
     dev, test = entry["validation"], entry["test"]
     return (
         f"{dev['points']:+.2f} dev / {test['points']:+.2f} test points (paired t p = {dev['paired_t_p']:.2g} / "
@@ -325,12 +325,17 @@ def _recipes_versus(task: str, arm: str, path: str) -> str:
     )
 
 
-DISTILL_TASKS = ("party_speeches", "debate_speakers")  # besides rotten tomatoes: distill_recipes_<task>.json
+# Besides rotten tomatoes' BERT-tiny: bench/results/distill_recipes_<name>.json, each with its task, student
+# and board path, and the arm that is `distill`'s default recipe at that board's weight width.
+DISTILL_RECIPES = {
+    "party_speeches": ("party_speeches", "BERT-tiny, F746ZG int8", "layers-q8"),
+    "debate_speakers": ("debate_speakers", "BERT-tiny, F746ZG int8", "layers-q8"),
+}
 
 DISTILL: dict[str, Callable[[], str]] = {
     **{
-        f"distill_recipes_{task}.{name}": (lambda t=task, p=path: _recipes_versus(t, "layers-q8", p))
-        for task in DISTILL_TASKS
+        f"distill_recipes_{stem}.{name}": (lambda s=stem, a=arm, p=path: _recipes_versus(s, a, p))
+        for stem, (_, _, arm) in DISTILL_RECIPES.items()
         for name, path in (("board_versus", "board:integer"), ("student_versus", "student"))
     },
     "distill_augment.teacher_test": lambda: (

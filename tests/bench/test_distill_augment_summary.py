@@ -134,8 +134,8 @@ def test_the_tasks_table_gives_the_share_of_the_teachers_lead_that_the_second_re
     reference = stats["arms"]["base"][f"board:{bench.INTEGER}"]["test"]["mean"]
     assert gap["lead"] == pytest.approx(88.0 - reference) and gap["seeds"] == [0, 1, 2]
     assert gap["closed"] == pytest.approx(gap["gain"]["points"] / gap["lead"]) and 0 < gap["closed"] < 1
-    table = bench.tasks_markdown([("party_speeches", {"runs": runs}, "layers-q8")])
-    assert "| party_speeches | 90.00 / 88.00 | base, layers-q8 |" in table
+    table = bench.tasks_markdown([("party_speeches", "BERT-tiny, F746ZG", {"runs": runs}, "layers-q8")])
+    assert "| party_speeches | BERT-tiny, F746ZG | 90.00 / 88.00 | base, layers-q8 |" in table
     assert f"{gap['gain']['points']:.2f} of {gap['lead']:.2f}" in table
     runs["base"][0]["student"]["teacher_accuracy"] = {"validation": 90.0, "test": 87.0}
     with pytest.raises(SystemExit, match="2 teachers"):
