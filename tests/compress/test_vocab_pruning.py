@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tflm_mcubert.compress.vocab_pruning import pieces_to_keep, prune_vocabulary
+from tflm_mcubert.compress.vocab_pruning import corpus_sentences, pieces_to_keep, prune_vocabulary
+from tflm_mcubert.data.tasks import OFFLINE_TASKS, load_task
 from tflm_mcubert.errors import UserError
 
 CORPUS = [
@@ -116,6 +117,13 @@ def test_export_with_prune_vocab(minilm_checkpoint, tmp_path):
     for text in [*CORPUS, "A cathedral of unexpected words!"]:
         encoded = reference.encode(spec, text, 32)
         assert list(encoded.ids[: encoded.valid]) == tokenizer(text, truncation=True, max_length=32)["input_ids"]
+
+
+@pytest.mark.parametrize("task", OFFLINE_TASKS)
+def test_an_offline_task_prunes_to_its_training_split(task):
+    expected = list(load_task(task)["train"]["text"])
+    assert corpus_sentences(task) == expected
+    assert corpus_sentences(task.upper()) == expected  # task names are case-blind, as load_task's
 
 
 def test_prune_options_are_checked(tmp_path):

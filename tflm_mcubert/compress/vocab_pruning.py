@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from tflm_mcubert.data.calibration import read_sentences
-from tflm_mcubert.data.tasks import GLUE_TASKS, ROTTEN_TOMATOES, load_task
+from tflm_mcubert.data.tasks import GLUE_TASKS, OFFLINE_TASKS, load_task
 from tflm_mcubert.errors import UserError
 from tflm_mcubert.model.bert import with_vocabulary
 from tflm_mcubert.model.clustered_embedding import bert_tokenizer_with_vocab
@@ -87,9 +87,9 @@ def prune_vocabulary(
 
 
 def corpus_sentences(spec: str) -> list[str]:
-    """The texts of a corpus: a task's training split (rotten_tomatoes, sst2, ..., or a task directory of
-    train.* / validation.* / test.* files) or a text/CSV file."""
-    if spec.lower() in (*GLUE_TASKS, ROTTEN_TOMATOES) or Path(spec).is_dir():
+    """The texts of a corpus: a task's training split (an offline task such as debate_speakers, a GLUE task,
+    or a task directory of train.* / validation.* / test.* files) or a text/CSV file."""
+    if spec.lower() in (*GLUE_TASKS, *OFFLINE_TASKS) or Path(spec).is_dir():
         train = load_task(spec)["train"]
         columns = [c for c in ("text", "text_pair") if c in train.column_names]
         return [t for c in columns for t in train[c] if t]
