@@ -233,7 +233,17 @@ def accuracy_bits(run: dict, path: str, split: str) -> np.ndarray | None:
     return correct(record, split, model or None)
 
 
-PATHS = {"student": "float student", f"board:{INTEGER}": "integer model (F746ZG)", f"board:{FLOAT}": "its float twin"}
+PATHS = {"student": "float student", f"board:{INTEGER}": "integer model", f"board:{FLOAT}": "its float twin"}
+
+
+def board_name(settings: dict) -> str:
+    """The board a summary's board path exports for, as the tables name it: "F746ZG"."""
+    board = board_accuracy.CONFIGS[settings.get("board_config") or BOARD_CONFIG].board
+    return board.rsplit("-", 1)[-1].upper()
+
+
+def _path_labels(board: str) -> dict[str, str]:
+    return {**PATHS, f"board:{INTEGER}": f"{PATHS[f'board:{INTEGER}']} ({board})"}
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict:
@@ -294,8 +304,10 @@ def _p(value) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format_p(value)
 
 
-def markdown(summary: dict) -> str:
-    """Two tables: per arm the accuracies and cost, and each arm against the first."""
+def markdown(summary: dict, board: str = "F746ZG") -> str:
+    """Two tables: per arm the accuracies and cost, and each arm against the first (and later arms against
+    each other); `board` names the integer model's."""
+    labels = _path_labels(board)
     lines = [
         "| recipe | seeds | steps | float student dev | float student test | integer model dev | integer model test "
         "| distill min | board path min |",
@@ -312,14 +324,14 @@ def markdown(summary: dict) -> str:
     lines += ["", f"| against {summary['against']} | seeds | dev, points (paired t p) | test, points (paired t p) "
                   "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
     lines += [_difference_row(f"{arm}: {label}", versus[path]) for arm, versus in summary["differences"].items()
-              for path, label in PATHS.items() if versus[path]["seeds"]]  # fmt: skip
+              for path, label in labels.items() if versus[path]["seeds"]]  # fmt: skip
     if summary.get("pairs"):
         lines += ["", "| recipe against recipe | seeds | dev, points (paired t p) | test, points (paired t p) "
                       "| test: paired bootstrap p |", "|---|---|---|---|---|"]  # fmt: skip
         for pair in summary["pairs"]:
             label = f"{pair['arm']} against {pair['against']}"
             lines += [_difference_row(f"{label}: {name}", pair["versus"][path])
-                      for path, name in PATHS.items() if pair["versus"][path]["seeds"]]  # fmt: skip
+                      for path, name in labels.items() if pair["versus"][path]["seeds"]]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -382,7 +394,7 @@ def tasks_markdown(rows: list[tuple[str, str, dict, str]]) -> str:
 
 def markdown_table(summary: dict) -> str:
     """`markdown` of a committed summary, every figure and p-value recomputed from its runs' bits."""
-    return markdown(summarize(summary["runs"]))
+    return markdown(summarize(summary["runs"]), board_name(summary.get("settings", {})))
 
 
 def main(argv=None) -> int:
@@ -451,7 +463,7 @@ def main(argv=None) -> int:
     }
     stats = summarize(runs)
     summary["statistics"] = stats
-    print(markdown(stats))
+    print(markdown(stats, board_name(summary["settings"])))
     out = args.out or args.runs / "summary.json"
     out.write_text(json.dumps(summary, indent=1, default=float) + "\n")
     print(f"summary {out} ({out.stat().st_size:,} bytes)")

@@ -66,12 +66,17 @@ def test_the_board_benchmarks_student_and_its_longer_layers_stage_name_their_own
 def test_a_preset_and_a_board_configuration_reach_the_student_and_its_board_path(tmp_path):
     default = bench.student_command(opts(tmp_path), "ikd", 1)
     assert "--preset" not in default  # distill's own default student
-    mini = SimpleNamespace(**vars(opts(tmp_path)), preset="bert-mini", board_config="mini-f767-w4e4p")
+    mini = SimpleNamespace(
+        **{**vars(opts(tmp_path)), "task": "debate_speakers"}, preset="bert-mini", board_config="mini-f767-w4e4p"
+    )
     student = bench.student_command(mini, "ikd", 1)
     assert student[student.index("--preset") + 1] == "bert-mini" and "--init" in student
     search, evaluate = bench.board_commands(mini, "ikd", 1)
     assert search[search.index("--board") + 1] == "nucleo-f767zi" and search[search.index("--weight-bits") + 1] == "4"
     assert search[search.index("--embedding-bits") + 1] == "4" and evaluate[evaluate.index("--weight-bits") + 1] == "4"
+    assert search[search.index("--prune-vocab") + 1] == "debate_speakers"  # a task name `search` reads itself
+    assert bench.board_name({"board_config": "mini-f767-w4e4p"}) == "F767ZI"
+    assert bench.board_name({"board_config": None}) == "F746ZG"  # summaries from before the option
 
 
 def synthetic_runs(rng, better: float) -> list[dict]:
