@@ -67,7 +67,14 @@ def _recipes_versus(name: str, arm: str, path: str, against: str | None = None) 
 DISTILL_RECIPES = {
     "party_speeches": ("party_speeches", "BERT-tiny, F746ZG int8", "layers-q8"),
     "debate_speakers": ("debate_speakers", "BERT-tiny, F746ZG int8", "layers-q8"),
+    "debate_speakers_bert-mini": ("debate_speakers", "BERT-mini, F767ZI int4", "layers-q4"),
 }
+
+
+def _recipes_test(name: str, arm: str, path: str) -> str:
+    """Mean ± sd over the seeds of `arm`'s test accuracy in distill_recipes_<name>.json, from the bits."""
+    test = distill_augment.summarize(summary(f"distill_recipes_{name}")["runs"])["arms"][arm][path]["test"]
+    return f"{test['mean']:.2f} ± {test['sd']:.2f}"
 
 
 DISTILL: dict[str, Callable[[], str]] = {
@@ -79,6 +86,15 @@ DISTILL: dict[str, Callable[[], str]] = {
     # more copies of each sentence for the layers recipe, on the task with the fewest sentences
     "distill_recipes_debate_speakers.aug4_board_versus": (
         lambda: _recipes_versus("debate_speakers", "layers-q8-aug4", "board:integer", against="layers-q8")
+    ),
+    **{
+        f"distill_recipes_{stem}.{arm}_{name}_test": (lambda s=stem, a=arm, p=path: _recipes_test(s, a, p))
+        for stem in ("debate_speakers", "debate_speakers_bert-mini")
+        for arm in ("base",)
+        for name, path in (("board", "board:integer"), ("student", "student"))
+    },
+    "distill_recipes_debate_speakers_bert-mini.teacher_test": lambda: (
+        f"{distill_augment.teacher_accuracy(summary('distill_recipes_debate_speakers_bert-mini')['runs'])['test']:.2f}"
     ),
     "distill_recipes_debate_speakers.aug4_board_versus_base": (
         lambda: _recipes_versus("debate_speakers", "layers-q8-aug4", "board:integer")
